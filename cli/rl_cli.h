@@ -1,0 +1,25 @@
+// rl_cli — the rlctl subcommands and the small helpers they share. Each subcommand lives in
+// cli/cmd_<name>.c as `int rl_cmd_<name>(int argc, char **argv)`, where argv[0] is the
+// subcommand name; it returns the process exit code: 0 ok, 1 runtime failure, 2 usage or
+// invalid input that the user must fix (bad recipe, bad flags).
+#ifndef RL_CLI_H
+#define RL_CLI_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { RL_EXIT_OK = 0, RL_EXIT_FAIL = 1, RL_EXIT_USAGE = 2 };
+
+int rl_cmd_validate(int argc, char **argv);
+int rl_cmd_tokenize(int argc, char **argv);
+int rl_cmd_detokenize(int argc, char **argv);
+int rl_cmd_inspect(int argc, char **argv);
+
+// Returns 1 when argv[1..] holds "-h" or "--help".
+int rl_cli_wants_help(int argc, char **argv);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

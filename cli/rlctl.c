@@ -1,0 +1,69 @@
+// rlctl — the command-line entry point: dispatches to one cli/cmd_<name>.c per subcommand.
+#include "rl_cli.h"
+#include "rl_version.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *summary;
+} s_command_t;
+
+// One line per subcommand; `rlctl --help` lists them in this order.
+static const s_command_t s_commands[] = {
+    // {"validate", rl_cmd_validate, "check a recipe and print it with every default filled"},
+    // {"tokenize", rl_cmd_tokenize, "print the token ids of a text"},
+    // {"detokenize", rl_cmd_detokenize, "print the text of token ids"},
+    // {"inspect", rl_cmd_inspect, "list the tensors of a safetensors file or model folder"},
+    {NULL, NULL, NULL},
+};
+
+static void s_usage(FILE *out) {
+    fprintf(out,
+            "rlctl %s — RL post-training for language models\n\n"
+            "usage: rlctl <command> [args]   (rlctl <command> --help for its options)\n\n"
+            "commands:\n",
+            RLCTL_VERSION);
+    for (const s_command_t *c = s_commands; c->name; c++) {
+        fprintf(out, "  %-12s %s\n", c->name, c->summary);
+    }
+    fprintf(out, "\noptions:\n  -h, --help     this help\n  --version      print the version\n"
+                 "\nenvironment:\n  RLCTL_LOG=error|warn|info|debug   log level (default info)\n");
+}
+
+int rl_cli_wants_help(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            return 1;
+        }
+        if (strcmp(argv[i], "--") == 0) {
+            break;
+        }
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        s_usage(stderr);
+        return RL_EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
+        s_usage(stdout);
+        return RL_EXIT_OK;
+    }
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+        printf("rlctl %s\n", RLCTL_VERSION);
+        return RL_EXIT_OK;
+    }
+    for (const s_command_t *c = s_commands; c->name; c++) {
+        if (strcmp(cmd, c->name) == 0) {
+            return c->fn(argc - 1, argv + 1);
+        }
+    }
+    fprintf(stderr, "rlctl: unknown command '%s' (rlctl --help lists the commands)\n", cmd);
+    return RL_EXIT_USAGE;
+}

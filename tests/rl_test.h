@@ -1,0 +1,88 @@
+// rl_test — tiny check macros for the ctest suites. Each failed check prints file:line and
+// what differed, and is counted; a suite ends with RL_TEST_DONE(), which prints a summary and
+// returns non-zero when anything failed.
+#ifndef RL_TEST_H
+#define RL_TEST_H
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static int rl_test_failed = 0;
+static int rl_test_checks = 0;
+
+#define CHECK(cond)                                                                   \
+    do {                                                                              \
+        rl_test_checks++;                                                             \
+        if (!(cond)) {                                                                \
+            rl_test_failed++;                                                         \
+            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);           \
+        }                                                                             \
+    } while (0)
+
+#define CHECK_MSG(cond, ...)                                                          \
+    do {                                                                              \
+        rl_test_checks++;                                                             \
+        if (!(cond)) {                                                                \
+            rl_test_failed++;                                                         \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);           \
+            fprintf(stderr, __VA_ARGS__);                                             \
+            fputc('\n', stderr);                                                      \
+        }                                                                             \
+    } while (0)
+
+#define CHECK_INT(a, b)                                                               \
+    do {                                                                              \
+        long long rl_a_ = (long long)(a), rl_b_ = (long long)(b);                     \
+        rl_test_checks++;                                                             \
+        if (rl_a_ != rl_b_) {                                                         \
+            rl_test_failed++;                                                         \
+            fprintf(stderr, "FAIL %s:%d: %s == %s: %lld != %lld\n", __FILE__, __LINE__, \
+                    #a, #b, rl_a_, rl_b_);                                            \
+        }                                                                             \
+    } while (0)
+
+#define CHECK_STR(a, b)                                                               \
+    do {                                                                              \
+        const char *rl_a_ = (a), *rl_b_ = (b);                                        \
+        rl_test_checks++;                                                             \
+        if (!rl_a_ || !rl_b_ || strcmp(rl_a_, rl_b_) != 0) {                          \
+            rl_test_failed++;                                                         \
+            fprintf(stderr, "FAIL %s:%d: %s == %s: \"%s\" != \"%s\"\n", __FILE__,     \
+                    __LINE__, #a, #b, rl_a_ ? rl_a_ : "(null)", rl_b_ ? rl_b_ : "(null)"); \
+        }                                                                             \
+    } while (0)
+
+// substring check: haystack contains needle
+#define CHECK_CONTAINS(hay, needle)                                                   \
+    do {                                                                              \
+        const char *rl_h_ = (hay), *rl_n_ = (needle);                                 \
+        rl_test_checks++;                                                             \
+        if (!rl_h_ || !strstr(rl_h_, rl_n_)) {                                        \
+            rl_test_failed++;                                                         \
+            fprintf(stderr, "FAIL %s:%d: \"%s\" does not contain \"%s\"\n", __FILE__, \
+                    __LINE__, rl_h_ ? rl_h_ : "(null)", rl_n_);                       \
+        }                                                                             \
+    } while (0)
+
+// |a-b| <= tol * max(1, |b|): relative for large values, absolute near zero.
+#define CHECK_CLOSE(a, b, tol)                                                        \
+    do {                                                                              \
+        double rl_a_ = (double)(a), rl_b_ = (double)(b);                              \
+        double rl_s_ = fabs(rl_b_) > 1.0 ? fabs(rl_b_) : 1.0;                         \
+        rl_test_checks++;                                                             \
+        if (!(fabs(rl_a_ - rl_b_) <= (tol) * rl_s_)) {                                \
+            rl_test_failed++;                                                         \
+            fprintf(stderr, "FAIL %s:%d: %s ~ %s: %.9g vs %.9g (tol %g)\n", __FILE__, \
+                    __LINE__, #a, #b, rl_a_, rl_b_, (double)(tol));                   \
+        }                                                                             \
+    } while (0)
+
+#define RL_TEST_DONE()                                                                \
+    do {                                                                              \
+        fprintf(stderr, "%s: %d checks, %d failed\n", __FILE__, rl_test_checks,       \
+                rl_test_failed);                                                      \
+        return rl_test_failed ? 1 : 0;                                                \
+    } while (0)
+
+#endif
