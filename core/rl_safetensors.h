@@ -26,7 +26,9 @@ typedef struct {
     int ndim;                      // 0..RL_ST_MAX_DIMS (0 = scalar)
     int64_t shape[RL_ST_MAX_DIMS];
     int64_t numel;                 // product of shape (1 for a scalar)
-    const void *data;              // borrowed pointer into the mmap; valid until destroy
+    const void *data;              // borrowed pointer into the mmap; valid until destroy.
+                                   // Little-endian; unaligned when a foreign writer did not
+                                   // pad the header to 8 (read through rl_st_to_f32/memcpy)
     size_t nbytes;                 // numel * element size
 } rl_st_tensor_t;
 
@@ -46,6 +48,11 @@ rl_st_file_t *rl_st_file_open(const char *path, char *err, size_t err_len);
 // rl_st_file_destroy.
 int rl_st_parse(const void *buf, size_t len, rl_st_file_t **out, char *err, size_t err_len);
 
+// Like rl_st_file_open, but returns the reason: 0, RL_ENOTFOUND (no such file), a positive
+// errno (cannot open/map), RL_EPROTO (malformed), RL_EUNSUPPORTED (e.g. an I64 tensor) or
+// RL_ENOMEM; *out is NULL on failure. caller owns *out; free with rl_st_file_destroy.
+int rl_st_file_load(const char *path, rl_st_file_t **out, char *err, size_t err_len);
+
 // Number of tensors and the i-th in file order of data offsets. borrowed; valid until destroy.
 int rl_st_file_count(const rl_st_file_t *self);
 const rl_st_tensor_t *rl_st_file_tensor(const rl_st_file_t *self, int i);
@@ -53,6 +60,10 @@ const rl_st_tensor_t *rl_st_file_tensor(const rl_st_file_t *self, int i);
 const rl_st_tensor_t *rl_st_file_find(const rl_st_file_t *self, const char *name);
 // The "__metadata__" value for `key`, or NULL. borrowed; valid until destroy.
 const char *rl_st_file_metadata(const rl_st_file_t *self, const char *key);
+// Number of "__metadata__" entries and the i-th key (file order), NULL when out of range.
+// borrowed; valid until destroy.
+int rl_st_file_metadata_count(const rl_st_file_t *self);
+const char *rl_st_file_metadata_key(const rl_st_file_t *self, int i);
 
 void rl_st_file_destroy(rl_st_file_t **self_p);
 
@@ -62,10 +73,22 @@ typedef struct rl_st_model rl_st_model_t;
 // Opens every shard of a folder. With an index, every weight_map entry must exist in the shard
 // it names and every shard tensor must be listed; a name in two shards is an error. On failure
 // NULL and a message in err. caller owns result; free with rl_st_model_destroy.
+// A folder holding model.safetensors uses it (an index beside it is ignored, as transformers
+// does); otherwise the index; neither is RL_ENOTFOUND. Shard names in the index must be plain
+// file names inside the folder (no '/', '\\' or '..').
 rl_st_model_t *rl_st_model_open(const char *dir, char *err, size_t err_len);
+// Like rl_st_model_open, but returns the reason: 0, RL_ENOTFOUND (no folder, or neither file
+// in it), a positive errno, RL_EINVAL (not a folder), RL_EPROTO, RL_EUNSUPPORTED or
+// RL_ENOMEM; *out is NULL on failure. caller owns *out; free with rl_st_model_destroy.
+int rl_st_model_load(const char *dir, rl_st_model_t **out, char *err, size_t err_len);
+// Tensors in shard order (shards sorted by file name), then data-offset order within a shard.
+// borrowed; valid until destroy.
 int rl_st_model_count(const rl_st_model_t *self);
 const rl_st_tensor_t *rl_st_model_tensor(const rl_st_model_t *self, int i);
 const rl_st_tensor_t *rl_st_model_find(const rl_st_model_t *self, const char *name);
+// Number of shard files and the i-th file name (sorted). borrowed; valid until destroy.
+int rl_st_model_shard_count(const rl_st_model_t *self);
+const char *rl_st_model_shard_name(const rl_st_model_t *self, int i);
 void rl_st_model_destroy(rl_st_model_t **self_p);
 
 // ---- conversion ----------------------------------------------------------------------------
