@@ -4,6 +4,8 @@
 #ifndef RL_HF_H
 #define RL_HF_H
 
+#include "rl_safetensors.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,19 +36,21 @@ typedef struct {
     int rope_original_max_position_embeddings;
     int tie_word_embeddings;  // 1: lm_head shares embed_tokens
     int attention_bias;       // q/k/v biases present (always 1 for qwen2)
-    int o_bias;               // o_proj bias present (llama with attention_bias; never qwen2/3)
+    int o_bias;               // o_proj bias present (llama/qwen3 with attention_bias; never qwen2)
     int mlp_bias;             // llama mlp_bias
     int qk_norm;              // qwen3: RMSNorm over each head of q and k
     char torch_dtype[16];     // "float32", "bfloat16", "float16" or "" when absent
     int bos_token_id;         // -1 when absent
     int n_eos;                // stop ids: config eos_token_id (int or list) plus
     int eos_token_ids[RL_HF_MAX_EOS]; //   generation_config.json's, deduplicated
+    double initializer_range; // std of HF's normal init (missing -> 0.02); used by rlctl init
 } rl_hf_config_t;
 
 // Parses config.json text (len bytes, not necessarily NUL-terminated) named `path` for
 // messages. Missing required fields, wrong types, non-positive sizes, heads that do not divide,
 // unknown model_type ("model_type 'mistral' is not supported (llama, qwen2, qwen3)") and unknown
 // rope types are errors naming the path and the key. Returns 0 or RL_EINVAL/RL_EUNSUPPORTED.
+// Defaults and traps are documented in docs/formats.md ("config.json").
 int rl_hf_config_parse(const char *json, size_t len, const char *path, rl_hf_config_t *out,
                        char *err, size_t err_len);
 
@@ -72,7 +76,15 @@ int rl_hf_tensor_specs(const rl_hf_config_t *cfg, rl_hf_tensor_spec_t *out, int 
 // Number of parameters a config implies (tied head counted once).
 int64_t rl_hf_param_count(const rl_hf_config_t *cfg);
 
+// Checks the weights of a model folder against a config: every tensor of rl_hf_tensor_specs
+// present with its shape, nothing else (rotary_emb.inv_freq buffers of old conversions are
+// ignored), dtypes F32/F16/BF16. Returns 0, RL_EINVAL (missing, unexpected or misshapen
+// tensors; err lists the first few of each by name), RL_EUNSUPPORTED (dtype) or RL_ENOMEM.
+int rl_hf_check_weights(const rl_hf_config_t *cfg, const rl_st_model_t *model, char *err,
+                        size_t err_len);
+
 const char *rl_hf_arch_name(rl_arch_t arch); // "llama", "qwen2", "qwen3"
+const char *rl_hf_rope_type_name(rl_rope_type_t type); // "default", "llama3"
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,1 @@
+rl_add_test(NAME model.hf SOURCES test_hf.c LIBS rl_model rl_core LABELS unit)
