@@ -17,7 +17,7 @@ static const s_command_t s_commands[] = {
     // {"tokenize", rl_cmd_tokenize, "print the token ids of a text"},
     // {"detokenize", rl_cmd_detokenize, "print the text of token ids"},
     {"inspect", rl_cmd_inspect, "list the tensors of a safetensors file or model folder"},
-    // {"init", rl_cmd_init, "write a randomly initialised Hugging Face model folder"},
+    {"init", rl_cmd_init, "write a randomly initialised Hugging Face model folder"},
     {NULL, NULL, NULL},
 };
 

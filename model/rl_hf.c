@@ -514,24 +514,34 @@ static int s_read_file(const char *path, char **out, size_t *len, char *err, siz
     return 0;
 }
 
+int rl_hf_config_load_file(const char *path, rl_hf_config_t *out, char *err, size_t err_len) {
+    RL_ASSERT(path && out);
+    char *text = NULL;
+    size_t len = 0;
+    memset(out, 0, sizeof *out);
+    int rc = s_read_file(path, &text, &len, err, err_len);
+    if (rc) {
+        return rc;
+    }
+    rc = rl_hf_config_parse(text, len, path, out, err, err_len);
+    free(text);
+    return rc;
+}
+
 int rl_hf_config_load(const char *dir, rl_hf_config_t *out, char *err, size_t err_len) {
     RL_ASSERT(dir && out);
     char path[4096];
     char *text = NULL;
     size_t len = 0;
+    memset(out, 0, sizeof *out);
     snprintf(path, sizeof path, "%s/config.json", dir);
-    int rc = s_read_file(path, &text, &len, err, err_len);
-    if (rc) {
-        return rc;
-    }
     rl_hf_config_t cfg;
-    rc = rl_hf_config_parse(text, len, path, &cfg, err, err_len);
-    free(text);
+    int rc = rl_hf_config_load_file(path, &cfg, err, err_len);
     if (rc) {
         return rc;
     }
 
-    // generation_config.json's eos ids are the ones generate() stops on (Llama-3 instruct
+    // generation_config.json's eos ids are the ones generate() stops on (Llama-3-8B-Instruct
     // lists <|eot_id|> only there), so they join the config's.
     snprintf(path, sizeof path, "%s/generation_config.json", dir);
     rc = s_read_file(path, &text, &len, err, err_len);
@@ -583,6 +593,15 @@ static int s_shortest_digits(double x) {
 
 static json_t *s_real(s_dump_t *d, double x) {
     int p = s_shortest_digits(x);
+    // whole numbers print in full ("rope_theta": 10000.0, not 1e4), as transformers writes them
+    double a = x < 0 ? -x : x;
+    if (a < 1e16 && a == (double)(int64_t)a) {
+        int digits = 1;
+        for (; a >= 10.0; a /= 10.0) {
+            digits++;
+        }
+        p = digits > p ? digits : p;
+    }
     d->precision = p > d->precision ? p : d->precision;
     return json_real(x);
 }

@@ -58,6 +58,10 @@ int rl_hf_config_parse(const char *json, size_t len, const char *path, rl_hf_con
 // Returns 0, RL_ENOTFOUND (no config.json), or a parse error, with the message in err.
 int rl_hf_config_load(const char *dir, rl_hf_config_t *out, char *err, size_t err_len);
 
+// Reads and parses one config.json file at `path` (no generation_config.json merge).
+// Returns 0, RL_ENOTFOUND, an errno, or a parse error, with the message in err.
+int rl_hf_config_load_file(const char *path, rl_hf_config_t *out, char *err, size_t err_len);
+
 // Serialises a config as config.json text that rl_hf_config_parse reads back unchanged and
 // transformers accepts. caller owns result; free with free(). NULL on allocation failure.
 char *rl_hf_config_to_json(const rl_hf_config_t *cfg);

@@ -329,8 +329,8 @@ static void s_test_refusals(void) {
                       "rope type 'yarn' is not supported (default, llama3)", "rope_scaling");
     s_expect_bad_file("missing-hidden-size.json", RL_EINVAL, "missing required key 'hidden_size'",
                       NULL);
-    s_expect_bad_file("wrong-type.json", RL_EINVAL, "'hidden_size' must be an integer, not a string",
-                      NULL);
+    s_expect_bad_file("wrong-type.json", RL_EINVAL,
+                      "'hidden_size' must be an integer, not a string", NULL);
     s_expect_bad_file("heads-not-dividing.json", RL_EINVAL, "'num_attention_heads' (4)",
                       "'num_key_value_heads' (3)");
     s_expect_bad_file("duplicate-key.json", RL_EINVAL, "duplicate object key", NULL);

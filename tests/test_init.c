@@ -1,0 +1,205 @@
+// tests for `rlctl init`: runs the built binary on a tiny qwen3 config, reopens the folder with
+// rl_hf_config_load + rl_st_model_open + rl_hf_check_weights, and checks the init scheme
+// (Linear/embedding ~ N(0, initializer_range), biases 0, RMSNorm weights exactly 1), the seed's
+// determinism, bf16 output, and the refusals (non-empty --out, bad flags, small vocab_size).
+#include "rl_err.h"
+#include "rl_hf.h"
+#include "rl_safetensors.h"
+#include "rl_test.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char s_tmp[] = "/tmp/rl_test_init_XXXXXX";
+
+// Runs "rlctl <args>" with output discarded; returns the exit code (-1 if it did not exit).
+static int s_rlctl(const char *args) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s/rlctl %s >/dev/null 2>&1", RL_BINARY_DIR, args);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void s_write(const char *name, const char *text) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", s_tmp, name);
+    FILE *f = fopen(path, "w");
+    RL_ASSERT(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static char *s_slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        return NULL;
+    }
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    RL_ASSERT(buf);
+    *len = fread(buf, 1, (size_t)n, f);
+    fclose(f);
+    return buf;
+}
+
+static const char *s_config =
+    "{\"model_type\": \"qwen3\", \"hidden_size\": 64, \"intermediate_size\": 128,"
+    " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2,"
+    " \"head_dim\": 32, \"vocab_size\": 48, \"tie_word_embeddings\": false,"
+    " \"attention_bias\": true, \"initializer_range\": 0.05, \"eos_token_id\": [40, 41],"
+    " \"bos_token_id\": 39}";
+
+static const char *s_tokenizer =
+    "{\"version\": \"1.0\", \"added_tokens\": [{\"id\": 41, \"content\": \"<|end|>\","
+    " \"special\": true}], \"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1},"
+    " \"merges\": []}}";
+
+static void s_check_folder(const char *dir, rl_dtype_t want_dtype) {
+    char err[1024] = "";
+    rl_hf_config_t cfg;
+    int rc = rl_hf_config_load(dir, &cfg, err, sizeof err);
+    CHECK_MSG(rc == 0, "%s", err);
+    if (rc) {
+        return;
+    }
+    CHECK_INT(cfg.head_dim, 32);
+    CHECK_INT(cfg.n_eos, 2);
+    CHECK_INT(cfg.eos_token_ids[1], 41);
+    CHECK_INT(cfg.bos_token_id, 39);
+    CHECK_STR(cfg.torch_dtype, want_dtype == RL_DTYPE_F32 ? "float32" : "bfloat16");
+    rl_st_model_t *m = rl_st_model_open(dir, err, sizeof err);
+    CHECK_MSG(m != NULL, "%s", err);
+    if (!m) {
+        return;
+    }
+    rc = rl_hf_check_weights(&cfg, m, err, sizeof err);
+    CHECK_MSG(rc == 0, "%s", err);
+
+    // Normal tensors: embed + lm_head 2*48*64, per layer q,o 2*128*64 + k,v 2*64*64 + MLP
+    // 3*128*64: 6,144 + 2*49,152 = 104,448 draws of N(0, 0.05). The pooled mean has sd
+    // 0.05/sqrt(104448) = 1.5e-4 (bound 1e-3 ~ 6 sd); the pooled std has relative sd
+    // 1/sqrt(2N) = 0.22% (bound 2% ~ 9 sd; bf16 rounding moves it < 0.4%). Each tensor's own std
+    // (>= 3072 draws, relative sd <= 1.3%) must be within 10% (~8 sd).
+    double s1 = 0, s2 = 0;
+    long long n_normal = 0;
+    int ones_ok = 1, zeros_ok = 1, dtype_ok = 1;
+    for (int i = 0; i < rl_st_model_count(m); i++) {
+        const rl_st_tensor_t *t = rl_st_model_tensor(m, i);
+        dtype_ok &= t->dtype == want_dtype;
+        float *x = malloc((size_t)t->numel * sizeof *x);
+        RL_ASSERT(x);
+        rl_st_to_f32(x, t);
+        size_t len = strlen(t->name);
+        if (len > 5 && strcmp(t->name + len - 5, ".bias") == 0) {
+            for (int64_t k = 0; k < t->numel; k++) {
+                zeros_ok &= x[k] == 0.0f;
+            }
+        } else if (len > 11 && strcmp(t->name + len - 11, "norm.weight") == 0) {
+            for (int64_t k = 0; k < t->numel; k++) {
+                ones_ok &= x[k] == 1.0f;
+            }
+        } else {
+            double t1 = 0, t2 = 0;
+            for (int64_t k = 0; k < t->numel; k++) {
+                t1 += x[k];
+                t2 += (double)x[k] * x[k];
+            }
+            double tstd = sqrt(t2 / t->numel - (t1 / t->numel) * (t1 / t->numel));
+            CHECK_MSG(fabs(tstd - 0.05) < 0.005, "%s: std %g", t->name, tstd);
+            s1 += t1;
+            s2 += t2;
+            n_normal += t->numel;
+        }
+        free(x);
+    }
+    CHECK(dtype_ok);
+    CHECK(ones_ok);
+    CHECK(zeros_ok);
+    CHECK_INT(n_normal, 104448);
+    double mean = s1 / (double)n_normal;
+    double std = sqrt(s2 / (double)n_normal - mean * mean);
+    fprintf(stderr, "  %s: %lld normal draws, mean %.3g, std %.5g\n", dir, n_normal, mean, std);
+    CHECK(fabs(mean) < 1e-3);
+    CHECK(fabs(std - 0.05) < 0.02 * 0.05);
+    rl_st_model_destroy(&m);
+}
+
+int main(void) {
+    RL_ASSERT(mkdtemp(s_tmp));
+    s_write("config.json", s_config);
+    s_write("tokenizer.json", s_tokenizer);
+    char args[1024], a[512], b[512];
+    snprintf(a, sizeof a, "%s/a", s_tmp);
+    snprintf(b, sizeof b, "%s/b", s_tmp);
+    const char *common = "--config %s/config.json --tokenizer %s/tokenizer.json --out %s";
+
+    char fmt[256];
+    snprintf(fmt, sizeof fmt, "init %s --seed 7", common);
+    snprintf(args, sizeof args, fmt, s_tmp, s_tmp, a);
+    CHECK_INT(s_rlctl(args), 0);
+    s_check_folder(a, RL_DTYPE_F32);
+
+    // the same seed gives the same bytes; a non-empty --out is refused without --force
+    CHECK_INT(s_rlctl(args), 2);
+    snprintf(fmt, sizeof fmt, "init %s --seed 7 --force", common);
+    snprintf(args, sizeof args, fmt, s_tmp, s_tmp, b);
+    CHECK_INT(s_rlctl(args), 0);
+    char pa[600], pb[600];
+    size_t la = 0, lb = 0;
+    snprintf(pa, sizeof pa, "%s/model.safetensors", a);
+    snprintf(pb, sizeof pb, "%s/model.safetensors", b);
+    char *da = s_slurp(pa, &la), *db = s_slurp(pb, &lb);
+    CHECK(da && db && la == lb && memcmp(da, db, la) == 0);
+    free(db);
+
+    // another seed, into the now non-empty b with --force: different weights, same size
+    snprintf(fmt, sizeof fmt, "init %s --seed 8 --force", common);
+    snprintf(args, sizeof args, fmt, s_tmp, s_tmp, b);
+    CHECK_INT(s_rlctl(args), 0);
+    db = s_slurp(pb, &lb);
+    CHECK(da && db && la == lb && memcmp(da, db, la) != 0);
+    free(da);
+    free(db);
+
+    // tokenizer copied byte for byte
+    snprintf(pa, sizeof pa, "%s/tokenizer.json", a);
+    da = s_slurp(pa, &la);
+    CHECK(da && la == strlen(s_tokenizer) && memcmp(da, s_tokenizer, la) == 0);
+    free(da);
+
+    // bf16
+    snprintf(fmt, sizeof fmt, "init %s --seed 7 --dtype bf16 --force", common);
+    snprintf(args, sizeof args, fmt, s_tmp, s_tmp, b);
+    CHECK_INT(s_rlctl(args), 0);
+    s_check_folder(b, RL_DTYPE_BF16);
+
+    // refusals: bad dtype, bad seed, missing flag, vocab_size smaller than the tokenizer
+    snprintf(fmt, sizeof fmt, "init %s --dtype fp8 --force", common);
+    snprintf(args, sizeof args, fmt, s_tmp, s_tmp, b);
+    CHECK_INT(s_rlctl(args), 2);
+    snprintf(fmt, sizeof fmt, "init %s --seed -1 --force", common);
+    snprintf(args, sizeof args, fmt, s_tmp, s_tmp, b);
+    CHECK_INT(s_rlctl(args), 2);
+    snprintf(args, sizeof args, "init --config %s/config.json --out %s", s_tmp, b);
+    CHECK_INT(s_rlctl(args), 2);
+    s_write("small.json", "{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\":"
+                          " 128, \"num_hidden_layers\": 1, \"num_attention_heads\": 4,"
+                          " \"vocab_size\": 41}");
+    snprintf(args, sizeof args, "init --config %s/small.json --tokenizer %s/tokenizer.json"
+             " --out %s/c", s_tmp, s_tmp, s_tmp);
+    CHECK_INT(s_rlctl(args), 2);
+    s_write("bad.json", "{\"model_type\": \"gpt2\"}");
+    snprintf(args, sizeof args, "init --config %s/bad.json --tokenizer %s/tokenizer.json"
+             " --out %s/c", s_tmp, s_tmp, s_tmp);
+    CHECK_INT(s_rlctl(args), 2);
+
+    snprintf(args, sizeof args, "rm -rf '%s'", s_tmp);
+    CHECK(system(args) == 0);
+    RL_TEST_DONE();
+}
