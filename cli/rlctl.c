@@ -13,9 +13,9 @@ typedef struct {
 
 // One line per subcommand; `rlctl --help` lists them in this order.
 static const s_command_t s_commands[] = {
-    // {"validate", rl_cmd_validate, "check a recipe and print it with every default filled"},
-    // {"tokenize", rl_cmd_tokenize, "print the token ids of a text"},
-    // {"detokenize", rl_cmd_detokenize, "print the text of token ids"},
+    {"validate", rl_cmd_validate, "check a recipe and print it with every default filled"},
+    {"tokenize", rl_cmd_tokenize, "print the token ids of a text"},
+    {"detokenize", rl_cmd_detokenize, "print the text of token ids"},
     {"inspect", rl_cmd_inspect, "list the tensors of a safetensors file or model folder"},
     {"init", rl_cmd_init, "write a randomly initialised Hugging Face model folder"},
     {NULL, NULL, NULL},

@@ -1,0 +1,270 @@
+// rl_config — the recipe: YAML file + command-line overrides -> one typed, validated struct.
+// One schema table (rl_recipe_schema) drives everything: parsing, defaults, range and choice
+// checks, the resolved YAML that `rlctl validate` prints, and the docs test that keeps
+// docs/recipe.md complete. Every error names file:line:column and the dotted key, says what was
+// found and what is allowed, and all errors of a recipe are reported at once. Each key keeps
+// its source position so later stages can report problems found after loading (a broken
+// config.json, say) at the line that named the file. This module reads no model or data file:
+// it only checks that referenced paths exist. Schema and semantics: docs/recipe.md.
+#ifndef RL_CONFIG_H
+#define RL_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// ---- value types and the schema table -------------------------------------------------------
+
+typedef enum {
+    RL_RECIPE_T_BOOL = 0,
+    RL_RECIPE_T_INT,         // stored as int
+    RL_RECIPE_T_FLOAT,       // stored as double
+    RL_RECIPE_T_STRING,      // stored as char * (NULL when optional and unset)
+    RL_RECIPE_T_ENUM,        // stored as int: the index into `choices` (-1 when unset)
+    RL_RECIPE_T_PATH_FILE,   // char *: absolute path of an existing file (when RL_RECIPE_K_EXISTS)
+    RL_RECIPE_T_PATH_DIR,    // char *: absolute path of a directory
+    RL_RECIPE_T_STRING_LIST, // rl_recipe_strlist_t
+    RL_RECIPE_T_FLOAT_LIST,  // double[count]
+    RL_RECIPE_T_MAP,         // char *: any YAML map, kept as JSON text (reward plugin ABI)
+} rl_recipe_type_t;
+
+enum {
+    RL_RECIPE_K_REQUIRED = 1u << 0, // no default: the recipe must set it
+    RL_RECIPE_K_OPTIONAL = 1u << 1, // may stay unset (null); printed as null
+    RL_RECIPE_K_MIN_EXCL = 1u << 2, // value > min (else >= min)
+    RL_RECIPE_K_MAX_EXCL = 1u << 3, // value < max (else <= max)
+    RL_RECIPE_K_EXISTS = 1u << 4,   // a path that must exist when loaded
+    RL_RECIPE_K_DERIVED = 1u << 5,  // default computed from other keys (see def_doc)
+};
+
+typedef struct {
+    const char *section;        // "optim"; for a list section ("rewards"), one entry's keys
+    const char *key;            // "lr"
+    rl_recipe_type_t type;
+    size_t offset;              // into rl_recipe_t, or into the entry struct of a list section
+    const char *def;            // default as YAML text; NULL when required, optional, derived
+    const char *def_doc;        // the default as docs show it ("required", "runs/<run.name>")
+    unsigned flags;             // RL_RECIPE_K_*
+    double min, max;            // numeric range; for lists, bounds on each item
+    int count;                  // FLOAT_LIST: exact number of items
+    const char *const *choices; // ENUM values, or allowed STRING_LIST items; NULL-terminated
+    unsigned algos;             // 1 << RL_RECIPE_ALGO_* the key applies to; 0 = every algorithm
+    const char *gate;           // a bool key that must be true for this key to apply, or NULL
+    const char *needs;          // PATH_DIR: a file the directory must contain, or NULL
+    const char *doc;            // one line of meaning
+} rl_recipe_key_t;
+
+// Sets *keys to the schema table (sections in recipe order) and returns its length.
+// borrowed; valid until program exit.
+int rl_recipe_schema(const rl_recipe_key_t **keys);
+
+// Returns "bool", "int", ... for a type. borrowed; valid until program exit.
+const char *rl_recipe_type_name(rl_recipe_type_t type);
+
+// Returns the name of value `value` of the ENUM key `dotted_key` ("optim.scheduler",
+// "rewards.builtin"), or NULL when either is unknown. borrowed; valid until program exit.
+const char *rl_recipe_enum_name(const char *dotted_key, int value);
+
+// ---- enum values (the order of each key's `choices`) --------------------------------------
+
+enum { RL_RECIPE_ALGO_GRPO = 0, RL_RECIPE_ALGO_SFT = 1 };
+enum {
+    RL_RECIPE_DTYPE_FLOAT32 = 0,
+    RL_RECIPE_DTYPE_BFLOAT16 = 1,
+    RL_RECIPE_DTYPE_FLOAT16 = 2,
+    RL_RECIPE_DTYPE_AUTO = 3, // the input model's torch_dtype
+};
+enum {
+    RL_RECIPE_CHAT_AUTO = 0,
+    RL_RECIPE_CHAT_CHATML = 1,
+    RL_RECIPE_CHAT_LLAMA3 = 2,
+    RL_RECIPE_CHAT_NONE = 3,
+};
+enum {
+    RL_RECIPE_FORMAT_AUTO = 0,
+    RL_RECIPE_FORMAT_PROMPT = 1,
+    RL_RECIPE_FORMAT_PROMPT_COMPLETION = 2,
+    RL_RECIPE_FORMAT_TEXT = 3,
+    RL_RECIPE_FORMAT_MESSAGES = 4,
+};
+enum { RL_RECIPE_TRUNC_ERROR = 0, RL_RECIPE_TRUNC_DROP = 1 };
+enum { RL_RECIPE_SCALE_GROUP = 0, RL_RECIPE_SCALE_BATCH = 1, RL_RECIPE_SCALE_NONE = 2 };
+enum { RL_RECIPE_ADV_GRPO = 0, RL_RECIPE_ADV_RLOO = 1 };
+enum { RL_RECIPE_KL_K1 = 0, RL_RECIPE_KL_K2 = 1, RL_RECIPE_KL_K3 = 2 };
+enum {
+    RL_RECIPE_AGG_TOKEN_MEAN = 0,
+    RL_RECIPE_AGG_SEQ_MEAN_TOKEN_MEAN = 1,
+    RL_RECIPE_AGG_SEQ_MEAN_TOKEN_SUM_NORM = 2,
+};
+enum { RL_RECIPE_TIS_NONE = 0, RL_RECIPE_TIS_TOKEN = 1, RL_RECIPE_TIS_SEQUENCE = 2 };
+enum { RL_RECIPE_OPTIM_ADAMW = 0 };
+enum { RL_RECIPE_SCHED_CONSTANT = 0, RL_RECIPE_SCHED_LINEAR = 1, RL_RECIPE_SCHED_COSINE = 2 };
+enum {
+    RL_RECIPE_REWARD_PLUGIN = -1, // `plugin:` names a .so
+    RL_RECIPE_REWARD_MATH_ANSWER = 0,
+    RL_RECIPE_REWARD_REGEX_FORMAT = 1,
+    RL_RECIPE_REWARD_LENGTH = 2,
+};
+
+// ---- the typed recipe ---------------------------------------------------------------------
+// Paths are absolute (inputs resolved against the recipe's directory, see docs/recipe.md).
+
+typedef struct {
+    char **items;
+    int n;
+} rl_recipe_strlist_t;
+
+typedef struct {
+    char *name;
+    char *dir;
+    int seed;
+} rl_recipe_run_t;
+
+typedef struct {
+    char *path;      // Hugging Face folder (holds config.json)
+    int dtype;       // RL_RECIPE_DTYPE_*
+    char *tokenizer; // tokenizer.json
+    int chat_template; // RL_RECIPE_CHAT_*
+} rl_recipe_model_t;
+
+typedef struct {
+    bool enabled;    // false: full fine-tuning
+    int r;
+    double alpha;
+    double dropout;
+    rl_recipe_strlist_t target_modules; // "all-linear" is expanded to the 7 projections
+    bool use_rslora;
+} rl_recipe_lora_t;
+
+typedef struct {
+    char *train;
+    char *eval;      // NULL when unset
+    int format;      // RL_RECIPE_FORMAT_*
+    char *prompt_field, *completion_field, *answer_field, *text_field, *messages_field;
+    int max_length;        // SFT
+    int max_prompt_length; // GRPO
+    int truncation;  // RL_RECIPE_TRUNC_*
+    bool shuffle;
+} rl_recipe_data_t;
+
+typedef struct {
+    int name;        // RL_RECIPE_ALGO_*
+    // GRPO
+    int num_generations; // G
+    int scale_rewards;   // RL_RECIPE_SCALE_*
+    int advantage;       // RL_RECIPE_ADV_*
+    double std_eps, epsilon_low, epsilon_high, dual_clip, beta;
+    int kl_estimator;    // RL_RECIPE_KL_*
+    int loss_agg;        // RL_RECIPE_AGG_*
+    int tis;             // RL_RECIPE_TIS_*
+    double tis_cap;
+    bool mask_truncated_completions;
+    int overlong_buffer;
+    double overlong_penalty;
+    int num_iterations;
+    // SFT
+    bool completion_only_loss;
+} rl_recipe_algorithm_t;
+
+typedef struct {
+    double temperature, top_p;
+    int top_k, max_new_tokens;
+    rl_recipe_strlist_t stop;
+} rl_recipe_sampling_t;
+
+typedef struct {
+    char *name;
+    double weight;
+    int builtin;       // RL_RECIPE_REWARD_* (RL_RECIPE_REWARD_PLUGIN when `plugin` is set)
+    char *plugin;      // absolute path of the .so, or NULL
+    char *config_json; // the entry's `config:` map as JSON text ("{}" when absent)
+} rl_recipe_reward_t;
+
+typedef struct {
+    int name;          // RL_RECIPE_OPTIM_*
+    double lr;
+    double betas[2];
+    double eps, weight_decay, max_grad_norm;
+    int scheduler;     // RL_RECIPE_SCHED_*
+    int warmup_steps;
+    double warmup_ratio, min_lr_ratio;
+} rl_recipe_optim_t;
+
+typedef struct {
+    int steps, batch_size, micro_batch_size;
+    int eval_every, save_every, keep_checkpoints, log_every, eval_samples;
+    bool recompute;
+    int threads;
+} rl_recipe_train_t;
+
+typedef struct rl_recipe_priv rl_recipe_priv_t;
+
+typedef struct {
+    char *path;        // the recipe's name as given to the loader
+    rl_recipe_run_t run;
+    rl_recipe_model_t model;
+    rl_recipe_lora_t lora;
+    rl_recipe_data_t data;
+    rl_recipe_algorithm_t algorithm;
+    rl_recipe_sampling_t sampling;
+    rl_recipe_reward_t *rewards;
+    int n_rewards;
+    rl_recipe_optim_t optim;
+    rl_recipe_train_t train;
+    rl_recipe_priv_t *priv; // source positions; use rl_recipe_key_location
+} rl_recipe_t;
+
+// ---- loading --------------------------------------------------------------------------------
+
+#define RL_RECIPE_MAX_REWARDS 64
+#define RL_RECIPE_MAX_ERRORS 100
+
+enum {
+    RL_RECIPE_NO_FILE_CHECKS = 1u << 0, // skip the existence checks of referenced paths
+};
+
+// Loads the recipe file `path`, applies `overrides` ("dotted.key=<YAML value>", in order; a
+// key may index list entries as rewards.0.weight or rewards[0].weight), fills every default
+// and validates. `flags` is a mask of RL_RECIPE_NO_FILE_CHECKS. On success returns 0 and sets
+// *out. On an invalid recipe returns RL_EINVAL and writes every error, one per line
+// ("file:line:col: key: what was found; what is allowed"), into err; RL_ENOMEM when out of
+// memory; a positive errno when the file cannot be read. caller owns *out; free with
+// rl_recipe_destroy.
+int rl_recipe_load_file(const char *path, const char *const *overrides, int n_overrides,
+                        unsigned flags, rl_recipe_t **out, char *err, size_t err_len);
+
+// As rl_recipe_load_file, for recipe text text[0..len) named `name` in messages; relative
+// paths resolve against name's directory (the current one when name has no '/').
+int rl_recipe_load_string(const char *text, size_t len, const char *name,
+                          const char *const *overrides, int n_overrides, unsigned flags,
+                          rl_recipe_t **out, char *err, size_t err_len);
+
+// Frees the recipe; a no-op when *recipe_p is NULL; sets *recipe_p to NULL.
+void rl_recipe_destroy(rl_recipe_t **recipe_p);
+
+// ---- after loading --------------------------------------------------------------------------
+
+// Writes the resolved recipe (every applicable key, defaults filled, absolute paths) as YAML
+// that the loader accepts unchanged. Returns 0 or RL_ENOMEM.
+// caller owns *out; free with free().
+int rl_recipe_to_yaml(const rl_recipe_t *recipe, char **out);
+
+// Where `dotted_key` ("model.path", "rewards[1].plugin") was set. Returns 0 with the key's
+// position (file borrowed; valid until rl_recipe_destroy), or RL_ENOTFOUND when the key took
+// its default, in which case *file is the recipe's path and *line = *col = 0.
+int rl_recipe_key_location(const rl_recipe_t *recipe, const char *dotted_key, const char **file,
+                           int *line, int *col);
+
+// Formats "file:line:col: dotted_key: <fmt...>" (or "file: dotted_key: ..." for a defaulted
+// key) into err, for errors found after loading. Returns `code`.
+int rl_recipe_errorf(const rl_recipe_t *recipe, const char *dotted_key, char *err,
+                     size_t err_len, int code, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+
+#ifdef __cplusplus
+}
+#endif
+#endif
