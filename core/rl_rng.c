@@ -6,14 +6,14 @@
 
 #include <math.h>
 
-// The build passes -ffp-contract=fast; a fused multiply-add rounds once instead of twice, so
-// on a machine with FMA the logarithm below would differ in its last bits from one without.
-// Turning contraction off for this file keeps normals bit-identical everywhere.
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+// The build passes -ffp-contract=fast, and a fused multiply-add rounds once where a*b + c rounds
+// twice, so on a machine with FMA a*b + c could differ in its last bit from one without. Pragmas
+// do not help (clang ignores them under -ffp-contract=fast), so every product that meets an
+// addition goes through s_mul, whose volatile store forces the product to be rounded on its own.
+static inline double s_mul(double a, double b) {
+    volatile double p = a * b;
+    return p;
+}
 
 // ---------------------------------------------------------------------------------------------
 // core generator
@@ -92,13 +92,13 @@ static double s_log(double x) {
     double z2 = z * z;
     double sum = 0.0;
     for (int k = 27; k >= 3; k -= 2) {
-        sum = (sum + 1.0 / k) * z2;
+        sum = s_mul(sum + 1.0 / k, z2);
     }
-    double ln_m = 2.0 * z * (1.0 + sum);
+    double ln_m = s_mul(2.0 * z, 1.0 + sum);
     // ln 2 split as in fdlibm: ln2_hi has trailing zero bits, so e * ln2_hi is exact
     const double ln2_hi = 6.93147180369123816490e-01;
     const double ln2_lo = 1.90821492927058770002e-10;
-    return (double)e * ln2_hi + ((double)e * ln2_lo + ln_m);
+    return s_mul((double)e, ln2_hi) + (s_mul((double)e, ln2_lo) + ln_m);
 }
 
 double rl_rng_normal(rl_rng_t *rng) {
@@ -113,7 +113,7 @@ double rl_rng_normal(rl_rng_t *rng) {
     do {
         u = 2.0 * rl_rng_uniform(rng) - 1.0;
         v = 2.0 * rl_rng_uniform(rng) - 1.0;
-        s = u * u + v * v;
+        s = s_mul(u, u) + s_mul(v, v);
     } while (s >= 1.0 || s == 0.0);
     double f = sqrt(-2.0 * s_log(s) / s); // sqrt is correctly rounded by IEEE-754
     rng->spare = v * f;
@@ -123,14 +123,14 @@ double rl_rng_normal(rl_rng_t *rng) {
 
 void rl_rng_fill_normal(rl_rng_t *rng, float *out, size_t n, float mean, float std) {
     for (size_t i = 0; i < n; i++) {
-        out[i] = (float)((double)mean + (double)std * rl_rng_normal(rng));
+        out[i] = (float)((double)mean + s_mul((double)std, rl_rng_normal(rng)));
     }
 }
 
 void rl_rng_fill_uniform(rl_rng_t *rng, float *out, size_t n, float lo, float hi) {
     double w = (double)hi - (double)lo;
     for (size_t i = 0; i < n; i++) {
-        float x = (float)((double)lo + w * rl_rng_uniform(rng));
+        float x = (float)((double)lo + s_mul(w, rl_rng_uniform(rng)));
         // rounding to float can land on hi itself; keep the interval half-open
         out[i] = x < hi ? x : lo;
     }
