@@ -1444,3 +1444,143 @@ fail:
     free(b.p);
     return rc;
 }
+
+// ---- sharded writer ------------------------------------------------------------------------
+
+// Writes `text` to `path` atomically (temp file beside it + rename).
+static int s_write_text_atomic(const char *path, const char *text, char *err, size_t err_len) {
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 16);
+    if (!tmp) {
+        return s_fail(err, err_len, path, RL_ENOMEM, "out of memory");
+    }
+    memcpy(tmp, path, plen);
+    memcpy(tmp + plen, ".tmp.XXXXXX", 12);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        int e = errno;
+        free(tmp);
+        return s_fail(err, err_len, path, e, "cannot create a temporary file: %s", strerror(e));
+    }
+    fchmod(fd, 0644);
+    int e = s_write_all(fd, text, strlen(text));
+    if (!e && fsync(fd) != 0) {
+        e = errno;
+    }
+    if (close(fd) != 0 && !e) {
+        e = errno;
+    }
+    if (!e && rename(tmp, path) != 0) {
+        e = errno;
+    }
+    if (e) {
+        unlink(tmp);
+    }
+    free(tmp);
+    if (e) {
+        return s_fail(err, err_len, path, e, "write failed: %s", strerror(e));
+    }
+    return 0;
+}
+
+int rl_st_writer_write_sharded(rl_st_writer_t *self, const char *dir, size_t max_shard_bytes,
+                               char *err, size_t err_len) {
+    int rc = 0, nshards = 0;
+    int *shard_of = calloc((size_t)(self->n ? self->n : 1), sizeof *shard_of);
+    char *path = NULL, *text = NULL;
+    json_t *index = NULL;
+    rl_st_writer_t *sw = NULL;
+    if (!shard_of) {
+        return s_fail(err, err_len, dir, RL_ENOMEM, "out of memory");
+    }
+    // Greedy in the order tensors were added (a model's module order, as transformers does):
+    // open a new shard when the next tensor would push a non-empty one past the limit.
+    size_t cur = 0, total = 0;
+    for (int i = 0; i < self->n; i++) {
+        size_t nb = self->t[i].nbytes;
+        if (i == 0 || (cur > 0 && cur + nb > max_shard_bytes)) {
+            nshards++;
+            cur = 0;
+        }
+        shard_of[i] = nshards - 1;
+        cur += nb;
+        total += nb;
+    }
+    if (nshards <= 1) {
+        free(shard_of);
+        if (!(path = s_join(dir, S_SINGLE_NAME))) {
+            return s_fail(err, err_len, dir, RL_ENOMEM, "out of memory");
+        }
+        rc = rl_st_writer_write(self, path, err, err_len);
+        free(path);
+        return rc;
+    }
+    if (nshards > 99999) {
+        rc = s_fail(err, err_len, dir, RL_EINVAL, "%d shards exceed the 99999 of the naming "
+                    "scheme; raise the shard size", nshards);
+        goto fail;
+    }
+    index = json_object();
+    json_t *meta = json_object(), *wmap = json_object();
+    json_object_set_new(index, "metadata", meta);
+    json_object_set_new(index, "weight_map", wmap);
+    json_object_set_new(meta, "total_size", json_integer((json_int_t)total));
+    char name[64];
+    for (int s = 0; s < nshards; s++) {
+        snprintf(name, sizeof name, "model-%05d-of-%05d.safetensors", s + 1, nshards);
+        if (!(sw = rl_st_writer_new())) {
+            rc = s_fail(err, err_len, dir, RL_ENOMEM, "out of memory");
+            goto fail;
+        }
+        for (int k = 1; k < self->nmeta; k++) {
+            if ((rc = rl_st_writer_set_metadata(sw, self->meta_keys[k], self->meta_values[k]))) {
+                rc = s_fail(err, err_len, dir, rc, "out of memory");
+                goto fail;
+            }
+        }
+        for (int i = 0; i < self->n; i++) {
+            const s_wtensor_t *t = &self->t[i];
+            if (shard_of[i] != s) {
+                continue;
+            }
+            if ((rc = rl_st_writer_add(sw, t->name, t->dtype, t->ndim, t->shape, t->data))) {
+                rc = s_fail(err, err_len, dir, rc, "out of memory");
+                goto fail;
+            }
+            json_object_set_new(wmap, t->name, json_string(name));
+        }
+        free(path);
+        if (!(path = s_join(dir, name))) {
+            rc = s_fail(err, err_len, dir, RL_ENOMEM, "out of memory");
+            goto fail;
+        }
+        if ((rc = rl_st_writer_write(sw, path, err, err_len)) != 0) {
+            goto fail;
+        }
+        rl_st_writer_destroy(&sw);
+    }
+    // The index goes last, so it never names a shard that is not on disk yet.
+    text = json_dumps(index, JSON_INDENT(2) | JSON_SORT_KEYS);
+    free(path);
+    path = s_join(dir, S_INDEX_NAME);
+    if (!text || !path) {
+        rc = s_fail(err, err_len, dir, RL_ENOMEM, "out of memory");
+        goto fail;
+    }
+    size_t tl = strlen(text);
+    char *nl = realloc(text, tl + 2);
+    if (!nl) {
+        rc = s_fail(err, err_len, dir, RL_ENOMEM, "out of memory");
+        goto fail;
+    }
+    text = nl;
+    memcpy(text + tl, "\n", 2);
+    rc = s_write_text_atomic(path, text, err, err_len);
+fail:
+    rl_st_writer_destroy(&sw);
+    json_decref(index);
+    free(text);
+    free(path);
+    free(shard_of);
+    return rc;
+}

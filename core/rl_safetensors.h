@@ -119,6 +119,15 @@ int rl_st_writer_add_f32(rl_st_writer_t *self, const char *name, rl_dtype_t dtyp
 int rl_st_writer_set_metadata(rl_st_writer_t *self, const char *key, const char *value);
 // Writes the file atomically (temp file + rename). Returns 0 or an error with err filled.
 int rl_st_writer_write(rl_st_writer_t *self, const char *path, char *err, size_t err_len);
+// Writes the tensors into `dir` (which must exist) in shards of at most `max_shard_bytes` of
+// tensor data (a larger tensor gets a shard of its own), filled greedily in the order the
+// tensors were added, named model-00001-of-0000N.safetensors, then
+// model.safetensors.index.json ({"metadata": {"total_size"}, "weight_map"}, keys sorted) last.
+// When everything fits one shard, writes dir/model.safetensors and no index. Every file is
+// written atomically; shards of an earlier save with another count are not removed. Returns 0
+// or an error with err filled.
+int rl_st_writer_write_sharded(rl_st_writer_t *self, const char *dir, size_t max_shard_bytes,
+                               char *err, size_t err_len);
 void rl_st_writer_destroy(rl_st_writer_t **self_p);
 
 #ifdef __cplusplus

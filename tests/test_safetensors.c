@@ -738,6 +738,76 @@ static void test_writer_roundtrip(void) {
     rl_st_file_destroy(&f);
 }
 
+static void test_writer_sharded(void) {
+    enum { N = 10 };
+    float v[N][16];
+    const int64_t sh[] = {4, 4};
+    rl_st_writer_t *w = rl_st_writer_new();
+    char name[64];
+    for (int i = 0; i < N; i++) {
+        for (int k = 0; k < 16; k++) {
+            v[i][k] = (float)(i * 16 + k) * 0.5f;
+        }
+        snprintf(name, sizeof name, "layers.%d.weight", i);
+        // alternate dtypes: 64 bytes (F32) and 32 bytes (BF16) per tensor
+        CHECK_INT(rl_st_writer_add_f32(w, name, i % 2 ? RL_DTYPE_BF16 : RL_DTYPE_F32, 2, sh,
+                                       v[i]), 0);
+    }
+    CHECK_INT(rl_st_writer_set_metadata(w, "who", "test"), 0);
+    char dir[512], err[512], path[600];
+    snprintf(dir, sizeof dir, "%s/sharded", s_tmpdir);
+    mkdir(dir, 0755);
+    // 100-byte shards: F32 (64) + BF16 (32) = 96 fit, so 5 shards of two tensors
+    CHECK_INT(rl_st_writer_write_sharded(w, dir, 100, err, sizeof err), 0);
+    rl_st_model_t *m = rl_st_model_open(dir, err, sizeof err);
+    CHECK_MSG(m != NULL, "%s", err);
+    if (m) {
+        CHECK_INT(rl_st_model_shard_count(m), 5);
+        CHECK_STR(rl_st_model_shard_name(m, 4), "model-00005-of-00005.safetensors");
+        CHECK_INT(rl_st_model_count(m), N);
+        for (int i = 0; i < N; i++) {
+            snprintf(name, sizeof name, "layers.%d.weight", i);
+            const rl_st_tensor_t *t = rl_st_model_find(m, name);
+            CHECK(t != NULL);
+            if (t) {
+                float back[16];
+                rl_st_to_f32(back, t);
+                CHECK(memcmp(back, v[i], sizeof back) == 0); // k/2 is exact in BF16 too
+            }
+        }
+        rl_st_model_destroy(&m);
+    }
+    snprintf(path, sizeof path, "%s/model-00002-of-00005.safetensors", dir);
+    rl_st_file_t *f = rl_st_file_open(path, err, sizeof err);
+    CHECK(f && rl_st_file_count(f) == 2);
+    CHECK(f && rl_st_file_metadata(f, "who") && rl_st_file_metadata(f, "format"));
+    rl_st_file_destroy(&f);
+    size_t len;
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    char *idx = s_read_file(path, &len);
+    CHECK_CONTAINS(idx, "\"total_size\": 480");
+    CHECK_CONTAINS(idx, "\"layers.3.weight\": \"model-00002-of-00005.safetensors\"");
+    free(idx);
+    // a limit smaller than one tensor: one tensor per shard
+    snprintf(dir, sizeof dir, "%s/sharded1", s_tmpdir);
+    mkdir(dir, 0755);
+    CHECK_INT(rl_st_writer_write_sharded(w, dir, 1, err, sizeof err), 0);
+    m = rl_st_model_open(dir, err, sizeof err);
+    CHECK(m && rl_st_model_shard_count(m) == N && rl_st_model_count(m) == N);
+    rl_st_model_destroy(&m);
+    // everything fits: a single model.safetensors and no index
+    snprintf(dir, sizeof dir, "%s/single", s_tmpdir);
+    mkdir(dir, 0755);
+    CHECK_INT(rl_st_writer_write_sharded(w, dir, (size_t)1 << 30, err, sizeof err), 0);
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    CHECK(access(path, F_OK) != 0);
+    m = rl_st_model_open(dir, err, sizeof err);
+    CHECK(m && rl_st_model_shard_count(m) == 1 && rl_st_model_count(m) == N);
+    CHECK(m && strcmp(rl_st_model_shard_name(m, 0), "model.safetensors") == 0);
+    rl_st_model_destroy(&m);
+    rl_st_writer_destroy(&w);
+}
+
 // Many tensors: lookups go through the hash, not a scan.
 static void test_many_tensors(void) {
     enum { N = 20000 };
@@ -822,6 +892,7 @@ int main(void) {
     test_bad_corpus();
     test_writer_matches_python();
     test_writer_roundtrip();
+    test_writer_sharded();
     test_many_tensors();
     s_rm_tree(s_tmpdir);
     RL_TEST_DONE();
