@@ -530,6 +530,32 @@ static void s_test_check_weights(void) {
     rmdir(dir);
 }
 
+// The committed cookbook model: its config parses, its weights match it, its size is as
+// documented in cookbook/models/arith-base/README.md.
+static void s_test_cookbook_model(void) {
+    const char *dir = RL_SOURCE_DIR "/cookbook/models/arith-base";
+    rl_hf_config_t c;
+    char err[1024] = "";
+    int rc = rl_hf_config_load(dir, &c, err, sizeof err);
+    CHECK_MSG(rc == 0, "%s", err);
+    if (rc) {
+        return;
+    }
+    CHECK_INT(c.arch, RL_ARCH_QWEN2);
+    CHECK_INT(c.vocab_size, 24);
+    CHECK_INT(c.tie_word_embeddings, 1);
+    CHECK_INT(c.n_eos, 1);
+    CHECK_INT(c.eos_token_ids[0], 21);
+    CHECK_INT(rl_hf_param_count(&c), 791680);
+    rl_st_model_t *m = rl_st_model_open(dir, err, sizeof err);
+    CHECK_MSG(m != NULL, "%s", err);
+    if (m) {
+        rc = rl_hf_check_weights(&c, m, err, sizeof err);
+        CHECK_MSG(rc == 0, "%s", err);
+        rl_st_model_destroy(&m);
+    }
+}
+
 int main(void) {
     s_test_llama();
     s_test_qwen2();
@@ -538,5 +564,6 @@ int main(void) {
     s_test_refusals();
     s_test_load_errors();
     s_test_check_weights();
+    s_test_cookbook_model();
     RL_TEST_DONE();
 }

@@ -12,6 +12,8 @@ Mersenne Twister, whose sequence is fixed across platforms and Python 3 versions
 seed writes the same bytes. Standard library only.
 
 usage: make_data.py [--seed 1234] [--train 20000] [--eval 500] [--out cookbook/data/arith]
+       make_data.py --check   (ctest: the committed files are what this script writes, every
+                               row's arithmetic is right, and no prompt is shared)
 """
 import argparse
 import json
@@ -44,10 +46,38 @@ def draw_unique(rng, n, taken):
     return out
 
 
-def write_jsonl(path, triples):
-    with open(path, "w", encoding="utf-8", newline="\n") as f:
-        for a, b, c in triples:
-            f.write(json.dumps(row(a, b, c), ensure_ascii=True) + "\n")
+def jsonl(triples):
+    return "".join(json.dumps(row(a, b, c), ensure_ascii=True) + "\n" for a, b, c in triples)
+
+
+def check_rows(path):
+    """Re-derives every row of a file from its prompt; returns the set of prompts."""
+    prompts = set()
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            r = json.loads(line)
+            a, rest = r["prompt"].rstrip("=").split("*")
+            b, c = rest.split("+")
+            want = row(int(a), int(b), int(c))
+            if r != want:
+                raise SystemExit(f"{path}:{n}: {r} != {want}")
+            if r["prompt"] in prompts:
+                raise SystemExit(f"{path}:{n}: prompt {r['prompt']} repeated")
+            prompts.add(r["prompt"])
+    return prompts
+
+
+def check(args, train_text, eval_text):
+    for name, text in (("train.jsonl", train_text), ("eval.jsonl", eval_text)):
+        path = os.path.join(args.out, name)
+        with open(path, encoding="utf-8", newline="") as f:
+            if f.read() != text:
+                raise SystemExit(f"{path} differs from what make_data.py writes (seed {args.seed})")
+    shared = (check_rows(os.path.join(args.out, "train.jsonl"))
+              & check_rows(os.path.join(args.out, "eval.jsonl")))
+    if shared:
+        raise SystemExit(f"{len(shared)} prompts in both train and eval, e.g. {min(shared)}")
+    print(f"ok: {args.out} matches seed {args.seed}; rows correct; no shared prompt")
 
 
 def main():
@@ -58,6 +88,7 @@ def main():
     p.add_argument("--train", type=int, default=20000)
     p.add_argument("--eval", type=int, default=500)
     p.add_argument("--out", default=default_out)
+    p.add_argument("--check", action="store_true", help="verify the files instead of writing")
     args = p.parse_args()
 
     space = ((A_RANGE[1] - A_RANGE[0] + 1) * (B_RANGE[1] - B_RANGE[0] + 1)
@@ -71,9 +102,14 @@ def main():
     train_q = draw_unique(rng, args.train, taken)
     assert not set(eval_q) & set(train_q)
 
+    train_text, eval_text = jsonl(train_q), jsonl(eval_q)
+    if args.check:
+        check(args, train_text, eval_text)
+        return
     os.makedirs(args.out, exist_ok=True)
-    write_jsonl(os.path.join(args.out, "train.jsonl"), train_q)
-    write_jsonl(os.path.join(args.out, "eval.jsonl"), eval_q)
+    for name, text in (("train.jsonl", train_text), ("eval.jsonl", eval_text)):
+        with open(os.path.join(args.out, name), "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
     print(f"wrote {args.train} train and {args.eval} eval rows to {args.out} (seed {args.seed})")
 
 
