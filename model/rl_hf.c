@@ -627,6 +627,7 @@ char *rl_hf_config_to_json(const rl_hf_config_t *cfg) {
     RL_ASSERT(cfg);
     static const char *arch_class[] = {"LlamaForCausalLM", "Qwen2ForCausalLM",
                                        "Qwen3ForCausalLM"};
+    RL_ASSERT(cfg->arch >= RL_ARCH_LLAMA && cfg->arch <= RL_ARCH_QWEN3);
     s_dump_t d = {1};
     json_t *o = json_object();
     json_t *archs = json_array();
