@@ -442,8 +442,9 @@ static int s_err_cmp(const void *a, const void *b) {
     if (x->ord != y->ord) {
         return x->ord < y->ord ? -1 : 1;
     }
-    if (x->line != y->line) {
-        return x->line < y->line ? -1 : 1;
+    if (x->line != y->line) { // errors without a line (missing keys) go last
+        unsigned lx = (unsigned)x->line - 1u, ly = (unsigned)y->line - 1u;
+        return lx < ly ? -1 : 1;
     }
     if (x->col != y->col) {
         return x->col < y->col ? -1 : 1;
@@ -511,6 +512,10 @@ static const char *s_closest(const char *word, const char *const *cands, int n) 
     int limit = len <= 3 ? 1 : (len <= 8 ? 2 : 3);
     for (int i = 0; i < n; i++) {
         int d = s_edit_distance(word, cands[i]);
+        size_t lc = strlen(cands[i]);
+        if (lc >= 3 && d > limit && !strncmp(word, cands[i], lc)) {
+            d = limit; // "optimizer" for "optim": a longer spelling of a known name
+        }
         if (d < bestd) {
             bestd = d;
             best = cands[i];
@@ -1388,6 +1393,9 @@ static void s_derive(s_ctx_t *c) {
         rl_recipe_reward_t *w = &r->rewards[i];
         char key[64];
         snprintf(key, sizeof key, "rewards[%d]", i);
+        if (!s_set(r, key)) {
+            continue; // not a map: already reported
+        }
         int has_b = w->builtin >= 0, has_p = w->plugin != NULL;
         char kb[80], kp[80], kname[80];
         snprintf(kb, sizeof kb, "%s.builtin", key);

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -194,11 +195,16 @@ void *rl_yaml_to_json(const rl_yaml_node_t *node) {
         errno = 0;
         long long v = strtoll(node->str, NULL, 10);
         if (errno == ERANGE) {
-            return json_real(strtod(node->str, NULL));
+            double d = strtod(node->str, NULL);
+            return isfinite(d) ? json_real(d) : json_stringn(node->str, node->len);
         }
         return json_integer(v);
     }
-    case RL_YAML_T_FLOAT: return json_real(strtod(node->str, NULL));
+    case RL_YAML_T_FLOAT: {
+        double v = strtod(node->str, NULL);
+        // JSON has no infinity: 1e999 stays the text the user wrote
+        return isfinite(v) ? json_real(v) : json_stringn(node->str, node->len);
+    }
     default: return json_stringn(node->str, node->len);
     }
 }
@@ -209,6 +215,8 @@ void *rl_yaml_to_json(const rl_yaml_node_t *node) {
 typedef struct {
     const char *file;
     int col0;
+    int oneline; // col0 > 0 and the text holds no line break
+    size_t len;
     int nodes;
     int depth;
     rl_yaml_node_t *stack[RL_YAML_MAX_DEPTH + 1];
@@ -217,16 +225,21 @@ typedef struct {
     size_t err_len;
 } s_parse_t;
 
-static int s_line(const yaml_mark_t *m) {
-    return (int)m->line + 1;
+// A one-line text placed after "key=" (col0 > 0) reports its end-of-input problems at the end
+// of that line, not on a line 2 the user never typed.
+static int s_line(const s_parse_t *p, const yaml_mark_t *m) {
+    return p->oneline ? 1 : (int)m->line + 1;
 }
 
 static int s_col(const s_parse_t *p, const yaml_mark_t *m) {
+    if (p->oneline && m->line > 0) {
+        return p->col0 + (int)p->len + 1;
+    }
     return (int)m->column + 1 + (m->line == 0 ? p->col0 : 0);
 }
 
 static int s_fail(s_parse_t *p, const yaml_mark_t *m, const char *what, const char *detail) {
-    return rl_errf(p->err, p->err_len, RL_EINVAL, "%s:%d:%d: %s%s", p->file, s_line(m),
+    return rl_errf(p->err, p->err_len, RL_EINVAL, "%s:%d:%d: %s%s", p->file, s_line(p, m),
                    s_col(p, m), what, detail ? detail : "");
 }
 
@@ -275,7 +288,8 @@ int rl_yaml_parse(const char *text, size_t len, const char *file, int col0,
         return rl_errf(err, err_len, RL_EINVAL, "%s: %zu bytes is too large (limit %u)", file,
                        len, RL_YAML_MAX_INPUT);
     }
-    s_parse_t p = {.file = file, .col0 = col0, .err = err, .err_len = err_len};
+    s_parse_t p = {.file = file, .col0 = col0, .len = len, .err = err, .err_len = err_len};
+    p.oneline = col0 > 0 && !memchr(text, '\n', len) && !memchr(text, '\r', len);
     yaml_parser_t yp;
     if (!yaml_parser_initialize(&yp)) {
         return rl_errf(err, err_len, RL_ENOMEM, "%s: out of memory", file);
@@ -290,13 +304,13 @@ int rl_yaml_parse(const char *text, size_t len, const char *file, int col0,
             } else if (yp.context) {
                 char ctx[256];
                 snprintf(ctx, sizeof ctx, " (%s at %d:%d)", yp.context,
-                         s_line(&yp.context_mark), s_col(&p, &yp.context_mark));
+                         s_line(&p, &yp.context_mark), s_col(&p, &yp.context_mark));
                 rc = rl_errf(err, err_len, RL_EINVAL, "%s:%d:%d: YAML syntax error: %s%s", file,
-                             s_line(&yp.problem_mark), s_col(&p, &yp.problem_mark),
+                             s_line(&p, &yp.problem_mark), s_col(&p, &yp.problem_mark),
                              yp.problem ? yp.problem : "invalid YAML", ctx);
             } else {
                 rc = rl_errf(err, err_len, RL_EINVAL, "%s:%d:%d: YAML syntax error: %s", file,
-                             s_line(&yp.problem_mark), s_col(&p, &yp.problem_mark),
+                             s_line(&p, &yp.problem_mark), s_col(&p, &yp.problem_mark),
                              yp.problem ? yp.problem : "invalid YAML");
             }
             break;
@@ -319,7 +333,7 @@ int rl_yaml_parse(const char *text, size_t len, const char *file, int col0,
                 break;
             }
             int plain = ev.data.scalar.style == YAML_PLAIN_SCALAR_STYLE && !ev.data.scalar.tag;
-            rl_yaml_node_t *n = rl_yaml_node_new(RL_YAML_SCALAR, file, s_line(m), s_col(&p, m),
+            rl_yaml_node_t *n = rl_yaml_node_new(RL_YAML_SCALAR, file, s_line(&p, m), s_col(&p, m),
                                                  NULL, plain);
             char *s = n ? malloc(ev.data.scalar.length + 1) : NULL;
             if (!s) {
@@ -349,7 +363,7 @@ int rl_yaml_parse(const char *text, size_t len, const char *file, int col0,
                 break;
             }
             rl_yaml_node_t *n = rl_yaml_node_new(is_map ? RL_YAML_MAP : RL_YAML_SEQ, file,
-                                                 s_line(m), s_col(&p, m), NULL, 0);
+                                                 s_line(&p, m), s_col(&p, m), NULL, 0);
             if (!n) {
                 rc = rl_errf(err, err_len, RL_ENOMEM, "%s: out of memory", file);
                 break;

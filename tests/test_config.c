@@ -1,0 +1,564 @@
+// tests for rl_config (recipes) and rl_yaml: defaults, every error class with its exact
+// file:line:col, did-you-mean, duplicates, overrides, the printed YAML's fixed point, the docs
+// covering every schema key, the bad-recipe corpus (tests/fixtures/recipes/bad/*.yaml, each
+// carrying its expected messages as "# expect:" lines) and the rlctl binary's exit codes.
+#include "rl_config.h"
+#include "rl_err.h"
+#include "rl_test.h"
+#include "rl_yaml.h"
+
+#include <dirent.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define RECIPES RL_FIXTURES "/recipes"
+#define ERRLEN 65536
+
+static char s_err[ERRLEN];
+
+static char *s_slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        return NULL;
+    }
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
+        free(s);
+        s = NULL;
+    }
+    if (s) {
+        s[n] = '\0';
+    }
+    fclose(f);
+    return s;
+}
+
+// loads text named RECIPES/bad/<name> (so relative paths hit the fixtures) and expects failure
+static int s_load_str(const char *name, const char *text, const char *const *ovr, int n_ovr,
+                      rl_recipe_t **out) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/bad/%s", RECIPES, name);
+    return rl_recipe_load_string(text, strlen(text), path, ovr, n_ovr, 0, out, s_err, ERRLEN);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+static void test_yaml_tree(void) {
+    rl_yaml_node_t *n = NULL;
+    const char *t = "a: 1\nb: [x, 'y', 2.5]\nc: {d: ~}\n";
+    CHECK_INT(rl_yaml_parse(t, strlen(t), "t.yaml", 0, &n, s_err, ERRLEN), 0);
+    CHECK(n && n->kind == RL_YAML_MAP && n->n == 3);
+    rl_yaml_node_t *k = NULL;
+    rl_yaml_node_t *b = rl_yaml_map_get(n, "b", &k);
+    CHECK(b && b->kind == RL_YAML_SEQ && b->n == 3);
+    CHECK(k && k->line == 2 && k->col == 1);
+    if (b && b->n == 3) {
+        CHECK_INT(b->kids[0]->col, 5);
+        CHECK_INT(rl_yaml_scalar_type(b->kids[0]), RL_YAML_T_STRING);
+        CHECK_INT(rl_yaml_scalar_type(b->kids[1]), RL_YAML_T_STRING); // quoted
+        CHECK_INT(rl_yaml_scalar_type(b->kids[2]), RL_YAML_T_FLOAT);
+    }
+    CHECK_INT(rl_yaml_scalar_type(rl_yaml_map_get(n, "a", NULL)), RL_YAML_T_INT);
+    CHECK_INT(rl_yaml_scalar_type(rl_yaml_map_get(rl_yaml_map_get(n, "c", NULL), "d", NULL)),
+              RL_YAML_T_NULL);
+    rl_yaml_destroy(&n);
+    CHECK(n == NULL);
+    // scalar typing rules
+    const char *ints[] = {"0", "-3", "+12"}, *floats[] = {"1e-4", "1.", ".5", "-2.5E+3"},
+               *strs[] = {"yes", "0x10", "1e", ".", "1_000", "inf", ".nan", "e5"};
+    for (size_t i = 0; i < sizeof ints / sizeof *ints; i++) {
+        rl_yaml_node_t s = {.kind = RL_YAML_SCALAR, .str = (char *)ints[i],
+                            .len = strlen(ints[i]), .plain = 1};
+        CHECK_MSG(rl_yaml_scalar_type(&s) == RL_YAML_T_INT, "%s", ints[i]);
+    }
+    for (size_t i = 0; i < sizeof floats / sizeof *floats; i++) {
+        rl_yaml_node_t s = {.kind = RL_YAML_SCALAR, .str = (char *)floats[i],
+                            .len = strlen(floats[i]), .plain = 1};
+        CHECK_MSG(rl_yaml_scalar_type(&s) == RL_YAML_T_FLOAT, "%s", floats[i]);
+    }
+    for (size_t i = 0; i < sizeof strs / sizeof *strs; i++) {
+        rl_yaml_node_t s = {.kind = RL_YAML_SCALAR, .str = (char *)strs[i],
+                            .len = strlen(strs[i]), .plain = 1};
+        CHECK_MSG(rl_yaml_scalar_type(&s) == RL_YAML_T_STRING, "%s", strs[i]);
+    }
+    // caps: nesting depth
+    char deep[400];
+    memset(deep, '[', 200);
+    deep[200] = '\0';
+    CHECK_INT(rl_yaml_parse(deep, strlen(deep), "deep.yaml", 0, &n, s_err, ERRLEN), RL_EINVAL);
+    CHECK_CONTAINS(s_err, "deep.yaml:1:65: nesting is too deep (limit 64 levels)");
+    CHECK_INT(rl_yaml_parse("", 0, "e.yaml", 0, &n, s_err, ERRLEN), 0);
+    CHECK(n == NULL);
+    // one-line override values: problems at the end of the line are reported on line 1
+    CHECK_INT(rl_yaml_parse("[a", 2, "<o>", 4, &n, s_err, ERRLEN), RL_EINVAL);
+    CHECK_CONTAINS(s_err, "<o>:1:7: YAML syntax error");
+}
+
+static void test_defaults(void) {
+    rl_recipe_t *r = NULL;
+    int rc = rl_recipe_load_file(RECIPES "/good/sft.yaml", NULL, 0, 0, &r, s_err, ERRLEN);
+    CHECK_MSG(rc == 0, "%s", s_err);
+    if (!r) {
+        return;
+    }
+    CHECK_STR(r->run.name, "sft"); // the file's stem
+    CHECK_CONTAINS(r->run.dir, "/runs/sft");
+    CHECK(r->run.dir[0] == '/');
+    CHECK_INT(r->run.seed, 0);
+    CHECK_CONTAINS(r->model.path, "/tests/fixtures/recipes/model");
+    CHECK(strstr(r->model.path, "..") == NULL);
+    CHECK_CONTAINS(r->model.tokenizer, "/tests/fixtures/recipes/model/tokenizer.json");
+    CHECK_INT(r->model.dtype, RL_RECIPE_DTYPE_AUTO);
+    CHECK_INT(r->model.chat_template, RL_RECIPE_CHAT_AUTO);
+    CHECK(!r->lora.enabled);
+    CHECK_INT(r->lora.r, 8);
+    CHECK_CLOSE(r->lora.alpha, 16.0, 0);
+    CHECK_INT(r->lora.target_modules.n, 7);
+    CHECK(r->data.eval == NULL);
+    CHECK_INT(r->data.format, RL_RECIPE_FORMAT_AUTO);
+    CHECK_STR(r->data.prompt_field, "prompt");
+    CHECK_STR(r->data.completion_field, "completion");
+    CHECK_STR(r->data.answer_field, "answer");
+    CHECK_INT(r->data.max_length, 1024);
+    CHECK_INT(r->data.truncation, RL_RECIPE_TRUNC_DROP);
+    CHECK(r->data.shuffle);
+    CHECK_INT(r->algorithm.name, RL_RECIPE_ALGO_SFT);
+    CHECK(r->algorithm.completion_only_loss);
+    CHECK_INT(r->algorithm.num_generations, 8);
+    CHECK_CLOSE(r->algorithm.std_eps, 1e-4, 0);
+    CHECK_CLOSE(r->algorithm.epsilon_low, 0.2, 0);
+    CHECK_CLOSE(r->algorithm.epsilon_high, 0.2, 0);
+    CHECK_INT(r->algorithm.kl_estimator, RL_RECIPE_KL_K3);
+    CHECK_INT(r->algorithm.loss_agg, RL_RECIPE_AGG_TOKEN_MEAN);
+    CHECK_INT(r->algorithm.tis, RL_RECIPE_TIS_NONE);
+    CHECK_CLOSE(r->sampling.temperature, 1.0, 0);
+    CHECK_INT(r->sampling.max_new_tokens, 256);
+    CHECK_INT(r->sampling.stop.n, 0);
+    CHECK_INT(r->n_rewards, 0);
+    CHECK_INT(r->optim.name, RL_RECIPE_OPTIM_ADAMW);
+    CHECK_CLOSE(r->optim.lr, 2e-3, 0);
+    CHECK_CLOSE(r->optim.betas[0], 0.9, 0);
+    CHECK_CLOSE(r->optim.betas[1], 0.999, 0);
+    CHECK_CLOSE(r->optim.eps, 1e-8, 0);
+    CHECK_INT(r->optim.scheduler, RL_RECIPE_SCHED_CONSTANT);
+    CHECK_INT(r->train.steps, 100);
+    CHECK_INT(r->train.batch_size, 8);
+    CHECK_INT(r->train.micro_batch_size, 8);
+    CHECK_INT(r->train.keep_checkpoints, 2);
+    CHECK_INT(r->train.log_every, 1);
+    // positions: set keys have one, defaulted keys report the file
+    const char *file;
+    int line, col;
+    CHECK_INT(rl_recipe_key_location(r, "optim.lr", &file, &line, &col), 0);
+    CHECK_CONTAINS(file, "good/sft.yaml");
+    CHECK_INT(line, 9);
+    CHECK_INT(col, 3);
+    CHECK_INT(rl_recipe_key_location(r, "optim.eps", &file, &line, &col), RL_ENOTFOUND);
+    CHECK_INT(line, 0);
+    CHECK_CONTAINS(file, "good/sft.yaml");
+    char e[256];
+    CHECK_INT(rl_recipe_errorf(r, "model.path", e, sizeof e, RL_EINVAL, "config.json: %s",
+                               "bad"),
+              RL_EINVAL);
+    CHECK_CONTAINS(e, "good/sft.yaml:3:3: model.path: config.json: bad");
+    rl_recipe_destroy(&r);
+    CHECK(r == NULL);
+    rl_recipe_destroy(&r); // no-op
+}
+
+static void test_grpo(void) {
+    rl_recipe_t *r = NULL;
+    int rc = rl_recipe_load_file(RECIPES "/good/grpo.yaml", NULL, 0, 0, &r, s_err, ERRLEN);
+    CHECK_MSG(rc == 0, "%s", s_err);
+    if (!r) {
+        return;
+    }
+    CHECK_STR(r->run.name, "fixture-grpo");
+    CHECK(r->lora.enabled);
+    CHECK_INT(r->lora.target_modules.n, 7);
+    CHECK_STR(r->lora.target_modules.items[6], "down_proj");
+    CHECK_INT(r->algorithm.num_generations, 4);
+    CHECK_INT(r->sampling.stop.n, 2);
+    CHECK_STR(r->sampling.stop.items[0], "\n\n");
+    CHECK_INT(r->n_rewards, 3);
+    if (r->n_rewards == 3) {
+        CHECK_STR(r->rewards[0].name, "math_answer");
+        CHECK_INT(r->rewards[0].builtin, RL_RECIPE_REWARD_MATH_ANSWER);
+        CHECK_STR(r->rewards[0].config_json, "{}");
+        CHECK_STR(r->rewards[1].name, "fmt");
+        CHECK_CLOSE(r->rewards[1].weight, 0.5, 0);
+        CHECK_STR(r->rewards[1].config_json,
+                  "{\"pattern\": \"^\\\\d+$\", \"flags\": [\"i\", \"m\"], \"nested\": "
+                  "{\"a\": 1, \"b\": [1.5, null, true]}}");
+        CHECK_INT(r->rewards[2].builtin, RL_RECIPE_REWARD_PLUGIN);
+        CHECK_CONTAINS(r->rewards[2].plugin, "/recipes/plugins/fake_reward.so");
+    }
+    const char *file;
+    int line, col;
+    CHECK_INT(rl_recipe_key_location(r, "rewards[2].plugin", &file, &line, &col), 0);
+    CHECK_INT(line, 28);
+    CHECK_INT(col, 5);
+    CHECK_INT(r->optim.scheduler, RL_RECIPE_SCHED_COSINE);
+    CHECK_INT(r->train.micro_batch_size, 8);
+    rl_recipe_destroy(&r);
+}
+
+static void test_enum_names(void) {
+    CHECK_STR(rl_recipe_enum_name("optim.scheduler", RL_RECIPE_SCHED_COSINE), "cosine");
+    CHECK_STR(rl_recipe_enum_name("algorithm.name", RL_RECIPE_ALGO_SFT), "sft");
+    CHECK_STR(rl_recipe_enum_name("model.dtype", RL_RECIPE_DTYPE_BFLOAT16), "bfloat16");
+    CHECK_STR(rl_recipe_enum_name("model.chat_template", RL_RECIPE_CHAT_LLAMA3), "llama3");
+    CHECK_STR(rl_recipe_enum_name("data.format", RL_RECIPE_FORMAT_PROMPT_COMPLETION),
+              "prompt_completion");
+    CHECK_STR(rl_recipe_enum_name("data.truncation", RL_RECIPE_TRUNC_ERROR), "error");
+    CHECK_STR(rl_recipe_enum_name("algorithm.scale_rewards", RL_RECIPE_SCALE_NONE), "none");
+    CHECK_STR(rl_recipe_enum_name("algorithm.advantage", RL_RECIPE_ADV_RLOO), "rloo");
+    CHECK_STR(rl_recipe_enum_name("algorithm.kl_estimator", RL_RECIPE_KL_K2), "k2");
+    CHECK_STR(rl_recipe_enum_name("algorithm.loss_agg", RL_RECIPE_AGG_SEQ_MEAN_TOKEN_SUM_NORM),
+              "seq_mean_token_sum_norm");
+    CHECK_STR(rl_recipe_enum_name("algorithm.tis", RL_RECIPE_TIS_SEQUENCE), "sequence");
+    CHECK_STR(rl_recipe_enum_name("optim.name", RL_RECIPE_OPTIM_ADAMW), "adamw");
+    CHECK_STR(rl_recipe_enum_name("rewards.builtin", RL_RECIPE_REWARD_LENGTH), "length");
+    CHECK_STR(rl_recipe_enum_name("rewards[1].builtin", RL_RECIPE_REWARD_REGEX_FORMAT),
+              "regex_format");
+    CHECK(rl_recipe_enum_name("optim.lr", 0) == NULL);
+    CHECK(rl_recipe_enum_name("optim.scheduler", 9) == NULL);
+    CHECK(rl_recipe_enum_name("rewards.builtin", RL_RECIPE_REWARD_PLUGIN) == NULL);
+}
+
+// every schema row: a sane table, and the all-defaults recipe loads (checked in test_defaults)
+static void test_schema(void) {
+    const rl_recipe_key_t *keys;
+    int n = rl_recipe_schema(&keys);
+    CHECK(n > 60);
+    for (int i = 0; i < n; i++) {
+        const rl_recipe_key_t *k = &keys[i];
+        int req = (k->flags & RL_RECIPE_K_REQUIRED) != 0;
+        int opt = (k->flags & RL_RECIPE_K_OPTIONAL) != 0;
+        int der = (k->flags & RL_RECIPE_K_DERIVED) != 0;
+        CHECK_MSG((k->def != NULL) + req + opt + der == 1,
+                  "%s.%s: exactly one of default, required, optional, derived", k->section,
+                  k->key);
+        CHECK_MSG(k->def_doc && k->doc && k->doc[0], "%s.%s: undocumented", k->section, k->key);
+        CHECK_MSG(k->type != RL_RECIPE_T_ENUM || k->choices, "%s.%s", k->section, k->key);
+        if (k->def) {
+            CHECK_MSG(!strcmp(k->def, k->def_doc), "%s.%s: docs default '%s' vs '%s'",
+                      k->section, k->key, k->def_doc, k->def);
+        }
+        for (int j = 0; j < i; j++) {
+            CHECK_MSG(strcmp(k->section, keys[j].section) || strcmp(k->key, keys[j].key),
+                      "%s.%s twice", k->section, k->key);
+        }
+    }
+}
+
+// docs/recipe.md documents every key with its default: the docs cannot drift from the table
+static void test_docs_cover_schema(void) {
+    char *doc = s_slurp(RL_SOURCE_DIR "/docs/recipe.md");
+    CHECK_MSG(doc != NULL, "docs/recipe.md is missing");
+    if (!doc) {
+        return;
+    }
+    const rl_recipe_key_t *keys;
+    int n = rl_recipe_schema(&keys);
+    for (int i = 0; i < n; i++) {
+        char name[128], row[160], def[160];
+        int list = !strcmp(keys[i].section, "rewards");
+        snprintf(name, sizeof name, "`%s%s.%s`", keys[i].section, list ? "[]" : "",
+                 keys[i].key);
+        snprintf(row, sizeof row, "| %s |", name);
+        const char *at = strstr(doc, row);
+        CHECK_MSG(at != NULL, "docs/recipe.md has no table row for %s", name);
+        if (!at) {
+            continue;
+        }
+        const char *eol = strchr(at, '\n');
+        size_t len = eol ? (size_t)(eol - at) : strlen(at);
+        char line[1024];
+        snprintf(line, sizeof line, "%.*s", (int)(len < 1000 ? len : 1000), at);
+        snprintf(def, sizeof def, "| `%s` |", keys[i].def_doc);
+        CHECK_MSG(strstr(line, def) != NULL, "docs/recipe.md: %s: default should read %s",
+                  name, def);
+        CHECK_MSG(strstr(line, rl_recipe_type_name(keys[i].type)) != NULL,
+                  "docs/recipe.md: %s: type should read %s", name,
+                  rl_recipe_type_name(keys[i].type));
+    }
+    free(doc);
+}
+
+static void test_errors_inline(void) {
+    rl_recipe_t *r = NULL;
+    // the example of the issue: the key's position, the dotted key, what was found
+    const char *t = "model:\n  path: ../model\ndata:\n  train: ../data/train.jsonl\n"
+                    "algorithm: {name: sft}\ntrain: {steps: 1}\noptim:\n  lr: fast\n";
+    CHECK_INT(s_load_str("bad.yaml", t, NULL, 0, &r), RL_EINVAL);
+    CHECK_CONTAINS(s_err, "bad.yaml:8:3: optim.lr: expected a number, found string 'fast'");
+    CHECK(r == NULL);
+    // every error is reported, each on its own line, in file order
+    t = "model: {path: ../model}\ndata: {train: ../data/train.jsonl}\n"
+        "algorithm: {name: sft}\ntrain: {steps: 0}\noptim: {lr: -1, sheduler: cosine}\n";
+    CHECK_INT(s_load_str("many.yaml", t, NULL, 0, &r), RL_EINVAL);
+    CHECK_CONTAINS(s_err, "many.yaml:4:9: train.steps: 0 is out of range; allowed: an "
+                          "integer >= 1\n");
+    CHECK_CONTAINS(s_err, "many.yaml:5:9: optim.lr: -1 is out of range; allowed: a number in "
+                          "(0, 1]\n");
+    CHECK_CONTAINS(s_err, "many.yaml:5:17: optim.sheduler: unknown key; did you mean "
+                          "'scheduler'?");
+    // the default tokenizer is checked and reported at model.path
+    t = "model: {path: ../data}\n";
+    CHECK_INT(s_load_str("tok.yaml", t, NULL, 0, &r), RL_EINVAL);
+    CHECK_CONTAINS(s_err, "tok.yaml:1:9: model.path: model.tokenizer: file '");
+    CHECK_CONTAINS(s_err, "/data/tokenizer.json' does not exist (the default; set it to "
+                          "override)");
+    // fuzz-style garbage never crashes and always names the file
+    const char *junk[] = {"\x01\x02", "[", "{a: 1, a: 2}", "- - - -", "a: &x 1\nb: *x\n",
+                          "? [a]\n: b\n", "\"\\xff\": 1\n", "rewards: [[], {}, 3, ~]\n"};
+    for (size_t i = 0; i < sizeof junk / sizeof *junk; i++) {
+        CHECK_INT(s_load_str("junk.yaml", junk[i], NULL, 0, &r), RL_EINVAL);
+        CHECK_CONTAINS(s_err, "junk.yaml");
+    }
+    // too many errors are capped
+    char big[40000] = "";
+    for (int i = 0; i < 300; i++) {
+        snprintf(big + strlen(big), sizeof big - strlen(big), "s%d: 1\n", i);
+    }
+    CHECK_INT(s_load_str("big.yaml", big, NULL, 0, &r), RL_EINVAL);
+    CHECK_CONTAINS(s_err, "more errors");
+}
+
+static void test_overrides(void) {
+    rl_recipe_t *r = NULL;
+    const char *good[] = {"optim.lr=1e-4",
+                          "lora.target_modules=[q_proj,v_proj]",
+                          "rewards.1.weight=2",
+                          "rewards[0].config.x=[1, {y: z}]",
+                          "run.seed=3",
+                          "data.eval=",
+                          "train.eval_every=0",
+                          "sampling={temperature: 0.7}"};
+    int rc = rl_recipe_load_file(RECIPES "/good/grpo.yaml", good, 8, 0, &r, s_err, ERRLEN);
+    CHECK_MSG(rc == 0, "%s", s_err);
+    if (r) {
+        CHECK_CLOSE(r->optim.lr, 1e-4, 0);
+        CHECK_INT(r->lora.target_modules.n, 2);
+        CHECK_STR(r->lora.target_modules.items[1], "v_proj");
+        CHECK_CLOSE(r->rewards[1].weight, 2.0, 0);
+        CHECK_STR(r->rewards[0].config_json, "{\"x\": [1, {\"y\": \"z\"}]}");
+        CHECK_INT(r->run.seed, 3);
+        CHECK(r->data.eval == NULL);
+        CHECK_CLOSE(r->sampling.temperature, 0.7, 0);
+        CHECK_INT(r->sampling.stop.n, 0); // the whole section was replaced
+        const char *file;
+        int line, col;
+        CHECK_INT(rl_recipe_key_location(r, "optim.lr", &file, &line, &col), 0);
+        CHECK_STR(file, "<override 1>");
+        CHECK_INT(line, 1);
+        CHECK_INT(col, 1);
+        rl_recipe_destroy(&r);
+    }
+    // an override fills a section the recipe left empty, and relative paths resolve to the cwd
+    const char *t = "model: {path: ../model}\ndata: {train: ../data/train.jsonl}\n"
+                    "algorithm: {name: sft}\ntrain: {steps: 1}\noptim:\nrun:\n";
+    const char *fill[] = {"optim.lr=0.5", "run.dir=out/x"};
+    CHECK_INT(s_load_str("fill.yaml", t, fill, 2, &r), 0);
+    if (r) {
+        CHECK_CLOSE(r->optim.lr, 0.5, 0);
+        CHECK(r->run.dir[0] == '/');
+        CHECK_CONTAINS(r->run.dir, "/out/x");
+        rl_recipe_destroy(&r);
+    }
+    const char *bad[] = {"optim.lr=fast",        "lora.target_modules=[q_proj,v_proj",
+                         "rewards.5.weight=1",   "nokey",
+                         "train.stepz=3",        "optim.lr.x=1",
+                         "a..b=1",               "sampling.top_p=2"};
+    rc = rl_recipe_load_file(RECIPES "/good/grpo.yaml", bad, 8, 0, &r, s_err, ERRLEN);
+    CHECK_INT(rc, RL_EINVAL);
+    CHECK_CONTAINS(s_err, "<override 1>:1:1: optim.lr: expected a number, found string 'fast'");
+    CHECK_CONTAINS(s_err, "<override 2>:1:35: YAML syntax error: did not find expected ',' or "
+                          "']' (while parsing a flow sequence at 1:21)");
+    CHECK_CONTAINS(s_err, "<override 3>:1:1: rewards.5.weight: '5' is not an index of this "
+                          "list (it has 3 entries)");
+    CHECK_CONTAINS(s_err, "<override 4>:1:1: 'nokey': expected key=value");
+    CHECK_CONTAINS(s_err, "<override 5>:1:1: train.stepz: unknown key; did you mean 'steps'?");
+    CHECK_CONTAINS(s_err, "<override 6>:1:1: optim.lr.x: cannot set a key inside a value that "
+                          "is not a map");
+    CHECK_CONTAINS(s_err, "<override 7>:1:1: a..b: malformed key");
+    CHECK_CONTAINS(s_err, "<override 8>:1:1: sampling.top_p: 2 is out of range");
+    // overrides come after the recipe's own errors
+    const char *one[] = {"optim.lr=x"};
+    t = "model: {path: ../model}\ndata: {train: ../data/train.jsonl}\n"
+        "algorithm: {name: sft}\ntrain: {steps: -1}\n";
+    CHECK_INT(s_load_str("order.yaml", t, one, 1, &r), RL_EINVAL);
+    const char *a = strstr(s_err, "order.yaml:4:"), *b = strstr(s_err, "<override 1>");
+    CHECK(a && b && a < b);
+}
+
+static void test_round_trip(void) {
+    const char *files[] = {RECIPES "/good/grpo.yaml", RECIPES "/good/sft.yaml"};
+    for (int i = 0; i < 2; i++) {
+        rl_recipe_t *r = NULL, *r2 = NULL;
+        char *y1 = NULL, *y2 = NULL;
+        int rc = rl_recipe_load_file(files[i], NULL, 0, 0, &r, s_err, ERRLEN);
+        CHECK_MSG(rc == 0, "%s", s_err);
+        if (rc) {
+            continue;
+        }
+        CHECK_INT(rl_recipe_to_yaml(r, &y1), 0);
+        // from another directory: absolute paths keep working
+        rc = rl_recipe_load_string(y1, strlen(y1), "/tmp/elsewhere/resolved.yaml", NULL, 0, 0,
+                                   &r2, s_err, ERRLEN);
+        CHECK_MSG(rc == 0, "%s\n%s", s_err, y1);
+        if (rc == 0) {
+            CHECK_INT(rl_recipe_to_yaml(r2, &y2), 0);
+            CHECK_STR(y1, y2);
+        }
+        free(y1);
+        free(y2);
+        rl_recipe_destroy(&r);
+        rl_recipe_destroy(&r2);
+    }
+    // awkward strings survive printing
+    const char *ovr[] = {"sampling.stop=[\"a: b\", \"#x\", \"tab\\there\", '', \"\\u0085\","
+                         " \"\\u2028\", \"\\x7f\", \"\\u00e9\", yes, '1e3', 'null']",
+                         "rewards.0.config={\"k\\n\": [\"\\u0001\", 1e999, 12345678901234567890]}",
+                         "run.name=a.b-c_d"};
+    rl_recipe_t *r = NULL, *r2 = NULL;
+    char *y1 = NULL, *y2 = NULL;
+    int rc = rl_recipe_load_file(RECIPES "/good/grpo.yaml", ovr, 3, 0, &r, s_err, ERRLEN);
+    CHECK_MSG(rc == 0, "%s", s_err);
+    if (rc == 0) {
+        CHECK_INT(r->sampling.stop.n, 11);
+        CHECK_INT(rl_recipe_to_yaml(r, &y1), 0);
+        rc = rl_recipe_load_string(y1, strlen(y1), "x.yaml", NULL, 0, 0, &r2, s_err, ERRLEN);
+        CHECK_MSG(rc == 0, "%s\n%s", s_err, y1);
+        if (rc == 0) {
+            CHECK_INT(rl_recipe_to_yaml(r2, &y2), 0);
+            CHECK_STR(y1, y2);
+            CHECK_STR(r2->sampling.stop.items[1], "#x");
+            CHECK_STR(r2->sampling.stop.items[10], "null");
+        }
+    }
+    free(y1);
+    free(y2);
+    rl_recipe_destroy(&r);
+    rl_recipe_destroy(&r2);
+}
+
+// each bad recipe fails, names itself, and prints every "# expect:" line it carries
+static void test_bad_corpus(void) {
+    DIR *d = opendir(RECIPES "/bad");
+    CHECK(d != NULL);
+    if (!d) {
+        return;
+    }
+    int seen = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (len < 6 || strcmp(e->d_name + len - 5, ".yaml") != 0) {
+            continue;
+        }
+        char path[1024];
+        snprintf(path, sizeof path, "%s/bad/%s", RECIPES, e->d_name);
+        char *text = s_slurp(path);
+        CHECK(text != NULL);
+        if (!text) {
+            continue;
+        }
+        rl_recipe_t *r = NULL;
+        int rc = rl_recipe_load_file(path, NULL, 0, 0, &r, s_err, ERRLEN);
+        CHECK_MSG(rc == RL_EINVAL, "%s: rc %d", e->d_name, rc);
+        CHECK_MSG(strstr(s_err, e->d_name) != NULL, "%s: %s", e->d_name, s_err);
+        int expects = 0;
+        for (char *p = strstr(text, "# expect: "); p; p = strstr(p + 1, "# expect: ")) {
+            char want[512];
+            char *eol = strchr(p, '\n');
+            size_t n = (eol ? (size_t)(eol - p) : strlen(p)) - 10;
+            snprintf(want, sizeof want, "%.*s", (int)n, p + 10);
+            CHECK_MSG(strstr(s_err, want) != NULL, "%s: expected\n  %s\nin\n%s", e->d_name,
+                      want, s_err);
+            expects++;
+        }
+        CHECK_MSG(expects > 0, "%s has no # expect: line", e->d_name);
+        rl_recipe_destroy(&r);
+        free(text);
+        seen++;
+    }
+    closedir(d);
+    CHECK(seen >= 20);
+}
+
+// the binary: exit codes and messages on stderr
+static int s_run(const char *args, char *out, size_t n) {
+    char cmd[2048];
+    // args carry their own redirections; plain ones get stderr merged into the output
+    snprintf(cmd, sizeof cmd, "'%s/rlctl' %s%s", RL_BINARY_DIR, args,
+             strchr(args, '>') ? "" : " 2>&1");
+    FILE *p = popen(cmd, "r");
+    if (!p) {
+        return -1;
+    }
+    size_t got = fread(out, 1, n - 1, p);
+    out[got] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_cli(void) {
+    static char out[1 << 16];
+    CHECK_INT(s_run("validate '" RECIPES "/bad/lr_string.yaml' 2>&1 >/dev/null", out,
+                    sizeof out),
+              2);
+    CHECK_CONTAINS(out, "lr_string.yaml:7:3: optim.lr: expected a number, found string 'fast'");
+    CHECK_CONTAINS(out, "lr_string.yaml: 1 error");
+    CHECK_INT(s_run("validate '" RECIPES "/good/grpo.yaml' optim.lr=fast 2>&1 >/dev/null", out,
+                    sizeof out),
+              2);
+    CHECK_CONTAINS(out, "<override 1>:1:1: optim.lr: expected a number");
+    CHECK_INT(s_run("validate '" RECIPES "/good/sft.yaml' 2>/dev/null", out, sizeof out), 0);
+    CHECK_CONTAINS(out, "algorithm:\n  name: sft\n");
+    CHECK_INT(s_run("validate --help", out, sizeof out), 0);
+    CHECK_CONTAINS(out, "usage: rlctl validate");
+    CHECK_INT(s_run("validate", out, sizeof out), 2);
+    CHECK_INT(s_run("validate /nonexistent/r.yaml", out, sizeof out), 2);
+    CHECK_CONTAINS(out, "/nonexistent/r.yaml: No such file or directory");
+    CHECK_INT(s_run("validate --bogus x.yaml", out, sizeof out), 2);
+    CHECK_INT(s_run("validate --keys", out, sizeof out), 0);
+    CHECK_CONTAINS(out, "| `optim.lr` | float | `required` |");
+    // the printed recipe is a fixed point of validate
+    char tmp[] = "/tmp/rl_test_config_XXXXXX";
+    int fd = mkstemp(tmp);
+    CHECK(fd >= 0);
+    if (fd >= 0) {
+        close(fd);
+        char args[1024];
+        snprintf(args, sizeof args, "validate '%s/good/grpo.yaml' 2>/dev/null > %s", RECIPES,
+                 tmp);
+        CHECK_INT(s_run(args, out, sizeof out), 0);
+        char *first = s_slurp(tmp);
+        snprintf(args, sizeof args, "validate %s 2>/dev/null", tmp);
+        CHECK_INT(s_run(args, out, sizeof out), 0);
+        CHECK_STR(out, first ? first : "");
+        free(first);
+        unlink(tmp);
+    }
+}
+
+int main(void) {
+    test_yaml_tree();
+    test_defaults();
+    test_grpo();
+    test_enum_names();
+    test_schema();
+    test_docs_cover_schema();
+    test_errors_inline();
+    test_overrides();
+    test_round_trip();
+    test_bad_corpus();
+    test_cli();
+    RL_TEST_DONE();
+}
