@@ -20,8 +20,9 @@ static void s_usage(FILE *out) {
             "model.safetensors or model.safetensors.index.json with its shards. Each file is\n"
             "validated first; a bad file prints one message naming the file and exits 1.\n\n"
             "options:\n"
-            "  --json       print one JSON object: {\"path\", \"shards\", \"tensors\": [{\"name\",\n"
-            "               \"dtype\", \"shape\", \"numel\"}], \"num_tensors\", \"num_parameters\"}\n"
+            "  --json       print one JSON object: {\"path\", \"shards\", \"tensors\":\n"
+            "               [{\"name\", \"dtype\", \"shape\", \"numel\"}], \"num_tensors\",\n"
+            "               \"num_parameters\"}\n"
             "  -h, --help   this help\n");
 }
 
