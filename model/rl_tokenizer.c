@@ -75,6 +75,9 @@ static int s_ids_push(s_ids_t *v, int32_t x) {
 }
 
 static int s_ids_append(s_ids_t *v, const int32_t *x, size_t n) {
+    if (n == 0) {
+        return 0;
+    }
     if (s_grow((void **)&v->p, &v->cap, v->n + n, sizeof(int32_t))) {
         return RL_ENOMEM;
     }
@@ -416,6 +419,8 @@ enum { S_PT_SPLIT = 1, S_PT_BYTELEVEL };
 enum { S_ISOLATED = 1, S_REMOVED, S_MERGED_PREV, S_MERGED_NEXT, S_CONTIGUOUS };
 enum { S_KIND_NONE = 0, S_KIND_VOCAB, S_KIND_ADDED, S_KIND_SPECIAL };
 enum { S_POST_NONE = 0, S_POST_OK, S_POST_UNSUPPORTED };
+enum { S_FAST_NONE = 0, S_FAST_QWEN, S_FAST_LLAMA3, S_FAST_GPT2 };
+enum { S_CL_L = 1, S_CL_N = 2, S_CL_S = 4 }; // \p{L}, \p{N}, \s as Oniguruma defines them
 
 #define S_MAX_STAGES 8
 #define S_CACHE_MAX_ENTRIES (1u << 17)
@@ -428,6 +433,7 @@ typedef struct {
     size_t literal_len;
     int behavior, invert;
     int add_prefix_space;
+    int fast; // S_FAST_*: a hand-written matcher for this exact pattern (0: Oniguruma only)
 } s_pretok_t;
 
 typedef struct {
@@ -481,6 +487,8 @@ struct rl_tokenizer {
     size_t cap_sym;
     struct s_heap_item *heap;
     size_t cap_heap;
+    uint8_t *cls[0x110000 >> 8]; // lazily built class blocks (S_CL_*), one per 256 code points
+    regex_t *cls_re[3];           // \p{L}, \p{N}, \s: the classes come from Oniguruma itself
     s_strmap_t cache; // piece bytes -> (offset, count) in cache_ids
     s_ids_t cache_ids;
 
@@ -565,6 +573,21 @@ static int s_load_normalizer(rl_tokenizer_t *self, json_t *n) {
 
 static const char s_gpt2_pattern[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+static const char s_qwen_pattern[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+"
+    "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+static const char s_llama3_pattern[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+"
+    "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+// The three patterns in use get a hand-written matcher (s_fast_match); any other pattern, or
+// these with a single byte changed, runs in Oniguruma.
+static int s_fast_kind(const char *pat) {
+    return strcmp(pat, s_qwen_pattern) == 0     ? S_FAST_QWEN
+           : strcmp(pat, s_llama3_pattern) == 0 ? S_FAST_LLAMA3
+           : strcmp(pat, s_gpt2_pattern) == 0   ? S_FAST_GPT2
+                                                : S_FAST_NONE;
+}
 
 static int s_load_pretok(rl_tokenizer_t *self, json_t *p) {
     const char *type = s_type_of(p);
@@ -605,6 +628,7 @@ static int s_load_pretok(rl_tokenizer_t *self, json_t *p) {
             if (r) {
                 return r;
             }
+            pt->fast = S_FAST_GPT2;
         }
         pt->behavior = S_ISOLATED;
         self->n_pt++;
@@ -619,6 +643,7 @@ static int s_load_pretok(rl_tokenizer_t *self, json_t *p) {
             if (r) {
                 return r;
             }
+            pt->fast = s_fast_kind(json_string_value(rx));
         } else if (json_is_string(lit)) {
             pt->literal_len = json_string_length(lit);
             pt->literal = malloc(pt->literal_len + 1);
@@ -1141,6 +1166,14 @@ void rl_tokenizer_destroy(rl_tokenizer_t **self_p) {
     free(self->heap);
     s_strmap_free(&self->cache);
     free(self->cache_ids.p);
+    for (size_t i = 0; i < sizeof(self->cls) / sizeof(self->cls[0]); i++) {
+        free(self->cls[i]);
+    }
+    for (int i = 0; i < 3; i++) {
+        if (self->cls_re[i]) {
+            onig_free(self->cls_re[i]);
+        }
+    }
     free(self);
     *self_p = NULL;
 }
@@ -1354,8 +1387,18 @@ static int s_piece_push(size_t **v, size_t *n, size_t *cap, size_t off, size_t l
 }
 
 // Finds the next match in [at, end) of base; returns 0 and sets *ms/*me, or 1 when none.
+static size_t s_fast_match(rl_tokenizer_t *self, int kind, const char *base, size_t end,
+                           size_t at);
+
 static int s_find(rl_tokenizer_t *self, const s_pretok_t *pt, const char *base, size_t end,
-                  size_t at, size_t *ms, size_t *me) {
+                  size_t at, size_t *ms, size_t *me, int flags) {
+    if (pt->fast && !(flags & RL_TOKENIZER_REF_BPE) && at < end) {
+        // these patterns match at every position (every character is a letter, a number,
+        // whitespace or "other", and each class has an alternative), so no search is needed
+        *ms = at;
+        *me = s_fast_match(self, pt->fast, base, end, at);
+        return 0;
+    }
     if (pt->literal) {
         if (pt->literal_len == 0 || end - at < pt->literal_len) {
             return 1;
@@ -1391,8 +1434,217 @@ static size_t s_utf8_len(uint8_t c) {
     return c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
 }
 
+// ------------------------------------------------------------------------------------------
+// hand-written matchers for the GPT-2, Qwen and Llama-3 patterns
+//
+// Each returns the end of the match the regex finds at `at` (always non-empty: see s_find),
+// trying the alternatives in the pattern's order with the same backtracking outcome:
+//   (?i:'s|'t|'re|'ve|'m|'ll|'d)   contractions; case-insensitive for Qwen/Llama-3 (so 'ſ
+//                                  matches as 's does: U+017F folds to s)
+//   [^\r\n\p{L}\p{N}]?\p{L}+       one optional non-letter/number/CR/LF, then letters
+//   \p{N} | \p{N}{1,3}             one number (Qwen) or up to three (Llama-3)
+//   ' ?[^\s\p{L}\p{N}]+[\r\n]*'    symbols with an optional leading space, then CR/LF
+//   \s*[\r\n]+                     = a whitespace run up to and including its last CR/LF
+//   \s+(?!\S)                      = a whitespace run less its last character when a
+//                                    non-space follows (the whole run at the end of text)
+//   \s+                            = the single whitespace character left
+// GPT-2: case-sensitive contractions, ' ?\p{L}+', ' ?\p{N}+', ' ?[^\s\p{L}\p{N}]+', then the
+// last two. The classes are Oniguruma's own (s_class), and the unit tests compare these
+// matchers with Oniguruma on random strings.
+
+static void s_build_block(rl_tokenizer_t *self, size_t blk) {
+    static const char *pats[3] = {"\\p{L}", "\\p{N}", "\\s"};
+    uint8_t *b = calloc(256, 1);
+    if (!b) {
+        return; // s_class answers 0 (class "other") and retries next time
+    }
+    for (int k = 0; k < 3; k++) {
+        if (!self->cls_re[k]) {
+            OnigErrorInfo einfo;
+            if (onig_new(&self->cls_re[k], (const OnigUChar *)pats[k],
+                         (const OnigUChar *)pats[k] + strlen(pats[k]), ONIG_OPTION_NONE,
+                         ONIG_ENCODING_UTF8, ONIG_SYNTAX_DEFAULT, &einfo) != ONIG_NORMAL) {
+                self->cls_re[k] = NULL;
+                free(b);
+                return;
+            }
+        }
+    }
+    for (int i = 0; i < 256; i++) {
+        int32_t cp = (int32_t)(blk << 8) + i;
+        if (cp >= 0xD800 && cp <= 0xDFFF) {
+            continue; // surrogates never reach here: the text is valid UTF-8
+        }
+        OnigUChar u[4];
+        int n;
+        if (cp < 0x80) {
+            u[0] = (OnigUChar)cp;
+            n = 1;
+        } else if (cp < 0x800) {
+            u[0] = (OnigUChar)(0xC0 | (cp >> 6));
+            u[1] = (OnigUChar)(0x80 | (cp & 0x3F));
+            n = 2;
+        } else if (cp < 0x10000) {
+            u[0] = (OnigUChar)(0xE0 | (cp >> 12));
+            u[1] = (OnigUChar)(0x80 | ((cp >> 6) & 0x3F));
+            u[2] = (OnigUChar)(0x80 | (cp & 0x3F));
+            n = 3;
+        } else {
+            u[0] = (OnigUChar)(0xF0 | (cp >> 18));
+            u[1] = (OnigUChar)(0x80 | ((cp >> 12) & 0x3F));
+            u[2] = (OnigUChar)(0x80 | ((cp >> 6) & 0x3F));
+            u[3] = (OnigUChar)(0x80 | (cp & 0x3F));
+            n = 4;
+        }
+        for (int k = 0; k < 3; k++) {
+            if (onig_match(self->cls_re[k], u, u + n, u, NULL, ONIG_OPTION_NONE) == n) {
+                b[i] |= (uint8_t)(1 << k);
+            }
+        }
+    }
+    self->cls[blk] = b;
+}
+
+static inline int s_class(rl_tokenizer_t *self, int32_t cp) {
+    size_t blk = (size_t)cp >> 8;
+    if (!self->cls[blk]) {
+        s_build_block(self, blk);
+        if (!self->cls[blk]) {
+            return 0;
+        }
+    }
+    return self->cls[blk][cp & 0xFF];
+}
+
+// Code point and class at base[i] (i < end); *n gets its byte length.
+static inline int s_cp_at(rl_tokenizer_t *self, const char *base, size_t i, int32_t *cp,
+                          size_t *n) {
+    *n = (size_t)s_utf8_decode((const uint8_t *)base + i, cp);
+    return s_class(self, *cp);
+}
+
+static inline int s_is_crlf(int32_t c) {
+    return c == '\r' || c == '\n';
+}
+
+static inline int s_lower_ascii(int32_t c) {
+    return c >= 'A' && c <= 'Z' ? c + 32 : c;
+}
+
+// Length of a contraction at base[at] ('s 't 're 've 'm 'll 'd), or 0.
+static size_t s_contraction(const char *base, size_t end, size_t at, int fold) {
+    if (base[at] != '\'' || at + 1 >= end) {
+        return 0;
+    }
+    int32_t c1, c2 = 0;
+    size_t n1 = (size_t)s_utf8_decode((const uint8_t *)base + at + 1, &c1), n2 = 0;
+    if (fold) {
+        c1 = c1 == 0x17F ? 's' : s_lower_ascii(c1);
+    }
+    if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') {
+        return 1 + n1;
+    }
+    if (at + 1 + n1 < end) {
+        n2 = (size_t)s_utf8_decode((const uint8_t *)base + at + 1 + n1, &c2);
+        if (fold) {
+            c2 = c2 == 0x17F ? 's' : s_lower_ascii(c2);
+        }
+    }
+    if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l')) {
+        return 1 + n1 + n2;
+    }
+    return 0;
+}
+
+// End of the run of characters of class test (mask, want) starting at i, at most max chars.
+static size_t s_run_of(rl_tokenizer_t *self, const char *base, size_t end, size_t i, int mask,
+                       int want, size_t max) {
+    size_t count = 0;
+    while (i < end && count < max) {
+        int32_t cp;
+        size_t n;
+        if ((s_cp_at(self, base, i, &cp, &n) & mask) != want) {
+            break;
+        }
+        i += n;
+        count++;
+    }
+    return i;
+}
+
+static size_t s_fast_match(rl_tokenizer_t *self, int kind, const char *base, size_t end,
+                           size_t at) {
+    int gpt2 = kind == S_FAST_GPT2;
+    size_t k = s_contraction(base, end, at, !gpt2);
+    if (k) {
+        return at + k;
+    }
+    int32_t c0, c1 = -1;
+    size_t n0, n1 = 0;
+    int k0 = s_cp_at(self, base, at, &c0, &n0), k1 = 0;
+    if (at + n0 < end) {
+        k1 = s_cp_at(self, base, at + n0, &c1, &n1);
+    }
+    const int LNS = S_CL_L | S_CL_N | S_CL_S;
+    if (gpt2) {
+        // ' ?\p{L}+', ' ?\p{N}+', ' ?[^\s\p{L}\p{N}]+': the space joins a following run
+        int cls = c0 == ' ' && c1 >= 0 ? k1 : k0;
+        size_t from = c0 == ' ' && c1 >= 0 && (k1 & S_CL_S) == 0 ? at + n0 : at;
+        if (from > at || !(k0 & S_CL_S)) {
+            int want = (cls & S_CL_L) ? S_CL_L : (cls & S_CL_N) ? S_CL_N : 0;
+            int mask = want ? want : LNS;
+            return s_run_of(self, base, end, from, mask, want, SIZE_MAX);
+        }
+    } else {
+        // [^\r\n\p{L}\p{N}]?\p{L}+
+        if (k0 & S_CL_L) {
+            return s_run_of(self, base, end, at, S_CL_L, S_CL_L, SIZE_MAX);
+        }
+        if (!(k0 & (S_CL_L | S_CL_N)) && !s_is_crlf(c0) && (k1 & S_CL_L)) {
+            return s_run_of(self, base, end, at + n0, S_CL_L, S_CL_L, SIZE_MAX);
+        }
+        // \p{N} or \p{N}{1,3}
+        if (k0 & S_CL_N) {
+            return s_run_of(self, base, end, at, S_CL_N, S_CL_N, kind == S_FAST_LLAMA3 ? 3 : 1);
+        }
+        // ' ?[^\s\p{L}\p{N}]+[\r\n]*'
+        size_t from = c0 == ' ' && c1 >= 0 && (k1 & LNS) == 0 ? at + n0 : at;
+        if (from > at || (k0 & LNS) == 0) {
+            size_t e = s_run_of(self, base, end, from, LNS, 0, SIZE_MAX);
+            while (e < end && (base[e] == '\r' || base[e] == '\n')) {
+                e++;
+            }
+            return e;
+        }
+    }
+    // whitespace at `at`: W = the maximal \s run
+    size_t e = at, last_crlf = 0, last_start = at;
+    int has_crlf = 0;
+    while (e < end) {
+        int32_t cp;
+        size_t n;
+        if (!(s_cp_at(self, base, e, &cp, &n) & S_CL_S)) {
+            break;
+        }
+        if (s_is_crlf(cp)) {
+            has_crlf = 1;
+            last_crlf = e + n;
+        }
+        last_start = e;
+        e += n;
+    }
+    if (!gpt2 && has_crlf) {
+        return last_crlf; // \s*[\r\n]+
+    }
+    if (e == end || last_start == at) {
+        return e; // \s+(?!\S) at the end of text, or \s+ of one character
+    }
+    return last_start; // \s+(?!\S): leave the last space to join what follows
+}
+
 // Splits one piece by a pattern and appends the resulting pieces (HF NormalizedString::split).
-static int s_split_piece(rl_tokenizer_t *self, const s_pretok_t *pt, size_t off, size_t len) {
+static int s_split_piece(rl_tokenizer_t *self, const s_pretok_t *pt, size_t off, size_t len,
+                         int flags) {
     const char *base = self->work.p + off;
     // spans of (start, end, is_match) covering the piece, merged per behavior as we go
     size_t at = 0, prev_end = 0;
@@ -1400,7 +1652,7 @@ static int s_split_piece(rl_tokenizer_t *self, const s_pretok_t *pt, size_t off,
     size_t first_new = self->n_pieces2;
     for (;;) {
         size_t ms = len, me = len;
-        int none = at > len || s_find(self, pt, base, len, at, &ms, &me);
+        int none = at > len || s_find(self, pt, base, len, at, &ms, &me, flags);
         if (none) {
             ms = me = len;
         }
@@ -1467,7 +1719,7 @@ static int s_split_piece(rl_tokenizer_t *self, const s_pretok_t *pt, size_t off,
 }
 
 // Runs the pre-tokenizers on work[off, off+len) and leaves the pieces in self->pieces.
-static int s_pretokenize(rl_tokenizer_t *self, size_t off, size_t len) {
+static int s_pretokenize(rl_tokenizer_t *self, size_t off, size_t len, int flags) {
     self->n_pieces = 0;
     if (s_piece_push(&self->pieces, &self->n_pieces, &self->cap_pieces, off, len)) {
         return RL_ENOMEM;
@@ -1497,7 +1749,7 @@ static int s_pretokenize(rl_tokenizer_t *self, size_t off, size_t len) {
         }
         self->n_pieces2 = 0;
         for (size_t i = 0; i < self->n_pieces; i++) {
-            int r = s_split_piece(self, pt, self->pieces[2 * i], self->pieces[2 * i + 1]);
+            int r = s_split_piece(self, pt, self->pieces[2 * i], self->pieces[2 * i + 1], flags);
             if (r) {
                 return r;
             }
@@ -1556,7 +1808,7 @@ static int s_encode_segment(rl_tokenizer_t *self, const char *text, size_t len, 
             return RL_ENOMEM;
         }
     }
-    int r = s_pretokenize(self, 0, self->work.n);
+    int r = s_pretokenize(self, 0, self->work.n, flags);
     for (size_t i = 0; !r && i < self->n_pieces; i++) {
         r = s_bpe(self, self->work.p + self->pieces[2 * i], self->pieces[2 * i + 1], flags, out);
     }
