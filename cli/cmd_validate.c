@@ -60,9 +60,9 @@ static void s_keys(FILE *out) {
             if (k->min <= -1e300 && no_max) {
                 fprintf(out, "any");
             } else if (no_max) {
-                fprintf(out, "%s %g", gt ? ">" : "≥", k->min);
+                fprintf(out, "%s %.10g", gt ? ">" : "≥", k->min);
             } else {
-                fprintf(out, "%s%g, %g%s", gt ? "(" : "[", k->min, k->max, lt ? ")" : "]");
+                fprintf(out, "%s%.10g, %.10g%s", gt ? "(" : "[", k->min, k->max, lt ? ")" : "]");
             }
         } else if (k->type == RL_RECIPE_T_PATH_DIR && k->needs) {
             fprintf(out, "folder with `%s`", k->needs);

@@ -226,7 +226,7 @@ static const rl_recipe_key_t s_keys[] = {
     {"train", "batch_size", T(INT), OFF(train.batch_size), "8", "8", 0, 1, 1048576, 0, NULL, 0,
      NULL, NULL, "per optimizer step: prompts (GRPO) or examples (SFT)"},
     {"train", "micro_batch_size", T(INT), OFF(train.micro_batch_size), NULL,
-     "the whole step", DERIVED, 1, 1048576 * 4096.0, 0, NULL, 0, NULL, NULL,
+     "the whole step", DERIVED, 1, IMAX, 0, NULL, 0, NULL, NULL,
      "sequences per forward/backward pass (gradient accumulation)"},
     {"train", "eval_every", T(INT), OFF(train.eval_every), "0", "0", 0, 0, IMAX, 0, NULL, 0,
      NULL, NULL, "evaluate every N steps (needs data.eval); 0 = off"},
@@ -573,7 +573,7 @@ static void s_join(const char *const *items, char *out, size_t n) {
 }
 
 static void s_fmt_num(double v, char *out, size_t n) {
-    snprintf(out, n, "%g", v);
+    snprintf(out, n, "%.10g", v);
 }
 
 // "(0, 1]", ">= 1", "an integer in [1, 64]"
@@ -1538,8 +1538,11 @@ static void s_cross_checks(s_ctx_t *c) {
     if (algo == RL_RECIPE_ALGO_GRPO) {
         per_step *= r->algorithm.num_generations;
     }
-    if (!s_set(r, "train.micro_batch_size")) {
-        r->train.micro_batch_size = per_step <= 1048576LL * 4096 ? (int)per_step : 1;
+    if (per_step > 1048576) {
+        s_err_key(c, "train.batch_size", "%lld sequences per step is more than 1048576",
+                  per_step);
+    } else if (!s_set(r, "train.micro_batch_size")) {
+        r->train.micro_batch_size = (int)per_step;
     } else if (per_step % r->train.micro_batch_size != 0) {
         if (algo == RL_RECIPE_ALGO_GRPO) {
             s_err_key(c, "train.micro_batch_size",

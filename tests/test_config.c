@@ -548,6 +548,43 @@ static void test_cli(void) {
     }
 }
 
+// the cookbook's recipes load (when the cookbook's model and data have landed)
+static void test_cookbook(void) {
+    if (access(RL_SOURCE_DIR "/cookbook/models/arith-base/config.json", F_OK) != 0 ||
+        access(RL_SOURCE_DIR "/cookbook/data/arith/train.jsonl", F_OK) != 0) {
+        fprintf(stderr, "note: cookbook model/data absent; cookbook recipes not loaded\n");
+        return;
+    }
+    const char *files[] = {RL_SOURCE_DIR "/cookbook/grpo_lora.yaml",
+                           RL_SOURCE_DIR "/cookbook/sft_arith.yaml"};
+    for (int i = 0; i < 2; i++) {
+        rl_recipe_t *r = NULL;
+        int rc = rl_recipe_load_file(files[i], NULL, 0, 0, &r, s_err, ERRLEN);
+        CHECK_MSG(rc == 0, "%s: %s", files[i], s_err);
+        if (r && i == 0) {
+            CHECK_INT(r->algorithm.name, RL_RECIPE_ALGO_GRPO);
+            CHECK(r->lora.enabled);
+            CHECK_INT(r->lora.r, 8);
+            CHECK_INT(r->lora.target_modules.n, 7);
+            CHECK_INT(r->algorithm.num_generations, 8);
+            CHECK_INT(r->train.batch_size, 16);
+            CHECK_CLOSE(r->optim.lr, 1e-3, 0);
+            CHECK_CLOSE(r->algorithm.beta, 0.0, 0);
+            CHECK_INT(r->algorithm.loss_agg, RL_RECIPE_AGG_TOKEN_MEAN);
+            CHECK_CLOSE(r->sampling.temperature, 1.0, 0);
+            CHECK(r->n_rewards == 1 && r->rewards[0].builtin == RL_RECIPE_REWARD_MATH_ANSWER);
+        } else if (r) {
+            CHECK_INT(r->algorithm.name, RL_RECIPE_ALGO_SFT);
+            CHECK(!r->lora.enabled);
+            CHECK_INT(r->train.batch_size, 64);
+            CHECK_CLOSE(r->optim.lr, 2e-3, 0);
+            CHECK_INT(r->optim.scheduler, RL_RECIPE_SCHED_COSINE);
+            CHECK_INT(r->train.steps, 1000);
+        }
+        rl_recipe_destroy(&r);
+    }
+}
+
 int main(void) {
     test_yaml_tree();
     test_defaults();
@@ -560,5 +597,6 @@ int main(void) {
     test_round_trip();
     test_bad_corpus();
     test_cli();
+    test_cookbook();
     RL_TEST_DONE();
 }
