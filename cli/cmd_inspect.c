@@ -17,8 +17,9 @@ static void s_usage(FILE *out) {
     fprintf(out,
             "usage: rlctl inspect PATH [--json]\n\n"
             "List the tensors of PATH: a .safetensors file, or a model folder holding\n"
-            "model.safetensors or model.safetensors.index.json with its shards. Each file is\n"
-            "validated first; a bad file prints one message naming the file and exits 1.\n\n"
+            "model.safetensors or model.safetensors.index.json with its shards (the index\n"
+            "itself may be given for its folder). Each file is validated first; a bad file\n"
+            "prints one message naming the file and exits 1.\n\n"
             "options:\n"
             "  --json       print one JSON object: {\"path\", \"shards\", \"tensors\":\n"
             "               [{\"name\", \"dtype\", \"shape\", \"numel\"}], \"num_tensors\",\n"
@@ -132,8 +133,16 @@ int rl_cmd_inspect(int argc, char **argv) {
     s_src_t src = {0};
     struct stat st;
     int rc;
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
         rc = rl_st_model_load(path, &src.model, err, sizeof err);
+    } else if (strcmp(base, "model.safetensors.index.json") == 0) {
+        // The index names a sharded folder: inspect that folder.
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%.*s", base == path ? 1 : (int)(base - path - 1),
+                 base == path ? "." : path);
+        rc = rl_st_model_load(dir[0] ? dir : "/", &src.model, err, sizeof err);
     } else {
         rc = rl_st_file_load(path, &src.file, err, sizeof err);
     }

@@ -552,6 +552,8 @@ static void test_bad_corpus(void) {
     char serr[2048];
     CHECK_INT(s_run_inspect(FIX "/good/writer_rules.safetensors", NULL, serr, sizeof serr), 0);
     CHECK_INT(s_run_inspect(FIX "/good/sharded", "--json", serr, sizeof serr), 0);
+    CHECK_INT(s_run_inspect(FIX "/good/sharded/model.safetensors.index.json", NULL, serr,
+                            sizeof serr), 0);
     CHECK_INT(s_run_inspect(FIX "/good/sharded", "--bogus", serr, sizeof serr), 2);
     CHECK_INT(s_run_inspect("--help", NULL, serr, sizeof serr), 0);
     CHECK_INT(s_run_inspect(empty_dir, NULL, serr, sizeof serr), 1);
