@@ -38,6 +38,13 @@ static int s_fail(char *err, size_t err_len, const char *path, int code, const c
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
+    // Names and JSON excerpts come from the file: a newline or escape in them must not split
+    // the one-line message or reach a terminal.
+    for (char *p = what; *p; p++) {
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) {
+            *p = '?';
+        }
+    }
     if (path) {
         return rl_errf(err, err_len, code, "%s: %s", path, what);
     }
