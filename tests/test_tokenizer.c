@@ -402,6 +402,97 @@ static void s_test_real(const char *name, int roundtrip) {
     rl_tokenizer_destroy(&tok);
 }
 
+// Random strings over the characters where the split patterns are subtle (contractions with
+// case folding, CR/LF inside whitespace runs, Unicode spaces, numbers, symbols, combining marks):
+// the hand-written matchers (flags 0) must split exactly as Oniguruma does (REF path).
+static void s_fast_vs_onig(rl_tokenizer_t *tok, const char *name, int count) {
+    static const int32_t pool[] = {
+        'a', 'Z', 's', 'S', 't', 'T', 'e', 'E', 'l', 'L', 'd', 'v', 'm', 'r', 'R', 0x17F,
+        '\'', '\'', ' ', ' ', ' ', '\t', '\r', '\n', '\n', 0xA0, 0x3000, 0x85, 0xFEFF,
+        0x2028, 0x0B, 0x0C, '0', '7', '9', 0x663, 0xBD, 0x2167, '!', '.', ',', '-', '_', '$',
+        0x4E2D, 0xE9, 0x301, 0x1F600, 0x200D, 0x3BB, 0x10000, 0x1D400, 0xAC00, 0x0E01, 0x5D0};
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    int same = 0;
+    for (int t = 0; t < count; t++) {
+        char text[256];
+        size_t len = 0;
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        int n = 1 + (int)(x % 40);
+        for (int i = 0; i < n; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            int32_t c = pool[x % (sizeof(pool) / sizeof(pool[0]))];
+            if (c < 0x80) {
+                text[len++] = (char)c;
+            } else if (c < 0x800) {
+                text[len++] = (char)(0xC0 | (c >> 6));
+                text[len++] = (char)(0x80 | (c & 0x3F));
+            } else if (c < 0x10000) {
+                text[len++] = (char)(0xE0 | (c >> 12));
+                text[len++] = (char)(0x80 | ((c >> 6) & 0x3F));
+                text[len++] = (char)(0x80 | (c & 0x3F));
+            } else {
+                text[len++] = (char)(0xF0 | (c >> 18));
+                text[len++] = (char)(0x80 | ((c >> 12) & 0x3F));
+                text[len++] = (char)(0x80 | ((c >> 6) & 0x3F));
+                text[len++] = (char)(0x80 | (c & 0x3F));
+            }
+        }
+        int32_t *a = NULL, *b = NULL;
+        size_t na = 0, nb = 0;
+        int ra = rl_tokenizer_encode(tok, text, len, 0, &a, &na);
+        int rb = rl_tokenizer_encode(tok, text, len, RL_TOKENIZER_REF_BPE, &b, &nb);
+        int ok = ra == 0 && rb == 0 && na == nb && memcmp(a, b, na * sizeof(int32_t)) == 0;
+        same += ok;
+        if (!ok && count - same <= 5) {
+            json_t *j = json_stringn(text, len);
+            fprintf(stderr, "  %s: fast split != Oniguruma on %s\n", name, s_dump(j));
+            s_print_ids("onig", b, nb);
+            s_print_ids("fast", a, na);
+            json_decref(j);
+        }
+        free(a);
+        free(b);
+    }
+    CHECK_INT(same, count);
+    fprintf(stderr, "%s: hand-written split == Oniguruma on %d/%d random strings\n", name, same,
+            count);
+}
+
+static void s_test_fast_split(void) {
+    rl_tokenizer_t *tok = s_load_real("qwen3");
+    if (tok) {
+        s_fast_vs_onig(tok, "qwen3", 3000);
+        rl_tokenizer_destroy(&tok);
+    }
+    tok = s_load_real("llama3");
+    if (tok) {
+        s_fast_vs_onig(tok, "llama3", 3000);
+        rl_tokenizer_destroy(&tok);
+    }
+    // the GPT-2 pattern (ByteLevel use_regex): the Qwen3 vocab under a ByteLevel pre-tokenizer
+    json_error_t jerr;
+    json_t *root = json_load_file(THIRD "qwen3/tokenizer.json", 0, &jerr);
+    CHECK(root != NULL);
+    if (!root) {
+        return;
+    }
+    json_object_set_new(root, "pre_tokenizer",
+                        json_pack("{s:s, s:b, s:b, s:b}", "type", "ByteLevel", "add_prefix_space",
+                                  0, "trim_offsets", 0, "use_regex", 1));
+    const char *path = RL_BINARY_DIR "/test_tokenizer_gpt2_variant.json";
+    CHECK_INT(json_dump_file(root, path, JSON_COMPACT), 0);
+    json_decref(root);
+    char err[512] = "";
+    tok = rl_tokenizer_new(path, err, sizeof(err));
+    CHECK_MSG(tok != NULL, "%s", err);
+    if (tok) {
+        s_fast_vs_onig(tok, "gpt2-pattern", 3000);
+        ENC_EQ(tok, "Hello world", 0, 9707, 1879);
+        rl_tokenizer_destroy(&tok);
+    }
+    remove(path);
+}
+
 static void s_test_reference_vectors(void) {
     // REFERENCE.md §4, Qwen3
     rl_tokenizer_t *tok = s_load_real("qwen3");
@@ -435,6 +526,7 @@ int main(int argc, char **argv) {
     const char *which = argc > 1 ? argv[1] : "unit";
     if (strcmp(which, "goldens") == 0) {
         s_test_reference_vectors();
+        s_test_fast_split();
         s_test_real("qwen3", 0); // NFC normalizer: the round trip gives NFC(text)
         s_test_real("llama3", 1);
     } else {
