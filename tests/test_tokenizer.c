@@ -162,6 +162,18 @@ static void s_test_errors(void) {
     tok = rl_tokenizer_new(TOKFIX "corpus.jsonl", err, sizeof(err)); // not one JSON object
     CHECK(tok == NULL);
     CHECK_CONTAINS(err, "corpus.jsonl:");
+    // an unsupported post-processor loads; it is refused by name only when asked to add tokens
+    tok = rl_tokenizer_new(TOKFIX "bad_post_processor.json", err, sizeof(err));
+    CHECK_MSG(tok != NULL, "%s", err);
+    if (tok) {
+        ENC_EQ(tok, "hello world", 0, 47, 52);
+        int32_t *ids = NULL;
+        size_t n = 0;
+        CHECK_INT(rl_tokenizer_encode(tok, "hello", 5, RL_TOKENIZER_ADD_SPECIAL, &ids, &n),
+                  RL_EUNSUPPORTED);
+        CHECK_CONTAINS(rl_tokenizer_errmsg(tok), "post_processor 'BertProcessing'");
+        rl_tokenizer_destroy(&tok);
+    }
     tok = rl_tokenizer_new_dir(TOKFIX "no_such_dir", err, sizeof(err));
     CHECK(tok == NULL);
     CHECK_CONTAINS(err, "no_such_dir/tokenizer.json");
