@@ -1543,7 +1543,8 @@ static void s_cross_checks(s_ctx_t *c) {
                   per_step);
     } else if (!s_set(r, "train.micro_batch_size")) {
         r->train.micro_batch_size = (int)per_step;
-    } else if (per_step % r->train.micro_batch_size != 0) {
+    } else if (r->train.micro_batch_size > 0 && per_step % r->train.micro_batch_size != 0) {
+        // (<= 0 only when its own conversion failed, already reported)
         if (algo == RL_RECIPE_ALGO_GRPO) {
             s_err_key(c, "train.micro_batch_size",
                       "%d does not divide the %lld sequences of a step (train.batch_size %d x "
