@@ -421,6 +421,7 @@ enum { S_KIND_NONE = 0, S_KIND_VOCAB, S_KIND_ADDED, S_KIND_SPECIAL };
 enum { S_POST_NONE = 0, S_POST_OK, S_POST_UNSUPPORTED };
 enum { S_FAST_NONE = 0, S_FAST_QWEN, S_FAST_LLAMA3, S_FAST_GPT2 };
 enum { S_CL_L = 1, S_CL_N = 2, S_CL_S = 4 }; // \p{L}, \p{N}, \s as Oniguruma defines them
+enum { S_CL_INERT = 8 }; // no normal form changes it or lets it combine (utf8proc)
 
 #define S_MAX_STAGES 8
 #define S_CACHE_MAX_ENTRIES (1u << 17)
@@ -1501,6 +1502,15 @@ static void s_build_block(rl_tokenizer_t *self, size_t blk) {
                 b[i] |= (uint8_t)(1 << k);
             }
         }
+        // inert: a starter with no decomposition that takes part in no composition; Hangul
+        // composes algorithmically (not in the property table), so it never counts as inert
+        const utf8proc_property_t *pr = utf8proc_get_property(cp);
+        int hangul = (cp >= 0x1100 && cp <= 0x11FF) || (cp >= 0xA960 && cp <= 0xA97F) ||
+                     (cp >= 0xAC00 && cp <= 0xD7FF);
+        if (pr->combining_class == 0 && pr->decomp_seqindex == UINT16_MAX &&
+            pr->comb_index == UINT16_MAX && !hangul) {
+            b[i] |= S_CL_INERT;
+        }
     }
     self->cls[blk] = b;
 }
@@ -1764,6 +1774,35 @@ static int s_pretokenize(rl_tokenizer_t *self, size_t off, size_t len, int flags
     return 0;
 }
 
+// Appends the normal form of text[0, len) (the normalizers in order) to work.
+static int s_normalize(rl_tokenizer_t *self, const char *text, size_t len) {
+    utf8proc_uint8_t *cur = NULL;
+    utf8proc_ssize_t n = (utf8proc_ssize_t)len;
+    const utf8proc_uint8_t *src = (const utf8proc_uint8_t *)text;
+    for (int k = 0; k < self->n_norm; k++) {
+        int opt = UTF8PROC_STABLE;
+        switch (self->norm[k]) {
+        case S_NORM_NFC: opt |= UTF8PROC_COMPOSE; break;
+        case S_NORM_NFD: opt |= UTF8PROC_DECOMPOSE; break;
+        case S_NORM_NFKC: opt |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
+        default: opt |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
+        }
+        utf8proc_uint8_t *dst = NULL;
+        n = utf8proc_map(src, n, &dst, (utf8proc_option_t)opt);
+        free(cur);
+        if (n < 0) {
+            return n == UTF8PROC_ERROR_NOMEM ? RL_ENOMEM
+                                             : s_fail(self, RL_EINVAL, "normalization: %s",
+                                                      utf8proc_errmsg(n));
+        }
+        cur = dst;
+        src = dst;
+    }
+    int r = s_bytes_append(&self->work, cur, (size_t)n);
+    free(cur);
+    return r ? RL_ENOMEM : 0;
+}
+
 // Normalizes text[0, len) into work and pre-tokenizes + BPEs it into out.
 static int s_encode_segment(rl_tokenizer_t *self, const char *text, size_t len, int flags,
                             s_ids_t *out) {
@@ -1771,40 +1810,52 @@ static int s_encode_segment(rl_tokenizer_t *self, const char *text, size_t len, 
         return 0;
     }
     self->work.n = 0;
-    int ascii = 1;
-    for (size_t i = 0; i < len && ascii; i++) {
-        ascii = (uint8_t)text[i] < 0x80;
-    }
-    if (self->n_norm == 0 || ascii) { // every normal form leaves ASCII unchanged
+    if (self->n_norm == 0) {
         if (s_bytes_append(&self->work, text, len)) {
             return RL_ENOMEM;
         }
-    } else {
-        utf8proc_uint8_t *cur = NULL;
-        utf8proc_ssize_t n = (utf8proc_ssize_t)len;
-        const utf8proc_uint8_t *src = (const utf8proc_uint8_t *)text;
-        for (int k = 0; k < self->n_norm; k++) {
-            int opt = UTF8PROC_STABLE;
-            switch (self->norm[k]) {
-            case S_NORM_NFC: opt |= UTF8PROC_COMPOSE; break;
-            case S_NORM_NFD: opt |= UTF8PROC_DECOMPOSE; break;
-            case S_NORM_NFKC: opt |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
-            default: opt |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
-            }
-            utf8proc_uint8_t *dst = NULL;
-            n = utf8proc_map(src, n, &dst, (utf8proc_option_t)opt);
-            free(cur);
-            if (n < 0) {
-                return n == UTF8PROC_ERROR_NOMEM ? RL_ENOMEM
-                                                 : s_fail(self, RL_EINVAL, "normalization: %s",
-                                                          utf8proc_errmsg(n));
-            }
-            cur = dst;
-            src = dst;
-        }
-        int r = s_bytes_append(&self->work, cur, (size_t)n);
-        free(cur);
+    } else if (flags & RL_TOKENIZER_REF_BPE) { // the reference: the whole segment at once
+        int r = s_normalize(self, text, len);
         if (r) {
+            return r;
+        }
+    } else {
+        // Normalize only the chunks that need it. A chunk boundary sits before an ASCII
+        // character: ASCII is a starter that never composes with what precedes it, so the
+        // normal form of the whole is the concatenation of the chunks' normal forms. Chunks of
+        // ASCII and inert characters are copied as they are.
+        size_t i = 0, clean = 0; // [clean, i) is pending, copied raw
+        while (i < len) {
+            if ((uint8_t)text[i] < 0x80) {
+                i++;
+                continue;
+            }
+            int32_t cp;
+            int n = s_utf8_decode((const uint8_t *)text + i, &cp);
+            if (s_class(self, cp) & S_CL_INERT) {
+                i += (size_t)n;
+                continue;
+            }
+            size_t start = i, end = i;
+            while (start > clean && (uint8_t)text[start - 1] >= 0x80) {
+                start--;
+            }
+            if (start > clean) {
+                start--; // the ASCII character before: it may be the base of a combining mark
+            }
+            while (end < len && (uint8_t)text[end] >= 0x80) {
+                end++;
+            }
+            int r = s_bytes_append(&self->work, text + clean, start - clean);
+            if (!r) {
+                r = s_normalize(self, text + start, end - start);
+            }
+            if (r) {
+                return r;
+            }
+            clean = i = end;
+        }
+        if (s_bytes_append(&self->work, text + clean, len - clean)) {
             return RL_ENOMEM;
         }
     }

@@ -29,7 +29,9 @@ enum {
     RL_TOKENIZER_ADD_SPECIAL = 1 << 0,
     // Bypass the per-handle cache of pre-token results (benchmarks: cold-cache numbers).
     RL_TOKENIZER_NO_CACHE = 1 << 1,
-    // Merge with the naive O(n^2) loop instead of the heap (tests: the `_ref` twin).
+    // The reference paths (tests: the `_ref` twin): the naive O(n^2) merge loop instead of the
+    // heap, Oniguruma for every split instead of the hand-written matchers, the normalizer on
+    // whole segments instead of only the chunks that need it, and no cache.
     RL_TOKENIZER_REF_BPE = 1 << 2,
 };
 
