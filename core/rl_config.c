@@ -1103,10 +1103,7 @@ static void s_walk(s_ctx_t *c, const rl_yaml_node_t *root) {
             c->oom = 1;
             return;
         }
-        for (int j = 0; j < r->n_rewards; j++) { // a repeated (duplicate) section was skipped
-            free(r->rewards[j].name);
-        }
-        r->rewards = rw;
+        r->rewards = rw; // the section is walked once: a repeated one is a skipped duplicate
         r->n_rewards = v->n;
         for (int j = 0; j < v->n; j++) {
             s_dst_t d = {&rw[j], j};
@@ -1311,14 +1308,18 @@ static int s_set(const rl_recipe_t *r, const char *key) {
     return s_loc_find(r->priv, key) != NULL;
 }
 
+// names become folder names (run.name) and metric names (rewards[].name)
+static int s_name_char(char ch) {
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           ch == '.' || ch == '_' || ch == '-';
+}
+
 static int s_name_ok(const char *s) {
     if (!*s || !strcmp(s, ".") || !strcmp(s, "..")) {
         return 0;
     }
     for (; *s; s++) {
-        char ch = *s;
-        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-              ch == '.' || ch == '_' || ch == '-')) {
+        if (!s_name_char(*s)) {
             return 0;
         }
     }
@@ -1368,7 +1369,7 @@ static void s_derive(s_ctx_t *c) {
             return;
         }
         for (size_t i = 0; i < n; i++) {
-            s[i] = s_name_ok((char[]){b[i], 0}) ? b[i] : '_';
+            s[i] = s_name_char(b[i]) ? b[i] : '_';
         }
         s[n] = '\0';
         if (!n) {

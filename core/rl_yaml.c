@@ -271,7 +271,11 @@ static int s_attach(s_parse_t *p, rl_yaml_node_t *n, const yaml_mark_t *m) {
         }
         if (top->n >= RL_YAML_MAX_MAP_KEYS) {
             rl_yaml_destroy(&n);
-            return s_fail(p, m, "too many keys in one mapping (limit 4096)", NULL);
+            return s_fail(p, m, "too many keys in one mapping (limit 1024)", NULL);
+        }
+        if (strlen(n->str) != n->len) { // keys are compared and printed as C strings
+            rl_yaml_destroy(&n);
+            return s_fail(p, m, "a mapping key contains a NUL character", NULL);
         }
         rc = rl_yaml_append(top, n, NULL);
     }

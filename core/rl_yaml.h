@@ -2,8 +2,9 @@
 // It exists because a recipe's errors must name file:line:column long after parsing, and
 // libyaml's own document API drops what we need (scalar style, positions of keys). Aliases,
 // custom tags and multi-document streams are refused; depth, node count and mapping size are
-// capped so hostile input cannot exhaust memory. Duplicate keys are kept in the tree (callers
-// report them with both positions). This module knows nothing about recipes.
+// capped so hostile input cannot exhaust memory or time; keys cannot hold NUL. Duplicate keys
+// are kept in the tree (callers report them with both positions). This module knows nothing
+// about recipes.
 #ifndef RL_YAML_H
 #define RL_YAML_H
 
@@ -15,7 +16,7 @@ extern "C" {
 
 #define RL_YAML_MAX_DEPTH 64         // nesting of maps and lists
 #define RL_YAML_MAX_NODES 100000     // nodes in one document
-#define RL_YAML_MAX_MAP_KEYS 4096    // pairs in one mapping (duplicate checks are quadratic)
+#define RL_YAML_MAX_MAP_KEYS 1024    // pairs in one mapping (duplicate checks are quadratic)
 #define RL_YAML_MAX_INPUT (16u << 20) // bytes of YAML text
 
 typedef enum { RL_YAML_SCALAR = 0, RL_YAML_SEQ = 1, RL_YAML_MAP = 2 } rl_yaml_kind_t;
