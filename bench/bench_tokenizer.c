@@ -112,7 +112,8 @@ int main(int argc, char **argv) {
     }
     qsort(cold, RUNS, sizeof(double), s_cmp);
     qsort(warm, RUNS, sizeof(double), s_cmp);
-    double mbs_cold = (double)len / 1e6 / cold[RUNS / 2], mbs_warm = (double)len / 1e6 / warm[RUNS / 2];
+    double mbs_cold = (double)len / 1e6 / cold[RUNS / 2];
+    double mbs_warm = (double)len / 1e6 / warm[RUNS / 2];
     printf("tokenizer: %.2f MB mixed text, %zu tokens (%.2f bytes/token), load %.2f s\n",
            (double)len / 1e6, ntok, (double)len / (double)ntok, t_load);
     printf("tokenizer: encode cold %.1f MB/s, warm %.1f MB/s (median of %d, one core)\n", mbs_cold,

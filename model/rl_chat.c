@@ -54,8 +54,9 @@ static size_t s_space_len(const unsigned char *s, size_t n) {
     if (n >= 3 && s[0] == 0xE1 && s[1] == 0x9A && s[2] == 0x80) { // U+1680
         return 3;
     }
+    // U+2000..200A, U+2028, U+2029, U+202F
     if (n >= 3 && s[0] == 0xE2 && s[1] == 0x80 &&
-        (s[2] <= 0x8A || s[2] == 0xA8 || s[2] == 0xA9 || s[2] == 0xAF)) { // U+2000..200A, 2028/9, 202F
+        (s[2] <= 0x8A || s[2] == 0xA8 || s[2] == 0xA9 || s[2] == 0xAF)) {
         return 3;
     }
     if (n >= 3 && s[0] == 0xE2 && s[1] == 0x81 && s[2] == 0x9F) { // U+205F

@@ -139,7 +139,8 @@ static void s_test_render(void) {
     CHECK(text == NULL);
     CHECK_INT(rl_chat_render(RL_CHAT_NONE, m, 1, 0, &text, &n, err, sizeof(err)), RL_EINVAL);
 
-    const char *row = "{\"messages\": [{\"role\": \"user\", \"content\": \"2+2?\"}], \"answer\": 4}";
+    const char *row =
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"2+2?\"}], \"answer\": 4}";
     CHECK_INT(rl_chat_render_json(RL_CHAT_CHATML, row, strlen(row), 1, &text, &n, err,
                                   sizeof(err)), 0);
     CHECK_STR(text, "<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n");

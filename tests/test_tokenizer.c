@@ -144,6 +144,29 @@ static void s_test_fixture(const char *file) {
     rl_tokenizer_destroy(&tok); // no-op on NULL
 }
 
+// ByteLevel add_prefix_space: a space goes before the text (each segment between added tokens)
+static void s_test_prefix_space(void) {
+    json_error_t jerr;
+    json_t *root = json_load_file(TOKFIX "bpe_string_merges.json", 0, &jerr);
+    CHECK(root != NULL);
+    if (!root) {
+        return;
+    }
+    json_object_set_new(json_object_get(root, "pre_tokenizer"), "add_prefix_space", json_true());
+    const char *path = RL_BINARY_DIR "/test_tokenizer_prefix_space.json";
+    CHECK_INT(json_dump_file(root, path, 0), 0);
+    json_decref(root);
+    char err[512] = "";
+    rl_tokenizer_t *tok = rl_tokenizer_new(path, err, sizeof(err));
+    CHECK_MSG(tok != NULL, "%s", err);
+    if (tok) {
+        ENC_EQ(tok, "hello world", 0, 40, 47, 52);
+        ENC_EQ(tok, " hello", 0, 40, 47);
+        rl_tokenizer_destroy(&tok);
+    }
+    remove(path);
+}
+
 static void s_test_errors(void) {
     char err[512] = "";
     rl_tokenizer_t *tok = rl_tokenizer_new(TOKFIX "bad_model_wordpiece.json", err, sizeof(err));
@@ -373,7 +396,8 @@ static void s_decode_row(json_t *row, void *vctx) {
     char *text = NULL;
     size_t len = 0;
     int r = rl_tokenizer_decode(c->tok, ids, n, flags, &text, &len);
-    int ok = r == 0 && len == json_string_length(jt) && memcmp(text, json_string_value(jt), len) == 0;
+    int ok = r == 0 && len == json_string_length(jt) &&
+             memcmp(text, json_string_value(jt), len) == 0;
     c->rows++;
     c->exact += ok;
     if (!ok && c->shown++ < 5) {
@@ -531,6 +555,7 @@ int main(int argc, char **argv) {
         s_test_fixture(TOKFIX "bpe_string_merges.json");
         s_test_fixture(TOKFIX "bpe_list_merges.json");
         s_test_errors();
+        s_test_prefix_space();
         s_test_utf8();
         s_test_cli();
     }
