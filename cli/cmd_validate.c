@@ -21,9 +21,9 @@ static void s_help(FILE *out) {
             "  lora.target_modules=[q_proj,v_proj]\n"
             "  rewards.0.weight=0.5               list entries by index (or rewards[0].weight)\n\n"
             "options:\n"
-            "  --keys          print every recipe key with its type, default and meaning\n"
+            "  --keys            print every recipe key with its type, default and meaning\n"
             "  --no-file-checks  do not check that referenced files exist\n"
-            "  -h, --help      this help\n\n"
+            "  -h, --help        this help\n\n"
             "exit status: 0 valid, 2 invalid recipe or usage, 1 other failure\n"
             "schema: docs/recipe.md\n");
 }

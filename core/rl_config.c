@@ -1621,6 +1621,10 @@ static void s_check_files(s_ctx_t *c) {
             // a derived path (model.tokenizer) is reported at the key it came from
             const char *loc_key = key;
             if (!s_set(r, key) && k->offset == OFF(model.tokenizer)) {
+                struct stat st;
+                if (!r->model.path || stat(r->model.path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+                    continue; // the folder itself is missing: one error is enough
+                }
                 loc_key = "model.path";
             }
             s_check_path(c, k, key, p, loc_key);
