@@ -73,7 +73,8 @@ static int s_run(const char *cmd, char *out, size_t cap) {
 
 // Vocab ids of the fixtures (see tests/fixtures/tokenizer/README.md): a..z = 0..25, '!' 26,
 // Ġ (space) 40, Ċ 41, "hello" 47, "Ġworld" 52, "cafÃ©" (café) 56, "ĠĠ" 57; added tokens
-// <s> 100 (special), <|end|> 101 (special), <x> 102 (lstrip+rstrip), <|end|>! 103 (special).
+// <s> 100 (special), <|end|> 101 (special), <x> 102 (lstrip+rstrip), <|end|>! 103 (special),
+// <w> 104 (single_word).
 static void s_test_fixture(const char *file) {
     char err[512] = "";
     rl_tokenizer_t *tok = rl_tokenizer_new(file, err, sizeof(err));
@@ -88,6 +89,9 @@ static void s_test_fixture(const char *file) {
     ENC_EQ(tok, "hello<|end|>! world<|end|>", 0, 47, 103, 52, 101);
     // lstrip/rstrip absorb the whitespace around <x>
     ENC_EQ(tok, "a  <x>  b", 0, 0, 102, 1);
+    // single_word: <w> glued to letters stays text ('<' and '>' are not in this vocab)
+    ENC_EQ(tok, "a<w>b", 0, 0, 22, 1);
+    ENC_EQ(tok, "a <w> b", 0, 0, 40, 104, 40, 1);
     // NFC: "cafe" + U+0301 composes to "café" before BPE
     ENC_EQ(tok, "cafe\xCC\x81", 0, 56);
     ENC_EQ(tok, "caf\xC3\xA9", 0, 56);
@@ -101,7 +105,7 @@ static void s_test_fixture(const char *file) {
     CHECK_STR(rl_tokenizer_id_to_token(tok, 52), "\xC4\xA0world");
     CHECK_STR(rl_tokenizer_id_to_token(tok, 102), "<x>");
     CHECK(rl_tokenizer_id_to_token(tok, 99) == NULL);
-    CHECK_INT(rl_tokenizer_vocab_size(tok), 104);
+    CHECK_INT(rl_tokenizer_vocab_size(tok), 105);
     CHECK(rl_tokenizer_is_special(tok, 101));
     CHECK(!rl_tokenizer_is_special(tok, 102));
     CHECK(!rl_tokenizer_is_special(tok, 47));
