@@ -755,8 +755,15 @@ static int s_convert(s_ctx_t *c, const rl_recipe_key_t *k, const s_dst_t *d,
     switch (k->type) {
     case RL_RECIPE_T_BOOL: {
         if (v->kind != RL_YAML_SCALAR || rl_yaml_scalar_type(v) != RL_YAML_T_BOOL) {
+            static const char *const yaml11[] = {"yes", "no", "on", "off", "y", "n", "Yes",
+                                                 "No", "On", "Off", "YES", "NO", "ON", "OFF"};
+            int old_bool = 0;
+            for (size_t i = 0; v->kind == RL_YAML_SCALAR && i < 14; i++) {
+                old_bool |= v->plain && !strcmp(v->str, yaml11[i]);
+            }
             s_found(v, f, sizeof f);
-            s_err(c, at, path, "expected true or false, found %s", f);
+            s_err(c, at, path, "expected true or false, found %s%s", f,
+                  old_bool ? " (YAML 1.1's yes/no/on/off are not booleans here)" : "");
             return -1;
         }
         *S_FIELD(d, k, bool) = v->str[0] == 't' || v->str[0] == 'T';

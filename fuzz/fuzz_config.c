@@ -1,6 +1,7 @@
 // fuzz_config — libFuzzer target for the recipe loader (rl_yaml + rl_config). The input is the
 // recipe text under a fixed fake path, so referenced files do not exist and every stage up to
-// the file checks runs. On the half of inputs whose first byte is odd the file checks are
+// the file checks runs. Bytes after the first NUL are command-line overrides, NUL-separated
+// (a recipe cannot hold NUL, so nothing is lost). On the half of inputs whose first byte is odd the file checks are
 // skipped; a recipe that then loads must print as YAML that loads again to the same text (the
 // fixed point `rlctl validate` promises), or the target aborts.
 #include "rl_config.h"
@@ -20,9 +21,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     }
     unsigned flags = size && (data[0] & 1) ? RL_RECIPE_NO_FILE_CHECKS : 0;
+    const uint8_t *nul = memchr(data, 0, size);
+    size_t text_len = nul ? (size_t)(nul - data) : size;
+    char *tail = NULL;
+    const char *ovr[8];
+    int n_ovr = 0;
+    if (nul) {
+        size_t n = size - text_len - 1;
+        tail = malloc(n + 1);
+        RL_ASSERT(tail);
+        memcpy(tail, nul + 1, n);
+        tail[n] = '\0';
+        for (char *p = tail; n_ovr < 8 && p <= tail + n; p += strlen(p) + 1) {
+            ovr[n_ovr++] = p;
+        }
+    }
     rl_recipe_t *r = NULL;
-    int rc = rl_recipe_load_string((const char *)data, size, "fuzz/recipe.yaml", NULL, 0, flags,
-                                   &r, s_err, sizeof s_err);
+    int rc = rl_recipe_load_string((const char *)data, text_len, "fuzz/recipe.yaml", ovr, n_ovr,
+                                   flags, &r, s_err, sizeof s_err);
+    free(tail);
     RL_ASSERT(rc == 0 || rc == RL_EINVAL || rc == RL_ENOMEM);
     RL_ASSERT((rc == 0) == (r != NULL));
     if (rc != 0) {
