@@ -1951,7 +1951,7 @@ int rl_tokenizer_encode(rl_tokenizer_t *self, const char *text, size_t len, int 
         r = s_ids_append(&out, self->post_prefix.p, self->post_prefix.n);
     }
     size_t at = 0;
-    while (!r && at <= len) {
+    while (!r && at < len) { // (text may be NULL when len is 0)
         size_t ms = len, me = len, idx = 0;
         int hit = self->n_added && s_next_added(self, text, len, at, &ms, &me, &idx);
         r = s_encode_segment(self, text + at, ms - at, flags, &out);

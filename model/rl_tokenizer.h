@@ -54,9 +54,10 @@ rl_tokenizer_t *rl_tokenizer_new_dir(const char *dir, char *err, size_t err_len)
 void rl_tokenizer_destroy(rl_tokenizer_t **self_p);
 
 // Encodes `len` bytes of UTF-8 `text` (NUL bytes allowed) into token ids. `flags` is a mix of
-// RL_TOKENIZER_ADD_SPECIAL, _NO_CACHE, _REF_BPE. Returns 0 and sets *ids_p/*n_p, RL_EINVAL
-// (text is not valid UTF-8; add_special asked of a post-processor we do not support; details in
-// rl_tokenizer_errmsg) or RL_ENOMEM. On error *ids_p is NULL and *n_p is 0.
+// RL_TOKENIZER_ADD_SPECIAL, _NO_CACHE, _REF_BPE. Returns 0 and sets *ids_p/*n_p (an empty text
+// gives n 0 and a freeable pointer), RL_EINVAL (text is not valid UTF-8), RL_EUNSUPPORTED
+// (ADD_SPECIAL with a post-processor we do not support) or RL_ENOMEM; details in
+// rl_tokenizer_errmsg. On error *ids_p is NULL and *n_p is 0.
 // caller owns *ids_p; free with free().
 int rl_tokenizer_encode(rl_tokenizer_t *self, const char *text, size_t len, int flags,
                         int32_t **ids_p, size_t *n_p);

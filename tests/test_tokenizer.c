@@ -98,6 +98,12 @@ static void s_test_fixture(const char *file) {
     // bytes outside the vocab are dropped (no unk token), as HF does
     ENC_EQ(tok, "A", 0);
     ENC_EQ(tok, "", 0);
+    ENC_EQ(tok, "", RL_TOKENIZER_ADD_SPECIAL, 100);
+    int32_t *none = NULL;
+    size_t n_none = 1;
+    CHECK_INT(rl_tokenizer_encode(tok, NULL, 0, 0, &none, &n_none), 0);
+    CHECK(none != NULL && n_none == 0);
+    free(none);
     CHECK_INT(rl_tokenizer_token_to_id(tok, "hello"), 47);
     CHECK_INT(rl_tokenizer_token_to_id(tok, "\xC4\xA0world"), 52);
     CHECK_INT(rl_tokenizer_token_to_id(tok, "<|end|>"), 101);
