@@ -78,6 +78,15 @@ static int rl_test_checks = 0;
         }                                                                             \
     } while (0)
 
+// Stops the suite when a setup step (a fixture file, a temp dir) failed: nothing after it can run.
+#define RL_TEST_ASSERT_FILE(ptr, what)                                                \
+    do {                                                                              \
+        if (!(ptr)) {                                                                 \
+            fprintf(stderr, "FAIL %s:%d: cannot open %s\n", __FILE__, __LINE__, (what)); \
+            return 1;                                                                 \
+        }                                                                             \
+    } while (0)
+
 #define RL_TEST_DONE()                                                                \
     do {                                                                              \
         fprintf(stderr, "%s: %d checks, %d failed\n", __FILE__, rl_test_checks,       \
