@@ -1,0 +1,163 @@
+// rl_model — the Llama / Qwen2 / Qwen3 decoder (REFERENCE.md §2) for training and sampling on
+// CPU in fp32. It loads an HF folder, runs forward and backward over a batch of sequences of
+// different lengths, and runs cached forward steps for the sampler. Every loss in rlctl is a
+// function of per-token logprobs, so the training interface is: forward -> logp (B,T), the loss
+// computes dL/dlogp, backward accumulates parameter gradients (full tuning) or LoRA gradients.
+// The layer kernels live in rl_layers; LoRA state and PEFT I/O in rl_lora. This module knows
+// nothing about processes, collectives, optimizers or losses.
+#ifndef RL_MODEL_H
+#define RL_MODEL_H
+
+#include "rl_hf.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// ---- parameters ------------------------------------------------------------------------------
+// One layer's tensors, HF layout (a Linear weight is [out, in], y = x W^T + b). Absent tensors
+// are NULL (biases the architecture lacks, q_norm/k_norm outside qwen3). C = hidden_size,
+// I = intermediate_size, NH/NKV heads, D = head_dim.
+typedef struct {
+    float *input_layernorm;          // (C)
+    float *q_proj, *q_bias;          // (NH*D, C), (NH*D)
+    float *k_proj, *k_bias;          // (NKV*D, C), (NKV*D)
+    float *v_proj, *v_bias;          // (NKV*D, C), (NKV*D)
+    float *o_proj, *o_bias;          // (C, NH*D), (C)
+    float *q_norm, *k_norm;          // (D), (D)   qwen3 only
+    float *post_attention_layernorm; // (C)
+    float *gate_proj, *gate_bias;    // (I, C), (I)   biases: llama mlp_bias only
+    float *up_proj, *up_bias;        // (I, C), (I)
+    float *down_proj, *down_bias;    // (C, I), (C)
+} rl_layer_params_t;
+
+// The whole model's tensors. The same struct describes parameters and (full tuning) gradients;
+// every tensor of one struct lies in one contiguous allocation (or mmap) in HF order.
+typedef struct {
+    float *embed_tokens; // (V, C)
+    rl_layer_params_t *layers; // [L]
+    float *norm;         // (C)
+    float *lm_head;      // (V, C); == embed_tokens when tie_word_embeddings
+} rl_model_params_t;
+
+// ---- options ---------------------------------------------------------------------------------
+typedef enum { RL_TUNE_NONE = 0, RL_TUNE_FULL = 1, RL_TUNE_LORA = 2 } rl_tune_t;
+
+// LoRA targets as a bit set (PEFT module names).
+enum {
+    RL_LORA_Q = 1 << 0, RL_LORA_K = 1 << 1, RL_LORA_V = 1 << 2, RL_LORA_O = 1 << 3,
+    RL_LORA_GATE = 1 << 4, RL_LORA_UP = 1 << 5, RL_LORA_DOWN = 1 << 6,
+    RL_LORA_ALL = 0x7f,
+};
+
+typedef struct {
+    rl_tune_t tune;        // NONE: inference only (no gradients); FULL; LORA
+    int lora_r;            // R
+    float lora_alpha;      // scale = alpha / R (alpha / sqrt(R) with use_rslora)
+    float lora_dropout;    // applied to the LoRA branch input in training forward only
+    int lora_targets;      // RL_LORA_* bits
+    int use_rslora;
+    uint64_t seed;         // LoRA A init and dropout masks
+    int recompute;         // 1: keep only layer inputs; recompute a layer's activations in backward
+    int threads;           // OpenBLAS / loop threads for this model (0 = all cores)
+} rl_model_opts_t;
+
+// Defaults: tune NONE, r 8, alpha 16, dropout 0, targets q|v, no rslora, seed 0, no recompute.
+void rl_model_opts_default(rl_model_opts_t *opts);
+
+typedef struct rl_model rl_model_t;
+
+// Loads config.json + weights of HF folder `dir`. Frozen base weights stored as F32 are used
+// in place from the read-only mmap (tune NONE or LORA); F16/BF16 are converted once. With
+// tune FULL the parameters are copied into one writable allocation and gradients are
+// allocated. On failure returns NULL and writes why into err (missing file, weights that do not
+// match the config). caller owns result; free with rl_model_destroy.
+rl_model_t *rl_model_load(const char *dir, const rl_model_opts_t *opts, char *err,
+                          size_t err_len);
+
+// Creates a model with freshly initialised weights (HF init: N(0, initializer_range), biases
+// 0, norms 1) from a config, seeded. caller owns result; free with rl_model_destroy.
+rl_model_t *rl_model_new_random(const rl_hf_config_t *cfg, const rl_model_opts_t *opts,
+                                uint64_t seed, char *err, size_t err_len);
+
+void rl_model_destroy(rl_model_t **self_p);
+
+// borrowed; valid until destroy.
+const rl_hf_config_t *rl_model_config(const rl_model_t *self);
+// Parameters (borrowed; valid until destroy). Gradients: NULL unless tune FULL. The mesh layer
+// gathers/frees parameters per layer around these pointers (rl_layer_params_t per layer).
+rl_model_params_t *rl_model_params(rl_model_t *self);
+rl_model_params_t *rl_model_grads(rl_model_t *self);
+
+// Trainable parameters as one flat array (full: every parameter; LoRA: every A and B), with
+// its gradient array of the same length, for the optimizer. borrowed; valid until destroy.
+float *rl_model_trainable(rl_model_t *self, size_t *n_p);
+float *rl_model_trainable_grads(rl_model_t *self);
+void rl_model_zero_grad(rl_model_t *self);
+
+// ---- training forward / backward --------------------------------------------------------------
+// tokens (B,T) row-major, right-padded; lengths[b] in 1..T tokens are real (positions 0..len-1).
+// Writes logp (B,T): logp[b,t] = log_softmax(logits[b,t-1] / temperature)[tokens[b,t]] for
+// 1 <= t < lengths[b]; 0 at t = 0 and at padding. entropy (B,T) or NULL: the entropy of that
+// same distribution (in nats), aligned the same way. `train` = 1 keeps what backward needs
+// (and applies LoRA dropout); 0 is a plain evaluation. Buffers grow on the first call with a
+// larger B*T and are reused after. Returns 0, RL_EINVAL (a token id outside [0, V), a length
+// outside [1, T]) or RL_ENOMEM; details in rl_model_errmsg.
+int rl_model_forward(rl_model_t *self, const int32_t *tokens, const int *lengths, int B, int T,
+                     float temperature, int train, float *logp, float *entropy);
+
+// Backward of the last training forward: dlogp (B,T) is dL/dlogp (0 where the loss does not
+// look). Accumulates (+=) into the gradients (full) or the LoRA gradients. Returns 0 or an error.
+int rl_model_backward(rl_model_t *self, const float *dlogp);
+
+// Logits (B,T,V) of the last forward, for tests on small models (computed on demand from the
+// saved final hidden states). caller owns result; free with free().
+float *rl_model_logits(rl_model_t *self);
+
+// ---- cached forward for sampling ----------------------------------------------------------------
+// A KV cache with n_slots independent sequences of up to max_len tokens each.
+typedef struct rl_kvcache rl_kvcache_t;
+// caller owns result; free with rl_kvcache_destroy. NULL on allocation failure.
+rl_kvcache_t *rl_kvcache_new(const rl_model_t *model, int n_slots, int max_len);
+void rl_kvcache_destroy(rl_kvcache_t **self_p);
+// Copies the first `len` positions of slot src into slot dst (N samples share one prompt prefill).
+void rl_kvcache_copy(rl_kvcache_t *self, int dst, int src, int len);
+
+// Runs n new tokens: token i belongs to slot slots[i] at position pos[i], and attends to that
+// slot's cached positions 0..pos[i]-1 plus the tokens of this call in the same slot at smaller
+// positions (so a prompt prefill is one call with consecutive positions, and a batched decode
+// step is one call with one token per slot). Writes logits (n, V) when logits is non-NULL, or
+// only for the rows where want[i] != 0 when want is non-NULL (prefill needs only the last row).
+// Uses sgemv when n == 1. Returns 0, or RL_EINVAL (position past max_len, bad token id).
+int rl_model_step(rl_model_t *self, rl_kvcache_t *cache, const int32_t *tokens, const int *slots,
+                  const int *pos, int n, const unsigned char *want, float *logits);
+
+// ---- LoRA adapters (PEFT) ----------------------------------------------------------------------
+// Loads adapter_config.json + adapter_model.safetensors into a model created with tune LORA or
+// NONE (NONE: the adapter is applied unmerged for inference). Shapes and target modules must
+// match the model; errors name the tensor or module. Returns 0 or an error.
+int rl_model_load_adapter(rl_model_t *self, const char *dir, char *err, size_t err_len);
+// Saves the LoRA weights as a PEFT folder (adapter_config.json with base_model_name_or_path,
+// adapter_model.safetensors, F32). Returns 0 or an error.
+int rl_model_save_adapter(const rl_model_t *self, const char *dir, const char *base_model,
+                          char *err, size_t err_len);
+// Disables (1) or re-enables (0) the LoRA branch: the reference policy is the actor with
+// adapters disabled.
+void rl_model_set_adapter_disabled(rl_model_t *self, int disabled);
+// Saves the model as an HF folder (config.json, model.safetensors in F32 or BF16), with LoRA
+// merged (W += scale * B A) when an adapter is loaded. tokenizer files are the caller's job.
+int rl_model_save_hf(const rl_model_t *self, const char *dir, int bf16, char *err,
+                     size_t err_len);
+
+// Detail of the last error on this handle. borrowed; valid until the next call.
+const char *rl_model_errmsg(const rl_model_t *self);
+// Parameter count of the base model and of the trainable set.
+int64_t rl_model_param_count(const rl_model_t *self);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
