@@ -1,0 +1,267 @@
+// rl_optim — AdamW, clipping, schedules and the optimizer state file. See rl_optim.h for the
+// formulas; this file says why where the code is not obvious.
+#include "rl_optim.h"
+
+#include "rl_crc32c.h"
+#include "rl_err.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "rl_optim writes its state file in host order and supports little-endian hosts only"
+#endif
+
+struct rl_optim {
+    rl_optim_hparams_t hp;
+    size_t n;
+    int64_t step;
+    float *m; // (n) first moment
+    float *v; // (n) second moment; m and v share one allocation
+};
+
+// ---- AdamW ------------------------------------------------------------------------------------
+
+rl_optim_t *rl_optim_new(size_t n, const rl_optim_hparams_t *hp) {
+    rl_optim_t *self = calloc(1, sizeof(*self));
+    if (!self) {
+        return NULL;
+    }
+    self->hp = *hp;
+    self->n = n;
+    self->m = calloc(n ? 2 * n : 1, sizeof(float));
+    if (!self->m) {
+        free(self);
+        return NULL;
+    }
+    self->v = self->m + n;
+    return self;
+}
+
+void rl_optim_destroy(rl_optim_t **self_p) {
+    if (!self_p || !*self_p) {
+        return;
+    }
+    free((*self_p)->m);
+    free(*self_p);
+    *self_p = NULL;
+}
+
+void rl_optim_step(rl_optim_t *self, float *params, const float *grads, double lr) {
+    self->step++;
+    const double b1 = self->hp.beta1, b2 = self->hp.beta2;
+    const double t = (double)self->step;
+    // torch computes the bias corrections in Python floats (double) and folds 1/bc1 into the
+    // step size and sqrt(bc2) into the denominator; we do the same so rounding matches.
+    const double bc1 = 1.0 - pow(b1, t);
+    const double bc2_sqrt = sqrt(1.0 - pow(b2, t));
+    const float decay = (float)(1.0 - lr * self->hp.weight_decay);
+    const float step_size = (float)(lr / bc1);
+    const float inv_bc2_sqrt = (float)(1.0 / bc2_sqrt);
+    const float omb1 = (float)(1.0 - b1), omb2 = (float)(1.0 - b2), fb2 = (float)b2;
+    const float eps = (float)self->hp.eps;
+    float *m = self->m, *v = self->v;
+    for (size_t i = 0; i < self->n; i++) {
+        float g = grads[i];
+        float p = params[i] * decay;
+        m[i] += omb1 * (g - m[i]);
+        v[i] = fb2 * v[i] + omb2 * g * g;
+        float denom = sqrtf(v[i]) * inv_bc2_sqrt + eps;
+        params[i] = p - step_size * m[i] / denom;
+    }
+}
+
+int64_t rl_optim_steps(const rl_optim_t *self) { return self->step; }
+size_t rl_optim_size(const rl_optim_t *self) { return self->n; }
+float *rl_optim_m(rl_optim_t *self) { return self->m; }
+float *rl_optim_v(rl_optim_t *self) { return self->v; }
+
+// ---- state file ---------------------------------------------------------------------------------
+
+static const double S_PI = 3.14159265358979323846;
+
+static const char s_magic[8] = {'R', 'L', 'O', 'P', 'T', 'I', 'M', '\0'};
+
+int rl_optim_save(const rl_optim_t *self, const char *path, char *err, size_t err_len) {
+    unsigned char hdr[RL_OPTIM_HEADER_SIZE];
+    memset(hdr, 0, sizeof(hdr));
+    uint32_t version = RL_OPTIM_FORMAT_VERSION, hsize = RL_OPTIM_HEADER_SIZE;
+    uint64_t n = self->n;
+    double hp[4] = {self->hp.beta1, self->hp.beta2, self->hp.eps, self->hp.weight_decay};
+    uint32_t crc = rl_crc32c(0, self->m, 2 * self->n * sizeof(float));
+    memcpy(hdr, s_magic, 8);
+    memcpy(hdr + 8, &version, 4);
+    memcpy(hdr + 12, &hsize, 4);
+    memcpy(hdr + 16, &n, 8);
+    memcpy(hdr + 24, &self->step, 8);
+    memcpy(hdr + 32, hp, 32);
+    memcpy(hdr + 64, &crc, 4);
+
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 5);
+    if (!tmp) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    memcpy(tmp, path, plen);
+    memcpy(tmp + plen, ".tmp", 5);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        int e = errno;
+        rl_errf(err, err_len, e, "%s: cannot create: %s", tmp, strerror(e));
+        free(tmp);
+        return e;
+    }
+    int ok = fwrite(hdr, 1, sizeof(hdr), f) == sizeof(hdr) &&
+             fwrite(self->m, sizeof(float), 2 * self->n, f) == 2 * self->n;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        int e = errno ? errno : EIO;
+        remove(tmp);
+        rl_errf(err, err_len, RL_EIO, "%s: write failed: %s", path, strerror(e));
+        free(tmp);
+        return RL_EIO;
+    }
+    free(tmp);
+    return 0;
+}
+
+int rl_optim_load(rl_optim_t *self, const char *path, char *err, size_t err_len) {
+    int rc = 0;
+    float *buf = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        int e = errno;
+        return rl_errf(err, err_len, e, "%s: cannot open optimizer state: %s", path,
+                       strerror(e));
+    }
+    unsigned char hdr[RL_OPTIM_HEADER_SIZE];
+    size_t got = fread(hdr, 1, sizeof(hdr), f);
+    if (got < 16 || memcmp(hdr, s_magic, 8) != 0) {
+        rc = rl_errf(err, err_len, got < 8 ? RL_EIO : RL_EPROTO,
+                     "%s: not an rlctl optimizer state file (bad magic%s)", path,
+                     got < 8 ? ", file too short" : "");
+        goto fail;
+    }
+    uint32_t version, hsize;
+    memcpy(&version, hdr + 8, 4);
+    memcpy(&hsize, hdr + 12, 4);
+    if (version != RL_OPTIM_FORMAT_VERSION) {
+        rc = rl_errf(err, err_len, RL_EVERSION,
+                     "%s: optimizer state format version %u is not supported (this rlctl "
+                     "reads version %u)", path, version, RL_OPTIM_FORMAT_VERSION);
+        goto fail;
+    }
+    if (hsize != RL_OPTIM_HEADER_SIZE || got != sizeof(hdr)) {
+        rc = rl_errf(err, err_len, got != sizeof(hdr) ? RL_EIO : RL_EPROTO,
+                     "%s: optimizer state header is %s", path,
+                     got != sizeof(hdr) ? "truncated" : "malformed (header size)");
+        goto fail;
+    }
+    uint64_t n;
+    int64_t step;
+    uint32_t crc;
+    memcpy(&n, hdr + 16, 8);
+    memcpy(&step, hdr + 24, 8);
+    memcpy(&crc, hdr + 64, 4);
+    if (n != self->n) {
+        rc = rl_errf(err, err_len, RL_EINVAL,
+                     "%s: optimizer state holds %llu parameters, the model trains %zu "
+                     "(a checkpoint of another model or tuning mode?)",
+                     path, (unsigned long long)n, self->n);
+        goto fail;
+    }
+    if (step < 0) {
+        rc = rl_errf(err, err_len, RL_EPROTO, "%s: negative step count %lld", path,
+                     (long long)step);
+        goto fail;
+    }
+    buf = malloc(n ? 2 * n * sizeof(float) : 1);
+    if (!buf) {
+        rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+        goto fail;
+    }
+    size_t want = 2 * (size_t)n;
+    size_t have = fread(buf, sizeof(float), want, f);
+    if (have != want) {
+        rc = rl_errf(err, err_len, RL_EIO,
+                     "%s: optimizer state truncated: expected %zu bytes, found %zu", path,
+                     (size_t)RL_OPTIM_HEADER_SIZE + want * sizeof(float),
+                     (size_t)RL_OPTIM_HEADER_SIZE + have * sizeof(float));
+        goto fail;
+    }
+    if (fgetc(f) != EOF) {
+        rc = rl_errf(err, err_len, RL_EIO, "%s: trailing bytes after the optimizer state",
+                     path);
+        goto fail;
+    }
+    if (rl_crc32c(0, buf, want * sizeof(float)) != crc) {
+        rc = rl_errf(err, err_len, RL_EPROTO,
+                     "%s: optimizer state checksum mismatch (the file is corrupt)", path);
+        goto fail;
+    }
+    memcpy(self->m, buf, want * sizeof(float));
+    self->step = step;
+fail:
+    free(buf);
+    fclose(f);
+    return rc;
+}
+
+// ---- gradient clipping ----------------------------------------------------------------------
+
+double rl_optim_clip_grad_norm(float *grads, size_t n, double max_norm) {
+    double ss = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        ss += (double)grads[i] * (double)grads[i];
+    }
+    double norm = sqrt(ss);
+    if (max_norm > 0.0 && isfinite(norm)) {
+        double coef = max_norm / (norm + 1e-6);
+        if (coef < 1.0) {
+            float c = (float)coef;
+            for (size_t i = 0; i < n; i++) {
+                grads[i] *= c;
+            }
+        }
+    }
+    return norm;
+}
+
+// ---- schedules ----------------------------------------------------------------------------------
+
+int64_t rl_sched_warmup(int64_t warmup_steps, double warmup_ratio, int64_t total_steps) {
+    if (warmup_steps > 0) {
+        return warmup_steps;
+    }
+    return (int64_t)ceil(warmup_ratio * (double)total_steps);
+}
+
+double rl_sched_lr(const rl_sched_t *s, int64_t step) {
+    const int64_t W = s->warmup_steps, N = s->total_steps;
+    if (step < W) {
+        return s->lr * (double)step / (double)(W > 1 ? W : 1);
+    }
+    const double r = s->min_lr_ratio;
+    const double span = (double)(N - W > 1 ? N - W : 1);
+    double f = 1.0;
+    switch (s->kind) {
+    case RL_SCHED_LINEAR: {
+        double lin = (double)(N - step) / span;
+        f = r + (1.0 - r) * (lin > 0.0 ? lin : 0.0);
+        break;
+    }
+    case RL_SCHED_COSINE: {
+        double p = (double)(step - W) / span;
+        double c = 0.5 * (1.0 + cos(S_PI * p));
+        f = r + (1.0 - r) * (c > 0.0 ? c : 0.0);
+        break;
+    }
+    default:
+        f = 1.0;
+        break;
+    }
+    return s->lr * f;
+}
