@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Builds the Release benchmarks and runs them; prints the machine line and each program's
+# output (medians of several runs, each figure beside the ceiling measured in the same run).
+# Copy the figures into bench/RESULTS.md. Benchmarks are not tests: nothing here fails on speed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh >/dev/null
+bash tests/reference/fetch_tokenizers.sh >/dev/null
+cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build/release -j "$(nproc)" >/dev/null
+cpu=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
+echo "machine: $cpu, $(nproc) threads, $(free -g | awk '/Mem:/{print $2}') GiB, $(date -u +%F)"
+for b in build/release/bench/bench_*; do
+  [ -x "$b" ] || continue
+  echo "== $(basename "$b")"
+  "$b"
+done
