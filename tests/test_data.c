@@ -1,0 +1,308 @@
+// test_data — SFT rows to tokens and masks (prompt/completion, text, messages), the EOS rule,
+// max_length policies, error messages with file:line, the seeded epoch order and its
+// position, and micro-batch padding. The fixture tokenizer has one token per byte
+// (tests/fixtures/data/README.md), so expected ids are written by hand.
+#include "rl_data.h"
+#include "rl_err.h"
+#include "rl_test.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define FIX RL_FIXTURES "/data/"
+enum { EOS = 258, IM_START = 257, IM_END = 258 };
+
+static rl_tokenizer_t *s_tok;
+
+static rl_data_t *s_load(const char *file, const rl_data_opts_t *o, char *err, size_t n) {
+    return rl_data_load(file, o, s_tok, err, n);
+}
+
+static void s_check_example(const rl_data_t *d, size_t i, const int32_t *ids, const char *mask,
+                            int n, int line) {
+    const int32_t *t;
+    const uint8_t *m;
+    int len, ln;
+    rl_data_example(d, i, &t, &m, &len, &ln);
+    CHECK_INT(len, n);
+    CHECK_INT(ln, line);
+    for (int k = 0; k < n && k < len; k++) {
+        CHECK_MSG(t[k] == ids[k], "example %zu token %d: %d != %d", i, k, t[k], ids[k]);
+        CHECK_MSG(m[k] == (mask[k] == '1'), "example %zu mask %d", i, k);
+    }
+}
+
+static void test_prompt_completion(void) {
+    char err[1024];
+    rl_data_opts_t o;
+    rl_data_opts_default(&o);
+    o.eos_id = EOS;
+    rl_data_t *d = s_load(FIX "pc.jsonl", &o, err, sizeof(err));
+    CHECK_MSG(d != NULL, "%s", err);
+    if (!d) {
+        return;
+    }
+    CHECK_INT(rl_data_format(d), RL_DATA_FORMAT_PROMPT_COMPLETION);
+    CHECK_INT(rl_data_count(d), 3);
+    // "ab" + "cd" + EOS: loss on the completion and EOS only
+    s_check_example(d, 0, (const int32_t[]){'a', 'b', 'c', 'd', EOS}, "00111", 5, 1);
+    // line 2 is empty and skipped; "1+1=" + "2"
+    s_check_example(d, 1, (const int32_t[]){'1', '+', '1', '=', '2', EOS}, "000011", 6, 3);
+    // "é" is two bytes (0xC3 0xA9); " z" stays " z" (encoded apart: no merge with the prompt)
+    s_check_example(d, 2, (const int32_t[]){0xC3, 0xA9, ' ', 'z', EOS}, "00111", 5, 4);
+    CHECK_INT(rl_data_loss_tokens(d), 3 + 2 + 3);
+    rl_data_destroy(&d);
+    CHECK(d == NULL);
+    rl_data_destroy(&d);
+
+    // completion_only_loss off: every token after the first; no EOS configured
+    o.completion_only_loss = 0;
+    o.eos_id = -1;
+    d = s_load(FIX "pc.jsonl", &o, err, sizeof(err));
+    CHECK(d != NULL);
+    if (d) {
+        s_check_example(d, 0, (const int32_t[]){'a', 'b', 'c', 'd'}, "0111", 4, 1);
+        rl_data_destroy(&d);
+    }
+    // custom field names
+    rl_data_opts_default(&o);
+    o.prompt_field = "prompt";
+    o.completion_field = "answer";
+    o.format = RL_DATA_FORMAT_PROMPT_COMPLETION;
+    d = s_load(FIX "pc.jsonl", &o, err, sizeof(err));
+    CHECK(d == NULL); // line 3 has no "answer"
+    CHECK_CONTAINS(err, "pc.jsonl:3: field 'answer' is missing");
+}
+
+static void test_text(void) {
+    char err[1024];
+    rl_data_opts_t o;
+    rl_data_opts_default(&o);
+    o.eos_id = EOS;
+    rl_data_t *d = s_load(FIX "text.jsonl", &o, err, sizeof(err));
+    CHECK_MSG(d != NULL, "%s", err);
+    if (!d) {
+        return;
+    }
+    CHECK_INT(rl_data_format(d), RL_DATA_FORMAT_TEXT);
+    s_check_example(d, 0, (const int32_t[]){'h', 'e', 'l', 'l', 'o', EOS}, "011111", 6, 1);
+    s_check_example(d, 1, (const int32_t[]){'a', ' ', 'b', EOS}, "0111", 4, 2);
+    rl_data_destroy(&d);
+}
+
+static void test_messages(void) {
+    char err[1024];
+    rl_data_opts_t o;
+    rl_data_opts_default(&o);
+    o.eos_id = EOS;
+    rl_data_t *d = s_load(FIX "messages.jsonl", &o, err, sizeof(err));
+    CHECK(d == NULL); // no chat format
+    CHECK_CONTAINS(err, "messages.jsonl:1: messages rows need a chat format");
+    o.chat = RL_CHAT_CHATML;
+    d = s_load(FIX "messages.jsonl", &o, err, sizeof(err));
+    CHECK_MSG(d != NULL, "%s", err);
+    if (!d) {
+        return;
+    }
+    CHECK_INT(rl_data_format(d), RL_DATA_FORMAT_MESSAGES);
+    // <|im_start|>user\nhi<|im_end|>\n <|im_start|>assistant\n [yo<|im_end|>] \n
+    const int32_t ids[] = {IM_START, 'u', 's', 'e', 'r', '\n', 'h', 'i', IM_END, '\n',
+                           IM_START, 'a', 's', 's', 'i', 's', 't', 'a', 'n', 't', '\n',
+                           'y', 'o', IM_END, '\n'};
+    s_check_example(d, 0, ids, "0000000000000000000001110", 25, 1);
+    // two assistant turns both train; no EOS appended (the end-of-turn token ends the turn)
+    const int32_t *t;
+    const uint8_t *m;
+    int len;
+    rl_data_example(d, 1, &t, &m, &len, NULL);
+    int ones = 0;
+    for (int k = 0; k < len; k++) {
+        ones += m[k];
+    }
+    CHECK_INT(ones, 4); // "a" + <|im_end|>, "b" + <|im_end|>
+    CHECK_INT(t[len - 1], '\n');
+    CHECK_INT(t[len - 2], IM_END);
+    CHECK_INT(m[len - 2], 1);
+    rl_data_destroy(&d);
+}
+
+static void test_max_length(void) {
+    char err[1024];
+    rl_data_opts_t o;
+    rl_data_opts_default(&o);
+    o.eos_id = EOS;
+    o.max_length = 12; // rows are 5, 17, 3, 12 tokens
+    o.truncation = RL_DATA_TRUNC_DROP;
+    rl_data_t *d = s_load(FIX "long.jsonl", &o, err, sizeof(err));
+    CHECK_MSG(d != NULL, "%s", err);
+    if (d) {
+        CHECK_INT(rl_data_count(d), 3);
+        CHECK_INT(rl_data_dropped(d), 1);
+        int line;
+        rl_data_example(d, 1, NULL, NULL, NULL, &line);
+        CHECK_INT(line, 3); // the row after the dropped one keeps its own line
+        rl_data_destroy(&d);
+    }
+    o.truncation = RL_DATA_TRUNC_ERROR;
+    d = s_load(FIX "long.jsonl", &o, err, sizeof(err));
+    CHECK(d == NULL);
+    CHECK_CONTAINS(err, "long.jsonl:2: example has 17 tokens, more than data.max_length 12");
+    o.truncation = RL_DATA_TRUNC_DROP;
+    o.max_length = 2;
+    d = s_load(FIX "long.jsonl", &o, err, sizeof(err));
+    CHECK(d == NULL);
+    CHECK_CONTAINS(err, "no usable example (4 rows dropped");
+}
+
+static void test_errors(void) {
+    char err[1024];
+    rl_data_opts_t o;
+    rl_data_opts_default(&o);
+    rl_data_t *d = s_load(FIX "bad_json.jsonl", &o, err, sizeof(err));
+    CHECK(d == NULL);
+    CHECK_CONTAINS(err, "bad_json.jsonl:2:");
+    CHECK_CONTAINS(err, "invalid JSON");
+    d = s_load(FIX "missing_field.jsonl", &o, err, sizeof(err));
+    CHECK(d == NULL);
+    CHECK_CONTAINS(err, "missing_field.jsonl:3: field 'completion' is missing");
+    d = s_load(FIX "wrong_type.jsonl", &o, err, sizeof(err));
+    CHECK(d == NULL);
+    CHECK_CONTAINS(err, "wrong_type.jsonl:2: field 'completion' is not a string");
+    d = s_load(FIX "not_object.jsonl", &o, err, sizeof(err));
+    CHECK(d == NULL);
+    CHECK_CONTAINS(err, "not_object.jsonl:1: a row must be a JSON object");
+    d = s_load(FIX "unknown_layout.jsonl", &o, err, sizeof(err));
+    CHECK(d == NULL);
+    CHECK_CONTAINS(err, "unknown_layout.jsonl:1: cannot tell the row layout");
+    d = s_load(FIX "no_such_file.jsonl", &o, err, sizeof(err));
+    CHECK(d == NULL);
+    CHECK_CONTAINS(err, "no_such_file.jsonl: cannot open");
+    o.format = RL_DATA_FORMAT_PROMPT;
+    d = s_load(FIX "pc.jsonl", &o, err, sizeof(err));
+    CHECK(d == NULL);
+    CHECK_CONTAINS(err, "grpo");
+    o.format = RL_DATA_FORMAT_TEXT;
+    d = s_load(FIX "pc.jsonl", &o, err, sizeof(err));
+    CHECK(d == NULL);
+    CHECK_CONTAINS(err, "pc.jsonl:1: field 'text' is missing");
+}
+
+static void test_sampler(void) {
+    char err[1024];
+    rl_data_opts_t o;
+    rl_data_opts_default(&o);
+    o.max_length = 100;
+    rl_data_t *d = s_load(FIX "long.jsonl", &o, err, sizeof(err));
+    CHECK(d != NULL);
+    if (!d) {
+        return;
+    }
+    size_t n = rl_data_count(d);
+    // no shuffle: file order, epoch after epoch
+    rl_data_sampler_t *s = rl_data_sampler_new(d, 7, 0);
+    for (size_t k = 0; k < 2 * n; k++) {
+        CHECK_INT(rl_data_sampler_next(s), k % n);
+    }
+    rl_data_sampler_destroy(&s);
+    CHECK(s == NULL);
+    // shuffled: each epoch a permutation; different epochs (likely) differ; same seed repeats
+    enum { STEPS = 40 };
+    size_t a[STEPS], b[STEPS];
+    rl_data_pos_t mid = {0, 0};
+    s = rl_data_sampler_new(d, 1234, 1);
+    for (int k = 0; k < STEPS; k++) {
+        if (k == 13) {
+            mid = rl_data_sampler_pos(s);
+        }
+        a[k] = rl_data_sampler_next(s);
+    }
+    CHECK_INT(mid.epoch, 3);
+    CHECK_INT(mid.index, 1);
+    int seen[4] = {0};
+    for (int k = 0; k < 4; k++) {
+        seen[a[k]]++;
+    }
+    CHECK(seen[0] == 1 && seen[1] == 1 && seen[2] == 1 && seen[3] == 1);
+    int differs = 0;
+    for (int e = 1; e < STEPS / 4; e++) {
+        differs |= memcmp(a, a + 4 * e, 4 * sizeof(size_t)) != 0;
+    }
+    CHECK(differs);
+    rl_data_sampler_t *s2 = rl_data_sampler_new(d, 1234, 1);
+    for (int k = 0; k < STEPS; k++) {
+        b[k] = rl_data_sampler_next(s2);
+    }
+    CHECK(memcmp(a, b, sizeof(a)) == 0);
+    // resume from the saved position: a fresh sampler seeks and yields the same tail
+    rl_data_sampler_t *s3 = rl_data_sampler_new(d, 1234, 1);
+    CHECK_INT(rl_data_sampler_seek(s3, mid), 0);
+    for (int k = 13; k < STEPS; k++) {
+        CHECK_INT(rl_data_sampler_next(s3), a[k]);
+    }
+    // another seed, another order
+    rl_data_sampler_t *s4 = rl_data_sampler_new(d, 99, 1);
+    for (int k = 0; k < STEPS; k++) {
+        b[k] = rl_data_sampler_next(s4);
+    }
+    CHECK(memcmp(a, b, sizeof(a)) != 0);
+    CHECK_INT(rl_data_sampler_seek(s4, (rl_data_pos_t){0, 5}), RL_EINVAL);
+    CHECK_INT(rl_data_sampler_seek(s4, (rl_data_pos_t){-1, 0}), RL_EINVAL);
+    CHECK_INT(rl_data_sampler_seek(s4, (rl_data_pos_t){2, 4}), 0); // end of an epoch is legal
+    rl_data_sampler_destroy(&s);
+    rl_data_sampler_destroy(&s2);
+    rl_data_sampler_destroy(&s3);
+    rl_data_sampler_destroy(&s4);
+    rl_data_destroy(&d);
+}
+
+static void test_batch(void) {
+    char err[1024];
+    rl_data_opts_t o;
+    rl_data_opts_default(&o);
+    o.eos_id = EOS;
+    rl_data_t *d = s_load(FIX "pc.jsonl", &o, err, sizeof(err));
+    CHECK(d != NULL);
+    if (!d) {
+        return;
+    }
+    rl_data_batch_t bt = {0};
+    size_t idx[3] = {2, 1, 0};
+    CHECK_INT(rl_data_batch_fill(&bt, d, idx, 3), 0);
+    CHECK_INT(bt.B, 3);
+    CHECK_INT(bt.T, 6);
+    CHECK_INT(bt.lengths[0], 5);
+    CHECK_INT(bt.lengths[1], 6);
+    CHECK_INT(bt.lengths[2], 5);
+    // row 0 = example 2, padded with token 0 and mask 0
+    CHECK_INT(bt.tokens[0], 0xC3);
+    CHECK_INT(bt.tokens[4], EOS);
+    CHECK_INT(bt.tokens[5], 0);
+    CHECK(bt.mask[5] == 0.0f && bt.mask[4] == 1.0f && bt.mask[1] == 0.0f);
+    CHECK_INT(bt.tokens[6 + 5], EOS);
+    CHECK(bt.mask[6 + 5] == 1.0f);
+    // a smaller batch reuses the buffers
+    int32_t *keep = bt.tokens;
+    CHECK_INT(rl_data_batch_fill(&bt, d, idx + 2, 1), 0);
+    CHECK(bt.tokens == keep);
+    CHECK_INT(bt.B, 1);
+    CHECK_INT(bt.T, 5);
+    rl_data_batch_free(&bt);
+    CHECK(bt.tokens == NULL);
+    rl_data_destroy(&d);
+}
+
+int main(void) {
+    char err[512];
+    s_tok = rl_tokenizer_new_dir(FIX "tok", err, sizeof(err));
+    RL_TEST_ASSERT_FILE(s_tok, err);
+    CHECK_INT(rl_tokenizer_eos_id(s_tok), EOS);
+    test_prompt_completion();
+    test_text();
+    test_messages();
+    test_max_length();
+    test_errors();
+    test_sampler();
+    test_batch();
+    rl_tokenizer_destroy(&s_tok);
+    RL_TEST_DONE();
+}
