@@ -6,7 +6,9 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 static int rl_test_failed = 0;
 static int rl_test_checks = 0;
@@ -77,6 +79,46 @@ static int rl_test_checks = 0;
                     __LINE__, #a, #b, rl_a_, rl_b_, (double)(tol));                   \
         }                                                                             \
     } while (0)
+
+// Runs a shell command and captures up to cap-1 bytes of its stdout into out (NUL-terminated).
+// Returns the exit status, 128 + the signal when it was killed, or -1 when it could not start.
+static inline int rl_test_shell(const char *cmd, char *out, size_t cap) {
+    FILE *p = popen(cmd, "r");
+    if (!p) {
+        return -1;
+    }
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    while (fgetc(p) != EOF) { // drain, so the child never dies of SIGPIPE
+    }
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
+}
+
+// Reads a whole file, NUL-terminated; *len_p (may be NULL) gets its size. NULL if unreadable.
+// caller owns result; free with free().
+static inline char *rl_test_read_file(const char *path, size_t *len_p) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        return NULL;
+    }
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
+        free(s);
+        s = NULL;
+    }
+    if (s) {
+        s[n] = '\0';
+        if (len_p) {
+            *len_p = (size_t)n;
+        }
+    }
+    fclose(f);
+    return s;
+}
 
 // Stops the suite when a setup step (a fixture file, a temp dir) failed: nothing after it can run.
 #define RL_TEST_ASSERT_FILE(ptr, what)                                                \

@@ -3,20 +3,11 @@
 // The command list is read from `rlctl --help`, so a new command is covered when it is listed.
 #include "rl_test.h"
 
-#include <stdlib.h>
-#include <sys/wait.h>
 
 static int s_run(const char *args, char *out, size_t len) {
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "'%s/rlctl' %s 2>&1", RL_BINARY_DIR, args);
-    FILE *p = popen(cmd, "r");
-    if (!p) {
-        return -1;
-    }
-    size_t n = fread(out, 1, len - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return rl_test_shell(cmd, out, len);
 }
 
 int main(void) {

@@ -17,25 +17,6 @@
 
 static char s_err[ERRLEN];
 
-static char *s_slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
-        free(s);
-        s = NULL;
-    }
-    if (s) {
-        s[n] = '\0';
-    }
-    fclose(f);
-    return s;
-}
 
 // loads text named RECIPES/bad/<name> (so relative paths hit the fixtures) and expects failure
 static int s_load_str(const char *name, const char *text, const char *const *ovr, int n_ovr,
@@ -258,7 +239,7 @@ static void test_schema(void) {
 
 // docs/recipe.md documents every key with its default: the docs cannot drift from the table
 static void test_docs_cover_schema(void) {
-    char *doc = s_slurp(RL_SOURCE_DIR "/docs/recipe.md");
+    char *doc = rl_test_read_file(RL_SOURCE_DIR "/docs/recipe.md", NULL);
     CHECK_MSG(doc != NULL, "docs/recipe.md is missing");
     if (!doc) {
         return;
@@ -464,7 +445,7 @@ static void test_bad_corpus(void) {
         }
         char path[1024];
         snprintf(path, sizeof path, "%s/bad/%s", RECIPES, e->d_name);
-        char *text = s_slurp(path);
+        char *text = rl_test_read_file(path, NULL);
         CHECK(text != NULL);
         if (!text) {
             continue;
@@ -498,14 +479,7 @@ static int s_run(const char *args, char *out, size_t n) {
     // args carry their own redirections; plain ones get stderr merged into the output
     snprintf(cmd, sizeof cmd, "'%s/rlctl' %s%s", RL_BINARY_DIR, args,
              strchr(args, '>') ? "" : " 2>&1");
-    FILE *p = popen(cmd, "r");
-    if (!p) {
-        return -1;
-    }
-    size_t got = fread(out, 1, n - 1, p);
-    out[got] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return rl_test_shell(cmd, out, n);
 }
 
 static void test_cli(void) {
@@ -539,7 +513,7 @@ static void test_cli(void) {
         snprintf(args, sizeof args, "validate '%s/good/grpo.yaml' 2>/dev/null > %s", RECIPES,
                  tmp);
         CHECK_INT(s_run(args, out, sizeof out), 0);
-        char *first = s_slurp(tmp);
+        char *first = rl_test_read_file(tmp, NULL);
         snprintf(args, sizeof args, "validate %s 2>/dev/null", tmp);
         CHECK_INT(s_run(args, out, sizeof out), 0);
         CHECK_STR(out, first ? first : "");

@@ -33,20 +33,6 @@ static void s_write(const char *name, const char *text) {
     fclose(f);
 }
 
-static char *s_slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    RL_ASSERT(buf);
-    *len = fread(buf, 1, (size_t)n, f);
-    fclose(f);
-    return buf;
-}
 
 static const char *s_config =
     "{\"model_type\": \"qwen3\", \"hidden_size\": 64, \"intermediate_size\": 128,"
@@ -154,7 +140,7 @@ int main(void) {
     size_t la = 0, lb = 0;
     snprintf(pa, sizeof pa, "%s/model.safetensors", a);
     snprintf(pb, sizeof pb, "%s/model.safetensors", b);
-    char *da = s_slurp(pa, &la), *db = s_slurp(pb, &lb);
+    char *da = rl_test_read_file(pa, &la), *db = rl_test_read_file(pb, &lb);
     CHECK(da && db && la == lb && memcmp(da, db, la) == 0);
     free(db);
 
@@ -162,14 +148,14 @@ int main(void) {
     snprintf(fmt, sizeof fmt, "init %s --seed 8 --force", common);
     snprintf(args, sizeof args, fmt, s_tmp, s_tmp, b);
     CHECK_INT(s_rlctl(args), 0);
-    db = s_slurp(pb, &lb);
+    db = rl_test_read_file(pb, &lb);
     CHECK(da && db && la == lb && memcmp(da, db, la) != 0);
     free(da);
     free(db);
 
     // tokenizer copied byte for byte
     snprintf(pa, sizeof pa, "%s/tokenizer.json", a);
-    da = s_slurp(pa, &la);
+    da = rl_test_read_file(pa, &la);
     CHECK(da && la == strlen(s_tokenizer) && memcmp(da, s_tokenizer, la) == 0);
     free(da);
 

@@ -47,26 +47,6 @@ static uint64_t s_rand(uint64_t *s) {
     return *s * 2685821657736338717ULL;
 }
 
-static char *s_read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *p = malloc((size_t)n + 1);
-    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
-        free(p);
-        p = NULL;
-    }
-    if (p) {
-        p[n] = '\0';
-        *len = (size_t)n;
-    }
-    fclose(f);
-    return p;
-}
 
 // Runs `rlctl inspect <path>`; returns the exit code (or 128 + signal) and stderr in `errbuf`.
 static int s_run_inspect(const char *path, const char *flag, char *errbuf, size_t errlen) {
@@ -87,7 +67,7 @@ static int s_run_inspect(const char *path, const char *flag, char *errbuf, size_
     int status = 0;
     waitpid(pid, &status, 0);
     size_t n = 0;
-    char *text = s_read_file(errpath, &n);
+    char *text = rl_test_read_file(errpath, &n);
     snprintf(errbuf, errlen, "%s", text ? text : "");
     free(text);
     if (WIFSIGNALED(status)) {
@@ -312,7 +292,7 @@ static void s_check_values_line(const rl_st_tensor_t *t, const char *dtype, cons
 
 static void test_good_fixtures(void) {
     size_t len;
-    char *text = s_read_file(FIX "/good/values.txt", &len);
+    char *text = rl_test_read_file(FIX "/good/values.txt", &len);
     CHECK(text != NULL);
     if (!text) {
         return;
@@ -427,7 +407,7 @@ static void test_good_fixtures(void) {
         rl_st_model_destroy(&m);
     }
     // rl_st_parse on memory, with and without a handle
-    char *buf = s_read_file(FIX "/good/writer_rules.safetensors", &len);
+    char *buf = rl_test_read_file(FIX "/good/writer_rules.safetensors", &len);
     CHECK(buf != NULL);
     if (buf) {
         CHECK_INT(rl_st_parse(buf, len, NULL, err, sizeof err), 0);
@@ -463,7 +443,7 @@ static void s_check_corpus(const char *dir, int is_model) {
     char path[512];
     snprintf(path, sizeof path, "%s/expected.txt", dir);
     size_t len;
-    char *text = s_read_file(path, &len);
+    char *text = rl_test_read_file(path, &len);
     CHECK_MSG(text != NULL, "cannot read %s", path);
     if (!text) {
         return;
@@ -490,7 +470,7 @@ static void s_check_corpus(const char *dir, int is_model) {
             rl_st_file_destroy(&f);
             // the in-memory parser gives the same message without the path
             size_t n = 0;
-            char *buf = s_read_file(path, &n);
+            char *buf = rl_test_read_file(path, &n);
             char err2[1024] = "";
             CHECK(buf != NULL);
             if (buf) {
@@ -563,8 +543,8 @@ static void test_bad_corpus(void) {
 // ---- writer --------------------------------------------------------------------------------
 
 static int s_files_equal(const char *a, const char *b) {
-    size_t la, lb;
-    char *pa = s_read_file(a, &la), *pb = s_read_file(b, &lb);
+    size_t la = 0, lb = 0;
+    char *pa = rl_test_read_file(a, &la), *pb = rl_test_read_file(b, &lb);
     int eq = pa && pb && la == lb && memcmp(pa, pb, la) == 0;
     if (pa && pb && !eq) {
         size_t i = 0;
@@ -670,7 +650,7 @@ static void test_writer_roundtrip(void) {
         return;
     }
     size_t len;
-    unsigned char *raw = (unsigned char *)s_read_file(path, &len);
+    unsigned char *raw = (unsigned char *)rl_test_read_file(path, &len);
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) {
         hlen = (hlen << 8) | raw[i];
@@ -786,7 +766,7 @@ static void test_writer_sharded(void) {
     rl_st_file_destroy(&f);
     size_t len;
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
-    char *idx = s_read_file(path, &len);
+    char *idx = rl_test_read_file(path, &len);
     CHECK_CONTAINS(idx, "\"total_size\": 480");
     CHECK_CONTAINS(idx, "\"layers.3.weight\": \"model-00002-of-00005.safetensors\"");
     free(idx);

@@ -56,17 +56,6 @@ static char *s_decode(const rl_tokenizer_t *tok, const int32_t *ids, size_t n, i
     return r == 0 ? text : NULL;
 }
 
-// Runs a shell command, captures stdout (up to cap bytes), returns the exit status.
-static int s_run(const char *cmd, char *out, size_t cap) {
-    FILE *p = popen(cmd, "r");
-    if (!p) {
-        return -1;
-    }
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 // ------------------------------------------------------------------------------------------
 // unit: hand-made fixtures
@@ -239,42 +228,42 @@ static void s_test_cli(void) {
     const char *bin = RL_BINARY_DIR "/rlctl";
     snprintf(cmd, sizeof(cmd), "%s tokenize --tokenizer %sbpe_string_merges.json "
              "--text 'hello world!' 2>&1", bin, TOKFIX);
-    CHECK_INT(s_run(cmd, out, sizeof(out)), 0);
+    CHECK_INT(rl_test_shell(cmd, out, sizeof(out)), 0);
     CHECK_STR(out, "47 52 26\n");
     snprintf(cmd, sizeof(cmd), "%s tokenize --tokenizer %sbpe_string_merges.json --json "
              "--add-special-tokens --text 'hello' 2>&1", bin, TOKFIX);
-    CHECK_INT(s_run(cmd, out, sizeof(out)), 0);
+    CHECK_INT(rl_test_shell(cmd, out, sizeof(out)), 0);
     CHECK_STR(out, "{\"ids\": [100, 47]}\n");
     snprintf(cmd, sizeof(cmd), "%s detokenize --tokenizer %sbpe_string_merges.json "
              "--ids '47 101 52' --skip-special-tokens 2>&1", bin, TOKFIX);
-    CHECK_INT(s_run(cmd, out, sizeof(out)), 0);
+    CHECK_INT(rl_test_shell(cmd, out, sizeof(out)), 0);
     CHECK_STR(out, "hello world");
     snprintf(cmd, sizeof(cmd), "echo '{\"ids\": [47, 52]}' | %s detokenize --tokenizer "
              "%sbpe_string_merges.json 2>&1", bin, TOKFIX);
-    CHECK_INT(s_run(cmd, out, sizeof(out)), 0);
+    CHECK_INT(rl_test_shell(cmd, out, sizeof(out)), 0);
     CHECK_STR(out, "hello world");
     // errors: one clear line, exit 1 or 2, never a crash
     snprintf(cmd, sizeof(cmd), "%s tokenize --tokenizer %sbad_model_wordpiece.json --text x 2>&1",
              bin, TOKFIX);
-    CHECK_INT(s_run(cmd, out, sizeof(out)), 2);
+    CHECK_INT(rl_test_shell(cmd, out, sizeof(out)), 2);
     CHECK_CONTAINS(out, "model type 'WordPiece' is not supported (BPE)");
     snprintf(cmd, sizeof(cmd), "%s detokenize --tokenizer %sbpe_string_merges.json --ids '47 5000' "
              "2>&1", bin, TOKFIX);
-    CHECK_INT(s_run(cmd, out, sizeof(out)), 2);
+    CHECK_INT(rl_test_shell(cmd, out, sizeof(out)), 2);
     CHECK_CONTAINS(out, "5000");
     snprintf(cmd, sizeof(cmd), "%s detokenize --tokenizer %sbpe_string_merges.json --ids '47 x' "
              "2>&1", bin, TOKFIX);
-    CHECK_INT(s_run(cmd, out, sizeof(out)), 2);
+    CHECK_INT(rl_test_shell(cmd, out, sizeof(out)), 2);
     snprintf(cmd, sizeof(cmd), "%s tokenize --model /nonexistent --text x 2>&1", bin);
-    CHECK_INT(s_run(cmd, out, sizeof(out)), 2);
+    CHECK_INT(rl_test_shell(cmd, out, sizeof(out)), 2);
     CHECK_CONTAINS(out, "/nonexistent/tokenizer.json");
     snprintf(cmd, sizeof(cmd), "%s tokenize --text x 2>&1", bin);
-    CHECK_INT(s_run(cmd, out, sizeof(out)), 2);
+    CHECK_INT(rl_test_shell(cmd, out, sizeof(out)), 2);
     snprintf(cmd, sizeof(cmd), "%s tokenize --help 2>&1", bin);
-    CHECK_INT(s_run(cmd, out, sizeof(out)), 0);
+    CHECK_INT(rl_test_shell(cmd, out, sizeof(out)), 0);
     CHECK_CONTAINS(out, "--add-special-tokens");
     snprintf(cmd, sizeof(cmd), "%s detokenize --help 2>&1", bin);
-    CHECK_INT(s_run(cmd, out, sizeof(out)), 0);
+    CHECK_INT(rl_test_shell(cmd, out, sizeof(out)), 0);
     CHECK_CONTAINS(out, "--skip-special-tokens");
 }
 

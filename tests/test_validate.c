@@ -3,8 +3,6 @@
 // each reported at the recipe line that named the folder (exit 2); the intact folder passes.
 #include "rl_test.h"
 
-#include <stdlib.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 static char s_dir[256];
@@ -25,11 +23,7 @@ static void s_write(const char *name, const char *text) {
 static int s_rlctl(const char *args, char *err, size_t len) {
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "'%s/rlctl' %s 2>&1 >/dev/null", RL_BINARY_DIR, args);
-    FILE *p = popen(cmd, "r");
-    size_t n = fread(err, 1, len - 1, p);
-    err[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+    return rl_test_shell(cmd, err, len);
 }
 
 // A model folder m/ copied from the recipe fixtures, then changed by `edit` (a shell command
