@@ -224,8 +224,8 @@ static int s_row(rl_data_t *d, json_t *row, const rl_data_opts_t *o, rl_tokenize
                  int line, const char *where, char *err, size_t err_len) {
     size_t start = d->n_tok;
     int rc = 0;
-    const char *a, *b;
-    size_t na, nb;
+    const char *a = NULL, *b = NULL;
+    size_t na = 0, nb = 0;
     switch (d->format) {
     case RL_DATA_FORMAT_PROMPT_COMPLETION:
         rc = s_field(row, o->prompt_field, &a, &na, where, err, err_len);
