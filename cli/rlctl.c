@@ -18,6 +18,7 @@ static const s_command_t s_commands[] = {
     {"detokenize", rl_cmd_detokenize, "print the text of token ids"},
     {"inspect", rl_cmd_inspect, "list the tensors of a safetensors file or model folder"},
     {"init", rl_cmd_init, "write a randomly initialised Hugging Face model folder"},
+    {"export", rl_cmd_export, "merge a LoRA adapter into its base model (HF folder, fp32|bf16)"},
     {NULL, NULL, NULL},
 };
 

@@ -1,0 +1,1253 @@
+// rl_model — the Llama / Qwen2 / Qwen3 decoder over rl_layers' kernels (see rl_model.h).
+// Loading binds every tensor of rl_hf_tensor_specs to a struct of pointers (llm.c): into the
+// read-only mmap for frozen F32 weights, into one owned allocation otherwise. Forward is a flat
+// list of layer calls, backward the same calls in exact reverse order; the cached step for the
+// sampler shares the projections with forward. No optimizer, loss, process or collective here.
+#include "rl_model.h"
+
+#include "rl_err.h"
+#include "rl_layers.h"
+#include "rl_lora.h"
+#include "rl_rng.h"
+#include "rl_safetensors.h"
+
+#include <cblas.h>
+#undef I // OpenBLAS's cblas.h pulls in <complex.h>; I is the MLP width here
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define S_BIG_ENDIAN 1
+#else
+#define S_BIG_ENDIAN 0
+#endif
+
+// rows of logits alive at once in the logprob head and in rl_model_step's sparse logits
+#define S_HEAD_CHUNK 64
+
+// One layer's saved activations of a forward; every pointer lies in the work allocation.
+// N = B*T rows; QD = NH*D, KVD = NKV*D.
+typedef struct {
+    float *ln1, *rstd1;     // (N,C), (N)     input_layernorm output and 1/rms
+    float *q, *k;           // (N,QD), (N,KVD) projections before q_norm/k_norm (qwen3 only)
+    float *rstdq, *rstdk;   // (N*NH), (N*NKV) per-head 1/rms (qwen3 only)
+    float *qr, *kr, *v;     // (N,QD), (N,KVD), (N,KVD) q and k after norm and RoPE; v
+    float *lse;             // (B,NH,T) attention log-sum-exp
+    float *att;             // (N,QD) attention output
+    float *h;               // (N,C) residual stream after attention
+    float *ln2, *rstd2;     // (N,C), (N)
+    float *gate, *up, *act; // (N,I) each; act = silu(gate) * up
+    float *xa[RL_LORA_NMOD]; // (N,R) LoRA x A^T per targeted module
+} s_act_t;
+
+struct rl_model {
+    rl_hf_config_t cfg;
+    rl_model_opts_t opts;
+    int C, I, NH, NKV, D, QD, KVD, V, L;
+
+    // ---- parameters
+    rl_st_model_t *st;        // kept open while tensors point into its mapping
+    float *param_mem;         // owned parameter floats (FULL: every tensor in HF order)
+    size_t param_n;           // floats in param_mem
+    int params_in_map;        // 1: some tensors point into the read-only mmap
+    rl_layer_params_t *layers, *glayers; // [L] each
+    rl_model_params_t params, grads;     // grads: FULL only (pointers NULL otherwise)
+    float *grad_mem;          // FULL: same layout as param_mem
+    float *inv_freq;          // (D/2)
+
+    // ---- LoRA
+    rl_lora_t *lora;          // NULL when no adapter
+    int lora_disabled;
+    uint64_t dropout_seed;
+
+    // ---- training work buffers (grown on demand, never shrunk)
+    int N_cap, T_cap, B_cap, sets_cap, grads_cap; // capacities of the work allocation
+    float *work;
+    int32_t *iwork;
+    s_act_t *acts;            // [sets_cap]; acts[l] (or acts[0] with recompute / eval)
+    float *x;                 // (L+1, N, C) layer inputs; x[L] is the final norm's input
+    float *lnf, *rstdf;       // (N,C), (N) final norm
+    float *lp_row, *ent_row, *dlp_row; // (N) head outputs per row (row t predicts token t+1)
+    float *mask, *xdrop, *ddrop;       // (N*maxin) LoRA dropout mask, branch input, its grad
+    float *att_scratch, *head_scratch;
+    float *dres, *dln, *datt, *dqr, *dkr, *dq, *dk, *dv, *dact, *dgate, *dup, *dxa; // grads
+    int32_t *ids, *targets;   // (N) embedding ids (-1 at padding), head targets (-1: none)
+    int *pos, *negpos, *lengths; // (N) positions, negated positions; (B)
+
+    // ---- last forward
+    int B, T, N, fwd_valid, fwd_train;
+    float temperature;
+    uint64_t fwd_step;
+
+    char errmsg[512];
+};
+
+struct rl_kvcache {
+    const rl_model_t *model;
+    int n_slots, max_len;
+    float *k, *v;             // (L, n_slots, max_len, KVD) after k_norm and RoPE; v
+    // rl_model_step's scratch, grown with n
+    int n_cap, r_cap;         // rows and LoRA rank the scratch was laid out for
+    float *work;
+    float *x, *ln, *q, *kk, *vv, *att, *o, *gate, *up, *xa, *hs, *lg, *att_scratch;
+};
+
+static int s_err(rl_model_t *self, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int s_err(rl_model_t *self, int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(self->errmsg, sizeof self->errmsg, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+void rl_model_opts_default(rl_model_opts_t *opts) {
+    memset(opts, 0, sizeof *opts);
+    opts->tune = RL_TUNE_NONE;
+    opts->lora_r = 8;
+    opts->lora_alpha = 16.0f;
+    opts->lora_dropout = 0.0f;
+    opts->lora_targets = RL_LORA_Q | RL_LORA_V;
+    opts->use_rslora = 0;
+    opts->seed = 0;
+    opts->recompute = 0;
+    opts->threads = 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// parameter layout
+
+// Where tensor `name` lives in a params struct (float ** into p or its layers), NULL if unknown.
+static float **s_slot(rl_model_params_t *p, int L, const char *name) {
+    static const struct {
+        const char *suffix;
+        size_t off;
+    } fields[] = {
+        {"input_layernorm.weight", offsetof(rl_layer_params_t, input_layernorm)},
+        {"self_attn.q_proj.weight", offsetof(rl_layer_params_t, q_proj)},
+        {"self_attn.q_proj.bias", offsetof(rl_layer_params_t, q_bias)},
+        {"self_attn.k_proj.weight", offsetof(rl_layer_params_t, k_proj)},
+        {"self_attn.k_proj.bias", offsetof(rl_layer_params_t, k_bias)},
+        {"self_attn.v_proj.weight", offsetof(rl_layer_params_t, v_proj)},
+        {"self_attn.v_proj.bias", offsetof(rl_layer_params_t, v_bias)},
+        {"self_attn.o_proj.weight", offsetof(rl_layer_params_t, o_proj)},
+        {"self_attn.o_proj.bias", offsetof(rl_layer_params_t, o_bias)},
+        {"self_attn.q_norm.weight", offsetof(rl_layer_params_t, q_norm)},
+        {"self_attn.k_norm.weight", offsetof(rl_layer_params_t, k_norm)},
+        {"post_attention_layernorm.weight", offsetof(rl_layer_params_t, post_attention_layernorm)},
+        {"mlp.gate_proj.weight", offsetof(rl_layer_params_t, gate_proj)},
+        {"mlp.gate_proj.bias", offsetof(rl_layer_params_t, gate_bias)},
+        {"mlp.up_proj.weight", offsetof(rl_layer_params_t, up_proj)},
+        {"mlp.up_proj.bias", offsetof(rl_layer_params_t, up_bias)},
+        {"mlp.down_proj.weight", offsetof(rl_layer_params_t, down_proj)},
+        {"mlp.down_proj.bias", offsetof(rl_layer_params_t, down_bias)},
+    };
+    if (strcmp(name, "model.embed_tokens.weight") == 0) {
+        return &p->embed_tokens;
+    }
+    if (strcmp(name, "model.norm.weight") == 0) {
+        return &p->norm;
+    }
+    if (strcmp(name, "lm_head.weight") == 0) {
+        return &p->lm_head;
+    }
+    const char *pre = "model.layers.";
+    if (strncmp(name, pre, strlen(pre)) != 0) {
+        return NULL;
+    }
+    char *end;
+    long l = strtol(name + strlen(pre), &end, 10);
+    if (*end != '.' || l < 0 || l >= L) {
+        return NULL;
+    }
+    for (size_t i = 0; i < sizeof fields / sizeof *fields; i++) {
+        if (strcmp(end + 1, fields[i].suffix) == 0) {
+            return (float **)((char *)&p->layers[l] + fields[i].off);
+        }
+    }
+    return NULL;
+}
+
+static int64_t s_numel(const rl_hf_tensor_spec_t *t) {
+    return t->ndim == 1 ? t->shape[0] : t->shape[0] * t->shape[1];
+}
+
+static int s_ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+// Common part of load and new_random: the struct, the layer arrays, RoPE, LoRA.
+static rl_model_t *s_new(const rl_hf_config_t *cfg, const rl_model_opts_t *opts, char *err,
+                         size_t err_len) {
+    rl_model_opts_t def;
+    if (!opts) {
+        rl_model_opts_default(&def);
+        opts = &def;
+    }
+    if (opts->tune != RL_TUNE_NONE && opts->tune != RL_TUNE_FULL && opts->tune != RL_TUNE_LORA) {
+        rl_errf(err, err_len, RL_EINVAL, "unknown tune mode %d", (int)opts->tune);
+        return NULL;
+    }
+    if (opts->tune == RL_TUNE_LORA &&
+        (opts->lora_r < 1 || !(opts->lora_targets & RL_LORA_ALL) ||
+         (opts->lora_targets & ~RL_LORA_ALL) || !(opts->lora_dropout >= 0.0f) ||
+         !(opts->lora_dropout < 1.0f))) {
+        rl_errf(err, err_len, RL_EINVAL, "LoRA options: r %d must be >= 1, targets 0x%x a "
+                "non-empty subset of 0x7f, dropout %g in [0, 1)", opts->lora_r,
+                (unsigned)opts->lora_targets, (double)opts->lora_dropout);
+        return NULL;
+    }
+    if (cfg->head_dim % 2 != 0) {
+        rl_errf(err, err_len, RL_EINVAL, "head_dim %d must be even for RoPE", cfg->head_dim);
+        return NULL;
+    }
+    rl_model_t *self = calloc(1, sizeof *self);
+    if (!self) {
+        rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+        return NULL;
+    }
+    self->cfg = *cfg;
+    self->opts = *opts;
+    self->C = cfg->hidden_size;
+    self->I = cfg->intermediate_size;
+    self->NH = cfg->num_attention_heads;
+    self->NKV = cfg->num_key_value_heads;
+    self->D = cfg->head_dim;
+    self->QD = self->NH * self->D;
+    self->KVD = self->NKV * self->D;
+    self->V = cfg->vocab_size;
+    self->L = cfg->num_hidden_layers;
+    self->layers = calloc((size_t)self->L, sizeof *self->layers);
+    self->glayers = calloc((size_t)self->L, sizeof *self->glayers);
+    self->inv_freq = malloc((size_t)(self->D / 2) * sizeof *self->inv_freq);
+    if (!self->layers || !self->glayers || !self->inv_freq) {
+        rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+        goto fail;
+    }
+    self->params.layers = self->layers;
+    rl_rope_inv_freq(self->inv_freq, cfg);
+    // the k-th training forward (k from 1) drops module m of layer l with
+    // rl_lora_dropout_mask(seed, rl_lora_dropout_key(k, l, m)); a hash, not A's rl_rng stream
+    self->dropout_seed = opts->seed;
+    if (opts->tune == RL_TUNE_LORA) {
+        self->lora = rl_lora_new(cfg, opts->lora_r, opts->lora_alpha, opts->lora_dropout,
+                                 opts->lora_targets, opts->use_rslora, opts->seed, 1);
+        if (!self->lora) {
+            rl_errf(err, err_len, RL_ENOMEM, "out of memory for the LoRA adapter");
+            goto fail;
+        }
+    }
+    rl_layers_set_threads(opts->threads);
+    return self;
+fail:
+    rl_model_destroy(&self);
+    return NULL;
+}
+
+// FULL: the gradient allocation, bound in the same layout as param_mem (HF order).
+static int s_alloc_grads(rl_model_t *self, const rl_hf_tensor_spec_t *specs, int n, char *err,
+                         size_t err_len) {
+    self->grad_mem = calloc(self->param_n, sizeof *self->grad_mem);
+    if (!self->grad_mem) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory for %zu gradients",
+                       self->param_n);
+    }
+    self->grads.layers = self->glayers;
+    float *g = self->grad_mem;
+    for (int i = 0; i < n; i++) {
+        float **slot = s_slot(&self->grads, self->L, specs[i].name);
+        RL_ASSERT(slot);
+        *slot = g;
+        g += s_numel(&specs[i]);
+    }
+    if (self->cfg.tie_word_embeddings) {
+        self->grads.lm_head = self->grads.embed_tokens; // both uses accumulate into one tensor
+    }
+    return 0;
+}
+
+rl_model_t *rl_model_load(const char *dir, const rl_model_opts_t *opts, char *err,
+                          size_t err_len) {
+    rl_hf_config_t cfg;
+    if (rl_hf_config_load(dir, &cfg, err, err_len) != 0) {
+        return NULL;
+    }
+    rl_model_t *self = s_new(&cfg, opts, err, err_len);
+    rl_hf_tensor_spec_t *specs = NULL;
+    if (!self) {
+        return NULL;
+    }
+    if (!(self->st = rl_st_model_open(dir, err, err_len)) ||
+        rl_hf_check_weights(&cfg, self->st, err, err_len) != 0) {
+        goto fail;
+    }
+    int n = rl_hf_tensor_specs(&cfg, NULL, 0);
+    specs = calloc((size_t)n, sizeof *specs);
+    if (!specs) {
+        rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+        goto fail;
+    }
+    rl_hf_tensor_specs(&cfg, specs, n);
+    const int full = self->opts.tune == RL_TUNE_FULL;
+    // A frozen F32 tensor is used in place when the host reads it as floats: little-endian and
+    // 4-byte aligned (a foreign writer may leave the data unaligned). Everything else is
+    // converted once into param_mem.
+    size_t owned = 0;
+    for (int i = 0; i < n; i++) {
+        const rl_st_tensor_t *t = rl_st_model_find(self->st, specs[i].name);
+        int in_place = !full && !S_BIG_ENDIAN && t->dtype == RL_DTYPE_F32 &&
+                       ((uintptr_t)t->data % sizeof(float)) == 0;
+        owned += in_place ? 0 : (size_t)s_numel(&specs[i]);
+    }
+    if (owned && !(self->param_mem = malloc(owned * sizeof *self->param_mem))) {
+        rl_errf(err, err_len, RL_ENOMEM, "out of memory for %zu parameters", owned);
+        goto fail;
+    }
+    self->param_n = owned;
+    float *p = self->param_mem;
+    for (int i = 0; i < n; i++) {
+        const rl_st_tensor_t *t = rl_st_model_find(self->st, specs[i].name);
+        float **slot = s_slot(&self->params, self->L, specs[i].name);
+        RL_ASSERT(slot);
+        int in_place = !full && !S_BIG_ENDIAN && t->dtype == RL_DTYPE_F32 &&
+                       ((uintptr_t)t->data % sizeof(float)) == 0;
+        if (in_place) {
+            *slot = (float *)(uintptr_t)t->data; // read-only mapping: frozen weights only
+            self->params_in_map = 1;
+        } else {
+            rl_st_to_f32(p, t);
+            *slot = p;
+            p += s_numel(&specs[i]);
+        }
+    }
+    if (cfg.tie_word_embeddings) {
+        self->params.lm_head = self->params.embed_tokens;
+    }
+    if (full && s_alloc_grads(self, specs, n, err, err_len) != 0) {
+        goto fail;
+    }
+    if (!self->params_in_map) {
+        rl_st_model_destroy(&self->st); // nothing borrows the mapping
+    }
+    free(specs);
+    return self;
+fail:
+    free(specs);
+    rl_model_destroy(&self);
+    return NULL;
+}
+
+rl_model_t *rl_model_new_random(const rl_hf_config_t *cfg, const rl_model_opts_t *opts,
+                                uint64_t seed, char *err, size_t err_len) {
+    rl_model_t *self = s_new(cfg, opts, err, err_len);
+    rl_hf_tensor_spec_t *specs = NULL;
+    if (!self) {
+        return NULL;
+    }
+    int n = rl_hf_tensor_specs(cfg, NULL, 0);
+    specs = calloc((size_t)n, sizeof *specs);
+    self->param_n = (size_t)rl_hf_param_count(cfg);
+    self->param_mem = malloc(self->param_n * sizeof *self->param_mem);
+    if (!specs || !self->param_mem) {
+        rl_errf(err, err_len, RL_ENOMEM, "out of memory for %zu parameters", self->param_n);
+        goto fail;
+    }
+    rl_hf_tensor_specs(cfg, specs, n);
+    // the draws of `rlctl init` (cli/cmd_init.c): one stream, tensor by tensor in HF order
+    rl_rng_t rng;
+    rl_rng_seed(&rng, seed);
+    float *p = self->param_mem;
+    for (int i = 0; i < n; i++) {
+        int64_t numel = s_numel(&specs[i]);
+        if (s_ends_with(specs[i].name, ".bias")) {
+            memset(p, 0, (size_t)numel * sizeof *p);
+        } else if (s_ends_with(specs[i].name, "norm.weight")) {
+            for (int64_t k = 0; k < numel; k++) {
+                p[k] = 1.0f;
+            }
+        } else {
+            rl_rng_fill_normal(&rng, p, (size_t)numel, 0.0f, (float)cfg->initializer_range);
+        }
+        float **slot = s_slot(&self->params, self->L, specs[i].name);
+        RL_ASSERT(slot);
+        *slot = p;
+        p += numel;
+    }
+    if (cfg->tie_word_embeddings) {
+        self->params.lm_head = self->params.embed_tokens;
+    }
+    if (self->opts.tune == RL_TUNE_FULL && s_alloc_grads(self, specs, n, err, err_len) != 0) {
+        goto fail;
+    }
+    free(specs);
+    return self;
+fail:
+    free(specs);
+    rl_model_destroy(&self);
+    return NULL;
+}
+
+void rl_model_destroy(rl_model_t **self_p) {
+    if (!self_p || !*self_p) {
+        return;
+    }
+    rl_model_t *self = *self_p;
+    rl_lora_destroy(&self->lora);
+    rl_st_model_destroy(&self->st);
+    free(self->param_mem);
+    free(self->grad_mem);
+    free(self->layers);
+    free(self->glayers);
+    free(self->inv_freq);
+    free(self->work);
+    free(self->iwork);
+    free(self->acts);
+    free(self);
+    *self_p = NULL;
+}
+
+const rl_hf_config_t *rl_model_config(const rl_model_t *self) { return &self->cfg; }
+
+rl_model_params_t *rl_model_params(rl_model_t *self) { return &self->params; }
+
+rl_model_params_t *rl_model_grads(rl_model_t *self) {
+    return self->grad_mem ? &self->grads : NULL;
+}
+
+float *rl_model_trainable(rl_model_t *self, size_t *n_p) {
+    if (self->opts.tune == RL_TUNE_FULL) {
+        *n_p = self->param_n;
+        return self->param_mem;
+    }
+    if (self->opts.tune == RL_TUNE_LORA) {
+        return rl_lora_params(self->lora, n_p);
+    }
+    *n_p = 0;
+    return NULL;
+}
+
+float *rl_model_trainable_grads(rl_model_t *self) {
+    if (self->opts.tune == RL_TUNE_FULL) {
+        return self->grad_mem;
+    }
+    if (self->opts.tune == RL_TUNE_LORA) {
+        return rl_lora_grads(self->lora);
+    }
+    return NULL;
+}
+
+void rl_model_zero_grad(rl_model_t *self) {
+    if (self->grad_mem) {
+        memset(self->grad_mem, 0, self->param_n * sizeof *self->grad_mem);
+    }
+    if (self->lora) {
+        rl_lora_zero_grad(self->lora);
+    }
+}
+
+int64_t rl_model_param_count(const rl_model_t *self) { return rl_hf_param_count(&self->cfg); }
+
+const char *rl_model_errmsg(const rl_model_t *self) { return self->errmsg; }
+
+// ---------------------------------------------------------------------------------------------
+// work buffers
+
+static int s_lora_on(const rl_model_t *self, int m) {
+    return self->lora && !self->lora_disabled && (rl_lora_targets(self->lora) & (1 << m));
+}
+
+static int s_maxin(const rl_model_t *self) {
+    int mx = self->C > self->I ? self->C : self->I;
+    return mx > self->QD ? mx : self->QD;
+}
+
+// Lays out (when `base` is NULL only counts) every buffer of a forward/backward over N rows of
+// T positions in `sets` activation sets. Returns the float count.
+static size_t s_layout(rl_model_t *self, float *base, int N, int B, int T, int sets,
+                       int with_grads) {
+    const size_t n = (size_t)N, C = (size_t)self->C, I = (size_t)self->I;
+    const size_t QD = (size_t)self->QD, KVD = (size_t)self->KVD;
+    const size_t R = self->lora ? (size_t)rl_lora_rank(self->lora) : 0;
+    const int qkn = self->cfg.qk_norm;
+    const int dropout = self->lora && rl_lora_dropout(self->lora) > 0.0f;
+    size_t off = 0;
+#define S_TAKE(ptr, count)                                                                    \
+    do {                                                                                      \
+        size_t c_ = (count);                                                                  \
+        if (base) {                                                                           \
+            (ptr) = c_ ? base + off : NULL;                                                   \
+        }                                                                                     \
+        off += (c_ + 15) & ~(size_t)15; /* 64-byte steps keep rows aligned for BLAS */        \
+    } while (0)
+    for (int s = 0; s < sets; s++) {
+        s_act_t *a = base ? &self->acts[s] : NULL;
+        s_act_t dummy;
+        if (!a) {
+            a = &dummy;
+        }
+        S_TAKE(a->ln1, n * C);
+        S_TAKE(a->rstd1, n);
+        S_TAKE(a->q, qkn ? n * QD : 0);
+        S_TAKE(a->k, qkn ? n * KVD : 0);
+        S_TAKE(a->rstdq, qkn ? n * (size_t)self->NH : 0);
+        S_TAKE(a->rstdk, qkn ? n * (size_t)self->NKV : 0);
+        S_TAKE(a->qr, n * QD);
+        S_TAKE(a->kr, n * KVD);
+        S_TAKE(a->v, n * KVD);
+        S_TAKE(a->lse, (size_t)B * (size_t)self->NH * (size_t)T);
+        S_TAKE(a->att, n * QD);
+        S_TAKE(a->h, n * C);
+        S_TAKE(a->ln2, n * C);
+        S_TAKE(a->rstd2, n);
+        S_TAKE(a->gate, n * I);
+        S_TAKE(a->up, n * I);
+        S_TAKE(a->act, n * I);
+        for (int m = 0; m < RL_LORA_NMOD; m++) {
+            int on = self->lora && (rl_lora_targets(self->lora) & (1 << m));
+            S_TAKE(a->xa[m], on ? n * R : 0);
+        }
+    }
+    S_TAKE(self->x, (size_t)(self->L + 1) * n * C);
+    S_TAKE(self->lnf, n * C);
+    S_TAKE(self->rstdf, n);
+    S_TAKE(self->lp_row, n);
+    S_TAKE(self->ent_row, n);
+    S_TAKE(self->dlp_row, n);
+    S_TAKE(self->mask, dropout ? n * (size_t)s_maxin(self) : 0);
+    S_TAKE(self->xdrop, dropout ? n * (size_t)s_maxin(self) : 0);
+    S_TAKE(self->att_scratch, rl_attention_scratch_floats(T));
+    S_TAKE(self->head_scratch, rl_logprob_scratch_floats(S_HEAD_CHUNK, self->C, self->V));
+    size_t g = with_grads ? 1 : 0;
+    S_TAKE(self->ddrop, g && dropout ? n * (size_t)s_maxin(self) : 0);
+    S_TAKE(self->dres, g * n * C);
+    S_TAKE(self->dln, g * n * C);
+    S_TAKE(self->datt, g * n * QD);
+    S_TAKE(self->dqr, g * n * QD);
+    S_TAKE(self->dkr, g * n * KVD);
+    S_TAKE(self->dq, g && qkn ? n * QD : 0);
+    S_TAKE(self->dk, g && qkn ? n * KVD : 0);
+    S_TAKE(self->dv, g * n * KVD);
+    S_TAKE(self->dact, g * n * I);
+    S_TAKE(self->dgate, g * n * I);
+    S_TAKE(self->dup, g * n * I);
+    S_TAKE(self->dxa, g * n * R);
+#undef S_TAKE
+    return off;
+}
+
+// Makes the work buffers hold N = B*T rows in `sets` activation sets (plus gradient scratch
+// when the model trains). Reallocates only when something grows.
+static int s_ensure(rl_model_t *self, int B, int T, int sets) {
+    const int N = B * T;
+    const int with_grads = self->opts.tune != RL_TUNE_NONE;
+    if (self->work && N <= self->N_cap && T <= self->T_cap && B <= self->B_cap &&
+        sets <= self->sets_cap && with_grads <= self->grads_cap) {
+        return 0;
+    }
+    int nN = N > self->N_cap ? N : self->N_cap, nT = T > self->T_cap ? T : self->T_cap;
+    int nB = B > self->B_cap ? B : self->B_cap, ns = sets > self->sets_cap ? sets : self->sets_cap;
+    if ((size_t)nB * (size_t)nT > (size_t)nN) { // lse is (B,NH,T): size it for the cap pair
+        nN = nB * nT;
+    }
+    free(self->work);
+    free(self->iwork);
+    free(self->acts);
+    self->work = NULL;
+    self->iwork = NULL;
+    self->acts = calloc((size_t)ns, sizeof *self->acts);
+    size_t nf = s_layout(self, NULL, nN, nB, nT, ns, with_grads);
+    self->work = malloc(nf * sizeof *self->work);
+    self->iwork = malloc(((size_t)4 * (size_t)nN + (size_t)nB) * sizeof *self->iwork);
+    if (!self->acts || !self->work || !self->iwork) {
+        free(self->work);
+        free(self->iwork);
+        free(self->acts);
+        self->work = NULL;
+        self->iwork = NULL;
+        self->acts = NULL;
+        self->N_cap = self->T_cap = self->B_cap = self->sets_cap = 0;
+        return s_err(self, RL_ENOMEM, "out of memory for activations of %d x %d tokens", B, T);
+    }
+    s_layout(self, self->work, nN, nB, nT, ns, with_grads);
+    self->ids = self->iwork;
+    self->targets = self->iwork + nN;
+    self->pos = (int *)(self->iwork + 2 * (size_t)nN);
+    self->negpos = (int *)(self->iwork + 3 * (size_t)nN);
+    self->lengths = (int *)(self->iwork + 4 * (size_t)nN);
+    self->N_cap = nN;
+    self->T_cap = nT;
+    self->B_cap = nB;
+    self->sets_cap = ns;
+    self->grads_cap = with_grads;
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// projections: a Linear plus its LoRA branch
+
+// out (n,OC) = inp (n,IC) W^T + bias; cblas_sgemv for a single row (DESIGN.md §4: sgemm with
+// M = 1 repacks the whole matrix per call).
+static void s_linear(float *out, const float *inp, const float *W, const float *bias, int n,
+                     int IC, int OC) {
+    if (n == 1) {
+        if (bias) {
+            memcpy(out, bias, (size_t)OC * sizeof *out);
+        }
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, OC, IC, 1.0f, W, IC, inp, 1,
+                    bias ? 1.0f : 0.0f, out, 1);
+        return;
+    }
+    rl_linear_forward(out, inp, W, bias, n, IC, OC);
+}
+
+// Module m of layer l: out (n,OC) = inp W^T + b + scale * drop(inp) A^T B^T. Dropout only when
+// `dropout_key` is non-zero (training forward); saves xa (n,R).
+static void s_proj(rl_model_t *self, int l, int m, float *out, float *xa, const float *inp,
+                   const float *W, const float *bias, int n, int IC, int OC,
+                   uint64_t dropout_key) {
+    s_linear(out, inp, W, bias, n, IC, OC);
+    if (!s_lora_on(self, m)) {
+        return;
+    }
+    const rl_lora_t *lo = self->lora;
+    const float p = rl_lora_dropout(lo);
+    const float *x = inp;
+    if (dropout_key && p > 0.0f && self->mask) {
+        size_t cnt = (size_t)n * (size_t)IC;
+        rl_lora_dropout_mask(self->mask, cnt, p, self->dropout_seed, dropout_key);
+        rl_dropout_forward(self->xdrop, inp, self->mask, cnt);
+        x = self->xdrop;
+    }
+    rl_lora_forward(out, xa, x, rl_lora_A(lo, l, m), rl_lora_B(lo, l, m), rl_lora_scale(lo), n,
+                    IC, rl_lora_rank(lo), OC);
+}
+
+// Backward of s_proj: dinp (n,IC) += dout W + LoRA branch; dW, dbias (NULL: frozen) +=.
+static void s_proj_backward(rl_model_t *self, int l, int m, float *dinp, float *dW, float *dbias,
+                            const float *dout, const float *inp, const float *W, const float *xa,
+                            int n, int IC, int OC, uint64_t dropout_key) {
+    rl_linear_backward(dinp, dW, dbias, dout, inp, W, n, IC, OC);
+    if (!s_lora_on(self, m)) {
+        return;
+    }
+    const rl_lora_t *lo = self->lora;
+    const float p = rl_lora_dropout(lo);
+    float *A = rl_lora_A(lo, l, m), *Bm = rl_lora_B(lo, l, m);
+    float *dA = rl_lora_dA(lo, l, m), *dB = rl_lora_dB(lo, l, m);
+    const int R = rl_lora_rank(lo);
+    if (dropout_key && p > 0.0f && self->mask) {
+        // the branch saw drop(inp) = inp * mask: regenerate the mask, route dx_drop * mask
+        size_t cnt = (size_t)n * (size_t)IC;
+        rl_lora_dropout_mask(self->mask, cnt, p, self->dropout_seed, dropout_key);
+        rl_dropout_forward(self->xdrop, inp, self->mask, cnt);
+        memset(self->ddrop, 0, cnt * sizeof *self->ddrop);
+        rl_lora_backward(self->ddrop, dA, dB, self->dxa, dout, self->xdrop, xa, A, Bm,
+                         rl_lora_scale(lo), n, IC, R, OC);
+        rl_dropout_backward(dinp, self->ddrop, self->mask, cnt);
+        return;
+    }
+    rl_lora_backward(dinp, dA, dB, self->dxa, dout, inp, xa, A, Bm, rl_lora_scale(lo), n, IC, R,
+                     OC);
+}
+
+static uint64_t s_key(const rl_model_t *self, int train, int l, int m) {
+    return train ? rl_lora_dropout_key(self->fwd_step, l, m) : 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// training forward / backward
+
+enum { S_Q = 0, S_K, S_V, S_O, S_GATE, S_UP, S_DOWN };
+
+// One decoder layer over the batch: x_out (N,C) = layer(x_in), saving into a.
+static void s_layer_forward(rl_model_t *self, int l, s_act_t *a, const float *x_in, float *x_out,
+                            int train) {
+    const rl_layer_params_t *w = &self->layers[l];
+    const int B = self->B, T = self->T, N = self->N, C = self->C, I = self->I;
+    const int NH = self->NH, NKV = self->NKV, D = self->D, QD = self->QD, KVD = self->KVD;
+    const float eps = self->cfg.rms_norm_eps;
+    const int qkn = self->cfg.qk_norm;
+
+    rl_rmsnorm_forward(a->ln1, a->rstd1, x_in, w->input_layernorm, eps, N, C);
+    s_proj(self, l, S_Q, qkn ? a->q : a->qr, a->xa[S_Q], a->ln1, w->q_proj, w->q_bias, N, C, QD,
+           s_key(self, train, l, S_Q));
+    s_proj(self, l, S_K, qkn ? a->k : a->kr, a->xa[S_K], a->ln1, w->k_proj, w->k_bias, N, C,
+           KVD, s_key(self, train, l, S_K));
+    s_proj(self, l, S_V, a->v, a->xa[S_V], a->ln1, w->v_proj, w->v_bias, N, C, KVD,
+           s_key(self, train, l, S_V));
+    if (qkn) { // Qwen3: RMSNorm over each head of q and k, before RoPE
+        rl_rmsnorm_forward(a->qr, a->rstdq, a->q, w->q_norm, eps, N * NH, D);
+        rl_rmsnorm_forward(a->kr, a->rstdk, a->k, w->k_norm, eps, N * NKV, D);
+    }
+    rl_rope_forward(a->qr, a->qr, self->inv_freq, self->pos, N, NH, D);
+    rl_rope_forward(a->kr, a->kr, self->inv_freq, self->pos, N, NKV, D);
+    rl_attention_forward(a->att, a->lse, a->qr, a->kr, a->v, self->lengths, B, T, NH, NKV, D,
+                         self->att_scratch);
+    s_proj(self, l, S_O, a->h, a->xa[S_O], a->att, w->o_proj, w->o_bias, N, QD, C,
+           s_key(self, train, l, S_O));
+    rl_residual_forward(a->h, a->h, x_in, (size_t)N * C);
+
+    rl_rmsnorm_forward(a->ln2, a->rstd2, a->h, w->post_attention_layernorm, eps, N, C);
+    s_proj(self, l, S_GATE, a->gate, a->xa[S_GATE], a->ln2, w->gate_proj, w->gate_bias, N, C, I,
+           s_key(self, train, l, S_GATE));
+    s_proj(self, l, S_UP, a->up, a->xa[S_UP], a->ln2, w->up_proj, w->up_bias, N, C, I,
+           s_key(self, train, l, S_UP));
+    rl_swiglu_forward(a->act, a->gate, a->up, (size_t)N * I);
+    s_proj(self, l, S_DOWN, x_out, a->xa[S_DOWN], a->act, w->down_proj, w->down_bias, N, I, C,
+           s_key(self, train, l, S_DOWN));
+    rl_residual_forward(x_out, x_out, a->h, (size_t)N * C);
+}
+
+// Backward of s_layer_forward. On entry dres (N,C) = dL/dx_out; on return dL/dx_in.
+static void s_layer_backward(rl_model_t *self, int l, const s_act_t *a, const float *x_in) {
+    const rl_layer_params_t *w = &self->layers[l];
+    const int full = self->opts.tune == RL_TUNE_FULL;
+    const rl_layer_params_t *g = full ? &self->glayers[l] : NULL;
+    const int B = self->B, T = self->T, N = self->N, C = self->C, I = self->I;
+    const int NH = self->NH, NKV = self->NKV, D = self->D, QD = self->QD, KVD = self->KVD;
+    const int qkn = self->cfg.qk_norm;
+    const size_t nC = (size_t)N * C, nI = (size_t)N * I, nQ = (size_t)N * QD,
+                 nK = (size_t)N * KVD;
+    float *dres = self->dres;
+#define S_G(field) (g ? g->field : NULL)
+
+    // x_out = h + down(swiglu(gate(ln2), up(ln2))): dh = dres + (through the MLP)
+    memset(self->dact, 0, nI * sizeof(float));
+    s_proj_backward(self, l, S_DOWN, self->dact, S_G(down_proj), S_G(down_bias), dres, a->act,
+                    w->down_proj, a->xa[S_DOWN], N, I, C, s_key(self, 1, l, S_DOWN));
+    memset(self->dgate, 0, nI * sizeof(float));
+    memset(self->dup, 0, nI * sizeof(float));
+    rl_swiglu_backward(self->dgate, self->dup, self->dact, a->gate, a->up, nI);
+    memset(self->dln, 0, nC * sizeof(float));
+    s_proj_backward(self, l, S_UP, self->dln, S_G(up_proj), S_G(up_bias), self->dup, a->ln2,
+                    w->up_proj, a->xa[S_UP], N, C, I, s_key(self, 1, l, S_UP));
+    s_proj_backward(self, l, S_GATE, self->dln, S_G(gate_proj), S_G(gate_bias), self->dgate,
+                    a->ln2, w->gate_proj, a->xa[S_GATE], N, C, I, s_key(self, 1, l, S_GATE));
+    rl_rmsnorm_backward(dres, S_G(post_attention_layernorm), self->dln, a->h,
+                        w->post_attention_layernorm, a->rstd2, N, C); // dres is now dL/dh
+
+    // h = x_in + o(attention(rope(norm(q)), rope(norm(k)), v))
+    memset(self->datt, 0, nQ * sizeof(float));
+    s_proj_backward(self, l, S_O, self->datt, S_G(o_proj), S_G(o_bias), dres, a->att, w->o_proj,
+                    a->xa[S_O], N, QD, C, s_key(self, 1, l, S_O));
+    memset(self->dqr, 0, nQ * sizeof(float));
+    memset(self->dkr, 0, nK * sizeof(float));
+    memset(self->dv, 0, nK * sizeof(float));
+    rl_attention_backward(self->dqr, self->dkr, self->dv, self->datt, a->qr, a->kr, a->v, a->lse,
+                          self->lengths, B, T, NH, NKV, D, self->att_scratch);
+    // RoPE is a rotation: its backward is the rotation by -angle, done in place
+    rl_rope_forward(self->dqr, self->dqr, self->inv_freq, self->negpos, N, NH, D);
+    rl_rope_forward(self->dkr, self->dkr, self->inv_freq, self->negpos, N, NKV, D);
+    float *dQ = self->dqr, *dK = self->dkr;
+    if (qkn) {
+        memset(self->dq, 0, nQ * sizeof(float));
+        memset(self->dk, 0, nK * sizeof(float));
+        rl_rmsnorm_backward(self->dq, S_G(q_norm), self->dqr, a->q, w->q_norm, a->rstdq, N * NH,
+                            D);
+        rl_rmsnorm_backward(self->dk, S_G(k_norm), self->dkr, a->k, w->k_norm, a->rstdk,
+                            N * NKV, D);
+        dQ = self->dq;
+        dK = self->dk;
+    }
+    memset(self->dln, 0, nC * sizeof(float));
+    s_proj_backward(self, l, S_Q, self->dln, S_G(q_proj), S_G(q_bias), dQ, a->ln1, w->q_proj,
+                    a->xa[S_Q], N, C, QD, s_key(self, 1, l, S_Q));
+    s_proj_backward(self, l, S_K, self->dln, S_G(k_proj), S_G(k_bias), dK, a->ln1, w->k_proj,
+                    a->xa[S_K], N, C, KVD, s_key(self, 1, l, S_K));
+    s_proj_backward(self, l, S_V, self->dln, S_G(v_proj), S_G(v_bias), self->dv, a->ln1,
+                    w->v_proj, a->xa[S_V], N, C, KVD, s_key(self, 1, l, S_V));
+    rl_rmsnorm_backward(dres, S_G(input_layernorm), self->dln, x_in, w->input_layernorm,
+                        a->rstd1, N, C); // dres is now dL/dx_in
+#undef S_G
+}
+
+static float *s_x(rl_model_t *self, int l) {
+    return self->x + (size_t)l * (size_t)self->N * (size_t)self->C;
+}
+
+int rl_model_forward(rl_model_t *self, const int32_t *tokens, const int *lengths, int B, int T,
+                     float temperature, int train, float *logp, float *entropy) {
+    self->fwd_valid = 0;
+    if (B < 1 || T < 1 || (int64_t)B * T > INT32_MAX / 4) {
+        return s_err(self, RL_EINVAL, "batch %d x %d: B and T must be >= 1", B, T);
+    }
+    if (!(temperature > 0.0f) || !isfinite(temperature)) {
+        return s_err(self, RL_EINVAL, "temperature %g must be a positive number",
+                     (double)temperature);
+    }
+    for (int b = 0; b < B; b++) {
+        if (lengths[b] < 1 || lengths[b] > T) {
+            return s_err(self, RL_EINVAL, "lengths[%d] = %d is outside [1, %d]", b, lengths[b],
+                         T);
+        }
+        for (int t = 0; t < lengths[b]; t++) {
+            int32_t id = tokens[(size_t)b * T + t];
+            if (id < 0 || id >= self->V) {
+                return s_err(self, RL_EINVAL, "token id %d at [%d,%d] is outside [0, %d)",
+                             (int)id, b, t, self->V);
+            }
+        }
+    }
+    const int sets = train && !self->opts.recompute ? self->L : 1;
+    int rc = s_ensure(self, B, T, sets);
+    if (rc) {
+        return rc;
+    }
+    const int N = B * T, C = self->C;
+    self->B = B;
+    self->T = T;
+    self->N = N;
+    self->temperature = temperature;
+    if (train) {
+        self->fwd_step++; // a fresh dropout mask per training forward
+    }
+    for (int b = 0; b < B; b++) {
+        self->lengths[b] = lengths[b];
+        for (int t = 0; t < T; t++) {
+            size_t i = (size_t)b * T + t;
+            int real = t < lengths[b];
+            self->ids[i] = real ? tokens[i] : -1; // padding embeds as zeros
+            // row t predicts token t+1
+            self->targets[i] = t + 1 < lengths[b] ? tokens[i + 1] : -1;
+            self->pos[i] = t;
+            self->negpos[i] = -t;
+        }
+    }
+
+    rl_embedding_forward(s_x(self, 0), self->ids, self->params.embed_tokens, N, C);
+    for (int l = 0; l < self->L; l++) {
+        s_act_t *a = &self->acts[sets == 1 ? 0 : l];
+        s_layer_forward(self, l, a, s_x(self, l), s_x(self, l + 1), train);
+    }
+    rl_rmsnorm_forward(self->lnf, self->rstdf, s_x(self, self->L), self->params.norm,
+                       self->cfg.rms_norm_eps, N, C);
+    rl_logprob_forward(self->lp_row, entropy ? self->ent_row : NULL, self->lnf,
+                       self->params.lm_head, self->targets, temperature, N, C, self->V,
+                       self->head_scratch, S_HEAD_CHUNK);
+    // logp[b,t] is the row t-1 prediction of token t
+    for (int b = 0; b < B; b++) {
+        for (int t = 0; t < T; t++) {
+            size_t i = (size_t)b * T + t;
+            int ok = t >= 1 && t < lengths[b];
+            logp[i] = ok ? self->lp_row[i - 1] : 0.0f;
+            if (entropy) {
+                entropy[i] = ok ? self->ent_row[i - 1] : 0.0f;
+            }
+        }
+    }
+    self->fwd_valid = 1;
+    self->fwd_train = train ? 1 : 0;
+    return 0;
+}
+
+int rl_model_backward(rl_model_t *self, const float *dlogp) {
+    if (self->opts.tune == RL_TUNE_NONE) {
+        return s_err(self, RL_EINVAL, "backward needs a trainable model (tune FULL or LORA)");
+    }
+    if (!self->fwd_valid || !self->fwd_train) {
+        return s_err(self, RL_EINVAL, "backward needs a preceding training forward (train = 1)");
+    }
+    const int B = self->B, T = self->T, N = self->N, C = self->C;
+    const int full = self->opts.tune == RL_TUNE_FULL;
+    for (int b = 0; b < B; b++) {
+        for (int t = 0; t < T; t++) {
+            size_t i = (size_t)b * T + t;
+            // row t-1's logprob is logp[b,t]; rows without a target stay 0
+            self->dlp_row[i] = t + 1 < self->lengths[b] ? dlogp[i + 1] : 0.0f;
+        }
+    }
+    memset(self->dln, 0, (size_t)N * C * sizeof(float));
+    rl_logprob_backward(self->dln, full ? self->grads.lm_head : NULL, self->dlp_row, NULL,
+                        self->lnf, self->params.lm_head, self->targets, self->temperature, N, C,
+                        self->V, self->head_scratch, S_HEAD_CHUNK);
+    memset(self->dres, 0, (size_t)N * C * sizeof(float));
+    rl_rmsnorm_backward(self->dres, full ? self->grads.norm : NULL, self->dln,
+                        s_x(self, self->L), self->params.norm, self->rstdf, N, C);
+    const int recompute = self->opts.recompute;
+    for (int l = self->L - 1; l >= 0; l--) {
+        s_act_t *a = &self->acts[recompute ? 0 : l];
+        if (recompute) {
+            // the same inputs, masks and kernels give the same activations bit for bit; x[l+1]
+            // is rewritten with the value it already holds
+            s_layer_forward(self, l, a, s_x(self, l), s_x(self, l + 1), 1);
+        }
+        s_layer_backward(self, l, a, s_x(self, l));
+    }
+    if (full) {
+        rl_embedding_backward(self->grads.embed_tokens, self->dres, self->ids, N, C);
+    }
+    return 0;
+}
+
+float *rl_model_logits(rl_model_t *self) {
+    if (!self->fwd_valid) {
+        s_err(self, RL_EINVAL, "no forward to take logits from");
+        return NULL;
+    }
+    float *out = malloc((size_t)self->N * (size_t)self->V * sizeof *out);
+    if (!out) {
+        s_err(self, RL_ENOMEM, "out of memory for %d x %d logits", self->N, self->V);
+        return NULL;
+    }
+    rl_logits_forward(out, self->lnf, self->params.lm_head, self->N, self->C, self->V);
+    return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// KV cache and the cached step
+
+rl_kvcache_t *rl_kvcache_new(const rl_model_t *model, int n_slots, int max_len) {
+    if (!model || n_slots < 1 || max_len < 1) {
+        return NULL;
+    }
+    rl_kvcache_t *self = calloc(1, sizeof *self);
+    if (!self) {
+        return NULL;
+    }
+    self->model = model;
+    self->n_slots = n_slots;
+    self->max_len = max_len;
+    size_t n = (size_t)model->L * (size_t)n_slots * (size_t)max_len * (size_t)model->KVD;
+    self->k = calloc(n, sizeof *self->k);
+    self->v = calloc(n, sizeof *self->v);
+    if (!self->k || !self->v) {
+        rl_kvcache_destroy(&self);
+    }
+    return self;
+}
+
+void rl_kvcache_destroy(rl_kvcache_t **self_p) {
+    if (!self_p || !*self_p) {
+        return;
+    }
+    rl_kvcache_t *self = *self_p;
+    free(self->k);
+    free(self->v);
+    free(self->work);
+    free(self);
+    *self_p = NULL;
+}
+
+// K (or V) of layer l, slot s, position 0: (max_len, KVD).
+static float *s_kv(const rl_kvcache_t *c, float *base, int l, int s) {
+    return base + ((size_t)l * (size_t)c->n_slots + (size_t)s) * (size_t)c->max_len *
+                      (size_t)c->model->KVD;
+}
+
+void rl_kvcache_copy(rl_kvcache_t *self, int dst, int src, int len) {
+    RL_ASSERT(dst >= 0 && dst < self->n_slots && src >= 0 && src < self->n_slots);
+    RL_ASSERT(len >= 0 && len <= self->max_len);
+    if (dst == src || len == 0) {
+        return;
+    }
+    size_t cnt = (size_t)len * (size_t)self->model->KVD * sizeof(float);
+    for (int l = 0; l < self->model->L; l++) {
+        memcpy(s_kv(self, self->k, l, dst), s_kv(self, self->k, l, src), cnt);
+        memcpy(s_kv(self, self->v, l, dst), s_kv(self, self->v, l, src), cnt);
+    }
+}
+
+static int s_step_ensure(rl_model_t *model, rl_kvcache_t *c, int n) {
+    const int r = model->lora ? rl_lora_rank(model->lora) : 0;
+    if (c->work && n <= c->n_cap && r <= c->r_cap) {
+        return 0;
+    }
+    const size_t N = (size_t)n, C = (size_t)model->C, I = (size_t)model->I;
+    const size_t QD = (size_t)model->QD, KVD = (size_t)model->KVD;
+    const size_t R = model->lora ? (size_t)rl_lora_rank(model->lora) : 0;
+    size_t sizes[] = {N * C, N * C, N * QD, N * KVD, N * KVD, N * QD, N * C, N * I, N * I,
+                      N * R, (size_t)S_HEAD_CHUNK * C, (size_t)S_HEAD_CHUNK * model->V,
+                      (size_t)c->max_len};
+    float **ptrs[] = {&c->x,  &c->ln,   &c->q,  &c->kk, &c->vv, &c->att,        &c->o,
+                      &c->gate, &c->up, &c->xa, &c->hs, &c->lg, &c->att_scratch};
+    size_t total = 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        total += (sizes[i] + 15) & ~(size_t)15;
+    }
+    free(c->work);
+    c->n_cap = 0;
+    if (!(c->work = malloc(total * sizeof(float)))) {
+        return s_err(model, RL_ENOMEM, "out of memory for a step of %d tokens", n);
+    }
+    size_t off = 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        *ptrs[i] = c->work + off;
+        off += (sizes[i] + 15) & ~(size_t)15;
+    }
+    c->n_cap = n;
+    c->r_cap = r;
+    return 0;
+}
+
+// Final norm and lm_head for the rows of h (n,C) that are wanted, into logits (n,V).
+static void s_step_logits(rl_model_t *self, rl_kvcache_t *c, const float *h, int n,
+                          const unsigned char *want, float *logits) {
+    const int C = self->C, V = self->V;
+    const float eps = self->cfg.rms_norm_eps;
+    if (!want) {
+        rl_rmsnorm_forward(c->ln, NULL, h, self->params.norm, eps, n, C);
+        if (n == 1) {
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, V, C, 1.0f, self->params.lm_head, C, c->ln,
+                        1, 0.0f, logits, 1);
+        } else {
+            rl_logits_forward(logits, c->ln, self->params.lm_head, n, C, V);
+        }
+        return;
+    }
+    // gather wanted rows in chunks: one sgemv for a single row, sgemm for several
+    int rows[S_HEAD_CHUNK];
+    int i = 0;
+    while (i < n) {
+        int k = 0;
+        for (; i < n && k < S_HEAD_CHUNK; i++) {
+            if (want[i]) {
+                rows[k] = i;
+                rl_rmsnorm_forward(c->hs + (size_t)k * C, NULL, h + (size_t)i * C,
+                                   self->params.norm, eps, 1, C);
+                k++;
+            }
+        }
+        if (k == 1) {
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, V, C, 1.0f, self->params.lm_head, C, c->hs,
+                        1, 0.0f, logits + (size_t)rows[0] * V, 1);
+        } else if (k > 1) {
+            rl_logits_forward(c->lg, c->hs, self->params.lm_head, k, C, V);
+            for (int j = 0; j < k; j++) {
+                memcpy(logits + (size_t)rows[j] * V, c->lg + (size_t)j * V,
+                       (size_t)V * sizeof(float));
+            }
+        }
+    }
+}
+
+int rl_model_step(rl_model_t *self, rl_kvcache_t *cache, const int32_t *tokens, const int *slots,
+                  const int *pos, int n, const unsigned char *want, float *logits) {
+    if (cache->model != self) {
+        return s_err(self, RL_EINVAL, "the KV cache belongs to another model");
+    }
+    if (n < 1) {
+        return s_err(self, RL_EINVAL, "a step needs n >= 1 tokens (got %d)", n);
+    }
+    for (int i = 0; i < n; i++) {
+        if (tokens[i] < 0 || tokens[i] >= self->V) {
+            return s_err(self, RL_EINVAL, "token id %d at row %d is outside [0, %d)",
+                         (int)tokens[i], i, self->V);
+        }
+        if (slots[i] < 0 || slots[i] >= cache->n_slots) {
+            return s_err(self, RL_EINVAL, "slot %d at row %d is outside [0, %d)", slots[i], i,
+                         cache->n_slots);
+        }
+        if (pos[i] < 0 || pos[i] >= cache->max_len) {
+            return s_err(self, RL_EINVAL, "position %d at row %d is outside [0, %d) (max_len)",
+                         pos[i], i, cache->max_len);
+        }
+    }
+    int rc = s_step_ensure(self, cache, n);
+    if (rc) {
+        return rc;
+    }
+    const int C = self->C, I = self->I, NH = self->NH, NKV = self->NKV, D = self->D;
+    const int QD = self->QD, KVD = self->KVD;
+    const float eps = self->cfg.rms_norm_eps;
+    float *x = cache->x, *ln = cache->ln, *q = cache->q, *k = cache->kk, *v = cache->vv;
+    float *att = cache->att, *o = cache->o, *gate = cache->gate, *up = cache->up;
+
+    rl_embedding_forward(x, tokens, self->params.embed_tokens, n, C);
+    for (int l = 0; l < self->L; l++) {
+        const rl_layer_params_t *w = &self->layers[l];
+        rl_rmsnorm_forward(ln, NULL, x, w->input_layernorm, eps, n, C);
+        s_proj(self, l, S_Q, q, cache->xa, ln, w->q_proj, w->q_bias, n, C, QD, 0);
+        s_proj(self, l, S_K, k, cache->xa, ln, w->k_proj, w->k_bias, n, C, KVD, 0);
+        s_proj(self, l, S_V, v, cache->xa, ln, w->v_proj, w->v_bias, n, C, KVD, 0);
+        if (self->cfg.qk_norm) {
+            rl_rmsnorm_forward(q, NULL, q, w->q_norm, eps, n * NH, D);
+            rl_rmsnorm_forward(k, NULL, k, w->k_norm, eps, n * NKV, D);
+        }
+        rl_rope_forward(q, q, self->inv_freq, pos, n, NH, D);
+        rl_rope_forward(k, k, self->inv_freq, pos, n, NKV, D);
+        // every row's k/v enters the cache first, so a prefill row sees the rows before it
+        for (int i = 0; i < n; i++) {
+            size_t at = (size_t)pos[i] * KVD;
+            memcpy(s_kv(cache, cache->k, l, slots[i]) + at, k + (size_t)i * KVD,
+                   (size_t)KVD * sizeof(float));
+            memcpy(s_kv(cache, cache->v, l, slots[i]) + at, v + (size_t)i * KVD,
+                   (size_t)KVD * sizeof(float));
+        }
+        for (int i = 0; i < n; i++) {
+            rl_attention_decode(att + (size_t)i * QD, q + (size_t)i * QD,
+                                s_kv(cache, cache->k, l, slots[i]),
+                                s_kv(cache, cache->v, l, slots[i]), pos[i] + 1, (size_t)KVD, NH,
+                                NKV, D, cache->att_scratch);
+        }
+        s_proj(self, l, S_O, o, cache->xa, att, w->o_proj, w->o_bias, n, QD, C, 0);
+        rl_residual_forward(x, x, o, (size_t)n * C);
+        rl_rmsnorm_forward(ln, NULL, x, w->post_attention_layernorm, eps, n, C);
+        s_proj(self, l, S_GATE, gate, cache->xa, ln, w->gate_proj, w->gate_bias, n, C, I, 0);
+        s_proj(self, l, S_UP, up, cache->xa, ln, w->up_proj, w->up_bias, n, C, I, 0);
+        rl_swiglu_forward(gate, gate, up, (size_t)n * I);
+        s_proj(self, l, S_DOWN, o, cache->xa, gate, w->down_proj, w->down_bias, n, I, C, 0);
+        rl_residual_forward(x, x, o, (size_t)n * C);
+    }
+    if (logits) {
+        s_step_logits(self, cache, x, n, want, logits);
+    }
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// adapters and export
+
+int rl_model_load_adapter(rl_model_t *self, const char *dir, char *err, size_t err_len) {
+    const int train = self->opts.tune == RL_TUNE_LORA;
+    if (self->opts.tune == RL_TUNE_FULL) {
+        return rl_errf(err, err_len, RL_EINVAL,
+                       "%s: a LoRA adapter needs a model created with tune LORA or NONE", dir);
+    }
+    rl_lora_t *lo = NULL;
+    int rc = rl_lora_load(&self->cfg, dir, train, &lo, err, err_len);
+    if (rc) {
+        return rc;
+    }
+    if (train) {
+        // the optimizer holds the trainable layout: the adapter must have the same shape
+        char why[400];
+        rc = rl_lora_copy_from(self->lora, lo, why, sizeof why);
+        rl_lora_destroy(&lo);
+        if (rc) {
+            return rl_errf(err, err_len, rc, "%s: %s", dir, why);
+        }
+    } else {
+        rl_lora_destroy(&self->lora);
+        self->lora = lo;
+        // the work buffers are laid out for the adapter's rank, targets and dropout
+        free(self->work);
+        free(self->iwork);
+        free(self->acts);
+        self->work = NULL;
+        self->iwork = NULL;
+        self->acts = NULL;
+        self->N_cap = self->T_cap = self->B_cap = self->sets_cap = 0;
+        self->fwd_valid = 0;
+    }
+    return 0;
+}
+
+int rl_model_save_adapter(const rl_model_t *self, const char *dir, const char *base_model,
+                          char *err, size_t err_len) {
+    if (!self->lora) {
+        return rl_errf(err, err_len, RL_EINVAL, "%s: the model has no LoRA adapter to save",
+                       dir);
+    }
+    return rl_lora_save(self->lora, dir, base_model, err, err_len);
+}
+
+void rl_model_set_adapter_disabled(rl_model_t *self, int disabled) {
+    self->lora_disabled = disabled ? 1 : 0;
+}
+
+// The LoRA module index of an HF tensor name ("model.layers.3.mlp.up_proj.weight"), or -1.
+static int s_lora_module_of(const char *name, int *layer) {
+    const char *pre = "model.layers.";
+    if (strncmp(name, pre, strlen(pre)) != 0) {
+        return -1;
+    }
+    char *end;
+    long l = strtol(name + strlen(pre), &end, 10);
+    if (*end != '.') {
+        return -1;
+    }
+    for (int m = 0; m < RL_LORA_NMOD; m++) {
+        const char *path = rl_lora_module_path(m);
+        size_t np = strlen(path);
+        if (strncmp(end + 1, path, np) == 0 && strcmp(end + 1 + np, ".weight") == 0) {
+            *layer = (int)l;
+            return m;
+        }
+    }
+    return -1;
+}
+
+int rl_model_save_hf(const rl_model_t *self, const char *dir, int bf16, char *err,
+                     size_t err_len) {
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+        return rl_errf(err, err_len, errno, "%s: %s", dir, strerror(errno));
+    }
+    rl_hf_config_t cfg = self->cfg;
+    snprintf(cfg.torch_dtype, sizeof cfg.torch_dtype, "%s", bf16 ? "bfloat16" : "float32");
+    const rl_dtype_t dt = bf16 ? RL_DTYPE_BF16 : RL_DTYPE_F32;
+    const int merge = self->lora && !self->lora_disabled;
+    int n = rl_hf_tensor_specs(&cfg, NULL, 0);
+    rl_hf_tensor_spec_t *specs = calloc((size_t)n, sizeof *specs);
+    rl_st_writer_t *w = rl_st_writer_new();
+    char *cfg_json = rl_hf_config_to_json(&cfg);
+    float *tmp = NULL;
+    int rc = 0;
+    if (!specs || !w || !cfg_json) {
+        rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+        goto fail;
+    }
+    rl_hf_tensor_specs(&cfg, specs, n);
+    if (merge) { // one buffer as large as the largest Linear, reused (the writer copies)
+        size_t mx = 0;
+        for (int i = 0; i < n; i++) {
+            mx = (size_t)s_numel(&specs[i]) > mx ? (size_t)s_numel(&specs[i]) : mx;
+        }
+        if (!(tmp = malloc(mx * sizeof *tmp))) {
+            rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+            goto fail;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        rl_model_params_t p = self->params;
+        float **slot = s_slot(&p, self->L, specs[i].name);
+        RL_ASSERT(slot && *slot);
+        const float *data = *slot;
+        int l = 0, m = s_lora_module_of(specs[i].name, &l);
+        if (merge && m >= 0 && (rl_lora_targets(self->lora) & (1 << m))) {
+            memcpy(tmp, data, (size_t)s_numel(&specs[i]) * sizeof *tmp);
+            rl_lora_merge(self->lora, l, m, tmp); // W += scale * B A
+            rc = rl_st_writer_add_f32(w, specs[i].name, dt, specs[i].ndim, specs[i].shape, tmp);
+        } else if (dt == RL_DTYPE_F32 && !S_BIG_ENDIAN) {
+            rc = rl_st_writer_add(w, specs[i].name, dt, specs[i].ndim, specs[i].shape, data);
+        } else {
+            rc = rl_st_writer_add_f32(w, specs[i].name, dt, specs[i].ndim, specs[i].shape, data);
+        }
+        if (rc) {
+            rl_errf(err, err_len, rc, "adding tensor '%s': %s", specs[i].name, rl_strerror(rc));
+            goto fail;
+        }
+    }
+    // shards of 5 GB as transformers' save_pretrained; one model.safetensors below that
+    if ((rc = rl_st_writer_write_sharded(w, dir, (size_t)5000000000ULL, err, err_len)) != 0) {
+        goto fail;
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        rc = rl_errf(err, err_len, errno, "%s: %s", path, strerror(errno));
+        goto fail;
+    }
+    size_t len = strlen(cfg_json);
+    int bad = fwrite(cfg_json, 1, len, f) != len || fputc('\n', f) == EOF;
+    bad |= fclose(f) != 0;
+    if (bad) {
+        rc = rl_errf(err, err_len, RL_EIO, "%s: write failed", path);
+    }
+fail:
+    free(tmp);
+    free(cfg_json);
+    free(specs);
+    rl_st_writer_destroy(&w);
+    return rc;
+}
