@@ -299,13 +299,61 @@ void rl_rope_backward(float *dinp, const float *dout, const float *inv_freq, con
 }
 
 // ----------------------------------------------------------------------------------------------
-// Causal GQA attention, per (b, h) with L = lengths[b]: only the L x L block is computed.
-// S = scale Q K^T (L,L) by sgemm (the strided head views have ld NH*D / NKV*D), masked causal
-// softmax in place, O = P V by sgemm. lse_t = max + log(sum exp(S - max)) lets backward recompute
-// P = exp(S - lse) without storing (B,NH,T,T).
+// Causal GQA attention. Everything runs on one query/key stream at a time (one (b, h), or one
+// cached sequence's head): queries at positions p0..p0+n-1 (row stride ldq) against keys and
+// values 0..p0+n-1 (row stride ldk). Query rows go in blocks of S_ATT_BLK: a block whose last
+// position is t needs only keys 0..t, so the scores of a block are one (rb, nk) sgemm, which
+// skips most of the masked upper triangle and bounds the scratch to S_ATT_BLK rows of keys.
+// S = scale Q K^T, causal softmax in place, O = P V. lse_t = max + log(sum exp(S - max)) lets
+// backward recompute P = exp(S - lse) without storing (B,NH,T,T).
+enum { S_ATT_BLK = 64 };
+
+static int s_min(int a, int b) {
+    return a < b ? a : b;
+}
+
+// Scores of query rows r0..r0+rb-1 (positions p0+r0..) against keys 0..nk-1 into S (rb,nk).
+static void s_att_scores(float *S, const float *q, int ldq, const float *k, int ldk, int r0,
+                         int rb, int nk, int D, float scale) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rb, nk, D, scale, q + (size_t)r0 * ldq,
+                ldq, k, ldk, 0.0f, S, nk);
+}
+
+static void s_att_fwd(float *o, int ldo, float *lse, const float *q, int ldq, const float *k,
+                      const float *v, int ldk, int p0, int n, int D, float scale, float *S) {
+    for (int r0 = 0; r0 < n; r0 += S_ATT_BLK) {
+        int rb = s_min(S_ATT_BLK, n - r0), nk = p0 + r0 + rb;
+        s_att_scores(S, q, ldq, k, ldk, r0, rb, nk, D, scale);
+        for (int i = 0; i < rb; i++) {
+            int t = p0 + r0 + i; // keys 0..t are visible
+            float *row = S + (size_t)i * nk;
+            float mx = row[0];
+            for (int j = 1; j <= t; j++) {
+                mx = row[j] > mx ? row[j] : mx;
+            }
+            double sum = 0.0;
+            for (int j = 0; j <= t; j++) {
+                row[j] = expf(row[j] - mx);
+                sum += row[j];
+            }
+            float inv = (float)(1.0 / sum);
+            for (int j = 0; j <= t; j++) {
+                row[j] *= inv;
+            }
+            for (int j = t + 1; j < nk; j++) {
+                row[j] = 0.0f;
+            }
+            if (lse) {
+                lse[r0 + i] = mx + (float)log(sum);
+            }
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rb, D, nk, 1.0f, S, nk, v, ldk,
+                    0.0f, o + (size_t)r0 * ldo, ldo);
+    }
+}
 
 size_t rl_attention_scratch_floats(int T) {
-    return 2 * (size_t)T * (size_t)T;
+    return 2 * (size_t)s_min(T, S_ATT_BLK) * (size_t)T;
 }
 
 void rl_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
@@ -313,7 +361,6 @@ void rl_attention_forward(float *out, float *lse, const float *q, const float *k
                           float *scratch) {
     float scale = 1.0f / sqrtf((float)D);
     int qs = NH * D, ks = NKV * D, grp = NH / NKV;
-    float *S = scratch;
     for (int b = 0; b < B; b++) {
         int L = lengths[b];
         for (int h = 0; h < NH; h++) {
@@ -323,105 +370,100 @@ void rl_attention_forward(float *out, float *lse, const float *q, const float *k
             const float *vb = v + (size_t)b * T * ks + (size_t)g * D;
             float *ob = out + (size_t)b * T * qs + (size_t)h * D;
             float *lb = lse ? lse + ((size_t)b * NH + h) * T : NULL;
-            for (int t = L; t < T; t++) {
+            for (int t = L > 0 ? L : 0; t < T; t++) {
                 memset(ob + (size_t)t * qs, 0, (size_t)D * sizeof(float));
                 if (lb) {
                     lb[t] = 0.0f;
                 }
             }
-            if (L <= 0) {
-                continue;
+            if (L > 0) {
+                s_att_fwd(ob, qs, lb, qb, qs, kb, vb, ks, 0, L, D, scale, scratch);
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, L, D, scale, qb, qs, kb, ks,
-                        0.0f, S, L);
-            for (int t = 0; t < L; t++) {
-                float *row = S + (size_t)t * L;
-                float mx = row[0];
-                for (int j = 1; j <= t; j++) {
-                    mx = row[j] > mx ? row[j] : mx;
-                }
-                double sum = 0.0;
-                for (int j = 0; j <= t; j++) {
-                    row[j] = expf(row[j] - mx);
-                    sum += row[j];
-                }
-                float inv = (float)(1.0 / sum);
-                for (int j = 0; j <= t; j++) {
-                    row[j] *= inv;
-                }
-                for (int j = t + 1; j < L; j++) {
-                    row[j] = 0.0f;
-                }
-                if (lb) {
-                    lb[t] = mx + (float)log(sum);
-                }
-            }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, D, L, 1.0f, S, L, vb, ks,
-                        0.0f, ob, qs);
         }
     }
 }
 
+// Per row block (keys 0..nk-1), with P recomputed from lse:
+//   dP = dO V^T;  dv += P^T dO;  dS = P * (dP - rowsum(P * dP));  dq += scale dS K;
+//   dk += scale dS^T Q.
 void rl_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
                            const float *k, const float *v, const float *lse, const int *lengths,
                            int B, int T, int NH, int NKV, int D, float *scratch) {
     float scale = 1.0f / sqrtf((float)D);
     int qs = NH * D, ks = NKV * D, grp = NH / NKV;
     float *P = scratch;
-    float *dP = scratch + (size_t)T * T;
+    float *dP = scratch + (size_t)s_min(T, S_ATT_BLK) * T;
     for (int b = 0; b < B; b++) {
         int L = lengths[b];
-        if (L <= 0) {
-            continue;
-        }
-        for (int h = 0; h < NH; h++) {
+        for (int h = 0; L > 0 && h < NH; h++) {
             int g = h / grp;
             size_t qo = (size_t)b * T * qs + (size_t)h * D;
             size_t ko = (size_t)b * T * ks + (size_t)g * D;
             const float *lb = lse + ((size_t)b * NH + h) * T;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, L, D, scale, q + qo, qs,
-                        k + ko, ks, 0.0f, P, L);
-            for (int t = 0; t < L; t++) {
-                float *row = P + (size_t)t * L;
-                for (int j = 0; j <= t; j++) {
-                    row[j] = expf(row[j] - lb[t]);
+            for (int r0 = 0; r0 < L; r0 += S_ATT_BLK) {
+                int rb = s_min(S_ATT_BLK, L - r0), nk = r0 + rb;
+                const float *qblk = q + qo + (size_t)r0 * qs;
+                const float *dob = dout + qo + (size_t)r0 * qs;
+                s_att_scores(P, q + qo, qs, k + ko, ks, r0, rb, nk, D, scale);
+                for (int i = 0; i < rb; i++) {
+                    int t = r0 + i;
+                    float *row = P + (size_t)i * nk;
+                    for (int j = 0; j <= t; j++) {
+                        row[j] = expf(row[j] - lb[t]);
+                    }
+                    for (int j = t + 1; j < nk; j++) {
+                        row[j] = 0.0f;
+                    }
                 }
-                for (int j = t + 1; j < L; j++) {
-                    row[j] = 0.0f;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rb, nk, D, 1.0f, dob, qs,
+                            v + ko, ks, 0.0f, dP, nk);
+                if (dv) {
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, D, rb, 1.0f, P, nk,
+                                dob, qs, 1.0f, dv + ko, ks);
                 }
-            }
-            // dP = dO V^T; dv += P^T dO
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, L, D, 1.0f, dout + qo, qs,
-                        v + ko, ks, 0.0f, dP, L);
-            if (dv) {
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L, D, L, 1.0f, P, L,
-                            dout + qo, qs, 1.0f, dv + ko, ks);
-            }
-            // softmax backward: dS = P * (dP - sum_j P dP), in place in dP
-            for (int t = 0; t < L; t++) {
-                float *pr = P + (size_t)t * L;
-                float *dr = dP + (size_t)t * L;
-                double dot = 0.0;
-                for (int j = 0; j <= t; j++) {
-                    dot += (double)pr[j] * dr[j];
+                for (int i = 0; i < rb; i++) { // softmax backward, in place in dP
+                    int t = r0 + i;
+                    float *pr = P + (size_t)i * nk;
+                    float *dr = dP + (size_t)i * nk;
+                    double dot = 0.0;
+                    for (int j = 0; j <= t; j++) {
+                        dot += (double)pr[j] * dr[j];
+                    }
+                    float fd = (float)dot;
+                    for (int j = 0; j <= t; j++) {
+                        dr[j] = pr[j] * (dr[j] - fd);
+                    }
+                    for (int j = t + 1; j < nk; j++) {
+                        dr[j] = 0.0f;
+                    }
                 }
-                float fd = (float)dot;
-                for (int j = 0; j <= t; j++) {
-                    dr[j] = pr[j] * (dr[j] - fd);
+                if (dq) {
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rb, D, nk, scale, dP,
+                                nk, k + ko, ks, 1.0f, dq + qo + (size_t)r0 * qs, qs);
                 }
-                for (int j = t + 1; j < L; j++) {
-                    dr[j] = 0.0f;
+                if (dk) {
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, D, rb, scale, dP, nk,
+                                qblk, qs, 1.0f, dk + ko, ks);
                 }
-            }
-            if (dq) {
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, D, L, scale, dP, L,
-                            k + ko, ks, 1.0f, dq + qo, qs);
-            }
-            if (dk) {
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L, D, L, scale, dP, L,
-                            q + qo, qs, 1.0f, dk + ko, ks);
             }
         }
+    }
+}
+
+size_t rl_attention_prefill_scratch_floats(int n, int n_ctx) {
+    return (size_t)s_min(n, S_ATT_BLK) * (size_t)n_ctx;
+}
+
+void rl_attention_prefill(float *out, const float *q, const float *kcache, const float *vcache,
+                          int pos0, int n, size_t kv_stride, int NH, int NKV, int D,
+                          float *scratch) {
+    float scale = 1.0f / sqrtf((float)D);
+    int grp = NH / NKV;
+    for (int h = 0; h < NH; h++) {
+        int g = h / grp;
+        s_att_fwd(out + (size_t)h * D, NH * D, NULL, q + (size_t)h * D, NH * D,
+                  kcache + (size_t)g * D, vcache + (size_t)g * D, (int)kv_stride, pos0, n, D,
+                  scale, scratch);
     }
 }
 

@@ -106,7 +106,8 @@ void rl_rope_backward(float *dinp, const float *dout, const float *inv_freq, con
 // written as zeros and get zero gradients; padded k/v/q values are never read.
 // Saves lse (B,NH,T): the log-sum-exp of each row's scaled scores (0 on padded rows), from which
 // backward recomputes the probabilities (memory O(B*NH*T), not O(T^2)). lse may be NULL.
-// scratch: rl_attention_scratch_floats(T) floats.
+// scratch: rl_attention_scratch_floats(T) floats (query rows go in blocks of 64, so this is
+// 2*min(T,64)*T, not T^2).
 size_t rl_attention_scratch_floats(int T);
 void rl_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
                           const int *lengths, int B, int T, int NH, int NKV, int D,
@@ -126,6 +127,15 @@ void rl_attention_backward(float *dq, float *dk, float *dv, const float *dout, c
 void rl_attention_decode(float *out, const float *q, const float *kcache, const float *vcache,
                          int n_ctx, size_t kv_stride, int NH, int NKV, int D, float *scratch);
 
+// Prefill: n queries of one sequence at consecutive positions pos0..pos0+n-1, q (n,NH,D), whose
+// K/V rows are already in the cache; query i attends to cached positions 0..pos0+i. out (n,NH,D).
+// Same layout of kcache/vcache as rl_attention_decode. One sgemm per head and block of 64 rows.
+// scratch: rl_attention_prefill_scratch_floats(n, pos0 + n) floats.
+size_t rl_attention_prefill_scratch_floats(int n, int n_ctx);
+void rl_attention_prefill(float *out, const float *q, const float *kcache, const float *vcache,
+                          int pos0, int n, size_t kv_stride, int NH, int NKV, int D,
+                          float *scratch);
+
 // ---- SwiGLU ------------------------------------------------------------------------------------
 // out (N) = silu(gate) * up, silu(x) = x / (1 + exp(-x)). out may equal gate or up.
 void rl_swiglu_forward(float *out, const float *gate, const float *up, size_t N);
@@ -139,7 +149,7 @@ void rl_swiglu_backward(float *dgate, float *dup, const float *dout, const float
 //   logp[i] = log_softmax(z)[targets[i]],  entropy[i] = -sum_v p_v log p_v (nats; NULL: skipped).
 // Rows with targets[i] < 0 get logp 0 and entropy 0. Only (chunk, V) logits exist at a time
 // (V may be 151,936); rows with a target are packed, so padding costs nothing.
-// chunk >= 1; scratch: rl_logprob_scratch_floats(chunk, C, V) floats.
+// chunk >= 1 (capped at 256); scratch: rl_logprob_scratch_floats(chunk, C, V) floats.
 size_t rl_logprob_scratch_floats(int chunk, int C, int V);
 void rl_logprob_forward(float *logp, float *entropy, const float *h, const float *w,
                         const int32_t *targets, float temperature, int N, int C, int V,

@@ -613,6 +613,47 @@ static void test_attention(rng_t *r) {
     free(dkd), free(dvd);
 }
 
+// Long sequences: several 64-row blocks (and a partial one) in forward, backward and prefill.
+static void test_attention_long(rng_t *r) {
+    printf("attention, long (row blocks)\n");
+    enum { LB = 2, LT = 150 };
+    const int lens[LB] = {150, 77};
+    const size_t qn = (size_t)LB * LT * NH * D, kn = (size_t)LB * LT * NKV * D;
+    float *q = fal(qn), *k = fal(kn), *v = fal(kn), *out = fal(qn), *lse = fal(LB * NH * LT);
+    float *dout = fal(qn), *dq = fal(qn), *dk = fal(kn), *dv = fal(kn);
+    float *scratch = fal(rl_attention_scratch_floats(LT));
+    double *qd = dal(qn), *kd = dal(kn), *vd = dal(kn), *outd = dal(qn), *lsed = dal(LB * NH * LT);
+    double *doutd = dal(qn), *dqd = dal(qn), *dkd = dal(kn), *dvd = dal(kn);
+    fill2(r, q, qd, qn, 2.0);
+    fill2(r, k, kd, kn, 2.0);
+    fill2(r, v, vd, kn, 1.0);
+    fill2(r, dout, doutd, qn, 1.0);
+    rl_attention_forward(out, lse, q, k, v, lens, LB, LT, NH, NKV, D, scratch);
+    rl_attention_forward_ref(outd, lsed, qd, kd, vd, lens, LB, LT, NH, NKV, D);
+    s_cmp("attention T=150 fwd", out, outd, qn, TOL_FAST);
+    s_cmp("attention T=150 lse", lse, lsed, LB * NH * LT, TOL_FAST);
+    rl_attention_backward(dq, dk, dv, dout, q, k, v, lse, lens, LB, LT, NH, NKV, D, scratch);
+    rl_attention_backward_ref(dqd, dkd, dvd, doutd, qd, kd, vd, lsed, lens, LB, LT, NH, NKV, D);
+    s_cmp("attention T=150 bwd dq", dq, dqd, qn, TOL_FAST);
+    s_cmp("attention T=150 bwd dk", dk, dkd, kn, TOL_FAST);
+    s_cmp("attention T=150 bwd dv", dv, dvd, kn, TOL_FAST);
+    // prefill of sequence 0 from position 0 and from position 20 (k/v of sequence 0 are a
+    // contiguous cache with stride NKV*D): equals the full attention's rows
+    const int starts[2] = {0, 20};
+    for (int s = 0; s < 2; s++) {
+        int p0 = starts[s], n = LT - p0;
+        float *pre = fal((size_t)n * NH * D);
+        float *ps = fal(rl_attention_prefill_scratch_floats(n, p0 + n));
+        rl_attention_prefill(pre, q + (size_t)p0 * NH * D, k, v, p0, n, NKV * D, NH, NKV, D, ps);
+        s_cmp(s == 0 ? "prefill pos0=0 n=150" : "prefill pos0=20 n=130", pre,
+              outd + (size_t)p0 * NH * D, (size_t)n * NH * D, TOL_FAST);
+        free(pre), free(ps);
+    }
+    free(q), free(k), free(v), free(out), free(lse), free(dout), free(dq), free(dk), free(dv);
+    free(scratch), free(qd), free(kd), free(vd), free(outd), free(lsed), free(doutd), free(dqd);
+    free(dkd), free(dvd);
+}
+
 // ---- SwiGLU and residual ------------------------------------------------------------------------
 enum { SN = BT * OC };
 typedef struct {
@@ -780,6 +821,7 @@ static void test_logprob(rng_t *r) {
 }
 
 int main(void) {
+    setvbuf(stdout, NULL, _IONBF, 0); // keep our lines and the CHECK failures (stderr) in order
     rl_layers_set_threads(1);
     rng_t r = {12345};
     test_embedding(&r);
@@ -788,6 +830,7 @@ int main(void) {
     test_lora(&r);
     test_rope(&r);
     test_attention(&r);
+    test_attention_long(&r);
     test_swiglu(&r);
     test_logprob(&r);
     printf("worst finite-difference error over all backward passes: %.3g (tol %g)\n", g_fd_worst,
