@@ -562,16 +562,22 @@ static void s_chunk_logits(float *z, const float *hc, const float *w, float temp
 }
 
 // Row statistics: lse and sum_v p_v z_v.
-static void s_row_stats(const float *z, int V, double *lse_p, double *pz_p) {
+// expf (1 ulp) with double sums: as accurate as needed and ~3x cheaper than exp() over V = 152k.
+static float s_row_max(const float *z, int V) {
     float mx = z[0];
     for (int v = 1; v < V; v++) {
         mx = z[v] > mx ? z[v] : mx;
     }
+    return mx;
+}
+
+static void s_row_stats(const float *z, int V, double *lse_p, double *pz_p) {
+    float mx = s_row_max(z, V);
     double sum = 0.0, sz = 0.0;
     for (int v = 0; v < V; v++) {
-        double e = exp((double)(z[v] - mx));
+        float e = expf(z[v] - mx);
         sum += e;
-        sz += e * z[v];
+        sz += (double)e * z[v];
     }
     *lse_p = mx + log(sum);
     *pz_p = sz / sum;
@@ -633,17 +639,30 @@ void rl_logprob_backward(float *dh, float *dw, const float *dlogp, const float *
         for (int r = 0; r < n; r++) {
             float *zr = z + (size_t)r * V;
             int i = idx[r];
-            double lse, pz;
-            s_row_stats(zr, V, &lse, &pz);
-            double H = lse - pz;
             double gl = dlogp[i];
             double ge = dentropy ? dentropy[i] : 0.0;
             double inv_t = 1.0 / temperature;
-            for (int v = 0; v < V; v++) {
-                double lp = zr[v] - lse;
-                double p = exp(lp);
-                double dz = -gl * p - ge * p * (lp + H);
-                zr[v] = (float)(dz * inv_t);
+            if (ge == 0.0) { // the usual case: dz = gl (onehot - p), two passes, in place
+                float mx = s_row_max(zr, V);
+                double sum = 0.0;
+                for (int v = 0; v < V; v++) {
+                    zr[v] = expf(zr[v] - mx);
+                    sum += zr[v];
+                }
+                float k = (float)(-gl * inv_t / sum);
+                for (int v = 0; v < V; v++) {
+                    zr[v] *= k;
+                }
+            } else {
+                double lse, pz;
+                s_row_stats(zr, V, &lse, &pz);
+                double H = lse - pz;
+                for (int v = 0; v < V; v++) {
+                    double lp = zr[v] - lse;
+                    double p = exp(lp);
+                    double dz = -gl * p - ge * p * (lp + H);
+                    zr[v] = (float)(dz * inv_t);
+                }
             }
             zr[targets[i]] += (float)(gl * inv_t);
         }
