@@ -11,6 +11,7 @@ extern "C" {
 
 enum { RL_EXIT_OK = 0, RL_EXIT_FAIL = 1, RL_EXIT_USAGE = 2 };
 
+int rl_cmd_run(int argc, char **argv);
 int rl_cmd_validate(int argc, char **argv);
 int rl_cmd_tokenize(int argc, char **argv);
 int rl_cmd_detokenize(int argc, char **argv);

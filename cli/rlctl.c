@@ -13,6 +13,7 @@ typedef struct {
 
 // One line per subcommand; `rlctl --help` lists them in this order.
 static const s_command_t s_commands[] = {
+    {"run", rl_cmd_run, "train as a recipe says (sft now; grpo in a later milestone)"},
     {"validate", rl_cmd_validate, "check a recipe and print it with every default filled"},
     {"tokenize", rl_cmd_tokenize, "print the token ids of a text"},
     {"detokenize", rl_cmd_detokenize, "print the text of token ids"},

@@ -65,6 +65,7 @@ int main(void) {
     st.rng.spare = -0.123456789012345678;
     strcpy(st.tune, "lora");
     st.n_trainable = 10;
+    st.num_tokens = 12345678901LL;
     CHECK_INT(rl_checkpoint_read_state(dir, &back, err, sizeof(err)), RL_ENOTFOUND);
     CHECK_CONTAINS(err, "incomplete checkpoint");
     CHECK_INT(rl_checkpoint_commit(dir, &st, o, err, sizeof(err)), 0);
@@ -78,6 +79,7 @@ int main(void) {
     CHECK_INT(back.data_epoch, 2);
     CHECK_INT(back.data_index, 7);
     CHECK_INT(back.n_trainable, 10);
+    CHECK_INT(back.num_tokens, 12345678901LL);
     CHECK_STR(back.tune, "lora");
     CHECK(memcmp(back.rng.s, st.rng.s, sizeof(st.rng.s)) == 0);
     CHECK_INT(back.rng.has_spare, 1);

@@ -169,6 +169,7 @@ int rl_checkpoint_commit(const char *dir, const rl_ckpt_state_t *st, const rl_op
     json_object_set_new(o, "policy_version", json_integer(st->policy_version));
     json_object_set_new(o, "tune", json_string(st->tune));
     json_object_set_new(o, "n_trainable", json_integer(st->n_trainable));
+    json_object_set_new(o, "num_tokens", json_integer(st->num_tokens));
     json_object_set_new(data, "epoch", json_integer(st->data_epoch));
     json_object_set_new(data, "index", json_integer(st->data_index));
     json_object_set_new(o, "data", data);
@@ -256,7 +257,8 @@ int rl_checkpoint_read_state(const char *dir, rl_ckpt_state_t *st, char *err, si
     json_t *spare = rng ? json_object_get(rng, "spare") : NULL;
     if ((rc = s_get_int(o, "step", &st->step, path, err, err_len)) ||
         (rc = s_get_int(o, "policy_version", &st->policy_version, path, err, err_len)) ||
-        (rc = s_get_int(o, "n_trainable", &st->n_trainable, path, err, err_len))) {
+        (rc = s_get_int(o, "n_trainable", &st->n_trainable, path, err, err_len)) ||
+        (rc = s_get_int(o, "num_tokens", &st->num_tokens, path, err, err_len))) {
         goto done;
     }
     if (!json_is_object(data) || !json_is_object(rng) || !json_is_string(tune) ||

@@ -328,6 +328,13 @@ int rl_metrics_write(rl_metrics_t *self, int64_t step, double time) {
     return rc;
 }
 
+void rl_metrics_clear(rl_metrics_t *self) {
+    for (int i = 0; i < self->n; i++) {
+        free(self->kv[i].name);
+    }
+    self->n = 0;
+}
+
 const char *rl_metrics_errmsg(const rl_metrics_t *self) { return self->errmsg; }
 
 int rl_metrics_truncate_after(const char *path, int64_t step, char *err, size_t err_len) {

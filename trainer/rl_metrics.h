@@ -39,6 +39,9 @@ int rl_metrics_add(rl_metrics_t *self, const char *name, double value);
 // Returns 0 or RL_EIO (details in rl_metrics_errmsg).
 int rl_metrics_write(rl_metrics_t *self, int64_t step, double time);
 
+// Drops the pending values without writing them.
+void rl_metrics_clear(rl_metrics_t *self);
+
 // The message of the last failure. borrowed; valid until the next call.
 const char *rl_metrics_errmsg(const rl_metrics_t *self);
 

@@ -1,0 +1,198 @@
+// rlctl run — run a recipe: checks it, opens the run folder under the rules of DESIGN.md §3
+// (refuse a folder holding a run unless --resume or --force; a lock file), writes the resolved
+// recipe.yaml, and starts the algorithm. SFT runs here (trainer/rl_sft); GRPO is refused until
+// its milestone lands.
+#include "rl_cli.h"
+#include "rl_config.h"
+#include "rl_err.h"
+#include "rl_log.h"
+#include "rl_rundir.h"
+#include "rl_sft.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void s_help(FILE *out) {
+    fprintf(out,
+            "usage: rlctl run RECIPE.yaml [section.key=VALUE ...] [--resume [DIR] | --force]\n\n"
+            "Trains as the recipe says and writes the run folder (run.dir, default\n"
+            "runs/<run.name>): recipe.yaml, metrics.jsonl, a TensorBoard event file,\n"
+            "checkpoints/step-<N>/ and final/ (an HF folder, or a PEFT adapter with LoRA).\n\n"
+            "options:\n"
+            "  --resume [DIR]   continue the run in run.dir (or in DIR, a run folder or one of its\n"
+            "                   checkpoints/step-<N>) from its newest complete checkpoint\n"
+            "  --force          start over in a folder that holds a run (removes its recipe.yaml,\n"
+            "                   metrics, event files, checkpoints/ and final/)\n"
+            "  --stop-at N      stop after step N with a checkpoint, as if interrupted\n"
+            "  --no-tensorboard do not write the event file\n"
+            "  -h, --help       this help\n\n"
+            "algorithms: sft (now); grpo arrives in a later milestone.\n"
+            "exit status: 0 done, 2 invalid recipe or usage, 1 other failure\n");
+}
+
+static int s_is_file(const char *dir, const char *name) {
+    char p[4200];
+    int w = snprintf(p, sizeof(p), "%s/%s", dir, name);
+    return w > 0 && (size_t)w < sizeof(p) && access(p, F_OK) == 0;
+}
+
+// Writes the resolved recipe as <run>/recipe.yaml; on resume keeps the original and warns when
+// the recipe now differs from it.
+static int s_write_recipe(const rl_recipe_t *r, const char *run_dir, int resume) {
+    char *yaml = NULL;
+    if (rl_recipe_to_yaml(r, &yaml) != 0) {
+        fprintf(stderr, "rlctl run: out of memory\n");
+        return 1;
+    }
+    char path[4400];
+    int w = snprintf(path, sizeof(path), "%s/recipe.yaml", run_dir);
+    if (w < 0 || (size_t)w >= sizeof(path)) {
+        fprintf(stderr, "rlctl run: %s: path too long\n", run_dir);
+        free(yaml);
+        return 1;
+    }
+    int rc = 0;
+    FILE *f = resume ? fopen(path, "rb") : NULL;
+    if (f) {
+        char *old = calloc(strlen(yaml) + 2, 1);
+        size_t n = old ? fread(old, 1, strlen(yaml) + 1, f) : 0;
+        if (!old || n != strlen(yaml) || memcmp(old, yaml, n) != 0) {
+            rl_log_warn("%s differs from the recipe given now; the run continues with the one "
+                        "given now (a changed recipe may not resume exactly)", path);
+        }
+        free(old);
+        fclose(f);
+    } else {
+        f = fopen(path, "wb");
+        if (!f || fputs(yaml, f) < 0 || fclose(f) != 0) {
+            fprintf(stderr, "rlctl run: %s: cannot write: %s\n", path, strerror(errno));
+            rc = 1;
+        }
+    }
+    free(yaml);
+    return rc;
+}
+
+int rl_cmd_run(int argc, char **argv) {
+    if (rl_cli_wants_help(argc, argv)) {
+        s_help(stdout);
+        return RL_EXIT_OK;
+    }
+    const char *recipe_path = NULL, *resume_dir = NULL;
+    int resume = 0, force = 0, tensorboard = 1;
+    long long stop_at = 0;
+    const char **overrides = calloc((size_t)argc + 1, sizeof(char *));
+    int n_over = 0, code = RL_EXIT_USAGE;
+    rl_recipe_t *r = NULL;
+    rl_rundir_t *rd = NULL;
+    if (!overrides) {
+        fprintf(stderr, "rlctl run: out of memory\n");
+        return RL_EXIT_FAIL;
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--resume") == 0) {
+            resume = 1;
+            // an optional DIR: the next argument when it is neither a flag nor an override
+            if (i + 1 < argc && argv[i + 1][0] != '-' && !strchr(argv[i + 1], '=') &&
+                recipe_path) {
+                resume_dir = argv[++i];
+            }
+        } else if (strncmp(a, "--resume=", 9) == 0) {
+            resume = 1;
+            resume_dir = a + 9;
+        } else if (strcmp(a, "--force") == 0) {
+            force = 1;
+        } else if (strcmp(a, "--no-tensorboard") == 0) {
+            tensorboard = 0;
+        } else if (strcmp(a, "--stop-at") == 0 && i + 1 < argc) {
+            char *end;
+            stop_at = strtoll(argv[++i], &end, 10);
+            if (*end || stop_at < 1) {
+                fprintf(stderr, "rlctl run: --stop-at wants a step >= 1, not '%s'\n", argv[i]);
+                goto done;
+            }
+        } else if (a[0] == '-' && a[1] != '\0') {
+            fprintf(stderr, "rlctl run: unknown option '%s' (rlctl run --help)\n", a);
+            goto done;
+        } else if (!recipe_path) {
+            recipe_path = a;
+        } else if (strchr(a, '=')) {
+            overrides[n_over++] = a;
+        } else {
+            fprintf(stderr, "rlctl run: '%s' is neither an override (key=value) nor an option\n",
+                    a);
+            goto done;
+        }
+    }
+    if (!recipe_path) {
+        s_help(stderr);
+        goto done;
+    }
+    if (resume && force) {
+        fprintf(stderr, "rlctl run: --resume and --force exclude each other\n");
+        goto done;
+    }
+    static char err[16384];
+    int rc = rl_recipe_load_file(recipe_path, overrides, n_over, 0, &r, err, sizeof(err));
+    if (rc) {
+        fprintf(stderr, "%s%s", err, err[0] && err[strlen(err) - 1] == '\n' ? "" : "\n");
+        code = rc == RL_EINVAL ? RL_EXIT_USAGE : RL_EXIT_FAIL;
+        goto done;
+    }
+    if (r->algorithm.name == RL_RECIPE_ALGO_GRPO) {
+        fprintf(stderr, "rlctl run: %s: algorithm grpo is not available yet: GRPO arrives in a "
+                        "later milestone (this build trains algorithm sft)\n", recipe_path);
+        code = RL_EXIT_USAGE;
+        goto done;
+    }
+    if (r->algorithm.name != RL_RECIPE_ALGO_SFT) {
+        fprintf(stderr, "rlctl run: %s: unsupported algorithm\n", recipe_path);
+        code = RL_EXIT_USAGE;
+        goto done;
+    }
+
+    // the run folder: run.dir, or the folder --resume names (a run, or one of its checkpoints)
+    char run_dir[4200], ckpt[4200] = "";
+    snprintf(run_dir, sizeof(run_dir), "%s", r->run.dir);
+    if (resume_dir) {
+        if (s_is_file(resume_dir, "state.json")) {
+            snprintf(ckpt, sizeof(ckpt), "%s", resume_dir);
+            snprintf(run_dir, sizeof(run_dir), "%s/../..", resume_dir);
+        } else {
+            snprintf(run_dir, sizeof(run_dir), "%s", resume_dir);
+        }
+        if (access(run_dir, F_OK) != 0) {
+            fprintf(stderr, "rlctl run: --resume %s: no such folder\n", resume_dir);
+            goto done;
+        }
+    }
+    rl_rundir_mode_t mode = resume ? RL_RUNDIR_RESUME : force ? RL_RUNDIR_FORCE : RL_RUNDIR_NEW;
+    rd = rl_rundir_open(run_dir, mode, &rc, err, sizeof(err));
+    if (!rd) {
+        fprintf(stderr, "rlctl run: %s\n", err);
+        code = rc == RL_EINVAL ? RL_EXIT_USAGE : RL_EXIT_FAIL;
+        goto done;
+    }
+    if (s_write_recipe(r, run_dir, resume)) {
+        code = RL_EXIT_FAIL;
+        goto done;
+    }
+    rl_log_info("run folder: %s", run_dir);
+    rl_sft_opts_t so = {run_dir, resume, ckpt[0] ? ckpt : NULL, stop_at, tensorboard};
+    rc = rl_sft_run(r, &so, err, sizeof(err));
+    if (rc) {
+        fprintf(stderr, "rlctl run: %s\n", err);
+        code = RL_EXIT_FAIL;
+        goto done;
+    }
+    code = RL_EXIT_OK;
+done:
+    rl_rundir_destroy(&rd);
+    rl_recipe_destroy(&r);
+    free(overrides);
+    return code;
+}

@@ -1,0 +1,40 @@
+// rl_sft — the supervised fine-tuning loop behind `rlctl run` for algorithm sft, in one file so
+// every detail of the method is visible (STYLE.md: CleanRL). Per optimizer step:
+//   1. take train.batch_size examples from the seeded epoch order (rl_data);
+//   2. count N_tok, the loss tokens of the whole step, before any forward;
+//   3. for each micro-batch of train.micro_batch_size: forward -> logp, loss += -sum(m logp)/N_tok,
+//      dlogp = -m/N_tok, backward (gradients accumulate), so accumulation equals one big batch;
+//   4. a non-finite loss stops the run naming the step; clip the global grad norm;
+//   5. AdamW at the scheduled rate lr(step - 1);
+//   6. metrics.jsonl + TensorBoard + progress line; eval/loss every train.eval_every steps;
+//      a checkpoint every train.save_every steps; final/ at the end.
+// Not the command-line parser (cli/cmd_run.c) and not the run-folder rules (rl_rundir).
+#ifndef RL_SFT_H
+#define RL_SFT_H
+
+#include "rl_config.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    const char *run_dir;     // the run folder, already opened and locked (rl_rundir)
+    int resume;              // 1: continue from the newest complete checkpoint, if any
+    const char *resume_from; // a checkpoints/step-<N> folder to resume from, or NULL (newest)
+    int64_t stop_at;         // > 0: stop after this step with a checkpoint, as if interrupted
+    int tensorboard;         // write an event file beside metrics.jsonl
+} rl_sft_opts_t;
+
+// Runs SFT as the recipe says. Returns 0 when train.steps (or stop_at) are done and final/ (or
+// the stop checkpoint) is written; otherwise an error code with a message naming what failed in
+// err (a NaN loss names the step). The caller prints err.
+int rl_sft_run(const rl_recipe_t *recipe, const rl_sft_opts_t *opts, char *err, size_t err_len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
