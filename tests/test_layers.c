@@ -433,6 +433,46 @@ static void test_rope(rng_t *r) {
         CHECK_MSG(0, "config: %s", err);
     }
 
+    // Bit-exact fp32: transformers' op sequence re-run in python with a float32 rounding after
+    // every op (scalar / tensor is reciprocal-then-multiply, python scalars cast to float32,
+    // pow taken as correctly rounded), for the config above, the llama_gqa golden's (orig 64)
+    // and Llama-3.2-1B's.
+    {
+        static const float small[4] = {0x1p+0f, 0x1.99999ap-4f, 0x1.94968p-9f, 0x1.0624dep-13f};
+        static const float gqa[4] = {0x1p+0f, 0x1.ab5e6p-7f, 0x1.47ae14p-10f, 0x1.0624dep-13f};
+        static const float l32[32] = {
+            0x1p+0f,        0x1.53c38cp-1f,  0x1.c2ef78p-2f,  0x1.2b3dc6p-2f,  0x1.8d276p-3f,
+            0x1.078d4p-3f,  0x1.5dc95ap-4f,  0x1.d03ccep-5f,  0x1.34119p-5f,   0x1.98de92p-6f,
+            0x1.0f5386p-6f, 0x1.681adap-7f,  0x1.ddee9ep-8f,  0x1.3d2804p-8f,  0x1.a4ee4p-9f,
+            0x1.524f36p-10f, 0x1.c26c4p-12f, 0x1.9731eep-14f, 0x1.46831ap-16f, 0x1.b15902p-17f,
+            0x1.1f91fp-17f, 0x1.7da9e8p-18f, 0x1.fa8b86p-19f, 0x1.5024d6p-19f, 0x1.be2188p-20f,
+            0x1.280d96p-20f, 0x1.88ec2p-21f, 0x1.04be68p-21f, 0x1.5a0f4ep-22f, 0x1.cb4a9ap-23f,
+            0x1.30c94ep-23f, 0x1.94836p-24f};
+        rl_hf_config_t c2;
+        memset(&c2, 0, sizeof c2);
+        c2.head_dim = 8;
+        c2.rope_theta = 10000.0;
+        c2.rope_type = RL_ROPE_LLAMA3;
+        c2.rope_factor = 8.0;
+        c2.rope_low_freq_factor = 1.0;
+        c2.rope_high_freq_factor = 4.0;
+        c2.rope_original_max_position_embeddings = 1024;
+        rl_rope_inv_freq(invf, &c2);
+        CHECK(memcmp(invf, small, sizeof small) == 0);
+        c2.rope_original_max_position_embeddings = 64;
+        rl_rope_inv_freq(invf, &c2);
+        CHECK(memcmp(invf, gqa, sizeof gqa) == 0);
+        if (cfg.head_dim == 64) { // the Llama-3.2-1B config loaded above
+            rl_rope_inv_freq(invf, &cfg);
+            int same = 0;
+            for (int i = 0; i < 32; i++) {
+                same += invf[i] == l32[i];
+            }
+            printf("  llama-3.2-1b inv_freq bit-exact vs emulated torch fp32: %d of 32\n", same);
+            CHECK_INT(same, 32);
+        }
+    }
+
     // forward / backward, fast vs ref, positions per token (not monotone, some large)
     cfg.head_dim = D;
     cfg.rope_theta = 10000.0;
