@@ -57,9 +57,9 @@ void rl_logits_forward(float *logits, const float *h, const float *w, int N, int
 // ---- LoRA --------------------------------------------------------------------------------------
 // out (BT,OC) += scale * (inp @ A^T) @ B^T;  A (R,C), B (OC,R); saves xa (BT,R) = inp @ A^T.
 // `inp` is the LoRA branch input: the layer input itself, or with dropout the output of
-// rl_dropout_forward(x_drop, x, mask) (the base path keeps using x). In backward pass the same
-// branch input; with dropout give a zeroed scratch as dinp and then call rl_dropout_backward
-// (dx, dx_drop, mask) to route it into the layer input's gradient.
+// rl_dropout_forward(x_drop, x, mask) (the base path keeps using x). Backward takes the same
+// branch input; with dropout pass a zeroed scratch as dinp, then rl_dropout_backward(dx, dx_drop,
+// mask) routes it into the layer input's gradient (d x_drop / dx = mask).
 void rl_lora_forward(float *out, float *xa, const float *inp, const float *A, const float *B,
                      float scale, int BT, int C, int R, int OC);
 // dxa = scale * dout @ B (BT,R), kept in scratch dxa (BT*R floats, overwritten);
