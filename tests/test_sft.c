@@ -1,0 +1,370 @@
+// test_sft — `rlctl run` end to end on a tiny random Qwen2 model (rlctl init, 2 layers, C 32,
+// the byte-level fixture tokenizer) and a 32-row prompt/completion set:
+//   - the loss falls over 30 steps (and eval/loss with it); final/ is a usable HF folder;
+//   - resume is exact: 30 steps in one go == stop at 13 + --resume, and == resuming from the
+//     older step-10 checkpoint (metrics lines after it are dropped), metrics and final weights
+//     byte for byte; the same for LoRA (adapter bytes);
+//   - accumulation: micro-batches 2 x 2 == one micro-batch of 4 within float tolerance;
+//   - the run folder rules (refuse, --force, lock), a NaN loss naming the step, GRPO refused.
+#include "rl_test.h"
+
+#include <fcntl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define FIX RL_FIXTURES "/data"
+static char s_tmp[] = "/tmp/rl_test_sft_XXXXXX";
+static char s_cmd[8192];
+
+// Runs rlctl with args; stdout+stderr into <tmp>/out.txt. Returns the exit status.
+static int s_rlctl(const char *args) {
+    snprintf(s_cmd, sizeof(s_cmd), "%s/rlctl %s > %s/out.txt 2>&1", RL_BINARY_DIR, args, s_tmp);
+    int st = system(s_cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static char *s_slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        return NULL;
+    }
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = calloc((size_t)sz + 1, 1);
+    size_t got = fread(b, 1, (size_t)sz, f);
+    if (n) {
+        *n = got;
+    }
+    fclose(f);
+    return b;
+}
+
+static char *s_out(void) {
+    char p[600];
+    snprintf(p, sizeof(p), "%s/out.txt", s_tmp);
+    return s_slurp(p, NULL);
+}
+
+static void s_recipe(const char *name, const char *extra) {
+    char p[600];
+    snprintf(p, sizeof(p), "%s/%s", s_tmp, name);
+    FILE *f = fopen(p, "w");
+    if (!f) {
+        return;
+    }
+    fprintf(f,
+            "run: {name: t, seed: 3}\n"
+            "model: {path: %s/model, tokenizer: %s/tok/tokenizer.json}\n"
+            "lora: {enabled: false}\n"
+            "data: {train: %s/sft_tiny.jsonl, eval: %s/sft_tiny.jsonl, "
+            "format: prompt_completion, max_length: 32}\n"
+            "algorithm: {name: sft}\n"
+            "optim: {lr: 0.01, scheduler: cosine, warmup_steps: 3, min_lr_ratio: 0.1}\n"
+            "train: {steps: 30, batch_size: 4, micro_batch_size: 4, eval_every: 10, "
+            "save_every: 10, keep_checkpoints: 2}\n%s",
+            s_tmp, FIX, FIX, FIX, extra ? extra : "");
+    fclose(f);
+}
+
+// The metrics of a run without "time" and "timing/*" (which differ run to run), one JSON
+// object per line. caller owns result; json_decref.
+static json_t *s_metrics(const char *run) {
+    char p[600];
+    snprintf(p, sizeof(p), "%s/%s/metrics.jsonl", s_tmp, run);
+    char *txt = s_slurp(p, NULL);
+    json_t *arr = json_array();
+    if (!txt) {
+        return arr;
+    }
+    for (char *line = strtok(txt, "\n"); line; line = strtok(NULL, "\n")) {
+        json_t *o = json_loads(line, 0, NULL);
+        if (!o) {
+            CHECK_MSG(0, "bad metrics line: %s", line);
+            continue;
+        }
+        json_object_del(o, "time");
+        const char *k;
+        json_t *v;
+        void *tmp;
+        json_object_foreach_safe(o, tmp, k, v) {
+            if (strncmp(k, "timing/", 7) == 0) {
+                json_object_del(o, k);
+            }
+        }
+        json_array_append_new(arr, o);
+    }
+    free(txt);
+    return arr;
+}
+
+static double s_num(json_t *arr, size_t i, const char *key) {
+    json_t *v = json_object_get(json_array_get(arr, i), key);
+    return v ? json_number_value(v) : NAN;
+}
+
+static int s_files_equal(const char *a, const char *b) {
+    char pa[600], pb[600];
+    size_t na = 0, nb = 0;
+    snprintf(pa, sizeof(pa), "%s/%s", s_tmp, a);
+    snprintf(pb, sizeof(pb), "%s/%s", s_tmp, b);
+    char *x = s_slurp(pa, &na), *y = s_slurp(pb, &nb);
+    int eq = x && y && na == nb && memcmp(x, y, na) == 0;
+    free(x);
+    free(y);
+    return eq;
+}
+
+// Largest |a - b| over the F32 data of two safetensors files with the same header.
+static double s_weights_maxdiff(const char *a, const char *b) {
+    char pa[600], pb[600];
+    size_t na = 0, nb = 0;
+    snprintf(pa, sizeof(pa), "%s/%s", s_tmp, a);
+    snprintf(pb, sizeof(pb), "%s/%s", s_tmp, b);
+    char *x = s_slurp(pa, &na), *y = s_slurp(pb, &nb);
+    double md = INFINITY;
+    uint64_t h;
+    if (x && y && na == nb && na > 8) {
+        memcpy(&h, x, 8);
+        if (8 + h <= na && memcmp(x, y, 8 + h) == 0) {
+            md = 0;
+            for (size_t off = 8 + h; off + 4 <= na; off += 4) {
+                float u, v;
+                memcpy(&u, x + off, 4);
+                memcpy(&v, y + off, 4);
+                double d = fabs((double)u - (double)v);
+                md = d > md ? d : md;
+            }
+        }
+    }
+    free(x);
+    free(y);
+    return md;
+}
+
+static int s_exists(const char *rel) {
+    char p[600];
+    snprintf(p, sizeof(p), "%s/%s", s_tmp, rel);
+    return access(p, F_OK) == 0;
+}
+
+// Sets model.norm.weight[0] of a model folder to NaN (every logit becomes NaN).
+static int s_poison(const char *model_dir) {
+    char p[600];
+    snprintf(p, sizeof(p), "%s/%s/model.safetensors", s_tmp, model_dir);
+    size_t n;
+    char *b = s_slurp(p, &n);
+    if (!b) {
+        return -1;
+    }
+    uint64_t h;
+    memcpy(&h, b, 8);
+    json_t *hdr = json_loadb(b + 8, h, 0, NULL);
+    json_t *t = json_object_get(hdr, "model.norm.weight");
+    json_t *off = json_array_get(json_object_get(t, "data_offsets"), 0);
+    int rc = -1;
+    if (json_is_integer(off)) {
+        float nan = NAN;
+        memcpy(b + 8 + h + json_integer_value(off), &nan, 4);
+        FILE *f = fopen(p, "wb");
+        if (f) {
+            rc = fwrite(b, 1, n, f) == n ? 0 : -1;
+            fclose(f);
+        }
+    }
+    json_decref(hdr);
+    free(b);
+    return rc;
+}
+
+int main(void) {
+    RL_TEST_ASSERT_FILE(mkdtemp(s_tmp), "a temporary directory");
+    char args[4096];
+    snprintf(args, sizeof(args),
+             "init --config %s/tiny_config.json --tokenizer %s/tok/tokenizer.json --out %s/model "
+             "--seed 1", FIX, FIX, s_tmp);
+    CHECK_INT(s_rlctl(args), 0);
+    s_recipe("sft.yaml", NULL);
+
+    // ---- 1. the loss falls ---------------------------------------------------------------------
+    snprintf(args, sizeof(args), "run %s/sft.yaml run.dir=%s/a", s_tmp, s_tmp);
+    int rc = s_rlctl(args);
+    CHECK_INT(rc, 0);
+    if (rc) {
+        char *o = s_out();
+        fprintf(stderr, "%s\n", o ? o : "");
+        free(o);
+    }
+    json_t *a = s_metrics("a");
+    CHECK_INT(json_array_size(a), 30);
+    double first = (s_num(a, 0, "loss") + s_num(a, 1, "loss") + s_num(a, 2, "loss")) / 3;
+    double last = (s_num(a, 27, "loss") + s_num(a, 28, "loss") + s_num(a, 29, "loss")) / 3;
+    fprintf(stderr, "loss: first 3 steps %.4f, last 3 steps %.4f; eval/loss %.4f -> %.4f\n",
+            first, last, s_num(a, 9, "eval/loss"), s_num(a, 29, "eval/loss"));
+    CHECK(first > log(100.0)); // a random 260-way model starts near log(260) = 5.56
+    CHECK(last < 0.5 * first);
+    CHECK(s_num(a, 29, "eval/loss") < s_num(a, 9, "eval/loss"));
+    CHECK_INT((int64_t)s_num(a, 0, "step"), 1);
+    CHECK_CLOSE(s_num(a, 0, "learning_rate"), 0.0, 0); // warmup starts at 0 (transformers)
+    CHECK_CLOSE(s_num(a, 3, "learning_rate"), 0.01, 1e-12);
+    CHECK(s_num(a, 29, "num_tokens") > s_num(a, 0, "num_tokens"));
+    CHECK(s_num(a, 0, "grad_norm") > 0);
+    CHECK(s_exists("a/final/config.json"));
+    CHECK(s_exists("a/final/model.safetensors"));
+    CHECK(s_exists("a/final/tokenizer.json"));
+    CHECK(s_exists("a/final/tokenizer_config.json"));
+    CHECK(s_exists("a/recipe.yaml"));
+    CHECK(s_exists("a/checkpoints/step-10/DONE"));
+    CHECK(s_exists("a/checkpoints/step-20/DONE"));
+    CHECK(s_exists("a/checkpoints/step-20/optimizer.bin"));
+    CHECK(s_exists("a/checkpoints/step-20/model/model.safetensors"));
+
+    // ---- 2. resume is exact --------------------------------------------------------------------
+    snprintf(args, sizeof(args), "run %s/sft.yaml run.dir=%s/b --stop-at 13", s_tmp, s_tmp);
+    CHECK_INT(s_rlctl(args), 0);
+    CHECK(s_exists("b/checkpoints/step-13/DONE"));
+    CHECK(!s_exists("b/final"));
+    snprintf(args, sizeof(args), "run %s/sft.yaml run.dir=%s/b --resume", s_tmp, s_tmp);
+    CHECK_INT(s_rlctl(args), 0);
+    json_t *b = s_metrics("b");
+    CHECK(json_equal(a, b));
+    CHECK(s_files_equal("a/final/model.safetensors", "b/final/model.safetensors"));
+    // from an older checkpoint: the lines after step 10 are dropped and rewritten
+    snprintf(args, sizeof(args), "run %s/sft.yaml run.dir=%s/c --stop-at 13", s_tmp, s_tmp);
+    CHECK_INT(s_rlctl(args), 0);
+    snprintf(args, sizeof(args), "run %s/sft.yaml --resume %s/c/checkpoints/step-10", s_tmp,
+             s_tmp);
+    CHECK_INT(s_rlctl(args), 0);
+    json_t *c = s_metrics("c");
+    CHECK(json_equal(a, c));
+    CHECK(s_files_equal("a/final/model.safetensors", "c/final/model.safetensors"));
+    json_decref(b);
+    json_decref(c);
+
+    // ---- 3. accumulation: 2 micro-batches of 2 == 1 of 4 ---------------------------------------
+    snprintf(args, sizeof(args), "run %s/sft.yaml run.dir=%s/d train.micro_batch_size=2", s_tmp,
+             s_tmp);
+    CHECK_INT(s_rlctl(args), 0);
+    json_t *d = s_metrics("d");
+    CHECK_INT(json_array_size(d), 30);
+    // Same math, different summation order: fp32 rounding ~1e-7 per op; over 30 Adam steps
+    // the difference grows but stays well under 1e-4 relative on the loss.
+    for (size_t i = 0; i < json_array_size(d) && i < 30; i++) {
+        CHECK_CLOSE(s_num(d, i, "loss"), s_num(a, i, "loss"), 1e-4);
+        CHECK_CLOSE(s_num(d, i, "grad_norm"), s_num(a, i, "grad_norm"), 1e-3);
+        CHECK(s_num(d, i, "num_tokens") == s_num(a, i, "num_tokens"));
+    }
+    double md = s_weights_maxdiff("a/final/model.safetensors", "d/final/model.safetensors");
+    fprintf(stderr, "accumulation: max |w_2x2 - w_1x4| = %.3g\n", md);
+    CHECK(md < 1e-4);
+    json_decref(d);
+
+    // ---- 4. LoRA: adapter out, exact resume ----------------------------------------------------
+    snprintf(args, sizeof(args),
+             "run %s/sft.yaml run.dir=%s/la lora.enabled=true lora.r=4 train.steps=8 "
+             "train.save_every=4 optim.lr=0.05", s_tmp, s_tmp);
+    CHECK_INT(s_rlctl(args), 0);
+    CHECK(s_exists("la/final/adapter_config.json"));
+    CHECK(s_exists("la/final/adapter_model.safetensors"));
+    CHECK(s_exists("la/checkpoints/step-4/adapter/adapter_model.safetensors"));
+    json_t *la = s_metrics("la");
+    CHECK(s_num(la, 7, "loss") < s_num(la, 0, "loss"));
+    snprintf(args, sizeof(args),
+             "run %s/sft.yaml run.dir=%s/lb lora.enabled=true lora.r=4 train.steps=8 "
+             "train.save_every=4 optim.lr=0.05 --stop-at 5", s_tmp, s_tmp);
+    CHECK_INT(s_rlctl(args), 0);
+    snprintf(args, sizeof(args),
+             "run %s/sft.yaml run.dir=%s/lb lora.enabled=true lora.r=4 train.steps=8 "
+             "train.save_every=4 optim.lr=0.05 --resume", s_tmp, s_tmp);
+    CHECK_INT(s_rlctl(args), 0);
+    json_t *lb = s_metrics("lb");
+    CHECK(json_equal(la, lb));
+    CHECK(s_files_equal("la/final/adapter_model.safetensors",
+                        "lb/final/adapter_model.safetensors"));
+    json_decref(la);
+    json_decref(lb);
+
+    // ---- 5. run folder rules -------------------------------------------------------------------
+    snprintf(args, sizeof(args), "run %s/sft.yaml run.dir=%s/a train.steps=4", s_tmp, s_tmp);
+    CHECK_INT(s_rlctl(args), 2);
+    char *out = s_out();
+    CHECK_CONTAINS(out, "already holds a run");
+    CHECK_CONTAINS(out, "--resume");
+    free(out);
+    snprintf(args, sizeof(args), "run %s/sft.yaml run.dir=%s/a train.steps=4 --force", s_tmp,
+             s_tmp);
+    CHECK_INT(s_rlctl(args), 0);
+    json_t *f = s_metrics("a");
+    CHECK_INT(json_array_size(f), 4);
+    CHECK(!s_exists("a/checkpoints/step-20"));
+    json_decref(f);
+    // the lock: a child holds it, rlctl refuses
+    int pfd[2];
+    CHECK_INT(pipe(pfd), 0);
+    pid_t child = fork();
+    if (child == 0) {
+        char lp[600];
+        snprintf(lp, sizeof(lp), "%s/a/.lock", s_tmp);
+        int fd = open(lp, O_RDWR | O_CREAT, 0644);
+        struct flock fl = {0};
+        fl.l_type = F_WRLCK;
+        fl.l_whence = SEEK_SET;
+        char ok = fcntl(fd, F_SETLK, &fl) == 0 ? '1' : '0';
+        if (write(pfd[1], &ok, 1) != 1) {
+            _exit(1);
+        }
+        pause();
+        _exit(0);
+    }
+    char ok = '0';
+    CHECK(read(pfd[0], &ok, 1) == 1 && ok == '1');
+    snprintf(args, sizeof(args), "run %s/sft.yaml run.dir=%s/a --resume", s_tmp, s_tmp);
+    CHECK_INT(s_rlctl(args), 2);
+    out = s_out();
+    CHECK_CONTAINS(out, "is in use by another rlctl");
+    free(out);
+    kill(child, SIGTERM);
+    waitpid(child, NULL, 0);
+    close(pfd[0]);
+    close(pfd[1]);
+
+    // ---- 6. a NaN loss stops the run naming the step ----------------------------------------------
+    snprintf(args, sizeof(args), "init --config %s/tiny_config.json --tokenizer "
+             "%s/tok/tokenizer.json --out %s/nanmodel --seed 1", FIX, FIX, s_tmp);
+    CHECK_INT(s_rlctl(args), 0);
+    CHECK_INT(s_poison("nanmodel"), 0);
+    snprintf(args, sizeof(args), "run %s/sft.yaml run.dir=%s/n model.path=%s/nanmodel", s_tmp,
+             s_tmp, s_tmp);
+    CHECK_INT(s_rlctl(args), 1);
+    out = s_out();
+    CHECK_CONTAINS(out, "step 1: the loss is NaN");
+    free(out);
+
+    // ---- 7. GRPO is refused, usage errors --------------------------------------------------------
+    snprintf(args, sizeof(args), "run %s/cookbook/grpo_lora.yaml run.dir=%s/g", RL_SOURCE_DIR,
+             s_tmp);
+    CHECK_INT(s_rlctl(args), 2);
+    out = s_out();
+    CHECK_CONTAINS(out, "later milestone");
+    free(out);
+    CHECK(!s_exists("g"));
+    snprintf(args, sizeof(args), "run %s/sft.yaml --resume --force", s_tmp);
+    CHECK_INT(s_rlctl(args), 2);
+    snprintf(args, sizeof(args), "run %s/sft.yaml optim.lr=fast run.dir=%s/x", s_tmp, s_tmp);
+    CHECK_INT(s_rlctl(args), 2);
+    out = s_out();
+    CHECK_CONTAINS(out, "optim.lr");
+    free(out);
+
+    json_decref(a);
+    snprintf(s_cmd, sizeof(s_cmd), "rm -rf '%s'", s_tmp);
+    if (!rl_test_failed && system(s_cmd) != 0) {
+        fprintf(stderr, "warning: could not remove %s\n", s_tmp);
+    }
+    RL_TEST_DONE();
+}
