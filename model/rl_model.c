@@ -798,7 +798,9 @@ int rl_model_forward(rl_model_t *self, const int32_t *tokens, const int *lengths
             }
         }
     }
-    const int sets = train && !self->opts.recompute ? self->L : 1;
+    // stored activations for every layer only when a backward can follow
+    const int sets = train && self->opts.tune != RL_TUNE_NONE && !self->opts.recompute ? self->L
+                                                                                       : 1;
     int rc = s_ensure(self, B, T, sets);
     if (rc) {
         return rc;
@@ -846,7 +848,7 @@ int rl_model_forward(rl_model_t *self, const int32_t *tokens, const int *lengths
         }
     }
     self->fwd_valid = 1;
-    self->fwd_train = train ? 1 : 0;
+    self->fwd_train = train && self->opts.tune != RL_TUNE_NONE;
     return 0;
 }
 

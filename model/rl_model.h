@@ -57,7 +57,9 @@ typedef struct {
     rl_tune_t tune;        // NONE: inference only (no gradients); FULL; LORA
     int lora_r;            // R
     float lora_alpha;      // scale = alpha / R (alpha / sqrt(R) with use_rslora)
-    float lora_dropout;    // applied to the LoRA branch input in training forward only
+    float lora_dropout;    // applied to the LoRA branch input in training forward only; the
+                           // k-th training forward (k from 1) masks module m of layer l with
+                           // rl_lora_dropout_mask(seed, rl_lora_dropout_key(k, l, m))
     int lora_targets;      // RL_LORA_* bits
     int use_rslora;
     uint64_t seed;         // LoRA A init and dropout masks
@@ -71,7 +73,9 @@ void rl_model_opts_default(rl_model_opts_t *opts);
 typedef struct rl_model rl_model_t;
 
 // Loads config.json + weights of HF folder `dir`. Frozen base weights stored as F32 are used
-// in place from the read-only mmap (tune NONE or LORA); F16/BF16 are converted once. With
+// in place from the read-only mmap (tune NONE or LORA: the parameters are then read-only, and
+// the mapping stays open until destroy); F16/BF16 (and F32 data a foreign writer left
+// unaligned) are converted once into one allocation. With
 // tune FULL the parameters are copied into one writable allocation and gradients are
 // allocated. On failure returns NULL and writes why into err (missing file, weights that do not
 // match the config). caller owns result; free with rl_model_destroy.
@@ -79,7 +83,9 @@ rl_model_t *rl_model_load(const char *dir, const rl_model_opts_t *opts, char *er
                           size_t err_len);
 
 // Creates a model with freshly initialised weights (HF init: N(0, initializer_range), biases
-// 0, norms 1) from a config, seeded. caller owns result; free with rl_model_destroy.
+// 0, norms 1) from a config, seeded: the same draws as `rlctl init --seed` (one rl_rng stream,
+// tensor by tensor in HF order). The weights are one writable allocation whatever the tune
+// mode. caller owns result; free with rl_model_destroy.
 rl_model_t *rl_model_new_random(const rl_hf_config_t *cfg, const rl_model_opts_t *opts,
                                 uint64_t seed, char *err, size_t err_len);
 
@@ -92,14 +98,16 @@ const rl_hf_config_t *rl_model_config(const rl_model_t *self);
 rl_model_params_t *rl_model_params(rl_model_t *self);
 rl_model_params_t *rl_model_grads(rl_model_t *self);
 
-// Trainable parameters as one flat array (full: every parameter; LoRA: every A and B), with
-// its gradient array of the same length, for the optimizer. borrowed; valid until destroy.
+// Trainable parameters as one flat array (full: every parameter in HF order, the tied head
+// once; LoRA: every A and B in rl_lora.h's layout), with its gradient array of the same length,
+// for the optimizer. tune NONE: NULL and *n_p = 0. borrowed; valid until destroy.
 float *rl_model_trainable(rl_model_t *self, size_t *n_p);
 float *rl_model_trainable_grads(rl_model_t *self);
 void rl_model_zero_grad(rl_model_t *self);
 
 // ---- training forward / backward --------------------------------------------------------------
-// tokens (B,T) row-major, right-padded; lengths[b] in 1..T tokens are real (positions 0..len-1).
+// tokens (B,T) row-major, right-padded; lengths[b] in 1..T tokens are real (positions 0..len-1);
+// ids at padding positions are ignored (any value).
 // Writes logp (B,T): logp[b,t] = log_softmax(logits[b,t-1] / temperature)[tokens[b,t]] for
 // 1 <= t < lengths[b]; 0 at t = 0 and at padding. entropy (B,T) or NULL: the entropy of that
 // same distribution (in nats), aligned the same way. `train` = 1 keeps what backward needs
@@ -113,14 +121,17 @@ int rl_model_forward(rl_model_t *self, const int32_t *tokens, const int *lengths
 // look). Accumulates (+=) into the gradients (full) or the LoRA gradients. Returns 0 or an error.
 int rl_model_backward(rl_model_t *self, const float *dlogp);
 
-// Logits (B,T,V) of the last forward, for tests on small models (computed on demand from the
-// saved final hidden states). caller owns result; free with free().
+// Logits (B,T,V) of the last forward (raw: not divided by the temperature), for tests on small
+// models (computed on demand from the saved final hidden states). NULL when there was no
+// successful forward or on allocation failure. caller owns result; free with free().
 float *rl_model_logits(rl_model_t *self);
 
 // ---- cached forward for sampling ----------------------------------------------------------------
 // A KV cache with n_slots independent sequences of up to max_len tokens each.
 typedef struct rl_kvcache rl_kvcache_t;
-// caller owns result; free with rl_kvcache_destroy. NULL on allocation failure.
+// Holds L * n_slots * max_len * NKV*D floats for K and as many for V (K after k_norm and RoPE).
+// The model must outlive the cache. caller owns result; free with rl_kvcache_destroy. NULL on
+// allocation failure or n_slots/max_len < 1.
 rl_kvcache_t *rl_kvcache_new(const rl_model_t *model, int n_slots, int max_len);
 void rl_kvcache_destroy(rl_kvcache_t **self_p);
 // Copies the first `len` positions of slot src into slot dst (N samples share one prompt prefill).
@@ -131,30 +142,41 @@ void rl_kvcache_copy(rl_kvcache_t *self, int dst, int src, int len);
 // positions (so a prompt prefill is one call with consecutive positions, and a batched decode
 // step is one call with one token per slot). Writes logits (n, V) when logits is non-NULL, or
 // only for the rows where want[i] != 0 when want is non-NULL (prefill needs only the last row).
-// Uses sgemv when n == 1. Returns 0, or RL_EINVAL (position past max_len, bad token id).
+// Rows of one call for the same slot must have distinct positions. The logits are raw (no
+// temperature). A loaded adapter is applied unmerged (the same branch as forward, no dropout;
+// rl_model_set_adapter_disabled applies too). Uses sgemv when n == 1. Scratch grows with n and
+// is kept in the cache. Returns 0, or RL_EINVAL (slot outside [0, n_slots), position outside
+// [0, max_len), bad token id, a cache of another model; message in rl_model_errmsg), RL_ENOMEM.
 int rl_model_step(rl_model_t *self, rl_kvcache_t *cache, const int32_t *tokens, const int *slots,
                   const int *pos, int n, const unsigned char *want, float *logits);
 
 // ---- LoRA adapters (PEFT) ----------------------------------------------------------------------
 // Loads adapter_config.json + adapter_model.safetensors into a model created with tune LORA or
-// NONE (NONE: the adapter is applied unmerged for inference). Shapes and target modules must
-// match the model; errors name the tensor or module. Returns 0 or an error.
+// NONE (NONE: the adapter is applied unmerged for inference and replaces any earlier one).
+// Shapes must match the model; with tune LORA the rank and target modules must also equal the
+// model's (the optimizer's layout), and the adapter's lora_alpha/use_rslora are adopted (the
+// model's dropout stays). Errors name the tensor or module (rl_lora_load lists the refusals).
+// Returns 0, RL_EINVAL (mismatch, tune FULL), RL_EUNSUPPORTED, RL_ENOTFOUND or an I/O error.
 int rl_model_load_adapter(rl_model_t *self, const char *dir, char *err, size_t err_len);
 // Saves the LoRA weights as a PEFT folder (adapter_config.json with base_model_name_or_path,
-// adapter_model.safetensors, F32). Returns 0 or an error.
+// which may be NULL, adapter_model.safetensors, F32; dir is created when absent). Returns 0,
+// RL_EINVAL (no adapter) or an I/O error with err filled.
 int rl_model_save_adapter(const rl_model_t *self, const char *dir, const char *base_model,
                           char *err, size_t err_len);
 // Disables (1) or re-enables (0) the LoRA branch: the reference policy is the actor with
 // adapters disabled.
 void rl_model_set_adapter_disabled(rl_model_t *self, int disabled);
-// Saves the model as an HF folder (config.json, model.safetensors in F32 or BF16), with LoRA
-// merged (W += scale * B A) when an adapter is loaded. tokenizer files are the caller's job.
+// Saves the model as an HF folder (config.json with torch_dtype, model.safetensors in F32 or
+// BF16, sharded at 5 GB like save_pretrained), with LoRA merged (W += scale * B A) when an
+// adapter is loaded and not disabled. dir is created when absent (one level). tokenizer files
+// are the caller's job. Returns 0 or an error with err filled.
 int rl_model_save_hf(const rl_model_t *self, const char *dir, int bf16, char *err,
                      size_t err_len);
 
 // Detail of the last error on this handle. borrowed; valid until the next call.
 const char *rl_model_errmsg(const rl_model_t *self);
-// Parameter count of the base model and of the trainable set.
+// Parameter count of the base model (tied head counted once); the trainable count is the n of
+// rl_model_trainable.
 int64_t rl_model_param_count(const rl_model_t *self);
 
 #ifdef __cplusplus
