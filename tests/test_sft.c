@@ -333,7 +333,7 @@ int main(void) {
     close(pfd[0]);
     close(pfd[1]);
 
-    // ---- 6. a NaN loss stops the run naming the step ----------------------------------------------
+    // ---- 6. a NaN loss stops the run naming the step -------------------------------------------
     snprintf(args, sizeof(args), "init --config %s/tiny_config.json --tokenizer "
              "%s/tok/tokenizer.json --out %s/nanmodel --seed 1", FIX, FIX, s_tmp);
     CHECK_INT(s_rlctl(args), 0);
@@ -345,7 +345,7 @@ int main(void) {
     CHECK_CONTAINS(out, "step 1: the loss is NaN");
     free(out);
 
-    // ---- 7. GRPO is refused, usage errors --------------------------------------------------------
+    // ---- 7. GRPO is refused, usage errors -----------------------------------------------------
     snprintf(args, sizeof(args), "run %s/cookbook/grpo_lora.yaml run.dir=%s/g", RL_SOURCE_DIR,
              s_tmp);
     CHECK_INT(s_rlctl(args), 2);

@@ -66,7 +66,9 @@ static size_t s_varint_len(uint64_t v) {
 }
 
 // key = (field << 3) | wire type: 0 varint, 1 fixed64, 2 length-delimited, 5 fixed32
-static void s_pb_key(s_pb_t *b, int field, int wire) { s_pb_varint(b, (uint64_t)(field << 3 | wire)); }
+static void s_pb_key(s_pb_t *b, int field, int wire) {
+    s_pb_varint(b, (uint64_t)(field << 3 | wire));
+}
 
 static void s_pb_string(s_pb_t *b, int field, const char *s, size_t n) {
     s_pb_key(b, field, 2);
