@@ -3,6 +3,7 @@
 // pruning to keep_checkpoints, and refusals (incomplete, malformed, future version).
 #include "rl_checkpoint.h"
 #include "rl_err.h"
+#include "rl_rundir.h"
 #include "rl_test.h"
 
 #include <stdlib.h>
@@ -138,6 +139,42 @@ int main(void) {
     s_write(path, "[1]");
     CHECK_INT(rl_checkpoint_read_state(dir, &back, err, sizeof(err)), RL_EPROTO);
     CHECK_CONTAINS(err, "not an rlctl checkpoint state");
+
+    // ---- run folder rules (rl_rundir); the lock across processes is tested in test_sft.c
+    char rd[1100];
+    snprintf(rd, sizeof(rd), "%s/rundir/a", run);
+    int code = 0;
+    rl_rundir_t *h = rl_rundir_open(rd, RL_RUNDIR_NEW, &code, err, sizeof(err));
+    CHECK(h != NULL); // created, empty
+    CHECK_STR(rl_rundir_path(h), rd);
+    CHECK(!rl_rundir_holds_run(rd));
+    rl_rundir_destroy(&h);
+    CHECK(h == NULL);
+    snprintf(path, sizeof(path), "%s/metrics.jsonl", rd);
+    s_write(path, "{}\n");
+    snprintf(path, sizeof(path), "%s/checkpoints/step-1", rd);
+    CHECK_INT(rl_checkpoint_mkdirs(path), 0);
+    snprintf(path, sizeof(path), "%s/events.out.tfevents.1.h.rlctl", rd);
+    s_write(path, "x");
+    snprintf(path, sizeof(path), "%s/notes.txt", rd);
+    s_write(path, "the user's");
+    CHECK(rl_rundir_holds_run(rd));
+    h = rl_rundir_open(rd, RL_RUNDIR_NEW, &code, err, sizeof(err));
+    CHECK(h == NULL);
+    CHECK_INT(code, RL_EINVAL);
+    CHECK_CONTAINS(err, "already holds a run (metrics.jsonl, checkpoints/)");
+    CHECK_CONTAINS(err, "--force");
+    h = rl_rundir_open(rd, RL_RUNDIR_RESUME, &code, err, sizeof(err));
+    CHECK(h != NULL);
+    CHECK(rl_rundir_holds_run(rd)); // resume keeps everything
+    rl_rundir_destroy(&h);
+    h = rl_rundir_open(rd, RL_RUNDIR_FORCE, &code, err, sizeof(err));
+    CHECK(h != NULL);
+    CHECK(!rl_rundir_holds_run(rd));
+    CHECK(!s_exists(rd, "events.out.tfevents.1.h.rlctl"));
+    CHECK(s_exists(rd, "notes.txt")); // not a run's file: kept
+    CHECK(s_exists(rd, ".lock"));
+    rl_rundir_destroy(&h);
 
     CHECK_INT(rl_checkpoint_rmtree(run), 0);
     struct stat sb;

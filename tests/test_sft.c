@@ -289,6 +289,23 @@ int main(void) {
     json_decref(la);
     json_decref(lb);
 
+    // ---- 4b. text and messages rows through the loop (ChatML detected from the template) -----
+    static const char *const formats[] = {"text", "messages"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(args, sizeof(args),
+                 "run %s/sft.yaml run.dir=%s/fmt-%s data.train=%s/%s.jsonl data.format=%s "
+                 "train.eval_every=0 train.save_every=0 train.steps=4 train.batch_size=2 "
+                 "train.micro_batch_size=1 optim.warmup_steps=0",
+                 s_tmp, s_tmp, formats[i], FIX, formats[i], formats[i]);
+        CHECK_INT(s_rlctl(args), 0);
+        char run[64];
+        snprintf(run, sizeof(run), "fmt-%s", formats[i]);
+        json_t *m = s_metrics(run);
+        CHECK_INT(json_array_size(m), 4);
+        CHECK(isfinite(s_num(m, 3, "loss")) && s_num(m, 3, "loss") < s_num(m, 0, "loss"));
+        json_decref(m);
+    }
+
     // ---- 5. run folder rules -------------------------------------------------------------------
     snprintf(args, sizeof(args), "run %s/sft.yaml run.dir=%s/a train.steps=4", s_tmp, s_tmp);
     CHECK_INT(s_rlctl(args), 2);
