@@ -956,6 +956,50 @@ static void s_test_peft(void) {
                                     "model.safetensors"), 1);
         rl_model_destroy(&none);
     }
+    // (6) F32 data left unaligned by a foreign writer (header length not a multiple of 4) is
+    // converted instead of read in place
+    char un[512];
+    s_path(un, sizeof un, "unaligned");
+    mkdir(un, 0755);
+    size_t flen = 0;
+    snprintf(path, sizeof path, "%s/model.safetensors", base);
+    unsigned char *raw = (unsigned char *)rl_test_read_file(path, &flen);
+    CHECK(raw != NULL && flen > 8);
+    if (raw) {
+        uint64_t hn = 0;
+        for (int i = 0; i < 8; i++) {
+            hn |= (uint64_t)raw[i] << (8 * i);
+        }
+        uint64_t hn1 = hn + 1; // one more space after the JSON shifts every tensor by a byte
+        unsigned char len8[8];
+        for (int i = 0; i < 8; i++) {
+            len8[i] = (unsigned char)(hn1 >> (8 * i));
+        }
+        snprintf(path, sizeof path, "%s/model.safetensors", un);
+        FILE *uf = fopen(path, "wb");
+        fwrite(len8, 1, 8, uf);
+        fwrite(raw + 8, 1, (size_t)hn, uf);
+        fputc(' ', uf);
+        fwrite(raw + 8 + hn, 1, flen - 8 - (size_t)hn, uf);
+        fclose(uf);
+        char src[600], dst[600];
+        snprintf(src, sizeof src, "%s/config.json", base);
+        snprintf(dst, sizeof dst, "%s/config.json", un);
+        char *cj = rl_test_read_file(src, NULL);
+        uf = fopen(dst, "wb");
+        fputs(cj ? cj : "", uf);
+        fclose(uf);
+        free(cj);
+        free(raw);
+        rl_model_t *u = rl_model_load(un, &o, err, sizeof err);
+        CHECK_MSG(u != NULL, "%s", err);
+        if (u) {
+            CHECK_INT(s_in_file_mapping(rl_model_params(u)->embed_tokens, "model.safetensors"), 0);
+            s_forward(u, lp);
+            CHECK(s_max_abs_diff(lp, lp_base, S_B * S_T) == 0.0);
+            rl_model_destroy(&u);
+        }
+    }
     o.tune = RL_TUNE_FULL;
     rl_model_t *full = rl_model_load(base, &o, err, sizeof err);
     CHECK(full != NULL);
@@ -968,6 +1012,32 @@ static void s_test_peft(void) {
     // a model folder that does not match: error from the loader
     CHECK(rl_model_load(ad, &o, err, sizeof err) == NULL);
     CHECK(err[0] != '\0');
+
+    // a tied model with every bias (llama attention_bias + mlp_bias, llama3 RoPE) round-trips
+    // through save_hf: no lm_head tensor, the same forward
+    {
+        rl_hf_config_t tc = s_cfg("llama_b", 1);
+        rl_model_t *t = s_model(&tc, RL_TUNE_FULL, 0, 0, 0.0f, 0, 41);
+        s_shake(t, 42);
+        float lt[S_B * S_T];
+        s_forward(t, lt);
+        char tdir[512];
+        s_path(tdir, sizeof tdir, "tied");
+        CHECK_INT(rl_model_save_hf(t, tdir, 0, err, sizeof err), 0);
+        o.tune = RL_TUNE_NONE;
+        rl_model_t *t2 = rl_model_load(tdir, &o, err, sizeof err);
+        CHECK_MSG(t2 != NULL, "%s", err);
+        if (t2) {
+            CHECK(rl_model_params(t2)->lm_head == rl_model_params(t2)->embed_tokens);
+            CHECK(rl_model_params(t2)->layers[0].o_bias != NULL);
+            CHECK(rl_model_params(t2)->layers[1].down_bias != NULL);
+            CHECK_INT(rl_model_config(t2)->rope_type, RL_ROPE_LLAMA3);
+            s_forward(t2, lp);
+            CHECK(s_max_abs_diff(lp, lt, S_B * S_T) == 0.0);
+            rl_model_destroy(&t2);
+        }
+        rl_model_destroy(&t);
+    }
 
     // rlctl export: merged folder with the tokenizer files copied
     char cmd[2048], out[4096], exp_dir[512];
