@@ -10,6 +10,7 @@
 #include "rl_sft.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,9 +29,29 @@ static void s_help(FILE *out) {
             "                   metrics, event files, checkpoints/ and final/)\n"
             "  --stop-at N      stop after step N with a checkpoint, as if interrupted\n"
             "  --no-tensorboard do not write the event file\n"
+            "  (SIGINT/SIGTERM: finish the step, write a checkpoint, exit 1; twice: stop now)\n"
             "  -h, --help       this help\n\n"
             "algorithms: sft (now); grpo arrives in a later milestone.\n"
             "exit status: 0 done, 2 invalid recipe or usage, 1 other failure\n");
+}
+
+static volatile sig_atomic_t s_interrupt = 0;
+
+// SIGINT / SIGTERM: finish the current step, write a checkpoint, exit 1. A second signal
+// kills at once (the handler is reset).
+static void s_on_signal(int sig) {
+    (void)sig;
+    s_interrupt = 1;
+}
+
+static void s_catch_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = s_on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
 }
 
 static int s_is_file(const char *dir, const char *name) {
@@ -182,7 +203,9 @@ int rl_cmd_run(int argc, char **argv) {
         goto done;
     }
     rl_log_info("run folder: %s", run_dir);
-    rl_sft_opts_t so = {run_dir, resume, ckpt[0] ? ckpt : NULL, stop_at, tensorboard};
+    rl_sft_opts_t so = {run_dir, resume, ckpt[0] ? ckpt : NULL, stop_at, tensorboard,
+                        &s_interrupt};
+    s_catch_signals();
     rc = rl_sft_run(r, &so, err, sizeof(err));
     if (rc) {
         fprintf(stderr, "rlctl run: %s\n", err);

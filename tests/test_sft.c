@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define FIX RL_FIXTURES "/data"
@@ -349,6 +350,52 @@ int main(void) {
     waitpid(child, NULL, 0);
     close(pfd[0]);
     close(pfd[1]);
+
+    // ---- 5b. SIGTERM: the step finishes, a checkpoint is written, exit 1 -------------------------
+    {
+        char recipe[600], rundir[600], mpath[700], logp[700];
+        snprintf(recipe, sizeof(recipe), "%s/sft.yaml", s_tmp);
+        snprintf(rundir, sizeof(rundir), "run.dir=%s/sig", s_tmp);
+        snprintf(mpath, sizeof(mpath), "%s/sig/metrics.jsonl", s_tmp);
+        snprintf(logp, sizeof(logp), "%s/sig.txt", s_tmp);
+        char exe[600];
+        snprintf(exe, sizeof(exe), "%s/rlctl", RL_BINARY_DIR);
+        pid_t pid = fork();
+        if (pid == 0) {
+            int fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            dup2(fd, 2);
+            dup2(fd, 1);
+            execl(exe, exe, "run", recipe, rundir, "train.steps=1000000", "train.save_every=0",
+                  "train.eval_every=0", (char *)NULL);
+            _exit(127);
+        }
+        // wait (up to 60 s) until a few steps are logged, then ask it to stop
+        for (int i = 0; i < 600; i++) {
+            char *m = s_slurp(mpath, NULL);
+            int lines = 0;
+            for (char *q = m; q && *q; q++) {
+                lines += *q == '\n';
+            }
+            free(m);
+            if (lines >= 3) {
+                break;
+            }
+            nanosleep(&(struct timespec){0, 100000000}, NULL);
+        }
+        kill(pid, SIGTERM);
+        int st = 0;
+        waitpid(pid, &st, 0);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+        char *txt = s_slurp(logp, NULL);
+        CHECK_CONTAINS(txt, "interrupted after step");
+        free(txt);
+        json_t *m = s_metrics("sig");
+        size_t n = json_array_size(m);
+        char ck[64];
+        snprintf(ck, sizeof(ck), "sig/checkpoints/step-%zu/DONE", n);
+        CHECK_MSG(s_exists(ck), "%s", ck);
+        json_decref(m);
+    }
 
     // ---- 6. a NaN loss stops the run naming the step -------------------------------------------
     snprintf(args, sizeof(args), "init --config %s/tiny_config.json --tokenizer "

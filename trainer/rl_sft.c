@@ -590,10 +590,18 @@ int rl_sft_run(const rl_recipe_t *r, const rl_sft_opts_t *o, char *err, size_t e
             rl_progress_update(s.progress, step, "loss %.4f eval %.4f lr %.3g", loss,
                                eval_loss, lr);
         }
+        int stop = o->interrupt && *o->interrupt && step < last;
         int save = (r->train.save_every > 0 && step % r->train.save_every == 0 &&
                     step < total) ||
-                   (step == last && last < total);
+                   (step == last && last < total) || stop;
         if (save && (rc = s_checkpoint(&s, err, err_len))) {
+            goto done;
+        }
+        if (stop) {
+            rl_progress_finish(s.progress);
+            rc = rl_errf(err, err_len, RL_SFT_INTERRUPTED,
+                         "interrupted after step %lld; checkpoint written; continue with "
+                         "--resume", (long long)step);
             goto done;
         }
     }

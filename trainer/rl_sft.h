@@ -14,6 +14,7 @@
 
 #include "rl_config.h"
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,10 +28,16 @@ typedef struct {
     const char *resume_from; // a checkpoints/step-<N> folder to resume from, or NULL (newest)
     int64_t stop_at;         // > 0: stop after this step with a checkpoint, as if interrupted
     int tensorboard;         // write an event file beside metrics.jsonl
+    // Set (by a signal handler) to stop after the current step with a checkpoint; NULL: none.
+    volatile sig_atomic_t *interrupt;
 } rl_sft_opts_t;
 
+// rl_sft_run's return value when *opts->interrupt stopped it (a checkpoint was written).
+#define RL_SFT_INTERRUPTED 1
+
 // Runs SFT as the recipe says. Returns 0 when train.steps (or stop_at) are done and final/ (or
-// the stop checkpoint) is written; otherwise an error code with a message naming what failed in
+// the stop checkpoint) is written; RL_SFT_INTERRUPTED after an interrupt (checkpoint written,
+// err says where to resume); otherwise an error code with a message naming what failed in
 // err (a NaN loss names the step). The caller prints err.
 int rl_sft_run(const rl_recipe_t *recipe, const rl_sft_opts_t *opts, char *err, size_t err_len);
 
