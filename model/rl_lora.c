@@ -479,8 +479,10 @@ static int s_parse_config(const char *path, int *r, float *alpha, float *dropout
         rc = rl_errf(err, err_len, RL_EUNSUPPORTED, "%s: 'bias' must be \"none\"", path);
         goto fail;
     }
-    static const char *const refused[] = {"use_dora", "modules_to_save", "layers_to_transform",
-                                          "rank_pattern", "alpha_pattern", "fan_in_fan_out"};
+    static const char *const refused[] = {
+        "use_dora",      "modules_to_save", "layers_to_transform", "rank_pattern",
+        "alpha_pattern", "fan_in_fan_out",  "lora_bias",           "layer_replication",
+        "exclude_modules", "target_parameters"};
     for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
         if ((rc = s_refuse_feature(root, refused[i], path, err, err_len)) != 0) {
             goto fail;

@@ -92,7 +92,8 @@ int rl_lora_save(const rl_lora_t *self, const char *dir, const char *base_model,
 
 // Reads a PEFT folder written for a model with config cfg. Refuses (RL_EINVAL, or
 // RL_EUNSUPPORTED for PEFT features rlctl does not implement: DoRA, bias other than "none",
-// modules_to_save, layers_to_transform, rank/alpha patterns, fan_in_fan_out) with err naming
+// lora_bias, modules_to_save, layers_to_transform, layer_replication, exclude_modules,
+// target_parameters, rank/alpha patterns, fan_in_fan_out) with err naming
 // the key, the module (a target that is not one of the 7 Linears) or the tensor (missing,
 // unexpected, misshapen). F16/BF16 tensors are converted. with_grads as in rl_lora_new.
 // Returns 0 and *out, or an error (RL_ENOTFOUND when a file is missing). caller owns *out;

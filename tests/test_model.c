@@ -935,6 +935,10 @@ static void s_test_peft(void) {
         s_write_adapter(bad, &cfg, "[\"q_proj\",\"k_proj\"]", RL_LORA_Q, 0);
         CHECK_INT(rl_model_load_adapter(none, bad, err, sizeof err), RL_EINVAL);
         CHECK_CONTAINS(err, "missing tensor 'base_model.model.model.layers.0.self_attn.k_proj");
+        s_path(bad, sizeof bad, "dora"); // a PEFT feature rlctl does not run: named
+        s_write_adapter(bad, &cfg, "[\"q_proj\"],\"use_dora\":true", RL_LORA_Q, 0);
+        CHECK_INT(rl_model_load_adapter(none, bad, err, sizeof err), RL_EUNSUPPORTED);
+        CHECK_CONTAINS(err, "use_dora");
         s_path(bad, sizeof bad, "absent");
         CHECK(rl_model_load_adapter(none, bad, err, sizeof err) == RL_ENOTFOUND);
         // a qwen3 adapter on a llama-shaped model of another width: refused by shape
