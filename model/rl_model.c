@@ -852,6 +852,13 @@ int rl_model_forward(rl_model_t *self, const int32_t *tokens, const int *lengths
     return 0;
 }
 
+uint64_t rl_model_train_step(const rl_model_t *self) { return self->fwd_step; }
+
+void rl_model_set_train_step(rl_model_t *self, uint64_t step) {
+    self->fwd_step = step;
+    self->fwd_valid = 0; // a backward must not pair the old activations with the new masks
+}
+
 int rl_model_backward(rl_model_t *self, const float *dlogp) {
     if (self->opts.tune == RL_TUNE_NONE) {
         return s_err(self, RL_EINVAL, "backward needs a trainable model (tune FULL or LORA)");

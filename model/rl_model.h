@@ -117,6 +117,12 @@ void rl_model_zero_grad(rl_model_t *self);
 int rl_model_forward(rl_model_t *self, const int32_t *tokens, const int *lengths, int B, int T,
                      float temperature, int train, float *logp, float *entropy);
 
+// The number of training forwards run so far: the k - 1 of the next forward's LoRA dropout
+// masks (rl_model_opts_t.lora_dropout). A checkpoint stores it and a resume restores it with
+// rl_model_set_train_step, so the masks continue as in an uninterrupted run.
+uint64_t rl_model_train_step(const rl_model_t *self);
+void rl_model_set_train_step(rl_model_t *self, uint64_t step);
+
 // Backward of the last training forward: dlogp (B,T) is dL/dlogp (0 where the loss does not
 // look). Accumulates (+=) into the gradients (full) or the LoRA gradients. Returns 0 or an error.
 int rl_model_backward(rl_model_t *self, const float *dlogp);

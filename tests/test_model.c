@@ -547,6 +547,12 @@ static void s_test_recompute(void) {
             CHECK_INT(rl_model_forward(a, s_tok, s_len, S_B, S_T, 1.0f, 1, t2, NULL), 0);
             CHECK(s_max_abs_diff(t1, t2, S_B * S_T) > 0.0);
             CHECK(s_max_abs_diff(e1, t1, S_B * S_T) > 0.0);
+            // resume: restoring the training-forward count replays the same masks
+            uint64_t k = rl_model_train_step(a);
+            CHECK_INT(k, 4); // two steps above, then t1 and t2
+            rl_model_set_train_step(b, k - 1);
+            CHECK_INT(rl_model_forward(b, s_tok, s_len, S_B, S_T, 1.0f, 1, t1, NULL), 0);
+            CHECK(s_max_abs_diff(t1, t2, S_B * S_T) == 0.0);
         }
         rl_model_destroy(&a);
         rl_model_destroy(&b);
