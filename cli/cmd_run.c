@@ -182,7 +182,21 @@ int rl_cmd_run(int argc, char **argv) {
     if (resume_dir) {
         if (s_is_file(resume_dir, "state.json")) {
             snprintf(ckpt, sizeof(ckpt), "%s", resume_dir);
-            snprintf(run_dir, sizeof(run_dir), "%s/../..", resume_dir);
+            // <run>/checkpoints/step-<N>[/] -> <run>
+            snprintf(run_dir, sizeof(run_dir), "%s", resume_dir);
+            for (int up = 0; up < 2; up++) {
+                size_t n = strlen(run_dir);
+                while (n > 1 && run_dir[n - 1] == '/') {
+                    run_dir[--n] = '\0';
+                }
+                char *slash = strrchr(run_dir, '/');
+                if (slash && slash != run_dir) {
+                    *slash = '\0';
+                } else {
+                    snprintf(run_dir, sizeof(run_dir), "%s/../..", resume_dir);
+                    break;
+                }
+            }
         } else {
             snprintf(run_dir, sizeof(run_dir), "%s", resume_dir);
         }

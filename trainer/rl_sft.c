@@ -473,6 +473,12 @@ int rl_sft_run(const rl_recipe_t *r, const rl_sft_opts_t *o, char *err, size_t e
         if (resuming && (rc = rl_checkpoint_read_state(ckpt, &st, err, err_len)) != 0) {
             return rc;
         }
+        const char *tune = r->lora.enabled ? "lora" : "full";
+        if (resuming && strcmp(st.tune, tune) != 0) {
+            return rl_errf(err, err_len, RL_EINVAL,
+                           "%s: the checkpoint is of %s tuning, the recipe asks for %s "
+                           "(lora.enabled)", ckpt, st.tune, tune);
+        }
     }
     rl_rng_seed(&s.rng, (uint64_t)r->run.seed);
 
