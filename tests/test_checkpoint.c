@@ -67,6 +67,7 @@ int main(void) {
     strcpy(st.tune, "lora");
     st.n_trainable = 10;
     st.num_tokens = 12345678901LL;
+    st.model_train_step = 77;
     CHECK_INT(rl_checkpoint_read_state(dir, &back, err, sizeof(err)), RL_ENOTFOUND);
     CHECK_CONTAINS(err, "incomplete checkpoint");
     CHECK_INT(rl_checkpoint_commit(dir, &st, o, err, sizeof(err)), 0);
@@ -81,6 +82,7 @@ int main(void) {
     CHECK_INT(back.data_index, 7);
     CHECK_INT(back.n_trainable, 10);
     CHECK_INT(back.num_tokens, 12345678901LL);
+    CHECK_INT(back.model_train_step, 77);
     CHECK_STR(back.tune, "lora");
     CHECK(memcmp(back.rng.s, st.rng.s, sizeof(st.rng.s)) == 0);
     CHECK_INT(back.rng.has_spare, 1);

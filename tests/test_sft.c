@@ -265,9 +265,9 @@ int main(void) {
     CHECK(md < 1e-4);
     json_decref(d);
 
-    // ---- 4. LoRA: adapter out, exact resume ----------------------------------------------------
+    // ---- 4. LoRA (dropout 0.1): adapter out, exact resume -------------------------------------
     snprintf(args, sizeof(args),
-             "run %s/sft.yaml run.dir=%s/la lora.enabled=true lora.r=4 train.steps=8 "
+             "run %s/sft.yaml run.dir=%s/la lora.enabled=true lora.r=4 lora.dropout=0.1 train.steps=8 "
              "train.save_every=4 optim.lr=0.05", s_tmp, s_tmp);
     CHECK_INT(s_rlctl(args), 0);
     CHECK(s_exists("la/final/adapter_config.json"));
@@ -276,11 +276,11 @@ int main(void) {
     json_t *la = s_metrics("la");
     CHECK(s_num(la, 7, "loss") < s_num(la, 0, "loss"));
     snprintf(args, sizeof(args),
-             "run %s/sft.yaml run.dir=%s/lb lora.enabled=true lora.r=4 train.steps=8 "
+             "run %s/sft.yaml run.dir=%s/lb lora.enabled=true lora.r=4 lora.dropout=0.1 train.steps=8 "
              "train.save_every=4 optim.lr=0.05 --stop-at 5", s_tmp, s_tmp);
     CHECK_INT(s_rlctl(args), 0);
     snprintf(args, sizeof(args),
-             "run %s/sft.yaml run.dir=%s/lb lora.enabled=true lora.r=4 train.steps=8 "
+             "run %s/sft.yaml run.dir=%s/lb lora.enabled=true lora.r=4 lora.dropout=0.1 train.steps=8 "
              "train.save_every=4 optim.lr=0.05 --resume", s_tmp, s_tmp);
     CHECK_INT(s_rlctl(args), 0);
     json_t *lb = s_metrics("lb");

@@ -170,6 +170,7 @@ int rl_checkpoint_commit(const char *dir, const rl_ckpt_state_t *st, const rl_op
     json_object_set_new(o, "tune", json_string(st->tune));
     json_object_set_new(o, "n_trainable", json_integer(st->n_trainable));
     json_object_set_new(o, "num_tokens", json_integer(st->num_tokens));
+    json_object_set_new(o, "model_train_step", json_integer(st->model_train_step));
     json_object_set_new(data, "epoch", json_integer(st->data_epoch));
     json_object_set_new(data, "index", json_integer(st->data_index));
     json_object_set_new(o, "data", data);
@@ -272,6 +273,10 @@ int rl_checkpoint_read_state(const char *dir, rl_ckpt_state_t *st, char *err, si
         goto done;
     }
     strcpy(st->tune, json_string_value(tune));
+    if (json_object_get(o, "model_train_step") &&
+        (rc = s_get_int(o, "model_train_step", &st->model_train_step, path, err, err_len))) {
+        goto done;
+    }
     if (!json_is_array(s) || json_array_size(s) != 4 || !json_is_number(spare)) {
         rc = rl_errf(err, err_len, RL_EPROTO, "%s: 'rng' must hold s (4 words) and spare", path);
         goto done;

@@ -10,7 +10,8 @@
 //
 // state.json (format "rlctl-checkpoint", version 1):
 //   {"format": "rlctl-checkpoint", "version": 1, "step": 40, "policy_version": 40,
-//    "tune": "full", "n_trainable": 791296, "num_tokens": 51200, "data": {"epoch": 1, "index": 12},
+//    "tune": "full", "n_trainable": 791296, "num_tokens": 51200,
+//    "model_train_step": 80, "data": {"epoch": 1, "index": 12},
 //    "rng": {"s": ["<16 hex digits>" x4], "has_spare": 0, "spare": 0.0}}
 // 64-bit RNG words are hex strings (JSON numbers are doubles to most readers).
 #ifndef RL_CHECKPOINT_H
@@ -37,6 +38,7 @@ typedef struct {
     char tune[8];           // "full" or "lora"
     int64_t n_trainable;    // size of the trainable flat view (checked on resume)
     int64_t num_tokens;     // tokens trained on so far (the cumulative num_tokens metric)
+    int64_t model_train_step; // rl_model_train_step: the LoRA dropout mask counter (0 if absent)
 } rl_ckpt_state_t;
 
 // Makes <run_dir>/checkpoints/step-<step>/ empty and ready (an incomplete leftover of the same

@@ -306,6 +306,7 @@ static int s_restore(s_run_t *s, const char *ckpt, const rl_ckpt_state_t *st, ch
                        rl_data_count(s->train));
     }
     s->rng = st->rng;
+    rl_model_set_train_step(s->model, (uint64_t)st->model_train_step);
     s->step = st->step;
     s->num_tokens = st->num_tokens;
     return 0;
@@ -369,6 +370,7 @@ static int s_checkpoint(s_run_t *s, char *err, size_t err_len) {
         snprintf(st.tune, sizeof(st.tune), "%s", s->r->lora.enabled ? "lora" : "full");
         st.n_trainable = (int64_t)s->n_params;
         st.num_tokens = s->num_tokens;
+        st.model_train_step = (int64_t)rl_model_train_step(s->model);
         rc = rl_checkpoint_commit(dir, &st, s->optim, err, err_len);
     }
     if (!rc) {
