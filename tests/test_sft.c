@@ -267,8 +267,8 @@ int main(void) {
 
     // ---- 4. LoRA (dropout 0.1): adapter out, exact resume -------------------------------------
     snprintf(args, sizeof(args),
-             "run %s/sft.yaml run.dir=%s/la lora.enabled=true lora.r=4 lora.dropout=0.1 train.steps=8 "
-             "train.save_every=4 optim.lr=0.05", s_tmp, s_tmp);
+             "run %s/sft.yaml run.dir=%s/la lora.enabled=true lora.r=4 lora.dropout=0.1 "
+             "train.steps=8 train.save_every=4 optim.lr=0.05", s_tmp, s_tmp);
     CHECK_INT(s_rlctl(args), 0);
     CHECK(s_exists("la/final/adapter_config.json"));
     CHECK(s_exists("la/final/adapter_model.safetensors"));
@@ -276,12 +276,12 @@ int main(void) {
     json_t *la = s_metrics("la");
     CHECK(s_num(la, 7, "loss") < s_num(la, 0, "loss"));
     snprintf(args, sizeof(args),
-             "run %s/sft.yaml run.dir=%s/lb lora.enabled=true lora.r=4 lora.dropout=0.1 train.steps=8 "
-             "train.save_every=4 optim.lr=0.05 --stop-at 5", s_tmp, s_tmp);
+             "run %s/sft.yaml run.dir=%s/lb lora.enabled=true lora.r=4 lora.dropout=0.1 "
+             "train.steps=8 train.save_every=4 optim.lr=0.05 --stop-at 5", s_tmp, s_tmp);
     CHECK_INT(s_rlctl(args), 0);
     snprintf(args, sizeof(args),
-             "run %s/sft.yaml run.dir=%s/lb lora.enabled=true lora.r=4 lora.dropout=0.1 train.steps=8 "
-             "train.save_every=4 optim.lr=0.05 --resume", s_tmp, s_tmp);
+             "run %s/sft.yaml run.dir=%s/lb lora.enabled=true lora.r=4 lora.dropout=0.1 "
+             "train.steps=8 train.save_every=4 optim.lr=0.05 --resume", s_tmp, s_tmp);
     CHECK_INT(s_rlctl(args), 0);
     json_t *lb = s_metrics("lb");
     CHECK(json_equal(la, lb));
@@ -351,7 +351,7 @@ int main(void) {
     close(pfd[0]);
     close(pfd[1]);
 
-    // ---- 5b. SIGTERM: the step finishes, a checkpoint is written, exit 1 -------------------------
+    // ---- 5b. SIGTERM: the step finishes, a checkpoint is written, exit 1 ---------------------
     {
         char recipe[600], rundir[600], mpath[700], logp[700];
         snprintf(recipe, sizeof(recipe), "%s/sft.yaml", s_tmp);
