@@ -20,6 +20,8 @@ static const s_command_t s_commands[] = {
     {"inspect", rl_cmd_inspect, "list the tensors of a safetensors file or model folder"},
     {"init", rl_cmd_init, "write a randomly initialised Hugging Face model folder"},
     {"export", rl_cmd_export, "merge a LoRA adapter into its base model (HF folder, fp32|bf16)"},
+    {"generate", rl_cmd_generate, "sample completions of a prompt from a model"},
+    {"logprobs", rl_cmd_logprobs, "per-token logprobs of a completion given a prompt"},
     {NULL, NULL, NULL},
 };
 

@@ -1,0 +1,307 @@
+// tests for `rlctl generate` and `rlctl logprobs`: runs the built binary on the cookbook's
+// arith-base model (random weights, a one-character-per-token tokenizer), parses generate's
+// JSON, scores each generated completion with `rlctl logprobs` and checks that the two agree
+// (the sampler's cached decode vs the trainer's forward, through the printed %.9g numbers),
+// then the refusals: help, a missing model, a bad adapter, a prompt longer than the context,
+// --chat without a chat template, bad flags.
+#include "rl_err.h"
+#include "rl_test.h"
+
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define S_MODEL RL_SOURCE_DIR "/cookbook/models/arith-base"
+
+static char s_tmp[] = "/tmp/rl_test_generate_XXXXXX";
+
+typedef struct {
+    int code;     // exit code, -1 when it did not exit
+    char *out;    // stdout, NUL-terminated
+    char *err;    // stderr, NUL-terminated
+} s_run_t;
+
+static char *s_read_fd(int fd) {
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    RL_ASSERT(buf);
+    for (;;) {
+        if (n + 1 >= cap) {
+            buf = realloc(buf, cap *= 2);
+            RL_ASSERT(buf);
+        }
+        ssize_t got = read(fd, buf + n, cap - n - 1);
+        if (got <= 0) {
+            break;
+        }
+        n += (size_t)got;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+// Runs rlctl with argv (NULL-terminated, without the program name); no shell, so any text
+// passes as is.
+static s_run_t s_rlctl(const char *const *args) {
+    const char *argv[64];
+    int n = 0;
+    argv[n++] = RL_BINARY_DIR "/rlctl";
+    for (int i = 0; args[i]; i++) {
+        RL_ASSERT(n < 63);
+        argv[n++] = args[i];
+    }
+    argv[n] = NULL;
+    char err_path[600];
+    snprintf(err_path, sizeof err_path, "%s/stderr", s_tmp);
+    int fds[2];
+    RL_ASSERT(pipe(fds) == 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    RL_ASSERT(pid >= 0);
+    if (pid == 0) {
+        int ef = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fds[1], 1);
+        dup2(ef, 2);
+        close(fds[0]);
+        close(fds[1]);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    s_run_t r;
+    r.out = s_read_fd(fds[0]);
+    close(fds[0]);
+    int st;
+    waitpid(pid, &st, 0);
+    r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    int ef = open(err_path, O_RDONLY);
+    r.err = ef >= 0 ? s_read_fd(ef) : strdup("");
+    if (ef >= 0) {
+        close(ef);
+    }
+    return r;
+}
+
+static void s_free(s_run_t *r) {
+    free(r->out);
+    free(r->err);
+}
+
+static json_t *s_json(const s_run_t *r) {
+    json_error_t je;
+    json_t *j = json_loads(r->out, 0, &je);
+    CHECK_MSG(j != NULL, "not JSON (%s): %.300s", je.text, r->out);
+    return j;
+}
+
+// generate --json with `extra` flags, then logprobs of every sample at temperature `T`:
+// completion_ids must equal the sample's ids and the logprobs agree within `tol`.
+static void s_roundtrip(const char *prompt, const char *const *extra, const char *T, int max_new,
+                        double tol, double *worst) {
+    const char *args[40] = {"generate", "--model", S_MODEL, "--prompt", prompt, "--json"};
+    int n = 6;
+    for (int i = 0; extra[i]; i++) {
+        args[n++] = extra[i];
+    }
+    args[n] = NULL;
+    s_run_t g = s_rlctl(args);
+    CHECK_MSG(g.code == 0, "generate exit %d: %s", g.code, g.err);
+    json_t *j = g.code == 0 ? s_json(&g) : NULL;
+    json_t *samples = json_object_get(j, "samples");
+    CHECK(json_is_array(json_object_get(j, "prompt_ids")));
+    CHECK(json_is_array(samples) && json_array_size(samples) >= 1);
+    size_t si;
+    json_t *s;
+    json_array_foreach(samples, si, s) {
+        json_t *ids = json_object_get(s, "ids"), *lps = json_object_get(s, "logprobs");
+        const char *text = json_string_value(json_object_get(s, "text"));
+        const char *fin = json_string_value(json_object_get(s, "finish_reason"));
+        CHECK(json_is_array(ids) && json_is_array(lps) && text && fin);
+        if (!json_is_array(ids) || !text || !fin) {
+            continue;
+        }
+        size_t len = json_array_size(ids);
+        CHECK_INT(json_array_size(lps), len);
+        int stop = strcmp(fin, "stop") == 0;
+        CHECK(stop || strcmp(fin, "length") == 0);
+        if (stop) {
+            // the stop token (eos 21 = <|endoftext|>) is the last id; the text omits it
+            CHECK_INT(json_integer_value(json_array_get(ids, len - 1)), 21);
+            CHECK(strstr(text, "<|endoftext|>") == NULL);
+        } else {
+            CHECK_INT(len, max_new);
+        }
+        // score the same completion: the text plus the stop token's text (which encodes back
+        // to the stop id; the arith tokenizer maps each character to one token)
+        char completion[1024];
+        snprintf(completion, sizeof completion, "%s%s", text, stop ? "<|endoftext|>" : "");
+        const char *largs[] = {"logprobs", "--model", S_MODEL, "--prompt", prompt, "--completion",
+                               completion, "--temperature", T, "--json", NULL};
+        s_run_t l = s_rlctl(largs);
+        CHECK_MSG(l.code == 0, "logprobs exit %d: %s", l.code, l.err);
+        json_t *lj = l.code == 0 ? s_json(&l) : NULL;
+        json_t *cids = json_object_get(lj, "completion_ids");
+        json_t *llps = json_object_get(lj, "logprobs");
+        CHECK_INT(json_array_size(cids), len);
+        CHECK(json_equal(json_object_get(lj, "prompt_ids"), json_object_get(j, "prompt_ids")));
+        double sum = 0.0;
+        for (size_t i = 0; i < len && i < json_array_size(cids); i++) {
+            CHECK_INT(json_integer_value(json_array_get(cids, i)),
+                      json_integer_value(json_array_get(ids, i)));
+            double a = json_number_value(json_array_get(lps, i));
+            double b = json_number_value(json_array_get(llps, i));
+            double d = a > b ? a - b : b - a;
+            *worst = d > *worst ? d : *worst;
+            CHECK_MSG(d <= tol, "sample %zu token %zu: generate %.9g vs logprobs %.9g", si, i, a,
+                      b);
+            sum += b;
+        }
+        CHECK_CLOSE(json_number_value(json_object_get(lj, "sum")), sum, 1e-5);
+        json_decref(lj);
+        s_free(&l);
+    }
+    json_decref(j);
+    s_free(&g);
+}
+
+static void s_test_roundtrip(void) {
+    double worst = 0.0;
+    // printed with %.9g (9 significant digits: < 1e-8 for |x| < 10) over the sampler/forward
+    // gap of a few 1e-7 on this model's small logits: 1e-4 is the tolerance asked of the CLI
+    const char *t1[] = {"--n", "4", "--max-new-tokens", "24", "--seed", "5", NULL};
+    s_roundtrip("12+34=", t1, "1", 24, 1e-4, &worst);
+    const char *t2[] = {"--n", "3", "--max-new-tokens", "16", "--temperature", "0.7",
+                        "--top-k", "8", "--top-p", "0.9", "--seed", "1", NULL};
+    s_roundtrip("91*3+125=", t2, "0.7", 16, 1e-4, &worst);
+    // greedy reports logprobs at T = 1 (rlctl logprobs --temperature 0 means 1 as well)
+    const char *t3[] = {"--temperature", "0", "--max-new-tokens", "10", NULL};
+    s_roundtrip("7-2=", t3, "0", 10, 1e-4, &worst);
+    printf("generate vs logprobs: worst |difference| %.3g\n", worst);
+
+    // same seed, same output; another seed, another
+    const char *a[] = {"generate", "--model", S_MODEL, "--prompt", "1+1=", "--n", "3",
+                       "--max-new-tokens", "12", "--seed", "9", "--json", NULL};
+    s_run_t r1 = s_rlctl(a), r2 = s_rlctl(a);
+    CHECK(r1.code == 0 && r2.code == 0);
+    CHECK_STR(r1.out, r2.out);
+    const char *b[] = {"generate", "--model", S_MODEL, "--prompt", "1+1=", "--n", "3",
+                       "--max-new-tokens", "12", "--seed", "10", "--json", NULL};
+    s_run_t r3 = s_rlctl(b);
+    CHECK(r3.code == 0 && strcmp(r1.out, r3.out) != 0);
+    // prompt_ids: one character per token, as the model README states
+    json_t *j = s_json(&r1);
+    char *pid = json_dumps(json_object_get(j, "prompt_ids"), JSON_COMPACT);
+    CHECK_STR(pid, "[9,4,9,19]");
+    free(pid);
+    json_decref(j);
+    s_free(&r1);
+    s_free(&r2);
+    s_free(&r3);
+    // plain output
+    const char *c[] = {"generate", "--model", S_MODEL, "--prompt", "1+1=", "--n", "2",
+                       "--max-new-tokens", "5", NULL};
+    s_run_t r4 = s_rlctl(c);
+    CHECK_INT(r4.code, 0);
+    CHECK_CONTAINS(r4.out, "--- sample 1:");
+    s_free(&r4);
+    const char *d[] = {"logprobs", "--model", S_MODEL, "--prompt", "1+1=", "--completion", "2",
+                       NULL};
+    s_run_t r5 = s_rlctl(d);
+    CHECK_INT(r5.code, 0);
+    CHECK_CONTAINS(r5.out, "sum\t");
+    s_free(&r5);
+}
+
+static void s_expect_fail(const char *const *args, int code, const char *msg) {
+    s_run_t r = s_rlctl(args);
+    CHECK_MSG(r.code == code, "%s %s: exit %d, want %d (%s)", args[0], args[1], r.code, code,
+              r.err);
+    CHECK_CONTAINS(r.err, msg);
+    CHECK_MSG(strchr(r.err, '\n') == strrchr(r.err, '\n'), "more than one line: %s", r.err);
+    s_free(&r);
+}
+
+static void s_test_refusals(void) {
+    const char *h1[] = {"generate", "--help", NULL};
+    s_run_t r = s_rlctl(h1);
+    CHECK_INT(r.code, 0);
+    CHECK_CONTAINS(r.out, "usage: rlctl generate");
+    s_free(&r);
+    const char *h2[] = {"logprobs", "-h", NULL};
+    r = s_rlctl(h2);
+    CHECK_INT(r.code, 0);
+    CHECK_CONTAINS(r.out, "usage: rlctl logprobs");
+    s_free(&r);
+    const char *h3[] = {"--help", NULL};
+    r = s_rlctl(h3);
+    CHECK_CONTAINS(r.out, "generate");
+    CHECK_CONTAINS(r.out, "logprobs");
+    s_free(&r);
+
+    char missing[600], bad_adapter[600];
+    snprintf(missing, sizeof missing, "%s/no-such-model", s_tmp);
+    snprintf(bad_adapter, sizeof bad_adapter, "%s/adapter", s_tmp);
+    mkdir(bad_adapter, 0755);
+    char cfg[700];
+    snprintf(cfg, sizeof cfg, "%s/adapter_config.json", bad_adapter);
+    FILE *f = fopen(cfg, "w");
+    RL_ASSERT(f);
+    fputs("{\"peft_type\": \"LORA\", \"r\": 4, \"lora_alpha\": 8, \"target_modules\": "
+          "[\"q_proj\"]}\n", f);
+    fclose(f);
+
+    char long_prompt[201];
+    memset(long_prompt, '1', 200);
+    long_prompt[200] = '\0';
+
+    const char *g1[] = {"generate", "--model", missing, "--prompt", "1", NULL};
+    s_expect_fail(g1, 2, "no-such-model");
+    const char *g2[] = {"generate", "--model", S_MODEL, "--adapter", bad_adapter, "--prompt",
+                        "1", NULL};
+    s_expect_fail(g2, 2, "adapter");
+    const char *g3[] = {"generate", "--model", S_MODEL, "--prompt", long_prompt, NULL};
+    s_expect_fail(g3, 2, "too long");
+    const char *g4[] = {"generate", "--model", S_MODEL, "--prompt", "1+1=",
+                        "--max-new-tokens", "125", NULL}; // 4 + 125 > 128
+    s_expect_fail(g4, 2, "context of 128");
+    const char *g5[] = {"generate", "--model", S_MODEL, "--prompt", "1", "--chat", NULL};
+    s_expect_fail(g5, 2, "chat_template");
+    const char *g6[] = {"generate", "--model", S_MODEL, "--prompt", "1", "--top-p", "1.5", NULL};
+    s_expect_fail(g6, 2, "--top-p");
+    const char *g7[] = {"generate", "--model", S_MODEL, "--prompt", "1", "--bogus", NULL};
+    s_expect_fail(g7, 2, "unknown option");
+    const char *g8[] = {"generate", "--model", S_MODEL, NULL};
+    s_expect_fail(g8, 2, "--prompt");
+    const char *l1[] = {"logprobs", "--model", missing, "--prompt", "1", "--completion", "2",
+                        NULL};
+    s_expect_fail(l1, 2, "no-such-model");
+    const char *l2[] = {"logprobs", "--model", S_MODEL, "--prompt", "1", "--completion",
+                        long_prompt, NULL};
+    s_expect_fail(l2, 2, "too long");
+    const char *l3[] = {"logprobs", "--model", S_MODEL, "--adapter", bad_adapter, "--prompt",
+                        "1", "--completion", "2", NULL};
+    s_expect_fail(l3, 2, "adapter");
+    const char *l4[] = {"logprobs", "--model", S_MODEL, "--prompt", "", "--completion", "2",
+                        NULL};
+    s_expect_fail(l4, 2, "no tokens");
+    const char *l5[] = {"logprobs", "--model", S_MODEL, "--prompt", "1", NULL};
+    s_expect_fail(l5, 2, "--completion");
+    unlink(cfg);
+    rmdir(bad_adapter);
+}
+
+int main(void) {
+    RL_TEST_ASSERT_FILE(mkdtemp(s_tmp), "a temporary folder");
+    s_test_roundtrip();
+    s_test_refusals();
+    char path[600];
+    snprintf(path, sizeof path, "%s/stderr", s_tmp);
+    unlink(path);
+    rmdir(s_tmp);
+    RL_TEST_DONE();
+}
