@@ -5,5 +5,5 @@ rl_add_test(NAME rollout.sampler SOURCES test_sampler.c LIBS rl_rollout LABELS n
             TIMEOUT 300)
 # runs the rlctl binary: generate --json, then logprobs of each completion (the printed numbers
 # agree), and the refusals
-rl_add_test(NAME cli.generate SOURCES test_generate.c LIBS rl_core LABELS integration)
+rl_add_test(NAME cli.generate SOURCES test_generate.c LIBS rl_model rl_core LABELS integration)
 add_dependencies(test_cli_generate rlctl)

@@ -2,13 +2,17 @@
 // arith-base model (random weights, a one-character-per-token tokenizer), parses generate's
 // JSON, scores each generated completion with `rlctl logprobs` and checks that the two agree
 // (the sampler's cached decode vs the trainer's forward, through the printed %.9g numbers),
-// then the refusals: help, a missing model, a bad adapter, a prompt longer than the context,
-// --chat without a chat template, bad flags.
+// the same with a PEFT adapter (written here with random A and B) and with --chat (a copy of the
+// model given a ChatML template), then the refusals: help, a missing model, a bad adapter, a
+// prompt longer than the context, --chat without a chat template, bad flags.
 #include "rl_err.h"
+#include "rl_model.h"
+#include "rl_rng.h"
 #include "rl_test.h"
 
 #include <fcntl.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,9 +105,10 @@ static json_t *s_json(const s_run_t *r) {
 
 // generate --json with `extra` flags, then logprobs of every sample at temperature `T`:
 // completion_ids must equal the sample's ids and the logprobs agree within `tol`.
-static void s_roundtrip(const char *prompt, const char *const *extra, const char *T, int max_new,
-                        double tol, double *worst) {
-    const char *args[40] = {"generate", "--model", S_MODEL, "--prompt", prompt, "--json"};
+static void s_roundtrip(const char *model, const char *prompt, const char *const *extra,
+                        const char *const *lextra, const char *T, int max_new, double tol,
+                        double *worst) {
+    const char *args[40] = {"generate", "--model", model, "--prompt", prompt, "--json"};
     int n = 6;
     for (int i = 0; extra[i]; i++) {
         args[n++] = extra[i];
@@ -129,19 +134,28 @@ static void s_roundtrip(const char *prompt, const char *const *extra, const char
         CHECK_INT(json_array_size(lps), len);
         int stop = strcmp(fin, "stop") == 0;
         CHECK(stop || strcmp(fin, "length") == 0);
+        const char *stop_text = "";
         if (stop) {
-            // the stop token (eos 21 = <|endoftext|>) is the last id; the text omits it
-            CHECK_INT(json_integer_value(json_array_get(ids, len - 1)), 21);
-            CHECK(strstr(text, "<|endoftext|>") == NULL);
+            // the stop token is the last id: the eos 21 = <|endoftext|>, or with the chat copy
+            // the tokenizer's eos_token 23 = <|im_end|>; the text omits it
+            json_int_t last = json_integer_value(json_array_get(ids, len - 1));
+            CHECK(last == 21 || last == 23);
+            stop_text = last == 21 ? "<|endoftext|>" : "<|im_end|>";
+            CHECK(strstr(text, stop_text) == NULL);
         } else {
             CHECK_INT(len, max_new);
         }
         // score the same completion: the text plus the stop token's text (which encodes back
         // to the stop id; the arith tokenizer maps each character to one token)
         char completion[1024];
-        snprintf(completion, sizeof completion, "%s%s", text, stop ? "<|endoftext|>" : "");
-        const char *largs[] = {"logprobs", "--model", S_MODEL, "--prompt", prompt, "--completion",
-                               completion, "--temperature", T, "--json", NULL};
+        snprintf(completion, sizeof completion, "%s%s", text, stop_text);
+        const char *largs[40] = {"logprobs", "--model", model, "--prompt", prompt,
+                                 "--completion", completion, "--temperature", T, "--json"};
+        int ln = 10;
+        for (int i = 0; lextra[i]; i++) {
+            largs[ln++] = lextra[i];
+        }
+        largs[ln] = NULL;
         s_run_t l = s_rlctl(largs);
         CHECK_MSG(l.code == 0, "logprobs exit %d: %s", l.code, l.err);
         json_t *lj = l.code == 0 ? s_json(&l) : NULL;
@@ -174,13 +188,14 @@ static void s_test_roundtrip(void) {
     // printed with %.9g (9 significant digits: < 1e-8 for |x| < 10) over the sampler/forward
     // gap of a few 1e-7 on this model's small logits: 1e-4 is the tolerance asked of the CLI
     const char *t1[] = {"--n", "4", "--max-new-tokens", "24", "--seed", "5", NULL};
-    s_roundtrip("12+34=", t1, "1", 24, 1e-4, &worst);
+    const char *none[] = {NULL};
+    s_roundtrip(S_MODEL, "12+34=", t1, none, "1", 24, 1e-4, &worst);
     const char *t2[] = {"--n", "3", "--max-new-tokens", "16", "--temperature", "0.7",
                         "--top-k", "8", "--top-p", "0.9", "--seed", "1", NULL};
-    s_roundtrip("91*3+125=", t2, "0.7", 16, 1e-4, &worst);
+    s_roundtrip(S_MODEL, "91*3+125=", t2, none, "0.7", 16, 1e-4, &worst);
     // greedy reports logprobs at T = 1 (rlctl logprobs --temperature 0 means 1 as well)
     const char *t3[] = {"--temperature", "0", "--max-new-tokens", "10", NULL};
-    s_roundtrip("7-2=", t3, "0", 10, 1e-4, &worst);
+    s_roundtrip(S_MODEL, "7-2=", t3, none, "0", 10, 1e-4, &worst);
     printf("generate vs logprobs: worst |difference| %.3g\n", worst);
 
     // same seed, same output; another seed, another
@@ -215,6 +230,109 @@ static void s_test_roundtrip(void) {
     CHECK_INT(r5.code, 0);
     CHECK_CONTAINS(r5.out, "sum\t");
     s_free(&r5);
+}
+
+// Writes a PEFT adapter for arith-base into dir with random A and B (B = 0 would be a no-op).
+static int s_write_adapter(const char *dir) {
+    char err[1024];
+    rl_model_opts_t opts;
+    rl_model_opts_default(&opts);
+    opts.tune = RL_TUNE_LORA;
+    opts.lora_r = 4;
+    opts.lora_alpha = 8.0f;
+    opts.lora_targets = RL_LORA_ALL;
+    rl_model_t *m = rl_model_load(S_MODEL, &opts, err, sizeof err);
+    CHECK_MSG(m != NULL, "%s", err);
+    if (!m) {
+        return -1;
+    }
+    size_t n = 0;
+    float *w = rl_model_trainable(m, &n);
+    rl_rng_t rng;
+    rl_rng_seed(&rng, 77);
+    rl_rng_fill_normal(&rng, w, n, 0.0f, 0.2f);
+    int rc = rl_model_save_adapter(m, dir, S_MODEL, err, sizeof err);
+    CHECK_MSG(rc == 0, "%s", err);
+    rl_model_destroy(&m);
+    return rc;
+}
+
+// The first generated logprob of a prompt under `model` (+ adapter when not NULL), greedy.
+static double s_first_logprob(const char *adapter, const char *prompt) {
+    const char *a[] = {"generate", "--model", S_MODEL, "--prompt", prompt, "--temperature", "0",
+                       "--max-new-tokens", "1", "--json", adapter ? "--adapter" : NULL, adapter,
+                       NULL};
+    s_run_t r = s_rlctl(a);
+    CHECK_MSG(r.code == 0, "%s", r.err);
+    json_t *j = r.code == 0 ? s_json(&r) : NULL;
+    double lp = json_number_value(
+        json_array_get(json_object_get(json_array_get(json_object_get(j, "samples"), 0),
+                                       "logprobs"), 0));
+    json_decref(j);
+    s_free(&r);
+    return lp;
+}
+
+static void s_test_adapter_and_chat(void) {
+    double worst = 0.0;
+    char adapter[600];
+    snprintf(adapter, sizeof adapter, "%s/lora", s_tmp);
+    if (s_write_adapter(adapter) == 0) {
+        const char *g[] = {"--adapter", adapter, "--n", "3", "--max-new-tokens", "20", "--seed",
+                           "2", NULL};
+        const char *l[] = {"--adapter", adapter, NULL};
+        s_roundtrip(S_MODEL, "45+6=", g, l, "1", 20, 1e-4, &worst);
+        // the adapter changes the distribution
+        double base = s_first_logprob(NULL, "45+6="), tuned = s_first_logprob(adapter, "45+6=");
+        CHECK_MSG(fabs(base - tuned) > 1e-3, "adapter had no effect: %g vs %g", base, tuned);
+    }
+    // --chat: a copy of arith-base whose tokenizer_config.json has a ChatML template (the
+    // tokenizer has <|im_start|> and <|im_end|>; letters it lacks are dropped)
+    char chat[600], src[700], dst[700];
+    snprintf(chat, sizeof chat, "%s/chat-model", s_tmp);
+    mkdir(chat, 0755);
+    const char *files[] = {"config.json", "generation_config.json", "model.safetensors",
+                           "tokenizer.json"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(src, sizeof src, "%s/%s", S_MODEL, files[i]);
+        snprintf(dst, sizeof dst, "%s/%s", chat, files[i]);
+        CHECK(symlink(src, dst) == 0);
+    }
+    snprintf(dst, sizeof dst, "%s/tokenizer_config.json", chat);
+    FILE *f = fopen(dst, "w");
+    RL_ASSERT(f);
+    fputs("{\"eos_token\": \"<|im_end|>\", \"chat_template\": \"{% for message in messages %}"
+          "{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + "
+          "'\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
+          "{% endif %}\"}\n", f);
+    fclose(f);
+    const char *g[] = {"--chat", "--n", "2", "--max-new-tokens", "12", "--seed", "4", NULL};
+    const char *l[] = {"--chat", NULL};
+    s_roundtrip(chat, "2+2=", g, l, "1", 12, 1e-4, &worst);
+    const char *a[] = {"generate", "--model", chat, "--prompt", "2+2=", "--chat",
+                       "--max-new-tokens", "1", "--json", NULL};
+    s_run_t r = s_rlctl(a);
+    json_t *j = r.code == 0 ? s_json(&r) : NULL;
+    char *pid = json_dumps(json_object_get(j, "prompt_ids"), JSON_COMPACT);
+    // <|im_start|> "\n" 2 + 2 = <|im_end|> "\n" <|im_start|> "\n" ("user", "assistant" dropped)
+    CHECK_STR(pid, "[22,0,10,4,10,19,23,0,22,0]");
+    free(pid);
+    json_decref(j);
+    s_free(&r);
+    printf("adapter and chat: worst |difference| %.3g\n", worst);
+    for (int i = 0; i < 4; i++) {
+        snprintf(dst, sizeof dst, "%s/%s", chat, files[i]);
+        unlink(dst);
+    }
+    snprintf(dst, sizeof dst, "%s/tokenizer_config.json", chat);
+    unlink(dst);
+    rmdir(chat);
+    const char *lora_files[] = {"adapter_config.json", "adapter_model.safetensors"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(dst, sizeof dst, "%s/%s", adapter, lora_files[i]);
+        unlink(dst);
+    }
+    rmdir(adapter);
 }
 
 static void s_expect_fail(const char *const *args, int code, const char *msg) {
@@ -298,6 +416,7 @@ static void s_test_refusals(void) {
 int main(void) {
     RL_TEST_ASSERT_FILE(mkdtemp(s_tmp), "a temporary folder");
     s_test_roundtrip();
+    s_test_adapter_and_chat();
     s_test_refusals();
     char path[600];
     snprintf(path, sizeof path, "%s/stderr", s_tmp);
