@@ -59,29 +59,11 @@ typedef struct {
 } s_opts_t;
 
 static int s_int(const char *flag, const char *v, long lo, long hi, int *out) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (end == v || *end || errno || x < lo || x > hi) {
-        fprintf(stderr, "rlctl generate: %s '%s': expected an integer in [%ld, %ld]\n", flag, v,
-                lo, hi);
-        return RL_EXIT_USAGE;
-    }
-    *out = (int)x;
-    return 0;
+    return rl_cli_int("generate", flag, v, lo, hi, out);
 }
 
 static int s_float(const char *flag, const char *v, double lo, double hi, float *out) {
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (end == v || *end || errno || !(x >= lo && x <= hi)) {
-        fprintf(stderr, "rlctl generate: %s '%s': expected a number in [%g, %g]\n", flag, v, lo,
-                hi);
-        return RL_EXIT_USAGE;
-    }
-    *out = (float)x;
-    return 0;
+    return rl_cli_float("generate", flag, v, lo, hi, out);
 }
 
 static int s_parse(int argc, char **argv, s_opts_t *o) {
@@ -150,14 +132,7 @@ static int s_parse(int argc, char **argv, s_opts_t *o) {
                 o->stop[o->n_stop++] = id;
             }
         } else { // --seed
-            char *end;
-            errno = 0;
-            o->seed = strtoull(v, &end, 10);
-            if (end == v || *end || errno || v[0] == '-') {
-                fprintf(stderr, "rlctl generate: --seed '%s': expected an unsigned integer\n",
-                        v);
-                rc = RL_EXIT_USAGE;
-            }
+            rc = rl_cli_u64("generate", a, v, &o->seed);
         }
         if (rc) {
             return rc;

@@ -5,6 +5,8 @@
 #ifndef RL_CLI_H
 #define RL_CLI_H
 
+#include <stdint.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -20,9 +22,17 @@ int rl_cmd_init(int argc, char **argv);
 int rl_cmd_export(int argc, char **argv);
 int rl_cmd_generate(int argc, char **argv);
 int rl_cmd_logprobs(int argc, char **argv);
+int rl_cmd_eval(int argc, char **argv);
 
 // Returns 1 when argv[1..] holds "-h" or "--help".
 int rl_cli_wants_help(int argc, char **argv);
+
+// Option values: parse `v` given for `flag` of command `cmd` into *out. On a bad value print
+// "rlctl <cmd>: <flag> '<v>': expected ..." on stderr and return RL_EXIT_USAGE; else 0.
+int rl_cli_int(const char *cmd, const char *flag, const char *v, long lo, long hi, int *out);
+int rl_cli_float(const char *cmd, const char *flag, const char *v, double lo, double hi,
+                 float *out);
+int rl_cli_u64(const char *cmd, const char *flag, const char *v, uint64_t *out);
 
 #ifdef __cplusplus
 }

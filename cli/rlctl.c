@@ -21,6 +21,7 @@ static const s_command_t s_commands[] = {
     {"init", rl_cmd_init, "write a randomly initialised Hugging Face model folder"},
     {"export", rl_cmd_export, "merge a LoRA adapter into its base model (HF folder, fp32|bf16)"},
     {"generate", rl_cmd_generate, "sample completions of a prompt from a model"},
+    {"eval", rl_cmd_eval, "sample answers for a held-out JSONL file and report accuracy"},
     {"logprobs", rl_cmd_logprobs, "per-token logprobs of a completion given a prompt"},
     {NULL, NULL, NULL},
 };
@@ -36,18 +37,6 @@ static void s_usage(FILE *out) {
     }
     fprintf(out, "\noptions:\n  -h, --help     this help\n  --version      print the version\n"
                  "\nenvironment:\n  RLCTL_LOG=error|warn|info|debug   log level (default info)\n");
-}
-
-int rl_cli_wants_help(int argc, char **argv) {
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            return 1;
-        }
-        if (strcmp(argv[i], "--") == 0) {
-            break;
-        }
-    }
-    return 0;
 }
 
 int main(int argc, char **argv) {

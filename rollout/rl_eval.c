@@ -1,0 +1,228 @@
+// rl_eval — held-out evaluation: JSONL rows -> sampler -> scorer -> accuracy and format rate.
+#include "rl_eval.h"
+
+#include "rl_err.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct rl_eval_data {
+    rl_eval_row_t *rows;
+    int n;
+    char *strings; // every prompt and answer, NUL-separated, one allocation
+};
+
+// Rows are converted to text once: an answer given as a JSON number is printed the way the
+// scorer will normalise it anyway.
+static char *s_field_text(json_t *v) {
+    char buf[64];
+    if (json_is_string(v)) {
+        return strdup(json_string_value(v));
+    }
+    if (json_is_integer(v)) {
+        snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(v));
+        return strdup(buf);
+    }
+    if (json_is_real(v)) {
+        snprintf(buf, sizeof buf, "%.17g", json_real_value(v));
+        return strdup(buf);
+    }
+    return NULL;
+}
+
+rl_eval_data_t *rl_eval_data_load(const char *path, const char *prompt_field,
+                                  const char *answer_field, int limit, char *err, size_t err_len) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        rl_errf(err, err_len, RL_EIO, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    rl_eval_data_t *d = calloc(1, sizeof *d);
+    char *line = NULL, **texts = NULL;
+    size_t cap = 0, n_texts = 0, cap_texts = 0, total = 0;
+    long lineno = 0;
+    if (!d) {
+        goto fail;
+    }
+    while (getline(&line, &cap, f) > 0) {
+        lineno++;
+        if (strspn(line, " \t\r\n") == strlen(line)) {
+            continue; // blank lines are allowed, as in most JSONL readers
+        }
+        json_error_t je;
+        json_t *row = json_loads(line, JSON_REJECT_DUPLICATES, &je);
+        if (!json_is_object(row)) {
+            rl_errf(err, err_len, RL_EINVAL, "%s:%ld: %s", path, lineno,
+                    row ? "a row must be a JSON object" : je.text);
+            json_decref(row);
+            goto fail;
+        }
+        char *p = s_field_text(json_object_get(row, prompt_field));
+        char *a = s_field_text(json_object_get(row, answer_field));
+        json_decref(row);
+        if (!p || !a) {
+            rl_errf(err, err_len, RL_EINVAL, "%s:%ld: the row has no %s field '%s'", path,
+                    lineno, p ? "text or number" : "text", p ? answer_field : prompt_field);
+            free(p);
+            free(a);
+            goto fail;
+        }
+        if (n_texts + 2 > cap_texts) {
+            cap_texts = cap_texts ? 2 * cap_texts : 256;
+            char **t = realloc(texts, cap_texts * sizeof *t);
+            if (!t) {
+                free(p);
+                free(a);
+                goto fail;
+            }
+            texts = t;
+        }
+        texts[n_texts++] = p;
+        texts[n_texts++] = a;
+        total += strlen(p) + strlen(a) + 2;
+        if (limit > 0 && (int)(n_texts / 2) >= limit) {
+            break;
+        }
+    }
+    d->n = (int)(n_texts / 2);
+    d->rows = calloc((size_t)d->n + 1, sizeof *d->rows);
+    d->strings = malloc(total + 1);
+    if (!d->rows || !d->strings) {
+        goto fail;
+    }
+    char *w = d->strings;
+    for (size_t i = 0; i < n_texts; i++) {
+        size_t l = strlen(texts[i]) + 1;
+        memcpy(w, texts[i], l);
+        if (i % 2 == 0) {
+            d->rows[i / 2].prompt = w;
+        } else {
+            d->rows[i / 2].answer = w;
+        }
+        w += l;
+        free(texts[i]);
+    }
+    free(texts);
+    free(line);
+    fclose(f);
+    return d;
+fail:
+    if (err && err_len && !err[0]) {
+        rl_errf(err, err_len, RL_ENOMEM, "%s: out of memory", path);
+    }
+    for (size_t i = 0; i < n_texts; i++) {
+        free(texts[i]);
+    }
+    free(texts);
+    free(line);
+    fclose(f);
+    rl_eval_data_destroy(&d);
+    return NULL;
+}
+
+int rl_eval_data_count(const rl_eval_data_t *self) { return self->n; }
+
+const rl_eval_row_t *rl_eval_data_row(const rl_eval_data_t *self, int i) {
+    return i >= 0 && i < self->n ? &self->rows[i] : NULL;
+}
+
+void rl_eval_data_destroy(rl_eval_data_t **self_p) {
+    if (!self_p || !*self_p) {
+        return;
+    }
+    free((*self_p)->rows);
+    free((*self_p)->strings);
+    free(*self_p);
+    *self_p = NULL;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+static double s_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int rl_eval_run(rl_sampler_t *sampler, rl_tokenizer_t *tok, const rl_eval_data_t *data,
+                const rl_sampler_params_t *params, rl_eval_score_fn score, void *ctx,
+                rl_eval_result_t *out, char *err, size_t err_len) {
+    memset(out, 0, sizeof *out);
+    double t0 = s_now();
+    int n = data->n, rc = 0;
+    rl_sampler_prompt_t *prompts = calloc((size_t)n + 1, sizeof *prompts);
+    int32_t **ids = calloc((size_t)n + 1, sizeof *ids);
+    rl_sampler_result_t *res = NULL;
+    if (!prompts || !ids) {
+        rc = rl_errf(err, err_len, RL_ENOMEM, "eval: out of memory");
+        goto done;
+    }
+    for (int i = 0; i < n; i++) {
+        size_t len = 0;
+        const char *p = data->rows[i].prompt;
+        rc = rl_tokenizer_encode(tok, p, strlen(p), 0, &ids[i], &len);
+        if (rc != 0) {
+            rl_errf(err, err_len, rc, "eval row %d: %s", i + 1, rl_tokenizer_errmsg(tok));
+            goto done;
+        }
+        prompts[i].ids = ids[i];
+        prompts[i].len = (int)len;
+        prompts[i].index = (uint64_t)i;
+    }
+    rc = rl_sampler_generate(sampler, prompts, n, params, &res);
+    if (rc != 0) {
+        rl_errf(err, err_len, rc, "eval: %s", rl_sampler_errmsg(sampler));
+        goto done;
+    }
+    int total = n * params->n;
+    int32_t vocab = rl_tokenizer_vocab_size(tok);
+    double sum = 0.0;
+    long long fmt = 0, clipped = 0;
+    for (int k = 0; k < total; k++) {
+        rl_sampler_result_t *r = &res[k];
+        out->tokens += r->n_ids;
+        int n_text = r->n_ids - (r->finish == RL_SAMPLER_FINISH_STOP ? 1 : 0);
+        // A model's vocabulary may be larger than its tokenizer's (padded embeddings); an id
+        // the tokenizer does not know has no text, so it is dropped, as Hugging Face's decode
+        // does.
+        int n_known = 0;
+        for (int i = 0; i < n_text; i++) {
+            if (r->ids[i] < vocab) {
+                r->ids[n_known++] = r->ids[i];
+            }
+        }
+        char *text = NULL;
+        size_t tlen = 0;
+        rc = rl_tokenizer_decode(tok, r->ids, (size_t)n_known, 0, &text, &tlen);
+        if (rc != 0) {
+            rl_errf(err, err_len, rc, "eval: %s", rl_tokenizer_errmsg(tok));
+            goto done;
+        }
+        int formatted = 0;
+        sum += score(ctx, text, tlen, data->rows[r->prompt].answer, &formatted);
+        fmt += formatted != 0;
+        clipped += r->finish == RL_SAMPLER_FINISH_LENGTH;
+        free(text);
+    }
+    out->rows = n;
+    out->samples = total;
+    out->accuracy = total ? sum / total : 0.0;
+    out->format_rate = total ? (double)fmt / total : 0.0;
+    out->mean_length = total ? (double)out->tokens / total : 0.0;
+    out->clipped_ratio = total ? (double)clipped / total : 0.0;
+done:
+    if (res) {
+        rl_sampler_results_free(&res, n * params->n);
+    }
+    for (int i = 0; ids && i < n; i++) {
+        free(ids[i]);
+    }
+    free(ids);
+    free(prompts);
+    out->seconds = s_now() - t0;
+    return rc;
+}
