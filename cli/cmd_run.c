@@ -5,8 +5,11 @@
 #include "rl_cli.h"
 #include "rl_config.h"
 #include "rl_err.h"
+#include "rl_eval.h"
 #include "rl_log.h"
+#include "rl_reward_math.h"
 #include "rl_rundir.h"
+#include "rl_sampler.h"
 #include "rl_sft.h"
 
 #include <errno.h>
@@ -15,6 +18,97 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+// ---- sampled evaluation on the held-out set (eval/accuracy, eval/accuracy_greedy) ----------
+// The SFT loop computes eval/loss itself; accuracy needs the sampler, which trainer/ does not
+// link, so it is supplied here. It runs when the recipe scores with the math_answer built-in.
+
+typedef struct {
+    const rl_recipe_t *r;
+    rl_eval_data_t *data;
+    rl_tokenizer_t *tok;
+} s_eval_t;
+
+static double s_math_score(void *ctx, const char *text, size_t len, const char *answer,
+                           int *formatted) {
+    (void)ctx;
+    rl_math_answer_t a;
+    rl_math_extract(text, len, &a);
+    *formatted = a.formatted;
+    return rl_math_correct(text, len, answer);
+}
+
+static int s_eval_accuracy(void *ctx, rl_model_t *model, int64_t step, rl_metrics_t *metrics,
+                           char *note, size_t note_len, char *err, size_t err_len) {
+    s_eval_t *e = ctx;
+    const rl_recipe_t *r = e->r;
+    rl_sampler_t *sampler = rl_sampler_new(model);
+    if (!sampler) {
+        return rl_errf(err, err_len, RL_ENOMEM, "step %lld: eval: out of memory",
+                       (long long)step);
+    }
+    rl_sampler_params_t sp;
+    rl_sampler_params_default(&sp);
+    sp.max_new_tokens = r->sampling.max_new_tokens;
+    sp.seed = (uint64_t)r->run.seed;
+    int32_t eos = rl_tokenizer_eos_id(e->tok);
+    if (eos >= 0 && eos < rl_model_config(model)->vocab_size) {
+        sp.stop_ids = &eos;
+        sp.n_stop = 1;
+    }
+    rl_eval_result_t at_t, greedy;
+    sp.sample.temperature = (float)r->sampling.temperature;
+    sp.sample.top_p = (float)r->sampling.top_p;
+    sp.sample.top_k = r->sampling.top_k;
+    int rc = rl_eval_run(sampler, e->tok, e->data, &sp, s_math_score, NULL, &at_t, err, err_len);
+    if (rc == 0) {
+        rl_sampler_params_t g = sp;
+        g.sample.temperature = 0.0f;
+        rc = rl_eval_run(sampler, e->tok, e->data, &g, s_math_score, NULL, &greedy, err, err_len);
+    }
+    rl_sampler_destroy(&sampler);
+    if (rc != 0) {
+        return rc;
+    }
+    rl_metrics_add(metrics, "eval/accuracy", at_t.accuracy);
+    rl_metrics_add(metrics, "eval/accuracy_greedy", greedy.accuracy);
+    rl_metrics_add(metrics, "eval/format_rate", at_t.format_rate);
+    rl_metrics_add(metrics, "eval/completions/mean_length", at_t.mean_length);
+    snprintf(note, note_len, "acc %.1f%% greedy %.1f%%", 100 * at_t.accuracy,
+             100 * greedy.accuracy);
+    return 0;
+}
+
+// Sets up the accuracy evaluation when the recipe has eval data and a math_answer reward.
+// Returns 0 (e->data stays NULL when there is nothing to evaluate) or an exit code.
+static int s_eval_open(const rl_recipe_t *r, s_eval_t *e) {
+    memset(e, 0, sizeof *e);
+    e->r = r;
+    int math = 0;
+    for (int i = 0; i < r->n_rewards; i++) {
+        math |= r->rewards[i].builtin == RL_RECIPE_REWARD_MATH_ANSWER;
+    }
+    if (!math || !r->data.eval || r->train.eval_every <= 0) {
+        return 0;
+    }
+    char err[1024];
+    e->data = rl_eval_data_load(r->data.eval, r->data.prompt_field, r->data.answer_field,
+                                r->train.eval_samples, err, sizeof err);
+    if (e->data) {
+        e->tok = rl_tokenizer_new(r->model.tokenizer, err, sizeof err);
+    }
+    if (!e->data || !e->tok) {
+        fprintf(stderr, "rlctl run: eval: %s\n", err);
+        rl_eval_data_destroy(&e->data);
+        return RL_EXIT_USAGE;
+    }
+    return 0;
+}
+
+static void s_eval_close(s_eval_t *e) {
+    rl_eval_data_destroy(&e->data);
+    rl_tokenizer_destroy(&e->tok);
+}
 
 static void s_help(FILE *out) {
     fprintf(out,
@@ -217,10 +311,15 @@ int rl_cmd_run(int argc, char **argv) {
         goto done;
     }
     rl_log_info("run folder: %s", run_dir);
+    s_eval_t ev;
+    if ((code = s_eval_open(r, &ev)) != 0) {
+        goto done;
+    }
     rl_sft_opts_t so = {run_dir, resume, ckpt[0] ? ckpt : NULL, stop_at, tensorboard,
-                        &s_interrupt};
+                        &s_interrupt, ev.data ? s_eval_accuracy : NULL, &ev};
     s_catch_signals();
     rc = rl_sft_run(r, &so, err, sizeof(err));
+    s_eval_close(&ev);
     if (rc) {
         fprintf(stderr, "rlctl run: %s\n", err);
         code = RL_EXIT_FAIL;

@@ -574,12 +574,18 @@ int rl_sft_run(const rl_recipe_t *r, const rl_sft_opts_t *o, char *err, size_t e
         rl_metrics_add(s.metrics, "timing/forward_backward", t1 - t0);
         rl_metrics_add(s.metrics, "timing/optimizer", t2 - t1);
         double eval_loss = NAN;
+        char note[128] = "";
         if (s.eval && r->train.eval_every > 0 && step % r->train.eval_every == 0) {
             double te = s_now();
             if ((rc = s_evaluate(&s, &eval_loss, err, err_len))) {
                 goto done;
             }
             rl_metrics_add(s.metrics, "eval/loss", eval_loss);
+            if (o->eval_fn &&
+                (rc = o->eval_fn(o->eval_ctx, s.model, step, s.metrics, note, sizeof note,
+                                    err, err_len)) != 0) {
+                goto done;
+            }
             rl_metrics_add(s.metrics, "timing/eval", s_now() - te);
             log_now = 1;
         }
@@ -595,8 +601,8 @@ int rl_sft_run(const rl_recipe_t *r, const rl_sft_opts_t *o, char *err, size_t e
             rl_progress_update(s.progress, step, "loss %.4f lr %.3g gnorm %.3g", loss, lr,
                                gnorm);
         } else {
-            rl_progress_update(s.progress, step, "loss %.4f eval %.4f lr %.3g", loss,
-                               eval_loss, lr);
+            rl_progress_update(s.progress, step, "loss %.4f eval %.4f%s%s lr %.3g", loss,
+                               eval_loss, note[0] ? " " : "", note, lr);
         }
         int stop = o->interrupt && *o->interrupt && step < last;
         int save = (r->train.save_every > 0 && step % r->train.save_every == 0 &&

@@ -6,13 +6,16 @@
 //      dlogp = -m/N_tok, backward (gradients accumulate), so accumulation equals one big batch;
 //   4. a non-finite loss stops the run naming the step; clip the global grad norm;
 //   5. AdamW at the scheduled rate lr(step - 1);
-//   6. metrics.jsonl + TensorBoard + progress line; eval/loss every train.eval_every steps;
+//   6. metrics.jsonl + TensorBoard + progress line; eval/loss (and the caller's eval_fn, e.g.
+//      eval/accuracy) every train.eval_every steps;
 //      a checkpoint every train.save_every steps; final/ at the end.
 // Not the command-line parser (cli/cmd_run.c) and not the run-folder rules (rl_rundir).
 #ifndef RL_SFT_H
 #define RL_SFT_H
 
 #include "rl_config.h"
+#include "rl_metrics.h"
+#include "rl_model.h"
 
 #include <signal.h>
 #include <stddef.h>
@@ -22,6 +25,13 @@
 extern "C" {
 #endif
 
+// An evaluation beyond eval/loss, run on eval steps right after it with the model being trained
+// (e.g. sampled accuracy on the held-out set, which needs the sampler: trainer/ does not link
+// rollout/, so the caller supplies it). It adds its values with rl_metrics_add and may return
+// a short summary for the progress line in `note`. Returns 0 or an error (err filled).
+typedef int (*rl_sft_eval_fn)(void *ctx, rl_model_t *model, int64_t step, rl_metrics_t *metrics,
+                              char *note, size_t note_len, char *err, size_t err_len);
+
 typedef struct {
     const char *run_dir;     // the run folder, already opened and locked (rl_rundir)
     int resume;              // 1: continue from the newest complete checkpoint, if any
@@ -30,6 +40,8 @@ typedef struct {
     int tensorboard;         // write an event file beside metrics.jsonl
     // Set (by a signal handler) to stop after the current step with a checkpoint; NULL: none.
     volatile sig_atomic_t *interrupt;
+    rl_sft_eval_fn eval_fn;  // optional extra evaluation (NULL: eval/loss only)
+    void *eval_ctx;
 } rl_sft_opts_t;
 
 // rl_sft_run's return value when *opts->interrupt stopped it (a checkpoint was written).
