@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the arith-base tokenizer: cookbook/models/arith-base/{tokenizer,tokenizer_config}.json.
+"""Writes the arith task tokenizer (shared by arith-init and arith-base): cookbook/models/arith-init/{tokenizer,tokenizer_config}.json.
 
 A byte-level BPE tokenizer in Hugging Face's tokenizer.json format with no merges, so every
 character is its own token: the 21 characters of the arith task (digits, `* + - = ; # , . ?`,
@@ -10,7 +10,7 @@ pre-tokenizer is ByteLevel without its regex: with no merges, splitting could no
 ids. Characters outside the 21 have no token (BPE without unk_token drops them, as HF does).
 Standard library only; the output is deterministic.
 
-usage: make_tokenizer.py [--out cookbook/models/arith-base]
+usage: make_tokenizer.py [--out cookbook/models/arith-init]
 """
 import argparse
 import json
@@ -97,7 +97,7 @@ def write(path, obj):
 
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
-    default_out = os.path.normpath(os.path.join(here, "..", "..", "models", "arith-base"))
+    default_out = os.path.normpath(os.path.join(here, "..", "..", "models", "arith-init"))
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=default_out)
     args = p.parse_args()
