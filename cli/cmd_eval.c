@@ -7,7 +7,6 @@
 #include "rl_err.h"
 #include "rl_eval.h"
 #include "rl_model.h"
-#include "rl_reward_math.h"
 #include "rl_sampler.h"
 #include "rl_tokenizer.h"
 
@@ -37,15 +36,6 @@ static const char s_help[] =
     "  --prompt-field NAME  (default prompt)    --answer-field NAME  (default answer)\n"
     "  --threads N          compute threads (default 0 = all cores)\n"
     "  --json               print {\"accuracy\", \"format_rate\", ...} as JSON\n";
-
-static double s_math_score(void *ctx, const char *text, size_t len, const char *answer,
-                           int *formatted) {
-    (void)ctx;
-    rl_math_answer_t a;
-    rl_math_extract(text, len, &a);
-    *formatted = a.formatted;
-    return rl_math_correct(text, len, answer);
-}
 
 int rl_cmd_eval(int argc, char **argv) {
     if (rl_cli_wants_help(argc, argv)) {
@@ -143,7 +133,7 @@ int rl_cmd_eval(int argc, char **argv) {
         sp.n_stop = 1;
     }
     rl_eval_result_t r;
-    int e = rl_eval_run(sampler, tok, data, &sp, s_math_score, NULL, &r, err, sizeof err);
+    int e = rl_eval_run(sampler, tok, data, &sp, rl_cli_math_score, NULL, &r, err, sizeof err);
     if (e != 0) {
         fprintf(stderr, "rlctl eval: %s\n", err);
         rc = e == RL_EINVAL ? RL_EXIT_USAGE : RL_EXIT_FAIL;

@@ -146,42 +146,6 @@ static int s_parse(int argc, char **argv, s_opts_t *o) {
     return 0;
 }
 
-// Encodes the prompt (as a chat user turn with --chat). Returns an exit code.
-static int s_encode_prompt(rl_tokenizer_t *tok, const char *model_dir, const char *prompt,
-                           int chat, int32_t **ids_p, size_t *n_p) {
-    char err[512];
-    char *text = NULL;
-    size_t len = strlen(prompt);
-    if (chat) {
-        const char *tmpl = rl_tokenizer_chat_template(tok);
-        rl_chat_format_t fmt;
-        if (!tmpl) {
-            fprintf(stderr, "rlctl generate: %s has no chat_template (tokenizer_config.json); "
-                            "drop --chat\n", model_dir);
-            return RL_EXIT_USAGE;
-        }
-        if (rl_chat_detect(tmpl, &fmt, err, sizeof err)) {
-            fprintf(stderr, "rlctl generate: %s: %s\n", model_dir, err);
-            return RL_EXIT_USAGE;
-        }
-        rl_chat_msg_t msg = {"user", prompt};
-        if (rl_chat_render(fmt, &msg, 1, 1, &text, &len, err, sizeof err)) {
-            fprintf(stderr, "rlctl generate: %s\n", err);
-            return RL_EXIT_FAIL;
-        }
-    }
-    int rc = rl_tokenizer_encode(tok, text ? text : prompt, len, 0, ids_p, n_p);
-    free(text);
-    if (rc) {
-        fprintf(stderr, "rlctl generate: prompt: %s\n", rl_tokenizer_errmsg(tok));
-        return rc == RL_ENOMEM ? RL_EXIT_FAIL : RL_EXIT_USAGE;
-    }
-    if (*n_p == 0) {
-        fprintf(stderr, "rlctl generate: the prompt encodes to no tokens\n");
-        return RL_EXIT_USAGE;
-    }
-    return 0;
-}
 
 // Prints `text` (len bytes of UTF-8) as a JSON string.
 static void s_json_string(const char *text, size_t len) {
@@ -248,7 +212,8 @@ int rl_cmd_generate(int argc, char **argv) {
         rc = RL_EXIT_USAGE;
         goto done;
     }
-    rc = s_encode_prompt(tok, o.model, o.prompt, o.chat, &prompt_ids, &n_prompt);
+    rc = rl_cli_encode("generate", tok, "prompt", o.model, o.prompt, o.chat, &prompt_ids,
+                       &n_prompt);
     if (rc) {
         goto done;
     }

@@ -1,10 +1,10 @@
 // rlctl init — writes a randomly initialised Hugging Face model folder from a config.json and a
 // tokenizer.json: config.json (normalised by rl_hf), tokenizer.json (copied),
-// generation_config.json (bos and eos ids) and model.safetensors. The init scheme is transformers' _init_weights:
-// every Linear weight and the embedding ~ Normal(0, initializer_range), biases 0, RMSNorm
-// weights 1. Draws come from one rl_rng stream seeded by --seed and consumed tensor by tensor in
-// rl_hf_tensor_specs order, so a seed gives the same bytes on every machine. This command does
-// not train or evaluate anything.
+// generation_config.json (bos and eos ids) and model.safetensors. The init scheme is transformers'
+// _init_weights: every Linear weight and the embedding ~ Normal(0, initializer_range), biases 0,
+// RMSNorm weights 1. Draws come from one rl_rng stream seeded by --seed and consumed tensor by
+// tensor in rl_hf_tensor_specs order, so a seed gives the same bytes on every machine. This command
+// does not train or evaluate anything.
 #include "rl_cli.h"
 #include "rl_err.h"
 #include "rl_hf.h"

@@ -104,39 +104,6 @@ static int s_parse(int argc, char **argv, s_opts_t *o) {
     return 0;
 }
 
-// Encodes text, or with chat = 1 the text as one user turn plus the assistant header.
-// Returns an exit code.
-static int s_encode(rl_tokenizer_t *tok, const char *what, const char *model_dir,
-                    const char *in, int chat, int32_t **ids_p, size_t *n_p) {
-    char err[512];
-    char *text = NULL;
-    size_t len = strlen(in);
-    if (chat) {
-        const char *tmpl = rl_tokenizer_chat_template(tok);
-        rl_chat_format_t fmt;
-        if (!tmpl) {
-            fprintf(stderr, "rlctl logprobs: %s has no chat_template (tokenizer_config.json); "
-                            "drop --chat\n", model_dir);
-            return RL_EXIT_USAGE;
-        }
-        if (rl_chat_detect(tmpl, &fmt, err, sizeof err)) {
-            fprintf(stderr, "rlctl logprobs: %s: %s\n", model_dir, err);
-            return RL_EXIT_USAGE;
-        }
-        rl_chat_msg_t msg = {"user", in};
-        if (rl_chat_render(fmt, &msg, 1, 1, &text, &len, err, sizeof err)) {
-            fprintf(stderr, "rlctl logprobs: %s\n", err);
-            return RL_EXIT_FAIL;
-        }
-    }
-    int rc = rl_tokenizer_encode(tok, text ? text : in, len, 0, ids_p, n_p);
-    free(text);
-    if (rc) {
-        fprintf(stderr, "rlctl logprobs: %s: %s\n", what, rl_tokenizer_errmsg(tok));
-        return rc == RL_ENOMEM ? RL_EXIT_FAIL : RL_EXIT_USAGE;
-    }
-    return 0;
-}
 
 // Prints a token's text for the plain listing, with control characters escaped.
 static void s_print_token(const rl_tokenizer_t *tok, int32_t id) {
@@ -191,9 +158,10 @@ int rl_cmd_logprobs(int argc, char **argv) {
         rc = RL_EXIT_USAGE;
         goto done;
     }
-    rc = s_encode(tok, "prompt", o.model, o.prompt, o.chat, &p_ids, &P);
+    rc = rl_cli_encode("logprobs", tok, "prompt", o.model, o.prompt, o.chat, &p_ids, &P);
     if (!rc) {
-        rc = s_encode(tok, "completion", o.model, o.completion, 0, &c_ids, &C);
+        rc = rl_cli_encode("logprobs", tok, "completion", o.model, o.completion, 0, &c_ids,
+                           &C);
     }
     if (rc) {
         goto done;

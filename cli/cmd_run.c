@@ -7,7 +7,6 @@
 #include "rl_err.h"
 #include "rl_eval.h"
 #include "rl_log.h"
-#include "rl_reward_math.h"
 #include "rl_rundir.h"
 #include "rl_sampler.h"
 #include "rl_sft.h"
@@ -28,15 +27,6 @@ typedef struct {
     rl_eval_data_t *data;
     rl_tokenizer_t *tok;
 } s_eval_t;
-
-static double s_math_score(void *ctx, const char *text, size_t len, const char *answer,
-                           int *formatted) {
-    (void)ctx;
-    rl_math_answer_t a;
-    rl_math_extract(text, len, &a);
-    *formatted = a.formatted;
-    return rl_math_correct(text, len, answer);
-}
 
 static int s_eval_accuracy(void *ctx, rl_model_t *model, int64_t step, rl_metrics_t *metrics,
                            char *note, size_t note_len, char *err, size_t err_len) {
@@ -60,11 +50,13 @@ static int s_eval_accuracy(void *ctx, rl_model_t *model, int64_t step, rl_metric
     sp.sample.temperature = (float)r->sampling.temperature;
     sp.sample.top_p = (float)r->sampling.top_p;
     sp.sample.top_k = r->sampling.top_k;
-    int rc = rl_eval_run(sampler, e->tok, e->data, &sp, s_math_score, NULL, &at_t, err, err_len);
+    int rc = rl_eval_run(sampler, e->tok, e->data, &sp, rl_cli_math_score, NULL, &at_t, err,
+                         err_len);
     if (rc == 0) {
         rl_sampler_params_t g = sp;
         g.sample.temperature = 0.0f;
-        rc = rl_eval_run(sampler, e->tok, e->data, &g, s_math_score, NULL, &greedy, err, err_len);
+        rc = rl_eval_run(sampler, e->tok, e->data, &g, rl_cli_math_score, NULL, &greedy, err,
+                         err_len);
     }
     rl_sampler_destroy(&sampler);
     if (rc != 0) {

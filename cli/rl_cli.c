@@ -2,6 +2,10 @@
 // with one message format.
 #include "rl_cli.h"
 
+#include "rl_chat.h"
+#include "rl_err.h"
+#include "rl_reward_math.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,4 +60,45 @@ int rl_cli_u64(const char *cmd, const char *flag, const char *v, uint64_t *out) 
     }
     *out = (uint64_t)x;
     return 0;
+}
+
+int rl_cli_encode(const char *cmd, rl_tokenizer_t *tok, const char *what, const char *model_dir,
+                  const char *in, int chat, int32_t **ids_p, size_t *n_p) {
+    char err[512];
+    char *text = NULL;
+    size_t len = strlen(in);
+    if (chat) {
+        const char *tmpl = rl_tokenizer_chat_template(tok);
+        rl_chat_format_t fmt;
+        if (!tmpl) {
+            fprintf(stderr, "rlctl %s: %s has no chat_template (tokenizer_config.json); "
+                            "drop --chat\n", cmd, model_dir);
+            return RL_EXIT_USAGE;
+        }
+        if (rl_chat_detect(tmpl, &fmt, err, sizeof err)) {
+            fprintf(stderr, "rlctl %s: %s: %s\n", cmd, model_dir, err);
+            return RL_EXIT_USAGE;
+        }
+        rl_chat_msg_t msg = {"user", in};
+        if (rl_chat_render(fmt, &msg, 1, 1, &text, &len, err, sizeof err)) {
+            fprintf(stderr, "rlctl %s: %s\n", cmd, err);
+            return RL_EXIT_FAIL;
+        }
+    }
+    int rc = rl_tokenizer_encode(tok, text ? text : in, len, 0, ids_p, n_p);
+    free(text);
+    if (rc) {
+        fprintf(stderr, "rlctl %s: %s: %s\n", cmd, what, rl_tokenizer_errmsg(tok));
+        return rc == RL_ENOMEM ? RL_EXIT_FAIL : RL_EXIT_USAGE;
+    }
+    return 0;
+}
+
+double rl_cli_math_score(void *ctx, const char *text, size_t len, const char *answer,
+                         int *formatted) {
+    (void)ctx;
+    rl_math_answer_t a;
+    rl_math_extract(text, len, &a);
+    *formatted = a.formatted;
+    return rl_math_correct(text, len, answer);
 }

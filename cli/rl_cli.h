@@ -5,6 +5,9 @@
 #ifndef RL_CLI_H
 #define RL_CLI_H
 
+#include "rl_tokenizer.h"
+
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -33,6 +36,18 @@ int rl_cli_int(const char *cmd, const char *flag, const char *v, long lo, long h
 int rl_cli_float(const char *cmd, const char *flag, const char *v, double lo, double hi,
                  float *out);
 int rl_cli_u64(const char *cmd, const char *flag, const char *v, uint64_t *out);
+
+// Encodes `in` (no special tokens), or with chat = 1 `in` as one user turn of the tokenizer's
+// chat template plus the assistant header. Problems are printed as "rlctl <cmd>: <what>: ..."
+// (`model_dir` names the folder whose template is missing). Returns 0 or an exit code.
+// caller owns *ids_p; free with free().
+int rl_cli_encode(const char *cmd, rl_tokenizer_t *tok, const char *what, const char *model_dir,
+                  const char *in, int chat, int32_t **ids_p, size_t *n_p);
+
+// The math_answer score in the shape of rl_eval_score_fn (ctx unused): 1 when the completion's
+// final number equals the answer; *formatted = it ends in "#### N".
+double rl_cli_math_score(void *ctx, const char *text, size_t len, const char *answer,
+                         int *formatted);
 
 #ifdef __cplusplus
 }

@@ -8,7 +8,12 @@
 extern "C" {
 #endif
 
-typedef enum { RL_LOG_ERROR = 0, RL_LOG_WARN = 1, RL_LOG_INFO = 2, RL_LOG_DEBUG = 3 } rl_log_level_t;
+typedef enum {
+    RL_LOG_ERROR = 0,
+    RL_LOG_WARN = 1,
+    RL_LOG_INFO = 2,
+    RL_LOG_DEBUG = 3
+} rl_log_level_t;
 
 // Sets the level; overrides RLCTL_LOG.
 void rl_log_set_level(rl_log_level_t level);

@@ -12,7 +12,11 @@ extern "C" {
 
 typedef struct rl_progress rl_progress_t;
 
-typedef enum { RL_PROGRESS_AUTO = 0, RL_PROGRESS_TTY = 1, RL_PROGRESS_PLAIN = 2 } rl_progress_mode_t;
+typedef enum {
+    RL_PROGRESS_AUTO = 0,
+    RL_PROGRESS_TTY = 1,
+    RL_PROGRESS_PLAIN = 2
+} rl_progress_mode_t;
 
 // Creates a progress line for `total` steps (0 = unknown) written to `out` (borrowed; valid
 // until destroy). AUTO picks TTY when isatty(fileno(out)). `every` (>= 1) is the plain-mode

@@ -43,9 +43,9 @@ rl_st_file_t *rl_st_file_open(const char *path, char *err, size_t err_len);
 
 // Validates a header held in memory: `buf` is the whole file content (8-byte length, JSON,
 // data) of `len` bytes. This is the parser the fuzz target drives. Returns 0 or RL_EPROTO /
-// RL_EUNSUPPORTED (or RL_ENOMEM) with the message in err (no path prefix). On success, when out is non-NULL, returns a handle
-// that borrows `buf` (valid until buf is freed). caller owns result; free with
-// rl_st_file_destroy.
+// RL_EUNSUPPORTED (or RL_ENOMEM) with the message in err (no path prefix). On success, when
+// out is non-NULL, returns a handle that borrows `buf` (valid until buf is freed).
+// caller owns result; free with rl_st_file_destroy.
 int rl_st_parse(const void *buf, size_t len, rl_st_file_t **out, char *err, size_t err_len);
 
 // Like rl_st_file_open, but returns the reason: 0, RL_ENOTFOUND (no such file), a positive

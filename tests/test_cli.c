@@ -20,7 +20,8 @@ int main(void) {
     char *cmds = strstr(out, "commands:\n");
     CHECK(cmds != NULL);
     int n_cmds = 0;
-    for (char *line = cmds ? strchr(cmds, '\n') + 1 : NULL; line && line[0] == ' ' && line[1] == ' ';
+    char *line = cmds ? strchr(cmds, '\n') + 1 : NULL;
+    for (; line && line[0] == ' ' && line[1] == ' ';
          line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
         char name[64];
         if (sscanf(line, " %63s", name) != 1) {
