@@ -11,20 +11,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static char *s_slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = calloc((size_t)sz + 1, 1);
-    *n = fread(b, 1, (size_t)sz, f);
-    fclose(f);
-    return b;
-}
-
 static uint64_t s_varint(const unsigned char *p, size_t *i) {
     uint64_t v = 0;
     int shift = 0;
@@ -138,7 +124,7 @@ int main(void) {
 
     snprintf(path, sizeof(path), "%s/metrics.jsonl", dir);
     size_t n;
-    char *txt = s_slurp(path, &n);
+    char *txt = rl_test_read_file(path, &n);
     RL_TEST_ASSERT_FILE(txt, path);
     CHECK_CONTAINS(txt, "{\"step\":1,\"time\":1700000001.500,\"loss\":2.5,\"grad_norm\":0.75,"
                         "\"learning_rate\":0.001,\"num_tokens\":100}\n");
@@ -148,7 +134,7 @@ int main(void) {
     free(txt);
     // resume after step 2: step 3 goes away
     CHECK_INT(rl_metrics_truncate_after(path, 2, err, sizeof(err)), 0);
-    txt = s_slurp(path, &n);
+    txt = rl_test_read_file(path, &n);
     CHECK(strstr(txt, "\"step\":3,") == NULL);
     CHECK_CONTAINS(txt, "\"step\":2,");
     free(txt);
@@ -166,7 +152,7 @@ int main(void) {
     }
     closedir(dh);
     CHECK(ev[0] != '\0');
-    char *bytes = s_slurp(ev, &n);
+    char *bytes = rl_test_read_file(ev, &n);
     RL_TEST_ASSERT_FILE(bytes, ev);
     char version[64] = "";
     int64_t last = -1;
@@ -186,7 +172,7 @@ int main(void) {
         snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s/tests/tfevents_read.py '%s' > '%s'",
                  RL_SOURCE_DIR, ev, out);
         CHECK_INT(system(cmd), 0);
-        txt = s_slurp(out, &n);
+        txt = rl_test_read_file(out, &n);
         CHECK_CONTAINS(txt, "\"file_version\": \"brain.Event:2\"");
         CHECK_CONTAINS(txt, "\"loss\": 2.5");
         CHECK_CONTAINS(txt, "\"eval/loss\": NaN");

@@ -155,20 +155,6 @@ static int s_write_bytes(const char *path, const unsigned char *b, size_t n) {
     return w == n ? 0 : -1;
 }
 
-static unsigned char *s_read_all(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc(sz > 0 ? (size_t)sz : 1);
-    *n = fread(b, 1, (size_t)sz, f);
-    fclose(f);
-    return b;
-}
-
 static void test_state_file(const char *dir) {
     enum { N = 100 };
     rl_optim_hparams_t hp = {0.9, 0.95, 1e-6, 0.1};
@@ -202,7 +188,7 @@ static void test_state_file(const char *dir) {
     CHECK(memcmp(pa, pb, sizeof(pa)) == 0);
 
     size_t n = 0;
-    unsigned char *bytes = s_read_all(path, &n);
+    unsigned char *bytes = (unsigned char *)rl_test_read_file(path, &n);
     CHECK_INT(n, RL_OPTIM_HEADER_SIZE + 2 * N * sizeof(float));
     char bad[512];
     snprintf(bad, sizeof(bad), "%s/bad.bin", dir);

@@ -29,27 +29,10 @@ static int s_rlctl(const char *args) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-static char *s_slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = calloc((size_t)sz + 1, 1);
-    size_t got = fread(b, 1, (size_t)sz, f);
-    if (n) {
-        *n = got;
-    }
-    fclose(f);
-    return b;
-}
-
 static char *s_out(void) {
     char p[600];
     snprintf(p, sizeof(p), "%s/out.txt", s_tmp);
-    return s_slurp(p, NULL);
+    return rl_test_read_file(p, NULL);
 }
 
 static void s_recipe(const char *name, const char *extra) {
@@ -78,7 +61,7 @@ static void s_recipe(const char *name, const char *extra) {
 static json_t *s_metrics(const char *run) {
     char p[600];
     snprintf(p, sizeof(p), "%s/%s/metrics.jsonl", s_tmp, run);
-    char *txt = s_slurp(p, NULL);
+    char *txt = rl_test_read_file(p, NULL);
     json_t *arr = json_array();
     if (!txt) {
         return arr;
@@ -114,7 +97,7 @@ static int s_files_equal(const char *a, const char *b) {
     size_t na = 0, nb = 0;
     snprintf(pa, sizeof(pa), "%s/%s", s_tmp, a);
     snprintf(pb, sizeof(pb), "%s/%s", s_tmp, b);
-    char *x = s_slurp(pa, &na), *y = s_slurp(pb, &nb);
+    char *x = rl_test_read_file(pa, &na), *y = rl_test_read_file(pb, &nb);
     int eq = x && y && na == nb && memcmp(x, y, na) == 0;
     free(x);
     free(y);
@@ -127,7 +110,7 @@ static double s_weights_maxdiff(const char *a, const char *b) {
     size_t na = 0, nb = 0;
     snprintf(pa, sizeof(pa), "%s/%s", s_tmp, a);
     snprintf(pb, sizeof(pb), "%s/%s", s_tmp, b);
-    char *x = s_slurp(pa, &na), *y = s_slurp(pb, &nb);
+    char *x = rl_test_read_file(pa, &na), *y = rl_test_read_file(pb, &nb);
     double md = INFINITY;
     uint64_t h;
     if (x && y && na == nb && na > 8) {
@@ -159,7 +142,7 @@ static int s_poison(const char *model_dir) {
     char p[600];
     snprintf(p, sizeof(p), "%s/%s/model.safetensors", s_tmp, model_dir);
     size_t n;
-    char *b = s_slurp(p, &n);
+    char *b = rl_test_read_file(p, &n);
     if (!b) {
         return -1;
     }
@@ -371,7 +354,7 @@ int main(void) {
         }
         // wait (up to 60 s) until a few steps are logged, then ask it to stop
         for (int i = 0; i < 600; i++) {
-            char *m = s_slurp(mpath, NULL);
+            char *m = rl_test_read_file(mpath, NULL);
             int lines = 0;
             for (char *q = m; q && *q; q++) {
                 lines += *q == '\n';
@@ -386,7 +369,7 @@ int main(void) {
         int st = 0;
         waitpid(pid, &st, 0);
         CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1);
-        char *txt = s_slurp(logp, NULL);
+        char *txt = rl_test_read_file(logp, NULL);
         CHECK_CONTAINS(txt, "interrupted after step");
         free(txt);
         json_t *m = s_metrics("sig");
