@@ -4,6 +4,7 @@
 // streaming memory bandwidth (read + write). Prints medians of several repetitions. Not a test.
 //
 //   bench_blas [threads]   (default: all cores)
+#include "rl_bench.h"
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,22 +16,6 @@ extern char *openblas_get_corename(void);
 extern char *openblas_get_config(void);
 
 #define REPS 7
-
-static double s_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int s_cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double s_median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, s_cmp);
-    return v[n / 2];
-}
 
 static float *s_rand(size_t n) {
     float *p = malloc(n * sizeof *p);
@@ -50,15 +35,15 @@ static double s_sgemm_nt(int M, int N, int K) {
         inner *= 2;
     }
     for (int r = 0; r < REPS; r++) {
-        double t0 = s_now();
+        double t0 = rl_bench_now();
         for (int i = 0; i < inner; i++) {
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a, K, b, K, 0.0f,
                         c, N);
         }
-        t[r] = (s_now() - t0) / inner;
+        t[r] = (rl_bench_now() - t0) / inner;
     }
     free(a), free(b), free(c);
-    return flop / s_median(t, REPS) / 1e9;
+    return flop / rl_bench_median(t, REPS) / 1e9;
 }
 
 // dw (N,K) += dout (M,N)^T @ inp (M,K) : the weight gradient of a Linear layer
@@ -71,15 +56,15 @@ static double s_sgemm_tn(int M, int N, int K) {
         inner *= 2;
     }
     for (int r = 0; r < REPS; r++) {
-        double t0 = s_now();
+        double t0 = rl_bench_now();
         for (int i = 0; i < inner; i++) {
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M, 1.0f, a, N, b, K, 1.0f,
                         c, K);
         }
-        t[r] = (s_now() - t0) / inner;
+        t[r] = (rl_bench_now() - t0) / inner;
     }
     free(a), free(b), free(c);
-    return flop / s_median(t, REPS) / 1e9;
+    return flop / rl_bench_median(t, REPS) / 1e9;
 }
 
 // y (N) = W (N,K) x (K): GB/s of weight bytes read
@@ -92,14 +77,14 @@ static double s_sgemv(int N, int K) {
         inner *= 2;
     }
     for (int r = 0; r < REPS; r++) {
-        double t0 = s_now();
+        double t0 = rl_bench_now();
         for (int i = 0; i < inner; i++) {
             cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, 1.0f, w, K, x, 1, 0.0f, y, 1);
         }
-        t[r] = (s_now() - t0) / inner;
+        t[r] = (rl_bench_now() - t0) / inner;
     }
     free(w), free(x), free(y);
-    return bytes / s_median(t, REPS) / 1e9;
+    return bytes / rl_bench_median(t, REPS) / 1e9;
 }
 
 // memcpy of 256 MiB: bytes read + written per second
@@ -110,14 +95,14 @@ static double s_membw(void) {
     memset(b, 2, n);
     double t[REPS];
     for (int r = 0; r < REPS; r++) {
-        double t0 = s_now();
+        double t0 = rl_bench_now();
         memcpy(b, a, n);
-        t[r] = s_now() - t0;
+        t[r] = rl_bench_now() - t0;
     }
     volatile char sink = b[n / 2];
     (void)sink;
     free(a), free(b);
-    return 2.0 * (double)n / s_median(t, REPS) / 1e9;
+    return 2.0 * (double)n / rl_bench_median(t, REPS) / 1e9;
 }
 
 int main(int argc, char **argv) {

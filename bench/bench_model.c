@@ -28,6 +28,7 @@
 //   bench_model train|decode SIZE [full|lora]   one section (what the parent runs)
 //   bench_model steps SIZE full|lora T STEPS [THREADS]   training steps only (perf record)
 //   bench_model prefill SIZE RUNS                 512-token prefills only (perf record)
+#include "rl_bench.h"
 #include "rl_model.h"
 
 #include <cblas.h>
@@ -49,22 +50,6 @@ extern char *openblas_get_config(void);
 extern char **environ;
 
 #define TOKENS 2048 // B*T of a training step
-
-static double s_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int s_cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double s_median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, s_cmp);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static float *s_rand(size_t n) {
     float *p = malloc(n * sizeof *p);
@@ -168,7 +153,7 @@ static double s_gemm_time(int kind, int M, int OC, int IC) {
         inner *= 2;
     }
     for (int r = 0; r < reps; r++) {
-        double t0 = s_now();
+        double t0 = rl_bench_now();
         for (int i = 0; i < inner; i++) {
             if (kind == G_NT) {
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, OC, IC, 1.0f, x, IC, w,
@@ -181,10 +166,10 @@ static double s_gemm_time(int kind, int M, int OC, int IC) {
                             IC, 1.0f, w, IC);
             }
         }
-        t[r] = (s_now() - t0) / inner;
+        t[r] = (rl_bench_now() - t0) / inner;
     }
     free(x), free(w), free(y);
-    return s_median(t, reps);
+    return rl_bench_median(t, reps);
 }
 
 // GFLOP/s of raw sgemm over the matmuls of one training step on M rows: every projection of
@@ -247,7 +232,7 @@ static double s_pass_time(rl_model_t *m, int M, int head_gemv, int reps) {
     double t[64];
     int inner = 1;
     for (int r = -1; r < reps; r++) { // r = -1: warm-up, picks `inner`
-        double t0 = s_now();
+        double t0 = rl_bench_now();
         for (int it = 0; it < inner; it++) {
             for (int i = 0; i < n; i++) {
                 int rows = i == n - 1 && head_gemv ? 1 : M;
@@ -261,7 +246,7 @@ static double s_pass_time(rl_model_t *m, int M, int head_gemv, int reps) {
                 }
             }
         }
-        double dt = s_now() - t0;
+        double dt = rl_bench_now() - t0;
         if (r < 0) {
             while (inner * dt < 0.05) {
                 inner *= 2;
@@ -271,7 +256,7 @@ static double s_pass_time(rl_model_t *m, int M, int head_gemv, int reps) {
         t[r] = dt / inner;
     }
     free(x), free(y);
-    return s_median(t, reps);
+    return rl_bench_median(t, reps);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -358,9 +343,9 @@ static void s_train(const s_size_t *z, int full) {
         }
         for (int s = 0; s < steps; s++) {
             rl_model_zero_grad(m); // the optimizer's job, outside the timed step
-            double t0 = s_now();
+            double t0 = rl_bench_now();
             s_step(m, tok, len, B, T, logp, dlogp);
-            t[s] = s_now() - t0;
+            t[s] = rl_bench_now() - t0;
             if (pass == 0 && s == 0) {
                 long rss1 = s_status_kb("VmRSS");
                 double grow = (double)(rss1 - rss0) * 1024.0;
@@ -376,7 +361,7 @@ static void s_train(const s_size_t *z, int full) {
                 fflush(stdout);
             }
         }
-        double sec = s_median(t, steps);
+        double sec = rl_bench_median(t, steps);
         double tokn = (double)TOKENS;
         double flop = (full ? 6.0 * N : 4.0 * N + 6.0 * Nl) * tokn +
                       6.0 * L * (double)T * QD * tokn;
@@ -413,9 +398,9 @@ static void s_steps(const s_size_t *z, int full, int T, int steps, int threads) 
     }
     for (int s = 0; s < steps; s++) {
         rl_model_zero_grad(m);
-        double t0 = s_now();
+        double t0 = rl_bench_now();
         s_step(m, tok, len, B, T, logp, dlogp);
-        printf("step %d: %.3f s\n", s, s_now() - t0);
+        printf("step %d: %.3f s\n", s, rl_bench_now() - t0);
     }
     rl_model_destroy(&m);
     free(tok), free(len), free(logp), free(dlogp);
@@ -437,9 +422,9 @@ static void s_prefills(const s_size_t *z, int runs) {
     }
     want[P - 1] = 1;
     for (int r = 0; r < runs; r++) {
-        double t0 = s_now();
+        double t0 = rl_bench_now();
         rl_model_step(m, kv, tok, slot, pos, P, want, logits);
-        printf("prefill %d: %.3f s\n", r, s_now() - t0);
+        printf("prefill %d: %.3f s\n", r, rl_bench_now() - t0);
     }
     free(tok), free(slot), free(pos), free(want), free(logits);
     rl_kvcache_destroy(&kv);
@@ -471,15 +456,15 @@ static void s_decode(const s_size_t *z) {
         int32_t next = tok[P - 1];
         for (int s = 0; s < steps; s++) {
             int p = P + s, sl = 0;
-            double t0 = s_now();
+            double t0 = rl_bench_now();
             if (rl_model_step(m, kv, &next, &sl, &p, 1, NULL, logits) != 0) {
                 fprintf(stderr, "step: %s\n", rl_model_errmsg(m));
                 exit(1);
             }
-            t[s] = s_now() - t0;
+            t[s] = rl_bench_now() - t0;
             next = (int32_t)((next * 31 + 7) % V);
         }
-        double sec = s_median(t, steps);
+        double sec = rl_bench_median(t, steps);
         double csec = s_pass_time(m, 1, 1, reps);
         printf("| decode batch 1 %s (context 64–%d) | %.0f tok/s (%.2f ms/token, %.1f GB/s of "
                "weights) | sgemv over all weights %.0f tok/s (%.1f GB/s) | %.0f%% | ≥50%% |\n",
@@ -509,14 +494,14 @@ static void s_decode(const s_size_t *z) {
             for (int i = 0; i < S; i++) {
                 slot[i] = i, pos[i] = P + s, tok[i] = (int32_t)((i * 131 + s * 17) % V);
             }
-            double t0 = s_now();
+            double t0 = rl_bench_now();
             if (rl_model_step(m, kv, tok, slot, pos, S, NULL, logits) != 0) {
                 fprintf(stderr, "step: %s\n", rl_model_errmsg(m));
                 exit(1);
             }
-            t[s] = s_now() - t0;
+            t[s] = rl_bench_now() - t0;
         }
-        double sec = s_median(t, steps);
+        double sec = rl_bench_median(t, steps);
         double csec = s_pass_time(m, S, 0, reps);
         printf("| decode batch 64 %s (context 32–%d) | %.0f tok/s (%.1f ms/step) | sgemm M=64 on "
                "all weights %.0f tok/s | %.0f%% | ≥50%% |\n",
@@ -541,14 +526,14 @@ static void s_decode(const s_size_t *z) {
         rl_model_step(m, kv, tok, slot, pos, P, want, logits); // warm-up
         double t[8];
         for (int r = 0; r < runs; r++) {
-            double t0 = s_now();
+            double t0 = rl_bench_now();
             if (rl_model_step(m, kv, tok, slot, pos, P, want, logits) != 0) {
                 fprintf(stderr, "step: %s\n", rl_model_errmsg(m));
                 exit(1);
             }
-            t[r] = s_now() - t0;
+            t[r] = rl_bench_now() - t0;
         }
-        double sec = s_median(t, runs);
+        double sec = rl_bench_median(t, runs);
         double csec = s_pass_time(m, P, 1, runs);
         const int L = cfg.num_hidden_layers, QD = cfg.num_attention_heads * cfg.head_dim;
         double Nlayers = N - (double)V * cfg.hidden_size;

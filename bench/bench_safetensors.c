@@ -3,6 +3,7 @@
 // run as the ceiling. Memory traffic is counted the same way for both: bytes read + bytes
 // written (BF16 -> F32 reads 2 and writes 4 bytes per element; memcpy reads and writes n).
 // Not a test: it prints figures and ratios.
+#include "rl_bench.h"
 #include "rl_safetensors.h"
 
 #include <stdio.h>
@@ -10,12 +11,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-static double s_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 int main(int argc, char **argv) {
     size_t mib = argc > 1 ? (size_t)atol(argv[1]) : 256; // BF16 file size in MiB
@@ -53,9 +48,9 @@ int main(int argc, char **argv) {
     // memcpy ceiling: copy the F32-sized buffer (n*4 bytes read + n*4 written)
     double best_copy = 1e30;
     for (int r = 0; r < reps; r++) {
-        double t0 = s_now();
+        double t0 = rl_bench_now();
         memcpy(copy, out, n * 4);
-        double dt = s_now() - t0;
+        double dt = rl_bench_now() - t0;
         best_copy = dt < best_copy ? dt : best_copy;
     }
     double copy_gbs = (double)(n * 8) / best_copy / 1e9;
@@ -63,7 +58,7 @@ int main(int argc, char **argv) {
     // load + convert: open (mmap + header validation; file is in the page cache), convert
     double best_load = 1e30;
     for (int r = 0; r < reps; r++) {
-        double t0 = s_now();
+        double t0 = rl_bench_now();
         rl_st_file_t *f = rl_st_file_open(path, err, sizeof err);
         if (!f) {
             fprintf(stderr, "open failed: %s\n", err);
@@ -71,7 +66,7 @@ int main(int argc, char **argv) {
         }
         rl_st_to_f32(out, rl_st_file_find(f, "w"));
         rl_st_file_destroy(&f);
-        double dt = s_now() - t0;
+        double dt = rl_bench_now() - t0;
         best_load = dt < best_load ? dt : best_load;
     }
     double load_gbs = (double)(n * 6) / best_load / 1e9;

@@ -5,6 +5,7 @@
 // warm (the cache filled by a previous pass), and a line for bench/RESULTS.md. Not a test.
 //
 //   bench_tokenizer [TOKENIZER_DIR] [MB]   (defaults: the fetched qwen3 folder, 4 MB)
+#include "rl_bench.h"
 #include "rl_tokenizer.h"
 
 #include <jansson.h>
@@ -15,17 +16,6 @@
 #include <time.h>
 
 #define RUNS 5
-
-static double s_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int s_cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 // The corpus texts joined by newlines, repeated until `want` bytes: a realistic mix of prose,
 // code, scripts and whitespace (repetition favours the warm cache, which is what training data
@@ -73,9 +63,9 @@ static char *s_build_text(const char *corpus, size_t want, size_t *len_p) {
 
 static double s_run(rl_tokenizer_t *tok, const char *text, size_t len, int flags, size_t *ntok) {
     int32_t *ids = NULL;
-    double t0 = s_now();
+    double t0 = rl_bench_now();
     int r = rl_tokenizer_encode(tok, text, len, flags, &ids, ntok);
-    double dt = s_now() - t0;
+    double dt = rl_bench_now() - t0;
     free(ids);
     if (r) {
         fprintf(stderr, "bench_tokenizer: encode failed: %s\n", rl_tokenizer_errmsg(tok));
@@ -88,9 +78,9 @@ int main(int argc, char **argv) {
     const char *dir = argc > 1 ? argv[1] : RL_SOURCE_DIR "/tests/fixtures/third_party/qwen3";
     double mb = argc > 2 ? atof(argv[2]) : 4.0;
     char err[512];
-    double t0 = s_now();
+    double t0 = rl_bench_now();
     rl_tokenizer_t *tok = rl_tokenizer_new_dir(dir, err, sizeof(err));
-    double t_load = s_now() - t0;
+    double t_load = rl_bench_now() - t0;
     if (!tok) {
         fprintf(stderr, "bench_tokenizer: %s (run tests/reference/fetch_tokenizers.sh)\n", err);
         return 1;
@@ -120,9 +110,9 @@ int main(int argc, char **argv) {
     for (int i = 0; i < RUNS; i++) {
         warm[i] = s_run(tok, text, len, 0, &ntok);
     }
-    qsort(cold, RUNS, sizeof(double), s_cmp);
-    qsort(warm, RUNS, sizeof(double), s_cmp);
-    qsort(first, RUNS, sizeof(double), s_cmp);
+    qsort(cold, RUNS, sizeof(double), rl_bench_cmp);
+    qsort(warm, RUNS, sizeof(double), rl_bench_cmp);
+    qsort(first, RUNS, sizeof(double), rl_bench_cmp);
     double mbs_cold = (double)len / 1e6 / cold[RUNS / 2];
     double mbs_first = (double)len / 1e6 / first[RUNS / 2];
     double mbs_warm = (double)len / 1e6 / warm[RUNS / 2];
