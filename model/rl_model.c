@@ -976,7 +976,7 @@ static int s_step_ensure(rl_model_t *model, rl_kvcache_t *c, int n) {
     const size_t R = model->lora ? (size_t)rl_lora_rank(model->lora) : 0;
     size_t sizes[] = {N * C, N * C, N * QD, N * KVD, N * KVD, N * QD, N * C, N * I, N * I,
                       N * R, (size_t)S_HEAD_CHUNK * C, (size_t)S_HEAD_CHUNK * model->V,
-                      (size_t)c->max_len};
+                      rl_attention_prefill_scratch_floats(n, c->max_len)};
     float **ptrs[] = {&c->x,  &c->ln,   &c->q,  &c->kk, &c->vv, &c->att,        &c->o,
                       &c->gate, &c->up, &c->xa, &c->hs, &c->lg, &c->att_scratch};
     size_t total = 0;
@@ -1092,11 +1092,21 @@ int rl_model_step(rl_model_t *self, rl_kvcache_t *cache, const int32_t *tokens, 
             memcpy(s_kv(cache, cache->v, l, slots[i]) + at, v + (size_t)i * KVD,
                    (size_t)KVD * sizeof(float));
         }
-        for (int i = 0; i < n; i++) {
-            rl_attention_decode(att + (size_t)i * QD, q + (size_t)i * QD,
-                                s_kv(cache, cache->k, l, slots[i]),
-                                s_kv(cache, cache->v, l, slots[i]), pos[i] + 1, (size_t)KVD, NH,
-                                NKV, D, cache->att_scratch);
+        // a run of rows i..j-1 of one slot at consecutive positions (a prompt prefill) attends
+        // with blocked sgemm (rl_attention_prefill); a lone row (decode) with sgemv. Either way
+        // row i sees the slot's cache 0..pos[i], which now holds this call's rows too.
+        for (int i = 0, j; i < n; i = j) {
+            for (j = i + 1; j < n && slots[j] == slots[i] && pos[j] == pos[j - 1] + 1; j++) {
+            }
+            const float *kc = s_kv(cache, cache->k, l, slots[i]);
+            const float *vc = s_kv(cache, cache->v, l, slots[i]);
+            if (j - i == 1) {
+                rl_attention_decode(att + (size_t)i * QD, q + (size_t)i * QD, kc, vc, pos[i] + 1,
+                                    (size_t)KVD, NH, NKV, D, cache->att_scratch);
+            } else {
+                rl_attention_prefill(att + (size_t)i * QD, q + (size_t)i * QD, kc, vc, pos[i],
+                                     j - i, (size_t)KVD, NH, NKV, D, cache->att_scratch);
+            }
         }
         s_proj(self, l, S_O, o, cache->xa, att, w->o_proj, w->o_bias, n, QD, C, 0);
         rl_residual_forward(x, x, o, (size_t)n * C);

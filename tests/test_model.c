@@ -665,6 +665,144 @@ static void s_test_kvcache(void) {
     }
 }
 
+// Prefill runs (rows of one slot at consecutive positions in one call, the blocked-sgemm
+// attention path) against token-by-token steps and the full forward: a run longer than one
+// 64-row attention block, a run that continues after cached positions, and one call mixing
+// runs with single tokens of other slots.
+static void s_test_prefill(void) {
+    static const char *const archs[] = {"llama_b", "qwen3"};
+    for (int ai = 0; ai < 2; ai++) {
+        rl_hf_config_t cfg = s_cfg(archs[ai], ai);
+        rl_model_t *m = s_model(&cfg, RL_TUNE_LORA, RL_LORA_ALL, 0, 0.0f, 0, 31);
+        s_shake(m, 32);
+        enum { T = 150 };
+        const int V = cfg.vocab_size;
+        int32_t seq[T];
+        int slot[T], pos[T];
+        rl_rng_t rng;
+        rl_rng_seed(&rng, 33);
+        for (int t = 0; t < T; t++) {
+            seq[t] = (int32_t)rl_rng_below(&rng, (uint64_t)V);
+        }
+        int len = T;
+        float logp[T];
+        CHECK_INT(rl_model_forward(m, seq, &len, 1, T, 1.0f, 0, logp, NULL), 0);
+        float *fwd = rl_model_logits(m); // (T,V)
+        CHECK(fwd != NULL);
+
+        // reference: token by token (the decode path)
+        rl_kvcache_t *c1 = rl_kvcache_new(m, 1, T);
+        float *ref = calloc((size_t)T * V, sizeof *ref);
+        for (int t = 0; t < T; t++) {
+            int s0 = 0, p = t;
+            CHECK_INT(rl_model_step(m, c1, &seq[t], &s0, &p, 1, NULL, ref + (size_t)t * V), 0);
+        }
+        // the whole prompt in one call (3 attention blocks)
+        rl_kvcache_t *c2 = rl_kvcache_new(m, 5, T);
+        float *lg = calloc((size_t)T * V, sizeof *lg);
+        for (int t = 0; t < T; t++) {
+            slot[t] = 2;
+            pos[t] = t;
+        }
+        CHECK_INT(rl_model_step(m, c2, seq, slot, pos, T, NULL, lg), 0);
+        double d_step = s_max_abs_diff(lg, ref, (size_t)T * V);
+        double d_fwd = s_max_abs_diff(lg, fwd, (size_t)T * V);
+        // continuing after cached positions: 0..36 in one call, 37..112 (crossing the second
+        // block boundary of the run's own blocks), then 113..149; only the last row wanted
+        for (int t = 0; t < T; t++) {
+            slot[t] = 4;
+        }
+        const int cut[4] = {0, 37, 113, T};
+        double d_cont = 0.0;
+        for (int k = 0; k < 3; k++) {
+            int n = cut[k + 1] - cut[k];
+            unsigned char want[T];
+            memset(want, 0, sizeof want);
+            want[n - 1] = 1;
+            CHECK_INT(rl_model_step(m, c2, seq + cut[k], slot, pos + cut[k], n, want, lg), 0);
+            double d = s_max_abs_diff(lg + (size_t)(n - 1) * V,
+                                      ref + (size_t)(cut[k + 1] - 1) * V, (size_t)V);
+            d_cont = d > d_cont ? d : d_cont;
+        }
+        // the continued slot's cache equals the one-call prefill's: one more decode step agrees
+        {
+            int s4 = 4, s2 = 2, p = T - 1;
+            float *a = calloc((size_t)V, sizeof *a), *b = calloc((size_t)V, sizeof *b);
+            CHECK_INT(rl_model_step(m, c2, &seq[T - 1], &s4, &p, 1, NULL, a), 0);
+            CHECK_INT(rl_model_step(m, c2, &seq[T - 1], &s2, &p, 1, NULL, b), 0);
+            double d = s_max_abs_diff(a, ref + (size_t)(T - 1) * V, (size_t)V);
+            d_cont = d > d_cont ? d : d_cont;
+            d = s_max_abs_diff(b, ref + (size_t)(T - 1) * V, (size_t)V);
+            d_cont = d > d_cont ? d : d_cont;
+            free(a);
+            free(b);
+        }
+        // one call mixing runs and single tokens: slot 1 one token at position 5 (after a
+        // 5-token prefill), slot 0 a run 10..79 (after a 10-token prefill), slot 3 one token at
+        // 0, slot 2 a fresh run 0..1 (adjacent rows of another slot must not join a run)
+        rl_kvcache_t *c3 = rl_kvcache_new(m, 4, T);
+        for (int t = 0; t < 5; t++) { // slot 1: 0..4 in one call
+            slot[t] = 1;
+            pos[t] = t;
+        }
+        CHECK_INT(rl_model_step(m, c3, seq, slot, pos, 5, NULL, NULL), 0);
+        for (int t = 0; t < 10; t++) { // slot 0: 0..9 in one call
+            slot[t] = 0;
+            pos[t] = t;
+        }
+        CHECK_INT(rl_model_step(m, c3, seq, slot, pos, 10, NULL, NULL), 0);
+        int n = 0;
+        int32_t mt[T];
+        slot[n] = 1, pos[n] = 5, n++;
+        for (int t = 10; t < 80; t++) {
+            slot[n] = 0, pos[n] = t, n++;
+        }
+        slot[n] = 3, pos[n] = 0, n++;
+        slot[n] = 2, pos[n] = 0, n++;
+        slot[n] = 2, pos[n] = 1, n++;
+        for (int i = 0; i < n; i++) {
+            mt[i] = seq[pos[i]];
+        }
+        CHECK_INT(rl_model_step(m, c3, mt, slot, pos, n, NULL, lg), 0);
+        double d_mix = 0.0;
+        for (int i = 0; i < n; i++) {
+            double d = s_max_abs_diff(lg + (size_t)i * V, ref + (size_t)pos[i] * V, (size_t)V);
+            d_mix = d > d_mix ? d : d_mix;
+        }
+        // slot 0 continues with a run 80..81 split by slot 1's next token (two single rows)
+        slot[0] = 0, pos[0] = 80, slot[1] = 1, pos[1] = 6, slot[2] = 0, pos[2] = 81;
+        for (int i = 0; i < 3; i++) {
+            mt[i] = seq[pos[i]];
+        }
+        CHECK_INT(rl_model_step(m, c3, mt, slot, pos, 3, NULL, lg), 0);
+        for (int i = 0; i < 3; i++) {
+            double d = s_max_abs_diff(lg + (size_t)i * V, ref + (size_t)pos[i] * V, (size_t)V);
+            d_mix = d > d_mix ? d : d_mix;
+        }
+        // sgemv (decode) and blocked sgemm (prefill) attention round differently: the bound is
+        // 1e-5 relative to the largest logit (~5 here)
+        double mx = 1.0;
+        for (size_t i = 0; i < (size_t)T * V; i++) {
+            mx = fabs(ref[i]) > mx ? fabs(ref[i]) : mx;
+        }
+        fprintf(stderr,
+                "prefill %s: max |dlogit| one call vs steps %.3g, vs forward %.3g, continued %.3g, "
+                "mixed %.3g (max |logit| %.3g)\n",
+                archs[ai], d_step, d_fwd, d_cont, d_mix, mx);
+        CHECK(d_step < 1e-5 * mx);
+        CHECK(d_fwd < 1e-5 * mx);
+        CHECK(d_cont < 1e-5 * mx);
+        CHECK(d_mix < 1e-5 * mx);
+        free(lg);
+        free(ref);
+        free(fwd);
+        rl_kvcache_destroy(&c1);
+        rl_kvcache_destroy(&c2);
+        rl_kvcache_destroy(&c3);
+        rl_model_destroy(&m);
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // (5) argument errors
 
@@ -1091,6 +1229,7 @@ int main(int argc, char **argv) {
         s_test_grads();
         s_test_recompute();
         s_test_kvcache();
+        s_test_prefill();
     }
     if (all || strcmp(group, "unit") == 0) {
         s_test_errors();
