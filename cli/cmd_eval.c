@@ -102,14 +102,11 @@ int rl_cmd_eval(int argc, char **argv) {
     rl_tokenizer_t *tok = NULL;
     rl_sampler_t *sampler = NULL;
     rl_eval_data_t *data = NULL;
-    rl_model_opts_t mo;
-    rl_model_opts_default(&mo);
-    mo.threads = threads;
+    if ((rc = rl_cli_load_model("eval", model_dir, adapter, threads, &model, &tok)) != 0) {
+        goto done;
+    }
     rc = RL_EXIT_USAGE;
-    if (!(model = rl_model_load(model_dir, &mo, err, sizeof err)) ||
-        !(tok = rl_tokenizer_new_dir(model_dir, err, sizeof err)) ||
-        (adapter && rl_model_load_adapter(model, adapter, err, sizeof err) != 0) ||
-        !(data = rl_eval_data_load(data_path, prompt_field, answer_field, limit, err,
+    if (!(data = rl_eval_data_load(data_path, prompt_field, answer_field, limit, err,
                                    sizeof err))) {
         fprintf(stderr, "rlctl eval: %s\n", err);
         goto done;

@@ -185,31 +185,14 @@ int rl_cmd_generate(int argc, char **argv) {
     if (rc) {
         return rc;
     }
-    char err[1024];
     rl_model_t *model = NULL;
     rl_sampler_t *sampler = NULL;
     rl_sampler_result_t *res = NULL;
     int32_t *prompt_ids = NULL;
     size_t n_prompt = 0;
     rl_tokenizer_t *tok = NULL;
-    rl_model_opts_t mo;
-    rl_model_opts_default(&mo);
-    mo.threads = o.threads;
-    model = rl_model_load(o.model, &mo, err, sizeof err);
-    if (!model) {
-        fprintf(stderr, "rlctl generate: %s\n", err);
-        rc = RL_EXIT_USAGE;
-        goto done;
-    }
-    tok = rl_tokenizer_new_dir(o.model, err, sizeof err);
-    if (!tok) {
-        fprintf(stderr, "rlctl generate: %s\n", err);
-        rc = RL_EXIT_USAGE;
-        goto done;
-    }
-    if (o.adapter && rl_model_load_adapter(model, o.adapter, err, sizeof err) != 0) {
-        fprintf(stderr, "rlctl generate: adapter %s: %s\n", o.adapter, err);
-        rc = RL_EXIT_USAGE;
+    rc = rl_cli_load_model("generate", o.model, o.adapter, o.threads, &model, &tok);
+    if (rc) {
         goto done;
     }
     rc = rl_cli_encode("generate", tok, "prompt", o.model, o.prompt, o.chat, &prompt_ids,

@@ -137,25 +137,13 @@ int rl_cmd_logprobs(int argc, char **argv) {
     if (rc) {
         return rc;
     }
-    char err[1024];
     rl_model_t *model = NULL;
     int32_t *p_ids = NULL, *c_ids = NULL, *tokens = NULL;
     float *logp = NULL;
     size_t P = 0, C = 0;
     rl_tokenizer_t *tok = NULL;
-    rl_model_opts_t mo;
-    rl_model_opts_default(&mo);
-    mo.threads = o.threads;
-    model = rl_model_load(o.model, &mo, err, sizeof err);
-    if (!model) {
-        fprintf(stderr, "rlctl logprobs: %s\n", err);
-        rc = RL_EXIT_USAGE;
-        goto done;
-    }
-    tok = rl_tokenizer_new_dir(o.model, err, sizeof err);
-    if (!tok) {
-        fprintf(stderr, "rlctl logprobs: %s\n", err);
-        rc = RL_EXIT_USAGE;
+    rc = rl_cli_load_model("logprobs", o.model, o.adapter, o.threads, &model, &tok);
+    if (rc) {
         goto done;
     }
     rc = rl_cli_encode("logprobs", tok, "prompt", o.model, o.prompt, o.chat, &p_ids, &P);
@@ -169,11 +157,6 @@ int rl_cmd_logprobs(int argc, char **argv) {
     if (P == 0) {
         fprintf(stderr, "rlctl logprobs: the prompt encodes to no tokens (the first completion "
                         "token needs a context)\n");
-        rc = RL_EXIT_USAGE;
-        goto done;
-    }
-    if (o.adapter && rl_model_load_adapter(model, o.adapter, err, sizeof err) != 0) {
-        fprintf(stderr, "rlctl logprobs: adapter %s: %s\n", o.adapter, err);
         rc = RL_EXIT_USAGE;
         goto done;
     }

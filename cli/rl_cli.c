@@ -62,6 +62,29 @@ int rl_cli_u64(const char *cmd, const char *flag, const char *v, uint64_t *out) 
     return 0;
 }
 
+int rl_cli_load_model(const char *cmd, const char *model_dir, const char *adapter, int threads,
+                      rl_model_t **model_p, rl_tokenizer_t **tok_p) {
+    char err[1024];
+    rl_model_opts_t mo;
+    rl_model_opts_default(&mo);
+    mo.threads = threads;
+    rl_model_t *model = rl_model_load(model_dir, &mo, err, sizeof err);
+    rl_tokenizer_t *tok = model ? rl_tokenizer_new_dir(model_dir, err, sizeof err) : NULL;
+    if (!model || !tok) {
+        fprintf(stderr, "rlctl %s: %s\n", cmd, err);
+    } else if (adapter && rl_model_load_adapter(model, adapter, err, sizeof err) != 0) {
+        fprintf(stderr, "rlctl %s: adapter %s: %s\n", cmd, adapter, err);
+        rl_tokenizer_destroy(&tok);
+    }
+    if (!tok) {
+        rl_model_destroy(&model);
+        return RL_EXIT_USAGE;
+    }
+    *model_p = model;
+    *tok_p = tok;
+    return 0;
+}
+
 int rl_cli_encode(const char *cmd, rl_tokenizer_t *tok, const char *what, const char *model_dir,
                   const char *in, int chat, int32_t **ids_p, size_t *n_p) {
     char err[512];

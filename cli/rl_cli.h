@@ -5,6 +5,7 @@
 #ifndef RL_CLI_H
 #define RL_CLI_H
 
+#include "rl_model.h"
 #include "rl_tokenizer.h"
 
 #include <stddef.h>
@@ -36,6 +37,13 @@ int rl_cli_int(const char *cmd, const char *flag, const char *v, long lo, long h
 int rl_cli_float(const char *cmd, const char *flag, const char *v, double lo, double hi,
                  float *out);
 int rl_cli_u64(const char *cmd, const char *flag, const char *v, uint64_t *out);
+
+// Loads an HF folder for inference (tune NONE, `threads` compute threads), its tokenizer, and
+// with adapter != NULL a PEFT adapter. Problems are printed as "rlctl <cmd>: ..." and give
+// RL_EXIT_USAGE with nothing loaded; 0 on success.
+// caller owns *model_p and *tok_p; free with rl_model_destroy and rl_tokenizer_destroy.
+int rl_cli_load_model(const char *cmd, const char *model_dir, const char *adapter, int threads,
+                      rl_model_t **model_p, rl_tokenizer_t **tok_p);
 
 // Encodes `in` (no special tokens), or with chat = 1 `in` as one user turn of the tokenizer's
 // chat template plus the assistant header. Problems are printed as "rlctl <cmd>: <what>: ..."
