@@ -141,8 +141,7 @@ void rl_model_opts_default(rl_model_opts_t *opts) {
 // ---------------------------------------------------------------------------------------------
 // parameter layout
 
-// Where tensor `name` lives in a params struct (float ** into p or its layers), NULL if unknown.
-static float **s_slot(rl_model_params_t *p, int L, const char *name) {
+float **rl_model_params_find(rl_model_params_t *p, int L, const char *name) {
     static const struct {
         const char *suffix;
         size_t off;
@@ -280,7 +279,7 @@ static int s_alloc_grads(rl_model_t *self, const rl_hf_tensor_spec_t *specs, int
     self->grads.layers = self->glayers;
     float *g = self->grad_mem;
     for (int i = 0; i < n; i++) {
-        float **slot = s_slot(&self->grads, self->L, specs[i].name);
+        float **slot = rl_model_params_find(&self->grads, self->L, specs[i].name);
         RL_ASSERT(slot);
         *slot = g;
         g += s_numel(&specs[i]);
@@ -332,7 +331,7 @@ rl_model_t *rl_model_load(const char *dir, const rl_model_opts_t *opts, char *er
     float *p = self->param_mem;
     for (int i = 0; i < n; i++) {
         const rl_st_tensor_t *t = rl_st_model_find(self->st, specs[i].name);
-        float **slot = s_slot(&self->params, self->L, specs[i].name);
+        float **slot = rl_model_params_find(&self->params, self->L, specs[i].name);
         RL_ASSERT(slot);
         int in_place = !full && !S_BIG_ENDIAN && t->dtype == RL_DTYPE_F32 &&
                        ((uintptr_t)t->data % sizeof(float)) == 0;
@@ -393,7 +392,7 @@ rl_model_t *rl_model_new_random(const rl_hf_config_t *cfg, const rl_model_opts_t
         } else {
             rl_rng_fill_normal(&rng, p, (size_t)numel, 0.0f, (float)cfg->initializer_range);
         }
-        float **slot = s_slot(&self->params, self->L, specs[i].name);
+        float **slot = rl_model_params_find(&self->params, self->L, specs[i].name);
         RL_ASSERT(slot);
         *slot = p;
         p += numel;
@@ -1245,7 +1244,7 @@ int rl_model_save_hf(const rl_model_t *self, const char *dir, int bf16, char *er
     }
     for (int i = 0; i < n; i++) {
         rl_model_params_t p = self->params;
-        float **slot = s_slot(&p, self->L, specs[i].name);
+        float **slot = rl_model_params_find(&p, self->L, specs[i].name);
         RL_ASSERT(slot && *slot);
         const float *data = *slot;
         int l = 0, m = s_lora_module_of(specs[i].name, &l);

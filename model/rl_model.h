@@ -98,6 +98,12 @@ const rl_hf_config_t *rl_model_config(const rl_model_t *self);
 rl_model_params_t *rl_model_params(rl_model_t *self);
 rl_model_params_t *rl_model_grads(rl_model_t *self);
 
+// The tensor of a params (or grads) struct by its Hugging Face name ("model.layers.3.mlp.up_proj.
+// weight", "lm_head.weight"); L is the model's layer count. Returns the address of the struct's
+// pointer (whose value is NULL for a tensor the architecture lacks), or NULL for a name that is
+// not a tensor of this layout. borrowed; valid while *p is.
+float **rl_model_params_find(rl_model_params_t *p, int L, const char *name);
+
 // Trainable parameters as one flat array (full: every parameter in HF order, the tied head
 // once; LoRA: every A and B in rl_lora.h's layout), with its gradient array of the same length,
 // for the optimizer. tune NONE: NULL and *n_p = 0. borrowed; valid until destroy.

@@ -127,51 +127,9 @@ static float *s_golden(const rl_st_file_t *g, const char *model, const char *nam
 }
 
 // The tensor named `name` (HF name) inside a params/grads struct, or NULL.
-static float *s_param(const rl_model_params_t *p, const char *name) {
-    if (strcmp(name, "model.embed_tokens.weight") == 0) {
-        return p->embed_tokens;
-    }
-    if (strcmp(name, "model.norm.weight") == 0) {
-        return p->norm;
-    }
-    if (strcmp(name, "lm_head.weight") == 0) {
-        return p->lm_head;
-    }
-    int l = -1, used = 0;
-    if (sscanf(name, "model.layers.%d.%n", &l, &used) != 1 || used == 0 || l < 0) {
-        return NULL;
-    }
-    const rl_layer_params_t *lp = &p->layers[l];
-    const char *rest = name + used;
-    static const struct {
-        const char *name;
-        size_t off;
-    } map[] = {
-        {"input_layernorm.weight", offsetof(rl_layer_params_t, input_layernorm)},
-        {"self_attn.q_proj.weight", offsetof(rl_layer_params_t, q_proj)},
-        {"self_attn.q_proj.bias", offsetof(rl_layer_params_t, q_bias)},
-        {"self_attn.k_proj.weight", offsetof(rl_layer_params_t, k_proj)},
-        {"self_attn.k_proj.bias", offsetof(rl_layer_params_t, k_bias)},
-        {"self_attn.v_proj.weight", offsetof(rl_layer_params_t, v_proj)},
-        {"self_attn.v_proj.bias", offsetof(rl_layer_params_t, v_bias)},
-        {"self_attn.o_proj.weight", offsetof(rl_layer_params_t, o_proj)},
-        {"self_attn.o_proj.bias", offsetof(rl_layer_params_t, o_bias)},
-        {"self_attn.q_norm.weight", offsetof(rl_layer_params_t, q_norm)},
-        {"self_attn.k_norm.weight", offsetof(rl_layer_params_t, k_norm)},
-        {"post_attention_layernorm.weight", offsetof(rl_layer_params_t, post_attention_layernorm)},
-        {"mlp.gate_proj.weight", offsetof(rl_layer_params_t, gate_proj)},
-        {"mlp.gate_proj.bias", offsetof(rl_layer_params_t, gate_bias)},
-        {"mlp.up_proj.weight", offsetof(rl_layer_params_t, up_proj)},
-        {"mlp.up_proj.bias", offsetof(rl_layer_params_t, up_bias)},
-        {"mlp.down_proj.weight", offsetof(rl_layer_params_t, down_proj)},
-        {"mlp.down_proj.bias", offsetof(rl_layer_params_t, down_bias)},
-    };
-    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
-        if (strcmp(rest, map[i].name) == 0) {
-            return *(float *const *)((const char *)lp + map[i].off);
-        }
-    }
-    return NULL;
+static float *s_param(rl_model_params_t *p, int L, const char *name) {
+    float **slot = rl_model_params_find(p, L, name);
+    return slot ? *slot : NULL;
 }
 
 // The batch of a fixture: tokens (B,T), lengths (B), dlogp (B,T), and the masks of compared
@@ -302,7 +260,7 @@ static void s_test_full(const char *model, const char *dir, const rl_st_file_t *
             snprintf(what, sizeof what, "grad.%s", specs[i].name);
             size_t n = 0;
             float *w = s_golden(g, model, what, &n);
-            float *got = s_param(grads, specs[i].name);
+            float *got = s_param(grads, cfg->num_hidden_layers, specs[i].name);
             CHECK_MSG(got != NULL, "%s: no gradient pointer for %s", model, specs[i].name);
             if (w && got) {
                 s_compare(model, what, got, w, n, NULL, TOL_GRAD);
@@ -515,7 +473,7 @@ static void s_test_adamw(const char *model, const char *dir, const rl_st_file_t 
                 continue;
             }
             const char *name = t->name + strlen(prefix);
-            float *got = s_param(P, name);
+            float *got = s_param(P, rl_model_config(m)->num_hidden_layers, name);
             CHECK_MSG(got != NULL, "%s: no parameter %s", model, name);
             float *want = s_golden(g, model, t->name, NULL);
             snprintf(what, sizeof what, "grad.%s", name);
