@@ -62,18 +62,29 @@ static json_t *s_lookup(json_t *obj, const char *key) {
     return (v && !json_is_null(v)) ? v : NULL;
 }
 
+// The value of `key` (NULL when absent or null); absent and `required` sets *rc to an error
+// naming '<prefix><key>'.
+static json_t *s_lookup_required(const s_ctx_t *c, json_t *obj, const char *prefix,
+                                 const char *key, int required, int *rc) {
+    json_t *v = s_lookup(obj, key);
+    if (!v && required) {
+        *rc = rl_errf(c->err, c->err_len, RL_EINVAL, "%s: missing required key '%s%s'", c->path,
+                      prefix, key);
+    }
+    return v;
+}
+
 // Integer in [lo, hi]; `prefix` qualifies nested keys ("rope_scaling.") for messages.
 // Missing: error when required, else *out = def.
 static int s_get_int(const s_ctx_t *c, json_t *obj, const char *prefix, const char *key,
                      int required, int def, long long lo, long long hi, int *out) {
-    json_t *v = s_lookup(obj, key);
+    int rc = 0;
+    json_t *v = s_lookup_required(c, obj, prefix, key, required, &rc);
     if (!v) {
-        if (required) {
-            return rl_errf(c->err, c->err_len, RL_EINVAL, "%s: missing required key '%s%s'",
-                           c->path, prefix, key);
+        if (rc == 0) {
+            *out = def;
         }
-        *out = def;
-        return 0;
+        return rc;
     }
     if (!json_is_integer(v)) {
         return rl_errf(c->err, c->err_len, RL_EINVAL, "%s: '%s%s' must be an integer, not %s",
@@ -96,14 +107,13 @@ static int s_get_int(const s_ctx_t *c, json_t *obj, const char *prefix, const ch
 // Number (integer or real: "rope_theta": 500000 and 500000.0 both occur) that must be > 0.
 static int s_get_pos_num(const s_ctx_t *c, json_t *obj, const char *prefix, const char *key,
                          int required, double def, double *out) {
-    json_t *v = s_lookup(obj, key);
+    int rc = 0;
+    json_t *v = s_lookup_required(c, obj, prefix, key, required, &rc);
     if (!v) {
-        if (required) {
-            return rl_errf(c->err, c->err_len, RL_EINVAL, "%s: missing required key '%s%s'",
-                           c->path, prefix, key);
+        if (rc == 0) {
+            *out = def;
         }
-        *out = def;
-        return 0;
+        return rc;
     }
     if (!json_is_number(v)) {
         return rl_errf(c->err, c->err_len, RL_EINVAL, "%s: '%s%s' must be a number, not %s",
