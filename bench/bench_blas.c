@@ -25,9 +25,12 @@ static float *s_rand(size_t n) {
     return p;
 }
 
-// out (M,N) = inp (M,K) @ w(N,K)^T : the forward of a Linear layer
-static double s_sgemm_nt(int M, int N, int K) {
-    float *a = s_rand((size_t)M * K), *b = s_rand((size_t)N * K), *c = s_rand((size_t)M * N);
+// GFLOP/s of the two products of a Linear layer with M rows, N out and K in features:
+//   grad = 0: out (M,N) = inp (M,K) @ w (N,K)^T        (forward)
+//   grad = 1: dw (N,K) += dout (M,N)^T @ inp (M,K)     (weight gradient, TN)
+static double s_sgemm(int M, int N, int K, int grad) {
+    float *a = s_rand((size_t)M * (grad ? N : K)), *b = s_rand((size_t)(grad ? M : N) * K);
+    float *c = s_rand((size_t)(grad ? N : M) * (grad ? K : N));
     double t[REPS];
     int inner = 1;
     double flop = 2.0 * M * N * K;
@@ -37,29 +40,13 @@ static double s_sgemm_nt(int M, int N, int K) {
     for (int r = 0; r < REPS; r++) {
         double t0 = rl_bench_now();
         for (int i = 0; i < inner; i++) {
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a, K, b, K, 0.0f,
-                        c, N);
-        }
-        t[r] = (rl_bench_now() - t0) / inner;
-    }
-    free(a), free(b), free(c);
-    return flop / rl_bench_median(t, REPS) / 1e9;
-}
-
-// dw (N,K) += dout (M,N)^T @ inp (M,K) : the weight gradient of a Linear layer
-static double s_sgemm_tn(int M, int N, int K) {
-    float *a = s_rand((size_t)M * N), *b = s_rand((size_t)M * K), *c = s_rand((size_t)N * K);
-    double t[REPS];
-    int inner = 1;
-    double flop = 2.0 * M * N * K;
-    while (inner * flop < 2e9) {
-        inner *= 2;
-    }
-    for (int r = 0; r < REPS; r++) {
-        double t0 = rl_bench_now();
-        for (int i = 0; i < inner; i++) {
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M, 1.0f, a, N, b, K, 1.0f,
-                        c, K);
+            if (grad) {
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M, 1.0f, a, N, b, K,
+                            1.0f, c, K);
+            } else {
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a, K, b, K,
+                            0.0f, c, N);
+            }
         }
         t[r] = (rl_bench_now() - t0) / inner;
     }
@@ -118,7 +105,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         int M = shapes[i][0], N = shapes[i][1], K = shapes[i][2];
         printf("| sgemm x·Wᵀ M=%d N=%d K=%d | %.1f GFLOP/s | dW TN %.1f GFLOP/s |\n", M, N, K,
-               s_sgemm_nt(M, N, K), s_sgemm_tn(M, N, K));
+               s_sgemm(M, N, K, 0), s_sgemm(M, N, K, 1));
     }
     static const int gv[][2] = {{384, 128}, {1024, 256}, {1536, 512}, {2816, 1024}, {8192, 2048}};
     for (size_t i = 0; i < sizeof gv / sizeof gv[0]; i++) {
