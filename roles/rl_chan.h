@@ -1,0 +1,56 @@
+// rl_chan — ZeroMQ transport of rl_wire messages. The controller binds one ROUTER; each worker
+// connects one DEALER whose routing identity is "<role>/<rank>" (e.g. "sampler/1"), so the
+// controller addresses a worker by that name and a role as the group of its ranks. Large
+// tensors travel as zero-copy frames. A frame sequence that does not decode is dropped and
+// reported (RL_EPROTO with the peer's name); it never ends the receiving process. One rl_chan
+// per thread (ZeroMQ sockets are not thread-safe); each process owns its own ZeroMQ context.
+#ifndef RL_CHAN_H
+#define RL_CHAN_H
+
+#include "rl_wire.h"
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rl_chan rl_chan_t;
+
+// ROUTER bound at endpoint ("ipc:///path", "tcp://127.0.0.1:0"; a tcp port 0 picks a free one:
+// see rl_chan_endpoint). caller owns *out; free with rl_chan_close.
+int rl_chan_bind(const char *endpoint, rl_chan_t **out, char *err, size_t err_len);
+// DEALER with routing identity `identity`, connected to endpoint.
+int rl_chan_connect(const char *endpoint, const char *identity, rl_chan_t **out, char *err,
+                    size_t err_len);
+// Closes the socket (linger 0 unless messages are still queued: up to linger_ms) and the context.
+void rl_chan_close(rl_chan_t **self_p, int linger_ms);
+// The endpoint actually bound (tcp port resolved). borrowed; valid until close.
+const char *rl_chan_endpoint(const rl_chan_t *self);
+
+// Sends *msg_p and frees it (sets *msg_p to NULL, also on failure). `peer` is the identity to
+// route to on a ROUTER; NULL on a DEALER. A ROUTER send to an unknown peer fails with
+// RL_ENOTFOUND (ZMQ_ROUTER_MANDATORY) instead of dropping the message. Returns 0 or an error.
+int rl_chan_send(rl_chan_t *self, const char *peer, rl_msg_t **msg_p, char *err,
+                 size_t err_len);
+
+// Waits up to timeout_ms (-1 = forever, 0 = poll) for one message. On success sets *out
+// (caller owns; rl_msg_free) and, on a ROUTER, copies the sender's identity into peer
+// (peer_len bytes, NUL-terminated; may be NULL on a DEALER). Returns 0, RL_ETIMEOUT,
+// RL_EPROTO/RL_EVERSION (a message that did not decode: dropped, err names the peer and why) or
+// another error.
+int rl_chan_recv(rl_chan_t *self, int timeout_ms, rl_msg_t **out, char *peer, size_t peer_len,
+                 char *err, size_t err_len);
+
+// A background thread with its own DEALER (identity "<identity>#hb") that sends {op: "hb"}
+// every period_s seconds until stopped, so a worker busy in a long computation still shows it
+// is alive. caller owns *out; stop and free with rl_chan_heartbeat_stop.
+typedef struct rl_heartbeat rl_heartbeat_t;
+int rl_chan_heartbeat_start(const char *endpoint, const char *identity, double period_s,
+                            rl_heartbeat_t **out, char *err, size_t err_len);
+void rl_chan_heartbeat_stop(rl_heartbeat_t **self_p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,88 @@
+// rl_traj — the trajectory store (DESIGN.md §3): one LMDB environment per run,
+// <run dir>/trajectories.lmdb, with named databases `traj` (one record per completion, keyed by
+// 16 big-endian bytes (u64 step, u32 prompt index, u32 sample index) so cursors walk in training
+// order) and `meta` (schema version, last committed step). A record is a plain msgpack map that
+// any msgpack library decodes; every field is listed in docs/trajectories.md. One write
+// transaction per step; when the map is full it grows (doubling) and the step is retried.
+#ifndef RL_TRAJ_H
+#define RL_TRAJ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RL_TRAJ_SCHEMA_VERSION 1
+
+// One completion. Arrays are borrowed for the put call; when reading, rl_traj_read owns them.
+typedef struct {
+    uint64_t step;            // the optimizer step whose batch this is (1-based)
+    uint32_t prompt_index;    // position of the prompt in the step's batch
+    uint32_t sample_index;    // 0..G-1
+    int64_t data_index;       // the prompt's row in the training file (0-based)
+    uint64_t policy_version;  // weights version the sampler used
+    int n_prompt;
+    int32_t *prompt_ids;      // (n_prompt)
+    int n_completion;
+    int32_t *completion_ids;  // (n_completion), a stop token included
+    uint8_t *mask;            // (n_completion) loss mask (1 = trained on)
+    float *sampler_logprobs;  // (n_completion) logμ
+    float *old_logprobs;      // (n_completion) logπ_old recomputed by the actor, or NULL
+    float *ref_logprobs;      // (n_completion) or NULL (no reference ran)
+    float *values;            // (n_completion) critic values, or NULL
+    int n_rewards;
+    char **reward_names;      // (n_rewards) recipe reward names
+    double *rewards;          // (n_rewards) each reward's raw score (NaN = unscorable)
+    double reward;            // the weighted total (with shaping)
+    double advantage;         // sequence advantage (GRPO)
+    float *advantages;        // (n_completion) per-token advantages (PPO), or NULL
+    int finish;               // rl_sampler_finish_t: 0 stop, 1 length ("stop"/"length" on disk)
+} rl_traj_record_t;
+
+typedef struct rl_traj rl_traj_t;
+
+enum { RL_TRAJ_READONLY = 1u << 0 };
+
+// Opens (creating when absent, unless RL_TRAJ_READONLY) the environment at `path` (a directory:
+// LMDB's data.mdb and lock.mdb live inside). A store written with another schema version is
+// refused (RL_EVERSION). caller owns *out; free with rl_traj_close.
+int rl_traj_open(const char *path, unsigned flags, rl_traj_t **out, char *err, size_t err_len);
+void rl_traj_close(rl_traj_t **self_p);
+
+// Writes a step's n records and meta's last step in one transaction (records of that step
+// already present are replaced). Returns 0 or an error with err filled.
+int rl_traj_put_step(rl_traj_t *self, uint64_t step, const rl_traj_record_t *recs, int n,
+                     char *err, size_t err_len);
+
+// The last committed step, or 0 when none.
+uint64_t rl_traj_last_step(rl_traj_t *self);
+
+// Deletes every record of steps > step and sets the last step to `step` (a resume from a
+// checkpoint older than the store's last step). Returns 0 or an error.
+int rl_traj_truncate_after(rl_traj_t *self, uint64_t step, char *err, size_t err_len);
+
+// Reads the records of one step in key order. caller owns *recs_p; free with
+// rl_traj_records_free. Returns 0 (n may be 0), or an error (RL_EPROTO for a record that does not
+// decode, naming its key).
+int rl_traj_read_step(rl_traj_t *self, uint64_t step, rl_traj_record_t **recs_p, int *n_p,
+                      char *err, size_t err_len);
+
+// Steps present in the store, ascending. caller owns *steps_p; free with free().
+int rl_traj_steps(rl_traj_t *self, uint64_t **steps_p, int *n_p, char *err, size_t err_len);
+
+// Decodes one record value (a msgpack map from anywhere: fuzzed) into *out (owned arrays).
+// Returns 0 or RL_EPROTO / RL_EVERSION with err naming the field.
+int rl_traj_decode(const void *buf, size_t len, rl_traj_record_t *out, char *err,
+                   size_t err_len);
+// Encodes one record as its msgpack map. caller owns *buf_p; free with free().
+int rl_traj_encode(const rl_traj_record_t *rec, void **buf_p, size_t *len_p);
+
+void rl_traj_record_clear(rl_traj_record_t *rec);
+void rl_traj_records_free(rl_traj_record_t **recs_p, int n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
