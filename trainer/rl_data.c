@@ -438,7 +438,7 @@ void rl_data_example(const rl_data_t *self, size_t i, const int32_t **tokens_p,
 // ---- sampler ---------------------------------------------------------------------------------
 
 struct rl_data_sampler {
-    const rl_data_t *data;
+    size_t n;     // examples per epoch
     uint64_t seed;
     int shuffle;
     rl_data_pos_t pos;
@@ -446,7 +446,7 @@ struct rl_data_sampler {
 };
 
 static void s_permute(rl_data_sampler_t *s) {
-    size_t n = s->data->n_ex;
+    size_t n = s->n;
     for (size_t i = 0; i < n; i++) {
         s->perm[i] = i;
     }
@@ -465,16 +465,20 @@ static void s_permute(rl_data_sampler_t *s) {
 }
 
 rl_data_sampler_t *rl_data_sampler_new(const rl_data_t *data, uint64_t seed, int shuffle) {
+    return rl_data_sampler_new_count(data->n_ex, seed, shuffle);
+}
+
+rl_data_sampler_t *rl_data_sampler_new_count(size_t count, uint64_t seed, int shuffle) {
     rl_data_sampler_t *s = calloc(1, sizeof(*s));
     if (!s) {
         return NULL;
     }
-    s->perm = malloc((data->n_ex ? data->n_ex : 1) * sizeof(size_t));
+    s->perm = malloc((count ? count : 1) * sizeof(size_t));
     if (!s->perm) {
         free(s);
         return NULL;
     }
-    s->data = data;
+    s->n = count;
     s->seed = seed;
     s->shuffle = shuffle;
     s_permute(s);
@@ -491,7 +495,7 @@ void rl_data_sampler_destroy(rl_data_sampler_t **self_p) {
 }
 
 size_t rl_data_sampler_next(rl_data_sampler_t *s) {
-    if ((size_t)s->pos.index >= s->data->n_ex) {
+    if ((size_t)s->pos.index >= s->n) {
         s->pos.epoch++;
         s->pos.index = 0;
         s_permute(s);
@@ -502,7 +506,7 @@ size_t rl_data_sampler_next(rl_data_sampler_t *s) {
 rl_data_pos_t rl_data_sampler_pos(const rl_data_sampler_t *s) { return s->pos; }
 
 int rl_data_sampler_seek(rl_data_sampler_t *s, rl_data_pos_t pos) {
-    if (pos.epoch < 0 || pos.index < 0 || (uint64_t)pos.index > s->data->n_ex) {
+    if (pos.epoch < 0 || pos.index < 0 || (uint64_t)pos.index > s->n) {
         return RL_EINVAL;
     }
     s->pos = pos;

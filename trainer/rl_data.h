@@ -99,6 +99,8 @@ typedef struct rl_data_sampler rl_data_sampler_t;
 // A sampler over `data` (borrowed; valid until the sampler is destroyed) at position (0, 0).
 // NULL on allocation failure. caller owns result; free with rl_data_sampler_destroy.
 rl_data_sampler_t *rl_data_sampler_new(const rl_data_t *data, uint64_t seed, int shuffle);
+// The same order over `count` items of any dataset (GRPO prompts).
+rl_data_sampler_t *rl_data_sampler_new_count(size_t count, uint64_t seed, int shuffle);
 void rl_data_sampler_destroy(rl_data_sampler_t **self_p);
 
 // Returns the next example's index and advances (into the next epoch at the end of one).
