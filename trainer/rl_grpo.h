@@ -5,7 +5,8 @@
 // arrays: no model, no processes. The actor worker runs rl_model_forward -> rl_grpo_loss ->
 // rl_model_backward once per micro-batch; the aggregation divisor is a property of the global
 // batch (all micro-batches, all ranks), so accumulation and data parallelism give the gradient
-// of one big batch.
+// of one big batch. docs/training.md ("GRPO loss conventions") restates these rules with the
+// reasons for each choice.
 #ifndef RL_GRPO_H
 #define RL_GRPO_H
 
@@ -20,70 +21,108 @@ extern "C" {
 
 // ---- advantages -------------------------------------------------------------------------------
 
+// Written (=, not added) by rl_grpo_advantages for the whole call.
 typedef struct {
-    int groups;               // groups seen
-    int zero_std_groups;      // groups whose scorable rewards all equal (or < 2 scorable)
-    int unscorable;           // NaN rewards
-    double reward_mean;       // mean of the scorable rewards
-    double reward_std;        // mean over groups of the group std (Bessel), TRL's reward_std
+    int groups;               // groups seen (n_groups)
+    int zero_std_groups;      // groups whose scorable rewards all equal (or < 2 scorable): all
+                              // their advantages are 0 (TRL's frac_reward_zero_std * groups)
+    int unscorable;           // non-finite rewards (NaN, and +-inf, see below)
+    double reward_mean;       // mean of the scorable rewards (0 when there are none)
+    double reward_std;        // mean over the groups with >= 2 scorable rewards of their
+                              // std (Bessel; 0 for an all-equal group), TRL's reward_std; 0
+                              // when no group has 2
 } rl_grpo_adv_stats_t;
 
 // Advantages of n_groups groups of G sequence rewards each (group-major: reward g*G + i is
-// completion i of prompt g), as alg says: alg->advantage (grpo: r - group mean; rloo: r - mean of
-// the others), alg->scale_rewards (group: / (group std + std_eps); batch: / (std of all scorable
-// rewards + std_eps); none), std with Bessel's correction. A NaN reward gets advantage 0 and is
-// left out of every statistic. A zero-variance group gets 0 for every member. Writes adv
-// (n_groups*G) and stats (may be NULL). Returns 0 or RL_EINVAL (G < 2, n_groups < 1).
+// completion i of prompt g), as alg says. Per group, over its n >= 2 scorable rewards with mean
+// m and Bessel std s = sqrt(sum (r - m)^2 / (n - 1)):
+//   alg->advantage    grpo: A_i = r_i - m;  rloo: A_i = r_i - mean_{j != i} r_j
+//                     (= (r_i - m) * n / (n - 1)); both over the scorable members only
+//   alg->scale_rewards group: A_i /= (s + std_eps);  batch: A_i /= (S + std_eps), S the Bessel
+//                     std of all scorable rewards of the call (the mean stays per group);
+//                     none: no division (Dr.GRPO). Scaling applies to rloo as well.
+// A reward that is not finite (NaN = unscorable; an infinite reward is treated the same, so one
+// broken reward function cannot poison the batch) gets A = 0 and is left out of every mean,
+// std and statistic. A zero-variance group (all scorable rewards exactly equal, or fewer than 2
+// scorable) gets A = 0 for every member, exactly. Writes adv (n_groups*G) and stats (may be
+// NULL). Returns 0, or RL_EINVAL (NULL rewards/alg/adv, G < 2, n_groups < 1, an unknown
+// advantage or scale_rewards value, std_eps < 0) with nothing written.
 int rl_grpo_advantages(const double *rewards, int n_groups, int G,
                        const rl_recipe_algorithm_t *alg, double *adv, rl_grpo_adv_stats_t *stats);
 
 // DAPO overlong shaping of one completion of `len` tokens: with L_exp = max_new_tokens - buffer,
-// returns min(-(len - L_exp) / buffer * penalty, 0) (0 when buffer is 0).
+// returns min(-(len - L_exp) / buffer * penalty, 0), floored at -penalty (DAPO's value for a
+// completion longer than max_new_tokens); 0 when buffer <= 0.
 double rl_grpo_overlong_penalty(int len, int max_new_tokens, int buffer, double penalty);
 
 // ---- the policy loss ---------------------------------------------------------------------------
 
 // One micro-batch, laid out as rl_model_forward's (B,T) logprob arrays: row b holds one
 // prompt + completion; logprob column t scores token t. mask[b,t] = 1 on the completion tokens
-// the loss looks at (0 on prompt, padding and masked sequences).
+// the loss looks at (0 on prompt, padding and masked sequences). Positions with mask 0 are never
+// read in any array (they may hold garbage, NaN included).
 typedef struct {
     int B, T;
     const float *logp;     // (B,T) current policy, from the training forward
-    const float *old_logp; // (B,T) the policy that produced the batch, or NULL: logp itself
-                           // (one update per batch: ratio 1, gradient A * dlogp)
-    const float *ref_logp; // (B,T) reference; read only when alg->beta > 0
-    const float *mu_logp;  // (B,T) sampler logprobs; read only when alg->tis != none
-    const float *mask;     // (B,T) 0/1
+    const float *old_logp; // (B,T) the policy that produced the batch, or NULL: logp itself,
+                           // detached (one update per batch: ratio 1, gradient -A * dlogp)
+    const float *ref_logp; // (B,T) reference; required when alg->beta > 0; when given with
+                           // beta = 0 it is read for stats.kl only
+    const float *mu_logp;  // (B,T) sampler logprobs; required when alg->tis != none; when given
+                           // it is always read for stats.logprob_gap
+    const float *mask;     // (B,T) exactly 0 or 1
     const double *adv;     // (B) sequence advantages (broadcast over tokens)
     // The aggregation's divisor for the whole global batch: token_mean: the active tokens of
     // the global batch; seq_mean_token_mean: the number of sequences of the global batch;
-    // seq_mean_token_sum_norm: sequences of the global batch * max_new_tokens.
+    // seq_mean_token_sum_norm: sequences of the global batch * max_new_tokens. Must be finite
+    // and > 0 unless this micro-batch has no active token (then loss and dlogp are 0).
     double denom;
 } rl_grpo_batch_t;
 
-// Sums over the micro-batch's active tokens, to be added across micro-batches and ranks and
-// divided by the caller (means over tokens: / tokens).
+// Sums over the micro-batch's active tokens (mask = 1, including the tokens of sequences that
+// sequence-level TIS drops: every field but loss describes the batch, not the loss), to be added
+// across micro-batches and ranks and divided by the caller (means over tokens: / tokens).
 typedef struct {
     double loss;         // this micro-batch's share of the global loss (already / denom)
     double tokens;       // active tokens
-    double kl;           // sum of the configured KL estimator (computed even when beta = 0
-                         // if ref_logp is given; else 0)
+    double kl;           // sum of the configured KL estimator (k3 after its clamp; computed
+                         // even when beta = 0 if ref_logp is given; else 0)
     double clip_low;     // tokens with A < 0 and ratio < 1 - epsilon_low (clipped)
     double clip_high;    // tokens with A > 0 and ratio > 1 + epsilon_high (clipped)
-    double dual_clip;    // tokens where the dual clip bound applied
-    double ratio;        // sum of ratios
-    double tis_weight;   // sum of the TIS weights used (1 per token when off)
+    double dual_clip;    // tokens where the dual clip bound applied (-c*A < l strictly)
+    double ratio;        // sum of ratios (after the log-ratio clamp)
+    double tis_weight;   // sum of the TIS weights used: 1 per token when off; token: w; sequence:
+                         // 1 per kept token, 0 per dropped one
     double tis_masked;   // sequences dropped by sequence-level TIS
-    double logprob_gap;  // sum |old_logp - mu_logp| (when mu_logp is given)
+    double logprob_gap;  // sum |old - mu_logp| (when mu_logp is given; old = logp when
+                         // old_logp is NULL)
 } rl_grpo_loss_stats_t;
 
-// Computes the micro-batch's loss and writes dlogp (B,T) = dL/dlogp (0 where mask is 0) for
-// rl_model_backward, and adds (+=) into *stats (zero it before the first micro-batch). Per
-// token (REFERENCE.md §1): ratio = exp(clamp(logp - old, -20, 20)); l = -min(ratio A,
-// clip(ratio, 1 - eps_low, 1 + eps_high) A); dual clip c > 1 for A < 0: l = min(l, -c A);
-// TIS token: l *= min(exp(old - mu), tis_cap) (detached); TIS sequence: the sequence's
-// exp(sum(old - mu)) outside [1/tis_cap, tis_cap] drops it; plus beta * KL(k1|k2|k3, k3 clamped
-// to [-10, 10]); aggregated as alg->loss_agg with b->denom. Returns 0 or RL_EINVAL.
+// Computes the micro-batch's loss and writes (=) dlogp (B,T) = dL/dlogp (0 where mask is 0) for
+// rl_model_backward, and adds (+=) into *stats (zero it before the first micro-batch; may be
+// NULL). Per active token, with old = old_logp or detached logp, A = adv[b]:
+//   ratio = exp(clamp(logp - old, -20, 20))            (no gradient where the clamp is active)
+//   l_pg  = -min(ratio A, clip(ratio, 1 - eps_low, 1 + eps_high) A)
+//           gradient -A * ratio, or 0 where the clipped branch is strictly smaller (the
+//           clip_low / clip_high tokens), as autograd of min/clip gives
+//   dual clip (c = alg->dual_clip, 0 = off, else > 1), A < 0: l_pg = min(l_pg, -c A)
+//           (gradient 0 where the bound applies)
+//   TIS token: l_pg *= w, w = min(exp(old - mu), tis_cap), detached; the KL term is not
+//           weighted (as verl weights the policy-gradient loss only: the correction is for
+//           the policy-gradient estimator, the KL penalty is a regulariser)
+//   TIS sequence: a row whose exp(sum over its active tokens (old - mu)) lies outside
+//           [1/tis_cap, tis_cap] is dropped from the loss (both terms; loss 0, dlogp 0), as if
+//           masked; the decision is detached
+//   l     = l_pg + beta * k, d = logp - ref:  k1 = d (dk = 1);  k2 = d^2 / 2 (dk = d);
+//           k3 = exp(-d) + d - 1 clamped to [-10, 10] (dk = 1 - exp(-d), 0 where clamped)
+// aggregated with D = b->denom as alg->loss_agg:
+//   token_mean, seq_mean_token_sum_norm:  sum_bt l m / D
+//   seq_mean_token_mean:  sum_b [sum_t l m / sum_t m] / D   (a row with no active token adds 0)
+// Math in double; the loss is returned in double in stats->loss, dlogp rounded to float.
+// Returns 0, or RL_EINVAL with nothing written (B or T < 1; NULL logp, mask, adv or dlogp; a
+// mask value other than 0/1; denom not > 0 with an active token; beta > 0 without ref_logp;
+// tis != none without mu_logp or with tis_cap < 1; epsilon_low outside [0, 1); epsilon_high
+// < 0; beta < 0; dual_clip other than 0 or > 1; an unknown kl_estimator, loss_agg or tis).
 int rl_grpo_loss(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *alg, float *dlogp,
                  rl_grpo_loss_stats_t *stats);
 

@@ -1,0 +1,331 @@
+// rl_grpo — GRPO advantages and the clipped policy loss of REFERENCE.md §1, written so that each
+// line can be checked against the formulas in rl_grpo.h. Not the training loop (trainer/
+// rl_policy), not a model: it sees sequence rewards, or (B,T) logprob arrays and a mask.
+//
+// Everything is computed in double from the float inputs (exactly representable), so the loss
+// is reproducible to double rounding whatever the caller's split into micro-batches; only the
+// gradient handed to rl_model_backward is rounded to float.
+#include "rl_grpo.h"
+
+#include "rl_err.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+// ---- advantages -------------------------------------------------------------------------------
+
+// A reward that is not a finite number cannot enter a mean: it is "unscorable" (REFERENCE §1).
+static bool s_scorable(double r) {
+    return isfinite(r);
+}
+
+// Mean and Bessel std of the scorable values of r[0..n): two passes, so large rewards with a
+// small spread keep their digits. *cnt gets the number of scorable values; *equal is true when
+// they are all exactly equal (or fewer than 2), which is the zero-variance test: a computed std
+// of equal values need not be exactly 0 (0.1 + 0.1 + 0.1 != 0.3), equality is.
+static void s_moments(const double *r, size_t n, size_t *cnt, double *mean, double *std,
+                      bool *equal) {
+    size_t k = 0;
+    double sum = 0.0, first = 0.0;
+    bool eq = true;
+    for (size_t i = 0; i < n; i++) {
+        if (!s_scorable(r[i])) {
+            continue;
+        }
+        if (k == 0) {
+            first = r[i];
+        } else if (r[i] != first) {
+            eq = false;
+        }
+        sum += r[i];
+        k++;
+    }
+    double m = k ? sum / (double)k : 0.0;
+    double ss = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        if (s_scorable(r[i])) {
+            ss += (r[i] - m) * (r[i] - m);
+        }
+    }
+    *cnt = k;
+    *mean = m;
+    *equal = eq || k < 2;
+    *std = (k >= 2 && !eq) ? sqrt(ss / (double)(k - 1)) : 0.0;
+}
+
+int rl_grpo_advantages(const double *rewards, int n_groups, int G, const rl_recipe_algorithm_t *alg,
+                       double *adv, rl_grpo_adv_stats_t *stats) {
+    if (!rewards || !alg || !adv || n_groups < 1 || G < 2) {
+        return RL_EINVAL;
+    }
+    if ((alg->advantage != RL_RECIPE_ADV_GRPO && alg->advantage != RL_RECIPE_ADV_RLOO) ||
+        (alg->scale_rewards != RL_RECIPE_SCALE_GROUP &&
+         alg->scale_rewards != RL_RECIPE_SCALE_BATCH &&
+         alg->scale_rewards != RL_RECIPE_SCALE_NONE) ||
+        !(alg->std_eps >= 0.0)) {
+        return RL_EINVAL;
+    }
+    const size_t N = (size_t)n_groups * (size_t)G;
+
+    // Batch moments: reward_mean, and the divisor of scale_rewards = batch (TRL's
+    // rewards.std() over the whole batch; zero-variance groups' rewards included).
+    size_t n_all;
+    double mean_all, std_all;
+    bool equal_all;
+    s_moments(rewards, N, &n_all, &mean_all, &std_all, &equal_all);
+
+    int zero = 0, std_groups = 0;
+    double std_sum = 0.0;
+    for (int g = 0; g < n_groups; g++) {
+        const double *r = rewards + (size_t)g * (size_t)G;
+        double *a = adv + (size_t)g * (size_t)G;
+        size_t n;
+        double m, s;
+        bool equal;
+        s_moments(r, (size_t)G, &n, &m, &s, &equal);
+        if (n >= 2) {
+            std_sum += s;
+            std_groups++;
+        }
+        double div = 1.0;
+        if (alg->scale_rewards == RL_RECIPE_SCALE_GROUP) {
+            div = s + alg->std_eps;
+        } else if (alg->scale_rewards == RL_RECIPE_SCALE_BATCH) {
+            div = std_all + alg->std_eps;
+        }
+        // equal: every centred reward is 0 (the group carries no signal). !(div > 0) cannot
+        // happen for a group with two distinct rewards (then s > 0 and S > 0) short of
+        // underflow; it is guarded so no division by zero can reach adv.
+        if (equal || !(div > 0.0)) {
+            zero++;
+            for (int i = 0; i < G; i++) {
+                a[i] = 0.0;
+            }
+            continue;
+        }
+        // rloo: r_i - (n m - r_i) / (n - 1) = (r_i - m) * n / (n - 1), without the cancellation
+        // of the left form.
+        double f = alg->advantage == RL_RECIPE_ADV_RLOO ? (double)n / (double)(n - 1) : 1.0;
+        for (int i = 0; i < G; i++) {
+            a[i] = s_scorable(r[i]) ? (r[i] - m) * f / div : 0.0;
+        }
+    }
+    if (stats) {
+        stats->groups = n_groups;
+        stats->zero_std_groups = zero;
+        stats->unscorable = (int)(N - n_all);
+        stats->reward_mean = mean_all;
+        stats->reward_std = std_groups ? std_sum / std_groups : 0.0;
+    }
+    return 0;
+}
+
+double rl_grpo_overlong_penalty(int len, int max_new_tokens, int buffer, double penalty) {
+    if (buffer <= 0) {
+        return 0.0;
+    }
+    int l_exp = max_new_tokens - buffer;
+    if (len <= l_exp) {
+        return 0.0;
+    }
+    double p = -(double)(len - l_exp) / (double)buffer * penalty;
+    return p < -penalty ? -penalty : p;
+}
+
+// ---- the policy loss ---------------------------------------------------------------------------
+
+static int s_check(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *alg, const float *dlogp) {
+    if (!b || !alg || !dlogp || !b->logp || !b->mask || !b->adv || b->B < 1 || b->T < 1) {
+        return RL_EINVAL;
+    }
+    if (!(alg->epsilon_low >= 0.0 && alg->epsilon_low < 1.0) || !(alg->epsilon_high >= 0.0) ||
+        !(alg->beta >= 0.0) || !(alg->dual_clip == 0.0 || alg->dual_clip > 1.0)) {
+        return RL_EINVAL;
+    }
+    if (alg->kl_estimator != RL_RECIPE_KL_K1 && alg->kl_estimator != RL_RECIPE_KL_K2 &&
+        alg->kl_estimator != RL_RECIPE_KL_K3) {
+        return RL_EINVAL;
+    }
+    if (alg->loss_agg != RL_RECIPE_AGG_TOKEN_MEAN &&
+        alg->loss_agg != RL_RECIPE_AGG_SEQ_MEAN_TOKEN_MEAN &&
+        alg->loss_agg != RL_RECIPE_AGG_SEQ_MEAN_TOKEN_SUM_NORM) {
+        return RL_EINVAL;
+    }
+    if (alg->tis != RL_RECIPE_TIS_NONE && alg->tis != RL_RECIPE_TIS_TOKEN &&
+        alg->tis != RL_RECIPE_TIS_SEQUENCE) {
+        return RL_EINVAL;
+    }
+    if (alg->tis != RL_RECIPE_TIS_NONE && (!b->mu_logp || !(alg->tis_cap >= 1.0))) {
+        return RL_EINVAL;
+    }
+    if (alg->beta > 0.0 && !b->ref_logp) {
+        return RL_EINVAL;
+    }
+    bool active = false;
+    for (size_t i = 0; i < (size_t)b->B * (size_t)b->T; i++) {
+        if (b->mask[i] != 0.0f && b->mask[i] != 1.0f) {
+            return RL_EINVAL;
+        }
+        active |= b->mask[i] != 0.0f;
+    }
+    if (active && !(b->denom > 0.0 && isfinite(b->denom))) {
+        return RL_EINVAL;
+    }
+    return 0;
+}
+
+// The KL estimator k(d) of d = logp - ref and dk/dlogp (REFERENCE §1; Schulman's k1/k2/k3).
+// k3 = exp(ref - logp) - (ref - logp) - 1 = exp(-d) + d - 1 >= 0, so only its upper clamp can
+// bind; torch.clamp passes the gradient on the closed interval, hence <= 10.
+static double s_kl(int estimator, double d, double *dk) {
+    if (estimator == RL_RECIPE_KL_K1) {
+        *dk = 1.0;
+        return d;
+    }
+    if (estimator == RL_RECIPE_KL_K2) {
+        *dk = d;
+        return 0.5 * d * d;
+    }
+    double e = exp(-d);
+    double k = e + d - 1.0;
+    if (k > 10.0) {
+        *dk = 0.0;
+        return 10.0;
+    }
+    if (k < -10.0) { // unreachable for finite d (k3 >= 0); kept so the clamp reads as specified
+        *dk = 0.0;
+        return -10.0;
+    }
+    *dk = 1.0 - e;
+    return k;
+}
+
+int rl_grpo_loss(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *alg, float *dlogp,
+                 rl_grpo_loss_stats_t *stats) {
+    int rc = s_check(b, alg, dlogp);
+    if (rc) {
+        return rc;
+    }
+    const int B = b->B, T = b->T;
+    const double lo = 1.0 - alg->epsilon_low, hi = 1.0 + alg->epsilon_high;
+    const double c = alg->dual_clip, beta = alg->beta;
+    // Sequence TIS compares the log of the sequence weight with +-log(cap): the same interval
+    // as exp(sum) in [1/cap, cap], without overflowing exp on long sequences.
+    const double log_cap = alg->tis != RL_RECIPE_TIS_NONE ? log(alg->tis_cap) : 0.0;
+    rl_grpo_loss_stats_t s = {0};
+
+    for (int bi = 0; bi < B; bi++) {
+        const size_t row = (size_t)bi * (size_t)T;
+        const float *m = b->mask + row;
+        const double A = b->adv[bi];
+        double n_b = 0.0, seq_log_w = 0.0;
+        for (int t = 0; t < T; t++) {
+            if (m[t] != 0.0f) {
+                n_b += 1.0;
+                if (alg->tis == RL_RECIPE_TIS_SEQUENCE) {
+                    double old = b->old_logp ? b->old_logp[row + t] : b->logp[row + t];
+                    seq_log_w += old - (double)b->mu_logp[row + t];
+                }
+            }
+        }
+        // Every token's loss of this row is multiplied by `scale` (the aggregation).
+        double scale = 0.0;
+        if (n_b > 0.0) {
+            scale = alg->loss_agg == RL_RECIPE_AGG_SEQ_MEAN_TOKEN_MEAN ? 1.0 / (n_b * b->denom)
+                                                                       : 1.0 / b->denom;
+        }
+        // NaN sums compare false both ways and keep the row: the NaN then shows in the gap.
+        bool keep = true;
+        if (alg->tis == RL_RECIPE_TIS_SEQUENCE && (seq_log_w < -log_cap || seq_log_w > log_cap)) {
+            keep = false;
+            s.tis_masked += 1.0;
+        }
+        double row_loss = 0.0;
+        for (int t = 0; t < T; t++) {
+            const size_t i = row + t;
+            if (m[t] == 0.0f) {
+                dlogp[i] = 0.0f;
+                continue;
+            }
+            const double lp = b->logp[i];
+            const double old = b->old_logp ? (double)b->old_logp[i] : lp; // detached
+            // ratio and its derivative; torch.clamp passes the gradient on [-20, 20].
+            const double x = lp - old;
+            const double ratio = exp(x < -20.0 ? -20.0 : x > 20.0 ? 20.0 : x);
+            const double dratio = (x >= -20.0 && x <= 20.0) ? ratio : 0.0;
+
+            // l_pg = -min(ratio A, clip(ratio) A) = max(l1, l2). l2 > l1 means A (ratio -
+            // clip(ratio)) > 0: ratio is outside the clip range, on the side where the bound
+            // limits the improvement, and clip() is flat there: gradient 0. Otherwise
+            // (l1 >= l2, ties included, which happen only inside the range where both
+            // branches have the same gradient) the gradient is that of -ratio A.
+            const double clipped = ratio < lo ? lo : ratio > hi ? hi : ratio;
+            const double l1 = -A * ratio, l2 = -A * clipped;
+            double pg, dpg;
+            if (l2 > l1) {
+                pg = l2;
+                dpg = 0.0;
+            } else {
+                pg = l1;
+                dpg = -A * dratio;
+            }
+            s.clip_low += (A < 0.0 && ratio < lo);
+            s.clip_high += (A > 0.0 && ratio > hi);
+            // Dual clip (verl's clip_ratio_c): for A < 0 the loss grows without bound in the
+            // ratio; cap it at -c A (a constant, so gradient 0 where the cap binds).
+            if (c > 0.0 && A < 0.0 && pg > -c * A) {
+                pg = -c * A;
+                dpg = 0.0;
+                s.dual_clip += 1.0;
+            }
+
+            double w = 1.0;
+            if (alg->tis == RL_RECIPE_TIS_TOKEN) {
+                double e = exp(old - (double)b->mu_logp[i]);
+                w = e > alg->tis_cap ? alg->tis_cap : e; // NaN stays NaN
+            } else if (alg->tis == RL_RECIPE_TIS_SEQUENCE) {
+                w = keep ? 1.0 : 0.0;
+            }
+            if (b->mu_logp) {
+                s.logprob_gap += fabs(old - (double)b->mu_logp[i]);
+            }
+
+            double k = 0.0, dk = 0.0;
+            if (b->ref_logp) {
+                k = s_kl(alg->kl_estimator, lp - (double)b->ref_logp[i], &dk);
+                s.kl += k;
+            }
+
+            double l = 0.0, dl = 0.0;
+            if (keep) {
+                l = w * pg;
+                dl = w * dpg;
+                if (beta > 0.0) { // beta 0: no term at all, even where k is not finite
+                    l += beta * k;
+                    dl += beta * dk;
+                }
+            }
+            row_loss += l;
+            dlogp[i] = (float)(dl * scale);
+            s.tokens += 1.0;
+            s.ratio += ratio;
+            s.tis_weight += w;
+        }
+        s.loss += row_loss * scale;
+    }
+
+    if (stats) {
+        stats->loss += s.loss;
+        stats->tokens += s.tokens;
+        stats->kl += s.kl;
+        stats->clip_low += s.clip_low;
+        stats->clip_high += s.clip_high;
+        stats->dual_clip += s.dual_clip;
+        stats->ratio += s.ratio;
+        stats->tis_weight += s.tis_weight;
+        stats->tis_masked += s.tis_masked;
+        stats->logprob_gap += s.logprob_gap;
+    }
+    return 0;
+}
