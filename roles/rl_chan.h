@@ -18,12 +18,16 @@ extern "C" {
 typedef struct rl_chan rl_chan_t;
 
 // ROUTER bound at endpoint ("ipc:///path", "tcp://127.0.0.1:0"; a tcp port 0 picks a free one:
-// see rl_chan_endpoint). caller owns *out; free with rl_chan_close.
+// see rl_chan_endpoint). A DEALER connecting with an identity already in use takes it over
+// (ZMQ_ROUTER_HANDOVER: a restarted worker gets its name back). caller owns *out; free with
+// rl_chan_close. Returns 0, RL_EINVAL or a positive errno (err says which endpoint and why).
 int rl_chan_bind(const char *endpoint, rl_chan_t **out, char *err, size_t err_len);
-// DEALER with routing identity `identity`, connected to endpoint.
+// DEALER with routing identity `identity` (1..255 bytes, printable: "<role>/<rank>"),
+// connected to endpoint. Connecting succeeds before the peer exists; ZeroMQ reconnects by itself.
 int rl_chan_connect(const char *endpoint, const char *identity, rl_chan_t **out, char *err,
                     size_t err_len);
-// Closes the socket (linger 0 unless messages are still queued: up to linger_ms) and the context.
+// Closes the socket (linger 0 unless messages are still queued: up to linger_ms; -1 waits until
+// they are sent) and the context. Never call it in a forked child on a parent's chan.
 void rl_chan_close(rl_chan_t **self_p, int linger_ms);
 // The endpoint actually bound (tcp port resolved). borrowed; valid until close.
 const char *rl_chan_endpoint(const rl_chan_t *self);
@@ -36,15 +40,17 @@ int rl_chan_send(rl_chan_t *self, const char *peer, rl_msg_t **msg_p, char *err,
 
 // Waits up to timeout_ms (-1 = forever, 0 = poll) for one message. On success sets *out
 // (caller owns; rl_msg_free) and, on a ROUTER, copies the sender's identity into peer
-// (peer_len bytes, NUL-terminated; may be NULL on a DEALER). Returns 0, RL_ETIMEOUT,
-// RL_EPROTO/RL_EVERSION (a message that did not decode: dropped, err names the peer and why) or
-// another error.
+// (peer_len bytes, NUL-terminated, 256 holds any; may be NULL on a DEALER; a binary identity,
+// which none of ours is, comes as "0x<hex>"). Returns 0, RL_ETIMEOUT,
+// RL_EPROTO/RL_EVERSION (a message that did not decode: dropped, err names the peer and why;
+// peer is filled then too, so the controller can answer a wrong version) or another error.
 int rl_chan_recv(rl_chan_t *self, int timeout_ms, rl_msg_t **out, char *peer, size_t peer_len,
                  char *err, size_t err_len);
 
-// A background thread with its own DEALER (identity "<identity>#hb") that sends {op: "hb"}
-// every period_s seconds until stopped, so a worker busy in a long computation still shows it
-// is alive. caller owns *out; stop and free with rl_chan_heartbeat_stop.
+// A background thread with its own DEALER and context (identity "<identity>#hb") that sends
+// {op: "hb", id: 1, 2, ...} at once and then every period_s seconds until stopped, so a worker
+// busy in a long computation still shows it is alive. A beat that cannot be queued (controller
+// gone) is dropped, never blocks. caller owns *out; stop and free with rl_chan_heartbeat_stop.
 typedef struct rl_heartbeat rl_heartbeat_t;
 int rl_chan_heartbeat_start(const char *endpoint, const char *identity, double period_s,
                             rl_heartbeat_t **out, char *err, size_t err_len);

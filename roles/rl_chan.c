@@ -1,0 +1,457 @@
+// rl_chan — ZeroMQ transport of rl_wire messages: a ROUTER for the controller, DEALERs with
+// "<role>/<rank>" identities for the workers, zero-copy frames for large tensors, polled receive
+// with a timeout, and the heartbeat thread. Not the message format (rl_wire) and not the verbs
+// (docs/protocol.md).
+//
+// Every chan owns its ZeroMQ context, so no two threads (and never a parent and its child
+// process) share one; a context holds ZeroMQ's I/O and reaper threads and costs about as much as
+// a socket, which is nothing at the handful of chans a process opens.
+#include "rl_chan.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zmq.h>
+
+#define S_MAX_PARTS (2 + RL_WIRE_MAX_FRAMES) // identity + frame 0 + extra frames
+#define S_HB_SUFFIX "#hb"
+
+struct rl_chan {
+    void *ctx;
+    void *sock;
+    int router;
+    char endpoint[512];
+};
+
+// A ZeroMQ failure: returns the positive errno (passed through, STYLE §4) with what failed.
+static int s_zfail(char *err, size_t err_len, const char *what, const char *endpoint) {
+    int e = zmq_errno();
+    rl_errf(err, err_len, e, "%s %s: %s", what, endpoint ? endpoint : "", zmq_strerror(e));
+    return e ? e : RL_EIO;
+}
+
+static double s_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+// An identity for messages: as is when printable, else in hex (ZeroMQ's generated identities
+// start with a 0 byte).
+static const char *s_peer_name(char *buf, size_t cap, const void *id, size_t n) {
+    const unsigned char *p = id;
+    int printable = n > 0;
+    for (size_t i = 0; i < n; i++) {
+        printable = printable && p[i] >= 0x20 && p[i] < 0x7f;
+    }
+    size_t k = 0;
+    if (printable) {
+        k = n < cap - 1 ? n : cap - 1;
+        memcpy(buf, p, k);
+    } else {
+        k = (size_t)snprintf(buf, cap, "0x");
+        for (size_t i = 0; i < n && k + 3 < cap; i++) {
+            k += (size_t)snprintf(buf + k, cap - k, "%02x", p[i]);
+        }
+    }
+    buf[k < cap ? k : cap - 1] = '\0';
+    return buf;
+}
+
+static int s_chan_new(int type, const char *endpoint, rl_chan_t **out, char *err, size_t err_len) {
+    rl_chan_t *c = calloc(1, sizeof *c);
+    if (!c) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    c->router = type == ZMQ_ROUTER;
+    c->ctx = zmq_ctx_new();
+    if (!c->ctx) {
+        int rc = s_zfail(err, err_len, "zmq_ctx_new for", endpoint);
+        free(c);
+        return rc;
+    }
+    c->sock = zmq_socket(c->ctx, type);
+    if (!c->sock) {
+        int rc = s_zfail(err, err_len, "zmq_socket for", endpoint);
+        zmq_ctx_term(c->ctx);
+        free(c);
+        return rc;
+    }
+    // A peer cannot make us allocate more than one frame may hold (the decoder's cap).
+    int64_t maxmsg = (int64_t)RL_WIRE_MAX_BYTES;
+    int zero = 0;
+    zmq_setsockopt(c->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof zero);
+    *out = c;
+    return 0;
+}
+
+static void s_chan_free(rl_chan_t *c) {
+    if (c->sock) {
+        zmq_close(c->sock);
+    }
+    while (zmq_ctx_term(c->ctx) != 0 && zmq_errno() == EINTR) {
+    }
+    free(c);
+}
+
+int rl_chan_bind(const char *endpoint, rl_chan_t **out, char *err, size_t err_len) {
+    *out = NULL;
+    char ep[sizeof((rl_chan_t *)0)->endpoint];
+    size_t n = endpoint ? strlen(endpoint) : 0;
+    if (n == 0 || n + 1 >= sizeof ep) {
+        return rl_errf(err, err_len, RL_EINVAL, "bad endpoint \"%s\"", endpoint ? endpoint : "");
+    }
+    memcpy(ep, endpoint, n + 1);
+    // "tcp://host:0" asks for any free port; ZeroMQ spells that "*"
+    if (strncmp(ep, "tcp://", 6) == 0 && n >= 2 && strcmp(ep + n - 2, ":0") == 0) {
+        ep[n - 1] = '*';
+    }
+    rl_chan_t *c;
+    int rc = s_chan_new(ZMQ_ROUTER, endpoint, &c, err, err_len);
+    if (rc) {
+        return rc;
+    }
+    int one = 1;
+    // ROUTER_MANDATORY: a message for an unknown peer fails the send (RL_ENOTFOUND) instead of
+    // vanishing. HANDOVER: a restarted worker takes its name back from its dead connection.
+    if (zmq_setsockopt(c->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one) != 0 ||
+        zmq_setsockopt(c->sock, ZMQ_ROUTER_HANDOVER, &one, sizeof one) != 0) {
+        rc = s_zfail(err, err_len, "zmq_setsockopt on", endpoint);
+        goto fail;
+    }
+    if (zmq_bind(c->sock, ep) != 0) {
+        rc = s_zfail(err, err_len, "cannot bind", endpoint);
+        goto fail;
+    }
+    size_t len = sizeof c->endpoint;
+    if (zmq_getsockopt(c->sock, ZMQ_LAST_ENDPOINT, c->endpoint, &len) != 0) {
+        memcpy(c->endpoint, ep, n + 1);
+    }
+    *out = c;
+    return 0;
+fail:
+    s_chan_free(c);
+    return rc;
+}
+
+int rl_chan_connect(const char *endpoint, const char *identity, rl_chan_t **out, char *err,
+                    size_t err_len) {
+    *out = NULL;
+    size_t n = endpoint ? strlen(endpoint) : 0;
+    size_t idn = identity ? strlen(identity) : 0;
+    if (n == 0 || n >= sizeof((rl_chan_t *)0)->endpoint) {
+        return rl_errf(err, err_len, RL_EINVAL, "bad endpoint \"%s\"", endpoint ? endpoint : "");
+    }
+    if (idn == 0 || idn > 255) {
+        return rl_errf(err, err_len, RL_EINVAL, "identity of %zu bytes (1..255)", idn);
+    }
+    rl_chan_t *c;
+    int rc = s_chan_new(ZMQ_DEALER, endpoint, &c, err, err_len);
+    if (rc) {
+        return rc;
+    }
+    if (zmq_setsockopt(c->sock, ZMQ_ROUTING_ID, identity, idn) != 0) {
+        rc = s_zfail(err, err_len, "bad identity for", endpoint);
+        goto fail;
+    }
+    if (zmq_connect(c->sock, endpoint) != 0) {
+        rc = s_zfail(err, err_len, "cannot connect to", endpoint);
+        goto fail;
+    }
+    memcpy(c->endpoint, endpoint, n + 1);
+    *out = c;
+    return 0;
+fail:
+    s_chan_free(c);
+    return rc;
+}
+
+void rl_chan_close(rl_chan_t **self_p, int linger_ms) {
+    if (!self_p || !*self_p) {
+        return;
+    }
+    rl_chan_t *c = *self_p;
+    // ZeroMQ's linger only ever waits for queued outgoing messages: with none, close is
+    // immediate whatever the value
+    zmq_setsockopt(c->sock, ZMQ_LINGER, &linger_ms, sizeof linger_ms);
+    s_chan_free(c);
+    *self_p = NULL;
+}
+
+const char *rl_chan_endpoint(const rl_chan_t *self) {
+    return self->endpoint;
+}
+
+// ---- send ------------------------------------------------------------------------------------
+
+static int s_send_part(void *sock, const void *data, size_t len, int flags) {
+    int rc;
+    while ((rc = zmq_send(sock, data, len, flags)) < 0 && zmq_errno() == EINTR) {
+    }
+    return rc < 0 ? -1 : 0;
+}
+
+// Sends m's frames; flags adds ZMQ_DONTWAIT for the heartbeat (a full queue drops a heartbeat
+// rather than blocking its thread). Does not free m.
+static int s_send(rl_chan_t *self, const char *peer, rl_msg_t *m, int flags, char *err,
+                  size_t err_len) {
+    const rl_frame_t *fr;
+    int nf;
+    int rc = rl_msg_encode(m, &fr, &nf);
+    if (rc) {
+        return rl_errf(err, err_len, rc, "encode op \"%s\": %s", rl_msg_op(m), rl_msg_errmsg(m));
+    }
+    if (self->router) {
+        if (!peer || !peer[0]) {
+            return rl_errf(err, err_len, RL_EINVAL, "send op \"%s\" on a ROUTER needs a peer",
+                           rl_msg_op(m));
+        }
+        if (s_send_part(self->sock, peer, strlen(peer), ZMQ_SNDMORE | flags) != 0) {
+            if (zmq_errno() == EHOSTUNREACH) {
+                return rl_errf(err, err_len, RL_ENOTFOUND, "send op \"%s\": no peer \"%s\"",
+                               rl_msg_op(m), peer);
+            }
+            return s_zfail(err, err_len, "send to", peer);
+        }
+        flags &= ~ZMQ_DONTWAIT; // the rest of a started multipart message always queues
+    }
+    if (s_send_part(self->sock, fr[0].data, fr[0].len, (nf > 1 ? ZMQ_SNDMORE : 0) | flags) != 0) {
+        return s_zfail(err, err_len, "send on", self->endpoint);
+    }
+    for (int i = 1; i < nf; i++) {
+        // zero-copy: ZeroMQ's I/O thread writes straight from the tensor's storage and calls
+        // release when done with it, which may be after m is freed (the frame holds a reference)
+        void (*release)(void *, void *);
+        void *hint;
+        zmq_msg_t zm;
+        RL_ASSERT(rl_msg_frame_hold(m, i, &release, &hint) == 0);
+        if (zmq_msg_init_data(&zm, (void *)fr[i].data, fr[i].len, release, hint) != 0) {
+            release((void *)fr[i].data, hint);
+            return s_zfail(err, err_len, "zmq_msg_init_data on", self->endpoint);
+        }
+        int r;
+        while ((r = zmq_msg_send(&zm, self->sock, i + 1 < nf ? ZMQ_SNDMORE : 0)) < 0 &&
+               zmq_errno() == EINTR) {
+        }
+        if (r < 0) {
+            int e = s_zfail(err, err_len, "send on", self->endpoint);
+            zmq_msg_close(&zm); // ZeroMQ did not take it: this drops our reference
+            return e;
+        }
+    }
+    return 0;
+}
+
+int rl_chan_send(rl_chan_t *self, const char *peer, rl_msg_t **msg_p, char *err, size_t err_len) {
+    int rc = s_send(self, peer, *msg_p, 0, err, err_len);
+    rl_msg_free(msg_p);
+    return rc;
+}
+
+// ---- receive ---------------------------------------------------------------------------------
+
+int rl_chan_recv(rl_chan_t *self, int timeout_ms, rl_msg_t **out, char *peer, size_t peer_len,
+                 char *err, size_t err_len) {
+    *out = NULL;
+    if (peer && peer_len) {
+        peer[0] = '\0';
+    }
+    double deadline = s_now() + (timeout_ms > 0 ? timeout_ms : 0) / 1000.0;
+    zmq_msg_t parts[S_MAX_PARTS];
+    int np = 0;
+    for (;;) {
+        long wait = -1;
+        if (timeout_ms >= 0) {
+            double left = deadline - s_now();
+            wait = left > 0 ? (long)(left * 1000.0 + 0.999) : 0;
+        }
+        zmq_pollitem_t it = {.socket = self->sock, .events = ZMQ_POLLIN};
+        int r = zmq_poll(&it, 1, wait);
+        if (r < 0 && zmq_errno() == EINTR) {
+            continue;
+        }
+        if (r < 0) {
+            return s_zfail(err, err_len, "poll on", self->endpoint);
+        }
+        if (r == 0) {
+            if (timeout_ms < 0) {
+                continue;
+            }
+            return rl_errf(err, err_len, RL_ETIMEOUT, "no message on %s within %d ms",
+                           self->endpoint, timeout_ms);
+        }
+        zmq_msg_init(&parts[0]);
+        if (zmq_msg_recv(&parts[0], self->sock, ZMQ_DONTWAIT) >= 0) {
+            np = 1;
+            break;
+        }
+        int e = zmq_errno();
+        zmq_msg_close(&parts[0]);
+        if (e != EAGAIN && e != EINTR) {
+            return s_zfail(err, err_len, "recv on", self->endpoint);
+        }
+    }
+    // The rest of a multipart message is already here (ZeroMQ delivers it whole). Parts past
+    // the cap are read and dropped, so the next message starts clean.
+    int overflow = 0;
+    while (zmq_msg_more(&parts[np - 1]) || overflow) {
+        zmq_msg_t *pm = np < S_MAX_PARTS ? &parts[np] : NULL;
+        zmq_msg_t spill;
+        if (!pm) {
+            pm = &spill;
+        }
+        zmq_msg_init(pm);
+        int r;
+        while ((r = zmq_msg_recv(pm, self->sock, 0)) < 0 && zmq_errno() == EINTR) {
+        }
+        if (r < 0) {
+            zmq_msg_close(pm);
+            break;
+        }
+        if (pm == &spill) {
+            overflow++;
+            int more = zmq_msg_more(&spill);
+            zmq_msg_close(&spill);
+            if (!more) {
+                break;
+            }
+        } else {
+            np++;
+        }
+    }
+    int off = self->router ? 1 : 0;
+    char who[256] = "controller";
+    if (self->router) {
+        s_peer_name(who, sizeof who, zmq_msg_data(&parts[0]), zmq_msg_size(&parts[0]));
+        if (peer && peer_len) {
+            snprintf(peer, peer_len, "%s", who);
+        }
+    }
+    int rc;
+    int nframes = np - off;
+    if (overflow || nframes < 1) {
+        rc = rl_errf(err, err_len, RL_EPROTO, "from %s: %d frames (1..%d): dropped", who,
+                     nframes + overflow, 1 + RL_WIRE_MAX_FRAMES);
+        goto done;
+    }
+    rl_frame_t frames[S_MAX_PARTS];
+    for (int i = 0; i < nframes; i++) {
+        frames[i].data = zmq_msg_data(&parts[off + i]);
+        frames[i].len = zmq_msg_size(&parts[off + i]);
+    }
+    char why[384];
+    rc = rl_msg_decode(frames, nframes, out, why, sizeof why);
+    if (rc) {
+        rl_errf(err, err_len, rc, "from %s: %s: dropped", who, why);
+    }
+done:
+    for (int i = 0; i < np; i++) {
+        zmq_msg_close(&parts[i]);
+    }
+    return rc;
+}
+
+// ---- heartbeat -------------------------------------------------------------------------------
+
+struct rl_heartbeat {
+    rl_chan_t *chan;
+    double period_s;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv; // on CLOCK_MONOTONIC: a wall-clock jump neither stalls nor floods beats
+    int stop;
+};
+
+static void *s_heartbeat_main(void *arg) {
+    rl_heartbeat_t *hb = arg;
+    uint64_t seq = 0;
+    struct timespec next;
+    clock_gettime(CLOCK_MONOTONIC, &next);
+    pthread_mutex_lock(&hb->mu);
+    while (!hb->stop) {
+        pthread_mutex_unlock(&hb->mu);
+        rl_msg_t *m = rl_msg_new("hb", ++seq);
+        if (m) {
+            // a full queue (controller gone or stalled) drops this beat; the next one retries
+            s_send(hb->chan, NULL, m, ZMQ_DONTWAIT, NULL, 0);
+            rl_msg_free(&m);
+        }
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        double t = (double)next.tv_sec + 1e-9 * (double)next.tv_nsec + hb->period_s;
+        double tnow = (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
+        t = t > tnow ? t : tnow + hb->period_s; // fell behind (suspended): no burst of beats
+        next.tv_sec = (time_t)t;
+        next.tv_nsec = (long)((t - (double)next.tv_sec) * 1e9);
+        pthread_mutex_lock(&hb->mu);
+        while (!hb->stop && pthread_cond_timedwait(&hb->cv, &hb->mu, &next) != ETIMEDOUT) {
+        }
+    }
+    pthread_mutex_unlock(&hb->mu);
+    return NULL;
+}
+
+int rl_chan_heartbeat_start(const char *endpoint, const char *identity, double period_s,
+                            rl_heartbeat_t **out, char *err, size_t err_len) {
+    *out = NULL;
+    char id[256];
+    size_t n = identity ? strlen(identity) : 0;
+    if (n == 0 || n + strlen(S_HB_SUFFIX) > 255) {
+        return rl_errf(err, err_len, RL_EINVAL, "heartbeat identity of %zu bytes (1..%zu)", n,
+                       255 - strlen(S_HB_SUFFIX));
+    }
+    if (!(period_s > 0.0) || period_s > 86400.0) {
+        return rl_errf(err, err_len, RL_EINVAL, "heartbeat period %g s", period_s);
+    }
+    snprintf(id, sizeof id, "%s%s", identity, S_HB_SUFFIX);
+    rl_heartbeat_t *hb = calloc(1, sizeof *hb);
+    if (!hb) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    hb->period_s = period_s;
+    int rc = rl_chan_connect(endpoint, id, &hb->chan, err, err_len);
+    if (rc) {
+        free(hb);
+        return rc;
+    }
+    int hwm = 4; // stale beats are worthless: queue a few, drop the rest
+    zmq_setsockopt(hb->chan->sock, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&hb->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&hb->mu, NULL);
+    rc = pthread_create(&hb->thread, NULL, s_heartbeat_main, hb);
+    if (rc != 0) {
+        rl_errf(err, err_len, rc, "heartbeat thread: %s", strerror(rc));
+        pthread_cond_destroy(&hb->cv);
+        pthread_mutex_destroy(&hb->mu);
+        rl_chan_close(&hb->chan, 0);
+        free(hb);
+        return rc;
+    }
+    *out = hb;
+    return 0;
+}
+
+void rl_chan_heartbeat_stop(rl_heartbeat_t **self_p) {
+    if (!self_p || !*self_p) {
+        return;
+    }
+    rl_heartbeat_t *hb = *self_p;
+    pthread_mutex_lock(&hb->mu);
+    hb->stop = 1;
+    pthread_cond_signal(&hb->cv);
+    pthread_mutex_unlock(&hb->mu);
+    pthread_join(hb->thread, NULL);
+    pthread_cond_destroy(&hb->cv);
+    pthread_mutex_destroy(&hb->mu);
+    rl_chan_close(&hb->chan, 0);
+    free(hb);
+    *self_p = NULL;
+}
