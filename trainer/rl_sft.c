@@ -11,6 +11,7 @@
 #include "rl_metrics.h"
 #include "rl_model.h"
 #include "rl_optim.h"
+#include "rl_policy.h"
 #include "rl_progress.h"
 #include "rl_rng.h"
 #include "rl_tokenizer.h"
@@ -85,23 +86,6 @@ static void s_dirname(const char *path, char *out, size_t cap) {
 static int s_join(char *out, size_t cap, const char *a, const char *b) {
     int w = snprintf(out, cap, "%s/%s", a, b);
     return w < 0 || (size_t)w >= cap ? ENAMETOOLONG : 0;
-}
-
-static int s_lora_bits(const rl_recipe_strlist_t *tm) {
-    static const char *const names[] = {"q_proj", "k_proj", "v_proj", "o_proj",
-                                        "gate_proj", "up_proj", "down_proj"};
-    int bits = 0;
-    for (int i = 0; i < tm->n; i++) {
-        for (int k = 0; k < 7; k++) {
-            if (strcmp(tm->items[i], names[k]) == 0) {
-                bits |= 1 << k; // RL_LORA_Q .. RL_LORA_DOWN in this order
-            }
-        }
-        if (strcmp(tm->items[i], "all-linear") == 0) {
-            bits |= RL_LORA_ALL;
-        }
-    }
-    return bits;
 }
 
 // ---- the run state ---------------------------------------------------------------------------
@@ -236,16 +220,7 @@ static int s_setup_data(s_run_t *s, char *err, size_t err_len) {
 static int s_setup_model(s_run_t *s, const char *ckpt, char *err, size_t err_len) {
     const rl_recipe_t *r = s->r;
     rl_model_opts_t mo;
-    rl_model_opts_default(&mo);
-    mo.tune = r->lora.enabled ? RL_TUNE_LORA : RL_TUNE_FULL;
-    mo.lora_r = r->lora.r;
-    mo.lora_alpha = (float)r->lora.alpha;
-    mo.lora_dropout = (float)r->lora.dropout;
-    mo.lora_targets = s_lora_bits(&r->lora.target_modules);
-    mo.use_rslora = r->lora.use_rslora;
-    mo.seed = (uint64_t)r->run.seed;
-    mo.recompute = r->train.recompute;
-    mo.threads = r->train.threads;
+    rl_policy_model_opts(r, r->train.threads, &mo);
     char dir[4200], msg[2048];
     if (ckpt && !r->lora.enabled) {
         snprintf(dir, sizeof(dir), "%s/model", ckpt);

@@ -6,6 +6,9 @@
 
 static int score_hang(void *state, const rl_reward_item_t *items, size_t n, double *out, char *err,
                       size_t err_len) {
+    if (!stub_fail_now()) {
+        return stub_score(state, items, n, out, err, err_len);
+    }
     (void)state;
     (void)items;
     (void)n;
@@ -22,7 +25,7 @@ static const rl_reward_table_t table = {
     .abi_version = RL_REWARD_ABI_VERSION,
     .struct_size = sizeof(rl_reward_table_t),
     .name = "hang",
-    .create = stub_create,
+    .create = stub_create_after,
     .score = score_hang,
     .destroy = stub_destroy,
 };
