@@ -1,0 +1,3 @@
+# libFuzzer on the role protocol's decoder (rl_msg_decode); the input is split into ZeroMQ-like
+# frames (see fuzz_wire.c); seeds in fuzz/corpus/wire/.
+rl_add_fuzz(wire fuzz_wire.c rl_roles)
