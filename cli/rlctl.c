@@ -23,6 +23,7 @@ static const s_command_t s_commands[] = {
     {"generate", rl_cmd_generate, "sample completions of a prompt from a model"},
     {"eval", rl_cmd_eval, "sample answers for a held-out JSONL file and report accuracy"},
     {"logprobs", rl_cmd_logprobs, "per-token logprobs of a completion given a prompt"},
+    {"traj", rl_cmd_traj, "list, show and export the completions a run sampled"},
     {NULL, NULL, NULL},
 };
 

@@ -4,6 +4,8 @@
 // order) and `meta` (schema version, last committed step). A record is a plain msgpack map that
 // any msgpack library decodes; every field is listed in docs/trajectories.md. One write
 // transaction per step; when the map is full it grows (doubling) and the step is retried.
+// A handle is used by one thread at a time; other processes (rlctl traj) may read the same
+// environment while a run writes it.
 #ifndef RL_TRAJ_H
 #define RL_TRAJ_H
 
@@ -15,8 +17,14 @@ extern "C" {
 #endif
 
 #define RL_TRAJ_SCHEMA_VERSION 1
+#define RL_TRAJ_MAX_TOKENS (1 << 20)   // n_prompt, n_completion: larger records are refused
+#define RL_TRAJ_MAX_REWARDS 64         // n_rewards (the recipe's cap, RL_RECIPE_MAX_REWARDS)
+#define RL_TRAJ_MAX_NAME 255           // bytes of a reward name (no NUL inside)
+#define RL_TRAJ_MAP_INITIAL (64u << 20) // map size of a new environment; doubles when full
 
-// One completion. Arrays are borrowed for the put call; when reading, rl_traj_read owns them.
+// One completion. For rl_traj_put_step and rl_traj_encode the arrays are borrowed for the call;
+// rl_traj_read_step and rl_traj_decode allocate them (caller owns; free with
+// rl_traj_record_clear / rl_traj_records_free).
 typedef struct {
     uint64_t step;            // the optimizer step whose batch this is (1-based)
     uint32_t prompt_index;    // position of the prompt in the step's batch
@@ -27,7 +35,7 @@ typedef struct {
     int32_t *prompt_ids;      // (n_prompt)
     int n_completion;
     int32_t *completion_ids;  // (n_completion), a stop token included
-    uint8_t *mask;            // (n_completion) loss mask (1 = trained on)
+    uint8_t *mask;            // (n_completion) loss mask: 1 = trained on, 0 = not (no other)
     float *sampler_logprobs;  // (n_completion) logμ
     float *old_logprobs;      // (n_completion) logπ_old recomputed by the actor, or NULL
     float *ref_logprobs;      // (n_completion) or NULL (no reference ran)
@@ -47,39 +55,63 @@ enum { RL_TRAJ_READONLY = 1u << 0 };
 
 // Opens (creating when absent, unless RL_TRAJ_READONLY) the environment at `path` (a directory:
 // LMDB's data.mdb and lock.mdb live inside). A store written with another schema version is
-// refused (RL_EVERSION). caller owns *out; free with rl_traj_close.
+// refused (RL_EVERSION). Read-only: a missing store gives ENOENT, a folder that is not a
+// trajectory store RL_EPROTO. Commits are synced (a crash loses no committed step).
+// caller owns *out; free with rl_traj_close.
 int rl_traj_open(const char *path, unsigned flags, rl_traj_t **out, char *err, size_t err_len);
+// As rl_traj_open, with the map size of a new environment given (0 = RL_TRAJ_MAP_INITIAL); an
+// existing one keeps its own. Tests use a tiny map to make it grow.
+// caller owns *out; free with rl_traj_close.
+int rl_traj_open_sized(const char *path, unsigned flags, size_t map_size, rl_traj_t **out,
+                       char *err, size_t err_len);
+// Closes the environment; a no-op when *self_p is NULL; sets *self_p to NULL.
 void rl_traj_close(rl_traj_t **self_p);
 
+// The environment's current map size in bytes (it doubles each time a step does not fit).
+size_t rl_traj_map_size(const rl_traj_t *self);
+
 // Writes a step's n records and meta's last step in one transaction (records of that step
-// already present are replaced). Returns 0 or an error with err filled.
+// already present are replaced; n may be 0, which leaves the step empty). Every recs[i].step
+// must equal `step` (>= 1) and no two records share (prompt_index, sample_index); a record
+// that breaks this or the limits above gives RL_EINVAL naming it. Meta's last step becomes
+// max(last step, step). A read-only store gives RL_EINVAL. Returns 0 or an error with err
+// filled.
 int rl_traj_put_step(rl_traj_t *self, uint64_t step, const rl_traj_record_t *recs, int n,
                      char *err, size_t err_len);
 
-// The last committed step, or 0 when none.
+// The largest committed step (meta "last_step"), or 0 when none (or unreadable).
 uint64_t rl_traj_last_step(rl_traj_t *self);
 
-// Deletes every record of steps > step and sets the last step to `step` (a resume from a
-// checkpoint older than the store's last step). Returns 0 or an error.
+// Deletes every record of steps > step and sets the last step to min(last step, step) (a
+// resume from a checkpoint older than the store's last step). Returns 0 or an error.
 int rl_traj_truncate_after(rl_traj_t *self, uint64_t step, char *err, size_t err_len);
 
 // Reads the records of one step in key order. caller owns *recs_p; free with
-// rl_traj_records_free. Returns 0 (n may be 0), or an error (RL_EPROTO for a record that does not
-// decode, naming its key).
+// rl_traj_records_free. Returns 0 (n may be 0, *recs_p then NULL), or an error (RL_EPROTO for a
+// record that does not decode or whose key disagrees with its fields, RL_EVERSION for a record
+// of another version; err names the key as "step S, prompt P, sample I").
 int rl_traj_read_step(rl_traj_t *self, uint64_t step, rl_traj_record_t **recs_p, int *n_p,
                       char *err, size_t err_len);
 
 // Steps present in the store, ascending. caller owns *steps_p; free with free().
 int rl_traj_steps(rl_traj_t *self, uint64_t **steps_p, int *n_p, char *err, size_t err_len);
 
-// Decodes one record value (a msgpack map from anywhere: fuzzed) into *out (owned arrays).
-// Returns 0 or RL_EPROTO / RL_EVERSION with err naming the field.
+// Decodes one record value (a msgpack map from anywhere: fuzzed) into *out (owned arrays),
+// overwriting *out (clear a previous record first). Checks every type, length and cap and the
+// lengths of the arrays against each other; keys it does not know are skipped. Returns 0, or
+// RL_EPROTO / RL_EVERSION / RL_ENOMEM with err naming the field and *out left empty.
+// caller owns the arrays of *out; free with rl_traj_record_clear.
 int rl_traj_decode(const void *buf, size_t len, rl_traj_record_t *out, char *err,
                    size_t err_len);
-// Encodes one record as its msgpack map. caller owns *buf_p; free with free().
+// Encodes one record as its msgpack map. Returns 0, RL_EINVAL (a record rl_traj_decode would
+// refuse: a count out of range, a NULL array, a negative id, a mask byte other than 0/1, an
+// empty, long or repeated reward name, finish other than 0/1) or RL_ENOMEM.
+// caller owns *buf_p; free with free().
 int rl_traj_encode(const rl_traj_record_t *rec, void **buf_p, size_t *len_p);
 
+// Frees the arrays of a record filled by rl_traj_decode and zeroes it.
 void rl_traj_record_clear(rl_traj_record_t *rec);
+// Clears n records and frees the array; a no-op when *recs_p is NULL; sets *recs_p to NULL.
 void rl_traj_records_free(rl_traj_record_t **recs_p, int n);
 
 #ifdef __cplusplus

@@ -1,0 +1,452 @@
+// cmd_traj — `rlctl traj`: reads a run's trajectory store (rollout/rl_traj, format in
+// docs/trajectories.md). `ls` gives one line per step, `show` one step's records as text,
+// `export` every field as JSON Lines. It only reads: the store is opened read-only, so it can
+// look at a run that is still writing. Token ids become text with the tokenizer named by the
+// run's recipe.yaml.
+#include "rl_cli.h"
+
+#include "rl_config.h"
+#include "rl_err.h"
+#include "rl_tokenizer.h"
+#include "rl_traj.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static const char s_help[] =
+    "usage: rlctl traj ls RUN\n"
+    "       rlctl traj show RUN --step N [--jsonl]\n"
+    "       rlctl traj export RUN [--step N] [--jsonl]\n\n"
+    "Reads RUN/trajectories.lmdb: the completions a run sampled, with their rewards and\n"
+    "advantages (format: docs/trajectories.md). Token ids are decoded with the tokenizer that\n"
+    "RUN/recipe.yaml names (model.tokenizer); special tokens are kept in the text.\n\n"
+    "  ls       one line per step: records, mean total reward, mean advantage, and the policy\n"
+    "           version(s) that sampled them\n"
+    "  show     the records of step N: prompt and completion text, each reward, the total, the\n"
+    "           advantage, the finish reason, and the mean |old - sampler| logprob gap over the\n"
+    "           completion's tokens when the actor's old logprobs are stored\n"
+    "  export   every record (of step N with --step) as one JSON object per line: the stored\n"
+    "           fields (ids, mask, logprob arrays, rewards) plus the prompt and completion text\n\n"
+    "options:\n"
+    "  --step N     the step (from 1)\n"
+    "  --jsonl      show: one JSON object per record instead of text; export: the format\n"
+    "               (JSON Lines is export's only one). Numbers carry 9 significant digits\n"
+    "               (exact for the float32 arrays); a NaN reward (unscorable) is null\n"
+    "  -h, --help   this help\n\n"
+    "exit status: 0 ok, 1 an unreadable store or no records at step N, 2 usage or RUN is not a\n"
+    "run folder (no trajectories.lmdb, bad recipe.yaml)\n";
+
+typedef enum { S_LS, S_SHOW, S_EXPORT } s_sub_t;
+
+typedef struct {
+    s_sub_t sub;
+    const char *run;
+    uint64_t step;
+    int has_step, jsonl;
+} s_opts_t;
+
+static int s_parse(int argc, char **argv, s_opts_t *o) {
+    memset(o, 0, sizeof(*o));
+    if (argc < 2) {
+        fprintf(stderr, "rlctl traj: a subcommand is required: ls, show or export (see "
+                        "--help)\n");
+        return RL_EXIT_USAGE;
+    }
+    const char *sub = argv[1];
+    if (strcmp(sub, "ls") == 0) {
+        o->sub = S_LS;
+    } else if (strcmp(sub, "show") == 0) {
+        o->sub = S_SHOW;
+    } else if (strcmp(sub, "export") == 0) {
+        o->sub = S_EXPORT;
+    } else {
+        fprintf(stderr, "rlctl traj: unknown subcommand '%s': expected ls, show or export\n",
+                sub);
+        return RL_EXIT_USAGE;
+    }
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--jsonl") == 0 && o->sub != S_LS) {
+            o->jsonl = 1;
+        } else if (strcmp(a, "--step") == 0 && o->sub != S_LS) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "rlctl traj: --step needs a value\n");
+                return RL_EXIT_USAGE;
+            }
+            int rc = rl_cli_u64("traj", "--step", argv[++i], &o->step);
+            if (rc) {
+                return rc;
+            }
+            o->has_step = 1;
+        } else if (a[0] == '-' && a[1] == '-') {
+            fprintf(stderr, "rlctl traj %s: unknown option '%s' (see --help)\n", sub, a);
+            return RL_EXIT_USAGE;
+        } else if (!o->run) {
+            o->run = a;
+        } else {
+            fprintf(stderr, "rlctl traj %s: one RUN folder, not '%s' too\n", sub, a);
+            return RL_EXIT_USAGE;
+        }
+    }
+    if (!o->run) {
+        fprintf(stderr, "rlctl traj %s: RUN (a run folder) is required\n", sub);
+        return RL_EXIT_USAGE;
+    }
+    if (o->sub == S_SHOW && !o->has_step) {
+        fprintf(stderr, "rlctl traj show: --step N is required (rlctl traj ls RUN lists the "
+                        "steps)\n");
+        return RL_EXIT_USAGE;
+    }
+    return 0;
+}
+
+// ---- loading --------------------------------------------------------------------------------
+
+static int s_open(const char *run, rl_traj_t **traj) {
+    char path[4096], err[1024];
+    struct stat st;
+    if (stat(run, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "rlctl traj: %s is not a folder\n", run);
+        return RL_EXIT_USAGE;
+    }
+    snprintf(path, sizeof path, "%s/trajectories.lmdb", run);
+    if (stat(path, &st) != 0) {
+        fprintf(stderr, "rlctl traj: %s holds no trajectories.lmdb (not a run folder, or a run "
+                        "that has not finished a step)\n", run);
+        return RL_EXIT_USAGE;
+    }
+    if (rl_traj_open(path, RL_TRAJ_READONLY, traj, err, sizeof err) != 0) {
+        fprintf(stderr, "rlctl traj: %s\n", err);
+        return RL_EXIT_FAIL;
+    }
+    return 0;
+}
+
+// The tokenizer that the run's resolved recipe names.
+static int s_tokenizer(const char *run, rl_tokenizer_t **tok) {
+    char path[4096];
+    static char err[16384];
+    snprintf(path, sizeof path, "%s/recipe.yaml", run);
+    rl_recipe_t *recipe = NULL;
+    int rc = rl_recipe_load_file(path, NULL, 0, RL_RECIPE_NO_FILE_CHECKS, &recipe, err,
+                                 sizeof err);
+    if (rc) {
+        // err holds every error of an invalid recipe, one per line, each naming the file
+        if (err[0]) {
+            fprintf(stderr, "rlctl traj: %s%s", err, err[strlen(err) - 1] == '\n' ? "" : "\n");
+        } else {
+            fprintf(stderr, "rlctl traj: %s: %s\n", path, rl_strerror(rc));
+        }
+        return RL_EXIT_USAGE;
+    }
+    *tok = rl_tokenizer_new(recipe->model.tokenizer, err, sizeof err);
+    if (!*tok) {
+        fprintf(stderr, "rlctl traj: the tokenizer of %s: %s\n", path, err);
+    }
+    rl_recipe_destroy(&recipe);
+    return *tok ? 0 : RL_EXIT_FAIL;
+}
+
+// ---- per record -----------------------------------------------------------------------------
+
+// Decoded text, or NULL (with a warning, once) when an id is outside the vocabulary.
+// caller owns result; free with free().
+static char *s_text(const rl_tokenizer_t *tok, const int32_t *ids, int n) {
+    static int warned;
+    char *text = NULL;
+    size_t len;
+    if (rl_tokenizer_decode(tok, ids, (size_t)n, 0, &text, &len) != 0) {
+        if (!warned) {
+            fprintf(stderr, "rlctl traj: warning: %s (is this the run's tokenizer?)\n",
+                    rl_tokenizer_errmsg(tok));
+            warned = 1;
+        }
+        return NULL;
+    }
+    return text;
+}
+
+// Mean |old - sampler| over the completion's tokens; NAN when old logprobs are not stored.
+static double s_gap(const rl_traj_record_t *r) {
+    if (!r->old_logprobs || r->n_completion == 0) {
+        return NAN;
+    }
+    double s = 0.0;
+    for (int i = 0; i < r->n_completion; i++) {
+        s += fabs((double)r->old_logprobs[i] - (double)r->sampler_logprobs[i]);
+    }
+    return s / r->n_completion;
+}
+
+static json_t *s_jnum(double x) {
+    return isfinite(x) ? json_real(x) : json_null(); // JSON has no NaN
+}
+
+static json_t *s_jstr(const char *s) {
+    return s ? json_string(s) : json_null();
+}
+
+static json_t *s_jints(const int32_t *v, int n) {
+    json_t *a = json_array();
+    for (int i = 0; a && i < n; i++) {
+        json_array_append_new(a, json_integer(v[i]));
+    }
+    return a;
+}
+
+static json_t *s_jfloats(const float *v, int n) {
+    if (!v) {
+        return json_null();
+    }
+    json_t *a = json_array();
+    for (int i = 0; a && i < n; i++) {
+        json_array_append_new(a, s_jnum(v[i]));
+    }
+    return a;
+}
+
+static json_t *s_jrecord(const rl_traj_record_t *r, const char *prompt, const char *completion,
+                         int full) {
+    json_t *o = json_object();
+    json_object_set_new(o, "step", json_integer((json_int_t)r->step));
+    json_object_set_new(o, "prompt_index", json_integer(r->prompt_index));
+    json_object_set_new(o, "sample_index", json_integer(r->sample_index));
+    json_object_set_new(o, "data_index", json_integer(r->data_index));
+    json_object_set_new(o, "policy_version", json_integer((json_int_t)r->policy_version));
+    json_object_set_new(o, "finish", json_string(r->finish ? "length" : "stop"));
+    json_object_set_new(o, "prompt", s_jstr(prompt));
+    json_object_set_new(o, "completion", s_jstr(completion));
+    json_t *rw = json_object();
+    for (int i = 0; i < r->n_rewards; i++) {
+        json_object_set_new(rw, r->reward_names[i], s_jnum(r->rewards[i]));
+    }
+    json_object_set_new(o, "rewards", rw);
+    json_object_set_new(o, "reward", s_jnum(r->reward));
+    json_object_set_new(o, "advantage", s_jnum(r->advantage));
+    if (!full) {
+        json_object_set_new(o, "n_prompt", json_integer(r->n_prompt));
+        json_object_set_new(o, "n_completion", json_integer(r->n_completion));
+        json_object_set_new(o, "logprob_gap", s_jnum(s_gap(r)));
+        return o;
+    }
+    uint8_t *m = r->mask;
+    json_t *mask = json_array();
+    for (int i = 0; i < r->n_completion; i++) {
+        json_array_append_new(mask, json_integer(m[i]));
+    }
+    json_object_set_new(o, "prompt_ids", s_jints(r->prompt_ids, r->n_prompt));
+    json_object_set_new(o, "completion_ids", s_jints(r->completion_ids, r->n_completion));
+    json_object_set_new(o, "mask", mask);
+    json_object_set_new(o, "sampler_logprobs", s_jfloats(r->sampler_logprobs, r->n_completion));
+    json_object_set_new(o, "old_logprobs", s_jfloats(r->old_logprobs, r->n_completion));
+    json_object_set_new(o, "ref_logprobs", s_jfloats(r->ref_logprobs, r->n_completion));
+    json_object_set_new(o, "values", s_jfloats(r->values, r->n_completion));
+    json_object_set_new(o, "advantages", s_jfloats(r->advantages, r->n_completion));
+    return o;
+}
+
+static int s_print_json(json_t *o) {
+    int rc = o ? json_dumpf(o, stdout, JSON_COMPACT | JSON_PRESERVE_ORDER |
+                                           JSON_REAL_PRECISION(9)) : -1;
+    json_decref(o);
+    fputc('\n', stdout);
+    return rc == 0 ? 0 : RL_EXIT_FAIL;
+}
+
+// A text between quotes with backslash escapes for quotes, backslashes and control bytes.
+static void s_print_quoted(const char *s) {
+    if (!s) {
+        fputs("(not decodable with this tokenizer)", stdout);
+        return;
+    }
+    fputc('"', stdout);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') {
+            printf("\\%c", *p);
+        } else if (*p == '\n') {
+            fputs("\\n", stdout);
+        } else if (*p == '\t') {
+            fputs("\\t", stdout);
+        } else if (*p < 0x20 || *p == 0x7f) {
+            printf("\\x%02x", *p);
+        } else {
+            fputc(*p, stdout);
+        }
+    }
+    fputc('"', stdout);
+}
+
+static void s_print_record(const rl_traj_record_t *r, const char *prompt,
+                           const char *completion) {
+    int trained = 0;
+    for (int i = 0; i < r->n_completion; i++) {
+        trained += r->mask[i] != 0;
+    }
+    printf("[prompt %u, sample %u]  data_index %lld  policy %llu  finish %s  tokens %d + %d "
+           "(%d trained)\n",
+           (unsigned)r->prompt_index, (unsigned)r->sample_index, (long long)r->data_index,
+           (unsigned long long)r->policy_version, r->finish ? "length" : "stop", r->n_prompt,
+           r->n_completion, trained);
+    fputs("  prompt:     ", stdout);
+    s_print_quoted(prompt);
+    fputs("\n  completion: ", stdout);
+    s_print_quoted(completion);
+    fputs("\n  rewards:   ", stdout);
+    for (int i = 0; i < r->n_rewards; i++) {
+        printf(" %s=%.6g", r->reward_names[i], r->rewards[i]);
+    }
+    printf("  total=%.6g  advantage=%.6g\n", r->reward, r->advantage);
+    double gap = s_gap(r);
+    if (!isnan(gap)) {
+        printf("  logprob gap |old - sampler|: %.6g (mean of %d tokens)\n", gap,
+               r->n_completion);
+    }
+}
+
+// ---- subcommands ----------------------------------------------------------------------------
+
+static int s_ls(rl_traj_t *traj) {
+    char err[1024];
+    uint64_t *steps = NULL;
+    int n_steps = 0;
+    if (rl_traj_steps(traj, &steps, &n_steps, err, sizeof err) != 0) {
+        fprintf(stderr, "rlctl traj ls: %s\n", err);
+        return RL_EXIT_FAIL;
+    }
+    printf("%8s %8s %12s %15s  %s\n", "step", "records", "mean_reward", "mean_advantage",
+           "policy_version");
+    long long total = 0;
+    int rc = 0;
+    for (int s = 0; s < n_steps && !rc; s++) {
+        rl_traj_record_t *recs = NULL;
+        int n = 0;
+        if (rl_traj_read_step(traj, steps[s], &recs, &n, err, sizeof err) != 0) {
+            fprintf(stderr, "rlctl traj ls: %s\n", err);
+            rc = RL_EXIT_FAIL;
+            break;
+        }
+        // means over the finite values (a NaN total is an unscorable completion)
+        double sr = 0.0, sa = 0.0;
+        int nr = 0, na = 0;
+        uint64_t vmin = UINT64_MAX, vmax = 0;
+        for (int i = 0; i < n; i++) {
+            if (isfinite(recs[i].reward)) {
+                sr += recs[i].reward;
+                nr++;
+            }
+            if (isfinite(recs[i].advantage)) {
+                sa += recs[i].advantage;
+                na++;
+            }
+            vmin = recs[i].policy_version < vmin ? recs[i].policy_version : vmin;
+            vmax = recs[i].policy_version > vmax ? recs[i].policy_version : vmax;
+        }
+        char ver[64];
+        if (vmin == vmax) {
+            snprintf(ver, sizeof ver, "%llu", (unsigned long long)vmin);
+        } else {
+            snprintf(ver, sizeof ver, "%llu..%llu", (unsigned long long)vmin,
+                     (unsigned long long)vmax);
+        }
+        printf("%8llu %8d %12.4f %15.4f  %s\n", (unsigned long long)steps[s], n,
+               nr ? sr / nr : NAN, na ? sa / na : NAN, ver);
+        total += n;
+        rl_traj_records_free(&recs, n);
+    }
+    if (!rc) {
+        printf("%d steps, %lld records, last step %llu\n", n_steps, total,
+               (unsigned long long)rl_traj_last_step(traj));
+    }
+    free(steps);
+    return rc;
+}
+
+// show (full = 0) and export (full = 1) of one step. A step without records is an error: a
+// step named with --step that is not there (rl_traj_steps lists only steps with records).
+static int s_step(rl_traj_t *traj, const rl_tokenizer_t *tok, const char *run, uint64_t step,
+                  int jsonl, int full) {
+    char err[1024];
+    rl_traj_record_t *recs = NULL;
+    int n = 0;
+    if (rl_traj_read_step(traj, step, &recs, &n, err, sizeof err) != 0) {
+        fprintf(stderr, "rlctl traj: %s\n", err);
+        return RL_EXIT_FAIL;
+    }
+    if (n == 0) {
+        fprintf(stderr, "rlctl traj: %s holds no records at step %llu (last step %llu; "
+                        "rlctl traj ls lists the steps)\n", run, (unsigned long long)step,
+                (unsigned long long)rl_traj_last_step(traj));
+        return RL_EXIT_FAIL;
+    }
+    int rc = 0;
+    if (!jsonl) {
+        printf("step %llu: %d records\n", (unsigned long long)step, n);
+    }
+    for (int i = 0; i < n && !rc; i++) {
+        char *prompt = s_text(tok, recs[i].prompt_ids, recs[i].n_prompt);
+        char *completion = s_text(tok, recs[i].completion_ids, recs[i].n_completion);
+        if (jsonl) {
+            rc = s_print_json(s_jrecord(&recs[i], prompt, completion, full));
+        } else {
+            s_print_record(&recs[i], prompt, completion);
+        }
+        free(prompt);
+        free(completion);
+    }
+    rl_traj_records_free(&recs, n);
+    return rc;
+}
+
+int rl_cmd_traj(int argc, char **argv) {
+    if (rl_cli_wants_help(argc, argv)) {
+        fputs(s_help, stdout);
+        return RL_EXIT_OK;
+    }
+    s_opts_t o;
+    int rc = s_parse(argc, argv, &o);
+    if (rc) {
+        return rc;
+    }
+    rl_traj_t *traj = NULL;
+    rl_tokenizer_t *tok = NULL;
+    uint64_t *steps = NULL;
+    rc = s_open(o.run, &traj);
+    if (rc) {
+        goto done;
+    }
+    if (o.sub == S_LS) {
+        rc = s_ls(traj);
+        goto done;
+    }
+    rc = s_tokenizer(o.run, &tok);
+    if (rc) {
+        goto done;
+    }
+    int n_steps = 1;
+    if (!o.has_step) {
+        char err[1024];
+        if (rl_traj_steps(traj, &steps, &n_steps, err, sizeof err) != 0) {
+            fprintf(stderr, "rlctl traj export: %s\n", err);
+            rc = RL_EXIT_FAIL;
+            goto done;
+        }
+    }
+    for (int s = 0; s < n_steps && !rc; s++) {
+        rc = s_step(traj, tok, o.run, steps ? steps[s] : o.step,
+                    o.jsonl || o.sub == S_EXPORT, o.sub == S_EXPORT);
+    }
+    if (!rc && fflush(stdout) != 0) {
+        rc = RL_EXIT_FAIL;
+    }
+
+done:
+    free(steps);
+    rl_tokenizer_destroy(&tok);
+    rl_traj_close(&traj);
+    return rc;
+}

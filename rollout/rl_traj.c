@@ -1,0 +1,1394 @@
+// rl_traj — the trajectory store: one LMDB environment per run, records as plain msgpack maps
+// (docs/trajectories.md is the format's manual). Records are written with msgpack-c's packer
+// and read back with the bounded reader below: bytes from disk are untrusted, and msgpack-c's
+// object unpacker allocates an array's declared size before the bytes to back it exist.
+// It is not a query engine: reads are whole steps in key order.
+#include "rl_traj.h"
+
+#include "rl_err.h"
+
+#include <errno.h>
+#include <lmdb.h>
+#include <msgpack.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define S_KEY_LEN 16
+#define S_MAP_MAX ((size_t)1 << 40) // the map doubles up to 1 TiB, then a step fails
+#define S_MAX_FIELDS 256            // entries of a record map, unknown keys included
+#define S_MAX_DEPTH 16              // nesting of an unknown value that is skipped
+
+struct rl_traj {
+    MDB_env *env;
+    MDB_dbi traj, meta;
+    unsigned flags;
+    msgpack_sbuffer sbuf; // encode scratch, reused by every put
+};
+
+// ---- keys -----------------------------------------------------------------------------------
+
+// 16 bytes big-endian (u64 step, u32 prompt_index, u32 sample_index): memcmp order, which is
+// LMDB's default key order, is training order.
+static void s_key(uint8_t k[S_KEY_LEN], uint64_t step, uint32_t p, uint32_t s) {
+    for (int i = 0; i < 8; i++) {
+        k[i] = (uint8_t)(step >> (56 - 8 * i));
+    }
+    for (int i = 0; i < 4; i++) {
+        k[8 + i] = (uint8_t)(p >> (24 - 8 * i));
+        k[12 + i] = (uint8_t)(s >> (24 - 8 * i));
+    }
+}
+
+static uint64_t s_be(const uint8_t *p, int n) {
+    uint64_t x = 0;
+    for (int i = 0; i < n; i++) {
+        x = x << 8 | p[i];
+    }
+    return x;
+}
+
+// "step S, prompt P, sample I", or the key's bytes in hex when it is not 16 bytes long.
+static void s_key_name(const MDB_val *k, char *out, size_t cap) {
+    const uint8_t *b = k->mv_data;
+    if (k->mv_size == S_KEY_LEN) {
+        snprintf(out, cap, "step %llu, prompt %u, sample %u", (unsigned long long)s_be(b, 8),
+                 (unsigned)s_be(b + 8, 4), (unsigned)s_be(b + 12, 4));
+        return;
+    }
+    size_t o = (size_t)snprintf(out, cap, "key of %zu bytes 0x", k->mv_size);
+    for (size_t i = 0; i < k->mv_size && i < 32 && o + 3 < cap; i++) {
+        o += (size_t)snprintf(out + o, cap - o, "%02x", b[i]);
+    }
+}
+
+// ---- errors ---------------------------------------------------------------------------------
+
+// LMDB codes -> RL_E* (MDB_* are negative and rl_strerror does not know them); positive errno
+// passes through.
+static int s_code(int rc) {
+    if (rc >= 0 || (rc <= -1001 && rc >= -1099)) {
+        return rc;
+    }
+    switch (rc) {
+    case MDB_NOTFOUND: return RL_ENOTFOUND;
+    case MDB_VERSION_MISMATCH: return RL_EVERSION;
+    case MDB_INVALID:
+    case MDB_CORRUPTED:
+    case MDB_PAGE_NOTFOUND:
+    case MDB_BAD_VALSIZE: return RL_EPROTO;
+    default: return RL_EIO;
+    }
+}
+
+static int s_mdb_err(char *err, size_t err_len, int rc, const char *what) {
+    return rl_errf(err, err_len, s_code(rc), "%s: %s", what, mdb_strerror(rc));
+}
+
+// ---- msgpack writing ------------------------------------------------------------------------
+
+static int s_pack_key(msgpack_packer *pk, const char *key) {
+    size_t n = strlen(key);
+    return msgpack_pack_str(pk, n) | msgpack_pack_str_body(pk, key, n);
+}
+
+// n 4-byte values (int32 or float32) as one bin of little-endian bytes, or nil when v is NULL.
+static int s_pack_bin32(msgpack_packer *pk, const void *v, int n) {
+    if (!v) {
+        return msgpack_pack_nil(pk);
+    }
+    size_t len = (size_t)n * 4;
+    int rc = msgpack_pack_bin(pk, len);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    rc |= len ? msgpack_pack_bin_body(pk, v, len) : 0;
+#else
+    const uint8_t *src = v;
+    uint8_t tmp[1024];
+    for (size_t off = 0; off < len; off += sizeof tmp) {
+        size_t m = len - off < sizeof tmp ? len - off : sizeof tmp;
+        for (size_t i = 0; i < m; i += 4) {
+            uint32_t x;
+            memcpy(&x, src + off + i, 4);
+            tmp[i] = (uint8_t)x;
+            tmp[i + 1] = (uint8_t)(x >> 8);
+            tmp[i + 2] = (uint8_t)(x >> 16);
+            tmp[i + 3] = (uint8_t)(x >> 24);
+        }
+        rc |= msgpack_pack_bin_body(pk, tmp, m);
+    }
+#endif
+    return rc;
+}
+
+// The checks rl_traj_decode makes, so that whatever is stored decodes.
+static int s_check_record(const rl_traj_record_t *r, char *err, size_t err_len) {
+    int nc = r->n_completion;
+    if (r->n_prompt < 0 || r->n_prompt > RL_TRAJ_MAX_TOKENS || nc < 0 ||
+        nc > RL_TRAJ_MAX_TOKENS) {
+        return rl_errf(err, err_len, RL_EINVAL, "n_prompt %d / n_completion %d outside 0..%d",
+                       r->n_prompt, nc, RL_TRAJ_MAX_TOKENS);
+    }
+    if ((r->n_prompt && !r->prompt_ids) ||
+        (nc && (!r->completion_ids || !r->mask || !r->sampler_logprobs))) {
+        return rl_errf(err, err_len, RL_EINVAL, "NULL ids, mask or sampler_logprobs");
+    }
+    for (int i = 0; i < r->n_prompt; i++) {
+        if (r->prompt_ids[i] < 0) {
+            return rl_errf(err, err_len, RL_EINVAL, "prompt_ids[%d] = %d is negative", i,
+                           (int)r->prompt_ids[i]);
+        }
+    }
+    for (int i = 0; i < nc; i++) {
+        if (r->completion_ids[i] < 0) {
+            return rl_errf(err, err_len, RL_EINVAL, "completion_ids[%d] = %d is negative", i,
+                           (int)r->completion_ids[i]);
+        }
+        if (r->mask[i] > 1) {
+            return rl_errf(err, err_len, RL_EINVAL, "mask[%d] = %d (0 or 1)", i, r->mask[i]);
+        }
+    }
+    if (r->finish != 0 && r->finish != 1) {
+        return rl_errf(err, err_len, RL_EINVAL, "finish %d (0 stop, 1 length)", r->finish);
+    }
+    if (r->n_rewards < 0 || r->n_rewards > RL_TRAJ_MAX_REWARDS ||
+        (r->n_rewards && (!r->reward_names || !r->rewards))) {
+        return rl_errf(err, err_len, RL_EINVAL, "n_rewards %d outside 0..%d or NULL arrays",
+                       r->n_rewards, RL_TRAJ_MAX_REWARDS);
+    }
+    for (int i = 0; i < r->n_rewards; i++) {
+        const char *a = r->reward_names[i];
+        size_t n = a ? strlen(a) : 0;
+        if (n == 0 || n > RL_TRAJ_MAX_NAME) {
+            return rl_errf(err, err_len, RL_EINVAL, "reward name %d: empty or longer than %d "
+                           "bytes", i, RL_TRAJ_MAX_NAME);
+        }
+        for (int j = 0; j < i; j++) {
+            if (strcmp(a, r->reward_names[j]) == 0) {
+                return rl_errf(err, err_len, RL_EINVAL, "reward '%s' given twice", a);
+            }
+        }
+    }
+    return 0;
+}
+
+// Appends the record's map to sbuf. The key order is fixed (v first, so a reader meets the
+// version before anything else) but readers must not depend on it.
+static int s_encode(const rl_traj_record_t *r, msgpack_sbuffer *sbuf, char *err,
+                    size_t err_len) {
+    int rc = s_check_record(r, err, err_len);
+    if (rc) {
+        return rc;
+    }
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, sbuf, msgpack_sbuffer_write);
+    int nc = r->n_completion;
+    int w = msgpack_pack_map(&pk, 18);
+    w |= s_pack_key(&pk, "v") | msgpack_pack_uint32(&pk, RL_TRAJ_SCHEMA_VERSION);
+    w |= s_pack_key(&pk, "step") | msgpack_pack_uint64(&pk, r->step);
+    w |= s_pack_key(&pk, "prompt_index") | msgpack_pack_uint32(&pk, r->prompt_index);
+    w |= s_pack_key(&pk, "sample_index") | msgpack_pack_uint32(&pk, r->sample_index);
+    w |= s_pack_key(&pk, "data_index") | msgpack_pack_int64(&pk, r->data_index);
+    w |= s_pack_key(&pk, "policy_version") | msgpack_pack_uint64(&pk, r->policy_version);
+    // a zero-length array is a valid empty bin even when its pointer is NULL
+    static const int32_t none[1] = {0};
+    w |= s_pack_key(&pk, "prompt_ids") |
+         s_pack_bin32(&pk, r->n_prompt ? (const void *)r->prompt_ids : none, r->n_prompt);
+    w |= s_pack_key(&pk, "completion_ids") |
+         s_pack_bin32(&pk, nc ? (const void *)r->completion_ids : none, nc);
+    w |= s_pack_key(&pk, "mask") | msgpack_pack_bin(&pk, (size_t)nc);
+    w |= nc ? msgpack_pack_bin_body(&pk, r->mask, (size_t)nc) : 0;
+    w |= s_pack_key(&pk, "sampler_logprobs") |
+         s_pack_bin32(&pk, nc ? (const void *)r->sampler_logprobs : none, nc);
+    w |= s_pack_key(&pk, "old_logprobs") | s_pack_bin32(&pk, r->old_logprobs, nc);
+    w |= s_pack_key(&pk, "ref_logprobs") | s_pack_bin32(&pk, r->ref_logprobs, nc);
+    w |= s_pack_key(&pk, "values") | s_pack_bin32(&pk, r->values, nc);
+    w |= s_pack_key(&pk, "advantages") | s_pack_bin32(&pk, r->advantages, nc);
+    w |= s_pack_key(&pk, "rewards") | msgpack_pack_map(&pk, (size_t)r->n_rewards);
+    for (int i = 0; i < r->n_rewards; i++) {
+        w |= s_pack_key(&pk, r->reward_names[i]) | msgpack_pack_double(&pk, r->rewards[i]);
+    }
+    w |= s_pack_key(&pk, "reward") | msgpack_pack_double(&pk, r->reward);
+    w |= s_pack_key(&pk, "advantage") | msgpack_pack_double(&pk, r->advantage);
+    w |= s_pack_key(&pk, "finish") | s_pack_key(&pk, r->finish ? "length" : "stop");
+    return w ? rl_errf(err, err_len, RL_ENOMEM, "out of memory encoding a record") : 0;
+}
+
+int rl_traj_encode(const rl_traj_record_t *rec, void **buf_p, size_t *len_p) {
+    *buf_p = NULL;
+    *len_p = 0;
+    msgpack_sbuffer sbuf;
+    msgpack_sbuffer_init(&sbuf);
+    int rc = s_encode(rec, &sbuf, NULL, 0);
+    if (rc) {
+        msgpack_sbuffer_destroy(&sbuf);
+        return rc;
+    }
+    *len_p = sbuf.size;
+    *buf_p = msgpack_sbuffer_release(&sbuf);
+    return 0;
+}
+
+// ---- msgpack reading ------------------------------------------------------------------------
+
+// A cursor over untrusted bytes. Each read checks the bytes left before it looks at them; a
+// failure returns a static description and leaves the cursor where it was.
+typedef struct {
+    const uint8_t *p, *end;
+} s_rd_t;
+
+static size_t s_left(const s_rd_t *r) {
+    return (size_t)(r->end - r->p);
+}
+
+static const char *s_type_name(uint8_t b) {
+    if (b <= 0x7f || b >= 0xe0 || (b >= 0xcc && b <= 0xd3)) {
+        return "int";
+    }
+    if (b <= 0x8f || b == 0xde || b == 0xdf) {
+        return "map";
+    }
+    if (b <= 0x9f || b == 0xdc || b == 0xdd) {
+        return "array";
+    }
+    if (b <= 0xbf || (b >= 0xd9 && b <= 0xdb)) {
+        return "str";
+    }
+    switch (b) {
+    case 0xc0: return "nil";
+    case 0xc1: return "the unused byte 0xc1";
+    case 0xc2:
+    case 0xc3: return "bool";
+    case 0xc4:
+    case 0xc5:
+    case 0xc6: return "bin";
+    case 0xca:
+    case 0xcb: return "float";
+    default: return "ext";
+    }
+}
+
+static const char s_truncated[] = "truncated";
+
+// Reads a head byte plus its big-endian length field of 1/2/4 bytes (n_len) into *len.
+static const char *s_rd_len(s_rd_t *r, int n_len, uint64_t *len) {
+    if (s_left(r) < 1 + (size_t)n_len) {
+        return s_truncated;
+    }
+    *len = s_be(r->p + 1, n_len);
+    r->p += 1 + n_len;
+    return NULL;
+}
+
+// An integer of any msgpack int format: *neg = 1 and the value in *i for negatives, else *u.
+static const char *s_rd_int(s_rd_t *r, int *neg, uint64_t *u, int64_t *i) {
+    if (s_left(r) < 1) {
+        return s_truncated;
+    }
+    uint8_t b = r->p[0];
+    *neg = 0;
+    if (b <= 0x7f) {
+        *u = b;
+        r->p++;
+        return NULL;
+    }
+    if (b >= 0xe0) {
+        *neg = 1;
+        *i = (int8_t)b;
+        r->p++;
+        return NULL;
+    }
+    if (b >= 0xcc && b <= 0xd3) {
+        int n = 1 << ((b - 0xcc) & 3);
+        if (s_left(r) < 1 + (size_t)n) {
+            return s_truncated;
+        }
+        uint64_t x = s_be(r->p + 1, n);
+        r->p += 1 + n;
+        if (b <= 0xcf) {
+            *u = x;
+            return NULL;
+        }
+        // sign-extend an n-byte two's complement value
+        int64_t v = n == 8 ? (int64_t)x : (int64_t)(x ^ (1ull << (8 * n - 1))) -
+                                              (int64_t)(1ull << (8 * n - 1));
+        if (v < 0) {
+            *neg = 1;
+            *i = v;
+        } else {
+            *u = (uint64_t)v;
+        }
+        return NULL;
+    }
+    return "expected an int";
+}
+
+static const char *s_rd_uint(s_rd_t *r, uint64_t max, uint64_t *out) {
+    s_rd_t save = *r;
+    int neg;
+    uint64_t u = 0;
+    int64_t i;
+    const char *why = s_rd_int(r, &neg, &u, &i);
+    if (!why && (neg || u > max)) {
+        why = "integer out of range";
+    }
+    if (why) {
+        *r = save;
+        return why;
+    }
+    *out = u;
+    return NULL;
+}
+
+static const char *s_rd_i64(s_rd_t *r, int64_t *out) {
+    s_rd_t save = *r;
+    int neg;
+    uint64_t u = 0;
+    int64_t i = 0;
+    const char *why = s_rd_int(r, &neg, &u, &i);
+    if (!why && !neg && u > (uint64_t)INT64_MAX) {
+        why = "integer out of range";
+    }
+    if (why) {
+        *r = save;
+        return why;
+    }
+    *out = neg ? i : (int64_t)u;
+    return NULL;
+}
+
+// float64, float32 or an int, as a double.
+static const char *s_rd_num(s_rd_t *r, double *out) {
+    if (s_left(r) < 1) {
+        return s_truncated;
+    }
+    uint8_t b = r->p[0];
+    if (b == 0xca || b == 0xcb) {
+        size_t n = b == 0xca ? 4 : 8;
+        if (s_left(r) < 1 + n) {
+            return s_truncated;
+        }
+        uint64_t x = s_be(r->p + 1, (int)n);
+        if (n == 4) {
+            uint32_t x32 = (uint32_t)x;
+            float f;
+            memcpy(&f, &x32, 4);
+            *out = f;
+        } else {
+            memcpy(out, &x, 8);
+        }
+        r->p += 1 + n;
+        return NULL;
+    }
+    int neg;
+    uint64_t u = 0;
+    int64_t i = 0;
+    if (s_rd_int(r, &neg, &u, &i) == NULL) {
+        *out = neg ? (double)i : (double)u;
+        return NULL;
+    }
+    return "expected a number";
+}
+
+// str or bin (want 's' or 'b'): a pointer into the input and a length checked against it.
+static const char *s_rd_bytes(s_rd_t *r, char want, const uint8_t **ptr, size_t *len) {
+    if (s_left(r) < 1) {
+        return s_truncated;
+    }
+    s_rd_t save = *r;
+    uint8_t b = r->p[0];
+    uint64_t n;
+    const char *why = NULL;
+    if (want == 's' && b >= 0xa0 && b <= 0xbf) {
+        n = b & 0x1f;
+        r->p++;
+    } else if (want == 's' && b >= 0xd9 && b <= 0xdb) {
+        why = s_rd_len(r, 1 << (b - 0xd9), &n);
+    } else if (want == 'b' && b >= 0xc4 && b <= 0xc6) {
+        why = s_rd_len(r, 1 << (b - 0xc4), &n);
+    } else {
+        return want == 's' ? "expected a str" : "expected a bin";
+    }
+    if (!why && n > s_left(r)) {
+        why = s_truncated;
+    }
+    if (why) {
+        *r = save;
+        return why;
+    }
+    *ptr = r->p;
+    *len = (size_t)n;
+    r->p += n;
+    return NULL;
+}
+
+static const char *s_rd_map(s_rd_t *r, uint64_t *n) {
+    if (s_left(r) < 1) {
+        return s_truncated;
+    }
+    uint8_t b = r->p[0];
+    const char *why;
+    if (b >= 0x80 && b <= 0x8f) {
+        *n = b & 0x0f;
+        r->p++;
+        why = NULL;
+    } else if (b == 0xde || b == 0xdf) {
+        why = s_rd_len(r, b == 0xde ? 2 : 4, n);
+    } else {
+        return "expected a map";
+    }
+    // every entry takes at least two bytes
+    if (!why && *n > s_left(r) / 2) {
+        why = s_truncated;
+    }
+    return why;
+}
+
+// Skips one value of any type, nested at most `depth` levels.
+static const char *s_skip(s_rd_t *r, int depth) {
+    if (s_left(r) < 1) {
+        return s_truncated;
+    }
+    if (depth <= 0) {
+        return "nested too deep";
+    }
+    uint8_t b = r->p[0];
+    uint64_t n = 0, items = 0;
+    const char *why = NULL;
+    if (b <= 0x7f || b >= 0xe0 || b == 0xc0 || b == 0xc2 || b == 0xc3) {
+        r->p++;
+        return NULL;
+    }
+    if (b == 0xc1) {
+        return "the unused byte 0xc1";
+    }
+    if (b <= 0x8f || b == 0xde || b == 0xdf) {
+        if (b <= 0x8f) {
+            n = b & 0x0f;
+            r->p++;
+        } else {
+            why = s_rd_len(r, b == 0xde ? 2 : 4, &n);
+        }
+        items = 2 * n;
+    } else if (b <= 0x9f || b == 0xdc || b == 0xdd) {
+        if (b <= 0x9f) {
+            n = b & 0x0f;
+            r->p++;
+        } else {
+            why = s_rd_len(r, b == 0xdc ? 2 : 4, &n);
+        }
+        items = n;
+    } else {
+        size_t fixed = 0; // payload bytes after the head byte and its length field
+        switch (b) {
+        case 0xca: fixed = 4; break;
+        case 0xcb: fixed = 8; break;
+        case 0xcc:
+        case 0xd0: fixed = 1; break;
+        case 0xcd:
+        case 0xd1: fixed = 2; break;
+        case 0xce:
+        case 0xd2: fixed = 4; break;
+        case 0xcf:
+        case 0xd3: fixed = 8; break;
+        case 0xd4: fixed = 2; break; // fixext: type byte + 1/2/4/8/16 bytes
+        case 0xd5: fixed = 3; break;
+        case 0xd6: fixed = 5; break;
+        case 0xd7: fixed = 9; break;
+        case 0xd8: fixed = 17; break;
+        default: break;
+        }
+        if (fixed) {
+            if (s_left(r) < 1 + fixed) {
+                return s_truncated;
+            }
+            r->p += 1 + fixed;
+            return NULL;
+        }
+        if (b >= 0xa0 && b <= 0xbf) {
+            n = b & 0x1f;
+            r->p++;
+        } else if (b >= 0xd9 && b <= 0xdb) {
+            why = s_rd_len(r, 1 << (b - 0xd9), &n);
+        } else if (b >= 0xc4 && b <= 0xc6) {
+            why = s_rd_len(r, 1 << (b - 0xc4), &n);
+        } else { // ext 8/16/32: length, then a type byte, then the data
+            why = s_rd_len(r, 1 << (b - 0xc7), &n);
+            n += 1;
+        }
+        if (!why && n > s_left(r)) {
+            why = s_truncated;
+        }
+        if (!why) {
+            r->p += n;
+        }
+        return why;
+    }
+    if (!why && items > s_left(r)) {
+        why = s_truncated;
+    }
+    for (uint64_t k = 0; !why && k < items; k++) {
+        why = s_skip(r, depth - 1);
+    }
+    return why;
+}
+
+// ---- record decoding ------------------------------------------------------------------------
+
+enum {
+    F_V, F_STEP, F_PROMPT_INDEX, F_SAMPLE_INDEX, F_DATA_INDEX, F_POLICY_VERSION, F_PROMPT_IDS,
+    F_COMPLETION_IDS, F_MASK, F_SAMPLER_LP, F_OLD_LP, F_REF_LP, F_VALUES, F_ADVANTAGES,
+    F_REWARDS, F_REWARD, F_ADVANTAGE, F_FINISH, F_COUNT
+};
+
+static const char *const s_fields[F_COUNT] = {
+    "v", "step", "prompt_index", "sample_index", "data_index", "policy_version", "prompt_ids",
+    "completion_ids", "mask", "sampler_logprobs", "old_logprobs", "ref_logprobs", "values",
+    "advantages", "rewards", "reward", "advantage", "finish",
+};
+
+static int s_field_index(const uint8_t *k, size_t n) {
+    for (int f = 0; f < F_COUNT; f++) {
+        if (strlen(s_fields[f]) == n && memcmp(s_fields[f], k, n) == 0) {
+            return f;
+        }
+    }
+    return -1;
+}
+
+static uint32_t s_le32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+// A bin of n little-endian 4-byte values (n given by the caller) into a new array.
+static void *s_copy32(const uint8_t *src, int n) {
+    void *dst = malloc(n ? (size_t)n * 4 : 1);
+    if (!dst) {
+        return NULL;
+    }
+    uint32_t *d = dst;
+    for (int i = 0; i < n; i++) {
+        d[i] = s_le32(src + 4 * (size_t)i);
+    }
+    return dst;
+}
+
+// The rewards map: name -> number.
+static const char *s_rd_rewards(s_rd_t *r, rl_traj_record_t *out, int *oom) {
+    uint64_t n;
+    const char *why = s_rd_map(r, &n);
+    if (why) {
+        return why;
+    }
+    if (n > RL_TRAJ_MAX_REWARDS) {
+        return "more than RL_TRAJ_MAX_REWARDS (64) rewards";
+    }
+    out->reward_names = calloc(n ? n : 1, sizeof(char *));
+    out->rewards = calloc(n ? n : 1, sizeof(double));
+    if (!out->reward_names || !out->rewards) {
+        *oom = 1;
+        return "out of memory";
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        const uint8_t *k;
+        size_t len;
+        if ((why = s_rd_bytes(r, 's', &k, &len)) != NULL) {
+            return why;
+        }
+        if (len == 0 || len > RL_TRAJ_MAX_NAME || memchr(k, 0, len)) {
+            return "a reward name is empty, longer than 255 bytes or holds a NUL";
+        }
+        for (int j = 0; j < out->n_rewards; j++) {
+            if (strlen(out->reward_names[j]) == len && !memcmp(out->reward_names[j], k, len)) {
+                return "a reward name appears twice";
+            }
+        }
+        char *name = malloc(len + 1);
+        if (!name) {
+            *oom = 1;
+            return "out of memory";
+        }
+        memcpy(name, k, len);
+        name[len] = '\0';
+        out->reward_names[out->n_rewards++] = name;
+        if ((why = s_rd_num(r, &out->rewards[i])) != NULL) {
+            return why;
+        }
+    }
+    return NULL;
+}
+
+typedef struct {
+    const uint8_t *p;
+    size_t len;
+    int nil;
+} s_span_t;
+
+// Empties *out and describes the failure; `at` (may be NULL) is the cursor left on the value
+// that had the wrong type, named after an "expected ..." message.
+static int s_fail_at(rl_traj_record_t *out, char *err, size_t err_len, int code,
+                     const char *field, const char *why, const s_rd_t *at) {
+    rl_traj_record_clear(out);
+    char found[48] = "";
+    if (at && s_left(at) > 0 && strncmp(why, "expected", 8) == 0) {
+        snprintf(found, sizeof found, ", found %s", s_type_name(at->p[0]));
+    }
+    if (field) {
+        return rl_errf(err, err_len, code, "field '%s': %s%s", field, why, found);
+    }
+    return rl_errf(err, err_len, code, "%s%s", why, found);
+}
+
+static int s_fail(rl_traj_record_t *out, char *err, size_t err_len, int code, const char *field,
+                  const char *why) {
+    return s_fail_at(out, err, err_len, code, field, why, NULL);
+}
+
+int rl_traj_decode(const void *buf, size_t len, rl_traj_record_t *out, char *err,
+                   size_t err_len) {
+    memset(out, 0, sizeof(*out));
+    if (!buf && len) {
+        return s_fail(out, err, err_len, RL_EPROTO, NULL, "no bytes");
+    }
+    const uint8_t *b = buf;
+    s_rd_t r = {b, b + len};
+    uint64_t n_fields;
+    const char *why = s_rd_map(&r, &n_fields);
+    if (why) {
+        return s_fail(out, err, err_len, RL_EPROTO, NULL,
+                      why == s_truncated ? "truncated record" : "a record is a msgpack map");
+    }
+    if (n_fields > S_MAX_FIELDS) {
+        return s_fail(out, err, err_len, RL_EPROTO, NULL, "more than 256 entries in the map");
+    }
+    const s_rd_t body = r;
+
+    // Pass 1: the version, before anything is interpreted (a later version may change types).
+    int have_v = 0;
+    for (uint64_t i = 0; i < n_fields; i++) {
+        const uint8_t *k;
+        size_t kl;
+        if ((why = s_rd_bytes(&r, 's', &k, &kl)) != NULL) {
+            return s_fail(out, err, err_len, RL_EPROTO, NULL,
+                          why == s_truncated ? "truncated record" : "a map key is not a str");
+        }
+        if (kl == 1 && k[0] == 'v') {
+            uint64_t v;
+            if (have_v) {
+                return s_fail(out, err, err_len, RL_EPROTO, "v", "appears twice");
+            }
+            if ((why = s_rd_uint(&r, UINT32_MAX, &v)) != NULL) {
+                return s_fail_at(out, err, err_len, RL_EPROTO, "v", why, &r);
+            }
+            if (v != RL_TRAJ_SCHEMA_VERSION) {
+                rl_traj_record_clear(out);
+                return rl_errf(err, err_len, RL_EVERSION, "field 'v': record version %llu, "
+                               "this build reads version %d", (unsigned long long)v,
+                               RL_TRAJ_SCHEMA_VERSION);
+            }
+            have_v = 1;
+        } else if ((why = s_skip(&r, S_MAX_DEPTH)) != NULL) {
+            char name[72];
+            snprintf(name, sizeof name, "%.*s", (int)(kl < 64 ? kl : 64), (const char *)k);
+            return s_fail(out, err, err_len, RL_EPROTO, name, why);
+        }
+    }
+    if (r.p != r.end) {
+        return s_fail(out, err, err_len, RL_EPROTO, NULL, "bytes after the record's map");
+    }
+    if (!have_v) {
+        return s_fail(out, err, err_len, RL_EPROTO, "v", "missing");
+    }
+
+    // Pass 2: every known field; arrays are remembered as spans and copied once their lengths
+    // agree with each other.
+    r = body;
+    unsigned seen = 0;
+    s_span_t span[F_COUNT];
+    memset(span, 0, sizeof span);
+    for (uint64_t i = 0; i < n_fields; i++) {
+        const uint8_t *k;
+        size_t kl;
+        s_rd_bytes(&r, 's', &k, &kl); // checked in pass 1
+        int f = s_field_index(k, kl);
+        if (f < 0) {
+            s_skip(&r, S_MAX_DEPTH);
+            continue;
+        }
+        const char *name = s_fields[f];
+        if (seen & (1u << f)) {
+            return s_fail(out, err, err_len, RL_EPROTO, name, "appears twice");
+        }
+        seen |= 1u << f;
+        uint64_t u = 0;
+        int oom = 0;
+        switch (f) {
+        case F_V: why = s_skip(&r, 1); break;
+        case F_STEP: why = s_rd_uint(&r, UINT64_MAX, &out->step); break;
+        case F_PROMPT_INDEX:
+            why = s_rd_uint(&r, UINT32_MAX, &u);
+            out->prompt_index = (uint32_t)u;
+            break;
+        case F_SAMPLE_INDEX:
+            why = s_rd_uint(&r, UINT32_MAX, &u);
+            out->sample_index = (uint32_t)u;
+            break;
+        case F_DATA_INDEX: why = s_rd_i64(&r, &out->data_index); break;
+        case F_POLICY_VERSION: why = s_rd_uint(&r, UINT64_MAX, &out->policy_version); break;
+        case F_OLD_LP:
+        case F_REF_LP:
+        case F_VALUES:
+        case F_ADVANTAGES:
+            if (s_left(&r) >= 1 && r.p[0] == 0xc0) { // nil: not stored
+                span[f].nil = 1;
+                r.p++;
+                why = NULL;
+            } else {
+                why = s_rd_bytes(&r, 'b', &span[f].p, &span[f].len);
+                why = why && why != s_truncated ? "expected a bin or nil" : why;
+            }
+            break;
+        case F_PROMPT_IDS:
+        case F_COMPLETION_IDS:
+        case F_MASK:
+        case F_SAMPLER_LP: why = s_rd_bytes(&r, 'b', &span[f].p, &span[f].len); break;
+        case F_REWARDS: why = s_rd_rewards(&r, out, &oom); break;
+        case F_REWARD: why = s_rd_num(&r, &out->reward); break;
+        case F_ADVANTAGE: why = s_rd_num(&r, &out->advantage); break;
+        case F_FINISH: {
+            const uint8_t *s;
+            size_t sl;
+            why = s_rd_bytes(&r, 's', &s, &sl);
+            if (!why && sl == 4 && !memcmp(s, "stop", 4)) {
+                out->finish = 0;
+            } else if (!why && sl == 6 && !memcmp(s, "length", 6)) {
+                out->finish = 1;
+            } else if (!why) {
+                why = "expected \"stop\" or \"length\"";
+            }
+            break;
+        }
+        default: why = "unhandled field"; break;
+        }
+        if (why) {
+            return s_fail_at(out, err, err_len, oom ? RL_ENOMEM : RL_EPROTO, name, why, &r);
+        }
+    }
+    for (int f = 0; f < F_COUNT; f++) {
+        if (!(seen & (1u << f))) {
+            return s_fail(out, err, err_len, RL_EPROTO, s_fields[f], "missing");
+        }
+    }
+
+    // Lengths: ids and float arrays are 4 bytes a token, the mask 1; every per-token array has
+    // the completion's length.
+    if (span[F_PROMPT_IDS].len % 4 || span[F_PROMPT_IDS].len / 4 > RL_TRAJ_MAX_TOKENS) {
+        return s_fail(out, err, err_len, RL_EPROTO, "prompt_ids",
+                      "length is not a multiple of 4 or exceeds 2^20 tokens");
+    }
+    if (span[F_COMPLETION_IDS].len % 4 ||
+        span[F_COMPLETION_IDS].len / 4 > RL_TRAJ_MAX_TOKENS) {
+        return s_fail(out, err, err_len, RL_EPROTO, "completion_ids",
+                      "length is not a multiple of 4 or exceeds 2^20 tokens");
+    }
+    int np = (int)(span[F_PROMPT_IDS].len / 4);
+    int nc = (int)(span[F_COMPLETION_IDS].len / 4);
+    if (span[F_MASK].len != (size_t)nc) {
+        return s_fail(out, err, err_len, RL_EPROTO, "mask",
+                      "length differs from completion_ids' token count");
+    }
+    for (int f = F_SAMPLER_LP; f <= F_ADVANTAGES; f++) {
+        if (!span[f].nil && span[f].len != (size_t)nc * 4) {
+            return s_fail(out, err, err_len, RL_EPROTO, s_fields[f],
+                          "length is not 4 x completion_ids' token count");
+        }
+    }
+    for (int i = 0; i < nc; i++) {
+        if (span[F_MASK].p[i] > 1) {
+            return s_fail(out, err, err_len, RL_EPROTO, "mask", "a byte other than 0 or 1");
+        }
+    }
+    out->n_prompt = np;
+    out->n_completion = nc;
+    out->prompt_ids = s_copy32(span[F_PROMPT_IDS].p, np);
+    out->completion_ids = s_copy32(span[F_COMPLETION_IDS].p, nc);
+    out->mask = malloc(nc ? (size_t)nc : 1);
+    out->sampler_logprobs = s_copy32(span[F_SAMPLER_LP].p, nc);
+    float **opt[4] = {&out->old_logprobs, &out->ref_logprobs, &out->values, &out->advantages};
+    int oom = !out->prompt_ids || !out->completion_ids || !out->mask || !out->sampler_logprobs;
+    for (int f = F_OLD_LP; f <= F_ADVANTAGES; f++) {
+        if (!span[f].nil) {
+            *opt[f - F_OLD_LP] = s_copy32(span[f].p, nc);
+            oom |= *opt[f - F_OLD_LP] == NULL;
+        }
+    }
+    if (oom) {
+        return s_fail(out, err, err_len, RL_ENOMEM, NULL, "out of memory");
+    }
+    if (nc) {
+        memcpy(out->mask, span[F_MASK].p, (size_t)nc);
+    }
+    for (int i = 0; i < np; i++) {
+        if (out->prompt_ids[i] < 0) {
+            return s_fail(out, err, err_len, RL_EPROTO, "prompt_ids", "a negative id");
+        }
+    }
+    for (int i = 0; i < nc; i++) {
+        if (out->completion_ids[i] < 0) {
+            return s_fail(out, err, err_len, RL_EPROTO, "completion_ids", "a negative id");
+        }
+    }
+    return 0;
+}
+
+void rl_traj_record_clear(rl_traj_record_t *rec) {
+    if (!rec) {
+        return;
+    }
+    free(rec->prompt_ids);
+    free(rec->completion_ids);
+    free(rec->mask);
+    free(rec->sampler_logprobs);
+    free(rec->old_logprobs);
+    free(rec->ref_logprobs);
+    free(rec->values);
+    free(rec->advantages);
+    for (int i = 0; rec->reward_names && i < rec->n_rewards; i++) {
+        free(rec->reward_names[i]);
+    }
+    free(rec->reward_names);
+    free(rec->rewards);
+    memset(rec, 0, sizeof(*rec));
+}
+
+void rl_traj_records_free(rl_traj_record_t **recs_p, int n) {
+    if (!recs_p || !*recs_p) {
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        rl_traj_record_clear(&(*recs_p)[i]);
+    }
+    free(*recs_p);
+    *recs_p = NULL;
+}
+
+// ---- environment ----------------------------------------------------------------------------
+
+// Another process (the run, while `rlctl traj` reads) may have grown the map: adopt its size.
+static int s_txn_begin(rl_traj_t *self, unsigned flags, MDB_txn **txn) {
+    int rc = mdb_txn_begin(self->env, NULL, flags, txn);
+    for (int tries = 0; rc == MDB_MAP_RESIZED && tries < 4; tries++) {
+        rc = mdb_env_set_mapsize(self->env, 0);
+        if (rc == 0) {
+            rc = mdb_txn_begin(self->env, NULL, flags, txn);
+        }
+    }
+    return rc;
+}
+
+// meta values are msgpack uints.
+static int s_meta_get(rl_traj_t *self, MDB_txn *txn, const char *key, uint64_t *out, int *found) {
+    MDB_val k = {strlen(key), (void *)key}, v;
+    int rc = mdb_get(txn, self->meta, &k, &v);
+    *found = rc == 0;
+    if (rc == MDB_NOTFOUND) {
+        return 0;
+    }
+    if (rc) {
+        return rc;
+    }
+    s_rd_t r = {v.mv_data, (const uint8_t *)v.mv_data + v.mv_size};
+    if (s_rd_uint(&r, UINT64_MAX, out) != NULL || r.p != r.end) {
+        return RL_EPROTO;
+    }
+    return 0;
+}
+
+static int s_meta_put(rl_traj_t *self, MDB_txn *txn, const char *key, uint64_t value) {
+    // a msgpack uint in its smallest form, written by hand (no allocation inside the txn)
+    uint8_t b[9];
+    size_t n;
+    if (value <= 0x7f) {
+        b[0] = (uint8_t)value;
+        n = 1;
+    } else {
+        int w = value <= 0xff ? 1 : value <= 0xffff ? 2 : value <= 0xffffffffu ? 4 : 8;
+        b[0] = (uint8_t)(w == 1 ? 0xcc : w == 2 ? 0xcd : w == 4 ? 0xce : 0xcf);
+        for (int i = 0; i < w; i++) {
+            b[1 + i] = (uint8_t)(value >> (8 * (w - 1 - i)));
+        }
+        n = 1 + (size_t)w;
+    }
+    MDB_val k = {strlen(key), (void *)key}, v = {n, b};
+    return mdb_put(txn, self->meta, &k, &v, 0);
+}
+
+typedef int (*s_write_fn)(rl_traj_t *self, MDB_txn *txn, const void *ctx, char *err,
+                          size_t err_len);
+
+// Runs fn in one write transaction; when the map is full the transaction is dropped, the map
+// doubled, and fn runs again from the start. fn returns 0, an RL_E* code with err filled, or
+// an LMDB code.
+static int s_write(rl_traj_t *self, s_write_fn fn, const void *ctx, const char *what, char *err,
+                   size_t err_len) {
+    if (self->flags & RL_TRAJ_READONLY) {
+        return rl_errf(err, err_len, RL_EINVAL, "%s: the store is open read-only", what);
+    }
+    for (;;) {
+        MDB_txn *txn = NULL;
+        int rc = s_txn_begin(self, 0, &txn);
+        if (rc) {
+            return s_mdb_err(err, err_len, rc, what);
+        }
+        rc = fn(self, txn, ctx, err, err_len);
+        if (rc == 0) {
+            rc = mdb_txn_commit(txn); // frees txn, also on failure
+        } else {
+            mdb_txn_abort(txn);
+        }
+        if (rc == MDB_MAP_FULL) {
+            size_t cur = rl_traj_map_size(self);
+            if (cur >= S_MAP_MAX || (rc = mdb_env_set_mapsize(self->env, cur * 2)) != 0) {
+                return rl_errf(err, err_len, RL_EIO, "%s: the map is full at %zu bytes and "
+                               "cannot grow (%s)", what, cur,
+                               mdb_strerror(rc ? rc : MDB_MAP_FULL));
+            }
+            continue;
+        }
+        if (rc > -1001 || rc < -1099) { // an LMDB code or errno, not yet described
+            return rc ? s_mdb_err(err, err_len, rc, what) : 0;
+        }
+        return rc;
+    }
+}
+
+static int s_init_fn(rl_traj_t *self, MDB_txn *txn, const void *ctx, char *err,
+                     size_t err_len) {
+    (void)ctx;
+    (void)err;
+    (void)err_len;
+    int rc = mdb_dbi_open(txn, "traj", MDB_CREATE, &self->traj);
+    if (!rc) {
+        rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &self->meta);
+    }
+    uint64_t v = 0;
+    int found = 0;
+    if (!rc) {
+        rc = s_meta_get(self, txn, "schema_version", &v, &found);
+    }
+    if (!rc && !found) {
+        MDB_stat st;
+        rc = mdb_stat(txn, self->traj, &st);
+        if (!rc && st.ms_entries) {
+            return rl_errf(err, err_len, RL_EPROTO, "records but no meta schema_version");
+        }
+        if (!rc) {
+            rc = s_meta_put(self, txn, "schema_version", RL_TRAJ_SCHEMA_VERSION);
+        }
+        v = RL_TRAJ_SCHEMA_VERSION;
+    }
+    if (rc == RL_EPROTO) {
+        return rl_errf(err, err_len, RL_EPROTO, "meta schema_version is not a msgpack uint");
+    }
+    if (!rc && v != RL_TRAJ_SCHEMA_VERSION) {
+        return rl_errf(err, err_len, RL_EVERSION, "schema version %llu, this build reads "
+                       "version %d", (unsigned long long)v, RL_TRAJ_SCHEMA_VERSION);
+    }
+    return rc;
+}
+
+// Read-only: the databases must exist and carry our version.
+static int s_init_ro(rl_traj_t *self, char *err, size_t err_len) {
+    MDB_txn *txn;
+    int rc = s_txn_begin(self, MDB_RDONLY, &txn);
+    if (rc) {
+        return s_mdb_err(err, err_len, rc, "begin");
+    }
+    rc = mdb_dbi_open(txn, "traj", 0, &self->traj);
+    if (!rc) {
+        rc = mdb_dbi_open(txn, "meta", 0, &self->meta);
+    }
+    if (rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE) {
+        mdb_txn_abort(txn);
+        return rl_errf(err, err_len, RL_EPROTO, "not a trajectory store (no 'traj' and 'meta' "
+                       "databases)");
+    }
+    uint64_t v = 0;
+    int found = 0;
+    if (!rc) {
+        rc = s_meta_get(self, txn, "schema_version", &v, &found);
+    }
+    if (rc) {
+        mdb_txn_abort(txn);
+        return rc == RL_EPROTO ? rl_errf(err, err_len, rc, "meta schema_version is not a "
+                                         "msgpack uint") : s_mdb_err(err, err_len, rc, "meta");
+    }
+    if (!found || v != RL_TRAJ_SCHEMA_VERSION) {
+        mdb_txn_abort(txn);
+        if (!found) {
+            return rl_errf(err, err_len, RL_EPROTO, "meta has no schema_version");
+        }
+        return rl_errf(err, err_len, RL_EVERSION, "schema version %llu, this build reads "
+                       "version %d", (unsigned long long)v, RL_TRAJ_SCHEMA_VERSION);
+    }
+    rc = mdb_txn_commit(txn); // keeps the dbi handles for the environment
+    return rc ? s_mdb_err(err, err_len, rc, "commit") : 0;
+}
+
+int rl_traj_open_sized(const char *path, unsigned flags, size_t map_size, rl_traj_t **out,
+                       char *err, size_t err_len) {
+    *out = NULL;
+    int ro = (flags & RL_TRAJ_READONLY) != 0;
+    char msg[512] = "";
+    char data[4096];
+    struct stat st;
+    if (snprintf(data, sizeof data, "%s/data.mdb", path) >= (int)sizeof data) {
+        return rl_errf(err, err_len, RL_EINVAL, "%s: path too long", path);
+    }
+    int exists = stat(data, &st) == 0;
+    if (ro && !exists) {
+        if (stat(path, &st) != 0) {
+            int e = errno;
+            return rl_errf(err, err_len, e, "%s: %s", path, strerror(e));
+        }
+        return rl_errf(err, err_len, ENOENT, "%s: not a trajectory store (no data.mdb)", path);
+    }
+    if (!ro && mkdir(path, 0775) != 0 && errno != EEXIST) {
+        int e = errno;
+        return rl_errf(err, err_len, e, "%s: %s", path, strerror(e));
+    }
+    rl_traj_t *self = calloc(1, sizeof(*self));
+    if (!self) {
+        return rl_errf(err, err_len, RL_ENOMEM, "%s: out of memory", path);
+    }
+    self->flags = flags;
+    msgpack_sbuffer_init(&self->sbuf);
+    int rc = mdb_env_create(&self->env);
+    if (!rc) {
+        rc = mdb_env_set_maxdbs(self->env, 2);
+    }
+    if (!rc && !ro && !exists) {
+        rc = mdb_env_set_mapsize(self->env, map_size ? map_size : RL_TRAJ_MAP_INITIAL);
+    }
+    if (rc) {
+        rc = rl_errf(err, err_len, s_code(rc), "%s: %s", path, mdb_strerror(rc));
+        goto fail;
+    }
+    // Synced commits: a step is on disk when put_step returns, so a resumed run finds every
+    // step it was told about (the cost, about a millisecond a step, is in docs/trajectories.md).
+    rc = mdb_env_open(self->env, path, ro ? MDB_RDONLY : 0, 0664);
+    if (rc) {
+        rc = rl_errf(err, err_len, s_code(rc), "%s: %s", path, mdb_strerror(rc));
+        goto fail;
+    }
+    rc = ro ? s_init_ro(self, msg, sizeof msg)
+            : s_write(self, s_init_fn, NULL, "open", msg, sizeof msg);
+    if (rc) {
+        rl_errf(err, err_len, rc, "%s: %s", path, msg);
+        goto fail;
+    }
+    *out = self;
+    return 0;
+
+fail:
+    rl_traj_close(&self);
+    return rc;
+}
+
+int rl_traj_open(const char *path, unsigned flags, rl_traj_t **out, char *err, size_t err_len) {
+    return rl_traj_open_sized(path, flags, 0, out, err, err_len);
+}
+
+void rl_traj_close(rl_traj_t **self_p) {
+    if (!self_p || !*self_p) {
+        return;
+    }
+    rl_traj_t *self = *self_p;
+    if (self->env) {
+        mdb_env_close(self->env);
+    }
+    msgpack_sbuffer_destroy(&self->sbuf);
+    free(self);
+    *self_p = NULL;
+}
+
+size_t rl_traj_map_size(const rl_traj_t *self) {
+    MDB_envinfo info;
+    if (mdb_env_info(self->env, &info) != 0) {
+        return 0;
+    }
+    return info.me_mapsize;
+}
+
+// ---- writing --------------------------------------------------------------------------------
+
+typedef struct {
+    uint64_t step;
+    const rl_traj_record_t *recs;
+    int n;
+} s_put_t;
+
+// Deletes every record with key >= (from, 0, 0) and, when only_step, step == from.
+static int s_delete_from(rl_traj_t *self, MDB_txn *txn, uint64_t from, int only_step) {
+    MDB_cursor *c;
+    int rc = mdb_cursor_open(txn, self->traj, &c);
+    if (rc) {
+        return rc;
+    }
+    uint8_t kb[S_KEY_LEN];
+    s_key(kb, from, 0, 0);
+    MDB_val k = {S_KEY_LEN, kb}, v;
+    rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+    while (rc == 0) {
+        if (only_step && (k.mv_size < 8 || s_be(k.mv_data, 8) != from)) {
+            break;
+        }
+        rc = mdb_cursor_del(c, 0);
+        if (rc == 0) {
+            // after a delete the cursor sits on the next record
+            rc = mdb_cursor_get(c, &k, &v, MDB_GET_CURRENT);
+        }
+    }
+    mdb_cursor_close(c);
+    return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+static int s_put_fn(rl_traj_t *self, MDB_txn *txn, const void *ctx, char *err,
+                    size_t err_len) {
+    const s_put_t *put = ctx;
+    int rc = s_delete_from(self, txn, put->step, 1);
+    if (rc) {
+        return rc;
+    }
+    uint8_t kb[S_KEY_LEN];
+    for (int i = 0; i < put->n; i++) {
+        const rl_traj_record_t *rec = &put->recs[i];
+        char why[256];
+        if (rec->step != put->step) {
+            return rl_errf(err, err_len, RL_EINVAL, "record %d has step %llu, not %llu", i,
+                           (unsigned long long)rec->step, (unsigned long long)put->step);
+        }
+        msgpack_sbuffer_clear(&self->sbuf);
+        rc = s_encode(rec, &self->sbuf, why, sizeof why);
+        if (rc) {
+            return rl_errf(err, err_len, rc, "record %d (prompt %u, sample %u): %s", i,
+                           (unsigned)rec->prompt_index, (unsigned)rec->sample_index, why);
+        }
+        s_key(kb, put->step, rec->prompt_index, rec->sample_index);
+        MDB_val k = {S_KEY_LEN, kb}, v = {self->sbuf.size, self->sbuf.data};
+        rc = mdb_put(txn, self->traj, &k, &v, MDB_NOOVERWRITE);
+        if (rc == MDB_KEYEXIST) {
+            return rl_errf(err, err_len, RL_EINVAL, "record %d: (prompt %u, sample %u) appears "
+                           "twice in the step", i, (unsigned)rec->prompt_index,
+                           (unsigned)rec->sample_index);
+        }
+        if (rc) {
+            return rc;
+        }
+    }
+    uint64_t last = 0;
+    int found;
+    rc = s_meta_get(self, txn, "last_step", &last, &found);
+    if (rc == RL_EPROTO) {
+        return rl_errf(err, err_len, rc, "meta last_step is not a msgpack uint");
+    }
+    if (!rc && put->step > last) {
+        rc = s_meta_put(self, txn, "last_step", put->step);
+    }
+    return rc;
+}
+
+int rl_traj_put_step(rl_traj_t *self, uint64_t step, const rl_traj_record_t *recs, int n,
+                     char *err, size_t err_len) {
+    if (step == 0 || n < 0 || (n > 0 && !recs)) {
+        return rl_errf(err, err_len, RL_EINVAL, "put_step: step %llu (from 1), %d records",
+                       (unsigned long long)step, n);
+    }
+    s_put_t put = {step, recs, n};
+    char what[64];
+    snprintf(what, sizeof what, "step %llu", (unsigned long long)step);
+    return s_write(self, s_put_fn, &put, what, err, err_len);
+}
+
+static int s_truncate_fn(rl_traj_t *self, MDB_txn *txn, const void *ctx, char *err,
+                         size_t err_len) {
+    uint64_t step = *(const uint64_t *)ctx;
+    int rc = step == UINT64_MAX ? 0 : s_delete_from(self, txn, step + 1, 0);
+    uint64_t last = 0;
+    int found = 0;
+    if (!rc) {
+        rc = s_meta_get(self, txn, "last_step", &last, &found);
+    }
+    if (rc == RL_EPROTO) {
+        return rl_errf(err, err_len, rc, "meta last_step is not a msgpack uint");
+    }
+    if (!rc && found && last > step) {
+        rc = s_meta_put(self, txn, "last_step", step);
+    }
+    return rc;
+}
+
+int rl_traj_truncate_after(rl_traj_t *self, uint64_t step, char *err, size_t err_len) {
+    return s_write(self, s_truncate_fn, &step, "truncate", err, err_len);
+}
+
+// ---- reading --------------------------------------------------------------------------------
+
+uint64_t rl_traj_last_step(rl_traj_t *self) {
+    MDB_txn *txn;
+    if (s_txn_begin(self, MDB_RDONLY, &txn) != 0) {
+        return 0;
+    }
+    uint64_t last = 0;
+    int found;
+    if (s_meta_get(self, txn, "last_step", &last, &found) != 0) {
+        last = 0;
+    }
+    mdb_txn_abort(txn);
+    return last;
+}
+
+int rl_traj_read_step(rl_traj_t *self, uint64_t step, rl_traj_record_t **recs_p, int *n_p,
+                      char *err, size_t err_len) {
+    *recs_p = NULL;
+    *n_p = 0;
+    MDB_txn *txn = NULL;
+    MDB_cursor *c = NULL;
+    rl_traj_record_t *recs = NULL;
+    int n = 0, cap = 0;
+    int rc = s_txn_begin(self, MDB_RDONLY, &txn);
+    if (!rc) {
+        rc = mdb_cursor_open(txn, self->traj, &c);
+    }
+    if (rc) {
+        s_mdb_err(err, err_len, rc, "read");
+        rc = s_code(rc);
+        goto fail;
+    }
+    uint8_t kb[S_KEY_LEN];
+    s_key(kb, step, 0, 0);
+    MDB_val k = {S_KEY_LEN, kb}, v;
+    for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); rc == 0;
+         rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        char name[96], why[256];
+        s_key_name(&k, name, sizeof name);
+        if (k.mv_size != S_KEY_LEN) {
+            rc = rl_errf(err, err_len, RL_EPROTO, "%s: a key must be 16 bytes", name);
+            goto fail;
+        }
+        if (s_be(k.mv_data, 8) != step) {
+            break;
+        }
+        if (n == cap) {
+            int ncap = cap ? 2 * cap : 64;
+            rl_traj_record_t *grown = realloc(recs, (size_t)ncap * sizeof(*recs));
+            if (!grown) {
+                rc = rl_errf(err, err_len, RL_ENOMEM, "read step: out of memory");
+                goto fail;
+            }
+            recs = grown;
+            cap = ncap;
+        }
+        rc = rl_traj_decode(v.mv_data, v.mv_size, &recs[n], why, sizeof why);
+        if (rc) {
+            rl_errf(err, err_len, rc, "record (%s): %s", name, why);
+            goto fail;
+        }
+        n++;
+        const rl_traj_record_t *d = &recs[n - 1];
+        const uint8_t *kp = k.mv_data;
+        if (d->step != step || d->prompt_index != s_be(kp + 8, 4) ||
+            d->sample_index != s_be(kp + 12, 4)) {
+            rc = rl_errf(err, err_len, RL_EPROTO, "record (%s): its fields say step %llu, "
+                         "prompt %u, sample %u", name, (unsigned long long)d->step,
+                         (unsigned)d->prompt_index, (unsigned)d->sample_index);
+            goto fail;
+        }
+    }
+    if (rc != 0 && rc != MDB_NOTFOUND) {
+        s_mdb_err(err, err_len, rc, "read");
+        rc = s_code(rc);
+        goto fail;
+    }
+    mdb_cursor_close(c);
+    mdb_txn_abort(txn);
+    *recs_p = recs;
+    *n_p = n;
+    return 0;
+
+fail:
+    rl_traj_records_free(&recs, n);
+    if (c) {
+        mdb_cursor_close(c);
+    }
+    if (txn) {
+        mdb_txn_abort(txn);
+    }
+    return rc;
+}
+
+int rl_traj_steps(rl_traj_t *self, uint64_t **steps_p, int *n_p, char *err, size_t err_len) {
+    *steps_p = NULL;
+    *n_p = 0;
+    MDB_txn *txn = NULL;
+    MDB_cursor *c = NULL;
+    uint64_t *steps = NULL;
+    int n = 0, cap = 0;
+    MDB_val k, v;
+    uint8_t kb[S_KEY_LEN];
+    int rc = s_txn_begin(self, MDB_RDONLY, &txn);
+    if (!rc) {
+        rc = mdb_cursor_open(txn, self->traj, &c);
+    }
+    if (!rc) {
+        rc = mdb_cursor_get(c, &k, &v, MDB_FIRST);
+    }
+    // one seek per step: jump past the step just seen
+    for (; rc == 0; rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE)) {
+        if (k.mv_size != S_KEY_LEN) {
+            char name[96];
+            s_key_name(&k, name, sizeof name);
+            rc = rl_errf(err, err_len, RL_EPROTO, "%s: a key must be 16 bytes", name);
+            goto fail;
+        }
+        uint64_t s = s_be(k.mv_data, 8);
+        if (n == cap) {
+            int ncap = cap ? 2 * cap : 256;
+            uint64_t *grown = realloc(steps, (size_t)ncap * sizeof(*steps));
+            if (!grown) {
+                rc = rl_errf(err, err_len, RL_ENOMEM, "steps: out of memory");
+                goto fail;
+            }
+            steps = grown;
+            cap = ncap;
+        }
+        steps[n++] = s;
+        if (s == UINT64_MAX) {
+            rc = MDB_NOTFOUND;
+            break;
+        }
+        s_key(kb, s + 1, 0, 0);
+        k.mv_size = S_KEY_LEN;
+        k.mv_data = kb;
+    }
+    if (rc != MDB_NOTFOUND) {
+        s_mdb_err(err, err_len, rc, "steps");
+        rc = s_code(rc);
+        goto fail;
+    }
+    mdb_cursor_close(c);
+    mdb_txn_abort(txn);
+    *steps_p = steps;
+    *n_p = n;
+    return 0;
+
+fail:
+    free(steps);
+    if (c) {
+        mdb_cursor_close(c);
+    }
+    if (txn) {
+        mdb_txn_abort(txn);
+    }
+    return rc;
+}
