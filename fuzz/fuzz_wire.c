@@ -4,7 +4,8 @@
 // (the encoder and the decoder agree on every value they accept).
 //
 // Input layout (frames as ZeroMQ would hand them over):
-//   byte 0              k = 1 + byte % 8 frames
+//   byte 0              k = 1 + byte % 8 frames; bit 7 set: decode with rl_msg_decode_owned,
+//                       offering every extra frame (kept frames are freed by the message)
 //   k-1 lengths         3 bytes little-endian each: the sizes of extra frames 1..k-1
 //   the extra frames    in order, each cut short where the input ends
 //   the rest            frame 0 (the msgpack map)
@@ -15,6 +16,13 @@
 #include <string.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void s_free_hint(void *data, void *hint) {
+    if (data < hint) { // data lies inside the buffer `hint`
+        abort();
+    }
+    free(hint);
+}
 
 // Reads every value through its getter (and through the wrong ones), as a caller would.
 static void s_touch(const rl_msg_t *m) {
@@ -135,7 +143,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     rl_msg_t *m = NULL;
     char err[512];
     err[0] = '\0';
-    int rc = rl_msg_decode(frames, k, &m, err, sizeof err);
+    rl_frame_owner_t owners[8];
+    int owned = (data[0] & 0x80) != 0;
+    for (int i = 0; i < k; i++) {
+        owners[i].release = i > 0 ? s_free_hint : NULL;
+        owners[i].hint = bufs[i];
+        owners[i].kept = 0;
+    }
+    int rc = owned ? rl_msg_decode_owned(frames, owners, k, &m, err, sizeof err)
+                   : rl_msg_decode(frames, k, &m, err, sizeof err);
+    for (int i = 1; owned && i < k; i++) {
+        if (owners[i].kept) {
+            if (rc != 0) {
+                abort(); // a failed decode keeps nothing
+            }
+            bufs[i] = NULL; // the message's now: freed by rl_msg_free
+        }
+    }
     if (rc != 0) {
         if (m != NULL || err[0] == '\0' ||
             (rc != RL_EPROTO && rc != RL_EVERSION && rc != RL_ENOMEM)) {

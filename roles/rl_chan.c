@@ -254,6 +254,29 @@ int rl_chan_send(rl_chan_t *self, const char *peer, rl_msg_t **msg_p, char *err,
 
 // ---- receive ---------------------------------------------------------------------------------
 
+// The release of a received frame a message kept (rl_msg_decode_owned): the zmq_msg_t lives on
+// the heap so that it can outlive rl_chan_recv.
+static void s_zmsg_release(void *data, void *hint) {
+    (void)data;
+    zmq_msg_close(hint);
+    free(hint);
+}
+
+static zmq_msg_t *s_part_new(void) {
+    zmq_msg_t *p = malloc(sizeof *p);
+    if (p) {
+        zmq_msg_init(p);
+    }
+    return p;
+}
+
+static void s_part_free(zmq_msg_t *p) {
+    if (p) {
+        zmq_msg_close(p);
+        free(p);
+    }
+}
+
 int rl_chan_recv(rl_chan_t *self, int timeout_ms, rl_msg_t **out, char *peer, size_t peer_len,
                  char *err, size_t err_len) {
     *out = NULL;
@@ -261,7 +284,7 @@ int rl_chan_recv(rl_chan_t *self, int timeout_ms, rl_msg_t **out, char *peer, si
         peer[0] = '\0';
     }
     double deadline = s_now() + (timeout_ms > 0 ? timeout_ms : 0) / 1000.0;
-    zmq_msg_t parts[S_MAX_PARTS];
+    zmq_msg_t *parts[S_MAX_PARTS] = {NULL};
     int np = 0;
     for (;;) {
         long wait = -1;
@@ -284,73 +307,88 @@ int rl_chan_recv(rl_chan_t *self, int timeout_ms, rl_msg_t **out, char *peer, si
             return rl_errf(err, err_len, RL_ETIMEOUT, "no message on %s within %d ms",
                            self->endpoint, timeout_ms);
         }
-        zmq_msg_init(&parts[0]);
-        if (zmq_msg_recv(&parts[0], self->sock, ZMQ_DONTWAIT) >= 0) {
+        parts[0] = s_part_new();
+        if (!parts[0]) {
+            return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+        }
+        if (zmq_msg_recv(parts[0], self->sock, ZMQ_DONTWAIT) >= 0) {
             np = 1;
             break;
         }
         int e = zmq_errno();
-        zmq_msg_close(&parts[0]);
+        s_part_free(parts[0]);
+        parts[0] = NULL;
         if (e != EAGAIN && e != EINTR) {
             return s_zfail(err, err_len, "recv on", self->endpoint);
         }
     }
     // The rest of a multipart message is already here (ZeroMQ delivers it whole). Parts past
-    // the cap are read and dropped, so the next message starts clean.
-    int overflow = 0;
-    while (zmq_msg_more(&parts[np - 1]) || overflow) {
-        zmq_msg_t *pm = np < S_MAX_PARTS ? &parts[np] : NULL;
+    // the cap (or that find no memory) are read and dropped, so the next message starts clean.
+    int overflow = 0, nomem = 0, more = zmq_msg_more(parts[0]);
+    while (more) {
         zmq_msg_t spill;
+        zmq_msg_t *pm = np < S_MAX_PARTS && !nomem ? s_part_new() : NULL;
         if (!pm) {
+            nomem |= np < S_MAX_PARTS;
+            zmq_msg_init(&spill);
             pm = &spill;
         }
-        zmq_msg_init(pm);
         int r;
         while ((r = zmq_msg_recv(pm, self->sock, 0)) < 0 && zmq_errno() == EINTR) {
         }
-        if (r < 0) {
-            zmq_msg_close(pm);
-            break;
-        }
+        more = r >= 0 && zmq_msg_more(pm);
         if (pm == &spill) {
             overflow++;
-            int more = zmq_msg_more(&spill);
             zmq_msg_close(&spill);
-            if (!more) {
-                break;
-            }
+        } else if (r < 0) {
+            s_part_free(pm);
         } else {
-            np++;
+            parts[np++] = pm;
         }
     }
     int off = self->router ? 1 : 0;
     char who[256] = "controller";
     if (self->router) {
-        s_peer_name(who, sizeof who, zmq_msg_data(&parts[0]), zmq_msg_size(&parts[0]));
+        s_peer_name(who, sizeof who, zmq_msg_data(parts[0]), zmq_msg_size(parts[0]));
         if (peer && peer_len) {
             snprintf(peer, peer_len, "%s", who);
         }
     }
     int rc;
     int nframes = np - off;
+    if (nomem) {
+        rc = rl_errf(err, err_len, RL_ENOMEM, "from %s: out of memory: dropped", who);
+        goto done;
+    }
     if (overflow || nframes < 1) {
         rc = rl_errf(err, err_len, RL_EPROTO, "from %s: %d frames (1..%d): dropped", who,
                      nframes + overflow, 1 + RL_WIRE_MAX_FRAMES);
         goto done;
     }
+    // Large tensors keep ZeroMQ's receive buffer when it is aligned for their dtype (it is, for
+    // a frame of its own: libzmq allocates it whole), instead of a second copy of their size.
     rl_frame_t frames[S_MAX_PARTS];
+    rl_frame_owner_t owners[S_MAX_PARTS];
     for (int i = 0; i < nframes; i++) {
-        frames[i].data = zmq_msg_data(&parts[off + i]);
-        frames[i].len = zmq_msg_size(&parts[off + i]);
+        frames[i].data = zmq_msg_data(parts[off + i]);
+        frames[i].len = zmq_msg_size(parts[off + i]);
+        owners[i].release = i > 0 ? s_zmsg_release : NULL;
+        owners[i].hint = parts[off + i];
+        owners[i].kept = 0;
     }
     char why[384];
-    rc = rl_msg_decode(frames, nframes, out, why, sizeof why);
+    rc = rl_msg_decode_owned(frames, owners, nframes, out, why, sizeof why);
     if (rc) {
         rl_errf(err, err_len, rc, "from %s: %s: dropped", who, why);
     }
+    for (int i = 1; rc == 0 && i < nframes; i++) {
+        if (owners[i].kept) {
+            parts[off + i] = NULL; // the message's now
+        }
+    }
 done:
     for (int i = 0; i < np; i++) {
-        zmq_msg_close(&parts[i]);
+        s_part_free(parts[i]);
     }
     return rc;
 }

@@ -1,9 +1,11 @@
 // rl_chan — ZeroMQ transport of rl_wire messages. The controller binds one ROUTER; each worker
 // connects one DEALER whose routing identity is "<role>/<rank>" (e.g. "sampler/1"), so the
 // controller addresses a worker by that name and a role as the group of its ranks. Large
-// tensors travel as zero-copy frames. A frame sequence that does not decode is dropped and
-// reported (RL_EPROTO with the peer's name); it never ends the receiving process. One rl_chan
-// per thread (ZeroMQ sockets are not thread-safe); each process owns its own ZeroMQ context.
+// tensors travel as zero-copy frames: sent from the tensor's own storage, and on receipt a frame
+// aligned for its dtype becomes the tensor's storage (rl_msg_decode_owned) instead of a copy.
+// A frame sequence that does not decode is dropped and reported (RL_EPROTO with the peer's
+// name); it never ends the receiving process. One rl_chan per thread (ZeroMQ sockets are not
+// thread-safe); each chan owns its own ZeroMQ context.
 #ifndef RL_CHAN_H
 #define RL_CHAN_H
 

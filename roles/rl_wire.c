@@ -61,10 +61,13 @@ static size_t s_tensor_bytes(rl_wire_dtype_t dt, int ndim, const int64_t *shape,
 // without copying outlives the message: the message holds one reference, an encode another
 // (until the next encode or free), and each frame in flight one more. ZeroMQ drops its
 // references from its I/O thread, hence the atomic count. data comes from malloc (a gift) or
-// posix_memalign (a copy): free() either way.
+// posix_memalign (a copy), freed with free(), or is a received frame kept by
+// rl_msg_decode_owned, given back through its owner's release.
 typedef struct {
     atomic_int refs;
     void *data;
+    void (*release)(void *data, void *hint); // NULL: free(data)
+    void *hint;
 } s_buf_t;
 
 static s_buf_t *s_buf_wrap(void *data) {
@@ -72,6 +75,8 @@ static s_buf_t *s_buf_wrap(void *data) {
     if (b) {
         atomic_init(&b->refs, 1);
         b->data = data;
+        b->release = NULL;
+        b->hint = NULL;
     }
     return b;
 }
@@ -91,9 +96,20 @@ static s_buf_t *s_buf_alloc(size_t n) {
 
 static void s_buf_unref(s_buf_t *b) {
     if (b && atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1) {
-        free(b->data);
+        if (b->release) {
+            b->release(b->data, b->hint);
+        } else {
+            free(b->data);
+        }
         free(b);
     }
+}
+
+// The release of a frame the decoder is about to keep, until the decode has succeeded: if it
+// fails, the frame stays its owner's.
+static void s_release_none(void *data, void *hint) {
+    (void)data;
+    (void)hint;
 }
 
 static void s_buf_release(void *data, void *hint) {
@@ -684,6 +700,8 @@ typedef struct {
     const rl_frame_t *frames;
     int n_frames;
     unsigned char used[1 + RL_WIRE_MAX_FRAMES];
+    rl_frame_owner_t *owners;              // NULL: copy every frame
+    s_buf_t *kept[1 + RL_WIRE_MAX_FRAMES]; // frames wrapped without a copy
     char *err;
     size_t err_len;
 } s_dec_t;
@@ -1021,6 +1039,8 @@ static int s_dec_tensor(s_dec_t *d, const s_tok_t *map, const char *key, s_entry
     int64_t shape[RL_WIRE_MAX_NDIM];
     const uint8_t *src = NULL;
     size_t src_len = 0, data_at = 0;
+    int have_frame = 0;
+    int64_t frame_index = 0;
     int rc;
     for (int e = 0; e < 3; e++) {
         s_tok_t k, t;
@@ -1111,6 +1131,8 @@ static int s_dec_tensor(s_dec_t *d, const s_tok_t *map, const char *key, s_entry
                                (long long)fi);
             }
             d->used[fi] = 1;
+            have_frame = 1;
+            frame_index = fi;
             src = d->frames[fi].data;
             src_len = d->frames[fi].len;
             data_at = t.at;
@@ -1139,15 +1161,28 @@ static int s_dec_tensor(s_dec_t *d, const s_tok_t *map, const char *key, s_entry
                        "tensor \"%s\": %s needs %zu bytes of data, found %zu", key, desc, nbytes,
                        src_len);
     }
-    // copied into aligned storage: frame bytes from ZeroMQ carry no alignment promise, and an
-    // inline bin sits at any offset of frame 0
-    s_buf_t *b = s_buf_alloc(nbytes);
-    if (!b) {
-        return s_dfail(d, map->at, RL_ENOMEM, "tensor \"%s\": out of memory (%zu bytes)", key,
-                       nbytes);
+    // Copied into aligned storage (frame bytes from ZeroMQ carry no alignment promise, and an
+    // inline bin sits at any offset of frame 0), unless the caller lets us keep the frame and it
+    // happens to be aligned for the dtype: then the frame's memory becomes the tensor's.
+    s_buf_t *b = NULL;
+    int fi = (int)(have_frame ? frame_index : 0);
+    if (fi && d->owners && d->owners[fi].release && nbytes &&
+        (uintptr_t)src % rl_wire_dtype_size(dt) == 0) {
+        b = s_buf_wrap((void *)src);
+        if (b) {
+            b->release = s_release_none; // until the whole decode succeeds
+            d->kept[fi] = b;
+        }
     }
-    if (nbytes) {
-        memcpy(b->data, src, nbytes);
+    if (!b) {
+        b = s_buf_alloc(nbytes);
+        if (!b) {
+            return s_dfail(d, map->at, RL_ENOMEM, "tensor \"%s\": out of memory (%zu bytes)", key,
+                           nbytes);
+        }
+        if (nbytes) {
+            memcpy(b->data, src, nbytes);
+        }
     }
     v->kind = S_TENSOR;
     v->u.t.dt = dt;
@@ -1201,7 +1236,15 @@ static int s_dec_value(s_dec_t *d, const char *key, s_entry_t *v) {
 }
 
 int rl_msg_decode(const rl_frame_t *frames, int n, rl_msg_t **out, char *err, size_t err_len) {
+    return rl_msg_decode_owned(frames, NULL, n, out, err, err_len);
+}
+
+int rl_msg_decode_owned(const rl_frame_t *frames, rl_frame_owner_t *owners, int n, rl_msg_t **out,
+                        char *err, size_t err_len) {
     *out = NULL;
+    for (int i = 0; owners && i < n && i <= RL_WIRE_MAX_FRAMES; i++) {
+        owners[i].kept = 0;
+    }
     if (err && err_len) {
         err[0] = '\0';
     }
@@ -1218,6 +1261,7 @@ int rl_msg_decode(const rl_frame_t *frames, int n, rl_msg_t **out, char *err, si
                  .len = frames[0].len,
                  .frames = frames,
                  .n_frames = n,
+                 .owners = owners,
                  .err = err,
                  .err_len = err_len};
     int rc = s_scan_version(&d);
@@ -1349,9 +1393,16 @@ int rl_msg_decode(const rl_frame_t *frames, int n, rl_msg_t **out, char *err, si
             goto fail;
         }
     }
+    for (int i = 1; i < n; i++) { // the decode stands: kept frames are the message's now
+        if (d.kept[i]) {
+            d.kept[i]->release = owners[i].release;
+            d.kept[i]->hint = owners[i].hint;
+            owners[i].kept = 1;
+        }
+    }
     *out = m;
     return 0;
 fail:
-    rl_msg_free(&m);
+    rl_msg_free(&m); // kept frames go back through s_release_none: they stay the caller's
     return rc;
 }

@@ -131,6 +131,24 @@ int rl_msg_frame_hold(rl_msg_t *m, int i, void (**release_p)(void *data, void *h
 // RL_ENOMEM; err gets the reason. caller owns *out; free with rl_msg_free.
 int rl_msg_decode(const rl_frame_t *frames, int n, rl_msg_t **out, char *err, size_t err_len);
 
+// For a transport that owns the received frames (rl_chan_recv): who may give an extra frame's
+// memory away instead of having it copied.
+typedef struct {
+    void (*release)(void *data, void *hint); // NULL: frame i is copied
+    void *hint;
+    int kept; // out: 1 when the message took the frame
+} rl_frame_owner_t;
+
+// As rl_msg_decode, but a tensor in extra frame i whose owners[i].release is set and whose data is
+// aligned for its dtype keeps the frame's memory instead of a copy (one copy less per large
+// tensor, and no second buffer of its size). owners has n entries (owners[0] is not used). On
+// success, owners[i].kept = 1 for each frame taken: the message calls
+// owners[i].release(frames[i].data, owners[i].hint) exactly once when done with it, from
+// rl_msg_free or from whichever thread drops the last reference to it (a zero-copy send of the
+// message); the caller must not free it. On failure nothing is kept.
+int rl_msg_decode_owned(const rl_frame_t *frames, rl_frame_owner_t *owners, int n,
+                        rl_msg_t **out, char *err, size_t err_len);
+
 #ifdef __cplusplus
 }
 #endif

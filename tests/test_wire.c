@@ -323,6 +323,81 @@ done:
     free(big);
 }
 
+// rl_msg_decode_owned: an aligned frame is kept (no copy) and given back once, at free; a
+// misaligned one is copied; a failed decode keeps nothing.
+static int owned_calls = 0;
+static void owned_release(void *data, void *hint) {
+    (void)data;
+    owned_calls++;
+    free(hint);
+}
+
+static void test_owned(void) {
+    rl_msg_t *m = rl_msg_new("load_weights", 4);
+    int64_t n = 100000;
+    float *w = malloc((size_t)n * sizeof *w);
+    for (int64_t i = 0; i < n; i++) {
+        w[i] = (float)i;
+    }
+    CHECK_INT(rl_msg_set_tensor(m, "w", RL_DT_F32, 1, &n, w), 0);
+    const rl_frame_t *fr;
+    int nf;
+    CHECK_INT(rl_msg_encode(m, &fr, &nf), 0);
+    CHECK_INT(nf, 2);
+    for (int shift = 0; shift < 2; shift++) {
+        // the frame in a buffer of its own (the hint), at offset 0 (aligned) or 1 (not)
+        unsigned char *own = malloc(fr[1].len + 1);
+        memcpy(own + shift, fr[1].data, fr[1].len);
+        rl_frame_t f[2] = {fr[0], {own + shift, fr[1].len}};
+        rl_frame_owner_t ow[2] = {{NULL, NULL, 7}, {owned_release, own, 7}};
+        rl_msg_t *d = NULL;
+        char err[256];
+        owned_calls = 0;
+        CHECK_INT(rl_msg_decode_owned(f, ow, 2, &d, err, sizeof err), 0);
+        CHECK_INT(ow[0].kept, 0);
+        CHECK_INT(ow[1].kept, shift == 0);
+        int64_t got;
+        const void *p = NULL;
+        CHECK_INT(rl_msg_get_tensor(d, "w", RL_DT_F32, 1, &got, &p), 0);
+        CHECK(shift == 0 ? p == own : (p != own + shift && (uintptr_t)p % 64 == 0));
+        CHECK(p && memcmp(p, w, (size_t)n * sizeof *w) == 0);
+        CHECK_INT(owned_calls, 0);
+        rl_msg_free(&d);
+        CHECK_INT(owned_calls, shift == 0);
+        if (shift) {
+            free(own); // not kept: still ours
+        }
+    }
+    // a decode that fails keeps nothing and releases nothing
+    unsigned char *own = malloc(fr[1].len);
+    memcpy(own, fr[1].data, fr[1].len);
+    rl_frame_t f[3] = {fr[0], {own, fr[1].len}, {own, 4}};
+    rl_frame_owner_t ow[3] = {{NULL, NULL, 0}, {owned_release, own, 0}, {owned_release, own, 0}};
+    rl_msg_t *d = NULL;
+    char err[256];
+    owned_calls = 0;
+    CHECK_INT(rl_msg_decode_owned(f, ow, 3, &d, err, sizeof err), RL_EPROTO);
+    CHECK_CONTAINS(err, "frame 2 (4 bytes) is not referenced");
+    CHECK(d == NULL && ow[1].kept == 0 && ow[2].kept == 0 && owned_calls == 0);
+    // kept, then re-encoded and held by a transport: given back after the last holder
+    owned_calls = 0;
+    CHECK_INT(rl_msg_decode_owned(f, ow, 2, &d, err, sizeof err), 0);
+    CHECK_INT(ow[1].kept, 1);
+    const rl_frame_t *fr2;
+    int nf2;
+    void (*release)(void *, void *);
+    void *hint;
+    CHECK_INT(rl_msg_encode(d, &fr2, &nf2), 0);
+    CHECK(nf2 == 2 && fr2[1].data == own);
+    CHECK_INT(rl_msg_frame_hold(d, 1, &release, &hint), 0);
+    rl_msg_free(&d);
+    CHECK_INT(owned_calls, 0);
+    release(own, hint);
+    CHECK_INT(owned_calls, 1);
+    rl_msg_free(&m);
+    free(w);
+}
+
 // ---- setter and getter errors ----------------------------------------------------------------
 
 static void test_setter_errors(void) {
@@ -864,6 +939,7 @@ static void test_malformed(void) {
 int main(void) {
     test_scalars();
     test_tensors();
+    test_owned();
     test_setter_errors();
     test_getter_errors();
     test_truncations();
