@@ -1,0 +1,247 @@
+// bench_sync — weight sync over the role protocol beside raw ZeroMQ, in the same run. For N:
+//   (a) the ceiling: raw ZeroMQ, ipc loopback, N bytes as one zero-copy frame DEALER -> ROUTER,
+//       a small ack back;
+//   (b) the weight-sync message: an rl_msg holding a gifted f32 tensor of N bytes, rl_chan_send
+//       DEALER -> ROUTER, rl_chan_recv (decode + copy into aligned storage), memcpy into the
+//       destination weights, a {ok} reply back.
+// Both run round trip by round trip in one thread, each socket with its own context (as in two
+// processes). Filling the gifted buffer (malloc + memcpy of the weights: the exporter's work) is
+// timed apart and reported beside (b). N: the LoRA payload of cookbook/models/arith-base, 16 MiB
+// and 64 MiB. Each figure is the median over runs of the mean round trip of a run. Not a test:
+// it prints figures and ratios (target: (b) <= 2x (a)).
+#include "rl_bench.h"
+#include "rl_chan.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+// LoRA r=8 on all 7 projections of arith-base (hidden C=128, intermediate 384, 4 layers,
+// 4 heads / 2 kv heads of head_dim 32): each projection in->out adds A (r,in) + B (out,r).
+static size_t s_lora_floats(void) {
+    const size_t C = 128, I = 384, L = 4, NH = 4, NKV = 2, HD = 32, R = 8;
+    const size_t io[7][2] = {
+        {C, NH * HD},  // q
+        {C, NKV * HD}, // k
+        {C, NKV * HD}, // v
+        {NH * HD, C},  // o
+        {C, I},        // gate
+        {C, I},        // up
+        {I, C},        // down
+    };
+    size_t per_layer = 0;
+    for (int p = 0; p < 7; p++) {
+        per_layer += R * io[p][0] + io[p][1] * R;
+    }
+    return L * per_layer; // 4 * 19,456 = 77,824
+}
+
+static void s_noop_free(void *data, void *hint) {
+    (void)data;
+    (void)hint;
+}
+
+static void s_die(const char *what, const char *err) {
+    fprintf(stderr, "bench_sync: %s: %s\n", what, err);
+    exit(1);
+}
+
+// ---- (a) raw ZeroMQ --------------------------------------------------------------------------
+
+typedef struct {
+    void *ctx_d, *ctx_r, *dealer, *router;
+} s_raw_t;
+
+static void s_raw_open(s_raw_t *r, const char *ep) {
+    r->ctx_d = zmq_ctx_new();
+    r->ctx_r = zmq_ctx_new();
+    r->router = zmq_socket(r->ctx_r, ZMQ_ROUTER);
+    r->dealer = zmq_socket(r->ctx_d, ZMQ_DEALER);
+    zmq_setsockopt(r->dealer, ZMQ_ROUTING_ID, "raw/0", 5);
+    if (zmq_bind(r->router, ep) != 0 || zmq_connect(r->dealer, ep) != 0) {
+        s_die("raw zmq", zmq_strerror(zmq_errno()));
+    }
+}
+
+static void s_raw_close(s_raw_t *r) {
+    int zero = 0;
+    zmq_setsockopt(r->dealer, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(r->router, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_close(r->dealer);
+    zmq_close(r->router);
+    zmq_ctx_term(r->ctx_d);
+    zmq_ctx_term(r->ctx_r);
+}
+
+static void s_raw_round(s_raw_t *r, const void *src, size_t n) {
+    zmq_msg_t m;
+    zmq_msg_init_data(&m, (void *)src, n, s_noop_free, NULL);
+    if (zmq_msg_send(&m, r->dealer, 0) < 0) {
+        s_die("raw send", zmq_strerror(zmq_errno()));
+    }
+    zmq_msg_t id, body;
+    zmq_msg_init(&id);
+    zmq_msg_init(&body);
+    if (zmq_msg_recv(&id, r->router, 0) < 0 || zmq_msg_recv(&body, r->router, 0) < 0 ||
+        zmq_msg_size(&body) != n) {
+        s_die("raw recv", zmq_strerror(zmq_errno()));
+    }
+    zmq_msg_send(&id, r->router, ZMQ_SNDMORE);
+    zmq_send(r->router, "ack", 3, 0);
+    zmq_msg_close(&body);
+    char ack[8];
+    if (zmq_recv(r->dealer, ack, sizeof ack, 0) != 3) {
+        s_die("raw ack", zmq_strerror(zmq_errno()));
+    }
+}
+
+// ---- (b) the weight-sync message -------------------------------------------------------------
+
+typedef struct {
+    rl_chan_t *ctl, *actor;
+} s_sync_t;
+
+// One round trip; returns its time without the gift fill, adds the fill's time to *fill_s.
+static double s_sync_round(s_sync_t *s, const float *src, float *dst, size_t nf, double *fill_s) {
+    char err[512];
+    double t0 = rl_bench_now();
+    float *gift = malloc(nf * sizeof *gift);
+    if (!gift) {
+        s_die("sync", "out of memory");
+    }
+    memcpy(gift, src, nf * sizeof *gift);
+    double t1 = rl_bench_now();
+    *fill_s += t1 - t0;
+    rl_msg_t *m = rl_msg_new("reply", 1);
+    int64_t shape = (int64_t)nf;
+    if (!m || rl_msg_set_int(m, "version", 1) != 0 || rl_msg_set_str(m, "kind", "lora") != 0 ||
+        rl_msg_set_tensor_gift(m, "weights", RL_DT_F32, 1, &shape, gift) != 0) {
+        s_die("sync", "building the message");
+    }
+    if (rl_chan_send(s->actor, NULL, &m, err, sizeof err) != 0) {
+        s_die("sync send", err);
+    }
+    char peer[256];
+    rl_msg_t *r = NULL;
+    if (rl_chan_recv(s->ctl, 10000, &r, peer, sizeof peer, err, sizeof err) != 0) {
+        s_die("sync recv", err);
+    }
+    int64_t got;
+    const void *w;
+    if (rl_msg_get_tensor(r, "weights", RL_DT_F32, 1, &got, &w) != 0 || (size_t)got != nf) {
+        s_die("sync", rl_msg_errmsg(r));
+    }
+    memcpy(dst, w, nf * sizeof *dst);
+    rl_msg_free(&r);
+    rl_msg_t *ack = rl_msg_new("reply", 2);
+    rl_msg_set_bool(ack, "ok", 1);
+    if (rl_chan_send(s->ctl, peer, &ack, err, sizeof err) != 0) {
+        s_die("sync ack", err);
+    }
+    if (rl_chan_recv(s->actor, 10000, &r, NULL, 0, err, sizeof err) != 0) {
+        s_die("sync ack recv", err);
+    }
+    rl_msg_free(&r);
+    return rl_bench_now() - t1;
+}
+
+// ---- main ------------------------------------------------------------------------------------
+
+int main(int argc, char **argv) {
+    int runs = argc > 1 ? atoi(argv[1]) : 7;
+    if (runs < 1 || runs > 100) {
+        runs = 7;
+    }
+    char dir[] = "/tmp/rl_bench_sync.XXXXXX";
+    if (!mkdtemp(dir)) {
+        s_die("mkdtemp", "failed");
+    }
+    char ep_raw[128], ep_sync[128], err[512];
+    snprintf(ep_raw, sizeof ep_raw, "ipc://%s/raw", dir);
+    snprintf(ep_sync, sizeof ep_sync, "ipc://%s/sync", dir);
+    s_raw_t raw;
+    s_raw_open(&raw, ep_raw);
+    s_sync_t sync;
+    if (rl_chan_bind(ep_sync, &sync.ctl, err, sizeof err) != 0 ||
+        rl_chan_connect(ep_sync, "actor/0", &sync.actor, err, sizeof err) != 0) {
+        s_die("rl_chan", err);
+    }
+
+    const size_t lora = s_lora_floats();
+    const struct {
+        const char *name;
+        size_t floats;
+        int iters; // round trips per run (a run lasts ~10-100 ms)
+    } sizes[] = {
+        {"LoRA r8 arith-base", lora, 100},
+        {"16 MiB", (16u << 20) / 4, 6},
+        {"64 MiB", (64u << 20) / 4, 3},
+    };
+    printf("| payload | weight-sync message (b) | raw ZeroMQ ipc zero-copy (a) | (b)/(a) | "
+           "gift fill (malloc+memcpy, not in b) |\n|---|---|---|---|---|\n");
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        size_t nf = sizes[si].floats, n = nf * 4;
+        float *src = malloc(n), *dst = malloc(n);
+        if (!src || !dst) {
+            s_die("bench", "out of memory");
+        }
+        for (size_t i = 0; i < nf; i++) {
+            src[i] = (float)(i % 1000) * 1e-3f;
+        }
+        memset(dst, 0, n);
+        double fill = 0;
+        for (int w = 0; w < 2; w++) { // warm up both paths (allocator, connections, page cache)
+            s_raw_round(&raw, src, n);
+            s_sync_round(&sync, src, dst, nf, &fill);
+        }
+        if (memcmp(src, dst, n) != 0) {
+            s_die("sync", "the destination differs from the source");
+        }
+        double *ta = malloc((size_t)runs * sizeof *ta), *tb = malloc((size_t)runs * sizeof *tb);
+        double *tf = malloc((size_t)runs * sizeof *tf),
+               *ratio = malloc((size_t)runs * sizeof *ratio);
+        int it = sizes[si].iters;
+        for (int r = 0; r < runs; r++) { // interleaved, so both see the same machine
+            double t0 = rl_bench_now();
+            for (int i = 0; i < it; i++) {
+                s_raw_round(&raw, src, n);
+            }
+            ta[r] = (rl_bench_now() - t0) / it;
+            double sum = 0;
+            fill = 0;
+            for (int i = 0; i < it; i++) {
+                sum += s_sync_round(&sync, src, dst, nf, &fill);
+            }
+            tb[r] = sum / it;
+            tf[r] = fill / it;
+            ratio[r] = tb[r] / ta[r];
+        }
+        double a = rl_bench_median(ta, runs), b = rl_bench_median(tb, runs);
+        double f = rl_bench_median(tf, runs), q = rl_bench_median(ratio, runs);
+        printf("| %s (%zu f32, %.2f MiB) | %.3f ms (%.2f GB/s) | %.3f ms (%.2f GB/s) | %.2fx | "
+               "%.3f ms |\n",
+               sizes[si].name, nf, (double)n / (1 << 20), b * 1e3, (double)n / b / 1e9, a * 1e3,
+               (double)n / a / 1e9, q, f * 1e3);
+        fflush(stdout);
+        free(ta);
+        free(tb);
+        free(tf);
+        free(ratio);
+        free(src);
+        free(dst);
+    }
+    printf("(medians of %d runs; ratio = median of the per-run ratios; GB/s = payload bytes / "
+           "round-trip time)\n",
+           runs);
+    rl_chan_close(&sync.actor, 0);
+    rl_chan_close(&sync.ctl, 0);
+    s_raw_close(&raw);
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "bench_sync: could not remove %s\n", dir);
+    }
+    return 0;
+}
