@@ -1,9 +1,10 @@
 // rlctl run — run a recipe: checks it, opens the run folder under the rules of DESIGN.md §3
 // (refuse a folder holding a run unless --resume or --force; a lock file), writes the resolved
-// recipe.yaml, and starts the algorithm. SFT runs here (trainer/rl_sft); GRPO is refused until
-// its milestone lands.
+// recipe.yaml, and starts the algorithm: SFT in this process (trainer/rl_sft), GRPO as a
+// controller with worker processes (roles/rl_controller).
 #include "rl_cli.h"
 #include "rl_config.h"
+#include "rl_controller.h"
 #include "rl_err.h"
 #include "rl_eval.h"
 #include "rl_log.h"
@@ -117,7 +118,8 @@ static void s_help(FILE *out) {
             "  --no-tensorboard do not write the event file\n"
             "  (SIGINT/SIGTERM: finish the step, write a checkpoint, exit 1; twice: stop now)\n"
             "  -h, --help       this help\n\n"
-            "algorithms: sft (now); grpo arrives in a later milestone.\n"
+            "algorithms: sft (one process), grpo (a controller with actor, sampler and reward\n"
+            "worker processes; their logs go to <run>/logs/).\n"
             "exit status: 0 done, 2 invalid recipe or usage, 1 other failure\n");
 }
 
@@ -250,13 +252,13 @@ int rl_cmd_run(int argc, char **argv) {
         code = rc == RL_EINVAL ? RL_EXIT_USAGE : RL_EXIT_FAIL;
         goto done;
     }
-    if (r->algorithm.name == RL_RECIPE_ALGO_GRPO) {
-        fprintf(stderr, "rlctl run: %s: algorithm grpo is not available yet: GRPO arrives in a "
-                        "later milestone (this build trains algorithm sft)\n", recipe_path);
-        code = RL_EXIT_USAGE;
+    int grpo = r->algorithm.name == RL_RECIPE_ALGO_GRPO;
+    if (grpo && (rc = rl_controller_preflight(r, err, sizeof(err))) != 0) {
+        fprintf(stderr, "%s%s", err, err[0] && err[strlen(err) - 1] == '\n' ? "" : "\n");
+        code = rc == RL_EINVAL || rc == RL_EUNSUPPORTED ? RL_EXIT_USAGE : RL_EXIT_FAIL;
         goto done;
     }
-    if (r->algorithm.name != RL_RECIPE_ALGO_SFT) {
+    if (!grpo && r->algorithm.name != RL_RECIPE_ALGO_SFT) {
         fprintf(stderr, "rlctl run: %s: unsupported algorithm\n", recipe_path);
         code = RL_EXIT_USAGE;
         goto done;
@@ -303,6 +305,20 @@ int rl_cmd_run(int argc, char **argv) {
         goto done;
     }
     rl_log_info("run folder: %s", run_dir);
+    if (grpo) {
+        char rpath[4400];
+        snprintf(rpath, sizeof(rpath), "%s/recipe.yaml", run_dir);
+        rl_controller_opts_t co = {run_dir, rpath, resume, stop_at, tensorboard, &s_interrupt};
+        s_catch_signals();
+        rc = rl_controller_run(r, &co, err, sizeof(err));
+        if (rc) {
+            fprintf(stderr, "rlctl run: %s\n", err);
+            code = RL_EXIT_FAIL;
+            goto done;
+        }
+        code = RL_EXIT_OK;
+        goto done;
+    }
     s_eval_t ev;
     if ((code = s_eval_open(r, &ev)) != 0) {
         goto done;

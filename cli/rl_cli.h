@@ -28,6 +28,7 @@ int rl_cmd_generate(int argc, char **argv);
 int rl_cmd_logprobs(int argc, char **argv);
 int rl_cmd_eval(int argc, char **argv);
 int rl_cmd_traj(int argc, char **argv);
+int rl_cmd_worker(int argc, char **argv);
 
 // Returns 1 when argv[1..] holds "-h" or "--help".
 int rl_cli_wants_help(int argc, char **argv);

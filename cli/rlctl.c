@@ -13,7 +13,7 @@ typedef struct {
 
 // One line per subcommand; `rlctl --help` lists them in this order.
 static const s_command_t s_commands[] = {
-    {"run", rl_cmd_run, "train as a recipe says (sft now; grpo in a later milestone)"},
+    {"run", rl_cmd_run, "train as a recipe says (sft, grpo)"},
     {"validate", rl_cmd_validate, "check a recipe and print it with every default filled"},
     {"tokenize", rl_cmd_tokenize, "print the token ids of a text"},
     {"detokenize", rl_cmd_detokenize, "print the text of token ids"},
@@ -24,6 +24,7 @@ static const s_command_t s_commands[] = {
     {"eval", rl_cmd_eval, "sample answers for a held-out JSONL file and report accuracy"},
     {"logprobs", rl_cmd_logprobs, "per-token logprobs of a completion given a prompt"},
     {"traj", rl_cmd_traj, "list, show and export the completions a run sampled"},
+    {"worker", rl_cmd_worker, "a worker process of a run (started by rlctl run)"},
     {NULL, NULL, NULL},
 };
 

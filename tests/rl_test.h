@@ -102,18 +102,32 @@ static inline char *rl_test_read_file(const char *path, size_t *len_p) {
     if (!f) {
         return NULL;
     }
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
+    // read to EOF in chunks: /proc files report a size of 0
+    size_t n = 0, cap = 4096;
+    char *s = malloc(cap + 1);
+    while (s) {
+        size_t got = fread(s + n, 1, cap - n, f);
+        n += got;
+        if (n < cap) {
+            break;
+        }
+        char *t = realloc(s, 2 * cap + 1);
+        if (!t) {
+            free(s);
+            s = NULL;
+            break;
+        }
+        s = t;
+        cap *= 2;
+    }
+    if (s && ferror(f)) {
         free(s);
         s = NULL;
     }
     if (s) {
         s[n] = '\0';
         if (len_p) {
-            *len_p = (size_t)n;
+            *len_p = n;
         }
     }
     fclose(f);

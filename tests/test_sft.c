@@ -5,7 +5,7 @@
 //     older step-10 checkpoint (metrics lines after it are dropped), metrics and final weights
 //     byte for byte; the same for LoRA (adapter bytes);
 //   - accumulation: micro-batches 2 x 2 == one micro-batch of 4 within float tolerance;
-//   - the run folder rules (refuse, --force, lock), a NaN loss naming the step, GRPO refused.
+//   - the run folder rules (refuse, --force, lock), a NaN loss naming the step, usage errors.
 #include "rl_test.h"
 
 #include <fcntl.h>
@@ -392,14 +392,7 @@ int main(void) {
     CHECK_CONTAINS(out, "step 1: the loss is NaN");
     free(out);
 
-    // ---- 7. GRPO is refused, usage errors -----------------------------------------------------
-    snprintf(args, sizeof(args), "run %s/cookbook/grpo_lora.yaml run.dir=%s/g", RL_SOURCE_DIR,
-             s_tmp);
-    CHECK_INT(s_rlctl(args), 2);
-    out = s_out();
-    CHECK_CONTAINS(out, "later milestone");
-    free(out);
-    CHECK(!s_exists("g"));
+    // ---- 7. usage errors ------------------------------------------------------------------------
     snprintf(args, sizeof(args), "run %s/sft.yaml --resume --force", s_tmp);
     CHECK_INT(s_rlctl(args), 2);
     snprintf(args, sizeof(args), "run %s/sft.yaml optim.lr=fast run.dir=%s/x", s_tmp, s_tmp);

@@ -1,0 +1,67 @@
+// rlctl worker — a worker process of a run (roles/rl_worker.h). Started by the controller of
+// `rlctl run`; not meant to be typed by hand, but runnable by hand to debug a role.
+#include "rl_cli.h"
+#include "rl_worker.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void s_help(FILE *out) {
+    fprintf(out,
+            "usage: rlctl worker --role actor|sampler|reward --rank N --connect ENDPOINT\n"
+            "                    --recipe RUN/recipe.yaml [--threads K] [--parent PID]\n"
+            "                    [--heartbeat SECONDS]\n\n"
+            "A worker process of a run: connects to the controller's ROUTER at ENDPOINT as\n"
+            "<role>/<rank>, loads what its role needs from the resolved recipe and serves the\n"
+            "role's requests (docs/protocol.md) until told to shut down. `rlctl run` starts\n"
+            "these itself.\n");
+}
+
+int rl_cmd_worker(int argc, char **argv) {
+    if (rl_cli_wants_help(argc, argv)) {
+        s_help(stdout);
+        return RL_EXIT_OK;
+    }
+    rl_worker_opts_t o;
+    memset(&o, 0, sizeof(o));
+    o.heartbeat = 1.0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v) {
+            fprintf(stderr, "rlctl worker: %s needs a value\n", a);
+            return RL_EXIT_USAGE;
+        }
+        int bad = 0;
+        float hb;
+        if (strcmp(a, "--role") == 0) {
+            o.role = v;
+        } else if (strcmp(a, "--rank") == 0) {
+            bad = rl_cli_int("worker", a, v, 0, 1 << 20, &o.rank);
+        } else if (strcmp(a, "--connect") == 0) {
+            o.endpoint = v;
+        } else if (strcmp(a, "--recipe") == 0) {
+            o.recipe = v;
+        } else if (strcmp(a, "--threads") == 0) {
+            bad = rl_cli_int("worker", a, v, 0, 4096, &o.threads);
+        } else if (strcmp(a, "--parent") == 0) {
+            bad = rl_cli_int("worker", a, v, 0, 1 << 30, &o.parent);
+        } else if (strcmp(a, "--heartbeat") == 0) {
+            bad = rl_cli_float("worker", a, v, 1e-3, 3600, &hb);
+            o.heartbeat = hb;
+        } else {
+            fprintf(stderr, "rlctl worker: unknown option '%s' (rlctl worker --help)\n", a);
+            return RL_EXIT_USAGE;
+        }
+        if (bad) {
+            return bad;
+        }
+        i++;
+    }
+    if (!o.role || !o.endpoint || !o.recipe) {
+        s_help(stderr);
+        return RL_EXIT_USAGE;
+    }
+    return rl_worker_main(&o) == 0 ? RL_EXIT_OK : RL_EXIT_FAIL;
+}

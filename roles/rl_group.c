@@ -1,0 +1,476 @@
+// rl_group — worker processes and request/reply with timeouts (see rl_group.h).
+#include "rl_group.h"
+
+#include "rl_chan.h"
+#include "rl_err.h"
+#include "rl_log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define S_MAX_WORKERS 512
+#define S_MISSED_BEATS 10
+
+typedef struct {
+    char name[64];     // "sampler/1"
+    char log[4400];
+    pid_t pid;
+    int ready;         // said hello
+    int alive;         // not yet reaped
+    int status;        // waitpid status once reaped
+    double last_beat;  // monotonic seconds of the last message or heartbeat
+    char error[1024];  // setup error from its hello
+} s_worker_t;
+
+struct rl_group {
+    rl_chan_t *chan;
+    char endpoint[256];
+    char log_dir[4096];
+    double heartbeat;
+    s_worker_t w[S_MAX_WORKERS];
+    int n;
+    uint64_t next_id;
+};
+
+static double s_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static s_worker_t *s_find(rl_group_t *g, const char *name) {
+    for (int i = 0; i < g->n; i++) {
+        if (strcmp(g->w[i].name, name) == 0) {
+            return &g->w[i];
+        }
+    }
+    return NULL;
+}
+
+pid_t rl_group_pid(const rl_group_t *self, const char *peer) {
+    for (int i = 0; i < self->n; i++) {
+        if (strcmp(self->w[i].name, peer) == 0) {
+            return self->w[i].pid;
+        }
+    }
+    return -1;
+}
+
+// "exited with status 3" / "was killed by signal 11 (Segmentation fault)"
+static void s_describe_exit(int status, char *buf, size_t cap) {
+    if (WIFEXITED(status)) {
+        snprintf(buf, cap, "exited with status %d", WEXITSTATUS(status));
+    } else if (WIFSIGNALED(status)) {
+        snprintf(buf, cap, "was killed by signal %d (%s)", WTERMSIG(status),
+                 strsignal(WTERMSIG(status)));
+    } else {
+        snprintf(buf, cap, "stopped");
+    }
+}
+
+// Reaps exited workers; returns the first newly dead one (or NULL).
+static s_worker_t *s_reap(rl_group_t *g) {
+    s_worker_t *dead = NULL;
+    for (int i = 0; i < g->n; i++) {
+        s_worker_t *w = &g->w[i];
+        if (!w->alive) {
+            continue;
+        }
+        int st;
+        pid_t r = waitpid(w->pid, &st, WNOHANG);
+        if (r == w->pid) {
+            w->alive = 0;
+            w->status = st;
+            if (!dead) {
+                dead = w;
+            }
+        }
+    }
+    return dead;
+}
+
+static int s_dead_error(const s_worker_t *w, char *err, size_t err_len) {
+    char how[128];
+    s_describe_exit(w->status, how, sizeof(how));
+    return rl_errf(err, err_len, RL_EIO, "worker %s (pid %d) %s%s%s; its log: %s", w->name,
+                   (int)w->pid, how, w->error[0] ? ": " : "", w->error, w->log);
+}
+
+static void s_kill(s_worker_t *w) {
+    if (w->alive) {
+        kill(w->pid, SIGKILL);
+        int st;
+        if (waitpid(w->pid, &st, 0) == w->pid) {
+            w->status = st;
+        }
+        w->alive = 0;
+    }
+}
+
+int rl_group_new(const char *log_dir, double heartbeat, rl_group_t **out, char *err,
+                 size_t err_len) {
+    *out = NULL;
+    rl_group_t *g = calloc(1, sizeof(*g));
+    if (!g) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    static unsigned counter;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf(g->endpoint, sizeof(g->endpoint), "ipc://@rlctl-%d-%u-%ld", (int)getpid(),
+             counter++, (long)ts.tv_nsec);
+    snprintf(g->log_dir, sizeof(g->log_dir), "%s", log_dir);
+    g->heartbeat = heartbeat > 0 ? heartbeat : 1.0;
+    g->next_id = 1;
+    if (mkdir(log_dir, 0755) != 0 && errno != EEXIST) {
+        int e = errno;
+        free(g);
+        return rl_errf(err, err_len, e, "%s: %s", log_dir, strerror(e));
+    }
+    int rc = rl_chan_bind(g->endpoint, &g->chan, err, err_len);
+    if (rc) {
+        free(g);
+        return rc;
+    }
+    *out = g;
+    return 0;
+}
+
+int rl_group_spawn(rl_group_t *g, const char *role, int rank, const char *recipe_path,
+                   int threads, char *err, size_t err_len) {
+    if (g->n == S_MAX_WORKERS) {
+        return rl_errf(err, err_len, RL_EINVAL, "more than %d workers", S_MAX_WORKERS);
+    }
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n <= 0) {
+        return rl_errf(err, err_len, errno, "cannot find the rlctl binary: %s", strerror(errno));
+    }
+    exe[n] = '\0';
+    s_worker_t *w = &g->w[g->n];
+    memset(w, 0, sizeof(*w));
+    snprintf(w->name, sizeof(w->name), "%s/%d", role, rank);
+    snprintf(w->log, sizeof(w->log), "%s/%s-%d.log", g->log_dir, role, rank);
+    char s_rank[32], s_threads[32], s_parent[32], s_hb[32];
+    snprintf(s_rank, sizeof(s_rank), "%d", rank);
+    snprintf(s_threads, sizeof(s_threads), "%d", threads);
+    snprintf(s_parent, sizeof(s_parent), "%d", (int)getpid());
+    snprintf(s_hb, sizeof(s_hb), "%g", g->heartbeat);
+    char *argv[] = {exe, "worker", "--role", (char *)role, "--rank", s_rank, "--connect",
+                    g->endpoint, "--recipe", (char *)recipe_path, "--threads", s_threads,
+                    "--parent", s_parent, "--heartbeat", s_hb, NULL};
+    // environment: ours, with the BLAS settings of this role
+    size_t ne = 0;
+    while (environ[ne]) {
+        ne++;
+    }
+    char **envp = calloc(ne + 3, sizeof(char *));
+    if (!envp) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < ne; i++) {
+        if (strncmp(environ[i], "OPENBLAS_NUM_THREADS=", 21) != 0 &&
+            strncmp(environ[i], "OPENBLAS_THREAD_TIMEOUT=", 24) != 0) {
+            envp[k++] = environ[i];
+        }
+    }
+    char e_threads[64], e_timeout[64];
+    snprintf(e_threads, sizeof(e_threads), "OPENBLAS_NUM_THREADS=%d", threads > 0 ? threads : 0);
+    snprintf(e_timeout, sizeof(e_timeout), "OPENBLAS_THREAD_TIMEOUT=4");
+    if (threads > 0) {
+        envp[k++] = e_threads;
+    }
+    envp[k++] = e_timeout;
+    envp[k] = NULL;
+
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t at;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawnattr_init(&at);
+    posix_spawn_file_actions_addopen(&fa, 2, w->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 2, 1);
+    posix_spawnattr_setpgroup(&at, 0);
+    sigset_t def;
+    sigemptyset(&def);
+    sigaddset(&def, SIGINT);
+    sigaddset(&def, SIGTERM);
+    sigaddset(&def, SIGPIPE);
+    posix_spawnattr_setsigdefault(&at, &def);
+    sigset_t none;
+    sigemptyset(&none);
+    posix_spawnattr_setsigmask(&at, &none);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF |
+                                      POSIX_SPAWN_SETSIGMASK);
+    pid_t pid;
+    int rc = posix_spawn(&pid, exe, &fa, &at, argv, envp);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&at);
+    free(envp);
+    if (rc) {
+        return rl_errf(err, err_len, rc, "cannot start worker %s: %s", w->name, strerror(rc));
+    }
+    w->pid = pid;
+    w->alive = 1;
+    w->last_beat = s_now();
+    g->n++;
+    rl_log_debug("started %s (pid %d), log %s", w->name, (int)pid, w->log);
+    return 0;
+}
+
+// Handles one message that is not a reply we wait for: hello, heartbeats. Returns 1 when it
+// was consumed.
+static int s_bookkeep(rl_group_t *g, rl_msg_t *m, const char *peer) {
+    char name[64];
+    snprintf(name, sizeof(name), "%s", peer);
+    char *hash = strchr(name, '#');
+    if (hash) {
+        *hash = '\0';
+    }
+    s_worker_t *w = s_find(g, name);
+    if (!w) {
+        rl_log_warn("message '%s' from unknown peer '%s' dropped", rl_msg_op(m), peer);
+        return 1;
+    }
+    w->last_beat = s_now();
+    if (strcmp(rl_msg_op(m), "hb") == 0) {
+        return 1;
+    }
+    if (strcmp(rl_msg_op(m), "hello") == 0) {
+        const char *e = NULL;
+        if (rl_msg_get_str(m, "error", &e, NULL) == 0) {
+            snprintf(w->error, sizeof(w->error), "%s", e);
+        } else {
+            w->ready = 1;
+            rl_msg_t *wel = rl_msg_new("welcome", rl_msg_id(m));
+            char err[256];
+            if (wel) {
+                rl_chan_send(g->chan, w->name, &wel, err, sizeof(err));
+            }
+        }
+        return 1;
+    }
+    return 0;
+}
+
+// Checks deaths and heartbeats; returns an error for the first problem among `watch` (NULL:
+// every worker).
+static int s_check(rl_group_t *g, int n, s_worker_t *const *watch, char *err, size_t err_len) {
+    s_reap(g);
+    double now = s_now();
+    for (int i = 0; i < (watch ? n : g->n); i++) {
+        const s_worker_t *w = watch ? watch[i] : &g->w[i];
+        if (!w->alive) {
+            return s_dead_error(w, err, err_len);
+        }
+        if (now - w->last_beat > S_MISSED_BEATS * g->heartbeat) {
+            return rl_errf(err, err_len, RL_ETIMEOUT,
+                           "worker %s (pid %d) sent no heartbeat for %.0f s; its log: %s",
+                           w->name, (int)w->pid, now - w->last_beat, w->log);
+        }
+    }
+    return 0;
+}
+
+int rl_group_wait_ready(rl_group_t *g, double timeout_s, char *err, size_t err_len) {
+    double t0 = s_now();
+    for (;;) {
+        int all = 1;
+        for (int i = 0; i < g->n; i++) {
+            s_worker_t *w = &g->w[i];
+            if (w->error[0]) {
+                return rl_errf(err, err_len, RL_EINVAL, "worker %s: %s", w->name, w->error);
+            }
+            all &= w->ready;
+        }
+        if (all) {
+            return 0;
+        }
+        int rc = s_check(g, 0, NULL, err, err_len);
+        if (rc) {
+            return rc;
+        }
+        if (s_now() - t0 > timeout_s) {
+            return rl_errf(err, err_len, RL_ETIMEOUT, "workers not ready after %.0f s",
+                           timeout_s);
+        }
+        rl_msg_t *m = NULL;
+        char peer[128], e[512];
+        rc = rl_chan_recv(g->chan, 100, &m, peer, sizeof(peer), e, sizeof(e));
+        if (rc == 0) {
+            if (!s_bookkeep(g, m, peer)) {
+                rl_log_warn("unexpected '%s' from %s before it was ready", rl_msg_op(m), peer);
+            }
+            rl_msg_free(&m);
+        } else if (rc != RL_ETIMEOUT) {
+            rl_log_warn("%s", e);
+        }
+    }
+}
+
+int rl_group_call(rl_group_t *g, int n, const char *const *peers, rl_msg_t **reqs,
+                  rl_msg_t **replies, double timeout_s, int *timed_out, char *err,
+                  size_t err_len) {
+    if (timed_out) {
+        *timed_out = 0;
+    }
+    s_worker_t *ws[S_MAX_WORKERS];
+    uint64_t ids[S_MAX_WORKERS];
+    int rc = 0;
+    if (n > S_MAX_WORKERS) {
+        rc = rl_errf(err, err_len, RL_EINVAL, "too many requests at once");
+    }
+    for (int i = 0; i < n; i++) {
+        replies[i] = NULL;
+    }
+    for (int i = 0; !rc && i < n; i++) {
+        ws[i] = s_find(g, peers[i]);
+        if (!ws[i]) {
+            rc = rl_errf(err, err_len, RL_ENOTFOUND, "no worker %s", peers[i]);
+        }
+    }
+    // each request carries its own id (rl_group_next_id); the reply must repeat it
+    for (int i = 0; i < n; i++) {
+        ids[i] = reqs[i] ? rl_msg_id(reqs[i]) : 0;
+    }
+    for (int i = 0; !rc && i < n; i++) {
+        char e[512];
+        int r = rl_chan_send(g->chan, peers[i], &reqs[i], e, sizeof(e));
+        if (r) {
+            // a peer that vanished has usually died: say how, when it did (within 1 s)
+            for (int tries = 0; tries < 20 && ws[i]->alive; tries++) {
+                s_reap(g);
+                if (ws[i]->alive) {
+                    struct timespec ts = {0, 50000000};
+                    nanosleep(&ts, NULL);
+                }
+            }
+            rc = ws[i]->alive ? rl_errf(err, err_len, r, "worker %s: %s", peers[i], e)
+                              : s_dead_error(ws[i], err, err_len);
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        rl_msg_free(&reqs[i]);
+    }
+    double t0 = s_now();
+    int pending = rc ? 0 : n;
+    while (!rc && pending > 0) {
+        s_worker_t *waiting[S_MAX_WORKERS];
+        int nw = 0;
+        for (int i = 0; i < n; i++) {
+            if (!replies[i]) {
+                waiting[nw++] = ws[i];
+            }
+        }
+        if ((rc = s_check(g, nw, waiting, err, err_len)) != 0) {
+            break;
+        }
+        if (s_now() - t0 > timeout_s) {
+            for (int i = 0; i < nw; i++) {
+                s_kill(waiting[i]);
+            }
+            if (timed_out) {
+                *timed_out = 1;
+            }
+            rc = rl_errf(err, err_len, RL_ETIMEOUT,
+                         "worker %s (pid %d) did not answer within %.0f s (stopped); its log: %s",
+                         waiting[0]->name, (int)waiting[0]->pid, timeout_s, waiting[0]->log);
+            break;
+        }
+        rl_msg_t *m = NULL;
+        char peer[128], e[1024];
+        int r = rl_chan_recv(g->chan, 100, &m, peer, sizeof(peer), e, sizeof(e));
+        if (r == RL_ETIMEOUT) {
+            continue;
+        }
+        if (r) {
+            rl_log_warn("%s", e); // malformed: dropped; the request will time out if it was ours
+            continue;
+        }
+        if (s_bookkeep(g, m, peer)) {
+            rl_msg_free(&m);
+            continue;
+        }
+        int k = -1;
+        for (int i = 0; i < n; i++) {
+            if (!replies[i] && strcmp(peer, peers[i]) == 0 && rl_msg_id(m) == ids[i]) {
+                k = i;
+            }
+        }
+        if (k < 0 || strcmp(rl_msg_op(m), "reply") != 0) {
+            rl_log_warn("unexpected '%s' (id %llu) from %s dropped", rl_msg_op(m),
+                        (unsigned long long)rl_msg_id(m), peer);
+            rl_msg_free(&m);
+            continue;
+        }
+        int ok = 0;
+        if (rl_msg_get_bool(m, "ok", &ok) != 0 || !ok) {
+            const char *why = "no reason given";
+            rl_msg_get_str(m, "error", &why, NULL);
+            rc = rl_errf(err, err_len, RL_EINVAL, "worker %s: %s", peer, why);
+            rl_msg_free(&m);
+            break;
+        }
+        replies[k] = m;
+        pending--;
+    }
+    if (rc) {
+        for (int i = 0; i < n; i++) {
+            rl_msg_free(&replies[i]);
+        }
+    }
+    return rc;
+}
+
+void rl_group_destroy(rl_group_t **self_p, double timeout_s) {
+    rl_group_t *g = *self_p;
+    if (!g) {
+        return;
+    }
+    s_reap(g);
+    for (int i = 0; i < g->n; i++) {
+        s_worker_t *w = &g->w[i];
+        if (w->alive) {
+            rl_msg_t *m = rl_msg_new("shutdown", g->next_id++);
+            char e[256];
+            if (m) {
+                rl_chan_send(g->chan, w->name, &m, e, sizeof(e));
+            }
+        }
+    }
+    double t0 = s_now();
+    for (;;) {
+        s_reap(g);
+        int alive = 0;
+        for (int i = 0; i < g->n; i++) {
+            alive += g->w[i].alive;
+        }
+        if (!alive || s_now() - t0 > timeout_s) {
+            break;
+        }
+        rl_msg_t *m = NULL;
+        char peer[128], e[256];
+        if (rl_chan_recv(g->chan, 50, &m, peer, sizeof(peer), e, sizeof(e)) == 0) {
+            rl_msg_free(&m);
+        }
+    }
+    for (int i = 0; i < g->n; i++) {
+        s_kill(&g->w[i]);
+    }
+    rl_chan_close(&g->chan, 0);
+    free(g);
+    *self_p = NULL;
+}
+
+uint64_t rl_group_next_id(rl_group_t *self) { return self->next_id++; }

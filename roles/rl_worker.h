@@ -1,0 +1,38 @@
+// rl_worker — the worker processes of a run (DESIGN.md §2). The controller spawns
+// `rlctl worker --role R --rank N --connect EP --recipe RUN/recipe.yaml --threads K --parent PID`
+// (posix_spawn: a fresh process with its own ZeroMQ context); the worker connects a DEALER named
+// "R/N", says hello, starts its heartbeat thread and serves the verbs of docs/protocol.md until
+// `shutdown`:
+//   actor:   logprobs, train, export_weights, save, load   (holds an rl_policy; the reference
+//            is the same policy with adapters disabled)
+//   sampler: load_weights, generate                        (holds an rl_model + rl_sampler)
+//   reward:  score                                          (holds every reward of the recipe)
+// Every failure of a request is answered (ok = false, error = what and where) rather than ending
+// the process. The worker dies with its controller (PR_SET_PDEATHSIG), ignores the terminal's
+// SIGINT (the controller decides when to stop), and writes its log to stderr, which the
+// controller points at <run>/logs/<role>-<rank>.log.
+#ifndef RL_WORKER_H
+#define RL_WORKER_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    const char *role;     // "actor", "sampler", "reward"
+    int rank;
+    const char *endpoint; // the controller's ROUTER
+    const char *recipe;   // the resolved recipe (the run's recipe.yaml)
+    int threads;          // compute threads (0 = all cores)
+    int parent;           // the controller's pid (0: do not watch)
+    double heartbeat;     // seconds between heartbeats
+} rl_worker_opts_t;
+
+// Runs the worker until shutdown (returns 0) or a fatal error (returns non-zero after logging
+// it: cannot connect, the recipe or model does not load, the controller refused the hello).
+int rl_worker_main(const rl_worker_opts_t *opts);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,7 @@
+# roles/: `rlctl run` of GRPO end to end (controller + actor, sampler and reward workers), with
+# the reward test plugins for the failure cases.
+rl_add_test(NAME roles.grpo_run SOURCES test_grpo_run.c LIBS rl_rollout rl_core
+            LABELS integration TIMEOUT 600)
+target_compile_definitions(test_roles_grpo_run PRIVATE
+  RL_TEST_PLUGIN_DIR="$<TARGET_FILE_DIR:rl_test_plugin_ok>")
+add_dependencies(test_roles_grpo_run rlctl ${rl_plugin_targets})

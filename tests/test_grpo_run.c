@@ -1,0 +1,570 @@
+// test_grpo_run — `rlctl run` of GRPO end to end: a controller with actor, sampler and reward
+// worker processes on the shipped arith base model (0.8M parameters), a few small steps:
+//   1. a run writes the run folder of DESIGN.md §3: metrics with TRL's names at every step,
+//      evaluation before/every N/at the end, the TensorBoard file, every step's records in
+//      trajectories.lmdb (read back through rl_traj), checkpoints and a PEFT-shaped final/;
+//      sampler and trainer logprobs agree (the gap metric);
+//   2. resume is exact: 4 steps in one go == --stop-at 2 + --resume (metrics, adapter bytes,
+//      trajectory records);
+//   3. Ctrl-C (SIGINT) stops after the step with a checkpoint, leaves no worker, and resumes;
+//      SIGKILL of the controller leaves no orphan worker;
+//   4. bad input is refused before any worker starts and before the run folder is touched;
+//   5. a reward plugin that crashes, hangs or fails, and a sampler that dies, stop the run with
+//      the culprit named and a resumable checkpoint of the last finished step.
+#include "rl_test.h"
+#include "rl_traj.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static char s_tmp[] = "/tmp/rl_test_grpo_XXXXXX";
+static char s_cmd[16384];
+
+// Runs rlctl with args; stdout+stderr into <tmp>/out.txt. Returns the exit status.
+static int s_rlctl(const char *args) {
+    snprintf(s_cmd, sizeof(s_cmd), "%s/rlctl %s > %s/out.txt 2>&1", RL_BINARY_DIR, args, s_tmp);
+    int st = system(s_cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static char *s_out(void) {
+    char p[600];
+    snprintf(p, sizeof(p), "%s/out.txt", s_tmp);
+    return rl_test_read_file(p, NULL);
+}
+
+static int s_exists(const char *rel) {
+    char p[1400];
+    snprintf(p, sizeof(p), "%s/%s", s_tmp, rel);
+    return access(p, F_OK) == 0;
+}
+
+// A small GRPO recipe on the cookbook's arith task; `extra` appends sections or keys.
+static void s_recipe(const char *name, const char *rewards, const char *extra) {
+    char p[600];
+    snprintf(p, sizeof(p), "%s/%s", s_tmp, name);
+    FILE *f = fopen(p, "w");
+    if (!f) {
+        return;
+    }
+    fprintf(f,
+            "run: {name: g, seed: 7}\n"
+            "model: {path: %s/cookbook/models/arith-base}\n"
+            "lora: {enabled: true, r: 4, alpha: 8, target_modules: [q_proj, v_proj, up_proj]}\n"
+            "data: {train: %s/cookbook/data/arith/train.jsonl, "
+            "eval: %s/cookbook/data/arith/eval.jsonl, format: prompt, answer_field: answer, "
+            "max_prompt_length: 16}\n"
+            "algorithm: {name: grpo, num_generations: 4, beta: 0.04, loss_agg: token_mean}\n"
+            "sampling: {temperature: 1.0, max_new_tokens: 40}\n"
+            "rewards:\n%s"
+            "optim: {lr: 1.0e-3, warmup_steps: 1}\n"
+            "train: {steps: 4, batch_size: 4, micro_batch_size: 8, eval_every: 2, "
+            "eval_samples: 16, save_every: 2, keep_checkpoints: 3}\n"
+            "roles: {samplers: 2, actor_threads: 1, sampler_threads: 1, reward_timeout: 3}\n%s",
+            RL_SOURCE_DIR, RL_SOURCE_DIR, RL_SOURCE_DIR,
+            rewards ? rewards : "  - {name: correct, builtin: math_answer}\n",
+            extra ? extra : "");
+    fclose(f);
+}
+
+// The metrics of a run without "time" and "timing/*" (they differ run to run).
+static json_t *s_metrics(const char *run) {
+    char p[600];
+    snprintf(p, sizeof(p), "%s/%s/metrics.jsonl", s_tmp, run);
+    char *txt = rl_test_read_file(p, NULL);
+    json_t *arr = json_array();
+    if (!txt) {
+        return arr;
+    }
+    for (char *line = strtok(txt, "\n"); line; line = strtok(NULL, "\n")) {
+        json_t *o = json_loads(line, 0, NULL);
+        if (!o) {
+            CHECK_MSG(0, "bad metrics line: %s", line);
+            continue;
+        }
+        json_object_del(o, "time");
+        const char *k;
+        json_t *v;
+        void *tmp;
+        json_object_foreach_safe(o, tmp, k, v) {
+            if (strncmp(k, "timing/", 7) == 0 || strcmp(k, "tokens_per_second") == 0) {
+                json_object_del(o, k);
+            }
+        }
+        json_array_append_new(arr, o);
+    }
+    free(txt);
+    return arr;
+}
+
+static int s_files_equal(const char *a, const char *b) {
+    char pa[600], pb[600];
+    size_t na = 0, nb = 0;
+    snprintf(pa, sizeof(pa), "%s/%s", s_tmp, a);
+    snprintf(pb, sizeof(pb), "%s/%s", s_tmp, b);
+    char *x = rl_test_read_file(pa, &na), *y = rl_test_read_file(pb, &nb);
+    int eq = x && y && na == nb && memcmp(x, y, na) == 0;
+    free(x);
+    free(y);
+    return eq;
+}
+
+// ---- processes -----------------------------------------------------------------------------
+
+static void s_nap(void) {
+    struct timespec ts = {0, 50000000};
+    nanosleep(&ts, NULL);
+}
+
+static pid_t s_spawn(const char *args) {
+    snprintf(s_cmd, sizeof(s_cmd), "exec %s/rlctl %s > %s/bg.txt 2>&1", RL_BINARY_DIR, args,
+             s_tmp);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", s_cmd, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+// Children of `pid` (from /proc/<pid>/task/*/children). Returns their count (at most cap).
+static int s_children(pid_t pid, pid_t *out, int cap) {
+    char p[128];
+    snprintf(p, sizeof(p), "/proc/%d/task/%d/children", (int)pid, (int)pid);
+    char *txt = rl_test_read_file(p, NULL);
+    int n = 0;
+    for (char *t = txt ? strtok(txt, " \n") : NULL; t && n < cap; t = strtok(NULL, " \n")) {
+        out[n++] = (pid_t)atoi(t);
+    }
+    free(txt);
+    return n;
+}
+
+// 1 when the process is gone (or a zombie nobody reaps).
+static int s_gone(pid_t pid) {
+    char p[128];
+    snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
+    char *txt = rl_test_read_file(p, NULL);
+    if (!txt) {
+        return 1;
+    }
+    char *rp = strrchr(txt, ')');
+    int zombie = rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
+    free(txt);
+    return zombie;
+}
+
+static int s_all_gone(const pid_t *p, int n, double timeout_s) {
+    for (int tries = 0; tries < (int)(timeout_s * 20); tries++) {
+        int all = 1;
+        for (int i = 0; i < n; i++) {
+            all &= s_gone(p[i]);
+        }
+        if (all) {
+            return 1;
+        }
+        s_nap();
+    }
+    return 0;
+}
+
+// Waits until <run>/metrics.jsonl has a line for step >= `step`.
+static int s_wait_step(const char *run, int step, double timeout_s) {
+    char p[600], key[64];
+    snprintf(p, sizeof(p), "%s/%s/metrics.jsonl", s_tmp, run);
+    snprintf(key, sizeof(key), "{\"step\":%d,", step);
+    for (int tries = 0; tries < (int)(timeout_s * 20); tries++) {
+        char *txt = rl_test_read_file(p, NULL);
+        int ok = txt && (strstr(txt, key) != NULL);
+        free(txt);
+        if (ok) {
+            return 1;
+        }
+        s_nap();
+    }
+    return 0;
+}
+
+static int s_wait_exit(pid_t pid, double timeout_s) {
+    for (int tries = 0; tries < (int)(timeout_s * 20); tries++) {
+        int st;
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid) {
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        }
+        s_nap();
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return -1;
+}
+
+// The newest step-<N> under <run>/checkpoints with a DONE marker, or -1.
+static int s_latest_checkpoint(const char *run) {
+    char p[600];
+    snprintf(p, sizeof(p), "%s/%s/checkpoints", s_tmp, run);
+    DIR *d = opendir(p);
+    int best = -1;
+    for (struct dirent *e = d ? readdir(d) : NULL; e; e = readdir(d)) {
+        int n;
+        char done[900];
+        if (sscanf(e->d_name, "step-%d", &n) == 1) {
+            snprintf(done, sizeof(done), "%s/%s/DONE", p, e->d_name);
+            if (access(done, F_OK) == 0 && n > best) {
+                best = n;
+            }
+        }
+    }
+    if (d) {
+        closedir(d);
+    }
+    return best;
+}
+
+// ---- 1. a run and its folder ----------------------------------------------------------------
+
+static void s_check_store(const char *run, int steps, int per_step) {
+    char p[600], err[512];
+    snprintf(p, sizeof(p), "%s/%s/trajectories.lmdb", s_tmp, run);
+    rl_traj_t *t = NULL;
+    CHECK_INT(rl_traj_open(p, RL_TRAJ_READONLY, &t, err, sizeof(err)), 0);
+    if (!t) {
+        fprintf(stderr, "%s\n", err);
+        return;
+    }
+    CHECK_INT((int)rl_traj_last_step(t), steps);
+    double worst_gap = 0;
+    for (int s = 1; s <= steps; s++) {
+        rl_traj_record_t *recs = NULL;
+        int n = 0;
+        CHECK_INT(rl_traj_read_step(t, (uint64_t)s, &recs, &n, err, sizeof(err)), 0);
+        CHECK_INT(n, per_step);
+        for (int i = 0; i < n; i++) {
+            rl_traj_record_t *r = &recs[i];
+            CHECK_INT((int)r->step, s);
+            CHECK_INT((int)r->policy_version, s - 1);
+            CHECK_INT((int)r->prompt_index, i / 4);
+            CHECK_INT((int)r->sample_index, i % 4);
+            CHECK(r->n_prompt > 0 && r->n_completion > 0 && r->n_completion <= 40);
+            CHECK(r->old_logprobs != NULL && r->ref_logprobs != NULL);
+            CHECK(r->reward == 0.0 || r->reward == 1.0);
+            CHECK_INT(r->n_rewards, 1);
+            for (int k = 0; r->old_logprobs && k < r->n_completion; k++) {
+                double g = fabs((double)r->old_logprobs[k] - (double)r->sampler_logprobs[k]);
+                worst_gap = g > worst_gap ? g : worst_gap;
+                CHECK(r->sampler_logprobs[k] <= 0.0f);
+            }
+        }
+        // GRPO advantages of a group sum to zero
+        for (int g = 0; g + 4 <= n; g += 4) {
+            double sum = 0;
+            for (int i = 0; i < 4; i++) {
+                sum += recs[g + i].advantage;
+            }
+            CHECK_CLOSE(sum, 0.0, 1e-9);
+        }
+        rl_traj_records_free(&recs, n);
+    }
+    // the sampler's and the trainer's logprobs are the same numbers up to float noise
+    CHECK_MSG(worst_gap < 1e-4, "worst |logπ_old - logμ| %g", worst_gap);
+    rl_traj_close(&t);
+}
+
+static void s_check_run(const char *run) {
+    static const char *const files[] = {"recipe.yaml", "metrics.jsonl", "trajectories.lmdb",
+                                        "checkpoints/step-2/DONE",
+                                        "checkpoints/step-2/adapter/adapter_model.safetensors",
+                                        "checkpoints/step-2/optimizer.bin",
+                                        "final/adapter_config.json",
+                                        "final/adapter_model.safetensors", "logs/actor-0.log",
+                                        "logs/sampler-1.log", "logs/reward-0.log", NULL};
+    char rel[600];
+    for (int i = 0; files[i]; i++) {
+        snprintf(rel, sizeof(rel), "%s/%s", run, files[i]);
+        CHECK_MSG(s_exists(rel), "missing %s", rel);
+    }
+    // a TensorBoard event file
+    snprintf(rel, sizeof(rel), "%s/%s", s_tmp, run);
+    DIR *d = opendir(rel);
+    int events = 0;
+    for (struct dirent *e = d ? readdir(d) : NULL; e; e = readdir(d)) {
+        events += strncmp(e->d_name, "events.out.tfevents.", 20) == 0;
+    }
+    if (d) {
+        closedir(d);
+    }
+    CHECK_INT(events, 1);
+    // metrics: step 0 (the evaluation before training), then every step
+    json_t *m = s_metrics(run);
+    CHECK_INT((int)json_array_size(m), 5);
+    static const char *const names[] = {
+        "reward", "reward_std", "rewards/correct/mean", "frac_reward_zero_std",
+        "completions/mean_length", "completions/clipped_ratio", "kl", "entropy",
+        "clip_ratio/low_mean", "clip_ratio/high_mean", "loss", "grad_norm", "learning_rate",
+        "num_tokens", "sampler/logprob_gap", NULL};
+    for (size_t i = 0; i < json_array_size(m); i++) {
+        json_t *o = json_array_get(m, i);
+        CHECK_INT((int)json_integer_value(json_object_get(o, "step")), (int)i);
+        int evals = i == 0 || i == 2 || i == 4;
+        CHECK_MSG((json_object_get(o, "eval/accuracy") != NULL) == evals,
+                  "step %zu: eval/accuracy %s", i, evals ? "missing" : "unexpected");
+        CHECK(!evals || json_object_get(o, "eval/accuracy_greedy"));
+        for (int k = 0; i > 0 && names[k]; k++) {
+            CHECK_MSG(json_is_number(json_object_get(o, names[k])), "step %zu: no %s", i,
+                      names[k]);
+        }
+        if (i > 0) {
+            double gap = json_number_value(json_object_get(o, "sampler/logprob_gap"));
+            CHECK_MSG(gap < 1e-5, "step %zu: sampler/logprob_gap %g", i, gap);
+            double kl = json_number_value(json_object_get(o, "kl"));
+            CHECK_MSG(i > 1 || fabs(kl) < 1e-6, "step 1: kl %g (the policy is the reference)",
+                      kl);
+        }
+    }
+    json_decref(m);
+    // the raw file keeps the timings of every phase
+    snprintf(rel, sizeof(rel), "%s/%s/metrics.jsonl", s_tmp, run);
+    char *txt = rl_test_read_file(rel, NULL);
+    static const char *const phases[] = {"timing/generate", "timing/reward", "timing/reference",
+                                         "timing/train", "timing/sync", "timing/store", NULL};
+    for (int k = 0; txt && phases[k]; k++) {
+        CHECK_CONTAINS(txt, phases[k]);
+    }
+    free(txt);
+    // final/ is a PEFT adapter of the recipe's targets
+    snprintf(rel, sizeof(rel), "%s/%s/final/adapter_config.json", s_tmp, run);
+    json_t *cfg = json_load_file(rel, 0, NULL);
+    CHECK_STR(json_string_value(json_object_get(cfg, "peft_type")), "LORA");
+    CHECK_INT((int)json_integer_value(json_object_get(cfg, "r")), 4);
+    json_decref(cfg);
+    snprintf(rel, sizeof(rel), "%s/%s/final/adapter_model.safetensors", s_tmp, run);
+    size_t n = 0;
+    char *st = rl_test_read_file(rel, &n);
+    CHECK(st && n > 8);
+    if (st && n > 8) {
+        uint64_t h;
+        memcpy(&h, st, 8);
+        char *hdr = strndup(st + 8, (size_t)h);
+        CHECK_CONTAINS(hdr, "base_model.model.model.layers.3.mlp.up_proj.lora_B.weight");
+        CHECK_CONTAINS(hdr, "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight");
+        CHECK(strstr(hdr, "k_proj") == NULL);
+        free(hdr);
+    }
+    free(st);
+    s_check_store(run, 4, 16);
+}
+
+int main(void) {
+    RL_TEST_ASSERT_FILE(mkdtemp(s_tmp), "a temporary directory");
+    char args[8192];
+    char *out;
+    s_recipe("g.yaml", NULL, NULL);
+
+    // ---- 1. a run ---------------------------------------------------------------------------
+    snprintf(args, sizeof(args), "run %s/g.yaml run.dir=%s/a", s_tmp, s_tmp);
+    CHECK_INT(s_rlctl(args), 0);
+    out = s_out();
+    CHECK_CONTAINS(out, "eval/accuracy ");
+    CHECK_CONTAINS(out, "eval/accuracy_greedy ");
+    CHECK_CONTAINS(out, "step 4/4");
+    if (rl_test_failed) {
+        fprintf(stderr, "%s\n", out ? out : "(no output)");
+    }
+    free(out);
+    s_check_run("a");
+    snprintf(args, sizeof(args), "traj ls %s/a", s_tmp);
+    CHECK_INT(s_rlctl(args), 0);
+
+    // ---- 2. resume is exact ---------------------------------------------------------------
+    snprintf(args, sizeof(args), "run %s/g.yaml run.dir=%s/b --stop-at 2", s_tmp, s_tmp);
+    CHECK_INT(s_rlctl(args), 1);
+    out = s_out();
+    CHECK_CONTAINS(out, "after step 2");
+    free(out);
+    snprintf(args, sizeof(args), "run %s/g.yaml run.dir=%s/b --resume", s_tmp, s_tmp);
+    CHECK_INT(s_rlctl(args), 0);
+    json_t *ma = s_metrics("a"), *mb = s_metrics("b");
+    CHECK_MSG(json_equal(ma, mb), "metrics of 4 steps differ from 2 + resume 2");
+    if (!json_equal(ma, mb)) {
+        char *x = json_dumps(ma, JSON_COMPACT), *y = json_dumps(mb, JSON_COMPACT);
+        fprintf(stderr, "one go: %s\nresumed: %s\n", x, y);
+        free(x);
+        free(y);
+    }
+    json_decref(ma);
+    json_decref(mb);
+    CHECK_MSG(s_files_equal("a/final/adapter_model.safetensors",
+                            "b/final/adapter_model.safetensors"),
+              "final adapters differ");
+    s_check_store("b", 4, 16);
+
+    // ---- 3. signals ------------------------------------------------------------------------
+    // Ctrl-C: the step finishes, a checkpoint is written, no worker is left; --resume goes on
+    snprintf(args, sizeof(args), "run %s/g.yaml run.dir=%s/c train.steps=100000", s_tmp, s_tmp);
+    pid_t pid = s_spawn(args);
+    CHECK(s_wait_step("c", 2, 60));
+    pid_t kids[64];
+    int nk = s_children(pid, kids, 64);
+    CHECK_INT(nk, 4); // actor, reward, 2 samplers
+    kill(pid, SIGINT);
+    CHECK_INT(s_wait_exit(pid, 60), 1);
+    CHECK_MSG(s_all_gone(kids, nk, 5), "a worker outlived the controller after SIGINT");
+    char bg[600];
+    snprintf(bg, sizeof(bg), "%s/bg.txt", s_tmp);
+    out = rl_test_read_file(bg, NULL);
+    CHECK_CONTAINS(out, "interrupted after step");
+    CHECK_CONTAINS(out, "--resume");
+    free(out);
+    int last = s_latest_checkpoint("c");
+    CHECK(last >= 2);
+    snprintf(args, sizeof(args), "run %s/g.yaml run.dir=%s/c --resume train.steps=100000 "
+             "--stop-at %d", s_tmp, s_tmp, last + 1);
+    CHECK_INT(s_rlctl(args), 1);
+    out = s_out();
+    char want[128];
+    snprintf(want, sizeof(want), "at step %d", last);
+    CHECK_CONTAINS(out, want);
+    snprintf(want, sizeof(want), "stopped after step %d", last + 1);
+    CHECK_CONTAINS(out, want);
+    free(out);
+
+    // SIGKILL of the controller: the workers die with it
+    snprintf(args, sizeof(args), "run %s/g.yaml run.dir=%s/k train.steps=100000", s_tmp, s_tmp);
+    pid = s_spawn(args);
+    CHECK(s_wait_step("k", 1, 60));
+    nk = s_children(pid, kids, 64);
+    CHECK_INT(nk, 4);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    CHECK_MSG(s_all_gone(kids, nk, 5), "orphan workers after SIGKILL of the controller");
+
+    // ---- 4. bad input: refused before any worker starts, nothing written ----------------------
+    snprintf(args, sizeof(args), "run %s/g.yaml run.dir=%s/a", s_tmp, s_tmp);
+    CHECK_INT(s_rlctl(args), 2);
+    out = s_out();
+    CHECK_CONTAINS(out, "already holds a run");
+    free(out);
+    snprintf(args, sizeof(args), "run %s/g.yaml run.dir=%s/x model.path=%s/nope", s_tmp, s_tmp,
+             s_tmp);
+    CHECK_INT(s_rlctl(args), 2);
+    out = s_out();
+    CHECK_CONTAINS(out, "model.path");
+    free(out);
+    snprintf(args, sizeof(args), "run %s/g.yaml run.dir=%s/x data.train=%s/nope.jsonl", s_tmp,
+             s_tmp, s_tmp);
+    CHECK_INT(s_rlctl(args), 2);
+    out = s_out();
+    CHECK_CONTAINS(out, "data.train");
+    free(out);
+    char rows[600];
+    snprintf(rows, sizeof(rows), "%s/q.jsonl", s_tmp);
+    FILE *f = fopen(rows, "w");
+    if (f) {
+        fputs("{\"prompt\": \"1+1=\", \"answer\": \"2\"}\n{\"question\": \"2+2=\"}\n", f);
+        fclose(f);
+    }
+    snprintf(args, sizeof(args), "run %s/g.yaml run.dir=%s/x data.train=%s", s_tmp, s_tmp, rows);
+    CHECK_INT(s_rlctl(args), 2);
+    out = s_out();
+    CHECK_CONTAINS(out, "q.jsonl:2: no field 'prompt'");
+    free(out);
+    s_recipe("np.yaml", "  - {name: x, plugin: " RL_TEST_PLUGIN_DIR "/not_a_plugin.so}\n", NULL);
+    snprintf(args, sizeof(args), "run %s/np.yaml run.dir=%s/x", s_tmp, s_tmp);
+    CHECK_INT(s_rlctl(args), 2);
+    out = s_out();
+    CHECK_CONTAINS(out, "not_a_plugin.so");
+    CHECK_CONTAINS(out, "rewards[0].plugin");
+    free(out);
+    s_recipe("wa.yaml", "  - {name: x, plugin: " RL_TEST_PLUGIN_DIR "/wrong_abi.so}\n", NULL);
+    snprintf(args, sizeof(args), "run %s/wa.yaml run.dir=%s/x", s_tmp, s_tmp);
+    CHECK_INT(s_rlctl(args), 2);
+    out = s_out();
+    CHECK_CONTAINS(out, "wrong_abi.so");
+    free(out);
+    CHECK_MSG(!s_exists("x"), "a refused run created its folder");
+
+    // ---- 5. failures during a run --------------------------------------------------------------
+    // a plugin that crashes on step 3's batch: the run stops naming it, with step 2 resumable
+    s_recipe("crash.yaml",
+             "  - {name: correct, builtin: math_answer}\n"
+             "  - {name: boom, plugin: " RL_TEST_PLUGIN_DIR "/crash.so, config: {after: 2}}\n",
+             NULL);
+    snprintf(args, sizeof(args), "run %s/crash.yaml run.dir=%s/rc train.save_every=0", s_tmp,
+             s_tmp);
+    CHECK_INT(s_rlctl(args), 1);
+    out = s_out();
+    CHECK_CONTAINS(out, "reward 'boom'");
+    CHECK_CONTAINS(out, "crash.so");
+    CHECK_CONTAINS(out, "signal 11");
+    CHECK_CONTAINS(out, "checkpoint of step 2 written");
+    free(out);
+    CHECK(s_exists("rc/checkpoints/step-2/DONE"));
+    // a plugin that hangs: roles.reward_timeout (3 s) ends it
+    s_recipe("hang.yaml",
+             "  - {name: correct, builtin: math_answer}\n"
+             "  - {name: slow, plugin: " RL_TEST_PLUGIN_DIR "/hang.so, config: {after: 1}}\n",
+             NULL);
+    snprintf(args, sizeof(args), "run %s/hang.yaml run.dir=%s/rh", s_tmp, s_tmp);
+    CHECK_INT(s_rlctl(args), 1);
+    out = s_out();
+    CHECK_CONTAINS(out, "reward 'slow'");
+    CHECK_CONTAINS(out, "reward_timeout");
+    CHECK_CONTAINS(out, "checkpoint of step 1 written");
+    free(out);
+    // a plugin that returns an error: its message is shown
+    s_recipe("err.yaml",
+             "  - {name: correct, builtin: math_answer}\n"
+             "  - {name: flaky, plugin: " RL_TEST_PLUGIN_DIR "/score_error.so}\n",
+             NULL);
+    snprintf(args, sizeof(args), "run %s/err.yaml run.dir=%s/re", s_tmp, s_tmp);
+    CHECK_INT(s_rlctl(args), 1);
+    out = s_out();
+    CHECK_CONTAINS(out, "reward 'flaky'");
+    CHECK_CONTAINS(out, "backend unavailable");
+    free(out);
+    // a sampler killed mid-run: named, with a checkpoint of the last finished step
+    snprintf(args, sizeof(args), "run %s/g.yaml run.dir=%s/d train.steps=100000", s_tmp, s_tmp);
+    pid = s_spawn(args);
+    CHECK(s_wait_step("d", 2, 60));
+    nk = s_children(pid, kids, 64);
+    pid_t victim = 0;
+    for (int i = 0; i < nk; i++) {
+        char p[128];
+        snprintf(p, sizeof(p), "/proc/%d/cmdline", (int)kids[i]);
+        size_t len = 0;
+        char *cl = rl_test_read_file(p, &len);
+        for (size_t j = 0; cl && j + 1 < len; j++) {
+            cl[j] = cl[j] ? cl[j] : ' ';
+        }
+        if (cl && strstr(cl, "--role sampler --rank 1")) {
+            victim = kids[i];
+        }
+        free(cl);
+    }
+    CHECK(victim > 0);
+    if (victim > 0) {
+        kill(victim, SIGKILL);
+    }
+    CHECK_INT(s_wait_exit(pid, 60), 1);
+    out = rl_test_read_file(bg, NULL);
+    CHECK_CONTAINS(out, "worker sampler/1");
+    CHECK_CONTAINS(out, "killed by signal 9");
+    CHECK_CONTAINS(out, "; continue with rlctl run --resume");
+    free(out);
+    CHECK_MSG(s_all_gone(kids, nk, 5), "workers left after a failed run");
+
+    snprintf(s_cmd, sizeof(s_cmd), "rm -rf '%s'", s_tmp);
+    if (!rl_test_failed && system(s_cmd) != 0) {
+        fprintf(stderr, "warning: could not remove %s\n", s_tmp);
+    }
+    RL_TEST_DONE();
+}
