@@ -253,7 +253,8 @@ int rl_cmd_run(int argc, char **argv) {
         goto done;
     }
     int grpo = r->algorithm.name == RL_RECIPE_ALGO_GRPO;
-    if (grpo && (rc = rl_controller_preflight(r, err, sizeof(err))) != 0) {
+    if (grpo && ((rc = rl_cli_check_model(r, err, sizeof(err))) != 0 ||
+                 (rc = rl_controller_preflight(r, err, sizeof(err))) != 0)) {
         fprintf(stderr, "%s%s", err, err[0] && err[strlen(err) - 1] == '\n' ? "" : "\n");
         code = rc == RL_EINVAL || rc == RL_EUNSUPPORTED ? RL_EXIT_USAGE : RL_EXIT_FAIL;
         goto done;

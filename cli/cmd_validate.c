@@ -2,6 +2,7 @@
 // every error and exit 2. Also prints the key reference (--keys) that docs/recipe.md embeds.
 #include "rl_cli.h"
 #include "rl_config.h"
+#include "rl_controller.h"
 #include "rl_err.h"
 #include "rl_hf.h"
 #include "rl_safetensors.h"
@@ -84,42 +85,6 @@ static void s_keys(FILE *out) {
     }
 }
 
-// The recipe loader only checks that model.path holds a config.json; here the folder is read
-// as `run` will read it: config.json (and generation_config.json) parse, the weights match the
-// tensors the config implies, and the tokenizer loads and fits in the model's vocabulary. A
-// problem is reported at the recipe line that named the folder or the tokenizer.
-static int s_check_model(const rl_recipe_t *r, char *err, size_t err_len) {
-    char msg[2048];
-    rl_hf_config_t cfg;
-    rl_st_model_t *weights = NULL;
-    rl_tokenizer_t *tok = NULL;
-    int rc = rl_hf_config_load(r->model.path, &cfg, msg, sizeof msg);
-    if (rc != 0) {
-        return rl_recipe_errorf(r, "model.path", err, err_len, RL_EINVAL, "%s", msg);
-    }
-    weights = rl_st_model_open(r->model.path, msg, sizeof msg);
-    if (!weights) {
-        return rl_recipe_errorf(r, "model.path", err, err_len, RL_EINVAL, "%s", msg);
-    }
-    rc = rl_hf_check_weights(&cfg, weights, msg, sizeof msg);
-    rl_st_model_destroy(&weights);
-    if (rc != 0) {
-        return rl_recipe_errorf(r, "model.path", err, err_len, RL_EINVAL, "%s", msg);
-    }
-    tok = rl_tokenizer_new(r->model.tokenizer, msg, sizeof msg);
-    if (!tok) {
-        return rl_recipe_errorf(r, "model.tokenizer", err, err_len, RL_EINVAL, "%s", msg);
-    }
-    int32_t tv = rl_tokenizer_vocab_size(tok);
-    rl_tokenizer_destroy(&tok);
-    if (tv > cfg.vocab_size) {
-        return rl_recipe_errorf(r, "model.tokenizer", err, err_len, RL_EINVAL,
-                                "the tokenizer has %d tokens but the model's vocab_size is %d",
-                                (int)tv, cfg.vocab_size);
-    }
-    return 0;
-}
-
 int rl_cmd_validate(int argc, char **argv) {
     if (rl_cli_wants_help(argc, argv)) {
         s_help(stdout);
@@ -168,7 +133,12 @@ int rl_cmd_validate(int argc, char **argv) {
     }
     int rc = rl_recipe_load_file(path, ovr, n_ovr, flags, &r, err, err_len);
     if (rc == 0 && !(flags & RL_RECIPE_NO_FILE_CHECKS)) {
-        rc = s_check_model(r, err, err_len);
+        rc = rl_cli_check_model(r, err, err_len);
+    }
+    // GRPO: the prompts, eval answers and reward plugins, as `rlctl run` checks them
+    if (rc == 0 && !(flags & RL_RECIPE_NO_FILE_CHECKS) &&
+        r->algorithm.name == RL_RECIPE_ALGO_GRPO) {
+        rc = rl_controller_preflight(r, err, err_len);
     }
     if (rc == RL_EINVAL) {
         int lines = 1;

@@ -1,6 +1,9 @@
 // rl_cli — helpers shared by the rlctl subcommands: --help detection and option-value parsing
 // with one message format.
 #include "rl_cli.h"
+#include "rl_config.h"
+#include "rl_safetensors.h"
+#include "rl_hf.h"
 
 #include "rl_chat.h"
 #include "rl_err.h"
@@ -124,4 +127,40 @@ double rl_cli_math_score(void *ctx, const char *text, size_t len, const char *an
     rl_math_extract(text, len, &a);
     *formatted = a.formatted;
     return rl_math_correct(text, len, answer);
+}
+
+// The recipe loader only checks that model.path holds a config.json; here the folder is read
+// as `run` will read it: config.json (and generation_config.json) parse, the weights match the
+// tensors the config implies, and the tokenizer loads and fits in the model's vocabulary. A
+// problem is reported at the recipe line that named the folder or the tokenizer.
+int rl_cli_check_model(const rl_recipe_t *r, char *err, size_t err_len) {
+    char msg[2048];
+    rl_hf_config_t cfg;
+    rl_st_model_t *weights = NULL;
+    rl_tokenizer_t *tok = NULL;
+    int rc = rl_hf_config_load(r->model.path, &cfg, msg, sizeof msg);
+    if (rc != 0) {
+        return rl_recipe_errorf(r, "model.path", err, err_len, RL_EINVAL, "%s", msg);
+    }
+    weights = rl_st_model_open(r->model.path, msg, sizeof msg);
+    if (!weights) {
+        return rl_recipe_errorf(r, "model.path", err, err_len, RL_EINVAL, "%s", msg);
+    }
+    rc = rl_hf_check_weights(&cfg, weights, msg, sizeof msg);
+    rl_st_model_destroy(&weights);
+    if (rc != 0) {
+        return rl_recipe_errorf(r, "model.path", err, err_len, RL_EINVAL, "%s", msg);
+    }
+    tok = rl_tokenizer_new(r->model.tokenizer, msg, sizeof msg);
+    if (!tok) {
+        return rl_recipe_errorf(r, "model.tokenizer", err, err_len, RL_EINVAL, "%s", msg);
+    }
+    int32_t tv = rl_tokenizer_vocab_size(tok);
+    rl_tokenizer_destroy(&tok);
+    if (tv > cfg.vocab_size) {
+        return rl_recipe_errorf(r, "model.tokenizer", err, err_len, RL_EINVAL,
+                                "the tokenizer has %d tokens but the model's vocab_size is %d",
+                                (int)tv, cfg.vocab_size);
+    }
+    return 0;
 }

@@ -5,6 +5,7 @@
 #ifndef RL_CLI_H
 #define RL_CLI_H
 
+#include "rl_config.h"
 #include "rl_model.h"
 #include "rl_tokenizer.h"
 
@@ -29,6 +30,11 @@ int rl_cmd_logprobs(int argc, char **argv);
 int rl_cmd_eval(int argc, char **argv);
 int rl_cmd_traj(int argc, char **argv);
 int rl_cmd_worker(int argc, char **argv);
+
+// Reads the recipe's model folder as `run` will: config.json, weights that match it, and a
+// tokenizer that fits its vocabulary. Problems are reported at the recipe line that named the
+// folder or tokenizer (RL_EINVAL, err filled); 0 when all is well.
+int rl_cli_check_model(const rl_recipe_t *r, char *err, size_t err_len);
 
 // Returns 1 when argv[1..] holds "-h" or "--help".
 int rl_cli_wants_help(int argc, char **argv);

@@ -38,6 +38,7 @@ typedef struct {
     int32_t *ids;   // (sum lens)
     float *lp;      // (sum lens)
     uint8_t *fin;   // (n_res) 0 stop, 1 length
+    uint8_t *cut;   // (n_res) 1: ended by a stop string (sampling.stop), not a stop token
     int64_t prefill, decode;
 } s_gen_t;
 
@@ -65,6 +66,9 @@ typedef struct {
     double gen_tokens_total;
     int32_t stop_ids[64];   // the tokenizer's EOS and single-token sampling.stop strings
     int n_stop;
+    const char *stop_str[64]; // sampling.stop strings of several tokens (cut after sampling)
+    int n_stop_str;
+    int quiet;              // preflight: no info lines
 } s_ctl_t;
 
 static double s_now(void) {
@@ -85,8 +89,11 @@ static void s_gen_free(s_gen_t *g) {
     free(g->ids);
     free(g->lp);
     free(g->fin);
+    free(g->cut);
     memset(g, 0, sizeof(*g));
 }
+
+static int s_cut_stop_strings(s_ctl_t *s, s_gen_t *g);
 
 // splitmix64 of (a, b): the seed of step b of a run seeded a
 static uint64_t s_mix(uint64_t a, uint64_t b) {
@@ -166,12 +173,9 @@ static int s_setup_data(s_ctl_t *s, char *err, size_t err_len) {
         size_t n = 0;
         const char *t = r->sampling.stop.items[i];
         if (rl_tokenizer_encode(s->tok, t, strlen(t), 0, &ids, &n) == 0 && n == 1) {
-            s->stop_ids[s->n_stop++] = ids[0];
-        } else {
-            free(ids);
-            return rl_recipe_errorf(r, "sampling.stop", err, err_len, RL_EUNSUPPORTED,
-                                    "'%s' is %zu tokens; only stop strings of one token are "
-                                    "supported", t, n);
+            s->stop_ids[s->n_stop++] = ids[0]; // the sampler stops on it
+        } else if (t[0]) {
+            s->stop_str[s->n_stop_str++] = t;  // cut where the text first holds it
         }
         free(ids);
     }
@@ -213,8 +217,10 @@ static int s_setup_data(s_ctl_t *s, char *err, size_t err_len) {
     if (!s->order) {
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
-    rl_log_info("prompts: %zu train, %zu eval", rl_prompts_count(s->train),
-                s->eval ? rl_prompts_count(s->eval) : (size_t)0);
+    if (!s->quiet) {
+        rl_log_info("prompts: %zu train, %zu eval", rl_prompts_count(s->train),
+                    s->eval ? rl_prompts_count(s->eval) : (size_t)0);
+    }
     return 0;
 }
 
@@ -236,6 +242,7 @@ int rl_controller_preflight(const rl_recipe_t *r, char *err, size_t err_len) {
     s_ctl_t s;
     memset(&s, 0, sizeof(s));
     s.r = r;
+    s.quiet = 1;
     int rc = s_setup_data(&s, err, err_len);
     s_teardown_data(&s);
     for (int k = 0; !rc && k < r->n_rewards; k++) {
@@ -443,6 +450,9 @@ static int s_generate(s_ctl_t *s, const rl_prompts_t *ps, const size_t *idx, int
     for (int k = 0; k < ns; k++) {
         rl_msg_free(&reps[k]);
     }
+    if (!rc && s_cut_stop_strings(s, out) != 0) {
+        rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
     if (rc) {
         s_gen_free(out);
     }
@@ -451,8 +461,58 @@ static int s_generate(s_ctl_t *s, const rl_prompts_t *ps, const size_t *idx, int
 
 // The text of completion j without its stop token, ids the tokenizer does not know dropped.
 // caller owns *text_p.
+// The first position of any multi-token stop string in text[0..len), or len.
+static size_t s_stop_at(const s_ctl_t *s, const char *text, size_t len) {
+    size_t at = len;
+    for (int i = 0; i < s->n_stop_str; i++) {
+        const char *p = strstr(text, s->stop_str[i]);
+        if (p && (size_t)(p - text) < at) {
+            at = (size_t)(p - text);
+        }
+    }
+    return at;
+}
+
+static int s_completion_text(s_ctl_t *s, const s_gen_t *g, int j, char **text_p, size_t *len_p);
+
+// Ends completions at the token that completes a multi-token stop string (finish "stop"); the
+// tokens after it are dropped, as if the sampler had stopped there.
+static int s_cut_stop_strings(s_ctl_t *s, s_gen_t *g) {
+    g->cut = calloc((size_t)(g->n_res ? g->n_res : 1), 1);
+    if (!g->cut) {
+        return RL_ENOMEM;
+    }
+    for (int j = 0; s->n_stop_str > 0 && j < g->n_res; j++) {
+        int n = g->lens[j];
+        for (int k = 1; k <= n; k++) {
+            g->lens[j] = k;
+            uint8_t fin = g->fin[j];
+            g->fin[j] = 1; // decode all k tokens
+            char *text = NULL;
+            size_t len = 0;
+            int rc = s_completion_text(s, g, j, &text, &len);
+            g->fin[j] = fin;
+            if (rc) {
+                return rc;
+            }
+            int hit = s_stop_at(s, text, len) < len;
+            free(text);
+            if (hit) {
+                g->fin[j] = 0;
+                g->cut[j] = 1;
+                break;
+            }
+            if (k == n) {
+                g->lens[j] = n;
+            }
+        }
+    }
+    return 0;
+}
+
 static int s_completion_text(s_ctl_t *s, const s_gen_t *g, int j, char **text_p, size_t *len_p) {
-    int n = g->lens[j] - (g->fin[j] == 0 ? 1 : 0);
+    // a stop token is not text; a stop string is cut from the text below
+    int n = g->lens[j] - (g->fin[j] == 0 && !(g->cut && g->cut[j]) ? 1 : 0);
     const int32_t *ids = g->ids + g->off[j];
     int32_t buf[4096];
     int k = 0;
@@ -461,7 +521,12 @@ static int s_completion_text(s_ctl_t *s, const s_gen_t *g, int j, char **text_p,
             buf[k++] = ids[i];
         }
     }
-    return rl_tokenizer_decode(s->tok, buf, (size_t)k, 0, text_p, len_p);
+    int rc = rl_tokenizer_decode(s->tok, buf, (size_t)k, 0, text_p, len_p);
+    if (rc == 0 && g->cut && g->cut[j]) {
+        *len_p = s_stop_at(s, *text_p, *len_p);
+        (*text_p)[*len_p] = '\0';
+    }
+    return rc;
 }
 
 // ---- weight sync ----------------------------------------------------------------------------

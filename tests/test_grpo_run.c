@@ -384,6 +384,33 @@ int main(void) {
     snprintf(args, sizeof(args), "traj ls %s/a", s_tmp);
     CHECK_INT(s_rlctl(args), 0);
 
+    // a stop string of several tokens ends completions where the text first holds it
+    snprintf(args, sizeof(args),
+             "run %s/g.yaml run.dir=%s/s train.steps=1 train.eval_every=0 train.save_every=0 "
+             "'sampling.stop=[\"####\"]'", s_tmp, s_tmp);
+    CHECK_INT(s_rlctl(args), 0);
+    snprintf(args, sizeof(args), "traj export %s/s --jsonl", s_tmp);
+    CHECK_INT(s_rlctl(args), 0);
+    out = s_out();
+    int lines = 0, cut = 0;
+    for (char *l = out ? strtok(out, "\n") : NULL; l; l = strtok(NULL, "\n")) {
+        json_t *o = json_loads(l, 0, NULL);
+        if (!o) {
+            continue;
+        }
+        lines++;
+        const char *c = json_string_value(json_object_get(o, "completion"));
+        const char *fin = json_string_value(json_object_get(o, "finish"));
+        size_t n = c ? strlen(c) : 0;
+        int ends = n >= 4 && strcmp(c + n - 4, "####") == 0;
+        cut += ends && fin && strcmp(fin, "stop") == 0;
+        CHECK_MSG(!c || !strstr(c, "####") || ends, "text after the stop string: %s", c);
+        json_decref(o);
+    }
+    free(out);
+    CHECK_INT(lines, 16);
+    CHECK_MSG(cut >= 12, "%d of 16 completions cut at the stop string", cut);
+
     // ---- 2. resume is exact ---------------------------------------------------------------
     snprintf(args, sizeof(args), "run %s/g.yaml run.dir=%s/b --stop-at 2", s_tmp, s_tmp);
     CHECK_INT(s_rlctl(args), 1);
