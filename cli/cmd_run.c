@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 // ---- sampled evaluation on the held-out set (eval/accuracy, eval/accuracy_greedy) ----------
@@ -148,6 +149,23 @@ static int s_is_file(const char *dir, const char *name) {
     return w > 0 && (size_t)w < sizeof(p) && access(p, F_OK) == 0;
 }
 
+// Writes the resolved recipe to `path`. Returns 0 or 1 (printed).
+static int s_write_file_recipe(const rl_recipe_t *r, const char *path) {
+    char *yaml = NULL;
+    if (rl_recipe_to_yaml(r, &yaml) != 0) {
+        fprintf(stderr, "rlctl run: out of memory\n");
+        return 1;
+    }
+    FILE *f = fopen(path, "wb");
+    int rc = 0;
+    if (!f || fputs(yaml, f) < 0 || fclose(f) != 0) {
+        fprintf(stderr, "rlctl run: %s: cannot write: %s\n", path, strerror(errno));
+        rc = 1;
+    }
+    free(yaml);
+    return rc;
+}
+
 // Writes the resolved recipe as <run>/recipe.yaml; on resume keeps the original and warns when
 // the recipe now differs from it.
 static int s_write_recipe(const rl_recipe_t *r, const char *run_dir, int resume) {
@@ -175,11 +193,7 @@ static int s_write_recipe(const rl_recipe_t *r, const char *run_dir, int resume)
         free(old);
         fclose(f);
     } else {
-        f = fopen(path, "wb");
-        if (!f || fputs(yaml, f) < 0 || fclose(f) != 0) {
-            fprintf(stderr, "rlctl run: %s: cannot write: %s\n", path, strerror(errno));
-            rc = 1;
-        }
+        rc = s_write_file_recipe(r, path);
     }
     free(yaml);
     return rc;
@@ -307,9 +321,21 @@ int rl_cmd_run(int argc, char **argv) {
     }
     rl_log_info("run folder: %s", run_dir);
     if (grpo) {
+        // the workers load the recipe given now (recipe.yaml keeps the run's first one)
         char rpath[4400];
-        snprintf(rpath, sizeof(rpath), "%s/recipe.yaml", run_dir);
-        rl_controller_opts_t co = {run_dir, rpath, resume, stop_at, tensorboard, &s_interrupt};
+        snprintf(rpath, sizeof(rpath), "%s/logs", run_dir);
+        if (mkdir(rpath, 0755) != 0 && errno != EEXIST) {
+            fprintf(stderr, "rlctl run: %s: %s\n", rpath, strerror(errno));
+            code = RL_EXIT_FAIL;
+            goto done;
+        }
+        snprintf(rpath, sizeof(rpath), "%s/logs/recipe.yaml", run_dir);
+        if (s_write_file_recipe(r, rpath)) {
+            code = RL_EXIT_FAIL;
+            goto done;
+        }
+        rl_controller_opts_t co = {run_dir, rpath, resume, ckpt[0] ? ckpt : NULL, stop_at,
+                                   tensorboard, &s_interrupt};
         s_catch_signals();
         rc = rl_controller_run(r, &co, err, sizeof(err));
         if (rc) {

@@ -8,6 +8,7 @@
 #include "rl_data.h"
 #include "rl_err.h"
 #include "rl_group.h"
+#include "rl_hf.h"
 #include "rl_grpo.h"
 #include "rl_log.h"
 #include "rl_metrics.h"
@@ -286,8 +287,11 @@ static int s_setup_workers(s_ctl_t *s, char *err, size_t err_len) {
     if ((rc = rl_group_wait_ready(s->g, r->roles.request_timeout, err, err_len))) {
         return rc;
     }
-    rl_log_info("workers ready in %.1f s: actor (%d threads), %d sampler%s (%d threads), reward",
-                s_now() - t0, at, s->n_samplers, s->n_samplers == 1 ? "" : "s", st);
+    char ta[32], ts[32];
+    snprintf(ta, sizeof(ta), at > 0 ? "%d threads" : "all cores", at);
+    snprintf(ts, sizeof(ts), st > 0 ? "%d threads" : "all cores", st);
+    rl_log_info("workers ready in %.1f s: actor (%s), %d sampler%s (%s each), reward",
+                s_now() - t0, ta, s->n_samplers, s->n_samplers == 1 ? "" : "s", ts);
     return 0;
 }
 
@@ -685,7 +689,9 @@ static int s_checkpoint(s_ctl_t *s, char *err, size_t err_len) {
 static int s_resume(s_ctl_t *s, char *err, size_t err_len) {
     char dir[4200];
     int64_t step;
-    if (rl_checkpoint_latest(s->o->run_dir, dir, sizeof(dir), &step) != 0) {
+    if (s->o->resume_from) {
+        snprintf(dir, sizeof(dir), "%s", s->o->resume_from);
+    } else if (rl_checkpoint_latest(s->o->run_dir, dir, sizeof(dir), &step) != 0) {
         rl_log_warn("%s: no complete checkpoint; starting from step 0", s->o->run_dir);
         return 0;
     }
@@ -814,7 +820,9 @@ static int s_score(s_ctl_t *s, s_step_t *t, int G, char *err, size_t err_len) {
             rc = rl_errf(err, err_len, rc, "reward '%s' (%s) failed on step %lld's batch: %s",
                          rw->name, rw->plugin ? rw->plugin : "built-in",
                          (long long)s->step + 1,
-                         timed_out ? "it did not answer within roles.reward_timeout" : e);
+                         timed_out ? "no answer within roles.reward_timeout; the reward "
+                                     "worker was stopped"
+                                   : e);
             break;
         }
         int64_t ss[1];
@@ -1144,10 +1152,12 @@ static int s_step(s_ctl_t *s, char *note, size_t note_len, char *err, size_t err
             }
         }
     }
+    int advanced = 0; // the actor took this step's update (or there was none to take)
     if (!rc) {
         s->step++;
         s->actor_consistent = 1;
         s->num_tokens += ntok;
+        advanced = 1;
     }
     // 5. store
     double t5 = s_now();
@@ -1203,6 +1213,14 @@ static int s_step(s_ctl_t *s, char *note, size_t note_len, char *err, size_t err
             rl_metrics_add(mt, "clip_ratio/high_mean", s_get(rep, "clip_high") / d);
             rl_metrics_add(mt, "clip_ratio/region_mean",
                            (s_get(rep, "clip_low") + s_get(rep, "clip_high")) / d);
+            if (alg->dual_clip > 0) {
+                rl_metrics_add(mt, "clip_ratio/dual_mean", s_get(rep, "dual_clip") / d);
+            }
+            rl_metrics_add(mt, "ratio/mean", s_get(rep, "ratio") / d);
+            if (alg->tis != RL_RECIPE_TIS_NONE) {
+                rl_metrics_add(mt, "tis/weight_mean", s_get(rep, "tis_weight") / d);
+                rl_metrics_add(mt, "tis/masked_sequences", s_get(rep, "tis_masked"));
+            }
             double gap = 0, gn = 0;
             for (int b = 0; b < t.B; b++) {
                 int j = t.row_of[b];
@@ -1234,8 +1252,8 @@ static int s_step(s_ctl_t *s, char *note, size_t note_len, char *err, size_t err
                      : 0.0,
                  len_sum / (t1 - t0 > 0 ? t1 - t0 : 1));
     }
-    if (rc && s->actor_consistent && s->step < 0 + s->step + 1) {
-        rl_data_sampler_seek(s->order, pos0);
+    if (rc && !advanced) {
+        rl_data_sampler_seek(s->order, pos0); // the step's prompts are taken again on resume
     }
     rl_msg_free(&rep);
     free(ref);
@@ -1245,6 +1263,31 @@ static int s_step(s_ctl_t *s, char *note, size_t note_len, char *err, size_t err
 
 // ---- the loop ---------------------------------------------------------------------------------
 
+// On resume: eval/accuracy(_greedy) of the step-0 line of metrics.jsonl, if there is one.
+static void s_first_eval(s_ctl_t *s, const char *metrics_path) {
+    FILE *f = fopen(metrics_path, "rb");
+    char *line = NULL;
+    size_t cap = 0;
+    while (f && getline(&line, &cap, f) > 0) {
+        json_t *o = json_loads(line, 0, NULL);
+        json_t *a = json_object_get(o, "eval/accuracy");
+        json_t *g = json_object_get(o, "eval/accuracy_greedy");
+        int first = json_integer_value(json_object_get(o, "step")) == 0 && a && g;
+        if (first) {
+            s->eval_first[0] = json_number_value(a);
+            s->eval_first[1] = json_number_value(g);
+        }
+        json_decref(o);
+        if (first) {
+            break;
+        }
+    }
+    free(line);
+    if (f) {
+        fclose(f);
+    }
+}
+
 static int s_final(s_ctl_t *s, char *err, size_t err_len) {
     char path[4200];
     snprintf(path, sizeof(path), "%s/final", s->o->run_dir);
@@ -1253,7 +1296,14 @@ static int s_final(s_ctl_t *s, char *err, size_t err_len) {
         return rl_errf(err, err_len, rc, "%s: %s", path, strerror(rc));
     }
     rl_msg_t *m = s_req(s, "save_final"), *rep = NULL;
+    // final/ follows model.dtype (auto: the input model's torch_dtype), as SFT's does
     int bf16 = s->r->model.dtype == RL_RECIPE_DTYPE_BFLOAT16;
+    if (s->r->model.dtype == RL_RECIPE_DTYPE_AUTO) {
+        rl_hf_config_t cfg;
+        char msg[512];
+        bf16 = rl_hf_config_load(s->r->model.path, &cfg, msg, sizeof(msg)) == 0 &&
+               strcmp(cfg.torch_dtype, "bfloat16") == 0;
+    }
     if (m && (rl_msg_set_str(m, "dir", path) || rl_msg_set_bool(m, "bf16", bf16))) {
         rl_msg_free(&m);
     }
@@ -1261,6 +1311,11 @@ static int s_final(s_ctl_t *s, char *err, size_t err_len) {
         return rc;
     }
     rl_msg_free(&rep);
+    if (!s->r->lora.enabled &&
+        (rc = rl_checkpoint_hf_extras(path, s->r->model.tokenizer, s->r->model.path, err,
+                                      err_len)) != 0) {
+        return rc;
+    }
     rl_log_info("final %s: %s", s->r->lora.enabled ? "adapter" : "model", path);
     return 0;
 }
@@ -1303,6 +1358,9 @@ int rl_controller_run(const rl_recipe_t *r, const rl_controller_opts_t *o, char 
     }
     if (!rc && rl_traj_last_step(s.traj) > (uint64_t)s.step) {
         rc = rl_traj_truncate_after(s.traj, (uint64_t)s.step, err, err_len);
+    }
+    if (!rc && s.step > 0) {
+        s_first_eval(&s, path); // the "before" of the closing summary
     }
     if (!rc) {
         s.metrics = rl_metrics_new(o->run_dir, o->tensorboard, msg, sizeof(msg));
@@ -1365,12 +1423,17 @@ int rl_controller_run(const rl_recipe_t *r, const rl_controller_opts_t *o, char 
         if (save && (rc = s_checkpoint(&s, err, err_len))) {
             break;
         }
-        if (stop || (step == last && last < total)) {
+        if (stop) {
             rl_progress_finish(s.progress);
             rc = rl_errf(err, err_len, RL_CONTROLLER_INTERRUPTED,
-                         "%s after step %lld; checkpoint written; continue with "
-                         "rlctl run --resume",
-                         stop ? "interrupted" : "stopped", (long long)step);
+                         "interrupted after step %lld; checkpoint written; continue with "
+                         "rlctl run --resume", (long long)step);
+            break;
+        }
+        if (step == last && last < total) {
+            rl_progress_finish(s.progress);
+            rl_log_info("stopped after step %lld (--stop-at); checkpoint written; continue "
+                        "with rlctl run --resume", (long long)step);
             break;
         }
     }

@@ -35,12 +35,13 @@ typedef struct {
     const char *run_dir;     // the run folder, opened and locked (rl_rundir); holds recipe.yaml
     const char *recipe_path; // the resolved recipe the workers load (<run_dir>/recipe.yaml)
     int resume;              // continue from the newest complete checkpoint, if any
+    const char *resume_from; // with resume: this checkpoints/step-<N> folder instead, or NULL
     int64_t stop_at;         // > 0: stop after this step with a checkpoint, as if interrupted
     int tensorboard;
     volatile sig_atomic_t *interrupt; // set by a signal handler: checkpoint and stop
 } rl_controller_opts_t;
 
-// Returned when *opts->interrupt (or stop_at) stopped the run after a checkpoint.
+// Returned when *opts->interrupt stopped the run after a checkpoint (stop_at returns 0).
 #define RL_CONTROLLER_INTERRUPTED 1
 
 // The checks that need files but no worker, run before the run folder is touched: the tokenizer,

@@ -41,6 +41,7 @@ struct rl_group {
     s_worker_t w[S_MAX_WORKERS];
     int n;
     uint64_t next_id;
+    double last_check;  // monotonic time of the last heartbeat check
 };
 
 static double s_now(void) {
@@ -269,6 +270,14 @@ static int s_bookkeep(rl_group_t *g, rl_msg_t *m, const char *peer) {
 static int s_check(rl_group_t *g, int n, s_worker_t *const *watch, char *err, size_t err_len) {
     s_reap(g);
     double now = s_now();
+    // Beats that arrived while the controller was not listening (busy between calls, stopped,
+    // suspended) wait unread in the socket: after such a gap, judge from now on, not from them.
+    if (g->last_check > 0 && now - g->last_check > g->heartbeat) {
+        for (int i = 0; i < g->n; i++) {
+            g->w[i].last_beat = now;
+        }
+    }
+    g->last_check = now;
     for (int i = 0; i < (watch ? n : g->n); i++) {
         const s_worker_t *w = watch ? watch[i] : &g->w[i];
         if (!w->alive) {

@@ -48,7 +48,10 @@ static int s_exists(const char *rel) {
     return access(p, F_OK) == 0;
 }
 
-// A small GRPO recipe on the cookbook's arith task; `extra` appends sections or keys.
+static const char *s_lora =
+    "lora: {enabled: true, r: 4, alpha: 8, target_modules: [q_proj, v_proj, up_proj]}\n";
+
+// A small GRPO recipe on the cookbook's arith task (s_lora's tuning); `extra` appends sections.
 static void s_recipe(const char *name, const char *rewards, const char *extra) {
     char p[600];
     snprintf(p, sizeof(p), "%s/%s", s_tmp, name);
@@ -59,7 +62,7 @@ static void s_recipe(const char *name, const char *rewards, const char *extra) {
     fprintf(f,
             "run: {name: g, seed: 7}\n"
             "model: {path: %s/cookbook/models/arith-base}\n"
-            "lora: {enabled: true, r: 4, alpha: 8, target_modules: [q_proj, v_proj, up_proj]}\n"
+            "%s"
             "data: {train: %s/cookbook/data/arith/train.jsonl, "
             "eval: %s/cookbook/data/arith/eval.jsonl, format: prompt, answer_field: answer, "
             "max_prompt_length: 16}\n"
@@ -70,7 +73,7 @@ static void s_recipe(const char *name, const char *rewards, const char *extra) {
             "train: {steps: 4, batch_size: 4, micro_batch_size: 8, eval_every: 2, "
             "eval_samples: 16, save_every: 2, keep_checkpoints: 3}\n"
             "roles: {samplers: 2, actor_threads: 1, sampler_threads: 1, reward_timeout: 3}\n%s",
-            RL_SOURCE_DIR, RL_SOURCE_DIR, RL_SOURCE_DIR,
+            RL_SOURCE_DIR, s_lora, RL_SOURCE_DIR, RL_SOURCE_DIR,
             rewards ? rewards : "  - {name: correct, builtin: math_answer}\n",
             extra ? extra : "");
     fclose(f);
@@ -413,9 +416,9 @@ int main(void) {
 
     // ---- 2. resume is exact ---------------------------------------------------------------
     snprintf(args, sizeof(args), "run %s/g.yaml run.dir=%s/b --stop-at 2", s_tmp, s_tmp);
-    CHECK_INT(s_rlctl(args), 1);
+    CHECK_INT(s_rlctl(args), 0);
     out = s_out();
-    CHECK_CONTAINS(out, "after step 2");
+    CHECK_CONTAINS(out, "stopped after step 2 (--stop-at)");
     free(out);
     snprintf(args, sizeof(args), "run %s/g.yaml run.dir=%s/b --resume", s_tmp, s_tmp);
     CHECK_INT(s_rlctl(args), 0);
@@ -433,6 +436,35 @@ int main(void) {
                             "b/final/adapter_model.safetensors"),
               "final adapters differ");
     s_check_store("b", 4, 16);
+    // resuming from a named older checkpoint redoes the steps after it identically
+    snprintf(args, sizeof(args), "cp %s/b/final/adapter_model.safetensors %s/b4.safetensors",
+             s_tmp, s_tmp);
+    CHECK_INT(system(args), 0);
+    snprintf(args, sizeof(args), "run %s/g.yaml --resume %s/b/checkpoints/step-2", s_tmp, s_tmp);
+    CHECK_INT(s_rlctl(args), 0);
+    out = s_out();
+    CHECK_CONTAINS(out, "at step 2");
+    free(out);
+    CHECK_MSG(s_files_equal("b4.safetensors", "b/final/adapter_model.safetensors"),
+              "resuming from step-2 again gave another adapter");
+    mb = s_metrics("b");
+    CHECK_INT((int)json_array_size(mb), 5);
+    json_decref(mb);
+
+    // full fine-tuning: final/ is a complete HF folder that rlctl eval loads
+    s_lora = "lora: {enabled: false}\n";
+    s_recipe("full.yaml", NULL, NULL);
+    s_lora = "lora: {enabled: true, r: 4, alpha: 8, target_modules: [q_proj, v_proj, up_proj]}\n";
+    snprintf(args, sizeof(args),
+             "run %s/full.yaml run.dir=%s/f optim.lr=1e-4 train.steps=2 train.eval_every=0 "
+             "train.save_every=0", s_tmp, s_tmp);
+    CHECK_INT(s_rlctl(args), 0);
+    CHECK(s_exists("f/final/model.safetensors") && s_exists("f/final/tokenizer.json") &&
+          s_exists("f/final/config.json") && s_exists("f/final/generation_config.json"));
+    snprintf(args, sizeof(args),
+             "eval --model %s/f/final --data %s/cookbook/data/arith/eval.jsonl --limit 8 "
+             "--max-new-tokens 40", s_tmp, RL_SOURCE_DIR);
+    CHECK_INT(s_rlctl(args), 0);
 
     // ---- 3. signals ------------------------------------------------------------------------
     // Ctrl-C: the step finishes, a checkpoint is written, no worker is left; --resume goes on
@@ -455,7 +487,7 @@ int main(void) {
     CHECK(last >= 2);
     snprintf(args, sizeof(args), "run %s/g.yaml run.dir=%s/c --resume train.steps=100000 "
              "--stop-at %d", s_tmp, s_tmp, last + 1);
-    CHECK_INT(s_rlctl(args), 1);
+    CHECK_INT(s_rlctl(args), 0);
     out = s_out();
     char want[128];
     snprintf(want, sizeof(want), "at step %d", last);

@@ -427,3 +427,75 @@ int rl_checkpoint_prune(const char *run_dir, int keep, char *err, size_t err_len
     free(v);
     return rc;
 }
+
+// ---- HF folder extras ---------------------------------------------------------------------------
+
+// Copies file src to dst. A missing src is fine (returns 0).
+static int s_copy_file(const char *src, const char *dst) {
+    FILE *in = fopen(src, "rb");
+    if (!in) {
+        return errno == ENOENT ? 0 : errno;
+    }
+    FILE *out = fopen(dst, "wb");
+    if (!out) {
+        int e = errno;
+        fclose(in);
+        return e;
+    }
+    char buf[65536];
+    size_t n;
+    int rc = 0;
+    while ((n = fread(buf, 1, sizeof(buf), in)) > 0) {
+        if (fwrite(buf, 1, n, out) != n) {
+            rc = EIO;
+            break;
+        }
+    }
+    if (ferror(in)) {
+        rc = EIO;
+    }
+    fclose(in);
+    if (fclose(out) != 0 && !rc) {
+        rc = EIO;
+    }
+    return rc;
+}
+
+void rl_checkpoint_dirname(const char *path, char *out, size_t cap) {
+    snprintf(out, cap, "%s", path);
+    char *slash = strrchr(out, '/');
+    if (!slash) {
+        snprintf(out, cap, ".");
+    } else if (slash == out) {
+        out[1] = '\0';
+    } else {
+        *slash = '\0';
+    }
+}
+
+// out = a + "/" + b; returns ENAMETOOLONG when it does not fit.
+static int s_join(char *out, size_t cap, const char *a, const char *b) {
+    int w = snprintf(out, cap, "%s/%s", a, b);
+    return w < 0 || (size_t)w >= cap ? ENAMETOOLONG : 0;
+}
+
+int rl_checkpoint_hf_extras(const char *dir, const char *tokenizer, const char *model_dir,
+                            char *err, size_t err_len) {
+    static const char *const files[] = {"tokenizer.json", "tokenizer_config.json",
+                                        "special_tokens_map.json", NULL};
+    char tokdir[4096], src[4200], dst[4200];
+    rl_checkpoint_dirname(tokenizer, tokdir, sizeof(tokdir));
+    int rc;
+    for (int i = 0; files[i]; i++) {
+        if ((rc = s_join(src, sizeof(src), tokdir, files[i])) ||
+            (rc = s_join(dst, sizeof(dst), dir, files[i])) || (rc = s_copy_file(src, dst))) {
+            return rl_errf(err, err_len, rc, "%s: cannot copy: %s", dst, strerror(rc));
+        }
+    }
+    if ((rc = s_join(src, sizeof(src), model_dir, "generation_config.json")) ||
+        (rc = s_join(dst, sizeof(dst), dir, "generation_config.json")) ||
+        (rc = s_copy_file(src, dst)) != 0) {
+        return rl_errf(err, err_len, rc, "%s: cannot copy: %s", dst, strerror(rc));
+    }
+    return 0;
+}

@@ -71,6 +71,15 @@ int rl_checkpoint_rmtree(const char *path);
 // mkdir -p path (mode 0755). Returns 0 or an errno.
 int rl_checkpoint_mkdirs(const char *path);
 
+// The folder of a file path ("a/b/tokenizer.json" -> "a/b", "x" -> ".", "/x" -> "/").
+void rl_checkpoint_dirname(const char *path, char *out, size_t cap);
+
+// Makes the HF folder `dir` usable on its own: copies tokenizer.json, tokenizer_config.json and
+// special_tokens_map.json from the folder of `tokenizer` and generation_config.json from
+// `model_dir` (files absent there are skipped). Returns 0 or an errno with err filled.
+int rl_checkpoint_hf_extras(const char *dir, const char *tokenizer, const char *model_dir,
+                            char *err, size_t err_len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -46,7 +46,8 @@ static int s_clean(const char *dir, char *err, size_t err_len) {
     while ((e = readdir(d)) && !rc) {
         const char *n = e->d_name;
         int ours = strncmp(n, "events.out.tfevents.", 20) == 0 ||
-                   strcmp(n, "trajectories.lmdb") == 0 || strcmp(n, "metrics.jsonl.tmp") == 0;
+                   strcmp(n, "trajectories.lmdb") == 0 || strcmp(n, "metrics.jsonl.tmp") == 0 ||
+                   strcmp(n, "logs") == 0;
         for (int i = 0; s_markers[i] && !ours; i++) {
             ours = strcmp(n, s_markers[i]) == 0;
         }

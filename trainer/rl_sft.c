@@ -38,56 +38,6 @@ static double s_wall(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-// Copies file src to dst (tokenizer files into final/). A missing src is fine (returns 0).
-static int s_copy_file(const char *src, const char *dst) {
-    FILE *in = fopen(src, "rb");
-    if (!in) {
-        return errno == ENOENT ? 0 : errno;
-    }
-    FILE *out = fopen(dst, "wb");
-    if (!out) {
-        int e = errno;
-        fclose(in);
-        return e;
-    }
-    char buf[65536];
-    size_t n;
-    int rc = 0;
-    while ((n = fread(buf, 1, sizeof(buf), in)) > 0) {
-        if (fwrite(buf, 1, n, out) != n) {
-            rc = EIO;
-            break;
-        }
-    }
-    if (ferror(in)) {
-        rc = EIO;
-    }
-    fclose(in);
-    if (fclose(out) != 0 && !rc) {
-        rc = EIO;
-    }
-    return rc;
-}
-
-// The folder of a file path ("a/b/tokenizer.json" -> "a/b", "x" -> ".", "/x" -> "/").
-static void s_dirname(const char *path, char *out, size_t cap) {
-    snprintf(out, cap, "%s", path);
-    char *slash = strrchr(out, '/');
-    if (!slash) {
-        snprintf(out, cap, ".");
-    } else if (slash == out) {
-        out[1] = '\0';
-    } else {
-        *slash = '\0';
-    }
-}
-
-// out = a + "/" + b; returns ENAMETOOLONG when it does not fit.
-static int s_join(char *out, size_t cap, const char *a, const char *b) {
-    int w = snprintf(out, cap, "%s/%s", a, b);
-    return w < 0 || (size_t)w >= cap ? ENAMETOOLONG : 0;
-}
-
 // ---- the run state ---------------------------------------------------------------------------
 
 typedef struct {
@@ -138,7 +88,7 @@ static int s_setup_data(s_run_t *s, char *err, size_t err_len) {
     char msg[2048];
     // tokenizer: the folder of model.tokenizer, so tokenizer_config.json (eos, chat template)
     // comes along when it is there
-    s_dirname(r->model.tokenizer, s->tokdir, sizeof(s->tokdir));
+    rl_checkpoint_dirname(r->model.tokenizer, s->tokdir, sizeof(s->tokdir));
     const char *base = strrchr(r->model.tokenizer, '/');
     base = base ? base + 1 : r->model.tokenizer;
     if (strcmp(base, "tokenizer.json") == 0) {
@@ -311,21 +261,7 @@ static int s_save_weights(s_run_t *s, const char *dir, int final, char *err, siz
         return rc;
     }
     // a usable HF folder: tokenizer files and generation_config.json beside the weights
-    static const char *const files[] = {"tokenizer.json", "tokenizer_config.json",
-                                        "special_tokens_map.json", NULL};
-    char src[4200], dst[4200];
-    for (int i = 0; files[i]; i++) {
-        if ((rc = s_join(src, sizeof(src), s->tokdir, files[i])) ||
-            (rc = s_join(dst, sizeof(dst), path, files[i])) || (rc = s_copy_file(src, dst))) {
-            return rl_errf(err, err_len, rc, "%s: cannot copy: %s", dst, strerror(rc));
-        }
-    }
-    if ((rc = s_join(src, sizeof(src), r->model.path, "generation_config.json")) ||
-        (rc = s_join(dst, sizeof(dst), path, "generation_config.json")) ||
-        (rc = s_copy_file(src, dst)) != 0) {
-        return rl_errf(err, err_len, rc, "%s: cannot copy: %s", dst, strerror(rc));
-    }
-    return 0;
+    return rl_checkpoint_hf_extras(path, s->r->model.tokenizer, r->model.path, err, err_len);
 }
 
 static int s_checkpoint(s_run_t *s, char *err, size_t err_len) {
