@@ -1,20 +1,13 @@
 #!/usr/bin/env bash
 # The main job, from a fresh Debian 12 machine: installs the build dependencies, builds rlctl,
-# and runs the cookbook's GRPO recipe on the embedded default.
-# Until the GRPO loop lands (see docs/status.md) the job ends at `rlctl validate`, which loads
-# and checks the cookbook recipes, their model folder and data, and prints the resolved recipe,
-# followed by the held-out accuracy of the base model that the GRPO recipe starts from.
+# and runs the cookbook's GRPO recipe on the embedded default (a controller with actor, sampler
+# and reward worker processes on this machine over ipc://, the shipped base model). It prints a
+# live progress line and ends with eval/accuracy and eval/accuracy_greedy before and after;
+# the run folder is runs/grpo_lora (started over on every call: --force). Extra
+# arguments are recipe overrides (e.g. train.steps=50).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build/release -j "$(nproc)" --target rlctl >/dev/null
-for r in cookbook/sft_arith.yaml cookbook/grpo_lora.yaml; do
-  echo "== rlctl validate $r"
-  ./build/release/rlctl validate "$r" "$@"
-done
-echo "== rlctl eval cookbook/models/arith-base (held-out accuracy, greedy and temperature 1)"
-for t in 0 1; do
-  ./build/release/rlctl eval --model cookbook/models/arith-base \
-    --data cookbook/data/arith/eval.jsonl --max-new-tokens 40 --temperature "$t"
-done
+./build/release/rlctl run cookbook/grpo_lora.yaml --force "$@"

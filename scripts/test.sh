@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian 12 machine: installs what it needs, builds, and runs
-#   1. every ctest suite (labels unit, numeric, integration) on a Release build with -Werror;
+#   1. every ctest suite (labels unit, numeric, integration, learning) on a Release build with
+#      -Werror;
 #   2. the `unit` label again on an AddressSanitizer+UBSan build (it includes the bad-input corpus);
 #   3. the libFuzzer targets for a bounded time (clang), as ctest label `fuzz`.
 # Exits non-zero on any failure; ends with ctest's summary lines and one total line.

@@ -1,0 +1,66 @@
+// test_learning — GRPO learns: `rlctl run cookbook/grpo_lora.yaml` for 30 steps (seed 0) raises
+// eval/accuracy (temperature 1, the first 200 held-out questions) of the shipped base
+// cookbook/models/arith-noisy-base by more than the noise of that metric.
+//
+// Measured on the 2-core development machine with this exact command, seeds 0..4:
+//   eval/accuracy before training: 60.5, 61.5, 58.5, 61.0, 58.5%  -> spread 3.0 points
+//   after 30 steps:                77.0, 80.5, 81.5, 80.5, 76.5%  -> spread 5.0 points
+//   gain:                          +16.5, +19.0, +23.0, +19.5, +18.0 (mean +19.2)
+// The test asserts a gain of at least 8 points for seed 0: above both spreads, and half of the
+// smallest gain seen, so float differences between machines cannot fail it while a loop that
+// does not learn (a sign error, no weight sync, a zero advantage) cannot pass it.
+#include "rl_test.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#define MIN_GAIN 0.08
+
+static char s_tmp[] = "/tmp/rl_test_learning_XXXXXX";
+
+int main(void) {
+    RL_TEST_ASSERT_FILE(mkdtemp(s_tmp), "a temporary directory");
+    char cmd[4096];
+    snprintf(cmd, sizeof(cmd),
+             "%s/rlctl run %s/cookbook/grpo_lora.yaml run.dir=%s/run run.seed=0 train.steps=30 "
+             "train.eval_every=30 train.eval_samples=200 train.save_every=0 > %s/out.txt 2>&1",
+             RL_BINARY_DIR, RL_SOURCE_DIR, s_tmp, s_tmp);
+    int st = system(cmd);
+    CHECK_INT(WIFEXITED(st) ? WEXITSTATUS(st) : -1, 0);
+    char path[600];
+    snprintf(path, sizeof(path), "%s/run/metrics.jsonl", s_tmp);
+    char *txt = rl_test_read_file(path, NULL);
+    double before = -1, after = -1;
+    for (char *l = txt ? strtok(txt, "\n") : NULL; l; l = strtok(NULL, "\n")) {
+        json_t *o = json_loads(l, 0, NULL);
+        json_t *a = json_object_get(o, "eval/accuracy");
+        long step = (long)json_integer_value(json_object_get(o, "step"));
+        if (a && step == 0) {
+            before = json_number_value(a);
+        }
+        if (a && step == 30) {
+            after = json_number_value(a);
+        }
+        json_decref(o);
+    }
+    free(txt);
+    CHECK_MSG(before >= 0 && after >= 0, "no eval/accuracy at steps 0 and 30 in %s", path);
+    fprintf(stderr, "eval/accuracy %.1f%% -> %.1f%% (%+.1f points; the test wants >= %+.1f)\n",
+            100 * before, 100 * after, 100 * (after - before), 100 * MIN_GAIN);
+    CHECK_MSG(after - before >= MIN_GAIN, "GRPO gained %+.1f points, less than %.1f",
+              100 * (after - before), 100 * MIN_GAIN);
+    if (rl_test_failed) {
+        snprintf(path, sizeof(path), "%s/out.txt", s_tmp);
+        char *out = rl_test_read_file(path, NULL);
+        fprintf(stderr, "%s\n", out ? out : "");
+        free(out);
+    } else {
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", s_tmp);
+        if (system(cmd) != 0) {
+            fprintf(stderr, "warning: could not remove %s\n", s_tmp);
+        }
+    }
+    RL_TEST_DONE();
+}
