@@ -5,3 +5,6 @@ rl_add_test(NAME roles.grpo_run SOURCES test_grpo_run.c LIBS rl_rollout rl_core
 target_compile_definitions(test_roles_grpo_run PRIVATE
   RL_TEST_PLUGIN_DIR="$<TARGET_FILE_DIR:rl_test_plugin_ok>")
 add_dependencies(test_roles_grpo_run rlctl ${rl_plugin_targets})
+# one sampler worker process driven from a raw ZeroMQ ROUTER with the role protocol
+rl_add_test(NAME roles.worker SOURCES test_worker.c LIBS rl_roles LABELS integration TIMEOUT 120)
+add_dependencies(test_roles_worker rlctl)
