@@ -82,7 +82,7 @@ static int s_tensor(const rl_msg_t *req, const char *key, rl_wire_dtype_t dt, in
 static int s_int(const rl_msg_t *req, const char *key, int64_t *v, char *err, size_t err_len) {
     int rc = rl_msg_get_int(req, key, v);
     if (rc) {
-        return rl_errf(err, err_len, RL_EPROTO, "%s: %s", rl_msg_op(req),
+        return rl_errf(err, err_len, RL_EPROTO, "%s: '%s': %s", rl_msg_op(req), key,
                        rc == RL_ENOTFOUND ? "missing integer" : rl_msg_errmsg(req));
     }
     return 0;
