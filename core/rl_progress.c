@@ -1,5 +1,6 @@
 // rl_progress — one redrawn line on a TTY, a plain line every N steps elsewhere.
 #include "rl_progress.h"
+#include "rl_clock.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -18,12 +19,6 @@ struct rl_progress {
     int have_step0;
 };
 
-static double s_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 rl_progress_t *rl_progress_new(FILE *out, long total, long every, rl_progress_mode_t mode) {
     rl_progress_t *self = calloc(1, sizeof *self);
     if (!self) {
@@ -33,7 +28,7 @@ rl_progress_t *rl_progress_new(FILE *out, long total, long every, rl_progress_mo
     self->total = total > 0 ? total : 0;
     self->every = every > 0 ? every : 1;
     self->tty = mode == RL_PROGRESS_TTY || (mode == RL_PROGRESS_AUTO && isatty(fileno(out)));
-    self->t0 = s_now();
+    self->t0 = rl_clock_now();
     return self;
 }
 
@@ -69,7 +64,7 @@ int rl_progress_update(rl_progress_t *self, long step, const char *fmt, ...) {
         vsnprintf(fields, sizeof fields, fmt, ap);
         va_end(ap);
     }
-    double elapsed = s_now() - self->t0;
+    double elapsed = rl_clock_now() - self->t0;
     long done = step - self->step0;
     double per = done > 0 ? elapsed / (double)done : 0.0;
     char head[64], tail[96], eta[32];

@@ -7,6 +7,7 @@
 // process) share one; a context holds ZeroMQ's I/O and reaper threads and costs about as much as
 // a socket, which is nothing at the handful of chans a process opens.
 #include "rl_chan.h"
+#include "rl_clock.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -31,12 +32,6 @@ static int s_zfail(char *err, size_t err_len, const char *what, const char *endp
     int e = zmq_errno();
     rl_errf(err, err_len, e, "%s %s: %s", what, endpoint ? endpoint : "", zmq_strerror(e));
     return e ? e : RL_EIO;
-}
-
-static double s_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 // An identity for messages: as is when printable, else in hex (ZeroMQ's generated identities
@@ -283,13 +278,13 @@ int rl_chan_recv(rl_chan_t *self, int timeout_ms, rl_msg_t **out, char *peer, si
     if (peer && peer_len) {
         peer[0] = '\0';
     }
-    double deadline = s_now() + (timeout_ms > 0 ? timeout_ms : 0) / 1000.0;
+    double deadline = rl_clock_now() + (timeout_ms > 0 ? timeout_ms : 0) / 1000.0;
     zmq_msg_t *parts[S_MAX_PARTS] = {NULL};
     int np = 0;
     for (;;) {
         long wait = -1;
         if (timeout_ms >= 0) {
-            double left = deadline - s_now();
+            double left = deadline - rl_clock_now();
             wait = left > 0 ? (long)(left * 1000.0 + 0.999) : 0;
         }
         zmq_pollitem_t it = {.socket = self->sock, .events = ZMQ_POLLIN};

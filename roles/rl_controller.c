@@ -2,6 +2,7 @@
 // workers), the calls (generate, score, logprobs, train, sync), evaluation, checkpoints, the
 // step, the loop.
 #include "rl_controller.h"
+#include "rl_clock.h"
 
 #include "rl_chat.h"
 #include "rl_checkpoint.h"
@@ -71,18 +72,6 @@ typedef struct {
     int n_stop_str;
     int quiet;              // preflight: no info lines
 } s_ctl_t;
-
-static double s_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static double s_wall(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void s_gen_free(s_gen_t *g) {
     free(g->lens);
@@ -283,7 +272,7 @@ static int s_setup_workers(s_ctl_t *s, char *err, size_t err_len) {
             return rc;
         }
     }
-    double t0 = s_now();
+    double t0 = rl_clock_now();
     if ((rc = rl_group_wait_ready(s->g, r->roles.request_timeout, err, err_len))) {
         return rc;
     }
@@ -291,7 +280,7 @@ static int s_setup_workers(s_ctl_t *s, char *err, size_t err_len) {
     snprintf(ta, sizeof(ta), at > 0 ? "%d threads" : "all cores", at);
     snprintf(ts, sizeof(ts), st > 0 ? "%d threads" : "all cores", st);
     rl_log_info("workers ready in %.1f s: actor (%s), %d sampler%s (%s each), reward",
-                s_now() - t0, ta, s->n_samplers, s->n_samplers == 1 ? "" : "s", ts);
+                rl_clock_now() - t0, ta, s->n_samplers, s->n_samplers == 1 ? "" : "s", ts);
     return 0;
 }
 
@@ -625,7 +614,7 @@ static int s_eval_one(s_ctl_t *s, double temperature, double *acc, double *fmt, 
 }
 
 static int s_evaluate(s_ctl_t *s, char *note, size_t note_len, char *err, size_t err_len) {
-    double t0 = s_now(), acc, fmt, accg, fmtg;
+    double t0 = rl_clock_now(), acc, fmt, accg, fmtg;
     int rc = s_eval_one(s, s->r->sampling.temperature, &acc, &fmt, err, err_len);
     if (!rc) {
         rc = s_eval_one(s, 0.0, &accg, &fmtg, err, err_len);
@@ -636,7 +625,7 @@ static int s_evaluate(s_ctl_t *s, char *note, size_t note_len, char *err, size_t
     rl_metrics_add(s->metrics, "eval/accuracy", acc);
     rl_metrics_add(s->metrics, "eval/accuracy_greedy", accg);
     rl_metrics_add(s->metrics, "eval/format_rate", fmt);
-    rl_metrics_add(s->metrics, "timing/eval", s_now() - t0);
+    rl_metrics_add(s->metrics, "timing/eval", rl_clock_now() - t0);
     if (isnan(s->eval_first[0])) {
         s->eval_first[0] = acc;
         s->eval_first[1] = accg;
@@ -1072,7 +1061,7 @@ static int s_step(s_ctl_t *s, char *note, size_t note_len, char *err, size_t err
     s_step_t t;
     memset(&t, 0, sizeof(t));
     rl_metrics_t *mt = s->metrics;
-    double t0 = s_now();
+    double t0 = rl_clock_now();
     int rc = 0;
     t.idx = malloc((size_t)P * sizeof(size_t));
     if (!t.idx) {
@@ -1085,12 +1074,12 @@ static int s_step(s_ctl_t *s, char *note, size_t note_len, char *err, size_t err
     // 1. generate
     rc = s_generate(s, s->train, t.idx, P, G, r->sampling.temperature,
                     s_mix((uint64_t)r->run.seed, (uint64_t)s->step + 1), &t.gen, err, err_len);
-    double t1 = s_now();
+    double t1 = rl_clock_now();
     // 2. rewards
     if (!rc) {
         rc = s_score(s, &t, G, err, err_len);
     }
-    double t2 = s_now();
+    double t2 = rl_clock_now();
     int n = t.gen.n_res;
     rl_grpo_adv_stats_t as;
     if (!rc) {
@@ -1115,7 +1104,7 @@ static int s_step(s_ctl_t *s, char *note, size_t note_len, char *err, size_t err
         }
     }
     // 3. reference, 4. train
-    double lr = rl_sched_lr(&s->sched, s->step), t3 = s_now(), t4 = t3, denom = 0;
+    double lr = rl_sched_lr(&s->sched, s->step), t3 = rl_clock_now(), t4 = t3, denom = 0;
     float *ref = NULL;
     rl_msg_t *rep = NULL;
     int64_t ntok = 0;
@@ -1131,14 +1120,14 @@ static int s_step(s_ctl_t *s, char *note, size_t note_len, char *err, size_t err
                 rc = rl_msg_set_tensor(req, "ref_logp", RL_DT_F32, 2, sh2, ref);
             }
         }
-        t3 = s_now();
+        t3 = rl_clock_now();
         if (rc) {
             rl_msg_free(&req);
         } else {
             s->actor_consistent = 0;
             rc = s_call1(s, "actor/0", req, &rep, r->roles.request_timeout, err, err_len);
         }
-        t4 = s_now();
+        t4 = rl_clock_now();
         if (!rc) {
             int64_t so[2];
             const float *old;
@@ -1160,19 +1149,19 @@ static int s_step(s_ctl_t *s, char *note, size_t note_len, char *err, size_t err
         advanced = 1;
     }
     // 5. store
-    double t5 = s_now();
+    double t5 = rl_clock_now();
     if (!rc) {
         s->step--; // records carry the step being taken (s_store adds 1)
         rc = s_store(s, &t, G, ref, err, err_len);
         s->step++;
     }
-    double t6 = s_now();
+    double t6 = rl_clock_now();
     // 6. sync
     if (!rc && kept > 0) {
         s->version = s->step;
         rc = s_sync(s, err, err_len);
     }
-    double t7 = s_now();
+    double t7 = rl_clock_now();
     if (!rc) {
         // metrics (TRL's names, REFERENCE.md §6)
         double rsum = 0, rn = 0, len_sum = 0, clipped = 0;
@@ -1330,7 +1319,7 @@ int rl_controller_run(const rl_recipe_t *r, const rl_controller_opts_t *o, char 
     s.eval_last[0] = s.eval_last[1] = NAN;
     s.actor_consistent = 1;
     s.last_ckpt = -1;
-    s.t_start = s_now();
+    s.t_start = rl_clock_now();
     rl_rng_seed(&s.rng, (uint64_t)r->run.seed);
     char path[4200], msg[1024];
     int rc = s_setup_data(&s, err, err_len);
@@ -1384,7 +1373,7 @@ int rl_controller_run(const rl_recipe_t *r, const rl_controller_opts_t *o, char 
         char note[128];
         if ((rc = s_evaluate(&s, note, sizeof(note), err, err_len)) == 0) {
             rl_log_info("before training: %s", note);
-            if ((rc = rl_metrics_write(s.metrics, 0, s_wall())) != 0) {
+            if ((rc = rl_metrics_write(s.metrics, 0, rl_clock_wall())) != 0) {
                 rc = rl_errf(err, err_len, rc, "%s", rl_metrics_errmsg(s.metrics));
             }
         }
@@ -1394,7 +1383,7 @@ int rl_controller_run(const rl_recipe_t *r, const rl_controller_opts_t *o, char 
         last = o->stop_at;
     }
     while (!rc && s.step < last) {
-        double t0 = s_now();
+        double t0 = rl_clock_now();
         char note[256] = "", enote[128] = "";
         if ((rc = s_step(&s, note, sizeof(note), err, err_len))) {
             break;
@@ -1407,8 +1396,8 @@ int rl_controller_run(const rl_recipe_t *r, const rl_controller_opts_t *o, char 
             }
             log_now = 1;
         }
-        rl_metrics_add(s.metrics, "timing/step_total", s_now() - t0);
-        if (log_now && (rc = rl_metrics_write(s.metrics, step, s_wall())) != 0) {
+        rl_metrics_add(s.metrics, "timing/step_total", rl_clock_now() - t0);
+        if (log_now && (rc = rl_metrics_write(s.metrics, step, rl_clock_wall())) != 0) {
             rc = rl_errf(err, err_len, rc, "%s", rl_metrics_errmsg(s.metrics));
             break;
         }
@@ -1451,7 +1440,7 @@ int rl_controller_run(const rl_recipe_t *r, const rl_controller_opts_t *o, char 
                     100 * s.eval_last[1], 100 * (s.eval_last[1] - s.eval_first[1]));
         }
         if (!rc) {
-            rl_log_info("%lld steps in %.0f s", (long long)total, s_now() - s.t_start);
+            rl_log_info("%lld steps in %.0f s", (long long)total, rl_clock_now() - s.t_start);
         }
     } else if (rc && rc != RL_CONTROLLER_INTERRUPTED && s.g && s.actor_consistent &&
                s.step > s.last_ckpt && s.step > 0) {

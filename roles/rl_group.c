@@ -1,5 +1,6 @@
 // rl_group — worker processes and request/reply with timeouts (see rl_group.h).
 #include "rl_group.h"
+#include "rl_clock.h"
 
 #include "rl_chan.h"
 #include "rl_err.h"
@@ -43,12 +44,6 @@ struct rl_group {
     uint64_t next_id;
     double last_check;  // monotonic time of the last heartbeat check
 };
-
-static double s_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static s_worker_t *s_find(rl_group_t *g, const char *name) {
     for (int i = 0; i < g->n; i++) {
@@ -224,7 +219,7 @@ int rl_group_spawn(rl_group_t *g, const char *role, int rank, const char *recipe
     }
     w->pid = pid;
     w->alive = 1;
-    w->last_beat = s_now();
+    w->last_beat = rl_clock_now();
     g->n++;
     rl_log_debug("started %s (pid %d), log %s", w->name, (int)pid, w->log);
     return 0;
@@ -244,7 +239,7 @@ static int s_bookkeep(rl_group_t *g, rl_msg_t *m, const char *peer) {
         rl_log_warn("message '%s' from unknown peer '%s' dropped", rl_msg_op(m), peer);
         return 1;
     }
-    w->last_beat = s_now();
+    w->last_beat = rl_clock_now();
     if (strcmp(rl_msg_op(m), "hb") == 0) {
         return 1;
     }
@@ -269,7 +264,7 @@ static int s_bookkeep(rl_group_t *g, rl_msg_t *m, const char *peer) {
 // every worker).
 static int s_check(rl_group_t *g, int n, s_worker_t *const *watch, char *err, size_t err_len) {
     s_reap(g);
-    double now = s_now();
+    double now = rl_clock_now();
     // Beats that arrived while the controller was not listening (busy between calls, stopped,
     // suspended) wait unread in the socket: after such a gap, judge from now on, not from them.
     if (g->last_check > 0 && now - g->last_check > g->heartbeat) {
@@ -293,7 +288,7 @@ static int s_check(rl_group_t *g, int n, s_worker_t *const *watch, char *err, si
 }
 
 int rl_group_wait_ready(rl_group_t *g, double timeout_s, char *err, size_t err_len) {
-    double t0 = s_now();
+    double t0 = rl_clock_now();
     for (;;) {
         int all = 1;
         for (int i = 0; i < g->n; i++) {
@@ -310,7 +305,7 @@ int rl_group_wait_ready(rl_group_t *g, double timeout_s, char *err, size_t err_l
         if (rc) {
             return rc;
         }
-        if (s_now() - t0 > timeout_s) {
+        if (rl_clock_now() - t0 > timeout_s) {
             return rl_errf(err, err_len, RL_ETIMEOUT, "workers not ready after %.0f s",
                            timeout_s);
         }
@@ -372,7 +367,7 @@ int rl_group_call(rl_group_t *g, int n, const char *const *peers, rl_msg_t **req
     for (int i = 0; i < n; i++) {
         rl_msg_free(&reqs[i]);
     }
-    double t0 = s_now();
+    double t0 = rl_clock_now();
     int pending = rc ? 0 : n;
     while (!rc && pending > 0) {
         s_worker_t *waiting[S_MAX_WORKERS];
@@ -385,7 +380,7 @@ int rl_group_call(rl_group_t *g, int n, const char *const *peers, rl_msg_t **req
         if ((rc = s_check(g, nw, waiting, err, err_len)) != 0) {
             break;
         }
-        if (s_now() - t0 > timeout_s) {
+        if (rl_clock_now() - t0 > timeout_s) {
             for (int i = 0; i < nw; i++) {
                 s_kill(waiting[i]);
             }
@@ -458,14 +453,14 @@ void rl_group_destroy(rl_group_t **self_p, double timeout_s) {
             }
         }
     }
-    double t0 = s_now();
+    double t0 = rl_clock_now();
     for (;;) {
         s_reap(g);
         int alive = 0;
         for (int i = 0; i < g->n; i++) {
             alive += g->w[i].alive;
         }
-        if (!alive || s_now() - t0 > timeout_s) {
+        if (!alive || rl_clock_now() - t0 > timeout_s) {
             break;
         }
         rl_msg_t *m = NULL;

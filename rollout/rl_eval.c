@@ -1,5 +1,6 @@
 // rl_eval — held-out evaluation: JSONL rows -> sampler -> scorer -> accuracy and format rate.
 #include "rl_eval.h"
+#include "rl_clock.h"
 
 #include "rl_err.h"
 
@@ -142,17 +143,11 @@ void rl_eval_data_destroy(rl_eval_data_t **self_p) {
 
 // ---------------------------------------------------------------------------------------------
 
-static double s_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 int rl_eval_run(rl_sampler_t *sampler, rl_tokenizer_t *tok, const rl_eval_data_t *data,
                 const rl_sampler_params_t *params, rl_eval_score_fn score, void *ctx,
                 rl_eval_result_t *out, char *err, size_t err_len) {
     memset(out, 0, sizeof *out);
-    double t0 = s_now();
+    double t0 = rl_clock_now();
     int n = data->n, rc = 0;
     rl_sampler_prompt_t *prompts = calloc((size_t)n + 1, sizeof *prompts);
     int32_t **ids = calloc((size_t)n + 1, sizeof *ids);
@@ -223,6 +218,6 @@ done:
     }
     free(ids);
     free(prompts);
-    out->seconds = s_now() - t0;
+    out->seconds = rl_clock_now() - t0;
     return rc;
 }

@@ -12,6 +12,7 @@
 //   5. a reward plugin that crashes, hangs or fails, and a sampler that dies, stop the run with
 //      the culprit named and a resumable checkpoint of the last finished step.
 #include "rl_test.h"
+#include "rl_test_run.h"
 #include "rl_traj.h"
 
 #include <dirent.h>
@@ -27,26 +28,12 @@
 #include <unistd.h>
 
 static char s_tmp[] = "/tmp/rl_test_grpo_XXXXXX";
+#define s_rlctl(args) rl_test_rlctl(s_tmp, args)
+#define s_out() rl_test_out(s_tmp)
+#define s_exists(rel) rl_test_exists(s_tmp, rel)
+#define s_metrics(run) rl_test_metrics(s_tmp, run)
+#define s_files_equal(a, b) rl_test_files_equal(s_tmp, a, b)
 static char s_cmd[16384];
-
-// Runs rlctl with args; stdout+stderr into <tmp>/out.txt. Returns the exit status.
-static int s_rlctl(const char *args) {
-    snprintf(s_cmd, sizeof(s_cmd), "%s/rlctl %s > %s/out.txt 2>&1", RL_BINARY_DIR, args, s_tmp);
-    int st = system(s_cmd);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static char *s_out(void) {
-    char p[600];
-    snprintf(p, sizeof(p), "%s/out.txt", s_tmp);
-    return rl_test_read_file(p, NULL);
-}
-
-static int s_exists(const char *rel) {
-    char p[1400];
-    snprintf(p, sizeof(p), "%s/%s", s_tmp, rel);
-    return access(p, F_OK) == 0;
-}
 
 static const char *s_lora =
     "lora: {enabled: true, r: 4, alpha: 8, target_modules: [q_proj, v_proj, up_proj]}\n";
@@ -77,48 +64,6 @@ static void s_recipe(const char *name, const char *rewards, const char *extra) {
             rewards ? rewards : "  - {name: correct, builtin: math_answer}\n",
             extra ? extra : "");
     fclose(f);
-}
-
-// The metrics of a run without "time" and "timing/*" (they differ run to run).
-static json_t *s_metrics(const char *run) {
-    char p[600];
-    snprintf(p, sizeof(p), "%s/%s/metrics.jsonl", s_tmp, run);
-    char *txt = rl_test_read_file(p, NULL);
-    json_t *arr = json_array();
-    if (!txt) {
-        return arr;
-    }
-    for (char *line = strtok(txt, "\n"); line; line = strtok(NULL, "\n")) {
-        json_t *o = json_loads(line, 0, NULL);
-        if (!o) {
-            CHECK_MSG(0, "bad metrics line: %s", line);
-            continue;
-        }
-        json_object_del(o, "time");
-        const char *k;
-        json_t *v;
-        void *tmp;
-        json_object_foreach_safe(o, tmp, k, v) {
-            if (strncmp(k, "timing/", 7) == 0 || strcmp(k, "tokens_per_second") == 0) {
-                json_object_del(o, k);
-            }
-        }
-        json_array_append_new(arr, o);
-    }
-    free(txt);
-    return arr;
-}
-
-static int s_files_equal(const char *a, const char *b) {
-    char pa[600], pb[600];
-    size_t na = 0, nb = 0;
-    snprintf(pa, sizeof(pa), "%s/%s", s_tmp, a);
-    snprintf(pb, sizeof(pb), "%s/%s", s_tmp, b);
-    char *x = rl_test_read_file(pa, &na), *y = rl_test_read_file(pb, &nb);
-    int eq = x && y && na == nb && memcmp(x, y, na) == 0;
-    free(x);
-    free(y);
-    return eq;
 }
 
 // ---- processes -----------------------------------------------------------------------------

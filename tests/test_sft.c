@@ -7,6 +7,7 @@
 //   - accumulation: micro-batches 2 x 2 == one micro-batch of 4 within float tolerance;
 //   - the run folder rules (refuse, --force, lock), a NaN loss naming the step, usage errors.
 #include "rl_test.h"
+#include "rl_test_run.h"
 
 #include <fcntl.h>
 #include <jansson.h>
@@ -20,20 +21,12 @@
 
 #define FIX RL_FIXTURES "/data"
 static char s_tmp[] = "/tmp/rl_test_sft_XXXXXX";
+#define s_rlctl(args) rl_test_rlctl(s_tmp, args)
+#define s_out() rl_test_out(s_tmp)
+#define s_exists(rel) rl_test_exists(s_tmp, rel)
+#define s_metrics(run) rl_test_metrics(s_tmp, run)
+#define s_files_equal(a, b) rl_test_files_equal(s_tmp, a, b)
 static char s_cmd[8192];
-
-// Runs rlctl with args; stdout+stderr into <tmp>/out.txt. Returns the exit status.
-static int s_rlctl(const char *args) {
-    snprintf(s_cmd, sizeof(s_cmd), "%s/rlctl %s > %s/out.txt 2>&1", RL_BINARY_DIR, args, s_tmp);
-    int st = system(s_cmd);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static char *s_out(void) {
-    char p[600];
-    snprintf(p, sizeof(p), "%s/out.txt", s_tmp);
-    return rl_test_read_file(p, NULL);
-}
 
 static void s_recipe(const char *name, const char *extra) {
     char p[600];
@@ -56,52 +49,9 @@ static void s_recipe(const char *name, const char *extra) {
     fclose(f);
 }
 
-// The metrics of a run without "time" and "timing/*" (which differ run to run), one JSON
-// object per line. caller owns result; json_decref.
-static json_t *s_metrics(const char *run) {
-    char p[600];
-    snprintf(p, sizeof(p), "%s/%s/metrics.jsonl", s_tmp, run);
-    char *txt = rl_test_read_file(p, NULL);
-    json_t *arr = json_array();
-    if (!txt) {
-        return arr;
-    }
-    for (char *line = strtok(txt, "\n"); line; line = strtok(NULL, "\n")) {
-        json_t *o = json_loads(line, 0, NULL);
-        if (!o) {
-            CHECK_MSG(0, "bad metrics line: %s", line);
-            continue;
-        }
-        json_object_del(o, "time");
-        const char *k;
-        json_t *v;
-        void *tmp;
-        json_object_foreach_safe(o, tmp, k, v) {
-            if (strncmp(k, "timing/", 7) == 0) {
-                json_object_del(o, k);
-            }
-        }
-        json_array_append_new(arr, o);
-    }
-    free(txt);
-    return arr;
-}
-
 static double s_num(json_t *arr, size_t i, const char *key) {
     json_t *v = json_object_get(json_array_get(arr, i), key);
     return v ? json_number_value(v) : NAN;
-}
-
-static int s_files_equal(const char *a, const char *b) {
-    char pa[600], pb[600];
-    size_t na = 0, nb = 0;
-    snprintf(pa, sizeof(pa), "%s/%s", s_tmp, a);
-    snprintf(pb, sizeof(pb), "%s/%s", s_tmp, b);
-    char *x = rl_test_read_file(pa, &na), *y = rl_test_read_file(pb, &nb);
-    int eq = x && y && na == nb && memcmp(x, y, na) == 0;
-    free(x);
-    free(y);
-    return eq;
 }
 
 // Largest |a - b| over the F32 data of two safetensors files with the same header.
@@ -129,12 +79,6 @@ static double s_weights_maxdiff(const char *a, const char *b) {
     free(x);
     free(y);
     return md;
-}
-
-static int s_exists(const char *rel) {
-    char p[600];
-    snprintf(p, sizeof(p), "%s/%s", s_tmp, rel);
-    return access(p, F_OK) == 0;
 }
 
 // Sets model.norm.weight[0] of a model folder to NaN (every logit becomes NaN).

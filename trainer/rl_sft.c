@@ -1,6 +1,7 @@
 // rl_sft — the SFT loop. Read top to bottom: setup (tokenizer, data, model, optimizer,
 // schedule, resume), the step, evaluation, checkpoints, final/.
 #include "rl_sft.h"
+#include "rl_clock.h"
 
 #include "rl_chat.h"
 #include "rl_checkpoint.h"
@@ -25,18 +26,6 @@
 #include <unistd.h>
 
 // ---- helpers ---------------------------------------------------------------------------------
-
-static double s_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static double s_wall(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 // ---- the run state ---------------------------------------------------------------------------
 
@@ -438,7 +427,7 @@ int rl_sft_run(const rl_recipe_t *r, const rl_sft_opts_t *o, char *err, size_t e
         last = o->stop_at;
     }
     while (s.step < last) {
-        double t0 = s_now();
+        double t0 = rl_clock_now();
         int64_t step = s.step + 1; // 1-based number of the step being taken
         for (int i = 0; i < r->train.batch_size; i++) {
             s.idx[i] = rl_data_sampler_next(s.sampler);
@@ -451,7 +440,7 @@ int rl_sft_run(const rl_recipe_t *r, const rl_sft_opts_t *o, char *err, size_t e
         if (rc) {
             goto done;
         }
-        double t1 = s_now();
+        double t1 = rl_clock_now();
         if (!isfinite(loss)) {
             rc = rl_errf(err, err_len, RL_EINVAL,
                          "step %lld: the loss is %s; stopping (lower optim.lr, check the data, "
@@ -471,7 +460,7 @@ int rl_sft_run(const rl_recipe_t *r, const rl_sft_opts_t *o, char *err, size_t e
         rl_optim_step(s.optim, s.params, s.grads, lr);
         s.step = step;
         s.num_tokens += ntok;
-        double t2 = s_now();
+        double t2 = rl_clock_now();
 
         int log_now = step % r->train.log_every == 0 || step == last;
         rl_metrics_add(s.metrics, "loss", loss);
@@ -487,7 +476,7 @@ int rl_sft_run(const rl_recipe_t *r, const rl_sft_opts_t *o, char *err, size_t e
         double eval_loss = NAN;
         char note[128] = "";
         if (s.eval && r->train.eval_every > 0 && step % r->train.eval_every == 0) {
-            double te = s_now();
+            double te = rl_clock_now();
             if ((rc = s_evaluate(&s, &eval_loss, err, err_len))) {
                 goto done;
             }
@@ -497,11 +486,11 @@ int rl_sft_run(const rl_recipe_t *r, const rl_sft_opts_t *o, char *err, size_t e
                                     err, err_len)) != 0) {
                 goto done;
             }
-            rl_metrics_add(s.metrics, "timing/eval", s_now() - te);
+            rl_metrics_add(s.metrics, "timing/eval", rl_clock_now() - te);
             log_now = 1;
         }
-        rl_metrics_add(s.metrics, "timing/step", s_now() - t0);
-        if (log_now && (rc = rl_metrics_write(s.metrics, step, s_wall())) != 0) {
+        rl_metrics_add(s.metrics, "timing/step", rl_clock_now() - t0);
+        if (log_now && (rc = rl_metrics_write(s.metrics, step, rl_clock_wall())) != 0) {
             rc = rl_errf(err, err_len, rc, "%s", rl_metrics_errmsg(s.metrics));
             goto done;
         }
