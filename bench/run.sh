@@ -15,3 +15,7 @@ for b in build/release/bench/bench_*; do
   echo "== $(basename "$b")"
   "$b"
 done
+# GRPO: a short real run of cookbook/grpo_lora.yaml (3 invocations, each with the store and
+# weight-sync ceilings measured right after it; load averages recorded before and after).
+echo "== GRPO (bench/grpo_step.sh)"
+bash bench/grpo_step.sh build/release 3
