@@ -524,18 +524,25 @@ static int s_completion_text(s_ctl_t *s, const s_gen_t *g, int j, char **text_p,
 
 // ---- weight sync ----------------------------------------------------------------------------
 
-static int s_sync(s_ctl_t *s, char *err, size_t err_len) {
+// Sends the actor's trainable weights (LoRA: the adapter only) to every sampler as version
+// s->version. `from` is the actor's train reply, which carries the updated weights; NULL asks
+// the actor for them (export_weights: at start and on resume).
+static int s_sync(s_ctl_t *s, const rl_msg_t *from, char *err, size_t err_len) {
     rl_msg_t *rep = NULL;
-    int rc = s_call1(s, "actor/0", s_req(s, "export_weights"), &rep, s->r->roles.request_timeout,
-                     err, err_len);
-    if (rc) {
-        return rc;
+    int rc = 0;
+    if (!from) {
+        rc = s_call1(s, "actor/0", s_req(s, "export_weights"), &rep,
+                     s->r->roles.request_timeout, err, err_len);
+        if (rc) {
+            return rc;
+        }
+        from = rep;
     }
     int64_t shape[1];
     const float *w;
-    if (rl_msg_get_tensor(rep, "weights", RL_DT_F32, 1, shape, (const void **)&w)) {
+    if (rl_msg_get_tensor(from, "weights", RL_DT_F32, 1, shape, (const void **)&w)) {
         rl_msg_free(&rep);
-        return rl_errf(err, err_len, RL_EPROTO, "worker actor/0: malformed export_weights reply");
+        return rl_errf(err, err_len, RL_EPROTO, "worker actor/0: a reply without its weights");
     }
     s->n_trainable = shape[0];
     rl_msg_t *reqs[256] = {0}, *reps[256] = {0};
@@ -1159,7 +1166,7 @@ static int s_step(s_ctl_t *s, char *note, size_t note_len, char *err, size_t err
     // 6. sync
     if (!rc && kept > 0) {
         s->version = s->step;
-        rc = s_sync(s, err, err_len);
+        rc = s_sync(s, rep, err, err_len);
     }
     double t7 = rl_clock_now();
     if (!rc) {
@@ -1366,7 +1373,7 @@ int rl_controller_run(const rl_recipe_t *r, const rl_controller_opts_t *o, char 
     // weights version s.step to every sampler (the adapter only, with LoRA)
     if (!rc) {
         s.version = s.step;
-        rc = s_sync(&s, err, err_len);
+        rc = s_sync(&s, NULL, err, err_len);
     }
     int do_eval = s.eval && r->train.eval_every > 0;
     if (!rc && s.eval && s.step == 0) {

@@ -247,6 +247,21 @@ static int s_actor_train(s_worker_t *w, const rl_msg_t *req, rl_msg_t **out, cha
         rl_msg_free(&m);
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
+    // the updated trainable weights ride along: the controller syncs the samplers from them
+    // without another round trip (export_weights)
+    size_t nw;
+    const float *wts = rl_policy_weights(w->policy, &nw);
+    float *copy = malloc(nw * sizeof(float));
+    int64_t sw[1] = {(int64_t)nw};
+    if (!copy) {
+        rl_msg_free(&m);
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    memcpy(copy, wts, nw * sizeof(float));
+    if (rl_msg_set_tensor_gift(m, "weights", RL_DT_F32, 1, sw, copy)) {
+        rl_msg_free(&m);
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
     *out = m;
     return 0;
 }
