@@ -13,6 +13,7 @@
 #include "rl_grpo.h"
 #include "rl_log.h"
 #include "rl_metrics.h"
+#include "rl_optim.h"
 #include "rl_progress.h"
 #include "rl_prompts.h"
 #include "rl_reward.h"
@@ -1341,13 +1342,7 @@ int rl_controller_run(const rl_recipe_t *r, const rl_controller_opts_t *o, char 
         rc = s_resume(&s, err, err_len);
     }
     int64_t total = r->train.steps;
-    s.sched.kind = r->optim.scheduler == RL_RECIPE_SCHED_LINEAR   ? RL_SCHED_LINEAR
-                   : r->optim.scheduler == RL_RECIPE_SCHED_COSINE ? RL_SCHED_COSINE
-                                                                  : RL_SCHED_CONSTANT;
-    s.sched.lr = r->optim.lr;
-    s.sched.total_steps = total;
-    s.sched.warmup_steps = rl_sched_warmup(r->optim.warmup_steps, r->optim.warmup_ratio, total);
-    s.sched.min_lr_ratio = r->optim.min_lr_ratio;
+    s.sched = rl_sched_from_recipe(r);
     if (!rc) {
         snprintf(path, sizeof(path), "%s/metrics.jsonl", o->run_dir);
         rc = rl_metrics_truncate_after(path, s.step, err, err_len);

@@ -265,3 +265,16 @@ double rl_sched_lr(const rl_sched_t *s, int64_t step) {
     }
     return s->lr * f;
 }
+
+rl_sched_t rl_sched_from_recipe(const rl_recipe_t *r) {
+    rl_sched_t sc;
+    int64_t total = r->train.steps;
+    sc.kind = r->optim.scheduler == RL_RECIPE_SCHED_LINEAR   ? RL_SCHED_LINEAR
+              : r->optim.scheduler == RL_RECIPE_SCHED_COSINE ? RL_SCHED_COSINE
+                                                             : RL_SCHED_CONSTANT;
+    sc.lr = r->optim.lr;
+    sc.total_steps = total;
+    sc.warmup_steps = rl_sched_warmup(r->optim.warmup_steps, r->optim.warmup_ratio, total);
+    sc.min_lr_ratio = r->optim.min_lr_ratio;
+    return sc;
+}

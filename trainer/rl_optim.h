@@ -14,6 +14,8 @@
 #ifndef RL_OPTIM_H
 #define RL_OPTIM_H
 
+#include "rl_config.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -103,6 +105,9 @@ typedef struct {
 // Warmup steps from the recipe: warmup_steps when > 0, else ceil(warmup_ratio * total_steps)
 // (transformers TrainingArguments.get_warmup_steps).
 int64_t rl_sched_warmup(int64_t warmup_steps, double warmup_ratio, int64_t total_steps);
+
+// The schedule a recipe's optim section sets for train.steps steps.
+rl_sched_t rl_sched_from_recipe(const rl_recipe_t *recipe);
 
 // The learning rate of 0-based step `step` (formulas above).
 double rl_sched_lr(const rl_sched_t *sched, int64_t step);

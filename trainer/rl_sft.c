@@ -392,13 +392,7 @@ int rl_sft_run(const rl_recipe_t *r, const rl_sft_opts_t *o, char *err, size_t e
         goto done;
     }
     int64_t total = r->train.steps;
-    s.sched.kind = r->optim.scheduler == RL_RECIPE_SCHED_LINEAR   ? RL_SCHED_LINEAR
-                   : r->optim.scheduler == RL_RECIPE_SCHED_COSINE ? RL_SCHED_COSINE
-                                                                  : RL_SCHED_CONSTANT;
-    s.sched.lr = r->optim.lr;
-    s.sched.total_steps = total;
-    s.sched.warmup_steps = rl_sched_warmup(r->optim.warmup_steps, r->optim.warmup_ratio, total);
-    s.sched.min_lr_ratio = r->optim.min_lr_ratio;
+    s.sched = rl_sched_from_recipe(r);
 
     // metrics: a resumed run drops the lines a crashed run wrote after its checkpoint
     char path[4200];
