@@ -278,8 +278,8 @@ static int s_setup_workers(s_ctl_t *s, char *err, size_t err_len) {
         return rc;
     }
     char ta[32], ts[32];
-    snprintf(ta, sizeof(ta), at > 0 ? "%d threads" : "all cores", at);
-    snprintf(ts, sizeof(ts), st > 0 ? "%d threads" : "all cores", st);
+    snprintf(ta, sizeof(ta), at > 1 ? "%d threads" : at == 1 ? "1 thread" : "all cores", at);
+    snprintf(ts, sizeof(ts), st > 1 ? "%d threads" : st == 1 ? "1 thread" : "all cores", st);
     rl_log_info("workers ready in %.1f s: actor (%s), %d sampler%s (%s each), reward",
                 rl_clock_now() - t0, ta, s->n_samplers, s->n_samplers == 1 ? "" : "s", ts);
     return 0;
@@ -820,6 +820,10 @@ static int s_score(s_ctl_t *s, s_step_t *t, int G, char *err, size_t err_len) {
                          timed_out ? "no answer within roles.reward_timeout; the reward "
                                      "worker was stopped"
                                    : e);
+            if (timed_out) {
+                size_t l = strlen(err);
+                snprintf(err + l, err_len - l, " (%g s)", r->roles.reward_timeout);
+            }
             break;
         }
         int64_t ss[1];
@@ -1383,6 +1387,13 @@ int rl_controller_run(const rl_recipe_t *r, const rl_controller_opts_t *o, char 
     int64_t last = total;
     if (o->stop_at > 0 && o->stop_at < last) {
         last = o->stop_at;
+    }
+    if (!rc && o->interrupt && *o->interrupt) {
+        // Ctrl-C during start-up or the first evaluation: nothing new to save
+        rc = rl_errf(err, err_len, RL_CONTROLLER_INTERRUPTED,
+                     "interrupted before step %lld; nothing was trained in this run%s",
+                     (long long)s.step + 1, s.last_ckpt > 0 ? "; continue with rlctl run "
+                                                              "--resume" : "");
     }
     while (!rc && s.step < last) {
         double t0 = rl_clock_now();

@@ -390,6 +390,11 @@ int rl_group_call(rl_group_t *g, int n, const char *const *peers, rl_msg_t **req
             rc = rl_errf(err, err_len, RL_ETIMEOUT,
                          "worker %s (pid %d) did not answer within %.0f s (stopped); its log: %s",
                          waiting[0]->name, (int)waiting[0]->pid, timeout_s, waiting[0]->log);
+            for (int i = 1; i < nw; i++) { // every late worker is named
+                size_t l = strlen(err);
+                snprintf(err + l, err_len - l, "; nor did %s (pid %d, stopped)",
+                         waiting[i]->name, (int)waiting[i]->pid);
+            }
             break;
         }
         rl_msg_t *m = NULL;
