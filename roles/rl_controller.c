@@ -1466,6 +1466,12 @@ int rl_controller_run(const rl_recipe_t *r, const rl_controller_opts_t *o, char 
                      (long long)s.step);
         } else {
             rl_log_warn("no checkpoint after the failure: %s", e2);
+            if (s.last_ckpt > 0) {
+                size_t l = strlen(err);
+                snprintf(err + l, err_len - l,
+                         "\n(the newest checkpoint is of step %lld; continue with rlctl run "
+                         "--resume)", (long long)s.last_ckpt);
+            }
         }
     } else if (rc && rc != RL_CONTROLLER_INTERRUPTED && s.last_ckpt > 0) {
         size_t l = strlen(err);
