@@ -985,8 +985,9 @@ static double s_get(const rl_msg_t *m, const char *k) {
     return v;
 }
 
-// Writes the step's records (one transaction).
-static int s_store(s_ctl_t *s, s_step_t *t, int G, const float *ref, char *err, size_t err_len) {
+// Writes the records of step `step` (one transaction).
+static int s_store(s_ctl_t *s, int64_t step, s_step_t *t, int G, const float *ref, char *err,
+                   size_t err_len) {
     const rl_recipe_t *r = s->r;
     int n = t->gen.n_res;
     rl_traj_record_t *recs = calloc((size_t)n, sizeof(*recs));
@@ -1021,7 +1022,7 @@ static int s_store(s_ctl_t *s, s_step_t *t, int G, const float *ref, char *err, 
         const rl_prompt_t *p = rl_prompts_get(s->train, t->idx[j / G]);
         int lc = t->gen.lens[j];
         int64_t o = t->gen.off[j];
-        x->step = (uint64_t)s->step + 1;
+        x->step = (uint64_t)step;
         x->prompt_index = (uint32_t)(j / G);
         x->sample_index = (uint32_t)(j % G);
         x->data_index = (int64_t)t->idx[j / G];
@@ -1055,7 +1056,7 @@ static int s_store(s_ctl_t *s, s_step_t *t, int G, const float *ref, char *err, 
         x->advantage = t->adv[j];
         x->finish = t->gen.fin[j];
     }
-    int rc = rl_traj_put_step(s->traj, (uint64_t)s->step + 1, recs, n, err, err_len);
+    int rc = rl_traj_put_step(s->traj, (uint64_t)step, recs, n, err, err_len);
     free(recs);
     free(mask);
     free(rw);
@@ -1163,9 +1164,7 @@ static int s_step(s_ctl_t *s, char *note, size_t note_len, char *err, size_t err
     // 5. store
     double t5 = rl_clock_now();
     if (!rc) {
-        s->step--; // records carry the step being taken (s_store adds 1)
-        rc = s_store(s, &t, G, ref, err, err_len);
-        s->step++;
+        rc = s_store(s, s->step, &t, G, ref, err, err_len);
     }
     double t6 = rl_clock_now();
     // 6. sync
