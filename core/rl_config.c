@@ -252,7 +252,8 @@ static const rl_recipe_key_t s_keys[] = {
      NULL, "sampler worker processes; a step's prompts are spread over them"},
     {"roles", "reference", T(ENUM), OFF(roles.reference), "actor", "actor", 0, 0, 0, 0, s_refs,
      GRPO, NULL, NULL,
-     "where the reference policy runs: actor = the actor with adapters disabled (LoRA only)"},
+     "where the reference policy runs: actor = in the actor (adapters disabled with LoRA, a "
+     "frozen copy with full tuning)"},
     {"roles", "actor_threads", T(INT), OFF(roles.actor_threads), "0", "0", 0, 0, 4096, 0, NULL,
      GRPO, NULL, NULL, "compute threads of the actor worker; 0 = train.threads"},
     {"roles", "sampler_threads", T(INT), OFF(roles.sampler_threads), "0", "0", 0, 0, 4096, 0,
