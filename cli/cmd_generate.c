@@ -160,18 +160,10 @@ static void s_json_string(const char *text, size_t len) {
 // vocab_size larger than the tokenizer's) are left out.
 static char *s_text(const rl_tokenizer_t *tok, const rl_sampler_result_t *r, size_t *len_p) {
     int n = r->n_ids - (r->finish == RL_SAMPLER_FINISH_STOP);
-    int32_t *ids = malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
-    int m = 0;
     char *text = NULL;
-    for (int i = 0; ids && i < n; i++) {
-        if (r->ids[i] < rl_tokenizer_vocab_size(tok) && rl_tokenizer_id_to_token(tok, r->ids[i])) {
-            ids[m++] = r->ids[i];
-        }
-    }
-    if (ids && rl_tokenizer_decode(tok, ids, (size_t)m, 0, &text, len_p) != 0) {
+    if (rl_tokenizer_decode_known(tok, r->ids, (size_t)(n > 0 ? n : 0), 0, &text, len_p) != 0) {
         text = NULL;
     }
-    free(ids);
     return text;
 }
 

@@ -2098,3 +2098,24 @@ const char *rl_tokenizer_chat_template(const rl_tokenizer_t *self) {
 const char *rl_tokenizer_errmsg(const rl_tokenizer_t *self) {
     return self->errmsg;
 }
+
+int rl_tokenizer_decode_known(const rl_tokenizer_t *self, const int32_t *ids, size_t n, int flags,
+                              char **text_p, size_t *len_p) {
+    *text_p = NULL;
+    if (len_p) {
+        *len_p = 0;
+    }
+    int32_t *known = malloc((n ? n : 1) * sizeof(int32_t));
+    if (!known) {
+        return RL_ENOMEM;
+    }
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (rl_tokenizer_id_to_token(self, ids[i])) {
+            known[m++] = ids[i];
+        }
+    }
+    int rc = rl_tokenizer_decode(self, known, m, flags, text_p, len_p);
+    free(known);
+    return rc;
+}

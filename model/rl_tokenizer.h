@@ -71,6 +71,13 @@ int rl_tokenizer_encode(rl_tokenizer_t *self, const char *text, size_t len, int 
 int rl_tokenizer_decode(const rl_tokenizer_t *self, const int32_t *ids, size_t n, int flags,
                         char **text_p, size_t *len_p);
 
+// As rl_tokenizer_decode, leaving out the ids the tokenizer does not know (negative, past its
+// vocabulary, or holes in it): a model's vocabulary may be larger than its tokenizer's (padded
+// embeddings), and such ids have no text, as in Hugging Face's decode. Returns 0 or RL_ENOMEM.
+// caller owns *text_p; free with free().
+int rl_tokenizer_decode_known(const rl_tokenizer_t *self, const int32_t *ids, size_t n, int flags,
+                              char **text_p, size_t *len_p);
+
 // The raw bytes a token decodes to (added tokens: their content), for streaming decoders that
 // join bytes themselves; NULL when id is outside the vocabulary.
 // borrowed; valid until rl_tokenizer_destroy.

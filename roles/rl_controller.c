@@ -49,7 +49,6 @@ typedef struct {
     const rl_recipe_t *r;
     const rl_controller_opts_t *o;
     rl_tokenizer_t *tok;
-    int32_t vocab;          // the tokenizer's (ids past it have no text)
     rl_prompts_t *train, *eval;
     char **eval_answers;    // (eval count) normalised reference answers, NULL = none
     rl_data_sampler_t *order;
@@ -154,7 +153,6 @@ static int s_setup_data(s_ctl_t *s, char *err, size_t err_len) {
     if (!s->tok) {
         return rl_recipe_errorf(r, "model.tokenizer", err, err_len, RL_EINVAL, "%s", msg);
     }
-    s->vocab = rl_tokenizer_vocab_size(s->tok);
     int32_t eos = rl_tokenizer_eos_id(s->tok);
     if (eos >= 0) {
         s->stop_ids[s->n_stop++] = eos;
@@ -507,15 +505,7 @@ static int s_cut_stop_strings(s_ctl_t *s, s_gen_t *g) {
 static int s_completion_text(s_ctl_t *s, const s_gen_t *g, int j, char **text_p, size_t *len_p) {
     // a stop token is not text; a stop string is cut from the text below
     int n = g->lens[j] - (g->fin[j] == 0 && !(g->cut && g->cut[j]) ? 1 : 0);
-    const int32_t *ids = g->ids + g->off[j];
-    int32_t buf[4096];
-    int k = 0;
-    for (int i = 0; i < n && k < 4096; i++) {
-        if (ids[i] >= 0 && ids[i] < s->vocab) {
-            buf[k++] = ids[i];
-        }
-    }
-    int rc = rl_tokenizer_decode(s->tok, buf, (size_t)k, 0, text_p, len_p);
+    int rc = rl_tokenizer_decode_known(s->tok, g->ids + g->off[j], (size_t)n, 0, text_p, len_p);
     if (rc == 0 && g->cut && g->cut[j]) {
         *len_p = s_stop_at(s, *text_p, *len_p);
         (*text_p)[*len_p] = '\0';

@@ -174,25 +174,16 @@ int rl_eval_run(rl_sampler_t *sampler, rl_tokenizer_t *tok, const rl_eval_data_t
         goto done;
     }
     int total = n * params->n;
-    int32_t vocab = rl_tokenizer_vocab_size(tok);
     double sum = 0.0;
     long long fmt = 0, clipped = 0;
     for (int k = 0; k < total; k++) {
         rl_sampler_result_t *r = &res[k];
         out->tokens += r->n_ids;
         int n_text = r->n_ids - (r->finish == RL_SAMPLER_FINISH_STOP ? 1 : 0);
-        // A model's vocabulary may be larger than its tokenizer's (padded embeddings); an id
-        // the tokenizer does not know has no text, so it is dropped, as Hugging Face's decode
-        // does.
-        int n_known = 0;
-        for (int i = 0; i < n_text; i++) {
-            if (r->ids[i] < vocab) {
-                r->ids[n_known++] = r->ids[i];
-            }
-        }
+        // ids the tokenizer does not know (a padded model vocabulary) have no text
         char *text = NULL;
         size_t tlen = 0;
-        rc = rl_tokenizer_decode(tok, r->ids, (size_t)n_known, 0, &text, &tlen);
+        rc = rl_tokenizer_decode_known(tok, r->ids, (size_t)n_text, 0, &text, &tlen);
         if (rc != 0) {
             rl_errf(err, err_len, rc, "eval: %s", rl_tokenizer_errmsg(tok));
             goto done;

@@ -128,6 +128,14 @@ static void s_test_fixture(const char *file) {
     CHECK_CONTAINS(rl_tokenizer_errmsg(tok), "999");
     const int32_t gap[] = {60};
     CHECK_INT(rl_tokenizer_decode(tok, gap, 1, 0, &text, &tl), RL_EINVAL);
+    // decode_known leaves out what decode refuses: past the vocabulary, negative, a hole
+    const int32_t mixed[] = {999, 42, -1, 60, 0};
+    CHECK_INT(rl_tokenizer_decode_known(tok, mixed, 5, 0, &text, &tl), 0);
+    char *want = s_decode(tok, half, 2, 0);
+    CHECK_STR(text, want);
+    CHECK_INT((int)tl, want ? (int)strlen(want) : -1);
+    free(want);
+    free(text);
     // invalid UTF-8 input is refused, not guessed at
     int32_t *out = NULL;
     size_t n = 7;
