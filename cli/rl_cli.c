@@ -155,12 +155,14 @@ int rl_cli_check_model(const rl_recipe_t *r, char *err, size_t err_len) {
     if (!tok) {
         return rl_recipe_errorf(r, "model.tokenizer", err, err_len, RL_EINVAL, "%s", msg);
     }
-    int32_t tv = rl_tokenizer_vocab_size(tok);
+    // model.tokenizer may live outside model.path: new_dir's own check does not cover it
+    char config[4200];
+    snprintf(config, sizeof config, "%s/config.json", r->model.path);
+    rc = rl_tokenizer_check_vocab(tok, cfg.vocab_size, r->model.tokenizer, config, msg,
+                                  sizeof msg);
     rl_tokenizer_destroy(&tok);
-    if (tv > cfg.vocab_size) {
-        return rl_recipe_errorf(r, "model.tokenizer", err, err_len, RL_EINVAL,
-                                "the tokenizer has %d tokens but the model's vocab_size is %d",
-                                (int)tv, cfg.vocab_size);
+    if (rc != 0) {
+        return rl_recipe_errorf(r, "model.tokenizer", err, err_len, RL_EINVAL, "%s", msg);
     }
     return 0;
 }

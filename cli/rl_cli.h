@@ -46,8 +46,9 @@ int rl_cli_float(const char *cmd, const char *flag, const char *v, double lo, do
                  float *out);
 int rl_cli_u64(const char *cmd, const char *flag, const char *v, uint64_t *out);
 
-// Loads an HF folder for inference (tune NONE, `threads` compute threads), its tokenizer, and
-// with adapter != NULL a PEFT adapter. Problems are printed as "rlctl <cmd>: ..." and give
+// Loads an HF folder for inference (tune NONE, `threads` compute threads), its tokenizer (refused
+// when an id reaches config.json's vocab_size: rl_tokenizer_new_dir), and with adapter != NULL
+// a PEFT adapter. Problems are printed as "rlctl <cmd>: ..." and give
 // RL_EXIT_USAGE with nothing loaded; 0 on success.
 // caller owns *model_p and *tok_p; free with rl_model_destroy and rl_tokenizer_destroy.
 int rl_cli_load_model(const char *cmd, const char *model_dir, const char *adapter, int threads,

@@ -8,6 +8,7 @@
 #include "rl_yaml.h"
 
 #include <errno.h>
+#include <float.h>
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
@@ -265,6 +266,10 @@ static const rl_recipe_key_t s_keys[] = {
      "seconds a worker may take to answer one request before the run stops"},
     {"roles", "heartbeat", T(FLOAT), OFF(roles.heartbeat), "1", "1", GT, 0, 3600, 0, NULL, GRPO,
      NULL, NULL, "seconds between worker heartbeats; 10 missed = the worker is lost"},
+    {"roles", "stop_grace", T(FLOAT), OFF(roles.stop_grace), "20", "20", GT, 0, 86400, 0, NULL,
+     GRPO, NULL, NULL,
+     "seconds from SIGTERM/SIGINT until the run is gone: the step and a checkpoint finish "
+     "when they fit, otherwise the workers stop at once"},
 };
 #define S_NKEYS ((int)(sizeof s_keys / sizeof s_keys[0]))
 
@@ -735,10 +740,28 @@ static int s_number(s_ctx_t *c, const rl_recipe_key_t *k, const rl_yaml_node_t *
         return -1;
     }
     int gt = (k->flags & RL_RECIPE_K_MIN_EXCL) != 0, lt = (k->flags & RL_RECIPE_K_MAX_EXCL) != 0;
-    if ((gt ? !(x > k->min) : !(x >= k->min)) || (lt ? !(x < k->max) : !(x <= k->max))) {
-        char q[64];
-        s_quote_short(v->str, q, sizeof q);
+    int lo_bad = gt ? !(x > k->min) : !(x >= k->min), hi_bad = lt ? !(x < k->max) : !(x <= k->max);
+    // float keys are kept as doubles here but reach float code (lora.alpha becomes the float
+    // LoRA scale, optim.eps the float AdamW epsilon, rewards meet float losses): a value a
+    // float cannot hold would silently become infinity or 0 there. A bound of +-BIG means
+    // "none", so past it the float limit is the one to report.
+    double a = fabs(x);
+    int f32 = k->type == RL_RECIPE_T_FLOAT;
+    int over = f32 && a > FLT_MAX, under = f32 && a > 0 && a < FLT_TRUE_MIN;
+    char q[64];
+    s_quote_short(v->str, q, sizeof q);
+    if ((lo_bad && !(over && k->min <= -BIG)) || (hi_bad && !(over && k->max >= BIG))) {
         s_err(c, at, path, "%s is out of range; allowed: %s", q, rg);
+        return -1;
+    }
+    if (over) {
+        s_err(c, at, path, "%s is out of range (a 32-bit float overflows to infinity); allowed: "
+              "%s, at most %.10g in magnitude", q, rg, (double)FLT_MAX);
+        return -1;
+    }
+    if (under) {
+        s_err(c, at, path, "%s is out of range (a 32-bit float rounds it to 0); allowed: %s, "
+              "nonzero values at least %.10g in magnitude", q, rg, (double)FLT_TRUE_MIN);
         return -1;
     }
     *out = x;

@@ -207,6 +207,7 @@ typedef struct {
     int reference;          // RL_RECIPE_REF_*
     int actor_threads, sampler_threads; // 0 = train.threads
     double reward_timeout, request_timeout, heartbeat; // seconds
+    double stop_grace;      // seconds from a stop signal until the run is gone
 } rl_recipe_roles_t;
 
 typedef struct rl_recipe_priv rl_recipe_priv_t;

@@ -6,6 +6,7 @@
 #include "rl_err.h"
 
 #include <errno.h>
+#include <float.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,6 +106,9 @@ static int s_get_int(const s_ctx_t *c, json_t *obj, const char *prefix, const ch
 }
 
 // Number (integer or real: "rope_theta": 500000 and 500000.0 both occur) that must be > 0.
+// Every such field ends up in a float somewhere (rms_norm_eps is stored as one, the rope and
+// init values are cast in rl_layers / rl_model / rlctl init), so it must also be a positive
+// float: past FLT_MAX it would become infinity, below the smallest subnormal 0.
 static int s_get_pos_num(const s_ctx_t *c, json_t *obj, const char *prefix, const char *key,
                          int required, double def, double *out) {
     int rc = 0;
@@ -123,6 +127,12 @@ static int s_get_pos_num(const s_ctx_t *c, json_t *obj, const char *prefix, cons
     if (!(x > 0.0)) {
         return rl_errf(c->err, c->err_len, RL_EINVAL, "%s: '%s%s' must be positive, got %g",
                        c->path, prefix, key, x);
+    }
+    if (x < FLT_TRUE_MIN || x > FLT_MAX) {
+        return rl_errf(c->err, c->err_len, RL_EINVAL,
+                       "%s: '%s%s' = %g does not fit a 32-bit float; allowed: a number in "
+                       "[%g, %g]", c->path, prefix, key, x, (double)FLT_TRUE_MIN,
+                       (double)FLT_MAX);
     }
     *out = x;
     return 0;

@@ -620,6 +620,9 @@ static int s_load_pretok(rl_tokenizer_t *self, json_t *p) {
     }
     s_pretok_t *pt = &self->pt[self->n_pt];
     memset(pt, 0, sizeof(*pt));
+    // counted before anything can fail, so destroy frees the regex or literal of a stage that
+    // is refused after them (a Split with an unknown behavior leaked its regex)
+    self->n_pt++;
     if (strcmp(type, "ByteLevel") == 0) {
         pt->kind = S_PT_BYTELEVEL;
         pt->add_prefix_space = json_is_true(json_object_get(p, "add_prefix_space"));
@@ -632,7 +635,6 @@ static int s_load_pretok(rl_tokenizer_t *self, json_t *p) {
             pt->fast = S_FAST_GPT2;
         }
         pt->behavior = S_ISOLATED;
-        self->n_pt++;
         return 0;
     }
     if (strcmp(type, "Split") == 0) {
@@ -669,7 +671,6 @@ static int s_load_pretok(rl_tokenizer_t *self, json_t *p) {
                           "Contiguous)", b);
         }
         pt->invert = json_is_true(json_object_get(p, "invert"));
-        self->n_pt++;
         return 0;
     }
     return s_fail(self, RL_EUNSUPPORTED,
@@ -720,15 +721,48 @@ static int s_ensure_ids(rl_tokenizer_t *self, int32_t n) {
     return 0;
 }
 
-static int s_load_vocab(rl_tokenizer_t *self, json_t *vocab) {
+// Ids index the per-id tables (17 bytes each), so one large id in a tiny file would make us
+// reserve gigabytes. Real files are dense: GPT-2, Qwen2/3 and Llama-3 number the vocab 0..n-1
+// and put the added tokens right after it. We accept an id when it is below twice the number
+// of entries (vocab plus added tokens) plus S_ID_SLACK: gaps stay legal, and the tables stay
+// within a small multiple of the file's own size (each entry takes >= 6 bytes of JSON).
+#define S_ID_SLACK 1024
+
+typedef struct {
+    long long limit;  // ids must be < limit
+    size_t n_entries; // vocab entries + added tokens, for the message
+} s_id_bound_t;
+
+static s_id_bound_t s_id_bound(json_t *vocab, json_t *added) {
+    s_id_bound_t b;
+    b.n_entries = json_object_size(vocab) + (json_is_array(added) ? json_array_size(added) : 0);
+    b.limit = 2 * (long long)b.n_entries + S_ID_SLACK;
+    if (b.limit > INT32_MAX / 2) { // the tables are indexed by int32_t
+        b.limit = INT32_MAX / 2;
+    }
+    return b;
+}
+
+static int s_id_too_big(rl_tokenizer_t *self, const s_id_bound_t *b, const char *what,
+                        long long id) {
+    return s_fail(self, RL_EINVAL, "%s has id %lld; ids must be below %lld (2 x %zu entries + "
+                  "%d)", what, id, b->limit, b->n_entries, S_ID_SLACK);
+}
+
+static int s_load_vocab(rl_tokenizer_t *self, json_t *vocab, const s_id_bound_t *bound) {
     int32_t max_id = -1;
     const char *key;
     size_t klen;
     json_t *v;
     json_object_keylen_foreach(vocab, key, klen, v) {
         json_int_t id = json_integer_value(v);
-        if (!json_is_integer(v) || id < 0 || id > INT32_MAX / 2) {
+        if (!json_is_integer(v) || id < 0) {
             return s_fail(self, RL_EINVAL, "vocab entry '%.64s' has a bad id", key);
+        }
+        if (id >= bound->limit) {
+            char what[96];
+            snprintf(what, sizeof(what), "vocab entry '%.64s'", key);
+            return s_id_too_big(self, bound, what, (long long)id);
         }
         max_id = (int32_t)id > max_id ? (int32_t)id : max_id;
     }
@@ -823,7 +857,7 @@ static int s_load_merges(rl_tokenizer_t *self, json_t *merges) {
     return r;
 }
 
-static int s_load_added(rl_tokenizer_t *self, json_t *list) {
+static int s_load_added(rl_tokenizer_t *self, json_t *list, const s_id_bound_t *bound) {
     if (!list || json_is_null(list)) {
         return 0;
     }
@@ -839,10 +873,14 @@ static int s_load_added(rl_tokenizer_t *self, json_t *list) {
     for (size_t i = 0; i < n; i++) {
         json_t *t = json_array_get(list, i);
         json_t *id = json_object_get(t, "id"), *content = json_object_get(t, "content");
-        if (!json_is_integer(id) || json_integer_value(id) < 0 ||
-            json_integer_value(id) > INT32_MAX / 2 || !json_is_string(content) ||
+        if (!json_is_integer(id) || json_integer_value(id) < 0 || !json_is_string(content) ||
             json_string_length(content) == 0) {
             return s_fail(self, RL_EINVAL, "added_tokens[%zu] needs an id and a content", i);
+        }
+        if (json_integer_value(id) >= bound->limit) {
+            char what[64];
+            snprintf(what, sizeof(what), "added_tokens[%zu]", i);
+            return s_id_too_big(self, bound, what, (long long)json_integer_value(id));
         }
         s_added_t *a = &self->added[self->n_added++];
         a->id = (int32_t)json_integer_value(id);
@@ -1003,8 +1041,10 @@ static int s_load_json(rl_tokenizer_t *self, json_t *root, const char *path) {
     for (int b = 0; b < 256; b++) {
         self->byte_id[b] = -1;
     }
-    if ((r = s_load_vocab(self, vocab)) || (r = s_load_merges(self, merges)) ||
-        (r = s_load_added(self, json_object_get(root, "added_tokens"))) ||
+    json_t *added = json_object_get(root, "added_tokens");
+    s_id_bound_t bound = s_id_bound(vocab, added);
+    if ((r = s_load_vocab(self, vocab, &bound)) || (r = s_load_merges(self, merges)) ||
+        (r = s_load_added(self, added, &bound)) ||
         (r = s_load_post(self, json_object_get(root, "post_processor")))) {
         if (r == RL_ENOMEM) {
             return s_fail(self, r, "%s: out of memory", path);
@@ -1039,24 +1079,13 @@ static rl_tokenizer_t *s_alloc(void) {
     return self;
 }
 
-rl_tokenizer_t *rl_tokenizer_new(const char *path, char *err, size_t err_len) {
+// Builds a handle from a parsed tokenizer.json; takes the reference to root. NULL with err set
+// on failure.
+static rl_tokenizer_t *s_new_root(json_t *root, const char *path, char *err, size_t err_len) {
     rl_tokenizer_t *self = s_alloc();
     if (!self) {
+        json_decref(root);
         rl_errf(err, err_len, RL_ENOMEM, "out of memory");
-        return NULL;
-    }
-    json_error_t jerr;
-    json_t *root = json_load_file(path, 0, &jerr);
-    if (!root) {
-        FILE *f = fopen(path, "rb");
-        if (!f) {
-            rl_errf(err, err_len, RL_ENOTFOUND, "%s: %s", path, strerror(errno));
-        } else {
-            fclose(f);
-            rl_errf(err, err_len, RL_EINVAL, "%s:%d:%d: %s", path, jerr.line, jerr.column,
-                    jerr.text);
-        }
-        rl_tokenizer_destroy(&self);
         return NULL;
     }
     int r = json_is_object(root) ? s_load_json(self, root, path)
@@ -1071,6 +1100,48 @@ rl_tokenizer_t *rl_tokenizer_new(const char *path, char *err, size_t err_len) {
     return self;
 }
 
+rl_tokenizer_t *rl_tokenizer_new(const char *path, char *err, size_t err_len) {
+    json_error_t jerr;
+    json_t *root = json_load_file(path, 0, &jerr);
+    if (!root) {
+        FILE *f = fopen(path, "rb");
+        if (!f) {
+            rl_errf(err, err_len, RL_ENOTFOUND, "%s: %s", path, strerror(errno));
+        } else {
+            fclose(f);
+            rl_errf(err, err_len, RL_EINVAL, "%s:%d:%d: %s", path, jerr.line, jerr.column,
+                    jerr.text);
+        }
+        return NULL;
+    }
+    return s_new_root(root, path, err, err_len);
+}
+
+rl_tokenizer_t *rl_tokenizer_new_from_json(const char *json, size_t len, const char *name,
+                                           char *err, size_t err_len) {
+    name = name ? name : "tokenizer.json";
+    json_error_t jerr;
+    json_t *root = json_loadb(json, len, 0, &jerr);
+    if (!root) {
+        rl_errf(err, err_len, RL_EINVAL, "%s:%d:%d: %s", name, jerr.line, jerr.column, jerr.text);
+        return NULL;
+    }
+    return s_new_root(root, name, err, err_len);
+}
+
+int rl_tokenizer_check_vocab(const rl_tokenizer_t *self, int32_t vocab_size, const char *tok_path,
+                             const char *config_path, char *err, size_t err_len) {
+    if (self->n_ids <= vocab_size) {
+        return 0; // fewer ids than the model is fine: padded embeddings
+    }
+    int32_t id = self->n_ids - 1; // the largest id in use: the tables end at it
+    const char *tok = rl_tokenizer_id_to_token(self, id);
+    return rl_errf(err, err_len, RL_EINVAL,
+                   "%s has token id %d ('%.64s') but %s has vocab_size %d; every token id must "
+                   "be below vocab_size", tok_path, (int)id, tok ? tok : "", config_path,
+                   (int)vocab_size);
+}
+
 // tokenizer_config.json writes special tokens as a string or as {"content": ...}.
 static int32_t s_config_token(const rl_tokenizer_t *self, json_t *cfg, const char *key) {
     json_t *v = json_object_get(cfg, key);
@@ -1078,6 +1149,30 @@ static int32_t s_config_token(const rl_tokenizer_t *self, json_t *cfg, const cha
         v = json_object_get(v, "content");
     }
     return json_is_string(v) ? rl_tokenizer_token_to_id(self, json_string_value(v)) : -1;
+}
+
+// A model folder's tokenizer must fit the folder's model: an id at or past config.json's
+// vocab_size would index past the embedding table. Only vocab_size is read here; a config.json
+// that is absent, unreadable or without an integer vocab_size is left to rl_hf, which reports
+// it wherever the model itself is loaded (tokenize needs no model).
+static int s_check_dir_config(const rl_tokenizer_t *self, const char *dir, char *err,
+                              size_t err_len) {
+    char path[4096], tpath[4096];
+    snprintf(path, sizeof(path), "%s/config.json", dir);
+    snprintf(tpath, sizeof(tpath), "%s/tokenizer.json", dir);
+    json_error_t jerr;
+    // config.json may hold integers beyond int64 (e.g. 1e30 limits): read them as reals
+    json_t *cfg = json_load_file(path, JSON_DECODE_INT_AS_REAL, &jerr);
+    json_t *v = json_object_get(cfg, "vocab_size");
+    int rc = 0;
+    if (json_is_number(v)) {
+        double V = json_number_value(v);
+        if (V >= 1.0 && V <= (double)INT32_MAX && V == (double)(int32_t)V) {
+            rc = rl_tokenizer_check_vocab(self, (int32_t)V, tpath, path, err, err_len);
+        }
+    }
+    json_decref(cfg);
+    return rc;
 }
 
 rl_tokenizer_t *rl_tokenizer_new_dir(const char *dir, char *err, size_t err_len) {
@@ -1088,6 +1183,10 @@ rl_tokenizer_t *rl_tokenizer_new_dir(const char *dir, char *err, size_t err_len)
     }
     rl_tokenizer_t *self = rl_tokenizer_new(path, err, err_len);
     if (!self) {
+        return NULL;
+    }
+    if (s_check_dir_config(self, dir, err, err_len) != 0) {
+        rl_tokenizer_destroy(&self);
         return NULL;
     }
     snprintf(path, sizeof(path), "%s/tokenizer_config.json", dir);

@@ -41,14 +41,30 @@ enum {
 };
 
 // Loads a tokenizer.json file. On failure returns NULL and writes why into err (e.g.
-// "tokenizer.json: model type 'WordPiece' is not supported (BPE)").
+// "tokenizer.json: model type 'WordPiece' is not supported (BPE)"). Token ids (vocab and added
+// tokens) must be below 2 x (vocab entries + added tokens) + 1024, so a small file cannot make
+// us reserve large id tables; a larger id is refused naming the file, the id and the bound.
 // caller owns result; free with rl_tokenizer_destroy.
 rl_tokenizer_t *rl_tokenizer_new(const char *path, char *err, size_t err_len);
 
-// Loads DIR/tokenizer.json and, when present, DIR/tokenizer_config.json (bos/eos/pad tokens,
-// chat_template). On failure returns NULL and writes why into err.
+// As rl_tokenizer_new, from `len` bytes of tokenizer.json text in memory (not necessarily
+// NUL-terminated); `name` (NULL: "tokenizer.json") stands for the file in messages.
 // caller owns result; free with rl_tokenizer_destroy.
+rl_tokenizer_t *rl_tokenizer_new_from_json(const char *json, size_t len, const char *name,
+                                           char *err, size_t err_len);
+
+// Loads DIR/tokenizer.json and, when present, DIR/tokenizer_config.json (bos/eos/pad tokens,
+// chat_template). When DIR/config.json gives an integer vocab_size, a tokenizer with an id at
+// or past it is refused (see rl_tokenizer_check_vocab). On failure returns NULL and writes why
+// into err. caller owns result; free with rl_tokenizer_destroy.
 rl_tokenizer_t *rl_tokenizer_new_dir(const char *dir, char *err, size_t err_len);
+
+// Checks that every id of the tokenizer (vocab and added tokens) is below `vocab_size`, the
+// model's (config.json's): a larger id would index past the embedding table. Fewer ids than
+// vocab_size is fine (padded embeddings). Returns 0, or RL_EINVAL with a message naming both
+// files (`tok_path`, `config_path`), the largest id and vocab_size in err.
+int rl_tokenizer_check_vocab(const rl_tokenizer_t *self, int32_t vocab_size, const char *tok_path,
+                             const char *config_path, char *err, size_t err_len);
 
 // Frees the tokenizer and sets *self_p to NULL; a no-op when *self_p is NULL.
 void rl_tokenizer_destroy(rl_tokenizer_t **self_p);

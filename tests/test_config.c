@@ -378,6 +378,39 @@ static void test_overrides(void) {
     CHECK(a && b && a < b);
 }
 
+// Float keys end up in 32-bit floats: values past FLT_MAX (or nonzero below the smallest
+// subnormal) are refused at their key, from the file or an override, instead of silently
+// becoming infinity (or 0) in the trainer; the largest float itself is fine.
+static void test_float_range(void) {
+    rl_recipe_t *r = NULL;
+    const char *t = "model: {path: ../model}\ndata: {train: ../data/train.jsonl}\n"
+                    "algorithm: {name: sft}\ntrain: {steps: 1}\noptim: {lr: 1e-3}\n"
+                    "lora: {enabled: true, alpha: 1e300}\n";
+    CHECK_INT(s_load_str("f32.yaml", t, NULL, 0, &r), RL_EINVAL);
+    CHECK(r == NULL);
+    CHECK_CONTAINS(s_err, "f32.yaml:6:23: lora.alpha: 1e300 is out of range (a 32-bit float "
+                          "overflows to infinity); allowed: a number > 0, at most "
+                          "3.402823466e+38 in magnitude");
+    const char *ovr[] = {"lora.alpha=1e300", "optim.eps=1e-300", "rewards.0.weight=-3.5e38"};
+    int rc = rl_recipe_load_file(RECIPES "/good/grpo.yaml", ovr, 3, 0, &r, s_err, ERRLEN);
+    CHECK_INT(rc, RL_EINVAL);
+    CHECK_CONTAINS(s_err, "<override 1>:1:1: lora.alpha: 1e300 is out of range (a 32-bit float "
+                          "overflows to infinity)");
+    CHECK_CONTAINS(s_err, "<override 2>:1:1: optim.eps: 1e-300 is out of range (a 32-bit float "
+                          "rounds it to 0)");
+    CHECK_CONTAINS(s_err, "<override 3>:1:1: rewards[0].weight: -3.5e38 is out of range");
+    rl_recipe_destroy(&r);
+    const char *edge[] = {"lora.alpha=3.4028234e38", "optim.eps=1e-40",
+                          "rewards.0.weight=-3.4e38"};
+    rc = rl_recipe_load_file(RECIPES "/good/grpo.yaml", edge, 3, 0, &r, s_err, ERRLEN);
+    CHECK_MSG(rc == 0, "%s", s_err);
+    if (r) {
+        CHECK(isfinite((float)r->lora.alpha));
+        CHECK((float)r->optim.eps > 0.0f);
+        rl_recipe_destroy(&r);
+    }
+}
+
 static void test_round_trip(void) {
     const char *files[] = {RECIPES "/good/grpo.yaml", RECIPES "/good/sft.yaml"};
     for (int i = 0; i < 2; i++) {
@@ -569,6 +602,7 @@ int main(void) {
     test_docs_cover_schema();
     test_errors_inline();
     test_overrides();
+    test_float_range();
     test_round_trip();
     test_bad_corpus();
     test_cli();

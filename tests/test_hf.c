@@ -377,6 +377,39 @@ static void s_test_refusals(void) {
     s_expect_bad("[1, 2]", RL_EINVAL, "expected a JSON object, not an array");
     s_expect_bad("{\"model_type\": \"llama\",", RL_EINVAL, "inline.json:1:");
 
+    // every real we read ends up in a float: beyond FLT_MAX it would silently become infinity,
+    // below the smallest subnormal 0 (the message names the file and the key)
+    s_expect_bad("{" BASE ", \"rms_norm_eps\": 1e300}", RL_EINVAL,
+                 "'rms_norm_eps' = 1e+300 does not fit a 32-bit float; allowed: a number in "
+                 "[1.4013e-45, 3.40282e+38]");
+    s_expect_bad("{" BASE ", \"rms_norm_eps\": 1e-50}", RL_EINVAL,
+                 "'rms_norm_eps' = 1e-50 does not fit a 32-bit float");
+    s_expect_bad("{" BASE ", \"rope_theta\": 1e39}", RL_EINVAL,
+                 "'rope_theta' = 1e+39 does not fit a 32-bit float");
+    s_expect_bad("{" BASE ", \"initializer_range\": 1e300}", RL_EINVAL,
+                 "'initializer_range' = 1e+300 does not fit a 32-bit float");
+    s_expect_bad("{" BASE ", \"rope_parameters\": {\"rope_type\": \"default\","
+                 " \"rope_theta\": 1e300}}",
+                 RL_EINVAL, "'rope_parameters.rope_theta' = 1e+300 does not fit a 32-bit float");
+    s_expect_bad("{" BASE ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 1e300,"
+                 " \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0,"
+                 " \"original_max_position_embeddings\": 8192}}",
+                 RL_EINVAL, "'rope_scaling.factor' = 1e+300 does not fit a 32-bit float");
+    s_expect_bad("{" BASE ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0,"
+                 " \"low_freq_factor\": 1.0, \"high_freq_factor\": 1e40,"
+                 " \"original_max_position_embeddings\": 8192}}",
+                 RL_EINVAL, "'rope_scaling.high_freq_factor' = 1e+40 does not fit a 32-bit float");
+    // the edges of float still load (FLT_MAX is exactly representable in JSON's double)
+    {
+        rl_hf_config_t c;
+        char err[512] = "";
+        int rc = s_parse("{" BASE ", \"rope_theta\": 3.4028234663852886e38,"
+                         " \"rms_norm_eps\": 1e-40}", &c, err, sizeof err);
+        CHECK_MSG(rc == 0, "%s", err);
+        CHECK(rc != 0 || isfinite((float)c.rope_theta));
+        CHECK(rc != 0 || c.rms_norm_eps > 0.0f);
+    }
+
     // accepted variants: legacy "type" key, explicit default, null rope_scaling, eos null
     rl_hf_config_t c;
     char err[512] = "";

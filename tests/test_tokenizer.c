@@ -209,6 +209,203 @@ static void s_test_errors(void) {
     CHECK_CONTAINS(err, "no_such_dir/tokenizer.json");
 }
 
+// ------------------------------------------------------------------------------------------
+// unit: the id bound, the in-memory loader, and the model folder's vocab_size
+
+// A tiny byte-level BPE: vocab a=0, b=1, ab=`ab_id`, plus one added token <big> at `added_id`
+// when it is >= 0. Written to RL_BINARY_DIR/<name>; returns the path (static buffer).
+static const char *s_write_bounded(const char *name, long long ab_id, long long added_id) {
+    static char path[512];
+    snprintf(path, sizeof(path), RL_BINARY_DIR "/%s", name);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "FAIL cannot write %s\n", path);
+        exit(1);
+    }
+    fprintf(f, "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": %lld},"
+               " \"merges\": [\"a b\"]},\n \"pre_tokenizer\": {\"type\": \"ByteLevel\"},\n"
+               " \"added_tokens\": [", ab_id);
+    if (added_id >= 0) {
+        fprintf(f, "{\"id\": %lld, \"content\": \"<big>\", \"special\": true}", added_id);
+    }
+    fprintf(f, "]}\n");
+    fclose(f);
+    return path;
+}
+
+// Ids must stay below 2 x entries + 1024: with 3 vocab entries (and no added token) that is
+// 1030; with one added token, 4 entries, 1032.
+static void s_test_id_bound(void) {
+    char err[512] = "";
+    const char *path = s_write_bounded("test_tokenizer_bound_ok.json", 1029, -1);
+    rl_tokenizer_t *tok = rl_tokenizer_new(path, err, sizeof(err));
+    remove(path);
+    CHECK_MSG(tok != NULL, "the largest id under the bound must load: %s", err);
+    if (tok) {
+        CHECK_INT(rl_tokenizer_vocab_size(tok), 1030);
+        ENC_EQ(tok, "ab", 0, 1029);
+        rl_tokenizer_destroy(&tok);
+    }
+    path = s_write_bounded("test_tokenizer_bound_vocab.json", 1030, -1);
+    tok = rl_tokenizer_new(path, err, sizeof(err));
+    remove(path);
+    CHECK_MSG(tok == NULL, "vocab id 1030 with 3 entries must be refused");
+    rl_tokenizer_destroy(&tok);
+    CHECK_CONTAINS(err, "test_tokenizer_bound_vocab.json: vocab entry 'ab' has id 1030; ids must "
+                        "be below 1030 (2 x 3 entries + 1024)");
+    // added tokens count as entries and are bound the same way
+    path = s_write_bounded("test_tokenizer_bound_added.json", 2, 5000);
+    tok = rl_tokenizer_new(path, err, sizeof(err));
+    remove(path);
+    CHECK_MSG(tok == NULL, "added token id 5000 with 4 entries must be refused");
+    rl_tokenizer_destroy(&tok);
+    CHECK_CONTAINS(err, "test_tokenizer_bound_added.json: added_tokens[0] has id 5000; ids must "
+                        "be below 1032 (2 x 4 entries + 1024)");
+    // added tokens right after the vocab, as in Qwen and Llama-3, and a few holes: fine
+    path = s_write_bounded("test_tokenizer_bound_added_ok.json", 2, 1031);
+    tok = rl_tokenizer_new(path, err, sizeof(err));
+    remove(path);
+    CHECK_MSG(tok != NULL, "%s", err);
+    if (tok) {
+        CHECK_INT(rl_tokenizer_token_to_id(tok, "<big>"), 1031);
+        rl_tokenizer_destroy(&tok);
+    }
+}
+
+// A Split stage refused after its regex was compiled (an unknown behavior) must not leak the
+// regex: found by fuzz_tokenizer_load; the sanitizer build (LeakSanitizer) fails on a leak.
+static void s_test_refused_stage(void) {
+    // the stage holds a compiled regex, then a copied literal, when its behavior is refused
+    const char *patterns[] = {"{\"Regex\": \"\\\\p{L}+\"}", "{\"String\": \" \"}"};
+    for (int i = 0; i < 2; i++) {
+        char json[512], err[512] = "";
+        snprintf(json, sizeof(json),
+                 "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []},"
+                 " \"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": ["
+                 "{\"type\": \"Split\", \"pattern\": %s, \"behavior\": \"Isolatee\"},"
+                 "{\"type\": \"ByteLevel\"}]}}", patterns[i]);
+        rl_tokenizer_t *tok = rl_tokenizer_new_from_json(json, strlen(json), "split.json", err,
+                                                         sizeof(err));
+        CHECK(tok == NULL);
+        CHECK_CONTAINS(err, "split.json: pre_tokenizer Split behavior 'Isolatee' is not "
+                            "supported");
+        rl_tokenizer_destroy(&tok);
+    }
+}
+
+// The 237-byte fixture names id 2^30 - 1: before the bound, `rlctl tokenize` reserved ~17 GiB
+// of id tables for it and exited 0. It runs with its address space capped at 2 GiB, so the old
+// behaviour fails fast instead of taking the machine's memory (not under ASan, whose shadow
+// memory needs far more address space than that).
+static void s_test_huge_id_cli(void) {
+    char out[4096], cmd[2048];
+    const char *cap = "ulimit -v 2097152; ";
+#if defined(__SANITIZE_ADDRESS__)
+    cap = "";
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+    cap = "";
+#endif
+#endif
+    snprintf(cmd, sizeof(cmd), "%s'%s/rlctl' tokenize --tokenizer '%sbad_huge_id.json' "
+             "--text ab 2>&1", cap, RL_BINARY_DIR, TOKFIX);
+    CHECK_INT(rl_test_shell(cmd, out, sizeof(out)), 2);
+    CHECK_CONTAINS(out, "bad_huge_id.json: vocab entry 'ab' has id 1073741823; ids must be below "
+                        "1030 (2 x 3 entries + 1024)");
+}
+
+// rl_tokenizer_new_from_json: the same loader on bytes in memory (what fuzz_tokenizer_load
+// drives); the buffer is not NUL-terminated, and `name` stands for the file in messages.
+static void s_test_from_json(void) {
+    size_t len = 0;
+    char *text = rl_test_read_file(TOKFIX "bpe_string_merges.json", &len);
+    CHECK(text != NULL);
+    if (!text) {
+        return;
+    }
+    char *exact = malloc(len ? len : 1); // no NUL after the text: ASan catches a read past it
+    memcpy(exact, text, len);
+    free(text);
+    char err[512] = "";
+    rl_tokenizer_t *tok = rl_tokenizer_new_from_json(exact, len, "mem.json", err, sizeof(err));
+    CHECK_MSG(tok != NULL, "%s", err);
+    if (tok) {
+        ENC_EQ(tok, "hello world!", 0, 47, 52, 26);
+        CHECK_INT(rl_tokenizer_vocab_size(tok), 105);
+        rl_tokenizer_destroy(&tok);
+    }
+    tok = rl_tokenizer_new_from_json(exact, len / 2, "mem.json", err, sizeof(err));
+    CHECK(tok == NULL);
+    CHECK_CONTAINS(err, "mem.json:");
+    free(exact);
+    tok = rl_tokenizer_new_from_json("[1]", 3, NULL, err, sizeof(err));
+    CHECK(tok == NULL);
+    CHECK_CONTAINS(err, "tokenizer.json: not a JSON object");
+    const char *big = "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 99999}, \"merges\": []},"
+                      " \"pre_tokenizer\": {\"type\": \"ByteLevel\"}}";
+    tok = rl_tokenizer_new_from_json(big, strlen(big), "mem.json", err, sizeof(err));
+    CHECK(tok == NULL);
+    rl_tokenizer_destroy(&tok);
+    CHECK_CONTAINS(err, "mem.json: vocab entry 'a' has id 99999; ids must be below 1026");
+}
+
+// A model folder's tokenizer must fit config.json's vocab_size (the fixture's ids end at 104,
+// '<w>'): rl_tokenizer_new_dir refuses it naming both files; fewer ids than vocab_size is fine.
+static void s_test_dir_vocab(void) {
+    char dir[] = "/tmp/rl_test_tokenizer_XXXXXX", cmd[1024], err[1024] = "";
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(cmd, sizeof(cmd), "cp '%sbpe_string_merges.json' '%s/tokenizer.json'", TOKFIX, dir);
+    CHECK_INT(system(cmd), 0);
+    const struct {
+        const char *config; // NULL: no config.json
+        int ok;
+    } cases[] = {
+        {NULL, 1},                                    // a bare tokenizer folder
+        {"{\"vocab_size\": 105}", 1},                 // exactly the tokenizer's ids
+        {"{\"vocab_size\": 151936}", 1},              // padded embeddings
+        {"{\"vocab_size\": 104}", 0},                 // '<w>' (104) would index past the table
+        {"{\"vocab_size\": 100}", 0},                 // the added tokens 100..104 do not fit
+        {"{\"model_type\": \"llama\"", 1},            // broken: left to rl_hf, which says so
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char path[256];
+        snprintf(path, sizeof(path), "%s/config.json", dir);
+        remove(path);
+        if (cases[i].config) {
+            FILE *f = fopen(path, "w");
+            CHECK(f != NULL);
+            if (f) {
+                fputs(cases[i].config, f);
+                fclose(f);
+            }
+        }
+        rl_tokenizer_t *tok = rl_tokenizer_new_dir(dir, err, sizeof(err));
+        CHECK_MSG((tok != NULL) == cases[i].ok, "config %s: loaded %d, want %d (%s)",
+                  cases[i].config ? cases[i].config : "(none)", tok != NULL, cases[i].ok, err);
+        if (!cases[i].ok) {
+            CHECK_CONTAINS(err, "/tokenizer.json has token id 104 ('<w>') but ");
+            CHECK_CONTAINS(err, "/config.json has vocab_size");
+            CHECK_CONTAINS(err, dir);
+        }
+        rl_tokenizer_destroy(&tok);
+    }
+    // the same check on its own, for a tokenizer and a config from different folders
+    {
+        rl_tokenizer_t *tok = rl_tokenizer_new(TOKFIX "bpe_string_merges.json", err, sizeof(err));
+        CHECK(tok != NULL);
+        if (tok) {
+            CHECK_INT(rl_tokenizer_check_vocab(tok, 105, "t.json", "c.json", err, sizeof(err)), 0);
+            CHECK_INT(rl_tokenizer_check_vocab(tok, 32, "t.json", "c.json", err, sizeof(err)),
+                      RL_EINVAL);
+            CHECK_STR(err, "t.json has token id 104 ('<w>') but c.json has vocab_size 32; every "
+                           "token id must be below vocab_size");
+            rl_tokenizer_destroy(&tok);
+        }
+    }
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    CHECK_INT(system(cmd), 0);
+}
+
 static void s_test_utf8(void) {
     // Unicode 16.0 §3.9 "U+FFFD Substitution of Maximal Subparts", Table 3-8's example
     const char in[] = "\x61\xF1\x80\x80\xE1\x80\xC2\x62\x80\x63\x80\xBF\x64";
@@ -562,6 +759,11 @@ int main(int argc, char **argv) {
         s_test_fixture(TOKFIX "bpe_string_merges.json");
         s_test_fixture(TOKFIX "bpe_list_merges.json");
         s_test_errors();
+        s_test_id_bound();
+        s_test_huge_id_cli();
+        s_test_from_json();
+        s_test_refused_stage();
+        s_test_dir_vocab();
         s_test_prefix_space();
         s_test_utf8();
         s_test_cli();

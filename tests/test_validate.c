@@ -1,6 +1,7 @@
 // tests for `rlctl validate` reading the model folder a recipe names: a broken config.json,
 // weights that do not match the config, and a tokenizer larger than the model's vocabulary are
 // each reported at the recipe line that named the folder (exit 2); the intact folder passes.
+// generate, logprobs and eval refuse a folder whose tokenizer does not fit its vocab_size too.
 #include "rl_test.h"
 
 #include <unistd.h>
@@ -27,8 +28,9 @@ static int s_rlctl(const char *args, char *err, size_t len) {
 }
 
 // A model folder m/ copied from the recipe fixtures, then changed by `edit` (a shell command
-// run inside it), and a recipe naming it on line 3, column 3 (errors point at the key).
-static int s_case(const char *edit, char *err, size_t len) {
+// run inside it), and a recipe naming it on line 3, column 3 (errors point at the key); with
+// `tokenizer` != NULL, line 4 sets model.tokenizer to it.
+static int s_case_tok(const char *edit, const char *tokenizer, char *err, size_t len) {
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "rm -rf '%s/m' && cp -r '%s/recipes/model' '%s/m' && cd '%s/m' && %s",
              s_dir, RL_FIXTURES, s_dir, s_dir, edit);
@@ -38,17 +40,30 @@ static int s_case(const char *edit, char *err, size_t len) {
              "# fixture\n"
              "model:\n"
              "  path: m\n"
+             "%s%s%s"
              "data:\n"
              "  train: %s/recipes/data/train.jsonl\n"
              "algorithm: {name: sft}\n"
              "optim: {lr: 1e-3}\n"
              "train: {steps: 10}\n",
+             tokenizer ? "  tokenizer: " : "", tokenizer ? tokenizer : "", tokenizer ? "\n" : "",
              RL_FIXTURES);
     s_write("r.yaml", recipe);
     char args[512];
     snprintf(args, sizeof args, "validate '%s/r.yaml'", s_dir);
     return s_rlctl(args, err, len);
 }
+
+static int s_case(const char *edit, char *err, size_t len) {
+    return s_case_tok(edit, NULL, err, len);
+}
+
+// Adds 10 special tokens (ids 24..33) to m/tokenizer.json: 34 ids for a vocab_size of 32.
+#define S_GROW_TOKENIZER                                                                     \
+    "/usr/bin/python3 -c \"import json; t = json.load(open('tokenizer.json')); "             \
+    "t['added_tokens'] += [dict(id=24 + i, content='<x%d>' % i, special=True, "              \
+    "single_word=False, lstrip=False, rstrip=False, normalized=False) "                      \
+    "for i in range(10)]; json.dump(t, open('tokenizer.json', 'w'))\""
 
 int main(void) {
     snprintf(s_dir, sizeof s_dir, "/tmp/rl_test_validate_XXXXXX");
@@ -83,15 +98,49 @@ int main(void) {
     CHECK_INT(s_case("rm model.safetensors", err, sizeof err), 2);
     CHECK_CONTAINS(err, "r.yaml:3:3: model.path: ");
 
-    // a tokenizer with more tokens (24 + 10 added = 34) than the model's vocab_size (32)
-    CHECK_INT(s_case("/usr/bin/python3 -c \"import json; t = json.load(open('tokenizer.json')); "
-                     "t['added_tokens'] += [dict(id=24 + i, content='<x%d>' % i, special=True, "
-                     "single_word=False, lstrip=False, rstrip=False, normalized=False) "
-                     "for i in range(10)]; json.dump(t, open('tokenizer.json', 'w'))\"",
-                     err, sizeof err), 2);
+    // a tokenizer with more tokens (24 + 10 added = 34) than the model's vocab_size (32): the
+    // message names both files, the largest id and vocab_size
+    CHECK_INT(s_case(S_GROW_TOKENIZER, err, sizeof err), 2);
     // model.tokenizer took its default (<model.path>/tokenizer.json): no line to point at
-    CHECK_CONTAINS(err, "r.yaml: model.tokenizer: the tokenizer has 34 tokens but the model's "
-                        "vocab_size is 32");
+    char want[1024];
+    snprintf(want, sizeof want, "r.yaml: model.tokenizer: %s/m/tokenizer.json has token id 33 "
+             "('<x9>') but %s/m/config.json has vocab_size 32; every token id must be below "
+             "vocab_size", s_dir, s_dir);
+    CHECK_CONTAINS(err, want);
+
+    // the same tokenizer named by model.tokenizer from outside the folder (line 4)
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "cp '%s/m/tokenizer.json' '%s/big.json'", s_dir, s_dir);
+    CHECK_INT(system(cmd), 0);
+    CHECK_INT(s_case_tok("true", "big.json", err, sizeof err), 2);
+    snprintf(want, sizeof want, "r.yaml:4:3: model.tokenizer: %s/big.json has token id 33 "
+             "('<x9>') but %s/m/config.json has vocab_size 32", s_dir, s_dir);
+    CHECK_CONTAINS(err, want);
+
+    // generate, logprobs and eval load the folder with its tokenizer: refused the same way
+    // (exit 2) instead of running a model whose embedding table the ids overrun
+    CHECK_INT(s_case(S_GROW_TOKENIZER, err, sizeof err), 2);
+    const char *cmds[] = {"generate --prompt 1+1= --max-new-tokens 1",
+                          "logprobs --prompt 1+1= --completion 2",
+                          "eval --data '" RL_FIXTURES "/recipes/data/eval.jsonl' "
+                          "--max-new-tokens 1 --limit 1"};
+    for (int i = 0; i < 3; i++) {
+        char args[1024];
+        snprintf(args, sizeof args, "%s --model '%s/m'", cmds[i], s_dir);
+        int rc = s_rlctl(args, err, sizeof err);
+        CHECK_MSG(rc == 2, "rlctl %s: exit %d, want 2: %s", cmds[i], rc, err);
+        snprintf(want, sizeof want, "%s/m/tokenizer.json has token id 33 ('<x9>') but "
+                 "%s/m/config.json has vocab_size 32", s_dir, s_dir);
+        CHECK_CONTAINS(err, want);
+    }
+    // ...and with the intact folder they run
+    CHECK_INT(s_case("true", err, sizeof err), 0);
+    for (int i = 0; i < 3; i++) {
+        char args[1024];
+        snprintf(args, sizeof args, "%s --model '%s/m'", cmds[i], s_dir);
+        int rc = s_rlctl(args, err, sizeof err);
+        CHECK_MSG(rc == 0, "rlctl %s: exit %d: %s", cmds[i], rc, err);
+    }
 
     // a tokenizer.json of an unsupported model type
     CHECK_INT(s_case("sed -i 's/\"BPE\"/\"WordPiece\"/' tokenizer.json", err, sizeof err), 2);
@@ -104,7 +153,6 @@ int main(void) {
     snprintf(args, sizeof args, "validate --no-file-checks '%s/r.yaml'", s_dir);
     CHECK_INT(s_rlctl(args, err, sizeof err), 0);
 
-    char cmd[512];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_dir);
     CHECK_INT(system(cmd), 0);
     RL_TEST_DONE();
