@@ -923,6 +923,12 @@ static int s_meta_put(rl_traj_t *self, MDB_txn *txn, const char *key, uint64_t v
     return mdb_put(txn, self->meta, &k, &v, 0);
 }
 
+static int s_meta_del(rl_traj_t *self, MDB_txn *txn, const char *key) {
+    MDB_val k = {strlen(key), (void *)key};
+    int rc = mdb_del(txn, self->meta, &k, NULL);
+    return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
 typedef int (*s_write_fn)(rl_traj_t *self, MDB_txn *txn, const void *ctx, char *err,
                           size_t err_len);
 
@@ -1126,6 +1132,7 @@ typedef struct {
     uint64_t step;
     const rl_traj_record_t *recs;
     int n;
+    int pending; // rl_traj_put_pending: meta pending_step instead of last_step
 } s_put_t;
 
 // Deletes every record with key >= (from, 0, 0) and, when only_step, step == from.
@@ -1137,16 +1144,17 @@ static int s_delete_from(rl_traj_t *self, MDB_txn *txn, uint64_t from, int only_
     }
     uint8_t kb[S_KEY_LEN];
     s_key(kb, from, 0, 0);
-    MDB_val k = {S_KEY_LEN, kb}, v;
-    rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
-    while (rc == 0) {
-        if (only_step && (k.mv_size < 8 || s_be(k.mv_data, 8) != from)) {
+    for (;;) {
+        // seek again after each delete: GET_CURRENT after deleting the last record of the
+        // database gives EINVAL rather than MDB_NOTFOUND
+        MDB_val k = {S_KEY_LEN, kb}, v;
+        rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+        if (rc != 0 || (only_step && (k.mv_size < 8 || s_be(k.mv_data, 8) != from))) {
             break;
         }
         rc = mdb_cursor_del(c, 0);
-        if (rc == 0) {
-            // after a delete the cursor sits on the next record
-            rc = mdb_cursor_get(c, &k, &v, MDB_GET_CURRENT);
+        if (rc != 0) {
+            break;
         }
     }
     mdb_cursor_close(c);
@@ -1186,14 +1194,23 @@ static int s_put_fn(rl_traj_t *self, MDB_txn *txn, const void *ctx, char *err,
             return rc;
         }
     }
-    uint64_t last = 0;
-    int found;
+    if (put->pending) {
+        return s_meta_put(self, txn, "pending_step", put->step);
+    }
+    uint64_t last = 0, pending = 0;
+    int found, has_pending = 0;
     rc = s_meta_get(self, txn, "last_step", &last, &found);
+    if (!rc) {
+        rc = s_meta_get(self, txn, "pending_step", &pending, &has_pending);
+    }
     if (rc == RL_EPROTO) {
-        return rl_errf(err, err_len, rc, "meta last_step is not a msgpack uint");
+        return rl_errf(err, err_len, rc, "meta last_step or pending_step is not a msgpack uint");
     }
     if (!rc && put->step > last) {
         rc = s_meta_put(self, txn, "last_step", put->step);
+    }
+    if (!rc && has_pending && pending <= put->step) {
+        rc = s_meta_del(self, txn, "pending_step");
     }
     return rc;
 }
@@ -1204,9 +1221,21 @@ int rl_traj_put_step(rl_traj_t *self, uint64_t step, const rl_traj_record_t *rec
         return rl_errf(err, err_len, RL_EINVAL, "put_step: step %llu (from 1), %d records",
                        (unsigned long long)step, n);
     }
-    s_put_t put = {step, recs, n};
+    s_put_t put = {step, recs, n, 0};
     char what[64];
     snprintf(what, sizeof what, "step %llu", (unsigned long long)step);
+    return s_write(self, s_put_fn, &put, what, err, err_len);
+}
+
+int rl_traj_put_pending(rl_traj_t *self, uint64_t step, const rl_traj_record_t *recs, int n,
+                        char *err, size_t err_len) {
+    if (step == 0 || n < 0 || (n > 0 && !recs)) {
+        return rl_errf(err, err_len, RL_EINVAL, "put_pending: step %llu (from 1), %d records",
+                       (unsigned long long)step, n);
+    }
+    s_put_t put = {step, recs, n, 1};
+    char what[64];
+    snprintf(what, sizeof what, "step %llu (pending)", (unsigned long long)step);
     return s_write(self, s_put_fn, &put, what, err, err_len);
 }
 
@@ -1225,6 +1254,14 @@ static int s_truncate_fn(rl_traj_t *self, MDB_txn *txn, const void *ctx, char *e
     if (!rc && found && last > step) {
         rc = s_meta_put(self, txn, "last_step", step);
     }
+    uint64_t pending = 0;
+    if (!rc && (rc = s_meta_get(self, txn, "pending_step", &pending, &found)) == 0 && found &&
+        pending > step) {
+        rc = s_meta_del(self, txn, "pending_step");
+    }
+    if (rc == RL_EPROTO) {
+        return rl_errf(err, err_len, rc, "meta pending_step is not a msgpack uint");
+    }
     return rc;
 }
 
@@ -1233,6 +1270,20 @@ int rl_traj_truncate_after(rl_traj_t *self, uint64_t step, char *err, size_t err
 }
 
 // ---- reading --------------------------------------------------------------------------------
+
+uint64_t rl_traj_pending_step(rl_traj_t *self) {
+    MDB_txn *txn;
+    if (s_txn_begin(self, MDB_RDONLY, &txn) != 0) {
+        return 0;
+    }
+    uint64_t pending = 0;
+    int found;
+    if (s_meta_get(self, txn, "pending_step", &pending, &found) != 0 || !found) {
+        pending = 0;
+    }
+    mdb_txn_abort(txn);
+    return pending;
+}
 
 uint64_t rl_traj_last_step(rl_traj_t *self) {
     MDB_txn *txn;

@@ -2,8 +2,10 @@
 // <run dir>/trajectories.lmdb, with named databases `traj` (one record per completion, keyed by
 // 16 big-endian bytes (u64 step, u32 prompt index, u32 sample index) so cursors walk in training
 // order) and `meta` (schema version, last committed step). A record is a plain msgpack map that
-// any msgpack library decodes; every field is listed in docs/trajectories.md. One write
-// transaction per step; when the map is full it grows (doubling) and the step is retried.
+// any msgpack library decodes; every field is listed in docs/trajectories.md. A step is written
+// in one transaction, or in two when the run must not lose it to a failure after the actor's
+// update (rl_traj_put_pending, then rl_traj_put_step); when the map is full it grows (doubling)
+// and the transaction is retried.
 // A handle is used by one thread at a time; other processes (rlctl traj) may read the same
 // environment while a run writes it.
 #ifndef RL_TRAJ_H
@@ -74,16 +76,27 @@ size_t rl_traj_map_size(const rl_traj_t *self);
 // already present are replaced; n may be 0, which leaves the step empty). Every recs[i].step
 // must equal `step` (>= 1) and no two records share (prompt_index, sample_index); a record
 // that breaks this or the limits above gives RL_EINVAL naming it. Meta's last step becomes
-// max(last step, step). A read-only store gives RL_EINVAL. Returns 0 or an error with err
-// filled.
+// max(last step, step), and a pending step <= step is cleared. A read-only store gives
+// RL_EINVAL. Returns 0 or an error with err filled.
 int rl_traj_put_step(rl_traj_t *self, uint64_t step, const rl_traj_record_t *recs, int n,
                      char *err, size_t err_len);
 
+// The first of a step's two transactions (docs/trajectories.md, "Pending steps"): writes its
+// records as rl_traj_put_step does, but sets meta "pending_step" to `step` instead of raising
+// "last_step". The run writes them before the actor's update, so that a failure after the update
+// cannot leave the step without records; rl_traj_put_step of the same step (the records again,
+// now with old_logprobs) completes it and removes "pending_step". Returns 0 or an error.
+int rl_traj_put_pending(rl_traj_t *self, uint64_t step, const rl_traj_record_t *recs, int n,
+                        char *err, size_t err_len);
+
 // The largest committed step (meta "last_step"), or 0 when none (or unreadable).
 uint64_t rl_traj_last_step(rl_traj_t *self);
+// Meta "pending_step": a step written by rl_traj_put_pending and not completed yet, or 0.
+uint64_t rl_traj_pending_step(rl_traj_t *self);
 
-// Deletes every record of steps > step and sets the last step to min(last step, step) (a
-// resume from a checkpoint older than the store's last step). Returns 0 or an error.
+// Deletes every record of steps > step, sets the last step to min(last step, step) and drops a
+// pending step > step (a resume from a checkpoint older than the store's newest records).
+// Returns 0 or an error.
 int rl_traj_truncate_after(rl_traj_t *self, uint64_t step, char *err, size_t err_len);
 
 // Reads the records of one step in key order. caller owns *recs_p; free with
