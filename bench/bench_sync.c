@@ -164,8 +164,8 @@ int main(int argc, char **argv) {
     s_raw_t raw;
     s_raw_open(&raw, ep_raw);
     s_sync_t sync;
-    if (rl_chan_bind(ep_sync, &sync.ctl, err, sizeof err) != 0 ||
-        rl_chan_connect(ep_sync, "actor/0", &sync.actor, err, sizeof err) != 0) {
+    if (rl_chan_bind(ep_sync, 0, &sync.ctl, err, sizeof err) != 0 ||
+        rl_chan_connect(ep_sync, "actor/0", 0, &sync.actor, err, sizeof err) != 0) {
         s_die("rl_chan", err);
     }
 

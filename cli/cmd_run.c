@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 // ---- sampled evaluation on the held-out set (eval/accuracy, eval/accuracy_greedy) ----------
@@ -109,7 +108,10 @@ static void s_help(FILE *out) {
             "usage: rlctl run RECIPE.yaml [section.key=VALUE ...] [--resume [DIR] | --force]\n\n"
             "Trains as the recipe says and writes the run folder (run.dir, default\n"
             "runs/<run.name>): recipe.yaml, metrics.jsonl, a TensorBoard event file,\n"
-            "checkpoints/step-<N>/ and final/ (an HF folder, or a PEFT adapter with LoRA).\n\n"
+            "checkpoints/step-<N>/ and final/ (an HF folder, or a PEFT adapter with LoRA).\n"
+            "The run folder must be yours and writable by no one else, and every folder above\n"
+            "it yours or root's (sticky if others may write, as /tmp); a new one gets mode\n"
+            "0700, and no symbolic link inside it is followed.\n\n"
             "options:\n"
             "  --resume [DIR]   continue the run in run.dir (or in DIR, a run folder or one of\n"
             "                   its checkpoints/step-<N>) from its newest complete checkpoint\n"
@@ -117,28 +119,39 @@ static void s_help(FILE *out) {
             "                   metrics, event files, checkpoints/ and final/)\n"
             "  --stop-at N      stop after step N with a checkpoint, as if interrupted\n"
             "  --no-tensorboard do not write the event file\n"
-            "  (SIGINT/SIGTERM: finish the step, write a checkpoint, exit 1; twice: stop now)\n"
+            "  (SIGINT/SIGTERM: finish the step and write a checkpoint when that fits in\n"
+            "   roles.stop_grace seconds, else stop now and keep the newest checkpoint; exit 1;\n"
+            "   twice: stop now)\n"
             "  -h, --help       this help\n\n"
             "algorithms: sft (one process), grpo (a controller with actor, sampler and reward\n"
             "worker processes; their logs go to <run>/logs/).\n"
-            "exit status: 0 done, 2 invalid recipe or usage, 1 other failure\n");
+            "exit status: 0 done, 2 invalid recipe, usage or a refused run folder, 1 other\n"
+            "failure\n");
 }
 
 static volatile sig_atomic_t s_interrupt = 0;
 
-// SIGINT / SIGTERM: finish the current step, write a checkpoint, exit 1. A second signal
-// kills at once (the handler is reset).
+// SIGINT / SIGTERM count into s_interrupt. GRPO (counting = 1): the controller stops within
+// roles.stop_grace of the first (the step and a checkpoint when they fit), at once on the second,
+// cleaning up its workers both times; a third exits without cleaning up (the workers die with
+// the controller: PR_SET_PDEATHSIG). SFT (counting = 0): finish the step, write a checkpoint,
+// exit 1; a second signal kills at once (the handler is reset).
 static void s_on_signal(int sig) {
     (void)sig;
-    s_interrupt = 1;
+    if (s_interrupt < 3) {
+        s_interrupt++;
+    }
+    if (s_interrupt >= 3) {
+        _exit(1);
+    }
 }
 
-static void s_catch_signals(void) {
+static void s_catch_signals(int counting) {
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = s_on_signal;
     sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESETHAND;
+    sa.sa_flags = counting ? 0 : SA_RESETHAND;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 }
@@ -149,54 +162,62 @@ static int s_is_file(const char *dir, const char *name) {
     return w > 0 && (size_t)w < sizeof(p) && access(p, F_OK) == 0;
 }
 
-// Writes the resolved recipe to `path`. Returns 0 or 1 (printed).
-static int s_write_file_recipe(const rl_recipe_t *r, const char *path) {
-    char *yaml = NULL;
+// Writes the resolved recipe as `name` in the run folder (never through a link). Returns 0
+// or 1 (printed).
+static int s_put_recipe(const rl_recipe_t *r, rl_rundir_t *rd, const char *name) {
+    char *yaml = NULL, err[1024];
     if (rl_recipe_to_yaml(r, &yaml) != 0) {
         fprintf(stderr, "rlctl run: out of memory\n");
         return 1;
     }
-    FILE *f = fopen(path, "wb");
-    int rc = 0;
-    if (!f || fputs(yaml, f) < 0 || fclose(f) != 0) {
-        fprintf(stderr, "rlctl run: %s: cannot write: %s\n", path, strerror(errno));
-        rc = 1;
+    int rc = rl_rundir_write_file(rd, name, yaml, strlen(yaml), err, sizeof(err));
+    if (rc) {
+        fprintf(stderr, "rlctl run: %s\n", err);
     }
     free(yaml);
-    return rc;
+    return rc ? 1 : 0;
 }
 
 // Writes the resolved recipe as <run>/recipe.yaml; on resume keeps the original and warns when
-// the recipe now differs from it.
-static int s_write_recipe(const rl_recipe_t *r, const char *run_dir, int resume) {
-    char *yaml = NULL;
+// the recipe now differs from it. Returns 0 or 1 (printed).
+static int s_write_recipe(const rl_recipe_t *r, rl_rundir_t *rd, int resume) {
+    char *yaml = NULL, *old = NULL, err[1024];
+    size_t n = 0;
+    int rc = ENOENT;
+    if (resume) {
+        rc = rl_rundir_read_file(rd, "recipe.yaml", &old, &n, err, sizeof(err));
+    }
+    if (rc == ENOENT) {
+        return s_put_recipe(r, rd, "recipe.yaml");
+    }
+    if (rc) {
+        fprintf(stderr, "rlctl run: %s\n", err);
+        return 1;
+    }
     if (rl_recipe_to_yaml(r, &yaml) != 0) {
         fprintf(stderr, "rlctl run: out of memory\n");
-        return 1;
-    }
-    char path[4400];
-    int w = snprintf(path, sizeof(path), "%s/recipe.yaml", run_dir);
-    if (w < 0 || (size_t)w >= sizeof(path)) {
-        fprintf(stderr, "rlctl run: %s: path too long\n", run_dir);
-        free(yaml);
-        return 1;
-    }
-    int rc = 0;
-    FILE *f = resume ? fopen(path, "rb") : NULL;
-    if (f) {
-        char *old = calloc(strlen(yaml) + 2, 1);
-        size_t n = old ? fread(old, 1, strlen(yaml) + 1, f) : 0;
-        if (!old || n != strlen(yaml) || memcmp(old, yaml, n) != 0) {
-            rl_log_warn("%s differs from the recipe given now; the run continues with the one "
-                        "given now (a changed recipe may not resume exactly)", path);
-        }
         free(old);
-        fclose(f);
-    } else {
-        rc = s_write_file_recipe(r, path);
+        return 1;
     }
+    if (n != strlen(yaml) || memcmp(old, yaml, n) != 0) {
+        rl_log_warn("%s/recipe.yaml differs from the recipe given now; the run continues with "
+                    "the one given now (a changed recipe may not resume exactly)",
+                    rl_rundir_path(rd));
+    }
+    free(old);
     free(yaml);
-    return rc;
+    return 0;
+}
+
+// GRPO: <run>/logs/ (mode 0700, checked as the run folder) and logs/recipe.yaml, the recipe
+// given now, which the workers load. Returns 0 or 1 (printed).
+static int s_write_worker_recipe(const rl_recipe_t *r, rl_rundir_t *rd) {
+    char err[1024];
+    if (rl_rundir_mkdir(rd, "logs", err, sizeof(err)) != 0) {
+        fprintf(stderr, "rlctl run: %s\n", err);
+        return 1;
+    }
+    return s_put_recipe(r, rd, "logs/recipe.yaml");
 }
 
 int rl_cmd_run(int argc, char **argv) {
@@ -267,8 +288,10 @@ int rl_cmd_run(int argc, char **argv) {
         goto done;
     }
     int grpo = r->algorithm.name == RL_RECIPE_ALGO_GRPO;
-    if (grpo && ((rc = rl_cli_check_model(r, err, sizeof(err))) != 0 ||
-                 (rc = rl_controller_preflight(r, err, sizeof(err))) != 0)) {
+    // every algorithm: the model folder and its tokenizer (ids below vocab_size); GRPO also its
+    // prompts, eval answers and reward plugins
+    if ((rc = rl_cli_check_model(r, err, sizeof(err))) != 0 ||
+        (grpo && (rc = rl_controller_preflight(r, err, sizeof(err))) != 0)) {
         fprintf(stderr, "%s%s", err, err[0] && err[strlen(err) - 1] == '\n' ? "" : "\n");
         code = rc == RL_EINVAL || rc == RL_EUNSUPPORTED ? RL_EXIT_USAGE : RL_EXIT_FAIL;
         goto done;
@@ -315,7 +338,14 @@ int rl_cmd_run(int argc, char **argv) {
         code = rc == RL_EINVAL ? RL_EXIT_USAGE : RL_EXIT_FAIL;
         goto done;
     }
-    if (s_write_recipe(r, run_dir, resume)) {
+    // from here on the folder's real path, the one whose folders rl_rundir_open checked
+    int w = snprintf(run_dir, sizeof(run_dir), "%s", rl_rundir_path(rd));
+    if (w < 0 || (size_t)w >= sizeof(run_dir)) {
+        fprintf(stderr, "rlctl run: %s: path too long\n", rl_rundir_path(rd));
+        code = RL_EXIT_FAIL;
+        goto done;
+    }
+    if (s_write_recipe(r, rd, resume)) {
         code = RL_EXIT_FAIL;
         goto done;
     }
@@ -323,20 +353,14 @@ int rl_cmd_run(int argc, char **argv) {
     if (grpo) {
         // the workers load the recipe given now (recipe.yaml keeps the run's first one)
         char rpath[4400];
-        snprintf(rpath, sizeof(rpath), "%s/logs", run_dir);
-        if (mkdir(rpath, 0755) != 0 && errno != EEXIST) {
-            fprintf(stderr, "rlctl run: %s: %s\n", rpath, strerror(errno));
-            code = RL_EXIT_FAIL;
-            goto done;
-        }
         snprintf(rpath, sizeof(rpath), "%s/logs/recipe.yaml", run_dir);
-        if (s_write_file_recipe(r, rpath)) {
+        if (s_write_worker_recipe(r, rd)) {
             code = RL_EXIT_FAIL;
             goto done;
         }
         rl_controller_opts_t co = {run_dir, rpath, resume, ckpt[0] ? ckpt : NULL, stop_at,
                                    tensorboard, &s_interrupt};
-        s_catch_signals();
+        s_catch_signals(1);
         rc = rl_controller_run(r, &co, err, sizeof(err));
         if (rc) {
             fprintf(stderr, "rlctl run: %s\n", err);
@@ -352,7 +376,7 @@ int rl_cmd_run(int argc, char **argv) {
     }
     rl_sft_opts_t so = {run_dir, resume, ckpt[0] ? ckpt : NULL, stop_at, tensorboard,
                         &s_interrupt, ev.data ? s_eval_accuracy : NULL, &ev};
-    s_catch_signals();
+    s_catch_signals(0);
     rc = rl_sft_run(r, &so, err, sizeof(err));
     s_eval_close(&ev);
     if (rc) {

@@ -10,12 +10,13 @@
 static void s_help(FILE *out) {
     fprintf(out,
             "usage: rlctl worker --role actor|sampler|reward --rank N --connect ENDPOINT\n"
-            "                    --recipe RUN/recipe.yaml [--threads K] [--parent PID]\n"
-            "                    [--heartbeat SECONDS]\n\n"
-            "A worker process of a run: connects to the controller's ROUTER at ENDPOINT as\n"
-            "<role>/<rank>, loads what its role needs from the resolved recipe and serves the\n"
-            "role's requests (docs/protocol.md) until told to shut down. `rlctl run` starts\n"
-            "these itself.\n");
+            "                    --recipe RUN/logs/recipe.yaml --secret-fd FD [--threads K]\n"
+            "                    [--parent PID] [--heartbeat SECONDS] [--max-frame BYTES]\n\n"
+            "A worker process of a run: reads its secret from FD (\"token <hex>\" and\n"
+            "\"identity <role>/<rank>~<nonce>\" lines, written by the controller), connects to\n"
+            "the controller's ROUTER at ENDPOINT under that identity, loads what its role needs\n"
+            "from the resolved recipe and serves the role's requests (docs/protocol.md) until\n"
+            "told to shut down. `rlctl run` starts these itself.\n");
 }
 
 int rl_cmd_worker(int argc, char **argv) {
@@ -26,6 +27,7 @@ int rl_cmd_worker(int argc, char **argv) {
     rl_worker_opts_t o;
     memset(&o, 0, sizeof(o));
     o.heartbeat = 1.0;
+    o.secret_fd = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -47,6 +49,16 @@ int rl_cmd_worker(int argc, char **argv) {
             bad = rl_cli_int("worker", a, v, 0, 4096, &o.threads);
         } else if (strcmp(a, "--parent") == 0) {
             bad = rl_cli_int("worker", a, v, 0, 1 << 30, &o.parent);
+        } else if (strcmp(a, "--secret-fd") == 0) {
+            bad = rl_cli_int("worker", a, v, 0, 1 << 20, &o.secret_fd);
+        } else if (strcmp(a, "--max-frame") == 0) {
+            char *end = NULL;
+            long long mf = strtoll(v, &end, 10);
+            if (!end || *end || mf < 0) {
+                fprintf(stderr, "rlctl worker: --max-frame wants bytes >= 0, not '%s'\n", v);
+                return RL_EXIT_USAGE;
+            }
+            o.max_frame = mf;
         } else if (strcmp(a, "--heartbeat") == 0) {
             bad = rl_cli_float("worker", a, v, 1e-3, 3600, &hb);
             o.heartbeat = hb;
@@ -59,7 +71,7 @@ int rl_cmd_worker(int argc, char **argv) {
         }
         i++;
     }
-    if (!o.role || !o.endpoint || !o.recipe) {
+    if (!o.role || !o.endpoint || !o.recipe || o.secret_fd < 0) {
         s_help(stderr);
         return RL_EXIT_USAGE;
     }

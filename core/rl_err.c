@@ -18,6 +18,7 @@ const char *rl_strerror(int code) {
     case RL_EPLUGIN: return "plugin error";
     case RL_ENOTFOUND: return "not found";
     case RL_EUNSUPPORTED: return "unsupported";
+    case RL_ECANCELED: return "cancelled";
     default: break;
     }
     if (code > 0) {

@@ -22,6 +22,7 @@ enum {
     RL_EPLUGIN = -1007,  // a plugin failed to load or returned an error
     RL_ENOTFOUND = -1008,// a named thing (file, key, tensor) does not exist
     RL_EUNSUPPORTED = -1009, // valid input we refuse by design (unknown architecture, dtype)
+    RL_ECANCELED = -1010, // stopped on request (a signal) before it finished
 };
 
 // Returns a static description of `code` (RL_E* or positive errno); never NULL.

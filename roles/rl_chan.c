@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #define S_MAX_PARTS (2 + RL_WIRE_MAX_FRAMES) // identity + frame 0 + extra frames
@@ -25,6 +26,8 @@ struct rl_chan {
     void *sock;
     int router;
     char endpoint[512];
+    int has_cred;         // the last message's sender credentials are known
+    int64_t cred_pid, cred_uid;
 };
 
 // A ZeroMQ failure: returns the positive errno (passed through, STYLE §4) with what failed.
@@ -56,7 +59,8 @@ static const char *s_peer_name(char *buf, size_t cap, const void *id, size_t n) 
     return buf;
 }
 
-static int s_chan_new(int type, const char *endpoint, rl_chan_t **out, char *err, size_t err_len) {
+static int s_chan_new(int type, const char *endpoint, int64_t max_frame, rl_chan_t **out,
+                      char *err, size_t err_len) {
     rl_chan_t *c = calloc(1, sizeof *c);
     if (!c) {
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
@@ -75,10 +79,15 @@ static int s_chan_new(int type, const char *endpoint, rl_chan_t **out, char *err
         free(c);
         return rc;
     }
-    // A peer cannot make us allocate more than one frame may hold (the decoder's cap).
-    int64_t maxmsg = (int64_t)RL_WIRE_MAX_BYTES;
-    int zero = 0;
+    // A peer cannot make us allocate more than one frame may hold (the run's largest real
+    // message, or the decoder's cap), nor queue more than a few messages: past RCVHWM ZeroMQ
+    // stops reading its connection until we catch up.
+    int64_t maxmsg = max_frame > 0 && max_frame < (int64_t)RL_WIRE_MAX_BYTES
+                         ? max_frame
+                         : (int64_t)RL_WIRE_MAX_BYTES;
+    int zero = 0, hwm = RL_CHAN_RCV_HWM;
     zmq_setsockopt(c->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    zmq_setsockopt(c->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
     zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof zero);
     *out = c;
     return 0;
@@ -93,7 +102,8 @@ static void s_chan_free(rl_chan_t *c) {
     free(c);
 }
 
-int rl_chan_bind(const char *endpoint, rl_chan_t **out, char *err, size_t err_len) {
+int rl_chan_bind(const char *endpoint, int64_t max_frame, rl_chan_t **out, char *err,
+                 size_t err_len) {
     *out = NULL;
     char ep[sizeof((rl_chan_t *)0)->endpoint];
     size_t n = endpoint ? strlen(endpoint) : 0;
@@ -106,18 +116,26 @@ int rl_chan_bind(const char *endpoint, rl_chan_t **out, char *err, size_t err_le
         ep[n - 1] = '*';
     }
     rl_chan_t *c;
-    int rc = s_chan_new(ZMQ_ROUTER, endpoint, &c, err, err_len);
+    int rc = s_chan_new(ZMQ_ROUTER, endpoint, max_frame, &c, err, err_len);
     if (rc) {
         return rc;
     }
     int one = 1;
     // ROUTER_MANDATORY: a message for an unknown peer fails the send (RL_ENOTFOUND) instead of
-    // vanishing. HANDOVER: a restarted worker takes its name back from its dead connection.
-    if (zmq_setsockopt(c->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one) != 0 ||
-        zmq_setsockopt(c->sock, ZMQ_ROUTER_HANDOVER, &one, sizeof one) != 0) {
+    // vanishing. No ROUTER_HANDOVER: a second connection under a name in use is ignored, so it
+    // can neither take a worker's messages nor answer in its place.
+    if (zmq_setsockopt(c->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one) != 0) {
         rc = s_zfail(err, err_len, "zmq_setsockopt on", endpoint);
         goto fail;
     }
+#ifdef ZMQ_IPC_FILTER_UID
+    if (strncmp(ep, "ipc://", 6) == 0) {
+        // deprecated in libzmq but present in 4.3; the folder's mode and the per-message
+        // credential check hold without it
+        int uid = (int)geteuid();
+        zmq_setsockopt(c->sock, ZMQ_IPC_FILTER_UID, &uid, sizeof uid);
+    }
+#endif
     if (zmq_bind(c->sock, ep) != 0) {
         rc = s_zfail(err, err_len, "cannot bind", endpoint);
         goto fail;
@@ -133,8 +151,8 @@ fail:
     return rc;
 }
 
-int rl_chan_connect(const char *endpoint, const char *identity, rl_chan_t **out, char *err,
-                    size_t err_len) {
+int rl_chan_connect(const char *endpoint, const char *identity, int64_t max_frame,
+                    rl_chan_t **out, char *err, size_t err_len) {
     *out = NULL;
     size_t n = endpoint ? strlen(endpoint) : 0;
     size_t idn = identity ? strlen(identity) : 0;
@@ -145,7 +163,7 @@ int rl_chan_connect(const char *endpoint, const char *identity, rl_chan_t **out,
         return rl_errf(err, err_len, RL_EINVAL, "identity of %zu bytes (1..255)", idn);
     }
     rl_chan_t *c;
-    int rc = s_chan_new(ZMQ_DEALER, endpoint, &c, err, err_len);
+    int rc = s_chan_new(ZMQ_DEALER, endpoint, max_frame, &c, err, err_len);
     if (rc) {
         return rc;
     }
@@ -272,9 +290,49 @@ static void s_part_free(zmq_msg_t *p) {
     }
 }
 
+// The sender's credentials from a received part's "Peer-Address" property: on ipc:// libzmq
+// appends ":<uid>:<gid>:<pid>" from SO_PEERCRED of the connection. Returns 1 when found.
+static int s_cred(zmq_msg_t *part, int64_t *pid, int64_t *uid) {
+    const char *pa = zmq_msg_gets(part, "Peer-Address");
+    if (!pa) {
+        return 0;
+    }
+    // the last three ':'-separated fields, each all digits
+    long long v[3];
+    const char *end = pa + strlen(pa);
+    for (int k = 2; k >= 0; k--) {
+        const char *p = end;
+        while (p > pa && p[-1] >= '0' && p[-1] <= '9') {
+            p--;
+        }
+        if (p == end || p == pa || p[-1] != ':' || end - p > 18) {
+            return 0;
+        }
+        long long x = 0;
+        for (const char *q = p; q < end; q++) {
+            x = x * 10 + (*q - '0');
+        }
+        v[k] = x;
+        end = p - 1;
+    }
+    *uid = v[0];
+    *pid = v[2];
+    return 1;
+}
+
+int rl_chan_peer_cred(const rl_chan_t *self, int64_t *pid, int64_t *uid) {
+    if (!self->has_cred) {
+        return RL_ENOTFOUND;
+    }
+    *pid = self->cred_pid;
+    *uid = self->cred_uid;
+    return 0;
+}
+
 int rl_chan_recv(rl_chan_t *self, int timeout_ms, rl_msg_t **out, char *peer, size_t peer_len,
                  char *err, size_t err_len) {
     *out = NULL;
+    self->has_cred = 0;
     if (peer && peer_len) {
         peer[0] = '\0';
     }
@@ -342,6 +400,10 @@ int rl_chan_recv(rl_chan_t *self, int timeout_ms, rl_msg_t **out, char *peer, si
         }
     }
     int off = self->router ? 1 : 0;
+    int64_t pid = -1, uid = -1;
+    // from the first frame of the message itself: a ROUTER's identity part carries no
+    // properties when zmq_poll prefetched it (libzmq 4.3)
+    int has_cred = s_cred(parts[np > off ? off : 0], &pid, &uid);
     char who[256] = "controller";
     if (self->router) {
         s_peer_name(who, sizeof who, zmq_msg_data(parts[0]), zmq_msg_size(parts[0]));
@@ -381,6 +443,11 @@ int rl_chan_recv(rl_chan_t *self, int timeout_ms, rl_msg_t **out, char *peer, si
             parts[off + i] = NULL; // the message's now
         }
     }
+    if (rc == 0) {
+        self->has_cred = has_cred;
+        self->cred_pid = pid;
+        self->cred_uid = uid;
+    }
 done:
     for (int i = 0; i < np; i++) {
         s_part_free(parts[i]);
@@ -392,6 +459,7 @@ done:
 
 struct rl_heartbeat {
     rl_chan_t *chan;
+    char token[128]; // "" = none
     double period_s;
     pthread_t thread;
     pthread_mutex_t mu;
@@ -408,6 +476,9 @@ static void *s_heartbeat_main(void *arg) {
     while (!hb->stop) {
         pthread_mutex_unlock(&hb->mu);
         rl_msg_t *m = rl_msg_new("hb", ++seq);
+        if (m && hb->token[0] && rl_msg_set_str(m, "token", hb->token) != 0) {
+            rl_msg_free(&m);
+        }
         if (m) {
             // a full queue (controller gone or stalled) drops this beat; the next one retries
             s_send(hb->chan, NULL, m, ZMQ_DONTWAIT, NULL, 0);
@@ -428,14 +499,17 @@ static void *s_heartbeat_main(void *arg) {
     return NULL;
 }
 
-int rl_chan_heartbeat_start(const char *endpoint, const char *identity, double period_s,
-                            rl_heartbeat_t **out, char *err, size_t err_len) {
+int rl_chan_heartbeat_start(const char *endpoint, const char *identity, const char *token,
+                            double period_s, rl_heartbeat_t **out, char *err, size_t err_len) {
     *out = NULL;
     char id[256];
     size_t n = identity ? strlen(identity) : 0;
     if (n == 0 || n + strlen(S_HB_SUFFIX) > 255) {
         return rl_errf(err, err_len, RL_EINVAL, "heartbeat identity of %zu bytes (1..%zu)", n,
                        255 - strlen(S_HB_SUFFIX));
+    }
+    if (token && strlen(token) >= sizeof(((rl_heartbeat_t *)0)->token)) {
+        return rl_errf(err, err_len, RL_EINVAL, "heartbeat token of %zu bytes", strlen(token));
     }
     if (!(period_s > 0.0) || period_s > 86400.0) {
         return rl_errf(err, err_len, RL_EINVAL, "heartbeat period %g s", period_s);
@@ -446,7 +520,9 @@ int rl_chan_heartbeat_start(const char *endpoint, const char *identity, double p
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
     hb->period_s = period_s;
-    int rc = rl_chan_connect(endpoint, id, &hb->chan, err, err_len);
+    snprintf(hb->token, sizeof hb->token, "%s", token ? token : "");
+    // it never receives: a tiny frame cap
+    int rc = rl_chan_connect(endpoint, id, 4096, &hb->chan, err, err_len);
     if (rc) {
         free(hb);
         return rc;

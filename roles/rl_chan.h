@@ -12,6 +12,7 @@
 #include "rl_wire.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -19,15 +20,25 @@ extern "C" {
 
 typedef struct rl_chan rl_chan_t;
 
+#define RL_CHAN_RCV_HWM 16 // messages queued per peer before ZeroMQ stops reading from it
+
 // ROUTER bound at endpoint ("ipc:///path", "tcp://127.0.0.1:0"; a tcp port 0 picks a free one:
-// see rl_chan_endpoint). A DEALER connecting with an identity already in use takes it over
-// (ZMQ_ROUTER_HANDOVER: a restarted worker gets its name back). caller owns *out; free with
-// rl_chan_close. Returns 0, RL_EINVAL or a positive errno (err says which endpoint and why).
-int rl_chan_bind(const char *endpoint, rl_chan_t **out, char *err, size_t err_len);
-// DEALER with routing identity `identity` (1..255 bytes, printable: "<role>/<rank>"),
-// connected to endpoint. Connecting succeeds before the peer exists; ZeroMQ reconnects by itself.
-int rl_chan_connect(const char *endpoint, const char *identity, rl_chan_t **out, char *err,
-                    size_t err_len);
+// see rl_chan_endpoint). max_frame: the largest frame in bytes a peer may send (0 means
+// RL_WIRE_MAX_BYTES); a peer that sends a larger one loses its connection (ZMQ_MAXMSGSIZE), so
+// it cannot make us allocate more. The receive queue holds a few messages per peer
+// (RL_CHAN_RCV_HWM): a fast sender waits instead of filling our memory. On ipc:// only
+// processes of our effective uid may connect (ZMQ_IPC_FILTER_UID, where libzmq has it; callers
+// also bind in a folder only we can enter). A DEALER connecting under an identity already in
+// use is ignored (no ZMQ_ROUTER_HANDOVER): the first connection keeps the name, so no later
+// connection can take a worker's messages. caller owns *out; free with rl_chan_close. Returns
+// 0, RL_EINVAL or a positive errno (err says which endpoint and why).
+int rl_chan_bind(const char *endpoint, int64_t max_frame, rl_chan_t **out, char *err,
+                 size_t err_len);
+// DEALER with routing identity `identity` (1..255 bytes, printable: "<role>/<rank>..."),
+// connected to endpoint; max_frame as for rl_chan_bind. Connecting succeeds before the peer
+// exists; ZeroMQ reconnects by itself.
+int rl_chan_connect(const char *endpoint, const char *identity, int64_t max_frame,
+                    rl_chan_t **out, char *err, size_t err_len);
 // Closes the socket (linger 0 unless messages are still queued: up to linger_ms; -1 waits until
 // they are sent) and the context. Never call it in a forked child on a parent's chan.
 void rl_chan_close(rl_chan_t **self_p, int linger_ms);
@@ -49,13 +60,21 @@ int rl_chan_send(rl_chan_t *self, const char *peer, rl_msg_t **msg_p, char *err,
 int rl_chan_recv(rl_chan_t *self, int timeout_ms, rl_msg_t **out, char *peer, size_t peer_len,
                  char *err, size_t err_len);
 
+// The kernel's credentials of the process that sent the message rl_chan_recv last returned
+// (SO_PEERCRED, taken when its connection was made; ipc:// only). Returns 0 with *pid and *uid
+// set, or RL_ENOTFOUND (no message yet, a message that did not decode, or a transport without
+// credentials such as tcp://).
+int rl_chan_peer_cred(const rl_chan_t *self, int64_t *pid, int64_t *uid);
+
 // A background thread with its own DEALER and context (identity "<identity>#hb") that sends
-// {op: "hb", id: 1, 2, ...} at once and then every period_s seconds until stopped, so a worker
-// busy in a long computation still shows it is alive. A beat that cannot be queued (controller
-// gone) is dropped, never blocks. caller owns *out; stop and free with rl_chan_heartbeat_stop.
+// {op: "hb", id: 1, 2, ..., token} at once and then every period_s seconds until stopped, so a
+// worker busy in a long computation still shows it is alive. token (may be NULL: none) is the
+// run's secret, which the controller checks on every beat as on the hello. A beat that cannot
+// be queued (controller gone) is dropped, never blocks. caller owns *out; stop and free with
+// rl_chan_heartbeat_stop.
 typedef struct rl_heartbeat rl_heartbeat_t;
-int rl_chan_heartbeat_start(const char *endpoint, const char *identity, double period_s,
-                            rl_heartbeat_t **out, char *err, size_t err_len);
+int rl_chan_heartbeat_start(const char *endpoint, const char *identity, const char *token,
+                            double period_s, rl_heartbeat_t **out, char *err, size_t err_len);
 void rl_chan_heartbeat_stop(rl_heartbeat_t **self_p);
 
 #ifdef __cplusplus

@@ -8,12 +8,15 @@
 #include "rl_checkpoint.h"
 #include "rl_data.h"
 #include "rl_err.h"
+#include "rl_fault.h"
 #include "rl_group.h"
 #include "rl_hf.h"
 #include "rl_grpo.h"
 #include "rl_log.h"
 #include "rl_metrics.h"
+#include "rl_lora.h"
 #include "rl_optim.h"
+#include "rl_policy.h"
 #include "rl_progress.h"
 #include "rl_prompts.h"
 #include "rl_reward.h"
@@ -29,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 // ---- state -----------------------------------------------------------------------------------
@@ -62,6 +66,7 @@ typedef struct {
     rl_rng_t rng;
     int64_t step, version, num_tokens, model_train_step, n_trainable;
     int64_t last_ckpt;      // step of the newest checkpoint written or loaded
+    double t_ckpt;          // seconds the last checkpoint took (0: none written yet)
     int actor_consistent;   // the actor's weights/optimizer are those of `step`
     double eval_first[2], eval_last[2]; // accuracy, greedy (NaN: not run)
     double t_start;
@@ -71,7 +76,19 @@ typedef struct {
     const char *stop_str[64]; // sampling.stop strings of several tokens (cut after sampling)
     int n_stop_str;
     int quiet;              // preflight: no info lines
+    int32_t vocab;          // config.json's vocab_size: sampled ids are below it
+    int64_t max_frame;      // the largest frame any side of the run receives (s_max_frame)
+    // stopping on a signal (s_cancel)
+    int phase;              // S_PHASE_*: what the controller is doing now
+    double t_signal;        // monotonic time the first signal was seen (0: none)
+    double t_step_start;    // monotonic start of the step in progress
+    double t_step_est;      // seconds the last step took (0: none finished yet)
+    int stop_now;           // 1: the step would not fit in roles.stop_grace; 2: a second signal
+    double deadline;        // > 0: no call may wait past this monotonic time
 } s_ctl_t;
+
+enum { S_PHASE_START = 0, S_PHASE_STEP, S_PHASE_EVAL, S_PHASE_IDLE };
+#define S_STOP_MARGIN 1.0   // seconds kept for stopping the workers and exiting
 
 static void s_gen_free(s_gen_t *g) {
     free(g->lens);
@@ -246,14 +263,84 @@ int rl_controller_preflight(const rl_recipe_t *r, char *err, size_t err_len) {
     return rc;
 }
 
+static int s_cancel(void *ctx);
+
+// The largest frame any side of the run receives, from the run's real messages (each frame
+// of a message is capped by ZMQ_MAXMSGSIZE; a peer sending more loses its connection):
+//   - the trainable weights, one frame (LoRA: the adapter only; full: every parameter);
+//   - a per-token tensor of the largest batch: (completions) x (longest prompt +
+//     max_new_tokens) x 4 bytes, for the train step and for evaluation;
+//   - a score request's first frame: every completion's prompt text, row JSON and completion
+//     text (at most 3 bytes of text per raw byte of a token, for U+FFFD replacements), plus the
+//     small tensors that travel inline (under RL_WIRE_INLINE_MAX each).
+// The cap is the largest of these plus a quarter, plus 1 MiB for the small fields.
+static int s_max_frame(s_ctl_t *s, char *err, size_t err_len) {
+    const rl_recipe_t *r = s->r;
+    rl_hf_config_t cfg;
+    char msg[1024];
+    if (rl_hf_config_load(r->model.path, &cfg, msg, sizeof msg) != 0) {
+        return rl_recipe_errorf(r, "model.path", err, err_len, RL_EINVAL, "%s", msg);
+    }
+    s->vocab = cfg.vocab_size;
+    double weights = (double)rl_hf_param_count(&cfg);
+    if (r->lora.enabled) {
+        rl_model_opts_t mo;
+        rl_policy_model_opts(r, 1, &mo);
+        weights = 0;
+        for (int m = 0; m < RL_LORA_NMOD; m++) {
+            int in = 0, out = 0;
+            if (mo.lora_targets & (1 << m)) {
+                rl_lora_module_dims(&cfg, m, &in, &out);
+                weights += (double)cfg.num_hidden_layers * r->lora.r * (in + out);
+            }
+        }
+    }
+    int mnt = r->sampling.max_new_tokens;
+    size_t n_train = (size_t)r->train.batch_size * (size_t)r->algorithm.num_generations;
+    size_t n_eval = s->eval ? rl_prompts_count(s->eval) : 0;
+    double texts = 0, longest = 0;
+    size_t tok_bytes = 1;
+    for (int32_t id = 0; id < rl_tokenizer_vocab_size(s->tok); id++) {
+        size_t n = 0;
+        if (rl_tokenizer_token_bytes(s->tok, id, &n) && n > tok_bytes) {
+            tok_bytes = n;
+        }
+    }
+    const rl_prompts_t *sets[2] = {s->train, s->eval};
+    for (int k = 0; k < 2; k++) {
+        for (size_t i = 0; sets[k] && i < rl_prompts_count(sets[k]); i++) {
+            const rl_prompt_t *p = rl_prompts_get(sets[k], i);
+            longest = p->len > longest ? p->len : longest;
+            double t = (double)p->text_len + (double)p->row_len;
+            texts = k == 0 && t > texts ? t : texts;
+        }
+    }
+    double per_token = 4.0 * (double)(n_train > n_eval ? n_train : n_eval) * (longest + mnt);
+    double score = (double)n_train * (texts + 3.0 * (double)tok_bytes * mnt + 32) +
+                   8.0 * RL_WIRE_INLINE_MAX;
+    double big = 4.0 * weights;
+    big = per_token > big ? per_token : big;
+    big = score > big ? score : big;
+    double cap = big * 1.25 + (double)(1 << 20);
+    s->max_frame = cap >= (double)RL_WIRE_MAX_BYTES ? (int64_t)RL_WIRE_MAX_BYTES : (int64_t)cap;
+    rl_log_debug("frames capped at %lld bytes (weights %.0f, per-token %.0f, score %.0f)",
+                 (long long)s->max_frame, 4.0 * weights, per_token, score);
+    return 0;
+}
+
 static int s_setup_workers(s_ctl_t *s, char *err, size_t err_len) {
     const rl_recipe_t *r = s->r;
     char logs[4200];
     snprintf(logs, sizeof(logs), "%s/logs", s->o->run_dir);
-    int rc = rl_group_new(logs, r->roles.heartbeat, &s->g, err, err_len);
+    int rc = s_max_frame(s, err, err_len);
     if (rc) {
         return rc;
     }
+    rc = rl_group_new(logs, r->roles.heartbeat, s->max_frame, &s->g, err, err_len);
+    if (rc) {
+        return rc;
+    }
+    rl_group_set_cancel(s->g, s_cancel, s);
     int at = r->roles.actor_threads ? r->roles.actor_threads : r->train.threads;
     int st = r->roles.sampler_threads ? r->roles.sampler_threads : r->train.threads;
     s->n_samplers = r->roles.samplers;
@@ -295,7 +382,59 @@ static int s_call1(s_ctl_t *s, const char *peer, rl_msg_t *req, rl_msg_t **reply
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
     const char *peers[1] = {peer};
+    if (s->deadline > 0) {
+        double left = s->deadline - rl_clock_now();
+        timeout = left < timeout ? (left > 0.05 ? left : 0.05) : timeout;
+    }
     return rl_group_call(s->g, 1, peers, &req, reply, timeout, NULL, err, err_len);
+}
+
+// Checks a sampler's generate reply before anything uses it: `want` completions, each of
+// 1..max_new_tokens tokens that add up to the ids sent, every id inside the vocabulary, a finish
+// reason of 0 (stop) or 1 (length), every logprob finite and <= 0. Returns 0 or RL_EPROTO
+// naming the worker and the first thing wrong.
+static int s_check_generate(const s_ctl_t *s, const char *peer, int64_t want, int64_t n_lens,
+                            const int32_t *lens, int64_t n_ids, const int32_t *ids,
+                            const float *lp, const uint8_t *fin, char *err, size_t err_len) {
+    int mnt = s->r->sampling.max_new_tokens;
+    if (n_lens != want) {
+        return rl_errf(err, err_len, RL_EPROTO,
+                       "worker %s: generate reply: %lld completions, %lld asked for", peer,
+                       (long long)n_lens, (long long)want);
+    }
+    int64_t sum = 0;
+    for (int64_t i = 0; i < n_lens; i++) {
+        if (lens[i] < 1 || lens[i] > mnt) {
+            return rl_errf(err, err_len, RL_EPROTO,
+                           "worker %s: generate reply: completion %lld has %d tokens "
+                           "(1..sampling.max_new_tokens = %d)", peer, (long long)i, lens[i],
+                           mnt);
+        }
+        if (fin[i] > 1) {
+            return rl_errf(err, err_len, RL_EPROTO,
+                           "worker %s: generate reply: completion %lld has finish reason %d "
+                           "(0 stop, 1 length)", peer, (long long)i, fin[i]);
+        }
+        sum += lens[i];
+    }
+    if (sum != n_ids) {
+        return rl_errf(err, err_len, RL_EPROTO,
+                       "worker %s: generate reply sizes do not add up (%lld ids, lengths sum "
+                       "to %lld)", peer, (long long)n_ids, (long long)sum);
+    }
+    for (int64_t i = 0; i < n_ids; i++) {
+        if (ids[i] < 0 || ids[i] >= s->vocab) {
+            return rl_errf(err, err_len, RL_EPROTO,
+                           "worker %s: generate reply: token id %d outside the vocabulary "
+                           "(0..%d)", peer, ids[i], s->vocab - 1);
+        }
+        if (!(lp[i] <= 0.0f) || isinf(lp[i])) {
+            return rl_errf(err, err_len, RL_EPROTO,
+                           "worker %s: generate reply: logprob %g of token %lld is not a "
+                           "finite number <= 0", peer, (double)lp[i], (long long)i);
+        }
+    }
+    return 0;
 }
 
 // Generates n completions for prompts idx[0..P) of set `ps` on every sampler (contiguous shares).
@@ -390,17 +529,8 @@ static int s_generate(s_ctl_t *s, const rl_prompts_t *ps, const size_t *idx, int
             break;
         }
         int p0 = (int)((int64_t)P * k / ns), p1 = (int)((int64_t)P * (k + 1) / ns);
-        int64_t sum = 0;
-        for (int64_t i = 0; i < sl[0]; i++) {
-            if (lens[k][i] < 1 || lens[k][i] > r->sampling.max_new_tokens) {
-                sum = -1;
-                break;
-            }
-            sum += lens[k][i];
-        }
-        if (sl[0] != (int64_t)(p1 - p0) * n || sum != si[0]) {
-            rc = rl_errf(err, err_len, RL_EPROTO, "worker %s: generate reply sizes do not add up",
-                         peers[k]);
+        if ((rc = s_check_generate(s, peers[k], (int64_t)(p1 - p0) * n, sl[0], lens[k], si[0],
+                                   ids[k], lps[k], fins[k], err, err_len)) != 0) {
             break;
         }
         total += si[0];
@@ -636,14 +766,18 @@ static int s_evaluate(s_ctl_t *s, char *note, size_t note_len, char *err, size_t
 
 // ---- checkpoints ------------------------------------------------------------------------------
 
+// Writes checkpoints/step-<step> by the commit protocol of rl_checkpoint.h: the actor saves its
+// weights and optimizer into step-<N>.tmp/, the controller adds state.json, syncs the tree,
+// writes DONE and renames it into place.
 static int s_checkpoint(s_ctl_t *s, char *err, size_t err_len) {
-    char dir[4200];
-    int rc = rl_checkpoint_prepare(s->o->run_dir, s->step, dir, sizeof(dir), err, err_len);
+    double t0 = rl_clock_now();
+    char tmp[4200], dir[4200];
+    int rc = rl_checkpoint_prepare(s->o->run_dir, s->step, tmp, sizeof(tmp), err, err_len);
     if (rc) {
         return rc;
     }
     rl_msg_t *m = s_req(s, "save"), *rep = NULL;
-    if (m && rl_msg_set_str(m, "dir", dir)) {
+    if (m && rl_msg_set_str(m, "dir", tmp)) {
         rl_msg_free(&m);
     }
     if ((rc = s_call1(s, "actor/0", m, &rep, s->r->roles.request_timeout, err, err_len))) {
@@ -664,24 +798,23 @@ static int s_checkpoint(s_ctl_t *s, char *err, size_t err_len) {
     st.n_trainable = s->n_trainable;
     st.num_tokens = s->num_tokens;
     st.model_train_step = mts;
-    if ((rc = rl_checkpoint_commit(dir, &st, NULL, err, err_len)) ||
+    if ((rc = rl_checkpoint_commit(tmp, &st, NULL, dir, sizeof dir, err, err_len)) ||
         (rc = rl_checkpoint_prune(s->o->run_dir, s->r->train.keep_checkpoints, err, err_len))) {
         return rc;
     }
     s->last_ckpt = s->step;
+    s->t_ckpt = rl_clock_now() - t0;
     rl_log_info("checkpoint: %s", dir);
     return 0;
 }
 
-static int s_resume(s_ctl_t *s, char *err, size_t err_len) {
-    char dir[4200];
-    int64_t step;
-    if (s->o->resume_from) {
-        snprintf(dir, sizeof(dir), "%s", s->o->resume_from);
-    } else if (rl_checkpoint_latest(s->o->run_dir, dir, sizeof(dir), &step) != 0) {
-        rl_log_warn("%s: no complete checkpoint; starting from step 0", s->o->run_dir);
-        return 0;
-    }
+// Restores the run from checkpoint folder `dir`: state.json, the data position, the actor's
+// weights and optimizer. Returns 0, or an error that leaves the controller's state untouched;
+// *mismatch is set when the checkpoint does not fit the recipe (another tuning, a data position
+// outside the dataset), which an older checkpoint would not fix either.
+static int s_load_checkpoint(s_ctl_t *s, const char *dir, int *mismatch, char *err,
+                             size_t err_len) {
+    *mismatch = 0;
     rl_ckpt_state_t st;
     int rc = rl_checkpoint_read_state(dir, &st, err, err_len);
     if (rc) {
@@ -689,12 +822,14 @@ static int s_resume(s_ctl_t *s, char *err, size_t err_len) {
     }
     const char *tune = s->r->lora.enabled ? "lora" : "full";
     if (strcmp(st.tune, tune) != 0) {
+        *mismatch = 1;
         return rl_errf(err, err_len, RL_EINVAL,
                        "%s: the checkpoint is of %s tuning, the recipe asks for %s", dir, st.tune,
                        tune);
     }
-    rl_data_pos_t pos = {st.data_epoch, st.data_index};
+    rl_data_pos_t pos = {st.data_epoch, st.data_index}, before = rl_data_sampler_pos(s->order);
     if (rl_data_sampler_seek(s->order, pos) != 0) {
+        *mismatch = 1;
         return rl_errf(err, err_len, RL_EINVAL,
                        "%s: data position (epoch %lld, index %lld) is outside %s: was the "
                        "dataset changed?",
@@ -706,6 +841,7 @@ static int s_resume(s_ctl_t *s, char *err, size_t err_len) {
         rl_msg_free(&m);
     }
     if ((rc = s_call1(s, "actor/0", m, &rep, s->r->roles.request_timeout, err, err_len))) {
+        rl_data_sampler_seek(s->order, before);
         return rc;
     }
     rl_msg_free(&rep);
@@ -714,7 +850,64 @@ static int s_resume(s_ctl_t *s, char *err, size_t err_len) {
     s->rng = st.rng;
     s->num_tokens = st.num_tokens;
     s->last_ckpt = st.step;
-    rl_log_info("resuming from %s at step %lld", dir, (long long)st.step);
+    return 0;
+}
+
+// --resume: the checkpoint named (an error when it does not load), or the newest complete one
+// that loads (the ones skipped, and why, are logged). Resuming from a checkpoint older than the
+// newest starts a new branch: the newer checkpoints are moved aside (rl_checkpoint_abandon_after).
+static int s_resume(s_ctl_t *s, char *err, size_t err_len) {
+    int rc = 0, mismatch = 0;
+    if (s->o->resume_from) {
+        if ((rc = s_load_checkpoint(s, s->o->resume_from, &mismatch, err, err_len)) != 0) {
+            return rc;
+        }
+        rl_log_info("resuming from %s at step %lld", s->o->resume_from, (long long)s->step);
+    } else {
+        int64_t *steps = NULL;
+        size_t n = 0;
+        if ((rc = rl_checkpoint_list(s->o->run_dir, &steps, &n)) != 0) {
+            return rl_errf(err, err_len, rc, "%s/checkpoints: %s", s->o->run_dir, strerror(rc));
+        }
+        if (n == 0) {
+            rl_log_warn("%s: no complete checkpoint; starting from step 0", s->o->run_dir);
+            return 0;
+        }
+        size_t i = 0;
+        for (; i < n; i++) {
+            char dir[4200], why[2048];
+            snprintf(dir, sizeof dir, "%s/checkpoints/step-%lld", s->o->run_dir,
+                     (long long)steps[i]);
+            if ((rc = s_load_checkpoint(s, dir, &mismatch, why, sizeof why)) == 0) {
+                rl_log_info("resuming from %s at step %lld", dir, (long long)s->step);
+                break;
+            }
+            if (mismatch) { // the recipe's fault, not the checkpoint's: an older one would not fit
+                free(steps);
+                return rl_errf(err, err_len, rc, "%s", why);
+            }
+            rl_log_warn("skipping checkpoints/step-%lld: %s", (long long)steps[i], why);
+        }
+        free(steps);
+        if (i == n) {
+            return rl_errf(err, err_len, RL_EINVAL,
+                           "%s: none of its %zu checkpoints loads (see the warnings above); "
+                           "remove the broken ones, or start over with --force", s->o->run_dir,
+                           n);
+        }
+    }
+    char where[4200];
+    int moved = 0;
+    if ((rc = rl_checkpoint_abandon_after(s->o->run_dir, s->step, where, sizeof where, &moved,
+                                          err, err_len)) != 0) {
+        return rc;
+    }
+    if (moved > 0) {
+        rl_log_warn("resuming at step %lld starts a new branch: %d newer checkpoint%s moved to "
+                    "%s (their metrics lines and trajectories after step %lld are dropped)",
+                    (long long)s->step, moved, moved == 1 ? "" : "s", where,
+                    (long long)s->step);
+    }
     return 0;
 }
 
@@ -975,9 +1168,10 @@ static double s_get(const rl_msg_t *m, const char *k) {
     return v;
 }
 
-// Writes the records of step `step` (one transaction).
-static int s_store(s_ctl_t *s, int64_t step, s_step_t *t, int G, const float *ref, char *err,
-                   size_t err_len) {
+// Writes the records of step `step`: pending (before the actor's update, without old logprobs:
+// rl_traj_put_pending) or whole (rl_traj_put_step, which completes a pending step).
+static int s_store(s_ctl_t *s, int64_t step, s_step_t *t, int G, const float *ref, int pending,
+                   char *err, size_t err_len) {
     const rl_recipe_t *r = s->r;
     int n = t->gen.n_res;
     rl_traj_record_t *recs = calloc((size_t)n, sizeof(*recs));
@@ -1028,12 +1222,12 @@ static int s_store(s_ctl_t *s, int64_t step, s_step_t *t, int G, const float *re
             int masked = r->algorithm.mask_truncated_completions && t->gen.fin[j] == 1;
             for (int i = 0; i < lc; i++) {
                 mask[o + i] = masked ? 0 : 1;
-                old[o + i] = t->old[(size_t)b * t->T + p->len + i];
+                old[o + i] = t->old ? t->old[(size_t)b * t->T + p->len + i] : 0.0f;
                 if (refc) {
                     refc[o + i] = ref[(size_t)b * t->T + p->len + i];
                 }
             }
-            x->old_logprobs = old + o;
+            x->old_logprobs = t->old ? old + o : NULL;
             x->ref_logprobs = refc ? refc + o : NULL;
         }
         x->n_rewards = r->n_rewards;
@@ -1046,7 +1240,8 @@ static int s_store(s_ctl_t *s, int64_t step, s_step_t *t, int G, const float *re
         x->advantage = t->adv[j];
         x->finish = t->gen.fin[j];
     }
-    int rc = rl_traj_put_step(s->traj, (uint64_t)step, recs, n, err, err_len);
+    int rc = pending ? rl_traj_put_pending(s->traj, (uint64_t)step, recs, n, err, err_len)
+                     : rl_traj_put_step(s->traj, (uint64_t)step, recs, n, err, err_len);
     free(recs);
     free(mask);
     free(rw);
@@ -1057,7 +1252,11 @@ static int s_store(s_ctl_t *s, int64_t step, s_step_t *t, int G, const float *re
     return rc;
 }
 
-static int s_step(s_ctl_t *s, char *note, size_t note_len, char *err, size_t err_len) {
+// One GRPO step. *advanced_p: the actor took the step's update (s->step moved on) and the
+// step's metrics are in s->metrics, also when a later part (store, sync) failed: the caller
+// writes that line before it stops, so that a resumed run has no hole.
+static int s_step(s_ctl_t *s, int *advanced_p, char *note, size_t note_len, char *err,
+                  size_t err_len) {
     const rl_recipe_t *r = s->r;
     const rl_recipe_algorithm_t *alg = &r->algorithm;
     int P = r->train.batch_size, G = alg->num_generations;
@@ -1108,6 +1307,7 @@ static int s_step(s_ctl_t *s, char *note, size_t note_len, char *err, size_t err
     }
     // 3. reference, 4. train
     double lr = rl_sched_lr(&s->sched, s->step), t3 = rl_clock_now(), t4 = t3, denom = 0;
+    double t_pending = 0;
     float *ref = NULL;
     rl_msg_t *rep = NULL;
     int64_t ntok = 0;
@@ -1123,6 +1323,13 @@ static int s_step(s_ctl_t *s, char *note, size_t note_len, char *err, size_t err
                 rc = rl_msg_set_tensor(req, "ref_logp", RL_DT_F32, 2, sh2, ref);
             }
         }
+        // the records before the update (pending): once the actor has moved, a failure cannot
+        // leave the step without them
+        double ta = rl_clock_now();
+        if (!rc) {
+            rc = s_store(s, s->step + 1, &t, G, ref, 1, err, err_len);
+        }
+        t_pending = rl_clock_now() - ta;
         t3 = rl_clock_now();
         if (rc) {
             rl_msg_free(&req);
@@ -1151,19 +1358,16 @@ static int s_step(s_ctl_t *s, char *note, size_t note_len, char *err, size_t err
         s->num_tokens += ntok;
         advanced = 1;
     }
-    // 5. store
+    // 5. store (completes the pending records with the old logprobs)
     double t5 = rl_clock_now();
-    if (!rc) {
-        rc = s_store(s, s->step, &t, G, ref, err, err_len);
+    if (!rc && rl_fault("store")) {
+        rc = rl_errf(err, err_len, RL_EIO, "trajectory store: step %lld could not be written "
+                     "(RLCTL_FAULT=store)", (long long)s->step);
+    } else if (!rc) {
+        rc = s_store(s, s->step, &t, G, ref, 0, err, err_len);
     }
     double t6 = rl_clock_now();
-    // 6. sync
-    if (!rc && kept > 0) {
-        s->version = s->step;
-        rc = s_sync(s, rep, err, err_len);
-    }
-    double t7 = rl_clock_now();
-    if (!rc) {
+    if (advanced) {
         // metrics (TRL's names, REFERENCE.md §6)
         double rsum = 0, rn = 0, len_sum = 0, clipped = 0;
         for (int j = 0; j < n; j++) {
@@ -1231,9 +1435,7 @@ static int s_step(s_ctl_t *s, char *note, size_t note_len, char *err, size_t err
         rl_metrics_add(mt, "timing/reward", t2 - t1);
         rl_metrics_add(mt, "timing/reference", t3 - t2);
         rl_metrics_add(mt, "timing/train", t4 - t3);
-        rl_metrics_add(mt, "timing/store", t6 - t5);
-        rl_metrics_add(mt, "timing/sync", t7 - t6);
-        rl_metrics_add(mt, "timing/step", t7 - t0);
+        rl_metrics_add(mt, "timing/store", t_pending + (t6 - t5));
         rl_metrics_add(mt, "tokens_per_second", len_sum / (t1 - t0 > 0 ? t1 - t0 : 1));
         s->gen_tokens_total += len_sum;
         snprintf(note, note_len, "reward %.3f kl %.4f gen %.0f tok/s",
@@ -1242,6 +1444,18 @@ static int s_step(s_ctl_t *s, char *note, size_t note_len, char *err, size_t err
                      : 0.0,
                  len_sum / (t1 - t0 > 0 ? t1 - t0 : 1));
     }
+    // 6. sync (after the metrics: a failed sync still leaves the step whole; a resumed run syncs
+    // the samplers from the actor anyway)
+    if (!rc && kept > 0) {
+        s->version = s->step;
+        rc = s_sync(s, rep, err, err_len);
+    }
+    double t7 = rl_clock_now();
+    if (!rc) {
+        rl_metrics_add(mt, "timing/sync", t7 - t6);
+        rl_metrics_add(mt, "timing/step", t7 - t0);
+    }
+    *advanced_p = advanced;
     if (rc && !advanced) {
         rl_data_sampler_seek(s->order, pos0); // the step's prompts are taken again on resume
     }
@@ -1249,6 +1463,95 @@ static int s_step(s_ctl_t *s, char *note, size_t note_len, char *err, size_t err
     free(ref);
     s_step_free(&t);
     return rc;
+}
+
+// ---- stopping on a signal ---------------------------------------------------------------------
+// SIGINT/SIGTERM set *o->interrupt (cli/cmd_run.c counts them). The run must be gone within
+// roles.stop_grace seconds of the first one. s_cancel, polled by every wait of rl_group, decides
+// when to stop waiting: at once during start-up and evaluations (nothing there is needed for a
+// checkpoint) and on a second signal; during a step, as soon as the rest of the step (estimated
+// from the last step's time) plus a checkpoint (the last one's time) plus S_STOP_MARGIN no longer
+// fit in the grace left. The loop then writes a checkpoint of the last finished step when that
+// alone fits, and stops.
+
+// Seconds a checkpoint takes: the last one's, or (none yet) the weights and Adam's two moments
+// written at 100 MB/s.
+static double s_ckpt_estimate(const s_ctl_t *s) {
+    return s->t_ckpt > 0 ? s->t_ckpt : 0.5 + 12.0 * (double)s->n_trainable / 100e6;
+}
+
+// Seconds of roles.stop_grace left (a large number before any signal).
+static double s_grace_left(const s_ctl_t *s) {
+    return s->t_signal > 0 ? s->r->roles.stop_grace - (rl_clock_now() - s->t_signal) : 1e30;
+}
+
+static int s_cancel(void *ctx) {
+    s_ctl_t *s = ctx;
+    int n = s->o->interrupt ? (int)*s->o->interrupt : 0;
+    if (n == 0) {
+        return 0;
+    }
+    double now = rl_clock_now();
+    if (s->t_signal == 0) {
+        s->t_signal = now;
+    }
+    if (n >= 2) {
+        s->stop_now = 2;
+    }
+    if (s->stop_now || s->phase == S_PHASE_START || s->phase == S_PHASE_EVAL) {
+        return 1;
+    }
+    double need = S_STOP_MARGIN + s_ckpt_estimate(s);
+    if (s->phase == S_PHASE_STEP) {
+        double rest = s->t_step_est > 0 ? 1.2 * s->t_step_est - (now - s->t_step_start) : 1e30;
+        need += rest > 0 ? rest : 0;
+    }
+    if (need > s_grace_left(s)) {
+        s->stop_now = 1;
+        return 1;
+    }
+    return 0;
+}
+
+// After a wait was cancelled (RL_ECANCELED): a checkpoint of the last finished step when the
+// actor holds it and it fits in the grace left, then the message. Returns
+// RL_CONTROLLER_INTERRUPTED.
+static int s_stop_cancelled(s_ctl_t *s, char *err, size_t err_len) {
+    char note[1024] = "";
+    s_cancel(s); // notes the time of a signal that arrived during a wait no one polled
+    double left = s_grace_left(s);
+    int wrote = 0;
+    if (s->stop_now != 2 && s->actor_consistent && s->step > s->last_ckpt && s->step > 0 &&
+        s_ckpt_estimate(s) + S_STOP_MARGIN <= left) {
+        rl_group_set_cancel(s->g, NULL, NULL);
+        s->deadline = rl_clock_now() + left - S_STOP_MARGIN;
+        char e2[1024];
+        wrote = s_checkpoint(s, e2, sizeof e2) == 0;
+        if (!wrote) {
+            rl_log_warn("no checkpoint on stopping: %s", e2);
+        }
+    }
+    if (wrote) {
+        snprintf(note, sizeof note, "checkpoint of step %lld written", (long long)s->step);
+    } else if (s->last_ckpt > 0) {
+        snprintf(note, sizeof note,
+                 "the newest complete checkpoint is of step %lld; rlctl run --resume redoes the "
+                 "steps after it", (long long)s->last_ckpt);
+    } else {
+        snprintf(note, sizeof note, "no checkpoint: a new run starts from step 0");
+    }
+    char why[256];
+    if (s->stop_now == 2) {
+        snprintf(why, sizeof why, "stopped at once on a second signal");
+    } else if (s->phase == S_PHASE_STEP) {
+        snprintf(why, sizeof why, "stopped on a signal: the step and a checkpoint would not "
+                 "finish within roles.stop_grace (%g s)", s->r->roles.stop_grace);
+    } else {
+        snprintf(why, sizeof why, "stopped on a signal");
+    }
+    return rl_errf(err, err_len, RL_CONTROLLER_INTERRUPTED, "%s, during step %lld; %s%s", why,
+                   (long long)s->step + 1, note,
+                   wrote ? "; continue with rlctl run --resume" : "");
 }
 
 // ---- the loop ---------------------------------------------------------------------------------
@@ -1278,12 +1581,23 @@ static void s_first_eval(s_ctl_t *s, const char *metrics_path) {
     }
 }
 
+// Writes final/: the actor saves into final.tmp/, which is published as final/ in one rename
+// (rl_checkpoint_publish_dir), so final/ is either the previous one or this one, whole.
 static int s_final(s_ctl_t *s, char *err, size_t err_len) {
-    char path[4200];
+    char path[4200], tmp[4200];
     snprintf(path, sizeof(path), "%s/final", s->o->run_dir);
+    snprintf(tmp, sizeof(tmp), "%s/final.tmp", s->o->run_dir);
     int rc;
-    if ((rc = rl_checkpoint_rmtree(path)) || (rc = rl_checkpoint_mkdirs(path))) {
-        return rl_errf(err, err_len, rc, "%s: %s", path, strerror(rc));
+    struct stat st;
+    if (lstat(tmp, &st) == 0 && !S_ISDIR(st.st_mode)) {
+        return rl_errf(err, err_len, RL_EINVAL, "%s is in the way (not a folder): remove it",
+                       tmp);
+    }
+    if ((rc = rl_checkpoint_rmtree(tmp)) || (rc = rl_checkpoint_mkdirs(tmp))) {
+        return rl_errf(err, err_len, rc, "%s: %s", tmp, strerror(rc));
+    }
+    if (rl_fault("final")) {
+        return rl_errf(err, err_len, RL_EIO, "%s: cannot write (RLCTL_FAULT=final)", tmp);
     }
     rl_msg_t *m = s_req(s, "save_final"), *rep = NULL;
     // final/ follows model.dtype (auto: the input model's torch_dtype), as SFT's does
@@ -1294,7 +1608,7 @@ static int s_final(s_ctl_t *s, char *err, size_t err_len) {
         bf16 = rl_hf_config_load(s->r->model.path, &cfg, msg, sizeof(msg)) == 0 &&
                strcmp(cfg.torch_dtype, "bfloat16") == 0;
     }
-    if (m && (rl_msg_set_str(m, "dir", path) || rl_msg_set_bool(m, "bf16", bf16))) {
+    if (m && (rl_msg_set_str(m, "dir", tmp) || rl_msg_set_bool(m, "bf16", bf16))) {
         rl_msg_free(&m);
     }
     if ((rc = s_call1(s, "actor/0", m, &rep, s->r->roles.request_timeout, err, err_len))) {
@@ -1302,8 +1616,11 @@ static int s_final(s_ctl_t *s, char *err, size_t err_len) {
     }
     rl_msg_free(&rep);
     if (!s->r->lora.enabled &&
-        (rc = rl_checkpoint_hf_extras(path, s->r->model.tokenizer, s->r->model.path, err,
+        (rc = rl_checkpoint_hf_extras(tmp, s->r->model.tokenizer, s->r->model.path, err,
                                       err_len)) != 0) {
+        return rc;
+    }
+    if ((rc = rl_checkpoint_publish_dir(tmp, path, err, err_len)) != 0) {
         return rc;
     }
     rl_log_info("final %s: %s", s->r->lora.enabled ? "adapter" : "model", path);
@@ -1340,7 +1657,8 @@ int rl_controller_run(const rl_recipe_t *r, const rl_controller_opts_t *o, char 
         snprintf(path, sizeof(path), "%s/metrics.jsonl", o->run_dir);
         rc = rl_metrics_truncate_after(path, s.step, err, err_len);
     }
-    if (!rc && rl_traj_last_step(s.traj) > (uint64_t)s.step) {
+    if (!rc && (rl_traj_last_step(s.traj) > (uint64_t)s.step ||
+                rl_traj_pending_step(s.traj) > (uint64_t)s.step)) {
         rc = rl_traj_truncate_after(s.traj, (uint64_t)s.step, err, err_len);
     }
     if (!rc && s.step > 0) {
@@ -1384,18 +1702,38 @@ int rl_controller_run(const rl_recipe_t *r, const rl_controller_opts_t *o, char 
                      (long long)s.step + 1, s.last_ckpt > 0 ? "; continue with rlctl run "
                                                               "--resume" : "");
     }
+    s.phase = S_PHASE_IDLE;
     while (!rc && s.step < last) {
         double t0 = rl_clock_now();
         char note[256] = "", enote[128] = "";
-        if ((rc = s_step(&s, note, sizeof(note), err, err_len))) {
+        int advanced = 0;
+        s.phase = S_PHASE_STEP;
+        s.t_step_start = t0;
+        rc = s_step(&s, &advanced, note, sizeof(note), err, err_len);
+        if (rc) { // s.phase stays: s_stop_cancelled says where the stop came
+            // the step's line still goes out when the update was taken: no hole on resume
+            if (advanced && rl_metrics_write(s.metrics, s.step, rl_clock_wall()) != 0) {
+                rl_log_warn("metrics of step %lld: %s", (long long)s.step,
+                            rl_metrics_errmsg(s.metrics));
+            }
             break;
         }
+        s.phase = S_PHASE_IDLE;
+        s.t_step_est = rl_clock_now() - t0;
         int64_t step = s.step;
         int log_now = step % r->train.log_every == 0 || step == last;
-        if ((do_eval && step % r->train.eval_every == 0) || (s.eval && step == total)) {
-            if ((rc = s_evaluate(&s, enote, sizeof(enote), err, err_len))) {
+        int interrupted = o->interrupt && *o->interrupt;
+        if (!interrupted &&
+            ((do_eval && step % r->train.eval_every == 0) || (s.eval && step == total))) {
+            s.phase = S_PHASE_EVAL;
+            rc = s_evaluate(&s, enote, sizeof(enote), err, err_len);
+            if (rc) {
+                if (rc == RL_ECANCELED) {
+                    rl_metrics_write(s.metrics, step, rl_clock_wall()); // the step's own line
+                }
                 break;
             }
+            s.phase = S_PHASE_IDLE;
             log_now = 1;
         }
         rl_metrics_add(s.metrics, "timing/step_total", rl_clock_now() - t0);
@@ -1431,6 +1769,9 @@ int rl_controller_run(const rl_recipe_t *r, const rl_controller_opts_t *o, char 
     if (s.progress) {
         rl_progress_finish(s.progress);
     }
+    if (rc == RL_ECANCELED) {
+        rc = s_stop_cancelled(&s, err, err_len);
+    }
     if (!rc && s.step >= total) {
         rc = s_final(&s, err, err_len);
         if (!rc && !isnan(s.eval_first[0])) {
@@ -1444,8 +1785,10 @@ int rl_controller_run(const rl_recipe_t *r, const rl_controller_opts_t *o, char 
         if (!rc) {
             rl_log_info("%lld steps in %.0f s", (long long)total, rl_clock_now() - s.t_start);
         }
-    } else if (rc && rc != RL_CONTROLLER_INTERRUPTED && s.g && s.actor_consistent &&
-               s.step > s.last_ckpt && s.step > 0) {
+    }
+    // a failure (final/ included) leaves the rescue checkpoint below
+    if (rc && rc != RL_CONTROLLER_INTERRUPTED && s.g && s.actor_consistent &&
+        s.step > s.last_ckpt && s.step > 0) {
         // leave a resumable checkpoint of the last finished step when the actor still can
         char e2[1024];
         if (s_checkpoint(&s, e2, sizeof(e2)) == 0) {
@@ -1468,7 +1811,9 @@ int rl_controller_run(const rl_recipe_t *r, const rl_controller_opts_t *o, char 
                  "\n(the newest checkpoint is of step %lld; continue with rlctl run --resume)",
                  (long long)s.last_ckpt);
     }
-    rl_group_destroy(&s.g, 5.0);
+    double grace = s_grace_left(&s) - 0.5; // stopping: what is left of roles.stop_grace
+    grace = grace < 5.0 ? (grace > 0.1 ? grace : 0.1) : 5.0;
+    rl_group_destroy(&s.g, s.stop_now == 2 ? 0.0 : grace);
     rl_progress_destroy(&s.progress);
     rl_metrics_destroy(&s.metrics);
     rl_traj_close(&s.traj);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -22,9 +23,12 @@ extern char **environ;
 
 #define S_MAX_WORKERS 512
 #define S_MISSED_BEATS 10
+#define S_SECRET_FD 3      // the worker reads its secret from this descriptor
+#define S_DROP_LOGGED 10   // foreign messages logged one by one; after that, every 1000th
 
 typedef struct {
     char name[64];     // "sampler/1"
+    char rid[96];      // routing identity "sampler/1~<16 hex>": unguessable, given on fd 3
     char log[4400];
     pid_t pid;
     int ready;         // said hello
@@ -36,9 +40,16 @@ typedef struct {
 
 struct rl_group {
     rl_chan_t *chan;
-    char endpoint[256];
+    char endpoint[300];
+    char sock_dir[200];  // the 0700 folder of the ipc socket ("" once removed)
+    char sock_path[256];
+    char token[65];      // the run's secret: 32 random bytes in hex
     char log_dir[4096];
     double heartbeat;
+    int64_t max_frame;
+    int (*cancel)(void *ctx);
+    void *cancel_ctx;
+    uint64_t dropped;
     s_worker_t w[S_MAX_WORKERS];
     int n;
     uint64_t next_id;
@@ -48,6 +59,21 @@ struct rl_group {
 static s_worker_t *s_find(rl_group_t *g, const char *name) {
     for (int i = 0; i < g->n; i++) {
         if (strcmp(g->w[i].name, name) == 0) {
+            return &g->w[i];
+        }
+    }
+    return NULL;
+}
+
+// The worker whose routing identity is `rid` or `rid#hb` (*hb set to which), or NULL.
+static s_worker_t *s_find_rid(rl_group_t *g, const char *rid, int *hb) {
+    size_t n = strlen(rid);
+    *hb = n > 3 && strcmp(rid + n - 3, "#hb") == 0;
+    if (*hb) {
+        n -= 3;
+    }
+    for (int i = 0; i < g->n; i++) {
+        if (strlen(g->w[i].rid) == n && memcmp(g->w[i].rid, rid, n) == 0) {
             return &g->w[i];
         }
     }
@@ -75,6 +101,14 @@ static void s_describe_exit(int status, char *buf, size_t cap) {
     }
 }
 
+// Kills what is left of a worker's process group (the worker is its leader: processes a plugin
+// started live in it). The group's id cannot be reused while any member lives.
+static void s_kill_group(s_worker_t *w) {
+    if (w->pid > 0) {
+        kill(-w->pid, SIGKILL);
+    }
+}
+
 // Reaps exited workers; returns the first newly dead one (or NULL).
 static s_worker_t *s_reap(rl_group_t *g) {
     s_worker_t *dead = NULL;
@@ -88,6 +122,7 @@ static s_worker_t *s_reap(rl_group_t *g) {
         if (r == w->pid) {
             w->alive = 0;
             w->status = st;
+            s_kill_group(w);
             if (!dead) {
                 dead = w;
             }
@@ -105,6 +140,7 @@ static int s_dead_error(const s_worker_t *w, char *err, size_t err_len) {
 
 static void s_kill(s_worker_t *w) {
     if (w->alive) {
+        s_kill_group(w);
         kill(w->pid, SIGKILL);
         int st;
         if (waitpid(w->pid, &st, 0) == w->pid) {
@@ -114,34 +150,99 @@ static void s_kill(s_worker_t *w) {
     }
 }
 
-int rl_group_new(const char *log_dir, double heartbeat, rl_group_t **out, char *err,
-                 size_t err_len) {
+// Hex of n random bytes into out (2n + 1 bytes). Returns 0 or an errno.
+static int s_random_hex(char *out, size_t n) {
+    unsigned char b[64];
+    RL_ASSERT(n <= sizeof b);
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = getrandom(b + got, n - got, 0);
+        if (r < 0 && errno != EINTR) {
+            return errno;
+        }
+        got += r > 0 ? (size_t)r : 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        snprintf(out + 2 * i, 3, "%02x", b[i]);
+    }
+    return 0;
+}
+
+// A fresh 0700 folder for the socket: under $XDG_RUNTIME_DIR when it is a folder of ours that
+// nobody else may write, else $TMPDIR or /tmp (mkdtemp: a new name, mode 0700, never an
+// existing folder). The path must fit a unix socket's 108 bytes.
+static int s_sock_dir(rl_group_t *g, char *err, size_t err_len) {
+    const char *bases[3] = {getenv("XDG_RUNTIME_DIR"), getenv("TMPDIR"), "/tmp"};
+    for (int i = 0; i < 3; i++) {
+        const char *b = bases[i];
+        struct stat st;
+        if (!b || b[0] != '/' || strlen(b) > 60 || stat(b, &st) != 0 || !S_ISDIR(st.st_mode)) {
+            continue;
+        }
+        if (i == 0 && (st.st_uid != geteuid() || (st.st_mode & 022))) {
+            continue;
+        }
+        snprintf(g->sock_dir, sizeof g->sock_dir, "%s/rlctl-XXXXXX", b);
+        if (mkdtemp(g->sock_dir)) {
+            return 0;
+        }
+    }
+    g->sock_dir[0] = '\0';
+    return rl_errf(err, err_len, errno ? errno : RL_EIO,
+                   "cannot create a private folder for the control socket (in "
+                   "$XDG_RUNTIME_DIR, $TMPDIR or /tmp): %s", strerror(errno));
+}
+
+int rl_group_new(const char *log_dir, double heartbeat, int64_t max_frame, rl_group_t **out,
+                 char *err, size_t err_len) {
     *out = NULL;
     rl_group_t *g = calloc(1, sizeof(*g));
     if (!g) {
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
-    static unsigned counter;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    snprintf(g->endpoint, sizeof(g->endpoint), "ipc://@rlctl-%d-%u-%ld", (int)getpid(),
-             counter++, (long)ts.tv_nsec);
     snprintf(g->log_dir, sizeof(g->log_dir), "%s", log_dir);
     g->heartbeat = heartbeat > 0 ? heartbeat : 1.0;
+    g->max_frame = max_frame;
     g->next_id = 1;
-    if (mkdir(log_dir, 0755) != 0 && errno != EEXIST) {
+    int rc = s_random_hex(g->token, 32);
+    if (rc) {
+        free(g);
+        return rl_errf(err, err_len, rc, "getrandom: %s", strerror(rc));
+    }
+    if (mkdir(log_dir, 0700) != 0 && errno != EEXIST) {
         int e = errno;
         free(g);
         return rl_errf(err, err_len, e, "%s: %s", log_dir, strerror(e));
     }
-    int rc = rl_chan_bind(g->endpoint, &g->chan, err, err_len);
+    struct stat st;
+    if (lstat(log_dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
+        free(g);
+        return rl_errf(err, err_len, RL_EINVAL,
+                       "%s: not a folder of ours (a symlink, or owned by another user): "
+                       "refusing to write worker logs there", log_dir);
+    }
+    if ((rc = s_sock_dir(g, err, err_len)) != 0) {
+        free(g);
+        return rc;
+    }
+    snprintf(g->sock_path, sizeof g->sock_path, "%s/ctl", g->sock_dir);
+    snprintf(g->endpoint, sizeof(g->endpoint), "ipc://%s", g->sock_path);
+    rc = rl_chan_bind(g->endpoint, max_frame, &g->chan, err, err_len);
     if (rc) {
+        rmdir(g->sock_dir);
         free(g);
         return rc;
     }
     *out = g;
     return 0;
 }
+
+void rl_group_set_cancel(rl_group_t *self, int (*cancel)(void *ctx), void *ctx) {
+    self->cancel = cancel;
+    self->cancel_ctx = ctx;
+}
+
+uint64_t rl_group_dropped(const rl_group_t *self) { return self->dropped; }
 
 int rl_group_spawn(rl_group_t *g, const char *role, int rank, const char *recipe_path,
                    int threads, char *err, size_t err_len) {
@@ -158,14 +259,48 @@ int rl_group_spawn(rl_group_t *g, const char *role, int rank, const char *recipe
     memset(w, 0, sizeof(*w));
     snprintf(w->name, sizeof(w->name), "%s/%d", role, rank);
     snprintf(w->log, sizeof(w->log), "%s/%s-%d.log", g->log_dir, role, rank);
-    char s_rank[32], s_threads[32], s_parent[32], s_hb[32];
+    char nonce[17];
+    int rc = s_random_hex(nonce, 8);
+    if (rc) {
+        return rl_errf(err, err_len, rc, "getrandom: %s", strerror(rc));
+    }
+    char rid[sizeof w->rid];
+    snprintf(rid, sizeof rid, "%s/%d~%s", role, rank, nonce);
+    memcpy(w->rid, rid, sizeof rid);
+    // the secret travels through a pipe: never argv (world-readable in /proc) nor environ
+    char secret[256];
+    int sn = snprintf(secret, sizeof secret, "token %s\nidentity %s\n", g->token, w->rid);
+    int pfd[2];
+    if (pipe(pfd) != 0) { // close-on-exec just below: the controller spawns from one thread
+        return rl_errf(err, err_len, errno, "pipe: %s", strerror(errno));
+    }
+    fcntl(pfd[0], F_SETFD, FD_CLOEXEC);
+    fcntl(pfd[1], F_SETFD, FD_CLOEXEC);
+    if (write(pfd[1], secret, (size_t)sn) != sn) { // < PIPE_BUF: whole or nothing
+        int e = errno;
+        close(pfd[0]);
+        close(pfd[1]);
+        return rl_errf(err, err_len, e ? e : RL_EIO, "pipe: %s", strerror(e));
+    }
+    close(pfd[1]);
+    memset(secret, 0, sizeof secret);
+    // keep the read end off fd 3 itself, so that dup2 onto 3 always clears close-on-exec
+    int rfd = fcntl(pfd[0], F_DUPFD_CLOEXEC, 10);
+    close(pfd[0]);
+    if (rfd < 0) {
+        return rl_errf(err, err_len, errno, "fcntl: %s", strerror(errno));
+    }
+    char s_rank[32], s_threads[32], s_parent[32], s_hb[32], s_fd[16], s_max[32];
     snprintf(s_rank, sizeof(s_rank), "%d", rank);
     snprintf(s_threads, sizeof(s_threads), "%d", threads);
     snprintf(s_parent, sizeof(s_parent), "%d", (int)getpid());
     snprintf(s_hb, sizeof(s_hb), "%g", g->heartbeat);
+    snprintf(s_fd, sizeof(s_fd), "%d", S_SECRET_FD);
+    snprintf(s_max, sizeof(s_max), "%lld", (long long)g->max_frame);
     char *argv[] = {exe, "worker", "--role", (char *)role, "--rank", s_rank, "--connect",
                     g->endpoint, "--recipe", (char *)recipe_path, "--threads", s_threads,
-                    "--parent", s_parent, "--heartbeat", s_hb, NULL};
+                    "--parent", s_parent, "--heartbeat", s_hb, "--secret-fd", s_fd,
+                    "--max-frame", s_max, NULL};
     // environment: ours, with the BLAS settings of this role
     size_t ne = 0;
     while (environ[ne]) {
@@ -173,6 +308,7 @@ int rl_group_spawn(rl_group_t *g, const char *role, int rank, const char *recipe
     }
     char **envp = calloc(ne + 3, sizeof(char *));
     if (!envp) {
+        close(rfd);
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
     size_t k = 0;
@@ -195,8 +331,10 @@ int rl_group_spawn(rl_group_t *g, const char *role, int rank, const char *recipe
     posix_spawnattr_t at;
     posix_spawn_file_actions_init(&fa);
     posix_spawnattr_init(&at);
-    posix_spawn_file_actions_addopen(&fa, 2, w->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, w->log, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW,
+                                     0600);
     posix_spawn_file_actions_adddup2(&fa, 2, 1);
+    posix_spawn_file_actions_adddup2(&fa, rfd, S_SECRET_FD);
     posix_spawnattr_setpgroup(&at, 0);
     sigset_t def;
     sigemptyset(&def);
@@ -210,10 +348,11 @@ int rl_group_spawn(rl_group_t *g, const char *role, int rank, const char *recipe
     posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF |
                                       POSIX_SPAWN_SETSIGMASK);
     pid_t pid;
-    int rc = posix_spawn(&pid, exe, &fa, &at, argv, envp);
+    rc = posix_spawn(&pid, exe, &fa, &at, argv, envp);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&at);
     free(envp);
+    close(rfd);
     if (rc) {
         return rl_errf(err, err_len, rc, "cannot start worker %s: %s", w->name, strerror(rc));
     }
@@ -225,39 +364,103 @@ int rl_group_spawn(rl_group_t *g, const char *role, int rank, const char *recipe
     return 0;
 }
 
-// Handles one message that is not a reply we wait for: hello, heartbeats. Returns 1 when it
-// was consumed.
-static int s_bookkeep(rl_group_t *g, rl_msg_t *m, const char *peer) {
-    char name[64];
-    snprintf(name, sizeof(name), "%s", peer);
-    char *hash = strchr(name, '#');
-    if (hash) {
-        *hash = '\0';
+// Counts (and the first few times logs) a message that is not from a worker of ours.
+static void s_drop(rl_group_t *g, const rl_msg_t *m, const char *peer, const char *why) {
+    g->dropped++;
+    if (g->dropped <= S_DROP_LOGGED || g->dropped % 1000 == 0) {
+        rl_log_warn("dropped '%s' from connection '%s': %s (%llu dropped so far)", rl_msg_op(m),
+                    peer, why, (unsigned long long)g->dropped);
     }
-    s_worker_t *w = s_find(g, name);
+}
+
+// 1 when m carries the run's token (compared in constant time).
+static int s_token_ok(const rl_group_t *g, const rl_msg_t *m) {
+    const char *t = NULL;
+    size_t n = 0;
+    if (rl_msg_get_str(m, "token", &t, &n) != 0 || n != strlen(g->token)) {
+        return 0;
+    }
+    unsigned char d = 0;
+    for (size_t i = 0; i < n; i++) {
+        d |= (unsigned char)(t[i] ^ g->token[i]);
+    }
+    return d == 0;
+}
+
+// The worker that sent m on connection `peer`, after the checks of rl_group.h: its routing
+// identity (or its heartbeat's), the kernel's pid and uid of the connection, the token on hello
+// and heartbeats. *hb: it came on the heartbeat connection. NULL: dropped and counted.
+static s_worker_t *s_sender(rl_group_t *g, const rl_msg_t *m, const char *peer, int *hb) {
+    s_worker_t *w = s_find_rid(g, peer, hb);
     if (!w) {
-        rl_log_warn("message '%s' from unknown peer '%s' dropped", rl_msg_op(m), peer);
+        s_drop(g, m, peer, "not a worker of this run");
+        return NULL;
+    }
+    int64_t pid = -1, uid = -1;
+    if (rl_chan_peer_cred(g->chan, &pid, &uid) != 0) {
+        s_drop(g, m, w->name, "the sender's process is unknown");
+        return NULL;
+    }
+    if (uid != (int64_t)geteuid() || pid != (int64_t)w->pid) {
+        char why[160];
+        snprintf(why, sizeof why, "sent by pid %lld (uid %lld), not by the worker rlctl started "
+                 "(pid %d)", (long long)pid, (long long)uid, (int)w->pid);
+        s_drop(g, m, w->name, why);
+        return NULL;
+    }
+    const char *op = rl_msg_op(m);
+    int is_hb = strcmp(op, "hb") == 0, is_hello = strcmp(op, "hello") == 0;
+    if (*hb != is_hb) {
+        s_drop(g, m, w->name, *hb ? "the heartbeat connection sends only heartbeats"
+                                  : "a heartbeat on the request connection");
+        return NULL;
+    }
+    if ((is_hb || is_hello) && !s_token_ok(g, m)) {
+        s_drop(g, m, w->name, "without the run's token");
+        return NULL;
+    }
+    if (!is_hb && !is_hello && !w->ready) {
+        s_drop(g, m, w->name, "before its hello");
+        return NULL;
+    }
+    return w;
+}
+
+// Handles one message that is not a reply we wait for: hello, heartbeats, and anything not from
+// a worker of ours (dropped). Returns 1 when it was consumed; otherwise *from is the worker.
+static int s_bookkeep(rl_group_t *g, rl_msg_t *m, const char *peer, s_worker_t **from) {
+    int hb = 0;
+    s_worker_t *w = s_sender(g, m, peer, &hb);
+    *from = w;
+    if (!w) {
         return 1;
     }
     w->last_beat = rl_clock_now();
-    if (strcmp(rl_msg_op(m), "hb") == 0) {
+    if (hb) {
         return 1;
     }
     if (strcmp(rl_msg_op(m), "hello") == 0) {
         const char *e = NULL;
-        if (rl_msg_get_str(m, "error", &e, NULL) == 0) {
+        if (w->ready || w->error[0]) {
+            s_drop(g, m, w->name, "a second hello");
+        } else if (rl_msg_get_str(m, "error", &e, NULL) == 0) {
             snprintf(w->error, sizeof(w->error), "%s", e);
         } else {
             w->ready = 1;
             rl_msg_t *wel = rl_msg_new("welcome", rl_msg_id(m));
             char err[256];
             if (wel) {
-                rl_chan_send(g->chan, w->name, &wel, err, sizeof(err));
+                rl_chan_send(g->chan, w->rid, &wel, err, sizeof(err));
             }
         }
         return 1;
     }
     return 0;
+}
+
+// 1 when the caller's cancel check asks to stop waiting.
+static int s_cancelled(rl_group_t *g) {
+    return g->cancel && g->cancel(g->cancel_ctx);
 }
 
 // Checks deaths and heartbeats; returns an error for the first problem among `watch` (NULL:
@@ -309,12 +512,17 @@ int rl_group_wait_ready(rl_group_t *g, double timeout_s, char *err, size_t err_l
             return rl_errf(err, err_len, RL_ETIMEOUT, "workers not ready after %.0f s",
                            timeout_s);
         }
+        if (s_cancelled(g)) {
+            return rl_errf(err, err_len, RL_ECANCELED, "stopped while the workers started");
+        }
         rl_msg_t *m = NULL;
-        char peer[128], e[512];
+        char peer[256], e[512];
         rc = rl_chan_recv(g->chan, 100, &m, peer, sizeof(peer), e, sizeof(e));
         if (rc == 0) {
-            if (!s_bookkeep(g, m, peer)) {
-                rl_log_warn("unexpected '%s' from %s before it was ready", rl_msg_op(m), peer);
+            s_worker_t *from;
+            if (!s_bookkeep(g, m, peer, &from)) {
+                rl_log_warn("unexpected '%s' from %s before it was ready", rl_msg_op(m),
+                            from->name);
             }
             rl_msg_free(&m);
         } else if (rc != RL_ETIMEOUT) {
@@ -350,7 +558,7 @@ int rl_group_call(rl_group_t *g, int n, const char *const *peers, rl_msg_t **req
     }
     for (int i = 0; !rc && i < n; i++) {
         char e[512];
-        int r = rl_chan_send(g->chan, peers[i], &reqs[i], e, sizeof(e));
+        int r = rl_chan_send(g->chan, ws[i]->rid, &reqs[i], e, sizeof(e));
         if (r) {
             // a peer that vanished has usually died: say how, when it did (within 1 s)
             for (int tries = 0; tries < 20 && ws[i]->alive; tries++) {
@@ -360,7 +568,8 @@ int rl_group_call(rl_group_t *g, int n, const char *const *peers, rl_msg_t **req
                     nanosleep(&ts, NULL);
                 }
             }
-            rc = ws[i]->alive ? rl_errf(err, err_len, r, "worker %s: %s", peers[i], e)
+            rc = ws[i]->alive ? rl_errf(err, err_len, r, "worker %s: cannot send: %s",
+                                        peers[i], rl_strerror(r))
                               : s_dead_error(ws[i], err, err_len);
         }
     }
@@ -397,8 +606,13 @@ int rl_group_call(rl_group_t *g, int n, const char *const *peers, rl_msg_t **req
             }
             break;
         }
+        if (s_cancelled(g)) {
+            rc = rl_errf(err, err_len, RL_ECANCELED, "stopped while waiting for %s",
+                         waiting[0]->name);
+            break;
+        }
         rl_msg_t *m = NULL;
-        char peer[128], e[1024];
+        char peer[256], e[1024];
         int r = rl_chan_recv(g->chan, 100, &m, peer, sizeof(peer), e, sizeof(e));
         if (r == RL_ETIMEOUT) {
             continue;
@@ -407,19 +621,20 @@ int rl_group_call(rl_group_t *g, int n, const char *const *peers, rl_msg_t **req
             rl_log_warn("%s", e); // malformed: dropped; the request will time out if it was ours
             continue;
         }
-        if (s_bookkeep(g, m, peer)) {
+        s_worker_t *from;
+        if (s_bookkeep(g, m, peer, &from)) {
             rl_msg_free(&m);
             continue;
         }
         int k = -1;
         for (int i = 0; i < n; i++) {
-            if (!replies[i] && strcmp(peer, peers[i]) == 0 && rl_msg_id(m) == ids[i]) {
+            if (!replies[i] && from == ws[i] && rl_msg_id(m) == ids[i]) {
                 k = i;
             }
         }
         if (k < 0 || strcmp(rl_msg_op(m), "reply") != 0) {
             rl_log_warn("unexpected '%s' (id %llu) from %s dropped", rl_msg_op(m),
-                        (unsigned long long)rl_msg_id(m), peer);
+                        (unsigned long long)rl_msg_id(m), from->name);
             rl_msg_free(&m);
             continue;
         }
@@ -427,7 +642,7 @@ int rl_group_call(rl_group_t *g, int n, const char *const *peers, rl_msg_t **req
         if (rl_msg_get_bool(m, "ok", &ok) != 0 || !ok) {
             const char *why = "no reason given";
             rl_msg_get_str(m, "error", &why, NULL);
-            rc = rl_errf(err, err_len, RL_EINVAL, "worker %s: %s", peer, why);
+            rc = rl_errf(err, err_len, RL_EINVAL, "worker %s: %s", from->name, why);
             rl_msg_free(&m);
             break;
         }
@@ -454,7 +669,7 @@ void rl_group_destroy(rl_group_t **self_p, double timeout_s) {
             rl_msg_t *m = rl_msg_new("shutdown", g->next_id++);
             char e[256];
             if (m) {
-                rl_chan_send(g->chan, w->name, &m, e, sizeof(e));
+                rl_chan_send(g->chan, w->rid, &m, e, sizeof(e));
             }
         }
     }
@@ -469,15 +684,20 @@ void rl_group_destroy(rl_group_t **self_p, double timeout_s) {
             break;
         }
         rl_msg_t *m = NULL;
-        char peer[128], e[256];
+        char peer[256], e[256];
         if (rl_chan_recv(g->chan, 50, &m, peer, sizeof(peer), e, sizeof(e)) == 0) {
             rl_msg_free(&m);
         }
     }
     for (int i = 0; i < g->n; i++) {
-        s_kill(&g->w[i]);
+        s_kill(&g->w[i]); // s_reap already killed the process groups of those that exited
     }
     rl_chan_close(&g->chan, 0);
+    if (g->sock_dir[0]) {
+        unlink(g->sock_path);
+        rmdir(g->sock_dir);
+    }
+    memset(g->token, 0, sizeof g->token);
     free(g);
     *self_p = NULL;
 }

@@ -5,13 +5,26 @@
 // failure names the worker (role, rank, pid) and, when it died, how (exit code or signal) and
 // where its log is. Workers run in their own process group, so the terminal's Ctrl-C reaches
 // only the controller, which stops them in order; they also die with the controller
-// (PR_SET_PDEATHSIG), so a SIGKILLed controller leaves no orphan.
+// (PR_SET_PDEATHSIG), so a SIGKILLed controller leaves no orphan; a worker is killed with its
+// whole process group, so processes a plugin started do not outlive the run.
+//
+// Only the processes this group spawned can join or answer (docs/reliability.md):
+//   - the ROUTER's ipc:// socket lives in a fresh 0700 folder (mkdtemp) and admits only our
+//     effective uid: other users cannot connect at all;
+//   - every worker gets, through a pipe on fd 3 (never argv or the environment), the run's
+//     random token and its own unguessable routing identity "<role>/<rank>~<16 hex>"; a
+//     connection under any other identity is ignored, and none can take a worker's name (no
+//     handover);
+//   - every message (hello, heartbeat, reply) must come from the pid this group spawned under
+//     that name (the kernel's SO_PEERCRED of the connection) and hello and heartbeats must carry
+//     the token; anything else is dropped, counted (rl_group_dropped) and logged a few times.
 #ifndef RL_GROUP_H
 #define RL_GROUP_H
 
 #include "rl_wire.h"
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #ifdef __cplusplus
@@ -20,16 +33,31 @@ extern "C" {
 
 typedef struct rl_group rl_group_t;
 
-// Binds the controller's ROUTER on a fresh abstract ipc:// endpoint. log_dir: where worker logs
-// go (<log_dir>/<role>-<rank>.log, created). heartbeat: the workers' period in seconds.
-int rl_group_new(const char *log_dir, double heartbeat, rl_group_t **out, char *err,
-                 size_t err_len);
-// Shuts every live worker down (shutdown request, then SIGKILL after timeout_s), frees.
+// Binds the controller's ROUTER at ipc://<fresh 0700 folder>/ctl (under $XDG_RUNTIME_DIR when
+// it is ours, else $TMPDIR or /tmp) and draws the run's token. log_dir: where worker logs go
+// (<log_dir>/<role>-<rank>.log, created 0700; never through a symlink). heartbeat: the
+// workers' period in seconds. max_frame: the largest frame in bytes any side of the run may
+// receive (rl_chan_bind; 0: the decoder's cap); the workers get the same cap.
+int rl_group_new(const char *log_dir, double heartbeat, int64_t max_frame, rl_group_t **out,
+                 char *err, size_t err_len);
+// Shuts every live worker down (shutdown request, then SIGKILL of its process group after
+// timeout_s), kills what is left of each worker's process group, removes the socket folder,
+// frees.
 void rl_group_destroy(rl_group_t **self_p, double timeout_s);
 
-// Spawns `rlctl worker` for role/rank with the recipe and thread count. The process gets
-// OPENBLAS_NUM_THREADS and a short OPENBLAS_THREAD_TIMEOUT so idle BLAS threads sleep (roles
-// share cores; DESIGN.md §5). Returns 0 or an error.
+// A cancel check polled (at least every 100 ms) while rl_group_wait_ready and rl_group_call wait; when it returns non-zero they return
+// RL_ECANCELED and the workers they waited for are left running (their state is unknown:
+// destroy the group). NULL: none.
+void rl_group_set_cancel(rl_group_t *self, int (*cancel)(void *ctx), void *ctx);
+
+// Messages dropped because they did not come from a worker of this group (unknown identity,
+// wrong pid or uid, missing or wrong token).
+uint64_t rl_group_dropped(const rl_group_t *self);
+
+// Spawns `rlctl worker` for role/rank with the recipe and thread count, in its own process
+// group, with its secret (token and identity) on fd 3. The process gets OPENBLAS_NUM_THREADS
+// and a short OPENBLAS_THREAD_TIMEOUT so idle BLAS threads sleep (roles share cores;
+// DESIGN.md §5). Returns 0 or an error.
 int rl_group_spawn(rl_group_t *self, const char *role, int rank, const char *recipe_path,
                    int threads, char *err, size_t err_len);
 
@@ -44,7 +72,8 @@ uint64_t rl_group_next_id(rl_group_t *self);
 // and waits for all replies up to timeout_s. replies[i] gets each (caller frees). A reply with
 // ok = false, a worker that exits, a lost heartbeat or the timeout fails the call with the
 // worker's name and the reason; replies received so far are freed. On a timeout the late
-// worker is killed (its state is unknown) and *timed_out (may be NULL) is set to 1.
+// worker is killed (its state is unknown) and *timed_out (may be NULL) is set to 1. A reply
+// counts only when it comes from the worker's own connection and process (see above).
 int rl_group_call(rl_group_t *self, int n, const char *const *peers, rl_msg_t **reqs,
                   rl_msg_t **replies, double timeout_s, int *timed_out, char *err,
                   size_t err_len);

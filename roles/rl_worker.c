@@ -5,6 +5,7 @@
 #include "rl_chan.h"
 #include "rl_config.h"
 #include "rl_err.h"
+#include "rl_fault.h"
 #include "rl_log.h"
 #include "rl_model.h"
 #include "rl_policy.h"
@@ -12,6 +13,7 @@
 #include "rl_sampler.h"
 #include "rl_wire.h"
 
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -341,6 +343,9 @@ static int s_sampler_load(s_worker_t *w, const rl_msg_t *req, rl_msg_t **out, ch
                        err_len))) {
         return rc;
     }
+    if (rl_fault("load_weights")) { // docs/reliability.md; tests only
+        return rl_errf(err, err_len, RL_EIO, "load_weights: failed (RLCTL_FAULT=load_weights)");
+    }
     size_t n;
     float *dst = rl_model_trainable(w->model, &n);
     if (!dst || (int64_t)n != shape[0]) {
@@ -450,6 +455,16 @@ static int s_sampler_generate(s_worker_t *w, const rl_msg_t *req, rl_msg_t **out
         o += res[i].n_ids;
     }
     rl_sampler_results_free(&res, nres);
+    // fault injection for the controller's reply checks (docs/reliability.md; tests only)
+    if (total > 0 && rl_fault("generate_bad_id")) {
+        oid[total - 1] = rl_model_config(w->model)->vocab_size + 7;
+    }
+    if (total > 0 && rl_fault("generate_bad_logprob")) {
+        olp[0] = NAN;
+    }
+    if (nres > 0 && rl_fault("generate_bad_finish")) {
+        fin[0] = 9;
+    }
     rl_sampler_stats_t stats;
     rl_sampler_stats(w->sampler, &stats);
     rl_msg_t *m = s_reply(rl_msg_id(req));
@@ -639,6 +654,41 @@ static const char *const s_caps_actor[] = {"logprobs", "train", "export_weights"
 static const char *const s_caps_sampler[] = {"load_weights", "generate", "shutdown"};
 static const char *const s_caps_reward[] = {"score", "shutdown"};
 
+// Reads the secret the controller wrote into fd: "token <hex>\nidentity <id>\n", then closes
+// fd. Returns 0 or an error.
+static int s_read_secret(int fd, char *token, size_t token_cap, char *identity, size_t id_cap,
+                         char *err, size_t err_len) {
+    char buf[512];
+    size_t n = 0;
+    for (;;) {
+        ssize_t r = read(fd, buf + n, sizeof buf - 1 - n);
+        if (r < 0 && errno == EINTR) {
+            continue;
+        }
+        if (r <= 0 || n + (size_t)r >= sizeof buf - 1) {
+            n += r > 0 ? (size_t)r : 0;
+            break;
+        }
+        n += (size_t)r;
+    }
+    close(fd);
+    buf[n] = '\0';
+    char *t = strstr(buf, "token "), *i = strstr(buf, "identity ");
+    size_t tl = t ? strcspn(t + 6, "\n") : 0, il = i ? strcspn(i + 9, "\n") : 0;
+    int bad = !t || !i || tl == 0 || il == 0 || tl >= token_cap || il >= id_cap;
+    if (!bad) {
+        memcpy(token, t + 6, tl);
+        token[tl] = '\0';
+        memcpy(identity, i + 9, il);
+        identity[il] = '\0';
+    }
+    memset(buf, 0, sizeof buf);
+    return bad ? rl_errf(err, err_len, RL_EINVAL,
+                         "no secret on fd %d (the controller writes \"token ...\" and "
+                         "\"identity ...\" there)", fd)
+               : 0;
+}
+
 int rl_worker_main(const rl_worker_opts_t *o) {
     // die with the controller; the terminal's Ctrl-C is the controller's to handle
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -650,16 +700,20 @@ int rl_worker_main(const rl_worker_opts_t *o) {
     s_worker_t w;
     memset(&w, 0, sizeof(w));
     w.o = o;
-    char err[2048], id[64];
+    char err[2048], id[64], token[128], identity[256];
     snprintf(id, sizeof(id), "%s/%d", o->role, o->rank);
-    int rc = rl_chan_connect(o->endpoint, id, &w.chan, err, sizeof(err));
+    int rc = s_read_secret(o->secret_fd, token, sizeof token, identity, sizeof identity, err,
+                           sizeof err);
+    if (!rc) {
+        rc = rl_chan_connect(o->endpoint, identity, o->max_frame, &w.chan, err, sizeof(err));
+    }
     if (rc) {
         rl_log_error("%s: %s", id, err);
         return 1;
     }
     rl_heartbeat_t *hb = NULL;
-    rc = rl_chan_heartbeat_start(o->endpoint, id, o->heartbeat > 0 ? o->heartbeat : 1.0, &hb,
-                                 err, sizeof(err));
+    rc = rl_chan_heartbeat_start(o->endpoint, identity, token,
+                                 o->heartbeat > 0 ? o->heartbeat : 1.0, &hb, err, sizeof(err));
     // load before saying hello: the controller counts a worker ready when it says hello
     if (!rc) {
         rc = s_setup(&w, err, sizeof(err));
@@ -672,19 +726,21 @@ int rl_worker_main(const rl_worker_opts_t *o) {
                 : strcmp(o->role, "sampler") == 0 ? 3
                                                   : 2;
     if (!m || rl_msg_set_str(m, "role", o->role) || rl_msg_set_int(m, "rank", o->rank) ||
-        rl_msg_set_int(m, "pid", (int64_t)getpid()) ||
+        rl_msg_set_int(m, "pid", (int64_t)getpid()) || rl_msg_set_str(m, "token", token) ||
         rl_msg_set_strs(m, "caps", caps, NULL, ncaps) ||
         (rc && rl_msg_set_str(m, "error", err))) {
         rl_msg_free(&m);
         rl_log_error("%s: out of memory", id);
         rc = RL_ENOMEM;
     }
+    memset(token, 0, sizeof token);
     if (m) {
         s_send(&w, &m);
     }
     if (rc) {
         rl_log_error("%s: %s", id, err);
     }
+    uint64_t dropped = 0;
     while (!rc && !w.done) {
         rl_msg_t *req = NULL;
         int r = rl_chan_recv(w.chan, 1000, &req, NULL, 0, err, sizeof(err));
@@ -696,6 +752,20 @@ int rl_worker_main(const rl_worker_opts_t *o) {
         }
         if (r) {
             rl_log_warn("%s: %s", id, err); // a malformed message: dropped, keep serving
+            continue;
+        }
+        // only the controller that started us gives orders (someone who took over the socket's
+        // path would be another process)
+        int64_t pid = -1, uid = -1;
+        int cred = rl_chan_peer_cred(w.chan, &pid, &uid) == 0;
+        if (!cred || uid != (int64_t)geteuid() || (o->parent > 0 && pid != o->parent)) {
+            if (++dropped <= 10 || dropped % 1000 == 0) {
+                rl_log_warn("%s: dropped '%s' from pid %lld (uid %lld): not the controller "
+                            "(pid %d) (%llu dropped so far)", id, rl_msg_op(req),
+                            (long long)pid, (long long)uid, o->parent,
+                            (unsigned long long)dropped);
+            }
+            rl_msg_free(&req);
             continue;
         }
         if (strcmp(rl_msg_op(req), "welcome") != 0) {

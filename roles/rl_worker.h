@@ -1,8 +1,11 @@
 // rl_worker — the worker processes of a run (DESIGN.md §2). The controller spawns
-// `rlctl worker --role R --rank N --connect EP --recipe RUN/recipe.yaml --threads K --parent PID`
-// (posix_spawn: a fresh process with its own ZeroMQ context); the worker connects a DEALER named
-// "R/N", says hello, starts its heartbeat thread and serves the verbs of docs/protocol.md until
-// `shutdown`:
+// `rlctl worker --role R --rank N --connect EP --recipe RUN/logs/recipe.yaml --threads K
+// --parent PID --secret-fd 3 --max-frame BYTES` (posix_spawn: a fresh process with its own
+// ZeroMQ context) and writes the worker's secret into fd 3: "token <hex>\nidentity <id>\n".
+// The worker reads and closes it, connects a DEALER under that identity ("R/N~<nonce>"), says
+// hello with the token, starts its heartbeat thread (which carries the token too) and serves the
+// verbs of docs/protocol.md until `shutdown`. Messages that do not come from the controller's
+// process (--parent, by the connection's SO_PEERCRED) are dropped and logged:
 //   actor:   logprobs, train, export_weights, save, load   (holds an rl_policy; the reference
 //            is the same policy with adapters disabled)
 //   sampler: load_weights, generate                        (holds an rl_model + rl_sampler)
@@ -14,6 +17,8 @@
 #ifndef RL_WORKER_H
 #define RL_WORKER_H
 
+#include <stdint.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -24,8 +29,10 @@ typedef struct {
     const char *endpoint; // the controller's ROUTER
     const char *recipe;   // the resolved recipe (the run's recipe.yaml)
     int threads;          // compute threads (0 = all cores)
-    int parent;           // the controller's pid (0: do not watch)
+    int parent;           // the controller's pid (0: do not watch, accept any sender of our uid)
     double heartbeat;     // seconds between heartbeats
+    int secret_fd;        // where to read "token <hex>\nidentity <id>\n" (read, then closed)
+    int64_t max_frame;    // the largest frame accepted (0: the decoder's cap)
 } rl_worker_opts_t;
 
 // Runs the worker until shutdown (returns 0) or a fatal error (returns non-zero after logging

@@ -1,16 +1,19 @@
 // rl_test_run — helpers for suites that run the rlctl binary on run folders under a temporary
-// directory `tmp`: run a command (output kept in <tmp>/out.txt), read that output, test paths,
-// compare files, and read a run's metrics.jsonl without the values that differ run to run.
+// directory `tmp`: run a command (output kept in <tmp>/out.txt) or start one in the background,
+// read that output, test paths, compare files, watch processes (children, exits, whether gone),
+// and read a run's metrics.jsonl without the values that differ run to run.
 #ifndef RL_TEST_RUN_H
 #define RL_TEST_RUN_H
 
 #include "rl_test.h"
 
 #include <jansson.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 // Runs `rlctl <args>` with stdout+stderr into <tmp>/out.txt. Returns the exit status (-1 when
@@ -25,6 +28,89 @@ static inline int rl_test_rlctl(const char *tmp, const char *args) {
     int st = system(cmd);
     free(cmd);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+// Sleeps 50 ms.
+static inline void rl_test_nap(void) {
+    struct timespec ts = {0, 50000000};
+    nanosleep(&ts, NULL);
+}
+
+// Starts `exec rlctl <args>` in the background with stdout+stderr into <tmp>/<out>. Returns
+// its pid (the rlctl process itself).
+static inline pid_t rl_test_spawn(const char *tmp, const char *args, const char *out) {
+    size_t cap = strlen(args) + strlen(tmp) + strlen(out) + sizeof(RL_BINARY_DIR) + 64;
+    char *cmd = malloc(cap);
+    if (!cmd) {
+        return -1;
+    }
+    snprintf(cmd, cap, "exec %s/rlctl %s > %s/%s 2>&1", RL_BINARY_DIR, args, tmp, out);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    free(cmd);
+    return pid;
+}
+
+// Children of `pid` (from /proc/<pid>/task/<pid>/children). Returns their count (<= cap).
+static inline int rl_test_children(pid_t pid, pid_t *out, int cap) {
+    char p[128];
+    snprintf(p, sizeof(p), "/proc/%d/task/%d/children", (int)pid, (int)pid);
+    char *txt = rl_test_read_file(p, NULL);
+    int n = 0;
+    char *save = NULL;
+    for (char *t = txt ? strtok_r(txt, " \n", &save) : NULL; t && n < cap;
+         t = strtok_r(NULL, " \n", &save)) {
+        out[n++] = (pid_t)atoi(t);
+    }
+    free(txt);
+    return n;
+}
+
+// 1 when the process is gone (or a zombie nobody reaps).
+static inline int rl_test_gone(pid_t pid) {
+    char p[128];
+    snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
+    char *txt = rl_test_read_file(p, NULL);
+    if (!txt) {
+        return 1;
+    }
+    char *rp = strrchr(txt, ')');
+    int zombie = rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
+    free(txt);
+    return zombie;
+}
+
+// 1 when every p[i] is gone within timeout_s.
+static inline int rl_test_all_gone(const pid_t *p, int n, double timeout_s) {
+    for (int tries = 0; tries < (int)(timeout_s * 20); tries++) {
+        int all = 1;
+        for (int i = 0; i < n; i++) {
+            all &= rl_test_gone(p[i]);
+        }
+        if (all) {
+            return 1;
+        }
+        rl_test_nap();
+    }
+    return 0;
+}
+
+// Waits up to timeout_s for child `pid`: its exit status, 128 + signal, or -1 (then killed).
+static inline int rl_test_wait_exit(pid_t pid, double timeout_s) {
+    for (int tries = 0; tries < (int)(timeout_s * 20); tries++) {
+        int st;
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid) {
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        }
+        rl_test_nap();
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return -1;
 }
 
 // The output of the last rl_test_rlctl. caller owns result; free with free().

@@ -8,3 +8,11 @@ add_dependencies(test_roles_grpo_run rlctl ${rl_plugin_targets})
 # one sampler worker process driven from a raw ZeroMQ ROUTER with the role protocol
 rl_add_test(NAME roles.worker SOURCES test_worker.c LIBS rl_roles LABELS integration TIMEOUT 120)
 add_dependencies(test_roles_worker rlctl)
+# GRPO runs under faults (docs/reliability.md): intruders on the control socket, garbage from a
+# sampler, a failing store or final/, branches and a corrupt checkpoint, SIGTERM while a reward
+# hangs; each compared with an undisturbed run
+rl_add_test(NAME roles.grpo_faults SOURCES test_grpo_faults.c LIBS rl_roles
+            LABELS integration TIMEOUT 900)
+target_compile_definitions(test_roles_grpo_faults PRIVATE
+  RL_TEST_PLUGIN_DIR="$<TARGET_FILE_DIR:rl_test_plugin_ok>")
+add_dependencies(test_roles_grpo_faults rlctl ${rl_plugin_targets})

@@ -1,12 +1,20 @@
 // test_chan — rl_chan over ipc:// in a temp dir (and tcp://127.0.0.1 port 0): request/reply
 // between a ROUTER and DEALERs by identity, a 16 MiB gifted tensor each way, a send to an
 // unknown peer (RL_ENOTFOUND), receive timeouts (RL_ETIMEOUT), garbage from a raw ZeroMQ socket
-// dropped and reported while the next good message still arrives, and the heartbeat thread.
+// dropped and reported while the next good message still arrives, and the heartbeat thread
+// (with its token). The hardening of the control channel (docs/reliability.md): the kernel's
+// pid and uid of each message's sender; a second connection under a name in use is ignored
+// (no handover); a frame over the chan's cap is never delivered; a process of another uid
+// cannot connect to an ipc:// ROUTER even where the file system would let it.
 #include "rl_chan.h"
 #include "rl_test.h"
 
+#include <signal.h>
 #include <stdint.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 #include <zmq.h>
 
 static double now_s(void) {
@@ -27,7 +35,7 @@ static rl_msg_t *recv_ok(rl_chan_t *c, char *peer, size_t peer_len) {
 static void test_request_reply(const char *ep) {
     char err[512] = "";
     rl_chan_t *ctl = NULL, *w0 = NULL, *w1 = NULL;
-    int rc = rl_chan_bind(ep, &ctl, err, sizeof err);
+    int rc = rl_chan_bind(ep, 0, &ctl, err, sizeof err);
     CHECK_MSG(rc == 0, "bind %s: %s", ep, err);
     if (rc) {
         return;
@@ -39,8 +47,8 @@ static void test_request_reply(const char *ep) {
     } else {
         CHECK_STR(bound, ep);
     }
-    CHECK_INT(rl_chan_connect(bound, "sampler/0", &w0, err, sizeof err), 0);
-    CHECK_INT(rl_chan_connect(bound, "actor/1", &w1, err, sizeof err), 0);
+    CHECK_INT(rl_chan_connect(bound, "sampler/0", 0, &w0, err, sizeof err), 0);
+    CHECK_INT(rl_chan_connect(bound, "actor/1", 0, &w1, err, sizeof err), 0);
     if (!w0 || !w1) {
         goto done;
     }
@@ -131,8 +139,8 @@ done:
 static void test_big_tensor(const char *ep) {
     char err[512] = "";
     rl_chan_t *ctl = NULL, *w = NULL;
-    CHECK_INT(rl_chan_bind(ep, &ctl, err, sizeof err), 0);
-    CHECK_INT(rl_chan_connect(ep, "actor/0", &w, err, sizeof err), 0);
+    CHECK_INT(rl_chan_bind(ep, 0, &ctl, err, sizeof err), 0);
+    CHECK_INT(rl_chan_connect(ep, "actor/0", 0, &w, err, sizeof err), 0);
     if (!ctl || !w) {
         goto done;
     }
@@ -200,7 +208,7 @@ done:
 static void test_garbage(const char *ep) {
     char err[512] = "";
     rl_chan_t *ctl = NULL;
-    CHECK_INT(rl_chan_bind(ep, &ctl, err, sizeof err), 0);
+    CHECK_INT(rl_chan_bind(ep, 0, &ctl, err, sizeof err), 0);
     if (!ctl) {
         return;
     }
@@ -283,8 +291,8 @@ static void test_heartbeat(const char *ep) {
     char err[512] = "";
     rl_chan_t *ctl = NULL;
     rl_heartbeat_t *hb = NULL;
-    CHECK_INT(rl_chan_bind(ep, &ctl, err, sizeof err), 0);
-    CHECK_INT(rl_chan_heartbeat_start(ep, "sampler/2", 0.05, &hb, err, sizeof err), 0);
+    CHECK_INT(rl_chan_bind(ep, 0, &ctl, err, sizeof err), 0);
+    CHECK_INT(rl_chan_heartbeat_start(ep, "sampler/2", "t0ken", 0.05, &hb, err, sizeof err), 0);
     if (!ctl || !hb) {
         goto done;
     }
@@ -301,7 +309,10 @@ static void test_heartbeat(const char *ep) {
         CHECK_STR(peer, "sampler/2#hb");
         CHECK(rl_msg_id(m) > last); // ids count up
         last = rl_msg_id(m);
-        CHECK_INT(rl_msg_count(m), 0);
+        const char *tok = "";
+        CHECK_INT(rl_msg_get_str(m, "token", &tok, NULL), 0);
+        CHECK_STR(tok, "t0ken");
+        CHECK_INT(rl_msg_count(m), 1);
         beats++;
         rl_msg_free(&m);
     }
@@ -326,32 +337,191 @@ static void test_heartbeat(const char *ep) {
     rl_heartbeat_t *lonely = NULL;
     char ep2[700];
     snprintf(ep2, sizeof ep2, "%.600s.nobody", ep);
-    CHECK_INT(rl_chan_heartbeat_start(ep2, "actor/0", 0.001, &lonely, err, sizeof err), 0);
+    CHECK_INT(rl_chan_heartbeat_start(ep2, "actor/0", NULL, 0.001, &lonely, err, sizeof err), 0);
     nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = 100 * 1000 * 1000}, NULL);
     s0 = now_s();
     rl_chan_heartbeat_stop(&lonely);
     CHECK_MSG(now_s() - s0 < 0.5, "lonely stop took %.3f s", now_s() - s0);
-    CHECK_INT(rl_chan_heartbeat_start(ep, "", 1.0, &lonely, err, sizeof err), RL_EINVAL);
-    CHECK_INT(rl_chan_heartbeat_start(ep, "a", 0.0, &lonely, err, sizeof err), RL_EINVAL);
+    CHECK_INT(rl_chan_heartbeat_start(ep, "", NULL, 1.0, &lonely, err, sizeof err), RL_EINVAL);
+    CHECK_INT(rl_chan_heartbeat_start(ep, "a", NULL, 0.0, &lonely, err, sizeof err), RL_EINVAL);
 done:
     rl_chan_heartbeat_stop(&hb);
+    rl_chan_close(&ctl, 0);
+}
+
+
+// The sender's credentials: on ipc:// our own pid and uid (the DEALER is in this process); on
+// tcp:// unknown.
+static void test_credentials(const char *ep) {
+    char err[512] = "";
+    rl_chan_t *ctl = NULL, *w = NULL;
+    CHECK_INT(rl_chan_bind(ep, 0, &ctl, err, sizeof err), 0);
+    CHECK_INT(rl_chan_connect(rl_chan_endpoint(ctl), "actor/0", 0, &w, err, sizeof err), 0);
+    if (!ctl || !w) {
+        goto done;
+    }
+    int64_t pid = -1, uid = -1;
+    CHECK_INT(rl_chan_peer_cred(ctl, &pid, &uid), RL_ENOTFOUND); // nothing received yet
+    rl_msg_t *m = rl_msg_new("hello", 1);
+    CHECK_INT(rl_chan_send(w, NULL, &m, err, sizeof err), 0);
+    m = recv_ok(ctl, NULL, 0);
+    int ipc = strncmp(ep, "ipc://", 6) == 0;
+    CHECK_INT(rl_chan_peer_cred(ctl, &pid, &uid), ipc ? 0 : RL_ENOTFOUND);
+    if (ipc) {
+        CHECK_INT((int)pid, (int)getpid());
+        CHECK_INT((int)uid, (int)geteuid());
+    }
+    rl_msg_free(&m);
+    // and the controller's, seen by the DEALER
+    m = rl_msg_new("welcome", 1);
+    CHECK_INT(rl_chan_send(ctl, "actor/0", &m, err, sizeof err), 0);
+    m = recv_ok(w, NULL, 0);
+    CHECK_INT(rl_chan_peer_cred(w, &pid, &uid), ipc ? 0 : RL_ENOTFOUND);
+    CHECK(!ipc || pid == (int64_t)getpid());
+    rl_msg_free(&m);
+done:
+    rl_chan_close(&w, 0);
+    rl_chan_close(&ctl, 0);
+}
+
+// A second connection under an identity in use is ignored: its messages never arrive, and
+// messages for that name still go to the first connection (with ZMQ_ROUTER_HANDOVER the second
+// would have taken them).
+static void test_no_handover(const char *ep) {
+    char err[512] = "";
+    rl_chan_t *ctl = NULL, *real = NULL, *fake = NULL;
+    CHECK_INT(rl_chan_bind(ep, 0, &ctl, err, sizeof err), 0);
+    CHECK_INT(rl_chan_connect(ep, "sampler/0", 0, &real, err, sizeof err), 0);
+    if (!ctl || !real) {
+        goto done;
+    }
+    rl_msg_t *m = rl_msg_new("hello", 1);
+    CHECK_INT(rl_chan_send(real, NULL, &m, err, sizeof err), 0);
+    m = recv_ok(ctl, NULL, 0);
+    rl_msg_free(&m);
+    CHECK_INT(rl_chan_connect(ep, "sampler/0", 0, &fake, err, sizeof err), 0);
+    for (int i = 0; fake && i < 3; i++) {
+        m = rl_msg_new("reply", 50 + (uint64_t)i);
+        CHECK_INT(rl_chan_send(fake, NULL, &m, err, sizeof err), 0);
+    }
+    m = NULL;
+    CHECK_INT(rl_chan_recv(ctl, 300, &m, NULL, 0, err, sizeof err), RL_ETIMEOUT);
+    rl_msg_free(&m);
+    m = rl_msg_new("generate", 2);
+    CHECK_INT(rl_chan_send(ctl, "sampler/0", &m, err, sizeof err), 0);
+    m = recv_ok(real, NULL, 0);
+    CHECK(m && rl_msg_id(m) == 2);
+    rl_msg_free(&m);
+    CHECK_INT(rl_chan_recv(fake, 200, &m, NULL, 0, err, sizeof err), RL_ETIMEOUT);
+done:
+    rl_chan_close(&fake, 0);
+    rl_chan_close(&real, 0);
+    rl_chan_close(&ctl, 0);
+}
+
+// A frame over the cap never arrives (its connection is dropped); a good message from a fresh
+// connection does. Both sides: the ROUTER's cap and the DEALER's.
+static void test_max_frame(const char *ep) {
+    char err[512] = "";
+    rl_chan_t *ctl = NULL, *big = NULL, *ok = NULL;
+    const int64_t cap = 1 << 20;
+    CHECK_INT(rl_chan_bind(ep, cap, &ctl, err, sizeof err), 0);
+    CHECK_INT(rl_chan_connect(ep, "actor/0", cap, &big, err, sizeof err), 0);
+    if (!ctl || !big) {
+        goto done;
+    }
+    size_t n = (size_t)(2 * cap) / sizeof(float);
+    float *w = calloc(n, sizeof *w);
+    int64_t shape[1] = {(int64_t)n};
+    rl_msg_t *m = rl_msg_new("reply", 1);
+    CHECK_INT(rl_msg_set_tensor_gift(m, "weights", RL_DT_F32, 1, shape, w), 0);
+    CHECK_INT(rl_chan_send(big, NULL, &m, err, sizeof err), 0);
+    CHECK_INT(rl_chan_recv(ctl, 500, &m, NULL, 0, err, sizeof err), RL_ETIMEOUT);
+    CHECK_INT(rl_chan_connect(ep, "actor/1", cap, &ok, err, sizeof err), 0);
+    m = rl_msg_new("hello", 2);
+    float *small = calloc(1024, sizeof *small);
+    int64_t s1[1] = {1024};
+    CHECK_INT(rl_msg_set_tensor_gift(m, "weights", RL_DT_F32, 1, s1, small), 0);
+    CHECK_INT(rl_chan_send(ok, NULL, &m, err, sizeof err), 0);
+    char peer[256];
+    m = recv_ok(ctl, peer, sizeof peer);
+    CHECK(m && rl_msg_id(m) == 2);
+    CHECK_STR(peer, "actor/1");
+    rl_msg_free(&m);
+    // the DEALER's cap: a 2 MiB frame for actor/1 never reaches it
+    w = calloc(n, sizeof *w);
+    m = rl_msg_new("load_weights", 3);
+    CHECK_INT(rl_msg_set_tensor_gift(m, "weights", RL_DT_F32, 1, shape, w), 0);
+    CHECK_INT(rl_chan_send(ctl, "actor/1", &m, err, sizeof err), 0);
+    CHECK_INT(rl_chan_recv(ok, 500, &m, NULL, 0, err, sizeof err), RL_ETIMEOUT);
+done:
+    rl_chan_close(&ok, 0);
+    rl_chan_close(&big, 0);
+    rl_chan_close(&ctl, 0);
+}
+
+// A process of another uid connects to an ipc:// ROUTER whose socket file it may reach (a
+// 0777 folder): its messages never arrive. Needs root to change uid; skipped otherwise.
+static void test_other_uid(const char *dir) {
+    if (geteuid() != 0) {
+        printf("test_other_uid: skipped (needs root to run a process as another uid)\n");
+        return;
+    }
+    char sub[600], ep[700], err[512] = "";
+    snprintf(sub, sizeof sub, "%s/open", dir);
+    CHECK_INT(mkdir(sub, 0777), 0);
+    chmod(sub, 0777);
+    chmod(dir, 0755);
+    snprintf(ep, sizeof ep, "ipc://%s/ctl", sub);
+    rl_chan_t *ctl = NULL;
+    CHECK_INT(rl_chan_bind(ep, 0, &ctl, err, sizeof err), 0);
+    char path[700];
+    snprintf(path, sizeof path, "%s/ctl", sub);
+    chmod(path, 0777); // the socket file itself open to all: only the uid filter is left
+    if (!ctl) {
+        return;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (setgid(65534) != 0 || setuid(65534) != 0) {
+            _exit(3);
+        }
+        rl_chan_t *w = NULL;
+        char e[256];
+        if (rl_chan_connect(ep, "sampler/0", 0, &w, e, sizeof e) != 0) {
+            _exit(4);
+        }
+        for (int i = 0; i < 5; i++) {
+            rl_msg_t *m = rl_msg_new("hello", 1);
+            rl_chan_send(w, NULL, &m, e, sizeof e);
+            nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = 100 * 1000 * 1000}, NULL);
+        }
+        rl_chan_close(&w, 0);
+        _exit(0);
+    }
+    rl_msg_t *m = NULL;
+    CHECK_INT(rl_chan_recv(ctl, 1500, &m, NULL, 0, err, sizeof err), RL_ETIMEOUT);
+    rl_msg_free(&m);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the other-uid process: status %d", st);
     rl_chan_close(&ctl, 0);
 }
 
 static void test_bad_args(const char *dir) {
     char err[512] = "";
     rl_chan_t *c = NULL;
-    CHECK(rl_chan_bind("nonsense://x", &c, err, sizeof err) != 0 && c == NULL);
+    CHECK(rl_chan_bind("nonsense://x", 0, &c, err, sizeof err) != 0 && c == NULL);
     CHECK(err[0] != '\0');
     char ep[600];
     snprintf(ep, sizeof ep, "ipc://%s/no/such/dir/sock", dir);
-    CHECK(rl_chan_bind(ep, &c, err, sizeof err) != 0 && c == NULL);
+    CHECK(rl_chan_bind(ep, 0, &c, err, sizeof err) != 0 && c == NULL);
     CHECK_CONTAINS(err, "cannot bind");
-    CHECK_INT(rl_chan_connect("ipc:///tmp/x", "", &c, err, sizeof err), RL_EINVAL);
+    CHECK_INT(rl_chan_connect("ipc:///tmp/x", "", 0, &c, err, sizeof err), RL_EINVAL);
     char longid[300];
     memset(longid, 'a', sizeof longid - 1);
     longid[sizeof longid - 1] = '\0';
-    CHECK_INT(rl_chan_connect("ipc:///tmp/x", longid, &c, err, sizeof err), RL_EINVAL);
+    CHECK_INT(rl_chan_connect("ipc:///tmp/x", longid, 0, &c, err, sizeof err), RL_EINVAL);
     CHECK(c == NULL);
 }
 
@@ -368,6 +538,14 @@ int main(void) {
     test_garbage(ep);
     snprintf(ep, sizeof ep, "ipc://%s/hb", dir);
     test_heartbeat(ep);
+    snprintf(ep, sizeof ep, "ipc://%s/cred", dir);
+    test_credentials(ep);
+    test_credentials("tcp://127.0.0.1:0");
+    snprintf(ep, sizeof ep, "ipc://%s/handover", dir);
+    test_no_handover(ep);
+    snprintf(ep, sizeof ep, "ipc://%s/maxframe", dir);
+    test_max_frame(ep);
+    test_other_uid(dir);
     test_bad_args(dir);
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

@@ -1,11 +1,16 @@
 // test_checkpoint — checkpoint folders: commit order (DONE last), state.json round trip
 // (RNG words beyond 2^53 exact), optimizer.bin inside, the newest complete checkpoint,
-// pruning to keep_checkpoints, and refusals (incomplete, malformed, future version).
+// pruning to keep_checkpoints, and refusals (incomplete, malformed, future version); the
+// commit protocol (write into step-<N>.tmp, publish by rename: a .tmp is never a checkpoint,
+// crash leftovers are cleaned or restored), the list newest first, abandoned branches, and
+// publishing a folder over an existing one. (fsync itself is not observable without a power
+// loss; these tests check the order and the renames around it.)
 #include "rl_checkpoint.h"
 #include "rl_err.h"
 #include "rl_rundir.h"
 #include "rl_test.h"
 
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -26,18 +31,274 @@ static void s_write(const char *path, const char *text) {
 }
 
 static void s_commit(const char *run, int64_t step, rl_optim_t *o) {
-    char dir[1024], err[512];
-    CHECK_INT(rl_checkpoint_prepare(run, step, dir, sizeof(dir), err, sizeof(err)), 0);
+    char tmp[1024], dir[1024], err[512];
+    CHECK_INT(rl_checkpoint_prepare(run, step, tmp, sizeof(tmp), err, sizeof(err)), 0);
     rl_ckpt_state_t st = {0};
     st.step = step;
     strcpy(st.tune, "full");
-    CHECK_INT(rl_checkpoint_commit(dir, &st, o, err, sizeof(err)), 0);
+    CHECK_INT(rl_checkpoint_commit(tmp, &st, o, dir, sizeof(dir), err, sizeof(err)), 0);
+}
+
+// ---- the commit protocol ---------------------------------------------------------------------
+
+static void s_mktemp(char *buf, size_t cap) {
+    snprintf(buf, cap, "/tmp/rl_test_ckpt2_XXXXXX");
+    if (!mkdtemp(buf)) {
+        fprintf(stderr, "cannot create a temporary directory\n");
+        exit(1);
+    }
+}
+
+// The names in folder dir that start with prefix, counted.
+static int s_count_prefix(const char *dir, const char *prefix) {
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e = d ? readdir(d) : NULL; e; e = readdir(d)) {
+        n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    }
+    if (d) {
+        closedir(d);
+    }
+    return n;
+}
+
+// Writes a checkpoint of `step` with data_index `index` (to tell copies apart) into run.
+static void s_commit_index(const char *run, int64_t step, int64_t index) {
+    char tmp[1024], dir[1024], err[512];
+    CHECK_INT(rl_checkpoint_prepare(run, step, tmp, sizeof(tmp), err, sizeof(err)), 0);
+    rl_ckpt_state_t st = {0};
+    st.step = step;
+    st.data_index = index;
+    strcpy(st.tune, "full");
+    CHECK_INT(rl_checkpoint_commit(tmp, &st, NULL, dir, sizeof(dir), err, sizeof(err)), 0);
+}
+
+// commit publishes step-<N>.tmp as step-<N> with DONE inside, leaving no .tmp; replacing an
+// existing step-<N> leaves the new content and no aside copy.
+static void s_test_commit_protocol(void) {
+    char run[64], tmp[1024], dir[1024], err[512], path[1200], ck[1100];
+    s_mktemp(run, sizeof(run));
+    snprintf(ck, sizeof(ck), "%s/checkpoints", run);
+    CHECK_INT(rl_checkpoint_prepare(run, 7, tmp, sizeof(tmp), err, sizeof(err)), 0);
+    snprintf(path, sizeof(path), "%s/checkpoints/step-7.tmp", run);
+    CHECK_STR(tmp, path);
+    CHECK(!s_exists(ck, "step-7")); // nothing under the checkpoint's name while it is written
+    snprintf(path, sizeof(path), "%s/adapter", tmp);
+    CHECK_INT(rl_checkpoint_mkdirs(path), 0);
+    snprintf(path, sizeof(path), "%s/adapter/adapter_config.json", tmp);
+    s_write(path, "{\"r\": 4}");
+    rl_ckpt_state_t st = {0}, back;
+    st.step = 7;
+    st.data_index = 1;
+    strcpy(st.tune, "lora");
+    CHECK_INT(rl_checkpoint_commit(tmp, &st, NULL, dir, sizeof(dir), err, sizeof(err)), 0);
+    snprintf(path, sizeof(path), "%s/checkpoints/step-7", run);
+    CHECK_STR(dir, path);
+    CHECK(s_exists(dir, "DONE"));
+    CHECK(s_exists(dir, "state.json"));
+    CHECK(s_exists(dir, "adapter/adapter_config.json"));
+    CHECK(access(tmp, F_OK) != 0);
+    CHECK_INT(s_count_prefix(ck, "step-7."), 0); // no step-7.tmp, no step-7.old-*
+    // a second commit of the same step replaces the first in whole
+    s_commit_index(run, 7, 2);
+    CHECK_INT(rl_checkpoint_read_state(dir, &back, err, sizeof(err)), 0);
+    CHECK_INT(back.data_index, 2);
+    CHECK(!s_exists(dir, "adapter")); // the first copy's files went with it
+    CHECK_INT(s_count_prefix(ck, "step-7."), 0);
+    // commit refuses a folder that prepare did not give
+    CHECK_INT(rl_checkpoint_commit(dir, &st, NULL, path, sizeof(path), err, sizeof(err)),
+              RL_EINVAL);
+    // a too small dir_out is refused before anything is renamed
+    CHECK_INT(rl_checkpoint_prepare(run, 8, tmp, sizeof(tmp), err, sizeof(err)), 0);
+    CHECK_INT(rl_checkpoint_commit(tmp, &st, NULL, path, 8, err, sizeof(err)), RL_EINVAL);
+    CHECK(!s_exists(ck, "step-8"));
+    CHECK_INT(rl_checkpoint_rmtree(run), 0);
+}
+
+// A crash between writing and publishing leaves step-<N>.tmp, DONE and all: never a checkpoint
+// (latest, list and read_state ignore it), and prepare or prune remove it. A crash between the
+// two renames of a replace leaves step-<N>.old-*: restored when step-<N> is missing.
+static void s_test_crash_leftovers(void) {
+    char run[64], tmp[1024], dir[1200], err[512], path[1200], ck[1100], latest[1024];
+    int64_t step = -1, *steps = NULL;
+    size_t n = 99;
+    rl_ckpt_state_t back;
+    s_mktemp(run, sizeof(run));
+    snprintf(ck, sizeof(ck), "%s/checkpoints", run);
+    s_commit_index(run, 4, 0);
+    // step-9 fully written, DONE included, but the run died before the rename
+    CHECK_INT(rl_checkpoint_prepare(run, 9, tmp, sizeof(tmp), err, sizeof(err)), 0);
+    rl_ckpt_state_t st = {0};
+    st.step = 9;
+    strcpy(st.tune, "full");
+    snprintf(path, sizeof(path), "%s/state.json", tmp);
+    s_write(path, "{}");
+    snprintf(path, sizeof(path), "%s/DONE", tmp);
+    s_write(path, "");
+    CHECK_INT(rl_checkpoint_latest(run, latest, sizeof(latest), &step), 0);
+    CHECK_INT(step, 4);
+    CHECK_INT(rl_checkpoint_list(run, &steps, &n), 0);
+    CHECK_INT(n, 1);
+    CHECK(n == 1 && steps[0] == 4);
+    free(steps);
+    CHECK_INT(rl_checkpoint_read_state(tmp, &back, err, sizeof(err)), RL_ENOTFOUND);
+    CHECK_CONTAINS(err, "incomplete checkpoint");
+    // the next prepare (of any step) removes it
+    CHECK_INT(rl_checkpoint_prepare(run, 5, dir, sizeof(dir), err, sizeof(err)), 0);
+    CHECK(!s_exists(ck, "step-9.tmp"));
+    CHECK(s_exists(ck, "step-5.tmp"));
+    // and so does prune
+    CHECK_INT(rl_checkpoint_prune(run, 5, err, sizeof(err)), 0);
+    CHECK(!s_exists(ck, "step-5.tmp"));
+    CHECK(s_exists(ck, "step-4/DONE"));
+    // a replace of step-4 died after setting the old copy aside: prune puts it back
+    snprintf(path, sizeof(path), "%s/step-4", ck);
+    snprintf(dir, sizeof(dir), "%s/step-4.old-123-0", ck);
+    CHECK_INT(rename(path, dir), 0);
+    CHECK_INT(rl_checkpoint_prepare(run, 4, tmp, sizeof(tmp), err, sizeof(err)), 0);
+    CHECK(s_exists(ck, "step-4/DONE"));
+    CHECK(!s_exists(ck, "step-4.old-123-0"));
+    // an aside beside a present step-4 is an old copy: removed
+    CHECK_INT(rl_checkpoint_mkdirs(dir), 0);
+    CHECK_INT(rl_checkpoint_prune(run, 5, err, sizeof(err)), 0);
+    CHECK(!s_exists(ck, "step-4.old-123-0"));
+    CHECK(s_exists(ck, "step-4/DONE"));
+    CHECK(!s_exists(ck, "step-4.tmp"));
+    CHECK_INT(rl_checkpoint_rmtree(run), 0);
+}
+
+// list: complete checkpoints only, newest first by number (not by name).
+static void s_test_list(void) {
+    char run[64], path[1200], err[512], tmp[1024];
+    int64_t *steps = (int64_t *)1;
+    size_t n = 99;
+    s_mktemp(run, sizeof(run));
+    CHECK_INT(rl_checkpoint_list(run, &steps, &n), 0); // no checkpoints/ yet
+    CHECK_INT(n, 0);
+    CHECK(steps == NULL);
+    s_commit_index(run, 3, 0);
+    s_commit_index(run, 100, 0);
+    s_commit_index(run, 12, 0);
+    s_commit_index(run, 25, 0);
+    snprintf(path, sizeof(path), "%s/checkpoints/step-200", run);
+    CHECK_INT(rl_checkpoint_mkdirs(path), 0); // no DONE
+    snprintf(path, sizeof(path), "%s/checkpoints/step-300x", run);
+    CHECK_INT(rl_checkpoint_mkdirs(path), 0);
+    CHECK_INT(rl_checkpoint_prepare(run, 400, tmp, sizeof(tmp), err, sizeof(err)), 0);
+    snprintf(path, sizeof(path), "%s/DONE", tmp);
+    s_write(path, "");
+    CHECK_INT(rl_checkpoint_list(run, &steps, &n), 0);
+    CHECK_INT(n, 4);
+    int64_t want[4] = {100, 25, 12, 3};
+    for (size_t i = 0; i < n && i < 4; i++) {
+        CHECK_INT(steps[i], want[i]);
+    }
+    free(steps);
+    CHECK_INT(rl_checkpoint_rmtree(run), 0);
+}
+
+// abandon_after moves the newer complete checkpoints (and only those) into abandoned-<time>/;
+// latest then picks the one resumed; pruning after the new branch's checkpoints keeps them.
+static void s_test_abandon(void) {
+    char run[64], where[1024], where2[1024], err[512], latest[1024], path[1200], ck[1100];
+    int64_t step = -1;
+    int moved = -1;
+    s_mktemp(run, sizeof(run));
+    snprintf(ck, sizeof(ck), "%s/checkpoints", run);
+    // nothing to move: nothing created
+    CHECK_INT(rl_checkpoint_abandon_after(run, 0, where, sizeof(where), &moved, err,
+                                          sizeof(err)), 0);
+    CHECK_INT(moved, 0);
+    CHECK_STR(where, "");
+    s_commit_index(run, 10, 0);
+    s_commit_index(run, 20, 0);
+    s_commit_index(run, 30, 0);
+    snprintf(path, sizeof(path), "%s/step-40", ck);
+    CHECK_INT(rl_checkpoint_mkdirs(path), 0); // incomplete: not a checkpoint, not moved
+    CHECK_INT(rl_checkpoint_abandon_after(run, 30, where, sizeof(where), &moved, err,
+                                          sizeof(err)), 0);
+    CHECK_INT(moved, 0);
+    CHECK_INT(s_count_prefix(ck, "abandoned-"), 0);
+    CHECK_INT(rl_checkpoint_abandon_after(run, 10, where, sizeof(where), &moved, err,
+                                          sizeof(err)), 0);
+    CHECK_INT(moved, 2);
+    CHECK_CONTAINS(where, "/checkpoints/abandoned-");
+    CHECK(s_exists(where, "step-20/DONE"));
+    CHECK(s_exists(where, "step-30/DONE"));
+    CHECK(!s_exists(ck, "step-20"));
+    CHECK(!s_exists(ck, "step-30"));
+    CHECK(s_exists(ck, "step-10/DONE"));
+    CHECK_INT(rl_checkpoint_latest(run, latest, sizeof(latest), &step), 0);
+    CHECK_INT(step, 10);
+    // the new branch: 15, 18; keep 2 keeps them, not the abandoned 20 and 30
+    s_commit_index(run, 15, 0);
+    s_commit_index(run, 18, 0);
+    CHECK_INT(rl_checkpoint_prune(run, 2, err, sizeof(err)), 0);
+    CHECK(s_exists(ck, "step-18/DONE"));
+    CHECK(s_exists(ck, "step-15/DONE"));
+    CHECK(!s_exists(ck, "step-10"));
+    CHECK(s_exists(where, "step-30/DONE")); // prune never looks inside
+    CHECK_INT(rl_checkpoint_latest(run, latest, sizeof(latest), &step), 0);
+    CHECK_INT(step, 18);
+    // a second abandonment in the same second gets its own folder
+    CHECK_INT(rl_checkpoint_abandon_after(run, 15, where2, sizeof(where2), &moved, err,
+                                          sizeof(err)), 0);
+    CHECK_INT(moved, 1);
+    CHECK(strcmp(where, where2) != 0);
+    CHECK(s_exists(where2, "step-18/DONE"));
+    CHECK(s_exists(where, "step-20/DONE"));
+    CHECK_INT(s_count_prefix(ck, "abandoned-"), 2);
+    CHECK_INT(rl_checkpoint_latest(run, latest, sizeof(latest), &step), 0);
+    CHECK_INT(step, 15);
+    CHECK_INT(rl_checkpoint_rmtree(run), 0);
+}
+
+// publish_dir replaces an existing folder in whole (final.tmp -> final), also into a missing
+// one, removes asides a crash left, and refuses folders in different places.
+static void s_test_publish_dir(void) {
+    char run[64], tmp[1100], dst[1100], path[1200], err[512];
+    s_mktemp(run, sizeof(run));
+    snprintf(tmp, sizeof(tmp), "%s/final.tmp", run);
+    snprintf(dst, sizeof(dst), "%s/final", run);
+    CHECK_INT(rl_checkpoint_mkdirs(tmp), 0);
+    snprintf(path, sizeof(path), "%s/a.txt", tmp);
+    s_write(path, "first");
+    CHECK_INT(rl_checkpoint_publish_dir(tmp, dst, err, sizeof(err)), 0); // no final/ yet
+    CHECK(s_exists(dst, "a.txt"));
+    CHECK(access(tmp, F_OK) != 0);
+    // the second replaces the first: its files only
+    snprintf(path, sizeof(path), "%s/sub", tmp);
+    CHECK_INT(rl_checkpoint_mkdirs(path), 0);
+    snprintf(path, sizeof(path), "%s/sub/b.txt", tmp);
+    s_write(path, "second");
+    snprintf(path, sizeof(path), "%s/link", tmp);
+    CHECK_INT(symlink("/nonexistent/target", path), 0); // synced as nothing, not followed
+    snprintf(path, sizeof(path), "%s/final.old-1-0", run);
+    CHECK_INT(rl_checkpoint_mkdirs(path), 0); // an aside a crash left
+    CHECK_INT(rl_checkpoint_publish_dir(tmp, dst, err, sizeof(err)), 0);
+    CHECK(s_exists(dst, "sub/b.txt"));
+    CHECK(!s_exists(dst, "a.txt"));
+    CHECK(access(tmp, F_OK) != 0);
+    CHECK_INT(s_count_prefix(run, "final."), 0);
+    // a missing tmp, and tmp and dst in different folders, are refused; dst stays
+    CHECK(rl_checkpoint_publish_dir(tmp, dst, err, sizeof(err)) != 0);
+    snprintf(path, sizeof(path), "%s/sub", dst);
+    CHECK_INT(rl_checkpoint_publish_dir(path, tmp, err, sizeof(err)), RL_EINVAL);
+    CHECK(s_exists(dst, "sub/b.txt"));
+    // sync_tree: a file, a tree, a missing path
+    snprintf(path, sizeof(path), "%s/sub/b.txt", dst);
+    CHECK_INT(rl_checkpoint_sync_tree(path, err, sizeof(err)), 0);
+    CHECK_INT(rl_checkpoint_sync_tree(run, err, sizeof(err)), 0);
+    snprintf(path, sizeof(path), "%s/missing", run);
+    CHECK(rl_checkpoint_sync_tree(path, err, sizeof(err)) != 0);
+    CHECK_CONTAINS(err, "missing");
+    CHECK_INT(rl_checkpoint_rmtree(run), 0);
 }
 
 int main(void) {
     char run[] = "/tmp/rl_test_ckpt_XXXXXX";
     RL_TEST_ASSERT_FILE(mkdtemp(run), "a temporary directory");
-    char dir[1024], err[512], latest[1024], path[1200];
+    char dir[1024], tmp[1024], err[512], latest[1024], path[1200];
     int64_t step = -1;
 
     CHECK_INT(rl_checkpoint_latest(run, latest, sizeof(latest), &step), RL_ENOTFOUND);
@@ -47,11 +308,11 @@ int main(void) {
     float p[10] = {0}, g[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
     rl_optim_step(o, p, g, 1e-3);
 
-    CHECK_INT(rl_checkpoint_prepare(run, 10, dir, sizeof(dir), err, sizeof(err)), 0);
-    CHECK_CONTAINS(dir, "/checkpoints/step-10");
-    snprintf(path, sizeof(path), "%s/model", dir);
+    CHECK_INT(rl_checkpoint_prepare(run, 10, tmp, sizeof(tmp), err, sizeof(err)), 0);
+    CHECK_CONTAINS(tmp, "/checkpoints/step-10.tmp");
+    snprintf(path, sizeof(path), "%s/model", tmp);
     CHECK_INT(rl_checkpoint_mkdirs(path), 0);
-    snprintf(path, sizeof(path), "%s/model/config.json", dir);
+    snprintf(path, sizeof(path), "%s/model/config.json", tmp);
     s_write(path, "{}");
     // before commit: incomplete, invisible
     CHECK_INT(rl_checkpoint_latest(run, latest, sizeof(latest), &step), RL_ENOTFOUND);
@@ -68,9 +329,12 @@ int main(void) {
     st.n_trainable = 10;
     st.num_tokens = 12345678901LL;
     st.model_train_step = 77;
-    CHECK_INT(rl_checkpoint_read_state(dir, &back, err, sizeof(err)), RL_ENOTFOUND);
+    CHECK_INT(rl_checkpoint_read_state(tmp, &back, err, sizeof(err)), RL_ENOTFOUND);
     CHECK_CONTAINS(err, "incomplete checkpoint");
-    CHECK_INT(rl_checkpoint_commit(dir, &st, o, err, sizeof(err)), 0);
+    CHECK_INT(rl_checkpoint_commit(tmp, &st, o, dir, sizeof(dir), err, sizeof(err)), 0);
+    snprintf(path, sizeof(path), "%s/checkpoints/step-10", run);
+    CHECK_STR(dir, path);
+    CHECK(access(tmp, F_OK) != 0);
     CHECK(s_exists(dir, "DONE"));
     CHECK(s_exists(dir, "optimizer.bin"));
     CHECK(s_exists(dir, "state.json"));
@@ -99,15 +363,16 @@ int main(void) {
     CHECK_STR(latest, dir);
 
     // 20 incomplete, 9 complete: the newest complete is still 10
-    CHECK_INT(rl_checkpoint_prepare(run, 20, dir, sizeof(dir), err, sizeof(err)), 0);
+    CHECK_INT(rl_checkpoint_prepare(run, 20, tmp, sizeof(tmp), err, sizeof(err)), 0);
     s_commit(run, 9, NULL);
     CHECK_INT(rl_checkpoint_latest(run, latest, sizeof(latest), &step), 0);
     CHECK_INT(step, 10);
     s_commit(run, 20, o);
     s_commit(run, 30, o);
     s_commit(run, 100, o); // numeric, not lexical, order: 100 > 30
-    CHECK_INT(rl_checkpoint_prepare(run, 5, dir, sizeof(dir), err, sizeof(err)), 0);
-    CHECK_INT(rl_checkpoint_prepare(run, 110, dir, sizeof(dir), err, sizeof(err)), 0);
+    snprintf(path, sizeof(path), "%s/checkpoints/step-5", run);
+    CHECK_INT(rl_checkpoint_mkdirs(path), 0); // an older rlctl's interrupted write (no DONE)
+    CHECK_INT(rl_checkpoint_prepare(run, 110, tmp, sizeof(tmp), err, sizeof(err)), 0);
     snprintf(path, sizeof(path), "%s/checkpoints/step-x", run);
     CHECK_INT(rl_checkpoint_mkdirs(path), 0); // not ours: ignored
     CHECK_INT(rl_checkpoint_latest(run, latest, sizeof(latest), &step), 0);
@@ -119,12 +384,15 @@ int main(void) {
     CHECK(!s_exists(path, "step-20"));
     CHECK(!s_exists(path, "step-10"));
     CHECK(!s_exists(path, "step-9"));
-    CHECK(!s_exists(path, "step-5"));   // incomplete and old
-    CHECK(s_exists(path, "step-110"));  // incomplete but newest: may be being written
+    CHECK(!s_exists(path, "step-5"));      // no DONE: not a checkpoint
+    CHECK(!s_exists(path, "step-110.tmp")); // never published: a leftover once prune runs
     CHECK(s_exists(path, "step-x"));
     // prepare again over a leftover removes its content
-    CHECK_INT(rl_checkpoint_prepare(run, 110, dir, sizeof(dir), err, sizeof(err)), 0);
-    CHECK(!s_exists(dir, "DONE"));
+    CHECK_INT(rl_checkpoint_prepare(run, 110, tmp, sizeof(tmp), err, sizeof(err)), 0);
+    snprintf(path, sizeof(path), "%s/DONE", tmp);
+    s_write(path, "");
+    CHECK_INT(rl_checkpoint_prepare(run, 110, tmp, sizeof(tmp), err, sizeof(err)), 0);
+    CHECK(!s_exists(tmp, "DONE"));
 
     // malformed and future state.json
     snprintf(dir, sizeof(dir), "%s/checkpoints/step-100", run);
@@ -177,6 +445,12 @@ int main(void) {
     CHECK(s_exists(rd, "notes.txt")); // not a run's file: kept
     CHECK(s_exists(rd, ".lock"));
     rl_rundir_destroy(&h);
+
+    s_test_commit_protocol();
+    s_test_crash_leftovers();
+    s_test_list();
+    s_test_abandon();
+    s_test_publish_dir();
 
     CHECK_INT(rl_checkpoint_rmtree(run), 0);
     struct stat sb;

@@ -6,7 +6,7 @@
 
 int main(void) {
     int codes[] = {RL_ENOMEM, RL_EINVAL, RL_EIO, RL_EPROTO, RL_EVERSION, RL_ETIMEOUT,
-                   RL_EPLUGIN, RL_ENOTFOUND, RL_EUNSUPPORTED};
+                   RL_EPLUGIN, RL_ENOTFOUND, RL_EUNSUPPORTED, RL_ECANCELED};
     int n = (int)(sizeof codes / sizeof codes[0]);
     for (int i = 0; i < n; i++) {
         CHECK(strcmp(rl_strerror(codes[i]), "unknown error") != 0);

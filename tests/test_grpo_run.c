@@ -68,62 +68,10 @@ static void s_recipe(const char *name, const char *rewards, const char *extra) {
 
 // ---- processes -----------------------------------------------------------------------------
 
-static void s_nap(void) {
-    struct timespec ts = {0, 50000000};
-    nanosleep(&ts, NULL);
-}
-
-static pid_t s_spawn(const char *args) {
-    snprintf(s_cmd, sizeof(s_cmd), "exec %s/rlctl %s > %s/bg.txt 2>&1", RL_BINARY_DIR, args,
-             s_tmp);
-    pid_t pid = fork();
-    if (pid == 0) {
-        execl("/bin/sh", "sh", "-c", s_cmd, (char *)NULL);
-        _exit(127);
-    }
-    return pid;
-}
-
-// Children of `pid` (from /proc/<pid>/task/*/children). Returns their count (at most cap).
-static int s_children(pid_t pid, pid_t *out, int cap) {
-    char p[128];
-    snprintf(p, sizeof(p), "/proc/%d/task/%d/children", (int)pid, (int)pid);
-    char *txt = rl_test_read_file(p, NULL);
-    int n = 0;
-    for (char *t = txt ? strtok(txt, " \n") : NULL; t && n < cap; t = strtok(NULL, " \n")) {
-        out[n++] = (pid_t)atoi(t);
-    }
-    free(txt);
-    return n;
-}
-
-// 1 when the process is gone (or a zombie nobody reaps).
-static int s_gone(pid_t pid) {
-    char p[128];
-    snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
-    char *txt = rl_test_read_file(p, NULL);
-    if (!txt) {
-        return 1;
-    }
-    char *rp = strrchr(txt, ')');
-    int zombie = rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
-    free(txt);
-    return zombie;
-}
-
-static int s_all_gone(const pid_t *p, int n, double timeout_s) {
-    for (int tries = 0; tries < (int)(timeout_s * 20); tries++) {
-        int all = 1;
-        for (int i = 0; i < n; i++) {
-            all &= s_gone(p[i]);
-        }
-        if (all) {
-            return 1;
-        }
-        s_nap();
-    }
-    return 0;
-}
+#define s_nap() rl_test_nap()
+#define s_spawn(args) rl_test_spawn(s_tmp, args, "bg.txt")
+#define s_children(pid, out, cap) rl_test_children(pid, out, cap)
+#define s_all_gone(p, n, t) rl_test_all_gone(p, n, t)
 
 // Waits until <run>/metrics.jsonl has a line for step >= `step`.
 static int s_wait_step(const char *run, int step, double timeout_s) {
@@ -142,19 +90,7 @@ static int s_wait_step(const char *run, int step, double timeout_s) {
     return 0;
 }
 
-static int s_wait_exit(pid_t pid, double timeout_s) {
-    for (int tries = 0; tries < (int)(timeout_s * 20); tries++) {
-        int st;
-        pid_t r = waitpid(pid, &st, WNOHANG);
-        if (r == pid) {
-            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        }
-        s_nap();
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    return -1;
-}
+#define s_wait_exit(pid, t) rl_test_wait_exit(pid, t)
 
 // The newest step-<N> under <run>/checkpoints with a DONE marker, or -1.
 static int s_latest_checkpoint(const char *run) {

@@ -1,14 +1,17 @@
-// test_metrics — metrics.jsonl lines (order, null for NaN, truncation on resume), CRC-32C
-// masking, and the TensorBoard event file decoded twice: by a small protobuf reader here and
-// by tests/tfevents_read.py (an independent Python parser) when /usr/bin/python3 exists.
+// test_metrics — metrics.jsonl lines (order, null for NaN, truncation on resume, a torn last
+// line dropped, no link followed), CRC-32C masking, and the TensorBoard event file decoded
+// twice: by a small protobuf reader here and by tests/tfevents_read.py (an independent Python
+// parser) when /usr/bin/python3 exists.
 #include "rl_crc32c.h"
 #include "rl_metrics.h"
 #include "rl_test.h"
 
 #include <dirent.h>
+#include <jansson.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static uint64_t s_varint(const unsigned char *p, size_t *i) {
@@ -97,6 +100,60 @@ static int s_decode(const unsigned char *p, size_t n, char *version, int64_t *la
     return events;
 }
 
+// Writes text plus `zeros` NUL bytes to path.
+static void s_write_bytes(const char *path, const char *text, size_t zeros) {
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        CHECK_MSG(0, "cannot write %s", path);
+        return;
+    }
+    fputs(text, f);
+    for (size_t i = 0; i < zeros; i++) {
+        fputc(0, f);
+    }
+    fclose(f);
+}
+
+// Appends one line for `step` through a new sink, as a resumed run does.
+static void s_append_step(const char *dir, int64_t step) {
+    char err[512];
+    rl_metrics_t *m = rl_metrics_new(dir, 0, err, sizeof(err));
+    CHECK_MSG(m != NULL, "%s", err);
+    if (m) {
+        CHECK_INT(rl_metrics_add(m, "loss", 0.5), 0);
+        CHECK_INT(rl_metrics_write(m, step, 4.5), 0);
+        rl_metrics_destroy(&m);
+    }
+}
+
+// The number of lines of path, or -1 when one is not a JSON object or the file does not end
+// with a newline.
+static int s_json_lines(const char *path) {
+    size_t n = 0;
+    char *txt = rl_test_read_file(path, &n);
+    if (!txt || n == 0 || txt[n - 1] != '\n') {
+        free(txt);
+        return -1;
+    }
+    int lines = 0;
+    for (char *p = txt; *p;) {
+        char *e = strchr(p, '\n');
+        json_t *o = json_loadb(p, (size_t)(e - p), 0, NULL);
+        if (!json_is_object(o)) {
+            fprintf(stderr, "not a JSON object: %.*s\n", (int)(e - p), p);
+            lines = -1;
+        }
+        json_decref(o);
+        if (lines < 0) {
+            break;
+        }
+        lines++;
+        p = e + 1;
+    }
+    free(txt);
+    return lines;
+}
+
 int main(void) {
     char dir[] = "/tmp/rl_test_metrics_XXXXXX";
     RL_TEST_ASSERT_FILE(mkdtemp(dir), "a temporary directory");
@@ -140,6 +197,76 @@ int main(void) {
     free(txt);
     snprintf(path, sizeof(path), "%s/none.jsonl", dir);
     CHECK_INT(rl_metrics_truncate_after(path, 2, err, sizeof(err)), 0);
+
+    // ---- a torn last line (a crash mid-write) -----------------------------------------------
+    {
+        char tdir[700], tpath[800], tmp[800], victim[800];
+        snprintf(tdir, sizeof(tdir), "%s/torn", dir);
+        CHECK_INT(mkdir(tdir, 0700), 0);
+        snprintf(tpath, sizeof(tpath), "%s/metrics.jsonl", tdir);
+        snprintf(tmp, sizeof(tmp), "%s/metrics.jsonl.tmp", tdir);
+        snprintf(victim, sizeof(victim), "%s/victim.txt", dir);
+#define S_GOOD                                                                        \
+    "{\"step\":1,\"time\":1.5,\"loss\":2}\n{\"step\":2,\"time\":2.5,\"loss\":1}\n"
+        // the crash cut line 3 short; resume from step 2's checkpoint, then log step 3 again
+        s_write_bytes(tpath, S_GOOD "{\"step\":3,\"time\":3.5,\"lo", 0);
+        CHECK_INT(rl_metrics_truncate_after(tpath, 2, err, sizeof(err)), 0);
+        txt = rl_test_read_file(tpath, &n);
+        CHECK_STR(txt, S_GOOD);
+        free(txt);
+        CHECK(access(tmp, F_OK) != 0); // renamed over, nothing left behind
+        s_append_step(tdir, 3);
+        CHECK_INT(s_json_lines(tpath), 3);
+        // the same cut past the checkpoint's step (resume from step 3): still dropped
+        s_write_bytes(tpath, S_GOOD "{\"step\":3,\"time\":3.5,\"lo", 0);
+        CHECK_INT(rl_metrics_truncate_after(tpath, 10, err, sizeof(err)), 0);
+        txt = rl_test_read_file(tpath, &n);
+        CHECK_STR(txt, S_GOOD);
+        free(txt);
+        // zeros a file system leaves after a crash, a blank line, a non-object line
+        s_write_bytes(tpath, S_GOOD "\n[1,2]\n", 64);
+        CHECK_INT(rl_metrics_truncate_after(tpath, 10, err, sizeof(err)), 0);
+        txt = rl_test_read_file(tpath, &n);
+        CHECK_STR(txt, S_GOOD);
+        CHECK_INT(n, strlen(S_GOOD));
+        free(txt);
+        // a complete last object without its newline is kept, and ended
+        s_write_bytes(tpath, S_GOOD "{\"step\":3,\"time\":3.5}", 0);
+        CHECK_INT(rl_metrics_truncate_after(tpath, 10, err, sizeof(err)), 0);
+        txt = rl_test_read_file(tpath, &n);
+        CHECK_STR(txt, S_GOOD "{\"step\":3,\"time\":3.5}\n");
+        free(txt);
+        // without a truncation first, a new sink still starts on a line of its own
+        s_write_bytes(tpath, S_GOOD "{\"step\":3,\"time\":3.5,\"lo", 0);
+        s_append_step(tdir, 3);
+        txt = rl_test_read_file(tpath, &n);
+        CHECK_CONTAINS(txt, "\"lo\n{\"step\":3,");
+        free(txt);
+        // a stale temp file that is a link: removed, its target untouched
+        s_write_bytes(victim, "keep me\n", 0);
+        s_write_bytes(tpath, S_GOOD, 0);
+        CHECK_INT(symlink(victim, tmp), 0);
+        CHECK_INT(rl_metrics_truncate_after(tpath, 1, err, sizeof(err)), 0);
+        txt = rl_test_read_file(victim, &n);
+        CHECK_STR(txt, "keep me\n");
+        free(txt);
+        txt = rl_test_read_file(tpath, &n);
+        CHECK_STR(txt, "{\"step\":1,\"time\":1.5,\"loss\":2}\n");
+        free(txt);
+        // metrics.jsonl itself a link: refused by both, never followed
+        CHECK_INT(unlink(tpath), 0);
+        CHECK_INT(symlink(victim, tpath), 0);
+        CHECK(rl_metrics_truncate_after(tpath, 1, err, sizeof(err)) != 0);
+        CHECK_CONTAINS(err, "is a symbolic link");
+        m = rl_metrics_new(tdir, 0, err, sizeof(err));
+        CHECK(m == NULL);
+        CHECK_CONTAINS(err, "is a symbolic link");
+        rl_metrics_destroy(&m);
+        txt = rl_test_read_file(victim, &n);
+        CHECK_STR(txt, "keep me\n");
+        free(txt);
+#undef S_GOOD
+    }
 
     // find the event file
     DIR *dh = opendir(dir);

@@ -5,7 +5,9 @@
 //     older step-10 checkpoint (metrics lines after it are dropped), metrics and final weights
 //     byte for byte; the same for LoRA (adapter bytes);
 //   - accumulation: micro-batches 2 x 2 == one micro-batch of 4 within float tolerance;
-//   - the run folder rules (refuse, --force, lock), a NaN loss naming the step, usage errors.
+//   - the run folder rules (refuse, --force, lock; a folder of another uid or writable by
+//     others, or a link inside, refused with nothing written), a NaN loss naming the step,
+//     usage errors.
 #include "rl_test.h"
 #include "rl_test_run.h"
 
@@ -15,6 +17,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -27,6 +30,13 @@ static char s_tmp[] = "/tmp/rl_test_sft_XXXXXX";
 #define s_metrics(run) rl_test_metrics(s_tmp, run)
 #define s_files_equal(a, b) rl_test_files_equal(s_tmp, a, b)
 static char s_cmd[8192];
+
+// <s_tmp>/<rel>; borrowed; valid until the next call.
+static const char *s_at(const char *rel) {
+    static char p[1200];
+    snprintf(p, sizeof(p), "%s/%s", s_tmp, rel);
+    return p;
+}
 
 static void s_recipe(const char *name, const char *extra) {
     char p[600];
@@ -108,6 +118,202 @@ static int s_poison(const char *model_dir) {
     json_decref(hdr);
     free(b);
     return rc;
+}
+
+// ---- checkpoints that survive faults (hardening: a checkpoint marked complete is complete) -----
+
+// Cuts <s_tmp>/<rel> to half its size (a file a crash or a full disk left short).
+static int s_h3_truncate(const char *rel) {
+    char p[700];
+    snprintf(p, sizeof(p), "%s/%s", s_tmp, rel);
+    size_t n = 0;
+    char *b = rl_test_read_file(p, &n);
+    FILE *f = b ? fopen(p, "wb") : NULL;
+    int rc = f && fwrite(b, 1, n / 2, f) == n / 2 ? 0 : -1;
+    if (f && fclose(f) != 0) {
+        rc = -1;
+    }
+    free(b);
+    return rc;
+}
+
+// 1 when some <s_tmp>/<run>/checkpoints/abandoned-*/<step>/DONE exists.
+static int s_h3_abandoned(const char *run, const char *step) {
+    snprintf(s_cmd, sizeof(s_cmd), "ls %s/%s/checkpoints/abandoned-*/%s/DONE >/dev/null 2>&1",
+             s_tmp, run, step);
+    return system(s_cmd) == 0;
+}
+
+// The 30-step run every resumed run below must equal (metrics and final weights).
+static void s_h3_reference(void) {
+    char args[4096];
+    if (s_exists("h3ref/final/model.safetensors")) {
+        return;
+    }
+    snprintf(args, sizeof(args), "run %s/sft.yaml run.dir=%s/h3ref train.save_every=0", s_tmp,
+             s_tmp);
+    CHECK_INT(s_rlctl(args), 0);
+}
+
+// The newest checkpoints are damaged (optimizer.bin cut short, state.json cut short): a plain
+// --resume skips them, naming each and why, and continues from the newest that loads, exactly;
+// an explicit --resume of a damaged one fails without falling back.
+static void s_test_resume_fallback(void) {
+    char args[4096];
+    const char *over = "train.save_every=5 train.keep_checkpoints=3";
+    s_h3_reference();
+    snprintf(args, sizeof(args), "run %s/sft.yaml run.dir=%s/h3fb %s --stop-at 25", s_tmp, s_tmp,
+             over);
+    CHECK_INT(s_rlctl(args), 0);
+    CHECK(s_exists("h3fb/checkpoints/step-15/DONE"));
+    CHECK(s_exists("h3fb/checkpoints/step-20/DONE"));
+    CHECK(s_exists("h3fb/checkpoints/step-25/DONE"));
+    CHECK_INT(s_h3_truncate("h3fb/checkpoints/step-25/optimizer.bin"), 0);
+    CHECK_INT(s_h3_truncate("h3fb/checkpoints/step-20/state.json"), 0);
+    // named explicitly: an error, no fallback, nothing moved
+    snprintf(args, sizeof(args), "run %s/sft.yaml %s --resume %s/h3fb/checkpoints/step-25",
+             s_tmp, over, s_tmp);
+    CHECK_INT(s_rlctl(args), 1);
+    char *out = s_out();
+    CHECK_CONTAINS(out, "optimizer.bin");
+    CHECK(out && !strstr(out, "skipping"));
+    free(out);
+    CHECK(s_exists("h3fb/checkpoints/step-25/DONE"));
+    // plain --resume: step-25 and step-20 are skipped with the reason, step-15 continues
+    snprintf(args, sizeof(args), "run %s/sft.yaml run.dir=%s/h3fb %s --resume", s_tmp, s_tmp,
+             over);
+    CHECK_INT(s_rlctl(args), 0);
+    out = s_out();
+    CHECK_CONTAINS(out, "skipping checkpoints/step-25");
+    CHECK_CONTAINS(out, "optimizer.bin");
+    CHECK_CONTAINS(out, "skipping checkpoints/step-20");
+    CHECK_CONTAINS(out, "state.json");
+    CHECK_CONTAINS(out, "step-15 at step 15");
+    if (rl_test_failed) {
+        fprintf(stderr, "%s\n", out ? out : "");
+    }
+    free(out);
+    // the skipped ones are set aside (not deleted); this branch wrote its own 20 and 25
+    CHECK(s_h3_abandoned("h3fb", "step-25"));
+    CHECK(s_h3_abandoned("h3fb", "step-20"));
+    CHECK(s_exists("h3fb/checkpoints/step-15/DONE"));
+    CHECK(s_exists("h3fb/checkpoints/step-20/DONE"));
+    CHECK(s_exists("h3fb/checkpoints/step-25/DONE"));
+    size_t n15 = 0, n25 = 1;
+    char p15[700], p25[700];
+    snprintf(p15, sizeof(p15), "%s/h3fb/checkpoints/step-15/optimizer.bin", s_tmp);
+    snprintf(p25, sizeof(p25), "%s/h3fb/checkpoints/step-25/optimizer.bin", s_tmp);
+    free(rl_test_read_file(p15, &n15));
+    free(rl_test_read_file(p25, &n25));
+    CHECK(n15 > 0 && n25 == n15); // whole again
+
+    json_t *ref = s_metrics("h3ref"), *fb = s_metrics("h3fb");
+    CHECK_INT(json_array_size(fb), 30);
+    CHECK(json_equal(ref, fb));
+    CHECK(s_files_equal("h3ref/final/model.safetensors", "h3fb/final/model.safetensors"));
+    json_decref(ref);
+    json_decref(fb);
+}
+
+// Resuming from an older checkpoint starts a branch: the newer checkpoints are moved into
+// checkpoints/abandoned-<time>/ (the log says which and where), the branch's own checkpoints
+// survive pruning, and a later plain --resume continues this branch, not the abandoned one.
+static void s_test_resume_branch(void) {
+    char args[4096];
+    const char *over = "train.save_every=5 train.keep_checkpoints=2";
+    s_h3_reference();
+    snprintf(args, sizeof(args), "run %s/sft.yaml run.dir=%s/h3br %s --stop-at 20", s_tmp, s_tmp,
+             over);
+    CHECK_INT(s_rlctl(args), 0);
+    CHECK(s_exists("h3br/checkpoints/step-15/DONE"));
+    CHECK(s_exists("h3br/checkpoints/step-20/DONE"));
+    snprintf(args, sizeof(args), "run %s/sft.yaml %s --resume %s/h3br/checkpoints/step-15 "
+             "--stop-at 18", s_tmp, over, s_tmp);
+    CHECK_INT(s_rlctl(args), 0);
+    char *out = s_out();
+    CHECK_CONTAINS(out, "new branch");
+    CHECK_CONTAINS(out, "(step-20)");
+    CHECK_CONTAINS(out, "/checkpoints/abandoned-");
+    free(out);
+    CHECK(s_exists("h3br/checkpoints/step-18/DONE")); // today: pruned at once by keep 2
+    CHECK(s_exists("h3br/checkpoints/step-15/DONE"));
+    CHECK(!s_exists("h3br/checkpoints/step-20"));
+    CHECK(s_h3_abandoned("h3br", "step-20"));
+    snprintf(args, sizeof(args), "run %s/sft.yaml run.dir=%s/h3br %s --resume", s_tmp, s_tmp,
+             over);
+    CHECK_INT(s_rlctl(args), 0);
+    out = s_out();
+    CHECK_CONTAINS(out, "step-18 at step 18");
+    free(out);
+    json_t *ref = s_metrics("h3ref"), *br = s_metrics("h3br");
+    CHECK(json_equal(ref, br));
+    CHECK(s_files_equal("h3ref/final/model.safetensors", "h3br/final/model.safetensors"));
+    json_decref(ref);
+    json_decref(br);
+}
+
+// final/ cannot be written (a file named final.tmp is in the way, not ours to remove) with
+// train.save_every 0: the run fails saying so, leaves a checkpoint of its last step and no
+// half-written final/, and --resume finishes the run with the same weights.
+static void s_test_final_rescue(void) {
+    char args[4096], p[700];
+    s_h3_reference();
+    snprintf(p, sizeof(p), "%s/h3fin", s_tmp);
+    snprintf(s_cmd, sizeof(s_cmd), "mkdir -p %s && echo x > %s/final.tmp", p, p);
+    CHECK_INT(system(s_cmd), 0);
+    snprintf(args, sizeof(args), "run %s/sft.yaml run.dir=%s train.save_every=0", s_tmp, p);
+    CHECK_INT(s_rlctl(args), 1);
+    char *out = s_out();
+    CHECK_CONTAINS(out, "final/ could not be written");
+    CHECK_CONTAINS(out, "final.tmp");
+    CHECK_CONTAINS(out, "checkpoint of step 30 written");
+    CHECK_CONTAINS(out, "--resume");
+    free(out);
+    CHECK(s_exists("h3fin/checkpoints/step-30/DONE"));
+    CHECK(!s_exists("h3fin/final"));
+    snprintf(p, sizeof(p), "%s/h3fin/final.tmp", s_tmp);
+    CHECK_INT(remove(p), 0);
+    snprintf(args, sizeof(args), "run %s/sft.yaml run.dir=%s/h3fin train.save_every=0 --resume",
+             s_tmp, s_tmp);
+    CHECK_INT(s_rlctl(args), 0);
+    CHECK(s_exists("h3fin/final/config.json"));
+    CHECK(!s_exists("h3fin/final.tmp"));
+    CHECK(s_files_equal("h3ref/final/model.safetensors", "h3fin/final/model.safetensors"));
+    json_t *ref = s_metrics("h3ref"), *fin = s_metrics("h3fin");
+    CHECK(json_equal(ref, fin));
+    json_decref(ref);
+    json_decref(fin);
+}
+
+// LoRA: the newest checkpoint lost its adapter weights; a plain --resume skips it (naming the
+// adapter file) and continues from the previous one, ending with the same adapter bytes.
+static void s_test_resume_fallback_lora(void) {
+    char args[4096];
+    const char *over = "lora.enabled=true lora.r=4 lora.dropout=0.1 train.steps=8 "
+                       "train.save_every=2 train.keep_checkpoints=3 optim.lr=0.05";
+    snprintf(args, sizeof(args), "run %s/sft.yaml run.dir=%s/h3lref %s", s_tmp, s_tmp, over);
+    CHECK_INT(s_rlctl(args), 0);
+    snprintf(args, sizeof(args), "run %s/sft.yaml run.dir=%s/h3lfb %s --stop-at 6", s_tmp, s_tmp,
+             over);
+    CHECK_INT(s_rlctl(args), 0);
+    char p[700];
+    snprintf(p, sizeof(p), "%s/h3lfb/checkpoints/step-6/adapter/adapter_model.safetensors",
+             s_tmp);
+    CHECK_INT(remove(p), 0);
+    snprintf(args, sizeof(args), "run %s/sft.yaml run.dir=%s/h3lfb %s --resume", s_tmp, s_tmp,
+             over);
+    CHECK_INT(s_rlctl(args), 0);
+    char *out = s_out();
+    CHECK_CONTAINS(out, "skipping checkpoints/step-6");
+    CHECK_CONTAINS(out, "adapter");
+    CHECK_CONTAINS(out, "step-4 at step 4");
+    free(out);
+    CHECK(s_files_equal("h3lref/final/adapter_model.safetensors",
+                        "h3lfb/final/adapter_model.safetensors"));
+    json_t *ref = s_metrics("h3lref"), *fb = s_metrics("h3lfb");
+    CHECK(json_equal(ref, fb));
+    json_decref(ref);
+    json_decref(fb);
 }
 
 int main(void) {
@@ -278,6 +484,55 @@ int main(void) {
     close(pfd[0]);
     close(pfd[1]);
 
+    // ---- 5a. the run folder is ours: refused (exit 2, as any refused run folder) and nothing
+    // written there when it is writable by others, another user's, or holds a link -----------
+    {
+        struct stat st;
+        CHECK(stat(s_at("a"), &st) == 0 && (st.st_mode & 07777) == 0700);
+        CHECK_INT(mkdir(s_at("open"), 0700), 0);
+        CHECK_INT(chmod(s_at("open"), 0777), 0);
+        snprintf(args, sizeof(args), "run %s/sft.yaml run.dir=%s/open train.steps=4", s_tmp,
+                 s_tmp);
+        CHECK_INT(s_rlctl(args), 2);
+        out = s_out();
+        CHECK_CONTAINS(out, "has mode 0777, writable by others");
+        free(out);
+        CHECK(!s_exists("open/.lock"));
+        CHECK(!s_exists("open/recipe.yaml"));
+        if (geteuid() == 0) {
+            CHECK_INT(mkdir(s_at("theirs"), 0755), 0);
+            CHECK_INT(chown(s_at("theirs"), 65534, 65534), 0);
+            snprintf(args, sizeof(args), "run %s/sft.yaml run.dir=%s/theirs train.steps=4",
+                     s_tmp, s_tmp);
+            CHECK_INT(s_rlctl(args), 2);
+            out = s_out();
+            CHECK_CONTAINS(out, "is owned by uid 65534");
+            free(out);
+            CHECK(!s_exists("theirs/.lock"));
+            CHECK(!s_exists("theirs/recipe.yaml"));
+            CHECK(!s_exists("theirs/metrics.jsonl"));
+            snprintf(args, sizeof(args), "run %s/sft.yaml run.dir=%s/theirs/x train.steps=4",
+                     s_tmp, s_tmp);
+            CHECK_INT(s_rlctl(args), 2);
+            CHECK(!s_exists("theirs/x"));
+        } else {
+            fprintf(stderr, "note: not root: the run folder of another uid was skipped\n");
+        }
+        // recipe.yaml a link to a file not there yet: followed, rlctl would create it
+        CHECK_INT(mkdir(s_at("lnk"), 0700), 0);
+        char target[600];
+        snprintf(target, sizeof(target), "%s/planted.yaml", s_tmp);
+        CHECK_INT(symlink(target, s_at("lnk/recipe.yaml")), 0);
+        snprintf(args, sizeof(args), "run %s/sft.yaml run.dir=%s/lnk train.steps=4", s_tmp,
+                 s_tmp);
+        CHECK_INT(s_rlctl(args), 2);
+        out = s_out();
+        CHECK_CONTAINS(out, "recipe.yaml is a symbolic link");
+        free(out);
+        CHECK(!s_exists("planted.yaml"));
+        CHECK(!s_exists("lnk/metrics.jsonl"));
+    }
+
     // ---- 5b. SIGTERM: the step finishes, a checkpoint is written, exit 1 ---------------------
     {
         char recipe[600], rundir[600], mpath[700], logp[700];
@@ -344,6 +599,11 @@ int main(void) {
     out = s_out();
     CHECK_CONTAINS(out, "optim.lr");
     free(out);
+
+    s_test_resume_fallback();
+    s_test_resume_fallback_lora();
+    s_test_resume_branch();
+    s_test_final_rescue();
 
     json_decref(a);
     snprintf(s_cmd, sizeof(s_cmd), "rm -rf '%s'", s_tmp);

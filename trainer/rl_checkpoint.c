@@ -1,6 +1,7 @@
-// rl_checkpoint — checkpoint folders, state.json and the DONE marker. DONE is the commit
-// point (llm.c's habit): everything before it is fsynced, so a crash at any moment leaves
-// either a complete checkpoint or one that rl_checkpoint_latest skips.
+// rl_checkpoint — checkpoint folders, state.json and the DONE marker. The commit point is the
+// rename of step-<N>.tmp (DONE inside) to step-<N>, after every file and folder in it was
+// fsynced (llm.c's DONE habit, plus the rename that makes it atomic): a crash or power loss at
+// any moment leaves either a complete checkpoint or a step-<N>.tmp that nothing reads.
 #include "rl_checkpoint.h"
 
 #include "rl_err.h"
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 // ---- files and folders -------------------------------------------------------------------------
@@ -104,14 +106,27 @@ static int s_write_synced(const char *path, const char *data, size_t n) {
     return rc;
 }
 
-static int s_sync_path(const char *path) {
-    int fd = open(path, O_RDONLY);
+// Opens path read-only (fsync needs no write access) and fsyncs it. A folder on a file system
+// that cannot sync folders (EINVAL) counts as synced: nothing more can be done there.
+static int s_sync_path(const char *path, int is_dir) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | (is_dir ? O_DIRECTORY : O_NOFOLLOW));
     if (fd < 0) {
         return errno;
     }
     int rc = fsync(fd) == 0 ? 0 : errno;
+    if (rc == EINVAL && is_dir) {
+        rc = 0;
+    }
     close(fd);
     return rc;
+}
+
+// fsyncs the folder that holds path (its entry for path: a rename or a new name in it).
+static int s_sync_parent(const char *path, char *err, size_t err_len) {
+    char parent[4200];
+    rl_checkpoint_dirname(path, parent, sizeof(parent));
+    int rc = s_sync_path(parent, 1);
+    return rc ? rl_errf(err, err_len, rc, "%s: fsync: %s", parent, strerror(rc)) : 0;
 }
 
 static int s_exists(const char *dir, const char *name) {
@@ -120,39 +135,272 @@ static int s_exists(const char *dir, const char *name) {
     return w > 0 && (size_t)w < sizeof(p) && access(p, F_OK) == 0;
 }
 
+// out = a + "/" + b; returns ENAMETOOLONG when it does not fit.
+static int s_join(char *out, size_t cap, const char *a, const char *b) {
+    int w = snprintf(out, cap, "%s/%s", a, b);
+    return w < 0 || (size_t)w >= cap ? ENAMETOOLONG : 0;
+}
+
+int rl_checkpoint_sync_tree(const char *path, char *err, size_t err_len) {
+    struct stat st;
+    if (lstat(path, &st) != 0) {
+        int e = errno;
+        return rl_errf(err, err_len, e, "%s: %s", path, strerror(e));
+    }
+    int rc = 0;
+    if (S_ISREG(st.st_mode)) {
+        rc = s_sync_path(path, 0);
+        return rc ? rl_errf(err, err_len, rc, "%s: fsync: %s", path, strerror(rc)) : 0;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        return 0; // a link (not followed) or a special file: no data of ours
+    }
+    DIR *d = opendir(path);
+    if (!d) {
+        int e = errno;
+        return rl_errf(err, err_len, e, "%s: %s", path, strerror(e));
+    }
+    size_t n = strlen(path);
+    struct dirent *e;
+    while (!rc && (e = readdir(d))) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) {
+            continue;
+        }
+        size_t k = n + strlen(e->d_name) + 2;
+        char *child = malloc(k);
+        if (!child) {
+            rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+            break;
+        }
+        snprintf(child, k, "%s/%s", path, e->d_name);
+        rc = rl_checkpoint_sync_tree(child, err, err_len);
+        free(child);
+    }
+    closedir(d);
+    // the folder after its children: its entries name files whose data is already on disk
+    if (!rc && (rc = s_sync_path(path, 1)) != 0) {
+        rl_errf(err, err_len, rc, "%s: fsync: %s", path, strerror(rc));
+    }
+    return rc;
+}
+
+// ---- names in checkpoints/ --------------------------------------------------------------------
+
+// Parses "step-<digits>" into *step; 0 when the name is something else ("step-3.tmp" included).
+static int s_parse_step(const char *name, int64_t *step) {
+    if (strncmp(name, "step-", 5) != 0 || name[5] == '\0') {
+        return 0;
+    }
+    int64_t v = 0;
+    for (const char *p = name + 5; *p; p++) {
+        if (*p < '0' || *p > '9' || v > (INT64_MAX - 9) / 10) {
+            return 0;
+        }
+        v = v * 10 + (*p - '0');
+    }
+    *step = v;
+    return 1;
+}
+
+// The entry names of folder dir (without "." and ".."), read in full before the caller renames
+// or removes any of them. caller owns *names_out (and each name); free with s_names_free.
+static int s_names(const char *dir, char ***names_out, size_t *n_out) {
+    *names_out = NULL;
+    *n_out = 0;
+    DIR *d = opendir(dir);
+    if (!d) {
+        return errno;
+    }
+    char **v = NULL;
+    size_t n = 0, cap = 0;
+    int rc = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) {
+            continue;
+        }
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            char **nv = realloc(v, cap * sizeof(*v));
+            if (!nv) {
+                rc = ENOMEM;
+                break;
+            }
+            v = nv;
+        }
+        if (!(v[n] = strdup(e->d_name))) {
+            rc = ENOMEM;
+            break;
+        }
+        n++;
+    }
+    closedir(d);
+    *names_out = v;
+    *n_out = n;
+    return rc;
+}
+
+static void s_names_free(char **names, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        free(names[i]);
+    }
+    free(names);
+}
+
+// Tidies folder dir after a crash. Names "<base>.old-*" are the old copy a replace set aside
+// (s_swap): removed when <base> exists, renamed back to <base> when it does not (a crash between
+// the two renames: the aside is the last complete copy). With tmp_too, "<base>.tmp" folders
+// (writes that never got published) are removed. only_base limits this to one base name; NULL
+// means every step-<N>. Returns 0 or an errno with err set.
+static int s_tidy(const char *dir, const char *only_base, int tmp_too, char *err,
+                  size_t err_len) {
+    char **names;
+    size_t n;
+    int rc = s_names(dir, &names, &n);
+    if (rc) {
+        s_names_free(names, n);
+        return rc == ENOENT ? 0 : rl_errf(err, err_len, rc, "%s: %s", dir, strerror(rc));
+    }
+    for (size_t i = 0; i < n && !rc; i++) {
+        const char *nm = names[i], *old = strstr(nm, ".old-");
+        size_t len = strlen(nm), bl;
+        if (old) {
+            bl = (size_t)(old - nm);
+        } else if (tmp_too && len > 4 && strcmp(nm + len - 4, ".tmp") == 0) {
+            bl = len - 4;
+        } else {
+            continue;
+        }
+        char base[256], path[4200], to[4200];
+        int64_t step;
+        if (bl >= sizeof(base)) {
+            continue;
+        }
+        memcpy(base, nm, bl);
+        base[bl] = '\0';
+        if (only_base ? strcmp(base, only_base) != 0 : !s_parse_step(base, &step)) {
+            continue;
+        }
+        if ((rc = s_join(path, sizeof(path), dir, nm)) ||
+            (rc = s_join(to, sizeof(to), dir, base))) {
+            rl_errf(err, err_len, rc, "%s: path too long", dir);
+        } else if (old && access(to, F_OK) != 0) {
+            if (rename(path, to) != 0) {
+                rc = errno;
+                rl_errf(err, err_len, rc, "%s: cannot rename back to %s: %s", path, base,
+                        strerror(rc));
+            }
+        } else if ((rc = rl_checkpoint_rmtree(path)) != 0) {
+            rl_errf(err, err_len, rc, "%s: cannot remove: %s", path, strerror(rc));
+        }
+    }
+    s_names_free(names, n);
+    return rc;
+}
+
+// Replaces dst by folder tmp, both in one folder, so that dst names the old or the new folder in
+// whole at every moment but one rename apart: an existing dst is renamed aside to
+// <dst>.old-<pid>-<k>, tmp to dst, the folder is fsynced, then the aside (and any older one)
+// removed. On a failed rename the aside goes back to dst. Returns 0 or an errno with err set.
+static int s_swap(const char *tmp, const char *dst, char *err, size_t err_len) {
+    char parent[4200], parent2[4200], aside[4300] = "";
+    rl_checkpoint_dirname(tmp, parent, sizeof(parent));
+    rl_checkpoint_dirname(dst, parent2, sizeof(parent2));
+    if (strcmp(parent, parent2) != 0) {
+        return rl_errf(err, err_len, RL_EINVAL, "%s and %s are not in the same folder", tmp,
+                       dst);
+    }
+    struct stat st;
+    if (lstat(dst, &st) == 0) {
+        for (int k = 0;; k++) {
+            int w = snprintf(aside, sizeof(aside), "%s.old-%ld-%d", dst, (long)getpid(), k);
+            if (w < 0 || (size_t)w >= sizeof(aside)) {
+                return rl_errf(err, err_len, ENAMETOOLONG, "%s: path too long", dst);
+            }
+            if (lstat(aside, &st) != 0 && errno == ENOENT) {
+                break;
+            }
+            if (k == 1000) {
+                return rl_errf(err, err_len, EEXIST, "%s: no free name to set it aside", dst);
+            }
+        }
+        if (rename(dst, aside) != 0) {
+            int e = errno;
+            return rl_errf(err, err_len, e, "%s: cannot set aside: %s", dst, strerror(e));
+        }
+    } else if (errno != ENOENT) {
+        int e = errno;
+        return rl_errf(err, err_len, e, "%s: %s", dst, strerror(e));
+    }
+    if (rename(tmp, dst) != 0) {
+        int e = errno;
+        if (aside[0] && rename(aside, dst) != 0) {
+            return rl_errf(err, err_len, e, "%s: cannot rename to %s: %s (the old one is %s)",
+                           tmp, dst, strerror(e), aside);
+        }
+        return rl_errf(err, err_len, e, "%s: cannot rename to %s: %s", tmp, dst, strerror(e));
+    }
+    int rc = s_sync_parent(dst, err, err_len);
+    if (rc) {
+        return rc;
+    }
+    // the new folder is in place: the old copy and leftovers of crashed replaces go (a failure
+    // here leaves garbage, not a wrong checkpoint; the next tidy retries)
+    const char *base = strrchr(dst, '/');
+    base = base ? base + 1 : dst;
+    char e2[256];
+    s_tidy(parent, base, 0, e2, sizeof(e2));
+    return 0;
+}
+
+int rl_checkpoint_publish_dir(const char *tmp, const char *dst, char *err, size_t err_len) {
+    int rc = rl_checkpoint_sync_tree(tmp, err, err_len);
+    return rc ? rc : s_swap(tmp, dst, err, err_len);
+}
+
 // ---- writing --------------------------------------------------------------------------------
 
-int rl_checkpoint_prepare(const char *run_dir, int64_t step, char *dir, size_t cap, char *err,
-                          size_t err_len) {
-    int w = snprintf(dir, cap, "%s/checkpoints/step-%lld", run_dir, (long long)step);
-    if (w < 0 || (size_t)w >= cap) {
+int rl_checkpoint_prepare(const char *run_dir, int64_t step, char *tmp_dir, size_t cap,
+                          char *err, size_t err_len) {
+    char root[4200];
+    int w = snprintf(root, sizeof(root), "%s/checkpoints", run_dir);
+    int w2 = snprintf(tmp_dir, cap, "%s/step-%lld.tmp", root, (long long)step);
+    if (w < 0 || (size_t)w >= sizeof(root) || w2 < 0 || (size_t)w2 >= cap) {
         return rl_errf(err, err_len, ENAMETOOLONG, "%s: path too long", run_dir);
     }
-    int rc = rl_checkpoint_rmtree(dir);
+    int rc = rl_checkpoint_mkdirs(root);
     if (rc) {
-        return rl_errf(err, err_len, rc, "%s: cannot remove the old folder: %s", dir,
-                       strerror(rc));
+        return rl_errf(err, err_len, rc, "%s: cannot create: %s", root, strerror(rc));
     }
-    rc = rl_checkpoint_mkdirs(dir);
-    if (rc) {
-        return rl_errf(err, err_len, rc, "%s: cannot create: %s", dir, strerror(rc));
+    // checkpoints/ itself must survive a power loss along with what goes into it
+    if ((rc = s_sync_parent(root, err, err_len)) || (rc = s_tidy(root, NULL, 1, err, err_len))) {
+        return rc;
+    }
+    if (mkdir(tmp_dir, 0755) != 0) {
+        rc = errno;
+        return rl_errf(err, err_len, rc, "%s: cannot create: %s", tmp_dir, strerror(rc));
     }
     return 0;
 }
 
-int rl_checkpoint_commit(const char *dir, const rl_ckpt_state_t *st, const rl_optim_t *optim,
-                         char *err, size_t err_len) {
-    char path[4200];
+int rl_checkpoint_commit(const char *tmp_dir, const rl_ckpt_state_t *st, const rl_optim_t *optim,
+                         char *dir_out, size_t cap, char *err, size_t err_len) {
+    char path[4400], dst[4200];
+    size_t tl = strlen(tmp_dir);
+    if (tl <= 4 || strcmp(tmp_dir + tl - 4, ".tmp") != 0 || tl - 4 >= sizeof(dst) ||
+        tl - 4 >= cap) {
+        return rl_errf(err, err_len, RL_EINVAL,
+                       "%s: not a folder from rl_checkpoint_prepare (<name>.tmp), or too long",
+                       tmp_dir);
+    }
+    memcpy(dst, tmp_dir, tl - 4);
+    dst[tl - 4] = '\0';
     int rc;
     if (optim) {
-        snprintf(path, sizeof(path), "%s/optimizer.bin", dir);
+        snprintf(path, sizeof(path), "%s/optimizer.bin", tmp_dir);
         rc = rl_optim_save(optim, path, err, err_len);
         if (rc) {
             return rc;
-        }
-        rc = s_sync_path(path);
-        if (rc) {
-            return rl_errf(err, err_len, rc, "%s: fsync: %s", path, strerror(rc));
         }
     }
     json_t *o = json_object(), *data = json_object(), *rng = json_object(), *s = json_array();
@@ -188,23 +436,32 @@ int rl_checkpoint_commit(const char *dir, const rl_ckpt_state_t *st, const rl_op
     if (!text) {
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
-    snprintf(path, sizeof(path), "%s/state.json", dir);
+    snprintf(path, sizeof(path), "%s/state.json", tmp_dir);
     size_t len = strlen(text);
     rc = s_write_synced(path, text, len);
     free(text);
     if (rc) {
         return rl_errf(err, err_len, rc, "%s: cannot write: %s", path, strerror(rc));
     }
-    // the folder's entries (model/, optimizer.bin, state.json) before the marker
-    rc = s_sync_path(dir);
-    if (!rc) {
-        snprintf(path, sizeof(path), "%s/DONE", dir);
-        rc = s_write_synced(path, "", 0);
+    // what the callers wrote without syncing (the weights, from other modules or processes),
+    // then every folder, before the marker
+    if ((rc = rl_checkpoint_sync_tree(tmp_dir, err, err_len)) != 0) {
+        return rc;
     }
+    snprintf(path, sizeof(path), "%s/DONE", tmp_dir);
+    rc = s_write_synced(path, "", 0);
     if (!rc) {
-        rc = s_sync_path(dir);
+        rc = s_sync_path(tmp_dir, 1);
     }
-    return rc ? rl_errf(err, err_len, rc, "%s: cannot write DONE: %s", dir, strerror(rc)) : 0;
+    if (rc) {
+        return rl_errf(err, err_len, rc, "%s: cannot write DONE: %s", tmp_dir, strerror(rc));
+    }
+    // the commit point: one rename gives the folder its name with DONE already inside
+    if ((rc = s_swap(tmp_dir, dst, err, err_len)) != 0) {
+        return rc;
+    }
+    snprintf(dir_out, cap, "%s", dst);
+    return 0;
 }
 
 // ---- reading --------------------------------------------------------------------------------
@@ -222,6 +479,15 @@ static int s_get_int(json_t *o, const char *key, int64_t *v, const char *path, c
 
 int rl_checkpoint_read_state(const char *dir, rl_ckpt_state_t *st, char *err, size_t err_len) {
     char path[4200];
+    size_t dl = strlen(dir);
+    while (dl > 1 && dir[dl - 1] == '/') {
+        dl--;
+    }
+    if (dl > 4 && memcmp(dir + dl - 4, ".tmp", 4) == 0) {
+        return rl_errf(err, err_len, RL_ENOTFOUND,
+                       "%s: incomplete checkpoint (never published as step-<N>: the run "
+                       "stopped while writing it)", dir);
+    }
     if (!s_exists(dir, "DONE")) {
         return rl_errf(err, err_len, RL_ENOTFOUND,
                        "%s: incomplete checkpoint (no DONE marker: the run stopped while "
@@ -303,21 +569,8 @@ done:
     return rc;
 }
 
-// Parses "step-<digits>" into *step; 0 when the name is something else.
-static int s_parse_step(const char *name, int64_t *step) {
-    if (strncmp(name, "step-", 5) != 0 || name[5] == '\0') {
-        return 0;
-    }
-    int64_t v = 0;
-    for (const char *p = name + 5; *p; p++) {
-        if (*p < '0' || *p > '9' || v > (INT64_MAX - 9) / 10) {
-            return 0;
-        }
-        v = v * 10 + (*p - '0');
-    }
-    *step = v;
-    return 1;
-}
+
+// ---- the checkpoints of a run ------------------------------------------------------------------
 
 typedef struct {
     int64_t step;
@@ -335,35 +588,30 @@ static int s_list(const char *run_dir, s_ckpt_t **out, size_t *n_out) {
     snprintf(root, sizeof(root), "%s/checkpoints", run_dir);
     *out = NULL;
     *n_out = 0;
-    DIR *d = opendir(root);
-    if (!d) {
-        return errno == ENOENT ? 0 : errno;
+    char **names;
+    size_t nn;
+    int rc = s_names(root, &names, &nn);
+    if (rc) {
+        s_names_free(names, nn);
+        return rc == ENOENT ? 0 : rc;
     }
-    s_ckpt_t *v = NULL;
-    size_t n = 0, cap = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
+    s_ckpt_t *v = nn ? malloc(nn * sizeof(*v)) : NULL;
+    if (nn && !v) {
+        s_names_free(names, nn);
+        return ENOMEM;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < nn; i++) {
         int64_t step;
-        if (!s_parse_step(e->d_name, &step)) {
+        char dir[4200];
+        if (!s_parse_step(names[i], &step)) {
             continue;
         }
-        if (n == cap) {
-            cap = cap ? 2 * cap : 16;
-            s_ckpt_t *nv = realloc(v, cap * sizeof(*v));
-            if (!nv) {
-                free(v);
-                closedir(d);
-                return ENOMEM;
-            }
-            v = nv;
-        }
-        char dir[4200];
-        int w = snprintf(dir, sizeof(dir), "%s/%s", root, e->d_name);
         v[n].step = step;
-        v[n].done = w > 0 && (size_t)w < sizeof(dir) && s_exists(dir, "DONE");
+        v[n].done = s_join(dir, sizeof(dir), root, names[i]) == 0 && s_exists(dir, "DONE");
         n++;
     }
-    closedir(d);
+    s_names_free(names, nn);
     if (n) {
         qsort(v, n, sizeof(*v), s_cmp_step);
     }
@@ -392,32 +640,132 @@ int rl_checkpoint_latest(const char *run_dir, char *dir, size_t cap, int64_t *st
     return rc;
 }
 
-int rl_checkpoint_prune(const char *run_dir, int keep, char *err, size_t err_len) {
+int rl_checkpoint_list(const char *run_dir, int64_t **steps_out, size_t *n_out) {
+    *steps_out = NULL;
+    *n_out = 0;
+    s_ckpt_t *v;
+    size_t n;
+    int rc = s_list(run_dir, &v, &n);
+    if (rc) {
+        return rc;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        k += (size_t)v[i].done;
+    }
+    int64_t *steps = k ? malloc(k * sizeof(*steps)) : NULL;
+    if (k && !steps) {
+        free(v);
+        return ENOMEM;
+    }
+    k = 0;
+    for (size_t i = n; i-- > 0;) {
+        if (v[i].done) {
+            steps[k++] = v[i].step;
+        }
+    }
+    free(v);
+    *steps_out = steps;
+    *n_out = k;
+    return 0;
+}
+
+int rl_checkpoint_abandon_after(const char *run_dir, int64_t step, char *where, size_t cap,
+                                int *n_moved, char *err, size_t err_len) {
+    *n_moved = 0;
+    if (cap) {
+        where[0] = '\0';
+    }
     s_ckpt_t *v;
     size_t n;
     int rc = s_list(run_dir, &v, &n);
     if (rc) {
         return rl_errf(err, err_len, rc, "%s/checkpoints: %s", run_dir, strerror(rc));
     }
-    int kept = 0;
-    int64_t newest_done = -1;
-    for (size_t i = n; i-- > 0;) {
-        if (v[i].done && newest_done < 0) {
-            newest_done = v[i].step;
+    size_t newer = 0;
+    for (size_t i = 0; i < n; i++) {
+        newer += v[i].done && v[i].step > step;
+    }
+    if (newer == 0) {
+        free(v);
+        return 0;
+    }
+    // one folder per abandonment, named by the time it happened (unique: -2, -3... if needed)
+    char root[4200], dst[4300], from[4400], to[4400];
+    int made = 0;
+    snprintf(root, sizeof(root), "%s/checkpoints", run_dir);
+    long long now = (long long)time(NULL);
+    for (int k = 1;; k++) {
+        int w = k == 1 ? snprintf(dst, sizeof(dst), "%s/abandoned-%lld", root, now)
+                       : snprintf(dst, sizeof(dst), "%s/abandoned-%lld-%d", root, now, k);
+        if (w < 0 || (size_t)w >= sizeof(dst) || (size_t)w >= cap) {
+            rc = rl_errf(err, err_len, ENAMETOOLONG, "%s: path too long", root);
+            break;
+        }
+        if (mkdir(dst, 0755) == 0) {
+            made = 1;
+            break;
+        }
+        if (errno != EEXIST || k == 1000) {
+            rc = errno;
+            rl_errf(err, err_len, rc, "%s: cannot create: %s", dst, strerror(rc));
+            break;
         }
     }
-    for (size_t i = n; i-- > 0 && !rc;) {
-        int remove_it;
-        if (v[i].done) {
-            remove_it = kept >= keep;
-            kept++;
-        } else {
-            // an incomplete folder newer than every complete one may be being written now
-            remove_it = v[i].step < newest_done;
+    for (size_t i = 0; i < n && !rc; i++) {
+        if (!v[i].done || v[i].step <= step) {
+            continue;
         }
+        snprintf(from, sizeof(from), "%s/step-%lld", root, (long long)v[i].step);
+        snprintf(to, sizeof(to), "%s/step-%lld", dst, (long long)v[i].step);
+        if (rename(from, to) != 0) {
+            rc = errno;
+            rl_errf(err, err_len, rc, "%s: cannot move into %s: %s", from, dst, strerror(rc));
+            break;
+        }
+        (*n_moved)++;
+    }
+    free(v);
+    if (*n_moved > 0) {
+        snprintf(where, cap, "%s", dst);
+    } else if (made) {
+        rmdir(dst); // nothing moved: the empty folder goes again
+    }
+    // both folders' entries changed: a power loss must not bring the moved ones back
+    int rc2 = 0;
+    if (*n_moved > 0 && (rc2 = s_sync_path(dst, 1)) == 0) {
+        rc2 = s_sync_path(root, 1);
+    }
+    if (!rc && rc2) {
+        rc = rl_errf(err, err_len, rc2, "%s: fsync: %s", root, strerror(rc2));
+    }
+    return rc;
+}
+
+int rl_checkpoint_prune(const char *run_dir, int keep, char *err, size_t err_len) {
+    char root[4200];
+    snprintf(root, sizeof(root), "%s/checkpoints", run_dir);
+    // one run folder has one writer (rl_rundir's lock) and it is here, not writing: every
+    // step-<N>.tmp is a leftover
+    int rc = s_tidy(root, NULL, 1, err, err_len);
+    if (rc) {
+        return rc;
+    }
+    s_ckpt_t *v;
+    size_t n;
+    rc = s_list(run_dir, &v, &n);
+    if (rc) {
+        return rl_errf(err, err_len, rc, "%s/checkpoints: %s", run_dir, strerror(rc));
+    }
+    int kept = 0;
+    for (size_t i = n; i-- > 0 && !rc;) {
+        // a step-<N> without DONE is no checkpoint: an older rlctl's interrupted write (this
+        // one writes into step-<N>.tmp and renames)
+        int remove_it = !v[i].done || kept >= keep;
+        kept += v[i].done;
         if (remove_it) {
-            char dir[4200];
-            snprintf(dir, sizeof(dir), "%s/checkpoints/step-%lld", run_dir, (long long)v[i].step);
+            char dir[4300];
+            snprintf(dir, sizeof(dir), "%s/step-%lld", root, (long long)v[i].step);
             rc = rl_checkpoint_rmtree(dir);
             if (rc) {
                 rl_errf(err, err_len, rc, "%s: cannot remove: %s", dir, strerror(rc));
@@ -471,12 +819,6 @@ void rl_checkpoint_dirname(const char *path, char *out, size_t cap) {
     } else {
         *slash = '\0';
     }
-}
-
-// out = a + "/" + b; returns ENAMETOOLONG when it does not fit.
-static int s_join(char *out, size_t cap, const char *a, const char *b) {
-    int w = snprintf(out, cap, "%s/%s", a, b);
-    return w < 0 || (size_t)w >= cap ? ENAMETOOLONG : 0;
 }
 
 int rl_checkpoint_hf_extras(const char *dir, const char *tokenizer, const char *model_dir,

@@ -4,9 +4,25 @@
 //       optimizer.bin        rl_optim state (magic, version, reserved space, CRC-32C)
 //       state.json           step, data position, RNG state, policy version (below)
 //       DONE                 written last: a checkpoint without it is incomplete and ignored
-// and the helpers around them: the newest complete checkpoint, pruning to keep_checkpoints,
+// and the helpers around them: the complete checkpoints newest first, pruning to
+// keep_checkpoints, moving an abandoned branch aside, publishing a folder in one rename,
 // recursive removal and mkdir -p. Not a model writer: what goes into model/ or adapter/ is the
 // caller's (the module does not link the model).
+//
+// Writing one (the commit protocol; a crash or power loss at any point leaves either the
+// complete checkpoint or none):
+//   1. rl_checkpoint_prepare -> an empty checkpoints/step-<N>.tmp/; the caller (or another
+//      process) writes the weights into it with ordinary writes, no fsync needed;
+//   2. rl_checkpoint_commit writes optimizer.bin and state.json, fsyncs every file and folder
+//      in step-<N>.tmp/, writes DONE (fsynced), renames step-<N>.tmp to step-<N> and fsyncs
+//      checkpoints/.
+// A folder named step-<N>.tmp is never a checkpoint, even with DONE inside: it is what a crash
+// left between steps 1 and 2, and prepare and prune remove it. A checkpoint folder holds DONE
+// from the moment it has its name.
+//
+// Branches: resuming from step-<M> while newer checkpoints exist starts a new branch; the newer
+// ones are moved into checkpoints/abandoned-<unix seconds>/ (rl_checkpoint_abandon_after), so
+// the branch resumed last is the one that pruning keeps and a plain resume continues.
 //
 // state.json (format "rlctl-checkpoint", version 1):
 //   {"format": "rlctl-checkpoint", "version": 1, "step": 40, "policy_version": 40,
@@ -41,28 +57,67 @@ typedef struct {
     int64_t model_train_step; // rl_model_train_step: the LoRA dropout mask counter (0 if absent)
 } rl_ckpt_state_t;
 
-// Makes <run_dir>/checkpoints/step-<step>/ empty and ready (an incomplete leftover of the same
-// step is removed first) and writes its path into dir (cap bytes). Returns 0 or an errno with
-// the message in err.
-int rl_checkpoint_prepare(const char *run_dir, int64_t step, char *dir, size_t cap, char *err,
-                          size_t err_len);
+// Makes <run_dir>/checkpoints/step-<step>.tmp/ empty and ready for the weights and writes its
+// path into tmp_dir (cap bytes). Every step-<N>.tmp folder already there is a leftover of an
+// interrupted write (one run folder has one writer: rl_rundir's lock) and is removed first; a
+// step-<N>.old-* that a crash during a replace left is removed, or renamed back to step-<N> when
+// that is missing. Returns 0 or an errno with the message in err.
+int rl_checkpoint_prepare(const char *run_dir, int64_t step, char *tmp_dir, size_t cap,
+                          char *err, size_t err_len);
 
-// Writes optimizer.bin (when optim is non-NULL), state.json, then DONE, syncing each file so
-// that DONE never exists before the rest is on disk. Returns 0 or an error with err set.
-int rl_checkpoint_commit(const char *dir, const rl_ckpt_state_t *st, const rl_optim_t *optim,
-                         char *err, size_t err_len);
+// Completes the checkpoint in tmp_dir (a path rl_checkpoint_prepare gave): writes
+// optimizer.bin (when optim is non-NULL) and state.json, fsyncs every file and folder under
+// tmp_dir (rl_checkpoint_sync_tree), writes DONE (fsynced), renames tmp_dir to its name without
+// ".tmp" (an existing folder of that name is replaced: rl_checkpoint_publish_dir's way) and
+// fsyncs checkpoints/. dir_out gets the final step-<N> path (cap bytes). Returns 0, or an error
+// with err set. On error step-<N> names the old folder or (when only a sync after the rename
+// failed) the new one, each in whole, never a partial one; tmp_dir may remain (prepare and prune
+// remove it).
+int rl_checkpoint_commit(const char *tmp_dir, const rl_ckpt_state_t *st, const rl_optim_t *optim,
+                         char *dir_out, size_t cap, char *err, size_t err_len);
 
-// Reads dir/state.json of a complete checkpoint. Returns 0, RL_ENOTFOUND (no DONE: incomplete),
-// RL_EPROTO (malformed, with the field named), RL_EVERSION, or an errno; err says which.
+// fsyncs every regular file (opened O_RDONLY) and every folder under path, path included,
+// children before their folder; symbolic links are neither followed nor synced. A regular file
+// path syncs just that file. Returns 0 or the first errno with the message in err.
+int rl_checkpoint_sync_tree(const char *path, char *err, size_t err_len);
+
+// Publishes folder tmp as dst: fsyncs tmp's tree, then replaces dst by tmp so that dst always
+// names either the old or the new folder in whole: an existing dst is renamed aside to
+// <dst>.old-<unique>, tmp is renamed to dst, their parent folder is fsynced, and the old one is
+// removed (with any <dst>.old-* an earlier crash left). tmp and dst must be in the same folder.
+// Returns 0, RL_EINVAL (different folders) or an errno, with the message in err; on error dst
+// names the old folder or (when only the sync after the rename failed) the new one, in whole.
+int rl_checkpoint_publish_dir(const char *tmp, const char *dst, char *err, size_t err_len);
+
+// Reads dir/state.json of a complete checkpoint. Returns 0, RL_ENOTFOUND (no DONE, or a
+// step-<N>.tmp folder: incomplete), RL_EPROTO (malformed, with the field named), RL_EVERSION,
+// or an errno; err says which. It reads state.json only: the weights and optimizer.bin are
+// checked by whoever loads them.
 int rl_checkpoint_read_state(const char *dir, rl_ckpt_state_t *st, char *err, size_t err_len);
 
 // Finds the complete checkpoint with the largest step under <run_dir>/checkpoints/. Returns 0
 // with its path in dir and its step in *step_p, or RL_ENOTFOUND when there is none.
 int rl_checkpoint_latest(const char *run_dir, char *dir, size_t cap, int64_t *step_p);
 
-// Keeps the `keep` newest complete checkpoints and removes every other step-<N> folder
-// (older complete ones, and incomplete ones older than the newest complete one). Returns 0 or
-// an errno with the message in err.
+// The steps of the complete checkpoints (step-<N> folders with DONE) under
+// <run_dir>/checkpoints/, newest first, for a resume that falls back to an older one when the
+// newest does not load. Returns 0 with *n_out of them in *steps_out (NULL when none, also when
+// checkpoints/ does not exist), or an errno. caller owns *steps_out; free with free().
+int rl_checkpoint_list(const char *run_dir, int64_t **steps_out, size_t *n_out);
+
+// Starts a new branch at `step`: moves every complete checkpoint newer than step into one new
+// folder <run_dir>/checkpoints/abandoned-<unix seconds>[-<k>]/ (renamed, not deleted; latest,
+// list and prune never look inside), and fsyncs both folders. `where` gets that folder's path
+// (cap bytes; "" when nothing moved) and *n_moved the number moved. Returns 0 or an errno with
+// the message in err (checkpoints moved before the error stay moved, counted in *n_moved).
+int rl_checkpoint_abandon_after(const char *run_dir, int64_t step, char *where, size_t cap,
+                                int *n_moved, char *err, size_t err_len);
+
+// Keeps the `keep` newest complete checkpoints (by step: run rl_checkpoint_abandon_after on
+// resuming an older one, so the newest are the current branch's) and removes every other
+// step-<N> folder (older complete ones, and any without DONE), every step-<N>.tmp leftover, and
+// the old copies (step-<N>.old-*) a crash during a replace left. Call it when no checkpoint is
+// being written. Returns 0 or an errno with the message in err.
 int rl_checkpoint_prune(const char *run_dir, int keep, char *err, size_t err_len);
 
 // rm -rf path (does not follow symlinks). Returns 0 (also when path does not exist) or an errno.

@@ -4,13 +4,16 @@
 
 #include "rl_crc32c.h"
 #include "rl_err.h"
+#include "rl_log.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -121,6 +124,15 @@ int rl_metrics_tf_record(void *file, const void *data, size_t n) {
 
 // ---- the sink --------------------------------------------------------------------------------
 
+// Why open(path, ... O_NOFOLLOW) failed: a link in place of a run file is refused.
+static int s_open_err(char *err, size_t err_len, const char *path, const char *verb, int e) {
+    if (e == ELOOP) {
+        return rl_errf(err, err_len, e, "%s is a symbolic link; rlctl does not follow links in "
+                       "a run folder: remove it", path);
+    }
+    return rl_errf(err, err_len, e, "%s: cannot %s: %s", path, verb, strerror(e));
+}
+
 rl_metrics_t *rl_metrics_new(const char *dir, int tensorboard, char *err, size_t err_len) {
     rl_metrics_t *self = calloc(1, sizeof(*self));
     char path[4096];
@@ -129,9 +141,24 @@ rl_metrics_t *rl_metrics_new(const char *dir, int tensorboard, char *err, size_t
         return NULL;
     }
     snprintf(path, sizeof(path), "%s/metrics.jsonl", dir);
-    self->jsonl = fopen(path, "ab");
+    int fd = open(path, O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        s_open_err(err, err_len, path, "open", errno);
+        goto fail;
+    }
+    // a last line cut short by a crash must not swallow the next one: end it first
+    struct stat st;
+    char last = '\n';
+    if (fstat(fd, &st) == 0 && st.st_size > 0 && pread(fd, &last, 1, st.st_size - 1) == 1 &&
+        last != '\n' && write(fd, "\n", 1) != 1) {
+        rl_errf(err, err_len, errno, "%s: cannot write: %s", path, strerror(errno));
+        close(fd);
+        goto fail;
+    }
+    self->jsonl = fdopen(fd, "ab");
     if (!self->jsonl) {
         rl_errf(err, err_len, errno, "%s: cannot open: %s", path, strerror(errno));
+        close(fd);
         goto fail;
     }
     if (tensorboard) {
@@ -142,7 +169,8 @@ rl_metrics_t *rl_metrics_new(const char *dir, int tensorboard, char *err, size_t
         host[sizeof(host) - 1] = '\0';
         double now = (double)time(NULL);
         // the same second twice (a quick resume) must not overwrite: add a counter
-        for (int k = 0; k < 100; k++) {
+        fd = -1;
+        for (int k = 0; k < 100 && fd < 0; k++) {
             if (k == 0) {
                 snprintf(path, sizeof(path), "%s/events.out.tfevents.%.0f.%s.rlctl", dir, now,
                          host);
@@ -150,13 +178,17 @@ rl_metrics_t *rl_metrics_new(const char *dir, int tensorboard, char *err, size_t
                 snprintf(path, sizeof(path), "%s/events.out.tfevents.%.0f.%s.rlctl.%d", dir,
                          now, host, k);
             }
-            if (access(path, F_OK) != 0) {
+            fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+            if (fd < 0 && errno != EEXIST) {
                 break;
             }
         }
-        self->tf = fopen(path, "wb");
+        self->tf = fd >= 0 ? fdopen(fd, "wb") : NULL;
         if (!self->tf) {
-            rl_errf(err, err_len, errno, "%s: cannot create: %s", path, strerror(errno));
+            s_open_err(err, err_len, path, "create", errno);
+            if (fd >= 0) {
+                close(fd);
+            }
             goto fail;
         }
         unsigned char ev[128];
@@ -339,36 +371,103 @@ void rl_metrics_clear(rl_metrics_t *self) {
 
 const char *rl_metrics_errmsg(const rl_metrics_t *self) { return self->errmsg; }
 
+// 1 when the n bytes are only blanks (an empty line).
+static int s_blank(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\n') {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+// fsync of the folder holding `path`, so a rename in it is on disk (best effort: some file
+// systems refuse fsync on folders).
+static void s_sync_parent(const char *path) {
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    if (!slash) {
+        strcpy(dir, ".");
+    } else if (slash == path) {
+        strcpy(dir, "/");
+    } else if ((size_t)(slash - path) < sizeof(dir)) {
+        memcpy(dir, path, (size_t)(slash - path));
+        dir[slash - path] = '\0';
+    } else {
+        return;
+    }
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+}
+
 int rl_metrics_truncate_after(const char *path, int64_t step, char *err, size_t err_len) {
-    FILE *f = fopen(path, "rb");
+    int in_fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (in_fd < 0) {
+        return errno == ENOENT ? 0 : s_open_err(err, err_len, path, "open", errno);
+    }
+    FILE *f = fdopen(in_fd, "rb");
     if (!f) {
-        return errno == ENOENT ? 0 : rl_errf(err, err_len, errno, "%s: cannot open: %s", path,
-                                             strerror(errno));
+        int e = errno;
+        close(in_fd);
+        return rl_errf(err, err_len, e, "%s: cannot open: %s", path, strerror(e));
     }
     char *tmp = malloc(strlen(path) + 5);
     char *line = NULL;
     size_t cap = 0;
     ssize_t got;
-    int rc = 0;
+    int rc = 0, dropped = 0;
+    FILE *out = NULL;
     if (!tmp) {
         fclose(f);
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
     sprintf(tmp, "%s.tmp", path);
-    FILE *out = fopen(tmp, "wb");
-    if (!out) {
-        rc = rl_errf(err, err_len, errno, "%s: cannot create: %s", tmp, strerror(errno));
+    // a temp file left by a crash (or a link in its place) goes; O_EXCL makes a fresh one
+    if (unlink(tmp) != 0 && errno != ENOENT) {
+        rc = rl_errf(err, err_len, errno, "%s: cannot remove: %s", tmp, strerror(errno));
         goto done;
     }
+    int out_fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    out = out_fd >= 0 ? fdopen(out_fd, "wb") : NULL;
+    if (!out) {
+        rc = s_open_err(err, err_len, tmp, "create", errno);
+        if (out_fd >= 0) {
+            close(out_fd);
+            unlink(tmp);
+        }
+        goto done;
+    }
+    // Keep the JSON objects whose "step" is <= step (or that have none), each ending in a
+    // newline. Anything else is a line that a crash cut short (a torn tail, or the zeros a file
+    // system leaves after a crash) and is dropped: kept, the next line would be glued to it.
     while ((got = getline(&line, &cap, f)) >= 0) {
+        if (s_blank(line, (size_t)got)) {
+            continue;
+        }
         json_t *o = json_loadb(line, (size_t)got, 0, NULL);
-        json_t *s = o ? json_object_get(o, "step") : NULL;
+        if (!json_is_object(o)) {
+            json_decref(o);
+            dropped++;
+            continue;
+        }
+        json_t *s = json_object_get(o, "step");
         int keep = !json_is_integer(s) || json_integer_value(s) <= step;
         json_decref(o);
-        if (keep && fwrite(line, 1, (size_t)got, out) != (size_t)got) {
+        if (keep && (fwrite(line, 1, (size_t)got, out) != (size_t)got ||
+                     (line[got - 1] != '\n' && fputc('\n', out) == EOF))) {
             rc = rl_errf(err, err_len, RL_EIO, "%s: write failed", tmp);
             break;
         }
+    }
+    if (!rc && ferror(f)) {
+        rc = rl_errf(err, err_len, RL_EIO, "%s: read failed", path);
+    }
+    // crash-safe: the new content is on disk before it replaces the old name
+    if (!rc && (fflush(out) != 0 || fsync(fileno(out)) != 0)) {
+        rc = rl_errf(err, err_len, RL_EIO, "%s: write failed: %s", tmp, strerror(errno));
     }
     if (fclose(out) != 0 && !rc) {
         rc = rl_errf(err, err_len, RL_EIO, "%s: write failed", tmp);
@@ -377,7 +476,14 @@ int rl_metrics_truncate_after(const char *path, int64_t step, char *err, size_t 
         rc = rl_errf(err, err_len, errno, "%s: cannot replace: %s", path, strerror(errno));
     }
     if (rc) {
-        remove(tmp);
+        unlink(tmp);
+    } else {
+        s_sync_parent(path);
+        if (dropped) {
+            rl_log_warn("%s: dropped %d %s (a write cut short by a crash)", path, dropped,
+                        dropped == 1 ? "line that is not a JSON object"
+                                     : "lines that are not JSON objects");
+        }
     }
 done:
     free(line);

@@ -21,10 +21,12 @@ extern "C" {
 
 typedef struct rl_metrics rl_metrics_t;
 
-// Opens <dir>/metrics.jsonl for appending and, when tensorboard != 0, creates
-// <dir>/events.out.tfevents.<unix seconds>.<host>.rlctl with its file_version record.
-// On failure returns NULL with the message in err. caller owns result; free with
-// rl_metrics_destroy (which flushes and closes both files).
+// Opens <dir>/metrics.jsonl for appending (first ending its last line with a newline when a
+// crash left it without one) and, when tensorboard != 0, creates
+// <dir>/events.out.tfevents.<unix seconds>.<host>.rlctl with its file_version record. Both are
+// opened with O_NOFOLLOW|O_CLOEXEC (a symbolic link in their place is refused; the event file
+// is created new, O_EXCL). On failure returns NULL with the message in err. caller owns
+// result; free with rl_metrics_destroy (which flushes and closes both files).
 rl_metrics_t *rl_metrics_new(const char *dir, int tensorboard, char *err, size_t err_len);
 
 void rl_metrics_destroy(rl_metrics_t **self_p);
@@ -46,8 +48,12 @@ void rl_metrics_clear(rl_metrics_t *self);
 const char *rl_metrics_errmsg(const rl_metrics_t *self);
 
 // Keeps only the lines of metrics file `path` whose "step" is <= step (a resumed run must not
-// repeat the steps a crashed run logged after its last checkpoint). A missing file is fine.
-// Returns 0, or an errno / RL_EIO with the message in err.
+// repeat the steps a crashed run logged after its last checkpoint), and drops every line that
+// is not a JSON object (a line a crash cut short; a warning gives how many) and empty lines;
+// each kept line ends with a newline. Crash-safe: written to `path`.tmp (a stale one, or a
+// link in its place, is removed first), fsynced, renamed over `path`. `path` itself is opened
+// without following a link. A missing file is fine. Returns 0, or an errno / RL_EIO with the
+// message in err.
 int rl_metrics_truncate_after(const char *path, int64_t step, char *err, size_t err_len);
 
 // ---- the event encoding, exposed for tests -----------------------------------------------------

@@ -1,5 +1,6 @@
 // rl_sft — the SFT loop. Read top to bottom: setup (tokenizer, data, model, optimizer,
-// schedule, resume), the step, evaluation, checkpoints, final/.
+// schedule, resume: the newest checkpoint that loads, newer ones moved aside as an abandoned
+// branch), the step, evaluation, checkpoints, final/ (with a rescue checkpoint when it fails).
 #include "rl_sft.h"
 #include "rl_clock.h"
 
@@ -22,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -49,6 +51,7 @@ typedef struct {
     size_t *idx;            // (batch_size) example indices of the step
     int64_t step;           // optimizer steps done
     int64_t num_tokens;     // tokens trained on so far (non-padding, all micro-batches)
+    int64_t last_ckpt;      // step of this branch's newest checkpoint on disk (0: none)
     char tokdir[4096];
 } s_run_t;
 
@@ -156,7 +159,9 @@ static int s_setup_data(s_run_t *s, char *err, size_t err_len) {
 
 // Loads the model: the recipe's folder, or for a full-tuning resume the checkpoint's model/
 // (the weights are the state); a LoRA resume loads the base and then the checkpoint's adapter.
-static int s_setup_model(s_run_t *s, const char *ckpt, char *err, size_t err_len) {
+// *ckpt_fault (may be NULL) is set to 1 when what failed to load was the checkpoint's files.
+static int s_setup_model(s_run_t *s, const char *ckpt, int *ckpt_fault, char *err,
+                         size_t err_len) {
     const rl_recipe_t *r = s->r;
     rl_model_opts_t mo;
     rl_policy_model_opts(r, r->train.threads, &mo);
@@ -166,15 +171,26 @@ static int s_setup_model(s_run_t *s, const char *ckpt, char *err, size_t err_len
     } else {
         snprintf(dir, sizeof(dir), "%s", r->model.path);
     }
+    int from_ckpt = ckpt && !r->lora.enabled;
+    if (ckpt_fault) {
+        *ckpt_fault = 0;
+    }
     s->model = rl_model_load(dir, &mo, msg, sizeof(msg));
     if (!s->model) {
-        return ckpt ? rl_errf(err, err_len, RL_EINVAL, "%s", msg)
-                    : rl_recipe_errorf(r, "model.path", err, err_len, RL_EINVAL, "%s", msg);
+        if (from_ckpt && ckpt_fault) {
+            *ckpt_fault = 1;
+        }
+        return from_ckpt
+                   ? rl_errf(err, err_len, RL_EINVAL, "%s", msg)
+                   : rl_recipe_errorf(r, "model.path", err, err_len, RL_EINVAL, "%s", msg);
     }
     if (ckpt && r->lora.enabled) {
         snprintf(dir, sizeof(dir), "%s/adapter", ckpt);
         int rc = rl_model_load_adapter(s->model, dir, msg, sizeof(msg));
         if (rc) {
+            if (ckpt_fault) {
+                *ckpt_fault = 1;
+            }
             return rl_errf(err, err_len, rc, "%s", msg);
         }
     }
@@ -196,9 +212,12 @@ static int s_setup_model(s_run_t *s, const char *ckpt, char *err, size_t err_len
     return 0;
 }
 
-// Restores optimizer, data position, RNG and counters from checkpoint folder ckpt.
-static int s_restore(s_run_t *s, const char *ckpt, const rl_ckpt_state_t *st, char *err,
-                     size_t err_len) {
+// Restores optimizer, data position, RNG and counters from checkpoint folder ckpt. *corrupt
+// says whether a failure is the checkpoint's (optimizer.bin unreadable) or the recipe's (another
+// model, another dataset), which no older checkpoint would fix.
+static int s_restore(s_run_t *s, const char *ckpt, const rl_ckpt_state_t *st, int *corrupt,
+                     char *err, size_t err_len) {
+    *corrupt = 0;
     if (st->n_trainable != (int64_t)s->n_params) {
         return rl_errf(err, err_len, RL_EINVAL,
                        "%s: the checkpoint trains %lld parameters, this recipe's model %zu "
@@ -209,6 +228,7 @@ static int s_restore(s_run_t *s, const char *ckpt, const rl_ckpt_state_t *st, ch
     snprintf(path, sizeof(path), "%s/optimizer.bin", ckpt);
     int rc = rl_optim_load(s->optim, path, err, err_len);
     if (rc) {
+        *corrupt = 1;
         return rc;
     }
     rl_data_pos_t pos = {st->data_epoch, st->data_index};
@@ -223,7 +243,124 @@ static int s_restore(s_run_t *s, const char *ckpt, const rl_ckpt_state_t *st, ch
     rl_model_set_train_step(s->model, (uint64_t)st->model_train_step);
     s->step = st->step;
     s->num_tokens = st->num_tokens;
+    s->last_ckpt = st->step;
     return 0;
+}
+
+// Loads checkpoint folder ckpt: state.json, the model (model/, or the base and adapter/), the
+// data on first use, then s_restore. On failure the model and optimizer are released again and
+// *corrupt says whether the checkpoint is to blame (unreadable or damaged files: an older one
+// may load) or the recipe (another tuning mode or model, a base model that does not load, a
+// changed dataset: stop).
+static int s_load_checkpoint(s_run_t *s, const char *ckpt, int *corrupt, char *err,
+                             size_t err_len) {
+    rl_ckpt_state_t st;
+    *corrupt = 1;
+    int rc = rl_checkpoint_read_state(ckpt, &st, err, err_len);
+    if (rc) {
+        return rc;
+    }
+    const char *tune = s->r->lora.enabled ? "lora" : "full";
+    if (strcmp(st.tune, tune) != 0) {
+        *corrupt = 0;
+        return rl_errf(err, err_len, RL_EINVAL,
+                       "%s: the checkpoint is of %s tuning, the recipe asks for %s "
+                       "(lora.enabled)", ckpt, st.tune, tune);
+    }
+    rc = s_setup_model(s, ckpt, corrupt, err, err_len);
+    if (!rc && !s->train && (rc = s_setup_data(s, err, err_len)) != 0) {
+        *corrupt = 0;
+    }
+    if (!rc) {
+        rc = s_restore(s, ckpt, &st, corrupt, err, err_len);
+    }
+    if (rc) {
+        rl_optim_destroy(&s->optim);
+        rl_model_destroy(&s->model);
+        s->params = s->grads = NULL;
+        s->n_params = 0;
+    }
+    return rc;
+}
+
+// Picks and loads the checkpoint to resume from. An explicit --resume DIR must load; otherwise
+// the complete checkpoints are tried newest first, and each that does not load is skipped with
+// a warning naming it and why. Sets *resumed (0: nothing to resume, start at step 0) and the
+// folder's path in ckpt. Returns 0 or an error with err set.
+static int s_resume(s_run_t *s, char *ckpt, size_t cap, int *resumed, char *err,
+                    size_t err_len) {
+    const rl_sft_opts_t *o = s->o;
+    int corrupt = 0, rc;
+    *resumed = 0;
+    if (o->resume_from) {
+        snprintf(ckpt, cap, "%s", o->resume_from);
+        if ((rc = s_load_checkpoint(s, ckpt, &corrupt, err, err_len)) == 0) {
+            *resumed = 1;
+        }
+        return rc;
+    }
+    int64_t *steps = NULL;
+    size_t n = 0;
+    rc = rl_checkpoint_list(o->run_dir, &steps, &n);
+    if (rc) {
+        return rl_errf(err, err_len, rc, "%s/checkpoints: %s", o->run_dir, strerror(rc));
+    }
+    if (n == 0) {
+        rl_log_warn("%s: no complete checkpoint; starting from step 0", o->run_dir);
+        return 0;
+    }
+    char first[1024] = "";
+    for (size_t i = 0; i < n && !*resumed; i++) {
+        snprintf(ckpt, cap, "%s/checkpoints/step-%lld", o->run_dir, (long long)steps[i]);
+        rc = s_load_checkpoint(s, ckpt, &corrupt, err, err_len);
+        if (!rc) {
+            *resumed = 1;
+        } else if (!corrupt) {
+            break;
+        } else {
+            rl_log_warn("skipping checkpoints/step-%lld: %s", (long long)steps[i], err);
+            if (!first[0]) {
+                snprintf(first, sizeof(first), "step-%lld: %s", (long long)steps[i], err);
+            }
+        }
+    }
+    if (!*resumed && corrupt) {
+        rc = rl_errf(err, err_len, RL_EINVAL,
+                     "%s/checkpoints: none of the %zu complete checkpoints loads (the newest, "
+                     "%s); start over with --force",
+                     o->run_dir, n, first);
+    }
+    free(steps);
+    return rc;
+}
+
+// The run continues from the step just loaded: complete checkpoints newer than it belong to a
+// branch given up (an explicit --resume of an older one, or newer ones that did not load). They
+// are moved into checkpoints/abandoned-<time>/, so that pruning keeps this branch's checkpoints
+// and a later plain --resume continues it.
+static int s_abandon_newer(s_run_t *s, char *err, size_t err_len) {
+    int64_t *steps = NULL;
+    size_t n = 0;
+    char names[512] = "", where[4200];
+    if (rl_checkpoint_list(s->o->run_dir, &steps, &n) == 0) {
+        for (size_t i = n; i-- > 0;) {
+            size_t l = strlen(names);
+            if (steps[i] > s->step && l + 32 < sizeof(names)) {
+                snprintf(names + l, sizeof(names) - l, "%sstep-%lld", l ? ", " : "",
+                         (long long)steps[i]);
+            }
+        }
+    }
+    free(steps);
+    int moved = 0;
+    int rc = rl_checkpoint_abandon_after(s->o->run_dir, s->step, where, sizeof(where), &moved,
+                                         err, err_len);
+    if (moved > 0) {
+        rl_log_warn("resuming from step %lld starts a new branch: moved %d newer checkpoint%s "
+                    "(%s) to %s",
+                    (long long)s->step, moved, moved == 1 ? "" : "s", names, where);
+    }
+    return rc;
 }
 
 // ---- checkpoints and final/ -----------------------------------------------------------------
@@ -253,11 +390,12 @@ static int s_save_weights(s_run_t *s, const char *dir, int final, char *err, siz
     return rl_checkpoint_hf_extras(path, s->r->model.tokenizer, r->model.path, err, err_len);
 }
 
+// Writes checkpoints/step-<step> (through step-<step>.tmp: rl_checkpoint.h) and prunes.
 static int s_checkpoint(s_run_t *s, char *err, size_t err_len) {
-    char dir[4200];
-    int rc = rl_checkpoint_prepare(s->o->run_dir, s->step, dir, sizeof(dir), err, err_len);
+    char tmp[4200], dir[4200];
+    int rc = rl_checkpoint_prepare(s->o->run_dir, s->step, tmp, sizeof(tmp), err, err_len);
     if (!rc) {
-        rc = s_save_weights(s, dir, 0, err, err_len);
+        rc = s_save_weights(s, tmp, 0, err, err_len);
     }
     if (!rc) {
         rl_data_pos_t pos = rl_data_sampler_pos(s->sampler);
@@ -271,15 +409,45 @@ static int s_checkpoint(s_run_t *s, char *err, size_t err_len) {
         st.n_trainable = (int64_t)s->n_params;
         st.num_tokens = s->num_tokens;
         st.model_train_step = (int64_t)rl_model_train_step(s->model);
-        rc = rl_checkpoint_commit(dir, &st, s->optim, err, err_len);
+        rc = rl_checkpoint_commit(tmp, &st, s->optim, dir, sizeof(dir), err, err_len);
     }
     if (!rc) {
+        s->last_ckpt = s->step;
         rc = rl_checkpoint_prune(s->o->run_dir, s->r->train.keep_checkpoints, err, err_len);
     }
     if (!rc) {
         rl_log_info("checkpoint: %s", dir);
     }
     return rc;
+}
+
+// Writes final/ as final.tmp/ and publishes it in one rename, so final/ is never half written.
+static int s_final(s_run_t *s, char *err, size_t err_len) {
+    char tmp[4200], dst[4200];
+    snprintf(tmp, sizeof(tmp), "%s/final.tmp", s->o->run_dir);
+    snprintf(dst, sizeof(dst), "%s/final", s->o->run_dir);
+    // a final.tmp folder is what an interrupted write left; anything else there is not ours
+    struct stat sb;
+    int rc = 0;
+    if (lstat(tmp, &sb) == 0) {
+        if (!S_ISDIR(sb.st_mode)) {
+            return rl_errf(err, err_len, EEXIST,
+                           "%s is in the way (not a folder rlctl wrote; move it away)", tmp);
+        }
+        if ((rc = rl_checkpoint_rmtree(tmp)) != 0) {
+            return rl_errf(err, err_len, rc, "%s: cannot remove: %s", tmp, strerror(rc));
+        }
+    }
+    if (mkdir(tmp, 0755) != 0) {
+        rc = errno;
+        return rl_errf(err, err_len, rc, "%s: cannot create: %s", tmp, strerror(rc));
+    }
+    if ((rc = s_save_weights(s, tmp, 1, err, err_len)) != 0 ||
+        (rc = rl_checkpoint_publish_dir(tmp, dst, err, err_len)) != 0) {
+        return rc;
+    }
+    rl_log_info("final %s: %s", s->r->lora.enabled ? "adapter" : "model", dst);
+    return 0;
 }
 
 // ---- one step ---------------------------------------------------------------------------------
@@ -358,37 +526,18 @@ int rl_sft_run(const rl_recipe_t *r, const rl_sft_opts_t *o, char *err, size_t e
     s.o = o;
     int rc = 0;
     char ckpt[4200] = "";
-    rl_ckpt_state_t st;
     int resuming = 0;
 
-    // which checkpoint, if any
-    if (o->resume) {
-        int64_t step;
-        if (o->resume_from) {
-            snprintf(ckpt, sizeof(ckpt), "%s", o->resume_from);
-            resuming = 1;
-        } else if (rl_checkpoint_latest(o->run_dir, ckpt, sizeof(ckpt), &step) == 0) {
-            resuming = 1;
-        } else {
-            rl_log_warn("%s: no complete checkpoint; starting from step 0", o->run_dir);
-        }
-        if (resuming && (rc = rl_checkpoint_read_state(ckpt, &st, err, err_len)) != 0) {
-            return rc;
-        }
-        const char *tune = r->lora.enabled ? "lora" : "full";
-        if (resuming && strcmp(st.tune, tune) != 0) {
-            return rl_errf(err, err_len, RL_EINVAL,
-                           "%s: the checkpoint is of %s tuning, the recipe asks for %s "
-                           "(lora.enabled)", ckpt, st.tune, tune);
-        }
-    }
+    // the trainer's stream from the seed; a resume overwrites it with the checkpoint's
     rl_rng_seed(&s.rng, (uint64_t)r->run.seed);
-
-    if ((rc = s_setup_model(&s, resuming ? ckpt : NULL, err, err_len)) ||
-        (rc = s_setup_data(&s, err, err_len))) {
+    if (o->resume && (rc = s_resume(&s, ckpt, sizeof(ckpt), &resuming, err, err_len)) != 0) {
         goto done;
     }
-    if (resuming && (rc = s_restore(&s, ckpt, &st, err, err_len))) {
+    if (!resuming && ((rc = s_setup_model(&s, NULL, NULL, err, err_len)) ||
+                      (rc = s_setup_data(&s, err, err_len)))) {
+        goto done;
+    }
+    if (resuming && (rc = s_abandon_newer(&s, err, err_len)) != 0) {
         goto done;
     }
     int64_t total = r->train.steps;
@@ -427,8 +576,8 @@ int rl_sft_run(const rl_recipe_t *r, const rl_sft_opts_t *o, char *err, size_t e
             s.idx[i] = rl_data_sampler_next(s.sampler);
         }
         rl_model_zero_grad(s.model);
-        double loss;
-        int64_t ntok;
+        double loss = 0.0;
+        int64_t ntok = 0;
         rc = s_pass(&s, s.idx, r->train.batch_size, r->train.micro_batch_size, 1, &loss, &ntok,
                     err, err_len);
         if (rc) {
@@ -514,17 +663,31 @@ int rl_sft_run(const rl_recipe_t *r, const rl_sft_opts_t *o, char *err, size_t e
         }
     }
     rl_progress_finish(s.progress);
-    if (s.step >= total) {
-        snprintf(path, sizeof(path), "%s/final", o->run_dir);
-        if ((rc = rl_checkpoint_rmtree(path)) || (rc = rl_checkpoint_mkdirs(path))) {
-            rc = rl_errf(err, err_len, rc, "%s: %s", path, strerror(rc));
-            goto done;
+    if (s.step >= total && (rc = s_final(&s, err, err_len)) != 0) {
+        // the trained weights must not be lost with final/: leave a checkpoint to resume from
+        // (with train.save_every 0 there is none otherwise, whatever the run's length)
+        char why[2048], e2[1024];
+        snprintf(why, sizeof(why), "%s", err);
+        if (s.step > s.last_ckpt && s_checkpoint(&s, e2, sizeof(e2)) == 0) {
+            rl_errf(err, err_len, rc,
+                    "final/ could not be written: %s; checkpoint of step %lld written; "
+                    "continue with rlctl run --resume", why, (long long)s.step);
+        } else if (s.step > s.last_ckpt) {
+            char newest[128] = "";
+            if (s.last_ckpt > 0) {
+                snprintf(newest, sizeof(newest), " (the newest checkpoint is of step %lld)",
+                         (long long)s.last_ckpt);
+            }
+            rl_errf(err, err_len, rc,
+                    "final/ could not be written: %s; no checkpoint of step %lld either: %s%s",
+                    why, (long long)s.step, e2, newest);
+        } else {
+            rl_errf(err, err_len, rc,
+                    "final/ could not be written: %s; the checkpoint of step %lld holds the "
+                    "weights; continue with rlctl run --resume", why, (long long)s.step);
         }
-        if ((rc = s_save_weights(&s, path, 1, err, err_len))) {
-            goto done;
-        }
-        rl_log_info("final %s: %s", r->lora.enabled ? "adapter" : "model", path);
-    } else {
+        goto done;
+    } else if (s.step < total) {
         rl_log_info("stopped after step %lld (resume with --resume)", (long long)s.step);
     }
 done:

@@ -9,6 +9,8 @@
 //   6. metrics.jsonl + TensorBoard + progress line; eval/loss (and the caller's eval_fn, e.g.
 //      eval/accuracy) every train.eval_every steps;
 //      a checkpoint every train.save_every steps; final/ at the end.
+// Resume takes the newest checkpoint that loads (skipping damaged ones with a warning) and
+// moves the checkpoints newer than it into checkpoints/abandoned-<time>/ (rl_checkpoint.h).
 // Not the command-line parser (cli/cmd_run.c) and not the run-folder rules (rl_rundir).
 #ifndef RL_SFT_H
 #define RL_SFT_H
@@ -34,8 +36,9 @@ typedef int (*rl_sft_eval_fn)(void *ctx, rl_model_t *model, int64_t step, rl_met
 
 typedef struct {
     const char *run_dir;     // the run folder, already opened and locked (rl_rundir)
-    int resume;              // 1: continue from the newest complete checkpoint, if any
-    const char *resume_from; // a checkpoints/step-<N> folder to resume from, or NULL (newest)
+    int resume;              // 1: continue from the newest complete checkpoint that loads, if any
+    const char *resume_from; // a checkpoints/step-<N> folder to resume from (it must load; no
+                             // fallback), or NULL (the newest that loads)
     int64_t stop_at;         // > 0: stop after this step with a checkpoint, as if interrupted
     int tensorboard;         // write an event file beside metrics.jsonl
     // Set (by a signal handler) to stop after the current step with a checkpoint; NULL: none.
@@ -50,7 +53,9 @@ typedef struct {
 // Runs SFT as the recipe says. Returns 0 when train.steps (or stop_at) are done and final/ (or
 // the stop checkpoint) is written; RL_SFT_INTERRUPTED after an interrupt (checkpoint written,
 // err says where to resume); otherwise an error code with a message naming what failed in
-// err (a NaN loss names the step). The caller prints err.
+// err (a NaN loss names the step). When final/ cannot be written, a checkpoint of the last step
+// is written first (unless the newest one is of that step) and err says so. The caller prints
+// err.
 int rl_sft_run(const rl_recipe_t *recipe, const rl_sft_opts_t *opts, char *err, size_t err_len);
 
 #ifdef __cplusplus
