@@ -187,23 +187,30 @@ static void s_same_store(const char *a, const char *b, int skip_old_step) {
 
 // ---- 1. intruders --------------------------------------------------------------------------
 
+// The argument after `flag` in process pid's command line into out; 0 when there is none.
+static int s_arg_after(pid_t pid, const char *flag, char *out, size_t cap) {
+    char p[64];
+    size_t len = 0;
+    snprintf(p, sizeof p, "/proc/%d/cmdline", (int)pid);
+    char *argv = rl_test_read_file(p, &len);
+    int found = 0;
+    for (size_t o = 0; argv && !found && o < len; o += strlen(argv + o) + 1) {
+        size_t next = o + strlen(argv + o) + 1;
+        if (strcmp(argv + o, flag) == 0 && next < len) {
+            snprintf(out, cap, "%s", argv + next);
+            found = 1;
+        }
+    }
+    free(argv);
+    return found;
+}
+
 // The control socket: the --connect argument of a worker of controller `ctl`, or "".
 static void s_find_endpoint(pid_t ctl, char *ep, size_t cap) {
     ep[0] = '\0';
     pid_t kids[64];
     int n = rl_test_children(ctl, kids, 64);
-    for (int i = 0; i < n && !ep[0]; i++) {
-        char p[64];
-        size_t len = 0;
-        snprintf(p, sizeof p, "/proc/%d/cmdline", (int)kids[i]);
-        char *argv = rl_test_read_file(p, &len);
-        for (size_t o = 0; argv && o < len; o += strlen(argv + o) + 1) {
-            if (strcmp(argv + o, "--connect") == 0 && o + 10 < len) {
-                snprintf(ep, cap, "%s", argv + o + 10);
-                break;
-            }
-        }
-        free(argv);
+    for (int i = 0; i < n && !s_arg_after(kids[i], "--connect", ep, cap); i++) {
     }
 }
 
@@ -441,16 +448,8 @@ static void test_silent_worker(void) {
     pid_t kids[64];
     int nk = rl_test_children(ctl, kids, 64), stopped = 0;
     for (int i = 0; i < nk && !stopped; i++) {
-        char cp[64];
-        size_t len = 0;
-        snprintf(cp, sizeof cp, "/proc/%d/cmdline", (int)kids[i]);
-        char *argv = rl_test_read_file(cp, &len);
-        int sampler = 0;
-        for (size_t o = 0; argv && o + 1 < len; o += strlen(argv + o) + 1) {
-            sampler |= strcmp(argv + o, "sampler") == 0;
-        }
-        free(argv);
-        if (sampler) {
+        char role[32];
+        if (s_arg_after(kids[i], "--role", role, sizeof role) && strcmp(role, "sampler") == 0) {
             stopped = kill(kids[i], SIGSTOP) == 0;
         }
     }
