@@ -428,6 +428,10 @@ int main(void) {
     s_write(path, "x");
     snprintf(path, sizeof(path), "%s/notes.txt", rd);
     s_write(path, "the user's");
+    snprintf(path, sizeof(path), "%s/final.tmp", rd); // an interrupted write of final/
+    CHECK_INT(rl_checkpoint_mkdirs(path), 0);
+    snprintf(path, sizeof(path), "%s/final.old-12-0", rd);
+    CHECK_INT(rl_checkpoint_mkdirs(path), 0);
     CHECK(rl_rundir_holds_run(rd));
     h = rl_rundir_open(rd, RL_RUNDIR_NEW, &code, err, sizeof(err));
     CHECK(h == NULL);
@@ -442,6 +446,7 @@ int main(void) {
     CHECK(h != NULL);
     CHECK(!rl_rundir_holds_run(rd));
     CHECK(!s_exists(rd, "events.out.tfevents.1.h.rlctl"));
+    CHECK(!s_exists(rd, "final.tmp") && !s_exists(rd, "final.old-12-0"));
     CHECK(s_exists(rd, "notes.txt")); // not a run's file: kept
     CHECK(s_exists(rd, ".lock"));
     rl_rundir_destroy(&h);

@@ -59,9 +59,11 @@ static int s_clean(const char *dir, char *err, size_t err_len) {
     int rc = 0;
     while ((e = readdir(d)) && !rc) {
         const char *n = e->d_name;
+        // final.tmp and final.old-*: what an interrupted publish of final/ leaves
         int ours = strncmp(n, "events.out.tfevents.", 20) == 0 ||
                    strcmp(n, "trajectories.lmdb") == 0 || strcmp(n, "metrics.jsonl.tmp") == 0 ||
-                   strcmp(n, "logs") == 0;
+                   strcmp(n, "logs") == 0 || strcmp(n, "final.tmp") == 0 ||
+                   strncmp(n, "final.old-", 10) == 0;
         for (int i = 0; s_markers[i] && !ours; i++) {
             ours = strcmp(n, s_markers[i]) == 0;
         }

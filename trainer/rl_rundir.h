@@ -5,7 +5,8 @@
 //
 // A folder "holds a run" when it contains any of recipe.yaml, metrics.jsonl, checkpoints/,
 // final/. --force removes exactly the entries a run writes (those, plus events.out.tfevents.*
-// trajectories.lmdb and the workers' logs/) and nothing else of the folder.
+// trajectories.lmdb, the workers' logs/, and final.tmp / final.old-* that an interrupted write
+// of final/ leaves) and nothing else of the folder.
 // The lock is a POSIX record lock (fcntl F_SETLK) on <dir>/.lock, held while the handle lives
 // and released by the kernel if the process dies, so a crashed run never leaves a stale lock;
 // the file holds the owner's pid for the message.
