@@ -6,10 +6,13 @@
 // length, so what we write is what any msgpack library reads). Decoding does not use msgpack-c's
 // unpacker: that one allocates its object tree from the counts it reads before knowing whether
 // the bytes behind them exist (an array32 header claiming 4e9 items asks for ~100 GB), and its
-// error reports carry no position. The reader below is small, walks the bytes once, checks each
-// length against the bytes left before touching them, allocates only after a count is known to
-// be backed by bytes, and names the offset and key of every failure.
+// error reports carry no position. Frame 0 is read with core's bounded reader (rl_mpack, shared
+// with the trajectory records): it walks the bytes once and checks each length against the bytes
+// left before anything is touched; the decoder allocates only after a count is known to be
+// backed by bytes, and names the offset and key of every failure.
 #include "rl_wire.h"
+
+#include "rl_mpack.h"
 
 #include <msgpack.h>
 #include <stdarg.h>
@@ -678,25 +681,12 @@ int rl_msg_frame_hold(rl_msg_t *m, int i, void (**release_p)(void *data, void *h
 
 // ---- decoding: the msgpack reader ------------------------------------------------------------
 
-typedef enum { T_NIL, T_BOOL, T_UINT, T_INT, T_FLOAT, T_STR, T_BIN, T_ARRAY, T_MAP } s_tkind_t;
-static const char *const s_tkind_names[] = {"nil", "bool", "uint",  "int", "float",
-                                            "str", "bin",  "array", "map"};
-
-// One msgpack item's header. For T_STR/T_BIN the body (n bytes) is known to be inside the
-// frame; for T_ARRAY/T_MAP, n is the item count, known to be backed by at least n (2n) bytes.
+// Frame 0 is read with core's bounded reader (rl_mpack): every item's header is checked against
+// the bytes left before anything of it is used, and str/bin bodies are located inside the frame.
+// ext items are not part of the protocol, so the cursor refuses them (RL_MPACK_NO_EXT), even
+// inside values that are only skipped.
 typedef struct {
-    s_tkind_t k;
-    size_t at; // offset of the header byte
-    uint64_t n;
-    uint64_t u;
-    int64_t i;
-    double f;
-    const uint8_t *s;
-} s_tok_t;
-
-typedef struct {
-    const uint8_t *p;
-    size_t len, off;
+    rl_mpack_t r; // over frame 0
     const rl_frame_t *frames;
     int n_frames;
     unsigned char used[1 + RL_WIRE_MAX_FRAMES];
@@ -734,216 +724,51 @@ static const char *s_printable(char *buf, size_t cap, const uint8_t *s, size_t n
     return buf;
 }
 
-static uint64_t s_be(const uint8_t *p, int n) {
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++) {
-        v = v << 8 | p[i];
+// Reads the next item's header (and for str/bin, locates its body); the reader's failure becomes
+// the decode's, at the item's offset.
+static int s_next(s_dec_t *d, rl_mpack_item_t *t) {
+    if (rl_mpack_read(&d->r, t) == 0) {
+        return 0;
     }
-    return v;
-}
-
-// Reads the next item's header (and for str/bin, locates its body).
-static int s_next(s_dec_t *d, s_tok_t *t) {
-    size_t at = d->off, left = d->len - d->off;
-    memset(t, 0, sizeof *t);
-    t->at = at;
-    if (left < 1) {
-        return s_dfail(d, at, RL_EPROTO, "truncated: an item expected, the frame ends");
+    const rl_mpack_err_t *e = &d->r.err;
+    if (e->kind == RL_MPACK_EEND) {
+        return s_dfail(d, e->at, RL_EPROTO, "truncated: an item expected, the frame ends");
     }
-    const uint8_t *p = d->p + at;
-    uint8_t b = p[0];
-    int w = 0; // bytes of the length/value field that follows the header byte
-    if (b <= 0x7f) {
-        t->k = T_UINT;
-        t->u = b;
-    } else if (b >= 0xe0) {
-        t->k = T_INT;
-        t->i = (int8_t)b;
-    } else if (b >= 0x80 && b <= 0x8f) {
-        t->k = T_MAP;
-        t->n = b & 0x0f;
-    } else if (b >= 0x90 && b <= 0x9f) {
-        t->k = T_ARRAY;
-        t->n = b & 0x0f;
-    } else if (b >= 0xa0 && b <= 0xbf) {
-        t->k = T_STR;
-        t->n = b & 0x1f;
-    } else {
-        switch (b) {
-        case 0xc0: t->k = T_NIL; break;
-        case 0xc2:
-            t->k = T_BOOL;
-            t->u = 0;
-            break;
-        case 0xc3:
-            t->k = T_BOOL;
-            t->u = 1;
-            break;
-        case 0xc4:
-            t->k = T_BIN;
-            w = 1;
-            break;
-        case 0xc5:
-            t->k = T_BIN;
-            w = 2;
-            break;
-        case 0xc6:
-            t->k = T_BIN;
-            w = 4;
-            break;
-        case 0xca:
-            t->k = T_FLOAT;
-            w = 4;
-            break;
-        case 0xcb:
-            t->k = T_FLOAT;
-            w = 8;
-            break;
-        case 0xcc:
-            t->k = T_UINT;
-            w = 1;
-            break;
-        case 0xcd:
-            t->k = T_UINT;
-            w = 2;
-            break;
-        case 0xce:
-            t->k = T_UINT;
-            w = 4;
-            break;
-        case 0xcf:
-            t->k = T_UINT;
-            w = 8;
-            break;
-        case 0xd0:
-            t->k = T_INT;
-            w = 1;
-            break;
-        case 0xd1:
-            t->k = T_INT;
-            w = 2;
-            break;
-        case 0xd2:
-            t->k = T_INT;
-            w = 4;
-            break;
-        case 0xd3:
-            t->k = T_INT;
-            w = 8;
-            break;
-        case 0xd9:
-            t->k = T_STR;
-            w = 1;
-            break;
-        case 0xda:
-            t->k = T_STR;
-            w = 2;
-            break;
-        case 0xdb:
-            t->k = T_STR;
-            w = 4;
-            break;
-        case 0xdc:
-            t->k = T_ARRAY;
-            w = 2;
-            break;
-        case 0xdd:
-            t->k = T_ARRAY;
-            w = 4;
-            break;
-        case 0xde:
-            t->k = T_MAP;
-            w = 2;
-            break;
-        case 0xdf:
-            t->k = T_MAP;
-            w = 4;
-            break;
-        case 0xc1: return s_dfail(d, at, RL_EPROTO, "byte 0xc1 is not a msgpack type");
-        default: // 0xc7-0xc9, 0xd4-0xd8
-            return s_dfail(d, at, RL_EPROTO, "msgpack ext type 0x%02x is not used here", b);
-        }
-    }
-    if ((size_t)w > left - 1) {
-        return s_dfail(d, at, RL_EPROTO, "truncated: %d header bytes expected, %zu left", w,
-                       left - 1);
-    }
-    if (w) {
-        uint64_t v = s_be(p + 1, w);
-        switch (t->k) {
-        case T_UINT: t->u = v; break;
-        case T_INT: // sign-extend the w-byte two's complement value
-            t->i = w == 8 ? (int64_t)v
-                          : (int64_t)(v ^ (1ull << (8 * w - 1))) - (int64_t)(1ull << (8 * w - 1));
-            break;
-        case T_FLOAT:
-            if (w == 4) {
-                uint32_t u32 = (uint32_t)v;
-                float f32;
-                memcpy(&f32, &u32, 4);
-                t->f = f32;
-            } else {
-                memcpy(&t->f, &v, 8);
-            }
-            break;
-        default: t->n = v; break;
-        }
-    }
-    d->off = at + 1 + (size_t)w;
-    left = d->len - d->off;
-    if (t->k == T_STR || t->k == T_BIN) {
-        if (t->n > left) {
-            return s_dfail(d, at, RL_EPROTO, "truncated: %s of %llu bytes, %zu left",
-                           s_tkind_names[t->k], (unsigned long long)t->n, left);
-        }
-        t->s = d->p + d->off;
-        d->off += (size_t)t->n;
-    } else if (t->k == T_ARRAY && t->n > left) { // every item takes at least one byte
-        return s_dfail(d, at, RL_EPROTO, "truncated: array of %llu items, %zu bytes left",
-                       (unsigned long long)t->n, left);
-    } else if (t->k == T_MAP && t->n > left / 2) {
-        return s_dfail(d, at, RL_EPROTO, "truncated: map of %llu entries, %zu bytes left",
-                       (unsigned long long)t->n, left);
-    }
-    return 0;
-}
-
-// Skips the items nested in t (none for scalars), without recursion: `pending` counts the items
-// still to read; each is backed by at least one byte, so it never overflows.
-static int s_skip(s_dec_t *d, const s_tok_t *t) {
-    uint64_t pending = t->k == T_ARRAY ? t->n : t->k == T_MAP ? 2 * t->n : 0;
-    while (pending) {
-        s_tok_t c;
-        int rc = s_next(d, &c);
-        if (rc) {
-            return rc;
-        }
-        pending += c.k == T_ARRAY ? c.n : c.k == T_MAP ? 2 * c.n : 0;
-        pending--;
-    }
-    return 0;
+    return s_dfail(d, e->at, RL_EPROTO, "%s", e->msg);
 }
 
 // A signed 64-bit value of an int item, or RL_EPROTO.
-static int s_tok_i64(s_dec_t *d, const s_tok_t *t, const char *what, int64_t *v) {
-    if (t->k == T_INT) {
+static int s_tok_i64(s_dec_t *d, const rl_mpack_item_t *t, const char *what, int64_t *v) {
+    if (t->type == RL_MPACK_INT) {
         *v = t->i;
         return 0;
     }
-    if (t->k == T_UINT && t->u <= (uint64_t)INT64_MAX) {
+    if (t->type == RL_MPACK_UINT && t->u <= (uint64_t)INT64_MAX) {
         *v = (int64_t)t->u;
         return 0;
     }
-    if (t->k == T_UINT) {
+    if (t->type == RL_MPACK_UINT) {
         return s_dfail(d, t->at, RL_EPROTO, "%s: %llu does not fit a signed 64-bit int", what,
                        (unsigned long long)t->u);
     }
-    return s_dfail(d, t->at, RL_EPROTO, "%s: expected int, found %s", what, s_tkind_names[t->k]);
+    return s_dfail(d, t->at, RL_EPROTO, "%s: expected int, found %s", what,
+                   rl_mpack_type_name(t->type));
 }
 
-static int s_str_is(const s_tok_t *t, const char *s) {
+static int s_str_is(const rl_mpack_item_t *t, const char *s) {
     size_t n = strlen(s);
-    return t->k == T_STR && t->n == n && memcmp(t->s, s, n) == 0;
+    return t->type == RL_MPACK_STR && t->n == n && memcmp(t->s, s, n) == 0;
+}
+
+// Skips what is nested in t (nothing for scalars): t's header has been read.
+static int s_skip_nested(rl_mpack_t *r, const rl_mpack_item_t *t) {
+    uint64_t pending = t->type == RL_MPACK_ARRAY ? t->n : t->type == RL_MPACK_MAP ? 2 * t->n : 0;
+    for (; pending; pending--) {
+        if (rl_mpack_skip(r, 0) != 0) { // no depth limit: the skip keeps a count, not a stack
+            return RL_EPROTO;
+        }
+    }
+    return 0;
 }
 
 // Version check before anything else: a peer speaking another version may use forms this one
@@ -952,15 +777,15 @@ static int s_str_is(const s_tok_t *t, const char *s) {
 static int s_scan_version(const s_dec_t *d0) {
     s_dec_t dd = *d0, *d = &dd;
     d->err = NULL; // quiet: only a version mismatch is reported from here
-    s_tok_t map, k, v;
-    if (s_next(d, &map) || map.k != T_MAP) {
+    rl_mpack_item_t map, k, v;
+    if (rl_mpack_read(&d->r, &map) || map.type != RL_MPACK_MAP) {
         return 0;
     }
     for (uint64_t i = 0; i < map.n; i++) {
-        if (s_next(d, &k) || s_skip(d, &k)) {
+        if (rl_mpack_read(&d->r, &k) || s_skip_nested(&d->r, &k)) {
             return 0;
         }
-        if (s_next(d, &v)) {
+        if (rl_mpack_read(&d->r, &v)) {
             return 0;
         }
         if (s_str_is(&k, "v")) {
@@ -972,7 +797,7 @@ static int s_scan_version(const s_dec_t *d0) {
             }
             return 0;
         }
-        if (s_skip(d, &v)) {
+        if (s_skip_nested(&d->r, &v)) {
             return 0;
         }
     }
@@ -982,22 +807,23 @@ static int s_scan_version(const s_dec_t *d0) {
 // ---- decoding: the message -------------------------------------------------------------------
 
 // A string list: an array of str items, copied into one block (two passes: sizes, then copy).
-static int s_dec_strs(s_dec_t *d, const s_tok_t *arr, const char *key, s_entry_t *v) {
+static int s_dec_strs(s_dec_t *d, const rl_mpack_item_t *arr, const char *key, s_entry_t *v) {
     if (arr->n > RL_WIRE_MAX_STRS) {
         return s_dfail(d, arr->at, RL_EPROTO, "key \"%s\": list of %llu strings (max %u)", key,
                        (unsigned long long)arr->n, RL_WIRE_MAX_STRS);
     }
-    size_t start = d->off, total = 0;
-    s_tok_t t;
+    rl_mpack_t start = d->r; // the items are read twice
+    size_t total = 0;
+    rl_mpack_item_t t;
     for (uint64_t j = 0; j < arr->n; j++) {
         int rc = s_next(d, &t);
         if (rc) {
             return rc;
         }
-        if (t.k != T_STR) {
+        if (t.type != RL_MPACK_STR) {
             return s_dfail(d, t.at, RL_EPROTO,
                            "key \"%s\": item %llu: a list holds only strings, found %s", key,
-                           (unsigned long long)j, s_tkind_names[t.k]);
+                           (unsigned long long)j, rl_mpack_type_name(t.type));
         }
         total += (size_t)t.n + 1; // bounded by the frame's length
     }
@@ -1009,7 +835,7 @@ static int s_dec_strs(s_dec_t *d, const s_tok_t *arr, const char *key, s_entry_t
     }
     size_t *ls = (size_t *)(block + n);
     char *p = (char *)block + head;
-    d->off = start;
+    d->r = start;
     for (int j = 0; j < n; j++) {
         s_next(d, &t); // cannot fail: read once already
         block[j] = p;
@@ -1026,7 +852,7 @@ static int s_dec_strs(s_dec_t *d, const s_tok_t *arr, const char *key, s_entry_t
 }
 
 // A tensor map {dtype, shape, data | frame}.
-static int s_dec_tensor(s_dec_t *d, const s_tok_t *map, const char *key, s_entry_t *v) {
+static int s_dec_tensor(s_dec_t *d, const rl_mpack_item_t *map, const char *key, s_entry_t *v) {
     if (map->n != 3) {
         return s_dfail(d, map->at, RL_EPROTO,
                        "key \"%s\": a map value must be a tensor {dtype, shape, data|frame}, "
@@ -1043,13 +869,13 @@ static int s_dec_tensor(s_dec_t *d, const s_tok_t *map, const char *key, s_entry
     int64_t frame_index = 0;
     int rc;
     for (int e = 0; e < 3; e++) {
-        s_tok_t k, t;
+        rl_mpack_item_t k, t;
         if ((rc = s_next(d, &k)) != 0) {
             return rc;
         }
-        if (k.k != T_STR) {
+        if (k.type != RL_MPACK_STR) {
             return s_dfail(d, k.at, RL_EPROTO, "tensor \"%s\": a key must be a str, found %s", key,
-                           s_tkind_names[k.k]);
+                           rl_mpack_type_name(k.type));
         }
         char kb[64];
         s_printable(kb, sizeof kb, k.s, (size_t)k.n);
@@ -1060,9 +886,9 @@ static int s_dec_tensor(s_dec_t *d, const s_tok_t *map, const char *key, s_entry
             if (have_dt++) {
                 return s_dfail(d, k.at, RL_EPROTO, "tensor \"%s\": duplicate key \"dtype\"", key);
             }
-            if (t.k != T_STR) {
+            if (t.type != RL_MPACK_STR) {
                 return s_dfail(d, t.at, RL_EPROTO, "tensor \"%s\": dtype: expected str, found %s",
-                               key, s_tkind_names[t.k]);
+                               key, rl_mpack_type_name(t.type));
             }
             int found = -1;
             for (int i = 0; i < S_N_DT; i++) {
@@ -1079,15 +905,16 @@ static int s_dec_tensor(s_dec_t *d, const s_tok_t *map, const char *key, s_entry
             if (have_shape++) {
                 return s_dfail(d, k.at, RL_EPROTO, "tensor \"%s\": duplicate key \"shape\"", key);
             }
-            if (t.k != T_ARRAY || t.n > RL_WIRE_MAX_NDIM) {
+            if (t.type != RL_MPACK_ARRAY || t.n > RL_WIRE_MAX_NDIM) {
                 return s_dfail(d, t.at, RL_EPROTO,
                                "tensor \"%s\": shape: expected an array of 0..%d ints, found %s "
                                "of %llu",
-                               key, RL_WIRE_MAX_NDIM, s_tkind_names[t.k], (unsigned long long)t.n);
+                               key, RL_WIRE_MAX_NDIM, rl_mpack_type_name(t.type),
+                               (unsigned long long)t.n);
             }
             ndim = (int)t.n;
             for (int i = 0; i < ndim; i++) {
-                s_tok_t dim;
+                rl_mpack_item_t dim;
                 if ((rc = s_next(d, &dim)) != 0 || (rc = s_tok_i64(d, &dim, "shape", &shape[i]))) {
                     return rc;
                 }
@@ -1100,9 +927,9 @@ static int s_dec_tensor(s_dec_t *d, const s_tok_t *map, const char *key, s_entry
             if (have_data++) {
                 return s_dfail(d, k.at, RL_EPROTO, "tensor \"%s\": data given twice", key);
             }
-            if (t.k != T_BIN) {
+            if (t.type != RL_MPACK_BIN) {
                 return s_dfail(d, t.at, RL_EPROTO, "tensor \"%s\": data: expected bin, found %s",
-                               key, s_tkind_names[t.k]);
+                               key, rl_mpack_type_name(t.type));
             }
             if (t.n >= RL_WIRE_INLINE_MAX) { // keeps the frame count of a re-encode in bounds
                 return s_dfail(d, t.at, RL_EPROTO,
@@ -1197,24 +1024,24 @@ static int s_dec_tensor(s_dec_t *d, const s_tok_t *map, const char *key, s_entry
 
 // One value of a user key.
 static int s_dec_value(s_dec_t *d, const char *key, s_entry_t *v) {
-    s_tok_t t;
+    rl_mpack_item_t t;
     int rc = s_next(d, &t);
     if (rc) {
         return rc;
     }
-    switch (t.k) {
-    case T_NIL: v->kind = S_NIL; return 0;
-    case T_BOOL:
+    switch (t.type) {
+    case RL_MPACK_NIL: v->kind = S_NIL; return 0;
+    case RL_MPACK_BOOL:
         v->kind = S_BOOL;
         v->u.b = (int)t.u;
         return 0;
-    case T_UINT:
-    case T_INT: v->kind = S_INT; return s_tok_i64(d, &t, key, &v->u.i);
-    case T_FLOAT:
+    case RL_MPACK_UINT:
+    case RL_MPACK_INT: v->kind = S_INT; return s_tok_i64(d, &t, key, &v->u.i);
+    case RL_MPACK_FLOAT:
         v->kind = S_FLOAT;
         v->u.f = t.f;
         return 0;
-    case T_STR:
+    case RL_MPACK_STR:
         v->u.str.s = malloc((size_t)t.n + 1);
         if (!v->u.str.s) {
             return s_dfail(d, t.at, RL_ENOMEM, "key \"%s\": out of memory", key);
@@ -1224,13 +1051,14 @@ static int s_dec_value(s_dec_t *d, const char *key, s_entry_t *v) {
         v->u.str.s[t.n] = '\0';
         v->u.str.len = (size_t)t.n;
         return 0;
-    case T_ARRAY: return s_dec_strs(d, &t, key, v);
-    case T_MAP: return s_dec_tensor(d, &t, key, v);
-    case T_BIN:
+    case RL_MPACK_ARRAY: return s_dec_strs(d, &t, key, v);
+    case RL_MPACK_MAP: return s_dec_tensor(d, &t, key, v);
+    case RL_MPACK_BIN:
         return s_dfail(d, t.at, RL_EPROTO,
                        "key \"%s\": a bin value outside a tensor map (bytes travel as a u8 "
                        "tensor)",
                        key);
+    case RL_MPACK_EXT: break; // refused by the cursor (RL_MPACK_NO_EXT)
     }
     return s_dfail(d, t.at, RL_EPROTO, "key \"%s\": unexpected item", key);
 }
@@ -1257,29 +1085,24 @@ int rl_msg_decode_owned(const rl_frame_t *frames, rl_frame_owner_t *owners, int 
                            frames[i].len, (unsigned long long)RL_WIRE_MAX_BYTES);
         }
     }
-    s_dec_t d = {.p = frames[0].data,
-                 .len = frames[0].len,
-                 .frames = frames,
-                 .n_frames = n,
-                 .owners = owners,
-                 .err = err,
-                 .err_len = err_len};
-    int rc = s_scan_version(&d);
+    s_dec_t d = {.frames = frames, .n_frames = n, .owners = owners, .err = err, .err_len = err_len};
+    rl_mpack_init(&d.r, frames[0].data, frames[0].len, RL_MPACK_NO_EXT);
+    int rc = s_scan_version(&d); // reads a copy of the cursor
     if (rc) {
         return rc;
     }
-    d.off = 0;
     rl_msg_t *m = calloc(1, sizeof *m);
     if (!m) {
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
     msgpack_sbuffer_init(&m->sb);
-    s_tok_t map;
+    rl_mpack_item_t map;
     if ((rc = s_next(&d, &map)) != 0) {
         goto fail;
     }
-    if (map.k != T_MAP) {
-        rc = s_dfail(&d, map.at, RL_EPROTO, "a message is a map, found %s", s_tkind_names[map.k]);
+    if (map.type != RL_MPACK_MAP) {
+        rc = s_dfail(&d, map.at, RL_EPROTO, "a message is a map, found %s",
+                     rl_mpack_type_name(map.type));
         goto fail;
     }
     if (map.n > RL_WIRE_MAX_KEYS + 3) {
@@ -1295,14 +1118,14 @@ int rl_msg_decode_owned(const rl_frame_t *frames, rl_frame_owner_t *owners, int 
     m->cap = (int)(map.n ? map.n : 1);
     int have_v = 0, have_id = 0;
     for (uint64_t i = 0; i < map.n; i++) {
-        s_tok_t k, t;
+        rl_mpack_item_t k, t;
         char kb[64];
         if ((rc = s_next(&d, &k)) != 0) {
             goto fail;
         }
-        if (k.k != T_STR) {
+        if (k.type != RL_MPACK_STR) {
             rc = s_dfail(&d, k.at, RL_EPROTO, "entry %llu: a key must be a str, found %s",
-                         (unsigned long long)i, s_tkind_names[k.k]);
+                         (unsigned long long)i, rl_mpack_type_name(k.type));
             goto fail;
         }
         s_printable(kb, sizeof kb, k.s, (size_t)k.n);
@@ -1334,22 +1157,24 @@ int rl_msg_decode_owned(const rl_frame_t *frames, rl_frame_owner_t *owners, int 
             if ((rc = s_next(&d, &t)) != 0) {
                 goto fail;
             }
-            if (t.k != T_UINT && !(t.k == T_INT && t.i >= 0)) {
+            if (t.type != RL_MPACK_UINT && !(t.type == RL_MPACK_INT && t.i >= 0)) {
                 rc = s_dfail(&d, t.at, RL_EPROTO, "id: expected an int >= 0, found %s%s",
-                             s_tkind_names[t.k], t.k == T_INT ? " < 0" : "");
+                             rl_mpack_type_name(t.type), t.type == RL_MPACK_INT ? " < 0" : "");
                 goto fail;
             }
-            m->id = t.k == T_UINT ? t.u : (uint64_t)t.i;
+            m->id = t.type == RL_MPACK_UINT ? t.u : (uint64_t)t.i;
             have_id = 1;
         } else if (strcmp(key, "op") == 0) {
             if ((rc = s_next(&d, &t)) != 0) {
                 goto fail;
             }
-            if (t.k != T_STR || t.n < 1 || t.n > RL_WIRE_MAX_KEY_LEN || memchr(t.s, 0, t.n)) {
+            if (t.type != RL_MPACK_STR || t.n < 1 || t.n > RL_WIRE_MAX_KEY_LEN ||
+                memchr(t.s, 0, t.n)) {
                 rc = s_dfail(&d, t.at, RL_EPROTO,
                              "op: expected a str of 1..%d bytes without NUL, "
                              "found %s of %llu",
-                             RL_WIRE_MAX_KEY_LEN, s_tkind_names[t.k], (unsigned long long)t.n);
+                             RL_WIRE_MAX_KEY_LEN, rl_mpack_type_name(t.type),
+                             (unsigned long long)t.n);
                 goto fail;
             }
             m->op = malloc((size_t)t.n + 1);
@@ -1380,8 +1205,8 @@ int rl_msg_decode_owned(const rl_frame_t *frames, rl_frame_owner_t *owners, int 
                               : "id");
         goto fail;
     }
-    if (d.off != d.len) {
-        rc = s_dfail(&d, d.off, RL_EPROTO, "%zu bytes after the map", d.len - d.off);
+    if (rl_mpack_left(&d.r) != 0) {
+        rc = s_dfail(&d, d.r.off, RL_EPROTO, "%zu bytes after the map", rl_mpack_left(&d.r));
         goto fail;
     }
     for (int i = 1; i < n; i++) {

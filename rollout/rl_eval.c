@@ -1,10 +1,11 @@
-// rl_eval — held-out evaluation: JSONL rows -> sampler -> scorer -> accuracy and format rate.
+// rl_eval — held-out evaluation: JSONL rows (read with core's rl_jsonl) -> sampler -> scorer ->
+// accuracy and format rate.
 #include "rl_eval.h"
 #include "rl_clock.h"
 
 #include "rl_err.h"
+#include "rl_jsonl.h"
 
-#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,57 +18,39 @@ struct rl_eval_data {
     char *strings; // every prompt and answer, NUL-separated, one allocation
 };
 
-// Rows are converted to text once: an answer given as a JSON number is printed the way the
-// scorer will normalise it anyway.
-static char *s_field_text(json_t *v) {
-    char buf[64];
-    if (json_is_string(v)) {
-        return strdup(json_string_value(v));
-    }
-    if (json_is_integer(v)) {
-        snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(v));
-        return strdup(buf);
-    }
-    if (json_is_real(v)) {
-        snprintf(buf, sizeof buf, "%.17g", json_real_value(v));
-        return strdup(buf);
-    }
-    return NULL;
-}
-
+// Rows are converted to text once (rl_jsonl_field_text): an answer given as a JSON number is
+// printed the way the scorer will normalise it anyway.
 rl_eval_data_t *rl_eval_data_load(const char *path, const char *prompt_field,
                                   const char *answer_field, int limit, char *err, size_t err_len) {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        rl_errf(err, err_len, RL_EIO, "%s: %s", path, strerror(errno));
+    rl_jsonl_t *in = NULL;
+    int rc = rl_jsonl_open(path, 0, &in, err, err_len);
+    if (rc) {
+        if (rc > 0) {
+            rl_errf(err, err_len, RL_EIO, "%s: %s", path, strerror(rc));
+        }
         return NULL;
     }
     rl_eval_data_t *d = calloc(1, sizeof *d);
-    char *line = NULL, **texts = NULL;
-    size_t cap = 0, n_texts = 0, cap_texts = 0, total = 0;
-    long lineno = 0;
+    char **texts = NULL;
+    size_t n_texts = 0, cap_texts = 0, total = 0;
     if (!d) {
         goto fail;
     }
-    while (getline(&line, &cap, f) > 0) {
-        lineno++;
-        if (strspn(line, " \t\r\n") == strlen(line)) {
-            continue; // blank lines are allowed, as in most JSONL readers
-        }
-        json_error_t je;
-        json_t *row = json_loads(line, JSON_REJECT_DUPLICATES, &je);
-        if (!json_is_object(row)) {
-            rl_errf(err, err_len, RL_EINVAL, "%s:%ld: %s", path, lineno,
-                    row ? "a row must be a JSON object" : je.text);
-            json_decref(row);
+    json_t *row;
+    while ((rc = rl_jsonl_next(in, &row)) == 1) { // blank lines are allowed, as in most readers
+        char *p = NULL, *a = NULL;
+        int rp = rl_jsonl_field_text(row, prompt_field, &p);
+        int ra = rl_jsonl_field_text(row, answer_field, &a);
+        json_decref(row);
+        if (rp == RL_ENOMEM || ra == RL_ENOMEM) {
+            free(p);
+            free(a);
             goto fail;
         }
-        char *p = s_field_text(json_object_get(row, prompt_field));
-        char *a = s_field_text(json_object_get(row, answer_field));
-        json_decref(row);
         if (!p || !a) {
             rl_errf(err, err_len, RL_EINVAL, "%s:%ld: the row has no %s field '%s'", path,
-                    lineno, p ? "text or number" : "text", p ? answer_field : prompt_field);
+                    rl_jsonl_lineno(in), p ? "text or number" : "text",
+                    p ? answer_field : prompt_field);
             free(p);
             free(a);
             goto fail;
@@ -86,8 +69,18 @@ rl_eval_data_t *rl_eval_data_load(const char *path, const char *prompt_field,
         texts[n_texts++] = a;
         total += strlen(p) + strlen(a) + 2;
         if (limit > 0 && (int)(n_texts / 2) >= limit) {
+            rc = 0;
             break;
         }
+    }
+    if (rc) {
+        const json_error_t *je = rl_jsonl_json_error(in);
+        if (je) {
+            rl_errf(err, err_len, RL_EINVAL, "%s:%ld: %s", path, rl_jsonl_lineno(in), je->text);
+        } else {
+            rl_errf(err, err_len, rc, "%s", rl_jsonl_errmsg(in));
+        }
+        goto fail;
     }
     d->n = (int)(n_texts / 2);
     d->rows = calloc((size_t)d->n + 1, sizeof *d->rows);
@@ -108,8 +101,7 @@ rl_eval_data_t *rl_eval_data_load(const char *path, const char *prompt_field,
         free(texts[i]);
     }
     free(texts);
-    free(line);
-    fclose(f);
+    rl_jsonl_close(&in);
     return d;
 fail:
     if (err && err_len && !err[0]) {
@@ -119,8 +111,7 @@ fail:
         free(texts[i]);
     }
     free(texts);
-    free(line);
-    fclose(f);
+    rl_jsonl_close(&in);
     rl_eval_data_destroy(&d);
     return NULL;
 }

@@ -26,7 +26,8 @@ typedef struct {
 
 typedef struct rl_eval_data rl_eval_data_t;
 
-// Reads rows {prompt_field: text, answer_field: text or number, ...} from a JSONL file; at most
+// Reads rows {prompt_field: text, answer_field: text or number, ...} from a JSONL file through
+// rl_jsonl (blank lines skipped; a number becomes text as rl_jsonl_field_text prints it); at most
 // `limit` rows (0 = all). A row without either field, or a line that is not JSON, is an error
 // naming file:line. caller owns result; free with rl_eval_data_destroy. NULL on error.
 rl_eval_data_t *rl_eval_data_load(const char *path, const char *prompt_field,

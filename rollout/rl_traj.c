@@ -1,11 +1,13 @@
 // rl_traj — the trajectory store: one LMDB environment per run, records as plain msgpack maps
 // (docs/trajectories.md is the format's manual). Records are written with msgpack-c's packer
-// and read back with the bounded reader below: bytes from disk are untrusted, and msgpack-c's
-// object unpacker allocates an array's declared size before the bytes to back it exist.
+// and read back with core's bounded reader (rl_mpack): bytes from disk are untrusted, and
+// msgpack-c's object unpacker allocates an array's declared size before the bytes to back it
+// exist.
 // It is not a query engine: reads are whole steps in key order.
 #include "rl_traj.h"
 
 #include "rl_err.h"
+#include "rl_mpack.h"
 
 #include <errno.h>
 #include <lmdb.h>
@@ -231,306 +233,84 @@ int rl_traj_encode(const rl_traj_record_t *rec, void **buf_p, size_t *len_p) {
 
 // ---- msgpack reading ------------------------------------------------------------------------
 
-// A cursor over untrusted bytes. Each read checks the bytes left before it looks at them; a
-// failure returns a static description and leaves the cursor where it was.
-typedef struct {
-    const uint8_t *p, *end;
-} s_rd_t;
-
-static size_t s_left(const s_rd_t *r) {
-    return (size_t)(r->end - r->p);
-}
-
-static const char *s_type_name(uint8_t b) {
-    if (b <= 0x7f || b >= 0xe0 || (b >= 0xcc && b <= 0xd3)) {
-        return "int";
-    }
-    if (b <= 0x8f || b == 0xde || b == 0xdf) {
-        return "map";
-    }
-    if (b <= 0x9f || b == 0xdc || b == 0xdd) {
-        return "array";
-    }
-    if (b <= 0xbf || (b >= 0xd9 && b <= 0xdb)) {
-        return "str";
-    }
-    switch (b) {
-    case 0xc0: return "nil";
-    case 0xc1: return "the unused byte 0xc1";
-    case 0xc2:
-    case 0xc3: return "bool";
-    case 0xc4:
-    case 0xc5:
-    case 0xc6: return "bin";
-    case 0xca:
-    case 0xcb: return "float";
-    default: return "ext";
-    }
-}
-
+// Values are read with core's bounded reader (rl_mpack, shared with the role protocol). The
+// helpers below only word its failures the way this decoder always has: a static description
+// ("truncated", "expected an int", ...) that the caller prefixes with the field's name, the
+// cursor left on a value of the wrong type so that the message can name what was found.
 static const char s_truncated[] = "truncated";
 
-// Reads a head byte plus its big-endian length field of 1/2/4 bytes (n_len) into *len.
-static const char *s_rd_len(s_rd_t *r, int n_len, uint64_t *len) {
-    if (s_left(r) < 1 + (size_t)n_len) {
+static int s_is_trunc(const rl_mpack_t *r) {
+    return r->err.kind == RL_MPACK_EEND || r->err.kind == RL_MPACK_EHEAD ||
+           r->err.kind == RL_MPACK_EBODY;
+}
+
+// The type of the value under the cursor, for "found ..." (ints of either family are "int").
+static const char *s_type_name(const rl_mpack_t *at) {
+    rl_mpack_t r = *at;
+    rl_mpack_type_t t;
+    if (rl_mpack_peek(&r, &t) != 0) {
+        return "the unused byte 0xc1"; // the only byte that has no type (the cursor has one)
+    }
+    return t == RL_MPACK_UINT ? "int" : rl_mpack_type_name(t);
+}
+
+// Each reader fails with "truncated" or with what it expected; none moves the cursor then.
+static const char *s_rd_uint(rl_mpack_t *r, uint64_t max, uint64_t *out) {
+    if (rl_mpack_read_uint(r, max, out) == 0) {
+        return NULL;
+    }
+    return s_is_trunc(r)                    ? s_truncated
+           : r->err.kind == RL_MPACK_ERANGE ? "integer out of range"
+                                            : "expected an int";
+}
+
+static const char *s_rd_i64(rl_mpack_t *r, int64_t *out) {
+    if (rl_mpack_read_int(r, INT64_MIN, INT64_MAX, out) == 0) {
+        return NULL;
+    }
+    return s_is_trunc(r)                    ? s_truncated
+           : r->err.kind == RL_MPACK_ERANGE ? "integer out of range"
+                                            : "expected an int";
+}
+
+// float64, float32 or an int, as a double. (An int whose value field is cut short is reported
+// as "expected a number", a float's as "truncated": this decoder always has.)
+static const char *s_rd_num(rl_mpack_t *r, double *out) {
+    if (rl_mpack_read_number(r, out) == 0) {
+        return NULL;
+    }
+    if (r->err.kind == RL_MPACK_EEND ||
+        (r->err.kind == RL_MPACK_EHEAD && r->err.type == RL_MPACK_FLOAT)) {
         return s_truncated;
-    }
-    *len = s_be(r->p + 1, n_len);
-    r->p += 1 + n_len;
-    return NULL;
-}
-
-// An integer of any msgpack int format: *neg = 1 and the value in *i for negatives, else *u.
-static const char *s_rd_int(s_rd_t *r, int *neg, uint64_t *u, int64_t *i) {
-    if (s_left(r) < 1) {
-        return s_truncated;
-    }
-    uint8_t b = r->p[0];
-    *neg = 0;
-    if (b <= 0x7f) {
-        *u = b;
-        r->p++;
-        return NULL;
-    }
-    if (b >= 0xe0) {
-        *neg = 1;
-        *i = (int8_t)b;
-        r->p++;
-        return NULL;
-    }
-    if (b >= 0xcc && b <= 0xd3) {
-        int n = 1 << ((b - 0xcc) & 3);
-        if (s_left(r) < 1 + (size_t)n) {
-            return s_truncated;
-        }
-        uint64_t x = s_be(r->p + 1, n);
-        r->p += 1 + n;
-        if (b <= 0xcf) {
-            *u = x;
-            return NULL;
-        }
-        // sign-extend an n-byte two's complement value
-        int64_t v = n == 8 ? (int64_t)x : (int64_t)(x ^ (1ull << (8 * n - 1))) -
-                                              (int64_t)(1ull << (8 * n - 1));
-        if (v < 0) {
-            *neg = 1;
-            *i = v;
-        } else {
-            *u = (uint64_t)v;
-        }
-        return NULL;
-    }
-    return "expected an int";
-}
-
-static const char *s_rd_uint(s_rd_t *r, uint64_t max, uint64_t *out) {
-    s_rd_t save = *r;
-    int neg;
-    uint64_t u = 0;
-    int64_t i;
-    const char *why = s_rd_int(r, &neg, &u, &i);
-    if (!why && (neg || u > max)) {
-        why = "integer out of range";
-    }
-    if (why) {
-        *r = save;
-        return why;
-    }
-    *out = u;
-    return NULL;
-}
-
-static const char *s_rd_i64(s_rd_t *r, int64_t *out) {
-    s_rd_t save = *r;
-    int neg;
-    uint64_t u = 0;
-    int64_t i = 0;
-    const char *why = s_rd_int(r, &neg, &u, &i);
-    if (!why && !neg && u > (uint64_t)INT64_MAX) {
-        why = "integer out of range";
-    }
-    if (why) {
-        *r = save;
-        return why;
-    }
-    *out = neg ? i : (int64_t)u;
-    return NULL;
-}
-
-// float64, float32 or an int, as a double.
-static const char *s_rd_num(s_rd_t *r, double *out) {
-    if (s_left(r) < 1) {
-        return s_truncated;
-    }
-    uint8_t b = r->p[0];
-    if (b == 0xca || b == 0xcb) {
-        size_t n = b == 0xca ? 4 : 8;
-        if (s_left(r) < 1 + n) {
-            return s_truncated;
-        }
-        uint64_t x = s_be(r->p + 1, (int)n);
-        if (n == 4) {
-            uint32_t x32 = (uint32_t)x;
-            float f;
-            memcpy(&f, &x32, 4);
-            *out = f;
-        } else {
-            memcpy(out, &x, 8);
-        }
-        r->p += 1 + n;
-        return NULL;
-    }
-    int neg;
-    uint64_t u = 0;
-    int64_t i = 0;
-    if (s_rd_int(r, &neg, &u, &i) == NULL) {
-        *out = neg ? (double)i : (double)u;
-        return NULL;
     }
     return "expected a number";
 }
 
 // str or bin (want 's' or 'b'): a pointer into the input and a length checked against it.
-static const char *s_rd_bytes(s_rd_t *r, char want, const uint8_t **ptr, size_t *len) {
-    if (s_left(r) < 1) {
-        return s_truncated;
+static const char *s_rd_bytes(rl_mpack_t *r, char want, const uint8_t **ptr, size_t *len) {
+    int rc = want == 's' ? rl_mpack_read_str(r, UINT64_MAX, ptr, len)
+                         : rl_mpack_read_bin(r, UINT64_MAX, ptr, len);
+    if (rc == 0) {
+        return NULL;
     }
-    s_rd_t save = *r;
-    uint8_t b = r->p[0];
-    uint64_t n;
-    const char *why = NULL;
-    if (want == 's' && b >= 0xa0 && b <= 0xbf) {
-        n = b & 0x1f;
-        r->p++;
-    } else if (want == 's' && b >= 0xd9 && b <= 0xdb) {
-        why = s_rd_len(r, 1 << (b - 0xd9), &n);
-    } else if (want == 'b' && b >= 0xc4 && b <= 0xc6) {
-        why = s_rd_len(r, 1 << (b - 0xc4), &n);
-    } else {
-        return want == 's' ? "expected a str" : "expected a bin";
-    }
-    if (!why && n > s_left(r)) {
-        why = s_truncated;
-    }
-    if (why) {
-        *r = save;
-        return why;
-    }
-    *ptr = r->p;
-    *len = (size_t)n;
-    r->p += n;
-    return NULL;
+    return s_is_trunc(r) ? s_truncated : want == 's' ? "expected a str" : "expected a bin";
 }
 
-static const char *s_rd_map(s_rd_t *r, uint64_t *n) {
-    if (s_left(r) < 1) {
-        return s_truncated;
+static const char *s_rd_map(rl_mpack_t *r, uint64_t *n) {
+    if (rl_mpack_read_map(r, UINT64_MAX, n) == 0) {
+        return NULL;
     }
-    uint8_t b = r->p[0];
-    const char *why;
-    if (b >= 0x80 && b <= 0x8f) {
-        *n = b & 0x0f;
-        r->p++;
-        why = NULL;
-    } else if (b == 0xde || b == 0xdf) {
-        why = s_rd_len(r, b == 0xde ? 2 : 4, n);
-    } else {
-        return "expected a map";
-    }
-    // every entry takes at least two bytes
-    if (!why && *n > s_left(r) / 2) {
-        why = s_truncated;
-    }
-    return why;
+    return s_is_trunc(r) ? s_truncated : "expected a map";
 }
 
 // Skips one value of any type, nested at most `depth` levels.
-static const char *s_skip(s_rd_t *r, int depth) {
-    if (s_left(r) < 1) {
-        return s_truncated;
-    }
-    if (depth <= 0) {
-        return "nested too deep";
-    }
-    uint8_t b = r->p[0];
-    uint64_t n = 0, items = 0;
-    const char *why = NULL;
-    if (b <= 0x7f || b >= 0xe0 || b == 0xc0 || b == 0xc2 || b == 0xc3) {
-        r->p++;
+static const char *s_skip(rl_mpack_t *r, int depth) {
+    if (rl_mpack_skip(r, depth) == 0) {
         return NULL;
     }
-    if (b == 0xc1) {
-        return "the unused byte 0xc1";
-    }
-    if (b <= 0x8f || b == 0xde || b == 0xdf) {
-        if (b <= 0x8f) {
-            n = b & 0x0f;
-            r->p++;
-        } else {
-            why = s_rd_len(r, b == 0xde ? 2 : 4, &n);
-        }
-        items = 2 * n;
-    } else if (b <= 0x9f || b == 0xdc || b == 0xdd) {
-        if (b <= 0x9f) {
-            n = b & 0x0f;
-            r->p++;
-        } else {
-            why = s_rd_len(r, b == 0xdc ? 2 : 4, &n);
-        }
-        items = n;
-    } else {
-        size_t fixed = 0; // payload bytes after the head byte and its length field
-        switch (b) {
-        case 0xca: fixed = 4; break;
-        case 0xcb: fixed = 8; break;
-        case 0xcc:
-        case 0xd0: fixed = 1; break;
-        case 0xcd:
-        case 0xd1: fixed = 2; break;
-        case 0xce:
-        case 0xd2: fixed = 4; break;
-        case 0xcf:
-        case 0xd3: fixed = 8; break;
-        case 0xd4: fixed = 2; break; // fixext: type byte + 1/2/4/8/16 bytes
-        case 0xd5: fixed = 3; break;
-        case 0xd6: fixed = 5; break;
-        case 0xd7: fixed = 9; break;
-        case 0xd8: fixed = 17; break;
-        default: break;
-        }
-        if (fixed) {
-            if (s_left(r) < 1 + fixed) {
-                return s_truncated;
-            }
-            r->p += 1 + fixed;
-            return NULL;
-        }
-        if (b >= 0xa0 && b <= 0xbf) {
-            n = b & 0x1f;
-            r->p++;
-        } else if (b >= 0xd9 && b <= 0xdb) {
-            why = s_rd_len(r, 1 << (b - 0xd9), &n);
-        } else if (b >= 0xc4 && b <= 0xc6) {
-            why = s_rd_len(r, 1 << (b - 0xc4), &n);
-        } else { // ext 8/16/32: length, then a type byte, then the data
-            why = s_rd_len(r, 1 << (b - 0xc7), &n);
-            n += 1;
-        }
-        if (!why && n > s_left(r)) {
-            why = s_truncated;
-        }
-        if (!why) {
-            r->p += n;
-        }
-        return why;
-    }
-    if (!why && items > s_left(r)) {
-        why = s_truncated;
-    }
-    for (uint64_t k = 0; !why && k < items; k++) {
-        why = s_skip(r, depth - 1);
-    }
-    return why;
+    return s_is_trunc(r)                    ? s_truncated
+           : r->err.kind == RL_MPACK_EDEPTH ? "nested too deep"
+                                            : "the unused byte 0xc1";
 }
 
 // ---- record decoding ------------------------------------------------------------------------
@@ -574,7 +354,7 @@ static void *s_copy32(const uint8_t *src, int n) {
 }
 
 // The rewards map: name -> number.
-static const char *s_rd_rewards(s_rd_t *r, rl_traj_record_t *out, int *oom) {
+static const char *s_rd_rewards(rl_mpack_t *r, rl_traj_record_t *out, int *oom) {
     uint64_t n;
     const char *why = s_rd_map(r, &n);
     if (why) {
@@ -627,11 +407,11 @@ typedef struct {
 // Empties *out and describes the failure; `at` (may be NULL) is the cursor left on the value
 // that had the wrong type, named after an "expected ..." message.
 static int s_fail_at(rl_traj_record_t *out, char *err, size_t err_len, int code,
-                     const char *field, const char *why, const s_rd_t *at) {
+                     const char *field, const char *why, const rl_mpack_t *at) {
     rl_traj_record_clear(out);
     char found[48] = "";
-    if (at && s_left(at) > 0 && strncmp(why, "expected", 8) == 0) {
-        snprintf(found, sizeof found, ", found %s", s_type_name(at->p[0]));
+    if (at && rl_mpack_left(at) > 0 && strncmp(why, "expected", 8) == 0) {
+        snprintf(found, sizeof found, ", found %s", s_type_name(at));
     }
     if (field) {
         return rl_errf(err, err_len, code, "field '%s': %s%s", field, why, found);
@@ -650,8 +430,8 @@ int rl_traj_decode(const void *buf, size_t len, rl_traj_record_t *out, char *err
     if (!buf && len) {
         return s_fail(out, err, err_len, RL_EPROTO, NULL, "no bytes");
     }
-    const uint8_t *b = buf;
-    s_rd_t r = {b, b + len};
+    rl_mpack_t r;
+    rl_mpack_init(&r, buf, len, 0);
     uint64_t n_fields;
     const char *why = s_rd_map(&r, &n_fields);
     if (why) {
@@ -661,7 +441,7 @@ int rl_traj_decode(const void *buf, size_t len, rl_traj_record_t *out, char *err
     if (n_fields > S_MAX_FIELDS) {
         return s_fail(out, err, err_len, RL_EPROTO, NULL, "more than 256 entries in the map");
     }
-    const s_rd_t body = r;
+    const rl_mpack_t body = r;
 
     // Pass 1: the version, before anything is interpreted (a later version may change types).
     int have_v = 0;
@@ -693,7 +473,7 @@ int rl_traj_decode(const void *buf, size_t len, rl_traj_record_t *out, char *err
             return s_fail(out, err, err_len, RL_EPROTO, name, why);
         }
     }
-    if (r.p != r.end) {
+    if (rl_mpack_left(&r) != 0) {
         return s_fail(out, err, err_len, RL_EPROTO, NULL, "bytes after the record's map");
     }
     if (!have_v) {
@@ -739,9 +519,8 @@ int rl_traj_decode(const void *buf, size_t len, rl_traj_record_t *out, char *err
         case F_REF_LP:
         case F_VALUES:
         case F_ADVANTAGES:
-            if (s_left(&r) >= 1 && r.p[0] == 0xc0) { // nil: not stored
+            if (rl_mpack_read_nil(&r) == 0) { // nil: not stored
                 span[f].nil = 1;
-                r.p++;
                 why = NULL;
             } else {
                 why = s_rd_bytes(&r, 'b', &span[f].p, &span[f].len);
@@ -897,8 +676,9 @@ static int s_meta_get(rl_traj_t *self, MDB_txn *txn, const char *key, uint64_t *
     if (rc) {
         return rc;
     }
-    s_rd_t r = {v.mv_data, (const uint8_t *)v.mv_data + v.mv_size};
-    if (s_rd_uint(&r, UINT64_MAX, out) != NULL || r.p != r.end) {
+    rl_mpack_t r;
+    rl_mpack_init(&r, v.mv_data, v.mv_size, 0);
+    if (rl_mpack_read_uint(&r, UINT64_MAX, out) != 0 || rl_mpack_left(&r) != 0) {
         return RL_EPROTO;
     }
     return 0;

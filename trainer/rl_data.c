@@ -1,11 +1,12 @@
-// rl_data — JSONL SFT rows to tokens + masks. All examples of a file live in two growing
-// arrays (tokens, mask) with per-example offsets, so a 100k-row dataset is 3 allocations.
+// rl_data — JSONL SFT rows to tokens + masks. The file is read with core's JSONL reader
+// (rl_jsonl: lines, blank lines, the line cap, JSON parsing). All examples of a file live in two
+// growing arrays (tokens, mask) with per-example offsets, so a 100k-row dataset is 3 allocations.
 #include "rl_data.h"
 
 #include "rl_err.h"
+#include "rl_jsonl.h"
 #include "rl_rng.h"
 
-#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -314,9 +315,7 @@ static int s_row(rl_data_t *d, json_t *row, const rl_data_opts_t *o, rl_tokenize
 rl_data_t *rl_data_load(const char *path, const rl_data_opts_t *o, rl_tokenizer_t *tok,
                         char *err, size_t err_len) {
     rl_data_t *d = calloc(1, sizeof(*d));
-    FILE *f = NULL;
-    char *line = NULL;
-    size_t cap = 0;
+    rl_jsonl_t *in = NULL;
     char where[600];
     if (!d) {
         rl_errf(err, err_len, RL_ENOMEM, "out of memory");
@@ -329,39 +328,17 @@ rl_data_t *rl_data_load(const char *path, const rl_data_opts_t *o, rl_tokenizer_
         goto fail;
     }
     d->format = o->format;
-    f = fopen(path, "rb");
-    if (!f) {
-        rl_errf(err, err_len, errno, "%s: cannot open: %s", path, strerror(errno));
+    int rc = rl_jsonl_open(path, 0, &in, err, err_len);
+    if (rc) {
+        if (rc > 0) {
+            rl_errf(err, err_len, rc, "%s: cannot open: %s", path, strerror(rc));
+        }
         goto fail;
     }
-    ssize_t got;
-    int lineno = 0;
-    while ((got = getline(&line, &cap, f)) >= 0) {
-        lineno++;
-        size_t len = (size_t)got;
-        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) {
-            len--;
-        }
-        size_t sp = 0;
-        while (sp < len && (line[sp] == ' ' || line[sp] == '\t')) {
-            sp++;
-        }
-        if (sp == len) {
-            continue;
-        }
+    json_t *row;
+    while ((rc = rl_jsonl_next(in, &row)) == 1) {
+        int lineno = (int)rl_jsonl_lineno(in);
         snprintf(where, sizeof(where), "%s:%d", path, lineno);
-        json_error_t jerr;
-        json_t *row = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
-        if (!row) {
-            rl_errf(err, err_len, RL_EINVAL, "%s:%d: invalid JSON: %s", where, jerr.column,
-                    jerr.text);
-            goto fail;
-        }
-        if (!json_is_object(row)) {
-            json_decref(row);
-            rl_errf(err, err_len, RL_EINVAL, "%s: a row must be a JSON object", where);
-            goto fail;
-        }
         if (d->format == RL_DATA_FORMAT_AUTO) {
             int fmt = s_detect(row, o, where, err, err_len);
             if (fmt < 0) {
@@ -370,14 +347,21 @@ rl_data_t *rl_data_load(const char *path, const rl_data_opts_t *o, rl_tokenizer_
             }
             d->format = fmt;
         }
-        int rc = s_row(d, row, o, tok, lineno, where, err, err_len);
+        rc = s_row(d, row, o, tok, lineno, where, err, err_len);
         json_decref(row);
         if (rc < 0 || rc > 1) {
             goto fail;
         }
     }
-    if (ferror(f)) {
-        rl_errf(err, err_len, RL_EIO, "%s: read error", path);
+    if (rc) {
+        const json_error_t *je = rl_jsonl_json_error(in);
+        if (je) {
+            snprintf(where, sizeof(where), "%s:%ld", path, rl_jsonl_lineno(in));
+            rl_errf(err, err_len, RL_EINVAL, "%s:%d: invalid JSON: %s", where, je->column,
+                    je->text);
+        } else {
+            rl_errf(err, err_len, rc, "%s", rl_jsonl_errmsg(in));
+        }
         goto fail;
     }
     if (d->n_ex == 0) {
@@ -389,14 +373,10 @@ rl_data_t *rl_data_load(const char *path, const rl_data_opts_t *o, rl_tokenizer_
         rl_errf(err, err_len, RL_EINVAL, "%s: no token carries the loss", path);
         goto fail;
     }
-    free(line);
-    fclose(f);
+    rl_jsonl_close(&in);
     return d;
 fail:
-    free(line);
-    if (f) {
-        fclose(f);
-    }
+    rl_jsonl_close(&in);
     rl_data_destroy(&d);
     return NULL;
 }

@@ -1,10 +1,11 @@
-// rl_prompts — JSONL prompt rows. Each kept prompt owns its row text, rendered text and ids.
+// rl_prompts — JSONL prompt rows, read with core's JSONL reader (rl_jsonl). Each kept prompt
+// owns its row text, rendered text and ids.
 #include "rl_prompts.h"
 
 #include "rl_data.h"
 #include "rl_err.h"
+#include "rl_jsonl.h"
 
-#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,43 +79,30 @@ static int s_prompt_text(json_t *v, const char *line, size_t len, const char *wh
 rl_prompts_t *rl_prompts_load(const char *path, const char *field, rl_tokenizer_t *tok,
                               rl_chat_format_t chat, int max_prompt_length, int truncation,
                               char *err, size_t err_len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        rl_errf(err, err_len, errno, "%s: %s", path, strerror(errno));
+    rl_jsonl_t *in = NULL;
+    if (rl_jsonl_open(path, 0, &in, err, err_len) != 0) {
         return NULL;
     }
     rl_prompts_t *s = calloc(1, sizeof(*s));
-    char *line = NULL;
-    size_t lcap = 0;
-    ssize_t got;
-    int lineno = 0, rc = s ? 0 : RL_ENOMEM;
-    while (!rc && (got = getline(&line, &lcap, f)) >= 0) {
-        lineno++;
-        size_t len = (size_t)got;
-        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) {
-            len--;
+    int rc = s ? 0 : RL_ENOMEM;
+    while (!rc) {
+        json_t *row = NULL;
+        int got = rl_jsonl_next(in, &row);
+        if (got == 0) {
+            break;
         }
-        size_t sp = 0;
-        while (sp < len && (line[sp] == ' ' || line[sp] == '\t')) {
-            sp++;
-        }
-        if (sp == len) {
-            continue;
-        }
+        int lineno = (int)rl_jsonl_lineno(in);
         char where[4200];
         snprintf(where, sizeof(where), "%s:%d", path, lineno);
-        json_error_t jerr;
-        json_t *row = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
-        if (!row) {
-            rc = rl_errf(err, err_len, RL_EINVAL, "%s:%d: not JSON: %s", where, jerr.column,
-                         jerr.text);
+        if (got < 0) {
+            const json_error_t *je = rl_jsonl_json_error(in);
+            rc = je ? rl_errf(err, err_len, RL_EINVAL, "%s:%d: not JSON: %s", where, je->column,
+                              je->text)
+                    : rl_errf(err, err_len, got, "%s", rl_jsonl_errmsg(in));
             break;
         }
-        if (!json_is_object(row)) {
-            json_decref(row);
-            rc = rl_errf(err, err_len, RL_EINVAL, "%s: a row must be a JSON object", where);
-            break;
-        }
+        size_t len;
+        const char *line = rl_jsonl_line(in, &len);
         json_t *v = json_object_get(row, field);
         if (!v) {
             json_decref(row);
@@ -184,11 +172,7 @@ rl_prompts_t *rl_prompts_load(const char *path, const char *field, rl_tokenizer_
         p->row_len = len;
         p->line = lineno;
     }
-    free(line);
-    if (!rc && ferror(f)) {
-        rc = rl_errf(err, err_len, RL_EIO, "%s: read error", path);
-    }
-    fclose(f);
+    rl_jsonl_close(&in);
     if (!rc && s->n == 0) {
         rc = rl_errf(err, err_len, RL_EINVAL, "%s: no usable prompt (%zu dropped as longer than "
                      "data.max_prompt_length)", path, s->dropped);
