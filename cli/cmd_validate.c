@@ -52,8 +52,9 @@ static void s_keys(FILE *out) {
                     i ? "\n" : "", section);
         }
         int list = !strcmp(section, "rewards");
+        char def[256]; // def_doc, or each algorithm's default: "0.0 (grpo), 0.1 (sft)"
         fprintf(out, "| `%s%s.%s` | %s | `%s` | ", section, list ? "[]" : "", k->key,
-                rl_recipe_type_name(k->type), k->def_doc);
+                rl_recipe_type_name(k->type), rl_recipe_key_default_doc(k, def, sizeof def));
         if (k->choices) {
             s_choices(out, k->choices);
         } else if (k->type == RL_RECIPE_T_INT || k->type == RL_RECIPE_T_FLOAT ||

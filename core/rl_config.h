@@ -6,6 +6,13 @@
 // its source position so later stages can report problems found after loading (a broken
 // config.json, say) at the line that named the file. This module reads no model or data file:
 // it only checks that referenced paths exist. Schema and semantics: docs/recipe.md.
+//
+// The implementation is split by job (core/rl_config_priv.h is what the parts share):
+//   rl_config_schema.c    the table, the enums' choice lists, the shared name lists, lookups
+//   rl_config_load.c      YAML -> typed struct: conversions, defaults, error list, positions
+//   rl_config_override.c  command-line `a.b=value` spliced into the YAML tree
+//   rl_config_check.c     cross-key checks (generic, then one function per algorithm), files
+//   rl_config_write.c     the resolved YAML that `rlctl validate` prints
 #ifndef RL_CONFIG_H
 #define RL_CONFIG_H
 
@@ -40,6 +47,10 @@ enum {
     RL_RECIPE_K_DERIVED = 1u << 5,  // default computed from other keys (see def_doc)
 };
 
+// Algorithms: the values of algorithm.name (the order of its `choices`). RL_RECIPE_NALGO counts
+// them and sizes rl_recipe_key_t.def_by_algo.
+enum { RL_RECIPE_ALGO_GRPO = 0, RL_RECIPE_ALGO_SFT = 1, RL_RECIPE_NALGO };
+
 typedef struct {
     const char *section;        // "optim"; for a list section ("rewards"), one entry's keys
     const char *key;            // "lr"
@@ -55,6 +66,10 @@ typedef struct {
     const char *gate;           // a bool key that must be true for this key to apply, or NULL
     const char *needs;          // PATH_DIR: a file the directory must contain, or NULL
     const char *doc;            // one line of meaning
+    // Default per algorithm, as YAML text: [RL_RECIPE_ALGO_*] = "..." overrides `def` for
+    // recipes of that algorithm; NULL entries (and a recipe whose algorithm is unknown) take
+    // `def`. Only keys with a `def` may have them (see rl_recipe_key_default).
+    const char *def_by_algo[RL_RECIPE_NALGO];
 } rl_recipe_key_t;
 
 // Sets *keys to the schema table (sections in recipe order) and returns its length.
@@ -64,13 +79,23 @@ int rl_recipe_schema(const rl_recipe_key_t **keys);
 // Returns "bool", "int", ... for a type. borrowed; valid until program exit.
 const char *rl_recipe_type_name(rl_recipe_type_t type);
 
+// The default of key k, as YAML text, for a recipe of algorithm `algo` (RL_RECIPE_ALGO_*, or -1
+// when unknown): k->def_by_algo[algo] when set, else k->def (NULL for required, optional and
+// derived keys). borrowed; valid until program exit.
+const char *rl_recipe_key_default(const rl_recipe_key_t *k, int algo);
+
+// Writes the default of key k as docs and `rlctl validate --keys` show it into out[0..n)
+// (truncated to n - 1 bytes): k->def_doc when every algorithm the key applies to has the same
+// default, else each one's default with the algorithm in parentheses, in algorithm order
+// ("0.0 (grpo), 0.1 (sft)"). Returns out.
+const char *rl_recipe_key_default_doc(const rl_recipe_key_t *k, char *out, size_t n);
+
 // Returns the name of value `value` of the ENUM key `dotted_key` ("optim.scheduler",
 // "rewards.builtin"), or NULL when either is unknown. borrowed; valid until program exit.
 const char *rl_recipe_enum_name(const char *dotted_key, int value);
 
 // ---- enum values (the order of each key's `choices`) --------------------------------------
 
-enum { RL_RECIPE_ALGO_GRPO = 0, RL_RECIPE_ALGO_SFT = 1 };
 enum {
     RL_RECIPE_DTYPE_FLOAT32 = 0,
     RL_RECIPE_DTYPE_BFLOAT16 = 1,
@@ -101,14 +126,46 @@ enum {
 };
 enum { RL_RECIPE_TIS_NONE = 0, RL_RECIPE_TIS_TOKEN = 1, RL_RECIPE_TIS_SEQUENCE = 2 };
 enum { RL_RECIPE_OPTIM_ADAMW = 0 };
-enum { RL_RECIPE_REF_ACTOR = 0 };
+enum { RL_RECIPE_REF_ACTOR = 0, RL_RECIPE_REF_WORKER = 1 };
 enum { RL_RECIPE_SCHED_CONSTANT = 0, RL_RECIPE_SCHED_LINEAR = 1, RL_RECIPE_SCHED_COSINE = 2 };
 enum {
     RL_RECIPE_REWARD_PLUGIN = -1, // `plugin:` names a .so
     RL_RECIPE_REWARD_MATH_ANSWER = 0,
     RL_RECIPE_REWARD_REGEX_FORMAT = 1,
     RL_RECIPE_REWARD_LENGTH = 2,
+    RL_RECIPE_REWARD_NBUILTIN = 3,
 };
+
+// ---- names that model/ and rewards/ share with the recipe (each list exists only here) -----
+// core is the lowest layer, so the lists live here and the others use them: the recipe's
+// choices for lora.target_modules and rewards[].builtin, model/rl_lora's PEFT module names and
+// rewards/rl_reward_builtin's table names are the same strings. Macros, so that a static table
+// elsewhere (a reward's rl_reward_table_t, rl_lora's module paths) can be built from them.
+
+// LoRA's target modules, the 7 projections of a Llama/Qwen block, in PEFT order: module
+// m = 0..6 (bit m of a target set in model/rl_lora.h and model/rl_model.h).
+#define RL_RECIPE_LORA_NMOD 7
+#define RL_RECIPE_LORA_Q_PROJ "q_proj"
+#define RL_RECIPE_LORA_K_PROJ "k_proj"
+#define RL_RECIPE_LORA_V_PROJ "v_proj"
+#define RL_RECIPE_LORA_O_PROJ "o_proj"
+#define RL_RECIPE_LORA_GATE_PROJ "gate_proj"
+#define RL_RECIPE_LORA_UP_PROJ "up_proj"
+#define RL_RECIPE_LORA_DOWN_PROJ "down_proj"
+#define RL_RECIPE_LORA_ALL_LINEAR "all-linear" // PEFT's spelling of "all 7"
+
+// PEFT's name of module m ("q_proj"), NULL for m outside 0..6. borrowed; valid until program
+// exit.
+const char *rl_recipe_lora_module_name(int m);
+
+// The built-in rewards, named for rewards[].builtin and for their ABI tables.
+#define RL_RECIPE_REWARD_MATH_ANSWER_NAME "math_answer"
+#define RL_RECIPE_REWARD_REGEX_FORMAT_NAME "regex_format"
+#define RL_RECIPE_REWARD_LENGTH_NAME "length"
+
+// The name of built-in `which` (RL_RECIPE_REWARD_MATH_ANSWER .. _LENGTH), NULL for any other
+// value (RL_RECIPE_REWARD_PLUGIN included). borrowed; valid until program exit.
+const char *rl_recipe_reward_builtin_name(int which);
 
 // ---- the typed recipe ---------------------------------------------------------------------
 // Paths are absolute (inputs resolved against the recipe's directory, see docs/recipe.md).

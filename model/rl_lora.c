@@ -3,6 +3,7 @@
 // dropout mask.
 #include "rl_lora.h"
 
+#include "rl_config.h"
 #include "rl_err.h"
 #include "rl_rng.h"
 #include "rl_safetensors.h"
@@ -28,14 +29,17 @@ struct rl_lora {
     size_t *off;  // [L * 7] offset of A of (l, m) in mem, or SIZE_MAX when not targeted
 };
 
-static const char *const s_names[RL_LORA_NMOD] = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
-                                                  "gate_proj", "up_proj", "down_proj"};
+// The module names are the recipe's (core/rl_config.h: one list for recipe, model and PEFT
+// files); where each projection sits in a decoder layer is the model's knowledge.
+_Static_assert(RL_LORA_NMOD == RL_RECIPE_LORA_NMOD, "one module numbering");
 static const char *const s_paths[RL_LORA_NMOD] = {
-    "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-    "mlp.gate_proj",    "mlp.up_proj",      "mlp.down_proj"};
+    "self_attn." RL_RECIPE_LORA_Q_PROJ, "self_attn." RL_RECIPE_LORA_K_PROJ,
+    "self_attn." RL_RECIPE_LORA_V_PROJ, "self_attn." RL_RECIPE_LORA_O_PROJ,
+    "mlp." RL_RECIPE_LORA_GATE_PROJ,    "mlp." RL_RECIPE_LORA_UP_PROJ,
+    "mlp." RL_RECIPE_LORA_DOWN_PROJ};
 
 const char *rl_lora_module_name(int m) {
-    return m >= 0 && m < RL_LORA_NMOD ? s_names[m] : NULL;
+    return rl_recipe_lora_module_name(m);
 }
 
 const char *rl_lora_module_path(int m) {
@@ -205,7 +209,8 @@ static void s_targets_str(char *buf, size_t cap, int targets) {
     buf[0] = '\0';
     for (int m = 0; m < RL_LORA_NMOD; m++) {
         if ((targets & (1 << m)) && len < cap) {
-            len += (size_t)snprintf(buf + len, cap - len, "%s%s", len ? "," : "", s_names[m]);
+            len += (size_t)snprintf(buf + len, cap - len, "%s%s", len ? "," : "",
+                                    rl_lora_module_name(m));
         }
     }
 }
@@ -224,7 +229,7 @@ int rl_lora_copy_from(rl_lora_t *self, const rl_lora_t *src, char *err, size_t e
             s_targets_str(want, sizeof want, self->targets);
             return rl_errf(err, err_len, RL_EINVAL,
                            "adapter %s target module '%s' but the model's LoRA targets %s",
-                           a ? "has" : "lacks", s_names[m], want);
+                           a ? "has" : "lacks", rl_lora_module_name(m), want);
         }
     }
     RL_ASSERT(self->n == src->n);
@@ -315,7 +320,7 @@ int rl_lora_save(const rl_lora_t *self, const char *dir, const char *base_model,
     }
     for (int m = 0; m < RL_LORA_NMOD; m++) {
         if (self->targets & (1 << m)) {
-            json_array_append_new(targets, json_string(s_names[m]));
+            json_array_append_new(targets, json_string(rl_lora_module_name(m)));
         }
     }
     // the keys PEFT itself writes for a plain LoRA, so that PEFT, vLLM and TRL load it
@@ -390,12 +395,21 @@ fail:
     return rc;
 }
 
+// "q_proj, k_proj, ..., down_proj" for messages
+static void s_module_list(char *out, size_t n) {
+    size_t o = 0;
+    out[0] = '\0';
+    for (int m = 0; m < RL_LORA_NMOD && o < n; m++) {
+        o += (size_t)snprintf(out + o, n - o, "%s%s", m ? ", " : "", rl_lora_module_name(m));
+    }
+}
+
 // Module index of a PEFT target name ("q_proj", or a dotted path ending in it), -1 if none.
 static int s_module_index(const char *name) {
     const char *dot = strrchr(name, '.');
     const char *last = dot ? dot + 1 : name;
     for (int m = 0; m < RL_LORA_NMOD; m++) {
-        if (strcmp(last, s_names[m]) == 0) {
+        if (strcmp(last, rl_recipe_lora_module_name(m)) == 0) {
             return m;
         }
     }
@@ -490,18 +504,19 @@ static int s_parse_config(const char *path, int *r, float *alpha, float *dropout
     }
     v = json_object_get(root, "target_modules");
     *targets = 0;
+    char mods[128];
+    s_module_list(mods, sizeof mods);
     if (json_is_string(v)) {
         const char *s = json_string_value(v);
         int m = s_module_index(s);
-        if (strcmp(s, "all-linear") == 0) {
+        if (strcmp(s, RL_RECIPE_LORA_ALL_LINEAR) == 0) {
             *targets = 0x7f;
         } else if (m >= 0) {
             *targets = 1 << m;
         } else {
             rc = rl_errf(err, err_len, RL_EUNSUPPORTED,
-                         "%s: target_modules '%s' is not supported (a list of q_proj, k_proj, "
-                         "v_proj, o_proj, gate_proj, up_proj, down_proj, or \"all-linear\")",
-                         path, s);
+                         "%s: target_modules '%s' is not supported (a list of %s, or \"%s\")",
+                         path, s, mods, RL_RECIPE_LORA_ALL_LINEAR);
             goto fail;
         }
     } else if (json_is_array(v) && json_array_size(v) > 0) {
@@ -511,9 +526,8 @@ static int s_parse_config(const char *path, int *r, float *alpha, float *dropout
             int m = json_is_string(e) ? s_module_index(json_string_value(e)) : -1;
             if (m < 0) {
                 rc = rl_errf(err, err_len, RL_EINVAL,
-                             "%s: target module '%s' is not a Linear of the model (q_proj, "
-                             "k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj)",
-                             path, json_is_string(e) ? json_string_value(e) : "(not a string)");
+                             "%s: target module '%s' is not a Linear of the model (%s)", path,
+                             json_is_string(e) ? json_string_value(e) : "(not a string)", mods);
                 goto fail;
             }
             *targets |= 1 << m;
@@ -592,7 +606,7 @@ int rl_lora_load(const rl_hf_config_t *cfg, const char *dir, int with_grads, rl_
         if (!(targets & (1 << m))) {
             rc = rl_errf(err, err_len, RL_EINVAL,
                          "%s: tensor '%s' belongs to module '%s', which target_modules does "
-                         "not list", path, t->name, s_names[m]);
+                         "not list", path, t->name, rl_lora_module_name(m));
             goto fail;
         }
         int in, o;
@@ -611,8 +625,8 @@ int rl_lora_load(const rl_hf_config_t *cfg, const char *dir, int with_grads, rl_
             rc = rl_errf(err, err_len, RL_EINVAL,
                          "%s: tensor '%s' has shape %s, expected [%lld,%lld] (r=%d, %s is "
                          "%d -> %d)",
-                         path, t->name, got, (long long)want0, (long long)want1, r, s_names[m],
-                         in, o);
+                         path, t->name, got, (long long)want0, (long long)want1, r,
+                         rl_lora_module_name(m), in, o);
             goto fail;
         }
         rl_st_to_f32(ab == 'A' ? rl_lora_A(self, l, m) : rl_lora_B(self, l, m), t);

@@ -25,8 +25,9 @@ extern "C" {
 
 typedef struct rl_lora rl_lora_t;
 
-// PEFT's module name of module m ("q_proj") and its path inside a decoder layer
-// ("self_attn.q_proj"). borrowed; valid until program exit. NULL for m outside 0..6.
+// PEFT's module name of module m ("q_proj"; the recipe's list, rl_recipe_lora_module_name of
+// core/rl_config.h) and its path inside a decoder layer ("self_attn.q_proj").
+// borrowed; valid until program exit. NULL for m outside 0..6.
 const char *rl_lora_module_name(int m);
 const char *rl_lora_module_path(int m);
 // The Linear's input and output widths of module m under cfg.

@@ -186,7 +186,7 @@ static void s_math_destroy(void *state) {
 static const rl_reward_table_t s_math_table = {
     .abi_version = RL_REWARD_ABI_VERSION,
     .struct_size = sizeof(rl_reward_table_t),
-    .name = "math_answer",
+    .name = RL_RECIPE_REWARD_MATH_ANSWER_NAME,
     .create = s_math_create,
     .score = s_math_score,
     .destroy = s_math_destroy,
@@ -260,7 +260,7 @@ static void s_regex_destroy(void *state) {
 static const rl_reward_table_t s_regex_table = {
     .abi_version = RL_REWARD_ABI_VERSION,
     .struct_size = sizeof(rl_reward_table_t),
-    .name = "regex_format",
+    .name = RL_RECIPE_REWARD_REGEX_FORMAT_NAME,
     .create = s_regex_create,
     .score = s_regex_score,
     .destroy = s_regex_destroy,
@@ -363,7 +363,7 @@ static void s_length_destroy(void *state) {
 static const rl_reward_table_t s_length_table = {
     .abi_version = RL_REWARD_ABI_VERSION,
     .struct_size = sizeof(rl_reward_table_t),
-    .name = "length",
+    .name = RL_RECIPE_REWARD_LENGTH_NAME,
     .create = s_length_create,
     .score = s_length_score,
     .destroy = s_length_destroy,

@@ -1,8 +1,10 @@
 // tests for rl_config (recipes) and rl_yaml: defaults, every error class with its exact
 // file:line:col, did-you-mean, duplicates, overrides, the printed YAML's fixed point, the docs
-// covering every schema key, the bad-recipe corpus (tests/fixtures/recipes/bad/*.yaml, each
-// carrying its expected messages as "# expect:" lines) and the rlctl binary's exit codes.
+// covering every schema key, defaults per algorithm, the name lists core shares with model/ and
+// rewards/, the bad-recipe corpus (tests/fixtures/recipes/bad/*.yaml, each carrying its
+// expected messages as "# expect:" lines) and the rlctl binary's exit codes.
 #include "rl_config.h"
+#include "rl_config_priv.h" // rl_cfg_algo_defaults with rows of the test's own
 #include "rl_err.h"
 #include "rl_test.h"
 #include "rl_yaml.h"
@@ -234,6 +236,167 @@ static void test_schema(void) {
             CHECK_MSG(strcmp(k->section, keys[j].section) || strcmp(k->key, keys[j].key),
                       "%s.%s twice", k->section, k->key);
         }
+        // a default per algorithm refines `def`, for an algorithm the key applies to (the
+        // loader asserts that each one converts: test_defaults and test_grpo load them)
+        for (int a = 0; a < RL_RECIPE_NALGO; a++) {
+            if (k->def_by_algo[a]) {
+                CHECK_MSG(k->def != NULL, "%s.%s: def_by_algo without def", k->section, k->key);
+                CHECK_MSG(!k->algos || (k->algos & (1u << a)),
+                          "%s.%s: a default for %s, which the key does not apply to",
+                          k->section, k->key, rl_recipe_enum_name("algorithm.name", a));
+            }
+        }
+    }
+}
+
+// The LoRA module names and the built-in reward names exist once (rl_config.h): the recipe's
+// choices are those lists, in PEFT order and in RL_RECIPE_REWARD_* order.
+static void test_name_lists(void) {
+    static const char *const peft[] = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
+                                       "gate_proj", "up_proj", "down_proj"};
+    const rl_recipe_key_t *keys;
+    int n = rl_recipe_schema(&keys);
+    const rl_recipe_key_t *tm = NULL, *builtin = NULL;
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(keys[i].section, "lora") && !strcmp(keys[i].key, "target_modules")) {
+            tm = &keys[i];
+        } else if (!strcmp(keys[i].section, "rewards") && !strcmp(keys[i].key, "builtin")) {
+            builtin = &keys[i];
+        }
+    }
+    CHECK(tm && builtin);
+    if (!tm || !builtin) {
+        return;
+    }
+    CHECK_INT(RL_RECIPE_LORA_NMOD, 7);
+    for (int m = 0; m < RL_RECIPE_LORA_NMOD; m++) {
+        CHECK_STR(rl_recipe_lora_module_name(m), peft[m]);
+        CHECK(tm->choices[m] == rl_recipe_lora_module_name(m)); // the same string, not a copy
+    }
+    CHECK_STR(tm->choices[RL_RECIPE_LORA_NMOD], RL_RECIPE_LORA_ALL_LINEAR);
+    CHECK(tm->choices[RL_RECIPE_LORA_NMOD + 1] == NULL);
+    CHECK(rl_recipe_lora_module_name(-1) == NULL);
+    CHECK(rl_recipe_lora_module_name(RL_RECIPE_LORA_NMOD) == NULL);
+    CHECK_STR(rl_recipe_reward_builtin_name(RL_RECIPE_REWARD_MATH_ANSWER), "math_answer");
+    CHECK_STR(rl_recipe_reward_builtin_name(RL_RECIPE_REWARD_REGEX_FORMAT), "regex_format");
+    CHECK_STR(rl_recipe_reward_builtin_name(RL_RECIPE_REWARD_LENGTH), "length");
+    for (int b = 0; b < RL_RECIPE_REWARD_NBUILTIN; b++) {
+        CHECK(builtin->choices[b] == rl_recipe_reward_builtin_name(b));
+    }
+    CHECK(builtin->choices[RL_RECIPE_REWARD_NBUILTIN] == NULL);
+    CHECK(rl_recipe_reward_builtin_name(RL_RECIPE_REWARD_PLUGIN) == NULL);
+    CHECK(rl_recipe_reward_builtin_name(RL_RECIPE_REWARD_NBUILTIN) == NULL);
+    // every algorithm has a name (def_by_algo and the docs index by RL_RECIPE_ALGO_*)
+    for (int a = 0; a < RL_RECIPE_NALGO; a++) {
+        CHECK_MSG(rl_recipe_enum_name("algorithm.name", a) != NULL, "algorithm %d", a);
+    }
+    CHECK(rl_recipe_enum_name("algorithm.name", RL_RECIPE_NALGO) == NULL);
+}
+
+// A key's default per algorithm (rl_recipe_key_t.def_by_algo). No key of today's table has one
+// that differs from `def` (no resolved recipe changes), so the mechanism is checked with rows
+// of this test's own: the resolver, the text of docs and --keys, and the loader's stage
+// (rl_cfg_algo_defaults, the function rl_recipe_load_string runs after the walk) on a recipe.
+static void test_default_by_algo(void) {
+    char doc[256];
+    // a key of every algorithm with its own default for SFT
+    rl_recipe_key_t k = {.section = "train", .key = "x", .type = RL_RECIPE_T_INT,
+                         .def = "8", .def_doc = "8", .max = 100, .doc = "test",
+                         .def_by_algo = {[RL_RECIPE_ALGO_SFT] = "16"}};
+    CHECK_STR(rl_recipe_key_default(&k, RL_RECIPE_ALGO_GRPO), "8");
+    CHECK_STR(rl_recipe_key_default(&k, RL_RECIPE_ALGO_SFT), "16");
+    CHECK_STR(rl_recipe_key_default(&k, -1), "8"); // algorithm unknown: def
+    CHECK_STR(rl_recipe_key_default(&k, RL_RECIPE_NALGO), "8");
+    CHECK_STR(rl_recipe_key_default_doc(&k, doc, sizeof doc), "8 (grpo), 16 (sft)");
+    char small[8];
+    CHECK_STR(rl_recipe_key_default_doc(&k, small, sizeof small), "8 (grpo");
+    // only the algorithms the key applies to are shown
+    k.algos = 1u << RL_RECIPE_ALGO_SFT;
+    CHECK_STR(rl_recipe_key_default_doc(&k, doc, sizeof doc), "16 (sft)");
+    // a per-algorithm default equal to def changes nothing in the docs
+    k.algos = 0;
+    k.def_by_algo[RL_RECIPE_ALGO_SFT] = "8";
+    CHECK_STR(rl_recipe_key_default_doc(&k, doc, sizeof doc), "8");
+    // today's table: every key shows def_doc
+    const rl_recipe_key_t *keys;
+    int n = rl_recipe_schema(&keys);
+    for (int i = 0; i < n; i++) {
+        CHECK_STR(rl_recipe_key_default_doc(&keys[i], doc, sizeof doc), keys[i].def_doc);
+        for (int a = 0; a < RL_RECIPE_NALGO; a++) {
+            CHECK(rl_recipe_key_default(&keys[i], a) == keys[i].def);
+        }
+    }
+
+    // the loader's stage on a GRPO recipe: unset keys take the GRPO default, keys the recipe
+    // or an override set keep their value, other algorithms' defaults are not used, and list
+    // entries are handled one by one
+    static const char *const scheds[] = {"constant", "linear", "cosine", NULL};
+    const rl_recipe_key_t rows[] = {
+        {.section = "algorithm", .key = "beta", .type = RL_RECIPE_T_FLOAT,
+         .offset = offsetof(rl_recipe_t, algorithm.beta), .def = "0.0", .def_doc = "0.0",
+         .max = 100, .doc = "unset in the recipe: 0.05",
+         .def_by_algo = {[RL_RECIPE_ALGO_GRPO] = "0.05", [RL_RECIPE_ALGO_SFT] = "0.1"}},
+        {.section = "algorithm", .key = "epsilon_high", .type = RL_RECIPE_T_FLOAT,
+         .offset = offsetof(rl_recipe_t, algorithm.epsilon_high), .def = "0.2",
+         .def_doc = "0.2", .max = 10, .doc = "set by an override: kept",
+         .def_by_algo = {[RL_RECIPE_ALGO_GRPO] = "0.28"}},
+        {.section = "algorithm", .key = "std_eps", .type = RL_RECIPE_T_FLOAT,
+         .offset = offsetof(rl_recipe_t, algorithm.std_eps), .def = "1e-4", .def_doc = "1e-4",
+         .max = 1, .doc = "only SFT's default differs: kept",
+         .def_by_algo = {[RL_RECIPE_ALGO_SFT] = "1e-6"}},
+        {.section = "optim", .key = "scheduler", .type = RL_RECIPE_T_ENUM,
+         .offset = offsetof(rl_recipe_t, optim.scheduler), .def = "constant",
+         .def_doc = "constant", .choices = scheds, .doc = "set in the recipe: kept",
+         .def_by_algo = {[RL_RECIPE_ALGO_GRPO] = "linear"}},
+        {.section = "rewards", .key = "weight", .type = RL_RECIPE_T_FLOAT,
+         .offset = offsetof(rl_recipe_reward_t, weight), .def = "1.0", .def_doc = "1.0",
+         .min = -RL_CFG_BIG, .max = RL_CFG_BIG, .doc = "per entry",
+         .def_by_algo = {[RL_RECIPE_ALGO_GRPO] = "2.0"}},
+    };
+    int nrows = (int)(sizeof rows / sizeof rows[0]);
+    const char *ovr[] = {"algorithm.epsilon_high=0.3", "rewards.2.weight="};
+    rl_recipe_t *r = NULL;
+    int rc = rl_recipe_load_file(RECIPES "/good/grpo.yaml", ovr, 2, RL_RECIPE_NO_FILE_CHECKS,
+                                 &r, s_err, ERRLEN);
+    CHECK_MSG(rc == 0, "%s", s_err);
+    if (r) {
+        CHECK_CLOSE(r->algorithm.beta, 0.0, 0); // the real table: def
+        rl_cfg_ctx_t c = {.r = r, .file = r->priv->files[0]};
+        rl_cfg_algo_defaults(&c, rows, nrows);
+        CHECK_INT(c.nerr, 0);
+        CHECK_INT(c.oom, 0);
+        CHECK_CLOSE(r->algorithm.beta, 0.05, 0);
+        CHECK_CLOSE(r->algorithm.epsilon_high, 0.3, 0);
+        CHECK_CLOSE(r->algorithm.std_eps, 1e-4, 0);
+        CHECK_INT(r->optim.scheduler, RL_RECIPE_SCHED_COSINE);
+        CHECK_INT(r->n_rewards, 3);
+        if (r->n_rewards == 3) {
+            CHECK_CLOSE(r->rewards[0].weight, 2.0, 0); // not written
+            CHECK_CLOSE(r->rewards[1].weight, 0.5, 0); // weight: 0.5
+            CHECK_CLOSE(r->rewards[2].weight, 2.0, 0); // written null = the default
+        }
+        // while algorithm.name is unknown, nothing changes
+        r->algorithm.name = -1;
+        r->algorithm.beta = 0.5;
+        rl_cfg_algo_defaults(&c, rows, nrows);
+        CHECK_CLOSE(r->algorithm.beta, 0.5, 0);
+        free(c.errs);
+        rl_recipe_destroy(&r);
+    }
+    // an SFT recipe takes SFT's
+    rc = rl_recipe_load_file(RECIPES "/good/sft.yaml", NULL, 0, RL_RECIPE_NO_FILE_CHECKS, &r,
+                             s_err, ERRLEN);
+    CHECK_MSG(rc == 0, "%s", s_err);
+    if (r) {
+        rl_cfg_ctx_t c = {.r = r, .file = r->priv->files[0]};
+        rl_cfg_algo_defaults(&c, rows, nrows);
+        CHECK_INT(c.nerr, 0);
+        CHECK_CLOSE(r->algorithm.beta, 0.1, 0);
+        CHECK_CLOSE(r->algorithm.epsilon_high, 0.2, 0);
+        CHECK_CLOSE(r->algorithm.std_eps, 1e-6, 0);
+        CHECK_INT(r->optim.scheduler, RL_RECIPE_SCHED_CONSTANT);
+        free(c.errs);
+        rl_recipe_destroy(&r);
     }
 }
 
@@ -247,7 +410,7 @@ static void test_docs_cover_schema(void) {
     const rl_recipe_key_t *keys;
     int n = rl_recipe_schema(&keys);
     for (int i = 0; i < n; i++) {
-        char name[128], row[160], def[160];
+        char name[128], row[160], def[300];
         int list = !strcmp(keys[i].section, "rewards");
         snprintf(name, sizeof name, "`%s%s.%s`", keys[i].section, list ? "[]" : "",
                  keys[i].key);
@@ -261,7 +424,9 @@ static void test_docs_cover_schema(void) {
         size_t len = eol ? (size_t)(eol - at) : strlen(at);
         char line[1024];
         snprintf(line, sizeof line, "%.*s", (int)(len < 1000 ? len : 1000), at);
-        snprintf(def, sizeof def, "| `%s` |", keys[i].def_doc);
+        char shown[256]; // def_doc, or each algorithm's default when they differ
+        rl_recipe_key_default_doc(&keys[i], shown, sizeof shown);
+        snprintf(def, sizeof def, "| `%s` |", shown);
         CHECK_MSG(strstr(line, def) != NULL, "docs/recipe.md: %s: default should read %s",
                   name, def);
         CHECK_MSG(strstr(line, rl_recipe_type_name(keys[i].type)) != NULL,
@@ -599,6 +764,8 @@ int main(void) {
     test_grpo();
     test_enum_names();
     test_schema();
+    test_name_lists();
+    test_default_by_algo();
     test_docs_cover_schema();
     test_errors_inline();
     test_overrides();

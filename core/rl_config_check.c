@@ -1,0 +1,291 @@
+// rl_config_check — the checks of a recipe that need more than one value, run after the walk
+// has converted every key: the generic cross-key checks, then the checks of the recipe's
+// algorithm (one function per algorithm, s_check_grpo and s_check_sft, so each can later move
+// beside its algorithm's own file), then the existence of referenced files. Two derivations
+// live here because they need checked values: all-linear is expanded to the 7 projections, and
+// train.micro_batch_size defaults to the sequences of one step.
+//
+// Not here: the type, range or choices of a single value (rl_config_load.c reports those while
+// converting), derived defaults that need no check (rl_config_load.c), and anything that reads
+// a file's contents (the model folder and the prompts are checked by rlctl validate and the
+// controller's preflight, outside core).
+#include "rl_config_priv.h"
+#include "rl_err.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+// ---------------------------------------------------------------------------------------------
+// generic cross-key checks
+
+// every required key of a map section was set; a missing one is reported at its section (or
+// the file when the section is missing too)
+static void s_check_required(rl_cfg_ctx_t *c) {
+    rl_recipe_t *r = c->r;
+    char key[96];
+    const rl_recipe_key_t *keys;
+    int nkeys = rl_recipe_schema(&keys);
+    for (int i = 0; i < nkeys; i++) {
+        const rl_recipe_key_t *k = &keys[i];
+        if (!(k->flags & RL_RECIPE_K_REQUIRED) || rl_cfg_section(k->section)->is_list) {
+            continue;
+        }
+        snprintf(key, sizeof key, "%s.%s", k->section, k->key);
+        if (!rl_cfg_is_set(r, key)) {
+            const rl_cfg_loc_t *sl = rl_cfg_loc_find(r->priv, k->section);
+            rl_cfg_err_at(c, sl ? sl->file : c->file, sl ? sl->line : 0, sl ? sl->col : 0, key,
+                          "required key is missing (%s)", k->doc);
+        }
+    }
+}
+
+// no key written for another algorithm, or behind a false gate (lora.r with lora.enabled
+// false): such a key would be silently ignored
+static void s_check_applies(rl_cfg_ctx_t *c) {
+    rl_recipe_t *r = c->r;
+    for (int i = 0; i < r->priv->n; i++) {
+        const rl_cfg_loc_t *l = &r->priv->locs[i];
+        const rl_recipe_key_t *k = rl_cfg_key_dotted(l->key);
+        if (!k || !strchr(l->key, '.') || rl_cfg_applies(r, k)) {
+            continue;
+        }
+        if (k->algos && r->algorithm.name >= 0 && !(k->algos & (1u << r->algorithm.name))) {
+            char names[64] = "";
+            for (int a = 0; a < RL_RECIPE_NALGO; a++) {
+                if (k->algos & (1u << a)) {
+                    snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
+                             names[0] ? " or " : "", rl_recipe_enum_name("algorithm.name", a));
+                }
+            }
+            rl_cfg_err_key(c, l->key, "applies only when algorithm.name is %s (this recipe: %s)",
+                           names, rl_recipe_enum_name("algorithm.name", r->algorithm.name));
+        } else if (k->gate) {
+            rl_cfg_err_key(c, l->key, "set while %s is false; set %s: true or remove %s",
+                           k->gate, k->gate, l->key);
+        }
+    }
+}
+
+// lora.target_modules: all-linear alone, no repeats; all-linear is expanded to the projections
+static void s_check_lora(rl_cfg_ctx_t *c) {
+    rl_recipe_t *r = c->r;
+    rl_recipe_strlist_t *tm = &r->lora.target_modules;
+    for (int i = 0; i < tm->n; i++) {
+        if (!strcmp(tm->items[i], RL_RECIPE_LORA_ALL_LINEAR) && tm->n > 1) {
+            rl_cfg_err_key(c, "lora.target_modules",
+                           "all-linear already names every projection; use it alone");
+            break;
+        }
+        for (int j = 0; j < i; j++) {
+            if (!strcmp(tm->items[i], tm->items[j])) {
+                rl_cfg_err_key(c, "lora.target_modules", "'%s' is listed twice", tm->items[i]);
+            }
+        }
+    }
+    if (tm->n == 1 && !strcmp(tm->items[0], RL_RECIPE_LORA_ALL_LINEAR)) {
+        rl_recipe_strlist_t all = {calloc(RL_RECIPE_LORA_NMOD + 1, sizeof(char *)), 0};
+        for (int i = 0; all.items && i < RL_RECIPE_LORA_NMOD; i++) {
+            if ((all.items[i] = strdup(rl_recipe_lora_module_name(i))) != NULL) {
+                all.n++;
+            }
+        }
+        if (all.n != RL_RECIPE_LORA_NMOD) {
+            c->oom = 1;
+        }
+        rl_cfg_strlist_free(tm);
+        *tm = all;
+    } else if (r->lora.enabled && tm->n == 0) {
+        rl_cfg_err_key(c, "lora.target_modules", "empty; LoRA needs at least one projection");
+    }
+}
+
+// the warmup is given one way, and fits in the run
+static void s_check_optim(rl_cfg_ctx_t *c) {
+    rl_recipe_t *r = c->r;
+    if (r->optim.warmup_steps > 0 && r->optim.warmup_ratio > 0) {
+        const rl_cfg_loc_t *ws = rl_cfg_loc_find(r->priv, "optim.warmup_steps");
+        rl_cfg_err_key(c, "optim.warmup_ratio",
+                       "set together with optim.warmup_steps (at %s:%d:%d); use one of them",
+                       ws ? ws->file : c->file, ws ? ws->line : 0, ws ? ws->col : 0);
+    }
+    if (r->optim.warmup_steps > 0 && r->train.steps > 0 &&
+        r->optim.warmup_steps > r->train.steps) {
+        rl_cfg_err_key(c, "optim.warmup_steps", "%d is more than train.steps (%d)",
+                       r->optim.warmup_steps, r->train.steps);
+    }
+}
+
+// The shape of one optimizer step, which each algorithm defines: it takes `per_step` sequences,
+// which `what` names for a message ("train.batch_size (8)"). train.micro_batch_size counts
+// sequences and must divide them; unset, it takes the whole step.
+static void s_check_step(rl_cfg_ctx_t *c, long long per_step, const char *what) {
+    rl_recipe_t *r = c->r;
+    if (per_step > 1048576) {
+        rl_cfg_err_key(c, "train.batch_size", "%lld sequences per step is more than 1048576",
+                       per_step);
+    } else if (!rl_cfg_is_set(r, "train.micro_batch_size")) {
+        r->train.micro_batch_size = (int)per_step;
+    } else if (r->train.micro_batch_size > 0 && per_step % r->train.micro_batch_size != 0) {
+        // (<= 0 only when its own conversion failed, already reported)
+        rl_cfg_err_key(c, "train.micro_batch_size", "%d does not divide %s",
+                       r->train.micro_batch_size, what);
+    }
+}
+
+// a step of an algorithm whose step is train.batch_size sequences (SFT, and a recipe whose
+// algorithm.name is unknown, already reported)
+static void s_check_step_batch(rl_cfg_ctx_t *c) {
+    char what[64];
+    snprintf(what, sizeof what, "train.batch_size (%d)", c->r->train.batch_size);
+    s_check_step(c, c->r->train.batch_size, what);
+}
+
+// ---------------------------------------------------------------------------------------------
+// the checks of one algorithm each: they read the whole recipe, report at the key at fault and
+// derive the shape of a step (s_check_step)
+
+// GRPO (trainer/loss_grpo.c, roles' GRPO loop):
+//   - algorithm.dual_clip is 0 (off) or > 1 (dual-clip PPO bounds the loss of a negative
+//     advantage A by -c A, which needs c > 1)
+//   - algorithm.overlong_buffer < sampling.max_new_tokens: the DAPO shaping window lies inside
+//     the completion length
+//   - data.format has prompts to sample from (auto, prompt or messages; not prompt_completion
+//     nor text)
+//   - at least one reward (reported at rewards:, or the file when the section is missing)
+//   - a step is train.batch_size prompts x algorithm.num_generations completions; the sequences
+//     of a step (<= 1048576) are what train.micro_batch_size divides
+static void s_check_grpo(rl_cfg_ctx_t *c) {
+    rl_recipe_t *r = c->r;
+    double dc = r->algorithm.dual_clip;
+    if (dc > 0 && dc <= 1) {
+        rl_cfg_err_key(c, "algorithm.dual_clip", "%g: must be 0 (off) or > 1 (e.g. 3)", dc);
+    }
+    if (r->algorithm.overlong_buffer >= r->sampling.max_new_tokens) {
+        rl_cfg_err_key(c, "algorithm.overlong_buffer",
+                       "%d must be less than sampling.max_new_tokens (%d)",
+                       r->algorithm.overlong_buffer, r->sampling.max_new_tokens);
+    }
+    if (r->data.format == RL_RECIPE_FORMAT_PROMPT_COMPLETION ||
+        r->data.format == RL_RECIPE_FORMAT_TEXT) {
+        rl_cfg_err_key(c, "data.format",
+                       "%s rows hold no prompt to sample from; GRPO takes auto, prompt or "
+                       "messages",
+                       rl_recipe_enum_name("data.format", r->data.format));
+    }
+    if (r->n_rewards == 0) {
+        const rl_cfg_loc_t *sl = rl_cfg_loc_find(r->priv, "rewards");
+        rl_cfg_err_at(c, sl ? sl->file : c->file, sl ? sl->line : 0, sl ? sl->col : 0, "rewards",
+                      "GRPO needs at least one reward (e.g. - builtin: math_answer)");
+    }
+    long long per_step = (long long)r->train.batch_size * r->algorithm.num_generations;
+    char what[160];
+    snprintf(what, sizeof what,
+             "the %lld sequences of a step (train.batch_size %d x algorithm.num_generations %d)",
+             per_step, r->train.batch_size, r->algorithm.num_generations);
+    s_check_step(c, per_step, what);
+}
+
+// SFT (trainer/loss_sft.c): a step is train.batch_size examples, which train.micro_batch_size
+// divides. Its other rules are per key (data.max_length, algorithm.completion_only_loss apply
+// only to SFT; GRPO's knobs are refused by s_check_applies).
+static void s_check_sft(rl_cfg_ctx_t *c) {
+    s_check_step_batch(c);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+void rl_cfg_check_recipe(rl_cfg_ctx_t *c) {
+    rl_recipe_t *r = c->r;
+    s_check_required(c);
+    s_check_applies(c);
+    s_check_lora(c);
+    s_check_optim(c);
+    switch (r->algorithm.name) {
+    case RL_RECIPE_ALGO_GRPO: s_check_grpo(c); break;
+    case RL_RECIPE_ALGO_SFT: s_check_sft(c); break;
+    default: s_check_step_batch(c); break; // algorithm.name unknown: already an error
+    }
+    if (r->train.eval_every > 0 && !r->data.eval) {
+        rl_cfg_err_key(c, "train.eval_every",
+                       "%d needs data.eval (a held-out JSONL); set it or use 0",
+                       r->train.eval_every);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// referenced files: stat only, nothing is read
+
+static void s_check_path(rl_cfg_ctx_t *c, const rl_recipe_key_t *k, const char *key, const char *p,
+                         const char *loc_key) {
+    struct stat st;
+    const char *kind = k->type == RL_RECIPE_T_PATH_DIR ? "directory" : "file";
+    if (stat(p, &st) != 0) {
+        rl_cfg_err_key(c, loc_key, "%s%s%s '%s' does not exist%s", strcmp(key, loc_key) ? key : "",
+                       strcmp(key, loc_key) ? ": " : "", kind, p,
+                       strcmp(key, loc_key) ? " (the default; set it to override)" : "");
+        return;
+    }
+    int is_dir = S_ISDIR(st.st_mode);
+    if (k->type == RL_RECIPE_T_PATH_DIR && !is_dir) {
+        rl_cfg_err_key(c, loc_key, "'%s' is not a directory", p);
+        return;
+    }
+    if (k->type == RL_RECIPE_T_PATH_FILE && is_dir) {
+        rl_cfg_err_key(c, loc_key, "%s%s'%s' is a directory, expected a file",
+                       strcmp(key, loc_key) ? key : "", strcmp(key, loc_key) ? ": " : "", p);
+        return;
+    }
+    if (k->needs) {
+        char *f = rl_cfg_strdupf("%s/%s", p, k->needs);
+        if (!f) {
+            c->oom = 1;
+            return;
+        }
+        if (stat(f, &st) != 0 || !S_ISREG(st.st_mode)) {
+            rl_cfg_err_key(c, loc_key, "'%s' has no %s; is it a Hugging Face model folder?", p,
+                           k->needs);
+        }
+        free(f);
+    }
+}
+
+void rl_cfg_check_files(rl_cfg_ctx_t *c) {
+    rl_recipe_t *r = c->r;
+    char key[96];
+    const rl_recipe_key_t *keys;
+    int nkeys = rl_recipe_schema(&keys);
+    for (int i = 0; i < nkeys; i++) {
+        const rl_recipe_key_t *k = &keys[i];
+        if (!(k->flags & RL_RECIPE_K_EXISTS)) {
+            continue;
+        }
+        int list = rl_cfg_section(k->section)->is_list;
+        int n = list ? r->n_rewards : 1;
+        for (int e = 0; e < n; e++) {
+            rl_cfg_dst_t d = {list ? (void *)&r->rewards[e] : (void *)r, list ? e : -1};
+            const char *p = *RL_CFG_FIELD(&d, k, char *);
+            if (!p || !rl_cfg_applies(r, k)) {
+                continue;
+            }
+            if (list) {
+                snprintf(key, sizeof key, "%s[%d].%s", k->section, e, k->key);
+            } else {
+                snprintf(key, sizeof key, "%s.%s", k->section, k->key);
+            }
+            // a derived path (model.tokenizer) is reported at the key it came from
+            const char *loc_key = key;
+            if (!rl_cfg_is_set(r, key) && k->offset == offsetof(rl_recipe_t, model.tokenizer)) {
+                struct stat st;
+                if (!r->model.path || stat(r->model.path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+                    continue; // the folder itself is missing: one error is enough
+                }
+                loc_key = "model.path";
+            }
+            s_check_path(c, k, key, p, loc_key);
+        }
+    }
+}
+

@@ -1,0 +1,1264 @@
+// rl_config_load — a recipe's text -> the typed rl_recipe_t: the YAML tree (rl_yaml), the
+// overrides spliced in (rl_config_override.c), duplicate keys, the walk that converts every
+// value into its field with the schema's type, range and choices, defaults (the table's, then
+// each algorithm's, then the derived ones: run.name, run.dir, model.tokenizer, reward names),
+// and the checks (rl_config_check.c). Every stage appends to one error list, sorted by
+// position at the end, so a user sees all problems of a recipe in one run; each key keeps the
+// position it was set at (rl_recipe_key_location, rl_recipe_errorf).
+//
+// Not here: the schema table (rl_config_schema.c), checks between keys and of files
+// (rl_config_check.c), printing the recipe (rl_config_write.c).
+#include "rl_config.h"
+#include "rl_config_priv.h"
+#include "rl_err.h"
+#include "rl_yaml.h"
+
+#include <errno.h>
+#include <float.h>
+#include <jansson.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define S_MAX_SECTIONS 32 // room for the section names in "did you mean" (the table has 10)
+
+// ---------------------------------------------------------------------------------------------
+// source positions of every key that a recipe or an override set (struct rl_recipe_priv)
+
+const rl_cfg_loc_t *rl_cfg_loc_find(const rl_recipe_priv_t *p, const char *key) {
+    for (int i = 0; p && i < p->n; i++) {
+        if (!strcmp(p->locs[i].key, key)) {
+            return &p->locs[i];
+        }
+    }
+    return NULL;
+}
+
+// ---------------------------------------------------------------------------------------------
+// load context and the error list
+
+static int s_file_ord(const rl_cfg_ctx_t *c, const char *file) {
+    if (!file) {
+        return INT_MAX;
+    }
+    for (int i = 0; i < c->r->priv->nfiles; i++) {
+        if (file == c->r->priv->files[i]) {
+            return i;
+        }
+    }
+    return INT_MAX - 1;
+}
+
+void rl_cfg_push(rl_cfg_ctx_t *c, const char *file, int line, int col, char *msg) {
+    if (!msg) {
+        c->oom = 1;
+        return;
+    }
+    if (c->nerr >= RL_RECIPE_MAX_ERRORS) {
+        c->dropped++;
+        free(msg);
+        return;
+    }
+    if (c->nerr == c->cap) {
+        int cap = c->cap ? c->cap * 2 : 16;
+        rl_cfg_err_t *e = realloc(c->errs, (size_t)cap * sizeof *e);
+        if (!e) {
+            c->oom = 1;
+            free(msg);
+            return;
+        }
+        c->errs = e;
+        c->cap = cap;
+    }
+    c->errs[c->nerr] = (rl_cfg_err_t){s_file_ord(c, file), line, col, c->nerr, msg};
+    c->nerr++;
+}
+
+static void s_verr(rl_cfg_ctx_t *c, const char *file, int line, int col, const char *path,
+                   const char *fmt, va_list ap) {
+    char body[1024], head[512];
+    vsnprintf(body, sizeof body, fmt, ap);
+    if (file && line > 0) {
+        snprintf(head, sizeof head, "%s:%d:%d: ", file, line, col);
+    } else if (file) {
+        snprintf(head, sizeof head, "%s: ", file);
+    } else {
+        head[0] = '\0';
+    }
+    size_t need = strlen(head) + (path ? strlen(path) + 2 : 0) + strlen(body) + 1;
+    char *msg = malloc(need);
+    if (msg) {
+        snprintf(msg, need, "%s%s%s%s", head, path ? path : "", path ? ": " : "", body);
+    }
+    rl_cfg_push(c, file, line, col, msg);
+}
+
+// error at an explicit position
+void rl_cfg_err_at(rl_cfg_ctx_t *c, const char *file, int line, int col, const char *path,
+                   const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    s_verr(c, file, line, col, path, fmt, ap);
+    va_end(ap);
+}
+
+// error at a node: "file:line:col: path: ..."
+void rl_cfg_err(rl_cfg_ctx_t *c, const rl_yaml_node_t *at, const char *path, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    s_verr(c, at ? at->file : c->file, at ? at->line : 0, at ? at->col : 0, path, fmt, ap);
+    va_end(ap);
+}
+
+// error at the recorded position of a key (or the recipe file when it was defaulted)
+void rl_cfg_err_key(rl_cfg_ctx_t *c, const char *key, const char *fmt, ...) {
+    const rl_cfg_loc_t *l = rl_cfg_loc_find(c->r->priv, key);
+    va_list ap;
+    va_start(ap, fmt);
+    s_verr(c, l ? l->file : c->file, l ? l->line : 0, l ? l->col : 0, key, fmt, ap);
+    va_end(ap);
+}
+
+static int s_err_cmp(const void *a, const void *b) {
+    const rl_cfg_err_t *x = a, *y = b;
+    if (x->ord != y->ord) {
+        return x->ord < y->ord ? -1 : 1;
+    }
+    if (x->line != y->line) { // errors without a line (missing keys) go last
+        unsigned lx = (unsigned)x->line - 1u, ly = (unsigned)y->line - 1u;
+        return lx < ly ? -1 : 1;
+    }
+    if (x->col != y->col) {
+        return x->col < y->col ? -1 : 1;
+    }
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static void s_loc_add(rl_cfg_ctx_t *c, const char *key, const rl_yaml_node_t *at) {
+    rl_recipe_priv_t *p = c->r->priv;
+    for (int i = 0; i < p->n; i++) {
+        if (!strcmp(p->locs[i].key, key)) {
+            p->locs[i].file = at->file;
+            p->locs[i].line = at->line;
+            p->locs[i].col = at->col;
+            return;
+        }
+    }
+    if (p->n == p->cap) {
+        int cap = p->cap ? p->cap * 2 : 64;
+        rl_cfg_loc_t *l = realloc(p->locs, (size_t)cap * sizeof *l);
+        if (!l) {
+            c->oom = 1;
+            return;
+        }
+        p->locs = l;
+        p->cap = cap;
+    }
+    char *k = strdup(key);
+    if (!k) {
+        c->oom = 1;
+        return;
+    }
+    p->locs[p->n++] = (rl_cfg_loc_t){k, at->file, at->line, at->col};
+}
+
+// ---------------------------------------------------------------------------------------------
+// did you mean: Levenshtein distance, small strings only
+
+static int s_edit_distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63) {
+        return 99;
+    }
+    int prev[64], cur[64];
+    for (size_t j = 0; j <= lb; j++) {
+        prev[j] = (int)j;
+    }
+    for (size_t i = 1; i <= la; i++) {
+        cur[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
+            int del = prev[j] + 1, ins = cur[j - 1] + 1;
+            cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+        }
+        memcpy(prev, cur, (lb + 1) * sizeof prev[0]);
+    }
+    return prev[lb];
+}
+
+// the closest of `cands` to `word`, or NULL when nothing is close enough to be a typo
+static const char *s_closest(const char *word, const char *const *cands, int n) {
+    const char *best = NULL;
+    int bestd = 99;
+    int len = (int)strlen(word);
+    int limit = len <= 3 ? 1 : (len <= 8 ? 2 : 3);
+    for (int i = 0; i < n; i++) {
+        int d = s_edit_distance(word, cands[i]);
+        size_t lc = strlen(cands[i]);
+        if (lc >= 3 && d > limit && !strncmp(word, cands[i], lc)) {
+            d = limit; // "optimizer" for "optim": a longer spelling of a known name
+        }
+        if (d < bestd) {
+            bestd = d;
+            best = cands[i];
+        }
+    }
+    return bestd <= limit ? best : NULL;
+}
+
+// ---------------------------------------------------------------------------------------------
+// describing values in messages
+
+void rl_cfg_quote_short(const char *s, char *out, size_t n) {
+    size_t o = 0, i = 0;
+    for (; s[i] && o + 8 < n && i < 48; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch < 0x20 || ch == 0x7f) {
+            o += (size_t)snprintf(out + o, n - o, "\\x%02x", ch);
+        } else {
+            out[o++] = (char)ch;
+        }
+    }
+    if (s[i] && o + 4 < n) {
+        memcpy(out + o, "...", 3);
+        o += 3;
+    }
+    out[o] = '\0';
+}
+
+static void s_found(const rl_yaml_node_t *v, char *out, size_t n) {
+    char q[256];
+    if (v->kind == RL_YAML_SEQ) {
+        snprintf(out, n, "a list");
+        return;
+    }
+    if (v->kind == RL_YAML_MAP) {
+        snprintf(out, n, "a map");
+        return;
+    }
+    rl_cfg_quote_short(v->str, q, sizeof q);
+    switch (rl_yaml_scalar_type(v)) {
+    case RL_YAML_T_NULL: snprintf(out, n, "null"); break;
+    case RL_YAML_T_BOOL: snprintf(out, n, "boolean %s", q); break;
+    case RL_YAML_T_INT:
+    case RL_YAML_T_FLOAT: snprintf(out, n, "number %s", q); break;
+    default: snprintf(out, n, "string '%s'", q); break;
+    }
+}
+
+static void s_join(const char *const *items, char *out, size_t n) {
+    size_t o = 0;
+    out[0] = '\0';
+    for (int i = 0; items[i] && o < n; i++) {
+        o += (size_t)snprintf(out + o, n - o, "%s%s", i ? ", " : "", items[i]);
+    }
+}
+
+static void s_fmt_num(double v, char *out, size_t n) {
+    snprintf(out, n, "%.10g", v);
+}
+
+// "(0, 1]", ">= 1", "an integer in [1, 64]"
+static void s_range(const rl_recipe_key_t *k, char *out, size_t n) {
+    char lo[32], hi[32];
+    s_fmt_num(k->min, lo, sizeof lo);
+    s_fmt_num(k->max, hi, sizeof hi);
+    int gt = (k->flags & RL_RECIPE_K_MIN_EXCL) != 0, lt = (k->flags & RL_RECIPE_K_MAX_EXCL) != 0;
+    const char *what = k->type == RL_RECIPE_T_INT ? "an integer" : "a number";
+    int no_max = k->max >= RL_CFG_BIG || (k->type == RL_RECIPE_T_INT && k->max >= RL_CFG_IMAX);
+    int no_min = k->min <= -RL_CFG_BIG;
+    if (no_max && no_min) {
+        snprintf(out, n, "%s", what);
+    } else if (no_max) {
+        snprintf(out, n, "%s %s %s", what, gt ? ">" : ">=", lo);
+    } else {
+        snprintf(out, n, "%s in %s%s, %s%s", what, gt ? "(" : "[", lo, hi, lt ? ")" : "]");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// paths: inputs are made absolute against the recipe's directory, lexically (no symlink
+// resolution), so the printed recipe works from any directory and is stable across runs.
+
+static char *s_path_join_norm(const char *base, const char *p) {
+    size_t lb = base ? strlen(base) : 0, lp = strlen(p);
+    char *joined = malloc(lb + lp + 2);
+    if (!joined) {
+        return NULL;
+    }
+    if (p[0] == '/' || !base) {
+        memcpy(joined, p, lp + 1);
+    } else {
+        memcpy(joined, base, lb);
+        joined[lb] = '/';
+        memcpy(joined + lb + 1, p, lp + 1);
+    }
+    // normalise in place: drop "", "." components, pop on ".."
+    char *out = malloc(strlen(joined) + 2);
+    if (!out) {
+        free(joined);
+        return NULL;
+    }
+    size_t o = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(joined, "/", &save); tok; tok = strtok_r(NULL, "/", &save)) {
+        if (!strcmp(tok, ".")) {
+            continue;
+        }
+        if (!strcmp(tok, "..")) {
+            while (o > 0 && out[o - 1] != '/') {
+                o--;
+            }
+            if (o > 0) {
+                o--;
+            }
+            continue;
+        }
+        out[o++] = '/';
+        size_t lt = strlen(tok);
+        memcpy(out + o, tok, lt);
+        o += lt;
+    }
+    if (o == 0) {
+        out[o++] = '/';
+    }
+    out[o] = '\0';
+    free(joined);
+    return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// converting one value into its field
+
+void rl_cfg_strlist_free(rl_recipe_strlist_t *l) {
+    for (int i = 0; i < l->n; i++) {
+        free(l->items[i]);
+    }
+    free(l->items);
+    l->items = NULL;
+    l->n = 0;
+}
+
+static void s_field_free(const rl_recipe_key_t *k, const rl_cfg_dst_t *d) {
+    switch (k->type) {
+    case RL_RECIPE_T_STRING:
+    case RL_RECIPE_T_PATH_FILE:
+    case RL_RECIPE_T_PATH_DIR:
+    case RL_RECIPE_T_MAP: {
+        char **s = RL_CFG_FIELD(d, k, char *);
+        free(*s);
+        *s = NULL;
+        break;
+    }
+    case RL_RECIPE_T_STRING_LIST:
+        rl_cfg_strlist_free(RL_CFG_FIELD(d, k, rl_recipe_strlist_t));
+        break;
+    default: break;
+    }
+}
+
+static int s_scalar_string(rl_cfg_ctx_t *c, const rl_yaml_node_t *v, const rl_yaml_node_t *at,
+                           const char *path, const char *what) {
+    char f[300];
+    if (v->kind != RL_YAML_SCALAR || rl_yaml_scalar_type(v) == RL_YAML_T_NULL) {
+        s_found(v, f, sizeof f);
+        rl_cfg_err(c, at, path, "expected %s, found %s", what, f);
+        return -1;
+    }
+    if (strlen(v->str) != v->len) {
+        rl_cfg_err(c, at, path, "the value contains a NUL character");
+        return -1;
+    }
+    return 0;
+}
+
+static int s_number(rl_cfg_ctx_t *c, const rl_recipe_key_t *k, const rl_yaml_node_t *v,
+                    const rl_yaml_node_t *at, const char *path, double *out) {
+    char f[300], rg[128];
+    rl_yaml_type_t t = v->kind == RL_YAML_SCALAR ? rl_yaml_scalar_type(v) : RL_YAML_T_STRING;
+    int want_int = k->type == RL_RECIPE_T_INT;
+    if (v->kind != RL_YAML_SCALAR || (t != RL_YAML_T_INT && (want_int || t != RL_YAML_T_FLOAT))) {
+        s_found(v, f, sizeof f);
+        rl_cfg_err(c, at, path, "expected %s, found %s", want_int ? "an integer" : "a number", f);
+        return -1;
+    }
+    double x = strtod(v->str, NULL);
+    s_range(k, rg, sizeof rg);
+    if (!isfinite(x)) {
+        rl_cfg_err(c, at, path, "%s is out of range; allowed: %s", v->str, rg);
+        return -1;
+    }
+    int gt = (k->flags & RL_RECIPE_K_MIN_EXCL) != 0, lt = (k->flags & RL_RECIPE_K_MAX_EXCL) != 0;
+    int lo_bad = gt ? !(x > k->min) : !(x >= k->min), hi_bad = lt ? !(x < k->max) : !(x <= k->max);
+    // float keys are kept as doubles here but reach float code (lora.alpha becomes the float
+    // LoRA scale, optim.eps the float AdamW epsilon, rewards meet float losses): a value a
+    // float cannot hold would silently become infinity or 0 there. A bound of +-RL_CFG_BIG means
+    // "none", so past it the float limit is the one to report.
+    double a = fabs(x);
+    int f32 = k->type == RL_RECIPE_T_FLOAT;
+    int over = f32 && a > FLT_MAX, under = f32 && a > 0 && a < FLT_TRUE_MIN;
+    char q[64];
+    rl_cfg_quote_short(v->str, q, sizeof q);
+    if ((lo_bad && !(over && k->min <= -RL_CFG_BIG)) ||
+        (hi_bad && !(over && k->max >= RL_CFG_BIG))) {
+        rl_cfg_err(c, at, path, "%s is out of range; allowed: %s", q, rg);
+        return -1;
+    }
+    if (over) {
+        rl_cfg_err(c, at, path,
+                   "%s is out of range (a 32-bit float overflows to infinity); allowed: "
+                   "%s, at most %.10g in magnitude",
+                   q, rg, (double)FLT_MAX);
+        return -1;
+    }
+    if (under) {
+        rl_cfg_err(c, at, path,
+                   "%s is out of range (a 32-bit float rounds it to 0); allowed: %s, "
+                   "nonzero values at least %.10g in magnitude",
+                   q, rg, (double)FLT_TRUE_MIN);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+static int s_choice(rl_cfg_ctx_t *c, const char *const *choices, const rl_yaml_node_t *v,
+                    const rl_yaml_node_t *at, const char *path) {
+    char all[512], f[300];
+    s_join(choices, all, sizeof all);
+    if (v->kind != RL_YAML_SCALAR || rl_yaml_scalar_type(v) == RL_YAML_T_NULL) {
+        s_found(v, f, sizeof f);
+        rl_cfg_err(c, at, path, "expected one of %s, found %s", all, f);
+        return -1;
+    }
+    int n = 0;
+    for (; choices[n]; n++) {
+        if (!strcmp(choices[n], v->str)) {
+            return n;
+        }
+    }
+    const char *near = s_closest(v->str, choices, n);
+    rl_cfg_quote_short(v->str, f, sizeof f);
+    if (near) {
+        rl_cfg_err(c, at, path, "'%s' is not one of %s; did you mean '%s'?", f, all, near);
+    } else {
+        rl_cfg_err(c, at, path, "'%s' is not one of %s", f, all);
+    }
+    return -1;
+}
+
+// Converts v into the field of k at d. `at` locates errors (the key, or a list item).
+// Returns 0, or -1 after recording an error (the field keeps its previous value).
+static int s_convert(rl_cfg_ctx_t *c, const rl_recipe_key_t *k, const rl_cfg_dst_t *d,
+                     const rl_yaml_node_t *v, const rl_yaml_node_t *at, const char *path) {
+    char f[300], item_path[320];
+    switch (k->type) {
+    case RL_RECIPE_T_BOOL: {
+        if (v->kind != RL_YAML_SCALAR || rl_yaml_scalar_type(v) != RL_YAML_T_BOOL) {
+            static const char *const yaml11[] = {"yes", "no", "on", "off", "y", "n", "Yes",
+                                                 "No", "On", "Off", "YES", "NO", "ON", "OFF"};
+            int old_bool = 0;
+            for (size_t i = 0; v->kind == RL_YAML_SCALAR && i < 14; i++) {
+                old_bool |= v->plain && !strcmp(v->str, yaml11[i]);
+            }
+            s_found(v, f, sizeof f);
+            rl_cfg_err(c, at, path, "expected true or false, found %s%s", f,
+                       old_bool ? " (YAML 1.1's yes/no/on/off are not booleans here)" : "");
+            return -1;
+        }
+        *RL_CFG_FIELD(d, k, bool) = v->str[0] == 't' || v->str[0] == 'T';
+        return 0;
+    }
+    case RL_RECIPE_T_INT:
+    case RL_RECIPE_T_FLOAT: {
+        double x;
+        if (s_number(c, k, v, at, path, &x)) {
+            return -1;
+        }
+        if (k->type == RL_RECIPE_T_INT) {
+            *RL_CFG_FIELD(d, k, int) = (int)x; // exact: |x| <= IMAX and integral
+        } else {
+            *RL_CFG_FIELD(d, k, double) = x;
+        }
+        return 0;
+    }
+    case RL_RECIPE_T_ENUM: {
+        int i = s_choice(c, k->choices, v, at, path);
+        if (i < 0) {
+            return -1;
+        }
+        *RL_CFG_FIELD(d, k, int) = i;
+        return 0;
+    }
+    case RL_RECIPE_T_STRING:
+    case RL_RECIPE_T_PATH_FILE:
+    case RL_RECIPE_T_PATH_DIR: {
+        int is_path = k->type != RL_RECIPE_T_STRING;
+        if (s_scalar_string(c, v, at, path, is_path ? "a path" : "a string")) {
+            return -1;
+        }
+        if (!v->str[0]) {
+            rl_cfg_err(c, at, path, "expected a non-empty %s", is_path ? "path" : "string");
+            return -1;
+        }
+        char *s;
+        if (is_path) {
+            // recipe paths resolve against the recipe; overrides and run.dir against the cwd
+            int from_recipe = v->file == c->file && k->offset != offsetof(rl_recipe_t, run.dir);
+            const char *base = from_recipe ? c->base : c->cwd;
+            s = s_path_join_norm(base, v->str);
+        } else {
+            s = strdup(v->str);
+        }
+        if (!s) {
+            c->oom = 1;
+            return -1;
+        }
+        s_field_free(k, d);
+        *RL_CFG_FIELD(d, k, char *) = s;
+        return 0;
+    }
+    case RL_RECIPE_T_STRING_LIST: {
+        rl_recipe_strlist_t l = {0};
+        int n = v->kind == RL_YAML_SEQ ? v->n : 1;
+        if (v->kind == RL_YAML_MAP) {
+            rl_cfg_err(c, at, path, "expected a list of strings, found a map");
+            return -1;
+        }
+        if (n > 4096) {
+            rl_cfg_err(c, at, path, "too many items (%d; limit 4096)", n);
+            return -1;
+        }
+        l.items = calloc((size_t)n + 1, sizeof *l.items);
+        if (!l.items) {
+            c->oom = 1;
+            return -1;
+        }
+        int bad = 0;
+        for (int i = 0; i < n; i++) {
+            const rl_yaml_node_t *it = v->kind == RL_YAML_SEQ ? v->kids[i] : v;
+            const rl_yaml_node_t *it_at = v->kind == RL_YAML_SEQ ? it : at;
+            if (v->kind == RL_YAML_SEQ) {
+                snprintf(item_path, sizeof item_path, "%s[%d]", path, i);
+            } else {
+                snprintf(item_path, sizeof item_path, "%s", path);
+            }
+            if (s_scalar_string(c, it, it_at, item_path, "a string")) {
+                bad = 1;
+                continue;
+            }
+            if (k->choices && s_choice(c, k->choices, it, it_at, item_path) < 0) {
+                bad = 1;
+                continue;
+            }
+            l.items[l.n] = strdup(it->str);
+            if (!l.items[l.n]) {
+                c->oom = 1;
+                bad = 1;
+                break;
+            }
+            l.n++;
+        }
+        if (bad) {
+            rl_cfg_strlist_free(&l);
+            return -1;
+        }
+        s_field_free(k, d);
+        *RL_CFG_FIELD(d, k, rl_recipe_strlist_t) = l;
+        return 0;
+    }
+    case RL_RECIPE_T_FLOAT_LIST: {
+        if (v->kind != RL_YAML_SEQ || v->n != k->count) {
+            s_found(v, f, sizeof f);
+            if (v->kind == RL_YAML_SEQ) {
+                snprintf(f, sizeof f, "a list of %d", v->n);
+            }
+            rl_cfg_err(c, at, path, "expected a list of %d numbers, found %s", k->count, f);
+            return -1;
+        }
+        double tmp[16];
+        int bad = 0;
+        // items share the key's range; a FLOAT row with the same bounds checks each one
+        rl_recipe_key_t item = *k;
+        item.type = RL_RECIPE_T_FLOAT;
+        for (int i = 0; i < v->n && i < 16; i++) {
+            snprintf(item_path, sizeof item_path, "%s[%d]", path, i);
+            if (s_number(c, &item, v->kids[i], v->kids[i], item_path, &tmp[i])) {
+                bad = 1;
+            }
+        }
+        if (bad) {
+            return -1;
+        }
+        memcpy(RL_CFG_FIELD(d, k, double), tmp, (size_t)k->count * sizeof(double));
+        return 0;
+    }
+    case RL_RECIPE_T_MAP: {
+        if (v->kind != RL_YAML_MAP) {
+            s_found(v, f, sizeof f);
+            rl_cfg_err(c, at, path, "expected a map, found %s", f);
+            return -1;
+        }
+        json_t *j = rl_yaml_to_json(v);
+        char *s = j ? json_dumps(j, 0) : NULL;
+        json_decref(j);
+        if (!s) {
+            c->oom = 1;
+            return -1;
+        }
+        s_field_free(k, d);
+        *RL_CFG_FIELD(d, k, char *) = s;
+        return 0;
+    }
+    }
+    return -1;
+}
+
+// Sets the field of k at d to the default `yaml` (a schema row's text: it must convert).
+static void s_default_set(rl_cfg_ctx_t *c, const rl_recipe_key_t *k, const rl_cfg_dst_t *d,
+                          const char *yaml) {
+    rl_yaml_node_t *v = NULL;
+    char e[256];
+    int rc = rl_yaml_parse(yaml, strlen(yaml), "<default>", 0, &v, e, sizeof e);
+    if (rc == RL_ENOMEM) {
+        c->oom = 1;
+        return;
+    }
+    RL_ASSERT(rc == 0 && v); // a schema row with a default the parser rejects
+    int nerr = c->nerr;
+    rc = s_convert(c, k, d, v, v, k->key);
+    RL_ASSERT(rc == 0 || c->oom);
+    RL_ASSERT(c->nerr == nerr);
+    rl_yaml_destroy(&v);
+}
+
+// Sets every key of `section` to its table default `def` (zero/NULL/-1 when it has none). The
+// algorithm is not known yet: rl_cfg_algo_defaults applies the per-algorithm ones after the walk.
+static void s_defaults(rl_cfg_ctx_t *c, const char *section, const rl_cfg_dst_t *d) {
+    const rl_recipe_key_t *keys;
+    int nkeys = rl_recipe_schema(&keys);
+    for (int i = 0; i < nkeys; i++) {
+        const rl_recipe_key_t *k = &keys[i];
+        if (strcmp(k->section, section) != 0) {
+            continue;
+        }
+        if (k->type == RL_RECIPE_T_ENUM) {
+            *RL_CFG_FIELD(d, k, int) = -1;
+        }
+        if (k->def) {
+            s_default_set(c, k, d, k->def);
+        }
+    }
+}
+
+void rl_cfg_algo_defaults(rl_cfg_ctx_t *c, const rl_recipe_key_t *keys, int n_keys) {
+    rl_recipe_t *r = c->r;
+    int algo = r->algorithm.name;
+    char key[128];
+    if (algo < 0 || algo >= RL_RECIPE_NALGO) {
+        return; // unknown (reported): every key keeps `def`
+    }
+    for (int i = 0; i < n_keys; i++) {
+        const rl_recipe_key_t *k = &keys[i];
+        const char *def = k->def_by_algo[algo];
+        if (!def) {
+            continue;
+        }
+        int list = rl_cfg_section(k->section)->is_list;
+        for (int e = 0; e < (list ? r->n_rewards : 1); e++) {
+            if (list) {
+                snprintf(key, sizeof key, "%s[%d].%s", k->section, e, k->key);
+            } else {
+                snprintf(key, sizeof key, "%s.%s", k->section, k->key);
+            }
+            if (rl_cfg_is_set(r, key)) {
+                continue; // written in the recipe or an override (null is not: null = default)
+            }
+            rl_cfg_dst_t d = {list ? (void *)&r->rewards[e] : (void *)r, list ? e : -1};
+            s_default_set(c, k, &d, def);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// the tree walk
+
+int rl_cfg_is_null(const rl_yaml_node_t *v) {
+    return v->kind == RL_YAML_SCALAR && rl_yaml_scalar_type(v) == RL_YAML_T_NULL;
+}
+
+// index of an earlier pair of `map` with the same key as pair i, or -1
+static int s_dup_of(const rl_yaml_node_t *map, int i) {
+    const rl_yaml_node_t *k = map->kids[2 * i];
+    for (int j = 0; j < i; j++) {
+        const rl_yaml_node_t *o = map->kids[2 * j];
+        if (o->len == k->len && !memcmp(o->str, k->str, k->len)) {
+            return j;
+        }
+    }
+    return -1;
+}
+
+// YAML forbids duplicate keys and libyaml does not check; report every one, anywhere.
+static void s_check_dups(rl_cfg_ctx_t *c, const rl_yaml_node_t *n, const char *path) {
+    char sub[512];
+    if (n->kind == RL_YAML_SEQ) {
+        for (int i = 0; i < n->n; i++) {
+            snprintf(sub, sizeof sub, "%s[%d]", path, i);
+            s_check_dups(c, n->kids[i], sub);
+        }
+    } else if (n->kind == RL_YAML_MAP) {
+        for (int i = 0; i < n->n; i++) {
+            const rl_yaml_node_t *k = n->kids[2 * i];
+            char q[128];
+            rl_cfg_quote_short(k->str, q, sizeof q);
+            snprintf(sub, sizeof sub, "%s%s%s", path, path[0] ? "." : "", q);
+            int j = s_dup_of(n, i);
+            if (j >= 0) {
+                const rl_yaml_node_t *first = n->kids[2 * j];
+                rl_cfg_err(c, k, sub, "duplicate key (first at %s:%d:%d); YAML allows a key once",
+                           first->file, first->line, first->col);
+                continue;
+            }
+            s_check_dups(c, n->kids[2 * i + 1], sub);
+        }
+    }
+}
+
+static void s_unknown_key(rl_cfg_ctx_t *c, const char *section, const rl_yaml_node_t *k,
+                          const char *path) {
+    const char *cands[128];
+    int n = 0;
+    const rl_recipe_key_t *keys;
+    int nkeys = rl_recipe_schema(&keys);
+    for (int i = 0; i < nkeys && n < 128; i++) {
+        if (!strcmp(keys[i].section, section)) {
+            cands[n++] = keys[i].key;
+        }
+    }
+    cands[n] = NULL;
+    const char *near = s_closest(k->str, cands, n);
+    if (near) {
+        rl_cfg_err(c, k, path, "unknown key; did you mean '%s'?", near);
+        return;
+    }
+    for (int i = 0; i < nkeys; i++) { // a key written under the wrong section
+        if (!strcmp(keys[i].key, k->str) && strcmp(keys[i].section, section) != 0) {
+            rl_cfg_err(c, k, path, "unknown key; did you mean '%s.%s'?", keys[i].section,
+                       keys[i].key);
+            return;
+        }
+    }
+    char all[1024];
+    s_join(cands, all, sizeof all);
+    rl_cfg_err(c, k, path, "unknown key; %s takes: %s", section, all);
+}
+
+// Applies the pairs of `map` to the keys of `section` at d; `prefix` is "optim" or
+// "rewards[2]".
+static void s_apply_map(rl_cfg_ctx_t *c, const char *section, const char *prefix,
+                        const rl_yaml_node_t *map, const rl_cfg_dst_t *d) {
+    char path[512], q[128];
+    for (int i = 0; i < map->n; i++) {
+        const rl_yaml_node_t *kn = map->kids[2 * i], *v = map->kids[2 * i + 1];
+        if (s_dup_of(map, i) >= 0) {
+            continue; // reported by s_check_dups
+        }
+        rl_cfg_quote_short(kn->str, q, sizeof q);
+        snprintf(path, sizeof path, "%s.%s", prefix, q);
+        const rl_recipe_key_t *k = rl_cfg_key(section, kn->str);
+        if (!k) {
+            s_unknown_key(c, section, kn, path);
+            continue;
+        }
+        if (rl_cfg_is_null(v)) {
+            if (k->flags & RL_RECIPE_K_REQUIRED) {
+                rl_cfg_err(c, kn, path, "required; found null");
+                s_loc_add(c, path, kn);
+            }
+            continue; // null = the default
+        }
+        s_convert(c, k, d, v, kn, path);
+        s_loc_add(c, path, kn);
+    }
+}
+
+static void s_walk(rl_cfg_ctx_t *c, const rl_yaml_node_t *root) {
+    rl_recipe_t *r = c->r;
+    char f[300];
+    const rl_cfg_section_t *sections;
+    int nsections = rl_cfg_sections(&sections);
+    RL_ASSERT(nsections <= S_MAX_SECTIONS);
+    const rl_recipe_key_t *keys;
+    int nkeys = rl_recipe_schema(&keys);
+    for (int i = 0; i < root->n; i++) {
+        const rl_yaml_node_t *kn = root->kids[2 * i], *v = root->kids[2 * i + 1];
+        if (s_dup_of(root, i) >= 0) {
+            continue;
+        }
+        const rl_cfg_section_t *sec = rl_cfg_section(kn->str);
+        char q[128];
+        rl_cfg_quote_short(kn->str, q, sizeof q);
+        if (!sec) {
+            const char *names[S_MAX_SECTIONS + 1];
+            for (int j = 0; j < nsections; j++) {
+                names[j] = sections[j].name;
+            }
+            names[nsections] = NULL;
+            const char *near = s_closest(kn->str, names, nsections);
+            const rl_recipe_key_t *elsewhere = NULL;
+            for (int j = 0; j < nkeys && !near; j++) {
+                if (!strcmp(keys[j].key, kn->str)) {
+                    elsewhere = &keys[j];
+                    break;
+                }
+            }
+            char all[256];
+            s_join(names, all, sizeof all);
+            if (near) {
+                rl_cfg_err(c, kn, q, "unknown section; did you mean '%s'?", near);
+            } else if (elsewhere) {
+                rl_cfg_err(c, kn, q, "unknown section; did you mean '%s.%s'?", elsewhere->section,
+                           elsewhere->key);
+            } else {
+                rl_cfg_err(c, kn, q, "unknown section; sections are: %s", all);
+            }
+            continue;
+        }
+        s_loc_add(c, sec->name, kn);
+        if (rl_cfg_is_null(v)) {
+            continue; // "lora:" with nothing under it: all defaults
+        }
+        if (!sec->is_list) {
+            if (v->kind != RL_YAML_MAP) {
+                s_found(v, f, sizeof f);
+                rl_cfg_err(c, kn, q, "expected a map of keys, found %s", f);
+                continue;
+            }
+            rl_cfg_dst_t d = {r, -1};
+            s_apply_map(c, sec->name, sec->name, v, &d);
+            continue;
+        }
+        // rewards: a list of maps
+        if (v->kind != RL_YAML_SEQ) {
+            s_found(v, f, sizeof f);
+            rl_cfg_err(c, kn, q, "expected a list of entries (- name: ...), found %s", f);
+            continue;
+        }
+        if (v->n > RL_RECIPE_MAX_REWARDS) {
+            rl_cfg_err(c, kn, q, "%d entries; at most %d are allowed", v->n, RL_RECIPE_MAX_REWARDS);
+            continue;
+        }
+        rl_recipe_reward_t *rw = calloc((size_t)v->n + 1, sizeof *rw);
+        if (!rw) {
+            c->oom = 1;
+            return;
+        }
+        r->rewards = rw; // the section is walked once: a repeated one is a skipped duplicate
+        r->n_rewards = v->n;
+        for (int j = 0; j < v->n; j++) {
+            rl_cfg_dst_t d = {&rw[j], j};
+            char prefix[64];
+            snprintf(prefix, sizeof prefix, "%s[%d]", sec->name, j);
+            s_defaults(c, sec->name, &d);
+            const rl_yaml_node_t *item = v->kids[j];
+            if (item->kind != RL_YAML_MAP) {
+                s_found(item, f, sizeof f);
+                rl_cfg_err(c, item, prefix,
+                           "expected a map (name:, builtin: or plugin:, ...), found %s", f);
+                continue;
+            }
+            s_loc_add(c, prefix, item);
+            s_apply_map(c, sec->name, prefix, item, &d);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// after the walk: derived defaults (the cross-key rules and files are rl_config_check.c's)
+
+int rl_cfg_is_set(const rl_recipe_t *r, const char *key) {
+    return rl_cfg_loc_find(r->priv, key) != NULL;
+}
+
+// names become folder names (run.name) and metric names (rewards[].name)
+static int s_name_char(char ch) {
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           ch == '.' || ch == '_' || ch == '-';
+}
+
+static int s_name_ok(const char *s) {
+    if (!*s || !strcmp(s, ".") || !strcmp(s, "..")) {
+        return 0;
+    }
+    for (; *s; s++) {
+        if (!s_name_char(*s)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+char *rl_cfg_strdupf(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (s) {
+        va_start(ap, fmt);
+        vsnprintf(s, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
+    return s;
+}
+
+static void s_derive(rl_cfg_ctx_t *c) {
+    rl_recipe_t *r = c->r;
+    // run.name: the recipe file's stem, made safe for a folder name
+    if (!r->run.name) {
+        const char *b = strrchr(r->path, '/');
+        b = b ? b + 1 : r->path;
+        size_t n = strcspn(b, ".");
+        char *s = malloc(n + 4);
+        if (!s) {
+            c->oom = 1;
+            return;
+        }
+        for (size_t i = 0; i < n; i++) {
+            s[i] = s_name_char(b[i]) ? b[i] : '_';
+        }
+        s[n] = '\0';
+        if (!n) {
+            strcpy(s, "run");
+        }
+        r->run.name = s;
+    } else if (!s_name_ok(r->run.name)) {
+        rl_cfg_err_key(c, "run.name",
+                       "'%s' cannot name a folder; use letters, digits, '.', '_', '-'",
+                       r->run.name);
+    }
+    if (!r->run.dir) {
+        r->run.dir = rl_cfg_strdupf("%s/runs/%s", strcmp(c->cwd, "/") ? c->cwd : "", r->run.name);
+    }
+    if (!r->model.tokenizer && r->model.path) {
+        r->model.tokenizer = rl_cfg_strdupf("%s/tokenizer.json", r->model.path);
+    }
+    if (!r->run.dir || (r->model.path && !r->model.tokenizer)) {
+        c->oom = 1;
+    }
+    // rewards: name defaults to the builtin's; exactly one source; unique names
+    for (int i = 0; i < r->n_rewards; i++) {
+        rl_recipe_reward_t *w = &r->rewards[i];
+        char key[64];
+        snprintf(key, sizeof key, "rewards[%d]", i);
+        if (!rl_cfg_is_set(r, key)) {
+            continue; // not a map: already reported
+        }
+        int has_b = w->builtin >= 0, has_p = w->plugin != NULL;
+        char kb[80], kp[80], kname[80];
+        snprintf(kb, sizeof kb, "%s.builtin", key);
+        snprintf(kp, sizeof kp, "%s.plugin", key);
+        snprintf(kname, sizeof kname, "%s.name", key);
+        int b_written = rl_cfg_is_set(r, kb), p_written = rl_cfg_is_set(r, kp);
+        if (has_b && has_p) {
+            rl_cfg_err_key(c, kp, "set together with builtin; an entry uses one of them");
+        } else if (!has_b && !has_p && !b_written && !p_written) {
+            char all[256];
+            s_join(rl_cfg_key("rewards", "builtin")->choices, all, sizeof all);
+            rl_cfg_err_key(c, key, "needs builtin: (%s) or plugin: <path of a .so>", all);
+        }
+        if (!w->name && has_b) {
+            w->name = strdup(rl_recipe_reward_builtin_name(w->builtin));
+            if (!w->name) {
+                c->oom = 1;
+            }
+        } else if (!w->name && has_p && !rl_cfg_is_set(r, kname)) {
+            rl_cfg_err_key(c, key, "a plugin reward needs a name:");
+        } else if (w->name && !s_name_ok(w->name)) {
+            rl_cfg_err_key(c, kname,
+                           "'%s' cannot name a metric; use letters, digits, '.', '_', '-'",
+                           w->name);
+        }
+        for (int j = 0; j < i && w->name; j++) {
+            if (r->rewards[j].name && !strcmp(r->rewards[j].name, w->name)) {
+                rl_cfg_err_key(c, rl_cfg_is_set(r, kname) ? kname : key,
+                               "name '%s' is already used by rewards[%d]; names must be unique",
+                               w->name, j);
+                break;
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// load
+
+static void s_recipe_free_fields(rl_recipe_t *r) {
+    rl_cfg_dst_t d = {r, -1};
+    const rl_recipe_key_t *keys;
+    int nkeys = rl_recipe_schema(&keys);
+    for (int i = 0; i < nkeys; i++) {
+        const rl_recipe_key_t *k = &keys[i];
+        if (rl_cfg_section(k->section)->is_list) {
+            for (int e = 0; e < r->n_rewards; e++) {
+                rl_cfg_dst_t de = {&r->rewards[e], e};
+                s_field_free(k, &de);
+            }
+        } else {
+            s_field_free(k, &d);
+        }
+    }
+    free(r->rewards);
+    r->rewards = NULL;
+    r->n_rewards = 0;
+}
+
+void rl_recipe_destroy(rl_recipe_t **recipe_p) {
+    if (!recipe_p || !*recipe_p) {
+        return;
+    }
+    rl_recipe_t *r = *recipe_p;
+    s_recipe_free_fields(r);
+    if (r->priv) {
+        for (int i = 0; i < r->priv->n; i++) {
+            free(r->priv->locs[i].key);
+        }
+        for (int i = 0; i < r->priv->nfiles; i++) {
+            free(r->priv->files[i]);
+        }
+        free(r->priv->locs);
+        free(r->priv->files);
+        free(r->priv);
+    }
+    free(r->path);
+    free(r);
+    *recipe_p = NULL;
+}
+
+static char *s_dirname_abs(const char *cwd, const char *name) {
+    const char *slash = strrchr(name, '/');
+    if (!slash) {
+        return strdup(cwd);
+    }
+    size_t n = (size_t)(slash - name);
+    char *d = malloc(n + 2);
+    if (!d) {
+        return NULL;
+    }
+    memcpy(d, name, n);
+    d[n] = '\0';
+    if (n == 0) {
+        strcpy(d, "/");
+    }
+    char *abs = s_path_join_norm(cwd, d);
+    free(d);
+    return abs;
+}
+
+int rl_recipe_load_string(const char *text, size_t len, const char *name,
+                          const char *const *overrides, int n_overrides, unsigned flags,
+                          rl_recipe_t **out, char *err, size_t err_len) {
+    *out = NULL;
+    if (err && err_len) {
+        err[0] = '\0';
+    }
+    rl_cfg_ctx_t c = {.flags = flags};
+    rl_yaml_node_t *root = NULL;
+    int rc = RL_ENOMEM;
+    char cwdbuf[4096];
+    rl_recipe_t *r = calloc(1, sizeof *r);
+    if (!r || !(r->priv = calloc(1, sizeof *r->priv)) || !(r->path = strdup(name)) ||
+        !(r->priv->files = calloc((size_t)n_overrides + 1, sizeof(char *))) ||
+        !(r->priv->files[0] = strdup(name))) {
+        goto fail;
+    }
+    r->priv->nfiles = 1;
+    c.r = r;
+    c.file = r->priv->files[0];
+    for (int i = 0; i < n_overrides; i++) {
+        if (!(r->priv->files[i + 1] = rl_cfg_strdupf("<override %d>", i + 1))) {
+            goto fail;
+        }
+        r->priv->nfiles++;
+    }
+    if (!getcwd(cwdbuf, sizeof cwdbuf)) {
+        rc = rl_errf(err, err_len, errno ? errno : RL_EIO, "cannot read the working directory");
+        goto fail;
+    }
+    if (!(c.cwd = strdup(cwdbuf)) || !(c.base = s_dirname_abs(c.cwd, name))) {
+        goto fail;
+    }
+    // defaults first, so the walk only overwrites what the recipe sets
+    rl_cfg_dst_t d = {r, -1};
+    const rl_cfg_section_t *sections;
+    int nsections = rl_cfg_sections(&sections);
+    for (int i = 0; i < nsections; i++) {
+        if (!sections[i].is_list) {
+            s_defaults(&c, sections[i].name, &d);
+        }
+    }
+    char e[1024];
+    rc = rl_yaml_parse(text, len, c.file, 0, &root, e, sizeof e);
+    if (rc == RL_ENOMEM) {
+        goto fail;
+    }
+    if (rc) {
+        // a syntax error stops here: the rest of the tree is unknown
+        rl_errf(err, err_len, RL_EINVAL, "%s", e);
+        rc = RL_EINVAL;
+        goto fail;
+    }
+    if (!root) {
+        root = rl_yaml_node_new(RL_YAML_MAP, c.file, 1, 1, NULL, 0);
+        if (!root) {
+            goto fail;
+        }
+    }
+    if (root->kind != RL_YAML_MAP) {
+        char f[300];
+        s_found(root, f, sizeof f);
+        rl_cfg_err(&c, root, NULL, "a recipe is a map of sections (run:, model:, ...); found %s",
+                   f);
+    } else {
+        for (int i = 0; i < n_overrides && !c.oom; i++) {
+            rl_cfg_apply_override(&c, root, overrides[i], r->priv->files[i + 1]);
+        }
+        s_check_dups(&c, root, "");
+        s_walk(&c, root);
+        const rl_recipe_key_t *keys;
+        int nkeys = rl_recipe_schema(&keys);
+        rl_cfg_algo_defaults(&c, keys, nkeys);
+        s_derive(&c);
+        rl_cfg_check_recipe(&c);
+        if (!(flags & RL_RECIPE_NO_FILE_CHECKS)) {
+            rl_cfg_check_files(&c);
+        }
+    }
+    if (c.oom) {
+        rc = RL_ENOMEM;
+        goto fail;
+    }
+    if (c.nerr > 0) {
+        qsort(c.errs, (size_t)c.nerr, sizeof *c.errs, s_err_cmp);
+        size_t o = 0;
+        for (int i = 0; i < c.nerr && err && o + 1 < err_len; i++) {
+            o += (size_t)snprintf(err + o, err_len - o, "%s%s", i ? "\n" : "", c.errs[i].msg);
+        }
+        if (c.dropped && err && o + 1 < err_len) {
+            snprintf(err + o, err_len - o, "\n%s: ... and %d more errors", name, c.dropped);
+        }
+        rc = RL_EINVAL;
+        goto fail;
+    }
+    rl_yaml_destroy(&root);
+    free(c.cwd);
+    free(c.base);
+    free(c.errs);
+    *out = r;
+    return 0;
+fail:
+    if (rc == RL_ENOMEM) {
+        rl_errf(err, err_len, RL_ENOMEM, "%s: out of memory", name);
+    }
+    for (int i = 0; i < c.nerr; i++) {
+        free(c.errs[i].msg);
+    }
+    free(c.errs);
+    rl_yaml_destroy(&root);
+    free(c.cwd);
+    free(c.base);
+    rl_recipe_destroy(&r);
+    return rc;
+}
+
+int rl_recipe_load_file(const char *path, const char *const *overrides, int n_overrides,
+                        unsigned flags, rl_recipe_t **out, char *err, size_t err_len) {
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        int e = errno;
+        return rl_errf(err, err_len, e, "%s: %s", path, strerror(e));
+    }
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    int rc = 0;
+    for (;;) {
+        if (n == cap) {
+            if (cap > RL_YAML_MAX_INPUT) {
+                rc = rl_errf(err, err_len, RL_EINVAL, "%s: larger than %u bytes", path,
+                             RL_YAML_MAX_INPUT);
+                break;
+            }
+            cap = cap ? cap * 2 : 16384;
+            char *b = realloc(buf, cap);
+            if (!b) {
+                rc = rl_errf(err, err_len, RL_ENOMEM, "%s: out of memory", path);
+                break;
+            }
+            buf = b;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) {
+            if (ferror(f)) {
+                int e = errno ? errno : EIO;
+                rc = rl_errf(err, err_len, e, "%s: %s", path, strerror(e));
+            }
+            break;
+        }
+    }
+    fclose(f);
+    if (rc == 0) {
+        rc = rl_recipe_load_string(buf ? buf : "", n, path, overrides, n_overrides, flags, out,
+                                   err, err_len);
+    }
+    free(buf);
+    return rc;
+}
+
+// ---------------------------------------------------------------------------------------------
+// locations after loading
+
+int rl_recipe_key_location(const rl_recipe_t *recipe, const char *dotted_key, const char **file,
+                           int *line, int *col) {
+    const rl_cfg_loc_t *l = rl_cfg_loc_find(recipe->priv, dotted_key);
+    if (!l) {
+        *file = recipe->path;
+        *line = 0;
+        *col = 0;
+        return RL_ENOTFOUND;
+    }
+    *file = l->file;
+    *line = l->line;
+    *col = l->col;
+    return 0;
+}
+
+int rl_recipe_errorf(const rl_recipe_t *recipe, const char *dotted_key, char *err,
+                     size_t err_len, int code, const char *fmt, ...) {
+    if (!err || !err_len) {
+        return code;
+    }
+    const char *file;
+    int line, col;
+    int o;
+    if (rl_recipe_key_location(recipe, dotted_key, &file, &line, &col) == 0) {
+        o = snprintf(err, err_len, "%s:%d:%d: %s: ", file, line, col, dotted_key);
+    } else {
+        o = snprintf(err, err_len, "%s: %s: ", file, dotted_key);
+    }
+    if (o >= 0 && (size_t)o < err_len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err + o, err_len - (size_t)o, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+

@@ -1,0 +1,476 @@
+// rl_config_schema — the recipe's schema: its sections, one row per key (type, field, default,
+// range, choices, the algorithms it belongs to, its gate and its meaning), the enums' choice
+// lists, the name lists that model/ and rewards/ share (LoRA modules, built-in rewards), and the
+// lookups over them. The table is the single source of truth: adding a key means adding one
+// row here (and a line in docs/recipe.md, which the tests enforce). Its order is the order of
+// the resolved recipe that `rlctl validate` prints and of docs/recipe.md's key tables.
+//
+// Not here: reading YAML or converting values (rl_config_load.c), checks between keys
+// (rl_config_check.c), printing (rl_config_write.c).
+#include "rl_config.h"
+#include "rl_config_priv.h"
+#include "rl_err.h"
+
+#include <stdio.h>
+#include <string.h>
+
+// ---------------------------------------------------------------------------------------------
+// sections and choice lists
+
+static const rl_cfg_section_t s_sections[] = {
+    {"run", 0, "the run's name, folder and seed"},
+    {"model", 0, "the Hugging Face model folder to train"},
+    {"lora", 0, "LoRA adapters, or full fine-tuning when disabled"},
+    {"data", 0, "JSONL datasets and their field names"},
+    {"algorithm", 0, "the training algorithm and its knobs"},
+    {"sampling", 0, "how completions are sampled (rollouts and evaluation)"},
+    {"rewards", 1, "reward functions, summed with weights"},
+    {"optim", 0, "optimizer and learning-rate schedule"},
+    {"train", 0, "steps, batch sizes and cadence of eval/checkpoints"},
+    {"roles", 0, "worker processes of the run: samplers, reference placement, threads, timeouts"},
+};
+#define S_NSECTIONS ((int)(sizeof s_sections / sizeof s_sections[0]))
+
+// Each list is indexed by its enum (rl_config.h), so a name cannot drift from its value.
+static const char *const s_algos[] = {[RL_RECIPE_ALGO_GRPO] = "grpo",
+                                      [RL_RECIPE_ALGO_SFT] = "sft", [RL_RECIPE_NALGO] = NULL};
+static const char *const s_dtypes[] = {"float32", "bfloat16", "float16", "auto", NULL};
+static const char *const s_chats[] = {"auto", "chatml", "llama3", "none", NULL};
+static const char *const s_formats[] = {"auto", "prompt", "prompt_completion", "text",
+                                        "messages", NULL};
+static const char *const s_truncs[] = {"error", "drop", NULL};
+static const char *const s_scales[] = {"group", "batch", "none", NULL};
+static const char *const s_advs[] = {"grpo", "rloo", NULL};
+static const char *const s_kls[] = {"k1", "k2", "k3", NULL};
+static const char *const s_aggs[] = {"token_mean", "seq_mean_token_mean",
+                                     "seq_mean_token_sum_norm", NULL};
+static const char *const s_tis[] = {"none", "token", "sequence", NULL};
+static const char *const s_optims[] = {"adamw", NULL};
+static const char *const s_scheds[] = {"constant", "linear", "cosine", NULL};
+static const char *const s_refs[] = {"actor", "worker", NULL};
+
+// ---------------------------------------------------------------------------------------------
+// the lists model/ and rewards/ use too (rl_config.h): one copy each, here
+
+static const char *const s_builtins[] = {
+    [RL_RECIPE_REWARD_MATH_ANSWER] = RL_RECIPE_REWARD_MATH_ANSWER_NAME,
+    [RL_RECIPE_REWARD_REGEX_FORMAT] = RL_RECIPE_REWARD_REGEX_FORMAT_NAME,
+    [RL_RECIPE_REWARD_LENGTH] = RL_RECIPE_REWARD_LENGTH_NAME,
+    [RL_RECIPE_REWARD_NBUILTIN] = NULL,
+};
+
+// PEFT order; the choices of lora.target_modules add "all-linear", which means all of them
+static const char *const s_modules[] = {
+    RL_RECIPE_LORA_Q_PROJ,    RL_RECIPE_LORA_K_PROJ,   RL_RECIPE_LORA_V_PROJ,
+    RL_RECIPE_LORA_O_PROJ,    RL_RECIPE_LORA_GATE_PROJ, RL_RECIPE_LORA_UP_PROJ,
+    RL_RECIPE_LORA_DOWN_PROJ, RL_RECIPE_LORA_ALL_LINEAR, NULL,
+};
+_Static_assert(sizeof s_modules / sizeof s_modules[0] == RL_RECIPE_LORA_NMOD + 2,
+               "s_modules: the 7 projections, all-linear, NULL");
+
+const char *rl_recipe_lora_module_name(int m) {
+    return m >= 0 && m < RL_RECIPE_LORA_NMOD ? s_modules[m] : NULL;
+}
+
+const char *rl_recipe_reward_builtin_name(int which) {
+    return which >= 0 && which < RL_RECIPE_REWARD_NBUILTIN ? s_builtins[which] : NULL;
+}
+
+// ---------------------------------------------------------------------------------------------
+// the table
+
+#define OFF(f) offsetof(rl_recipe_t, f)
+#define ROFF(f) offsetof(rl_recipe_reward_t, f) // a rewards entry's keys
+#define GRPO (1u << RL_RECIPE_ALGO_GRPO)
+#define SFT (1u << RL_RECIPE_ALGO_SFT)
+#define REQUIRED RL_RECIPE_K_REQUIRED
+#define OPTIONAL RL_RECIPE_K_OPTIONAL
+#define MIN_EXCL RL_RECIPE_K_MIN_EXCL
+#define MAX_EXCL RL_RECIPE_K_MAX_EXCL
+#define EXISTS RL_RECIPE_K_EXISTS
+#define DERIVED RL_RECIPE_K_DERIVED
+#define IMAX RL_CFG_IMAX // no upper bound (an int key)
+#define BIG RL_CFG_BIG   // no bound (a float key: -BIG, BIG)
+// a default the docs show as written (every default but a derived one's)
+#define DEF(yaml) .def = yaml, .def_doc = yaml
+
+// One row per key; fields left out are 0 / NULL (no flags, min = max = 0, every algorithm, no
+// gate). `def` is YAML text parsed by the same code as a recipe, so a default can never be a
+// value the recipe itself would reject (the tests load an all-defaults recipe). A default that
+// differs by algorithm goes in .def_by_algo = {[RL_RECIPE_ALGO_SFT] = "..."} beside `def`.
+static const rl_recipe_key_t s_keys[] = {
+    // run ------------------------------------------------------------------------------------
+    {.section = "run", .key = "name", .type = RL_RECIPE_T_STRING, .offset = OFF(run.name),
+     .def_doc = "the recipe file's name without .yaml", .flags = DERIVED,
+     .doc = "run name: letters, digits, '.', '_', '-'; names the run folder"},
+    {.section = "run", .key = "dir", .type = RL_RECIPE_T_PATH_DIR, .offset = OFF(run.dir),
+     .def_doc = "runs/<run.name>", .flags = DERIVED,
+     .doc = "the run's folder (relative: to the working directory, not the recipe)"},
+    {.section = "run", .key = "seed", .type = RL_RECIPE_T_INT, .offset = OFF(run.seed), DEF("0"),
+     .max = IMAX, .doc = "seed of every RNG (data order, LoRA init, sampling)"},
+    // model ----------------------------------------------------------------------------------
+    {.section = "model", .key = "path", .type = RL_RECIPE_T_PATH_DIR, .offset = OFF(model.path),
+     .def_doc = "required", .flags = REQUIRED | EXISTS, .needs = "config.json",
+     .doc = "Hugging Face model folder (config.json, model.safetensors)"},
+    {.section = "model", .key = "dtype", .type = RL_RECIPE_T_ENUM, .offset = OFF(model.dtype),
+     DEF("auto"), .choices = s_dtypes,
+     .doc = "storage dtype of saved weights; auto = the input model's torch_dtype"},
+    {.section = "model", .key = "tokenizer", .type = RL_RECIPE_T_PATH_FILE,
+     .offset = OFF(model.tokenizer), .def_doc = "<model.path>/tokenizer.json",
+     .flags = DERIVED | EXISTS, .doc = "tokenizer.json to use"},
+    {.section = "model", .key = "chat_template", .type = RL_RECIPE_T_ENUM,
+     .offset = OFF(model.chat_template), DEF("auto"), .choices = s_chats,
+     .doc = "how messages become text; auto = from tokenizer_config.json, none = raw text"},
+    // lora -----------------------------------------------------------------------------------
+    {.section = "lora", .key = "enabled", .type = RL_RECIPE_T_BOOL, .offset = OFF(lora.enabled),
+     DEF("false"),
+     .doc = "train LoRA adapters; false = full fine-tuning (the other lora keys are refused)"},
+    {.section = "lora", .key = "r", .type = RL_RECIPE_T_INT, .offset = OFF(lora.r), DEF("8"),
+     .min = 1, .max = 4096, .gate = "lora.enabled", .doc = "adapter rank R"},
+    {.section = "lora", .key = "alpha", .type = RL_RECIPE_T_FLOAT, .offset = OFF(lora.alpha),
+     DEF("16"), .flags = MIN_EXCL, .max = BIG, .gate = "lora.enabled",
+     .doc = "scaling numerator: scale = alpha/r (alpha/sqrt(r) with use_rslora)"},
+    {.section = "lora", .key = "dropout", .type = RL_RECIPE_T_FLOAT, .offset = OFF(lora.dropout),
+     DEF("0.0"), .flags = MAX_EXCL, .max = 1, .gate = "lora.enabled",
+     .doc = "dropout on the adapter input"},
+    {.section = "lora", .key = "target_modules", .type = RL_RECIPE_T_STRING_LIST,
+     .offset = OFF(lora.target_modules), DEF("all-linear"), .choices = s_modules,
+     .gate = "lora.enabled", .doc = "projections that get adapters; all-linear = all 7"},
+    {.section = "lora", .key = "use_rslora", .type = RL_RECIPE_T_BOOL,
+     .offset = OFF(lora.use_rslora), DEF("false"), .gate = "lora.enabled",
+     .doc = "rank-stabilised scaling alpha/sqrt(r)"},
+    // data -----------------------------------------------------------------------------------
+    {.section = "data", .key = "train", .type = RL_RECIPE_T_PATH_FILE, .offset = OFF(data.train),
+     .def_doc = "required", .flags = REQUIRED | EXISTS, .doc = "training set, JSONL"},
+    {.section = "data", .key = "eval", .type = RL_RECIPE_T_PATH_FILE, .offset = OFF(data.eval),
+     .def_doc = "null", .flags = OPTIONAL | EXISTS,
+     .doc = "held-out set, JSONL; needed when train.eval_every > 0"},
+    {.section = "data", .key = "format", .type = RL_RECIPE_T_ENUM, .offset = OFF(data.format),
+     DEF("auto"), .choices = s_formats,
+     .doc = "row layout; auto = decided from the first row's fields"},
+    {.section = "data", .key = "prompt_field", .type = RL_RECIPE_T_STRING,
+     .offset = OFF(data.prompt_field), DEF("prompt"), .doc = "field holding the prompt"},
+    {.section = "data", .key = "completion_field", .type = RL_RECIPE_T_STRING,
+     .offset = OFF(data.completion_field), DEF("completion"),
+     .doc = "field holding the completion (SFT)"},
+    {.section = "data", .key = "answer_field", .type = RL_RECIPE_T_STRING,
+     .offset = OFF(data.answer_field), DEF("answer"),
+     .doc = "field holding the reference answer (rewards, eval accuracy)"},
+    {.section = "data", .key = "text_field", .type = RL_RECIPE_T_STRING,
+     .offset = OFF(data.text_field), DEF("text"), .doc = "field holding plain text (format text)"},
+    {.section = "data", .key = "messages_field", .type = RL_RECIPE_T_STRING,
+     .offset = OFF(data.messages_field), DEF("messages"),
+     .doc = "field holding a chat message list (format messages)"},
+    {.section = "data", .key = "max_length", .type = RL_RECIPE_T_INT,
+     .offset = OFF(data.max_length), DEF("1024"), .min = 1, .max = 1048576, .algos = SFT,
+     .doc = "most tokens of one example, prompt + completion (SFT)"},
+    {.section = "data", .key = "max_prompt_length", .type = RL_RECIPE_T_INT,
+     .offset = OFF(data.max_prompt_length), DEF("512"), .min = 1, .max = 1048576, .algos = GRPO,
+     .doc = "most prompt tokens (GRPO)"},
+    {.section = "data", .key = "truncation", .type = RL_RECIPE_T_ENUM,
+     .offset = OFF(data.truncation), DEF("drop"), .choices = s_truncs,
+     .doc = "a row over the limit: drop it (counted in the log) or stop with an error"},
+    {.section = "data", .key = "shuffle", .type = RL_RECIPE_T_BOOL, .offset = OFF(data.shuffle),
+     DEF("true"), .doc = "reshuffle the training set every epoch (seeded by run.seed)"},
+    // algorithm ------------------------------------------------------------------------------
+    {.section = "algorithm", .key = "name", .type = RL_RECIPE_T_ENUM, .offset = OFF(algorithm.name),
+     .def_doc = "required", .flags = REQUIRED, .choices = s_algos, .doc = "training algorithm"},
+    {.section = "algorithm", .key = "num_generations", .type = RL_RECIPE_T_INT,
+     .offset = OFF(algorithm.num_generations), DEF("8"), .min = 2, .max = 4096, .algos = GRPO,
+     .doc = "completions per prompt (G)"},
+    {.section = "algorithm", .key = "scale_rewards", .type = RL_RECIPE_T_ENUM,
+     .offset = OFF(algorithm.scale_rewards), DEF("group"), .choices = s_scales, .algos = GRPO,
+     .doc = "divide advantages by the group std, the batch std, or not at all (Dr.GRPO)"},
+    {.section = "algorithm", .key = "advantage", .type = RL_RECIPE_T_ENUM,
+     .offset = OFF(algorithm.advantage), DEF("grpo"), .choices = s_advs, .algos = GRPO,
+     .doc = "baseline: group mean (grpo) or leave-one-out mean (rloo)"},
+    {.section = "algorithm", .key = "std_eps", .type = RL_RECIPE_T_FLOAT,
+     .offset = OFF(algorithm.std_eps), DEF("1e-4"), .max = 1, .algos = GRPO,
+     .doc = "added to the std before dividing (TRL 1e-4, verl 1e-6)"},
+    {.section = "algorithm", .key = "epsilon_low", .type = RL_RECIPE_T_FLOAT,
+     .offset = OFF(algorithm.epsilon_low), DEF("0.2"), .flags = MAX_EXCL, .max = 1, .algos = GRPO,
+     .doc = "lower clip: ratio >= 1 - epsilon_low"},
+    {.section = "algorithm", .key = "epsilon_high", .type = RL_RECIPE_T_FLOAT,
+     .offset = OFF(algorithm.epsilon_high), DEF("0.2"), .max = 10, .algos = GRPO,
+     .doc = "upper clip: ratio <= 1 + epsilon_high (DAPO clip-higher 0.28)"},
+    {.section = "algorithm", .key = "dual_clip", .type = RL_RECIPE_T_FLOAT,
+     .offset = OFF(algorithm.dual_clip), DEF("0"), .max = 100, .algos = GRPO,
+     .doc = "dual-clip constant c for negative advantages; 0 = off, else > 1"},
+    {.section = "algorithm", .key = "beta", .type = RL_RECIPE_T_FLOAT,
+     .offset = OFF(algorithm.beta), DEF("0.0"), .max = 100, .algos = GRPO,
+     .doc = "KL coefficient; 0 = no reference model"},
+    {.section = "algorithm", .key = "kl_estimator", .type = RL_RECIPE_T_ENUM,
+     .offset = OFF(algorithm.kl_estimator), DEF("k3"), .choices = s_kls, .algos = GRPO,
+     .doc = "per-token KL estimator"},
+    {.section = "algorithm", .key = "loss_agg", .type = RL_RECIPE_T_ENUM,
+     .offset = OFF(algorithm.loss_agg), DEF("token_mean"), .choices = s_aggs, .algos = GRPO,
+     .doc = "how token losses are averaged (REFERENCE §1)"},
+    {.section = "algorithm", .key = "tis", .type = RL_RECIPE_T_ENUM, .offset = OFF(algorithm.tis),
+     DEF("none"), .choices = s_tis, .algos = GRPO,
+     .doc = "sampler-mismatch correction: truncated IS per token, or sequence masking"},
+    {.section = "algorithm", .key = "tis_cap", .type = RL_RECIPE_T_FLOAT,
+     .offset = OFF(algorithm.tis_cap), DEF("2.0"), .min = 1, .max = 1000, .algos = GRPO,
+     .doc = "TIS bound C (token: w <= C; sequence: 1/C <= w <= C)"},
+    {.section = "algorithm", .key = "mask_truncated_completions", .type = RL_RECIPE_T_BOOL,
+     .offset = OFF(algorithm.mask_truncated_completions), DEF("false"), .algos = GRPO,
+     .doc = "zero the loss of completions cut at max_new_tokens (DAPO)"},
+    {.section = "algorithm", .key = "overlong_buffer", .type = RL_RECIPE_T_INT,
+     .offset = OFF(algorithm.overlong_buffer), DEF("0"), .max = 1048576, .algos = GRPO,
+     .doc = "DAPO overlong shaping over the last N tokens before max_new_tokens; 0 = off"},
+    {.section = "algorithm", .key = "overlong_penalty", .type = RL_RECIPE_T_FLOAT,
+     .offset = OFF(algorithm.overlong_penalty), DEF("1.0"), .max = BIG, .algos = GRPO,
+     .doc = "largest overlong penalty (reached at max_new_tokens)"},
+    {.section = "algorithm", .key = "num_iterations", .type = RL_RECIPE_T_INT,
+     .offset = OFF(algorithm.num_iterations), DEF("1"), .min = 1, .max = 64, .algos = GRPO,
+     .doc = "policy updates per generated batch"},
+    {.section = "algorithm", .key = "drop_zero_std_groups", .type = RL_RECIPE_T_BOOL,
+     .offset = OFF(algorithm.drop_zero_std_groups), DEF("false"), .algos = GRPO,
+     .doc = "leave groups whose rewards are all equal out of the update (DAPO dynamic sampling)"},
+    {.section = "algorithm", .key = "completion_only_loss", .type = RL_RECIPE_T_BOOL,
+     .offset = OFF(algorithm.completion_only_loss), DEF("true"), .algos = SFT,
+     .doc = "prompt/completion rows: loss on completion tokens only"},
+    // sampling -------------------------------------------------------------------------------
+    {.section = "sampling", .key = "temperature", .type = RL_RECIPE_T_FLOAT,
+     .offset = OFF(sampling.temperature), DEF("1.0"), .flags = MIN_EXCL, .max = 100,
+     .doc = "softmax temperature T (logprobs use the same T)"},
+    {.section = "sampling", .key = "top_p", .type = RL_RECIPE_T_FLOAT,
+     .offset = OFF(sampling.top_p), DEF("1.0"), .flags = MIN_EXCL, .max = 1,
+     .doc = "nucleus sampling mass; 1.0 = off"},
+    {.section = "sampling", .key = "top_k", .type = RL_RECIPE_T_INT, .offset = OFF(sampling.top_k),
+     DEF("0"), .max = IMAX, .doc = "sample among the k most likely tokens; 0 = off"},
+    {.section = "sampling", .key = "max_new_tokens", .type = RL_RECIPE_T_INT,
+     .offset = OFF(sampling.max_new_tokens), DEF("256"), .min = 1, .max = 1048576,
+     .doc = "completion length limit (L_max)"},
+    {.section = "sampling", .key = "stop", .type = RL_RECIPE_T_STRING_LIST,
+     .offset = OFF(sampling.stop), DEF("[]"), .doc = "extra stop strings (EOS always stops)"},
+    // rewards (one entry) --------------------------------------------------------------------
+    {.section = "rewards", .key = "name", .type = RL_RECIPE_T_STRING, .offset = ROFF(name),
+     .def_doc = "the builtin's name", .flags = DERIVED,
+     .doc = "metric name (rewards/<name>/mean); unique"},
+    {.section = "rewards", .key = "weight", .type = RL_RECIPE_T_FLOAT, .offset = ROFF(weight),
+     DEF("1.0"), .min = -BIG, .max = BIG, .doc = "the total reward is the weighted sum"},
+    {.section = "rewards", .key = "builtin", .type = RL_RECIPE_T_ENUM, .offset = ROFF(builtin),
+     .def_doc = "null", .flags = OPTIONAL, .choices = s_builtins,
+     .doc = "a built-in reward (exactly one of builtin and plugin)"},
+    {.section = "rewards", .key = "plugin", .type = RL_RECIPE_T_PATH_FILE, .offset = ROFF(plugin),
+     .def_doc = "null", .flags = OPTIONAL | EXISTS, .doc = "path of a reward plugin .so"},
+    {.section = "rewards", .key = "config", .type = RL_RECIPE_T_MAP, .offset = ROFF(config_json),
+     DEF("{}"), .doc = "any map; passed to the reward's create() as JSON"},
+    // optim ----------------------------------------------------------------------------------
+    {.section = "optim", .key = "name", .type = RL_RECIPE_T_ENUM, .offset = OFF(optim.name),
+     DEF("adamw"), .choices = s_optims, .doc = "optimizer (AdamW, decoupled weight decay)"},
+    {.section = "optim", .key = "lr", .type = RL_RECIPE_T_FLOAT, .offset = OFF(optim.lr),
+     .def_doc = "required", .flags = REQUIRED | MIN_EXCL, .max = 1, .doc = "peak learning rate"},
+    {.section = "optim", .key = "betas", .type = RL_RECIPE_T_FLOAT_LIST, .offset = OFF(optim.betas),
+     DEF("[0.9, 0.999]"), .flags = MAX_EXCL, .max = 1, .count = 2, .doc = "Adam beta1, beta2"},
+    {.section = "optim", .key = "eps", .type = RL_RECIPE_T_FLOAT, .offset = OFF(optim.eps),
+     DEF("1e-8"), .flags = MIN_EXCL, .max = 1, .doc = "Adam epsilon"},
+    {.section = "optim", .key = "weight_decay", .type = RL_RECIPE_T_FLOAT,
+     .offset = OFF(optim.weight_decay), DEF("0.0"), .max = 10, .doc = "decoupled weight decay"},
+    {.section = "optim", .key = "max_grad_norm", .type = RL_RECIPE_T_FLOAT,
+     .offset = OFF(optim.max_grad_norm), DEF("1.0"), .max = BIG,
+     .doc = "clip the global gradient norm; 0 = off"},
+    {.section = "optim", .key = "scheduler", .type = RL_RECIPE_T_ENUM,
+     .offset = OFF(optim.scheduler), DEF("constant"), .choices = s_scheds,
+     .doc = "learning-rate schedule after warmup"},
+    {.section = "optim", .key = "warmup_steps", .type = RL_RECIPE_T_INT,
+     .offset = OFF(optim.warmup_steps), DEF("0"), .max = IMAX,
+     .doc = "linear warmup steps (or warmup_ratio, not both)"},
+    {.section = "optim", .key = "warmup_ratio", .type = RL_RECIPE_T_FLOAT,
+     .offset = OFF(optim.warmup_ratio), DEF("0.0"), .flags = MAX_EXCL, .max = 1,
+     .doc = "warmup as a fraction of train.steps"},
+    {.section = "optim", .key = "min_lr_ratio", .type = RL_RECIPE_T_FLOAT,
+     .offset = OFF(optim.min_lr_ratio), DEF("0.0"), .max = 1,
+     .doc = "linear/cosine decay ends at lr * min_lr_ratio"},
+    // train ----------------------------------------------------------------------------------
+    {.section = "train", .key = "steps", .type = RL_RECIPE_T_INT, .offset = OFF(train.steps),
+     .def_doc = "required", .flags = REQUIRED, .min = 1, .max = IMAX, .doc = "optimizer steps"},
+    {.section = "train", .key = "batch_size", .type = RL_RECIPE_T_INT,
+     .offset = OFF(train.batch_size), DEF("8"), .min = 1, .max = 1048576,
+     .doc = "per optimizer step: prompts (GRPO) or examples (SFT)"},
+    {.section = "train", .key = "micro_batch_size", .type = RL_RECIPE_T_INT,
+     .offset = OFF(train.micro_batch_size), .def_doc = "the whole step", .flags = DERIVED, .min = 1,
+     .max = IMAX, .doc = "sequences per forward/backward pass (gradient accumulation)"},
+    {.section = "train", .key = "eval_every", .type = RL_RECIPE_T_INT,
+     .offset = OFF(train.eval_every), DEF("0"), .max = IMAX,
+     .doc = "evaluate every N steps (needs data.eval); 0 = off"},
+    {.section = "train", .key = "save_every", .type = RL_RECIPE_T_INT,
+     .offset = OFF(train.save_every), DEF("0"), .max = IMAX,
+     .doc = "write a resumable checkpoint every N steps; 0 = only final/"},
+    {.section = "train", .key = "keep_checkpoints", .type = RL_RECIPE_T_INT,
+     .offset = OFF(train.keep_checkpoints), DEF("2"), .min = 1, .max = IMAX,
+     .doc = "newest checkpoints kept"},
+    {.section = "train", .key = "log_every", .type = RL_RECIPE_T_INT,
+     .offset = OFF(train.log_every), DEF("1"), .min = 1, .max = IMAX,
+     .doc = "write metrics every N steps"},
+    {.section = "train", .key = "eval_samples", .type = RL_RECIPE_T_INT,
+     .offset = OFF(train.eval_samples), DEF("0"), .max = IMAX,
+     .doc = "eval rows used per evaluation; 0 = all"},
+    {.section = "train", .key = "recompute", .type = RL_RECIPE_T_BOOL,
+     .offset = OFF(train.recompute), DEF("false"),
+     .doc = "recompute activations in backward (less memory, more time)"},
+    {.section = "train", .key = "threads", .type = RL_RECIPE_T_INT, .offset = OFF(train.threads),
+     DEF("0"), .max = 4096, .doc = "compute threads; 0 = all cores"},
+    // roles ----------------------------------------------------------------------------------
+    {.section = "roles", .key = "samplers", .type = RL_RECIPE_T_INT, .offset = OFF(roles.samplers),
+     DEF("1"), .min = 1, .max = 256,
+     .doc = "sampler worker processes; a step's prompts are spread over them"},
+    {.section = "roles", .key = "reference", .type = RL_RECIPE_T_ENUM,
+     .offset = OFF(roles.reference), DEF("actor"), .choices = s_refs,
+     .doc = "where the reference policy runs: actor = in the actor (adapters disabled with LoRA, a "
+            "frozen copy with full tuning); worker = a process of its own"},
+    {.section = "roles", .key = "actor_threads", .type = RL_RECIPE_T_INT,
+     .offset = OFF(roles.actor_threads), DEF("0"), .max = 4096,
+     .doc = "compute threads of the actor worker; 0 = train.threads"},
+    {.section = "roles", .key = "sampler_threads", .type = RL_RECIPE_T_INT,
+     .offset = OFF(roles.sampler_threads), DEF("0"), .max = 4096,
+     .doc = "compute threads of each sampler worker; 0 = train.threads"},
+    {.section = "roles", .key = "reward_timeout", .type = RL_RECIPE_T_FLOAT,
+     .offset = OFF(roles.reward_timeout), DEF("60"), .flags = MIN_EXCL, .max = 86400,
+     .doc = "seconds one reward may take to score one step's batch"},
+    {.section = "roles", .key = "request_timeout", .type = RL_RECIPE_T_FLOAT,
+     .offset = OFF(roles.request_timeout), DEF("600"), .flags = MIN_EXCL, .max = 86400,
+     .doc = "seconds a worker may take to answer one request before the run stops"},
+    {.section = "roles", .key = "heartbeat", .type = RL_RECIPE_T_FLOAT,
+     .offset = OFF(roles.heartbeat), DEF("1"), .flags = MIN_EXCL, .max = 3600,
+     .doc = "seconds between worker heartbeats; 10 missed = the worker is lost"},
+    {.section = "roles", .key = "stop_grace", .type = RL_RECIPE_T_FLOAT,
+     .offset = OFF(roles.stop_grace), DEF("20"), .flags = MIN_EXCL, .max = 86400,
+     .doc = "seconds from SIGTERM/SIGINT until the run is gone: the step and a checkpoint finish "
+            "when they fit, otherwise the workers stop at once"},
+};
+#define S_NKEYS ((int)(sizeof s_keys / sizeof s_keys[0]))
+
+#undef OFF
+#undef ROFF
+#undef GRPO
+#undef SFT
+#undef REQUIRED
+#undef OPTIONAL
+#undef MIN_EXCL
+#undef MAX_EXCL
+#undef EXISTS
+#undef DERIVED
+#undef IMAX
+#undef BIG
+#undef DEF
+
+int rl_recipe_schema(const rl_recipe_key_t **keys) {
+    *keys = s_keys;
+    return S_NKEYS;
+}
+
+const char *rl_recipe_type_name(rl_recipe_type_t type) {
+    static const char *const names[] = {"bool",      "int",         "float",      "string",
+                                        "enum",      "path (file)", "path (dir)", "string list",
+                                        "float list", "map"};
+    return (unsigned)type < sizeof names / sizeof names[0] ? names[type] : "?";
+}
+
+// ---------------------------------------------------------------------------------------------
+// lookups
+
+int rl_cfg_sections(const rl_cfg_section_t **sections) {
+    *sections = s_sections;
+    return S_NSECTIONS;
+}
+
+const rl_cfg_section_t *rl_cfg_section(const char *name) {
+    for (int i = 0; i < S_NSECTIONS; i++) {
+        if (!strcmp(s_sections[i].name, name)) {
+            return &s_sections[i];
+        }
+    }
+    return NULL;
+}
+
+const rl_recipe_key_t *rl_cfg_key(const char *section, const char *key) {
+    for (int i = 0; i < S_NKEYS; i++) {
+        if (!strcmp(s_keys[i].section, section) && !strcmp(s_keys[i].key, key)) {
+            return &s_keys[i];
+        }
+    }
+    return NULL;
+}
+
+const rl_recipe_key_t *rl_cfg_key_dotted(const char *dotted) {
+    char sec[64];
+    const char *dot = strchr(dotted, '.');
+    if (!dot) {
+        return NULL;
+    }
+    size_t n = strcspn(dotted, ".[");
+    if (n >= sizeof sec) {
+        return NULL;
+    }
+    memcpy(sec, dotted, n);
+    sec[n] = '\0';
+    return rl_cfg_key(sec, dot + 1);
+}
+
+const char *rl_recipe_enum_name(const char *dotted_key, int value) {
+    const rl_recipe_key_t *k = rl_cfg_key_dotted(dotted_key);
+    if (!k || k->type != RL_RECIPE_T_ENUM || value < 0) {
+        return NULL;
+    }
+    for (int i = 0; k->choices[i]; i++) {
+        if (i == value) {
+            return k->choices[i];
+        }
+    }
+    return NULL;
+}
+
+int rl_cfg_applies(const rl_recipe_t *r, const rl_recipe_key_t *k) {
+    if (k->algos && r->algorithm.name >= 0 && !(k->algos & (1u << r->algorithm.name))) {
+        return 0;
+    }
+    if (k->gate) {
+        const rl_recipe_key_t *g = rl_cfg_key_dotted(k->gate);
+        RL_ASSERT(g && g->type == RL_RECIPE_T_BOOL);
+        if (!*(const bool *)((const char *)r + g->offset)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// defaults per algorithm
+
+const char *rl_recipe_key_default(const rl_recipe_key_t *k, int algo) {
+    if (algo >= 0 && algo < RL_RECIPE_NALGO && k->def_by_algo[algo]) {
+        return k->def_by_algo[algo];
+    }
+    return k->def;
+}
+
+const char *rl_recipe_key_default_doc(const rl_recipe_key_t *k, char *out, size_t n) {
+    if (!n) {
+        return out;
+    }
+    // one text for all unless an algorithm the key applies to has a default of its own
+    int differs = 0;
+    for (int a = 0; a < RL_RECIPE_NALGO; a++) {
+        const char *d = k->def_by_algo[a];
+        if ((!k->algos || (k->algos & (1u << a))) && d && (!k->def || strcmp(d, k->def))) {
+            differs = 1;
+        }
+    }
+    if (!differs) {
+        snprintf(out, n, "%s", k->def_doc);
+        return out;
+    }
+    size_t o = 0;
+    out[0] = '\0';
+    for (int a = 0; a < RL_RECIPE_NALGO && o < n; a++) {
+        if (k->algos && !(k->algos & (1u << a))) {
+            continue;
+        }
+        const char *d = rl_recipe_key_default(k, a);
+        int w = snprintf(out + o, n - o, "%s%s (%s)", o ? ", " : "", d ? d : k->def_doc,
+                         s_algos[a]);
+        o = w < 0 ? n : o + (size_t)w;
+    }
+    return out;
+}
