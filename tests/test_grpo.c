@@ -241,7 +241,7 @@ typedef struct {
 static s_tok_t s_token(const rl_recipe_algorithm_t *alg, float logp, const float *old,
                        const float *ref, const float *mu, double A, double denom) {
     float mask = 1.0f, dl = 12345.0f;
-    rl_grpo_batch_t b = {1, 1, &logp, old, ref, mu, &mask, &A, denom};
+    rl_grpo_batch_t b = {1, 1, &logp, old, ref, mu, &mask, &A, denom, NULL};
     s_tok_t r;
     memset(&r, 0, sizeof(r));
     int rc = rl_grpo_loss(&b, alg, &dl, &r.st);
@@ -428,7 +428,7 @@ static void test_loss_tis_sequence(void) {
     }
     rl_recipe_algorithm_t alg = s_alg();
     alg.tis = RL_RECIPE_TIS_SEQUENCE;
-    rl_grpo_batch_t b = {B, T, logp, NULL, NULL, mu, mask, adv, 8.0};
+    rl_grpo_batch_t b = {B, T, logp, NULL, NULL, mu, mask, adv, 8.0, NULL};
     float dl[B * T];
     rl_grpo_loss_stats_t st = {0};
     CHECK_INT(rl_grpo_loss(&b, &alg, dl, &st), 0);
@@ -494,7 +494,7 @@ static void test_loss_aggregation(void) {
     for (size_t k = 0; k < 3; k++) {
         rl_recipe_algorithm_t alg = s_alg();
         alg.loss_agg = cases[k].agg;
-        rl_grpo_batch_t b = {B, T, logp, NULL, NULL, NULL, mask, adv, cases[k].denom};
+        rl_grpo_batch_t b = {B, T, logp, NULL, NULL, NULL, mask, adv, cases[k].denom, NULL};
         float dl[B * T];
         rl_grpo_loss_stats_t st = {0};
         CHECK_INT(rl_grpo_loss(&b, &alg, dl, &st), 0);
@@ -524,7 +524,7 @@ static void test_loss_mask(void) {
         alg.dual_clip = 3.0;
         alg.tis = tis_modes[k];
         alg.loss_agg = RL_RECIPE_AGG_SEQ_MEAN_TOKEN_MEAN;
-        rl_grpo_batch_t b = {B, T, logp, old, ref, mu, mask, adv, 2.0};
+        rl_grpo_batch_t b = {B, T, logp, old, ref, mu, mask, adv, 2.0, NULL};
         float dl[B * T];
         for (int i = 0; i < B * T; i++) {
             dl[i] = 777.0f;
@@ -546,7 +546,7 @@ static void test_loss_mask(void) {
             r2[i] = mask[i] ? ref[i] : -1.0f;
             m2[i] = mask[i] ? mu[i] : -1.0f;
         }
-        rl_grpo_batch_t b2 = {B, T, l2, o2, r2, m2, mask, adv, 2.0};
+        rl_grpo_batch_t b2 = {B, T, l2, o2, r2, m2, mask, adv, 2.0, NULL};
         rl_grpo_loss_stats_t st2 = {0};
         CHECK_INT(rl_grpo_loss(&b2, &alg, d2, &st2), 0);
         CHECK(st.loss == st2.loss && memcmp(dl, d2, sizeof(dl)) == 0);
@@ -562,7 +562,7 @@ static void test_loss_einval(void) {
 #define EXPECT_EINVAL(mutate)                                                                      \
     do {                                                                                           \
         rl_recipe_algorithm_t alg = s_alg();                                                       \
-        rl_grpo_batch_t b = {B, T, logp, NULL, NULL, NULL, mask, adv, 1.0};                        \
+        rl_grpo_batch_t b = {B, T, logp, NULL, NULL, NULL, mask, adv, 1.0, NULL};                        \
         mutate;                                                                                    \
         CHECK_MSG(rl_grpo_loss(&b, &alg, dl, &st) == RL_EINVAL, "%s", #mutate);                    \
     } while (0)
@@ -593,7 +593,7 @@ static void test_loss_einval(void) {
 #undef EXPECT_EINVAL
     {
         rl_recipe_algorithm_t alg = s_alg();
-        rl_grpo_batch_t b = {B, T, logp, NULL, NULL, NULL, mask, adv, 1.0};
+        rl_grpo_batch_t b = {B, T, logp, NULL, NULL, NULL, mask, adv, 1.0, NULL};
         CHECK(rl_grpo_loss(NULL, &alg, dl, &st) == RL_EINVAL);
         CHECK(rl_grpo_loss(&b, NULL, dl, &st) == RL_EINVAL);
         CHECK(rl_grpo_loss(&b, &alg, NULL, &st) == RL_EINVAL);
@@ -603,7 +603,7 @@ static void test_loss_einval(void) {
     {
         rl_recipe_algorithm_t alg = s_alg();
         float none[2] = {0, 0};
-        rl_grpo_batch_t b = {B, T, logp, NULL, NULL, NULL, none, adv, 0.0};
+        rl_grpo_batch_t b = {B, T, logp, NULL, NULL, NULL, none, adv, 0.0, NULL};
         rl_grpo_loss_stats_t s2 = {0};
         CHECK_INT(rl_grpo_loss(&b, &alg, dl, &s2), 0);
         CHECK(dl[0] == 0.0f && dl[1] == 0.0f && s2.loss == 0.0 && s2.tokens == 0.0);
@@ -662,7 +662,7 @@ static void s_fd_inputs(s_fd_t *x) {
 static double s_fd_loss(const s_fd_t *x, const float *logp, const rl_recipe_algorithm_t *alg,
                         double denom, int use_ref, float *dl) {
     rl_grpo_batch_t b = {FB,    FT,      logp,   x->old, use_ref ? x->ref : NULL,
-                         x->mu, x->mask, x->adv, denom};
+                         x->mu, x->mask, x->adv, denom, NULL};
     rl_grpo_loss_stats_t st = {0};
     float scratch[FB * FT];
     int rc = rl_grpo_loss(&b, alg, dl ? dl : scratch, &st);
@@ -697,7 +697,7 @@ static void test_fd_all_knobs(void) {
                         alg.epsilon_high = eps_high[ie];
                         float g[FB * FT];
                         rl_grpo_batch_t b = {FB,   FT,     x.logp, x.old,     ik ? x.ref : NULL,
-                                             x.mu, x.mask, x.adv,  denoms[ia]};
+                                             x.mu, x.mask, x.adv,  denoms[ia], NULL};
                         rl_grpo_loss_stats_t st = {0};
                         CHECK_INT(rl_grpo_loss(&b, &alg, g, &st), 0);
                         // every branch these inputs are meant to reach is reached
@@ -766,7 +766,7 @@ static void test_old_null_is_detached_copy(void) {
                 alg.tis = it;
                 alg.dual_clip = 3.0;
                 float g1[FB * FT], g2[FB * FT];
-                rl_grpo_batch_t b = {FB, FT, x.logp, NULL, x.ref, x.mu, x.mask, x.adv, 7.0};
+                rl_grpo_batch_t b = {FB, FT, x.logp, NULL, x.ref, x.mu, x.mask, x.adv, 7.0, NULL};
                 rl_grpo_loss_stats_t s1 = {0}, s2 = {0};
                 CHECK_INT(rl_grpo_loss(&b, &alg, g1, &s1), 0);
                 b.old_logp = x.logp;
@@ -797,7 +797,7 @@ static void test_micro_batches(void) {
             alg.epsilon_high = 0.28;
             const double denom = 16.0; // the active tokens of this whole batch
             float g_all[FB * FT], g_mb[FB * FT];
-            rl_grpo_batch_t b = {FB, FT, x.logp, x.old, x.ref, x.mu, x.mask, x.adv, denom};
+            rl_grpo_batch_t b = {FB, FT, x.logp, x.old, x.ref, x.mu, x.mask, x.adv, denom, NULL};
             rl_grpo_loss_stats_t s_all = {0}, s_mb = {0};
             CHECK_INT(rl_grpo_loss(&b, &alg, g_all, &s_all), 0);
             const int split = 2;
@@ -805,7 +805,7 @@ static void test_micro_batches(void) {
                 int r0 = part ? split : 0, n = part ? FB - split : split;
                 size_t o = (size_t)r0 * FT;
                 rl_grpo_batch_t m = {n,        FT,         x.logp + o, x.old + o, x.ref + o,
-                                     x.mu + o, x.mask + o, x.adv + r0, denom};
+                                     x.mu + o, x.mask + o, x.adv + r0, denom, NULL};
                 CHECK_INT(rl_grpo_loss(&m, &alg, g_mb + o, &s_mb), 0);
             }
             CHECK_MSG(fabs(s_all.loss - s_mb.loss) <= 1e-14 * fmax(1, fabs(s_all.loss)),
@@ -962,7 +962,7 @@ static void s_golden_loss(const char *name, json_t *c) {
         CHECK_MSG(0, "%s: unreadable", name);
         goto done;
     }
-    rl_grpo_batch_t b = {B, T, logp, old, ref, mu, mask, adv, s_num(c, "denom")};
+    rl_grpo_batch_t b = {B, T, logp, old, ref, mu, mask, adv, s_num(c, "denom"), NULL};
     rl_grpo_loss_stats_t st = {0};
     CHECK_INT(rl_grpo_loss(&b, &alg, got, &st), 0);
     double wl = s_num(c, "loss");
@@ -1050,6 +1050,85 @@ static void test_goldens(void) {
             TOL_GOLDEN_LOSS, TOL_GRAD);
 }
 
+// Per-token advantages (PPO's GAE): adv_tok holding each row's advantage on every token gives
+// the sequence-advantage result bit for bit (loss, dlogp, every statistic); and with advantages
+// that vary along the row the gradient matches central differences, for every aggregation,
+// with and without the dual clip and KL.
+static void test_token_advantages(void) {
+    s_fd_t x;
+    s_fd_inputs(&x);
+    float flat[FB * FT], varied[FB * FT];
+    for (int b = 0; b < FB; b++) {
+        x.adv[b] = (double)(float)x.adv[b]; // per-token advantages are f32: the same values
+    }
+    for (int b = 0; b < FB; b++) {
+        for (int t = 0; t < FT; t++) {
+            flat[b * FT + t] = (float)x.adv[b];
+            // signs and sizes change along the row, so both clip sides are met per row
+            varied[b * FT + t] = (float)(x.adv[b] * (t % 2 ? -1.0 : 1.0) * (0.5 + 0.25 * t));
+        }
+    }
+    const int aggs[3] = {RL_RECIPE_AGG_TOKEN_MEAN, RL_RECIPE_AGG_SEQ_MEAN_TOKEN_MEAN,
+                         RL_RECIPE_AGG_SEQ_MEAN_TOKEN_SUM_NORM};
+    const double denoms[3] = {20.0, 8.0, 8.0 * 16.0};
+    double worst = 0.0;
+    for (int ia = 0; ia < 3; ia++) {
+        for (int k = 0; k < 4; k++) { // dual clip off/on x beta 0/0.3 (k3)
+            rl_recipe_algorithm_t alg = s_alg();
+            alg.loss_agg = aggs[ia];
+            alg.dual_clip = k & 1 ? 3.0 : 0.0;
+            alg.beta = k & 2 ? 0.3 : 0.0;
+            alg.kl_estimator = RL_RECIPE_KL_K3;
+            float g1[FB * FT], g2[FB * FT];
+            rl_grpo_batch_t b1 = {FB, FT, x.logp, x.old, x.ref, x.mu, x.mask, x.adv, denoms[ia],
+                                  NULL};
+            rl_grpo_batch_t b2 = {FB, FT, x.logp, x.old, x.ref, x.mu, x.mask, NULL, denoms[ia],
+                                  flat};
+            rl_grpo_loss_stats_t s1 = {0}, s2 = {0};
+            CHECK_INT(rl_grpo_loss(&b1, &alg, g1, &s1), 0);
+            CHECK_INT(rl_grpo_loss(&b2, &alg, g2, &s2), 0);
+            CHECK_MSG(memcmp(g1, g2, sizeof g1) == 0 && memcmp(&s1, &s2, sizeof s1) == 0,
+                      "agg %d knobs %d: broadcast per-token advantages differ from the "
+                      "sequence ones", aggs[ia], k);
+            // varied advantages against central differences
+            rl_grpo_batch_t b3 = {FB, FT, x.logp, x.old, x.ref, x.mu, x.mask, NULL, denoms[ia],
+                                  varied};
+            rl_grpo_loss_stats_t s3 = {0};
+            float g3[FB * FT];
+            CHECK_INT(rl_grpo_loss(&b3, &alg, g3, &s3), 0);
+            double max_fd = 0.0, max_err = 0.0;
+            for (int i = 0; i < FB * FT; i++) {
+                float p[FB * FT];
+                memcpy(p, x.logp, sizeof(p));
+                double d[2];
+                for (int sh = 0; sh < 2; sh++) {
+                    double h = sh ? 1.0 / 256.0 : 1.0 / 128.0;
+                    double l[2];
+                    for (int sign = 0; sign < 2; sign++) {
+                        p[i] = (float)((double)x.logp[i] + (sign ? -h : h));
+                        rl_grpo_batch_t bp = {FB,   FT,     p,    x.old,      x.ref,
+                                              x.mu, x.mask, NULL, denoms[ia], varied};
+                        rl_grpo_loss_stats_t sp = {0};
+                        float scratch[FB * FT];
+                        CHECK_INT(rl_grpo_loss(&bp, &alg, scratch, &sp), 0);
+                        l[sign] = sp.loss;
+                    }
+                    p[i] = x.logp[i];
+                    d[sh] = (l[0] - l[1]) / (2.0 * h);
+                }
+                double fd = (4.0 * d[1] - d[0]) / 3.0;
+                max_fd = fmax(max_fd, fabs(fd));
+                max_err = fmax(max_err, fabs((double)g3[i] - fd));
+            }
+            double rel = max_fd > 0 ? max_err / max_fd : max_err;
+            worst = fmax(worst, rel);
+            CHECK_MSG(rel <= TOL_FD, "agg %d knobs %d: per-token advantages: |dlogp - fd| %.3g",
+                      aggs[ia], k, rel);
+        }
+    }
+    fprintf(stderr, "per-token advantages: worst |dlogp - fd| / max|fd| = %.3g\n", worst);
+}
+
 int main(void) {
     test_advantages_modes();
     test_advantages_unscorable();
@@ -1066,6 +1145,7 @@ int main(void) {
     test_fd_all_knobs();
     test_old_null_is_detached_copy();
     test_micro_batches();
+    test_token_advantages();
     test_goldens();
     RL_TEST_DONE();
 }

@@ -136,7 +136,8 @@ double rl_grpo_overlong_penalty(int len, int max_new_tokens, int buffer, double 
 // ---- the policy loss ---------------------------------------------------------------------------
 
 static int s_check(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *alg, const float *dlogp) {
-    if (!b || !alg || !dlogp || !b->logp || !b->mask || !b->adv || b->B < 1 || b->T < 1) {
+    if (!b || !alg || !dlogp || !b->logp || !b->mask || (!b->adv && !b->adv_tok) || b->B < 1 ||
+        b->T < 1) {
         return RL_EINVAL;
     }
     if (!(alg->epsilon_low >= 0.0 && alg->epsilon_low < 1.0) || !(alg->epsilon_high >= 0.0) ||
@@ -218,7 +219,7 @@ int rl_grpo_loss(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *alg, flo
     for (int bi = 0; bi < B; bi++) {
         const size_t row = (size_t)bi * (size_t)T;
         const float *m = b->mask + row;
-        const double A = b->adv[bi];
+        const double A_seq = b->adv_tok ? 0.0 : b->adv[bi];
         double n_b = 0.0, seq_log_w = 0.0;
         for (int t = 0; t < T; t++) {
             if (m[t] != 0.0f) {
@@ -248,6 +249,7 @@ int rl_grpo_loss(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *alg, flo
                 dlogp[i] = 0.0f;
                 continue;
             }
+            const double A = b->adv_tok ? (double)b->adv_tok[i] : A_seq;
             const double lp = b->logp[i];
             const double old = b->old_logp ? (double)b->old_logp[i] : lp; // detached
             // ratio and its derivative; torch.clamp passes the gradient on [-20, 20].

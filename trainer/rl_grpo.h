@@ -71,12 +71,15 @@ typedef struct {
     const float *mu_logp;  // (B,T) sampler logprobs; required when alg->tis != none; when given
                            // it is always read for stats.logprob_gap
     const float *mask;     // (B,T) exactly 0 or 1
-    const double *adv;     // (B) sequence advantages (broadcast over tokens)
+    const double *adv;     // (B) sequence advantages (broadcast over tokens), unless adv_tok
     // The aggregation's divisor for the whole global batch: token_mean: the active tokens of
     // the global batch; seq_mean_token_mean: the number of sequences of the global batch;
     // seq_mean_token_sum_norm: sequences of the global batch * max_new_tokens. Must be finite
     // and > 0 unless this micro-batch has no active token (then loss and dlogp are 0).
     double denom;
+    const float *adv_tok;  // (B,T) per-token advantages (PPO's GAE) or NULL: then adv. Where
+                           // given, token t of row b uses adv_tok[b,t] in place of adv[b] in
+                           // every term (clip sides, dual clip, the statistics)
 } rl_grpo_batch_t;
 
 // Sums over the micro-batch's active tokens (mask = 1, including the tokens of sequences that

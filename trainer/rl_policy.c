@@ -3,6 +3,7 @@
 #include "rl_policy.h"
 
 #include "rl_err.h"
+#include "rl_loss_sft.h"
 #include "rl_optim.h"
 
 #include <math.h>
@@ -21,7 +22,7 @@ struct rl_policy {
     // micro-batch scratch, grown to the largest (mb, T) seen
     int32_t *tok;
     int *len;
-    float *logp, *ent, *dlogp, *old, *mu, *refl, *mask;
+    float *logp, *ent, *dlogp, *old, *mu, *refl, *mask, *tadv;
     size_t cap;
     float *old_all;         // (B,T) logπ_old of the batch, grown
     size_t cap_all;
@@ -125,6 +126,7 @@ void rl_policy_destroy(rl_policy_t **self_p) {
     free(p->mu);
     free(p->refl);
     free(p->mask);
+    free(p->tadv);
     free(p->old_all);
     free(p);
     *self_p = NULL;
@@ -190,6 +192,7 @@ static int s_scratch(rl_policy_t *p, size_t bt, int mb) {
         s_grow((void **)&p->ent, bt, 4) || s_grow((void **)&p->dlogp, bt, 4) ||
         s_grow((void **)&p->old, bt, 4) || s_grow((void **)&p->mu, bt, 4) ||
         s_grow((void **)&p->refl, bt, 4) || s_grow((void **)&p->mask, bt, 4) ||
+        s_grow((void **)&p->tadv, bt, 4) ||
         s_grow((void **)&p->len, (size_t)mb, sizeof(int))) {
         return RL_ENOMEM;
     }
@@ -204,111 +207,191 @@ static void s_rows_f(float *dst, const float *src, int b0, int n, int T, int Tm)
     }
 }
 
-int rl_policy_train(rl_policy_t *self, const rl_policy_batch_t *b,
-                    const rl_recipe_algorithm_t *alg, float temperature, int micro_batch,
-                    int iterations, double lr, double max_grad_norm, float *old_logp,
-                    rl_policy_train_stats_t *stats, char *err, size_t err_len) {
-    memset(stats, 0, sizeof(*stats));
-    if (b->B < 1 || b->T < 2 || micro_batch < 1 || iterations < 1) {
-        return rl_errf(err, err_len, RL_EINVAL, "train: empty batch or bad micro-batch size");
+int rl_policy_step(rl_policy_t *self, const rl_policy_rows_t *rows,
+                   const rl_policy_step_opts_t *o, rl_policy_loss_fn loss, void *ctx,
+                   rl_policy_step_stats_t *st, char *err, size_t err_len) {
+    memset(st, 0, sizeof(*st));
+    int group = rows->group > 0 ? rows->group : 1;
+    if (rows->B < 1 || rows->T < 2 || o->micro_batch < 1 || o->iterations < 1 ||
+        rows->B % group != 0) {
+        return rl_errf(err, err_len, RL_EINVAL,
+                       "train: empty batch, bad micro-batch size or rows not in groups of %d",
+                       group);
     }
-    size_t bt_all = (size_t)b->B * (size_t)b->T;
-    if (bt_all > self->cap_all) {
-        if (s_grow((void **)&self->old_all, bt_all, sizeof(float))) {
-            return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
-        }
-        self->cap_all = bt_all;
-    }
-    int mb = micro_batch < b->B ? micro_batch : b->B;
-    if (s_scratch(self, (size_t)mb * (size_t)b->T, mb)) {
+    // a micro-batch holds whole groups (at least one)
+    int mb = o->micro_batch < rows->B ? o->micro_batch : rows->B;
+    mb = mb / group * group;
+    mb = mb > 0 ? mb : group;
+    if (s_scratch(self, (size_t)mb * (size_t)rows->T, mb)) {
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
-    for (int it = 0; it < iterations; it++) {
+    for (int it = 0; it < o->iterations; it++) {
         rl_model_zero_grad(self->model);
-        rl_grpo_loss_stats_t ls;
-        memset(&ls, 0, sizeof(ls));
-        double entropy = 0.0;
-        for (int b0 = 0; b0 < b->B; b0 += mb) {
-            int n = b->B - b0 < mb ? b->B - b0 : mb;
-            int Tm = 1;
+        double total = 0.0;
+        for (int b0 = 0; b0 < rows->B; b0 += mb) {
+            int n = rows->B - b0 < mb ? rows->B - b0 : mb;
+            int Tm = 1; // the micro-batch's longest row: no forward over padding columns
             for (int i = 0; i < n; i++) {
-                self->len[i] = b->lengths[b0 + i];
+                self->len[i] = rows->lengths[b0 + i];
                 Tm = self->len[i] > Tm ? self->len[i] : Tm;
             }
             for (int i = 0; i < n; i++) {
-                memcpy(self->tok + (size_t)i * Tm, b->tokens + (size_t)(b0 + i) * b->T,
+                memcpy(self->tok + (size_t)i * Tm, rows->tokens + (size_t)(b0 + i) * rows->T,
                        (size_t)Tm * sizeof(int32_t));
                 for (int t = 0; t < Tm; t++) {
-                    self->mask[(size_t)i * Tm + t] = b->mask[(size_t)(b0 + i) * b->T + t];
+                    self->mask[(size_t)i * Tm + t] = rows->mask[(size_t)(b0 + i) * rows->T + t];
                 }
             }
-            int rc = rl_model_forward(self->model, self->tok, self->len, n, Tm, temperature, 1,
-                                      self->logp, it == 0 ? self->ent : NULL);
+            float *ent = o->entropy && it == 0 ? self->ent : NULL;
+            int rc = rl_model_forward(self->model, self->tok, self->len, n, Tm, o->temperature,
+                                      1, self->logp, ent);
             if (rc) {
                 return rl_errf(err, err_len, rc, "train forward: %s",
                                rl_model_errmsg(self->model));
             }
-            rl_grpo_batch_t g = {0};
-            g.B = n;
-            g.T = Tm;
-            g.logp = self->logp;
-            g.mask = self->mask;
-            g.adv = b->adv + b0;
-            g.denom = b->denom;
-            if (it == 0) {
-                for (int i = 0; i < n; i++) {
-                    float *o = self->old_all + (size_t)(b0 + i) * b->T;
-                    memcpy(o, self->logp + (size_t)i * Tm, (size_t)Tm * sizeof(float));
-                    memset(o + Tm, 0, (size_t)(b->T - Tm) * sizeof(float));
-                    for (int t = 0; t < Tm; t++) {
-                        entropy += (double)self->mask[(size_t)i * Tm + t] *
-                                   (double)self->ent[(size_t)i * Tm + t];
-                    }
-                }
-                g.old_logp = NULL; // the weights that sampled: ratio 1, gradient A dlogp
-            } else {
-                s_rows_f(self->old, self->old_all, b0, n, b->T, Tm);
-                g.old_logp = self->old;
-            }
-            if (b->mu_logp) {
-                s_rows_f(self->mu, b->mu_logp, b0, n, b->T, Tm);
-                g.mu_logp = self->mu;
-            }
-            if (b->ref_logp) {
-                s_rows_f(self->refl, b->ref_logp, b0, n, b->T, Tm);
-                g.ref_logp = self->refl;
-            }
-            rc = rl_grpo_loss(&g, alg, self->dlogp, &ls);
-            if (rc) {
+            rl_policy_micro_t m = {b0, n, Tm, it, self->logp, ent, self->mask};
+            double part = 0.0;
+            if ((rc = loss(ctx, &m, self->dlogp, &part)) != 0) {
                 return rl_errf(err, err_len, rc, "train: bad loss input");
             }
+            total += part;
             rc = rl_model_backward(self->model, self->dlogp);
             if (rc) {
                 return rl_errf(err, err_len, rc, "train backward: %s",
                                rl_model_errmsg(self->model));
             }
         }
-        if (!isfinite(ls.loss)) {
-            return rl_errf(err, err_len, RL_EINVAL, "iteration %d: the loss is %s", it + 1,
-                           isnan(ls.loss) ? "NaN" : "infinite");
+        char where[64];
+        snprintf(where, sizeof where, o->step > 0 ? "step %lld" : "iteration %lld",
+                 o->step > 0 ? (long long)o->step : (long long)it + 1);
+        const char *hint = o->step > 0 ? "; stopping (lower optim.lr, check the data, or resume "
+                                         "from the last checkpoint)"
+                                       : "";
+        if (!isfinite(total)) {
+            return rl_errf(err, err_len, RL_EINVAL, "%s: the loss is %s%s", where,
+                           isnan(total) ? "NaN" : "infinite", hint);
         }
-        double gnorm = rl_optim_clip_grad_norm(self->grads, self->n_params, max_grad_norm);
+        double gnorm = rl_optim_clip_grad_norm(self->grads, self->n_params, o->max_grad_norm);
         if (!isfinite(gnorm)) {
-            return rl_errf(err, err_len, RL_EINVAL, "iteration %d: the gradient norm is %s",
-                           it + 1, isnan(gnorm) ? "NaN" : "infinite");
+            return rl_errf(err, err_len, RL_EINVAL, "%s: the gradient norm is %s%s", where,
+                           isnan(gnorm) ? "NaN" : "infinite", hint);
         }
-        rl_optim_step(self->optim, self->params, self->grads, lr);
-        stats->loss = ls;
-        stats->grad_norm = gnorm;
-        if (it == 0) {
-            stats->entropy = entropy;
-        }
-        stats->iterations = it + 1;
+        rl_optim_step(self->optim, self->params, self->grads, o->lr);
+        st->loss = total;
+        st->grad_norm = gnorm;
+        st->iterations = it + 1;
     }
+    return 0;
+}
+
+// ---- the GRPO loss ---------------------------------------------------------------------------
+// The first iteration's forward runs with the weights that sampled the batch: its logprobs are
+// logπ_old, kept for the later iterations and returned.
+
+typedef struct {
+    rl_policy_t *p;
+    const rl_policy_batch_t *b;
+    const rl_recipe_algorithm_t *alg;
+    rl_grpo_loss_stats_t ls;   // of the iteration in progress
+    double entropy;            // first iteration: sum over active tokens
+} s_grpo_ctx_t;
+
+static int s_grpo_loss(void *ctx, const rl_policy_micro_t *m, float *dlogp, double *loss) {
+    s_grpo_ctx_t *c = ctx;
+    rl_policy_t *self = c->p;
+    const rl_policy_batch_t *b = c->b;
+    int n = m->n, Tm = m->T, b0 = m->b0;
+    if (m->b0 == 0) {
+        memset(&c->ls, 0, sizeof(c->ls)); // a new iteration: its own statistics
+    }
+    rl_grpo_batch_t g = {0};
+    g.B = n;
+    g.T = Tm;
+    g.logp = m->logp;
+    g.mask = m->mask;
+    g.adv = b->adv ? b->adv + b0 : NULL;
+    g.denom = b->denom;
+    if (b->token_adv) {
+        s_rows_f(self->tadv, b->token_adv, b0, n, b->T, Tm);
+        g.adv_tok = self->tadv;
+    }
+    if (m->iteration == 0) {
+        for (int i = 0; i < n; i++) {
+            float *o = self->old_all + (size_t)(b0 + i) * b->T;
+            memcpy(o, m->logp + (size_t)i * Tm, (size_t)Tm * sizeof(float));
+            memset(o + Tm, 0, (size_t)(b->T - Tm) * sizeof(float));
+            for (int t = 0; t < Tm; t++) {
+                c->entropy += (double)m->mask[(size_t)i * Tm + t] *
+                              (double)m->entropy[(size_t)i * Tm + t];
+            }
+        }
+        g.old_logp = NULL; // the weights that sampled: ratio 1, gradient A dlogp
+    } else {
+        s_rows_f(self->old, self->old_all, b0, n, b->T, Tm);
+        g.old_logp = self->old;
+    }
+    if (b->mu_logp) {
+        s_rows_f(self->mu, b->mu_logp, b0, n, b->T, Tm);
+        g.mu_logp = self->mu;
+    }
+    if (b->ref_logp) {
+        s_rows_f(self->refl, b->ref_logp, b0, n, b->T, Tm);
+        g.ref_logp = self->refl;
+    }
+    double before = c->ls.loss;
+    int rc = rl_grpo_loss(&g, c->alg, dlogp, &c->ls);
+    *loss = c->ls.loss - before;
+    return rc;
+}
+
+int rl_policy_train(rl_policy_t *self, const rl_policy_batch_t *b,
+                    const rl_recipe_algorithm_t *alg, float temperature, int micro_batch,
+                    int iterations, double lr, double max_grad_norm, float *old_logp,
+                    rl_policy_train_stats_t *stats, char *err, size_t err_len) {
+    memset(stats, 0, sizeof(*stats));
+    size_t bt_all = (size_t)(b->B > 0 ? b->B : 0) * (size_t)(b->T > 0 ? b->T : 0);
+    if (bt_all > self->cap_all) {
+        if (s_grow((void **)&self->old_all, bt_all, sizeof(float))) {
+            return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+        }
+        self->cap_all = bt_all;
+    }
+    rl_policy_rows_t rows = {b->B, b->T, b->tokens, b->lengths, b->mask, 1};
+    rl_policy_step_opts_t o = {temperature, micro_batch, iterations, lr, max_grad_norm, 1, 0};
+    s_grpo_ctx_t c;
+    memset(&c, 0, sizeof c);
+    c.p = self;
+    c.b = b;
+    c.alg = alg;
+    rl_policy_step_stats_t st;
+    int rc = rl_policy_step(self, &rows, &o, s_grpo_loss, &c, &st, err, err_len);
+    if (rc) {
+        return rc;
+    }
+    stats->loss = c.ls;
+    stats->grad_norm = st.grad_norm;
+    stats->entropy = c.entropy;
+    stats->iterations = st.iterations;
     if (old_logp) {
         memcpy(old_logp, self->old_all, bt_all * sizeof(float));
     }
     return 0;
+}
+
+// ---- the SFT loss ----------------------------------------------------------------------------
+
+static int s_sft_loss(void *ctx, const rl_policy_micro_t *m, float *dlogp, double *loss) {
+    int64_t n_tok = *(const int64_t *)ctx;
+    *loss = rl_loss_sft_forward(m->logp, m->mask, m->n, m->T, n_tok);
+    rl_loss_sft_backward(dlogp, m->mask, m->n, m->T, n_tok);
+    return 0;
+}
+
+int rl_policy_train_sft(rl_policy_t *self, const rl_policy_rows_t *rows, int64_t n_tok,
+                        int micro_batch, double lr, double max_grad_norm, int64_t step,
+                        rl_policy_step_stats_t *stats, char *err, size_t err_len) {
+    rl_policy_step_opts_t o = {1.0f, micro_batch, 1, lr, max_grad_norm, 0, step};
+    return rl_policy_step(self, rows, &o, s_sft_loss, &n_tok, stats, err, err_len);
 }
 
 // ---- weights and checkpoints ---------------------------------------------------------------

@@ -1,9 +1,9 @@
-// rl_policy — the trainable policy of an RL run: the model (LoRA or full), its AdamW state and
-// the GRPO update over one generated batch. The actor worker (roles/) holds one and serves its
-// verbs with it: logprobs (of the policy, or of the reference = the same model with adapters
-// disabled), train (num_iterations epochs over the batch in micro-batches: forward ->
-// rl_grpo_loss -> backward, clip, AdamW), export of the trainable weights for the samplers, and
-// checkpoint save/load. Read top to bottom in rl_policy.c. No processes, no protocol.
+// rl_policy — the trainable policy of a run: the model (LoRA or full), its AdamW state and one
+// training step for every loss (rl_policy_step with a loss callback: GRPO's, SFT's). The actor
+// worker (roles/) holds one and serves its verbs with it: logprobs (of the policy, or of the
+// reference = the same model with adapters disabled), train (micro-batches: forward -> loss ->
+// backward, clip, AdamW), export of the trainable weights for the samplers, and checkpoint
+// save/load. Read top to bottom in rl_policy.c. No processes, no protocol.
 #ifndef RL_POLICY_H
 #define RL_POLICY_H
 
@@ -40,10 +40,11 @@ typedef struct {
     const int32_t *tokens;  // (B,T)
     const int *lengths;     // (B)
     const uint8_t *mask;    // (B,T) 1 on the completion tokens the loss looks at
-    const double *adv;      // (B)
+    const double *adv;      // (B) sequence advantages, or NULL with token_adv
     const float *mu_logp;   // (B,T) sampler logprobs (logprob-aligned), or NULL
     const float *ref_logp;  // (B,T) reference logprobs, or NULL
     double denom;           // rl_grpo_batch_t.denom for the whole global batch
+    const float *token_adv; // (B,T) per-token advantages (PPO), or NULL: adv
 } rl_policy_batch_t;
 
 // logp (B,T) of the policy (adapter = 1) or the reference (adapter = 0: LoRA disabled; full
@@ -58,6 +59,64 @@ typedef struct {
     double entropy;            // sum over active tokens of the policy entropy (first iteration)
     int iterations;
 } rl_policy_train_stats_t;
+
+// ---- one training step for every loss ---------------------------------------------------------
+// The actor's step, whatever the loss: `iterations` passes over the batch; in each, micro-batches
+// (whole groups of rows.group rows: DPO's chosen/rejected pairs stay together) run forward
+// (trimmed to their longest row) -> the loss callback (writes dlogp, returns the micro-batch's
+// share of the loss) -> backward; then the gradient is clipped to max_grad_norm and AdamW steps
+// at rate lr. This is where a data-parallel mesh reduces gradients.
+
+// The rows of a batch: B right-padded sequences (rl_model_forward's layout).
+typedef struct {
+    int B, T;
+    const int32_t *tokens;  // (B,T)
+    const int *lengths;     // (B)
+    const uint8_t *mask;    // (B,T) 1 on the tokens the loss looks at
+    int group;              // micro-batches hold whole groups of this many rows (0 or 1: any)
+} rl_policy_rows_t;
+
+// One micro-batch as the loss sees it.
+typedef struct {
+    int b0, n, T;            // rows [b0, b0+n) of the batch, trimmed to T columns
+    int iteration;           // 0-based pass over the batch
+    const float *logp;       // (n,T) this forward's logprobs
+    const float *entropy;    // (n,T) on the first pass when the step asks for it, else NULL
+    const float *mask;       // (n,T) the rows' mask as 0/1 floats
+} rl_policy_micro_t;
+
+// Writes dlogp (n,T) = d loss / d logp of the micro-batch and *loss its share of the loss.
+// Returns 0 or an error code (the step fails).
+typedef int (*rl_policy_loss_fn)(void *ctx, const rl_policy_micro_t *mb, float *dlogp,
+                                 double *loss);
+
+typedef struct {
+    float temperature;       // the forward's: logprobs of logits / temperature
+    int micro_batch;         // rows per forward (rounded down to whole groups, at least one)
+    int iterations;          // passes over the batch
+    double lr, max_grad_norm;
+    int entropy;             // 1: compute the policy entropy on the first pass
+    int64_t step;            // > 0: errors name "step <step>" (one pass) instead of the pass
+} rl_policy_step_opts_t;
+
+typedef struct {
+    double loss;             // the last pass's loss (the sum of the micro-batches' shares)
+    double grad_norm;        // before clipping, of the last pass
+    int iterations;
+} rl_policy_step_stats_t;
+
+// The step above. A non-finite loss or gradient norm is RL_EINVAL naming the pass, and that
+// pass makes no update. Returns 0 or an error with err filled.
+int rl_policy_step(rl_policy_t *self, const rl_policy_rows_t *rows,
+                   const rl_policy_step_opts_t *opts, rl_policy_loss_fn loss, void *ctx,
+                   rl_policy_step_stats_t *stats, char *err, size_t err_len);
+
+// SFT: one pass of the negative log-likelihood of the masked tokens over n_tok, the step's loss
+// tokens (token_mean over the whole step: REFERENCE.md §1), at temperature 1
+// (rl_loss_sft_forward/backward).
+int rl_policy_train_sft(rl_policy_t *self, const rl_policy_rows_t *rows, int64_t n_tok,
+                        int micro_batch, double lr, double max_grad_norm, int64_t step,
+                        rl_policy_step_stats_t *stats, char *err, size_t err_len);
 
 // The GRPO update: `iterations` times, micro-batches of micro_batch sequences run forward ->
 // rl_grpo_loss (alg) -> backward, then the gradient is clipped to max_grad_norm and AdamW steps
