@@ -1,16 +1,13 @@
 // rlctl run — run a recipe: checks it, opens the run folder under the rules of DESIGN.md §3
 // (refuse a folder holding a run unless --resume or --force; a lock file), writes the resolved
-// recipe.yaml, and starts the algorithm: SFT in this process (trainer/rl_sft), GRPO as a
-// controller with worker processes (roles/rl_controller).
+// recipe.yaml, and starts the controller (roles/rl_controller) with the workers the recipe's
+// algorithm needs (roles/rl_algo_*).
 #include "rl_cli.h"
 #include "rl_config.h"
 #include "rl_controller.h"
 #include "rl_err.h"
-#include "rl_eval.h"
 #include "rl_log.h"
 #include "rl_rundir.h"
-#include "rl_sampler.h"
-#include "rl_sft.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -18,90 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-// ---- sampled evaluation on the held-out set (eval/accuracy, eval/accuracy_greedy) ----------
-// The SFT loop computes eval/loss itself; accuracy needs the sampler, which trainer/ does not
-// link, so it is supplied here. It runs when the recipe scores with the math_answer built-in.
-
-typedef struct {
-    const rl_recipe_t *r;
-    rl_eval_data_t *data;
-    rl_tokenizer_t *tok;
-} s_eval_t;
-
-static int s_eval_accuracy(void *ctx, rl_model_t *model, int64_t step, rl_metrics_t *metrics,
-                           char *note, size_t note_len, char *err, size_t err_len) {
-    s_eval_t *e = ctx;
-    const rl_recipe_t *r = e->r;
-    rl_sampler_t *sampler = rl_sampler_new(model);
-    if (!sampler) {
-        return rl_errf(err, err_len, RL_ENOMEM, "step %lld: eval: out of memory",
-                       (long long)step);
-    }
-    rl_sampler_params_t sp;
-    rl_sampler_params_default(&sp);
-    sp.max_new_tokens = r->sampling.max_new_tokens;
-    sp.seed = (uint64_t)r->run.seed;
-    int32_t eos = rl_tokenizer_eos_id(e->tok);
-    if (eos >= 0 && eos < rl_model_config(model)->vocab_size) {
-        sp.stop_ids = &eos;
-        sp.n_stop = 1;
-    }
-    rl_eval_result_t at_t, greedy;
-    sp.sample.temperature = (float)r->sampling.temperature;
-    sp.sample.top_p = (float)r->sampling.top_p;
-    sp.sample.top_k = r->sampling.top_k;
-    int rc = rl_eval_run(sampler, e->tok, e->data, &sp, rl_cli_math_score, NULL, &at_t, err,
-                         err_len);
-    if (rc == 0) {
-        rl_sampler_params_t g = sp;
-        g.sample.temperature = 0.0f;
-        rc = rl_eval_run(sampler, e->tok, e->data, &g, rl_cli_math_score, NULL, &greedy, err,
-                         err_len);
-    }
-    rl_sampler_destroy(&sampler);
-    if (rc != 0) {
-        return rc;
-    }
-    rl_metrics_add(metrics, "eval/accuracy", at_t.accuracy);
-    rl_metrics_add(metrics, "eval/accuracy_greedy", greedy.accuracy);
-    rl_metrics_add(metrics, "eval/format_rate", at_t.format_rate);
-    rl_metrics_add(metrics, "eval/completions/mean_length", at_t.mean_length);
-    snprintf(note, note_len, "acc %.1f%% greedy %.1f%%", 100 * at_t.accuracy,
-             100 * greedy.accuracy);
-    return 0;
-}
-
-// Sets up the accuracy evaluation when the recipe has eval data and a math_answer reward.
-// Returns 0 (e->data stays NULL when there is nothing to evaluate) or an exit code.
-static int s_eval_open(const rl_recipe_t *r, s_eval_t *e) {
-    memset(e, 0, sizeof *e);
-    e->r = r;
-    int math = 0;
-    for (int i = 0; i < r->n_rewards; i++) {
-        math |= r->rewards[i].builtin == RL_RECIPE_REWARD_MATH_ANSWER;
-    }
-    if (!math || !r->data.eval || r->train.eval_every <= 0) {
-        return 0;
-    }
-    char err[1024];
-    e->data = rl_eval_data_load(r->data.eval, r->data.prompt_field, r->data.answer_field,
-                                r->train.eval_samples, err, sizeof err);
-    if (e->data) {
-        e->tok = rl_tokenizer_new(r->model.tokenizer, err, sizeof err);
-    }
-    if (!e->data || !e->tok) {
-        fprintf(stderr, "rlctl run: eval: %s\n", err);
-        rl_eval_data_destroy(&e->data);
-        return RL_EXIT_USAGE;
-    }
-    return 0;
-}
-
-static void s_eval_close(s_eval_t *e) {
-    rl_eval_data_destroy(&e->data);
-    rl_tokenizer_destroy(&e->tok);
-}
 
 static void s_help(FILE *out) {
     fprintf(out,
@@ -123,19 +36,19 @@ static void s_help(FILE *out) {
             "   roles.stop_grace seconds, else stop now and keep the newest checkpoint; exit 1;\n"
             "   twice: stop now)\n"
             "  -h, --help       this help\n\n"
-            "algorithms: sft (one process), grpo (a controller with actor, sampler and reward\n"
-            "worker processes; their logs go to <run>/logs/).\n"
+            "algorithms: sft (a controller with an actor worker, and samplers for the accuracy),\n"
+            "grpo (a controller with actor, sampler and reward workers); the workers' logs go\n"
+            "to <run>/logs/.\n"
             "exit status: 0 done, 2 invalid recipe, usage or a refused run folder, 1 other\n"
             "failure\n");
 }
 
 static volatile sig_atomic_t s_interrupt = 0;
 
-// SIGINT / SIGTERM count into s_interrupt. GRPO (counting = 1): the controller stops within
-// roles.stop_grace of the first (the step and a checkpoint when they fit), at once on the second,
-// cleaning up its workers both times; a third exits without cleaning up (the workers die with
-// the controller: PR_SET_PDEATHSIG). SFT (counting = 0): finish the step, write a checkpoint,
-// exit 1; a second signal kills at once (the handler is reset).
+// SIGINT / SIGTERM count into s_interrupt: the controller stops within roles.stop_grace of the
+// first (the step and a checkpoint when they fit), at once on the second, cleaning up its
+// workers both times; a third exits without cleaning up (the workers die with the controller:
+// PR_SET_PDEATHSIG).
 static void s_on_signal(int sig) {
     (void)sig;
     if (s_interrupt < 3) {
@@ -146,12 +59,12 @@ static void s_on_signal(int sig) {
     }
 }
 
-static void s_catch_signals(int counting) {
+static void s_catch_signals(void) {
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = s_on_signal;
     sigemptyset(&sa.sa_mask);
-    sa.sa_flags = counting ? 0 : SA_RESETHAND;
+    sa.sa_flags = 0;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 }
@@ -211,13 +124,14 @@ static int s_write_recipe(const rl_recipe_t *r, rl_rundir_t *rd, int resume) {
 
 // GRPO: <run>/logs/ (mode 0700, checked as the run folder) and logs/recipe.yaml, the recipe
 // given now, which the workers load. Returns 0 or 1 (printed).
-static int s_write_worker_recipe(const rl_recipe_t *r, rl_rundir_t *rd) {
+// The workers' log folder, made and checked by the run folder's rules.
+static int s_make_logs(rl_rundir_t *rd) {
     char err[1024];
     if (rl_rundir_mkdir(rd, "logs", err, sizeof(err)) != 0) {
         fprintf(stderr, "rlctl run: %s\n", err);
         return 1;
     }
-    return s_put_recipe(r, rd, "logs/recipe.yaml");
+    return 0;
 }
 
 int rl_cmd_run(int argc, char **argv) {
@@ -287,18 +201,12 @@ int rl_cmd_run(int argc, char **argv) {
         code = rc == RL_EINVAL ? RL_EXIT_USAGE : RL_EXIT_FAIL;
         goto done;
     }
-    int grpo = r->algorithm.name == RL_RECIPE_ALGO_GRPO;
-    // every algorithm: the model folder and its tokenizer (ids below vocab_size); GRPO also its
-    // prompts, eval answers and reward plugins
+    // the model folder and its tokenizer (ids below vocab_size), then what the algorithm checks
+    // before anything is written (GRPO: its prompts, eval answers and reward plugins)
     if ((rc = rl_cli_check_model(r, err, sizeof(err))) != 0 ||
-        (grpo && (rc = rl_controller_preflight(r, err, sizeof(err))) != 0)) {
+        (rc = rl_controller_preflight(r, err, sizeof(err))) != 0) {
         fprintf(stderr, "%s%s", err, err[0] && err[strlen(err) - 1] == '\n' ? "" : "\n");
         code = rc == RL_EINVAL || rc == RL_EUNSUPPORTED ? RL_EXIT_USAGE : RL_EXIT_FAIL;
-        goto done;
-    }
-    if (!grpo && r->algorithm.name != RL_RECIPE_ALGO_SFT) {
-        fprintf(stderr, "rlctl run: %s: unsupported algorithm\n", recipe_path);
-        code = RL_EXIT_USAGE;
         goto done;
     }
 
@@ -350,35 +258,15 @@ int rl_cmd_run(int argc, char **argv) {
         goto done;
     }
     rl_log_info("run folder: %s", run_dir);
-    if (grpo) {
-        // the workers load the recipe given now (recipe.yaml keeps the run's first one)
-        char rpath[4400];
-        snprintf(rpath, sizeof(rpath), "%s/logs/recipe.yaml", run_dir);
-        if (s_write_worker_recipe(r, rd)) {
-            code = RL_EXIT_FAIL;
-            goto done;
-        }
-        rl_controller_opts_t co = {run_dir, rpath, resume, ckpt[0] ? ckpt : NULL, stop_at,
-                                   tensorboard, &s_interrupt};
-        s_catch_signals(1);
-        rc = rl_controller_run(r, &co, err, sizeof(err));
-        if (rc) {
-            fprintf(stderr, "rlctl run: %s\n", err);
-            code = RL_EXIT_FAIL;
-            goto done;
-        }
-        code = RL_EXIT_OK;
+    // the workers get the recipe given now over the protocol (recipe.yaml keeps the run's first)
+    if (s_make_logs(rd)) {
+        code = RL_EXIT_FAIL;
         goto done;
     }
-    s_eval_t ev;
-    if ((code = s_eval_open(r, &ev)) != 0) {
-        goto done;
-    }
-    rl_sft_opts_t so = {run_dir, resume, ckpt[0] ? ckpt : NULL, stop_at, tensorboard,
-                        &s_interrupt, ev.data ? s_eval_accuracy : NULL, &ev};
-    s_catch_signals(0);
-    rc = rl_sft_run(r, &so, err, sizeof(err));
-    s_eval_close(&ev);
+    rl_controller_opts_t co = {run_dir, resume, ckpt[0] ? ckpt : NULL, stop_at, tensorboard,
+                               &s_interrupt};
+    s_catch_signals();
+    rc = rl_controller_run(r, &co, err, sizeof(err));
     if (rc) {
         fprintf(stderr, "rlctl run: %s\n", err);
         code = RL_EXIT_FAIL;

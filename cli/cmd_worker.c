@@ -9,14 +9,15 @@
 
 static void s_help(FILE *out) {
     fprintf(out,
-            "usage: rlctl worker --role actor|sampler|reward --rank N --connect ENDPOINT\n"
-            "                    --recipe RUN/logs/recipe.yaml --secret-fd FD [--threads K]\n"
-            "                    [--parent PID] [--heartbeat SECONDS] [--max-frame BYTES]\n\n"
+            "usage: rlctl worker --role actor|sampler|reward|reference --rank N\n"
+            "                    --connect ENDPOINT --secret-fd FD [--parent PID]\n"
+            "                    [--heartbeat SECONDS] [--max-frame BYTES]\n\n"
             "A worker process of a run: reads its secret from FD (\"token <hex>\" and\n"
             "\"identity <role>/<rank>~<nonce>\" lines, written by the controller), connects to\n"
-            "the controller's ROUTER at ENDPOINT under that identity, loads what its role needs\n"
-            "from the resolved recipe and serves the role's requests (docs/protocol.md) until\n"
-            "told to shut down. `rlctl run` starts these itself.\n");
+            "the controller's ROUTER at ENDPOINT under that identity, says hello, loads what its\n"
+            "role needs when the controller sends `configure` (the resolved recipe) and serves\n"
+            "the role's requests (docs/protocol.md) until told to shut down. `rlctl run` starts\n"
+            "these itself.\n");
 }
 
 int rl_cmd_worker(int argc, char **argv) {
@@ -43,10 +44,6 @@ int rl_cmd_worker(int argc, char **argv) {
             bad = rl_cli_int("worker", a, v, 0, 1 << 20, &o.rank);
         } else if (strcmp(a, "--connect") == 0) {
             o.endpoint = v;
-        } else if (strcmp(a, "--recipe") == 0) {
-            o.recipe = v;
-        } else if (strcmp(a, "--threads") == 0) {
-            bad = rl_cli_int("worker", a, v, 0, 4096, &o.threads);
         } else if (strcmp(a, "--parent") == 0) {
             bad = rl_cli_int("worker", a, v, 0, 1 << 30, &o.parent);
         } else if (strcmp(a, "--secret-fd") == 0) {
@@ -71,7 +68,7 @@ int rl_cmd_worker(int argc, char **argv) {
         }
         i++;
     }
-    if (!o.role || !o.endpoint || !o.recipe || o.secret_fd < 0) {
+    if (!o.role || !o.endpoint || o.secret_fd < 0) {
         s_help(stderr);
         return RL_EXIT_USAGE;
     }

@@ -5,6 +5,7 @@
 #include "rl_chan.h"
 #include "rl_err.h"
 #include "rl_log.h"
+#include "rl_proto.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -244,8 +245,8 @@ void rl_group_set_cancel(rl_group_t *self, int (*cancel)(void *ctx), void *ctx) 
 
 uint64_t rl_group_dropped(const rl_group_t *self) { return self->dropped; }
 
-int rl_group_spawn(rl_group_t *g, const char *role, int rank, const char *recipe_path,
-                   int threads, char *err, size_t err_len) {
+int rl_group_spawn(rl_group_t *g, const char *role, int rank, int threads, char *err,
+                   size_t err_len) {
     if (g->n == S_MAX_WORKERS) {
         return rl_errf(err, err_len, RL_EINVAL, "more than %d workers", S_MAX_WORKERS);
     }
@@ -290,16 +291,14 @@ int rl_group_spawn(rl_group_t *g, const char *role, int rank, const char *recipe
     if (rfd < 0) {
         return rl_errf(err, err_len, errno, "fcntl: %s", strerror(errno));
     }
-    char s_rank[32], s_threads[32], s_parent[32], s_hb[32], s_fd[16], s_max[32];
+    char s_rank[32], s_parent[32], s_hb[32], s_fd[16], s_max[32];
     snprintf(s_rank, sizeof(s_rank), "%d", rank);
-    snprintf(s_threads, sizeof(s_threads), "%d", threads);
     snprintf(s_parent, sizeof(s_parent), "%d", (int)getpid());
     snprintf(s_hb, sizeof(s_hb), "%g", g->heartbeat);
     snprintf(s_fd, sizeof(s_fd), "%d", S_SECRET_FD);
     snprintf(s_max, sizeof(s_max), "%lld", (long long)g->max_frame);
     char *argv[] = {exe, "worker", "--role", (char *)role, "--rank", s_rank, "--connect",
-                    g->endpoint, "--recipe", (char *)recipe_path, "--threads", s_threads,
-                    "--parent", s_parent, "--heartbeat", s_hb, "--secret-fd", s_fd,
+                    g->endpoint, "--parent", s_parent, "--heartbeat", s_hb, "--secret-fd", s_fd,
                     "--max-frame", s_max, NULL};
     // environment: ours, with the BLAS settings of this role
     size_t ne = 0;
@@ -373,11 +372,19 @@ static void s_drop(rl_group_t *g, const rl_msg_t *m, const char *peer, const cha
     }
 }
 
-// 1 when m carries the run's token (compared in constant time).
+// 1 when a hello or heartbeat carries the run's token (compared in constant time).
 static int s_token_ok(const rl_group_t *g, const rl_msg_t *m) {
+    char err[256];
     const char *t = NULL;
-    size_t n = 0;
-    if (rl_msg_get_str(m, "token", &t, &n) != 0 || n != strlen(g->token)) {
+    if (strcmp(rl_msg_op(m), "hb") == 0) {
+        rl_proto_hb_t hb;
+        t = rl_proto_hb_decode(m, &hb, err, sizeof err) == 0 ? hb.token : NULL;
+    } else {
+        rl_proto_hello_t h;
+        t = rl_proto_hello_decode(m, &h, err, sizeof err) == 0 ? h.token : NULL;
+    }
+    size_t n = t ? strlen(t) : 0;
+    if (!t || n != strlen(g->token)) {
         return 0;
     }
     unsigned char d = 0;
@@ -440,16 +447,18 @@ static int s_bookkeep(rl_group_t *g, rl_msg_t *m, const char *peer, s_worker_t *
         return 1;
     }
     if (strcmp(rl_msg_op(m), "hello") == 0) {
-        const char *e = NULL;
+        rl_proto_hello_t h;
+        char err[256];
+        rl_msg_t *wel = NULL;
         if (w->ready || w->error[0]) {
             s_drop(g, m, w->name, "a second hello");
-        } else if (rl_msg_get_str(m, "error", &e, NULL) == 0) {
-            snprintf(w->error, sizeof(w->error), "%s", e);
+        } else if (rl_proto_hello_decode(m, &h, err, sizeof err) != 0) {
+            s_drop(g, m, w->name, err);
+        } else if (h.error) {
+            snprintf(w->error, sizeof(w->error), "%s", h.error);
         } else {
             w->ready = 1;
-            rl_msg_t *wel = rl_msg_new("welcome", rl_msg_id(m));
-            char err[256];
-            if (wel) {
+            if (rl_proto_welcome(rl_msg_id(m), &wel) == 0) {
                 rl_chan_send(g->chan, w->rid, &wel, err, sizeof(err));
             }
         }
@@ -639,9 +648,8 @@ int rl_group_call(rl_group_t *g, int n, const char *const *peers, rl_msg_t **req
             continue;
         }
         int ok = 0;
-        if (rl_msg_get_bool(m, "ok", &ok) != 0 || !ok) {
-            const char *why = "no reason given";
-            rl_msg_get_str(m, "error", &why, NULL);
+        const char *why = NULL;
+        if (rl_proto_reply_status(m, &ok, &why) != 0 || !ok) {
             rc = rl_errf(err, err_len, RL_EINVAL, "worker %s: %s", from->name, why);
             rl_msg_free(&m);
             break;
@@ -666,9 +674,9 @@ void rl_group_destroy(rl_group_t **self_p, double timeout_s) {
     for (int i = 0; i < g->n; i++) {
         s_worker_t *w = &g->w[i];
         if (w->alive) {
-            rl_msg_t *m = rl_msg_new("shutdown", g->next_id++);
+            rl_msg_t *m = NULL;
             char e[256];
-            if (m) {
+            if (rl_proto_request(RL_PROTO_SHUTDOWN, g->next_id++, &m) == 0) {
                 rl_chan_send(g->chan, w->rid, &m, e, sizeof(e));
             }
         }

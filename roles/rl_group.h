@@ -54,12 +54,12 @@ void rl_group_set_cancel(rl_group_t *self, int (*cancel)(void *ctx), void *ctx);
 // wrong pid or uid, missing or wrong token).
 uint64_t rl_group_dropped(const rl_group_t *self);
 
-// Spawns `rlctl worker` for role/rank with the recipe and thread count, in its own process
-// group, with its secret (token and identity) on fd 3. The process gets OPENBLAS_NUM_THREADS
-// and a short OPENBLAS_THREAD_TIMEOUT so idle BLAS threads sleep (roles share cores;
-// DESIGN.md §5). Returns 0 or an error.
-int rl_group_spawn(rl_group_t *self, const char *role, int rank, const char *recipe_path,
-                   int threads, char *err, size_t err_len);
+// Spawns `rlctl worker` for role/rank in its own process group, with its secret (token and
+// identity) on fd 3. The process gets OPENBLAS_NUM_THREADS=threads (0: every core) and a short
+// OPENBLAS_THREAD_TIMEOUT so idle BLAS threads sleep (roles share cores; DESIGN.md §5); it
+// learns the recipe from `configure`. Returns 0 or an error.
+int rl_group_spawn(rl_group_t *self, const char *role, int rank, int threads, char *err,
+                   size_t err_len);
 
 // Waits until every spawned worker said hello (or timeout_s). A worker whose setup failed says
 // so in its hello; its message is returned. Returns 0 or an error naming the worker.

@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define RL_WIRE_VERSION 1
+#define RL_WIRE_VERSION 2
 #define RL_WIRE_INLINE_MAX (64u * 1024u) // tensor data this large or larger: an extra frame
 #define RL_WIRE_MAX_KEYS 256             // keys per message, besides v, op and id
 #define RL_WIRE_MAX_KEY_LEN 255          // bytes of a key or an op (no NUL)

@@ -1,19 +1,17 @@
 // rl_worker — the worker processes of a run (DESIGN.md §2). The controller spawns
-// `rlctl worker --role R --rank N --connect EP --recipe RUN/logs/recipe.yaml --threads K
-// --parent PID --secret-fd 3 --max-frame BYTES` (posix_spawn: a fresh process with its own
-// ZeroMQ context) and writes the worker's secret into fd 3: "token <hex>\nidentity <id>\n".
-// The worker reads and closes it, connects a DEALER under that identity ("R/N~<nonce>"), says
-// hello with the token, starts its heartbeat thread (which carries the token too) and serves the
-// verbs of docs/protocol.md until `shutdown`. Messages that do not come from the controller's
-// process (--parent, by the connection's SO_PEERCRED) are dropped and logged:
-//   actor:   logprobs, train, export_weights, save, load   (holds an rl_policy; the reference
-//            is the same policy with adapters disabled)
-//   sampler: load_weights, generate                        (holds an rl_model + rl_sampler)
-//   reward:  score                                          (holds every reward of the recipe)
-// Every failure of a request is answered (ok = false, error = what and where) rather than ending
-// the process. The worker dies with its controller (PR_SET_PDEATHSIG), ignores the terminal's
-// SIGINT (the controller decides when to stop), and writes its log to stderr, which the
-// controller points at <run>/logs/<role>-<rank>.log.
+// `rlctl worker --role R --rank N --connect EP --parent PID --secret-fd 3 --max-frame BYTES
+// --heartbeat S` (posix_spawn: a fresh process with its own ZeroMQ context) and writes the
+// worker's secret into fd 3: "token <hex>\nidentity <id>\n". The worker reads and closes it,
+// connects a DEALER under that identity ("R/N~<nonce>"), starts its heartbeat thread (which
+// carries the token), says hello with the token and its role's verbs, and waits for `configure`
+// (the resolved recipe and its thread count, over the protocol: no worker reads a recipe file),
+// which loads what the role needs; then it serves the role's verbs (rl_role: one file per role)
+// until `shutdown`. Messages that do not come from the controller's process (--parent, by the
+// connection's SO_PEERCRED) are dropped and logged. Every failure of a request is answered
+// (ok = false, error = what and where) rather than ending the process. The worker dies with its
+// controller (PR_SET_PDEATHSIG), ignores the terminal's SIGINT (the controller decides when to
+// stop), and writes its log to stderr, which the controller points at
+// <run>/logs/<role>-<rank>.log.
 #ifndef RL_WORKER_H
 #define RL_WORKER_H
 
@@ -27,8 +25,6 @@ typedef struct {
     const char *role;     // "actor", "sampler", "reward"
     int rank;
     const char *endpoint; // the controller's ROUTER
-    const char *recipe;   // the resolved recipe (the run's recipe.yaml)
-    int threads;          // compute threads (0 = all cores)
     int parent;           // the controller's pid (0: do not watch, accept any sender of our uid)
     double heartbeat;     // seconds between heartbeats
     int secret_fd;        // where to read "token <hex>\nidentity <id>\n" (read, then closed)
@@ -36,7 +32,7 @@ typedef struct {
 } rl_worker_opts_t;
 
 // Runs the worker until shutdown (returns 0) or a fatal error (returns non-zero after logging
-// it: cannot connect, the recipe or model does not load, the controller refused the hello).
+// it: no secret, cannot connect, an unknown role).
 int rl_worker_main(const rl_worker_opts_t *opts);
 
 #ifdef __cplusplus

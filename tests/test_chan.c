@@ -227,8 +227,8 @@ static void test_garbage(const char *ep) {
     rl_msg_encode(v2, &fr, &nf);
     unsigned char *bytes = malloc(fr[0].len);
     memcpy(bytes, fr[0].data, fr[0].len);
-    CHECK(bytes[0] == 0x83 && bytes[1] == 0xa1 && bytes[2] == 'v' && bytes[3] == 0x01);
-    bytes[3] = 0x02; // v = 2
+    CHECK(bytes[0] == 0x83 && bytes[1] == 0xa1 && bytes[2] == 'v' && bytes[3] == 0x02);
+    bytes[3] = 0x03; // v = 3
     zmq_send(raw, bytes, fr[0].len, 0);
     for (int i = 0; i < 70; i++) {
         zmq_send(raw, "x", 1, i < 69 ? ZMQ_SNDMORE : 0);
@@ -247,7 +247,7 @@ static void test_garbage(const char *ep) {
     } want[] = {
         {RL_EPROTO, "byte 0xc1 is not a msgpack type"},
         {RL_EPROTO, "a key must be a str, found uint"},
-        {RL_EVERSION, "protocol version 2"},
+        {RL_EVERSION, "protocol version 3"},
         {RL_EPROTO, "70 frames"},
         {RL_EPROTO, "frame 1 (5 bytes) is not referenced"},
         {RL_EPROTO, "truncated"},

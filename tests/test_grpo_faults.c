@@ -1,5 +1,6 @@
 // test_grpo_faults — a GRPO run under the faults of docs/reliability.md, each compared with an
 // undisturbed run of the same recipe (metrics without timings, adapter bytes, trajectories):
+//   0. roles.reference: worker gives the run of the actor-side reference, to the bit;
 //   1. intruders: while a run goes, a process of the same uid that rlctl did not start and (as
 //      root) a process of another uid find the control socket in the workers' argv and try to
 //      join as sampler/0 and actor/0, say a failing hello, inject replies and heartbeats, and
@@ -339,6 +340,20 @@ static void test_intruders(void) {
                               "b/final/adapter_model.safetensors"));
 }
 
+// roles.reference: worker (the reference in a process of its own) gives the metrics, the
+// trajectories and the adapter of the run whose actor computes it (beta 0.04 in both).
+static void test_reference_worker(void) {
+    char args[2048];
+    snprintf(args, sizeof args, "run %s/g.yaml run.dir=%s/rw roles.reference=worker", s_tmp,
+             s_tmp);
+    s_run(args, NULL, 0);
+    s_out_has("reference,");
+    s_same_metrics("a", "rw");
+    s_same_store("a", "rw", 0);
+    CHECK(rl_test_files_equal(s_tmp, "a/final/adapter_model.safetensors",
+                              "rw/final/adapter_model.safetensors"));
+}
+
 // ---- 2. garbage from a sampler --------------------------------------------------------------
 
 static void test_bad_replies(void) {
@@ -476,7 +491,7 @@ static void test_branches(void) {
              "run %s/g.yaml run.dir=%s/br train.save_every=1 --resume %s/br/checkpoints/step-1 "
              "--stop-at 2", s_tmp, s_tmp, s_tmp);
     s_run(args, NULL, 0);
-    s_out_has("new branch: 2 newer checkpoints moved to");
+    s_out_has("new branch: moved 2 newer checkpoints (step-2, step-3) to");
     CHECK(s_exists("br/checkpoints/step-2/DONE"));
     CHECK(!s_exists("br/checkpoints/step-3"));
     char p[700];
@@ -597,6 +612,7 @@ int main(void) {
     chmod(s_tmp, 0755); // the other-uid intruder must be able to look for the socket
     s_recipe("g.yaml", NULL, NULL);
     test_intruders();
+    test_reference_worker();
     test_bad_replies();
     test_store_fault();
     test_final_fault();

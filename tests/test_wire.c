@@ -562,8 +562,8 @@ static void test_malformed(void) {
     // versions: wrong, and wrong when v comes last
     raw_init(&r);
     msgpack_pack_map(&r.pk, 3);
-    env(&r, 2);
-    EXPECT_FAIL(&r, none, 0, RL_EVERSION, "protocol version 2, this build speaks 1");
+    env(&r, RL_WIRE_VERSION + 1);
+    EXPECT_FAIL(&r, none, 0, RL_EVERSION, "protocol version 3, this build speaks 2");
     raw_init(&r);
     msgpack_pack_map(&r.pk, 4);
     ps(&r, "op");
@@ -590,14 +590,14 @@ static void test_malformed(void) {
     raw_init(&r);
     msgpack_pack_map(&r.pk, 2);
     ps(&r, "v");
-    msgpack_pack_int(&r.pk, 1);
+    msgpack_pack_int(&r.pk, RL_WIRE_VERSION);
     ps(&r, "op");
     ps(&r, "x");
     EXPECT_FAIL(&r, none, 0, RL_EPROTO, "missing key \"id\"");
     raw_init(&r);
     msgpack_pack_map(&r.pk, 2);
     ps(&r, "v");
-    msgpack_pack_int(&r.pk, 1);
+    msgpack_pack_int(&r.pk, RL_WIRE_VERSION);
     ps(&r, "id");
     msgpack_pack_int(&r.pk, 1);
     EXPECT_FAIL(&r, none, 0, RL_EPROTO, "missing key \"op\"");
@@ -610,7 +610,7 @@ static void test_malformed(void) {
     EXPECT_FAIL(&r, none, 0, RL_EPROTO, "missing key \"v\"");
     raw_init(&r);
     msgpack_pack_map(&r.pk, 5);
-    env(&r, 1);
+    env(&r, RL_WIRE_VERSION);
     ps(&r, "a");
     msgpack_pack_int(&r.pk, 1);
     ps(&r, "a");
@@ -618,26 +618,26 @@ static void test_malformed(void) {
     EXPECT_FAIL(&r, none, 0, RL_EPROTO, "duplicate key \"a\"");
     raw_init(&r);
     msgpack_pack_map(&r.pk, 4);
-    env(&r, 1);
+    env(&r, RL_WIRE_VERSION);
     ps(&r, "id");
     msgpack_pack_int(&r.pk, 2);
     EXPECT_FAIL(&r, none, 0, RL_EPROTO, "duplicate key \"id\"");
     raw_init(&r);
     msgpack_pack_map(&r.pk, 4);
-    env(&r, 1);
+    env(&r, RL_WIRE_VERSION);
     msgpack_pack_int(&r.pk, 12);
     msgpack_pack_int(&r.pk, 2);
     EXPECT_FAIL(&r, none, 0, RL_EPROTO, "a key must be a str, found uint");
     raw_init(&r);
     msgpack_pack_map(&r.pk, 4);
-    env(&r, 1);
+    env(&r, RL_WIRE_VERSION);
     msgpack_pack_str_with_body(&r.pk, "a\0b", 3);
     msgpack_pack_int(&r.pk, 2);
     EXPECT_FAIL(&r, none, 0, RL_EPROTO, "key \"a?b\": 3 bytes (1..255, no NUL)");
     raw_init(&r);
     msgpack_pack_map(&r.pk, 3);
     ps(&r, "v");
-    msgpack_pack_int(&r.pk, 1);
+    msgpack_pack_int(&r.pk, RL_WIRE_VERSION);
     ps(&r, "op");
     ps(&r, "");
     ps(&r, "id");
@@ -646,7 +646,7 @@ static void test_malformed(void) {
     raw_init(&r);
     msgpack_pack_map(&r.pk, 3);
     ps(&r, "v");
-    msgpack_pack_int(&r.pk, 1);
+    msgpack_pack_int(&r.pk, RL_WIRE_VERSION);
     ps(&r, "op");
     ps(&r, "x");
     ps(&r, "id");
@@ -660,19 +660,19 @@ static void test_malformed(void) {
     EXPECT_FAIL(&r, none, 0, RL_EPROTO, "a message is a map, found array");
     raw_init(&r);
     msgpack_pack_map(&r.pk, 4);
-    env(&r, 1);
+    env(&r, RL_WIRE_VERSION);
     ps(&r, "big");
     msgpack_pack_uint64(&r.pk, UINT64_MAX);
     EXPECT_FAIL(&r, none, 0, RL_EPROTO, "does not fit a signed 64-bit int");
     raw_init(&r);
     msgpack_pack_map(&r.pk, 4);
-    env(&r, 1);
+    env(&r, RL_WIRE_VERSION);
     ps(&r, "bytes");
     msgpack_pack_bin_with_body(&r.pk, "ab", 2);
     EXPECT_FAIL(&r, none, 0, RL_EPROTO, "a bin value outside a tensor map");
     raw_init(&r);
     msgpack_pack_map(&r.pk, 4);
-    env(&r, 1);
+    env(&r, RL_WIRE_VERSION);
     ps(&r, "ints");
     msgpack_pack_array(&r.pk, 2);
     ps(&r, "ok");
@@ -680,18 +680,18 @@ static void test_malformed(void) {
     EXPECT_FAIL(&r, none, 0, RL_EPROTO, "key \"ints\": item 1: a list holds only strings");
     raw_init(&r);
     msgpack_pack_map(&r.pk, 4);
-    env(&r, 1);
+    env(&r, RL_WIRE_VERSION);
     ps(&r, "ext");
     msgpack_pack_ext_with_body(&r.pk, "abcd", 4, 1);
     EXPECT_FAIL(&r, none, 0, RL_EPROTO, "msgpack ext type 0xd6");
     raw_init(&r);
     msgpack_pack_map(&r.pk, 3);
-    env(&r, 1);
+    env(&r, RL_WIRE_VERSION);
     msgpack_sbuffer_write(&r.sb, "\xc1", 1);
     EXPECT_FAIL(&r, none, 0, RL_EPROTO, "1 bytes after the map");
     raw_init(&r);
     msgpack_pack_map(&r.pk, 4);
-    env(&r, 1);
+    env(&r, RL_WIRE_VERSION);
     ps(&r, "x");
     msgpack_sbuffer_write(&r.sb, "\xc1", 1);
     EXPECT_FAIL(&r, none, 0, RL_EPROTO, "byte 0xc1 is not a msgpack type");
@@ -699,7 +699,7 @@ static void test_malformed(void) {
     // counts the bytes cannot back: refused before anything is allocated
     raw_init(&r);
     msgpack_pack_map(&r.pk, 4);
-    env(&r, 1);
+    env(&r, RL_WIRE_VERSION);
     ps(&r, "list");
     msgpack_sbuffer_write(&r.sb, "\xdd\xff\xff\xff\xff", 5);
     EXPECT_FAIL(&r, none, 0, RL_EPROTO, "truncated: array of 4294967295 items");
@@ -715,7 +715,7 @@ static void test_malformed(void) {
     EXPECT_FAIL(&r, none, 0, RL_EPROTO, "map of 300 keys (max 256");
     raw_init(&r);
     msgpack_pack_map(&r.pk, 4);
-    env(&r, 1);
+    env(&r, RL_WIRE_VERSION);
     ps(&r, "s");
     msgpack_sbuffer_write(&r.sb, "\xdb\x7f\xff\xff\xff", 5);
     EXPECT_FAIL(&r, none, 0, RL_EPROTO, "truncated: str of 2147483647 bytes");
@@ -726,7 +726,7 @@ static void test_malformed(void) {
     do {                                                                                           \
         raw_init(&r);                                                                              \
         msgpack_pack_map(&r.pk, 4);                                                                \
-        env(&r, 1);                                                                                \
+        env(&r, RL_WIRE_VERSION);                                                                                \
         ps(&r, key);                                                                               \
         msgpack_pack_map(&r.pk, 3);                                                                \
         ps(&r, "dtype");                                                                           \
@@ -777,7 +777,7 @@ static void test_malformed(void) {
     // tensor map shapes
     raw_init(&r);
     msgpack_pack_map(&r.pk, 4);
-    env(&r, 1);
+    env(&r, RL_WIRE_VERSION);
     ps(&r, "w");
     msgpack_pack_map(&r.pk, 1);
     ps(&r, "inner");
@@ -785,7 +785,7 @@ static void test_malformed(void) {
     EXPECT_FAIL(&r, none, 0, RL_EPROTO, "a map value must be a tensor");
     raw_init(&r);
     msgpack_pack_map(&r.pk, 4);
-    env(&r, 1);
+    env(&r, RL_WIRE_VERSION);
     ps(&r, "w");
     msgpack_pack_map(&r.pk, 3);
     ps(&r, "dtype");
@@ -797,7 +797,7 @@ static void test_malformed(void) {
     EXPECT_FAIL(&r, none, 0, RL_EPROTO, "tensor \"w\": unknown key \"colour\"");
     raw_init(&r);
     msgpack_pack_map(&r.pk, 4);
-    env(&r, 1);
+    env(&r, RL_WIRE_VERSION);
     ps(&r, "w");
     msgpack_pack_map(&r.pk, 3);
     ps(&r, "dtype");
@@ -809,7 +809,7 @@ static void test_malformed(void) {
     EXPECT_FAIL(&r, none, 0, RL_EPROTO, "tensor \"w\": duplicate key \"dtype\"");
     raw_init(&r);
     msgpack_pack_map(&r.pk, 4);
-    env(&r, 1);
+    env(&r, RL_WIRE_VERSION);
     ps(&r, "w");
     msgpack_pack_map(&r.pk, 3);
     ps(&r, "dtype");
@@ -837,7 +837,7 @@ static void test_malformed(void) {
     } while (0)
     raw_init(&r);
     msgpack_pack_map(&r.pk, 4);
-    env(&r, 1);
+    env(&r, RL_WIRE_VERSION);
     FTENSOR("w", 1);
     {
         rl_frame_t f[2] = {{r.sb.data, r.sb.size}, one[0]};
@@ -851,35 +851,35 @@ static void test_malformed(void) {
     }
     raw_init(&r);
     msgpack_pack_map(&r.pk, 4);
-    env(&r, 1);
+    env(&r, RL_WIRE_VERSION);
     FTENSOR("w", 0);
     EXPECT_FAIL(&r, one, 1, RL_EPROTO, "frame 0 is missing");
     raw_init(&r);
     msgpack_pack_map(&r.pk, 4);
-    env(&r, 1);
+    env(&r, RL_WIRE_VERSION);
     FTENSOR("w", 2);
     EXPECT_FAIL(&r, one, 1, RL_EPROTO, "frame 2 is missing (the message has 1 extra frames");
     raw_init(&r);
     msgpack_pack_map(&r.pk, 4);
-    env(&r, 1);
+    env(&r, RL_WIRE_VERSION);
     FTENSOR("w", 1);
     EXPECT_FAIL(&r, one, 2, RL_EPROTO, "frame 2 (400000 bytes) is not referenced");
     raw_init(&r);
     msgpack_pack_map(&r.pk, 5);
-    env(&r, 1);
+    env(&r, RL_WIRE_VERSION);
     FTENSOR("w", 1);
     FTENSOR("u", 1);
     EXPECT_FAIL(&r, one, 2, RL_EPROTO, "tensor \"u\": frame 1 is used twice");
     raw_init(&r);
     msgpack_pack_map(&r.pk, 4);
-    env(&r, 1);
+    env(&r, RL_WIRE_VERSION);
     FTENSOR("w", 1);
     const rl_frame_t short_frame[1] = {{fdata, 399996}};
     EXPECT_FAIL(&r, short_frame, 1, RL_EPROTO,
                 "f32 [100000] needs 400000 bytes of data, found 399996");
     raw_init(&r);
     msgpack_pack_map(&r.pk, 3);
-    env(&r, 1);
+    env(&r, RL_WIRE_VERSION);
     rl_frame_t many[70];
     for (int i = 0; i < 70; i++) {
         many[i] = one[0];
@@ -887,7 +887,7 @@ static void test_malformed(void) {
     EXPECT_FAIL(&r, many, 65, RL_EPROTO, "66 frames (1..65)");
     raw_init(&r);
     msgpack_pack_map(&r.pk, 4);
-    env(&r, 1);
+    env(&r, RL_WIRE_VERSION);
     ps(&r, "w");
     msgpack_pack_map(&r.pk, 3);
     ps(&r, "dtype");
@@ -903,7 +903,7 @@ static void test_malformed(void) {
     // non-canonical but valid forms are accepted: int8 for small ints, str8, float32
     raw_init(&r);
     msgpack_sbuffer_write(&r.sb, "\x85", 1);                          // map of 5
-    msgpack_sbuffer_write(&r.sb, "\xd9\x01v\xd0\x01", 5);             // str8 "v": int8 1
+    msgpack_sbuffer_write(&r.sb, "\xd9\x01v\xd0\x02", 5);             // str8 "v": int8 2
     msgpack_sbuffer_write(&r.sb, "\xa2op\xd9\x01x", 6);               // "op": str8 "x"
     msgpack_sbuffer_write(&r.sb, "\xa2id\xd3\0\0\0\0\0\0\0\x09", 12); // "id": int64 9
     msgpack_sbuffer_write(&r.sb,

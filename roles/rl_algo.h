@@ -1,0 +1,58 @@
+// rl_algo — the algorithm seam: an algorithm is one file (rl_algo_grpo.c, rl_algo_sft.c) that
+// says which roles it needs, loads its data, and writes its step against the typed calls of
+// rl_run (generate -> score -> reference -> advantages -> store -> train -> sync), the way its
+// paper does. The controller (rl_controller) keeps the run's lifecycle for every algorithm: the
+// run folder, starting the workers, the cadence of evaluation, logging and checkpoints, resume,
+// signals, final/. Adding an algorithm: copy the closest sibling, give it its name, add it to
+// rl_algo_find.
+#ifndef RL_ALGO_H
+#define RL_ALGO_H
+
+#include "rl_run.h"
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    const char *name; // "grpo", the recipe's algorithm.name
+    // The roles the run must start for this recipe besides the actor (which every algorithm
+    // trains): samplers (how many: roles.samplers, or 0), a reward worker (0/1), a reference
+    // worker of its own (0/1; 0 with roles.reference: actor or when no reference is needed).
+    void (*roles)(const rl_recipe_t *r, int *samplers, int *reward, int *reference);
+    // Checks that need files but no worker, before the run folder is touched (prompts, eval
+    // answers, plugins). Returns 0 or RL_EINVAL with err filled.
+    int (*preflight)(const rl_recipe_t *r, char *err, size_t err_len);
+    // Loads the algorithm's data and state (caller owns *state; free with destroy), says how
+    // many training examples the data order walks and the largest frame (bytes) its own
+    // messages carry besides the weights (a batch's per-token tensors, a score request's texts):
+    // the run caps frames from it (rl_group_new). run->tok is loaded; workers are not started.
+    int (*create)(rl_run_t *run, void **state, size_t *n_train, double *data_frame, char *err,
+                  size_t err_len);
+    void (*destroy)(void **state);
+    // One optimizer step: the actor's update and everything around it; run->step is advanced
+    // when the actor took the update (*advanced = 1), and the step's metrics are added to
+    // run->metrics (also when a later part of the step failed: the caller writes that line).
+    int (*step)(void *state, rl_run_t *run, int *advanced, char *note, size_t note_len,
+                char *err, size_t err_len);
+    // Held-out evaluation at the current weights (NULL: none): adds eval/* metrics; *acc and
+    // *acc_greedy get eval/accuracy(_greedy) when the algorithm measures them (else NaN).
+    int (*evaluate)(void *state, rl_run_t *run, double *acc, double *acc_greedy, char *note,
+                    size_t note_len, char *err, size_t err_len);
+    int stores;       // 1: the run keeps trajectories.lmdb
+    int bookends;     // 1: evaluate before training and after the last step too (GRPO: the
+                      // before/after of the closing summary); 0: every train.eval_every steps
+                      // only (TRL's SFT default)
+} rl_algo_t;
+
+// The algorithm of a recipe's algorithm.name, or NULL. borrowed; valid until program exit.
+const rl_algo_t *rl_algo_find(const char *name);
+const rl_algo_t *rl_algo_grpo(void);
+const rl_algo_t *rl_algo_sft(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

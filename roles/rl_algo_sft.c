@@ -1,0 +1,434 @@
+// rl_algo_sft — supervised fine-tuning (TRL's SFTTrainer; REFERENCE.md §1) as the controller runs
+// it. Per step:
+//   1. take train.batch_size examples in the run's data order (prompt + completion, a text, or
+//      a conversation, tokenized with the chat template; the loss mask covers the completion, or
+//      every token without completion_only_loss);
+//   2. the actor's update: the negative log-likelihood of the masked tokens, averaged over the
+//      step's loss tokens (token_mean over the whole step), in micro-batches of
+//      train.micro_batch_size at temperature 1, then clip and AdamW.
+// Evaluation: eval/loss over the held-out examples (the same loss, through the actor's logprobs,
+// no dropout), and, when the recipe scores with math_answer, eval/accuracy at the sampling
+// temperature and greedily on the samplers (the actor's weights synced to them first).
+#include "rl_algo.h"
+
+#include "rl_chat.h"
+#include "rl_clock.h"
+#include "rl_err.h"
+#include "rl_eval.h"
+#include "rl_hf.h"
+#include "rl_log.h"
+#include "rl_loss_sft.h"
+#include "rl_reward_math.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    rl_data_t *train, *eval;
+    // accuracy: the eval rows' prompts (tokenized as written) and normalised answers
+    rl_eval_data_t *acc_data;
+    rl_run_prompt_t *acc_prompts;
+    int32_t **acc_ids;
+    char **acc_answers;
+    int n_acc;
+    rl_data_batch_t batch;   // an eval micro-batch
+    float *logp;             // its logprobs
+    size_t cap_logp;
+} s_sft_t;
+
+// 1 when the recipe measures accuracy: held-out data, a cadence (SFT evaluates every
+// train.eval_every steps only) and the math_answer reward.
+static int s_wants_accuracy(const rl_recipe_t *r) {
+    int math = 0;
+    for (int i = 0; i < r->n_rewards; i++) {
+        math |= r->rewards[i].builtin == RL_RECIPE_REWARD_MATH_ANSWER;
+    }
+    return math && r->data.eval && r->train.eval_every > 0;
+}
+
+static void s_roles(const rl_recipe_t *r, int *samplers, int *reward, int *reference) {
+    *samplers = s_wants_accuracy(r) ? r->roles.samplers : 0;
+    *reward = 0;
+    *reference = 0;
+}
+
+static rl_chat_format_t s_chat(const rl_recipe_t *r, rl_tokenizer_t *tok) {
+    switch (r->model.chat_template) {
+    case RL_RECIPE_CHAT_CHATML:
+        return RL_CHAT_CHATML;
+    case RL_RECIPE_CHAT_LLAMA3:
+        return RL_CHAT_LLAMA3;
+    case RL_RECIPE_CHAT_AUTO: {
+        const char *tpl = rl_tokenizer_chat_template(tok);
+        rl_chat_format_t f = RL_CHAT_NONE;
+        char msg[256];
+        if (tpl && rl_chat_detect(tpl, &f, msg, sizeof(msg)) != 0) {
+            f = RL_CHAT_NONE; // reported only if a messages row needs it
+        }
+        return f;
+    }
+    default:
+        return RL_CHAT_NONE;
+    }
+}
+
+static void s_destroy(void **state) {
+    s_sft_t *s = *state;
+    if (!s) {
+        return;
+    }
+    for (int i = 0; i < s->n_acc; i++) {
+        free(s->acc_ids ? s->acc_ids[i] : NULL);
+        free(s->acc_answers ? s->acc_answers[i] : NULL);
+    }
+    free(s->acc_ids);
+    free(s->acc_answers);
+    free(s->acc_prompts);
+    rl_eval_data_destroy(&s->acc_data);
+    rl_data_batch_free(&s->batch);
+    free(s->logp);
+    rl_data_destroy(&s->eval);
+    rl_data_destroy(&s->train);
+    free(s);
+    *state = NULL;
+}
+
+// The eval rows' prompts and answers for the accuracy (their prompts tokenized as written).
+static int s_load_accuracy(const rl_recipe_t *r, rl_tokenizer_t *tok, s_sft_t *s, char *err,
+                           size_t err_len) {
+    char msg[1024];
+    s->acc_data = rl_eval_data_load(r->data.eval, r->data.prompt_field, r->data.answer_field,
+                                    r->train.eval_samples, msg, sizeof msg);
+    if (!s->acc_data) {
+        return rl_errf(err, err_len, RL_EINVAL, "eval: %s", msg);
+    }
+    int n = rl_eval_data_count(s->acc_data);
+    s->acc_prompts = calloc((size_t)n + 1, sizeof(*s->acc_prompts));
+    s->acc_ids = calloc((size_t)n + 1, sizeof(*s->acc_ids));
+    s->acc_answers = calloc((size_t)n + 1, sizeof(*s->acc_answers));
+    if (!s->acc_prompts || !s->acc_ids || !s->acc_answers) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    for (int i = 0; i < n; i++) {
+        const rl_eval_row_t *row = rl_eval_data_row(s->acc_data, i);
+        size_t len = 0;
+        s->n_acc = i + 1;
+        if (rl_tokenizer_encode(tok, row->prompt, strlen(row->prompt), 0, &s->acc_ids[i],
+                                &len) != 0) {
+            return rl_errf(err, err_len, RL_EINVAL, "eval row %d: %s", i + 1,
+                           rl_tokenizer_errmsg(tok));
+        }
+        s->acc_answers[i] = strdup(row->answer);
+        if (!s->acc_answers[i]) {
+            return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+        }
+        s->acc_prompts[i] = (rl_run_prompt_t){s->acc_ids[i], (int)len, i};
+    }
+    return 0;
+}
+
+static int s_create(rl_run_t *run, void **state, size_t *n_train, double *data_frame, char *err,
+                    size_t err_len) {
+    const rl_recipe_t *r = run->r;
+    s_sft_t *s = calloc(1, sizeof *s);
+    *state = s;
+    if (!s) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    char msg[2048];
+    rl_data_opts_t d;
+    rl_data_opts_default(&d);
+    d.format = r->data.format;
+    d.prompt_field = r->data.prompt_field;
+    d.completion_field = r->data.completion_field;
+    d.text_field = r->data.text_field;
+    d.messages_field = r->data.messages_field;
+    d.completion_only_loss = r->algorithm.completion_only_loss;
+    d.max_length = r->data.max_length;
+    d.truncation = r->data.truncation;
+    // EOS after each completion / text: tokenizer_config.json's eos_token, else the model's
+    // first eos_token_id
+    d.eos_id = rl_tokenizer_eos_id(run->tok);
+    rl_hf_config_t cfg;
+    if (d.eos_id < 0 && rl_hf_config_load(r->model.path, &cfg, msg, sizeof msg) == 0 &&
+        cfg.n_eos > 0) {
+        d.eos_id = cfg.eos_token_ids[0];
+    }
+    if (d.eos_id < 0) {
+        rl_log_warn("no EOS token known (tokenizer_config.json eos_token, config.json "
+                    "eos_token_id): completions are trained without one");
+    }
+    d.chat = s_chat(r, run->tok);
+    s->train = rl_data_load(r->data.train, &d, run->tok, msg, sizeof(msg));
+    if (!s->train) {
+        return rl_errf(err, err_len, RL_EINVAL, "%s", msg);
+    }
+    if (rl_data_dropped(s->train)) {
+        rl_log_warn("%s: %zu rows dropped (longer than data.max_length %d tokens)",
+                    r->data.train, rl_data_dropped(s->train), r->data.max_length);
+    }
+    rl_log_info("train data: %zu examples, %lld loss tokens", rl_data_count(s->train),
+                (long long)rl_data_loss_tokens(s->train));
+    int longest = 1;
+    if (r->data.eval && r->train.eval_every > 0) {
+        s->eval = rl_data_load(r->data.eval, &d, run->tok, msg, sizeof(msg));
+        if (!s->eval) {
+            return rl_errf(err, err_len, RL_EINVAL, "%s", msg);
+        }
+        if (rl_data_dropped(s->eval)) {
+            rl_log_warn("%s: %zu rows dropped (longer than data.max_length %d tokens)",
+                        r->data.eval, rl_data_dropped(s->eval), r->data.max_length);
+        }
+    }
+    if (s_wants_accuracy(r)) {
+        int rc = s_load_accuracy(r, run->tok, s, err, err_len);
+        if (rc) {
+            return rc;
+        }
+    }
+    const rl_data_t *sets[2] = {s->train, s->eval};
+    for (int k = 0; k < 2; k++) {
+        for (size_t i = 0; sets[k] && i < rl_data_count(sets[k]); i++) {
+            int len;
+            rl_data_example(sets[k], i, NULL, NULL, &len, NULL);
+            longest = len > longest ? len : longest;
+        }
+    }
+    for (int i = 0; i < s->n_acc; i++) {
+        int L = s->acc_prompts[i].len + r->sampling.max_new_tokens;
+        longest = L > longest ? L : longest;
+    }
+    // the step's batch travels whole: (batch_size, longest) tensors of 4 bytes
+    int rows = r->train.batch_size > s->n_acc ? r->train.batch_size : s->n_acc;
+    *n_train = rl_data_count(s->train);
+    *data_frame = 4.0 * (double)rows * (double)longest;
+    return 0;
+}
+
+// ---- one step -----------------------------------------------------------------------------------
+
+static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_t note_len,
+                  char *err, size_t err_len) {
+    s_sft_t *s = state;
+    const rl_recipe_t *r = run->r;
+    int B = r->train.batch_size, T = 1;
+    double t0 = rl_clock_now();
+    *advanced_p = 0;
+    size_t *idx = malloc((size_t)B * sizeof(*idx));
+    if (!idx) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    // 1. the step's examples; N_tok over the whole step, counted before any forward
+    rl_data_pos_t pos0 = rl_data_sampler_pos(run->order); // restored if the step fails
+    int64_t n_loss = 0, n_all = 0;
+    for (int i = 0; i < B; i++) {
+        idx[i] = rl_data_sampler_next(run->order);
+        const uint8_t *m;
+        int len;
+        rl_data_example(s->train, idx[i], NULL, &m, &len, NULL);
+        for (int t = 0; t < len; t++) {
+            n_loss += m[t];
+        }
+        n_all += len;
+        T = len > T ? len : T;
+    }
+    T = T > 2 ? T : 2;
+    int32_t *tok = calloc((size_t)B * (size_t)T, sizeof(int32_t));
+    int32_t *len = calloc((size_t)B, sizeof(int32_t));
+    uint8_t *mask = calloc((size_t)B * (size_t)T, 1);
+    int rc = 0;
+    if (!tok || !len || !mask) {
+        rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    for (int i = 0; !rc && i < B; i++) {
+        const int32_t *x;
+        const uint8_t *m;
+        int n;
+        rl_data_example(s->train, idx[i], &x, &m, &n, NULL);
+        memcpy(tok + (size_t)i * T, x, (size_t)n * sizeof(int32_t));
+        memcpy(mask + (size_t)i * T, m, (size_t)n);
+        len[i] = n;
+    }
+    // 2. the actor's update
+    double lr = rl_sched_lr(&run->sched, run->step);
+    rl_msg_t *req = NULL, *rep = NULL;
+    if (!rc) {
+        rl_proto_train_t q = {.loss = "sft", .step = run->step + 1, .lr = lr, .temperature = 1.0,
+                              .tokens = tok, .lengths = len, .mask = mask, .B = B, .T = T,
+                              .denom = (double)n_loss, .micro_batch = r->train.micro_batch_size,
+                              .iterations = 1, .want_weights = 0};
+        rc = rl_proto_train_encode(&q, rl_run_id(run), &req, err, err_len);
+    }
+    free(tok);
+    free(len);
+    free(mask);
+    free(idx);
+    if (!rc) {
+        run->actor_consistent = 0;
+        rc = rl_run_call(run, &run->actor, 0, req, &rep, r->roles.request_timeout, NULL, err,
+                         err_len);
+    }
+    rl_proto_train_reply_t x;
+    if (!rc) {
+        char why[512];
+        if (rl_proto_train_reply_decode(rep, &x, why, sizeof why) != 0) {
+            rc = rl_errf(err, err_len, RL_EPROTO, "worker %s: malformed train reply: %s",
+                         run->actor.names[0], why);
+        }
+    }
+    if (rc) {
+        rl_msg_free(&rep);
+        rl_data_sampler_seek(run->order, pos0); // the step's examples are taken again on resume
+        return rc;
+    }
+    run->step++;
+    run->version = run->step; // the samplers are synced before an evaluation
+    run->actor_consistent = 1;
+    run->num_tokens += n_all;
+    *advanced_p = 1;
+    rl_metrics_t *mt = run->metrics;
+    rl_data_pos_t pos = rl_data_sampler_pos(run->order);
+    rl_metrics_add(mt, "loss", x.loss);
+    rl_metrics_add(mt, "grad_norm", x.grad_norm);
+    rl_metrics_add(mt, "learning_rate", lr);
+    rl_metrics_add(mt, "num_tokens", (double)run->num_tokens);
+    rl_metrics_add(mt, "epoch",
+                   (double)pos.epoch + (double)pos.index / (double)rl_data_count(s->train));
+    rl_metrics_add(mt, "timing/train", rl_clock_now() - t0);
+    rl_metrics_add(mt, "timing/step", rl_clock_now() - t0);
+    snprintf(note, note_len, "loss %.4f lr %.3g gnorm %.3g", x.loss, lr, x.grad_norm);
+    rl_msg_free(&rep);
+    return 0;
+}
+
+// ---- evaluation -------------------------------------------------------------------------------
+
+// eval/loss: the SFT loss over the held-out examples in micro-batches, through the actor's
+// logprobs at temperature 1 (no dropout), over their N_tok.
+static int s_eval_loss(s_sft_t *s, rl_run_t *run, double *loss_p, char *err, size_t err_len) {
+    const rl_recipe_t *r = run->r;
+    size_t n = rl_data_count(s->eval);
+    if (r->train.eval_samples > 0 && (size_t)r->train.eval_samples < n) {
+        n = (size_t)r->train.eval_samples;
+    }
+    int64_t n_loss = 0;
+    for (size_t i = 0; i < n; i++) {
+        const uint8_t *m;
+        int len;
+        rl_data_example(s->eval, i, NULL, &m, &len, NULL);
+        for (int t = 0; t < len; t++) {
+            n_loss += m[t];
+        }
+    }
+    int mb = r->train.micro_batch_size;
+    double loss = 0.0;
+    for (size_t b0 = 0; b0 < n; b0 += (size_t)mb) {
+        int B = n - b0 < (size_t)mb ? (int)(n - b0) : mb;
+        size_t idx[4096];
+        int32_t lens[4096];
+        if (B > 4096) {
+            return rl_errf(err, err_len, RL_EINVAL, "eval: micro-batch of %d rows", B);
+        }
+        for (int i = 0; i < B; i++) {
+            idx[i] = b0 + (size_t)i;
+        }
+        rl_data_batch_t *bt = &s->batch;
+        int rc = rl_data_batch_fill(bt, s->eval, idx, B);
+        size_t need = (size_t)bt->B * (size_t)bt->T;
+        if (!rc && need > s->cap_logp) {
+            float *p = realloc(s->logp, need * sizeof(float));
+            rc = p ? 0 : RL_ENOMEM;
+            s->logp = p ? p : s->logp;
+            s->cap_logp = p ? need : s->cap_logp;
+        }
+        if (rc) {
+            return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+        }
+        if (bt->T < 2) { // the protocol's batches are at least 2 wide: pad with a 0 column
+            return rl_errf(err, err_len, RL_EINVAL, "eval: examples of one token");
+        }
+        for (int i = 0; i < B; i++) {
+            lens[i] = bt->lengths[i];
+        }
+        rc = rl_run_logprobs(run, 0, bt->tokens, lens, bt->B, bt->T, 1.0, s->logp, err,
+                             err_len);
+        if (rc) {
+            return rc;
+        }
+        loss += rl_loss_sft_forward(s->logp, bt->mask, bt->B, bt->T, n_loss);
+    }
+    *loss_p = loss;
+    return 0;
+}
+
+static int s_evaluate(void *state, rl_run_t *run, double *acc, double *acc_greedy, char *note,
+                      size_t note_len, char *err, size_t err_len) {
+    s_sft_t *s = state;
+    const rl_recipe_t *r = run->r;
+    *acc = *acc_greedy = NAN;
+    if (!s->eval) {
+        return 0;
+    }
+    double t0 = rl_clock_now(), loss = 0;
+    int rc = s_eval_loss(s, run, &loss, err, err_len);
+    if (rc) {
+        return rc;
+    }
+    rl_metrics_add(run->metrics, "eval/loss", loss);
+    snprintf(note, note_len, "eval %.4f", loss);
+    if (s->n_acc > 0 && run->samplers.n > 0) {
+        // the samplers hold the weights of this step
+        float *w = NULL;
+        int64_t n = 0;
+        double fmt, fmtg, mlen, mleng;
+        rc = rl_run_export(run, &w, &n, err, err_len);
+        if (!rc) {
+            rc = rl_run_sync(run, w, n, err, err_len);
+        }
+        free(w);
+        uint64_t seed = (uint64_t)r->run.seed;
+        if (!rc) {
+            rc = rl_run_eval_accuracy(run, s->acc_prompts, s->acc_answers, s->n_acc,
+                                      r->sampling.temperature, seed, 0, acc, &fmt, &mlen, err,
+                                      err_len);
+        }
+        if (!rc) {
+            rc = rl_run_eval_accuracy(run, s->acc_prompts, s->acc_answers, s->n_acc, 0.0, seed,
+                                      0, acc_greedy, &fmtg, &mleng, err, err_len);
+        }
+        if (rc) {
+            return rc;
+        }
+        rl_metrics_add(run->metrics, "eval/accuracy", *acc);
+        rl_metrics_add(run->metrics, "eval/accuracy_greedy", *acc_greedy);
+        rl_metrics_add(run->metrics, "eval/format_rate", fmt);
+        rl_metrics_add(run->metrics, "eval/completions/mean_length", mlen);
+        snprintf(note, note_len, "eval %.4f acc %.1f%% greedy %.1f%%", loss, 100 * *acc,
+                 100 * *acc_greedy);
+    }
+    rl_metrics_add(run->metrics, "timing/eval", rl_clock_now() - t0);
+    return 0;
+}
+
+static int s_preflight(const rl_recipe_t *r, char *err, size_t err_len) {
+    (void)r;
+    (void)err;
+    (void)err_len;
+    return 0; // the data is read (and its errors reported) when the run starts
+}
+
+static const rl_algo_t s_algo = {
+    .name = "sft",
+    .roles = s_roles,
+    .preflight = s_preflight,
+    .create = s_create,
+    .destroy = s_destroy,
+    .step = s_step,
+    .evaluate = s_evaluate,
+    .bookends = 0,
+    .stores = 0,
+};
+
+const rl_algo_t *rl_algo_sft(void) { return &s_algo; }

@@ -1,0 +1,53 @@
+// rl_role — what a worker process serves: a role is a name, a setup from the recipe, and a table
+// of verbs (op -> handler). The worker loop (rl_worker) connects, says hello with the verbs of
+// the table as its capabilities, and dispatches each request to its handler; `shutdown` is the
+// loop's own. One file per role: rl_role_actor.c (the trainable policy), rl_role_sampler.c
+// (generation), rl_role_reward.c (the recipe's rewards), rl_role_reference.c (the frozen
+// reference, with roles.reference: worker). Adding a role: copy one of them, add it to
+// rl_role_find (rl_role.c). No processes and no sockets here; handlers get a decoded request and
+// return a reply.
+#ifndef RL_ROLE_H
+#define RL_ROLE_H
+
+#include "rl_config.h"
+#include "rl_proto.h"
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// Serves one request: `req` (its op is the verb's) -> *reply (caller owns; free with
+// rl_msg_free). Returns 0, or an error with err filled (the loop answers ok = false with it).
+typedef int (*rl_role_handler_t)(void *state, const rl_msg_t *req, rl_msg_t **reply, char *err,
+                                 size_t err_len);
+
+typedef struct {
+    rl_proto_verb_t verb;
+    rl_role_handler_t handler;
+} rl_role_verb_t;
+
+typedef struct {
+    const char *name;            // "actor", "sampler", "reward"
+    // Loads what the role needs from the recipe with `threads` compute threads; *state is the
+    // role's (caller owns; free with teardown). Returns 0 or an error with err filled.
+    int (*setup)(const rl_recipe_t *recipe, int threads, void **state, char *err,
+                 size_t err_len);
+    void (*teardown)(void **state);
+    const rl_role_verb_t *verbs; // the verbs it serves besides shutdown
+    int n_verbs;
+} rl_role_t;
+
+// The role named `name`, or NULL. borrowed; valid until program exit.
+const rl_role_t *rl_role_find(const char *name);
+// The roles, one per file (borrowed; valid until program exit).
+const rl_role_t *rl_role_actor(void);
+const rl_role_t *rl_role_sampler(void);
+const rl_role_t *rl_role_reward(void);
+const rl_role_t *rl_role_reference(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

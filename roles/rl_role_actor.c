@@ -1,0 +1,204 @@
+// rl_role_actor — the actor role: the trainable policy (rl_policy) and its verbs: logprobs (of
+// the policy, or of the reference = the policy with adapters disabled), train (one update over a
+// batch), export_weights, and checkpoint save / load / save_final. The arithmetic is
+// rl_policy's; this file decodes requests and encodes replies.
+#include "rl_role.h"
+
+#include "rl_err.h"
+#include "rl_model.h"
+#include "rl_policy.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const rl_recipe_t *recipe; // borrowed from the worker
+    rl_policy_t *policy;
+} s_actor_t;
+
+static int s_setup(const rl_recipe_t *recipe, int threads, void **state, char *err,
+                   size_t err_len) {
+    s_actor_t *a = calloc(1, sizeof *a);
+    if (!a) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    a->recipe = recipe;
+    int rc = rl_policy_new(recipe, threads, &a->policy, err, err_len);
+    if (rc) {
+        free(a);
+        return rc;
+    }
+    *state = a;
+    return 0;
+}
+
+static void s_teardown(void **state) {
+    s_actor_t *a = *state;
+    if (a) {
+        rl_policy_destroy(&a->policy);
+        free(a);
+    }
+    *state = NULL;
+}
+
+// int copies of lengths (rl_policy takes int *). caller owns result; free with free().
+static int *s_lengths(const int32_t *len, int64_t B) {
+    int *out = malloc((size_t)(B > 0 ? B : 1) * sizeof(int));
+    for (int64_t i = 0; out && i < B; i++) {
+        out[i] = len[i];
+    }
+    return out;
+}
+
+static int s_logprobs(void *state, const rl_msg_t *req, rl_msg_t **reply, char *err,
+                      size_t err_len) {
+    s_actor_t *a = state;
+    rl_proto_logprobs_t q;
+    int rc = rl_proto_logprobs_decode(req, &q, err, err_len);
+    if (rc) {
+        return rc;
+    }
+    float *logp = malloc((size_t)q.B * (size_t)q.T * sizeof(float));
+    int *len = s_lengths(q.lengths, q.B);
+    if (!logp || !len) {
+        free(logp);
+        free(len);
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    rc = rl_policy_logprobs(a->policy, q.tokens, len, (int)q.B, (int)q.T, (float)q.temperature,
+                            q.adapter, logp, err, err_len);
+    if (!rc) {
+        rl_proto_logprobs_reply_t r = {logp, q.B, q.T};
+        rc = rl_proto_logprobs_reply_encode(&r, rl_msg_id(req), reply, err, err_len);
+    }
+    free(logp);
+    free(len);
+    return rc;
+}
+
+static int s_train(void *state, const rl_msg_t *req, rl_msg_t **reply, char *err,
+                   size_t err_len) {
+    s_actor_t *a = state;
+    rl_proto_train_t q;
+    int rc = rl_proto_train_decode(req, &q, err, err_len);
+    if (rc) {
+        return rc;
+    }
+    int *len = s_lengths(q.lengths, q.B);
+    float *old = malloc((size_t)q.B * (size_t)q.T * sizeof(float));
+    if (!len || !old) {
+        free(len);
+        free(old);
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    const rl_recipe_t *r = a->recipe;
+    int mb = (int)(q.micro_batch < 1 ? 1 : q.micro_batch);
+    rl_proto_train_reply_t t = {.old_logp = old, .B = q.B, .T = q.T};
+    if (strcmp(q.loss, "sft") == 0) {
+        rl_policy_rows_t rows = {(int)q.B, (int)q.T, q.tokens, len, q.mask, 1};
+        rl_policy_step_stats_t st;
+        memset(old, 0, (size_t)q.B * (size_t)q.T * sizeof(float)); // no logπ_old in SFT
+        rc = rl_policy_train_sft(a->policy, &rows, (int64_t)q.denom, mb, q.lr,
+                                 r->optim.max_grad_norm, q.step, &st, err, err_len);
+        t.loss = st.loss;
+        t.grad_norm = st.grad_norm;
+        t.iterations = st.iterations;
+    } else {
+        rl_policy_batch_t b = {(int)q.B, (int)q.T, q.tokens, len, q.mask, q.adv, q.mu_logp,
+                               q.ref_logp, q.denom, q.token_adv};
+        rl_policy_train_stats_t st;
+        rc = rl_policy_train(a->policy, &b, &r->algorithm, (float)q.temperature, mb,
+                             (int)(q.iterations < 1 ? 1 : q.iterations), q.lr,
+                             r->optim.max_grad_norm, old, &st, err, err_len);
+        t.loss = st.loss.loss;
+        t.tokens = st.loss.tokens;
+        t.kl = st.loss.kl;
+        t.clip_low = st.loss.clip_low;
+        t.clip_high = st.loss.clip_high;
+        t.dual_clip = st.loss.dual_clip;
+        t.ratio = st.loss.ratio;
+        t.tis_weight = st.loss.tis_weight;
+        t.tis_masked = st.loss.tis_masked;
+        t.logprob_gap = st.loss.logprob_gap;
+        t.grad_norm = st.grad_norm;
+        t.entropy = st.entropy;
+        t.iterations = st.iterations;
+    }
+    free(len);
+    if (!rc) {
+        // the updated trainable weights ride along: the controller syncs the samplers from them
+        // without another round trip (export_weights)
+        size_t nw = 0;
+        t.weights = q.want_weights ? rl_policy_weights(a->policy, &nw) : NULL;
+        t.n = (int64_t)nw;
+        rc = rl_proto_train_reply_encode(&t, rl_msg_id(req), reply, err, err_len);
+    }
+    free(old);
+    return rc;
+}
+
+static int s_export(void *state, const rl_msg_t *req, rl_msg_t **reply, char *err,
+                    size_t err_len) {
+    s_actor_t *a = state;
+    size_t n;
+    const float *w = rl_policy_weights(a->policy, &n);
+    rl_proto_export_weights_reply_t r = {rl_policy_is_lora(a->policy) ? "lora" : "full", w,
+                                         (int64_t)n};
+    return rl_proto_export_weights_reply_encode(&r, rl_msg_id(req), reply, err, err_len);
+}
+
+static int s_save_reply(s_actor_t *a, const rl_msg_t *req, rl_msg_t **reply, char *err,
+                        size_t err_len) {
+    size_t n = 0;
+    rl_policy_weights(a->policy, &n);
+    rl_proto_save_reply_t r = {(int64_t)rl_model_train_step(rl_policy_model(a->policy)),
+                               (int64_t)n};
+    return rl_proto_save_reply_encode(&r, rl_msg_id(req), reply, err, err_len);
+}
+
+static int s_save(void *state, const rl_msg_t *req, rl_msg_t **reply, char *err,
+                  size_t err_len) {
+    s_actor_t *a = state;
+    rl_proto_save_t q;
+    int rc = rl_proto_save_decode(req, &q, err, err_len);
+    if (!rc) {
+        rc = rl_policy_save(a->policy, q.dir, a->recipe->model.path, err, err_len);
+    }
+    return rc ? rc : s_save_reply(a, req, reply, err, err_len);
+}
+
+static int s_load(void *state, const rl_msg_t *req, rl_msg_t **reply, char *err,
+                  size_t err_len) {
+    s_actor_t *a = state;
+    rl_proto_save_t q;
+    int rc = rl_proto_load_decode(req, &q, err, err_len);
+    if (!rc) {
+        rc = rl_policy_load(a->policy, q.dir, (uint64_t)q.model_train_step, err, err_len);
+    }
+    return rc ? rc : s_save_reply(a, req, reply, err, err_len);
+}
+
+static int s_save_final(void *state, const rl_msg_t *req, rl_msg_t **reply, char *err,
+                        size_t err_len) {
+    s_actor_t *a = state;
+    rl_proto_save_final_t q;
+    int rc = rl_proto_save_final_decode(req, &q, err, err_len);
+    if (!rc) {
+        rc = rl_policy_save_final(a->policy, q.dir, a->recipe->model.path, q.bf16, err, err_len);
+    }
+    if (!rc && rl_proto_ok(rl_msg_id(req), reply) != 0) {
+        rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    return rc;
+}
+
+static const rl_role_verb_t s_verbs[] = {
+    {RL_PROTO_LOGPROBS, s_logprobs},     {RL_PROTO_TRAIN, s_train},
+    {RL_PROTO_EXPORT_WEIGHTS, s_export}, {RL_PROTO_SAVE, s_save},
+    {RL_PROTO_LOAD, s_load},             {RL_PROTO_SAVE_FINAL, s_save_final},
+};
+
+static const rl_role_t s_role = {"actor", s_setup, s_teardown, s_verbs,
+                                 (int)(sizeof s_verbs / sizeof s_verbs[0])};
+
+const rl_role_t *rl_role_actor(void) { return &s_role; }

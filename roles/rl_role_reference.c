@@ -1,0 +1,81 @@
+// rl_role_reference — the reference role of its own (roles.reference: worker): the frozen base
+// model (no adapter, no gradients, no optimizer) in a process of its own, serving logprobs. The
+// actor then keeps no frozen copy (full tuning) and does not switch its adapters off (LoRA);
+// the logprobs are the same numbers either way.
+#include "rl_role.h"
+
+#include "rl_err.h"
+#include "rl_model.h"
+#include "rl_policy.h"
+
+#include <stdlib.h>
+
+typedef struct {
+    rl_model_t *model;
+} s_reference_t;
+
+static void s_teardown(void **state) {
+    s_reference_t *s = *state;
+    if (s) {
+        rl_model_destroy(&s->model);
+        free(s);
+    }
+    *state = NULL;
+}
+
+static int s_setup(const rl_recipe_t *recipe, int threads, void **state, char *err,
+                   size_t err_len) {
+    s_reference_t *s = calloc(1, sizeof *s);
+    if (!s) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    *state = s;
+    rl_model_opts_t mo;
+    rl_policy_model_opts(recipe, threads, &mo);
+    mo.tune = RL_TUNE_NONE;
+    char msg[2048];
+    s->model = rl_model_load(recipe->model.path, &mo, msg, sizeof msg);
+    if (!s->model) {
+        s_teardown(state);
+        return rl_errf(err, err_len, RL_EINVAL, "reference: %s", msg);
+    }
+    return 0;
+}
+
+static int s_logprobs(void *state, const rl_msg_t *req, rl_msg_t **reply, char *err,
+                      size_t err_len) {
+    s_reference_t *s = state;
+    rl_proto_logprobs_t q;
+    int rc = rl_proto_logprobs_decode(req, &q, err, err_len);
+    if (rc) {
+        return rc;
+    }
+    float *logp = malloc((size_t)q.B * (size_t)q.T * sizeof(float));
+    int *len = malloc((size_t)q.B * sizeof(int));
+    if (!logp || !len) {
+        free(logp);
+        free(len);
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    for (int64_t i = 0; i < q.B; i++) {
+        len[i] = q.lengths[i];
+    }
+    rc = rl_model_forward(s->model, q.tokens, len, (int)q.B, (int)q.T, (float)q.temperature, 0,
+                          logp, NULL);
+    if (rc) {
+        rc = rl_errf(err, err_len, rc, "logprobs: %s", rl_model_errmsg(s->model));
+    } else {
+        rl_proto_logprobs_reply_t r = {logp, q.B, q.T};
+        rc = rl_proto_logprobs_reply_encode(&r, rl_msg_id(req), reply, err, err_len);
+    }
+    free(logp);
+    free(len);
+    return rc;
+}
+
+static const rl_role_verb_t s_verbs[] = {{RL_PROTO_LOGPROBS, s_logprobs}};
+
+static const rl_role_t s_role = {"reference", s_setup, s_teardown, s_verbs,
+                                 (int)(sizeof s_verbs / sizeof s_verbs[0])};
+
+const rl_role_t *rl_role_reference(void) { return &s_role; }

@@ -1,0 +1,126 @@
+// rl_run — what an algorithm sees of a run: the recipe, the run's counters (step, policy version,
+// data order, RNG, tokens), its store and metrics, and typed calls on the role groups (generate
+// over the samplers, score, logprobs of the actor or the reference, train, weight sync,
+// evaluation by sampling). The controller (rl_controller) owns the run's lifecycle and fills
+// this in; an algorithm file (rl_algo_*.c) reads and calls it. Internal to roles/: the struct is
+// open so that an algorithm reads like its paper (`run->r->algorithm.beta`, `run->step`).
+#ifndef RL_RUN_H
+#define RL_RUN_H
+
+#include "rl_config.h"
+#include "rl_data.h"
+#include "rl_group.h"
+#include "rl_metrics.h"
+#include "rl_optim.h"
+#include "rl_proto.h"
+#include "rl_rng.h"
+#include "rl_tokenizer.h"
+#include "rl_traj.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RL_RUN_MAX_RANKS 256
+
+// A role as a group of ranks: "sampler/0" .. "sampler/<n-1>"; n = 0 when the run has none.
+typedef struct {
+    const char *role;
+    int n;
+    char names[RL_RUN_MAX_RANKS][32];
+} rl_run_group_t;
+
+typedef struct rl_run {
+    const rl_recipe_t *r;
+    const char *run_dir;
+    rl_group_t *g;
+    rl_run_group_t actor, samplers, reward, reference; // reference.n = 0: the actor serves it
+    rl_tokenizer_t *tok;
+    int32_t vocab;                 // config.json's vocab_size: sampled ids are below it
+    rl_traj_t *traj;               // the trajectory store (NULL: the algorithm stores nothing)
+    rl_metrics_t *metrics;
+    rl_data_sampler_t *order;      // the training data's order (its position is checkpointed)
+    rl_sched_t sched;
+    rl_rng_t rng;                  // the trainer's stream (checkpointed)
+    int64_t step;                  // optimizer steps done
+    int64_t version;               // the weights version the samplers hold
+    int64_t num_tokens;            // tokens trained on so far
+    int64_t n_trainable;           // size of the actor's trainable flat view
+    int actor_consistent;          // the actor's weights/optimizer are those of `step`
+    int32_t stop_ids[64];          // the tokenizer's EOS and one-token sampling.stop strings
+    int n_stop;
+    const char *stop_str[64];      // sampling.stop strings of several tokens (cut afterwards)
+    int n_stop_str;
+    double deadline;               // > 0: no call may wait past this monotonic time
+} rl_run_t;
+
+// ---- calls ------------------------------------------------------------------------------------
+
+// A fresh request id.
+uint64_t rl_run_id(rl_run_t *run);
+// Sends req (taken) to rank `rank` of group `grp` and waits for its reply (caller owns *reply;
+// free with rl_msg_free) up to timeout_s (shortened by run->deadline). Returns 0 or an error
+// naming the worker; *timed_out (may be NULL) as rl_group_call.
+int rl_run_call(rl_run_t *run, const rl_run_group_t *grp, int rank, rl_msg_t *req,
+                rl_msg_t **reply, double timeout_s, int *timed_out, char *err, size_t err_len);
+
+// Completions of one generate call over the samplers, prompt-major (result p*n + s).
+typedef struct {
+    int n_res;
+    int32_t *lens;  // (n_res)
+    int64_t *off;   // (n_res) start in ids/lp
+    int32_t *ids;   // (sum lens)
+    float *lp;      // (sum lens)
+    uint8_t *fin;   // (n_res) 0 stop, 1 length
+    uint8_t *cut;   // (n_res) 1: ended by a stop string (sampling.stop), not a stop token
+    int64_t prefill, decode;
+} rl_run_gen_t;
+void rl_run_gen_free(rl_run_gen_t *g);
+
+// One prompt to sample from.
+typedef struct {
+    const int32_t *ids;
+    int len;
+    int64_t index;  // its dataset row: seeds its RNG streams
+} rl_run_prompt_t;
+
+// Generates n completions of each of prompts[0..P) with the samplers' weights (version
+// run->version): contiguous shares over the first `samplers` samplers (0: all), every reply
+// checked (rl_proto, then ids below the vocabulary, lengths, finish codes, logprobs), multi-token
+// stop strings cut. Sampling from the recipe: temperature as given (0 = greedy: top_p 1, top_k
+// 0), max_new_tokens, the run's stop ids. caller owns *out; free with rl_run_gen_free.
+int rl_run_generate(rl_run_t *run, const rl_run_prompt_t *prompts, int P, int n,
+                    double temperature, uint64_t seed, int samplers, rl_run_gen_t *out,
+                    char *err, size_t err_len);
+// The text of completion j without its stop token (a stop string cut), ids the tokenizer does
+// not know left out. caller owns *text_p; free with free().
+int rl_run_completion_text(rl_run_t *run, const rl_run_gen_t *g, int j, char **text_p,
+                           size_t *len_p);
+
+// The actor's trainable weights (export_weights). caller owns *w_p; free with free().
+int rl_run_export(rl_run_t *run, float **w_p, int64_t *n_p, char *err, size_t err_len);
+// Sends weights (n floats: the actor's trainable view) to every sampler as version
+// run->version. Returns 0 or an error naming the sampler.
+int rl_run_sync(rl_run_t *run, const float *weights, int64_t n, char *err, size_t err_len);
+
+// logp (B,T) of tokens: the policy (the actor), or the reference (reference = 1: the reference
+// worker, or the actor with adapters disabled) at `temperature`. logp: caller's (B*T floats).
+int rl_run_logprobs(rl_run_t *run, int reference, const int32_t *tokens, const int32_t *lengths,
+                    int64_t B, int64_t T, double temperature, float *logp, char *err,
+                    size_t err_len);
+
+// Accuracy of `answers` (normalised reference answers, one per prompt) on prompts[0..P) at
+// `temperature` (0 = greedy), one sample each, scored by the task's math rule; *fmt the share of
+// completions with a final answer, *mean_len (may be NULL) their mean length in tokens. One
+// sample of prompt i is result i: answers[i] scores it.
+int rl_run_eval_accuracy(rl_run_t *run, const rl_run_prompt_t *prompts, char *const *answers,
+                         int P, double temperature, uint64_t seed, int samplers, double *acc,
+                         double *fmt, double *mean_len, char *err, size_t err_len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,343 @@
+// test_proto — the typed role messages (roles/rl_proto): every verb's request and reply goes
+// through encode -> the wire's bytes (rl_msg_encode / rl_msg_decode) -> decode and comes back
+// field for field; decoders refuse a missing field, a wrong type, tensors whose shared dimensions
+// disagree, and each verb's inconsistent sizes, naming the verb and the field; the envelope
+// helpers (ok, fail, status, request, welcome) and the verb names.
+#include "rl_proto.h"
+#include "rl_test.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+// m through the bytes and back (frees m). caller owns result.
+static rl_msg_t *s_wire(rl_msg_t *m) {
+    const rl_frame_t *fr;
+    int n;
+    CHECK_INT(rl_msg_encode(m, &fr, &n), 0);
+    rl_msg_t *back = NULL;
+    char err[256];
+    CHECK_INT(rl_msg_decode(fr, n, &back, err, sizeof err), 0);
+    rl_msg_free(&m);
+    return back;
+}
+
+static void test_verbs(void) {
+    for (int v = 0; v < RL_PROTO_N_VERBS; v++) {
+        CHECK_INT(rl_proto_verb_of(rl_proto_verb_name((rl_proto_verb_t)v)), v);
+    }
+    CHECK_INT(rl_proto_verb_of("nonsense"), -1);
+    CHECK_STR(rl_proto_verb_name(RL_PROTO_GENERATE), "generate");
+}
+
+static void test_hello_hb_configure(void) {
+    char err[256];
+    const char *caps[] = {"generate", "shutdown"};
+    rl_proto_hello_t h = {"sampler", 3, 1234, "t0k", caps, 2, NULL};
+    rl_msg_t *m = NULL;
+    CHECK_INT(rl_proto_hello_encode(&h, 0, &m, err, sizeof err), 0);
+    CHECK_STR(rl_msg_op(m), "hello");
+    m = s_wire(m);
+    rl_proto_hello_t d;
+    CHECK_INT(rl_proto_hello_decode(m, &d, err, sizeof err), 0);
+    CHECK_STR(d.role, "sampler");
+    CHECK_INT((int)d.rank, 3);
+    CHECK_INT((int)d.pid, 1234);
+    CHECK_STR(d.token, "t0k");
+    CHECK_INT(d.n_caps, 2);
+    CHECK(d.n_caps == 2 && strcmp(d.caps[1], "shutdown") == 0);
+    CHECK(d.error == NULL);
+    rl_msg_free(&m);
+    h.error = "no model";
+    CHECK_INT(rl_proto_hello_encode(&h, 0, &m, err, sizeof err), 0);
+    CHECK_INT(rl_proto_hello_decode(m, &d, err, sizeof err), 0);
+    CHECK_STR(d.error ? d.error : "", "no model");
+    rl_msg_free(&m);
+
+    rl_proto_hb_t hb = {"t0k"}, hbd;
+    CHECK_INT(rl_proto_hb_encode(&hb, 7, &m, err, sizeof err), 0);
+    CHECK_INT(rl_proto_hb_decode(m, &hbd, err, sizeof err), 0);
+    CHECK_STR(hbd.token, "t0k");
+    CHECK_INT((int)rl_msg_id(m), 7);
+    rl_msg_free(&m);
+
+    rl_proto_configure_t c = {"run: {name: x}\n", 0, 2}, cd;
+    CHECK_INT(rl_proto_configure_encode(&c, 9, &m, err, sizeof err), 0);
+    m = s_wire(m);
+    CHECK_INT(rl_proto_configure_decode(m, &cd, err, sizeof err), 0);
+    CHECK_STR(cd.recipe, "run: {name: x}\n");
+    CHECK_INT((int)cd.recipe_len, (int)strlen(c.recipe));
+    CHECK_INT((int)cd.threads, 2);
+    rl_msg_free(&m);
+}
+
+static void test_sampler(void) {
+    char err[256];
+    float w[5] = {1, 2, 3, 4, 5};
+    rl_proto_load_weights_t lw = {4, "lora", w, 5}, lwd;
+    rl_msg_t *m = NULL;
+    CHECK_INT(rl_proto_load_weights_encode(&lw, 3, &m, err, sizeof err), 0);
+    m = s_wire(m);
+    CHECK_INT(rl_proto_load_weights_decode(m, &lwd, err, sizeof err), 0);
+    CHECK_INT((int)lwd.version, 4);
+    CHECK_STR(lwd.kind, "lora");
+    CHECK(lwd.n == 5 && lwd.weights[4] == 5.0f);
+    rl_msg_free(&m);
+    rl_proto_load_weights_reply_t lr = {4}, lrd;
+    CHECK_INT(rl_proto_load_weights_reply_encode(&lr, 3, &m, err, sizeof err), 0);
+    int ok = 0;
+    const char *why;
+    CHECK_INT(rl_proto_reply_status(m, &ok, &why), 0);
+    CHECK_INT(ok, 1);
+    CHECK_INT(rl_proto_load_weights_reply_decode(m, &lrd, err, sizeof err), 0);
+    CHECK_INT((int)lrd.version, 4);
+    rl_msg_free(&m);
+
+    int32_t ids[5] = {1, 2, 3, 4, 5}, lens[2] = {2, 3}, stop[1] = {9};
+    int64_t idx[2] = {10, 11};
+    rl_proto_generate_t g = {.version = 1, .prompts = ids, .n_prompt_ids = 5,
+                             .prompt_lens = lens, .prompt_index = idx, .P = 2, .n = 3,
+                             .max_new_tokens = 8, .temperature = 0.7, .top_p = 0.9,
+                             .top_k = 5, .seed = 42, .stop_ids = stop, .n_stop = 1};
+    rl_proto_generate_t gd;
+    CHECK_INT(rl_proto_generate_encode(&g, 5, &m, err, sizeof err), 0);
+    m = s_wire(m);
+    CHECK_INT(rl_proto_generate_decode(m, &gd, err, sizeof err), 0);
+    CHECK(gd.P == 2 && gd.n_prompt_ids == 5 && gd.prompt_index[1] == 11 && gd.n == 3);
+    CHECK(gd.temperature == 0.7 && gd.top_p == 0.9 && gd.top_k == 5 && gd.seed == 42);
+    CHECK(gd.n_stop == 1 && gd.stop_ids[0] == 9 && gd.max_new_tokens == 8);
+    rl_msg_free(&m);
+    // no stop ids: absent, and the decoder says none
+    g.stop_ids = NULL;
+    g.n_stop = 0;
+    CHECK_INT(rl_proto_generate_encode(&g, 5, &m, err, sizeof err), 0);
+    CHECK(!rl_msg_has(m, "stop_ids"));
+    CHECK_INT(rl_proto_generate_decode(m, &gd, err, sizeof err), 0);
+    CHECK(gd.stop_ids == NULL && gd.n_stop == 0);
+    rl_msg_free(&m);
+    // prompt_lens that exceed the prompts
+    lens[1] = 4;
+    CHECK_INT(rl_proto_generate_encode(&g, 5, &m, err, sizeof err), 0);
+    CHECK_INT(rl_proto_generate_decode(m, &gd, err, sizeof err), RL_EPROTO);
+    CHECK_CONTAINS(err, "generate: prompt_lens exceed prompts");
+    rl_msg_free(&m);
+    lens[1] = 3;
+    // prompt_index of another length than prompt_lens
+    g.P = 2;
+    CHECK_INT(rl_proto_generate_encode(&g, 5, &m, err, sizeof err), 0);
+    int64_t one[1] = {1};
+    rl_msg_set_tensor(m, "prompt_index", RL_DT_I64, 1, one, idx);
+    CHECK_INT(rl_proto_generate_decode(m, &gd, err, sizeof err), RL_EPROTO);
+    CHECK_CONTAINS(err, "'prompt_index' has 1 in dimension 0, 2 expected");
+    rl_msg_free(&m);
+
+    int32_t rl[2] = {2, 1}, rid[3] = {7, 8, 9};
+    float rlp[3] = {-0.5f, -1.0f, -2.0f};
+    uint8_t fin[2] = {0, 1};
+    rl_proto_generate_reply_t gr = {rl, fin, 2, rid, rlp, 3, 10, 3}, grd;
+    CHECK_INT(rl_proto_generate_reply_encode(&gr, 5, &m, err, sizeof err), 0);
+    m = s_wire(m);
+    CHECK_INT(rl_proto_generate_reply_decode(m, &grd, err, sizeof err), 0);
+    CHECK(grd.n_res == 2 && grd.n_ids == 3 && grd.ids[2] == 9 && grd.finish[1] == 1);
+    CHECK(grd.logprobs[1] == -1.0f && grd.prefill_tokens == 10 && grd.decode_tokens == 3);
+    rl_msg_free(&m);
+    rl[0] = 5; // lengths no longer add up to the ids
+    CHECK_INT(rl_proto_generate_reply_encode(&gr, 5, &m, err, sizeof err), 0);
+    CHECK_INT(rl_proto_generate_reply_decode(m, &grd, err, sizeof err), RL_EPROTO);
+    CHECK_CONTAINS(err, "generate reply sizes do not add up");
+    rl_msg_free(&m);
+}
+
+static void test_actor(void) {
+    char err[256];
+    int32_t tok[6] = {1, 2, 3, 4, 5, 0}, len[2] = {3, 2};
+    uint8_t mask[6] = {0, 1, 1, 0, 1, 0};
+    double adv[2] = {0.5, -0.5};
+    float mu[6] = {0, -1, -1, 0, -2, 0};
+    rl_msg_t *m = NULL;
+    rl_proto_logprobs_t lp = {tok, len, 2, 3, 0, 0.8}, lpd;
+    CHECK_INT(rl_proto_logprobs_encode(&lp, 1, &m, err, sizeof err), 0);
+    m = s_wire(m);
+    CHECK_INT(rl_proto_logprobs_decode(m, &lpd, err, sizeof err), 0);
+    CHECK(lpd.B == 2 && lpd.T == 3 && lpd.adapter == 0 && lpd.temperature == 0.8);
+    CHECK(lpd.tokens[4] == 5 && lpd.lengths[1] == 2);
+    rl_msg_free(&m);
+    float out[6] = {0, -1, -2, 0, -3, 0};
+    rl_proto_logprobs_reply_t lr = {out, 2, 3}, lrd;
+    CHECK_INT(rl_proto_logprobs_reply_encode(&lr, 1, &m, err, sizeof err), 0);
+    CHECK_INT(rl_proto_logprobs_reply_decode(m, &lrd, err, sizeof err), 0);
+    CHECK(lrd.B == 2 && lrd.T == 3 && lrd.logp[4] == -3.0f);
+    rl_msg_free(&m);
+
+    rl_proto_train_t t = {.loss = "grpo", .step = 4, .lr = 1e-3, .temperature = 1.0,
+                          .tokens = tok, .lengths = len, .mask = mask, .adv = adv,
+                          .mu_logp = mu, .ref_logp = NULL, .B = 2, .T = 3, .denom = 3,
+                          .micro_batch = 1, .iterations = 2, .want_weights = 1};
+    rl_proto_train_t td;
+    CHECK_INT(rl_proto_train_encode(&t, 2, &m, err, sizeof err), 0);
+    m = s_wire(m);
+    CHECK_INT(rl_proto_train_decode(m, &td, err, sizeof err), 0);
+    CHECK_STR(td.loss, "grpo");
+    CHECK(td.step == 4 && td.lr == 1e-3 && td.B == 2 && td.T == 3 && td.adv[1] == -0.5);
+    CHECK(td.mu_logp && td.mu_logp[4] == -2.0f && td.ref_logp == NULL);
+    CHECK(td.denom == 3 && td.micro_batch == 1 && td.iterations == 2 && td.want_weights == 1);
+    rl_msg_free(&m);
+    // SFT: no advantages; an unknown loss; a mask of another shape; a length past T
+    t.loss = "sft";
+    t.adv = NULL;
+    t.mu_logp = NULL;
+    CHECK_INT(rl_proto_train_encode(&t, 2, &m, err, sizeof err), 0);
+    CHECK_INT(rl_proto_train_decode(m, &td, err, sizeof err), 0);
+    CHECK(td.adv == NULL);
+    rl_msg_free(&m);
+    t.loss = "grpo";
+    CHECK_INT(rl_proto_train_encode(&t, 2, &m, err, sizeof err), 0);
+    CHECK_INT(rl_proto_train_decode(m, &td, err, sizeof err), RL_EPROTO);
+    CHECK_CONTAINS(err, "train: the grpo loss needs 'adv' or 'token_adv'");
+    rl_msg_free(&m);
+    t.loss = "dpo";
+    t.adv = adv;
+    CHECK_INT(rl_proto_train_encode(&t, 2, &m, err, sizeof err), 0);
+    CHECK_INT(rl_proto_train_decode(m, &td, err, sizeof err), RL_EPROTO);
+    CHECK_CONTAINS(err, "unknown loss 'dpo'");
+    rl_msg_free(&m);
+    t.loss = "grpo";
+    CHECK_INT(rl_proto_train_encode(&t, 2, &m, err, sizeof err), 0);
+    int64_t sh[2] = {3, 2};
+    rl_msg_set_tensor(m, "mask", RL_DT_U8, 2, sh, mask);
+    CHECK_INT(rl_proto_train_decode(m, &td, err, sizeof err), RL_EPROTO);
+    CHECK_CONTAINS(err, "train: 'mask' has 3 in dimension 0, 2 expected");
+    rl_msg_free(&m);
+    len[0] = 4;
+    CHECK_INT(rl_proto_train_encode(&t, 2, &m, err, sizeof err), 0);
+    CHECK_INT(rl_proto_train_decode(m, &td, err, sizeof err), RL_EPROTO);
+    CHECK_CONTAINS(err, "train: a length outside [1, T]");
+    rl_msg_free(&m);
+    len[0] = 3;
+    // a missing field and a field of another type
+    CHECK_INT(rl_proto_train_encode(&t, 2, &m, err, sizeof err), 0);
+    rl_msg_t *bare = rl_msg_new("train", 2);
+    CHECK_INT(rl_proto_train_decode(bare, &td, err, sizeof err), RL_EPROTO);
+    CHECK_CONTAINS(err, "train: missing string 'loss'");
+    rl_msg_free(&bare);
+    rl_msg_set_str(m, "lr", "fast");
+    CHECK_INT(rl_proto_train_decode(m, &td, err, sizeof err), RL_EPROTO);
+    CHECK_CONTAINS(err, "train: ");
+    CHECK_CONTAINS(err, "lr");
+    rl_msg_free(&m);
+
+    float old[6] = {0, -1, -1, 0, -2, 0}, w[3] = {0.1f, 0.2f, 0.3f};
+    rl_proto_train_reply_t tr = {.old_logp = old, .B = 2, .T = 3, .loss = 0.25, .tokens = 3,
+                                 .kl = 0.01, .grad_norm = 1.5, .entropy = 2.0, .iterations = 2,
+                                 .weights = w, .n = 3},
+                           trd;
+    CHECK_INT(rl_proto_train_reply_encode(&tr, 2, &m, err, sizeof err), 0);
+    m = s_wire(m);
+    CHECK_INT(rl_proto_train_reply_decode(m, &trd, err, sizeof err), 0);
+    CHECK(trd.B == 2 && trd.T == 3 && trd.loss == 0.25 && trd.grad_norm == 1.5);
+    CHECK(trd.iterations == 2 && trd.n == 3 && trd.weights[2] == 0.3f);
+    rl_msg_free(&m);
+    tr.weights = NULL; // want_weights = 0
+    tr.n = 0;
+    CHECK_INT(rl_proto_train_reply_encode(&tr, 2, &m, err, sizeof err), 0);
+    CHECK_INT(rl_proto_train_reply_decode(m, &trd, err, sizeof err), 0);
+    CHECK(trd.weights == NULL && trd.n == 0);
+    rl_msg_free(&m);
+
+    rl_proto_export_weights_reply_t ex = {"full", w, 3}, exd;
+    CHECK_INT(rl_proto_export_weights_reply_encode(&ex, 8, &m, err, sizeof err), 0);
+    CHECK_INT(rl_proto_export_weights_reply_decode(m, &exd, err, sizeof err), 0);
+    CHECK(strcmp(exd.kind, "full") == 0 && exd.n == 3);
+    rl_msg_free(&m);
+
+    rl_proto_save_t sv = {"/x/step-3.tmp", 0}, svd;
+    CHECK_INT(rl_proto_save_encode(&sv, 9, &m, err, sizeof err), 0);
+    CHECK_STR(rl_msg_op(m), "save");
+    CHECK_INT(rl_proto_save_decode(m, &svd, err, sizeof err), 0);
+    CHECK_STR(svd.dir, "/x/step-3.tmp");
+    rl_msg_free(&m);
+    sv.model_train_step = 12;
+    CHECK_INT(rl_proto_load_encode(&sv, 9, &m, err, sizeof err), 0);
+    CHECK_STR(rl_msg_op(m), "load");
+    CHECK_INT(rl_proto_load_decode(m, &svd, err, sizeof err), 0);
+    CHECK_INT((int)svd.model_train_step, 12);
+    rl_msg_free(&m);
+    rl_proto_save_reply_t sr = {12, 77824}, srd;
+    CHECK_INT(rl_proto_save_reply_encode(&sr, 9, &m, err, sizeof err), 0);
+    CHECK_INT(rl_proto_load_reply_decode(m, &srd, err, sizeof err), 0);
+    CHECK(srd.model_train_step == 12 && srd.n_trainable == 77824);
+    rl_msg_free(&m);
+    rl_proto_save_final_t sf = {"/x/final.tmp", 1}, sfd;
+    CHECK_INT(rl_proto_save_final_encode(&sf, 10, &m, err, sizeof err), 0);
+    CHECK_INT(rl_proto_save_final_decode(m, &sfd, err, sizeof err), 0);
+    CHECK(sfd.bf16 == 1 && strcmp(sfd.dir, "/x/final.tmp") == 0);
+    rl_msg_free(&m);
+}
+
+static void test_reward(void) {
+    char err[256];
+    const char *pr[2] = {"1+1=", "2+2="}, *co[2] = {"2", "5"}, *rows[2] = {"{}", "{}"};
+    size_t prl[2] = {4, 4}, col[2] = {1, 1}, rowl[2] = {2, 2};
+    int32_t ids[3] = {1, 2, 3}, lens[2] = {1, 2};
+    rl_proto_score_t sc = {.reward = 1, .prompts = pr, .completions = co, .rows = rows,
+                           .prompt_lens = prl, .completion_lens = col, .row_lens = rowl,
+                           .n = 2, .ids = ids, .n_ids = 3, .lens = lens};
+    rl_proto_score_t scd;
+    rl_msg_t *m = NULL;
+    CHECK_INT(rl_proto_score_encode(&sc, 4, &m, err, sizeof err), 0);
+    m = s_wire(m);
+    CHECK_INT(rl_proto_score_decode(m, &scd, err, sizeof err), 0);
+    CHECK(scd.reward == 1 && scd.n == 2 && scd.n_ids == 3 && scd.lens[1] == 2);
+    CHECK(strcmp(scd.completions[1], "5") == 0 && scd.row_lens[0] == 2);
+    rl_msg_free(&m);
+    // lists of different lengths; lens past the ids
+    CHECK_INT(rl_proto_score_encode(&sc, 4, &m, err, sizeof err), 0);
+    rl_msg_set_strs(m, "rows", rows, rowl, 1);
+    CHECK_INT(rl_proto_score_decode(m, &scd, err, sizeof err), RL_EPROTO);
+    CHECK_CONTAINS(err, "score: 'rows' holds 1 strings, 2 expected");
+    rl_msg_free(&m);
+    lens[1] = 3;
+    CHECK_INT(rl_proto_score_encode(&sc, 4, &m, err, sizeof err), 0);
+    CHECK_INT(rl_proto_score_decode(m, &scd, err, sizeof err), RL_EPROTO);
+    CHECK_CONTAINS(err, "score: lens exceed ids");
+    rl_msg_free(&m);
+    double s[2] = {1.0, NAN};
+    rl_proto_score_reply_t sr = {s, 2}, srd;
+    CHECK_INT(rl_proto_score_reply_encode(&sr, 4, &m, err, sizeof err), 0);
+    m = s_wire(m);
+    CHECK_INT(rl_proto_score_reply_decode(m, &srd, err, sizeof err), 0);
+    CHECK(srd.n == 2 && srd.scores[0] == 1.0 && isnan(srd.scores[1]));
+    rl_msg_free(&m);
+}
+
+static void test_envelopes(void) {
+    rl_msg_t *m = NULL;
+    int ok = 1;
+    const char *why = NULL;
+    CHECK_INT(rl_proto_fail(5, "it broke", &m), 0);
+    CHECK_INT(rl_proto_reply_status(m, &ok, &why), 0);
+    CHECK_INT(ok, 0);
+    CHECK_STR(why, "it broke");
+    rl_msg_free(&m);
+    CHECK_INT(rl_proto_ok(6, &m), 0);
+    CHECK_INT(rl_proto_reply_status(m, &ok, &why), 0);
+    CHECK_INT(ok, 1);
+    rl_msg_free(&m);
+    CHECK_INT(rl_proto_request(RL_PROTO_SHUTDOWN, 7, &m), 0);
+    CHECK_STR(rl_msg_op(m), "shutdown");
+    CHECK_INT(rl_proto_reply_status(m, &ok, &why), RL_EPROTO); // not a reply
+    rl_msg_free(&m);
+    CHECK_INT(rl_proto_welcome(0, &m), 0);
+    CHECK_STR(rl_msg_op(m), "welcome");
+    rl_msg_free(&m);
+}
+
+int main(void) {
+    test_verbs();
+    test_hello_hb_configure();
+    test_sampler();
+    test_actor();
+    test_reward();
+    test_envelopes();
+    RL_TEST_DONE();
+}
