@@ -98,7 +98,7 @@ int rl_jsonl_open_mem(const char *name, const void *data, size_t len, size_t max
     return 0;
 }
 
-void rl_jsonl_close(rl_jsonl_t **self_p) {
+void rl_jsonl_destroy(rl_jsonl_t **self_p) {
     if (!self_p || !*self_p) {
         return;
     }

@@ -22,19 +22,19 @@ typedef struct rl_jsonl rl_jsonl_t;
 
 // Opens `path` for reading. max_line: the most bytes of one line, counted before its "\n" (a
 // "\r" there counts); 0 = RL_JSONL_MAX_LINE. Returns 0, or the errno of the failed open (err:
-// "path: strerror") or RL_ENOMEM. caller owns *out; free with rl_jsonl_close.
+// "path: strerror") or RL_ENOMEM. caller owns *out; free with rl_jsonl_destroy.
 int rl_jsonl_open(const char *path, size_t max_line, rl_jsonl_t **out, char *err, size_t err_len);
-// As rl_jsonl_open, over data[0..len) in memory (borrowed; valid until rl_jsonl_close); `name`
-// stands for the path in messages (copied). caller owns *out; free with rl_jsonl_close.
+// As rl_jsonl_open, over data[0..len) in memory (borrowed; valid until rl_jsonl_destroy); `name`
+// stands for the path in messages (copied). caller owns *out; free with rl_jsonl_destroy.
 int rl_jsonl_open_mem(const char *name, const void *data, size_t len, size_t max_line,
                       rl_jsonl_t **out, char *err, size_t err_len);
 // Closes the file and frees the reader; a no-op when *self_p is NULL; sets *self_p to NULL.
-void rl_jsonl_close(rl_jsonl_t **self_p);
+void rl_jsonl_destroy(rl_jsonl_t **self_p);
 
 // The next line that holds anything but spaces, tabs and "\r" (blank lines are skipped, their
 // numbers counted). Returns 1 with *line_p / *len_p set (the line without its "\n" and trailing
 // "\r"s, NUL-terminated after len; it may hold NULs; borrowed; valid until the next call or
-// rl_jsonl_close), 0 at the end of the input, or an error with rl_jsonl_errmsg set: RL_EINVAL
+// rl_jsonl_destroy), 0 at the end of the input, or an error with rl_jsonl_errmsg set: RL_EINVAL
 // "path:L: line longer than N bytes (the JSONL line limit)", RL_EIO "path: read error",
 // RL_ENOMEM. After an error, further calls return the same error.
 int rl_jsonl_next_line(rl_jsonl_t *self, const char **line_p, size_t *len_p);
@@ -49,9 +49,9 @@ int rl_jsonl_next(rl_jsonl_t *self, json_t **row_p);
 // The 1-based number of the line last returned or refused (0 before the first).
 long rl_jsonl_lineno(const rl_jsonl_t *self);
 // The text of the line last returned by rl_jsonl_next or rl_jsonl_next_line (as the latter
-// gives it). borrowed; valid until the next call or rl_jsonl_close. *len_p may be NULL.
+// gives it). borrowed; valid until the next call or rl_jsonl_destroy. *len_p may be NULL.
 const char *rl_jsonl_line(const rl_jsonl_t *self, size_t *len_p);
-// The path (or name) given to open. borrowed; valid until rl_jsonl_close.
+// The path (or name) given to open. borrowed; valid until rl_jsonl_destroy.
 const char *rl_jsonl_path(const rl_jsonl_t *self);
 // The message of the last failed call ("" when none). borrowed; valid until the next call.
 const char *rl_jsonl_errmsg(const rl_jsonl_t *self);

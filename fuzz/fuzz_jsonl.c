@@ -107,7 +107,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         abort();
     }
     free(t);
-    rl_jsonl_close(&r);
+    rl_jsonl_destroy(&r);
     free(file);
     return 0;
 }

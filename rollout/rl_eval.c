@@ -101,7 +101,7 @@ rl_eval_data_t *rl_eval_data_load(const char *path, const char *prompt_field,
         free(texts[i]);
     }
     free(texts);
-    rl_jsonl_close(&in);
+    rl_jsonl_destroy(&in);
     return d;
 fail:
     if (err && err_len && !err[0]) {
@@ -111,7 +111,7 @@ fail:
         free(texts[i]);
     }
     free(texts);
-    rl_jsonl_close(&in);
+    rl_jsonl_destroy(&in);
     rl_eval_data_destroy(&d);
     return NULL;
 }

@@ -72,11 +72,11 @@ static void s_expect(const char *name, const void *data, size_t n, size_t max_li
         return;
     }
     s_rows(r, got_file, sizeof got_file);
-    rl_jsonl_close(&r);
+    rl_jsonl_destroy(&r);
     CHECK(r == NULL);
     CHECK_INT(rl_jsonl_open_mem(name, data, n, max_line, &r, err, sizeof err), 0);
     s_rows(r, got_mem, sizeof got_mem);
-    rl_jsonl_close(&r);
+    rl_jsonl_destroy(&r);
     // the file's messages carry its full path, memory's the name: compare after the directory
     char want_file[4096];
     size_t o = 0;
@@ -139,8 +139,8 @@ static void test_lines(void) {
     CHECK_INT(rl_jsonl_next_line(r, &line, &len), 0);
     CHECK_INT(rl_jsonl_next_line(r, &line, &len), 0);
     CHECK(rl_jsonl_line(r, NULL) == NULL);
-    rl_jsonl_close(&r);
-    rl_jsonl_close(&r); // a no-op on NULL
+    rl_jsonl_destroy(&r);
+    rl_jsonl_destroy(&r); // a no-op on NULL
 }
 
 static void test_errors(void) {
@@ -187,7 +187,7 @@ static void test_errors(void) {
     CHECK_INT(rl_jsonl_next(r, &row), RL_EINVAL);
     CHECK_STR(rl_jsonl_errmsg(r), first);
     CHECK_INT(rl_jsonl_lineno(r), 1);
-    rl_jsonl_close(&r);
+    rl_jsonl_destroy(&r);
 
     // open and read errors
     snprintf(path, sizeof path, "%s/absent.jsonl", s_dir);
@@ -200,7 +200,7 @@ static void test_errors(void) {
     CHECK_INT(rl_jsonl_next(r, &row), RL_EIO);
     snprintf(want, sizeof want, "%s: read error", s_dir);
     CHECK_STR(rl_jsonl_errmsg(r), want);
-    rl_jsonl_close(&r);
+    rl_jsonl_destroy(&r);
 }
 
 // Lines longer than the reader's first buffer (64 KiB), a line exactly at a large cap, and a
@@ -238,7 +238,7 @@ static void test_big(void) {
         }
         CHECK_INT(seen, n_lines);
         CHECK_STR(rl_jsonl_errmsg(r), "");
-        rl_jsonl_close(&r);
+        rl_jsonl_destroy(&r);
     }
     // one line exactly at a cap larger than the first buffer, then one byte more
     size_t cap = width + 8;
@@ -251,17 +251,17 @@ static void test_big(void) {
     CHECK_INT(rl_jsonl_next(r, &row), 1);
     json_decref(row);
     CHECK_INT(rl_jsonl_next(r, &row), 0);
-    rl_jsonl_close(&r);
+    rl_jsonl_destroy(&r);
     CHECK_INT(rl_jsonl_open_mem("over_cap", text, cap + 1, cap - 1, &r, err, sizeof err), 0);
     CHECK_INT(rl_jsonl_next(r, &row), RL_EINVAL);
-    rl_jsonl_close(&r);
+    rl_jsonl_destroy(&r);
     // no newline at all: refused once the cap is passed, not after reading everything
     memset(text, 'x', o);
     s_write(path, sizeof path, "one_line.jsonl", text, o);
     CHECK_INT(rl_jsonl_open(path, 1000, &r, err, sizeof err), 0);
     CHECK_INT(rl_jsonl_next(r, &row), RL_EINVAL);
     CHECK_CONTAINS(rl_jsonl_errmsg(r), "one_line.jsonl:1: line longer than 1000 bytes");
-    rl_jsonl_close(&r);
+    rl_jsonl_destroy(&r);
     free(text);
 }
 

@@ -373,10 +373,10 @@ rl_data_t *rl_data_load(const char *path, const rl_data_opts_t *o, rl_tokenizer_
         rl_errf(err, err_len, RL_EINVAL, "%s: no token carries the loss", path);
         goto fail;
     }
-    rl_jsonl_close(&in);
+    rl_jsonl_destroy(&in);
     return d;
 fail:
-    rl_jsonl_close(&in);
+    rl_jsonl_destroy(&in);
     rl_data_destroy(&d);
     return NULL;
 }

@@ -172,7 +172,7 @@ rl_prompts_t *rl_prompts_load(const char *path, const char *field, rl_tokenizer_
         p->row_len = len;
         p->line = lineno;
     }
-    rl_jsonl_close(&in);
+    rl_jsonl_destroy(&in);
     if (!rc && s->n == 0) {
         rc = rl_errf(err, err_len, RL_EINVAL, "%s: no usable prompt (%zu dropped as longer than "
                      "data.max_prompt_length)", path, s->dropped);
