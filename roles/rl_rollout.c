@@ -1,0 +1,571 @@
+// rl_rollout — the rollout every sampling algorithm shares (rl_rollout.h): data, generation,
+// scoring, the actor's batch, records, the common metrics and the held-out evaluation.
+#include "rl_rollout.h"
+
+#include "rl_chat.h"
+#include "rl_clock.h"
+#include "rl_err.h"
+#include "rl_jsonl.h"
+#include "rl_log.h"
+#include "rl_grpo.h"
+#include "rl_reward.h"
+#include "rl_reward_math.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+uint64_t rl_rollout_mix(uint64_t a, uint64_t b) {
+    uint64_t z = a * 0x9E3779B97F4A7C15ull + b + 0x632BE59BD9B4E019ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+// ---- the data -----------------------------------------------------------------------------------
+
+static rl_chat_format_t s_chat(const rl_recipe_t *r, rl_tokenizer_t *tok) {
+    switch (r->model.chat_template) {
+    case RL_RECIPE_CHAT_CHATML:
+        return RL_CHAT_CHATML;
+    case RL_RECIPE_CHAT_LLAMA3:
+        return RL_CHAT_LLAMA3;
+    case RL_RECIPE_CHAT_AUTO: {
+        const char *tpl = rl_tokenizer_chat_template(tok);
+        rl_chat_format_t f = RL_CHAT_NONE;
+        char msg[256];
+        if (tpl && rl_chat_detect(tpl, &f, msg, sizeof(msg)) != 0) {
+            f = RL_CHAT_NONE;
+        }
+        return f;
+    }
+    default:
+        return RL_CHAT_NONE;
+    }
+}
+
+// The reference answer of an evaluation row, normalised as the math reward reads numbers
+// ("1,234" -> "1234"); a text that is not a number is kept as it is. NULL when the field is
+// absent, empty or of another type (or out of memory).
+static char *s_answer(const rl_prompt_t *p, const char *field) {
+    char *text = NULL, norm[64];
+    if (rl_jsonl_row_field_text(p->row, p->row_len, field, &text) != 0) {
+        return NULL;
+    }
+    if (!text[0]) {
+        free(text);
+        return NULL;
+    }
+    if (rl_math_normalize(text, norm) != 0) {
+        return text;
+    }
+    free(text);
+    return strdup(norm);
+}
+
+void rl_rollout_data_destroy(rl_rollout_data_t **self_p) {
+    rl_rollout_data_t *s = *self_p;
+    if (!s) {
+        return;
+    }
+    for (size_t i = 0; s->eval_answers && i < rl_prompts_count(s->eval); i++) {
+        free(s->eval_answers[i]);
+    }
+    free(s->eval_answers);
+    free(s->eval_prompts);
+    rl_prompts_destroy(&s->eval);
+    rl_prompts_destroy(&s->train);
+    free(s);
+    *self_p = NULL;
+}
+
+int rl_rollout_data_new(const rl_recipe_t *r, rl_tokenizer_t *tok, int quiet,
+                        rl_rollout_data_t **out, char *err, size_t err_len) {
+    rl_rollout_data_t *s = calloc(1, sizeof *s);
+    *out = s;
+    if (!s) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    char msg[2048];
+    rl_chat_format_t chat = s_chat(r, tok);
+    s->train = rl_prompts_load(r->data.train, r->data.prompt_field, tok, chat,
+                               r->data.max_prompt_length, r->data.truncation, msg, sizeof(msg));
+    if (!s->train) {
+        return rl_errf(err, err_len, RL_EINVAL, "%s", msg);
+    }
+    if (rl_prompts_dropped(s->train)) {
+        rl_log_warn("%s: %zu prompts dropped (longer than data.max_prompt_length %d)",
+                    r->data.train, rl_prompts_dropped(s->train), r->data.max_prompt_length);
+    }
+    if (r->data.eval) {
+        s->eval = rl_prompts_load(r->data.eval, r->data.prompt_field, tok, chat,
+                                  r->data.max_prompt_length, r->data.truncation, msg,
+                                  sizeof(msg));
+        if (!s->eval) {
+            return rl_errf(err, err_len, RL_EINVAL, "%s", msg);
+        }
+        size_t n = rl_prompts_count(s->eval);
+        s->eval_answers = calloc(n, sizeof(char *));
+        if (!s->eval_answers) {
+            return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+        }
+        for (size_t i = 0; i < n; i++) {
+            const rl_prompt_t *p = rl_prompts_get(s->eval, i);
+            s->eval_answers[i] = s_answer(p, r->data.answer_field);
+            if (!s->eval_answers[i]) {
+                return rl_errf(err, err_len, RL_EINVAL,
+                               "%s:%d: no field '%s' (data.answer_field) to score the "
+                               "evaluation against",
+                               r->data.eval, p->line, r->data.answer_field);
+            }
+        }
+        // the prompts evaluated: the first train.eval_samples (0 = all)
+        s->n_eval = (int)n;
+        if (r->train.eval_samples > 0 && (size_t)r->train.eval_samples < n) {
+            s->n_eval = r->train.eval_samples;
+        }
+        s->eval_prompts = calloc((size_t)s->n_eval + 1, sizeof(*s->eval_prompts));
+        if (!s->eval_prompts) {
+            return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+        }
+        for (int i = 0; i < s->n_eval; i++) {
+            const rl_prompt_t *p = rl_prompts_get(s->eval, (size_t)i);
+            s->eval_prompts[i] = (rl_run_prompt_t){p->ids, p->len, i};
+        }
+    }
+    if (!quiet) {
+        rl_log_info("prompts: %zu train, %zu eval", rl_prompts_count(s->train),
+                    s->eval ? rl_prompts_count(s->eval) : (size_t)0);
+    }
+    return 0;
+}
+
+int rl_rollout_preflight(const rl_recipe_t *r, char *err, size_t err_len) {
+    char msg[2048];
+    rl_tokenizer_t *tok = rl_tokenizer_new(r->model.tokenizer, msg, sizeof msg);
+    if (!tok) {
+        return rl_recipe_errorf(r, "model.tokenizer", err, err_len, RL_EINVAL, "%s", msg);
+    }
+    rl_rollout_data_t *s = NULL;
+    int rc = rl_rollout_data_new(r, tok, 1, &s, err, err_len);
+    rl_rollout_data_destroy(&s);
+    rl_tokenizer_destroy(&tok);
+    for (int k = 0; !rc && k < r->n_rewards; k++) {
+        if (rl_reward_check(&r->rewards[k], msg, sizeof(msg)) != 0) {
+            char where[64];
+            snprintf(where, sizeof(where), "rewards[%d].%s", k,
+                     r->rewards[k].plugin ? "plugin" : "config");
+            rc = rl_recipe_errorf(r, where, err, err_len, RL_EINVAL, "%s", msg);
+        }
+    }
+    return rc;
+}
+
+double rl_rollout_data_frame(const rl_run_t *run, const rl_rollout_data_t *s, size_t per_step) {
+    const rl_recipe_t *r = run->r;
+    int mnt = r->sampling.max_new_tokens;
+    size_t n_train = per_step;
+    size_t n_eval = (size_t)s->n_eval;
+    double texts = 0, longest = 0;
+    size_t tok_bytes = 1;
+    for (int32_t id = 0; id < rl_tokenizer_vocab_size(run->tok); id++) {
+        size_t n = 0;
+        if (rl_tokenizer_token_bytes(run->tok, id, &n) && n > tok_bytes) {
+            tok_bytes = n;
+        }
+    }
+    const rl_prompts_t *sets[2] = {s->train, s->eval};
+    for (int k = 0; k < 2; k++) {
+        for (size_t i = 0; sets[k] && i < rl_prompts_count(sets[k]); i++) {
+            const rl_prompt_t *p = rl_prompts_get(sets[k], i);
+            longest = p->len > longest ? p->len : longest;
+            double t = (double)p->text_len + (double)p->row_len;
+            texts = k == 0 && t > texts ? t : texts;
+        }
+    }
+    double per_token = 4.0 * (double)(n_train > n_eval ? n_train : n_eval) * (longest + mnt);
+    double score = (double)n_train * (texts + 3.0 * (double)tok_bytes * mnt + 32) +
+                   8.0 * RL_WIRE_INLINE_MAX;
+    return per_token > score ? per_token : score;
+}
+
+// ---- one step's rollout -------------------------------------------------------------------------
+
+void rl_rollout_free(rl_rollout_t *t) {
+    free(t->idx);
+    rl_run_gen_free(&t->gen);
+    free(t->raw);
+    free(t->total);
+    free(t->row_of);
+    free(t->brow);
+    free(t->tok);
+    free(t->len);
+    free(t->mask);
+    free(t->mu);
+    memset(t, 0, sizeof(*t));
+}
+
+int rl_rollout_generate(rl_run_t *run, const rl_rollout_data_t *d, int P, int G, rl_rollout_t *t,
+                        char *err, size_t err_len) {
+    const rl_recipe_t *r = run->r;
+    t->P = P;
+    t->G = G;
+    t->idx = malloc((size_t)P * sizeof(size_t));
+    rl_run_prompt_t *pr = malloc((size_t)P * sizeof(*pr));
+    if (!t->idx || !pr) {
+        free(pr);
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    rl_data_pos_t pos0 = rl_data_sampler_pos(run->order);
+    for (int i = 0; i < P; i++) {
+        t->idx[i] = rl_data_sampler_next(run->order);
+        const rl_prompt_t *p = rl_prompts_get(d->train, t->idx[i]);
+        pr[i] = (rl_run_prompt_t){p->ids, p->len, (int64_t)t->idx[i]};
+    }
+    int rc = rl_run_generate(run, pr, P, G, r->sampling.temperature,
+                             rl_rollout_mix((uint64_t)r->run.seed, (uint64_t)run->step + 1), 0,
+                             &t->gen, err, err_len);
+    free(pr);
+    if (rc) {
+        rl_data_sampler_seek(run->order, pos0);
+    }
+    return rc;
+}
+
+int rl_rollout_score(rl_run_t *run, const rl_rollout_data_t *d, rl_rollout_t *t, char *err,
+                     size_t err_len) {
+    const rl_recipe_t *r = run->r;
+    int n = t->gen.n_res, R = r->n_rewards, G = t->G;
+    const char **pr = calloc((size_t)n, sizeof(char *)), **co = calloc((size_t)n, sizeof(char *));
+    const char **rows = calloc((size_t)n, sizeof(char *));
+    size_t *prl = calloc((size_t)n, sizeof(size_t)), *col = calloc((size_t)n, sizeof(size_t));
+    size_t *rowl = calloc((size_t)n, sizeof(size_t));
+    char **texts = calloc((size_t)n, sizeof(char *));
+    t->raw = calloc((size_t)R * (size_t)n, sizeof(double));
+    t->total = calloc((size_t)n, sizeof(double));
+    int rc = 0;
+    if (!pr || !co || !rows || !prl || !col || !rowl || !texts || !t->raw || !t->total) {
+        rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    for (int j = 0; !rc && j < n; j++) {
+        const rl_prompt_t *p = rl_prompts_get(d->train, t->idx[j / G]);
+        pr[j] = p->text;
+        prl[j] = p->text_len;
+        rows[j] = p->row;
+        rowl[j] = p->row_len;
+        if (rl_run_completion_text(run, &t->gen, j, &texts[j], &col[j]) != 0) {
+            rc = rl_errf(err, err_len, RL_EINVAL, "cannot decode completion %d", j);
+        }
+        co[j] = texts[j];
+    }
+    int64_t n_ids = 0;
+    for (int j = 0; j < n; j++) {
+        n_ids += t->gen.lens[j];
+    }
+    for (int k = 0; !rc && k < R; k++) {
+        rl_proto_score_t q = {.reward = k, .prompts = pr, .completions = co, .rows = rows,
+                              .prompt_lens = prl, .completion_lens = col, .row_lens = rowl,
+                              .n = n, .ids = t->gen.ids, .n_ids = n_ids, .lens = t->gen.lens};
+        rl_msg_t *req = NULL, *rep = NULL;
+        int timed_out = 0;
+        char e[2048];
+        int r2 = rl_proto_score_encode(&q, rl_run_id(run), &req, e, sizeof e);
+        if (!r2) {
+            r2 = rl_run_call(run, &run->reward, 0, req, &rep, r->roles.reward_timeout,
+                             &timed_out, e, sizeof(e));
+        }
+        const rl_recipe_reward_t *rw = &r->rewards[k];
+        if (r2) {
+            rc = rl_errf(err, err_len, r2, "reward '%s' (%s) failed on step %lld's batch: %s",
+                         rw->name, rw->plugin ? rw->plugin : "built-in",
+                         (long long)run->step + 1,
+                         timed_out ? "no answer within roles.reward_timeout; the reward "
+                                     "worker was stopped"
+                                   : e);
+            if (timed_out) {
+                size_t l = strlen(err);
+                snprintf(err + l, err_len - l, " (%g s)", r->roles.reward_timeout);
+            }
+            break;
+        }
+        rl_proto_score_reply_t x;
+        if (rl_proto_score_reply_decode(rep, &x, e, sizeof e) != 0 || x.n != n) {
+            rl_msg_free(&rep);
+            rc = rl_errf(err, err_len, RL_EPROTO, "reward '%s': malformed reply", rw->name);
+            break;
+        }
+        memcpy(t->raw + (size_t)k * n, x.scores, (size_t)n * sizeof(double));
+        rl_msg_free(&rep);
+    }
+    for (int j = 0; !rc && j < n; j++) {
+        double tot = 0;
+        for (int k = 0; k < R; k++) {
+            tot += r->rewards[k].weight * t->raw[(size_t)k * n + j];
+        }
+        if (r->algorithm.overlong_buffer > 0) {
+            tot += rl_grpo_overlong_penalty(t->gen.lens[j], r->sampling.max_new_tokens,
+                                            r->algorithm.overlong_buffer,
+                                            r->algorithm.overlong_penalty);
+        }
+        t->total[j] = tot; // NaN when any reward was unscorable
+    }
+    for (int j = 0; texts && j < n; j++) {
+        free(texts[j]);
+    }
+    free(texts);
+    free(pr);
+    free(co);
+    free(rows);
+    free(prl);
+    free(col);
+    free(rowl);
+    return rc;
+}
+
+int rl_rollout_batch(rl_run_t *run, const rl_rollout_data_t *d, rl_rollout_t *t,
+                     const int *keep) {
+    const rl_recipe_t *r = run->r;
+    int n = t->gen.n_res, B = 0, T = 2, G = t->G;
+    for (int j = 0; j < n; j++) {
+        if (!keep || keep[j]) {
+            int L = rl_prompts_get(d->train, t->idx[j / G])->len + t->gen.lens[j];
+            T = L > T ? L : T;
+            B++;
+        }
+    }
+    t->B = B;
+    t->T = T;
+    size_t bt = (size_t)B * (size_t)T;
+    t->tok = calloc(bt, sizeof(int32_t));
+    t->len = calloc((size_t)B, sizeof(int32_t));
+    t->mask = calloc(bt, 1);
+    t->mu = calloc(bt, sizeof(float));
+    t->row_of = calloc((size_t)B, sizeof(int));
+    t->brow = malloc((size_t)n * sizeof(int));
+    if (!t->tok || !t->len || !t->mask || !t->mu || !t->row_of || !t->brow) {
+        return RL_ENOMEM;
+    }
+    double active = 0;
+    int b = 0;
+    for (int j = 0; j < n; j++) {
+        t->brow[j] = -1;
+        if (keep && !keep[j]) {
+            continue;
+        }
+        const rl_prompt_t *p = rl_prompts_get(d->train, t->idx[j / G]);
+        int lp = p->len, lc = t->gen.lens[j];
+        int32_t *row = t->tok + (size_t)b * T;
+        memcpy(row, p->ids, (size_t)lp * sizeof(int32_t));
+        memcpy(row + lp, t->gen.ids + t->gen.off[j], (size_t)lc * sizeof(int32_t));
+        t->len[b] = lp + lc;
+        int masked = r->algorithm.mask_truncated_completions && t->gen.fin[j] == 1;
+        for (int i = 0; i < lc; i++) {
+            t->mask[(size_t)b * T + lp + i] = masked ? 0 : 1;
+            t->mu[(size_t)b * T + lp + i] = t->gen.lp[t->gen.off[j] + i];
+        }
+        active += masked ? 0 : lc;
+        t->row_of[b] = j;
+        t->brow[j] = b;
+        b++;
+    }
+    double denom = r->algorithm.loss_agg == RL_RECIPE_AGG_TOKEN_MEAN ? active
+                   : r->algorithm.loss_agg == RL_RECIPE_AGG_SEQ_MEAN_TOKEN_MEAN
+                       ? (double)B
+                       : (double)B * r->sampling.max_new_tokens;
+    t->denom = denom > 0 ? denom : 1;
+    t->ntok = (int64_t)active;
+    return 0;
+}
+
+// ---- records ------------------------------------------------------------------------------------
+
+int rl_rollout_store(rl_run_t *run, const rl_rollout_data_t *d, const rl_rollout_t *t,
+                     int64_t step, const rl_rollout_extra_t *ex, int pending, char *err,
+                     size_t err_len) {
+    const rl_recipe_t *r = run->r;
+    int n = t->gen.n_res, G = t->G;
+    size_t n_tok = (size_t)(t->gen.off[n - 1] + t->gen.lens[n - 1]);
+    size_t nt = n_tok ? n_tok : 1;
+    rl_traj_record_t *recs = calloc((size_t)n, sizeof(*recs));
+    uint8_t *mask = calloc(nt, 1);
+    double *rw = calloc((size_t)n * (size_t)(r->n_rewards ? r->n_rewards : 1), sizeof(double));
+    char **names = calloc((size_t)(r->n_rewards ? r->n_rewards : 1), sizeof(char *));
+    // the per-token arrays of the batch, cut to each completion
+    const float *src[4] = {ex->old, ex->ref, ex->values, ex->adv};
+    float *dst[4] = {NULL, NULL, NULL, NULL};
+    int rc = 0, oom = !recs || !mask || !rw || !names;
+    for (int a = 0; a < 4; a++) {
+        if (src[a] && !(dst[a] = calloc(nt, sizeof(float)))) {
+            oom = 1;
+        }
+    }
+    if (oom) {
+        rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (int k = 0; k < r->n_rewards; k++) {
+        names[k] = r->rewards[k].name;
+    }
+    for (int j = 0; j < n; j++) {
+        rl_traj_record_t *x = &recs[j];
+        const rl_prompt_t *p = rl_prompts_get(d->train, t->idx[j / G]);
+        int lc = t->gen.lens[j];
+        int64_t o = t->gen.off[j];
+        x->step = (uint64_t)step;
+        x->prompt_index = (uint32_t)(j / G);
+        x->sample_index = (uint32_t)(j % G);
+        x->data_index = (int64_t)t->idx[j / G];
+        x->policy_version = (uint64_t)run->version;
+        x->n_prompt = p->len;
+        x->prompt_ids = (int32_t *)p->ids;
+        x->n_completion = lc;
+        x->completion_ids = t->gen.ids + o;
+        x->mask = mask + o;
+        x->sampler_logprobs = t->gen.lp + o;
+        int b = t->brow ? t->brow[j] : -1;
+        if (b >= 0) {
+            for (int i = 0; i < lc; i++) {
+                size_t bt = (size_t)b * t->T + p->len + i;
+                mask[o + i] = t->mask[bt];
+                for (int a = 0; a < 4; a++) {
+                    if (dst[a]) {
+                        dst[a][o + i] = src[a][bt];
+                    }
+                }
+            }
+            x->old_logprobs = dst[0] ? dst[0] + o : NULL;
+            x->ref_logprobs = dst[1] ? dst[1] + o : NULL;
+            x->values = dst[2] ? dst[2] + o : NULL;
+            x->advantages = dst[3] ? dst[3] + o : NULL;
+        }
+        x->n_rewards = r->n_rewards;
+        x->reward_names = names;
+        for (int k = 0; k < r->n_rewards; k++) {
+            rw[(size_t)j * r->n_rewards + k] = t->raw[(size_t)k * n + j];
+        }
+        x->rewards = rw + (size_t)j * r->n_rewards;
+        x->reward = t->total[j];
+        x->advantage = ex->seq_adv ? ex->seq_adv[j] : 0.0;
+        x->finish = t->gen.fin[j];
+    }
+    rc = pending ? rl_traj_put_pending(run->traj, (uint64_t)step, recs, n, err, err_len)
+                 : rl_traj_put_step(run->traj, (uint64_t)step, recs, n, err, err_len);
+done:
+    free(recs);
+    free(mask);
+    free(rw);
+    free(names);
+    for (int a = 0; a < 4; a++) {
+        free(dst[a]);
+    }
+    return rc;
+}
+
+// ---- metrics ------------------------------------------------------------------------------------
+
+void rl_rollout_metrics(rl_run_t *run, const rl_rollout_data_t *d, const rl_rollout_t *t,
+                        const float *old, double lr, double *reward_mean, double *gen_tokens) {
+    const rl_recipe_t *r = run->r;
+    rl_metrics_t *mt = run->metrics;
+    int n = t->gen.n_res;
+    double rsum = 0, rn = 0, len_sum = 0, clipped = 0;
+    for (int j = 0; j < n; j++) {
+        if (!isnan(t->total[j])) {
+            rsum += t->total[j];
+            rn++;
+        }
+        len_sum += t->gen.lens[j];
+        clipped += t->gen.fin[j] == 1;
+    }
+    rl_metrics_add(mt, "reward", rn > 0 ? rsum / rn : NAN);
+    for (int k = 0; k < r->n_rewards; k++) {
+        double a = 0, c = 0;
+        for (int j = 0; j < n; j++) {
+            double v = t->raw[(size_t)k * n + j];
+            if (!isnan(v)) {
+                a += v;
+                c++;
+            }
+        }
+        char name[300];
+        snprintf(name, sizeof(name), "rewards/%s/mean", r->rewards[k].name);
+        rl_metrics_add(mt, name, c > 0 ? a / c : NAN);
+    }
+    rl_metrics_add(mt, "completions/mean_length", len_sum / n);
+    rl_metrics_add(mt, "completions/clipped_ratio", clipped / n);
+    if (old) {
+        double gap = 0, gn = 0;
+        for (int b = 0; b < t->B; b++) {
+            int j = t->row_of[b];
+            const rl_prompt_t *p = rl_prompts_get(d->train, t->idx[j / t->G]);
+            for (int i = 0; i < t->gen.lens[j]; i++) {
+                gap += fabs((double)old[(size_t)b * t->T + p->len + i] -
+                            (double)t->gen.lp[t->gen.off[j] + i]);
+                gn++;
+            }
+        }
+        rl_metrics_add(mt, "sampler/logprob_gap", gn > 0 ? gap / gn : 0);
+    }
+    rl_metrics_add(mt, "learning_rate", lr);
+    rl_metrics_add(mt, "num_tokens", (double)run->num_tokens);
+    rl_metrics_add(mt, "tokens/generated", len_sum);
+    rl_metrics_add(mt, "tokens/trained", (double)t->ntok);
+    if (reward_mean) {
+        *reward_mean = rn > 0 ? rsum / rn : NAN;
+    }
+    if (gen_tokens) {
+        *gen_tokens = len_sum;
+    }
+}
+
+void rl_rollout_loss_metrics(rl_run_t *run, const rl_proto_train_reply_t *x) {
+    const rl_recipe_algorithm_t *alg = &run->r->algorithm;
+    rl_metrics_t *mt = run->metrics;
+    double d = x->tokens > 0 ? x->tokens : 1;
+    rl_metrics_add(mt, "loss", x->loss);
+    rl_metrics_add(mt, "grad_norm", x->grad_norm);
+    rl_metrics_add(mt, "kl", x->kl / d);
+    rl_metrics_add(mt, "entropy", x->entropy / d);
+    rl_metrics_add(mt, "clip_ratio/low_mean", x->clip_low / d);
+    rl_metrics_add(mt, "clip_ratio/high_mean", x->clip_high / d);
+    rl_metrics_add(mt, "clip_ratio/region_mean", (x->clip_low + x->clip_high) / d);
+    if (alg->dual_clip > 0) {
+        rl_metrics_add(mt, "clip_ratio/dual_mean", x->dual_clip / d);
+    }
+    rl_metrics_add(mt, "ratio/mean", x->ratio / d);
+    if (alg->tis != RL_RECIPE_TIS_NONE) {
+        rl_metrics_add(mt, "tis/weight_mean", x->tis_weight / d);
+        rl_metrics_add(mt, "tis/masked_sequences", x->tis_masked);
+    }
+}
+
+// ---- evaluation ---------------------------------------------------------------------------------
+
+int rl_rollout_evaluate(const rl_rollout_data_t *s, rl_run_t *run, double *acc,
+                        double *acc_greedy, char *note, size_t note_len, char *err,
+                        size_t err_len) {
+    *acc = *acc_greedy = NAN;
+    if (!s->eval) {
+        return 0;
+    }
+    double t0 = rl_clock_now(), fmt, fmtg;
+    // the same draws at every evaluation (common random numbers: changes are the policy's)
+    uint64_t seed = rl_rollout_mix((uint64_t)run->r->run.seed, 0xE7A1ull);
+    int rc = rl_run_eval_accuracy(run, s->eval_prompts, s->eval_answers, s->n_eval,
+                                  run->r->sampling.temperature, seed, 0, acc, &fmt, NULL, err,
+                                  err_len);
+    if (!rc) {
+        rc = rl_run_eval_accuracy(run, s->eval_prompts, s->eval_answers, s->n_eval, 0.0, seed, 0,
+                                  acc_greedy, &fmtg, NULL, err, err_len);
+    }
+    if (rc) {
+        return rc;
+    }
+    rl_metrics_add(run->metrics, "eval/accuracy", *acc);
+    rl_metrics_add(run->metrics, "eval/accuracy_greedy", *acc_greedy);
+    rl_metrics_add(run->metrics, "eval/format_rate", fmt);
+    rl_metrics_add(run->metrics, "timing/eval", rl_clock_now() - t0);
+    snprintf(note, note_len, "eval %.1f%% greedy %.1f%%", 100 * *acc, 100 * *acc_greedy);
+    return 0;
+}

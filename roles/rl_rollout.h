@@ -1,0 +1,129 @@
+// rl_rollout — what every algorithm that samples from its own policy shares (GRPO, PPO): its
+// prompts and held-out answers, one step's rollout (prompts in the run's data order ->
+// completions -> reward scores -> the actor's (B,T) batch), the step's records for the
+// trajectory store, the metrics every such algorithm logs, and the held-out evaluation. An
+// algorithm file (rl_algo_grpo.c, rl_algo_ppo.c) adds its own math between these calls: the
+// advantages, the reference and the critic, the update. Internal to roles/; the structs are open
+// so that an algorithm reads like its paper.
+#ifndef RL_ROLLOUT_H
+#define RL_ROLLOUT_H
+
+#include "rl_prompts.h"
+#include "rl_run.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// ---- the data -----------------------------------------------------------------------------------
+
+typedef struct {
+    rl_prompts_t *train, *eval;
+    char **eval_answers;         // (eval count) normalised reference answers
+    rl_run_prompt_t *eval_prompts;
+    int n_eval;                  // prompts evaluated (train.eval_samples of them, or all)
+} rl_rollout_data_t;
+
+// The training and eval prompts of a recipe (data.train, data.eval, data.prompt_field, the chat
+// template, data.max_prompt_length and data.truncation), and the eval answers
+// (data.answer_field, normalised as the math reward reads numbers). quiet: no info lines.
+// caller owns *out (also on failure, partly filled); free with rl_rollout_data_destroy.
+int rl_rollout_data_new(const rl_recipe_t *r, rl_tokenizer_t *tok, int quiet,
+                        rl_rollout_data_t **out, char *err, size_t err_len);
+void rl_rollout_data_destroy(rl_rollout_data_t **self_p);
+
+// The checks that need files but no worker, before the run folder is touched: the tokenizer,
+// the prompts and eval answers, and every reward (plugin ABI, config). Errors name the recipe
+// key. Returns 0 or RL_EINVAL with err filled.
+int rl_rollout_preflight(const rl_recipe_t *r, char *err, size_t err_len);
+
+// The largest data frame of a step of `per_step` completions: a per-token tensor of the largest
+// batch (a step's completions or the evaluated prompts) x (longest prompt + max_new_tokens) x 4
+// bytes, or a score request's first frame (prompt texts, rows and completion texts: at most 3
+// bytes a raw token byte, for U+FFFD replacements; plus the small tensors inline).
+double rl_rollout_data_frame(const rl_run_t *run, const rl_rollout_data_t *d, size_t per_step);
+
+// splitmix64 of (a, b): the seed of step b of a run seeded a.
+uint64_t rl_rollout_mix(uint64_t a, uint64_t b);
+
+// ---- one step's rollout -----------------------------------------------------------------------
+
+typedef struct {
+    int P, G;             // prompts, completions of each
+    size_t *idx;          // (P) dataset rows
+    rl_run_gen_t gen;     // n_res = P * G completions, prompt-major
+    double *raw;          // (R, n_res) each reward's raw score (NaN = unscorable)
+    double *total;        // (n_res) weighted total (+ DAPO overlong shaping); NaN: unscorable
+    // the actor's batch (rl_rollout_batch): the kept completions, (B,T) right-padded
+    int B, T;
+    int *row_of;          // (B) completion index of batch row b
+    int *brow;            // (n_res) batch row of completion j, or -1 (not kept)
+    int32_t *tok, *len;   // (B,T), (B)
+    uint8_t *mask;        // (B,T) 1 on the completion tokens trained on
+    float *mu;            // (B,T) sampler logprobs
+    double denom;         // the loss aggregation's divisor of the whole batch (algorithm.loss_agg)
+    int64_t ntok;         // active tokens trained on
+} rl_rollout_t;
+
+void rl_rollout_free(rl_rollout_t *t);
+
+// 1. takes P prompts in the run's data order (t->idx); 2. the samplers generate G completions of
+// each at the recipe's temperature, seeded by (run.seed, step + 1). On failure the data order is
+// left where it was.
+int rl_rollout_generate(rl_run_t *run, const rl_rollout_data_t *d, int P, int G, rl_rollout_t *t,
+                        char *err, size_t err_len);
+
+// 3. the reward worker scores every reward of the recipe (t->raw); t->total = the weighted sum,
+// plus DAPO's overlong shaping when algorithm.overlong_buffer > 0 (NaN when any reward was
+// unscorable). Errors name the reward and what happened (a timeout stops the reward worker).
+int rl_rollout_score(rl_run_t *run, const rl_rollout_data_t *d, rl_rollout_t *t, char *err,
+                     size_t err_len);
+
+// The (B,T) batch of the completions with keep[j] != 0 (NULL: all): prompt + completion ids,
+// lengths, the loss mask (0 on truncated completions with algorithm.mask_truncated_completions)
+// and the sampler's logprobs; denom from algorithm.loss_agg. Returns 0 or RL_ENOMEM.
+int rl_rollout_batch(rl_run_t *run, const rl_rollout_data_t *d, rl_rollout_t *t,
+                     const int *keep);
+
+// Per-token arrays of a batch, (B,T) in the batch's layout (any may be NULL).
+typedef struct {
+    const float *old;      // logπ_old
+    const float *ref;      // reference logprobs
+    const float *values;   // critic values at rollout time
+    const float *adv;      // per-token advantages
+    const double *seq_adv; // (n_res) sequence advantages, by completion index
+} rl_rollout_extra_t;
+
+// The step's records (every completion, kept or not) for the trajectory store, as `step`:
+// pending = 1 writes them before the update (rl_traj_put_pending), 0 completes them
+// (rl_traj_put_step). Per-token arrays are stored for the kept completions.
+int rl_rollout_store(rl_run_t *run, const rl_rollout_data_t *d, const rl_rollout_t *t,
+                     int64_t step, const rl_rollout_extra_t *x, int pending, char *err,
+                     size_t err_len);
+
+// The metrics of a rollout every sampling algorithm logs (TRL's names): reward, each reward's
+// mean, completions/mean_length and clipped_ratio, sampler/logprob_gap (when old is given),
+// learning_rate, num_tokens, tokens/generated, tokens/trained. *reward_mean, *mean_len (may be
+// NULL) get the mean total reward (NaN: none scorable) and the generated tokens.
+void rl_rollout_metrics(rl_run_t *run, const rl_rollout_data_t *d, const rl_rollout_t *t,
+                        const float *old, double lr, double *reward_mean, double *gen_tokens);
+
+// The policy loss statistics of a train reply (loss, grad_norm, kl, entropy, clip ratios, ratio,
+// TIS) as the metrics GRPO and PPO share.
+void rl_rollout_loss_metrics(rl_run_t *run, const rl_proto_train_reply_t *x);
+
+// The held-out evaluation: the eval prompts at the recipe's temperature and greedily, scored by
+// the task's rule (math_answer against data.answer_field), with the same draws at every
+// evaluation: eval/accuracy, eval/accuracy_greedy, eval/format_rate, timing/eval. No data.eval:
+// *acc = *acc_greedy = NaN and nothing is logged.
+int rl_rollout_evaluate(const rl_rollout_data_t *d, rl_run_t *run, double *acc,
+                        double *acc_greedy, char *note, size_t note_len, char *err,
+                        size_t err_len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
