@@ -277,6 +277,50 @@ static void test_crc32c(void) {
     CHECK_INT(rl_crc32c(0, "", 0), 0u);
 }
 
+// Several parts (a model's flat view and a scalar head) are one optimizer: the same bits as one
+// array holding both, for the clipping and for every AdamW step; sizes that do not add up are
+// refused without a step.
+static void test_parts(void) {
+    enum { N1 = 37, N2 = 5, N = N1 + N2 };
+    rl_optim_hparams_t hp = {0.9, 0.999, 1e-8, 0.01};
+    rl_optim_t *one = rl_optim_new(N, &hp), *two = rl_optim_new(N, &hp);
+    float p1[N], g1[N], p2a[N1], p2b[N2], g2a[N1], g2b[N2];
+    uint32_t x = 12345;
+    for (int i = 0; i < N; i++) {
+        x = x * 1664525u + 1013904223u;
+        p1[i] = (float)((x >> 8) % 2001) / 1000.0f - 1.0f;
+        if (i < N1) {
+            p2a[i] = p1[i];
+        } else {
+            p2b[i - N1] = p1[i];
+        }
+    }
+    for (int step = 1; step <= 4; step++) {
+        for (int i = 0; i < N; i++) {
+            x = x * 1664525u + 1013904223u;
+            g1[i] = (float)((x >> 8) % 2001) / 100.0f - 10.0f; // norms well above max_norm
+            if (i < N1) {
+                g2a[i] = g1[i];
+            } else {
+                g2b[i - N1] = g1[i];
+            }
+        }
+        rl_optim_part_t parts[2] = {{p2a, g2a, N1}, {p2b, g2b, N2}};
+        double n1 = rl_optim_clip_grad_norm(g1, N, 1.0);
+        double n2 = rl_optim_clip_grad_norm_parts(parts, 2, 1.0);
+        CHECK_MSG(n1 == n2, "parts: norm %.17g vs one array %.17g", n2, n1);
+        rl_optim_step(one, p1, g1, 1e-2);
+        CHECK_INT(rl_optim_step_parts(two, parts, 2, 1e-2), 0);
+        CHECK_MSG(memcmp(p1, p2a, sizeof p2a) == 0 && memcmp(p1 + N1, p2b, sizeof p2b) == 0,
+                  "parts: step %d differs from one array", step);
+    }
+    rl_optim_part_t bad = {p2a, g2a, N1};
+    CHECK_INT(rl_optim_step_parts(two, &bad, 1, 1e-2), RL_EINVAL);
+    CHECK_INT((int)rl_optim_steps(two), 4);
+    rl_optim_destroy(&one);
+    rl_optim_destroy(&two);
+}
+
 int main(void) {
     char dir[] = "/tmp/rl_test_optim_XXXXXX";
     RL_TEST_ASSERT_FILE(mkdtemp(dir), "a temporary directory");
@@ -284,6 +328,7 @@ int main(void) {
     test_adamw();
     test_schedules();
     test_clip();
+    test_parts();
     test_state_file(dir);
     char cmd[600];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);

@@ -50,8 +50,9 @@ void rl_optim_destroy(rl_optim_t **self_p) {
     *self_p = NULL;
 }
 
-void rl_optim_step(rl_optim_t *self, float *params, const float *grads, double lr) {
-    self->step++;
+// One AdamW update of the state slice [off, off + n) from params/grads at the step's scalars.
+static void s_update(rl_optim_t *self, float *params, const float *grads, size_t n, size_t off,
+                     double lr) {
     const double b1 = self->hp.beta1, b2 = self->hp.beta2;
     const double t = (double)self->step;
     // torch computes the bias corrections in Python floats (double) and folds 1/bc1 into the
@@ -63,8 +64,8 @@ void rl_optim_step(rl_optim_t *self, float *params, const float *grads, double l
     const float inv_bc2_sqrt = (float)(1.0 / bc2_sqrt);
     const float omb1 = (float)(1.0 - b1), omb2 = (float)(1.0 - b2), fb2 = (float)b2;
     const float eps = (float)self->hp.eps;
-    float *m = self->m, *v = self->v;
-    for (size_t i = 0; i < self->n; i++) {
+    float *m = self->m + off, *v = self->v + off;
+    for (size_t i = 0; i < n; i++) {
         float g = grads[i];
         float p = params[i] * decay;
         m[i] += omb1 * (g - m[i]);
@@ -72,6 +73,28 @@ void rl_optim_step(rl_optim_t *self, float *params, const float *grads, double l
         float denom = sqrtf(v[i]) * inv_bc2_sqrt + eps;
         params[i] = p - step_size * m[i] / denom;
     }
+}
+
+void rl_optim_step(rl_optim_t *self, float *params, const float *grads, double lr) {
+    self->step++;
+    s_update(self, params, grads, self->n, 0, lr);
+}
+
+int rl_optim_step_parts(rl_optim_t *self, const rl_optim_part_t *parts, int k, double lr) {
+    size_t total = 0;
+    for (int i = 0; i < k; i++) {
+        total += parts[i].n;
+    }
+    if (total != self->n) {
+        return RL_EINVAL;
+    }
+    self->step++;
+    size_t off = 0;
+    for (int i = 0; i < k; i++) {
+        s_update(self, parts[i].params, parts[i].grads, parts[i].n, off, lr);
+        off += parts[i].n;
+    }
+    return 0;
 }
 
 int64_t rl_optim_steps(const rl_optim_t *self) { return self->step; }
@@ -213,17 +236,28 @@ fail:
 // ---- gradient clipping ----------------------------------------------------------------------
 
 double rl_optim_clip_grad_norm(float *grads, size_t n, double max_norm) {
+    rl_optim_part_t part = {NULL, grads, n};
+    return rl_optim_clip_grad_norm_parts(&part, 1, max_norm);
+}
+
+double rl_optim_clip_grad_norm_parts(const rl_optim_part_t *parts, int k, double max_norm) {
     double ss = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        ss += (double)grads[i] * (double)grads[i];
+    for (int j = 0; j < k; j++) {
+        const float *g = parts[j].grads;
+        for (size_t i = 0; i < parts[j].n; i++) {
+            ss += (double)g[i] * (double)g[i];
+        }
     }
     double norm = sqrt(ss);
     if (max_norm > 0.0 && isfinite(norm)) {
         double coef = max_norm / (norm + 1e-6);
         if (coef < 1.0) {
             float c = (float)coef;
-            for (size_t i = 0; i < n; i++) {
-                grads[i] *= c;
+            for (int j = 0; j < k; j++) {
+                float *g = parts[j].grads;
+                for (size_t i = 0; i < parts[j].n; i++) {
+                    g[i] *= c;
+                }
             }
         }
     }

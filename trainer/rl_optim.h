@@ -43,6 +43,19 @@ void rl_optim_destroy(rl_optim_t **self_p);
 // increments the step count first. grads are read only.
 void rl_optim_step(rl_optim_t *self, float *params, const float *grads, double lr);
 
+// A trainable array that is one segment of an optimizer's state (a model's flat view, a scalar
+// head): the segments of one optimizer lie back to back in m and v, in the order given.
+typedef struct {
+    float *params;
+    float *grads;
+    size_t n;
+} rl_optim_part_t;
+
+// rl_optim_step over parts[0..k), whose sizes must add up to the optimizer's n (else RL_EINVAL
+// and nothing changes): one step count, each part updated from its slice of m and v. With one
+// part it is rl_optim_step exactly.
+int rl_optim_step_parts(rl_optim_t *self, const rl_optim_part_t *parts, int k, double lr);
+
 // Number of updates taken (restored by rl_optim_load).
 int64_t rl_optim_steps(const rl_optim_t *self);
 size_t rl_optim_size(const rl_optim_t *self);
@@ -81,6 +94,9 @@ int rl_optim_load(rl_optim_t *self, const char *path, char *err, size_t err_len)
 // max_norm / (norm + 1e-6) is below 1, scales every gradient by it (torch
 // clip_grad_norm_). Returns the norm before clipping (NaN/Inf pass through, unscaled).
 double rl_optim_clip_grad_norm(float *grads, size_t n, double max_norm);
+// The same over the gradients of parts[0..k) (params unused) as one vector: torch's
+// clip_grad_norm_ over several tensors. With one part it is rl_optim_clip_grad_norm exactly.
+double rl_optim_clip_grad_norm_parts(const rl_optim_part_t *parts, int k, double max_norm);
 
 // ---- learning-rate schedules ------------------------------------------------------------------
 // The rate for optimizer step `step` (0-based: the number of updates already taken, as
