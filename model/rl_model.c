@@ -799,6 +799,10 @@ int rl_model_forward(rl_model_t *self, const int32_t *tokens, const int *lengths
         return s_err(self, RL_EINVAL, "temperature %g must be a positive number",
                      (double)temperature);
     }
+    if (!logp && entropy) {
+        return s_err(self, RL_EINVAL, "entropy needs logp (logp = NULL skips the vocabulary "
+                     "head)");
+    }
     for (int b = 0; b < B; b++) {
         if (lengths[b] < 1 || lengths[b] > T) {
             return s_err(self, RL_EINVAL, "lengths[%d] = %d is outside [1, %d]", b, lengths[b],
@@ -847,17 +851,19 @@ int rl_model_forward(rl_model_t *self, const int32_t *tokens, const int *lengths
     }
     rl_rmsnorm_forward(self->lnf, self->rstdf, s_x(self, self->L), self->params.norm,
                        self->cfg.rms_norm_eps, N, C);
-    rl_logprob_forward(self->lp_row, entropy ? self->ent_row : NULL, self->lnf,
-                       self->params.lm_head, self->targets, temperature, N, C, self->V,
-                       self->head_scratch, s_head_chunk(self->V));
-    // logp[b,t] is the row t-1 prediction of token t
-    for (int b = 0; b < B; b++) {
-        for (int t = 0; t < T; t++) {
-            size_t i = (size_t)b * T + t;
-            int ok = t >= 1 && t < lengths[b];
-            logp[i] = ok ? self->lp_row[i - 1] : 0.0f;
-            if (entropy) {
-                entropy[i] = ok ? self->ent_row[i - 1] : 0.0f;
+    if (logp) { // no logp: a critic or reward model reads self->lnf (rl_model_hidden) instead
+        rl_logprob_forward(self->lp_row, entropy ? self->ent_row : NULL, self->lnf,
+                           self->params.lm_head, self->targets, temperature, N, C, self->V,
+                           self->head_scratch, s_head_chunk(self->V));
+        // logp[b,t] is the row t-1 prediction of token t
+        for (int b = 0; b < B; b++) {
+            for (int t = 0; t < T; t++) {
+                size_t i = (size_t)b * T + t;
+                int ok = t >= 1 && t < lengths[b];
+                logp[i] = ok ? self->lp_row[i - 1] : 0.0f;
+                if (entropy) {
+                    entropy[i] = ok ? self->ent_row[i - 1] : 0.0f;
+                }
             }
         }
     }
@@ -873,26 +879,23 @@ void rl_model_set_train_step(rl_model_t *self, uint64_t step) {
     self->fwd_valid = 0; // a backward must not pair the old activations with the new masks
 }
 
-int rl_model_backward(rl_model_t *self, const float *dlogp) {
+// Both backward entry points need a trainable model and the activations of a training forward.
+static int s_backward_check(rl_model_t *self) {
     if (self->opts.tune == RL_TUNE_NONE) {
         return s_err(self, RL_EINVAL, "backward needs a trainable model (tune FULL or LORA)");
     }
     if (!self->fwd_valid || !self->fwd_train) {
         return s_err(self, RL_EINVAL, "backward needs a preceding training forward (train = 1)");
     }
-    const int B = self->B, T = self->T, N = self->N, C = self->C;
+    return 0;
+}
+
+// The part of backward below the final norm's output, shared by rl_model_backward and
+// rl_model_backward_hidden. On entry dln (N,C) = dL/d(final norm output); accumulates every
+// gradient of the final norm, the layers and (full tuning) the embedding.
+static void s_backward_trunk(rl_model_t *self) {
+    const int N = self->N, C = self->C;
     const int full = self->opts.tune == RL_TUNE_FULL;
-    for (int b = 0; b < B; b++) {
-        for (int t = 0; t < T; t++) {
-            size_t i = (size_t)b * T + t;
-            // row t-1's logprob is logp[b,t]; rows without a target stay 0
-            self->dlp_row[i] = t + 1 < self->lengths[b] ? dlogp[i + 1] : 0.0f;
-        }
-    }
-    memset(self->dln, 0, (size_t)N * C * sizeof(float));
-    rl_logprob_backward(self->dln, full ? self->grads.lm_head : NULL, self->dlp_row, NULL,
-                        self->lnf, self->params.lm_head, self->targets, self->temperature, N, C,
-                        self->V, self->head_scratch, s_head_chunk(self->V));
     memset(self->dres, 0, (size_t)N * C * sizeof(float));
     rl_rmsnorm_backward(self->dres, full ? self->grads.norm : NULL, self->dln,
                         s_x(self, self->L), self->params.norm, self->rstdf, N, C);
@@ -909,7 +912,50 @@ int rl_model_backward(rl_model_t *self, const float *dlogp) {
     if (full) {
         rl_embedding_backward(self->grads.embed_tokens, self->dres, self->ids, N, C);
     }
+}
+
+int rl_model_backward(rl_model_t *self, const float *dlogp) {
+    int rc = s_backward_check(self);
+    if (rc) {
+        return rc;
+    }
+    const int B = self->B, T = self->T, N = self->N, C = self->C;
+    const int full = self->opts.tune == RL_TUNE_FULL;
+    for (int b = 0; b < B; b++) {
+        for (int t = 0; t < T; t++) {
+            size_t i = (size_t)b * T + t;
+            // row t-1's logprob is logp[b,t]; rows without a target stay 0
+            self->dlp_row[i] = t + 1 < self->lengths[b] ? dlogp[i + 1] : 0.0f;
+        }
+    }
+    // the head recomputes its logits from lnf, so this also follows a forward with logp NULL
+    memset(self->dln, 0, (size_t)N * C * sizeof(float));
+    rl_logprob_backward(self->dln, full ? self->grads.lm_head : NULL, self->dlp_row, NULL,
+                        self->lnf, self->params.lm_head, self->targets, self->temperature, N, C,
+                        self->V, self->head_scratch, s_head_chunk(self->V));
+    s_backward_trunk(self);
     return 0;
+}
+
+int rl_model_backward_hidden(rl_model_t *self, const float *dhidden) {
+    int rc = s_backward_check(self);
+    if (rc) {
+        return rc;
+    }
+    const int B = self->B, T = self->T, C = self->C;
+    // padding rows hold values no token produced: their gradient is dropped, so that whatever
+    // the caller put there cannot reach the biases and norms those rows were computed from
+    for (int b = 0; b < B; b++) {
+        size_t row = (size_t)b * T, n_real = (size_t)self->lengths[b] * C;
+        memcpy(self->dln + row * C, dhidden + row * C, n_real * sizeof(float));
+        memset(self->dln + row * C + n_real, 0, ((size_t)T * C - n_real) * sizeof(float));
+    }
+    s_backward_trunk(self);
+    return 0;
+}
+
+const float *rl_model_hidden(const rl_model_t *self) {
+    return self->fwd_valid ? self->lnf : NULL;
 }
 
 float *rl_model_logits(rl_model_t *self) {

@@ -3,6 +3,8 @@
 // different lengths, and runs cached forward steps for the sampler. Every loss in rlctl is a
 // function of per-token logprobs, so the training interface is: forward -> logp (B,T), the loss
 // computes dL/dlogp, backward accumulates parameter gradients (full tuning) or LoRA gradients.
+// A critic or reward model is the same decoder with a scalar head (rl_head) on the final norm's
+// output instead: forward with logp = NULL, rl_model_hidden, rl_model_backward_hidden.
 // The layer kernels live in rl_layers; LoRA state and PEFT I/O in rl_lora. This module knows
 // nothing about processes, collectives, optimizers or losses.
 #ifndef RL_MODEL_H
@@ -116,12 +118,24 @@ void rl_model_zero_grad(rl_model_t *self);
 // ids at padding positions are ignored (any value).
 // Writes logp (B,T): logp[b,t] = log_softmax(logits[b,t-1] / temperature)[tokens[b,t]] for
 // 1 <= t < lengths[b]; 0 at t = 0 and at padding. entropy (B,T) or NULL: the entropy of that
-// same distribution (in nats), aligned the same way. `train` = 1 keeps what backward needs
-// (and applies LoRA dropout); 0 is a plain evaluation. Buffers grow on the first call with a
-// larger B*T and are reused after. Returns 0, RL_EINVAL (a token id outside [0, V), a length
-// outside [1, T]) or RL_ENOMEM; details in rl_model_errmsg.
+// same distribution (in nats), aligned the same way. logp = NULL (entropy must then be NULL
+// too) skips the vocabulary head entirely, no lm_head matmul and no softmax: only the decoder
+// and the final norm run, for a critic or reward model that reads rl_model_hidden (the
+// temperature is still checked, and kept for a later rl_model_backward). `train` = 1 keeps
+// what backward needs (and applies LoRA dropout); 0 is a plain evaluation. Buffers grow on the
+// first call with a larger B*T and are reused after. Returns 0, RL_EINVAL (a token id outside
+// [0, V), a length outside [1, T], entropy without logp) or RL_ENOMEM; details in
+// rl_model_errmsg.
 int rl_model_forward(rl_model_t *self, const int32_t *tokens, const int *lengths, int B, int T,
                      float temperature, int train, float *logp, float *entropy);
+
+// The final norm's output (B*T, C) of the last successful forward (with or without logp): row
+// b*T + t is position t of sequence b, the input of the vocabulary head (and of a scalar head,
+// rl_head.h). Padding rows (t >= lengths[b]) hold finite values that depend on no token (the
+// layers run on zero embeddings there; attention writes zeros); read only real rows. NULL when
+// there was no successful forward (or after rl_model_set_train_step). borrowed; valid until the
+// next forward, rl_model_load_adapter or destroy (backward leaves it intact).
+const float *rl_model_hidden(const rl_model_t *self);
 
 // The number of training forwards run so far: the k - 1 of the next forward's LoRA dropout
 // masks (rl_model_opts_t.lora_dropout). A checkpoint stores it and a resume restores it with
@@ -130,8 +144,19 @@ uint64_t rl_model_train_step(const rl_model_t *self);
 void rl_model_set_train_step(rl_model_t *self, uint64_t step);
 
 // Backward of the last training forward: dlogp (B,T) is dL/dlogp (0 where the loss does not
-// look). Accumulates (+=) into the gradients (full) or the LoRA gradients. Returns 0 or an error.
+// look). Accumulates (+=) into the gradients (full) or the LoRA gradients. Returns 0 or an error:
+// RL_EINVAL for a tune NONE model or when the last forward was not a successful training one.
+// Also valid after a forward with logp = NULL (the head recomputes its logits).
 int rl_model_backward(rl_model_t *self, const float *dlogp);
+
+// Backward of the last training forward from dhidden (B*T, C) = dL/d(rl_model_hidden) instead of
+// dlogp, for a scalar head (critic values, reward scores; rl_head.h computes dhidden). The
+// vocabulary head contributes nothing (lm_head gets no gradient from this call). Rows at
+// padding (t >= lengths[b]) are ignored, as if 0. Accumulates (+=) into the gradients (full:
+// final norm, layers, embedding) or the LoRA gradients, exactly as rl_model_backward does below
+// the final norm (the same code). Same errors as rl_model_backward. Calling both backwards
+// after one forward adds both losses' gradients.
+int rl_model_backward_hidden(rl_model_t *self, const float *dhidden);
 
 // Logits (B,T,V) of the last forward (raw: not divided by the temperature), for tests on small
 // models (computed on demand from the saved final hidden states). NULL when there was no

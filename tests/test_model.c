@@ -2,13 +2,17 @@
 // `numeric` group: backward against a double-precision central finite difference of
 // L = sum(w * logp) computed by a reference decoder built from rl_layers' double `_ref` twins
 // (llama, qwen2 with biases, qwen3 with q/k norm and head_dim != C/NH; tied and untied; full and
-// LoRA), cached decode against the full forward, recompute against stored activations.
+// LoRA), cached decode against the full forward, recompute against stored activations; the
+// scalar head (rl_head: critic values, reward scores) through rl_model_backward_hidden against
+// finite differences of every parameter / LoRA entry and the head weight, and the logp path
+// bit for bit unchanged by forwards without the vocabulary head.
 // `unit` group: PEFT folders (round trip, refusals naming the tensor/module), merged export,
 // argument errors, zero-copy loading of F32 weights, `rlctl export`.
 // Usage: test_model [numeric|unit] (no argument: both).
 #include "rl_test.h"
 
 #include "rl_err.h"
+#include "rl_head.h"
 #include "rl_hf.h"
 #include "rl_layers.h"
 #include "rl_lora.h"
@@ -98,7 +102,13 @@ typedef struct {
     double scale;
     float dropout;   // LoRA dropout of the model's first training forward (rl_model.c's key)
     uint64_t seed;
+    int loss;        // S_LOSS_*: what s_ref_loss sums
+    double *score;   // (C) scalar head weight (S_LOSS_VALUES, S_LOSS_SCORE)
 } s_ref_t;
+
+// s_ref_loss's loss: sum wts*logp (B,T); sum wts*values (B,T) or sum wts*scores (B) of the
+// scalar head (rl_head.h) on the final norm's output.
+enum { S_LOSS_LOGP = 0, S_LOSS_VALUES, S_LOSS_SCORE };
 
 static double *s_dup(const float *p, size_t n) {
     if (!p) {
@@ -155,6 +165,7 @@ static void s_ref_free(s_ref_t *r) {
     }
     free(r->emb);
     free(r->norm);
+    free(r->score);
     for (int l = 0; l < 2; l++) {
         for (int f = 0; f < NF; f++) {
             free(r->w[l][f]);
@@ -190,14 +201,15 @@ static void s_ref_proj(const s_ref_t *r, int l, int k, double *out, const double
     }
 }
 
-// Returns L = sum_{b,t} wts[b,t] * logp[b,t]; logp (B,T) aligned as rl_model_forward's.
-static double s_ref_loss(const s_ref_t *r, const int32_t *tok, const int *len, int B, int T,
-                         double temp, const double *wts, double *logp) {
+// The decoder up to the final norm: hid (B*T, C), as rl_model_hidden; tg (B*T) gets the head's
+// targets (row t predicts token t+1, -1 where none).
+static void s_ref_hidden(const s_ref_t *r, const int32_t *tok, const int *len, int B, int T,
+                         double *hid, int32_t *tg) {
     const rl_hf_config_t *c = &r->cfg;
     const int N = B * T, C = c->hidden_size, I = c->intermediate_size, NH = c->num_attention_heads;
     const int NKV = c->num_key_value_heads, D = c->head_dim, QD = NH * D, KVD = NKV * D;
     const double eps = c->rms_norm_eps;
-    int32_t *ids = malloc((size_t)N * sizeof *ids), *tg = malloc((size_t)N * sizeof *tg);
+    int32_t *ids = malloc((size_t)N * sizeof *ids);
     int *pos = malloc((size_t)N * sizeof *pos);
     for (int b = 0; b < B; b++) {
         for (int t = 0; t < T; t++) {
@@ -216,7 +228,7 @@ static double s_ref_loss(const s_ref_t *r, const int32_t *tok, const int *len, i
     double *kr = calloc((size_t)N * KVD, 8), *att = calloc((size_t)N * QD, 8);
     double *lse = calloc((size_t)N * NH, 8), *o = calloc(nC, 8), *h = calloc(nC, 8);
     double *g = calloc((size_t)N * I, 8), *u = calloc((size_t)N * I, 8);
-    double *act = calloc((size_t)N * I, 8), *lp = calloc((size_t)N, 8);
+    double *act = calloc((size_t)N * I, 8);
     rl_embedding_forward_ref(x, ids, r->emb, N, C);
     for (int l = 0; l < c->num_hidden_layers; l++) {
         double *const *w = r->w[l];
@@ -246,22 +258,60 @@ static double s_ref_loss(const s_ref_t *r, const int32_t *tok, const int *len, i
             x[i] = h[i] + o[i];
         }
     }
-    rl_rmsnorm_forward_ref(ln, rs, x, r->norm, eps, N, C);
-    rl_logprob_forward_ref(lp, NULL, ln, r->head, tg, temp, N, C, c->vocab_size);
+    rl_rmsnorm_forward_ref(hid, rs, x, r->norm, eps, N, C);
+    free(ids), free(pos), free(inv), free(x), free(ln), free(rs), free(q), free(k);
+    free(v), free(qr), free(kr), free(att), free(lse), free(o), free(h), free(g), free(u);
+    free(act);
+}
+
+// w . hid_row in double (the scalar head)
+static double s_ref_dot(const double *w, const double *row, int C) {
+    double acc = 0.0;
+    for (int i = 0; i < C; i++) {
+        acc += w[i] * row[i];
+    }
+    return acc;
+}
+
+// Returns the loss of r->loss: L = sum_{b,t} wts[b,t] * logp[b,t] with logp (B,T) aligned as
+// rl_model_forward's; or L = sum_{b,t} wts[b,t] * v[b,t], v[b,t] = w . hid[b,t-1] for
+// 1 <= t < len[b], else 0 (rl_head values); or L = sum_b wts[b] * s[b], s[b] = w .
+// hid[b,len[b]-1] (rl_head score). out (B,T or B) or NULL gets logp / v / s.
+static double s_ref_loss(const s_ref_t *r, const int32_t *tok, const int *len, int B, int T,
+                         double temp, const double *wts, double *out) {
+    const int N = B * T, C = r->cfg.hidden_size;
+    double *hid = calloc((size_t)N * C, 8), *lp = calloc((size_t)N, 8);
+    int32_t *tg = malloc((size_t)N * sizeof *tg);
+    s_ref_hidden(r, tok, len, B, T, hid, tg);
     double loss = 0.0;
-    for (int b = 0; b < B; b++) {
-        for (int t = 0; t < T; t++) {
-            int i = b * T + t;
-            double val = t >= 1 && t < len[b] ? lp[i - 1] : 0.0;
-            if (logp) {
-                logp[i] = val;
+    if (r->loss == S_LOSS_SCORE) {
+        for (int b = 0; b < B; b++) {
+            double val = s_ref_dot(r->score, hid + ((size_t)b * T + len[b] - 1) * C, C);
+            if (out) {
+                out[b] = val;
             }
-            loss += wts ? wts[i] * val : 0.0;
+            loss += wts ? wts[b] * val : 0.0;
+        }
+    } else {
+        if (r->loss == S_LOSS_LOGP) {
+            rl_logprob_forward_ref(lp, NULL, hid, r->head, tg, temp, N, C, r->cfg.vocab_size);
+        } else { // values: row t-1 holds the value of column t, as lp
+            for (int i = 0; i < N; i++) {
+                lp[i] = s_ref_dot(r->score, hid + (size_t)i * C, C);
+            }
+        }
+        for (int b = 0; b < B; b++) {
+            for (int t = 0; t < T; t++) {
+                int i = b * T + t;
+                double val = t >= 1 && t < len[b] ? lp[i - 1] : 0.0;
+                if (out) {
+                    out[i] = val;
+                }
+                loss += wts ? wts[i] * val : 0.0;
+            }
         }
     }
-    free(ids), free(tg), free(pos), free(inv), free(x), free(ln), free(rs), free(q), free(k);
-    free(v), free(qr), free(kr), free(att), free(lse), free(o), free(h), free(g), free(u);
-    free(act), free(lp);
+    free(hid), free(lp), free(tg);
     return loss;
 }
 
@@ -503,6 +553,314 @@ static void s_test_grads(void) {
     fprintf(stderr, "grads: %d checked; worst |backward - fd| %.3g (relative %.3g where |fd| > "
             "0.01), worst |logp - double ref| %.3g\n", s_n_grads, s_worst_grad_err,
             s_worst_grad_rel, s_worst_fwd_err);
+}
+
+// ---------------------------------------------------------------------------------------------
+// (7) the scalar head (rl_head) through the whole model: critic values and reward scores
+
+typedef struct {
+    const char *arch;
+    int tied;
+    rl_tune_t tune;
+    int rslora;
+    float dropout;
+    int loss; // S_LOSS_VALUES or S_LOSS_SCORE
+} s_head_case_t;
+
+// One loss L = sum c * v (values, c (B,T)) or sum c * s (scores, c (B)) through the head and the
+// whole model: forward hidden and head output against the double reference, then the backward
+// (rl_head_*_backward -> rl_model_backward_hidden) against central differences of L in double
+// for EVERY scalar the loss depends on: every parameter (full) or every LoRA A/B entry (LoRA),
+// and every entry of the head weight w.
+static void s_head_case(const s_head_case_t *k) {
+    rl_hf_config_t cfg = s_cfg(k->arch, k->tied);
+    const int lora = k->tune == RL_TUNE_LORA, values = k->loss == S_LOSS_VALUES;
+    const int targets = lora ? RL_LORA_ALL : 0, C = cfg.hidden_size;
+    const char *tag = values ? "values" : "score";
+    rl_model_t *m = s_model(&cfg, k->tune, targets, k->rslora, k->dropout, 0, 11);
+    s_shake(m, 12);
+    const int R = 3;
+    s_ref_t r;
+    s_ref_init(&r, m, targets, R, k->rslora ? 5.0 / sqrt(3.0) : 5.0 / 3.0);
+    r.dropout = k->dropout;
+    r.seed = 11;
+    r.loss = k->loss;
+
+    // the head weight (float values, so the double reference holds exactly the same numbers)
+    // and the loss coefficients: at every position, the ones the head ignores included (t = 0,
+    // padding, and for values the last real token), which must not matter
+    rl_rng_t rng;
+    rl_rng_seed(&rng, 13);
+    float w[64], dw[64];
+    RL_ASSERT(C <= 64);
+    rl_rng_fill_normal(&rng, w, (size_t)C, 0.0f, 0.5f);
+    r.score = malloc((size_t)C * sizeof *r.score);
+    for (int i = 0; i < C; i++) {
+        r.score[i] = w[i];
+        dw[i] = 0.0f;
+    }
+    const int n_out = values ? S_B * S_T : S_B;
+    double c[S_B * S_T], ref_out[S_B * S_T];
+    float cf[S_B * S_T], out[S_B * S_T];
+    for (int i = 0; i < n_out; i++) {
+        cf[i] = (float)(2.0 * rl_rng_uniform(&rng) - 1.0);
+        c[i] = cf[i];
+    }
+
+    // forward without the vocabulary head: hidden and head output against the reference
+    CHECK_INT(rl_model_forward(m, s_tok, s_len, S_B, S_T, 0.7f, 1, NULL, NULL), 0);
+    const float *hid = rl_model_hidden(m);
+    CHECK(hid != NULL);
+    if (!hid) {
+        s_ref_free(&r);
+        rl_model_destroy(&m);
+        return;
+    }
+    double *ref_hid = calloc((size_t)S_B * S_T * C, sizeof *ref_hid);
+    int32_t tg[S_B * S_T];
+    s_ref_hidden(&r, s_tok, s_len, S_B, S_T, ref_hid, tg);
+    double e_hid = 0.0, e_out = 0.0;
+    for (int b = 0; b < S_B; b++) {
+        for (size_t i = (size_t)b * S_T * C; i < ((size_t)b * S_T + s_len[b]) * C; i++) {
+            e_hid = fmax(e_hid, fabs(hid[i] - ref_hid[i]));
+            CHECK_MSG(isfinite(hid[i]), "hidden[%zu] = %g", i, (double)hid[i]);
+        }
+    }
+    if (values) {
+        rl_head_values_forward(out, hid, w, s_len, S_B, S_T, C);
+    } else {
+        rl_head_score_forward(out, hid, w, s_len, S_B, S_T, C);
+    }
+    s_ref_loss(&r, s_tok, s_len, S_B, S_T, 0.7, c, ref_out);
+    for (int i = 0; i < n_out; i++) {
+        e_out = fmax(e_out, fabs(out[i] - ref_out[i]));
+        if (values && ref_out[i] == 0.0) { // t = 0 and padding: exactly 0
+            CHECK(out[i] == 0.0f);
+        }
+    }
+    // fp32 decoder (as logp in s_grad_case) then one C = 8 dot product of O(1) terms
+    CHECK_MSG(e_hid < 2e-5 && e_out < 2e-5, "%s %s: max |hidden - ref| %.3g, |%s - ref| %.3g",
+              k->arch, tag, e_hid, tag, e_out);
+    s_worst_fwd_err = fmax(s_worst_fwd_err, fmax(e_hid, e_out));
+    free(ref_hid);
+
+    // backward: the head gives dhidden and dw, the model takes dhidden
+    float *dhid = malloc((size_t)S_B * S_T * C * sizeof *dhid);
+    if (values) {
+        rl_head_values_backward(dhid, dw, cf, hid, w, s_len, S_B, S_T, C);
+    } else {
+        rl_head_score_backward(dhid, dw, cf, hid, w, s_len, S_B, S_T, C);
+    }
+    rl_model_zero_grad(m);
+    CHECK_INT(rl_model_backward_hidden(m, dhid), 0);
+
+    int bad = 0, checked = 0;
+    char what[160];
+    for (int i = 0; i < C; i++) {
+        snprintf(what, sizeof what, "%s %s head w[%d]", k->arch, tag, i);
+        s_fd_check(what, &r, &r.score[i], dw[i], c, &bad);
+        checked++;
+    }
+    if (!lora) {
+        rl_model_params_t *g = rl_model_grads(m);
+        for (int l = 0; l < cfg.num_hidden_layers; l++) {
+            for (int f = 0; f < NF; f++) {
+                float *gf = r.w[l][f] ? *s_field(&g->layers[l], f) : NULL;
+                for (size_t i = 0; gf && i < s_field_n(&cfg, f); i++) {
+                    snprintf(what, sizeof what, "%s%s %s layer %d %s[%zu]", k->arch,
+                             k->tied ? " tied" : "", tag, l, s_fname[f], i);
+                    s_fd_check(what, &r, &r.w[l][f][i], gf[i], c, &bad);
+                    checked++;
+                }
+            }
+        }
+        const size_t VC = (size_t)cfg.vocab_size * C;
+        for (size_t i = 0; i < VC; i++) { // the input embedding only: no vocabulary head here
+            snprintf(what, sizeof what, "%s %s embed[%zu]", k->arch, tag, i);
+            s_fd_check(what, &r, &r.emb[i], g->embed_tokens[i], c, &bad);
+            checked++;
+        }
+        for (int i = 0; i < C; i++) {
+            snprintf(what, sizeof what, "%s %s norm[%d]", k->arch, tag, i);
+            s_fd_check(what, &r, &r.norm[i], g->norm[i], c, &bad);
+            checked++;
+        }
+        if (!k->tied) { // lm_head gets nothing from backward_hidden: exactly 0
+            int nz = 0;
+            for (size_t i = 0; i < VC; i++) {
+                nz += g->lm_head[i] != 0.0f;
+            }
+            CHECK_MSG(nz == 0, "%s %s: %d lm_head gradients non-zero", k->arch, tag, nz);
+        }
+    } else {
+        size_t n;
+        rl_model_trainable(m, &n);
+        const float *gt = rl_model_trainable_grads(m);
+        size_t off = 0;
+        for (int l = 0; l < cfg.num_hidden_layers; l++) {
+            for (int km = 0; km < RL_LORA_NMOD; km++) {
+                int in, o;
+                rl_lora_module_dims(&cfg, km, &in, &o);
+                for (size_t i = 0; i < (size_t)R * in; i++) {
+                    snprintf(what, sizeof what, "%s %s layer %d %s lora_A[%zu]", k->arch, tag, l,
+                             rl_lora_module_name(km), i);
+                    s_fd_check(what, &r, &r.A[l][km][i], gt[off + i], c, &bad);
+                }
+                for (size_t j = 0; j < (size_t)o * R; j++) {
+                    snprintf(what, sizeof what, "%s %s layer %d %s lora_B[%zu]", k->arch, tag, l,
+                             rl_lora_module_name(km), j);
+                    s_fd_check(what, &r, &r.B[l][km][j], gt[off + (size_t)R * in + j], c, &bad);
+                }
+                checked += R * (in + o);
+                off += (size_t)R * (in + o);
+            }
+        }
+        CHECK(off == n);
+    }
+    CHECK_MSG(bad == 0, "%s%s %s %s: %d of %d gradients off", k->arch, k->tied ? " tied" : "",
+              lora ? "lora" : "full", tag, bad, checked);
+    fprintf(stderr, "head %s%s %s%s %s: %d gradients checked (every one), %d off\n", k->arch,
+            k->tied ? " tied" : "", lora ? "lora" : "full", k->dropout > 0.0f ? " dropout" : "",
+            tag, checked, bad);
+    s_n_grads += checked;
+
+    // dw accumulates (+=): a second backward of the head doubles it exactly (x + x = 2x)
+    float dw2[64];
+    memcpy(dw2, dw, sizeof dw2);
+    if (values) {
+        rl_head_values_backward(NULL, dw2, cf, hid, w, s_len, S_B, S_T, C);
+    } else {
+        rl_head_score_backward(NULL, dw2, cf, hid, w, s_len, S_B, S_T, C);
+    }
+    int acc_ok = 1;
+    for (int i = 0; i < C; i++) {
+        acc_ok &= dw2[i] == 2.0f * dw[i];
+    }
+    CHECK_MSG(acc_ok, "%s %s: dw does not accumulate", k->arch, tag);
+    free(dhid);
+    s_ref_free(&r);
+    rl_model_destroy(&m);
+}
+
+// Existing paths unchanged by the scalar head: a forward with logp == NULL between two
+// forwards changes nothing the logp path computes (logp, entropy, logits, gradients, bit for
+// bit), computes the same hidden states, and rl_model_backward also follows it. Padding rows of
+// dhidden do not reach any gradient.
+static void s_test_head_paths(void) {
+    static const struct {
+        const char *arch;
+        rl_tune_t tune;
+    } cases[] = {{"llama_b", RL_TUNE_FULL}, {"qwen3", RL_TUNE_LORA}};
+    for (size_t ci = 0; ci < 2; ci++) {
+        rl_hf_config_t cfg = s_cfg(cases[ci].arch, 0);
+        const int C = cfg.hidden_size, V = cfg.vocab_size;
+        // a: logp forward only; b: a hidden-only forward first; c: hidden-only, then backward
+        rl_model_t *a = s_model(&cfg, cases[ci].tune, RL_LORA_ALL, 0, 0.0f, 0, 51);
+        rl_model_t *b = s_model(&cfg, cases[ci].tune, RL_LORA_ALL, 0, 0.0f, 0, 51);
+        rl_model_t *c = s_model(&cfg, cases[ci].tune, RL_LORA_ALL, 0, 0.0f, 0, 51);
+        s_shake(a, 52);
+        s_shake(b, 52);
+        s_shake(c, 52);
+        float lpa[S_B * S_T], lpb[S_B * S_T], ea[S_B * S_T], eb[S_B * S_T], dl[S_B * S_T];
+        for (int i = 0; i < S_B * S_T; i++) {
+            dl[i] = 0.25f * (float)(i % 5) - 0.5f;
+        }
+        const size_t nh = (size_t)S_B * S_T * C;
+        float *h_only = malloc(nh * sizeof(float)), *h_logp = malloc(nh * sizeof(float));
+        CHECK(rl_model_hidden(b) == NULL); // no forward yet
+        CHECK_INT(rl_model_forward(b, s_tok, s_len, S_B, S_T, 0.7f, 1, NULL, NULL), 0);
+        memcpy(h_only, rl_model_hidden(b), nh * sizeof(float));
+        float *lg_only = rl_model_logits(b); // the logits are still there on demand
+        CHECK_INT(rl_model_forward(a, s_tok, s_len, S_B, S_T, 0.7f, 1, lpa, ea), 0);
+        CHECK_INT(rl_model_forward(b, s_tok, s_len, S_B, S_T, 0.7f, 1, lpb, eb), 0);
+        memcpy(h_logp, rl_model_hidden(b), nh * sizeof(float));
+        float *lga = rl_model_logits(a), *lgb = rl_model_logits(b);
+        CHECK(memcmp(lpa, lpb, sizeof lpa) == 0 && memcmp(ea, eb, sizeof ea) == 0);
+        CHECK(memcmp(h_only, h_logp, nh * sizeof(float)) == 0);
+        CHECK(memcmp(h_logp, rl_model_hidden(a), nh * sizeof(float)) == 0);
+        CHECK(lga && lgb && lg_only);
+        if (lga && lgb && lg_only) {
+            CHECK(memcmp(lga, lgb, (size_t)S_B * S_T * V * sizeof(float)) == 0);
+            CHECK(memcmp(lga, lg_only, (size_t)S_B * S_T * V * sizeof(float)) == 0);
+        }
+        free(lga), free(lgb), free(lg_only);
+        // backward after a logp forward (a, b) and after a hidden-only forward (c)
+        CHECK_INT(rl_model_forward(c, s_tok, s_len, S_B, S_T, 0.7f, 1, NULL, NULL), 0);
+        CHECK_INT(rl_model_backward(a, dl), 0);
+        CHECK_INT(rl_model_backward(b, dl), 0);
+        CHECK_INT(rl_model_backward(c, dl), 0);
+        CHECK(memcmp(h_logp, rl_model_hidden(a), nh * sizeof(float)) == 0); // backward keeps it
+        size_t n;
+        rl_model_trainable(a, &n);
+        const float *ga = rl_model_trainable_grads(a), *gb = rl_model_trainable_grads(b);
+        const float *gc = rl_model_trainable_grads(c);
+        CHECK(memcmp(ga, gb, n * sizeof(float)) == 0);
+        CHECK(memcmp(ga, gc, n * sizeof(float)) == 0);
+
+        // backward_hidden ignores padding rows: garbage there changes no gradient
+        float w[64], v[S_B * S_T], cv[S_B * S_T];
+        rl_rng_t rng;
+        rl_rng_seed(&rng, 53);
+        rl_rng_fill_normal(&rng, w, (size_t)C, 0.0f, 0.5f);
+        rl_rng_fill_normal(&rng, cv, S_B * S_T, 0.0f, 1.0f);
+        float *dh = malloc(nh * sizeof(float)), *g1 = malloc(n * sizeof(float));
+        rl_head_values_forward(v, rl_model_hidden(a), w, s_len, S_B, S_T, C);
+        rl_head_values_backward(dh, NULL, cv, rl_model_hidden(a), w, s_len, S_B, S_T, C);
+        rl_model_zero_grad(a);
+        CHECK_INT(rl_model_backward_hidden(a, dh), 0);
+        memcpy(g1, ga, n * sizeof(float));
+        for (int bb = 0; bb < S_B; bb++) {
+            for (size_t i = ((size_t)bb * S_T + s_len[bb]) * C; i < (size_t)(bb + 1) * S_T * C;
+                 i++) {
+                dh[i] = 1e3f;
+            }
+        }
+        rl_model_zero_grad(a);
+        CHECK_INT(rl_model_backward_hidden(a, dh), 0);
+        CHECK_MSG(memcmp(g1, ga, n * sizeof(float)) == 0, "%s: padding rows of dhidden leak",
+                  cases[ci].arch);
+        // both backwards after one forward add up (the gradient of the sum of both losses)
+        rl_model_zero_grad(a);
+        CHECK_INT(rl_model_backward(a, dl), 0);
+        CHECK_INT(rl_model_backward_hidden(a, dh), 0);
+        double dsum = 0.0;
+        for (size_t i = 0; i < n; i++) {
+            dsum = fmax(dsum, fabs((double)ga[i] - (double)gb[i] - (double)g1[i]));
+        }
+        CHECK_MSG(dsum < 1e-5, "%s: backward + backward_hidden vs the sum: %.3g",
+                  cases[ci].arch, dsum);
+        fprintf(stderr, "head paths %s: logp forward unchanged by a hidden-only forward (bit for "
+                "bit), padding rows ignored, sum of both backwards within %.3g\n",
+                cases[ci].arch, dsum);
+        free(dh), free(g1), free(h_only), free(h_logp);
+        rl_model_destroy(&a);
+        rl_model_destroy(&b);
+        rl_model_destroy(&c);
+    }
+}
+
+static void s_test_head(void) {
+    static const s_head_case_t cases[] = {
+        {"llama", 0, RL_TUNE_FULL, 0, 0.0f, S_LOSS_VALUES},
+        {"llama", 1, RL_TUNE_LORA, 0, 0.0f, S_LOSS_VALUES},
+        {"qwen3", 1, RL_TUNE_FULL, 0, 0.0f, S_LOSS_VALUES},
+        {"qwen3", 0, RL_TUNE_LORA, 1, 0.0f, S_LOSS_VALUES},
+        {"qwen2", 1, RL_TUNE_FULL, 0, 0.0f, S_LOSS_VALUES},
+        {"llama_b", 0, RL_TUNE_LORA, 0, 0.3f, S_LOSS_VALUES}, // dropout: first forward's masks
+        {"llama", 1, RL_TUNE_FULL, 0, 0.0f, S_LOSS_SCORE},
+        {"qwen3", 0, RL_TUNE_LORA, 0, 0.0f, S_LOSS_SCORE},
+        {"qwen3", 1, RL_TUNE_FULL, 0, 0.0f, S_LOSS_SCORE},
+        {"llama_b", 0, RL_TUNE_FULL, 0, 0.0f, S_LOSS_SCORE},
+    };
+    s_worst_grad_err = s_worst_grad_rel = s_worst_fwd_err = 0.0;
+    s_n_grads = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        s_head_case(&cases[i]);
+    }
+    fprintf(stderr, "head grads: %d checked; worst |backward - fd| %.3g (relative %.3g where "
+            "|fd| > 0.01), worst |hidden or head output - double ref| %.3g\n", s_n_grads,
+            s_worst_grad_err, s_worst_grad_rel, s_worst_fwd_err);
+    s_test_head_paths();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -814,6 +1172,13 @@ static void s_test_errors(void) {
     memcpy(tok, s_tok, sizeof tok);
     CHECK_INT(rl_model_backward(m, dl), RL_EINVAL); // no forward yet
     CHECK_CONTAINS(rl_model_errmsg(m), "training forward");
+    float *dh = calloc((size_t)S_B * S_T * cfg.hidden_size, sizeof *dh);
+    CHECK_INT(rl_model_backward_hidden(m, dh), RL_EINVAL);
+    CHECK_CONTAINS(rl_model_errmsg(m), "training forward");
+    CHECK(rl_model_hidden(m) == NULL);
+    float ent[S_B * S_T];
+    CHECK_INT(rl_model_forward(m, s_tok, s_len, S_B, S_T, 1.0f, 1, NULL, ent), RL_EINVAL);
+    CHECK_CONTAINS(rl_model_errmsg(m), "entropy needs logp");
     tok[3] = 11;
     CHECK_INT(rl_model_forward(m, tok, s_len, S_B, S_T, 1.0f, 1, lp, NULL), RL_EINVAL);
     CHECK_CONTAINS(rl_model_errmsg(m), "token id 11 at [0,3]");
@@ -828,9 +1193,16 @@ static void s_test_errors(void) {
     CHECK_INT(rl_model_forward(m, s_tok, s_len, S_B, S_T, 0.0f, 1, lp, NULL), RL_EINVAL);
     CHECK_INT(rl_model_forward(m, s_tok, s_len, 0, S_T, 1.0f, 1, lp, NULL), RL_EINVAL);
     CHECK_INT(rl_model_backward(m, dl), RL_EINVAL); // failed forwards leave nothing to undo
+    CHECK_INT(rl_model_backward_hidden(m, dh), RL_EINVAL);
+    CHECK_INT(rl_model_forward(m, s_tok, s_len, S_B, S_T, 1.0f, 1, NULL, NULL), 0);
+    CHECK(rl_model_hidden(m) != NULL);
+    CHECK_INT(rl_model_forward(m, s_tok, s_len, 0, S_T, 1.0f, 1, NULL, NULL), RL_EINVAL);
+    CHECK(rl_model_hidden(m) == NULL); // a failed forward leaves no hidden states
+    CHECK_INT(rl_model_backward_hidden(m, dh), RL_EINVAL);
     // an eval forward is not enough for backward
     CHECK_INT(rl_model_forward(m, s_tok, s_len, S_B, S_T, 1.0f, 0, lp, NULL), 0);
     CHECK_INT(rl_model_backward(m, dl), RL_EINVAL);
+    CHECK_INT(rl_model_backward_hidden(m, dh), RL_EINVAL);
     // logits of the last forward: (B,T,V), and log_softmax of row t-1 gives logp[t]
     float *lg = rl_model_logits(m);
     CHECK(lg != NULL);
@@ -857,6 +1229,9 @@ static void s_test_errors(void) {
     CHECK(rl_model_grads(n) == NULL);
     CHECK_INT(rl_model_forward(n, s_tok, s_len, S_B, S_T, 1.0f, 1, lp, NULL), 0);
     CHECK_INT(rl_model_backward(n, dl), RL_EINVAL);
+    CHECK_INT(rl_model_backward_hidden(n, dh), RL_EINVAL);
+    CHECK_CONTAINS(rl_model_errmsg(n), "trainable");
+    free(dh);
     CHECK_INT(rl_model_param_count(n), rl_hf_param_count(&cfg));
     rl_model_destroy(&n);
 
@@ -1227,6 +1602,7 @@ int main(int argc, char **argv) {
     int all = strcmp(group, "all") == 0;
     if (all || strcmp(group, "numeric") == 0) {
         s_test_grads();
+        s_test_head();
         s_test_recompute();
         s_test_kvcache();
         s_test_prefill();

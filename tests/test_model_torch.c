@@ -9,7 +9,12 @@
 //                rl_model_trainable by their values, so no flat layout is assumed); with the
 //                adapter disabled the model must give the base model's logp;
 //   AdamW        three torch.optim.AdamW steps (trainer/rl_optim on rl_model_trainable): the
-//                losses and the watched parameters after each step.
+//                losses and the watched parameters after each step;
+//   scalar head  (score.safetensors, head_goldens.*) a forward without the vocabulary head:
+//                rl_model_hidden, rl_head values (aligned like logp) and scores, the losses
+//                L_v = sum(dvalues * v), L_s = sum(dscores * s), and their gradients through
+//                rl_head's backward and rl_model_backward_hidden: w, the watched parameters
+//                (full; lm_head untouched) and every LoRA A and B.
 // It is not a layer test (test_layers does finite differences on each kernel) and not a
 // sampler test (rl_model_step is checked against forward elsewhere).
 //
@@ -17,6 +22,7 @@
 // max |want| of that tensor (an absolute error when the golden is all zero). Every tensor's
 // worst error is printed.
 #include "rl_err.h"
+#include "rl_head.h"
 #include "rl_model.h"
 #include "rl_optim.h"
 #include "rl_safetensors.h"
@@ -63,6 +69,15 @@
 #define TOL_ADAMW_LR 1e-2
 #define ADAMW_ILL 1e-3
 #define TOL_ADAMW_LOSS 1e-4 // relative; losses after steps carry the parameters' drift
+// Scalar head (head_goldens.json "fp32_torch_error": hidden <= 5e-7, values/scores <= 1e-6,
+// gradients <= 2.2e-6). The hidden states are the logits' computation minus the vocabulary
+// matmul, values and scores one more dot product of C <= 32 terms (accumulated in double by
+// rl_head), so they get the logits' tolerance; the gradients cross the same layers as the
+// logp loss's, hence TOL_GRAD. An off-by-one in the value alignment or the score's row moves
+// them by O(1) relative (a neighbouring position's state), a lost dw accumulation or a
+// gradient routed to a padding row likewise.
+#define TOL_HIDDEN 1e-5
+#define TOL_HEAD 1e-5
 
 static const char *s_models[] = {"llama_gqa", "qwen2_tied", "qwen3_headdim", "llama_odd"};
 
@@ -304,6 +319,31 @@ static size_t s_find(const float *flat, size_t len, const float *vals, size_t n)
     return (size_t)-1;
 }
 
+// Where each A and B of the adapter file lies in the model's trainable flat array: offs
+// (rl_st_file_count(ad)), (size_t)-1 for a tensor not found (a failure). caller owns result;
+// free with free().
+static size_t *s_adapter_offsets(const char *model, rl_model_t *m, const rl_st_file_t *ad) {
+    size_t n_train = 0, n_adapter = 0;
+    float *flat = rl_model_trainable(m, &n_train);
+    int na = rl_st_file_count(ad);
+    size_t *offs = calloc((size_t)na, sizeof(size_t));
+    RL_ASSERT(offs);
+    for (int i = 0; i < na; i++) {
+        const rl_st_tensor_t *t = rl_st_file_tensor(ad, i);
+        float *vals = malloc((size_t)t->numel * sizeof(float));
+        RL_ASSERT(vals);
+        rl_st_to_f32(vals, t);
+        offs[i] = flat ? s_find(flat, n_train, vals, (size_t)t->numel) : (size_t)-1;
+        CHECK_MSG(offs[i] != (size_t)-1, "%s: adapter tensor %s not found (exactly) among the "
+                  "%zu trainable values", model, t->name, n_train);
+        n_adapter += (size_t)t->numel;
+        free(vals);
+    }
+    CHECK_MSG(n_train == n_adapter, "%s: %zu trainable values, the adapter has %zu", model,
+              n_train, n_adapter);
+    return offs;
+}
+
 static void s_test_lora(const char *model, const char *dir, const rl_st_file_t *g,
                         const s_batch_t *bt) {
     char err[512] = "", path[1200];
@@ -331,25 +371,8 @@ static void s_test_lora(const char *model, const char *dir, const rl_st_file_t *
         return;
     }
 
-    // where each A and B lies in the trainable flat array
-    size_t n_train = 0, n_adapter = 0;
-    float *flat = rl_model_trainable(m, &n_train);
     int na = rl_st_file_count(ad);
-    size_t *offs = calloc((size_t)na, sizeof(size_t));
-    RL_ASSERT(offs);
-    for (int i = 0; i < na; i++) {
-        const rl_st_tensor_t *t = rl_st_file_tensor(ad, i);
-        float *vals = malloc((size_t)t->numel * sizeof(float));
-        RL_ASSERT(vals);
-        rl_st_to_f32(vals, t);
-        offs[i] = flat ? s_find(flat, n_train, vals, (size_t)t->numel) : (size_t)-1;
-        CHECK_MSG(offs[i] != (size_t)-1, "%s: adapter tensor %s not found (exactly) among the "
-                  "%zu trainable values", model, t->name, n_train);
-        n_adapter += (size_t)t->numel;
-        free(vals);
-    }
-    CHECK_MSG(n_train == n_adapter, "%s: %zu trainable values, the adapter has %zu", model,
-              n_train, n_adapter);
+    size_t *offs = s_adapter_offsets(model, m, ad);
 
     size_t BT = (size_t)bt->B * bt->T;
     float *logp = calloc(BT, sizeof(float)), *ent = calloc(BT, sizeof(float));
@@ -417,6 +440,194 @@ static void s_test_lora(const char *model, const char *dir, const rl_st_file_t *
     free(ent);
     rl_st_file_destroy(&ad);
     rl_model_destroy(&m);
+}
+
+// ---- scalar head: critic values and reward scores (score.safetensors, head_goldens.*) ---------
+
+// One model (full tuning, or LoRA with the fixture's adapter) with the head w (C): hidden
+// (full only), values, scores, both losses, and the gradients of L_v = sum(dvalues * v) and
+// L_s = sum(dscores * s) through rl_head's backward and rl_model_backward_hidden.
+static void s_head_run(const char *model, const char *dir, const rl_st_file_t *h,
+                       const s_batch_t *bt, const float *w, int lora) {
+    char err[512] = "", path[1200], what[300];
+    rl_model_opts_t opts;
+    rl_model_opts_default(&opts);
+    opts.tune = lora ? RL_TUNE_LORA : RL_TUNE_FULL;
+    opts.lora_r = 4;
+    opts.lora_alpha = 8.0f;
+    opts.lora_targets = RL_LORA_ALL;
+    rl_model_t *m = rl_model_load(dir, &opts, err, sizeof err);
+    CHECK_MSG(m != NULL, "%s: rl_model_load: %s", model, err);
+    if (!m) {
+        return;
+    }
+    rl_st_file_t *ad = NULL;
+    size_t *offs = NULL;
+    if (lora) {
+        snprintf(path, sizeof path, "%s/adapter", dir);
+        int rc = rl_model_load_adapter(m, path, err, sizeof err);
+        CHECK_MSG(rc == 0, "%s: rl_model_load_adapter: %s", model, err);
+        snprintf(path, sizeof path, "%s/adapter/adapter_model.safetensors", dir);
+        ad = rl_st_file_open(path, err, sizeof err);
+        CHECK_MSG(ad != NULL, "%s: %s", model, err);
+        if (rc != 0 || !ad) {
+            rl_st_file_destroy(&ad);
+            rl_model_destroy(&m);
+            return;
+        }
+        offs = s_adapter_offsets(model, m, ad);
+    }
+    const rl_hf_config_t *cfg = rl_model_config(m);
+    const int B = bt->B, T = bt->T, C = cfg->hidden_size;
+    const size_t BT = (size_t)B * T;
+    const char *pre = lora ? "lora." : "";
+    // the decoder and the final norm only (no vocabulary head), as a critic runs it
+    int rc = rl_model_forward(m, bt->tokens, bt->lengths, B, T, 1.0f, 1, NULL, NULL);
+    CHECK_MSG(rc == 0, "%s: forward: %s", model, rl_model_errmsg(m));
+    const float *hid = rc == 0 ? rl_model_hidden(m) : NULL;
+    CHECK(rc != 0 || hid != NULL);
+    float *values = calloc(BT, sizeof(float)), *scores = calloc((size_t)B, sizeof(float));
+    float *dhid = calloc(BT * C, sizeof(float)), *dw = calloc((size_t)C, sizeof(float));
+    unsigned char *real_rows = calloc(BT * C, 1);
+    RL_ASSERT(values && scores && dhid && dw && real_rows);
+    for (int b = 0; b < B; b++) { // padding rows hold values no token produced
+        memset(real_rows + (size_t)b * T * C, 1, (size_t)bt->lengths[b] * C);
+    }
+    float *dvalues = s_golden(h, model, "dvalues", NULL);
+    float *dscores = s_golden(h, model, "dscores", NULL);
+    float *losses = s_golden(h, model, "losses", NULL);
+    if (hid && dvalues && dscores && losses) {
+        if (!lora) {
+            float *want = s_golden(h, model, "hidden", NULL);
+            if (want) {
+                s_compare(model, "head: hidden (t < len)", hid, want, BT * C, real_rows,
+                          TOL_HIDDEN);
+            }
+            free(want);
+        }
+        rl_head_values_forward(values, hid, w, bt->lengths, B, T, C);
+        rl_head_score_forward(scores, hid, w, bt->lengths, B, T, C);
+        snprintf(what, sizeof what, "%svalues", pre);
+        float *want = s_golden(h, model, what, NULL);
+        if (want) { // every position: the zeros at t = 0 and padding are part of the contract
+            snprintf(path, sizeof path, "head: %s (B,T)", what);
+            s_compare(model, path, values, want, BT, NULL, TOL_HEAD);
+        }
+        free(want);
+        snprintf(what, sizeof what, "%sscores", pre);
+        want = s_golden(h, model, what, NULL);
+        if (want) {
+            snprintf(path, sizeof path, "head: %s (B)", what);
+            s_compare(model, path, scores, want, (size_t)B, NULL, TOL_HEAD);
+        }
+        free(want);
+        for (int kind = 0; kind < 2; kind++) { // L_v, then L_s
+            const char *k = kind == 0 ? "v" : "s";
+            double loss = 0.0;
+            rl_model_zero_grad(m);
+            memset(dw, 0, (size_t)C * sizeof(float));
+            if (kind == 0) {
+                for (size_t i = 0; i < BT; i++) {
+                    loss += (double)dvalues[i] * values[i];
+                }
+                rl_head_values_backward(dhid, dw, dvalues, hid, w, bt->lengths, B, T, C);
+            } else {
+                for (int b = 0; b < B; b++) {
+                    loss += (double)dscores[b] * scores[b];
+                }
+                rl_head_score_backward(dhid, dw, dscores, hid, w, bt->lengths, B, T, C);
+            }
+            snprintf(what, sizeof what, "head: %sloss L_%s", pre, k);
+            s_check_scalar(model, what, loss, losses[(lora ? 2 : 0) + kind], TOL_LOSS);
+            rc = rl_model_backward_hidden(m, dhid);
+            CHECK_MSG(rc == 0, "%s: backward_hidden: %s", model, rl_model_errmsg(m));
+            if (rc != 0) {
+                break;
+            }
+            snprintf(what, sizeof what, "%sgrad_%s.score.weight", pre, k);
+            want = s_golden(h, model, what, NULL);
+            if (want) {
+                snprintf(path, sizeof path, "head: %s", what);
+                s_compare(model, path, dw, want, (size_t)C, NULL, TOL_GRAD);
+            }
+            free(want);
+            if (!lora) { // the watched tensors: every golden named grad_<k>.<hf name>
+                rl_model_params_t *grads = rl_model_grads(m);
+                char prefix[32];
+                snprintf(prefix, sizeof prefix, "grad_%s.", k);
+                int n_watched = 0;
+                for (int i = 0; grads && i < rl_st_file_count(h); i++) {
+                    const rl_st_tensor_t *t = rl_st_file_tensor(h, i);
+                    const char *name = t->name + strlen(prefix);
+                    if (strncmp(t->name, prefix, strlen(prefix)) != 0 ||
+                        strcmp(name, "score.weight") == 0) {
+                        continue;
+                    }
+                    float *got = s_param(grads, cfg->num_hidden_layers, name);
+                    CHECK_MSG(got != NULL, "%s: no gradient for %s", model, name);
+                    want = s_golden(h, model, t->name, NULL);
+                    if (got && want) {
+                        snprintf(path, sizeof path, "head: %s", t->name);
+                        s_compare(model, path, got, want, (size_t)t->numel, NULL, TOL_GRAD);
+                    }
+                    free(want);
+                    n_watched++;
+                }
+                CHECK_MSG(n_watched >= 3, "%s: only %d head gradients in the goldens", model,
+                          n_watched);
+                if (grads && !cfg->tie_word_embeddings) { // the vocabulary head takes no part
+                    size_t nz = 0, VC = (size_t)cfg->vocab_size * C;
+                    for (size_t i = 0; i < VC; i++) {
+                        nz += grads->lm_head[i] != 0.0f;
+                    }
+                    CHECK_MSG(nz == 0, "%s: %zu lm_head gradients non-zero after L_%s", model,
+                              nz, k);
+                }
+            } else {
+                const float *dflat = rl_model_trainable_grads(m);
+                for (int i = 0; dflat && i < rl_st_file_count(ad); i++) {
+                    const rl_st_tensor_t *t = rl_st_file_tensor(ad, i);
+                    snprintf(what, sizeof what, "lora.grad_%s.%s", k, t->name);
+                    want = s_golden(h, model, what, NULL);
+                    if (want && offs[i] != (size_t)-1) {
+                        const char *shortname = strstr(what, "layers.");
+                        snprintf(path, sizeof path, "head: lora dL_%s %s", k,
+                                 shortname ? shortname : what);
+                        s_compare(model, path, dflat + offs[i], want, (size_t)t->numel, NULL,
+                                  TOL_GRAD);
+                    }
+                    free(want);
+                }
+            }
+        }
+    }
+    free(dvalues), free(dscores), free(losses), free(values), free(scores), free(dhid), free(dw);
+    free(real_rows), free(offs);
+    rl_st_file_destroy(&ad);
+    rl_model_destroy(&m);
+}
+
+static void s_test_head(const char *model, const char *dir, const s_batch_t *bt, int C) {
+    char path[1200], err[512] = "";
+    snprintf(path, sizeof path, "%s/score.safetensors", dir);
+    rl_st_file_t *sf = rl_st_file_open(path, err, sizeof err);
+    CHECK_MSG(sf != NULL, "%s", err);
+    snprintf(path, sizeof path, "%s/head_goldens.safetensors", dir);
+    rl_st_file_t *h = rl_st_file_open(path, err, sizeof err);
+    CHECK_MSG(h != NULL, "%s", err);
+    const rl_st_tensor_t *t = sf ? rl_st_file_find(sf, "score.weight") : NULL;
+    CHECK_MSG(t && t->ndim == 2 && t->shape[0] == 1 && t->shape[1] == C,
+              "%s: score.weight must be [1, %d] (HF's num_labels 1)", model, C);
+    if (h && t && t->ndim == 2 && t->shape[0] == 1 && t->shape[1] == C) {
+        float *w = malloc((size_t)C * sizeof(float));
+        RL_ASSERT(w);
+        rl_st_to_f32(w, t);
+        s_head_run(model, dir, h, bt, w, 0);
+        s_head_run(model, dir, h, bt, w, 1);
+        free(w);
+    }
+    rl_st_file_destroy(&h);
+    rl_st_file_destroy(&sf);
 }
 
 // ---- AdamW: 3 torch.optim.AdamW steps on the full model ----------------------------------------
@@ -536,6 +747,7 @@ int main(void) {
             s_test_full(model, dir, g, &bt);
             s_test_lora(model, dir, g, &bt);
             s_test_adamw(model, dir, g, &bt);
+            s_test_head(model, dir, &bt, cfg.hidden_size);
             s_batch_free(&bt);
         }
         rl_st_file_destroy(&g);

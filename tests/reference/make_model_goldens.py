@@ -7,6 +7,9 @@ For each small random model below this writes tests/fixtures/models/<name>/:
   config.json, model.safetensors        an HF folder (F32 weights)
   adapter/                              a PEFT LoRA adapter (r 4, alpha 8, all 7 projections)
   goldens.safetensors, goldens.json     what rl_model must reproduce
+  score.safetensors                     a scalar head `score.weight` [1, C] (critic / reward
+                                        model, HF <Arch>ForSequenceClassification's)
+  head_goldens.safetensors, head_goldens.json   what rl_model + rl_head must reproduce with it
 
 The reference decoder is written here in plain torch from REFERENCE.md §2 (transformers is not
 available): RMSNorm w*x*rsqrt(mean(x^2)+eps); rotate_half RoPE on pairs (i, i+D/2) with
@@ -27,6 +30,13 @@ entropy likewise aligned. Loss (an SFT loss with per-token weights, like advanta
   L = -sum_bt c[b,t] * logp[b,t] / sum_bt m[b,t]
 m = 1 on the "completion" tokens (prompt_len[b] <= t < len[b]), c = m * u with u ~ U(0.5, 1.5),
 so dL/dlogp = -c / sum(m), stored as `dlogp`.
+
+Scalar head (model/rl_head.h; REFERENCE.md §1 "Reward model", "PPO with a critic"): w =
+score.weight (1, C) on the final norm's output h (B,T,C), no bias. Values aligned like logp
+(TRL's full_value[:, context_length - 1 : -1]): v[b,t] = w . h[b,t-1] for 1 <= t < len, else 0;
+scores s[b] = w . h[b, len-1] (the last real token). Losses L_v = sum c_v * v, L_s = sum c_s * s
+with random c. Every draw for the head comes from its own generator (HEAD_SEED + index), after
+and apart from the draws above, so adding it changed no byte of the other files.
 """
 
 import json
@@ -51,6 +61,7 @@ LORA_R, LORA_ALPHA = 4, 8.0
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 ADAMW = dict(lr=1e-2, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1)
 ADAMW_STEPS = 3
+HEAD_SEED = 4321              # the scalar head's own generator (score.weight, loss weights)
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
                                      "fixtures", "models"))
@@ -246,8 +257,9 @@ def rotate_half(x):
     return torch.cat([-x[..., h:], x[..., :h]], dim=-1)
 
 
-def forward_logits(m, P, tokens, lengths, lora=None):
-    """tokens (B,T) long, lengths list -> logits (B,T,V) float64."""
+def forward_hidden(m, P, tokens, lengths, lora=None):
+    """tokens (B,T) long, lengths list -> the final norm's output (B,T,C) float64, the input of
+    the vocabulary head and of the scalar head (rl_model_hidden)."""
     d = dims(m)
     C, NH, NKV, D = d["C"], d["NH"], d["NKV"], d["D"]
     eps = m["rms_norm_eps"]
@@ -295,7 +307,12 @@ def forward_logits(m, P, tokens, lengths, lora=None):
         g = linear(p + "mlp.gate_proj", h)
         u = linear(p + "mlp.up_proj", h)
         x = x + linear(p + "mlp.down_proj", torch.nn.functional.silu(g) * u)
-    x = rms_norm(x, P["model.norm.weight"], eps)
+    return rms_norm(x, P["model.norm.weight"], eps)
+
+
+def forward_logits(m, P, tokens, lengths, lora=None):
+    """tokens (B,T) long, lengths list -> logits (B,T,V) float64."""
+    x = forward_hidden(m, P, tokens, lengths, lora)
     head = P["lm_head.weight"] if "lm_head.weight" in P else P["model.embed_tokens.weight"]
     return x @ head.T                                      # (B, T, V)
 
@@ -394,6 +411,138 @@ def compute(m, P, lora, tokens, valid, dlogp, dtype):
                            dtype=np.float32)
     G["adamw.losses"] = np.array(losses, dtype=np.float32)
     return G, info, watched
+
+
+# ---- the scalar head (critic values, reward scores) -------------------------------------------
+def head_values_scores(hidden, w, valid):
+    """hidden (B,T,C), w (1,C), valid (B,T) 1 at 1 <= t < len -> values (B,T), scores (B)."""
+    per_pos = (hidden @ w.T).squeeze(-1)                  # (B, T): w . h[b,t]
+    zero = torch.zeros(hidden.shape[0], 1, dtype=hidden.dtype)
+    values = torch.cat([zero, per_pos[:, :-1]], dim=1) * valid   # v[b,t] = w . h[b,t-1]
+    last = torch.tensor(LENGTHS) - 1
+    scores = per_pos[torch.arange(hidden.shape[0]), last]        # s[b] = w . h[b,len-1]
+    return values, scores
+
+
+def head_watched(P):
+    """The full-tuning gradients stored per head loss: the embedding, every tensor of layer 0
+    (the deepest: its gradient crosses every layer) and the final norm."""
+    return (["model.embed_tokens.weight"] + [k for k in P if k.startswith("model.layers.0.")] +
+            ["model.norm.weight"])
+
+
+def compute_head(m, P, lora, tokens, valid, w, cv, cs, dtype):
+    """Every head golden, computed in `dtype`. Returns (goldens dict of float32 arrays, losses)."""
+    P = {k: v.to(dtype) for k, v in P.items()}
+    lora = {k: v.to(dtype) for k, v in lora.items()}
+    valid, w, cv, cs = valid.to(dtype), w.to(dtype), cv.to(dtype), cs.to(dtype)
+    lmask = (torch.arange(T)[None, :] < torch.tensor(LENGTHS)[:, None]).to(dtype)
+    watched = head_watched(P)
+    G, losses = {}, {}
+    for kind in ("v", "s"):
+        # full tuning: every parameter and w get gradients; the stored ones are `watched`
+        params = {k: v.clone().requires_grad_(True) for k, v in P.items()}
+        wr = w.clone().requires_grad_(True)
+        hidden = forward_hidden(m, params, tokens, LENGTHS)
+        values, scores = head_values_scores(hidden, wr, valid)
+        loss = (cv * values).sum() if kind == "v" else (cs * scores).sum()
+        loss.backward()
+        losses[f"loss_{kind}"] = loss.item()
+        if kind == "v":
+            G["hidden"] = to_np(hidden * lmask[:, :, None])
+            G["values"] = to_np(values)
+            G["scores"] = to_np(scores)
+        G[f"grad_{kind}.score.weight"] = to_np(wr.grad)
+        for k in watched:
+            G[f"grad_{kind}.{k}"] = to_np(params[k].grad)
+        if "lm_head.weight" in params:      # the vocabulary head plays no part
+            assert params["lm_head.weight"].grad is None
+        # LoRA: frozen base, adapter applied; every A and B, and w
+        Lp = {k: v.clone().requires_grad_(True) for k, v in lora.items()}
+        wr = w.clone().requires_grad_(True)
+        hidden = forward_hidden(m, P, tokens, LENGTHS, lora=Lp)
+        values, scores = head_values_scores(hidden, wr, valid)
+        loss = (cv * values).sum() if kind == "v" else (cs * scores).sum()
+        loss.backward()
+        losses[f"lora_loss_{kind}"] = loss.item()
+        if kind == "v":
+            G["lora.values"] = to_np(values)
+            G["lora.scores"] = to_np(scores)
+        G[f"lora.grad_{kind}.score.weight"] = to_np(wr.grad)
+        for k, v in Lp.items():
+            G[f"lora.grad_{kind}.{k}"] = to_np(v.grad)
+    G["losses"] = np.array([losses["loss_v"], losses["loss_s"], losses["lora_loss_v"],
+                            losses["lora_loss_s"]], dtype=np.float32)
+    return G, losses
+
+
+def make_head_goldens(m, index, P, lora, tokens, valid, out_dir, command):
+    """score.safetensors, head_goldens.safetensors and head_goldens.json for one fixture. Its
+    random numbers come from a generator of its own, so the other files keep every byte."""
+    seed = HEAD_SEED + index
+    gen = torch.Generator().manual_seed(seed)
+    C = dims(m)["C"]
+    # w ~ N(0, 1/C): |h| ~ sqrt(C) after the final norm, so values and scores are O(1)
+    w = f32(torch.randn(1, C, generator=gen, dtype=torch.float64) / math.sqrt(C))
+    cv = f32(valid * (2 * torch.rand(B, T, generator=gen, dtype=torch.float64) - 1))
+    cs = f32(2 * torch.rand(B, generator=gen, dtype=torch.float64) - 1)
+
+    G, losses = compute_head(m, P, lora, tokens, valid, w, cv, cs, torch.float64)
+    G32, _ = compute_head(m, P, lora, tokens, valid, w, cv, cs, torch.float32)
+    fp32_err = {}
+    for k in G:
+        parts = k.split(".")
+        cat = ("lora." if parts[0] == "lora" else "") + (
+            "grad" if k.split(".")[1 if parts[0] == "lora" else 0].startswith("grad") else
+            parts[-1])
+        scale = float(np.abs(G[k]).max())
+        err = float(np.abs(G[k] - G32[k]).max()) / (scale if scale > 0 else 1.0)
+        fp32_err[cat] = max(fp32_err.get(cat, 0.0), err)
+    G["dvalues"] = to_np(cv)
+    G["dscores"] = to_np(cs)
+
+    write_safetensors(os.path.join(out_dir, "score.safetensors"), {"score.weight": to_np(w)})
+    write_safetensors(os.path.join(out_dir, "head_goldens.safetensors"), G)
+    meta = {
+        "generator": "tests/reference/make_model_goldens.py",
+        "command": command,
+        "torch_version": torch.__version__,
+        "numpy_version": np.__version__,
+        "python_version": sys.version.split()[0],
+        "seed": seed,
+        "compute_dtype": "float64 (RoPE angles in float32 as transformers forms them)",
+        "stored_dtype": "float32",
+        "model": m["name"],
+        "batch": "tokens and lengths of goldens.json",
+        "head": "score.weight (1, C) of score.safetensors, no bias, on the final norm's output h",
+        "values": "v[b,t] = w . h[b,t-1] for 1 <= t < len, else 0 (aligned like logp; TRL "
+                  "full_value[:, context_length - 1 : -1])",
+        "scores": "s[b] = w . h[b, len-1] (the last real token)",
+        "loss_v": "L_v = sum(dvalues * v)", "loss_s": "L_s = sum(dscores * s)",
+        "losses": [losses["loss_v"], losses["loss_s"], losses["lora_loss_v"],
+                   losses["lora_loss_s"]],
+        "watched": head_watched(P),
+        "fp32_torch_error": {k: float("%.3g" % v) for k, v in sorted(fp32_err.items())},
+        "fp32_torch_error_note": "max |float32 torch - float64 golden| / max |golden| per kind "
+                                 "of golden (worst tensor); not used by the test",
+        "goldens": {
+            "hidden": "(B,T,C) the final norm's output at t < len, 0 at padding",
+            "values, scores": "(B,T), (B) full model",
+            "dvalues, dscores": "(B,T) dL_v/dv (0 outside 1 <= t < len), (B) dL_s/ds",
+            "grad_<v|s>.score.weight": "dL/dw (1,C)",
+            "grad_<v|s>.<hf name>": "dL/dparam for the watched tensors, full fine-tuning "
+                                    "(lm_head, when untied, gets no gradient)",
+            "lora.values, lora.scores": "with the adapter applied",
+            "lora.grad_<v|s>.<peft key>, lora.grad_<v|s>.score.weight": "dL/dA, dL/dB, dL/dw",
+            "losses": "(4) L_v, L_s full; L_v, L_s LoRA",
+        },
+    }
+    text = json.dumps(meta, indent=1)
+    text = re.sub(r"\[\s*([-+0-9.e, \n]+?)\s*\]",
+                  lambda mo: "[" + ", ".join(x.strip() for x in mo.group(1).split(",")) + "]",
+                  text)
+    with open(os.path.join(out_dir, "head_goldens.json"), "w") as f:
+        f.write(text + "\n")
 
 
 def make_fixture(m, index, command):
@@ -507,6 +656,8 @@ def make_fixture(m, index, command):
                   text)
     with open(os.path.join(out_dir, "goldens.json"), "w") as f:
         f.write(text + "\n")
+
+    make_head_goldens(m, index, P, lora, tokens, valid, out_dir, command)
 
     size = sum(os.path.getsize(os.path.join(dp, fn))
                for dp, _, fns in os.walk(out_dir) for fn in fns)
