@@ -28,7 +28,9 @@ static const char s_help[] =
     "  ls       one line per step: records, mean total reward, mean advantage, and the policy\n"
     "           version(s) that sampled them\n"
     "  show     the records of step N: prompt and completion text, each reward, the total, the\n"
-    "           advantage, the finish reason, and the mean |old - sampler| logprob gap over the\n"
+    "           advantage (PPO: the reward, the critic's value and the advantage of every\n"
+    "           trained token),\n"
+    "           the finish reason, and the mean |old - sampler| logprob gap over the\n"
     "           completion's tokens when the actor's old logprobs are stored\n"
     "  export   every record (of step N with --step) as one JSON object per line: the stored\n"
     "           fields (ids, mask, logprob arrays, rewards) plus the prompt and completion text\n\n"
@@ -247,6 +249,9 @@ static json_t *s_jrecord(const rl_traj_record_t *r, const char *prompt, const ch
     json_object_set_new(o, "ref_logprobs", s_jfloats(r->ref_logprobs, r->n_completion));
     json_object_set_new(o, "values", s_jfloats(r->values, r->n_completion));
     json_object_set_new(o, "advantages", s_jfloats(r->advantages, r->n_completion));
+    if (r->token_rewards) { // optional in the store: exported when stored
+        json_object_set_new(o, "token_rewards", s_jfloats(r->token_rewards, r->n_completion));
+    }
     return o;
 }
 
@@ -300,7 +305,26 @@ static void s_print_record(const rl_traj_record_t *r, const char *prompt,
     for (int i = 0; i < r->n_rewards; i++) {
         printf(" %s=%.6g", r->reward_names[i], r->rewards[i]);
     }
-    printf("  total=%.6g  advantage=%.6g\n", r->reward, r->advantage);
+    if (r->advantages) {
+        printf("  total=%.6g  advantage per token (below)\n", r->reward);
+    } else {
+        printf("  total=%.6g  advantage=%.6g\n", r->reward, r->advantage);
+    }
+    // PPO: the reward, the critic's value and the advantage of each trained token, in order
+    const float *rows[3] = {r->token_rewards, r->values, r->advantages};
+    const char *what[3] = {"token rewards:", "values:       ", "advantages:   "};
+    for (int k = 0; k < 3; k++) {
+        if (!rows[k]) {
+            continue;
+        }
+        printf("  %s", what[k]);
+        for (int i = 0; i < r->n_completion; i++) {
+            if (r->mask[i]) {
+                printf(" %.4g", rows[k][i]);
+            }
+        }
+        fputc('\n', stdout);
+    }
     double gap = s_gap(r);
     if (!isnan(gap)) {
         printf("  logprob gap |old - sampler|: %.6g (mean of %d tokens)\n", gap,

@@ -76,11 +76,17 @@ static void s_keys(FILE *out) {
         } else {
             fprintf(out, "—");
         }
-        const char *algo = "";
-        if (k->algos == (1u << RL_RECIPE_ALGO_GRPO)) {
-            algo = " *(grpo)*";
-        } else if (k->algos == (1u << RL_RECIPE_ALGO_SFT)) {
-            algo = " *(sft)*";
+        // the algorithms a key applies to, when not all: " *(grpo, ppo)*"
+        char algo[96] = "";
+        for (int a = 0; k->algos && a < RL_RECIPE_NALGO; a++) {
+            if (k->algos & (1u << a)) {
+                size_t l = strlen(algo);
+                snprintf(algo + l, sizeof algo - l, "%s%s", l ? ", " : " *(",
+                         rl_recipe_enum_name("algorithm.name", a));
+            }
+        }
+        if (algo[0]) {
+            snprintf(algo + strlen(algo), sizeof algo - strlen(algo), ")*");
         }
         fprintf(out, " | %s%s |\n", k->doc, algo);
     }

@@ -49,7 +49,12 @@ enum {
 
 // Algorithms: the values of algorithm.name (the order of its `choices`). RL_RECIPE_NALGO counts
 // them and sizes rl_recipe_key_t.def_by_algo.
-enum { RL_RECIPE_ALGO_GRPO = 0, RL_RECIPE_ALGO_SFT = 1, RL_RECIPE_NALGO };
+enum {
+    RL_RECIPE_ALGO_GRPO = 0,
+    RL_RECIPE_ALGO_SFT = 1,
+    RL_RECIPE_ALGO_PPO = 2,
+    RL_RECIPE_NALGO
+};
 
 typedef struct {
     const char *section;        // "optim"; for a list section ("rewards"), one entry's keys
@@ -126,7 +131,7 @@ enum {
 };
 enum { RL_RECIPE_TIS_NONE = 0, RL_RECIPE_TIS_TOKEN = 1, RL_RECIPE_TIS_SEQUENCE = 2 };
 enum { RL_RECIPE_OPTIM_ADAMW = 0 };
-enum { RL_RECIPE_REF_ACTOR = 0, RL_RECIPE_REF_WORKER = 1 };
+enum { RL_RECIPE_REF_ACTOR = 0, RL_RECIPE_REF_WORKER = 1 }; // roles.reference, roles.critic
 enum { RL_RECIPE_SCHED_CONSTANT = 0, RL_RECIPE_SCHED_LINEAR = 1, RL_RECIPE_SCHED_COSINE = 2 };
 enum {
     RL_RECIPE_REWARD_PLUGIN = -1, // `plugin:` names a .so
@@ -226,7 +231,23 @@ typedef struct {
     bool drop_zero_std_groups;
     // SFT
     bool completion_only_loss;
+    // PPO (the clip, beta, loss_agg and TIS keys above apply too)
+    double gamma, lam;       // GAE discount and trace decay
+    double value_clip;       // epsilon_v of the clipped value loss
+    int epochs;              // passes over a rollout
+    int mini_batches;        // optimizer steps per pass
+    double kl_target;        // adaptive KL controller's target; 0 = beta stays fixed
+    double kl_horizon;       // the controller's horizon (sequences)
+    int critic_warmup_steps; // first rollouts train only the critic
 } rl_recipe_algorithm_t;
+
+typedef struct {
+    double lr;          // the critic's peak learning rate (default: optim.lr)
+    int warmup_steps;   // its linear warmup (its schedule is optim.scheduler)
+    char *init;         // "base" (model.path with a fresh head) or a reward-model folder
+    bool lora;          // LoRA (the lora section's rank, alpha, targets) or full; default
+                        // lora.enabled
+} rl_recipe_critic_t;
 
 typedef struct {
     double temperature, top_p;
@@ -262,6 +283,7 @@ typedef struct {
 typedef struct {
     int samplers;           // sampler worker processes
     int reference;          // RL_RECIPE_REF_*
+    int critic;             // RL_RECIPE_REF_*: the critic in the actor's process or its own
     int actor_threads, sampler_threads; // 0 = train.threads
     double reward_timeout, request_timeout, heartbeat; // seconds
     double stop_grace;      // seconds from a stop signal until the run is gone
@@ -276,6 +298,7 @@ typedef struct {
     rl_recipe_lora_t lora;
     rl_recipe_data_t data;
     rl_recipe_algorithm_t algorithm;
+    rl_recipe_critic_t critic;
     rl_recipe_sampling_t sampling;
     rl_recipe_reward_t *rewards;
     int n_rewards;

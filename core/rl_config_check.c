@@ -1,9 +1,9 @@
 // rl_config_check — the checks of a recipe that need more than one value, run after the walk
 // has converted every key: the generic cross-key checks, then the checks of the recipe's
-// algorithm (one function per algorithm, s_check_grpo and s_check_sft, so each can later move
-// beside its algorithm's own file), then the existence of referenced files. Two derivations
-// live here because they need checked values: all-linear is expanded to the 7 projections, and
-// train.micro_batch_size defaults to the sequences of one step.
+// algorithm (one function per algorithm: s_check_grpo, s_check_sft, s_check_ppo; docs/status.md
+// says why they live here and not beside the algorithm's file), then the existence of referenced
+// files. Two derivations live here because they need checked values: all-linear is expanded to
+// the 7 projections, and train.micro_batch_size defaults to the sequences of one step.
 //
 // Not here: the type, range or choices of a single value (rl_config_load.c reports those while
 // converting), derived defaults that need no check (rl_config_load.c), and anything that reads
@@ -147,7 +147,7 @@ static void s_check_step_batch(rl_cfg_ctx_t *c) {
 // the checks of one algorithm each: they read the whole recipe, report at the key at fault and
 // derive the shape of a step (s_check_step)
 
-// GRPO (trainer/loss_grpo.c, roles' GRPO loop):
+// What the algorithms that sample their own policy (GRPO, PPO) share:
 //   - algorithm.dual_clip is 0 (off) or > 1 (dual-clip PPO bounds the loss of a negative
 //     advantage A by -c A, which needs c > 1)
 //   - algorithm.overlong_buffer < sampling.max_new_tokens: the DAPO shaping window lies inside
@@ -155,9 +155,7 @@ static void s_check_step_batch(rl_cfg_ctx_t *c) {
 //   - data.format has prompts to sample from (auto, prompt or messages; not prompt_completion
 //     nor text)
 //   - at least one reward (reported at rewards:, or the file when the section is missing)
-//   - a step is train.batch_size prompts x algorithm.num_generations completions; the sequences
-//     of a step (<= 1048576) are what train.micro_batch_size divides
-static void s_check_grpo(rl_cfg_ctx_t *c) {
+static void s_check_sampling(rl_cfg_ctx_t *c, const char *algo) {
     rl_recipe_t *r = c->r;
     double dc = r->algorithm.dual_clip;
     if (dc > 0 && dc <= 1) {
@@ -171,15 +169,23 @@ static void s_check_grpo(rl_cfg_ctx_t *c) {
     if (r->data.format == RL_RECIPE_FORMAT_PROMPT_COMPLETION ||
         r->data.format == RL_RECIPE_FORMAT_TEXT) {
         rl_cfg_err_key(c, "data.format",
-                       "%s rows hold no prompt to sample from; GRPO takes auto, prompt or "
-                       "messages",
-                       rl_recipe_enum_name("data.format", r->data.format));
+                       "%s rows hold no prompt to sample from; %s takes auto, prompt or messages",
+                       rl_recipe_enum_name("data.format", r->data.format), algo);
     }
     if (r->n_rewards == 0) {
         const rl_cfg_loc_t *sl = rl_cfg_loc_find(r->priv, "rewards");
         rl_cfg_err_at(c, sl ? sl->file : c->file, sl ? sl->line : 0, sl ? sl->col : 0, "rewards",
-                      "GRPO needs at least one reward (e.g. - builtin: math_answer)");
+                      "%s needs at least one reward (e.g. - builtin: math_answer)", algo);
     }
+}
+
+// GRPO (trainer/rl_grpo.c, roles/rl_algo_grpo.c):
+//   - the checks of s_check_sampling
+//   - a step is train.batch_size prompts x algorithm.num_generations completions; the sequences
+//     of a step (<= 1048576) are what train.micro_batch_size divides
+static void s_check_grpo(rl_cfg_ctx_t *c) {
+    rl_recipe_t *r = c->r;
+    s_check_sampling(c, "GRPO");
     long long per_step = (long long)r->train.batch_size * r->algorithm.num_generations;
     char what[160];
     snprintf(what, sizeof what,
@@ -195,6 +201,28 @@ static void s_check_sft(rl_cfg_ctx_t *c) {
     s_check_step_batch(c);
 }
 
+// PPO (trainer/rl_ppo.c, roles/rl_algo_ppo.c):
+//   - the checks of s_check_sampling
+//   - a rollout is train.batch_size prompts, one completion each; algorithm.mini_batches divides
+//     it, and an optimizer step (a mini-batch) is the sequences train.micro_batch_size divides
+static void s_check_ppo(rl_cfg_ctx_t *c) {
+    rl_recipe_t *r = c->r;
+    const rl_recipe_algorithm_t *a = &r->algorithm;
+    s_check_sampling(c, "PPO");
+    if (a->mini_batches > 0 && r->train.batch_size % a->mini_batches != 0) {
+        rl_cfg_err_key(c, "algorithm.mini_batches", "%d does not divide train.batch_size (%d)",
+                       a->mini_batches, r->train.batch_size);
+        return;
+    }
+    long long per_step = r->train.batch_size / (a->mini_batches > 0 ? a->mini_batches : 1);
+    char what[160];
+    snprintf(what, sizeof what,
+             "the %lld sequences of a mini-batch (train.batch_size %d / algorithm.mini_batches "
+             "%d)",
+             per_step, r->train.batch_size, a->mini_batches);
+    s_check_step(c, per_step, what);
+}
+
 // ---------------------------------------------------------------------------------------------
 
 void rl_cfg_check_recipe(rl_cfg_ctx_t *c) {
@@ -206,6 +234,7 @@ void rl_cfg_check_recipe(rl_cfg_ctx_t *c) {
     switch (r->algorithm.name) {
     case RL_RECIPE_ALGO_GRPO: s_check_grpo(c); break;
     case RL_RECIPE_ALGO_SFT: s_check_sft(c); break;
+    case RL_RECIPE_ALGO_PPO: s_check_ppo(c); break;
     default: s_check_step_batch(c); break; // algorithm.name unknown: already an error
     }
     if (r->train.eval_every > 0 && !r->data.eval) {
@@ -286,6 +315,15 @@ void rl_cfg_check_files(rl_cfg_ctx_t *c) {
             }
             s_check_path(c, k, key, p, loc_key);
         }
+    }
+    // critic.init: `base` or an HF folder (a string key: `base` is not a path)
+    if (r->algorithm.name == RL_RECIPE_ALGO_PPO && r->critic.init &&
+        strcmp(r->critic.init, "base") != 0) {
+        const rl_recipe_key_t *k = rl_cfg_key("critic", "init");
+        rl_recipe_key_t dir = *k;
+        dir.type = RL_RECIPE_T_PATH_DIR;
+        dir.needs = "config.json";
+        s_check_path(c, &dir, "critic.init", r->critic.init, "critic.init");
     }
 }
 

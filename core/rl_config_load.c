@@ -952,6 +952,24 @@ static void s_derive(rl_cfg_ctx_t *c) {
     if (!r->run.dir || (r->model.path && !r->model.tokenizer)) {
         c->oom = 1;
     }
+    // the critic: the actor's learning rate and tuning mode unless set; critic.init is `base` or
+    // a folder (resolved like a path key: against the recipe, or the cwd for an override)
+    if (!rl_cfg_is_set(r, "critic.lr")) {
+        r->critic.lr = r->optim.lr;
+    }
+    if (!rl_cfg_is_set(r, "critic.lora")) {
+        r->critic.lora = r->lora.enabled;
+    }
+    if (r->critic.init && strcmp(r->critic.init, "base") != 0) {
+        const rl_cfg_loc_t *l = rl_cfg_loc_find(r->priv, "critic.init");
+        char *abs = s_path_join_norm(l && l->file == c->file ? c->base : c->cwd, r->critic.init);
+        if (!abs) {
+            c->oom = 1;
+        } else {
+            free(r->critic.init);
+            r->critic.init = abs;
+        }
+    }
     // rewards: name defaults to the builtin's; exactly one source; unique names
     for (int i = 0; i < r->n_rewards; i++) {
         rl_recipe_reward_t *w = &r->rewards[i];

@@ -1,4 +1,5 @@
-// rl_algo — the algorithm seam: an algorithm is one file (rl_algo_grpo.c, rl_algo_sft.c) that
+// rl_algo — the algorithm seam: an algorithm is one file (rl_algo_grpo.c, rl_algo_sft.c,
+// rl_algo_ppo.c) that
 // says which roles it needs, loads its data, and writes its step against the typed calls of
 // rl_run (generate -> score -> reference -> advantages -> store -> train -> sync), the way its
 // paper does. The controller (rl_controller) keeps the run's lifecycle for every algorithm: the
@@ -8,6 +9,7 @@
 #ifndef RL_ALGO_H
 #define RL_ALGO_H
 
+#include "rl_checkpoint.h"
 #include "rl_run.h"
 
 #include <stddef.h>
@@ -16,12 +18,21 @@
 extern "C" {
 #endif
 
+// The roles a run starts besides the actor (which every algorithm trains).
+typedef struct {
+    int samplers;  // sampler workers: roles.samplers, or 0
+    int reward;    // 1: a reward worker
+    int reference; // 1: a reference worker of its own (0 with roles.reference: actor or when no
+                   // reference is needed)
+    int critic;    // 0: none; RL_ALGO_CRITIC_ACTOR: in the actor's process; _WORKER: its own
+} rl_algo_roles_t;
+
+enum { RL_ALGO_CRITIC_NONE = 0, RL_ALGO_CRITIC_ACTOR = 1, RL_ALGO_CRITIC_WORKER = 2 };
+
 typedef struct {
     const char *name; // "grpo", the recipe's algorithm.name
-    // The roles the run must start for this recipe besides the actor (which every algorithm
-    // trains): samplers (how many: roles.samplers, or 0), a reward worker (0/1), a reference
-    // worker of its own (0/1; 0 with roles.reference: actor or when no reference is needed).
-    void (*roles)(const rl_recipe_t *r, int *samplers, int *reward, int *reference);
+    // The roles the run must start for this recipe.
+    void (*roles)(const rl_recipe_t *r, rl_algo_roles_t *out);
     // Checks that need files but no worker, before the run folder is touched (prompts, eval
     // answers, plugins). Returns 0 or RL_EINVAL with err filled.
     int (*preflight)(const rl_recipe_t *r, char *err, size_t err_len);
@@ -41,6 +52,11 @@ typedef struct {
     // *acc_greedy get eval/accuracy(_greedy) when the algorithm measures them (else NaN).
     int (*evaluate)(void *state, rl_run_t *run, double *acc, double *acc_greedy, char *note,
                     size_t note_len, char *err, size_t err_len);
+    // The algorithm's own numbers a checkpoint keeps (NULL: none): save adds name -> value pairs
+    // to st (rl_ckpt_state_t.algo_*), load reads them back on resume (missing ones keep the
+    // recipe's start). PPO: its KL coefficient, which the adaptive controller moves.
+    void (*save_state)(void *state, rl_ckpt_state_t *st);
+    void (*load_state)(void *state, const rl_ckpt_state_t *st);
     int stores;       // 1: the run keeps trajectories.lmdb
     int bookends;     // 1: evaluate before training and after the last step too (GRPO: the
                       // before/after of the closing summary); 0: every train.eval_every steps
@@ -51,6 +67,7 @@ typedef struct {
 const rl_algo_t *rl_algo_find(const char *name);
 const rl_algo_t *rl_algo_grpo(void);
 const rl_algo_t *rl_algo_sft(void);
+const rl_algo_t *rl_algo_ppo(void);
 
 #ifdef __cplusplus
 }

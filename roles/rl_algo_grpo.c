@@ -31,10 +31,10 @@
 
 // ---- roles and data -----------------------------------------------------------------------------
 
-static void s_roles(const rl_recipe_t *r, int *samplers, int *reward, int *reference) {
-    *samplers = r->roles.samplers;
-    *reward = 1;
-    *reference = r->algorithm.beta > 0 && r->roles.reference == RL_RECIPE_REF_WORKER;
+static void s_roles(const rl_recipe_t *r, rl_algo_roles_t *out) {
+    out->samplers = r->roles.samplers;
+    out->reward = 1;
+    out->reference = r->algorithm.beta > 0 && r->roles.reference == RL_RECIPE_REF_WORKER;
 }
 
 static void s_destroy(void **state) {

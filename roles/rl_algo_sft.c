@@ -48,10 +48,8 @@ static int s_wants_accuracy(const rl_recipe_t *r) {
     return math && r->data.eval && r->train.eval_every > 0;
 }
 
-static void s_roles(const rl_recipe_t *r, int *samplers, int *reward, int *reference) {
-    *samplers = s_wants_accuracy(r) ? r->roles.samplers : 0;
-    *reward = 0;
-    *reference = 0;
+static void s_roles(const rl_recipe_t *r, rl_algo_roles_t *out) {
+    out->samplers = s_wants_accuracy(r) ? r->roles.samplers : 0;
 }
 
 static rl_chat_format_t s_chat(const rl_recipe_t *r, rl_tokenizer_t *tok) {

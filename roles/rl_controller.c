@@ -143,8 +143,10 @@ static void s_group(rl_run_group_t *grp, const char *role, int n) {
 static int s_setup_workers(s_ctl_t *s, char *err, size_t err_len) {
     rl_run_t *run = &s->run;
     const rl_recipe_t *r = run->r;
-    int ns = 0, nrw = 0, nref = 0;
-    s->algo->roles(r, &ns, &nrw, &nref);
+    rl_algo_roles_t ro = {0};
+    s->algo->roles(r, &ro);
+    int ns = ro.samplers, nrw = ro.reward, nref = ro.reference;
+    int ncr = ro.critic == RL_ALGO_CRITIC_WORKER;
     if (ns > RL_RUN_MAX_RANKS) {
         return rl_errf(err, err_len, RL_EINVAL, "more than %d samplers", RL_RUN_MAX_RANKS);
     }
@@ -152,6 +154,11 @@ static int s_setup_workers(s_ctl_t *s, char *err, size_t err_len) {
     s_group(&run->reference, "reference", nref);
     s_group(&run->reward, "reward", nrw);
     s_group(&run->samplers, "sampler", ns);
+    s_group(&run->critic, "critic", ncr);
+    if (ro.critic == RL_ALGO_CRITIC_ACTOR) {
+        run->critic = run->actor; // the actor's process holds it: requests name part "critic"
+        run->critic_in_actor = 1;
+    }
     char logs[4200];
     snprintf(logs, sizeof(logs), "%s/logs", s->o->run_dir);
     int rc = rl_group_new(logs, r->roles.heartbeat, s->max_frame, &run->g, err, err_len);
@@ -162,10 +169,11 @@ static int s_setup_workers(s_ctl_t *s, char *err, size_t err_len) {
     int at = r->roles.actor_threads ? r->roles.actor_threads : r->train.threads;
     int st = r->roles.sampler_threads ? r->roles.sampler_threads : r->train.threads;
     // every worker: its group, its threads
-    const rl_run_group_t *groups[4] = {&run->actor, &run->reference, &run->reward,
-                                       &run->samplers};
-    const int threads[4] = {at, at, 1, st};
-    for (int k = 0; k < 4; k++) {
+    const rl_run_group_t *groups[5] = {&run->actor, &run->reference, &run->reward,
+                                       &run->samplers, ncr ? &run->critic : &run->reference};
+    const int threads[5] = {at, at, 1, st, at};
+    const int n_groups = ncr ? 5 : 4;
+    for (int k = 0; k < n_groups; k++) {
         for (int i = 0; !rc && i < groups[k]->n; i++) {
             rc = rl_group_spawn(run->g, groups[k]->role, i, threads[k], err, err_len);
         }
@@ -180,10 +188,10 @@ static int s_setup_workers(s_ctl_t *s, char *err, size_t err_len) {
     if (rl_recipe_to_yaml(r, &yaml) != 0) {
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
-    rl_msg_t *reqs[RL_RUN_MAX_RANKS + 3] = {0}, *reps[RL_RUN_MAX_RANKS + 3] = {0};
-    const char *peers[RL_RUN_MAX_RANKS + 3];
+    rl_msg_t *reqs[RL_RUN_MAX_RANKS + 4] = {0}, *reps[RL_RUN_MAX_RANKS + 4] = {0};
+    const char *peers[RL_RUN_MAX_RANKS + 4];
     int n = 0;
-    for (int k = 0; !rc && k < 4; k++) {
+    for (int k = 0; !rc && k < n_groups; k++) {
         for (int i = 0; !rc && i < groups[k]->n; i++) {
             rl_proto_configure_t q = {yaml, 0, threads[k]};
             peers[n] = groups[k]->names[i];
@@ -211,8 +219,9 @@ static int s_setup_workers(s_ctl_t *s, char *err, size_t err_len) {
     if (ns > 0) {
         snprintf(more, sizeof more, ", %d sampler%s (%s each)", ns, ns == 1 ? "" : "s", ts);
     }
-    rl_log_info("workers ready in %.1f s: actor (%s)%s%s%s", rl_clock_now() - t0, ta,
-                nref ? ", reference" : "", more, nrw ? ", reward" : "");
+    rl_log_info("workers ready in %.1f s: actor (%s%s)%s%s%s%s", rl_clock_now() - t0, ta,
+                run->critic_in_actor ? ", with the critic" : "", nref ? ", reference" : "",
+                ncr ? ", critic" : "", more, nrw ? ", reward" : "");
     return 0;
 }
 
@@ -233,6 +242,26 @@ static int s_sync_from_actor(s_ctl_t *s, char *err, size_t err_len) {
 
 // ---- checkpoints, resume, final/ ----------------------------------------------------------------
 
+// One save / load (verb) of the critic into or from <dir>/critic: its own worker, or the actor
+// (part "critic"). *x gets the save / load reply. Returns 0 or an error naming the worker.
+static int s_critic_call(rl_run_t *run, int load, const char *dir, int64_t train_step,
+                         rl_proto_save_reply_t *x, char *err, size_t err_len) {
+    char sub[4300];
+    snprintf(sub, sizeof sub, "%s/critic", dir);
+    rl_proto_save_t q = {sub, train_step, "critic"};
+    rl_msg_t *req = NULL, *rep = NULL;
+    int rc = load ? rl_proto_load_encode(&q, rl_run_id(run), &req, err, err_len)
+                  : rl_proto_save_encode(&q, rl_run_id(run), &req, err, err_len);
+    if (rc || (rc = rl_run_call(run, &run->critic, 0, req, &rep, run->r->roles.request_timeout,
+                                NULL, err, err_len))) {
+        return rc;
+    }
+    char why[256] = "";
+    rc = rl_proto_save_reply_decode(rep, x, why, sizeof why);
+    rl_msg_free(&rep);
+    return rc ? rl_errf(err, err_len, rc, "worker %s: %s", run->critic.names[0], why) : 0;
+}
+
 // Writes checkpoints/step-<step> by the commit protocol of rl_checkpoint.h: the actor saves its
 // weights and optimizer into step-<N>.tmp/ (full tuning: with the tokenizer files, a usable HF
 // folder), the controller adds state.json, syncs the tree, writes DONE and renames it.
@@ -245,7 +274,7 @@ static int s_checkpoint(s_ctl_t *s, char *err, size_t err_len) {
     if (rc) {
         return rc;
     }
-    rl_proto_save_t q = {tmp, 0};
+    rl_proto_save_t q = {tmp, 0, NULL};
     rl_msg_t *req = NULL, *rep = NULL;
     if ((rc = rl_proto_save_encode(&q, rl_run_id(run), &req, err, err_len)) ||
         (rc = rl_run_call(run, &run->actor, 0, req, &rep, r->roles.request_timeout, NULL, err,
@@ -265,9 +294,18 @@ static int s_checkpoint(s_ctl_t *s, char *err, size_t err_len) {
                                       err_len)) != 0) {
         return rc;
     }
+    rl_proto_save_reply_t cx = {0};
+    if (run->critic.n > 0 && (rc = s_critic_call(run, 0, tmp, 0, &cx, err, err_len))) {
+        return rc;
+    }
     rl_data_pos_t pos = rl_data_sampler_pos(run->order);
     rl_ckpt_state_t st;
     memset(&st, 0, sizeof(st));
+    st.has_critic = run->critic.n > 0;
+    st.critic_train_step = cx.model_train_step;
+    if (s->algo->save_state) {
+        s->algo->save_state(s->state, &st);
+    }
     st.step = run->step;
     st.policy_version = run->version;
     st.data_epoch = pos.epoch;
@@ -316,7 +354,7 @@ static int s_load_checkpoint(s_ctl_t *s, const char *dir, int *mismatch, char *e
                        "dataset changed?",
                        dir, (long long)pos.epoch, (long long)pos.index, run->r->data.train);
     }
-    rl_proto_save_t q = {dir, st.model_train_step};
+    rl_proto_save_t q = {dir, st.model_train_step, NULL};
     rl_msg_t *req = NULL, *rep = NULL;
     if ((rc = rl_proto_load_encode(&q, rl_run_id(run), &req, err, err_len)) ||
         (rc = rl_run_call(run, &run->actor, 0, req, &rep, run->r->roles.request_timeout, NULL,
@@ -325,6 +363,22 @@ static int s_load_checkpoint(s_ctl_t *s, const char *dir, int *mismatch, char *e
         return rc;
     }
     rl_msg_free(&rep);
+    if (run->critic.n > 0) {
+        rl_proto_save_reply_t cx;
+        if (!st.has_critic) {
+            rc = rl_errf(err, err_len, RL_EINVAL, "%s: the checkpoint holds no critic", dir);
+            *mismatch = 1;
+        } else {
+            rc = s_critic_call(run, 1, dir, st.critic_train_step, &cx, err, err_len);
+        }
+        if (rc) {
+            rl_data_sampler_seek(run->order, before);
+            return rc;
+        }
+    }
+    if (s->algo->load_state) {
+        s->algo->load_state(s->state, &st);
+    }
     run->step = st.step;
     run->version = st.policy_version;
     run->rng = st.rng;
@@ -463,7 +517,7 @@ static int s_final(s_ctl_t *s, char *err, size_t err_len) {
         bf16 = rl_hf_config_load(r->model.path, &cfg, msg, sizeof(msg)) == 0 &&
                strcmp(cfg.torch_dtype, "bfloat16") == 0;
     }
-    rl_proto_save_final_t q = {tmp, bf16};
+    rl_proto_save_final_t q = {tmp, bf16, NULL};
     rl_msg_t *req = NULL, *rep = NULL;
     if ((rc = rl_proto_save_final_encode(&q, rl_run_id(run), &req, err, err_len)) ||
         (rc = rl_run_call(run, &run->actor, 0, req, &rep, r->roles.request_timeout, NULL, err,
@@ -474,6 +528,18 @@ static int s_final(s_ctl_t *s, char *err, size_t err_len) {
     if (!r->lora.enabled &&
         (rc = rl_checkpoint_hf_extras(tmp, r->model.tokenizer, r->model.path, err, err_len))) {
         return rc;
+    }
+    // the critic (PPO) in final/critic/: its adapter or model and value_head.safetensors
+    if (run->critic.n > 0) {
+        char sub[4300];
+        snprintf(sub, sizeof sub, "%s/critic", tmp);
+        rl_proto_save_final_t cq = {sub, bf16, "critic"};
+        if ((rc = rl_proto_save_final_encode(&cq, rl_run_id(run), &req, err, err_len)) ||
+            (rc = rl_run_call(run, &run->critic, 0, req, &rep, r->roles.request_timeout, NULL,
+                              err, err_len))) {
+            return rc;
+        }
+        rl_msg_free(&rep);
     }
     if ((rc = rl_checkpoint_publish_dir(tmp, path, err, err_len)) != 0) {
         return rc;

@@ -25,6 +25,7 @@ static const char *const s_ops[RL_PROTO_N_VERBS] = {
     [RL_PROTO_LOAD] = "load",
     [RL_PROTO_SAVE_FINAL] = "save_final",
     [RL_PROTO_SCORE] = "score",
+    [RL_PROTO_VALUES] = "values",
 };
 
 const char *rl_proto_verb_name(rl_proto_verb_t verb) {
@@ -71,6 +72,8 @@ typedef struct {
 #define F_INT(T, k, f) {.key = k, .kind = S_INT, .off = offsetof(T, f)}
 #define F_INT_OPT(T, k, f, d) {.key = k, .kind = S_INT, .optional = 1, .def = d, .off = offsetof(T, f)}
 #define F_FLOAT(T, k, f) {.key = k, .kind = S_FLOAT, .off = offsetof(T, f)}
+#define F_FLOAT_OPT(T, k, f, d)                                                                \
+    {.key = k, .kind = S_FLOAT, .optional = 1, .def = d, .off = offsetof(T, f)}
 #define F_BOOL_OPT(T, k, f, d) {.key = k, .kind = S_BOOL, .optional = 1, .def = d, .off = offsetof(T, f)}
 #define F_STR(T, k, f) {.key = k, .kind = S_STR, .off = offsetof(T, f), .len_off = S_NONE}
 #define F_STR_OPT(T, k, f)                                                                     \
@@ -162,6 +165,9 @@ static const s_field_t s_train[] = {
     F_T2_OPT(rl_proto_train_t, "token_adv", token_adv, RL_DT_F32, B, T),
     F_T2_OPT(rl_proto_train_t, "mu_logp", mu_logp, RL_DT_F32, B, T),
     F_T2_OPT(rl_proto_train_t, "ref_logp", ref_logp, RL_DT_F32, B, T),
+    F_T2_OPT(rl_proto_train_t, "old_logp", old_logp, RL_DT_F32, B, T),
+    F_T2_OPT(rl_proto_train_t, "values", values, RL_DT_F32, B, T),
+    F_T2_OPT(rl_proto_train_t, "returns", returns, RL_DT_F32, B, T),
     F_FLOAT(rl_proto_train_t, "denom", denom),
     F_INT(rl_proto_train_t, "micro_batch", micro_batch),
     F_INT(rl_proto_train_t, "iterations", iterations),
@@ -182,16 +188,25 @@ static const s_field_t s_train_reply[] = {
     F_FLOAT(rl_proto_train_reply_t, "grad_norm", grad_norm),
     F_FLOAT(rl_proto_train_reply_t, "entropy", entropy),
     F_INT(rl_proto_train_reply_t, "iterations", iterations),
+    F_FLOAT_OPT(rl_proto_train_reply_t, "approx_kl", approx_kl, 0),
+    F_FLOAT_OPT(rl_proto_train_reply_t, "value_clipped", value_clipped, 0),
+    F_FLOAT_OPT(rl_proto_train_reply_t, "value_sq_err", value_sq_err, 0),
+    F_FLOAT_OPT(rl_proto_train_reply_t, "value_sum", value_sum, 0),
+    F_FLOAT_OPT(rl_proto_train_reply_t, "return_sum", return_sum, 0),
     F_T1_OPT(rl_proto_train_reply_t, "weights", weights, RL_DT_F32, n),
 };
 static const s_field_t s_export_reply[] = {
     F_STR(rl_proto_export_weights_reply_t, "kind", kind),
     F_T1(rl_proto_export_weights_reply_t, "weights", weights, RL_DT_F32, n),
 };
-static const s_field_t s_save[] = {F_STR(rl_proto_save_t, "dir", dir)};
+static const s_field_t s_save[] = {
+    F_STR(rl_proto_save_t, "dir", dir),
+    F_STR_OPT(rl_proto_save_t, "part", part),
+};
 static const s_field_t s_load[] = {
     F_STR(rl_proto_save_t, "dir", dir),
     F_INT_OPT(rl_proto_save_t, "model_train_step", model_train_step, 0),
+    F_STR_OPT(rl_proto_save_t, "part", part),
 };
 static const s_field_t s_save_reply[] = {
     F_INT(rl_proto_save_reply_t, "model_train_step", model_train_step),
@@ -200,6 +215,16 @@ static const s_field_t s_save_reply[] = {
 static const s_field_t s_save_final[] = {
     F_STR(rl_proto_save_final_t, "dir", dir),
     F_BOOL_OPT(rl_proto_save_final_t, "bf16", bf16, 0),
+    F_STR_OPT(rl_proto_save_final_t, "part", part),
+};
+
+// -- critic
+static const s_field_t s_values[] = {
+    F_T2(rl_proto_values_t, "tokens", tokens, RL_DT_I32, B, T),
+    F_T1(rl_proto_values_t, "lengths", lengths, RL_DT_I32, B),
+};
+static const s_field_t s_values_reply[] = {
+    F_T2(rl_proto_values_reply_t, "values", values, RL_DT_F32, B, T),
 };
 
 // -- reward
@@ -273,14 +298,50 @@ static int s_check_logprobs(const void *st, char *err, size_t err_len) {
     return s_check_batch("logprobs", l->B, l->T, l->lengths, err, err_len);
 }
 
+static int s_check_values(const void *st, char *err, size_t err_len) {
+    const rl_proto_values_t *v = st;
+    return s_check_batch("values", v->B, v->T, v->lengths, err, err_len);
+}
+
+// a part of a worker that holds two models (the actor with its critic): absent, policy, critic
+static int s_check_part(const char *what, const char *part, char *err, size_t err_len) {
+    if (part && strcmp(part, "policy") != 0 && strcmp(part, "critic") != 0) {
+        return rl_errf(err, err_len, RL_EPROTO, "%s: unknown part '%s' (policy, critic)", what,
+                       part);
+    }
+    return 0;
+}
+
+static int s_check_save(const void *st, char *err, size_t err_len) {
+    return s_check_part("save", ((const rl_proto_save_t *)st)->part, err, err_len);
+}
+
+static int s_check_load(const void *st, char *err, size_t err_len) {
+    return s_check_part("load", ((const rl_proto_save_t *)st)->part, err, err_len);
+}
+
+static int s_check_save_final(const void *st, char *err, size_t err_len) {
+    return s_check_part("save_final", ((const rl_proto_save_final_t *)st)->part, err, err_len);
+}
+
 static int s_check_train(const void *st, char *err, size_t err_len) {
     const rl_proto_train_t *t = st;
-    if (strcmp(t->loss, "grpo") != 0 && strcmp(t->loss, "sft") != 0) {
-        return rl_errf(err, err_len, RL_EPROTO, "train: unknown loss '%s' (grpo, sft)",
-                       t->loss);
+    int grpo = !strcmp(t->loss, "grpo"), ppo = !strcmp(t->loss, "ppo");
+    int value = !strcmp(t->loss, "value");
+    if (!grpo && !ppo && !value && strcmp(t->loss, "sft") != 0) {
+        return rl_errf(err, err_len, RL_EPROTO,
+                       "train: unknown loss '%s' (grpo, ppo, sft, value)", t->loss);
     }
-    if (strcmp(t->loss, "grpo") == 0 && !t->adv && !t->token_adv) {
+    if (grpo && !t->adv && !t->token_adv) {
         return rl_errf(err, err_len, RL_EPROTO, "train: the grpo loss needs 'adv' or 'token_adv'");
+    }
+    if (ppo && (!t->token_adv || !t->old_logp)) {
+        return rl_errf(err, err_len, RL_EPROTO,
+                       "train: the ppo loss needs 'token_adv' and 'old_logp'");
+    }
+    if (value && (!t->values || !t->returns)) {
+        return rl_errf(err, err_len, RL_EPROTO,
+                       "train: the value loss needs 'values' and 'returns'");
     }
     return s_check_batch("train", t->B, t->T, t->lengths, err, err_len);
 }
@@ -515,13 +576,15 @@ S_SPEC(train, "train", s_check_train);
 S_SPEC(train_reply, "train reply", NULL);
 static const s_spec_t s_spec_export_weights_reply = {"export_weights reply", s_export_reply,
                                                      S_N(s_export_reply), NULL};
-S_SPEC(save, "save", NULL);
+S_SPEC(save, "save", s_check_save);
 S_SPEC(save_reply, "save reply", NULL);
-S_SPEC(load, "load", NULL);
+S_SPEC(load, "load", s_check_load);
 static const s_spec_t s_spec_load_reply = {"load reply", s_save_reply, S_N(s_save_reply), NULL};
-S_SPEC(save_final, "save_final", NULL);
+S_SPEC(save_final, "save_final", s_check_save_final);
 S_SPEC(score, "score", s_check_score);
 S_SPEC(score_reply, "score reply", NULL);
+S_SPEC(values, "values", s_check_values);
+S_SPEC(values_reply, "values reply", NULL);
 
 #define S_CODEC(name, type, op, reply)                                                         \
     int rl_proto_##name##_encode(const type *m, uint64_t id, rl_msg_t **out, char *err,         \
@@ -551,6 +614,8 @@ S_CODEC(load_reply, rl_proto_save_reply_t, "reply", 1)
 S_CODEC(save_final, rl_proto_save_final_t, "save_final", 0)
 S_CODEC(score, rl_proto_score_t, "score", 0)
 S_CODEC(score_reply, rl_proto_score_reply_t, "reply", 1)
+S_CODEC(values, rl_proto_values_t, "values", 0)
+S_CODEC(values_reply, rl_proto_values_reply_t, "reply", 1)
 
 // ---- envelopes --------------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@
 //                                        stop_ids[S]?                       decode_tokens
 //  logprobs        ctl -> actor,         tokens[B,T] lengths[B] adapter?    logp[B,T]
 //                         reference      temperature
-//  train           ctl -> actor          loss step lr temperature           old_logp[B,T] loss
+//  train           ctl -> actor, critic  loss step lr temperature           old_logp[B,T] loss
 //                                        tokens[B,T] lengths[B] mask[B,T]   tokens kl clip_low
 //                                        adv[B]? token_adv[B,T]?            clip_high dual_clip
 //                                        mu_logp[B,T]?
@@ -37,6 +37,11 @@
 //  score           ctl -> reward         reward prompts(strs)               scores[n]
 //                                        completions(strs) rows(strs)
 //                                        ids[M] lens[n]
+//  values          ctl -> critic         tokens[B,T] lengths[B]             values[B,T]
+//
+// train also carries old_logp[B,T]? (loss ppo), values[B,T]? returns[B,T]? (loss value; the
+// reply then adds value_clipped value_sq_err value_sum return_sum); save, load and save_final
+// carry part? ("policy" or "critic": the actor holds the critic with roles.critic: actor).
 //
 // A reply is op "reply" with the request's id, `ok` and, when ok is false, `error`; an ok reply
 // carries the verb's reply fields. Decoders check every field's presence, type, dtype and rank,
@@ -70,6 +75,7 @@ typedef enum {
     RL_PROTO_LOAD,
     RL_PROTO_SAVE_FINAL,
     RL_PROTO_SCORE,
+    RL_PROTO_VALUES,
     RL_PROTO_N_VERBS
 } rl_proto_verb_t;
 
@@ -154,8 +160,11 @@ typedef struct {
 } rl_proto_logprobs_reply_t;
 
 typedef struct {
-    const char *loss;         // "grpo" (the policy-gradient loss of the recipe's algorithm) or
-                              // "sft" (negative log-likelihood of the masked tokens)
+    const char *loss;         // "grpo" (GRPO's policy-gradient loss), "ppo" (the same clipped
+                              // loss with per-token advantages, the given old_logp and no KL
+                              // term: PPO's KL is in its rewards), "sft" (negative
+                              // log-likelihood of the masked tokens) or "value" (a critic's
+                              // clipped value loss against returns)
     int64_t step;             // the optimizer step this update makes (1-based)
     double lr;
     double temperature;       // the forward's (the sampling temperature; SFT: 1)
@@ -166,6 +175,9 @@ typedef struct {
     const float *token_adv;   // f32 [B,T] or NULL: per-token advantages (PPO's GAE)
     const float *mu_logp;     // f32 [B,T] or NULL: the sampler's logprobs (TIS, the gap metric)
     const float *ref_logp;    // f32 [B,T] or NULL: the reference's (beta > 0)
+    const float *old_logp;    // f32 [B,T] or NULL: logπ_old given (ppo: the rollout policy's)
+    const float *values;      // f32 [B,T] or NULL: value: the critic's values at rollout time
+    const float *returns;     // f32 [B,T] or NULL: value: the returns (GAE's)
     int64_t B, T;
     double denom;             // the loss's global denominator (GRPO: loss_agg's; SFT: the
                               // step's loss tokens)
@@ -180,6 +192,8 @@ typedef struct {
     double loss, tokens, kl, clip_low, clip_high, dual_clip, ratio, tis_weight, tis_masked,
         logprob_gap, grad_norm, entropy; // sums over the batch (rl_policy_train_stats_t)
     int64_t iterations;
+    double approx_kl;         // sum (logp - old)^2 / 2 over the trained tokens (ppo)
+    double value_clipped, value_sq_err, value_sum, return_sum; // value: rl_ppo_value_stats_t
     const float *weights;     // f32 [n] or NULL (not asked for): the updated trainable weights
     int64_t n;
 } rl_proto_train_reply_t;
@@ -193,6 +207,8 @@ typedef struct {
 typedef struct {
     const char *dir;          // save: a checkpoints/step-N.tmp folder; load: a checkpoint
     int64_t model_train_step; // load: the dropout-mask counter to restore (default 0)
+    const char *part;         // NULL or "policy" (default), or "critic": which model of a
+                              // worker that holds both (the actor with roles.critic: actor)
 } rl_proto_save_t;
 
 typedef struct {
@@ -203,7 +219,22 @@ typedef struct {
 typedef struct {
     const char *dir;          // final.tmp
     int bf16;                 // full tuning: write BF16 (default 0: F32)
+    const char *part;         // as rl_proto_save_t's
 } rl_proto_save_final_t;
+
+// ---- critic -----------------------------------------------------------------------------------
+
+typedef struct {
+    const int32_t *tokens;    // i32 [B,T], right-padded
+    const int32_t *lengths;   // i32 [B], each 1..T
+    int64_t B, T;
+} rl_proto_values_t;
+
+typedef struct {
+    const float *values;      // f32 [B,T]: aligned like logprobs (column t: the state before
+                              // token t; 0 at column 0 and at padding)
+    int64_t B, T;
+} rl_proto_values_reply_t;
 
 // ---- reward -----------------------------------------------------------------------------------
 
@@ -253,6 +284,8 @@ RL_PROTO_CODEC(load_reply, rl_proto_save_reply_t)
 RL_PROTO_CODEC(save_final, rl_proto_save_final_t)
 RL_PROTO_CODEC(score, rl_proto_score_t)
 RL_PROTO_CODEC(score_reply, rl_proto_score_reply_t)
+RL_PROTO_CODEC(values, rl_proto_values_t)
+RL_PROTO_CODEC(values_reply, rl_proto_values_reply_t)
 
 // A request without fields (shutdown, export_weights): caller owns *out; free with rl_msg_free.
 // Returns 0 or RL_ENOMEM.

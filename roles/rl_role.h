@@ -3,13 +3,16 @@
 // the table as its capabilities, and dispatches each request to its handler; `shutdown` is the
 // loop's own. One file per role: rl_role_actor.c (the trainable policy), rl_role_sampler.c
 // (generation), rl_role_reward.c (the recipe's rewards), rl_role_reference.c (the frozen
-// reference, with roles.reference: worker). Adding a role: copy one of them, add it to
+// reference, with roles.reference: worker), rl_role_critic.c (PPO's value model, with
+// roles.critic: worker; with roles.critic: actor the actor holds the critic and serves its verbs
+// through the same handlers). Adding a role: copy one of them, add it to
 // rl_role_find (rl_role.c). No processes and no sockets here; handlers get a decoded request and
 // return a reply.
 #ifndef RL_ROLE_H
 #define RL_ROLE_H
 
 #include "rl_config.h"
+#include "rl_policy.h"
 #include "rl_proto.h"
 
 #include <stddef.h>
@@ -46,6 +49,22 @@ const rl_role_t *rl_role_actor(void);
 const rl_role_t *rl_role_sampler(void);
 const rl_role_t *rl_role_reward(void);
 const rl_role_t *rl_role_reference(void);
+const rl_role_t *rl_role_critic(void);
+
+// The critic's verbs on a critic (rl_policy_new_critic): the critic role's handlers, which the
+// actor also calls for the critic it holds (roles.critic: actor). save, load and save_final
+// write and read the folder the request names (created by save and save_final: one level);
+// train takes a decoded request of loss "value" (recipe: value_clip, loss_agg, max_grad_norm).
+int rl_role_critic_values(rl_policy_t *critic, const rl_msg_t *req, rl_msg_t **reply, char *err,
+                          size_t err_len);
+int rl_role_critic_train(rl_policy_t *critic, const rl_recipe_t *r, const rl_proto_train_t *q,
+                         uint64_t id, rl_msg_t **reply, char *err, size_t err_len);
+int rl_role_critic_save(rl_policy_t *critic, const rl_recipe_t *r, const rl_msg_t *req,
+                        rl_msg_t **reply, char *err, size_t err_len);
+int rl_role_critic_load(rl_policy_t *critic, const rl_msg_t *req, rl_msg_t **reply, char *err,
+                        size_t err_len);
+int rl_role_critic_save_final(rl_policy_t *critic, const rl_recipe_t *r, const rl_msg_t *req,
+                              rl_msg_t **reply, char *err, size_t err_len);
 
 #ifdef __cplusplus
 }

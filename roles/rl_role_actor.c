@@ -1,7 +1,10 @@
 // rl_role_actor — the actor role: the trainable policy (rl_policy) and its verbs: logprobs (of
 // the policy, or of the reference = the policy with adapters disabled), train (one update over a
-// batch), export_weights, and checkpoint save / load / save_final. The arithmetic is
-// rl_policy's; this file decodes requests and encodes replies.
+// batch), export_weights, and checkpoint save / load / save_final. With PPO and roles.critic:
+// actor it also holds the critic (a second model in this process) and serves its verbs: values,
+// train with loss "value", and save / load / save_final with part "critic" (the handlers of
+// rl_role_critic.c). The arithmetic is rl_policy's; this file decodes requests and encodes
+// replies.
 #include "rl_role.h"
 
 #include "rl_err.h"
@@ -14,6 +17,7 @@
 typedef struct {
     const rl_recipe_t *recipe; // borrowed from the worker
     rl_policy_t *policy;
+    rl_policy_t *critic;       // PPO with roles.critic: actor, else NULL
 } s_actor_t;
 
 static int s_setup(const rl_recipe_t *recipe, int threads, void **state, char *err,
@@ -24,7 +28,12 @@ static int s_setup(const rl_recipe_t *recipe, int threads, void **state, char *e
     }
     a->recipe = recipe;
     int rc = rl_policy_new(recipe, threads, &a->policy, err, err_len);
+    if (!rc && recipe->algorithm.name == RL_RECIPE_ALGO_PPO &&
+        recipe->roles.critic == RL_RECIPE_REF_ACTOR) {
+        rc = rl_policy_new_critic(recipe, threads, &a->critic, err, err_len);
+    }
     if (rc) {
+        rl_policy_destroy(&a->policy);
         free(a);
         return rc;
     }
@@ -36,6 +45,7 @@ static void s_teardown(void **state) {
     s_actor_t *a = *state;
     if (a) {
         rl_policy_destroy(&a->policy);
+        rl_policy_destroy(&a->critic);
         free(a);
     }
     *state = NULL;
@@ -84,6 +94,13 @@ static int s_train(void *state, const rl_msg_t *req, rl_msg_t **reply, char *err
     if (rc) {
         return rc;
     }
+    if (strcmp(q.loss, "value") == 0) {
+        if (!a->critic) {
+            return rl_errf(err, err_len, RL_EINVAL, "train: this actor holds no critic");
+        }
+        return rl_role_critic_train(a->critic, a->recipe, &q, rl_msg_id(req), reply, err,
+                                    err_len);
+    }
     int *len = s_lengths(q.lengths, q.B);
     float *old = malloc((size_t)q.B * (size_t)q.T * sizeof(float));
     if (!len || !old) {
@@ -104,10 +121,18 @@ static int s_train(void *state, const rl_msg_t *req, rl_msg_t **reply, char *err
         t.grad_norm = st.grad_norm;
         t.iterations = st.iterations;
     } else {
+        // grpo: the recipe's loss; ppo: the same clipped loss on per-token advantages with the
+        // rollout's logπ_old, and no KL term (PPO puts the KL in its rewards; ref_logp, when
+        // given, is read for the kl statistic only)
+        rl_recipe_algorithm_t alg = r->algorithm;
+        if (strcmp(q.loss, "ppo") == 0) {
+            alg.beta = 0;
+            alg.kl_estimator = RL_RECIPE_KL_K1;
+        }
         rl_policy_batch_t b = {(int)q.B, (int)q.T, q.tokens, len, q.mask, q.adv, q.mu_logp,
-                               q.ref_logp, q.denom, q.token_adv};
+                               q.ref_logp, q.denom, q.token_adv, q.old_logp};
         rl_policy_train_stats_t st;
-        rc = rl_policy_train(a->policy, &b, &r->algorithm, (float)q.temperature, mb,
+        rc = rl_policy_train(a->policy, &b, &alg, (float)q.temperature, mb,
                              (int)(q.iterations < 1 ? 1 : q.iterations), q.lr,
                              r->optim.max_grad_norm, old, &st, err, err_len);
         t.loss = st.loss.loss;
@@ -120,6 +145,7 @@ static int s_train(void *state, const rl_msg_t *req, rl_msg_t **reply, char *err
         t.tis_weight = st.loss.tis_weight;
         t.tis_masked = st.loss.tis_masked;
         t.logprob_gap = st.loss.logprob_gap;
+        t.approx_kl = st.loss.approx_kl;
         t.grad_norm = st.grad_norm;
         t.entropy = st.entropy;
         t.iterations = st.iterations;
@@ -156,11 +182,36 @@ static int s_save_reply(s_actor_t *a, const rl_msg_t *req, rl_msg_t **reply, cha
     return rl_proto_save_reply_encode(&r, rl_msg_id(req), reply, err, err_len);
 }
 
+// 1 when the request names the critic (part "critic"); an actor without one refuses it
+static int s_part_critic(const s_actor_t *a, const char *part, char *err, size_t err_len,
+                         int *rc) {
+    *rc = 0;
+    if (!part || strcmp(part, "critic") != 0) {
+        return 0;
+    }
+    if (!a->critic) {
+        *rc = rl_errf(err, err_len, RL_EINVAL, "this actor holds no critic");
+    }
+    return 1;
+}
+
+static int s_values(void *state, const rl_msg_t *req, rl_msg_t **reply, char *err,
+                    size_t err_len) {
+    s_actor_t *a = state;
+    if (!a->critic) {
+        return rl_errf(err, err_len, RL_EINVAL, "values: this actor holds no critic");
+    }
+    return rl_role_critic_values(a->critic, req, reply, err, err_len);
+}
+
 static int s_save(void *state, const rl_msg_t *req, rl_msg_t **reply, char *err,
                   size_t err_len) {
     s_actor_t *a = state;
     rl_proto_save_t q;
     int rc = rl_proto_save_decode(req, &q, err, err_len);
+    if (!rc && s_part_critic(a, q.part, err, err_len, &rc)) {
+        return rc ? rc : rl_role_critic_save(a->critic, a->recipe, req, reply, err, err_len);
+    }
     if (!rc) {
         rc = rl_policy_save(a->policy, q.dir, a->recipe->model.path, err, err_len);
     }
@@ -172,6 +223,9 @@ static int s_load(void *state, const rl_msg_t *req, rl_msg_t **reply, char *err,
     s_actor_t *a = state;
     rl_proto_save_t q;
     int rc = rl_proto_load_decode(req, &q, err, err_len);
+    if (!rc && s_part_critic(a, q.part, err, err_len, &rc)) {
+        return rc ? rc : rl_role_critic_load(a->critic, req, reply, err, err_len);
+    }
     if (!rc) {
         rc = rl_policy_load(a->policy, q.dir, (uint64_t)q.model_train_step, err, err_len);
     }
@@ -183,6 +237,10 @@ static int s_save_final(void *state, const rl_msg_t *req, rl_msg_t **reply, char
     s_actor_t *a = state;
     rl_proto_save_final_t q;
     int rc = rl_proto_save_final_decode(req, &q, err, err_len);
+    if (!rc && s_part_critic(a, q.part, err, err_len, &rc)) {
+        return rc ? rc
+                  : rl_role_critic_save_final(a->critic, a->recipe, req, reply, err, err_len);
+    }
     if (!rc) {
         rc = rl_policy_save_final(a->policy, q.dir, a->recipe->model.path, q.bf16, err, err_len);
     }
@@ -196,6 +254,7 @@ static const rl_role_verb_t s_verbs[] = {
     {RL_PROTO_LOGPROBS, s_logprobs},     {RL_PROTO_TRAIN, s_train},
     {RL_PROTO_EXPORT_WEIGHTS, s_export}, {RL_PROTO_SAVE, s_save},
     {RL_PROTO_LOAD, s_load},             {RL_PROTO_SAVE_FINAL, s_save_final},
+    {RL_PROTO_VALUES, s_values},
 };
 
 static const rl_role_t s_role = {"actor", s_setup, s_teardown, s_verbs,

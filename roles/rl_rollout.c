@@ -27,10 +27,8 @@ uint64_t rl_rollout_mix(uint64_t a, uint64_t b) {
 
 static rl_chat_format_t s_chat(const rl_recipe_t *r, rl_tokenizer_t *tok) {
     switch (r->model.chat_template) {
-    case RL_RECIPE_CHAT_CHATML:
-        return RL_CHAT_CHATML;
-    case RL_RECIPE_CHAT_LLAMA3:
-        return RL_CHAT_LLAMA3;
+    case RL_RECIPE_CHAT_CHATML: return RL_CHAT_CHATML;
+    case RL_RECIPE_CHAT_LLAMA3: return RL_CHAT_LLAMA3;
     case RL_RECIPE_CHAT_AUTO: {
         const char *tpl = rl_tokenizer_chat_template(tok);
         rl_chat_format_t f = RL_CHAT_NONE;
@@ -40,8 +38,7 @@ static rl_chat_format_t s_chat(const rl_recipe_t *r, rl_tokenizer_t *tok) {
         }
         return f;
     }
-    default:
-        return RL_CHAT_NONE;
+    default: return RL_CHAT_NONE;
     }
 }
 
@@ -100,8 +97,7 @@ int rl_rollout_data_new(const rl_recipe_t *r, rl_tokenizer_t *tok, int quiet,
     }
     if (r->data.eval) {
         s->eval = rl_prompts_load(r->data.eval, r->data.prompt_field, tok, chat,
-                                  r->data.max_prompt_length, r->data.truncation, msg,
-                                  sizeof(msg));
+                                  r->data.max_prompt_length, r->data.truncation, msg, sizeof(msg));
         if (!s->eval) {
             return rl_errf(err, err_len, RL_EINVAL, "%s", msg);
         }
@@ -185,8 +181,8 @@ double rl_rollout_data_frame(const rl_run_t *run, const rl_rollout_data_t *s, si
         }
     }
     double per_token = 4.0 * (double)(n_train > n_eval ? n_train : n_eval) * (longest + mnt);
-    double score = (double)n_train * (texts + 3.0 * (double)tok_bytes * mnt + 32) +
-                   8.0 * RL_WIRE_INLINE_MAX;
+    double score =
+        (double)n_train * (texts + 3.0 * (double)tok_bytes * mnt + 32) + 8.0 * RL_WIRE_INLINE_MAX;
     return per_token > score ? per_token : score;
 }
 
@@ -264,22 +260,29 @@ int rl_rollout_score(rl_run_t *run, const rl_rollout_data_t *d, rl_rollout_t *t,
         n_ids += t->gen.lens[j];
     }
     for (int k = 0; !rc && k < R; k++) {
-        rl_proto_score_t q = {.reward = k, .prompts = pr, .completions = co, .rows = rows,
-                              .prompt_lens = prl, .completion_lens = col, .row_lens = rowl,
-                              .n = n, .ids = t->gen.ids, .n_ids = n_ids, .lens = t->gen.lens};
+        rl_proto_score_t q = {.reward = k,
+                              .prompts = pr,
+                              .completions = co,
+                              .rows = rows,
+                              .prompt_lens = prl,
+                              .completion_lens = col,
+                              .row_lens = rowl,
+                              .n = n,
+                              .ids = t->gen.ids,
+                              .n_ids = n_ids,
+                              .lens = t->gen.lens};
         rl_msg_t *req = NULL, *rep = NULL;
         int timed_out = 0;
         char e[2048];
         int r2 = rl_proto_score_encode(&q, rl_run_id(run), &req, e, sizeof e);
         if (!r2) {
-            r2 = rl_run_call(run, &run->reward, 0, req, &rep, r->roles.reward_timeout,
-                             &timed_out, e, sizeof(e));
+            r2 = rl_run_call(run, &run->reward, 0, req, &rep, r->roles.reward_timeout, &timed_out,
+                             e, sizeof(e));
         }
         const rl_recipe_reward_t *rw = &r->rewards[k];
         if (r2) {
             rc = rl_errf(err, err_len, r2, "reward '%s' (%s) failed on step %lld's batch: %s",
-                         rw->name, rw->plugin ? rw->plugin : "built-in",
-                         (long long)run->step + 1,
+                         rw->name, rw->plugin ? rw->plugin : "built-in", (long long)run->step + 1,
                          timed_out ? "no answer within roles.reward_timeout; the reward "
                                      "worker was stopped"
                                    : e);
@@ -323,8 +326,7 @@ int rl_rollout_score(rl_run_t *run, const rl_rollout_data_t *d, rl_rollout_t *t,
     return rc;
 }
 
-int rl_rollout_batch(rl_run_t *run, const rl_rollout_data_t *d, rl_rollout_t *t,
-                     const int *keep) {
+int rl_rollout_batch(rl_run_t *run, const rl_rollout_data_t *d, rl_rollout_t *t, const int *keep) {
     const rl_recipe_t *r = run->r;
     int n = t->gen.n_res, B = 0, T = 2, G = t->G;
     for (int j = 0; j < n; j++) {
@@ -380,9 +382,8 @@ int rl_rollout_batch(rl_run_t *run, const rl_rollout_data_t *d, rl_rollout_t *t,
 
 // ---- records ------------------------------------------------------------------------------------
 
-int rl_rollout_store(rl_run_t *run, const rl_rollout_data_t *d, const rl_rollout_t *t,
-                     int64_t step, const rl_rollout_extra_t *ex, int pending, char *err,
-                     size_t err_len) {
+int rl_rollout_store(rl_run_t *run, const rl_rollout_data_t *d, const rl_rollout_t *t, int64_t step,
+                     const rl_rollout_extra_t *ex, int pending, char *err, size_t err_len) {
     const rl_recipe_t *r = run->r;
     int n = t->gen.n_res, G = t->G;
     size_t n_tok = (size_t)(t->gen.off[n - 1] + t->gen.lens[n - 1]);
@@ -392,10 +393,10 @@ int rl_rollout_store(rl_run_t *run, const rl_rollout_data_t *d, const rl_rollout
     double *rw = calloc((size_t)n * (size_t)(r->n_rewards ? r->n_rewards : 1), sizeof(double));
     char **names = calloc((size_t)(r->n_rewards ? r->n_rewards : 1), sizeof(char *));
     // the per-token arrays of the batch, cut to each completion
-    const float *src[4] = {ex->old, ex->ref, ex->values, ex->adv};
-    float *dst[4] = {NULL, NULL, NULL, NULL};
+    const float *src[5] = {ex->old, ex->ref, ex->values, ex->adv, ex->rewards};
+    float *dst[5] = {NULL, NULL, NULL, NULL, NULL};
     int rc = 0, oom = !recs || !mask || !rw || !names;
-    for (int a = 0; a < 4; a++) {
+    for (int a = 0; a < 5; a++) {
         if (src[a] && !(dst[a] = calloc(nt, sizeof(float)))) {
             oom = 1;
         }
@@ -428,7 +429,7 @@ int rl_rollout_store(rl_run_t *run, const rl_rollout_data_t *d, const rl_rollout
             for (int i = 0; i < lc; i++) {
                 size_t bt = (size_t)b * t->T + p->len + i;
                 mask[o + i] = t->mask[bt];
-                for (int a = 0; a < 4; a++) {
+                for (int a = 0; a < 5; a++) {
                     if (dst[a]) {
                         dst[a][o + i] = src[a][bt];
                     }
@@ -438,6 +439,7 @@ int rl_rollout_store(rl_run_t *run, const rl_rollout_data_t *d, const rl_rollout
             x->ref_logprobs = dst[1] ? dst[1] + o : NULL;
             x->values = dst[2] ? dst[2] + o : NULL;
             x->advantages = dst[3] ? dst[3] + o : NULL;
+            x->token_rewards = dst[4] ? dst[4] + o : NULL;
         }
         x->n_rewards = r->n_rewards;
         x->reward_names = names;
@@ -456,7 +458,7 @@ done:
     free(mask);
     free(rw);
     free(names);
-    for (int a = 0; a < 4; a++) {
+    for (int a = 0; a < 5; a++) {
         free(dst[a]);
     }
     return rc;
@@ -542,9 +544,8 @@ void rl_rollout_loss_metrics(rl_run_t *run, const rl_proto_train_reply_t *x) {
 
 // ---- evaluation ---------------------------------------------------------------------------------
 
-int rl_rollout_evaluate(const rl_rollout_data_t *s, rl_run_t *run, double *acc,
-                        double *acc_greedy, char *note, size_t note_len, char *err,
-                        size_t err_len) {
+int rl_rollout_evaluate(const rl_rollout_data_t *s, rl_run_t *run, double *acc, double *acc_greedy,
+                        char *note, size_t note_len, char *err, size_t err_len) {
     *acc = *acc_greedy = NAN;
     if (!s->eval) {
         return 0;
@@ -552,9 +553,9 @@ int rl_rollout_evaluate(const rl_rollout_data_t *s, rl_run_t *run, double *acc,
     double t0 = rl_clock_now(), fmt, fmtg;
     // the same draws at every evaluation (common random numbers: changes are the policy's)
     uint64_t seed = rl_rollout_mix((uint64_t)run->r->run.seed, 0xE7A1ull);
-    int rc = rl_run_eval_accuracy(run, s->eval_prompts, s->eval_answers, s->n_eval,
-                                  run->r->sampling.temperature, seed, 0, acc, &fmt, NULL, err,
-                                  err_len);
+    int rc =
+        rl_run_eval_accuracy(run, s->eval_prompts, s->eval_answers, s->n_eval,
+                             run->r->sampling.temperature, seed, 0, acc, &fmt, NULL, err, err_len);
     if (!rc) {
         rc = rl_run_eval_accuracy(run, s->eval_prompts, s->eval_answers, s->n_eval, 0.0, seed, 0,
                                   acc_greedy, &fmtg, NULL, err, err_len);

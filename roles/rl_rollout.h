@@ -22,9 +22,9 @@ extern "C" {
 
 typedef struct {
     rl_prompts_t *train, *eval;
-    char **eval_answers;         // (eval count) normalised reference answers
+    char **eval_answers; // (eval count) normalised reference answers
     rl_run_prompt_t *eval_prompts;
-    int n_eval;                  // prompts evaluated (train.eval_samples of them, or all)
+    int n_eval; // prompts evaluated (train.eval_samples of them, or all)
 } rl_rollout_data_t;
 
 // The training and eval prompts of a recipe (data.train, data.eval, data.prompt_field, the chat
@@ -52,20 +52,20 @@ uint64_t rl_rollout_mix(uint64_t a, uint64_t b);
 // ---- one step's rollout -----------------------------------------------------------------------
 
 typedef struct {
-    int P, G;             // prompts, completions of each
-    size_t *idx;          // (P) dataset rows
-    rl_run_gen_t gen;     // n_res = P * G completions, prompt-major
-    double *raw;          // (R, n_res) each reward's raw score (NaN = unscorable)
-    double *total;        // (n_res) weighted total (+ DAPO overlong shaping); NaN: unscorable
+    int P, G;         // prompts, completions of each
+    size_t *idx;      // (P) dataset rows
+    rl_run_gen_t gen; // n_res = P * G completions, prompt-major
+    double *raw;      // (R, n_res) each reward's raw score (NaN = unscorable)
+    double *total;    // (n_res) weighted total (+ DAPO overlong shaping); NaN: unscorable
     // the actor's batch (rl_rollout_batch): the kept completions, (B,T) right-padded
     int B, T;
-    int *row_of;          // (B) completion index of batch row b
-    int *brow;            // (n_res) batch row of completion j, or -1 (not kept)
-    int32_t *tok, *len;   // (B,T), (B)
-    uint8_t *mask;        // (B,T) 1 on the completion tokens trained on
-    float *mu;            // (B,T) sampler logprobs
-    double denom;         // the loss aggregation's divisor of the whole batch (algorithm.loss_agg)
-    int64_t ntok;         // active tokens trained on
+    int *row_of;        // (B) completion index of batch row b
+    int *brow;          // (n_res) batch row of completion j, or -1 (not kept)
+    int32_t *tok, *len; // (B,T), (B)
+    uint8_t *mask;      // (B,T) 1 on the completion tokens trained on
+    float *mu;          // (B,T) sampler logprobs
+    double denom;       // the loss aggregation's divisor of the whole batch (algorithm.loss_agg)
+    int64_t ntok;       // active tokens trained on
 } rl_rollout_t;
 
 void rl_rollout_free(rl_rollout_t *t);
@@ -85,8 +85,7 @@ int rl_rollout_score(rl_run_t *run, const rl_rollout_data_t *d, rl_rollout_t *t,
 // The (B,T) batch of the completions with keep[j] != 0 (NULL: all): prompt + completion ids,
 // lengths, the loss mask (0 on truncated completions with algorithm.mask_truncated_completions)
 // and the sampler's logprobs; denom from algorithm.loss_agg. Returns 0 or RL_ENOMEM.
-int rl_rollout_batch(rl_run_t *run, const rl_rollout_data_t *d, rl_rollout_t *t,
-                     const int *keep);
+int rl_rollout_batch(rl_run_t *run, const rl_rollout_data_t *d, rl_rollout_t *t, const int *keep);
 
 // Per-token arrays of a batch, (B,T) in the batch's layout (any may be NULL).
 typedef struct {
@@ -94,15 +93,15 @@ typedef struct {
     const float *ref;      // reference logprobs
     const float *values;   // critic values at rollout time
     const float *adv;      // per-token advantages
+    const float *rewards;  // per-token rewards (PPO)
     const double *seq_adv; // (n_res) sequence advantages, by completion index
 } rl_rollout_extra_t;
 
 // The step's records (every completion, kept or not) for the trajectory store, as `step`:
 // pending = 1 writes them before the update (rl_traj_put_pending), 0 completes them
 // (rl_traj_put_step). Per-token arrays are stored for the kept completions.
-int rl_rollout_store(rl_run_t *run, const rl_rollout_data_t *d, const rl_rollout_t *t,
-                     int64_t step, const rl_rollout_extra_t *x, int pending, char *err,
-                     size_t err_len);
+int rl_rollout_store(rl_run_t *run, const rl_rollout_data_t *d, const rl_rollout_t *t, int64_t step,
+                     const rl_rollout_extra_t *x, int pending, char *err, size_t err_len);
 
 // The metrics of a rollout every sampling algorithm logs (TRL's names): reward, each reward's
 // mean, completions/mean_length and clipped_ratio, sampler/logprob_gap (when old is given),
@@ -119,9 +118,8 @@ void rl_rollout_loss_metrics(rl_run_t *run, const rl_proto_train_reply_t *x);
 // the task's rule (math_answer against data.answer_field), with the same draws at every
 // evaluation: eval/accuracy, eval/accuracy_greedy, eval/format_rate, timing/eval. No data.eval:
 // *acc = *acc_greedy = NaN and nothing is logged.
-int rl_rollout_evaluate(const rl_rollout_data_t *d, rl_run_t *run, double *acc,
-                        double *acc_greedy, char *note, size_t note_len, char *err,
-                        size_t err_len);
+int rl_rollout_evaluate(const rl_rollout_data_t *d, rl_run_t *run, double *acc, double *acc_greedy,
+                        char *note, size_t note_len, char *err, size_t err_len);
 
 #ifdef __cplusplus
 }

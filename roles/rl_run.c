@@ -353,6 +353,52 @@ int rl_run_logprobs(rl_run_t *run, int reference, const int32_t *tokens, const i
     return 0;
 }
 
+int rl_run_values(rl_run_t *run, const int32_t *tokens, const int32_t *lengths, int64_t B,
+                  int64_t T, float *values, char *err, size_t err_len) {
+    rl_proto_values_t q = {tokens, lengths, B, T};
+    rl_msg_t *req = NULL, *rep = NULL;
+    int rc = rl_proto_values_encode(&q, rl_run_id(run), &req, err, err_len);
+    if (!rc) {
+        rc = rl_run_call(run, &run->critic, 0, req, &rep, run->r->roles.request_timeout, NULL,
+                         err, err_len);
+    }
+    if (rc) {
+        return rc;
+    }
+    rl_proto_values_reply_t x;
+    char why[512] = "";
+    if (rl_proto_values_reply_decode(rep, &x, why, sizeof why) != 0 || x.B != B || x.T != T) {
+        rl_msg_free(&rep);
+        return rl_errf(err, err_len, RL_EPROTO, "worker %s: malformed values reply%s%s",
+                       run->critic.names[0], why[0] ? ": " : "", why);
+    }
+    memcpy(values, x.values, (size_t)B * (size_t)T * sizeof(float));
+    rl_msg_free(&rep);
+    return 0;
+}
+
+int rl_run_train(rl_run_t *run, const rl_run_group_t *grp, const rl_proto_train_t *q,
+                 rl_proto_train_reply_t *x, rl_msg_t **rep, char *err, size_t err_len) {
+    rl_msg_t *req = NULL;
+    *rep = NULL;
+    int rc = rl_proto_train_encode(q, rl_run_id(run), &req, err, err_len);
+    if (!rc) {
+        rc = rl_run_call(run, grp, 0, req, rep, run->r->roles.request_timeout, NULL, err,
+                         err_len);
+    }
+    if (rc) {
+        return rc;
+    }
+    char why[512] = "";
+    if (rl_proto_train_reply_decode(*rep, x, why, sizeof why) != 0 || x->B != q->B ||
+        x->T != q->T || (q->want_weights && !x->weights)) {
+        rl_msg_free(rep);
+        return rl_errf(err, err_len, RL_EPROTO, "worker %s: malformed train reply%s%s",
+                       grp->names[0], why[0] ? ": " : "", why);
+    }
+    return 0;
+}
+
 // ---- evaluation -------------------------------------------------------------------------------
 
 int rl_run_eval_accuracy(rl_run_t *run, const rl_run_prompt_t *prompts, char *const *answers,

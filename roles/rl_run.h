@@ -38,6 +38,8 @@ typedef struct rl_run {
     const char *run_dir;
     rl_group_t *g;
     rl_run_group_t actor, samplers, reward, reference; // reference.n = 0: the actor serves it
+    rl_run_group_t critic;         // n = 0: no critic; the actor's names when critic_in_actor
+    int critic_in_actor;           // 1: the critic is the actor's second model (part "critic")
     rl_tokenizer_t *tok;
     int32_t vocab;                 // config.json's vocab_size: sampled ids are below it
     rl_traj_t *traj;               // the trajectory store (NULL: the algorithm stores nothing)
@@ -111,6 +113,17 @@ int rl_run_sync(rl_run_t *run, const float *weights, int64_t n, char *err, size_
 int rl_run_logprobs(rl_run_t *run, int reference, const int32_t *tokens, const int32_t *lengths,
                     int64_t B, int64_t T, double temperature, float *logp, char *err,
                     size_t err_len);
+
+// values (B,T) of the critic (rl_head.h's alignment: column t is the value of the state before
+// token t). values: caller's (B*T floats).
+int rl_run_values(rl_run_t *run, const int32_t *tokens, const int32_t *lengths, int64_t B,
+                  int64_t T, float *values, char *err, size_t err_len);
+
+// Sends a train request (taken) to rank 0 of grp (the actor, or the critic) and decodes its reply
+// into *x, checking its shape against (B,T) (and the weights when want_weights). *rep holds the
+// views of *x (caller owns; free with rl_msg_free). Errors name the worker.
+int rl_run_train(rl_run_t *run, const rl_run_group_t *grp, const rl_proto_train_t *q,
+                 rl_proto_train_reply_t *x, rl_msg_t **rep, char *err, size_t err_len);
 
 // Accuracy of `answers` (normalised reference answers, one per prompt) on prompts[0..P) at
 // `temperature` (0 = greedy), one sample each, scored by the task's math rule; *fmt the share of

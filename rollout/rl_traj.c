@@ -185,7 +185,7 @@ static int s_encode(const rl_traj_record_t *r, msgpack_sbuffer *sbuf, char *err,
     msgpack_packer pk;
     msgpack_packer_init(&pk, sbuf, msgpack_sbuffer_write);
     int nc = r->n_completion;
-    int w = msgpack_pack_map(&pk, 18);
+    int w = msgpack_pack_map(&pk, r->token_rewards ? 19 : 18);
     w |= s_pack_key(&pk, "v") | msgpack_pack_uint32(&pk, RL_TRAJ_SCHEMA_VERSION);
     w |= s_pack_key(&pk, "step") | msgpack_pack_uint64(&pk, r->step);
     w |= s_pack_key(&pk, "prompt_index") | msgpack_pack_uint32(&pk, r->prompt_index);
@@ -213,6 +213,9 @@ static int s_encode(const rl_traj_record_t *r, msgpack_sbuffer *sbuf, char *err,
     w |= s_pack_key(&pk, "reward") | msgpack_pack_double(&pk, r->reward);
     w |= s_pack_key(&pk, "advantage") | msgpack_pack_double(&pk, r->advantage);
     w |= s_pack_key(&pk, "finish") | s_pack_key(&pk, r->finish ? "length" : "stop");
+    if (r->token_rewards) { // optional: absent when there are none (GRPO's records unchanged)
+        w |= s_pack_key(&pk, "token_rewards") | s_pack_bin32(&pk, r->token_rewards, nc);
+    }
     return w ? rl_errf(err, err_len, RL_ENOMEM, "out of memory encoding a record") : 0;
 }
 
@@ -318,13 +321,14 @@ static const char *s_skip(rl_mpack_t *r, int depth) {
 enum {
     F_V, F_STEP, F_PROMPT_INDEX, F_SAMPLE_INDEX, F_DATA_INDEX, F_POLICY_VERSION, F_PROMPT_IDS,
     F_COMPLETION_IDS, F_MASK, F_SAMPLER_LP, F_OLD_LP, F_REF_LP, F_VALUES, F_ADVANTAGES,
-    F_REWARDS, F_REWARD, F_ADVANTAGE, F_FINISH, F_COUNT
+    F_REWARDS, F_REWARD, F_ADVANTAGE, F_FINISH, F_TOKEN_REWARDS, F_COUNT
 };
+#define F_REQUIRED F_TOKEN_REWARDS // the fields before it must be present; the others may not
 
 static const char *const s_fields[F_COUNT] = {
     "v", "step", "prompt_index", "sample_index", "data_index", "policy_version", "prompt_ids",
     "completion_ids", "mask", "sampler_logprobs", "old_logprobs", "ref_logprobs", "values",
-    "advantages", "rewards", "reward", "advantage", "finish",
+    "advantages", "rewards", "reward", "advantage", "finish", "token_rewards",
 };
 
 static int s_field_index(const uint8_t *k, size_t n) {
@@ -519,6 +523,7 @@ int rl_traj_decode(const void *buf, size_t len, rl_traj_record_t *out, char *err
         case F_REF_LP:
         case F_VALUES:
         case F_ADVANTAGES:
+        case F_TOKEN_REWARDS:
             if (rl_mpack_read_nil(&r) == 0) { // nil: not stored
                 span[f].nil = 1;
                 why = NULL;
@@ -553,10 +558,13 @@ int rl_traj_decode(const void *buf, size_t len, rl_traj_record_t *out, char *err
             return s_fail_at(out, err, err_len, oom ? RL_ENOMEM : RL_EPROTO, name, why, &r);
         }
     }
-    for (int f = 0; f < F_COUNT; f++) {
+    for (int f = 0; f < F_REQUIRED; f++) {
         if (!(seen & (1u << f))) {
             return s_fail(out, err, err_len, RL_EPROTO, s_fields[f], "missing");
         }
+    }
+    if (!(seen & (1u << F_TOKEN_REWARDS))) {
+        span[F_TOKEN_REWARDS].nil = 1; // absent: none
     }
 
     // Lengths: ids and float arrays are 4 bytes a token, the mask 1; every per-token array has
@@ -576,7 +584,10 @@ int rl_traj_decode(const void *buf, size_t len, rl_traj_record_t *out, char *err
         return s_fail(out, err, err_len, RL_EPROTO, "mask",
                       "length differs from completion_ids' token count");
     }
-    for (int f = F_SAMPLER_LP; f <= F_ADVANTAGES; f++) {
+    for (int f = F_SAMPLER_LP; f < F_COUNT; f++) {
+        if (f >= F_REWARDS && f != F_TOKEN_REWARDS) {
+            continue;
+        }
         if (!span[f].nil && span[f].len != (size_t)nc * 4) {
             return s_fail(out, err, err_len, RL_EPROTO, s_fields[f],
                           "length is not 4 x completion_ids' token count");
@@ -600,6 +611,10 @@ int rl_traj_decode(const void *buf, size_t len, rl_traj_record_t *out, char *err
             *opt[f - F_OLD_LP] = s_copy32(span[f].p, nc);
             oom |= *opt[f - F_OLD_LP] == NULL;
         }
+    }
+    if (!span[F_TOKEN_REWARDS].nil) {
+        out->token_rewards = s_copy32(span[F_TOKEN_REWARDS].p, nc);
+        oom |= out->token_rewards == NULL;
     }
     if (oom) {
         return s_fail(out, err, err_len, RL_ENOMEM, NULL, "out of memory");
@@ -632,6 +647,7 @@ void rl_traj_record_clear(rl_traj_record_t *rec) {
     free(rec->ref_logprobs);
     free(rec->values);
     free(rec->advantages);
+    free(rec->token_rewards);
     for (int i = 0; rec->reward_names && i < rec->n_rewards; i++) {
         free(rec->reward_names[i]);
     }

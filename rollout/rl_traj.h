@@ -48,6 +48,8 @@ typedef struct {
     double reward;            // the weighted total (with shaping)
     double advantage;         // sequence advantage (GRPO)
     float *advantages;        // (n_completion) per-token advantages (PPO), or NULL
+    float *token_rewards;     // (n_completion) per-token rewards (PPO: -beta k1, plus the score
+                              // on the last token), or NULL (written only when given)
     int finish;               // rl_sampler_finish_t: 0 stop, 1 length ("stop"/"length" on disk)
 } rl_traj_record_t;
 

@@ -104,6 +104,27 @@ static void s_test_commit_protocol(void) {
     CHECK_INT(rl_checkpoint_read_state(dir, &back, err, sizeof(err)), 0);
     CHECK_INT(back.data_index, 2);
     CHECK(!s_exists(dir, "adapter")); // the first copy's files went with it
+    // GRPO's and SFT's states hold no critic and no algorithm numbers (and write none)
+    CHECK(back.has_critic == 0 && back.n_algo == 0);
+    char *json = NULL;
+    snprintf(path, sizeof(path), "%s/state.json", dir);
+    json = rl_test_read_file(path, NULL);
+    CHECK(json && !strstr(json, "critic_train_step") && !strstr(json, "\"algo\""));
+    free(json);
+    // PPO's: the critic's counter and the KL coefficient come back
+    CHECK_INT(rl_checkpoint_prepare(run, 9, tmp, sizeof(tmp), err, sizeof(err)), 0);
+    rl_ckpt_state_t pst = st;
+    pst.step = 9;
+    pst.has_critic = 1;
+    pst.critic_train_step = 41;
+    pst.n_algo = 1;
+    strcpy(pst.algo_key[0], "kl_coef");
+    pst.algo_value[0] = 0.0123456789012345;
+    char dir9[4200];
+    CHECK_INT(rl_checkpoint_commit(tmp, &pst, NULL, dir9, sizeof(dir9), err, sizeof(err)), 0);
+    CHECK_INT(rl_checkpoint_read_state(dir9, &back, err, sizeof(err)), 0);
+    CHECK(back.has_critic == 1 && back.critic_train_step == 41 && back.n_algo == 1);
+    CHECK(strcmp(back.algo_key[0], "kl_coef") == 0 && back.algo_value[0] == pst.algo_value[0]);
     CHECK_INT(s_count_prefix(ck, "step-7."), 0);
     // commit refuses a folder that prepare did not give
     CHECK_INT(rl_checkpoint_commit(dir, &st, NULL, path, sizeof(path), err, sizeof(err)),

@@ -293,9 +293,9 @@ static void test_name_lists(void) {
     CHECK(rl_recipe_enum_name("algorithm.name", RL_RECIPE_NALGO) == NULL);
 }
 
-// A key's default per algorithm (rl_recipe_key_t.def_by_algo). No key of today's table has one
-// that differs from `def` (no resolved recipe changes), so the mechanism is checked with rows
-// of this test's own: the resolver, the text of docs and --keys, and the loader's stage
+// A key's default per algorithm (rl_recipe_key_t.def_by_algo): the mechanism with rows of this
+// test's own (the resolver, the text of docs and --keys), today's table (algorithm.beta: GRPO
+// 0.0, PPO 0.05; every other key has one default), and the loader's stage
 // (rl_cfg_algo_defaults, the function rl_recipe_load_string runs after the walk) on a recipe.
 static void test_default_by_algo(void) {
     char doc[256];
@@ -307,7 +307,7 @@ static void test_default_by_algo(void) {
     CHECK_STR(rl_recipe_key_default(&k, RL_RECIPE_ALGO_SFT), "16");
     CHECK_STR(rl_recipe_key_default(&k, -1), "8"); // algorithm unknown: def
     CHECK_STR(rl_recipe_key_default(&k, RL_RECIPE_NALGO), "8");
-    CHECK_STR(rl_recipe_key_default_doc(&k, doc, sizeof doc), "8 (grpo), 16 (sft)");
+    CHECK_STR(rl_recipe_key_default_doc(&k, doc, sizeof doc), "8 (grpo), 16 (sft), 8 (ppo)");
     char small[8];
     CHECK_STR(rl_recipe_key_default_doc(&k, small, sizeof small), "8 (grpo");
     // only the algorithms the key applies to are shown
@@ -317,10 +317,17 @@ static void test_default_by_algo(void) {
     k.algos = 0;
     k.def_by_algo[RL_RECIPE_ALGO_SFT] = "8";
     CHECK_STR(rl_recipe_key_default_doc(&k, doc, sizeof doc), "8");
-    // today's table: every key shows def_doc
+    // today's table: every key but algorithm.beta shows def_doc
     const rl_recipe_key_t *keys;
     int n = rl_recipe_schema(&keys);
     for (int i = 0; i < n; i++) {
+        if (!strcmp(keys[i].section, "algorithm") && !strcmp(keys[i].key, "beta")) {
+            CHECK_STR(rl_recipe_key_default_doc(&keys[i], doc, sizeof doc),
+                      "0.0 (grpo), 0.05 (ppo)");
+            CHECK_STR(rl_recipe_key_default(&keys[i], RL_RECIPE_ALGO_GRPO), "0.0");
+            CHECK_STR(rl_recipe_key_default(&keys[i], RL_RECIPE_ALGO_PPO), "0.05");
+            continue;
+        }
         CHECK_STR(rl_recipe_key_default_doc(&keys[i], doc, sizeof doc), keys[i].def_doc);
         for (int a = 0; a < RL_RECIPE_NALGO; a++) {
             CHECK(rl_recipe_key_default(&keys[i], a) == keys[i].def);
@@ -398,6 +405,72 @@ static void test_default_by_algo(void) {
         free(c.errs);
         rl_recipe_destroy(&r);
     }
+}
+
+// A PPO recipe: PPO's own defaults (beta 0.05 where GRPO's is 0, gamma, lam, value_clip, epochs,
+// kl_horizon), the critic's derived defaults (optim.lr, lora.enabled), critic.init resolved
+// against the recipe (`base` stays a word), and PPO's own errors.
+static void test_ppo(void) {
+    rl_recipe_t *r = NULL;
+    int rc = rl_recipe_load_file(RECIPES "/good/ppo.yaml", NULL, 0, 0, &r, s_err, ERRLEN);
+    CHECK_MSG(rc == 0, "%s", s_err);
+    if (r) {
+        CHECK_INT(r->algorithm.name, RL_RECIPE_ALGO_PPO);
+        CHECK_CLOSE(r->algorithm.beta, 0.05, 0);
+        CHECK_CLOSE(r->algorithm.gamma, 1.0, 0);
+        CHECK_CLOSE(r->algorithm.lam, 0.95, 0);
+        CHECK_CLOSE(r->algorithm.value_clip, 0.2, 0);
+        CHECK_INT(r->algorithm.epochs, 4);
+        CHECK_INT(r->algorithm.mini_batches, 2);
+        CHECK_CLOSE(r->algorithm.kl_target, 6, 0);
+        CHECK_CLOSE(r->algorithm.kl_horizon, 10000, 0);
+        CHECK_CLOSE(r->critic.lr, 2e-4, 0);
+        CHECK(r->critic.lora);
+        CHECK_INT(r->critic.warmup_steps, 3);
+        CHECK_INT(r->roles.critic, RL_RECIPE_REF_WORKER);
+        CHECK_INT(r->train.micro_batch_size, 2);
+        CHECK(r->critic.init && r->critic.init[0] == '/' &&
+              strstr(r->critic.init, "fixtures/recipes/model") != NULL);
+        rl_recipe_destroy(&r);
+    }
+    const char *ovr[] = {"critic.init=base", "critic.lr=1e-5", "critic.lora=false",
+                         "algorithm.beta=0.1"};
+    rc = rl_recipe_load_file(RECIPES "/good/ppo.yaml", ovr, 4, 0, &r, s_err, ERRLEN);
+    CHECK_MSG(rc == 0, "%s", s_err);
+    if (r) {
+        CHECK_STR(r->critic.init, "base");
+        CHECK_CLOSE(r->critic.lr, 1e-5, 0);
+        CHECK(!r->critic.lora);
+        CHECK_CLOSE(r->algorithm.beta, 0.1, 0);
+        rl_recipe_destroy(&r);
+    }
+    const struct {
+        const char *ovr, *want;
+    } bad[] = {
+        {"algorithm.mini_batches=3", "algorithm.mini_batches: 3 does not divide "
+                                     "train.batch_size (8)"},
+        {"train.micro_batch_size=3", "train.micro_batch_size: 3 does not divide the 4 sequences "
+                                     "of a mini-batch"},
+        {"algorithm.num_generations=4", "algorithm.num_generations: applies only when "
+                                        "algorithm.name is grpo (this recipe: ppo)"},
+        {"critic.init=/nonexistent/rm", "critic.init: directory '/nonexistent/rm' does not "
+                                        "exist"},
+        {"algorithm.value_clip=-1", "algorithm.value_clip"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        rc = rl_recipe_load_file(RECIPES "/good/ppo.yaml", &bad[i].ovr, 1, 0, &r, s_err, ERRLEN);
+        CHECK_MSG(rc == RL_EINVAL, "%s: rc %d", bad[i].ovr, rc);
+        CHECK_MSG(strstr(s_err, bad[i].want) != NULL, "%s: expected\n  %s\nin\n%s", bad[i].ovr,
+                  bad[i].want, s_err);
+        rl_recipe_destroy(&r);
+    }
+    // the critic's keys only with PPO
+    const char *g[] = {"critic.lr=1e-5"};
+    rc = rl_recipe_load_file(RECIPES "/good/grpo.yaml", g, 1, 0, &r, s_err, ERRLEN);
+    CHECK_MSG(rc == RL_EINVAL && strstr(s_err, "critic.lr: applies only when algorithm.name is "
+                                               "ppo (this recipe: grpo)"),
+              "%s", s_err);
+    rl_recipe_destroy(&r);
 }
 
 // docs/recipe.md documents every key with its default: the docs cannot drift from the table
@@ -766,6 +839,7 @@ int main(void) {
     test_schema();
     test_name_lists();
     test_default_by_algo();
+    test_ppo();
     test_docs_cover_schema();
     test_errors_inline();
     test_overrides();

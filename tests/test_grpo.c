@@ -396,6 +396,11 @@ static void test_loss_tis_token(void) {
     CHECK_CLOSE(t.loss, -w * r, TOL_EXACT);
     CHECK_CLOSE(t.g, -w * r, TOL_GRAD);
     CHECK_CLOSE(t.st.logprob_gap, log(1.5), 1e-6);
+    // PPO's approx_kl: (logp - old)^2 / 2 with old given; 0 with old detached
+    double x = (double)lp - (double)old;
+    CHECK_CLOSE(t.st.approx_kl, 0.5 * x * x, TOL_EXACT);
+    t = s_token(&alg, lp, NULL, NULL, &mu, 1.0, 1.0);
+    CHECK(t.st.approx_kl == 0.0);
     // the KL term is not weighted: k1, d = 0.5, beta 0.5, w = 1.5 (old NULL)
     alg.beta = 0.5;
     alg.kl_estimator = RL_RECIPE_KL_K1;

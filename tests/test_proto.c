@@ -250,7 +250,7 @@ static void test_actor(void) {
     CHECK(strcmp(exd.kind, "full") == 0 && exd.n == 3);
     rl_msg_free(&m);
 
-    rl_proto_save_t sv = {"/x/step-3.tmp", 0}, svd;
+    rl_proto_save_t sv = {"/x/step-3.tmp", 0, NULL}, svd;
     CHECK_INT(rl_proto_save_encode(&sv, 9, &m, err, sizeof err), 0);
     CHECK_STR(rl_msg_op(m), "save");
     CHECK_INT(rl_proto_save_decode(m, &svd, err, sizeof err), 0);
@@ -267,10 +267,112 @@ static void test_actor(void) {
     CHECK_INT(rl_proto_load_reply_decode(m, &srd, err, sizeof err), 0);
     CHECK(srd.model_train_step == 12 && srd.n_trainable == 77824);
     rl_msg_free(&m);
-    rl_proto_save_final_t sf = {"/x/final.tmp", 1}, sfd;
+    rl_proto_save_final_t sf = {"/x/final.tmp", 1, NULL}, sfd;
     CHECK_INT(rl_proto_save_final_encode(&sf, 10, &m, err, sizeof err), 0);
     CHECK_INT(rl_proto_save_final_decode(m, &sfd, err, sizeof err), 0);
     CHECK(sfd.bf16 == 1 && strcmp(sfd.dir, "/x/final.tmp") == 0);
+    rl_msg_free(&m);
+}
+
+// PPO's additions: the critic's values verb, the ppo and value losses with their tensors, the
+// value statistics of a train reply, and the part (policy or critic) of save, load, save_final.
+static void test_critic(void) {
+    char err[256];
+    int32_t tok[6] = {5, 6, 7, 5, 6, 0}, len[2] = {3, 2};
+    rl_proto_values_t v = {tok, len, 2, 3}, vd;
+    rl_msg_t *m = NULL;
+    CHECK_INT(rl_proto_values_encode(&v, 11, &m, err, sizeof err), 0);
+    CHECK_STR(rl_msg_op(m), "values");
+    m = s_wire(m);
+    CHECK_INT(rl_proto_values_decode(m, &vd, err, sizeof err), 0);
+    CHECK(vd.B == 2 && vd.T == 3 && vd.tokens[4] == 6 && vd.lengths[1] == 2);
+    rl_msg_free(&m);
+    len[1] = 0;
+    CHECK_INT(rl_proto_values_encode(&v, 11, &m, err, sizeof err), 0);
+    CHECK_INT(rl_proto_values_decode(m, &vd, err, sizeof err), RL_EPROTO);
+    CHECK_CONTAINS(err, "values: a length outside [1, T]");
+    rl_msg_free(&m);
+    len[1] = 2;
+    float val[6] = {0, 0.5f, 0.25f, 0, -1, 0};
+    rl_proto_values_reply_t vr = {val, 2, 3}, vrd;
+    CHECK_INT(rl_proto_values_reply_encode(&vr, 11, &m, err, sizeof err), 0);
+    m = s_wire(m);
+    CHECK_INT(rl_proto_values_reply_decode(m, &vrd, err, sizeof err), 0);
+    CHECK(vrd.B == 2 && vrd.T == 3 && vrd.values[1] == 0.5f && vrd.values[4] == -1);
+    rl_msg_free(&m);
+
+    uint8_t mask[6] = {0, 1, 1, 0, 1, 0};
+    float adv[6] = {0, 1, 2, 0, 3, 0}, old[6] = {0, -1, -2, 0, -3, 0}, ret[6] = {0, 1, 1, 0, 2, 0};
+    rl_proto_train_t t = {.loss = "ppo", .step = 4, .lr = 1e-3, .temperature = 1,
+                          .tokens = tok, .lengths = len, .mask = mask, .token_adv = adv,
+                          .B = 2, .T = 3, .denom = 3, .micro_batch = 2, .iterations = 1},
+                     td;
+    CHECK_INT(rl_proto_train_encode(&t, 12, &m, err, sizeof err), 0);
+    CHECK_INT(rl_proto_train_decode(m, &td, err, sizeof err), RL_EPROTO);
+    CHECK_CONTAINS(err, "the ppo loss needs 'token_adv' and 'old_logp'");
+    rl_msg_free(&m);
+    t.old_logp = old;
+    CHECK_INT(rl_proto_train_encode(&t, 12, &m, err, sizeof err), 0);
+    m = s_wire(m);
+    CHECK_INT(rl_proto_train_decode(m, &td, err, sizeof err), 0);
+    CHECK(td.old_logp && td.old_logp[2] == -2 && td.token_adv[4] == 3 && !td.values);
+    rl_msg_free(&m);
+    t.loss = "value";
+    t.old_logp = NULL;
+    t.token_adv = NULL;
+    t.values = val;
+    CHECK_INT(rl_proto_train_encode(&t, 12, &m, err, sizeof err), 0);
+    CHECK_INT(rl_proto_train_decode(m, &td, err, sizeof err), RL_EPROTO);
+    CHECK_CONTAINS(err, "the value loss needs 'values' and 'returns'");
+    rl_msg_free(&m);
+    t.returns = ret;
+    CHECK_INT(rl_proto_train_encode(&t, 12, &m, err, sizeof err), 0);
+    m = s_wire(m);
+    CHECK_INT(rl_proto_train_decode(m, &td, err, sizeof err), 0);
+    CHECK(td.values[2] == 0.25f && td.returns[4] == 2 && !td.old_logp);
+    rl_msg_free(&m);
+    rl_proto_train_reply_t tr = {.old_logp = old, .B = 2, .T = 3, .loss = 0.5, .tokens = 3,
+                                 .iterations = 1, .value_clipped = 1, .value_sq_err = 2.5,
+                                 .value_sum = -0.25, .return_sum = 4},
+                           trd;
+    CHECK_INT(rl_proto_train_reply_encode(&tr, 12, &m, err, sizeof err), 0);
+    m = s_wire(m);
+    CHECK_INT(rl_proto_train_reply_decode(m, &trd, err, sizeof err), 0);
+    CHECK(trd.value_clipped == 1 && trd.value_sq_err == 2.5 && trd.value_sum == -0.25 &&
+          trd.return_sum == 4);
+    rl_msg_free(&m);
+    // a reply without the value statistics (a policy's) decodes them as 0
+    rl_msg_t *bare = NULL;
+    tr.value_clipped = tr.value_sq_err = tr.value_sum = tr.return_sum = 0;
+    CHECK_INT(rl_proto_train_reply_encode(&tr, 12, &bare, err, sizeof err), 0);
+    CHECK_INT(rl_proto_train_reply_decode(bare, &trd, err, sizeof err), 0);
+    CHECK(trd.value_sum == 0);
+    rl_msg_free(&bare);
+
+    rl_proto_save_t sv = {"/x/step-3.tmp/critic", 7, "critic"}, svd;
+    CHECK_INT(rl_proto_save_encode(&sv, 13, &m, err, sizeof err), 0);
+    m = s_wire(m);
+    CHECK_INT(rl_proto_save_decode(m, &svd, err, sizeof err), 0);
+    CHECK_STR(svd.part, "critic");
+    rl_msg_free(&m);
+    CHECK_INT(rl_proto_load_encode(&sv, 13, &m, err, sizeof err), 0);
+    CHECK_INT(rl_proto_load_decode(m, &svd, err, sizeof err), 0);
+    CHECK(svd.model_train_step == 7 && strcmp(svd.part, "critic") == 0);
+    rl_msg_free(&m);
+    sv.part = "value_head";
+    CHECK_INT(rl_proto_load_encode(&sv, 13, &m, err, sizeof err), 0);
+    CHECK_INT(rl_proto_load_decode(m, &svd, err, sizeof err), RL_EPROTO);
+    CHECK_CONTAINS(err, "load: unknown part 'value_head' (policy, critic)");
+    rl_msg_free(&m);
+    rl_proto_save_final_t sf = {"/x/final.tmp/critic", 0, "critic"}, sfd;
+    CHECK_INT(rl_proto_save_final_encode(&sf, 14, &m, err, sizeof err), 0);
+    CHECK_INT(rl_proto_save_final_decode(m, &sfd, err, sizeof err), 0);
+    CHECK_STR(sfd.part, "critic");
+    rl_msg_free(&m);
+    sf.part = NULL; // absent: the policy
+    CHECK_INT(rl_proto_save_final_encode(&sf, 14, &m, err, sizeof err), 0);
+    CHECK_INT(rl_proto_save_final_decode(m, &sfd, err, sizeof err), 0);
+    CHECK(sfd.part == NULL);
     rl_msg_free(&m);
 }
 
@@ -337,6 +439,7 @@ int main(void) {
     test_hello_hb_configure();
     test_sampler();
     test_actor();
+    test_critic();
     test_reward();
     test_envelopes();
     RL_TEST_DONE();

@@ -72,6 +72,16 @@ static void s_fill(rl_tokenizer_t *tok, int eos) {
                 r->mask[t] = 1;
                 r->sampler_logprobs[t] = -0.125f * (float)(t % 4) - 0.1f * (float)i;
             }
+            if (s == 2) { // a PPO-shaped step: values, advantages and rewards per token
+                r->values = malloc((size_t)nc * 4);
+                r->advantages = malloc((size_t)nc * 4);
+                r->token_rewards = malloc((size_t)nc * 4);
+                for (int t = 0; t < nc; t++) {
+                    r->values[t] = 0.5f + 0.0625f * (float)t;
+                    r->advantages[t] = -0.25f * (float)(t % 3) + 0.1f;
+                    r->token_rewards[t] = t == nc - 1 ? 1.0f : -0.003f * (float)t;
+                }
+            }
             if (s == 1) {
                 r->old_logprobs = malloc((size_t)nc * 4);
                 for (int t = 0; t < nc; t++) {
@@ -175,8 +185,14 @@ static void s_check_full(json_t *o, const rl_traj_record_t *r, double rel, const
     CHECK_MSG(s_jfloats_eq(json_object_get(o, "old_logprobs"), r->old_logprobs,
                            r->n_completion), "%s: old_logprobs", at);
     CHECK_MSG(json_is_null(json_object_get(o, "ref_logprobs")), "%s", at);
-    CHECK_MSG(json_is_null(json_object_get(o, "values")), "%s", at);
-    CHECK_MSG(json_is_null(json_object_get(o, "advantages")), "%s", at);
+    CHECK_MSG(s_jfloats_eq(json_object_get(o, "values"), r->values, r->n_completion),
+              "%s: values", at);
+    CHECK_MSG(s_jfloats_eq(json_object_get(o, "advantages"), r->advantages, r->n_completion),
+              "%s: advantages", at);
+    // token_rewards is optional in the store: absent from the output when not stored
+    json_t *tr = json_object_get(o, "token_rewards");
+    CHECK_MSG(r->token_rewards ? s_jfloats_eq(tr, r->token_rewards, r->n_completion) : !tr,
+              "%s: token_rewards", at);
     json_t *rw = json_object_get(o, "rewards");
     CHECK_MSG(json_is_object(rw) && json_object_size(rw) == 2, "%s: rewards", at);
     for (int k = 0; k < 2; k++) {

@@ -419,6 +419,16 @@ int rl_checkpoint_commit(const char *tmp_dir, const rl_ckpt_state_t *st, const r
     json_object_set_new(o, "n_trainable", json_integer(st->n_trainable));
     json_object_set_new(o, "num_tokens", json_integer(st->num_tokens));
     json_object_set_new(o, "model_train_step", json_integer(st->model_train_step));
+    if (st->has_critic) {
+        json_object_set_new(o, "critic_train_step", json_integer(st->critic_train_step));
+    }
+    if (st->n_algo > 0) {
+        json_t *a = json_object();
+        for (int i = 0; a && i < st->n_algo && i < RL_CHECKPOINT_MAX_ALGO; i++) {
+            json_object_set_new(a, st->algo_key[i], json_real(st->algo_value[i]));
+        }
+        json_object_set_new(o, "algo", a);
+    }
     json_object_set_new(data, "epoch", json_integer(st->data_epoch));
     json_object_set_new(data, "index", json_integer(st->data_index));
     json_object_set_new(o, "data", data);
@@ -542,6 +552,31 @@ int rl_checkpoint_read_state(const char *dir, rl_ckpt_state_t *st, char *err, si
     if (json_object_get(o, "model_train_step") &&
         (rc = s_get_int(o, "model_train_step", &st->model_train_step, path, err, err_len))) {
         goto done;
+    }
+    if (json_object_get(o, "critic_train_step")) {
+        st->has_critic = 1;
+        if ((rc = s_get_int(o, "critic_train_step", &st->critic_train_step, path, err,
+                            err_len))) {
+            goto done;
+        }
+    }
+    json_t *algo = json_object_get(o, "algo");
+    if (algo) {
+        const char *k;
+        json_t *v;
+        if (!json_is_object(algo) || json_object_size(algo) > RL_CHECKPOINT_MAX_ALGO) {
+            rc = rl_errf(err, err_len, RL_EPROTO, "%s: 'algo' must be an object of at most %d "
+                         "numbers", path, RL_CHECKPOINT_MAX_ALGO);
+            goto done;
+        }
+        json_object_foreach(algo, k, v) {
+            if (!json_is_number(v) || strlen(k) >= sizeof st->algo_key[0]) {
+                rc = rl_errf(err, err_len, RL_EPROTO, "%s: algo.%s is not a number", path, k);
+                goto done;
+            }
+            snprintf(st->algo_key[st->n_algo], sizeof st->algo_key[0], "%s", k);
+            st->algo_value[st->n_algo++] = json_number_value(v);
+        }
     }
     if (!json_is_array(s) || json_array_size(s) != 4 || !json_is_number(spare)) {
         rc = rl_errf(err, err_len, RL_EPROTO, "%s: 'rng' must hold s (4 words) and spare", path);

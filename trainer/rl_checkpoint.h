@@ -29,6 +29,10 @@
 //    "tune": "full", "n_trainable": 791296, "num_tokens": 51200,
 //    "model_train_step": 80, "data": {"epoch": 1, "index": 12},
 //    "rng": {"s": ["<16 hex digits>" x4], "has_spare": 0, "spare": 0.0}}
+// and, only in a run that has them (PPO), "critic_train_step": 80 (the critic's weights are then
+// in critic/: its adapter/ or model/, value_head.safetensors, optimizer.bin) and
+// "algo": {"kl_coef": 0.05} (the algorithm's own numbers). Both are additive: version 1 reads
+// checkpoints without them.
 // 64-bit RNG words are hex strings (JSON numbers are doubles to most readers).
 #ifndef RL_CHECKPOINT_H
 #define RL_CHECKPOINT_H
@@ -44,6 +48,7 @@ extern "C" {
 #endif
 
 #define RL_CHECKPOINT_FORMAT_VERSION 1
+#define RL_CHECKPOINT_MAX_ALGO 8
 
 typedef struct {
     int64_t step;           // optimizer steps done
@@ -55,6 +60,14 @@ typedef struct {
     int64_t n_trainable;    // size of the trainable flat view (checked on resume)
     int64_t num_tokens;     // tokens trained on so far (the cumulative num_tokens metric)
     int64_t model_train_step; // rl_model_train_step: the LoRA dropout mask counter (0 if absent)
+    // PPO (written only when present; absent in GRPO and SFT checkpoints):
+    int has_critic;           // 1: the critic's weights are in critic/ and its counter below
+    int64_t critic_train_step; // the critic's rl_model_train_step
+    // an algorithm's own state (PPO: its adaptive KL coefficient) as name -> number, written
+    // under "algo" when n_algo > 0
+    int n_algo;
+    char algo_key[RL_CHECKPOINT_MAX_ALGO][32];
+    double algo_value[RL_CHECKPOINT_MAX_ALGO];
 } rl_ckpt_state_t;
 
 // Makes <run_dir>/checkpoints/step-<step>.tmp/ empty and ready for the weights and writes its

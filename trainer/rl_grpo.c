@@ -312,6 +312,7 @@ int rl_grpo_loss(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *alg, flo
             dlogp[i] = (float)(dl * scale);
             s.tokens += 1.0;
             s.ratio += ratio;
+            s.approx_kl += 0.5 * x * x;
             s.tis_weight += w;
         }
         s.loss += row_loss * scale;
@@ -328,6 +329,7 @@ int rl_grpo_loss(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *alg, flo
         stats->tis_weight += s.tis_weight;
         stats->tis_masked += s.tis_masked;
         stats->logprob_gap += s.logprob_gap;
+        stats->approx_kl += s.approx_kl;
     }
     return 0;
 }

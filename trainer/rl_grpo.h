@@ -99,6 +99,8 @@ typedef struct {
     double tis_masked;   // sequences dropped by sequence-level TIS
     double logprob_gap;  // sum |old - mu_logp| (when mu_logp is given; old = logp when
                          // old_logp is NULL)
+    double approx_kl;    // sum (logp - old)^2 / 2 (PPO's approx_kl, TRL's estimator; 0 when
+                         // old_logp is NULL)
 } rl_grpo_loss_stats_t;
 
 // Computes the micro-batch's loss and writes (=) dlogp (B,T) = dL/dlogp (0 where mask is 0) for

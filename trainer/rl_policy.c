@@ -1,10 +1,15 @@
-// rl_policy — the actor's model, optimizer and GRPO update. Read top to bottom: options, setup,
-// logprobs, the update, weights and checkpoints.
+// rl_policy — a trainable model (the actor's policy, or a critic: the same with a value head),
+// its optimizer and one training step for every loss. Read top to bottom: options, setup,
+// logprobs and values, the step, the losses, weights and checkpoints.
 #include "rl_policy.h"
 
 #include "rl_err.h"
+#include "rl_head.h"
 #include "rl_loss_sft.h"
 #include "rl_optim.h"
+#include "rl_ppo.h"
+#include "rl_rng.h"
+#include "rl_safetensors.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -26,7 +31,21 @@ struct rl_policy {
     size_t cap;
     float *old_all;         // (B,T) logπ_old of the batch, grown
     size_t cap_all;
+    // a critic's value head (NULL for the policy): w (C), its gradient, and dL/dhidden scratch
+    float *head, *dhead;
+    float *dhidden;         // (mb*T, C), grown with cap
+    int C;
 };
+
+// The optimizer's parts: the model's trainable flat view, then the head (a critic).
+static int s_parts(rl_policy_t *p, rl_optim_part_t parts[2]) {
+    parts[0] = (rl_optim_part_t){p->params, p->grads, p->n_params};
+    if (!p->head) {
+        return 1;
+    }
+    parts[1] = (rl_optim_part_t){p->head, p->dhead, (size_t)p->C};
+    return 2;
+}
 
 // ---- options and setup ---------------------------------------------------------------------
 
@@ -63,6 +82,9 @@ void rl_policy_model_opts(const rl_recipe_t *r, int threads, rl_model_opts_t *mo
 static int s_load_model(rl_policy_t *p, const char *dir, char *err, size_t err_len) {
     rl_model_opts_t mo;
     rl_policy_model_opts(p->r, p->threads, &mo);
+    if (p->head) {
+        mo.tune = p->r->critic.lora ? RL_TUNE_LORA : RL_TUNE_FULL; // the critic's own mode
+    }
     char msg[2048];
     rl_model_t *m = rl_model_load(dir, &mo, msg, sizeof(msg));
     if (!m) {
@@ -84,8 +106,10 @@ static int s_load_model(rl_policy_t *p, const char *dir, char *err, size_t err_l
     return 0;
 }
 
-int rl_policy_new(const rl_recipe_t *r, int threads, rl_policy_t **out, char *err,
-                  size_t err_len) {
+// The policy (critic = 0) or the critic (critic = 1: critic.init's weights, the critic's tuning
+// mode, a value head).
+static int s_new(const rl_recipe_t *r, int threads, int critic, rl_policy_t **out, char *err,
+                 size_t err_len) {
     *out = NULL;
     rl_policy_t *p = calloc(1, sizeof(*p));
     if (!p) {
@@ -93,14 +117,43 @@ int rl_policy_new(const rl_recipe_t *r, int threads, rl_policy_t **out, char *er
     }
     p->r = r;
     p->threads = threads;
-    int rc = s_load_model(p, r->model.path, err, err_len);
+    const char *dir = r->model.path;
+    if (critic) {
+        // the head exists before the model loads: s_load_model reads the critic's tuning mode
+        // from it. Its size is known once the config is read.
+        rl_hf_config_t cfg;
+        char msg[2048];
+        if (r->critic.init && strcmp(r->critic.init, "base") != 0) {
+            free(p);
+            return rl_errf(err, err_len, RL_EUNSUPPORTED,
+                           "critic.init: a reward-model folder is not supported yet (%s); use "
+                           "base", r->critic.init);
+        }
+        if (rl_hf_config_load(dir, &cfg, msg, sizeof msg) != 0) {
+            free(p);
+            return rl_errf(err, err_len, RL_EINVAL, "%s", msg);
+        }
+        p->C = cfg.hidden_size;
+        p->head = calloc((size_t)p->C, sizeof(float));
+        p->dhead = calloc((size_t)p->C, sizeof(float));
+        if (!p->head || !p->dhead) {
+            rl_policy_destroy(&p);
+            return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+        }
+        // HF's init of a fresh score head: N(0, initializer_range), from the run's seed (a
+        // stream of its own: the LoRA init keeps its draws)
+        rl_rng_t rng;
+        rl_rng_seed(&rng, (uint64_t)r->run.seed * 0x9E3779B97F4A7C15ull + 0xC217Cull);
+        rl_rng_fill_normal(&rng, p->head, (size_t)p->C, 0.0f, (float)cfg.initializer_range);
+    }
+    int rc = s_load_model(p, dir, err, err_len);
     if (rc) {
         rl_policy_destroy(&p);
         return rc;
     }
     rl_optim_hparams_t hp = {r->optim.betas[0], r->optim.betas[1], r->optim.eps,
                              r->optim.weight_decay};
-    p->optim = rl_optim_new(p->n_params, &hp);
+    p->optim = rl_optim_new(p->n_params + (size_t)p->C, &hp);
     if (!p->optim) {
         rl_policy_destroy(&p);
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory (optimizer state)");
@@ -108,6 +161,18 @@ int rl_policy_new(const rl_recipe_t *r, int threads, rl_policy_t **out, char *er
     *out = p;
     return 0;
 }
+
+int rl_policy_new(const rl_recipe_t *r, int threads, rl_policy_t **out, char *err,
+                  size_t err_len) {
+    return s_new(r, threads, 0, out, err, err_len);
+}
+
+int rl_policy_new_critic(const rl_recipe_t *r, int threads, rl_policy_t **out, char *err,
+                         size_t err_len) {
+    return s_new(r, threads, 1, out, err, err_len);
+}
+
+int rl_policy_has_head(const rl_policy_t *self) { return self->head != NULL; }
 
 void rl_policy_destroy(rl_policy_t **self_p) {
     rl_policy_t *p = *self_p;
@@ -128,13 +193,18 @@ void rl_policy_destroy(rl_policy_t **self_p) {
     free(p->mask);
     free(p->tadv);
     free(p->old_all);
+    free(p->head);
+    free(p->dhead);
+    free(p->dhidden);
     free(p);
     *self_p = NULL;
 }
 
 rl_model_t *rl_policy_model(rl_policy_t *self) { return self->model; }
 
-int rl_policy_is_lora(const rl_policy_t *self) { return self->r->lora.enabled ? 1 : 0; }
+int rl_policy_is_lora(const rl_policy_t *self) {
+    return (self->head ? self->r->critic.lora : self->r->lora.enabled) ? 1 : 0;
+}
 
 const float *rl_policy_weights(rl_policy_t *self, size_t *n_p) {
     *n_p = self->n_params;
@@ -173,6 +243,20 @@ int rl_policy_logprobs(rl_policy_t *self, const int32_t *tokens, const int *leng
     return 0;
 }
 
+int rl_policy_values(rl_policy_t *self, const int32_t *tokens, const int *lengths, int B, int T,
+                     float *values, char *err, size_t err_len) {
+    if (!self->head) {
+        return rl_errf(err, err_len, RL_EINVAL, "values: this model has no value head");
+    }
+    int rc = rl_model_forward(self->model, tokens, lengths, B, T, 1.0f, 0, NULL, NULL);
+    if (rc) {
+        return rl_errf(err, err_len, rc, "values: %s", rl_model_errmsg(self->model));
+    }
+    rl_head_values_forward(values, rl_model_hidden(self->model), self->head, lengths, B, T,
+                           self->C);
+    return 0;
+}
+
 // ---- the update --------------------------------------------------------------------------------
 
 static int s_grow(void **p, size_t n, size_t size) {
@@ -193,7 +277,8 @@ static int s_scratch(rl_policy_t *p, size_t bt, int mb) {
         s_grow((void **)&p->old, bt, 4) || s_grow((void **)&p->mu, bt, 4) ||
         s_grow((void **)&p->refl, bt, 4) || s_grow((void **)&p->mask, bt, 4) ||
         s_grow((void **)&p->tadv, bt, 4) ||
-        s_grow((void **)&p->len, (size_t)mb, sizeof(int))) {
+        s_grow((void **)&p->len, (size_t)mb, sizeof(int)) ||
+        (p->head && s_grow((void **)&p->dhidden, bt * (size_t)p->C, sizeof(float)))) {
         return RL_ENOMEM;
     }
     p->cap = bt;
@@ -225,8 +310,13 @@ int rl_policy_step(rl_policy_t *self, const rl_policy_rows_t *rows,
     if (s_scratch(self, (size_t)mb * (size_t)rows->T, mb)) {
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
+    rl_optim_part_t parts[2];
+    int n_parts = s_parts(self, parts);
     for (int it = 0; it < o->iterations; it++) {
         rl_model_zero_grad(self->model);
+        if (self->head) {
+            memset(self->dhead, 0, (size_t)self->C * sizeof(float));
+        }
         double total = 0.0;
         for (int b0 = 0; b0 < rows->B; b0 += mb) {
             int n = rows->B - b0 < mb ? rows->B - b0 : mb;
@@ -242,20 +332,34 @@ int rl_policy_step(rl_policy_t *self, const rl_policy_rows_t *rows,
                     self->mask[(size_t)i * Tm + t] = rows->mask[(size_t)(b0 + i) * rows->T + t];
                 }
             }
-            float *ent = o->entropy && it == 0 ? self->ent : NULL;
+            // the policy: logprobs (and entropy); a critic: its values (no vocabulary head)
+            float *ent = o->entropy && it == 0 && !self->head ? self->ent : NULL;
             int rc = rl_model_forward(self->model, self->tok, self->len, n, Tm, o->temperature,
-                                      1, self->logp, ent);
+                                      1, self->head ? NULL : self->logp, ent);
             if (rc) {
                 return rl_errf(err, err_len, rc, "train forward: %s",
                                rl_model_errmsg(self->model));
             }
-            rl_policy_micro_t m = {b0, n, Tm, it, self->logp, ent, self->mask};
+            rl_policy_micro_t m = {b0, n, Tm, it, self->logp, ent, self->mask, NULL};
+            if (self->head) {
+                rl_head_values_forward(self->logp, rl_model_hidden(self->model), self->head,
+                                       self->len, n, Tm, self->C);
+                m.logp = NULL;
+                m.values = self->logp;
+            }
             double part = 0.0;
             if ((rc = loss(ctx, &m, self->dlogp, &part)) != 0) {
                 return rl_errf(err, err_len, rc, "train: bad loss input");
             }
             total += part;
-            rc = rl_model_backward(self->model, self->dlogp);
+            if (self->head) {
+                rl_head_values_backward(self->dhidden, self->dhead, self->dlogp,
+                                        rl_model_hidden(self->model), self->head, self->len, n,
+                                        Tm, self->C);
+                rc = rl_model_backward_hidden(self->model, self->dhidden);
+            } else {
+                rc = rl_model_backward(self->model, self->dlogp);
+            }
             if (rc) {
                 return rl_errf(err, err_len, rc, "train backward: %s",
                                rl_model_errmsg(self->model));
@@ -271,12 +375,12 @@ int rl_policy_step(rl_policy_t *self, const rl_policy_rows_t *rows,
             return rl_errf(err, err_len, RL_EINVAL, "%s: the loss is %s%s", where,
                            isnan(total) ? "NaN" : "infinite", hint);
         }
-        double gnorm = rl_optim_clip_grad_norm(self->grads, self->n_params, o->max_grad_norm);
+        double gnorm = rl_optim_clip_grad_norm_parts(parts, n_parts, o->max_grad_norm);
         if (!isfinite(gnorm)) {
             return rl_errf(err, err_len, RL_EINVAL, "%s: the gradient norm is %s%s", where,
                            isnan(gnorm) ? "NaN" : "infinite", hint);
         }
-        rl_optim_step(self->optim, self->params, self->grads, o->lr);
+        rl_optim_step_parts(self->optim, parts, n_parts, o->lr);
         st->loss = total;
         st->grad_norm = gnorm;
         st->iterations = it + 1;
@@ -315,7 +419,17 @@ static int s_grpo_loss(void *ctx, const rl_policy_micro_t *m, float *dlogp, doub
         s_rows_f(self->tadv, b->token_adv, b0, n, b->T, Tm);
         g.adv_tok = self->tadv;
     }
-    if (m->iteration == 0) {
+    if (b->old_in) {
+        // logπ_old given (PPO: the rollout policy's, for every pass and mini-batch)
+        s_rows_f(self->old, b->old_in, b0, n, b->T, Tm);
+        g.old_logp = self->old;
+        for (int i = 0; m->iteration == 0 && i < n; i++) {
+            for (int t = 0; t < Tm; t++) {
+                c->entropy += (double)m->mask[(size_t)i * Tm + t] *
+                              (double)m->entropy[(size_t)i * Tm + t];
+            }
+        }
+    } else if (m->iteration == 0) {
         for (int i = 0; i < n; i++) {
             float *o = self->old_all + (size_t)(b0 + i) * b->T;
             memcpy(o, m->logp + (size_t)i * Tm, (size_t)Tm * sizeof(float));
@@ -373,9 +487,56 @@ int rl_policy_train(rl_policy_t *self, const rl_policy_batch_t *b,
     stats->entropy = c.entropy;
     stats->iterations = st.iterations;
     if (old_logp) {
-        memcpy(old_logp, self->old_all, bt_all * sizeof(float));
+        memcpy(old_logp, b->old_in ? b->old_in : self->old_all, bt_all * sizeof(float));
     }
     return 0;
+}
+
+// ---- the value loss (a critic) -----------------------------------------------------------------
+
+typedef struct {
+    rl_policy_t *p;
+    const rl_policy_rows_t *rows;
+    const rl_policy_value_batch_t *vb;
+    rl_ppo_value_stats_t vs;   // of the pass in progress
+} s_value_ctx_t;
+
+static int s_value_loss(void *ctx, const rl_policy_micro_t *m, float *dvalues, double *loss) {
+    s_value_ctx_t *c = ctx;
+    rl_policy_t *self = c->p;
+    int n = m->n, Tm = m->T, T = c->rows->T;
+    if (m->b0 == 0) {
+        memset(&c->vs, 0, sizeof(c->vs)); // a new pass: its own statistics
+    }
+    // old values and returns of the micro-batch's rows (scratch of the policy's GRPO arrays)
+    s_rows_f(self->old, c->vb->old_values, m->b0, n, T, Tm);
+    s_rows_f(self->mu, c->vb->returns, m->b0, n, T, Tm);
+    rl_ppo_value_batch_t b = {n, Tm, m->values, self->old, self->mu, m->mask, c->vb->denom};
+    double before = c->vs.loss;
+    int rc = rl_ppo_value_loss(&b, c->vb->value_clip, c->vb->loss_agg, dvalues, &c->vs);
+    *loss = c->vs.loss - before;
+    return rc;
+}
+
+int rl_policy_train_value(rl_policy_t *self, const rl_policy_rows_t *rows,
+                          const rl_policy_value_batch_t *vb, int micro_batch, int iterations,
+                          double lr, double max_grad_norm, int64_t step,
+                          rl_ppo_value_stats_t *value_stats, rl_policy_step_stats_t *stats,
+                          char *err, size_t err_len) {
+    if (!self->head) {
+        return rl_errf(err, err_len, RL_EINVAL, "train: the value loss needs a critic");
+    }
+    rl_policy_step_opts_t o = {1.0f, micro_batch, iterations, lr, max_grad_norm, 0, step};
+    s_value_ctx_t c;
+    memset(&c, 0, sizeof c);
+    c.p = self;
+    c.rows = rows;
+    c.vb = vb;
+    int rc = rl_policy_step(self, rows, &o, s_value_loss, &c, stats, err, err_len);
+    if (!rc && value_stats) {
+        *value_stats = c.vs;
+    }
+    return rc;
 }
 
 // ---- the SFT loss ----------------------------------------------------------------------------
@@ -396,16 +557,60 @@ int rl_policy_train_sft(rl_policy_t *self, const rl_policy_rows_t *rows, int64_t
 
 // ---- weights and checkpoints ---------------------------------------------------------------
 
+// A critic's value head as <dir>/value_head.safetensors: `score.weight` [1, C] in F32, HF's name
+// of a sequence classifier's head.
+#define S_HEAD_FILE "value_head.safetensors"
+#define S_HEAD_NAME "score.weight"
+
+static int s_head_save(const rl_policy_t *self, const char *dir, char *err, size_t err_len) {
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/" S_HEAD_FILE, dir);
+    rl_st_writer_t *w = rl_st_writer_new();
+    int64_t shape[2] = {1, self->C};
+    int rc = w ? rl_st_writer_add_f32(w, S_HEAD_NAME, RL_DTYPE_F32, 2, shape, self->head)
+               : RL_ENOMEM;
+    if (!rc) {
+        rc = rl_st_writer_write(w, path, err, err_len);
+    } else {
+        rl_errf(err, err_len, rc, "%s: cannot write the value head", path);
+    }
+    rl_st_writer_destroy(&w);
+    return rc;
+}
+
+static int s_head_load(rl_policy_t *self, const char *dir, char *err, size_t err_len) {
+    char path[4200], msg[2048];
+    snprintf(path, sizeof(path), "%s/" S_HEAD_FILE, dir);
+    rl_st_file_t *f = NULL;
+    int rc = rl_st_file_load(path, &f, msg, sizeof msg);
+    if (rc) {
+        return rl_errf(err, err_len, rc, "%s", msg);
+    }
+    const rl_st_tensor_t *t = rl_st_file_find(f, S_HEAD_NAME);
+    if (!t || t->ndim != 2 || t->shape[0] != 1 || t->shape[1] != self->C) {
+        rl_st_file_destroy(&f);
+        return rl_errf(err, err_len, RL_EINVAL, "%s: no tensor %s of shape [1, %d]", path,
+                       S_HEAD_NAME, self->C);
+    }
+    rl_st_to_f32(self->head, t);
+    rl_st_file_destroy(&f);
+    return 0;
+}
+
+
 int rl_policy_save(rl_policy_t *self, const char *dir, const char *base_model, char *err,
                    size_t err_len) {
     char path[4200];
     int rc;
-    if (self->r->lora.enabled) {
+    if (rl_policy_is_lora(self)) {
         snprintf(path, sizeof(path), "%s/adapter", dir);
         rc = rl_model_save_adapter(self->model, path, base_model, err, err_len);
     } else {
         snprintf(path, sizeof(path), "%s/model", dir);
         rc = rl_model_save_hf(self->model, path, 0, err, err_len);
+    }
+    if (!rc && self->head) {
+        rc = s_head_save(self, dir, err, err_len);
     }
     if (rc) {
         return rc;
@@ -418,7 +623,7 @@ int rl_policy_load(rl_policy_t *self, const char *dir, uint64_t model_train_step
                    size_t err_len) {
     char path[4200], msg[2048];
     int rc;
-    if (self->r->lora.enabled) {
+    if (rl_policy_is_lora(self)) {
         snprintf(path, sizeof(path), "%s/adapter", dir);
         rc = rl_model_load_adapter(self->model, path, msg, sizeof(msg));
         if (rc) {
@@ -429,6 +634,9 @@ int rl_policy_load(rl_policy_t *self, const char *dir, uint64_t model_train_step
         if ((rc = s_load_model(self, path, err, err_len)) != 0) {
             return rc;
         }
+    }
+    if (self->head && (rc = s_head_load(self, dir, err, err_len)) != 0) {
+        return rc;
     }
     snprintf(path, sizeof(path), "%s/optimizer.bin", dir);
     rc = rl_optim_load(self->optim, path, err, err_len);
@@ -441,8 +649,14 @@ int rl_policy_load(rl_policy_t *self, const char *dir, uint64_t model_train_step
 
 int rl_policy_save_final(rl_policy_t *self, const char *dir, const char *base_model, int bf16,
                          char *err, size_t err_len) {
-    if (self->r->lora.enabled) {
-        return rl_model_save_adapter(self->model, dir, base_model, err, err_len);
+    int rc;
+    if (rl_policy_is_lora(self)) {
+        rc = rl_model_save_adapter(self->model, dir, base_model, err, err_len);
+    } else {
+        rc = rl_model_save_hf(self->model, dir, bf16, err, err_len);
     }
-    return rl_model_save_hf(self->model, dir, bf16, err, err_len);
+    if (!rc && self->head) {
+        rc = s_head_save(self, dir, err, err_len);
+    }
+    return rc;
 }

@@ -10,6 +10,7 @@
 #include "rl_config.h"
 #include "rl_grpo.h"
 #include "rl_model.h"
+#include "rl_ppo.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -45,7 +46,25 @@ typedef struct {
     const float *ref_logp;  // (B,T) reference logprobs, or NULL
     double denom;           // rl_grpo_batch_t.denom for the whole global batch
     const float *token_adv; // (B,T) per-token advantages (PPO), or NULL: adv
+    const float *old_in;    // (B,T) logπ_old given (PPO: the rollout policy's, for every pass
+                            // and every mini-batch), or NULL: the first pass's forward
 } rl_policy_batch_t;
+
+// ---- the critic: the same decoder with a value head -----------------------------------------
+// PPO's value model: critic.init's weights (`base`: model.path; a reward-model folder is refused
+// for now with RL_EUNSUPPORTED), tuned as critic.lora says (the lora section's rank, alpha and
+// targets), and a value head w (C) on the final norm's output, drawn N(0, initializer_range)
+// from run.seed as HF initialises a fresh `score` head. Its optimizer holds the model's
+// trainable view and the head (rl_optim parts); rl_policy_step trains both, with the loss
+// callback given values instead of logprobs. Same ownership as rl_policy_new.
+int rl_policy_new_critic(const rl_recipe_t *recipe, int threads, rl_policy_t **out, char *err,
+                         size_t err_len);
+// 1 for a critic (a value head), 0 for the policy.
+int rl_policy_has_head(const rl_policy_t *self);
+// values (B,T) of a critic, aligned like logprobs (rl_head.h: column t is the value of the state
+// before token t), no gradients. RL_EINVAL for the policy.
+int rl_policy_values(rl_policy_t *self, const int32_t *tokens, const int *lengths, int B, int T,
+                     float *values, char *err, size_t err_len);
 
 // logp (B,T) of the policy (adapter = 1) or the reference (adapter = 0: LoRA disabled; full
 // tuning: a frozen copy of the base model, loaded on first use) at temperature T, no gradients.
@@ -61,11 +80,12 @@ typedef struct {
 } rl_policy_train_stats_t;
 
 // ---- one training step for every loss ---------------------------------------------------------
-// The actor's step, whatever the loss: `iterations` passes over the batch; in each, micro-batches
-// (whole groups of rows.group rows: DPO's chosen/rejected pairs stay together) run forward
-// (trimmed to their longest row) -> the loss callback (writes dlogp, returns the micro-batch's
-// share of the loss) -> backward; then the gradient is clipped to max_grad_norm and AdamW steps
-// at rate lr. This is where a data-parallel mesh reduces gradients.
+// The step of every loss: `iterations` passes over the batch; in each, micro-batches (whole
+// groups of rows.group rows: DPO's chosen/rejected pairs stay together) run forward (trimmed to
+// their longest row; a critic's forward gives values) -> the loss callback (writes dlogp or
+// dvalues, returns the micro-batch's share of the loss) -> backward; then the gradient (a
+// critic's head included) is clipped to max_grad_norm and AdamW steps at rate lr. This is where
+// a data-parallel mesh reduces gradients.
 
 // The rows of a batch: B right-padded sequences (rl_model_forward's layout).
 typedef struct {
@@ -80,14 +100,15 @@ typedef struct {
 typedef struct {
     int b0, n, T;            // rows [b0, b0+n) of the batch, trimmed to T columns
     int iteration;           // 0-based pass over the batch
-    const float *logp;       // (n,T) this forward's logprobs
+    const float *logp;       // (n,T) this forward's logprobs (NULL for a critic)
     const float *entropy;    // (n,T) on the first pass when the step asks for it, else NULL
     const float *mask;       // (n,T) the rows' mask as 0/1 floats
+    const float *values;     // (n,T) a critic's values (rl_head.h's alignment), else NULL
 } rl_policy_micro_t;
 
-// Writes dlogp (n,T) = d loss / d logp of the micro-batch and *loss its share of the loss.
-// Returns 0 or an error code (the step fails).
-typedef int (*rl_policy_loss_fn)(void *ctx, const rl_policy_micro_t *mb, float *dlogp,
+// Writes dout (n,T) = d loss / d(the forward's output: logp, or a critic's values) of the
+// micro-batch and *loss its share of the loss. Returns 0 or an error code (the step fails).
+typedef int (*rl_policy_loss_fn)(void *ctx, const rl_policy_micro_t *mb, float *dout,
                                  double *loss);
 
 typedef struct {
@@ -128,6 +149,23 @@ int rl_policy_train(rl_policy_t *self, const rl_policy_batch_t *b,
                     const rl_recipe_algorithm_t *alg, float temperature, int micro_batch,
                     int iterations, double lr, double max_grad_norm, float *old_logp,
                     rl_policy_train_stats_t *stats, char *err, size_t err_len);
+
+// The critic's update (a critic only): `iterations` passes of the clipped value loss
+// (rl_ppo_value_loss: values against returns, clipped by value_clip around old_values, loss_agg
+// over denom) over micro-batches, then clip and AdamW at rate lr. old_values and returns (B,T) in
+// the rows' layout. value_stats (may be NULL) gets the last pass's sums; grad_norm and loss as
+// rl_policy_step.
+typedef struct {
+    const float *old_values, *returns; // (B,T)
+    double value_clip, denom;
+    int loss_agg;                      // RL_RECIPE_AGG_*
+} rl_policy_value_batch_t;
+
+int rl_policy_train_value(rl_policy_t *self, const rl_policy_rows_t *rows,
+                          const rl_policy_value_batch_t *vb, int micro_batch, int iterations,
+                          double lr, double max_grad_norm, int64_t step,
+                          rl_ppo_value_stats_t *value_stats, rl_policy_step_stats_t *stats,
+                          char *err, size_t err_len);
 
 // The trainable weights as one flat array (LoRA: every A and B in rl_lora.h's layout; full: every
 // parameter): what a sampler loads. borrowed; valid until the next train call or destroy.

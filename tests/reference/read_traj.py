@@ -20,6 +20,7 @@ FIELDS = ["v", "step", "prompt_index", "sample_index", "data_index", "policy_ver
           "prompt_ids", "completion_ids", "mask", "sampler_logprobs", "old_logprobs",
           "ref_logprobs", "values", "advantages", "rewards", "reward", "advantage", "finish"]
 OPTIONAL = ["old_logprobs", "ref_logprobs", "values", "advantages"]
+EXTRA = ["token_rewards"]  # keys a record may leave out
 
 
 def fail(what):
@@ -85,6 +86,12 @@ def record(key, value):
     if r["finish"] not in ("stop", "length"):
         fail(f"{where}: finish {r['finish']!r}")
     out["finish"] = r["finish"]
+    # optional keys (absent or nil: none), output only when stored
+    for f in EXTRA:
+        if f in r and r[f] is not None:
+            if not isinstance(r[f], bytes) or len(r[f]) != 4 * n:
+                fail(f"{where}: {f} is not {4 * n} bytes")
+            out[f] = [num(x) for x in struct.unpack(f"<{n}f", r[f])]
     if any(i < 0 for i in out["prompt_ids"] + out["completion_ids"]):
         fail(f"{where}: a negative id")
     return out

@@ -1,0 +1,532 @@
+// rl_algo_ppo — PPO with a critic (Schulman et al. 2017, in the RLHF form of Ziegler et al. 2019;
+// TRL's PPOTrainer, verl's PPO; REFERENCE.md §1) as the controller runs it. Per step, one
+// rollout:
+//   1. take train.batch_size prompts in the run's data order;
+//   2. the samplers generate one completion of each (the weights of the last step);
+//   3. the reward worker scores them; the score is the weighted total (NaN = unscorable: 0);
+//   4. the rollout policy's logprobs logπ_old (the actor's), the reference's (beta > 0) and
+//      the critic's values V of every completion token;
+//   5. per-token rewards r_t = -beta (logπ_old - logπ_ref) plus the score at the last token;
+//      GAE (gamma, lam) gives advantages and returns R = A + V; the advantages are whitened
+//      over the rollout's tokens;
+//   6. the records go to the store before any update (pending);
+//   7. algorithm.epochs passes over the rollout, each in algorithm.mini_batches shuffled
+//      mini-batches; every mini-batch is one optimizer step of the critic (the clipped value
+//      loss against R around V) and, once algorithm.critic_warmup_steps rollouts are done, one
+//      of the actor (the clipped policy loss with the per-token advantages against logπ_old);
+//   8. the records again, with values and advantages; the metrics (REFERENCE.md §6 names); the
+//      adaptive controller moves beta when algorithm.kl_target > 0;
+//   9. the updated weights to the samplers.
+// Evaluation is GRPO's (rl_rollout_evaluate).
+#include "rl_algo.h"
+
+#include "rl_clock.h"
+#include "rl_err.h"
+#include "rl_fault.h"
+#include "rl_log.h"
+#include "rl_ppo.h"
+#include "rl_rollout.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    rl_rollout_data_t *d;
+    double beta;       // the KL coefficient (moves with the adaptive controller)
+    rl_sched_t critic; // the critic's learning-rate schedule
+} s_ppo_t;
+
+// ---- roles, data, state ----------------------------------------------------------------------
+
+static void s_roles(const rl_recipe_t *r, rl_algo_roles_t *out) {
+    out->samplers = r->roles.samplers;
+    out->reward = 1;
+    out->reference = r->algorithm.beta > 0 && r->roles.reference == RL_RECIPE_REF_WORKER;
+    out->critic =
+        r->roles.critic == RL_RECIPE_REF_WORKER ? RL_ALGO_CRITIC_WORKER : RL_ALGO_CRITIC_ACTOR;
+}
+
+static void s_destroy(void **state) {
+    s_ppo_t *s = *state;
+    if (s) {
+        rl_rollout_data_destroy(&s->d);
+        free(s);
+    }
+    *state = NULL;
+}
+
+static int s_create(rl_run_t *run, void **state, size_t *n_train, double *data_frame, char *err,
+                    size_t err_len) {
+    const rl_recipe_t *r = run->r;
+    s_ppo_t *s = calloc(1, sizeof *s);
+    *state = s;
+    if (!s) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    int rc = rl_rollout_data_new(r, run->tok, 0, &s->d, err, err_len);
+    if (rc) {
+        return rc;
+    }
+    s->beta = r->algorithm.beta;
+    // the critic's schedule: its own rate and warmup, the recipe's shape and length
+    s->critic = (rl_sched_t){run->sched.kind, r->critic.lr, r->train.steps, r->critic.warmup_steps,
+                             r->optim.min_lr_ratio};
+    *n_train = rl_prompts_count(s->d->train);
+    *data_frame = rl_rollout_data_frame(run, s->d, (size_t)r->train.batch_size);
+    return 0;
+}
+
+static void s_save_state(void *state, rl_ckpt_state_t *st) {
+    const s_ppo_t *s = state;
+    snprintf(st->algo_key[st->n_algo], sizeof st->algo_key[0], "kl_coef");
+    st->algo_value[st->n_algo++] = s->beta;
+}
+
+static void s_load_state(void *state, const rl_ckpt_state_t *st) {
+    s_ppo_t *s = state;
+    for (int i = 0; i < st->n_algo; i++) {
+        if (strcmp(st->algo_key[i], "kl_coef") == 0) {
+            s->beta = st->algo_value[i];
+        }
+    }
+}
+
+// ---- one step
+// ------------------------------------------------------------------------------------
+
+typedef struct {
+    rl_rollout_t ro;
+    float *maskf;            // (B,T) the mask as 0/1 floats
+    float *old, *ref;        // (B,T) logπ_old, logπ_ref (NULL when beta = 0)
+    float *values;           // (B,T) V at rollout time
+    double *score;           // (B) the rows' scores
+    double *rew, *adv, *ret; // (B,T) per-token rewards, advantages (whitened), returns
+    double *kl_row;          // (B) per-row sums of k1
+    float *advf, *retf;      // (B,T) advantages and returns as sent
+    float *rewf;             // (B,T) the per-token rewards as stored
+    // one mini-batch, gathered
+    int32_t *m_tok, *m_len;
+    uint8_t *m_mask;
+    float *m_adv, *m_old, *m_mu, *m_ref, *m_val, *m_ret;
+    int *perm;
+} s_step_t;
+
+static void s_step_free(s_step_t *t) {
+    rl_rollout_free(&t->ro);
+    void *all[] = {t->maskf, t->old,    t->ref,    t->values, t->score, t->rew,
+                   t->adv,   t->ret,    t->kl_row, t->advf,   t->retf,  t->m_tok,
+                   t->m_len, t->m_mask, t->m_adv,  t->m_old,  t->m_mu,  t->m_ref,
+                   t->m_val, t->m_ret,  t->perm,   t->rewf};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        free(all[i]);
+    }
+    memset(t, 0, sizeof(*t));
+}
+
+static int s_alloc(s_step_t *t, int mbs) {
+    size_t B = (size_t)t->ro.B, bt = B * (size_t)t->ro.T, mt = (size_t)mbs * (size_t)t->ro.T;
+    t->maskf = malloc(bt * sizeof(float));
+    t->old = malloc(bt * sizeof(float));
+    t->values = malloc(bt * sizeof(float));
+    t->score = malloc(B * sizeof(double));
+    t->rew = malloc(bt * sizeof(double));
+    t->adv = malloc(bt * sizeof(double));
+    t->ret = malloc(bt * sizeof(double));
+    t->kl_row = calloc(B, sizeof(double));
+    t->advf = malloc(bt * sizeof(float));
+    t->retf = malloc(bt * sizeof(float));
+    t->rewf = malloc(bt * sizeof(float));
+    t->m_tok = malloc(mt * sizeof(int32_t));
+    t->m_len = malloc((size_t)mbs * sizeof(int32_t));
+    t->m_mask = malloc(mt);
+    t->m_adv = malloc(mt * sizeof(float));
+    t->m_old = malloc(mt * sizeof(float));
+    t->m_mu = malloc(mt * sizeof(float));
+    t->m_ref = malloc(mt * sizeof(float));
+    t->m_val = malloc(mt * sizeof(float));
+    t->m_ret = malloc(mt * sizeof(float));
+    t->perm = malloc(B * sizeof(int));
+    return t->maskf && t->old && t->values && t->score && t->rew && t->adv && t->ret && t->kl_row &&
+                   t->advf && t->retf && t->rewf && t->m_tok && t->m_len && t->m_mask && t->m_adv &&
+                   t->m_old && t->m_mu && t->m_ref && t->m_val && t->m_ret && t->perm
+               ? 0
+               : RL_ENOMEM;
+}
+
+// rows perm[k0 .. k0+n) of the rollout into the mini-batch arrays; returns its loss divisor
+static double s_gather(const rl_run_t *run, s_step_t *t, int k0, int n) {
+    const rl_rollout_t *ro = &t->ro;
+    size_t T = (size_t)ro->T;
+    double active = 0;
+    for (int i = 0; i < n; i++) {
+        size_t b = (size_t)t->perm[k0 + i];
+        memcpy(t->m_tok + i * T, ro->tok + b * T, T * sizeof(int32_t));
+        memcpy(t->m_mask + i * T, ro->mask + b * T, T);
+        memcpy(t->m_adv + i * T, t->advf + b * T, T * sizeof(float));
+        memcpy(t->m_old + i * T, t->old + b * T, T * sizeof(float));
+        memcpy(t->m_mu + i * T, ro->mu + b * T, T * sizeof(float));
+        if (t->ref) {
+            memcpy(t->m_ref + i * T, t->ref + b * T, T * sizeof(float));
+        }
+        memcpy(t->m_val + i * T, t->values + b * T, T * sizeof(float));
+        memcpy(t->m_ret + i * T, t->retf + b * T, T * sizeof(float));
+        t->m_len[i] = ro->len[b];
+        for (size_t c = 0; c < T; c++) {
+            active += ro->mask[b * T + c];
+        }
+    }
+    const rl_recipe_t *r = run->r;
+    double denom = r->algorithm.loss_agg == RL_RECIPE_AGG_TOKEN_MEAN ? active
+                   : r->algorithm.loss_agg == RL_RECIPE_AGG_SEQ_MEAN_TOKEN_MEAN
+                       ? (double)n
+                       : (double)n * r->sampling.max_new_tokens;
+    return denom > 0 ? denom : 1;
+}
+
+// Sums of the updates of one rollout (every mini-batch of every epoch).
+typedef struct {
+    int actor_steps, critic_steps;
+    double loss, grad_norm, tokens, kl, entropy, clip_low, clip_high, dual_clip, ratio, tis_weight,
+        tis_masked, approx_kl;
+    double v_loss, v_grad_norm, v_tokens, v_clipped;
+} s_sums_t;
+
+static void s_add_actor(s_sums_t *u, const rl_proto_train_reply_t *x) {
+    u->actor_steps++;
+    u->loss += x->loss;
+    u->grad_norm += x->grad_norm;
+    u->tokens += x->tokens;
+    u->kl += x->kl;
+    u->entropy += x->entropy;
+    u->clip_low += x->clip_low;
+    u->clip_high += x->clip_high;
+    u->dual_clip += x->dual_clip;
+    u->ratio += x->ratio;
+    u->tis_weight += x->tis_weight;
+    u->tis_masked += x->tis_masked;
+    u->approx_kl += x->approx_kl;
+}
+
+// 7. the updates: epochs x mini-batches, critic then actor. *weights: the last actor reply's
+// (kept alive in *last_rep) when the actor trained.
+static int s_update(rl_run_t *run, s_ppo_t *s, s_step_t *t, int train_actor, s_sums_t *u,
+                    rl_msg_t **last_rep, rl_proto_train_reply_t *last, double *t_actor,
+                    double *t_critic, char *err, size_t err_len) {
+    const rl_recipe_t *r = run->r;
+    const rl_recipe_algorithm_t *alg = &r->algorithm;
+    int B = t->ro.B, T = t->ro.T, M = alg->mini_batches, mbs = B / M;
+    double lr = rl_sched_lr(&run->sched, run->step), clr = rl_sched_lr(&s->critic, run->step);
+    int rc = 0;
+    for (int i = 0; i < B; i++) {
+        t->perm[i] = i;
+    }
+    for (int e = 0; !rc && e < alg->epochs; e++) {
+        // a fresh order each epoch, from the run's checkpointed stream
+        for (int i = B - 1; i > 0; i--) {
+            int j = (int)rl_rng_below(&run->rng, (uint64_t)i + 1);
+            int x = t->perm[i];
+            t->perm[i] = t->perm[j];
+            t->perm[j] = x;
+        }
+        for (int k = 0; !rc && k < M; k++) {
+            double denom = s_gather(run, t, k * mbs, mbs);
+            int final = e == alg->epochs - 1 && k == M - 1;
+            rl_proto_train_reply_t x;
+            rl_msg_t *rep = NULL;
+            double c0 = rl_clock_now();
+            rl_proto_train_t q = {.loss = "value",
+                                  .step = run->step + 1,
+                                  .lr = clr,
+                                  .temperature = 1.0,
+                                  .tokens = t->m_tok,
+                                  .lengths = t->m_len,
+                                  .mask = t->m_mask,
+                                  .values = t->m_val,
+                                  .returns = t->m_ret,
+                                  .B = mbs,
+                                  .T = T,
+                                  .denom = denom,
+                                  .micro_batch = r->train.micro_batch_size,
+                                  .iterations = 1,
+                                  .want_weights = 0};
+            rc = rl_run_train(run, &run->critic, &q, &x, &rep, err, err_len);
+            if (!rc) {
+                u->critic_steps++;
+                u->v_loss += x.loss;
+                u->v_grad_norm += x.grad_norm;
+                u->v_tokens += x.tokens;
+                u->v_clipped += x.value_clipped;
+            }
+            rl_msg_free(&rep);
+            *t_critic += rl_clock_now() - c0;
+            if (rc || !train_actor) {
+                continue;
+            }
+            c0 = rl_clock_now();
+            q = (rl_proto_train_t){.loss = "ppo",
+                                   .step = run->step + 1,
+                                   .lr = lr,
+                                   .temperature = r->sampling.temperature,
+                                   .tokens = t->m_tok,
+                                   .lengths = t->m_len,
+                                   .mask = t->m_mask,
+                                   .token_adv = t->m_adv,
+                                   .old_logp = t->m_old,
+                                   .mu_logp = t->m_mu,
+                                   .ref_logp = t->ref ? t->m_ref : NULL,
+                                   .B = mbs,
+                                   .T = T,
+                                   .denom = denom,
+                                   .micro_batch = r->train.micro_batch_size,
+                                   .iterations = 1,
+                                   .want_weights = final};
+            rc = rl_run_train(run, &run->actor, &q, &x, &rep, err, err_len);
+            if (!rc) {
+                s_add_actor(u, &x);
+            }
+            if (!rc && final) {
+                *last = x;
+                *last_rep = rep; // x.weights points into it
+            } else {
+                rl_msg_free(&rep);
+            }
+            *t_actor += rl_clock_now() - c0;
+        }
+    }
+    return rc;
+}
+
+static void s_metrics(rl_run_t *run, s_ppo_t *s, const s_step_t *t, const s_sums_t *u, double beta,
+                      double kl_mean, double ev, double adv_mean, double adv_std, int unscorable,
+                      double lr, double *rmean, double *gen_tokens) {
+    rl_metrics_t *mt = run->metrics;
+    const rl_rollout_t *ro = &t->ro;
+    rl_rollout_metrics(run, s->d, ro, t->old, lr, rmean, gen_tokens);
+    double n = 0, rs = 0, rss = 0;
+    for (size_t i = 0; i < (size_t)ro->B * (size_t)ro->T; i++) {
+        if (ro->mask[i]) {
+            n++;
+            rs += t->ret[i];
+            rss += t->ret[i] * t->ret[i];
+        }
+    }
+    double rm = n > 0 ? rs / n : 0;
+    double rv = n > 1 ? (rss - n * rm * rm) / (n - 1) : 0;
+    if (u->actor_steps > 0) {
+        double d = u->tokens > 0 ? u->tokens : 1;
+        rl_metrics_add(mt, "loss", u->loss / u->actor_steps);
+        rl_metrics_add(mt, "grad_norm", u->grad_norm / u->actor_steps);
+        rl_metrics_add(mt, "entropy", u->entropy / d);
+        rl_metrics_add(mt, "approx_kl", u->approx_kl / d);
+        rl_metrics_add(mt, "clip_ratio/low_mean", u->clip_low / d);
+        rl_metrics_add(mt, "clip_ratio/high_mean", u->clip_high / d);
+        rl_metrics_add(mt, "clip_ratio/region_mean", (u->clip_low + u->clip_high) / d);
+        if (run->r->algorithm.dual_clip > 0) {
+            rl_metrics_add(mt, "clip_ratio/dual_mean", u->dual_clip / d);
+        }
+        rl_metrics_add(mt, "ratio/mean", u->ratio / d);
+        if (run->r->algorithm.tis != RL_RECIPE_TIS_NONE) {
+            rl_metrics_add(mt, "tis/weight_mean", u->tis_weight / d);
+            rl_metrics_add(mt, "tis/masked_sequences", u->tis_masked);
+        }
+    }
+    rl_metrics_add(mt, "kl", kl_mean);
+    rl_metrics_add(mt, "kl_coef", beta);
+    rl_metrics_add(mt, "value_loss", u->critic_steps ? u->v_loss / u->critic_steps : NAN);
+    rl_metrics_add(mt, "value_clip_fraction", u->v_tokens > 0 ? u->v_clipped / u->v_tokens : 0);
+    rl_metrics_add(mt, "explained_variance", ev);
+    rl_metrics_add(mt, "returns/mean", rm);
+    rl_metrics_add(mt, "returns/std", sqrt(rv > 0 ? rv : 0));
+    rl_metrics_add(mt, "advantages/mean", adv_mean);
+    rl_metrics_add(mt, "advantages/std", adv_std);
+    rl_metrics_add(mt, "critic/grad_norm",
+                   u->critic_steps ? u->v_grad_norm / u->critic_steps : NAN);
+    rl_metrics_add(mt, "critic/learning_rate", rl_sched_lr(&s->critic, run->step - 1));
+    if (unscorable) {
+        rl_metrics_add(mt, "rewards/unscorable", unscorable);
+    }
+}
+
+static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_t note_len,
+                  char *err, size_t err_len) {
+    s_ppo_t *s = state;
+    const rl_recipe_t *r = run->r;
+    const rl_recipe_algorithm_t *alg = &r->algorithm;
+    int P = r->train.batch_size;
+    s_step_t t;
+    memset(&t, 0, sizeof(t));
+    rl_rollout_t *ro = &t.ro;
+    rl_metrics_t *mt = run->metrics;
+    double t0 = rl_clock_now();
+    *advanced_p = 0;
+    // 1-2. prompts, one completion each
+    rl_data_pos_t pos0 = rl_data_sampler_pos(run->order); // restored if the step fails
+    int rc = rl_rollout_generate(run, s->d, P, 1, ro, err, err_len);
+    double t1 = rl_clock_now();
+    // 3. scores
+    if (!rc) {
+        rc = rl_rollout_score(run, s->d, ro, err, err_len);
+    }
+    double t2 = rl_clock_now();
+    if (!rc && (rl_rollout_batch(run, s->d, ro, NULL) != 0 ||
+                s_alloc(&t, ro->B / alg->mini_batches) != 0)) {
+        rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    int B = ro->B, T = ro->T;
+    size_t bt = (size_t)B * (size_t)T;
+    // 4. logπ_old, logπ_ref, V
+    double beta = s->beta;
+    if (!rc) {
+        rc = rl_run_logprobs(run, 0, ro->tok, ro->len, B, T, r->sampling.temperature, t.old, err,
+                             err_len);
+    }
+    if (!rc && beta > 0) {
+        t.ref = malloc(bt * sizeof(float));
+        rc = t.ref ? rl_run_logprobs(run, 1, ro->tok, ro->len, B, T, r->sampling.temperature, t.ref,
+                                     err, err_len)
+                   : rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    double t3 = rl_clock_now();
+    if (!rc) {
+        rc = rl_run_values(run, ro->tok, ro->len, B, T, t.values, err, err_len);
+    }
+    double t4 = rl_clock_now();
+    // 5. rewards per token, GAE, whitening
+    int unscorable = 0;
+    double adv_mean = 0, adv_std = 0, ev = NAN, kl_mean = 0;
+    if (!rc) {
+        for (size_t i = 0; i < bt; i++) {
+            t.maskf[i] = ro->mask[i];
+        }
+        for (int b = 0; b < B; b++) {
+            t.score[b] = ro->total[ro->row_of[b]];
+        }
+        if (rl_ppo_token_rewards(t.maskf, t.old, t.ref, t.score, beta, B, T, t.rew,
+                                 t.ref ? t.kl_row : NULL, &unscorable) != 0 ||
+            rl_ppo_gae(t.maskf, t.rew, t.values, alg->gamma, alg->lam, B, T, t.adv, t.ret) != 0 ||
+            rl_ppo_whiten(t.maskf, t.adv, B, T, t.adv, &adv_mean, &adv_std) != 0 ||
+            rl_ppo_explained_variance(t.maskf, t.ret, t.values, B, T, &ev) != 0) {
+            rc = rl_errf(err, err_len, RL_EINVAL,
+                         "step %lld: advantages: a non-finite logprob or value in the rollout",
+                         (long long)run->step + 1);
+        }
+        double ntok = 0;
+        for (size_t i = 0; !rc && i < bt; i++) {
+            t.advf[i] = (float)t.adv[i];
+            t.retf[i] = (float)t.ret[i];
+            t.rewf[i] = (float)t.rew[i];
+            ntok += ro->mask[i];
+        }
+        for (int b = 0; b < B; b++) {
+            kl_mean += t.kl_row[b];
+        }
+        kl_mean = ntok > 0 ? kl_mean / ntok : 0; // per token, as GRPO's `kl`
+    }
+    double t5 = rl_clock_now();
+    // 6. the records before any update
+    rl_rollout_extra_t ex = {
+        .old = t.old, .ref = t.ref, .values = t.values, .adv = t.advf, .rewards = t.rewf};
+    if (!rc) {
+        rc = rl_rollout_store(run, s->d, ro, run->step + 1, &ex, 1, err, err_len);
+    }
+    double t6 = rl_clock_now();
+    // 7. the updates (the actor waits for the critic's warmup)
+    int train_actor = run->step >= alg->critic_warmup_steps;
+    s_sums_t u;
+    memset(&u, 0, sizeof u);
+    rl_msg_t *last_rep = NULL;
+    rl_proto_train_reply_t last;
+    memset(&last, 0, sizeof last);
+    double t_actor = 0, t_critic = 0, lr = rl_sched_lr(&run->sched, run->step);
+    if (!rc) {
+        run->actor_consistent = 0;
+        rc = s_update(run, s, &t, train_actor, &u, &last_rep, &last, &t_actor, &t_critic, err,
+                      err_len);
+    }
+    int advanced = 0;
+    if (!rc) {
+        run->step++;
+        run->actor_consistent = 1;
+        run->num_tokens += train_actor ? ro->ntok : 0;
+        advanced = 1;
+        // the adaptive controller (Ziegler et al.): beta follows the rollout's KL per sequence
+        if (alg->kl_target > 0 && t.ref) {
+            double kl_seq = 0;
+            for (int b = 0; b < B; b++) {
+                kl_seq += t.kl_row[b];
+            }
+            rl_ppo_kl_coef_update(&s->beta, kl_seq / B, alg->kl_target, B, alg->kl_horizon);
+        }
+    }
+    // 8. the records complete, the metrics
+    double t7 = rl_clock_now();
+    if (!rc && rl_fault("store")) {
+        rc = rl_errf(err, err_len, RL_EIO,
+                     "trajectory store: step %lld could not be written "
+                     "(RLCTL_FAULT=store)",
+                     (long long)run->step);
+    } else if (!rc) {
+        rc = rl_rollout_store(run, s->d, ro, run->step, &ex, 0, err, err_len);
+    }
+    double t8 = rl_clock_now();
+    if (advanced) {
+        double rmean = NAN, gen = 0;
+        s_metrics(run, s, &t, &u, beta, kl_mean, ev, adv_mean, adv_std, unscorable, lr, &rmean,
+                  &gen);
+        rl_metrics_add(mt, "timing/generate", t1 - t0);
+        rl_metrics_add(mt, "timing/reward", t2 - t1);
+        rl_metrics_add(mt, "timing/reference", t3 - t2);
+        rl_metrics_add(mt, "timing/values", t4 - t3);
+        rl_metrics_add(mt, "timing/advantages", t5 - t4);
+        rl_metrics_add(mt, "timing/train", t_actor);
+        rl_metrics_add(mt, "timing/train_critic", t_critic);
+        rl_metrics_add(mt, "timing/store", (t6 - t5) + (t8 - t7));
+        rl_metrics_add(mt, "tokens_per_second", gen / (t1 - t0 > 0 ? t1 - t0 : 1));
+        snprintf(note, note_len, "reward %.3f value_loss %.4f ev %.2f%s", rmean,
+                 u.critic_steps ? u.v_loss / u.critic_steps : NAN, ev,
+                 train_actor ? "" : " (critic warmup)");
+    }
+    // 9. sync
+    if (!rc && train_actor) {
+        run->version = run->step;
+        rc = rl_run_sync(run, last.weights, last.n, err, err_len);
+    }
+    double t9 = rl_clock_now();
+    if (!rc) {
+        rl_metrics_add(mt, "timing/sync", t9 - t8);
+        rl_metrics_add(mt, "timing/step", t9 - t0);
+    }
+    *advanced_p = advanced;
+    if (rc && !advanced) {
+        rl_data_sampler_seek(run->order, pos0);
+    }
+    rl_msg_free(&last_rep);
+    s_step_free(&t);
+    return rc;
+}
+
+static int s_evaluate(void *state, rl_run_t *run, double *acc, double *acc_greedy, char *note,
+                      size_t note_len, char *err, size_t err_len) {
+    return rl_rollout_evaluate(((s_ppo_t *)state)->d, run, acc, acc_greedy, note, note_len, err,
+                               err_len);
+}
+
+static const rl_algo_t s_algo = {
+    .name = "ppo",
+    .roles = s_roles,
+    .preflight = rl_rollout_preflight,
+    .create = s_create,
+    .destroy = s_destroy,
+    .step = s_step,
+    .evaluate = s_evaluate,
+    .save_state = s_save_state,
+    .load_state = s_load_state,
+    .bookends = 1,
+    .stores = 1,
+};
+
+const rl_algo_t *rl_algo_ppo(void) {
+    return &s_algo;
+}
