@@ -142,9 +142,9 @@ int rl_cmd_validate(int argc, char **argv) {
     if (rc == 0 && !(flags & RL_RECIPE_NO_FILE_CHECKS)) {
         rc = rl_cli_check_model(r, err, err_len);
     }
-    // GRPO: the prompts, eval answers and reward plugins, as `rlctl run` checks them
+    // GRPO and PPO: the prompts, eval answers and reward plugins, as `rlctl run` checks them
     if (rc == 0 && !(flags & RL_RECIPE_NO_FILE_CHECKS) &&
-        r->algorithm.name == RL_RECIPE_ALGO_GRPO) {
+        (r->algorithm.name == RL_RECIPE_ALGO_GRPO || r->algorithm.name == RL_RECIPE_ALGO_PPO)) {
         rc = rl_controller_preflight(r, err, err_len);
     }
     if (rc == RL_EINVAL) {

@@ -321,7 +321,8 @@ static const rl_recipe_key_t s_keys[] = {
      .doc = "the critic's linear warmup steps (then optim.scheduler)"},
     {.section = "critic", .key = "init", .type = RL_RECIPE_T_STRING, .offset = OFF(critic.init),
      DEF("base"), .algos = PPO,
-     .doc = "base = model.path with a fresh value head; or a reward-model folder (score.weight)"},
+     .doc = "base = model.path with a fresh value head; or a reward model's folder (HF sequence "
+            "classifier: score.weight)"},
     {.section = "critic", .key = "lora", .type = RL_RECIPE_T_BOOL, .offset = OFF(critic.lora),
      .def_doc = "lora.enabled", .flags = DERIVED, .algos = PPO,
      .doc = "train the critic with LoRA (the lora section's settings) or fully"},

@@ -843,22 +843,38 @@ static void s_shape_str(char *buf, size_t cap, int ndim, const int64_t *shape) {
 
 int rl_hf_check_weights(const rl_hf_config_t *cfg, const rl_st_model_t *model, char *err,
                         size_t err_len) {
+    return rl_hf_check_weights_ex(cfg, model, 0, err, err_len);
+}
+
+int rl_hf_check_weights_ex(const rl_hf_config_t *cfg, const rl_st_model_t *model, int seq_cls,
+                           char *err, size_t err_len) {
     RL_ASSERT(cfg && model);
     int n = rl_hf_tensor_specs(cfg, NULL, 0);
-    rl_hf_tensor_spec_t *specs = malloc((size_t)n * sizeof *specs);
-    const char **names = malloc((size_t)n * sizeof *names);
+    rl_hf_tensor_spec_t *specs = malloc((size_t)(n + 1) * sizeof *specs);
+    const char **names = malloc((size_t)(n + 1) * sizeof *names);
     int rc = 0;
     if (!specs || !names) {
         rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory checking %d tensors", n);
         goto fail;
     }
     rl_hf_tensor_specs(cfg, specs, n);
+    if (seq_cls && rl_st_model_find(model, "score.weight")) {
+        // a sequence classifier's head, [num_labels = 1, C]; checked like the others
+        snprintf(specs[n].name, sizeof specs[n].name, "score.weight");
+        specs[n].ndim = 2;
+        specs[n].shape[0] = 1;
+        specs[n].shape[1] = cfg->hidden_size;
+        n++;
+    }
 
     char missing[512] = "", unexpected[512] = "", shapes[1024] = "", dtype_msg[256] = "";
     int n_missing = 0, n_unexpected = 0, n_shape = 0;
     for (int i = 0; i < n; i++) {
         names[i] = specs[i].name;
         const rl_st_tensor_t *t = rl_st_model_find(model, specs[i].name);
+        if (!t && seq_cls && strcmp(specs[i].name, "lm_head.weight") == 0) {
+            continue; // a sequence classifier has no vocabulary head
+        }
         if (!t) {
             s_list_add(missing, sizeof missing, &n_missing, specs[i].name);
             continue;

@@ -86,6 +86,11 @@ int64_t rl_hf_param_count(const rl_hf_config_t *cfg);
 // tensors; err lists the first few of each by name), RL_EUNSUPPORTED (dtype) or RL_ENOMEM.
 int rl_hf_check_weights(const rl_hf_config_t *cfg, const rl_st_model_t *model, char *err,
                         size_t err_len);
+// The same for an <Arch>ForSequenceClassification folder (a reward model) when seq_cls != 0:
+// `score.weight` [1, C] may be present (any other shape is misshapen) and `lm_head.weight` may be
+// absent; with seq_cls == 0 it is rl_hf_check_weights.
+int rl_hf_check_weights_ex(const rl_hf_config_t *cfg, const rl_st_model_t *model, int seq_cls,
+                           char *err, size_t err_len);
 
 const char *rl_hf_arch_name(rl_arch_t arch); // "llama", "qwen2", "qwen3"
 const char *rl_hf_rope_type_name(rl_rope_type_t type); // "default", "llama3"

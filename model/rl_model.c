@@ -302,7 +302,7 @@ rl_model_t *rl_model_load(const char *dir, const rl_model_opts_t *opts, char *er
         return NULL;
     }
     if (!(self->st = rl_st_model_open(dir, err, err_len)) ||
-        rl_hf_check_weights(&cfg, self->st, err, err_len) != 0) {
+        rl_hf_check_weights_ex(&cfg, self->st, self->opts.seq_cls, err, err_len) != 0) {
         goto fail;
     }
     int n = rl_hf_tensor_specs(&cfg, NULL, 0);
@@ -312,6 +312,11 @@ rl_model_t *rl_model_load(const char *dir, const rl_model_opts_t *opts, char *er
         goto fail;
     }
     rl_hf_tensor_specs(&cfg, specs, n);
+    // a sequence classifier without a vocabulary head: lm_head.weight (the last spec) is absent
+    if (self->opts.seq_cls && n > 0 && strcmp(specs[n - 1].name, "lm_head.weight") == 0 &&
+        !rl_st_model_find(self->st, "lm_head.weight")) {
+        n--;
+    }
     const int full = self->opts.tune == RL_TUNE_FULL;
     // A frozen F32 tensor is used in place when the host reads it as floats: little-endian and
     // 4-byte aligned (a foreign writer may leave the data unaligned). Everything else is
@@ -799,6 +804,10 @@ int rl_model_forward(rl_model_t *self, const int32_t *tokens, const int *lengths
         return s_err(self, RL_EINVAL, "temperature %g must be a positive number",
                      (double)temperature);
     }
+    if (logp && !self->params.lm_head) {
+        return s_err(self, RL_EINVAL,
+                     "this model has no vocabulary head (a sequence classifier): no logprobs");
+    }
     if (!logp && entropy) {
         return s_err(self, RL_EINVAL, "entropy needs logp (logp = NULL skips the vocabulary "
                      "head)");
@@ -915,6 +924,10 @@ static void s_backward_trunk(rl_model_t *self) {
 }
 
 int rl_model_backward(rl_model_t *self, const float *dlogp) {
+    if (!self->params.lm_head) {
+        return s_err(self, RL_EINVAL,
+                     "this model has no vocabulary head (a sequence classifier): no dlogp");
+    }
     int rc = s_backward_check(self);
     if (rc) {
         return rc;
@@ -959,8 +972,8 @@ const float *rl_model_hidden(const rl_model_t *self) {
 }
 
 float *rl_model_logits(rl_model_t *self) {
-    if (!self->fwd_valid) {
-        s_err(self, RL_EINVAL, "no forward to take logits from");
+    if (!self->fwd_valid || !self->params.lm_head) {
+        s_err(self, RL_EINVAL, "no forward to take logits from, or no vocabulary head");
         return NULL;
     }
     float *out = malloc((size_t)self->N * (size_t)self->V * sizeof *out);
@@ -1105,6 +1118,10 @@ int rl_model_step(rl_model_t *self, rl_kvcache_t *cache, const int32_t *tokens, 
                   const int *pos, int n, const unsigned char *want, float *logits) {
     if (cache->model != self) {
         return s_err(self, RL_EINVAL, "the KV cache belongs to another model");
+    }
+    if (!self->params.lm_head) {
+        return s_err(self, RL_EINVAL, "this model has no vocabulary head (a sequence "
+                                      "classifier): it cannot sample");
     }
     if (n < 1) {
         return s_err(self, RL_EINVAL, "a step needs n >= 1 tokens (got %d)", n);
@@ -1291,7 +1308,11 @@ int rl_model_save_hf(const rl_model_t *self, const char *dir, int bf16, char *er
     for (int i = 0; i < n; i++) {
         rl_model_params_t p = self->params;
         float **slot = rl_model_params_find(&p, self->L, specs[i].name);
-        RL_ASSERT(slot && *slot);
+        RL_ASSERT(slot);
+        if (!*slot && strcmp(specs[i].name, "lm_head.weight") == 0) {
+            continue; // a sequence classifier's folder has no vocabulary head
+        }
+        RL_ASSERT(*slot);
         const float *data = *slot;
         int l = 0, m = s_lora_module_of(specs[i].name, &l);
         if (merge && m >= 0 && (rl_lora_targets(self->lora) & (1 << m))) {

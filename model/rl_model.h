@@ -67,9 +67,15 @@ typedef struct {
     uint64_t seed;         // LoRA A init and dropout masks
     int recompute;         // 1: keep only layer inputs; recompute a layer's activations in backward
     int threads;           // OpenBLAS / loop threads for this model (0 = all cores)
+    int seq_cls;           // 1: the folder may be an <Arch>ForSequenceClassification (a reward
+                           // model): its `score.weight` is allowed (the caller reads it) and
+                           // `lm_head.weight` may be missing. Without it the model has no
+                           // vocabulary head: forward takes logp = NULL only, and backward
+                           // (from dlogp), logits, rl_model_step refuse; save_hf leaves it out
 } rl_model_opts_t;
 
-// Defaults: tune NONE, r 8, alpha 16, dropout 0, targets q|v, no rslora, seed 0, no recompute.
+// Defaults: tune NONE, r 8, alpha 16, dropout 0, targets q|v, no rslora, seed 0, no recompute,
+// not seq_cls.
 void rl_model_opts_default(rl_model_opts_t *opts);
 
 typedef struct rl_model rl_model_t;

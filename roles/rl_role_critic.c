@@ -101,6 +101,12 @@ static int s_save_reply(rl_policy_t *critic, const rl_msg_t *req, rl_msg_t **rep
     return rl_proto_save_reply_encode(&r, rl_msg_id(req), reply, err, err_len);
 }
 
+// the base an adapter of the critic names (base_model_name_or_path): its init folder
+static const char *s_base(const rl_recipe_t *r) {
+    return r->critic.init && strcmp(r->critic.init, "base") != 0 ? r->critic.init
+                                                                  : r->model.path;
+}
+
 // the critic's folder of a checkpoint or of final/ (created here: one level)
 static int s_mkdir(const char *dir, char *err, size_t err_len) {
     if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
@@ -117,7 +123,7 @@ int rl_role_critic_save(rl_policy_t *critic, const rl_recipe_t *r, const rl_msg_
         rc = s_mkdir(q.dir, err, err_len);
     }
     if (!rc) {
-        rc = rl_policy_save(critic, q.dir, r->model.path, err, err_len);
+        rc = rl_policy_save(critic, q.dir, s_base(r), err, err_len);
     }
     return rc ? rc : s_save_reply(critic, req, reply, err, err_len);
 }
@@ -140,7 +146,7 @@ int rl_role_critic_save_final(rl_policy_t *critic, const rl_recipe_t *r, const r
         rc = s_mkdir(q.dir, err, err_len);
     }
     if (!rc) {
-        rc = rl_policy_save_final(critic, q.dir, r->model.path, q.bf16, err, err_len);
+        rc = rl_policy_save_final(critic, q.dir, s_base(r), q.bf16, err, err_len);
     }
     if (!rc && rl_proto_ok(rl_msg_id(req), reply) != 0) {
         rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");

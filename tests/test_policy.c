@@ -7,11 +7,15 @@
 // critic (PPO's value model, cookbook/ppo_lora.yaml): values aligned like logprobs (0 at column
 // 0 and at padding), reproducible, the value step drives the clipped value loss down toward fixed
 // returns (the gradient's sign through head and model), a checkpoint round trip restores values
-// and optimizer bit for bit, and a reward-model folder as critic.init is refused.
+// and optimizer bit for bit, and critic.init from a reward model's folder (an HF sequence
+// classifier: no lm_head, score.weight) gives that folder's decoder and head.
 #include "rl_config.h"
 #include "rl_err.h"
+#include "rl_head.h"
+#include "rl_hf.h"
 #include "rl_loss_sft.h"
 #include "rl_policy.h"
+#include "rl_safetensors.h"
 #include "rl_test.h"
 
 #include <math.h>
@@ -112,6 +116,161 @@ static rl_policy_t *s_critic(rl_recipe_t **r, const char *const *ovr, int n_ovr,
         CHECK_MSG(rc == want_rc, "rl_policy_new_critic: %d (%s), expected %d", rc, err, want_rc);
     }
     return c;
+}
+
+// An HF sequence classifier (a reward model) made from the model folder `base`: every tensor but
+// lm_head.weight, and score.weight [1, C] = w. Returns 0 when written.
+static int s_write_rm(const char *base, const char *dir, const float *w, int C) {
+    char err[512], path[600];
+    rl_st_model_t *st = rl_st_model_open(base, err, sizeof err);
+    rl_st_writer_t *wr = rl_st_writer_new();
+    int rc = !st || !wr;
+    for (int i = 0; !rc && i < rl_st_model_count(st); i++) {
+        const rl_st_tensor_t *t = rl_st_model_tensor(st, i);
+        if (strcmp(t->name, "lm_head.weight") != 0) {
+            rc = rl_st_writer_add(wr, t->name, t->dtype, t->ndim, t->shape, t->data);
+        }
+    }
+    int64_t shape[2] = {1, C};
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    rc = rc || rl_st_writer_add_f32(wr, "score.weight", RL_DTYPE_F32, 2, shape, w) ||
+         rl_st_writer_write(wr, path, err, sizeof err);
+    rl_st_writer_destroy(&wr);
+    rl_st_model_destroy(&st);
+    snprintf(path, sizeof path, "cp '%s/config.json' '%s/config.json'", base, dir);
+    return rc || system(path) != 0;
+}
+
+// A sequence classifier of an untied model has no lm_head at all: rl_model loads it with
+// seq_cls (not without), computes hidden states as the full folder does, refuses logprobs,
+// backward from dlogp and sampling naming why, and save_hf writes it without the head.
+static void test_seq_cls_untied(void) {
+    const char *base = RL_FIXTURES "/models/llama_gqa";
+    char err[2048], dir[] = "/tmp/rl_test_seqcls_XXXXXX", out[300];
+    CHECK_MSG(mkdtemp(dir) != NULL, "cannot create a temporary directory");
+    rl_hf_config_t cfg;
+    CHECK_INT(rl_hf_config_load(base, &cfg, err, sizeof err), 0);
+    float w[512] = {0};
+    CHECK_INT(s_write_rm(base, dir, w, cfg.hidden_size), 0);
+    rl_model_opts_t mo;
+    rl_model_opts_default(&mo);
+    mo.threads = 1;
+    rl_model_t *plain = rl_model_load(dir, &mo, err, sizeof err);
+    CHECK_MSG(!plain && strstr(err, "lm_head.weight") && strstr(err, "score.weight"),
+              "without seq_cls: %s", plain ? "loaded" : err);
+    rl_model_destroy(&plain);
+    mo.seq_cls = 1;
+    mo.tune = RL_TUNE_FULL;
+    rl_model_t *m = rl_model_load(dir, &mo, err, sizeof err);
+    mo.tune = RL_TUNE_NONE;
+    mo.seq_cls = 0;
+    rl_model_t *ref = rl_model_load(base, &mo, err, sizeof err);
+    CHECK_MSG(m && ref, "%s", err);
+    int32_t tok[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+    int len[2] = {5, 4};
+    float lp[10];
+    if (m && ref) {
+        CHECK_INT(rl_model_forward(m, tok, len, 2, 5, 1.0f, 1, NULL, NULL), 0);
+        CHECK_INT(rl_model_forward(ref, tok, len, 2, 5, 1.0f, 0, lp, NULL), 0);
+        CHECK_MSG(memcmp(rl_model_hidden(m), rl_model_hidden(ref),
+                         (size_t)10 * (size_t)cfg.hidden_size * sizeof(float)) == 0,
+                  "the classifier's hidden states differ from the full folder's");
+        CHECK_INT(rl_model_backward(m, lp), RL_EINVAL);
+        CHECK_CONTAINS(rl_model_errmsg(m), "no vocabulary head");
+        CHECK_INT(rl_model_forward(m, tok, len, 2, 5, 1.0f, 0, lp, NULL), RL_EINVAL);
+        CHECK_CONTAINS(rl_model_errmsg(m), "no vocabulary head");
+        rl_kvcache_t *kv = rl_kvcache_new(m, 1, 8);
+        int slot = 0, pos = 0;
+        float logits[64];
+        CHECK(kv && rl_model_step(m, kv, tok, &slot, &pos, 1, NULL, logits) == RL_EINVAL);
+        rl_kvcache_destroy(&kv);
+        snprintf(out, sizeof out, "%s/saved", dir);
+        CHECK_INT(rl_model_save_hf(m, out, 0, err, sizeof err), 0);
+        rl_st_model_t *st = rl_st_model_open(out, err, sizeof err);
+        CHECK(st && !rl_st_model_find(st, "lm_head.weight") &&
+              rl_st_model_find(st, "model.norm.weight"));
+        rl_st_model_destroy(&st);
+    }
+    rl_model_destroy(&m);
+    rl_model_destroy(&ref);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK_INT(system(cmd), 0);
+}
+
+// critic.init = a reward model's folder: the critic's values are that folder's decoder read by
+// its score.weight (the base's hidden states times w, computed here through rl_model and
+// rl_head), LoRA or full; a folder without score.weight is refused naming it.
+static void test_critic_from_rm(void) {
+    char err[4096], dir[] = "/tmp/rl_test_rm_XXXXXX";
+    CHECK_MSG(mkdtemp(dir) != NULL, "cannot create a temporary directory");
+    rl_hf_config_t cfg;
+    CHECK_INT(rl_hf_config_load(RL_SOURCE_DIR "/cookbook/models/arith-noisy-base", &cfg, err,
+                                sizeof err),
+              0);
+    int C = cfg.hidden_size;
+    float *w = malloc((size_t)C * sizeof(float));
+    for (int j = 0; j < C; j++) {
+        w[j] = 0.01f * (float)(j % 7 - 3);
+    }
+    CHECK_INT(s_write_rm(RL_SOURCE_DIR "/cookbook/models/arith-noisy-base", dir, w, C), 0);
+    // the expected values: the base decoder, then the head
+    rl_model_opts_t mo;
+    rl_model_opts_default(&mo);
+    mo.threads = 1;
+    rl_model_t *m = rl_model_load(RL_SOURCE_DIR "/cookbook/models/arith-noisy-base", &mo, err,
+                                  sizeof err);
+    float want[72], got[72];
+    CHECK(m && rl_model_forward(m, s_tok, s_len, 6, 12, 1.0f, 0, NULL, NULL) == 0);
+    if (m) {
+        rl_head_values_forward(want, rl_model_hidden(m), w, s_len, 6, 12, C);
+    }
+    rl_model_destroy(&m);
+    char init[200];
+    snprintf(init, sizeof init, "critic.init=%s", dir);
+    for (int full = 0; full < 2; full++) {
+        const char *ovr[2] = {init, full ? "critic.lora=false" : "critic.lora=true"};
+        rl_recipe_t *r = NULL;
+        rl_policy_t *c = s_critic(&r, ovr, 2, 0, err, sizeof err);
+        if (c) {
+            CHECK_INT(rl_policy_values(c, s_tok, s_len, 6, 12, got, err, sizeof err), 0);
+            CHECK_MSG(memcmp(want, got, sizeof got) == 0,
+                      "critic from a reward model (%s): values differ from the folder's decoder "
+                      "and score head (e.g. %g vs %g)",
+                      full ? "full" : "LoRA", got[5], want[5]);
+        }
+        if (c && full) {
+            // a checkpoint of it (model/ without lm_head) loads back into a fresh one
+            char ck[] = "/tmp/rl_test_rmck_XXXXXX";
+            CHECK_MSG(mkdtemp(ck) != NULL, "cannot create a temporary directory");
+            CHECK_INT(rl_policy_save(c, ck, dir, err, sizeof err), 0);
+            rl_recipe_t *r2 = NULL;
+            rl_policy_t *c2 = s_critic(&r2, ovr, 2, 0, err, sizeof err);
+            CHECK(c2 && rl_policy_load(c2, ck, 0, err, sizeof err) == 0);
+            float again[72];
+            CHECK(c2 && rl_policy_values(c2, s_tok, s_len, 6, 12, again, err, sizeof err) == 0);
+            CHECK_MSG(memcmp(again, got, sizeof got) == 0, "full critic: reloaded values differ");
+            rl_policy_destroy(&c2);
+            rl_recipe_destroy(&r2);
+            char cmd[600];
+            snprintf(cmd, sizeof cmd, "rm -rf '%s'", ck);
+            CHECK_INT(system(cmd), 0);
+        }
+        rl_policy_destroy(&c);
+        rl_recipe_destroy(&r);
+    }
+    // the base folder has no score.weight: not a reward model
+    const char *bad[1] = {"critic.init=" RL_SOURCE_DIR "/cookbook/models/arith-base"};
+    rl_recipe_t *r = NULL;
+    rl_policy_t *c = s_critic(&r, bad, 1, RL_EINVAL, err, sizeof err);
+    CHECK(c == NULL);
+    CHECK_CONTAINS(err, "arith-base has no score.weight [1, ");
+    rl_recipe_destroy(&r);
+    free(w);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK_INT(system(cmd), 0);
+    test_seq_cls_untied();
 }
 
 static void test_critic(void) {
@@ -220,12 +379,7 @@ static void test_critic(void) {
     rl_policy_destroy(&b);
     rl_recipe_destroy(&r);
     rl_recipe_destroy(&r2);
-    // a reward-model folder is refused, saying so
-    const char *init[] = {"critic.init=" RL_SOURCE_DIR "/cookbook/models/arith-base"};
-    rl_policy_t *c = s_critic(&r, init, 1, RL_EUNSUPPORTED, err, sizeof err);
-    CHECK(c == NULL);
-    CHECK_CONTAINS(err, "critic.init: a reward-model folder is not supported yet");
-    rl_recipe_destroy(&r);
+    test_critic_from_rm();
 }
 
 int main(void) {

@@ -84,6 +84,7 @@ static int s_load_model(rl_policy_t *p, const char *dir, char *err, size_t err_l
     rl_policy_model_opts(p->r, p->threads, &mo);
     if (p->head) {
         mo.tune = p->r->critic.lora ? RL_TUNE_LORA : RL_TUNE_FULL; // the critic's own mode
+        mo.seq_cls = 1; // critic.init may be a reward model's folder (score.weight, no lm_head)
     }
     char msg[2048];
     rl_model_t *m = rl_model_load(dir, &mo, msg, sizeof(msg));
@@ -106,6 +107,28 @@ static int s_load_model(rl_policy_t *p, const char *dir, char *err, size_t err_l
     return 0;
 }
 
+// A reward model's score head from its folder: `score.weight` [1, C] (HF's
+// <Arch>ForSequenceClassification with num_labels 1), any of F32/F16/BF16.
+static int s_head_from_folder(rl_policy_t *p, const char *dir, char *err, size_t err_len) {
+    char msg[2048];
+    rl_st_model_t *st = rl_st_model_open(dir, msg, sizeof msg);
+    if (!st) {
+        return rl_errf(err, err_len, RL_EINVAL, "critic.init: %s", msg);
+    }
+    const rl_st_tensor_t *t = rl_st_model_find(st, "score.weight");
+    int rc = 0;
+    if (!t || t->ndim != 2 || t->shape[0] != 1 || t->shape[1] != p->C) {
+        rc = rl_errf(err, err_len, RL_EINVAL,
+                     "critic.init: %s has no score.weight [1, %d]: not a reward model (an HF "
+                     "sequence classifier with one label); use base to start from model.path",
+                     dir, p->C);
+    } else {
+        rl_st_to_f32(p->head, t);
+    }
+    rl_st_model_destroy(&st);
+    return rc;
+}
+
 // The policy (critic = 0) or the critic (critic = 1: critic.init's weights, the critic's tuning
 // mode, a value head).
 static int s_new(const rl_recipe_t *r, int threads, int critic, rl_policy_t **out, char *err,
@@ -118,20 +141,19 @@ static int s_new(const rl_recipe_t *r, int threads, int critic, rl_policy_t **ou
     p->r = r;
     p->threads = threads;
     const char *dir = r->model.path;
+    int from_rm = critic && r->critic.init && strcmp(r->critic.init, "base") != 0;
+    if (from_rm) {
+        dir = r->critic.init; // a reward model's folder: its decoder and its score head
+    }
     if (critic) {
         // the head exists before the model loads: s_load_model reads the critic's tuning mode
         // from it. Its size is known once the config is read.
         rl_hf_config_t cfg;
         char msg[2048];
-        if (r->critic.init && strcmp(r->critic.init, "base") != 0) {
-            free(p);
-            return rl_errf(err, err_len, RL_EUNSUPPORTED,
-                           "critic.init: a reward-model folder is not supported yet (%s); use "
-                           "base", r->critic.init);
-        }
         if (rl_hf_config_load(dir, &cfg, msg, sizeof msg) != 0) {
             free(p);
-            return rl_errf(err, err_len, RL_EINVAL, "%s", msg);
+            return rl_errf(err, err_len, RL_EINVAL, "%s%s", from_rm ? "critic.init: " : "",
+                           msg);
         }
         p->C = cfg.hidden_size;
         p->head = calloc((size_t)p->C, sizeof(float));
@@ -147,6 +169,9 @@ static int s_new(const rl_recipe_t *r, int threads, int critic, rl_policy_t **ou
         rl_rng_fill_normal(&rng, p->head, (size_t)p->C, 0.0f, (float)cfg.initializer_range);
     }
     int rc = s_load_model(p, dir, err, err_len);
+    if (!rc && from_rm) {
+        rc = s_head_from_folder(p, dir, err, err_len);
+    }
     if (rc) {
         rl_policy_destroy(&p);
         return rc;

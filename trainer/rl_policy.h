@@ -51,10 +51,12 @@ typedef struct {
 } rl_policy_batch_t;
 
 // ---- the critic: the same decoder with a value head -----------------------------------------
-// PPO's value model: critic.init's weights (`base`: model.path; a reward-model folder is refused
-// for now with RL_EUNSUPPORTED), tuned as critic.lora says (the lora section's rank, alpha and
-// targets), and a value head w (C) on the final norm's output, drawn N(0, initializer_range)
-// from run.seed as HF initialises a fresh `score` head. Its optimizer holds the model's
+// PPO's value model: critic.init's weights, tuned as critic.lora says (the lora section's rank,
+// alpha and targets), and a value head w (C) on the final norm's output. `base`: model.path with
+// a head drawn N(0, initializer_range) from run.seed, as HF initialises a fresh `score` head; a
+// folder: a reward model (HF's <Arch>ForSequenceClassification, num_labels 1, as OpenRLHF starts
+// its critic), its decoder and its `score.weight` [1, C] as the head (RL_EINVAL naming the
+// folder when it has none). Its optimizer holds the model's
 // trainable view and the head (rl_optim parts); rl_policy_step trains both, with the loss
 // callback given values instead of logprobs. Same ownership as rl_policy_new.
 int rl_policy_new_critic(const rl_recipe_t *recipe, int threads, rl_policy_t **out, char *err,
