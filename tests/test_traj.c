@@ -95,7 +95,8 @@ static int s_equal(const rl_traj_record_t *a, const rl_traj_record_t *b) {
         !s_same_f(a->sampler_logprobs, b->sampler_logprobs, nc) ||
         !s_same_f(a->old_logprobs, b->old_logprobs, nc) ||
         !s_same_f(a->ref_logprobs, b->ref_logprobs, nc) ||
-        !s_same_f(a->values, b->values, nc) || !s_same_f(a->advantages, b->advantages, nc)) {
+        !s_same_f(a->values, b->values, nc) || !s_same_f(a->advantages, b->advantages, nc) ||
+        !s_same_f(a->token_rewards, b->token_rewards, nc)) {
         return 0;
     }
     for (int i = 0; i < a->n_rewards; i++) {
@@ -126,6 +127,34 @@ static void test_codec(void) {
             free(buf);
             rl_traj_record_clear(&r);
         }
+    }
+    // the optional token_rewards (PPO): round trip; a record without it is byte for byte what
+    // it was before the key existed (18 keys); a wrong length is refused naming it
+    {
+        rl_traj_record_t r = s_make(9, 2, 3, 12, 5, 1), d;
+        void *b0 = NULL, *b1 = NULL;
+        size_t l0 = 0, l1 = 0;
+        CHECK_INT(rl_traj_encode(&r, &b0, &l0), 0);
+        CHECK(((const uint8_t *)b0)[0] == 0xde && ((const uint8_t *)b0)[2] == 18); // map16, 18
+        r.token_rewards = malloc(5 * sizeof(float));
+        for (int i = 0; i < 5; i++) {
+            r.token_rewards[i] = i == 4 ? 1.0f : -0.01f * (float)i;
+        }
+        CHECK_INT(rl_traj_encode(&r, &b1, &l1), 0);
+        CHECK(l1 == l0 + 14 + 2 + 20); // key "token_rewards" (1 + 13), bin8 header, 20 bytes
+        CHECK_INT(rl_traj_decode(b1, l1, &d, err, sizeof err), 0);
+        CHECK_MSG(s_equal(&r, &d) && d.token_rewards, "token_rewards round trip");
+        rl_traj_record_clear(&d);
+        CHECK_INT(rl_traj_decode(b0, l0, &d, err, sizeof err), 0);
+        CHECK(d.token_rewards == NULL);
+        rl_traj_record_clear(&d);
+        ((uint8_t *)b1)[l1 - 21] = 16; // the bin's length byte: 16 bytes for 5 tokens
+        CHECK_INT(rl_traj_decode(b1, l1 - 4, &d, err, sizeof err), RL_EPROTO);
+        CHECK_CONTAINS(err, "token_rewards");
+        rl_traj_record_clear(&d);
+        free(b0);
+        free(b1);
+        rl_traj_record_clear(&r);
     }
     // what encode refuses, so that the store never holds a record decode would refuse
     rl_traj_record_t r = s_make(1, 0, 0, 4, 6, 0);
