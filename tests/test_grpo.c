@@ -14,6 +14,7 @@
 #include "rl_err.h"
 #include "rl_grpo.h"
 #include "rl_test.h"
+#include "rl_test_golden.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -854,66 +855,24 @@ static const char *s_golden_cases[] = {
     "all_knobs",
 };
 
-static double s_num(json_t *o, const char *key) {
-    json_t *v = json_object_get(o, key);
-    CHECK_MSG(json_is_number(v), "golden: no number '%s'", key);
-    return json_is_number(v) ? json_number_value(v) : NAN;
-}
 
-// Reads a list of numbers (null = NaN) into a new array of n doubles; NULL when the key is null.
-// caller owns result; free with free().
-static double *s_list(json_t *o, const char *key, size_t n) {
-    json_t *a = json_object_get(o, key);
-    if (!a || json_is_null(a)) {
-        return NULL;
-    }
-    CHECK_MSG(json_is_array(a) && json_array_size(a) == n, "golden: '%s' is not %zu numbers", key,
-              n);
-    double *x = calloc(n ? n : 1, sizeof(double));
-    for (size_t i = 0; x && json_is_array(a) && i < n && i < json_array_size(a); i++) {
-        json_t *v = json_array_get(a, i);
-        x[i] = json_is_number(v) ? json_number_value(v) : NAN;
-    }
-    return x;
-}
 
-static float *s_listf(json_t *o, const char *key, size_t n) {
-    double *d = s_list(o, key, n);
-    if (!d) {
-        return NULL;
-    }
-    float *f = malloc(n * sizeof(float));
-    for (size_t i = 0; f && i < n; i++) {
-        f[i] = (float)d[i]; // exact: the script stores float32 values
-    }
-    free(d);
-    return f;
-}
 
-static int s_enum(json_t *alg, const char *key, const char *const *names, int n) {
-    const char *s = json_string_value(json_object_get(alg, key));
-    for (int i = 0; s && i < n; i++) {
-        if (strcmp(s, names[i]) == 0) {
-            return i;
-        }
-    }
-    CHECK_MSG(0, "golden: bad %s '%s'", key, s ? s : "(missing)");
-    return 0;
-}
 
 static double s_worst_golden_grad = 0.0, s_worst_golden_loss = 0.0, s_worst_golden_adv = 0.0;
 
 static void s_golden_advantages(const char *name, json_t *c) {
-    int n = (int)s_num(c, "n_groups"), G = (int)s_num(c, "G");
+    int n = (int)rl_golden_num(c, "n_groups"), G = (int)rl_golden_num(c, "G");
     json_t *ja = json_object_get(c, "alg");
     static const char *const scales[] = {"group", "batch", "none"};
     static const char *const modes[] = {"grpo", "rloo"};
     rl_recipe_algorithm_t alg = s_alg();
-    alg.scale_rewards = s_enum(ja, "scale_rewards", scales, 3); // same order as RL_RECIPE_SCALE_*
-    alg.advantage = s_enum(ja, "advantage", modes, 2);
-    alg.std_eps = s_num(ja, "std_eps");
+    // same order as RL_RECIPE_SCALE_*
+    alg.scale_rewards = rl_golden_enum(ja, "scale_rewards", scales, 3);
+    alg.advantage = rl_golden_enum(ja, "advantage", modes, 2);
+    alg.std_eps = rl_golden_num(ja, "std_eps");
     size_t N = (size_t)n * (size_t)G;
-    double *r = s_list(c, "rewards", N), *want = s_list(c, "adv", N);
+    double *r = rl_golden_list(c, "rewards", N), *want = rl_golden_list(c, "adv", N);
     double *got = calloc(N, sizeof(double));
     if (!r || !want || !got) {
         CHECK_MSG(0, "%s: unreadable", name);
@@ -929,11 +888,11 @@ static void s_golden_advantages(const char *name, json_t *c) {
     }
     s_worst_golden_adv = fmax(s_worst_golden_adv, err);
     json_t *js = json_object_get(c, "stats");
-    CHECK_INT(st.groups, (int)s_num(js, "groups"));
-    CHECK_INT(st.zero_std_groups, (int)s_num(js, "zero_std_groups"));
-    CHECK_INT(st.unscorable, (int)s_num(js, "unscorable"));
-    CHECK_CLOSE(st.reward_mean, s_num(js, "reward_mean"), TOL_EXACT);
-    CHECK_CLOSE(st.reward_std, s_num(js, "reward_std"), TOL_EXACT);
+    CHECK_INT(st.groups, (int)rl_golden_num(js, "groups"));
+    CHECK_INT(st.zero_std_groups, (int)rl_golden_num(js, "zero_std_groups"));
+    CHECK_INT(st.unscorable, (int)rl_golden_num(js, "unscorable"));
+    CHECK_CLOSE(st.reward_mean, rl_golden_num(js, "reward_mean"), TOL_EXACT);
+    CHECK_CLOSE(st.reward_std, rl_golden_num(js, "reward_std"), TOL_EXACT);
     fprintf(stderr, "golden %-28s adv max err %.3g\n", name, err);
 done:
     free(r);
@@ -942,7 +901,7 @@ done:
 }
 
 static void s_golden_loss(const char *name, json_t *c) {
-    int B = (int)s_num(c, "B"), T = (int)s_num(c, "T");
+    int B = (int)rl_golden_num(c, "B"), T = (int)rl_golden_num(c, "T");
     size_t N = (size_t)B * (size_t)T;
     json_t *ja = json_object_get(c, "alg");
     static const char *const kls[] = {"k1", "k2", "k3"};
@@ -950,27 +909,29 @@ static void s_golden_loss(const char *name, json_t *c) {
                                        "seq_mean_token_sum_norm"};
     static const char *const tis[] = {"none", "token", "sequence"};
     rl_recipe_algorithm_t alg = s_alg();
-    alg.epsilon_low = s_num(ja, "epsilon_low");
-    alg.epsilon_high = s_num(ja, "epsilon_high");
-    alg.dual_clip = s_num(ja, "dual_clip");
-    alg.beta = s_num(ja, "beta");
-    alg.kl_estimator = s_enum(ja, "kl_estimator", kls, 3); // same order as RL_RECIPE_KL_*
-    alg.loss_agg = s_enum(ja, "loss_agg", aggs, 3);
-    alg.tis = s_enum(ja, "tis", tis, 3);
-    alg.tis_cap = s_num(ja, "tis_cap");
-    float *logp = s_listf(c, "logp", N), *old = s_listf(c, "old_logp", N);
-    float *ref = s_listf(c, "ref_logp", N), *mu = s_listf(c, "mu_logp", N);
-    float *mask = s_listf(c, "mask", N);
-    double *adv = s_list(c, "adv", (size_t)B), *want = s_list(c, "dlogp", N);
+    alg.epsilon_low = rl_golden_num(ja, "epsilon_low");
+    alg.epsilon_high = rl_golden_num(ja, "epsilon_high");
+    alg.dual_clip = rl_golden_num(ja, "dual_clip");
+    alg.beta = rl_golden_num(ja, "beta");
+    alg.kl_estimator = rl_golden_enum(ja, "kl_estimator", kls, 3); // same order as RL_RECIPE_KL_*
+    alg.loss_agg = rl_golden_enum(ja, "loss_agg", aggs, 3);
+    alg.tis = rl_golden_enum(ja, "tis", tis, 3);
+    alg.tis_cap = rl_golden_num(ja, "tis_cap");
+    float *logp = rl_golden_listf(c, "logp", N, NULL);
+    float *old = rl_golden_listf(c, "old_logp", N, NULL);
+    float *ref = rl_golden_listf(c, "ref_logp", N, NULL);
+    float *mu = rl_golden_listf(c, "mu_logp", N, NULL);
+    float *mask = rl_golden_listf(c, "mask", N, NULL);
+    double *adv = rl_golden_list(c, "adv", (size_t)B), *want = rl_golden_list(c, "dlogp", N);
     float *got = calloc(N, sizeof(float));
     if (!logp || !mask || !adv || !want || !got) {
         CHECK_MSG(0, "%s: unreadable", name);
         goto done;
     }
-    rl_grpo_batch_t b = {B, T, logp, old, ref, mu, mask, adv, s_num(c, "denom"), NULL};
+    rl_grpo_batch_t b = {B, T, logp, old, ref, mu, mask, adv, rl_golden_num(c, "denom"), NULL};
     rl_grpo_loss_stats_t st = {0};
     CHECK_INT(rl_grpo_loss(&b, &alg, got, &st), 0);
-    double wl = s_num(c, "loss");
+    double wl = rl_golden_num(c, "loss");
     double lerr = fabs(st.loss - wl) / fmax(fabs(wl), 1e-300);
     CHECK_MSG(lerr <= TOL_GOLDEN_LOSS, "%s: loss %.17g want %.17g", name, st.loss, wl);
     double max_want = 0.0, max_err = 0.0;
@@ -1002,7 +963,7 @@ static void s_golden_loss(const char *name, json_t *c) {
                   {"tis_weight", st.tis_weight},  {"tis_masked", st.tis_masked},
                   {"logprob_gap", st.logprob_gap}};
     for (size_t k = 0; k < sizeof(fields) / sizeof(fields[0]); k++) {
-        double w = s_num(js, fields[k].key);
+        double w = rl_golden_num(js, fields[k].key);
         CHECK_MSG(fabs(fields[k].got - w) <= TOL_GOLDEN_LOSS * fmax(1.0, fabs(w)),
                   "%s: stats.%s %.17g want %.17g", name, fields[k].key, fields[k].got, w);
     }

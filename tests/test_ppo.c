@@ -20,6 +20,7 @@
 #include "rl_grpo.h"
 #include "rl_ppo.h"
 #include "rl_test.h"
+#include "rl_test_golden.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -718,56 +719,6 @@ static void test_kl_controller(void) {
 
 // ---- PyTorch goldens ---------------------------------------------------------------------------
 
-static double s_num(json_t *o, const char *key) {
-    json_t *v = json_object_get(o, key);
-    CHECK_MSG(json_is_number(v), "golden: no number '%s'", key);
-    return json_is_number(v) ? json_number_value(v) : NAN;
-}
-
-// Reads a list of n numbers (null = NaN) into a new array of doubles; NULL when the key is
-// missing or null. caller owns result; free with free().
-static double *s_list(json_t *o, const char *key, size_t n) {
-    json_t *a = json_object_get(o, key);
-    if (!a || json_is_null(a)) {
-        return NULL;
-    }
-    CHECK_MSG(json_is_array(a) && json_array_size(a) == n, "golden: '%s' is not %zu numbers", key,
-              n);
-    double *x = calloc(n ? n : 1, sizeof(double));
-    for (size_t i = 0; x && json_is_array(a) && i < n && i < json_array_size(a); i++) {
-        json_t *v = json_array_get(a, i);
-        x[i] = json_is_number(v) ? json_number_value(v) : NAN;
-    }
-    return x;
-}
-
-// As s_list, as floats (exact: the script stores float32 values); where mask (may be NULL) is
-// 0 the value is replaced by NaN, so a read of a masked position shows.
-// caller owns result; free with free().
-static float *s_listf(json_t *o, const char *key, size_t n, const float *mask) {
-    double *d = s_list(o, key, n);
-    if (!d) {
-        return NULL;
-    }
-    float *f = malloc(n * sizeof(float));
-    for (size_t i = 0; f && i < n; i++) {
-        f[i] = mask && mask[i] == 0.0f ? NAN : (float)d[i];
-    }
-    free(d);
-    return f;
-}
-
-static int s_enum(json_t *o, const char *key, const char *const *names, int n) {
-    const char *s = json_string_value(json_object_get(o, key));
-    for (int i = 0; s && i < n; i++) {
-        if (strcmp(s, names[i]) == 0) {
-            return i;
-        }
-    }
-    CHECK_MSG(0, "golden: bad %s '%s'", key, s ? s : "(missing)");
-    return 0;
-}
-
 static const char *const s_aggs[] = {"token_mean", "seq_mean_token_mean",
                                      "seq_mean_token_sum_norm"}; // RL_RECIPE_AGG_* order
 
@@ -813,16 +764,18 @@ static double s_cmp_grad(const char *name, const float *got, const double *want,
 }
 
 static void s_golden_gae(const char *name, json_t *c) {
-    const int B = (int)s_num(c, "B"), T = (int)s_num(c, "T");
+    const int B = (int)rl_golden_num(c, "B"), T = (int)rl_golden_num(c, "T");
     const size_t N = (size_t)B * (size_t)T;
-    const double gamma = s_num(c, "gamma"), lam = s_num(c, "lam"), beta = s_num(c, "beta");
-    float *mask = s_listf(c, "mask", N, NULL);
-    float *old = s_listf(c, "old_logp", N, mask), *ref = s_listf(c, "ref_logp", N, mask);
-    float *values = s_listf(c, "values", N, mask);
-    double *score = s_list(c, "score", (size_t)B);
-    double *w_r = s_list(c, "rewards", N), *w_kl = s_list(c, "kl_row", (size_t)B);
-    double *w_a = s_list(c, "adv", N), *w_ret = s_list(c, "ret", N);
-    double *w_w = s_list(c, "whitened", N);
+    const double gamma = rl_golden_num(c, "gamma"), lam = rl_golden_num(c, "lam"),
+                 beta = rl_golden_num(c, "beta");
+    float *mask = rl_golden_listf(c, "mask", N, NULL);
+    float *old = rl_golden_listf(c, "old_logp", N, mask),
+          *ref = rl_golden_listf(c, "ref_logp", N, mask);
+    float *values = rl_golden_listf(c, "values", N, mask);
+    double *score = rl_golden_list(c, "score", (size_t)B);
+    double *w_r = rl_golden_list(c, "rewards", N), *w_kl = rl_golden_list(c, "kl_row", (size_t)B);
+    double *w_a = rl_golden_list(c, "adv", N), *w_ret = rl_golden_list(c, "ret", N);
+    double *w_w = rl_golden_list(c, "whitened", N);
     double *r = calloc(N, sizeof(double)), *kl = calloc((size_t)B, sizeof(double));
     double *a = calloc(N, sizeof(double)), *ret = calloc(N, sizeof(double));
     double *w = calloc(N, sizeof(double));
@@ -833,7 +786,7 @@ static void s_golden_gae(const char *name, json_t *c) {
     }
     int unscorable = -1;
     CHECK_INT(rl_ppo_token_rewards(mask, old, ref, score, beta, B, T, r, kl, &unscorable), 0);
-    CHECK_INT(unscorable, (int)s_num(c, "unscorable"));
+    CHECK_INT(unscorable, (int)rl_golden_num(c, "unscorable"));
     double err = s_cmp(name, "rewards", r, w_r, N, TOL_EXACT);
     err = fmax(err, s_cmp(name, "kl_row", kl, w_kl, (size_t)B, TOL_EXACT));
     CHECK_INT(rl_ppo_gae(mask, r, values, gamma, lam, B, T, a, ret), 0);
@@ -841,12 +794,12 @@ static void s_golden_gae(const char *name, json_t *c) {
     err = fmax(err, s_cmp(name, "ret", ret, w_ret, N, TOL_EXACT));
     double ev = NAN;
     CHECK_INT(rl_ppo_explained_variance(mask, ret, values, B, T, &ev), 0);
-    double w_ev = s_num(c, "explained_variance");
+    double w_ev = rl_golden_num(c, "explained_variance");
     err = fmax(err, s_cmp(name, "explained_variance", &ev, &w_ev, 1, TOL_EXACT));
     double mean = NAN, std = NAN;
     CHECK_INT(rl_ppo_whiten(mask, a, B, T, w, &mean, &std), 0);
     err = fmax(err, s_cmp(name, "whitened", w, w_w, N, TOL_EXACT));
-    double w_mean = s_num(c, "adv_mean"), w_std = s_num(c, "adv_std");
+    double w_mean = rl_golden_num(c, "adv_mean"), w_std = rl_golden_num(c, "adv_std");
     err = fmax(err, s_cmp(name, "adv_mean", &mean, &w_mean, 1, TOL_EXACT));
     err = fmax(err, s_cmp(name, "adv_std", &std, &w_std, 1, TOL_EXACT));
     // whitening in place gives the same bits
@@ -874,23 +827,24 @@ done:
 }
 
 static void s_golden_value(const char *name, json_t *c) {
-    const int B = (int)s_num(c, "B"), T = (int)s_num(c, "T");
+    const int B = (int)rl_golden_num(c, "B"), T = (int)rl_golden_num(c, "T");
     const size_t N = (size_t)B * (size_t)T;
-    const double eps = s_num(c, "eps_v");
-    const int agg = s_enum(c, "loss_agg", s_aggs, 3);
-    float *mask = s_listf(c, "mask", N, NULL);
-    float *v = s_listf(c, "values", N, mask), *vo = s_listf(c, "old_values", N, mask);
-    float *r = s_listf(c, "returns", N, mask);
-    double *want = s_list(c, "dvalues", N);
+    const double eps = rl_golden_num(c, "eps_v");
+    const int agg = rl_golden_enum(c, "loss_agg", s_aggs, 3);
+    float *mask = rl_golden_listf(c, "mask", N, NULL);
+    float *v = rl_golden_listf(c, "values", N, mask),
+          *vo = rl_golden_listf(c, "old_values", N, mask);
+    float *r = rl_golden_listf(c, "returns", N, mask);
+    double *want = rl_golden_list(c, "dvalues", N);
     float *got = calloc(N, sizeof(float));
     if (!mask || !v || !vo || !r || !want || !got) {
         CHECK_MSG(0, "%s: unreadable", name);
         goto done;
     }
-    rl_ppo_value_batch_t b = {B, T, v, eps > 0.0 ? vo : NULL, r, mask, s_num(c, "denom")};
+    rl_ppo_value_batch_t b = {B, T, v, eps > 0.0 ? vo : NULL, r, mask, rl_golden_num(c, "denom")};
     rl_ppo_value_stats_t st = {0};
     CHECK_INT(rl_ppo_value_loss(&b, eps, agg, got, &st), 0);
-    double wl = s_num(c, "loss");
+    double wl = rl_golden_num(c, "loss");
     double lerr = fabs(st.loss - wl) / fmax(fabs(wl), 1e-300);
     CHECK_MSG(lerr <= TOL_LOSS, "%s: loss %.17g want %.17g", name, st.loss, wl);
     double gerr = s_cmp_grad(name, got, want, mask, N);
@@ -904,7 +858,7 @@ static void s_golden_value(const char *name, json_t *c) {
                   {"value", st.value},
                   {"ret", st.ret}};
     for (size_t k = 0; k < sizeof(fields) / sizeof(fields[0]); k++) {
-        double wv = s_num(js, fields[k].key);
+        double wv = rl_golden_num(js, fields[k].key);
         CHECK_MSG(fabs(fields[k].got - wv) <= TOL_LOSS * fmax(1.0, fabs(wv)),
                   "%s: stats.%s %.17g want %.17g", name, fields[k].key, fields[k].got, wv);
     }
@@ -922,31 +876,33 @@ done:
 }
 
 static void s_golden_policy(const char *name, json_t *c) {
-    const int B = (int)s_num(c, "B"), T = (int)s_num(c, "T");
+    const int B = (int)rl_golden_num(c, "B"), T = (int)rl_golden_num(c, "T");
     const size_t N = (size_t)B * (size_t)T;
     json_t *ja = json_object_get(c, "alg");
     rl_recipe_algorithm_t alg = s_alg();
-    alg.epsilon_low = s_num(ja, "epsilon_low");
-    alg.epsilon_high = s_num(ja, "epsilon_high");
-    alg.dual_clip = s_num(ja, "dual_clip");
-    alg.beta = s_num(ja, "beta");
+    alg.epsilon_low = rl_golden_num(ja, "epsilon_low");
+    alg.epsilon_high = rl_golden_num(ja, "epsilon_high");
+    alg.dual_clip = rl_golden_num(ja, "dual_clip");
+    alg.beta = rl_golden_num(ja, "beta");
     static const char *const kls[] = {"k1", "k2", "k3"};
-    alg.kl_estimator = s_enum(ja, "kl_estimator", kls, 3);
-    alg.loss_agg = s_enum(ja, "loss_agg", s_aggs, 3);
-    float *mask = s_listf(c, "mask", N, NULL);
-    float *logp = s_listf(c, "logp", N, mask), *old = s_listf(c, "old_logp", N, mask);
-    float *ref = s_listf(c, "ref_logp", N, mask), *adv = s_listf(c, "adv_tok", N, mask);
-    double *want = s_list(c, "dlogp", N);
+    alg.kl_estimator = rl_golden_enum(ja, "kl_estimator", kls, 3);
+    alg.loss_agg = rl_golden_enum(ja, "loss_agg", s_aggs, 3);
+    float *mask = rl_golden_listf(c, "mask", N, NULL);
+    float *logp = rl_golden_listf(c, "logp", N, mask),
+          *old = rl_golden_listf(c, "old_logp", N, mask);
+    float *ref = rl_golden_listf(c, "ref_logp", N, mask),
+          *adv = rl_golden_listf(c, "adv_tok", N, mask);
+    double *want = rl_golden_list(c, "dlogp", N);
     float *got = calloc(N, sizeof(float));
     if (!mask || !logp || !old || !ref || !adv || !want || !got) {
         CHECK_MSG(0, "%s: unreadable", name);
         goto done;
     }
     // the PPO policy loss: per-token advantages, the rollout policy as old_logp, no sequence adv
-    rl_grpo_batch_t b = {B, T, logp, old, ref, NULL, mask, NULL, s_num(c, "denom"), adv};
+    rl_grpo_batch_t b = {B, T, logp, old, ref, NULL, mask, NULL, rl_golden_num(c, "denom"), adv};
     rl_grpo_loss_stats_t st = {0};
     CHECK_INT(rl_grpo_loss(&b, &alg, got, &st), 0);
-    double wl = s_num(c, "loss");
+    double wl = rl_golden_num(c, "loss");
     double lerr = fabs(st.loss - wl) / fmax(fabs(wl), 1e-300);
     CHECK_MSG(lerr <= TOL_LOSS, "%s: loss %.17g want %.17g", name, st.loss, wl);
     double gerr = s_cmp_grad(name, got, want, mask, N);
@@ -958,7 +914,7 @@ static void s_golden_policy(const char *name, json_t *c) {
                   {"clip_low", st.clip_low},   {"clip_high", st.clip_high},
                   {"dual_clip", st.dual_clip}, {"ratio", st.ratio}};
     for (size_t k = 0; k < sizeof(fields) / sizeof(fields[0]); k++) {
-        double wv = s_num(js, fields[k].key);
+        double wv = rl_golden_num(js, fields[k].key);
         CHECK_MSG(fabs(fields[k].got - wv) <= TOL_LOSS * fmax(1.0, fabs(wv)),
                   "%s: stats.%s %.17g want %.17g", name, fields[k].key, fields[k].got, wv);
     }
@@ -977,17 +933,17 @@ done:
 }
 
 static void s_golden_kl_ctl(const char *name, json_t *c) {
-    double beta = s_num(c, "beta0");
-    const double target = s_num(c, "target"), horizon = s_num(c, "horizon");
+    double beta = rl_golden_num(c, "beta0");
+    const double target = rl_golden_num(c, "target"), horizon = rl_golden_num(c, "horizon");
     json_t *steps = json_object_get(c, "steps");
     CHECK(json_is_array(steps) && json_array_size(steps) > 0);
     double err = 0.0;
     for (size_t k = 0; k < json_array_size(steps); k++) {
         json_t *s = json_array_get(steps, k);
-        CHECK_INT(
-            rl_ppo_kl_coef_update(&beta, s_num(s, "kl"), target, (int)s_num(s, "n_steps"), horizon),
-            0);
-        double want = s_num(s, "beta");
+        CHECK_INT(rl_ppo_kl_coef_update(&beta, rl_golden_num(s, "kl"), target,
+                                        (int)rl_golden_num(s, "n_steps"), horizon),
+                  0);
+        double want = rl_golden_num(s, "beta");
         double e = fabs(beta - want) / want;
         CHECK_MSG(e <= TOL_EXACT, "%s: step %zu beta %.17g want %.17g", name, k, beta, want);
         err = fmax(err, e);
