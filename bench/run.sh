@@ -19,3 +19,6 @@ done
 # weight-sync ceilings measured right after it; load averages recorded before and after).
 echo "== GRPO (bench/grpo_step.sh)"
 bash bench/grpo_step.sh build/release 3
+# PPO: the step-time split beside GRPO's on the same shape (64 sequences a step; 3 invocations).
+echo "== PPO (bench/ppo_step.sh)"
+bash bench/ppo_step.sh build/release 3
