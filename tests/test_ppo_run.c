@@ -9,15 +9,19 @@
 //      (metrics, the policy adapter, the critic's adapter and value head, the trajectories);
 //   3. the critic in its own worker (roles.critic: worker) computes the same bytes;
 //   4. critic warmup: the first step trains only the critic (no policy metrics, the samplers
-//      keep version 0), and a fully tuned critic (critic.lora: false) writes an HF folder.
+//      keep version 0), and a fully tuned critic (critic.lora: false) writes an HF folder;
+//   5. a critic worker killed mid-run stops the run naming it, with a resumable checkpoint line,
+//      and leaves no worker behind.
 #include "rl_test.h"
 #include "rl_test_run.h"
 
 #include <jansson.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 
 static char s_tmp[] = "/tmp/rl_test_ppo_XXXXXX";
 #define s_rlctl(args) rl_test_rlctl(s_tmp, args)
@@ -232,6 +236,48 @@ int main(void) {
     CHECK_MSG(ct && !strstr(ct, "\"policy_version\":1") && !strstr(ct, "\"policy_version\": 1"),
               "a warmup step changed the policy version");
     free(ct);
+    // 5. the critic worker dies
+    snprintf(s_cmd, sizeof(s_cmd),
+             "run %s/ppo.yaml run.dir=%s/k roles.critic=worker train.steps=100000 "
+             "train.eval_every=0",
+             s_tmp, s_tmp);
+    pid_t pid = rl_test_spawn(s_tmp, s_cmd, "bg.txt");
+    snprintf(fa, sizeof fa, "%s/k/metrics.jsonl", s_tmp);
+    int started = 0;
+    for (int i = 0; i < 1200 && !started; i++) { // up to 60 s for step 2
+        char *m = rl_test_read_file(fa, NULL);
+        started = m && strstr(m, "{\"step\":2,") != NULL;
+        free(m);
+        rl_test_nap();
+    }
+    CHECK_MSG(started, "the run to kill never reached step 2");
+    pid_t kids[64], victim = 0;
+    int nk = rl_test_children(pid, kids, 64);
+    for (int i = 0; i < nk; i++) {
+        char p[128];
+        snprintf(p, sizeof(p), "/proc/%d/cmdline", (int)kids[i]);
+        size_t len = 0;
+        char *cl = rl_test_read_file(p, &len);
+        for (size_t j = 0; cl && j + 1 < len; j++) {
+            cl[j] = cl[j] ? cl[j] : ' ';
+        }
+        if (cl && strstr(cl, "--role critic --rank 0")) {
+            victim = kids[i];
+        }
+        free(cl);
+    }
+    CHECK_MSG(victim > 0, "no critic worker among the controller's %d children", nk);
+    if (victim > 0) {
+        kill(victim, SIGKILL);
+    }
+    CHECK_INT(rl_test_wait_exit(pid, 60), 1);
+    snprintf(fa, sizeof fa, "%s/bg.txt", s_tmp);
+    char *bg = rl_test_read_file(fa, NULL);
+    CHECK_CONTAINS(bg, "worker critic/0");
+    CHECK_CONTAINS(bg, "killed by signal 9");
+    CHECK_CONTAINS(bg, "continue with rlctl run --resume");
+    free(bg);
+    CHECK_MSG(rl_test_all_gone(kids, nk, 5), "workers left after the critic died");
     if (!rl_test_failed) {
         snprintf(s_cmd, sizeof(s_cmd), "rm -rf '%s'", s_tmp);
         if (system(s_cmd) != 0) {
