@@ -1,4 +1,6 @@
-// test_data — SFT rows to tokens and masks (prompt/completion, text, messages), the EOS rule,
+// test_data — SFT rows to tokens and masks (prompt/completion, text, messages), preference rows
+// (strings, conversational with an explicit or an implicit prompt) as chosen/rejected example
+// pairs, the EOS rule,
 // max_length policies, error messages with file:line, the seeded epoch order and its
 // position, and micro-batch padding. The fixture tokenizer has one token per byte
 // (tests/fixtures/data/README.md), so expected ids are written by hand.
@@ -124,6 +126,82 @@ static void test_messages(void) {
     CHECK_INT(t[len - 2], IM_END);
     CHECK_INT(m[len - 2], 1);
     rl_data_destroy(&d);
+}
+
+// Preference rows: two examples a row (chosen, then rejected), loss on the completion; a pair
+// whose longer side exceeds max_length is dropped whole; SFT refuses such rows and a preference
+// dataset refuses others; implicit prompts need conversations.
+static void test_preference(void) {
+    char err[1024];
+    rl_data_opts_t o;
+    rl_data_opts_default(&o);
+    o.eos_id = EOS;
+    o.pairs = 1;
+    o.max_length = 12;
+    rl_data_t *d = s_load(FIX "pref.jsonl", &o, err, sizeof(err));
+    CHECK_MSG(d != NULL, "%s", err);
+    if (d) {
+        CHECK_INT(rl_data_format(d), RL_DATA_FORMAT_PREFERENCE);
+        // row 3's chosen and row 4's rejected are too long: both pairs are dropped whole
+        CHECK_INT(rl_data_count(d), 4);
+        CHECK_INT(rl_data_dropped(d), 2);
+        s_check_example(d, 0, (const int32_t[]){'1', '+', '1', '=', '2', EOS}, "000011", 6, 1);
+        s_check_example(d, 1, (const int32_t[]){'1', '+', '1', '=', '3', EOS}, "000011", 6, 1);
+        s_check_example(d, 2, (const int32_t[]){'a', 'b', 'c', 'd', EOS}, "00111", 5, 2);
+        s_check_example(d, 3, (const int32_t[]){'a', 'b', 'x', 'y', 'z', EOS}, "001111", 6, 2);
+        CHECK_INT(rl_data_loss_tokens(d), 2 + 2 + 3 + 4);
+        rl_data_destroy(&d);
+    }
+    // max_length error names the row
+    o.truncation = RL_DATA_TRUNC_ERROR;
+    d = s_load(FIX "pref.jsonl", &o, err, sizeof(err));
+    CHECK(d == NULL);
+    CHECK_CONTAINS(err, "pref.jsonl:3: example has");
+    o.truncation = RL_DATA_TRUNC_DROP;
+    o.max_length = 1024;
+    // conversational: explicit prompt; implicit prompt (the common first message)
+    d = s_load(FIX "pref_chat.jsonl", &o, err, sizeof(err));
+    CHECK(d == NULL);
+    CHECK_CONTAINS(err, "pref_chat.jsonl:1: conversational rows need a chat format");
+    o.chat = RL_CHAT_CHATML;
+    d = s_load(FIX "pref_chat.jsonl", &o, err, sizeof(err));
+    CHECK_MSG(d != NULL, "%s", err);
+    if (d) {
+        CHECK_INT(rl_data_count(d), 4);
+        // <|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n [yo<|im_end|>] \n
+        const int32_t yo[] = {IM_START, 'u', 's', 'e', 'r', '\n', 'h', 'i', IM_END, '\n',
+                              IM_START, 'a', 's', 's', 'i', 's', 't', 'a', 'n', 't', '\n',
+                              'y', 'o', IM_END, '\n'};
+        s_check_example(d, 0, yo, "0000000000000000000001110", 25, 1);
+        int32_t no[25];
+        memcpy(no, yo, sizeof no);
+        no[21] = 'n';
+        s_check_example(d, 1, no, "0000000000000000000001110", 25, 1);
+        // implicit: the prompt is the shared user turn; "ok" / "bad" carry the loss
+        const int32_t *t;
+        const uint8_t *m;
+        int len;
+        rl_data_example(d, 2, &t, &m, &len, NULL);
+        CHECK(len == 25 && t[21] == 'o' && t[22] == 'k' && m[20] == 0 && m[21] == 1 &&
+              m[23] == 1 && m[24] == 0);
+        rl_data_example(d, 3, &t, &m, &len, NULL);
+        CHECK(len == 26 && t[21] == 'b' && m[21] == 1 && m[24] == 1 && m[25] == 0);
+        rl_data_destroy(&d);
+    }
+    // a string pair without a prompt; SFT refuses preference rows; DPO refuses SFT rows
+    d = s_load(FIX "pref_bad.jsonl", &o, err, sizeof(err));
+    CHECK(d == NULL);
+    CHECK_CONTAINS(err, "pref_bad.jsonl:2: field 'prompt' is missing; a string 'chosen' needs a "
+                        "string 'prompt'");
+    o.pairs = 0;
+    d = s_load(FIX "pref.jsonl", &o, err, sizeof(err));
+    CHECK(d == NULL);
+    CHECK_CONTAINS(err, "pref.jsonl:1: a preference row ('chosen', 'rejected'): that is data for "
+                        "DPO or a reward model, not SFT");
+    o.pairs = 1;
+    d = s_load(FIX "pc.jsonl", &o, err, sizeof(err));
+    CHECK(d == NULL);
+    CHECK_CONTAINS(err, "pc.jsonl:1: not a preference row");
 }
 
 static void test_max_length(void) {
@@ -299,6 +377,7 @@ int main(void) {
     test_prompt_completion();
     test_text();
     test_messages();
+    test_preference();
     test_max_length();
     test_errors();
     test_sampler();

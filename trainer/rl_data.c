@@ -36,6 +36,9 @@ void rl_data_opts_default(rl_data_opts_t *o) {
     o->completion_field = "completion";
     o->text_field = "text";
     o->messages_field = "messages";
+    o->chosen_field = "chosen";
+    o->rejected_field = "rejected";
+    o->pairs = 0;
     o->completion_only_loss = 1;
     o->max_length = 1024;
     o->truncation = RL_DATA_TRUNC_DROP;
@@ -80,8 +83,8 @@ static int s_append_ids(rl_data_t *d, const int32_t *ids, size_t n, uint8_t m) {
 }
 
 // Encodes text[0..len) and appends it with mask value m. Errors name where.
-static int s_append_text(rl_data_t *d, rl_tokenizer_t *tok, const char *text, size_t len,
-                         uint8_t m, const char *where, char *err, size_t err_len) {
+static int s_append_text(rl_data_t *d, rl_tokenizer_t *tok, const char *text, size_t len, uint8_t m,
+                         const char *where, char *err, size_t err_len) {
     int32_t *ids = NULL;
     size_t n = 0;
     int rc = rl_tokenizer_encode(tok, text, len, 0, &ids, &n);
@@ -204,6 +207,20 @@ fail:
 
 static int s_detect(json_t *row, const rl_data_opts_t *o, const char *where, char *err,
                     size_t err_len) {
+    int pref = json_object_get(row, o->chosen_field) && json_object_get(row, o->rejected_field);
+    if (o->pairs) {
+        return pref ? RL_DATA_FORMAT_PREFERENCE
+                    : rl_errf(err, err_len, RL_EINVAL,
+                              "%s: not a preference row: it needs '%s' and '%s' (and '%s', or "
+                              "conversations with a common prompt)",
+                              where, o->chosen_field, o->rejected_field, o->prompt_field);
+    }
+    if (pref) {
+        return rl_errf(err, err_len, RL_EINVAL,
+                       "%s: a preference row ('%s', '%s'): that is data for DPO or a reward "
+                       "model, not SFT",
+                       where, o->chosen_field, o->rejected_field);
+    }
     if (json_object_get(row, o->messages_field)) {
         return RL_DATA_FORMAT_MESSAGES;
     }
@@ -219,12 +236,193 @@ static int s_detect(json_t *row, const rl_data_opts_t *o, const char *where, cha
                    where, o->messages_field, o->prompt_field, o->completion_field, o->text_field);
 }
 
+// ---- preference rows ------------------------------------------------------------------------
+
+// The messages of a JSON list into msgs[0..n) (borrowed from the list). Errors name the field.
+static int s_msg_list(json_t *list, const char *field, rl_chat_msg_t **msgs_p, size_t *n_p,
+                      const char *where, char *err, size_t err_len) {
+    if (!json_is_array(list)) {
+        return rl_errf(err, err_len, RL_EINVAL, "%s: field '%s' is not a list of messages", where,
+                       field);
+    }
+    size_t n = json_array_size(list);
+    rl_chat_msg_t *msgs = calloc(n ? n : 1, sizeof(*msgs));
+    if (!msgs) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_t *m = json_array_get(list, i);
+        json_t *role = json_object_get(m, "role"), *content = json_object_get(m, "content");
+        if (!json_is_string(role) || !json_is_string(content)) {
+            free(msgs);
+            return rl_errf(err, err_len, RL_EINVAL, "%s: %s[%zu].%s is missing or not a string",
+                           where, field, i, json_is_string(role) ? "content" : "role");
+        }
+        msgs[i].role = json_string_value(role);
+        msgs[i].content = json_string_value(content);
+    }
+    *msgs_p = msgs;
+    *n_p = n;
+    return 0;
+}
+
+// One side of a conversational pair: prompt[0..np) rendered with the assistant header (no loss),
+// then the text the template adds for side[0..ns) (loss; trailing whitespace, such as ChatML's
+// newline after <|im_end|>, without it).
+static int s_pref_messages(rl_data_t *d, rl_tokenizer_t *tok, const rl_chat_msg_t *prompt,
+                           size_t np, const rl_chat_msg_t *side, size_t ns, rl_chat_format_t chat,
+                           const char *where, char *err, size_t err_len) {
+    rl_chat_msg_t *all = calloc(np + ns + 1, sizeof(*all));
+    char *head = NULL, *full = NULL, sub[512];
+    size_t n_head = 0, n_full = 0;
+    int rc = all ? 0 : RL_ENOMEM;
+    if (rc) {
+        return rl_errf(err, err_len, rc, "out of memory");
+    }
+    memcpy(all, prompt, np * sizeof(*all));
+    memcpy(all + np, side, ns * sizeof(*all));
+    rc = rl_chat_render(chat, prompt, np, 1, &head, &n_head, sub, sizeof sub);
+    if (!rc) {
+        rc = rl_chat_render(chat, all, np + ns, 0, &full, &n_full, sub, sizeof sub);
+    }
+    if (rc) {
+        rc = rl_errf(err, err_len, rc, "%s: %s", where, sub);
+    } else if (n_full <= n_head || memcmp(full, head, n_head) != 0) {
+        rc = rl_errf(err, err_len, RL_EINVAL,
+                     "%s: the completion does not follow the prompt's assistant header (does "
+                     "it start with an assistant message?)",
+                     where);
+    }
+    size_t end = n_full;
+    while (!rc && end > n_head && (full[end - 1] == '\n' || full[end - 1] == ' ')) {
+        end--;
+    }
+    if (!rc) {
+        rc = s_append_text(d, tok, head, n_head, 0, where, err, err_len);
+    }
+    if (!rc) {
+        rc = s_append_text(d, tok, full + n_head, end - n_head, 1, where, err, err_len);
+    }
+    if (!rc && end < n_full) {
+        rc = s_append_text(d, tok, full + end, n_full - end, 0, where, err, err_len);
+    }
+    free(head);
+    free(full);
+    free(all);
+    return rc;
+}
+
+static int s_same_msg(const rl_chat_msg_t *a, const rl_chat_msg_t *b) {
+    return strcmp(a->role, b->role) == 0 && strcmp(a->content, b->content) == 0;
+}
+
+// Appends the chosen side (which = 0) or the rejected one (1) of a preference row as one
+// example's tokens (not yet an example: s_push does that).
+static int s_pref_side(rl_data_t *d, json_t *row, const rl_data_opts_t *o, rl_tokenizer_t *tok,
+                       int which, const char *where, char *err, size_t err_len) {
+    const char *field = which ? o->rejected_field : o->chosen_field;
+    json_t *pv = json_object_get(row, o->prompt_field), *sv = json_object_get(row, field);
+    json_t *other = json_object_get(row, which ? o->chosen_field : o->rejected_field);
+    if (!sv) {
+        return rl_errf(err, err_len, RL_EINVAL, "%s: field '%s' is missing", where, field);
+    }
+    if (json_is_string(sv)) {
+        if (!pv || !json_is_string(pv)) {
+            return rl_errf(err, err_len, RL_EINVAL,
+                           "%s: field '%s' is %s; a string '%s' needs a string '%s' (implicit "
+                           "prompts need conversations)",
+                           where, o->prompt_field, pv ? "not a string" : "missing", field,
+                           o->prompt_field);
+        }
+        int rc = s_append_text(d, tok, json_string_value(pv), json_string_length(pv), 0, where, err,
+                               err_len);
+        if (!rc) {
+            rc = s_append_text(d, tok, json_string_value(sv), json_string_length(sv), 1, where, err,
+                               err_len);
+        }
+        if (!rc && o->eos_id >= 0 && s_append_ids(d, &o->eos_id, 1, 1) != 0) {
+            rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+        }
+        return rc;
+    }
+    if (o->chat == RL_CHAT_NONE) {
+        return rl_errf(err, err_len, RL_EINVAL,
+                       "%s: conversational rows need a chat format (model.chat_template: chatml "
+                       "or llama3, or a tokenizer_config.json with a chat_template)",
+                       where);
+    }
+    rl_chat_msg_t *side = NULL, *prompt = NULL, *oth = NULL;
+    size_t ns = 0, np = 0, no = 0;
+    int rc = s_msg_list(sv, field, &side, &ns, where, err, err_len);
+    if (!rc && pv) {
+        rc = s_msg_list(pv, o->prompt_field, &prompt, &np, where, err, err_len);
+    } else if (!rc) {
+        // implicit prompt: the messages chosen and rejected share from the start (TRL's
+        // extract_prompt)
+        rc = s_msg_list(other, which ? o->chosen_field : o->rejected_field, &oth, &no, where, err,
+                        err_len);
+        size_t k = 0;
+        while (!rc && k < ns && k < no && s_same_msg(&side[k], &oth[k])) {
+            k++;
+        }
+        if (!rc && (k == ns || k == no)) {
+            rc = rl_errf(err, err_len, RL_EINVAL,
+                         "%s: no '%s' field, and '%s' and '%s' do not differ after a common "
+                         "prompt",
+                         where, o->prompt_field, o->chosen_field, o->rejected_field);
+        }
+        prompt = side; // the common prefix, borrowed
+        np = k;
+    }
+    if (!rc) {
+        rc = s_pref_messages(d, tok, prompt, np, side + (pv ? 0 : np), ns - (pv ? 0 : np), o->chat,
+                             where, err, err_len);
+    }
+    if (prompt != side) {
+        free(prompt);
+    }
+    free(side);
+    free(oth);
+    return rc;
+}
+
 // Appends one row's example (or rolls it back when dropped). Returns 0, 1 when dropped, or an
 // error.
-static int s_row(rl_data_t *d, json_t *row, const rl_data_opts_t *o, rl_tokenizer_t *tok,
-                 int line, const char *where, char *err, size_t err_len) {
+static int s_push(rl_data_t *d, size_t start, const rl_data_opts_t *o, int line, const char *where,
+                  char *err, size_t err_len);
+
+// A preference row: two examples (chosen, rejected), both or neither.
+static int s_pref_row(rl_data_t *d, json_t *row, const rl_data_opts_t *o, rl_tokenizer_t *tok,
+                      int line, const char *where, char *err, size_t err_len) {
+    size_t start = d->n_tok, n_ex = d->n_ex, dropped = d->dropped;
+    int64_t loss = d->loss_tokens;
+    int rc = s_pref_side(d, row, o, tok, 0, where, err, err_len);
+    if (!rc) {
+        rc = s_push(d, start, o, line, where, err, err_len);
+    }
+    size_t mid = d->n_tok;
+    if (rc == 0) {
+        rc = s_pref_side(d, row, o, tok, 1, where, err, err_len);
+        if (!rc) {
+            rc = s_push(d, mid, o, line, where, err, err_len);
+        }
+    }
+    if (rc) { // either side failed or was dropped: neither stays
+        d->n_tok = start;
+        d->n_ex = n_ex;
+        d->loss_tokens = loss;
+        d->dropped = dropped + (rc == 1);
+    }
+    return rc;
+}
+
+static int s_row(rl_data_t *d, json_t *row, const rl_data_opts_t *o, rl_tokenizer_t *tok, int line,
+                 const char *where, char *err, size_t err_len) {
     size_t start = d->n_tok;
     int rc = 0;
+    if (d->format == RL_DATA_FORMAT_PREFERENCE) {
+        return s_pref_row(d, row, o, tok, line, where, err, err_len);
+    }
     const char *a = NULL, *b = NULL;
     size_t na = 0, nb = 0;
     switch (d->format) {
@@ -234,8 +432,7 @@ static int s_row(rl_data_t *d, json_t *row, const rl_data_opts_t *o, rl_tokenize
             rc = s_field(row, o->completion_field, &b, &nb, where, err, err_len);
         }
         if (!rc) {
-            rc = s_append_text(d, tok, a, na, o->completion_only_loss ? 0 : 1, where, err,
-                               err_len);
+            rc = s_append_text(d, tok, a, na, o->completion_only_loss ? 0 : 1, where, err, err_len);
         }
         if (!rc) {
             rc = s_append_text(d, tok, b, nb, 1, where, err, err_len);
@@ -258,14 +455,14 @@ static int s_row(rl_data_t *d, json_t *row, const rl_data_opts_t *o, rl_tokenize
         } else if (o->chat == RL_CHAT_NONE) {
             rc = rl_errf(err, err_len, RL_EINVAL,
                          "%s: messages rows need a chat format (model.chat_template: chatml or "
-                         "llama3, or a tokenizer_config.json with a chat_template)", where);
+                         "llama3, or a tokenizer_config.json with a chat_template)",
+                         where);
         } else {
             rc = s_messages(d, tok, list, o->chat, where, err, err_len);
         }
         break;
     }
-    default:
-        rc = rl_errf(err, err_len, RL_EINVAL, "%s: unsupported row layout", where);
+    default: rc = rl_errf(err, err_len, RL_EINVAL, "%s: unsupported row layout", where);
     }
     if (!rc && d->format != RL_DATA_FORMAT_MESSAGES && o->eos_id >= 0) {
         rc = s_append_ids(d, &o->eos_id, 1, 1);
@@ -277,6 +474,13 @@ static int s_row(rl_data_t *d, json_t *row, const rl_data_opts_t *o, rl_tokenize
         d->n_tok = start;
         return rc;
     }
+    return s_push(d, start, o, line, where, err, err_len);
+}
+
+// Makes tokens [start, n_tok) an example (or rolls them back when too long). Returns 0, 1 when
+// dropped, or an error.
+static int s_push(rl_data_t *d, size_t start, const rl_data_opts_t *o, int line, const char *where,
+                  char *err, size_t err_len) {
     size_t len = d->n_tok - start;
     if (len > (size_t)o->max_length) {
         d->n_tok = start;
@@ -292,8 +496,10 @@ static int s_row(rl_data_t *d, json_t *row, const rl_data_opts_t *o, rl_tokenize
     if (len < 2) {
         // one token has nothing to predict: logp is defined from position 1 on
         d->n_tok = start;
-        return rl_errf(err, err_len, RL_EINVAL, "%s: example has %zu token%s; at least 2 are "
-                       "needed", where, len, len == 1 ? "" : "s");
+        return rl_errf(err, err_len, RL_EINVAL,
+                       "%s: example has %zu token%s; at least 2 are "
+                       "needed",
+                       where, len, len == 1 ? "" : "s");
     }
     d->mask[start] = 0; // the first token is never predicted
     if (d->n_ex == d->cap_ex) {
@@ -312,8 +518,8 @@ static int s_row(rl_data_t *d, json_t *row, const rl_data_opts_t *o, rl_tokenize
     return 0;
 }
 
-rl_data_t *rl_data_load(const char *path, const rl_data_opts_t *o, rl_tokenizer_t *tok,
-                        char *err, size_t err_len) {
+rl_data_t *rl_data_load(const char *path, const rl_data_opts_t *o, rl_tokenizer_t *tok, char *err,
+                        size_t err_len) {
     rl_data_t *d = calloc(1, sizeof(*d));
     rl_jsonl_t *in = NULL;
     char where[600];
@@ -324,7 +530,17 @@ rl_data_t *rl_data_load(const char *path, const rl_data_opts_t *o, rl_tokenizer_
     if (o->format == RL_DATA_FORMAT_PROMPT) {
         rl_errf(err, err_len, RL_EINVAL,
                 "%s: data.format prompt holds prompts for RL (grpo); SFT needs "
-                "prompt_completion, text or messages rows", path);
+                "prompt_completion, text or messages rows",
+                path);
+        goto fail;
+    }
+    if ((o->format == RL_DATA_FORMAT_PREFERENCE) != !!o->pairs &&
+        o->format != RL_DATA_FORMAT_AUTO) {
+        rl_errf(err, err_len, RL_EINVAL,
+                o->pairs ? "%s: a preference dataset (DPO, reward models) needs preference rows "
+                           "({prompt, chosen, rejected})"
+                         : "%s: preference rows are data for DPO or a reward model, not SFT",
+                path);
         goto fail;
     }
     d->format = o->format;
@@ -365,8 +581,10 @@ rl_data_t *rl_data_load(const char *path, const rl_data_opts_t *o, rl_tokenizer_
         goto fail;
     }
     if (d->n_ex == 0) {
-        rl_errf(err, err_len, RL_EINVAL, "%s: no usable example (%zu rows dropped as longer "
-                "than data.max_length %d)", path, d->dropped, o->max_length);
+        rl_errf(err, err_len, RL_EINVAL,
+                "%s: no usable example (%zu rows dropped as longer "
+                "than data.max_length %d)",
+                path, d->dropped, o->max_length);
         goto fail;
     }
     if (d->loss_tokens == 0) {
@@ -393,10 +611,18 @@ void rl_data_destroy(rl_data_t **self_p) {
     *self_p = NULL;
 }
 
-size_t rl_data_count(const rl_data_t *self) { return self->n_ex; }
-size_t rl_data_dropped(const rl_data_t *self) { return self->dropped; }
-int rl_data_format(const rl_data_t *self) { return self->format; }
-int64_t rl_data_loss_tokens(const rl_data_t *self) { return self->loss_tokens; }
+size_t rl_data_count(const rl_data_t *self) {
+    return self->n_ex;
+}
+size_t rl_data_dropped(const rl_data_t *self) {
+    return self->dropped;
+}
+int rl_data_format(const rl_data_t *self) {
+    return self->format;
+}
+int64_t rl_data_loss_tokens(const rl_data_t *self) {
+    return self->loss_tokens;
+}
 
 void rl_data_example(const rl_data_t *self, size_t i, const int32_t **tokens_p,
                      const uint8_t **mask_p, int *len_p, int *line_p) {
@@ -418,7 +644,7 @@ void rl_data_example(const rl_data_t *self, size_t i, const int32_t **tokens_p,
 // ---- sampler ---------------------------------------------------------------------------------
 
 struct rl_data_sampler {
-    size_t n;     // examples per epoch
+    size_t n; // examples per epoch
     uint64_t seed;
     int shuffle;
     rl_data_pos_t pos;
@@ -483,7 +709,9 @@ size_t rl_data_sampler_next(rl_data_sampler_t *s) {
     return s->perm[s->pos.index++];
 }
 
-rl_data_pos_t rl_data_sampler_pos(const rl_data_sampler_t *s) { return s->pos; }
+rl_data_pos_t rl_data_sampler_pos(const rl_data_sampler_t *s) {
+    return s->pos;
+}
 
 int rl_data_sampler_seek(rl_data_sampler_t *s, rl_data_pos_t pos) {
     if (pos.epoch < 0 || pos.index < 0 || (uint64_t)pos.index > s->n) {

@@ -1,5 +1,5 @@
-// rl_data — SFT datasets: JSONL rows -> token ids + loss mask, epoch shuffling with a position
-// that can be saved and restored, and micro-batch assembly.
+// rl_data — SFT and preference datasets: JSONL rows -> token ids + loss mask, epoch shuffling
+// with a position that can be saved and restored, and micro-batch assembly.
 //
 // Row layouts (REFERENCE.md §6, as in TRL; field names configurable):
 //   prompt_completion {"prompt", "completion"}: prompt and completion are encoded separately
@@ -11,6 +11,15 @@
 //       Llama-3). Each assistant turn's content and its end-of-turn token carry the loss; the
 //       rest (system/user turns, role headers, the newline after ChatML's <|im_end|>) does not.
 //       The end-of-turn token already terminates, so no EOS is appended.
+//   preference {"prompt", "chosen", "rejected"} (DPO, reward models; TRL's preference format):
+//       each row gives TWO consecutive examples, prompt + chosen (example 2i) and prompt +
+//       rejected (2i + 1), with the loss mask on the completion only. Strings: encoded as
+//       prompt_completion's (EOS appended). Message lists (conversational): the prompt messages
+//       rendered with the assistant header (no loss), then what the template adds for the
+//       chosen / rejected messages (loss; the trailing newline after ChatML's <|im_end|> not).
+//       Implicit prompt (no prompt field, chosen and rejected whole conversations): the prompt
+//       is their longest common prefix of messages, as TRL's extract_prompt. A pair with either
+//       side over max_length is dropped (or refused) whole.
 // Tokens are encoded without special tokens (no BOS), like encode(add_special_tokens=False).
 // An example longer than max_length tokens (EOS included) is an error naming file:line, or is
 // dropped and counted (truncation policy); nothing is ever cut in the middle.
@@ -39,6 +48,7 @@ enum {
     RL_DATA_FORMAT_PROMPT_COMPLETION = 2,
     RL_DATA_FORMAT_TEXT = 3,
     RL_DATA_FORMAT_MESSAGES = 4,
+    RL_DATA_FORMAT_PREFERENCE = 5, // pairs: only with rl_data_opts_t.pairs
 };
 // Values equal RL_RECIPE_TRUNC_*.
 enum { RL_DATA_TRUNC_ERROR = 0, RL_DATA_TRUNC_DROP = 1 };
@@ -49,6 +59,10 @@ typedef struct {
     const char *completion_field; // "completion"
     const char *text_field;       // "text"
     const char *messages_field;   // "messages"
+    const char *chosen_field;     // "chosen"
+    const char *rejected_field;   // "rejected"
+    int pairs;                // 1: a preference dataset (DPO, RM): rows must be preference rows
+                              // (AUTO finds them); 0: SFT, which refuses them
     int completion_only_loss; // prompt_completion: loss on completion + EOS only
     int max_length;           // most tokens of one example (> 0)
     int truncation;           // RL_DATA_TRUNC_*
@@ -57,7 +71,7 @@ typedef struct {
 } rl_data_opts_t;
 
 // Fills the defaults above (format AUTO, TRL field names, completion_only_loss 1, max_length
-// 1024, truncation DROP, eos_id -1, chat NONE).
+// 1024, truncation DROP, eos_id -1, chat NONE, pairs 0).
 void rl_data_opts_default(rl_data_opts_t *opts);
 
 typedef struct rl_data rl_data_t;
@@ -73,7 +87,8 @@ rl_data_t *rl_data_load(const char *path, const rl_data_opts_t *opts, rl_tokeniz
 
 void rl_data_destroy(rl_data_t **self_p);
 
-// Examples kept, and rows dropped for exceeding max_length.
+// Examples kept (a preference dataset: 2 per pair, chosen then rejected), and rows dropped for
+// exceeding max_length.
 size_t rl_data_count(const rl_data_t *self);
 size_t rl_data_dropped(const rl_data_t *self);
 // The resolved format (never AUTO).
