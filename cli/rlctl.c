@@ -24,6 +24,7 @@ static const s_command_t s_commands[] = {
     {"eval", rl_cmd_eval, "sample answers for a held-out JSONL file and report accuracy"},
     {"logprobs", rl_cmd_logprobs, "per-token logprobs of a completion given a prompt"},
     {"traj", rl_cmd_traj, "list, show and export the completions a run sampled"},
+    {"plot", rl_cmd_plot, "draw runs' metrics.jsonl curves as an SVG file"},
     {"worker", rl_cmd_worker, "a worker process of a run (started by rlctl run)"},
     {NULL, NULL, NULL},
 };
