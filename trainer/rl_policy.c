@@ -580,6 +580,114 @@ int rl_policy_train_sft(rl_policy_t *self, const rl_policy_rows_t *rows, int64_t
     return rl_policy_step(self, rows, &o, s_sft_loss, &n_tok, stats, err, err_len);
 }
 
+// ---- the DPO loss ------------------------------------------------------------------------------
+// A micro-batch holds whole pairs (rows.group = 2): per row the summed masked logprobs, then
+// rl_pref_dpo_loss per pair, then dL/ds broadcast over the row's mask.
+
+typedef struct {
+    const rl_policy_rows_t *rows;
+    const double *ref_sum;
+    const rl_pref_dpo_t *cfg;
+    double pairs, nll_denom;
+    rl_pref_dpo_stats_t st; // of the pass
+} s_dpo_ctx_t;
+
+static int s_dpo_loss(void *ctx, const rl_policy_micro_t *m, float *dlogp, double *loss) {
+    s_dpo_ctx_t *c = ctx;
+    int n = m->n / 2, T = m->T;
+    double *buf = calloc((size_t)(n > 0 ? n : 1) * 8, sizeof(double));
+    int *cnt = calloc((size_t)(n > 0 ? n : 1) * 2, sizeof(int));
+    if (!buf || !cnt) {
+        free(buf);
+        free(cnt);
+        return RL_ENOMEM;
+    }
+    double *s_w = buf, *s_l = buf + n, *r_w = buf + 2 * n, *r_l = buf + 3 * n;
+    double *ds_w = buf + 4 * n, *ds_l = buf + 5 * n;
+    for (int i = 0; i < m->n; i++) {
+        double sum = 0;
+        int k = 0;
+        for (int t = 0; t < T; t++) {
+            float mk = m->mask[(size_t)i * T + t];
+            sum += mk != 0.0f ? (double)m->logp[(size_t)i * T + t] : 0.0;
+            k += mk != 0.0f;
+        }
+        int pair = i / 2, rej = i % 2;
+        (rej ? s_l : s_w)[pair] = sum;
+        (rej ? r_l : r_w)[pair] = c->ref_sum[m->b0 + i];
+        cnt[rej * n + pair] = k;
+    }
+    rl_pref_batch_t b = {n, s_w, s_l, r_w, r_l, cnt, cnt + n, c->pairs, c->nll_denom};
+    double part = 0;
+    int rc = rl_pref_dpo_loss(&b, c->cfg, &part, ds_w, ds_l, &c->st);
+    for (int i = 0; !rc && i < m->n; i++) {
+        double g = (i % 2 ? ds_l : ds_w)[i / 2];
+        for (int t = 0; t < T; t++) {
+            size_t j = (size_t)i * T + t;
+            dlogp[j] = m->mask[j] != 0.0f ? (float)g : 0.0f;
+        }
+    }
+    *loss = part;
+    free(buf);
+    free(cnt);
+    return rc;
+}
+
+int rl_policy_train_dpo(rl_policy_t *self, const rl_policy_rows_t *rows, const double *ref_sum,
+                        const rl_pref_dpo_t *cfg, int micro_batch, double lr, double max_grad_norm,
+                        int64_t step, rl_pref_dpo_stats_t *stats, rl_policy_step_stats_t *st,
+                        char *err, size_t err_len) {
+    if (rows->B < 2 || rows->B % 2 != 0 || rows->group != 2) {
+        return rl_errf(err, err_len, RL_EINVAL,
+                       "train: DPO takes rows in pairs (chosen, rejected), groups of 2");
+    }
+    s_dpo_ctx_t c;
+    memset(&c, 0, sizeof c);
+    c.rows = rows;
+    c.ref_sum = ref_sum;
+    c.cfg = cfg;
+    c.pairs = rows->B / 2;
+    for (int b = 0; b < rows->B; b += 2) { // the chosen completions' tokens (RPO's divisor)
+        for (int t = 0; t < rows->T; t++) {
+            c.nll_denom += rows->mask[(size_t)b * rows->T + t] != 0;
+        }
+    }
+    if (!(c.nll_denom > 0)) {
+        c.nll_denom = 1; // read only with rpo_alpha > 0, where an empty chosen side is an error
+    }
+    rl_policy_step_opts_t o = {1.0f, micro_batch, 1, lr, max_grad_norm, 0, step};
+    int rc = rl_policy_step(self, rows, &o, s_dpo_loss, &c, st, err, err_len);
+    if (!rc && stats) {
+        *stats = c.st;
+    }
+    return rc;
+}
+
+int rl_policy_sum_logprobs(rl_policy_t *self, const rl_policy_rows_t *rows, int adapter,
+                           int micro_batch, double *sums, char *err, size_t err_len) {
+    int mb = micro_batch < 1 ? 1 : micro_batch;
+    float *logp = malloc((size_t)mb * (size_t)rows->T * sizeof(float));
+    if (!logp) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    int rc = 0;
+    for (int b0 = 0; !rc && b0 < rows->B; b0 += mb) {
+        int n = rows->B - b0 < mb ? rows->B - b0 : mb;
+        rc = rl_policy_logprobs(self, rows->tokens + (size_t)b0 * rows->T, rows->lengths + b0, n,
+                                rows->T, 1.0f, adapter, logp, err, err_len);
+        for (int i = 0; !rc && i < n; i++) {
+            double sum = 0;
+            for (int t = 0; t < rows->T; t++) {
+                size_t j = (size_t)(b0 + i) * rows->T + t;
+                sum += rows->mask[j] ? (double)logp[(size_t)i * rows->T + t] : 0.0;
+            }
+            sums[b0 + i] = sum;
+        }
+    }
+    free(logp);
+    return rc;
+}
+
 // ---- weights and checkpoints ---------------------------------------------------------------
 
 // A critic's value head as <dir>/value_head.safetensors: `score.weight` [1, C] in F32, HF's name

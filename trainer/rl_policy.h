@@ -11,6 +11,7 @@
 #include "rl_grpo.h"
 #include "rl_model.h"
 #include "rl_ppo.h"
+#include "rl_pref.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -168,6 +169,25 @@ int rl_policy_train_value(rl_policy_t *self, const rl_policy_rows_t *rows,
                           double lr, double max_grad_norm, int64_t step,
                           rl_ppo_value_stats_t *value_stats, rl_policy_step_stats_t *stats,
                           char *err, size_t err_len);
+
+// DPO (a preference dataset's rows in pairs: row 2i the prompt + chosen completion, row 2i + 1
+// the prompt + rejected one, rl_data's layout): one pass of rl_pref_dpo_loss over micro-batches
+// of whole pairs, then clip and AdamW at rate lr. Per row, the policy's summed completion
+// logprobs s (in double, at temperature 1) meet the reference's ref_sum[row] (computed once,
+// e.g. rl_policy_sum_logprobs of the frozen reference, and cached); dL/ds is broadcast to every
+// masked token of the row. The divisors are the whole batch's: pairs (rows / 2) and, for RPO,
+// its chosen completion tokens. stats (may be NULL) gets the pass's rl_pref_dpo_stats_t sums.
+// Returns 0 or an error with err filled (rows not in pairs, a non-finite loss: no update).
+int rl_policy_train_dpo(rl_policy_t *self, const rl_policy_rows_t *rows, const double *ref_sum,
+                        const rl_pref_dpo_t *cfg, int micro_batch, double lr, double max_grad_norm,
+                        int64_t step, rl_pref_dpo_stats_t *stats, rl_policy_step_stats_t *st,
+                        char *err, size_t err_len);
+
+// Per row of `rows` the summed logprobs of its masked tokens (in double, temperature 1) under
+// the policy (adapter = 1) or the reference (adapter = 0), micro_batch rows per forward, no
+// gradients: DPO's reference sums. sums: caller's (rows->B doubles).
+int rl_policy_sum_logprobs(rl_policy_t *self, const rl_policy_rows_t *rows, int adapter,
+                           int micro_batch, double *sums, char *err, size_t err_len);
 
 // The trainable weights as one flat array (LoRA: every A and B in rl_lora.h's layout; full: every
 // parameter): what a sampler loads. borrowed; valid until the next train call or destroy.
