@@ -62,8 +62,7 @@ static int s_hash_file(const char *path, uint64_t *h, char *err, size_t err_len)
     return bad ? rl_errf(err, err_len, RL_EIO, "%s: read error", path) : 0;
 }
 
-int rl_refcache_hash_model(const char *dir, uint64_t h, uint64_t *out, char *err,
-                           size_t err_len) {
+int rl_refcache_hash_model(const char *dir, uint64_t h, uint64_t *out, char *err, size_t err_len) {
     DIR *d = opendir(dir);
     if (!d) {
         int e = errno;
@@ -209,8 +208,8 @@ int rl_refcache_new_sized(const char *dir, size_t map_size, rl_refcache_t **out,
             fmt = RL_REFCACHE_FORMAT;
         } else if (g == 0 && v.mv_size == 4) {
             const unsigned char *b = v.mv_data;
-            fmt = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
-                  (uint32_t)b[3] << 24;
+            fmt =
+                (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
         } else {
             rc = g ? g : MDB_CORRUPTED;
         }
@@ -254,9 +253,8 @@ void rl_refcache_destroy(rl_refcache_t **self_p) {
     *self_p = NULL;
 }
 
-int rl_refcache_get(rl_refcache_t *self, uint64_t data_hash, uint64_t ref_hash,
-                    const int64_t *idx, int n, double *sums, uint8_t *found, int *hits,
-                    char *err, size_t err_len) {
+int rl_refcache_get(rl_refcache_t *self, uint64_t data_hash, uint64_t ref_hash, const int64_t *idx,
+                    int n, double *sums, uint8_t *found, int *hits, char *err, size_t err_len) {
     MDB_txn *txn = NULL;
     int rc = mdb_txn_begin(self->env, NULL, MDB_RDONLY, &txn), count = 0;
     for (int i = 0; !rc && i < n; i++) {
@@ -300,8 +298,8 @@ int rl_refcache_get(rl_refcache_t *self, uint64_t data_hash, uint64_t ref_hash,
     return 0;
 }
 
-int rl_refcache_put(rl_refcache_t *self, uint64_t data_hash, uint64_t ref_hash,
-                    const int64_t *idx, const double *sums, int n, char *err, size_t err_len) {
+int rl_refcache_put(rl_refcache_t *self, uint64_t data_hash, uint64_t ref_hash, const int64_t *idx,
+                    const double *sums, int n, char *err, size_t err_len) {
     for (;;) {
         MDB_txn *txn = NULL;
         int rc = mdb_txn_begin(self->env, NULL, 0, &txn);
@@ -324,8 +322,7 @@ int rl_refcache_put(rl_refcache_t *self, uint64_t data_hash, uint64_t ref_hash,
             mdb_txn_abort(txn);
         }
         if (rc != MDB_MAP_FULL) {
-            return rc ? rl_errf(err, err_len, s_code(rc), "reference cache: %s",
-                                mdb_strerror(rc))
+            return rc ? rl_errf(err, err_len, s_code(rc), "reference cache: %s", mdb_strerror(rc))
                       : 0;
         }
         // full: double the map and write the whole batch again (nothing of it was committed)

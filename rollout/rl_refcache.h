@@ -54,14 +54,13 @@ void rl_refcache_destroy(rl_refcache_t **self_p);
 // Looks up examples idx[0..n) of (data_hash, ref_hash): sums[i] and found[i] = 1 where present,
 // found[i] = 0 elsewhere (sums[i] untouched). *hits (may be NULL) gets the count found. Returns 0,
 // or RL_EPROTO (a value that is not 8 bytes: a damaged cache) / RL_EIO with err filled.
-int rl_refcache_get(rl_refcache_t *self, uint64_t data_hash, uint64_t ref_hash,
-                    const int64_t *idx, int n, double *sums, uint8_t *found, int *hits,
-                    char *err, size_t err_len);
+int rl_refcache_get(rl_refcache_t *self, uint64_t data_hash, uint64_t ref_hash, const int64_t *idx,
+                    int n, double *sums, uint8_t *found, int *hits, char *err, size_t err_len);
 
 // Stores sums of examples idx[0..n) of (data_hash, ref_hash) in one transaction (replacing
 // entries already there). Returns 0 or an error with err filled; on error nothing is stored.
-int rl_refcache_put(rl_refcache_t *self, uint64_t data_hash, uint64_t ref_hash,
-                    const int64_t *idx, const double *sums, int n, char *err, size_t err_len);
+int rl_refcache_put(rl_refcache_t *self, uint64_t data_hash, uint64_t ref_hash, const int64_t *idx,
+                    const double *sums, int n, char *err, size_t err_len);
 
 #ifdef __cplusplus
 }
