@@ -644,18 +644,37 @@ static int s_set(json_t *obj, const char *key, json_t *v) {
 }
 
 char *rl_hf_config_to_json(const rl_hf_config_t *cfg) {
+    return rl_hf_config_to_json_seq_cls(cfg, -2);
+}
+
+char *rl_hf_config_to_json_seq_cls(const rl_hf_config_t *cfg, int pad_token_id) {
     RL_ASSERT(cfg);
     static const char *arch_class[] = {"LlamaForCausalLM", "Qwen2ForCausalLM",
                                        "Qwen3ForCausalLM"};
+    static const char *cls_class[] = {"LlamaForSequenceClassification",
+                                      "Qwen2ForSequenceClassification",
+                                      "Qwen3ForSequenceClassification"};
     RL_ASSERT(cfg->arch >= RL_ARCH_LLAMA && cfg->arch <= RL_ARCH_QWEN3);
+    const int seq_cls = pad_token_id != -2;
     s_dump_t d = {1};
     json_t *o = json_object();
     json_t *archs = json_array();
     json_t *rope = NULL, *eos = NULL;
     char *text = NULL;
     int bad = !o || !archs;
-    bad = bad || json_array_append_new(archs, json_string(arch_class[cfg->arch])) != 0;
+    bad = bad || json_array_append_new(archs, json_string(seq_cls ? cls_class[cfg->arch]
+                                                                   : arch_class[cfg->arch])) != 0;
     bad = bad || s_set(o, "architectures", archs) != 0;
+    if (seq_cls) { // one label, as transformers writes num_labels = 1
+        json_t *id2label = json_object(), *label2id = json_object();
+        bad = bad || !id2label || !label2id;
+        bad = bad || s_set(id2label, "0", json_string("LABEL_0")) != 0;
+        bad = bad || s_set(label2id, "LABEL_0", json_integer(0)) != 0;
+        bad = bad || s_set(o, "id2label", id2label) != 0;
+        bad = bad || s_set(o, "label2id", label2id) != 0;
+        bad = bad || s_set(o, "pad_token_id",
+                           pad_token_id >= 0 ? json_integer(pad_token_id) : json_null()) != 0;
+    }
     archs = NULL; // owned by o (or freed by json_object_set_new on failure)
     bad = bad || s_set(o, "model_type", json_string(rl_hf_arch_name(cfg->arch))) != 0;
     bad = bad || s_set(o, "vocab_size", json_integer(cfg->vocab_size)) != 0;

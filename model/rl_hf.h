@@ -65,6 +65,11 @@ int rl_hf_config_load_file(const char *path, rl_hf_config_t *out, char *err, siz
 // Serialises a config as config.json text that rl_hf_config_parse reads back unchanged and
 // transformers accepts. caller owns result; free with free(). NULL on allocation failure.
 char *rl_hf_config_to_json(const rl_hf_config_t *cfg);
+// The same for the <Arch>ForSequenceClassification of the config (a reward model, one label):
+// that architecture name, id2label {"0": "LABEL_0"}, label2id, and pad_token_id (>= 0; -1
+// writes null). transformers reads the pad id to find each row's last real token.
+// caller owns result; free with free(). NULL on allocation failure.
+char *rl_hf_config_to_json_seq_cls(const rl_hf_config_t *cfg, int pad_token_id);
 
 // One tensor a config implies, e.g. {"model.layers.0.self_attn.q_proj.weight", 2, {NH*D, C}}.
 typedef struct {

@@ -1275,8 +1275,26 @@ static int s_lora_module_of(const char *name, int *layer) {
     return -1;
 }
 
+// The HF folder of the model (score == NULL), or of its sequence classifier with head `score`
+// [1, C] and pad id pad_token_id (no lm_head, `score.weight` last).
+static int s_save_hf(const rl_model_t *self, const char *dir, int bf16, const float *score,
+                     int pad_token_id, char *err, size_t err_len);
+
 int rl_model_save_hf(const rl_model_t *self, const char *dir, int bf16, char *err,
                      size_t err_len) {
+    return s_save_hf(self, dir, bf16, NULL, 0, err, err_len);
+}
+
+int rl_model_save_seq_cls(const rl_model_t *self, const char *dir, const float *score,
+                          int pad_token_id, int bf16, char *err, size_t err_len) {
+    if (!score) {
+        return rl_errf(err, err_len, RL_EINVAL, "save_seq_cls: no score head");
+    }
+    return s_save_hf(self, dir, bf16, score, pad_token_id, err, err_len);
+}
+
+static int s_save_hf(const rl_model_t *self, const char *dir, int bf16, const float *score,
+                     int pad_token_id, char *err, size_t err_len) {
     if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
         return rl_errf(err, err_len, errno, "%s: %s", dir, strerror(errno));
     }
@@ -1287,7 +1305,8 @@ int rl_model_save_hf(const rl_model_t *self, const char *dir, int bf16, char *er
     int n = rl_hf_tensor_specs(&cfg, NULL, 0);
     rl_hf_tensor_spec_t *specs = calloc((size_t)n, sizeof *specs);
     rl_st_writer_t *w = rl_st_writer_new();
-    char *cfg_json = rl_hf_config_to_json(&cfg);
+    char *cfg_json = score ? rl_hf_config_to_json_seq_cls(&cfg, pad_token_id)
+                           : rl_hf_config_to_json(&cfg);
     float *tmp = NULL;
     int rc = 0;
     if (!specs || !w || !cfg_json) {
@@ -1309,7 +1328,7 @@ int rl_model_save_hf(const rl_model_t *self, const char *dir, int bf16, char *er
         rl_model_params_t p = self->params;
         float **slot = rl_model_params_find(&p, self->L, specs[i].name);
         RL_ASSERT(slot);
-        if (!*slot && strcmp(specs[i].name, "lm_head.weight") == 0) {
+        if (strcmp(specs[i].name, "lm_head.weight") == 0 && (!*slot || score)) {
             continue; // a sequence classifier's folder has no vocabulary head
         }
         RL_ASSERT(*slot);
@@ -1326,6 +1345,14 @@ int rl_model_save_hf(const rl_model_t *self, const char *dir, int bf16, char *er
         }
         if (rc) {
             rl_errf(err, err_len, rc, "adding tensor '%s': %s", specs[i].name, rl_strerror(rc));
+            goto fail;
+        }
+    }
+    if (score) {
+        const int64_t shape[2] = {1, self->C};
+        rc = rl_st_writer_add_f32(w, "score.weight", dt, 2, shape, score);
+        if (rc) {
+            rl_errf(err, err_len, rc, "adding tensor 'score.weight': %s", rl_strerror(rc));
             goto fail;
         }
     }

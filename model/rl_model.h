@@ -216,6 +216,15 @@ void rl_model_set_adapter_disabled(rl_model_t *self, int disabled);
 int rl_model_save_hf(const rl_model_t *self, const char *dir, int bf16, char *err,
                      size_t err_len);
 
+// Saves the model with a scalar head as an HF sequence classifier (a reward model), laid out as
+// transformers' <Arch>ForSequenceClassification with num_labels 1: config.json with that
+// architecture, id2label/label2id and pad_token_id (-1: null); model.safetensors with the
+// decoder's tensors (LoRA merged as rl_model_save_hf does), no lm_head, and `score.weight` =
+// score (C floats) as [1, C]. rl_model_load with seq_cls reads it back. Returns 0 or an error
+// with err filled.
+int rl_model_save_seq_cls(const rl_model_t *self, const char *dir, const float *score,
+                          int pad_token_id, int bf16, char *err, size_t err_len);
+
 // Detail of the last error on this handle. borrowed; valid until the next call.
 const char *rl_model_errmsg(const rl_model_t *self);
 // Parameter count of the base model (tied head counted once); the trainable count is the n of

@@ -14,7 +14,12 @@
 //                rl_model_hidden, rl_head values (aligned like logp) and scores, the losses
 //                L_v = sum(dvalues * v), L_s = sum(dscores * s), and their gradients through
 //                rl_head's backward and rl_model_backward_hidden: w, the watched parameters
-//                (full; lm_head untouched) and every LoRA A and B.
+//                (full; lm_head untouched) and every LoRA A and B;
+//   a reward model  (llama_gqa_rm: tests/reference/make_seq_cls_fixture.py writes it as
+//                transformers lays out LlamaForSequenceClassification) loaded with seq_cls: the
+//                score of each sequence (score.weight on the final norm's output at its last real
+//                token) against torch's; rl_model_save_seq_cls of that model writes the same
+//                tensors (bit for bit) and the classifier's config fields.
 // It is not a layer test (test_layers does finite differences on each kernel) and not a
 // sampler test (rl_model_step is checked against forward elsewhere).
 //
@@ -28,6 +33,7 @@
 #include "rl_safetensors.h"
 #include "rl_test.h"
 
+#include <jansson.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -727,6 +733,101 @@ static void s_test_adamw(const char *model, const char *dir, const rl_st_file_t 
     rl_model_destroy(&m);
 }
 
+// The reward-model fixture: its scores against torch's, and our writer against its layout.
+static void s_test_seq_cls(void) {
+    char dir[1024], err[1024], path[1200];
+    snprintf(dir, sizeof dir, "%s/models/llama_gqa_rm", RL_FIXTURES);
+    snprintf(path, sizeof path, "%s/goldens.json", dir);
+    json_error_t je;
+    json_t *g = json_load_file(path, 0, &je);
+    CHECK_MSG(g != NULL, "%s: %s", path, je.text);
+    rl_model_opts_t mo;
+    rl_model_opts_default(&mo);
+    mo.threads = 1;
+    mo.seq_cls = 1;
+    rl_model_t *m = rl_model_load(dir, &mo, err, sizeof err);
+    CHECK_MSG(m != NULL, "%s", err);
+    rl_st_model_t *st = rl_st_model_open(dir, err, sizeof err);
+    const rl_st_tensor_t *sw = st ? rl_st_model_find(st, "score.weight") : NULL;
+    CHECK(sw && sw->ndim == 2 && sw->shape[0] == 1);
+    if (!g || !m || !sw) {
+        json_decref(g);
+        rl_model_destroy(&m);
+        rl_st_model_destroy(&st);
+        return;
+    }
+    int C = rl_model_config(m)->hidden_size;
+    float *w = malloc((size_t)C * sizeof(float));
+    rl_st_to_f32(w, sw);
+    json_t *jt = json_object_get(g, "tokens"), *jl = json_object_get(g, "lengths");
+    json_t *js = json_object_get(g, "scores");
+    int B = (int)json_array_size(jl), T = (int)json_array_size(json_array_get(jt, 0));
+    int32_t tok[64];
+    int len[8];
+    float scores[8];
+    for (int b = 0; b < B && b < 8; b++) {
+        len[b] = (int)json_integer_value(json_array_get(jl, (size_t)b));
+        for (int t = 0; t < T && b * T + t < 64; t++) {
+            tok[b * T + t] = (int32_t)json_integer_value(
+                json_array_get(json_array_get(jt, (size_t)b), (size_t)t));
+        }
+    }
+    CHECK_INT(rl_model_forward(m, tok, len, B, T, 1.0f, 0, NULL, NULL), 0);
+    rl_head_score_forward(scores, rl_model_hidden(m), w, len, B, T, C);
+    double worst = 0, top = 0;
+    for (int b = 0; b < B; b++) {
+        double want = json_number_value(json_array_get(js, (size_t)b));
+        worst = fmax(worst, fabs((double)scores[b] - want));
+        top = fmax(top, fabs(want));
+    }
+    printf("llama_gqa_rm: scores vs torch (float64): %.3g of max (tol %g), torch %s\n",
+           worst / top, TOL_LOGITS, json_string_value(json_object_get(g, "torch")));
+    CHECK_MSG(worst / top <= TOL_LOGITS, "reward-model scores differ from torch's by %g",
+              worst / top);
+    // our writer: the same tensors, the classifier's config
+    char out[] = "/tmp/rl_test_seqcls_out_XXXXXX";
+    CHECK(mkdtemp(out) != NULL);
+    CHECK_INT(rl_model_save_seq_cls(m, out, w, 0, 0, err, sizeof err), 0);
+    rl_st_model_t *o = rl_st_model_open(out, err, sizeof err);
+    CHECK_MSG(o && rl_st_model_count(o) == rl_st_model_count(st),
+              "saved %d tensors, the fixture has %d", o ? rl_st_model_count(o) : -1,
+              rl_st_model_count(st));
+    for (int i = 0; o && i < rl_st_model_count(st); i++) {
+        const rl_st_tensor_t *a = rl_st_model_tensor(st, i);
+        const rl_st_tensor_t *b = rl_st_model_find(o, a->name);
+        int same = b && b->ndim == a->ndim && b->nbytes == a->nbytes &&
+                   memcmp(a->data, b->data, a->nbytes) == 0;
+        for (int k = 0; same && k < a->ndim; k++) {
+            same = a->shape[k] == b->shape[k];
+        }
+        CHECK_MSG(same, "saved tensor %s differs from the fixture's (shape or bytes)", a->name);
+    }
+    rl_st_model_destroy(&o);
+    snprintf(path, sizeof path, "%s/config.json", out);
+    json_t *c = json_load_file(path, 0, &je);
+    CHECK_STR(json_string_value(json_array_get(json_object_get(c, "architectures"), 0)),
+              "LlamaForSequenceClassification");
+    CHECK_STR(json_string_value(json_object_get(json_object_get(c, "id2label"), "0")),
+              "LABEL_0");
+    CHECK_INT((int)json_integer_value(json_object_get(json_object_get(c, "label2id"),
+                                                      "LABEL_0")),
+              0);
+    CHECK_INT((int)json_integer_value(json_object_get(c, "pad_token_id")), 0);
+    json_decref(c);
+    rl_hf_config_t c1, c2;
+    CHECK_INT(rl_hf_config_load(dir, &c1, err, sizeof err), 0);
+    CHECK_INT(rl_hf_config_load(out, &c2, err, sizeof err), 0);
+    CHECK(c1.hidden_size == c2.hidden_size && c1.num_hidden_layers == c2.num_hidden_layers &&
+          c1.vocab_size == c2.vocab_size && c1.rope_type == c2.rope_type &&
+          c1.tie_word_embeddings == c2.tie_word_embeddings);
+    snprintf(path, sizeof path, "rm -rf '%s'", out);
+    CHECK_INT(system(path), 0);
+    free(w);
+    json_decref(g);
+    rl_model_destroy(&m);
+    rl_st_model_destroy(&st);
+}
+
 int main(void) {
     for (size_t k = 0; k < sizeof s_models / sizeof s_models[0]; k++) {
         const char *model = s_models[k];
@@ -752,5 +853,6 @@ int main(void) {
         }
         rl_st_file_destroy(&g);
     }
+    s_test_seq_cls();
     RL_TEST_DONE();
 }
