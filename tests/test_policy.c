@@ -10,7 +10,8 @@
 // and optimizer bit for bit, and critic.init from a reward model's folder (an HF sequence
 // classifier: no lm_head, score.weight) gives that folder's decoder and head. DPO's step
 // (rl_policy_train_dpo): ln 2 when the policy is its reference, learning three pairs, the same
-// update in micro-batches of one pair.
+// update in micro-batches of one pair. The reward model's step (rl_policy_train_rm): its loss
+// from the scores, learning three pairs, the same update in micro-batches of one pair.
 #include "rl_config.h"
 #include "rl_err.h"
 #include "rl_head.h"
@@ -446,6 +447,69 @@ static void test_dpo(void) {
     rl_recipe_destroy(&r2);
 }
 
+// The reward model's step (rl_policy_train_rm) on 3 pairs, with a critic-shaped model (the
+// arith base, a fresh score head): it learns to rank every pair, one pair per micro-batch gives
+// the same loss and gradient norm, the scores it trains are rl_policy_scores', rows not in pairs
+// and a model without a head are refused.
+static void test_rm(void) {
+    char err[4096];
+    rl_recipe_t *r1 = NULL, *r2 = NULL, *rp = NULL;
+    rl_policy_t *a = s_critic(&r1, NULL, 0, 0, err, sizeof err);
+    rl_policy_t *b = s_critic(&r2, NULL, 0, 0, err, sizeof err);
+    if (!a || !b) {
+        rl_policy_destroy(&a);
+        rl_policy_destroy(&b);
+        rl_recipe_destroy(&r1);
+        rl_recipe_destroy(&r2);
+        return;
+    }
+    rl_policy_rows_t rows = {6, 12, s_tok, s_len, s_mask, 2};
+    float q[6];
+    CHECK_INT(rl_policy_scores(a, s_tok, s_len, 6, 12, q, err, sizeof err), 0);
+    double x = 0;
+    for (int i = 0; i < 3; i++) { // the loss at the start, from the scores: mean softplus(-d)
+        double d = (double)q[2 * i] - (double)q[2 * i + 1];
+        x += log1p(exp(-d)) / 3;
+    }
+    rl_pref_rm_stats_t rs;
+    rl_policy_step_stats_t st, st2;
+    CHECK_INT(rl_policy_train_rm(a, &rows, NULL, 0.0, 6, 1e-2, 1.0, 1, &rs, &st, err, sizeof err),
+              0);
+    CHECK_MSG(fabs(st.loss - x) < 1e-6, "first RM loss %.9g, want %.9g from the scores", st.loss,
+              x);
+    CHECK_INT(rl_policy_train_rm(b, &rows, NULL, 0.0, 2, 1e-2, 1.0, 1, NULL, &st2, err,
+                                 sizeof err),
+              0);
+    CHECK_MSG(fabs(st.loss - st2.loss) < 1e-6 &&
+                  fabs(st.grad_norm - st2.grad_norm) <= 1e-4 * st.grad_norm,
+              "one pair per micro-batch changed the RM step: loss %g / %g, grad norm %g / %g",
+              st.loss, st2.loss, st.grad_norm, st2.grad_norm);
+    double margin[3] = {0.5, 0.5, 0.5};
+    for (int k = 2; k <= 20; k++) {
+        CHECK_INT(rl_policy_train_rm(a, &rows, margin, 0.01, 6, 1e-2, 1.0, k, &rs, &st, err,
+                                     sizeof err),
+                  0);
+    }
+    fprintf(stderr, "rm: after 20 steps loss %.4f, accuracy %g/3, margin %.3f\n", st.loss,
+            rs.accuracy, rs.margin / 3);
+    CHECK_MSG(rs.accuracy == 3 && rs.margin > 0, "the RM did not learn the pairs: %g of 3",
+              rs.accuracy);
+    rows.group = 1;
+    CHECK_INT(rl_policy_train_rm(a, &rows, NULL, 0.0, 6, 1e-2, 1.0, 21, NULL, &st, err,
+                                 sizeof err),
+              RL_EINVAL);
+    rl_policy_t *p = s_policy(&rp);
+    rows.group = 2;
+    CHECK(p && rl_policy_train_rm(p, &rows, NULL, 0.0, 6, 1e-2, 1.0, 1, NULL, &st, err,
+                                  sizeof err) == RL_EINVAL);
+    rl_policy_destroy(&p);
+    rl_recipe_destroy(&rp);
+    rl_policy_destroy(&a);
+    rl_policy_destroy(&b);
+    rl_recipe_destroy(&r1);
+    rl_recipe_destroy(&r2);
+}
+
 int main(void) {
     s_batch();
     rl_recipe_t *r = NULL;
@@ -458,7 +522,7 @@ int main(void) {
     rl_policy_step_stats_t st;
     // groups of 2, micro-batch 3 -> micro-batches of 2 rows; two passes; entropy on pass 0 only
     rl_policy_rows_t rows = {6, 12, s_tok, s_len, s_mask, 2};
-    rl_policy_step_opts_t o = {1.0f, 3, 2, 1e-3, 1.0, 1, 0};
+    rl_policy_step_opts_t o = {1.0f, 3, 2, 1e-3, 1.0, 1, 0, 0};
     s_log_t log = {.value = 0.25};
     CHECK_INT(rl_policy_step(p, &rows, &o, s_record, &log, &st, err, sizeof err), 0);
     CHECK_INT(log.n_calls, 6);
@@ -511,7 +575,7 @@ int main(void) {
     rl_policy_step_stats_t sa, sb;
     rows.group = 1;
     CHECK_INT(rl_policy_train_sft(a, &rows, n_tok, 2, 1e-3, 1.0, 1, &sa, err, sizeof err), 0);
-    rl_policy_step_opts_t os = {1.0f, 2, 1, 1e-3, 1.0, 0, 1};
+    rl_policy_step_opts_t os = {1.0f, 2, 1, 1e-3, 1.0, 0, 1, 0};
     CHECK_INT(rl_policy_step(b, &rows, &os, s_sft, &n_tok, &sb, err, sizeof err), 0);
     size_t na = 0, nb = 0;
     const float *wa = rl_policy_weights(a, &na), *wb = rl_policy_weights(b, &nb);
@@ -523,5 +587,6 @@ int main(void) {
     rl_recipe_destroy(&r2);
     test_critic();
     test_dpo();
+    test_rm();
     RL_TEST_DONE();
 }

@@ -366,7 +366,12 @@ int rl_policy_step(rl_policy_t *self, const rl_policy_rows_t *rows,
                                rl_model_errmsg(self->model));
             }
             rl_policy_micro_t m = {b0, n, Tm, it, self->logp, ent, self->mask, NULL};
-            if (self->head) {
+            if (self->head && o->scores) {
+                rl_head_score_forward(self->logp, rl_model_hidden(self->model), self->head,
+                                      self->len, n, Tm, self->C);
+                m.logp = NULL;
+                m.values = self->logp;
+            } else if (self->head) {
                 rl_head_values_forward(self->logp, rl_model_hidden(self->model), self->head,
                                        self->len, n, Tm, self->C);
                 m.logp = NULL;
@@ -377,7 +382,12 @@ int rl_policy_step(rl_policy_t *self, const rl_policy_rows_t *rows,
                 return rl_errf(err, err_len, rc, "train: bad loss input");
             }
             total += part;
-            if (self->head) {
+            if (self->head && o->scores) {
+                rl_head_score_backward(self->dhidden, self->dhead, self->dlogp,
+                                       rl_model_hidden(self->model), self->head, self->len, n,
+                                       Tm, self->C);
+                rc = rl_model_backward_hidden(self->model, self->dhidden);
+            } else if (self->head) {
                 rl_head_values_backward(self->dhidden, self->dhead, self->dlogp,
                                         rl_model_hidden(self->model), self->head, self->len, n,
                                         Tm, self->C);
@@ -496,7 +506,7 @@ int rl_policy_train(rl_policy_t *self, const rl_policy_batch_t *b,
         self->cap_all = bt_all;
     }
     rl_policy_rows_t rows = {b->B, b->T, b->tokens, b->lengths, b->mask, 1};
-    rl_policy_step_opts_t o = {temperature, micro_batch, iterations, lr, max_grad_norm, 1, 0};
+    rl_policy_step_opts_t o = {temperature, micro_batch, iterations, lr, max_grad_norm, 1, 0, 0};
     s_grpo_ctx_t c;
     memset(&c, 0, sizeof c);
     c.p = self;
@@ -551,7 +561,7 @@ int rl_policy_train_value(rl_policy_t *self, const rl_policy_rows_t *rows,
     if (!self->head) {
         return rl_errf(err, err_len, RL_EINVAL, "train: the value loss needs a critic");
     }
-    rl_policy_step_opts_t o = {1.0f, micro_batch, iterations, lr, max_grad_norm, 0, step};
+    rl_policy_step_opts_t o = {1.0f, micro_batch, iterations, lr, max_grad_norm, 0, step, 0};
     s_value_ctx_t c;
     memset(&c, 0, sizeof c);
     c.p = self;
@@ -576,7 +586,7 @@ static int s_sft_loss(void *ctx, const rl_policy_micro_t *m, float *dlogp, doubl
 int rl_policy_train_sft(rl_policy_t *self, const rl_policy_rows_t *rows, int64_t n_tok,
                         int micro_batch, double lr, double max_grad_norm, int64_t step,
                         rl_policy_step_stats_t *stats, char *err, size_t err_len) {
-    rl_policy_step_opts_t o = {1.0f, micro_batch, 1, lr, max_grad_norm, 0, step};
+    rl_policy_step_opts_t o = {1.0f, micro_batch, 1, lr, max_grad_norm, 0, step, 0};
     return rl_policy_step(self, rows, &o, s_sft_loss, &n_tok, stats, err, err_len);
 }
 
@@ -655,7 +665,7 @@ int rl_policy_train_dpo(rl_policy_t *self, const rl_policy_rows_t *rows, const d
     if (!(c.nll_denom > 0)) {
         c.nll_denom = 1; // read only with rpo_alpha > 0, where an empty chosen side is an error
     }
-    rl_policy_step_opts_t o = {1.0f, micro_batch, 1, lr, max_grad_norm, 0, step};
+    rl_policy_step_opts_t o = {1.0f, micro_batch, 1, lr, max_grad_norm, 0, step, 0};
     int rc = rl_policy_step(self, rows, &o, s_dpo_loss, &c, st, err, err_len);
     if (!rc && stats) {
         *stats = c.st;
@@ -686,6 +696,78 @@ int rl_policy_sum_logprobs(rl_policy_t *self, const rl_policy_rows_t *rows, int 
     }
     free(logp);
     return rc;
+}
+
+// ---- the reward model's loss ------------------------------------------------------------------
+
+typedef struct {
+    const double *margin;
+    double center, pairs;
+    rl_pref_rm_stats_t st;
+} s_rm_ctx_t;
+
+static int s_rm_loss(void *ctx, const rl_policy_micro_t *m, float *dscores, double *loss) {
+    s_rm_ctx_t *c = ctx;
+    int n = m->n / 2;
+    double *buf = calloc((size_t)(n > 0 ? n : 1) * 5, sizeof(double));
+    if (!buf) {
+        return RL_ENOMEM;
+    }
+    double *q_w = buf, *q_l = buf + n, *mg = buf + 2 * n, *dw = buf + 3 * n, *dl = buf + 4 * n;
+    for (int i = 0; i < n; i++) {
+        q_w[i] = m->values[2 * i];
+        q_l[i] = m->values[2 * i + 1];
+        mg[i] = c->margin ? c->margin[m->b0 / 2 + i] : 0.0;
+    }
+    rl_pref_rm_batch_t b = {n, q_w, q_l, c->margin ? mg : NULL, c->pairs};
+    double part = 0;
+    int rc = rl_pref_rm_loss(&b, c->center, &part, dw, dl, &c->st);
+    for (int i = 0; !rc && i < n; i++) {
+        dscores[2 * i] = (float)dw[i];
+        dscores[2 * i + 1] = (float)dl[i];
+    }
+    *loss = part;
+    free(buf);
+    return rc;
+}
+
+int rl_policy_train_rm(rl_policy_t *self, const rl_policy_rows_t *rows, const double *margin,
+                       double center_coef, int micro_batch, double lr, double max_grad_norm,
+                       int64_t step, rl_pref_rm_stats_t *stats, rl_policy_step_stats_t *st,
+                       char *err, size_t err_len) {
+    if (!self->head) {
+        return rl_errf(err, err_len, RL_EINVAL, "train: a reward model needs a score head");
+    }
+    if (rows->B < 2 || rows->B % 2 != 0 || rows->group != 2) {
+        return rl_errf(err, err_len, RL_EINVAL,
+                       "train: a reward model takes rows in pairs (chosen, rejected), groups "
+                       "of 2");
+    }
+    s_rm_ctx_t c;
+    memset(&c, 0, sizeof c);
+    c.margin = margin;
+    c.center = center_coef;
+    c.pairs = rows->B / 2;
+    rl_policy_step_opts_t o = {1.0f, micro_batch, 1, lr, max_grad_norm, 0, step, 1};
+    int rc = rl_policy_step(self, rows, &o, s_rm_loss, &c, st, err, err_len);
+    if (!rc && stats) {
+        *stats = c.st;
+    }
+    return rc;
+}
+
+int rl_policy_scores(rl_policy_t *self, const int32_t *tokens, const int *lengths, int B, int T,
+                     float *scores, char *err, size_t err_len) {
+    if (!self->head) {
+        return rl_errf(err, err_len, RL_EINVAL, "scores: this model has no score head");
+    }
+    int rc = rl_model_forward(self->model, tokens, lengths, B, T, 1.0f, 0, NULL, NULL);
+    if (rc) {
+        return rl_errf(err, err_len, rc, "scores: %s", rl_model_errmsg(self->model));
+    }
+    rl_head_score_forward(scores, rl_model_hidden(self->model), self->head, lengths, B, T,
+                          self->C);
+    return 0;
 }
 
 // ---- weights and checkpoints ---------------------------------------------------------------

@@ -106,7 +106,8 @@ typedef struct {
     const float *logp;       // (n,T) this forward's logprobs (NULL for a critic)
     const float *entropy;    // (n,T) on the first pass when the step asks for it, else NULL
     const float *mask;       // (n,T) the rows' mask as 0/1 floats
-    const float *values;     // (n,T) a critic's values (rl_head.h's alignment), else NULL
+    const float *values;     // (n,T) a critic's values (rl_head.h's alignment), else NULL;
+                             // (n) the rows' scores with rl_policy_step_opts_t.scores
 } rl_policy_micro_t;
 
 // Writes dout (n,T) = d loss / d(the forward's output: logp, or a critic's values) of the
@@ -121,6 +122,8 @@ typedef struct {
     double lr, max_grad_norm;
     int entropy;             // 1: compute the policy entropy on the first pass
     int64_t step;            // > 0: errors name "step <step>" (one pass) instead of the pass
+    int scores;              // a model with a head: 1 gives the callback each row's score (the
+                             // head at its last real token, n values) instead of values (n,T)
 } rl_policy_step_opts_t;
 
 typedef struct {
@@ -182,6 +185,20 @@ int rl_policy_train_dpo(rl_policy_t *self, const rl_policy_rows_t *rows, const d
                         const rl_pref_dpo_t *cfg, int micro_batch, double lr, double max_grad_norm,
                         int64_t step, rl_pref_dpo_stats_t *stats, rl_policy_step_stats_t *st,
                         char *err, size_t err_len);
+
+// The reward model's update (a model with a head, rows in pairs as rl_policy_train_dpo's): one
+// pass of rl_pref_rm_loss (Bradley-Terry, margin[pair] or none, center_coef) on the rows'
+// scores (rl_head_score_forward: the head at each row's last real token), micro-batches of whole
+// pairs, then clip and AdamW at rate lr; the divisor is the batch's pairs. stats (may be NULL)
+// gets the pass's sums. Returns 0 or an error with err filled.
+int rl_policy_train_rm(rl_policy_t *self, const rl_policy_rows_t *rows, const double *margin,
+                       double center_coef, int micro_batch, double lr, double max_grad_norm,
+                       int64_t step, rl_pref_rm_stats_t *stats, rl_policy_step_stats_t *st,
+                       char *err, size_t err_len);
+
+// The scores (B) of a model with a head: the head at each row's last real token, no gradients.
+int rl_policy_scores(rl_policy_t *self, const int32_t *tokens, const int *lengths, int B, int T,
+                     float *scores, char *err, size_t err_len);
 
 // Per row of `rows` the summed logprobs of its masked tokens (in double, temperature 1) under
 // the policy (adapter = 1) or the reference (adapter = 0), micro_batch rows per forward, no
