@@ -53,6 +53,7 @@ enum {
     RL_RECIPE_ALGO_GRPO = 0,
     RL_RECIPE_ALGO_SFT = 1,
     RL_RECIPE_ALGO_PPO = 2,
+    RL_RECIPE_ALGO_DPO = 3,
     RL_RECIPE_NALGO
 };
 
@@ -119,7 +120,9 @@ enum {
     RL_RECIPE_FORMAT_PROMPT_COMPLETION = 2,
     RL_RECIPE_FORMAT_TEXT = 3,
     RL_RECIPE_FORMAT_MESSAGES = 4,
+    RL_RECIPE_FORMAT_PREFERENCE = 5, // {prompt, chosen, rejected}: DPO
 };
+enum { RL_RECIPE_PREF_SIGMOID = 0, RL_RECIPE_PREF_HINGE = 1, RL_RECIPE_PREF_IPO = 2 };
 enum { RL_RECIPE_TRUNC_ERROR = 0, RL_RECIPE_TRUNC_DROP = 1 };
 enum { RL_RECIPE_SCALE_GROUP = 0, RL_RECIPE_SCALE_BATCH = 1, RL_RECIPE_SCALE_NONE = 2 };
 enum { RL_RECIPE_ADV_GRPO = 0, RL_RECIPE_ADV_RLOO = 1 };
@@ -207,6 +210,8 @@ typedef struct {
     char *eval;      // NULL when unset
     int format;      // RL_RECIPE_FORMAT_*
     char *prompt_field, *completion_field, *answer_field, *text_field, *messages_field;
+    char *chosen_field, *rejected_field; // DPO's preference rows
+    char *ref_cache; // DPO: the reference sums' cache folder; NULL: $XDG_CACHE_HOME/rlctl/refcache
     int max_length;        // SFT
     int max_prompt_length; // GRPO
     int truncation;  // RL_RECIPE_TRUNC_*
@@ -239,6 +244,10 @@ typedef struct {
     double kl_target;        // adaptive KL controller's target; 0 = beta stays fixed
     double kl_horizon;       // the controller's horizon (sequences)
     int critic_warmup_steps; // first rollouts train only the critic
+    // DPO (beta above is its beta)
+    int loss_type;           // RL_RECIPE_PREF_*
+    double label_smoothing;  // cDPO's epsilon (sigmoid)
+    double rpo_alpha;        // weight of RPO's NLL term on chosen; 0 = off
 } rl_recipe_algorithm_t;
 
 typedef struct {

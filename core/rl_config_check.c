@@ -198,7 +198,37 @@ static void s_check_grpo(rl_cfg_ctx_t *c) {
 // divides. Its other rules are per key (data.max_length, algorithm.completion_only_loss apply
 // only to SFT; GRPO's knobs are refused by s_check_applies).
 static void s_check_sft(rl_cfg_ctx_t *c) {
+    if (c->r->data.format == RL_RECIPE_FORMAT_PREFERENCE) {
+        rl_cfg_err_key(c, "data.format", "preference rows are data for DPO, not SFT");
+    }
     s_check_step_batch(c);
+}
+
+// DPO (trainer/rl_pref.c, roles/rl_algo_dpo.c):
+//   - data.format is auto or preference; algorithm.beta > 0
+//   - a step is train.batch_size pairs = 2 x batch_size sequences, which train.micro_batch_size
+//     divides (and, being even-sized groups, must be even)
+static void s_check_dpo(rl_cfg_ctx_t *c) {
+    rl_recipe_t *r = c->r;
+    if (r->data.format != RL_RECIPE_FORMAT_AUTO &&
+        r->data.format != RL_RECIPE_FORMAT_PREFERENCE) {
+        rl_cfg_err_key(c, "data.format", "%s rows hold no pairs; DPO takes auto or preference",
+                       rl_recipe_enum_name("data.format", r->data.format));
+    }
+    if (!(r->algorithm.beta > 0)) {
+        rl_cfg_err_key(c, "algorithm.beta", "%g: DPO needs beta > 0 (TRL's default 0.1)",
+                       r->algorithm.beta);
+    }
+    long long per_step = 2LL * r->train.batch_size;
+    char what[160];
+    snprintf(what, sizeof what,
+             "the %lld sequences of a step (train.batch_size %d pairs, chosen and rejected)",
+             per_step, r->train.batch_size);
+    s_check_step(c, per_step, what);
+    if (rl_cfg_is_set(r, "train.micro_batch_size") && r->train.micro_batch_size % 2 != 0) {
+        rl_cfg_err_key(c, "train.micro_batch_size",
+                       "%d is odd: DPO's micro-batches hold whole pairs", r->train.micro_batch_size);
+    }
 }
 
 // PPO (trainer/rl_ppo.c, roles/rl_algo_ppo.c):
@@ -235,6 +265,7 @@ void rl_cfg_check_recipe(rl_cfg_ctx_t *c) {
     case RL_RECIPE_ALGO_GRPO: s_check_grpo(c); break;
     case RL_RECIPE_ALGO_SFT: s_check_sft(c); break;
     case RL_RECIPE_ALGO_PPO: s_check_ppo(c); break;
+    case RL_RECIPE_ALGO_DPO: s_check_dpo(c); break;
     default: s_check_step_batch(c); break; // algorithm.name unknown: already an error
     }
     if (r->train.eval_every > 0 && !r->data.eval) {

@@ -35,11 +35,15 @@ static const rl_cfg_section_t s_sections[] = {
 // Each list is indexed by its enum (rl_config.h), so a name cannot drift from its value.
 static const char *const s_algos[] = {[RL_RECIPE_ALGO_GRPO] = "grpo",
                                       [RL_RECIPE_ALGO_SFT] = "sft",
-                                      [RL_RECIPE_ALGO_PPO] = "ppo", [RL_RECIPE_NALGO] = NULL};
+                                      [RL_RECIPE_ALGO_PPO] = "ppo",
+                                      [RL_RECIPE_ALGO_DPO] = "dpo", [RL_RECIPE_NALGO] = NULL};
 static const char *const s_dtypes[] = {"float32", "bfloat16", "float16", "auto", NULL};
 static const char *const s_chats[] = {"auto", "chatml", "llama3", "none", NULL};
-static const char *const s_formats[] = {"auto", "prompt", "prompt_completion", "text",
-                                        "messages", NULL};
+static const char *const s_formats[] = {"auto",     "prompt",     "prompt_completion", "text",
+                                        "messages", "preference", NULL};
+static const char *const s_pref_losses[] = {[RL_RECIPE_PREF_SIGMOID] = "sigmoid",
+                                            [RL_RECIPE_PREF_HINGE] = "hinge",
+                                            [RL_RECIPE_PREF_IPO] = "ipo", NULL};
 static const char *const s_truncs[] = {"error", "drop", NULL};
 static const char *const s_scales[] = {"group", "batch", "none", NULL};
 static const char *const s_advs[] = {"grpo", "rloo", NULL};
@@ -87,6 +91,7 @@ const char *rl_recipe_reward_builtin_name(int which) {
 #define SFT (1u << RL_RECIPE_ALGO_SFT)
 #define PPO (1u << RL_RECIPE_ALGO_PPO)
 #define RL (GRPO | PPO) // the algorithms that sample their own policy
+#define DPO (1u << RL_RECIPE_ALGO_DPO)
 #define REQUIRED RL_RECIPE_K_REQUIRED
 #define OPTIONAL RL_RECIPE_K_OPTIONAL
 #define MIN_EXCL RL_RECIPE_K_MIN_EXCL
@@ -165,9 +170,20 @@ static const rl_recipe_key_t s_keys[] = {
     {.section = "data", .key = "messages_field", .type = RL_RECIPE_T_STRING,
      .offset = OFF(data.messages_field), DEF("messages"),
      .doc = "field holding a chat message list (format messages)"},
+    {.section = "data", .key = "chosen_field", .type = RL_RECIPE_T_STRING,
+     .offset = OFF(data.chosen_field), DEF("chosen"), .algos = DPO,
+     .doc = "field holding the preferred completion (DPO)"},
+    {.section = "data", .key = "rejected_field", .type = RL_RECIPE_T_STRING,
+     .offset = OFF(data.rejected_field), DEF("rejected"), .algos = DPO,
+     .doc = "field holding the dispreferred completion (DPO)"},
+    {.section = "data", .key = "ref_cache", .type = RL_RECIPE_T_PATH_DIR,
+     .offset = OFF(data.ref_cache), .def_doc = "$XDG_CACHE_HOME/rlctl/refcache", .flags = OPTIONAL,
+     .algos = DPO,
+     .doc = "where the reference's logprob sums are cached across runs (~/.cache/rlctl/refcache "
+            "without XDG_CACHE_HOME)"},
     {.section = "data", .key = "max_length", .type = RL_RECIPE_T_INT,
-     .offset = OFF(data.max_length), DEF("1024"), .min = 1, .max = 1048576, .algos = SFT,
-     .doc = "most tokens of one example, prompt + completion (SFT)"},
+     .offset = OFF(data.max_length), DEF("1024"), .min = 1, .max = 1048576, .algos = SFT | DPO,
+     .doc = "most tokens of one example, prompt + completion (SFT; DPO: each side of a pair)"},
     {.section = "data", .key = "max_prompt_length", .type = RL_RECIPE_T_INT,
      .offset = OFF(data.max_prompt_length), DEF("512"), .min = 1, .max = 1048576, .algos = RL,
      .doc = "most prompt tokens"},
@@ -201,9 +217,10 @@ static const rl_recipe_key_t s_keys[] = {
      .offset = OFF(algorithm.dual_clip), DEF("0"), .max = 100, .algos = RL,
      .doc = "dual-clip constant c for negative advantages; 0 = off, else > 1"},
     {.section = "algorithm", .key = "beta", .type = RL_RECIPE_T_FLOAT,
-     .offset = OFF(algorithm.beta), DEF("0.0"), .max = 100, .algos = RL,
-     .def_by_algo = {[RL_RECIPE_ALGO_PPO] = "0.05"},
-     .doc = "KL coefficient; 0 = no reference model (PPO: of the per-token KL reward)"},
+     .offset = OFF(algorithm.beta), DEF("0.0"), .max = 100, .algos = RL | DPO,
+     .def_by_algo = {[RL_RECIPE_ALGO_PPO] = "0.05", [RL_RECIPE_ALGO_DPO] = "0.1"},
+     .doc = "KL coefficient; 0 = no reference model (PPO: of the per-token KL reward; DPO: the "
+            "loss's temperature, > 0)"},
     {.section = "algorithm", .key = "kl_estimator", .type = RL_RECIPE_T_ENUM,
      .offset = OFF(algorithm.kl_estimator), DEF("k3"), .choices = s_kls, .algos = GRPO,
      .doc = "per-token KL estimator"},
@@ -231,6 +248,15 @@ static const rl_recipe_key_t s_keys[] = {
     {.section = "algorithm", .key = "drop_zero_std_groups", .type = RL_RECIPE_T_BOOL,
      .offset = OFF(algorithm.drop_zero_std_groups), DEF("false"), .algos = GRPO,
      .doc = "leave groups whose rewards are all equal out of the update (DAPO dynamic sampling)"},
+    {.section = "algorithm", .key = "loss_type", .type = RL_RECIPE_T_ENUM,
+     .offset = OFF(algorithm.loss_type), DEF("sigmoid"), .choices = s_pref_losses, .algos = DPO,
+     .doc = "DPO's loss: sigmoid (DPO, cDPO with label_smoothing), hinge, ipo"},
+    {.section = "algorithm", .key = "label_smoothing", .type = RL_RECIPE_T_FLOAT,
+     .offset = OFF(algorithm.label_smoothing), DEF("0.0"), .flags = MAX_EXCL, .max = 0.5,
+     .algos = DPO, .doc = "cDPO's label noise epsilon (sigmoid only)"},
+    {.section = "algorithm", .key = "rpo_alpha", .type = RL_RECIPE_T_FLOAT,
+     .offset = OFF(algorithm.rpo_alpha), DEF("0.0"), .max = BIG, .algos = DPO,
+     .doc = "weight of RPO's NLL term on the chosen completions; 0 = off"},
     {.section = "algorithm", .key = "completion_only_loss", .type = RL_RECIPE_T_BOOL,
      .offset = OFF(algorithm.completion_only_loss), DEF("true"), .algos = SFT,
      .doc = "prompt/completion rows: loss on completion tokens only"},

@@ -68,6 +68,7 @@ const rl_algo_t *rl_algo_find(const char *name);
 const rl_algo_t *rl_algo_grpo(void);
 const rl_algo_t *rl_algo_sft(void);
 const rl_algo_t *rl_algo_ppo(void);
+const rl_algo_t *rl_algo_dpo(void);
 
 #ifdef __cplusplus
 }

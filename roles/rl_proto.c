@@ -168,6 +168,7 @@ static const s_field_t s_train[] = {
     F_T2_OPT(rl_proto_train_t, "old_logp", old_logp, RL_DT_F32, B, T),
     F_T2_OPT(rl_proto_train_t, "values", values, RL_DT_F32, B, T),
     F_T2_OPT(rl_proto_train_t, "returns", returns, RL_DT_F32, B, T),
+    F_T1_OPT(rl_proto_train_t, "ref_sum", ref_sum, RL_DT_F64, B),
     F_FLOAT(rl_proto_train_t, "denom", denom),
     F_INT(rl_proto_train_t, "micro_batch", micro_batch),
     F_INT(rl_proto_train_t, "iterations", iterations),
@@ -193,6 +194,14 @@ static const s_field_t s_train_reply[] = {
     F_FLOAT_OPT(rl_proto_train_reply_t, "value_sq_err", value_sq_err, 0),
     F_FLOAT_OPT(rl_proto_train_reply_t, "value_sum", value_sum, 0),
     F_FLOAT_OPT(rl_proto_train_reply_t, "return_sum", return_sum, 0),
+    F_FLOAT_OPT(rl_proto_train_reply_t, "pref_chosen", pref_chosen, 0),
+    F_FLOAT_OPT(rl_proto_train_reply_t, "pref_rejected", pref_rejected, 0),
+    F_FLOAT_OPT(rl_proto_train_reply_t, "pref_accuracy", pref_accuracy, 0),
+    F_FLOAT_OPT(rl_proto_train_reply_t, "pref_margin", pref_margin, 0),
+    F_FLOAT_OPT(rl_proto_train_reply_t, "pref_logp_chosen", pref_logp_chosen, 0),
+    F_FLOAT_OPT(rl_proto_train_reply_t, "pref_logp_rejected", pref_logp_rejected, 0),
+    F_FLOAT_OPT(rl_proto_train_reply_t, "pref_nll", pref_nll, 0),
+    F_FLOAT_OPT(rl_proto_train_reply_t, "pref_pairs", pref_pairs, 0),
     F_T1_OPT(rl_proto_train_reply_t, "weights", weights, RL_DT_F32, n),
 };
 static const s_field_t s_export_reply[] = {
@@ -327,10 +336,14 @@ static int s_check_save_final(const void *st, char *err, size_t err_len) {
 static int s_check_train(const void *st, char *err, size_t err_len) {
     const rl_proto_train_t *t = st;
     int grpo = !strcmp(t->loss, "grpo"), ppo = !strcmp(t->loss, "ppo");
-    int value = !strcmp(t->loss, "value");
-    if (!grpo && !ppo && !value && strcmp(t->loss, "sft") != 0) {
+    int value = !strcmp(t->loss, "value"), dpo = !strcmp(t->loss, "dpo");
+    if (!grpo && !ppo && !value && !dpo && strcmp(t->loss, "sft") != 0) {
         return rl_errf(err, err_len, RL_EPROTO,
-                       "train: unknown loss '%s' (grpo, ppo, sft, value)", t->loss);
+                       "train: unknown loss '%s' (grpo, ppo, sft, value, dpo)", t->loss);
+    }
+    if (dpo && (!t->ref_sum || t->B % 2 != 0)) {
+        return rl_errf(err, err_len, RL_EPROTO,
+                       "train: the dpo loss needs 'ref_sum' and rows in pairs");
     }
     if (grpo && !t->adv && !t->token_adv) {
         return rl_errf(err, err_len, RL_EPROTO, "train: the grpo loss needs 'adv' or 'token_adv'");

@@ -163,8 +163,9 @@ typedef struct {
     const char *loss;         // "grpo" (GRPO's policy-gradient loss), "ppo" (the same clipped
                               // loss with per-token advantages, the given old_logp and no KL
                               // term: PPO's KL is in its rewards), "sft" (negative
-                              // log-likelihood of the masked tokens) or "value" (a critic's
-                              // clipped value loss against returns)
+                              // log-likelihood of the masked tokens), "value" (a critic's
+                              // clipped value loss against returns) or "dpo" (rows in pairs
+                              // against ref_sum; the recipe's loss_type, beta, smoothing, rpo)
     int64_t step;             // the optimizer step this update makes (1-based)
     double lr;
     double temperature;       // the forward's (the sampling temperature; SFT: 1)
@@ -178,6 +179,8 @@ typedef struct {
     const float *old_logp;    // f32 [B,T] or NULL: logπ_old given (ppo: the rollout policy's)
     const float *values;      // f32 [B,T] or NULL: value: the critic's values at rollout time
     const float *returns;     // f32 [B,T] or NULL: value: the returns (GAE's)
+    const double *ref_sum;    // f64 [B] or NULL: dpo: the reference's summed completion
+                              // logprobs of each row (rows in pairs: chosen, rejected)
     int64_t B, T;
     double denom;             // the loss's global denominator (GRPO: loss_agg's; SFT: the
                               // step's loss tokens)
@@ -194,6 +197,8 @@ typedef struct {
     int64_t iterations;
     double approx_kl;         // sum (logp - old)^2 / 2 over the trained tokens (ppo)
     double value_clipped, value_sq_err, value_sum, return_sum; // value: rl_ppo_value_stats_t
+    double pref_chosen, pref_rejected, pref_accuracy, pref_margin, pref_logp_chosen,
+        pref_logp_rejected, pref_nll, pref_pairs; // dpo: rl_pref_dpo_stats_t sums
     const float *weights;     // f32 [n] or NULL (not asked for): the updated trainable weights
     int64_t n;
 } rl_proto_train_reply_t;

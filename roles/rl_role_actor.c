@@ -111,7 +111,27 @@ static int s_train(void *state, const rl_msg_t *req, rl_msg_t **reply, char *err
     const rl_recipe_t *r = a->recipe;
     int mb = (int)(q.micro_batch < 1 ? 1 : q.micro_batch);
     rl_proto_train_reply_t t = {.old_logp = old, .B = q.B, .T = q.T};
-    if (strcmp(q.loss, "sft") == 0) {
+    if (strcmp(q.loss, "dpo") == 0) {
+        rl_policy_rows_t rows = {(int)q.B, (int)q.T, q.tokens, len, q.mask, 2};
+        rl_pref_dpo_t cfg = {r->algorithm.loss_type, r->algorithm.beta,
+                             r->algorithm.label_smoothing, r->algorithm.rpo_alpha};
+        rl_pref_dpo_stats_t ds;
+        rl_policy_step_stats_t st;
+        memset(old, 0, (size_t)q.B * (size_t)q.T * sizeof(float));
+        rc = rl_policy_train_dpo(a->policy, &rows, q.ref_sum, &cfg, mb, q.lr,
+                                 r->optim.max_grad_norm, q.step, &ds, &st, err, err_len);
+        t.loss = st.loss;
+        t.grad_norm = st.grad_norm;
+        t.iterations = st.iterations;
+        t.pref_chosen = ds.reward_chosen;
+        t.pref_rejected = ds.reward_rejected;
+        t.pref_accuracy = ds.accuracy;
+        t.pref_margin = ds.margin;
+        t.pref_logp_chosen = ds.logp_chosen;
+        t.pref_logp_rejected = ds.logp_rejected;
+        t.pref_nll = ds.nll;
+        t.pref_pairs = ds.pairs;
+    } else if (strcmp(q.loss, "sft") == 0) {
         rl_policy_rows_t rows = {(int)q.B, (int)q.T, q.tokens, len, q.mask, 1};
         rl_policy_step_stats_t st;
         memset(old, 0, (size_t)q.B * (size_t)q.T * sizeof(float)); // no logπ_old in SFT

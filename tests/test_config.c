@@ -295,7 +295,7 @@ static void test_name_lists(void) {
 
 // A key's default per algorithm (rl_recipe_key_t.def_by_algo): the mechanism with rows of this
 // test's own (the resolver, the text of docs and --keys), today's table (algorithm.beta: GRPO
-// 0.0, PPO 0.05; every other key has one default), and the loader's stage
+// 0.0, PPO 0.05, DPO 0.1; every other key has one default), and the loader's stage
 // (rl_cfg_algo_defaults, the function rl_recipe_load_string runs after the walk) on a recipe.
 static void test_default_by_algo(void) {
     char doc[256];
@@ -307,7 +307,7 @@ static void test_default_by_algo(void) {
     CHECK_STR(rl_recipe_key_default(&k, RL_RECIPE_ALGO_SFT), "16");
     CHECK_STR(rl_recipe_key_default(&k, -1), "8"); // algorithm unknown: def
     CHECK_STR(rl_recipe_key_default(&k, RL_RECIPE_NALGO), "8");
-    CHECK_STR(rl_recipe_key_default_doc(&k, doc, sizeof doc), "8 (grpo), 16 (sft), 8 (ppo)");
+    CHECK_STR(rl_recipe_key_default_doc(&k, doc, sizeof doc), "8 (grpo), 16 (sft), 8 (ppo), 8 (dpo)");
     char small[8];
     CHECK_STR(rl_recipe_key_default_doc(&k, small, sizeof small), "8 (grpo");
     // only the algorithms the key applies to are shown
@@ -323,9 +323,10 @@ static void test_default_by_algo(void) {
     for (int i = 0; i < n; i++) {
         if (!strcmp(keys[i].section, "algorithm") && !strcmp(keys[i].key, "beta")) {
             CHECK_STR(rl_recipe_key_default_doc(&keys[i], doc, sizeof doc),
-                      "0.0 (grpo), 0.05 (ppo)");
+                      "0.0 (grpo), 0.05 (ppo), 0.1 (dpo)");
             CHECK_STR(rl_recipe_key_default(&keys[i], RL_RECIPE_ALGO_GRPO), "0.0");
             CHECK_STR(rl_recipe_key_default(&keys[i], RL_RECIPE_ALGO_PPO), "0.05");
+            CHECK_STR(rl_recipe_key_default(&keys[i], RL_RECIPE_ALGO_DPO), "0.1");
             continue;
         }
         CHECK_STR(rl_recipe_key_default_doc(&keys[i], doc, sizeof doc), keys[i].def_doc);
@@ -470,6 +471,50 @@ static void test_ppo(void) {
     CHECK_MSG(rc == RL_EINVAL && strstr(s_err, "critic.lr: applies only when algorithm.name is "
                                                "ppo (this recipe: grpo)"),
               "%s", s_err);
+    rl_recipe_destroy(&r);
+}
+
+// A DPO recipe: beta 0.1 by default, the preference keys, a step of 2 x batch_size sequences,
+// and DPO's own errors.
+static void test_dpo(void) {
+    rl_recipe_t *r = NULL;
+    int rc = rl_recipe_load_file(RECIPES "/good/dpo.yaml", NULL, 0, 0, &r, s_err, ERRLEN);
+    CHECK_MSG(rc == 0, "%s", s_err);
+    if (r) {
+        CHECK_INT(r->algorithm.name, RL_RECIPE_ALGO_DPO);
+        CHECK_CLOSE(r->algorithm.beta, 0.1, 0);
+        CHECK_INT(r->algorithm.loss_type, RL_RECIPE_PREF_IPO);
+        CHECK_CLOSE(r->algorithm.rpo_alpha, 0.5, 0);
+        CHECK_CLOSE(r->algorithm.label_smoothing, 0.0, 0);
+        CHECK_INT(r->data.format, RL_RECIPE_FORMAT_PREFERENCE);
+        CHECK_STR(r->data.chosen_field, "good");
+        CHECK_STR(r->data.rejected_field, "rejected");
+        CHECK(r->data.ref_cache == NULL);
+        CHECK_INT(r->train.micro_batch_size, 8); // the whole step: 4 pairs
+        rl_recipe_destroy(&r);
+    }
+    const struct {
+        const char *ovr, *want;
+    } bad[] = {
+        {"train.micro_batch_size=3", "train.micro_batch_size: 3 does not divide the 8 sequences"},
+        {"algorithm.beta=0", "algorithm.beta: 0: DPO needs beta > 0"},
+        {"data.format=text", "data.format: text rows hold no pairs"},
+        {"algorithm.label_smoothing=0.5", "algorithm.label_smoothing"},
+        {"algorithm.num_generations=4", "applies only when algorithm.name is grpo (this recipe: "
+                                        "dpo)"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        rc = rl_recipe_load_file(RECIPES "/good/dpo.yaml", &bad[i].ovr, 1, 0, &r, s_err, ERRLEN);
+        CHECK_MSG(rc == RL_EINVAL, "%s: rc %d", bad[i].ovr, rc);
+        CHECK_MSG(strstr(s_err, bad[i].want) != NULL, "%s: expected\n  %s\nin\n%s", bad[i].ovr,
+                  bad[i].want, s_err);
+        rl_recipe_destroy(&r);
+    }
+    // SFT refuses preference rows
+    const char *sft[] = {"data.format=preference"};
+    rc = rl_recipe_load_file(RECIPES "/good/sft.yaml", sft, 1, 0, &r, s_err, ERRLEN);
+    CHECK_MSG(rc == RL_EINVAL && strstr(s_err, "preference rows are data for DPO, not SFT"), "%s",
+              s_err);
     rl_recipe_destroy(&r);
 }
 
@@ -840,6 +885,7 @@ int main(void) {
     test_name_lists();
     test_default_by_algo();
     test_ppo();
+    test_dpo();
     test_docs_cover_schema();
     test_errors_inline();
     test_overrides();

@@ -195,11 +195,11 @@ static void test_actor(void) {
     CHECK_INT(rl_proto_train_decode(m, &td, err, sizeof err), RL_EPROTO);
     CHECK_CONTAINS(err, "train: the grpo loss needs 'adv' or 'token_adv'");
     rl_msg_free(&m);
-    t.loss = "dpo";
+    t.loss = "kto";
     t.adv = adv;
     CHECK_INT(rl_proto_train_encode(&t, 2, &m, err, sizeof err), 0);
     CHECK_INT(rl_proto_train_decode(m, &td, err, sizeof err), RL_EPROTO);
-    CHECK_CONTAINS(err, "unknown loss 'dpo'");
+    CHECK_CONTAINS(err, "unknown loss 'kto'");
     rl_msg_free(&m);
     t.loss = "grpo";
     CHECK_INT(rl_proto_train_encode(&t, 2, &m, err, sizeof err), 0);
@@ -348,6 +348,30 @@ static void test_critic(void) {
     CHECK_INT(rl_proto_train_reply_decode(bare, &trd, err, sizeof err), 0);
     CHECK(trd.value_sum == 0);
     rl_msg_free(&bare);
+
+    // dpo: rows in pairs with the reference sums; the reply's preference statistics
+    double rs[2] = {-3.5, -7.25};
+    rl_proto_train_t dq = {.loss = "dpo", .step = 1, .lr = 1e-3, .temperature = 1,
+                           .tokens = tok, .lengths = len, .mask = mask, .B = 2, .T = 3,
+                           .denom = 1, .micro_batch = 2, .iterations = 1};
+    CHECK_INT(rl_proto_train_encode(&dq, 15, &m, err, sizeof err), 0);
+    CHECK_INT(rl_proto_train_decode(m, &td, err, sizeof err), RL_EPROTO);
+    CHECK_CONTAINS(err, "the dpo loss needs 'ref_sum' and rows in pairs");
+    rl_msg_free(&m);
+    dq.ref_sum = rs;
+    CHECK_INT(rl_proto_train_encode(&dq, 15, &m, err, sizeof err), 0);
+    m = s_wire(m);
+    CHECK_INT(rl_proto_train_decode(m, &td, err, sizeof err), 0);
+    CHECK(td.ref_sum && td.ref_sum[1] == -7.25);
+    rl_msg_free(&m);
+    rl_proto_train_reply_t dr = {.old_logp = old, .B = 2, .T = 3, .loss = 0.69, .iterations = 1,
+                                 .pref_accuracy = 1, .pref_margin = 0.25, .pref_pairs = 1},
+                           drd;
+    CHECK_INT(rl_proto_train_reply_encode(&dr, 15, &m, err, sizeof err), 0);
+    m = s_wire(m);
+    CHECK_INT(rl_proto_train_reply_decode(m, &drd, err, sizeof err), 0);
+    CHECK(drd.pref_accuracy == 1 && drd.pref_margin == 0.25 && drd.pref_pairs == 1);
+    rl_msg_free(&m);
 
     rl_proto_save_t sv = {"/x/step-3.tmp/critic", 7, "critic"}, svd;
     CHECK_INT(rl_proto_save_encode(&sv, 13, &m, err, sizeof err), 0);

@@ -1,0 +1,329 @@
+// rl_algo_dpo — Direct Preference Optimization (Rafailov et al. 2023; TRL's DPOTrainer v0.28 and
+// its loss variants; REFERENCE.md §1) as the controller runs it, on offline preference pairs.
+// Per step:
+//   1. take train.batch_size pairs in the run's data order (rl_data's preference rows: example
+//      2i is prompt + chosen, 2i + 1 prompt + rejected, the loss mask on the completions);
+//   2. the reference's summed completion logprobs of each row: from the reference cache
+//      (rollout/rl_refcache, keyed by the tokenized data and the reference's weights) where it
+//      has them, else computed now by the reference (its own worker, or the actor with adapters
+//      off) and stored, so that a resumed run or a second run on the same data and base does not
+//      compute them again (`ref/computed` counts the rows computed this step);
+//   3. the actor's update: rl_pref_dpo_loss (algorithm.loss_type, beta, label_smoothing,
+//      rpo_alpha) over micro-batches of whole pairs, then clip and AdamW;
+//   4. the metrics with TRL's names: rewards/chosen, rewards/rejected, rewards/accuracies,
+//      rewards/margins, logps/chosen, logps/rejected (and nll_loss with RPO).
+// No sampling and no evaluation yet (issue 12 adds held-out pairs and accuracy by sampling).
+#include "rl_algo.h"
+
+#include "rl_chat.h"
+#include "rl_clock.h"
+#include "rl_err.h"
+#include "rl_hf.h"
+#include "rl_log.h"
+#include "rl_refcache.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    rl_data_t *train;       // preference rows: 2 examples a pair
+    rl_refcache_t *cache;
+    uint64_t data_hash, ref_hash;
+} s_dpo_t;
+
+static void s_roles(const rl_recipe_t *r, rl_algo_roles_t *out) {
+    out->reference = r->roles.reference == RL_RECIPE_REF_WORKER;
+}
+
+static void s_destroy(void **state) {
+    s_dpo_t *s = *state;
+    if (s) {
+        rl_data_destroy(&s->train);
+        rl_refcache_destroy(&s->cache);
+        free(s);
+    }
+    *state = NULL;
+}
+
+static rl_chat_format_t s_chat(const rl_recipe_t *r, rl_tokenizer_t *tok) {
+    if (r->model.chat_template == RL_RECIPE_CHAT_CHATML) {
+        return RL_CHAT_CHATML;
+    }
+    if (r->model.chat_template == RL_RECIPE_CHAT_LLAMA3) {
+        return RL_CHAT_LLAMA3;
+    }
+    rl_chat_format_t f = RL_CHAT_NONE;
+    const char *tpl = rl_tokenizer_chat_template(tok);
+    char msg[256];
+    if (r->model.chat_template != RL_RECIPE_CHAT_AUTO || !tpl ||
+        rl_chat_detect(tpl, &f, msg, sizeof msg) != 0) {
+        f = RL_CHAT_NONE;
+    }
+    return f;
+}
+
+// data.ref_cache, else $XDG_CACHE_HOME/rlctl/refcache, else ~/.cache/rlctl/refcache
+static void s_cache_dir(const rl_recipe_t *r, const char *run_dir, char *out, size_t n) {
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (r->data.ref_cache) {
+        snprintf(out, n, "%s", r->data.ref_cache);
+    } else if (xdg && xdg[0] == '/') {
+        snprintf(out, n, "%s/rlctl/refcache", xdg);
+    } else if (home && home[0] == '/') {
+        snprintf(out, n, "%s/.cache/rlctl/refcache", home);
+    } else {
+        snprintf(out, n, "%s/refcache", run_dir);
+    }
+}
+
+static int s_create(rl_run_t *run, void **state, size_t *n_train, double *data_frame, char *err,
+                    size_t err_len) {
+    const rl_recipe_t *r = run->r;
+    s_dpo_t *s = calloc(1, sizeof *s);
+    *state = s;
+    if (!s) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    char msg[2048];
+    rl_data_opts_t d;
+    rl_data_opts_default(&d);
+    d.pairs = 1;
+    d.format = r->data.format;
+    d.prompt_field = r->data.prompt_field;
+    d.chosen_field = r->data.chosen_field;
+    d.rejected_field = r->data.rejected_field;
+    d.max_length = r->data.max_length;
+    d.truncation = r->data.truncation;
+    d.eos_id = rl_tokenizer_eos_id(run->tok);
+    rl_hf_config_t cfg;
+    if (d.eos_id < 0 && rl_hf_config_load(r->model.path, &cfg, msg, sizeof msg) == 0 &&
+        cfg.n_eos > 0) {
+        d.eos_id = cfg.eos_token_ids[0];
+    }
+    d.chat = s_chat(r, run->tok);
+    s->train = rl_data_load(r->data.train, &d, run->tok, msg, sizeof msg);
+    if (!s->train) {
+        return rl_errf(err, err_len, RL_EINVAL, "%s", msg);
+    }
+    if (rl_data_dropped(s->train)) {
+        rl_log_warn("%s: %zu pairs dropped (a side longer than data.max_length %d tokens)",
+                    r->data.train, rl_data_dropped(s->train), r->data.max_length);
+    }
+    // the cache's keys: the tokenized data (every example's tokens and mask) and the reference
+    uint64_t h = RL_REFCACHE_HASH_INIT;
+    int longest = 2;
+    for (size_t i = 0; i < rl_data_count(s->train); i++) {
+        const int32_t *t;
+        const uint8_t *m;
+        int len;
+        rl_data_example(s->train, i, &t, &m, &len, NULL);
+        h = rl_refcache_hash(h, &len, sizeof len);
+        h = rl_refcache_hash(h, t, (size_t)len * sizeof(*t));
+        h = rl_refcache_hash(h, m, (size_t)len);
+        longest = len > longest ? len : longest;
+    }
+    s->data_hash = h;
+    int rc = rl_refcache_hash_model(r->model.path, RL_REFCACHE_HASH_INIT, &s->ref_hash, err,
+                                    err_len);
+    char dir[4096];
+    s_cache_dir(r, run->run_dir, dir, sizeof dir);
+    if (!rc) {
+        rc = rl_refcache_new(dir, &s->cache, err, err_len);
+    }
+    if (rc) {
+        return rc;
+    }
+    rl_log_info("preference data: %zu pairs; reference cache %s", rl_data_count(s->train) / 2,
+                dir);
+    *n_train = rl_data_count(s->train) / 2;
+    *data_frame = 8.0 * 2.0 * (double)r->train.batch_size * (double)longest;
+    return 0;
+}
+
+// ---- one step -----------------------------------------------------------------------------------
+
+typedef struct {
+    size_t *pair;        // (P) pairs
+    int64_t *ex;         // (B) example indices, 2 a pair
+    int32_t *tok, *len;  // (B,T), (B)
+    uint8_t *mask;       // (B,T)
+    double *ref;         // (B) reference sums
+    uint8_t *found;      // (B)
+    float *logp;         // (B,T) scratch for the reference's logprobs
+} s_step_t;
+
+static void s_step_free(s_step_t *t) {
+    free(t->pair);
+    free(t->ex);
+    free(t->tok);
+    free(t->len);
+    free(t->mask);
+    free(t->ref);
+    free(t->found);
+    free(t->logp);
+}
+
+// 2. the reference sums of the rows the cache lacks: one logprobs call over them, then stored.
+static int s_reference(rl_run_t *run, s_dpo_t *s, s_step_t *t, int B, int T, int *computed,
+                       char *err, size_t err_len) {
+    int hits = 0;
+    int rc = rl_refcache_get(s->cache, s->data_hash, s->ref_hash, t->ex, B, t->ref, t->found,
+                             &hits, err, err_len);
+    *computed = rc ? 0 : B - hits;
+    if (rc || hits == B) {
+        return rc;
+    }
+    int n = B - hits, k = 0;
+    int32_t *tok = malloc((size_t)n * (size_t)T * sizeof(int32_t));
+    int32_t *len = malloc((size_t)n * sizeof(int32_t));
+    int64_t *ex = malloc((size_t)n * sizeof(int64_t));
+    double *sum = malloc((size_t)n * sizeof(double));
+    if (!tok || !len || !ex || !sum) {
+        rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    for (int b = 0; !rc && b < B; b++) {
+        if (!t->found[b]) {
+            memcpy(tok + (size_t)k * T, t->tok + (size_t)b * T, (size_t)T * sizeof(int32_t));
+            len[k] = t->len[b];
+            ex[k++] = t->ex[b];
+        }
+    }
+    if (!rc) {
+        rc = rl_run_logprobs(run, 1, tok, len, n, T, 1.0, t->logp, err, err_len);
+    }
+    for (int i = 0, b = 0; !rc && b < B; b++) {
+        if (t->found[b]) {
+            continue;
+        }
+        double acc = 0;
+        for (int c = 0; c < T; c++) {
+            acc += t->mask[(size_t)b * T + c] ? (double)t->logp[(size_t)i * T + c] : 0.0;
+        }
+        t->ref[b] = sum[i++] = acc;
+    }
+    if (!rc) {
+        rc = rl_refcache_put(s->cache, s->data_hash, s->ref_hash, ex, sum, n, err, err_len);
+    }
+    free(tok);
+    free(len);
+    free(ex);
+    free(sum);
+    return rc;
+}
+
+static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_t note_len,
+                  char *err, size_t err_len) {
+    s_dpo_t *s = state;
+    const rl_recipe_t *r = run->r;
+    int P = r->train.batch_size, B = 2 * P, T = 2;
+    double t0 = rl_clock_now();
+    *advanced_p = 0;
+    s_step_t t;
+    memset(&t, 0, sizeof t);
+    rl_data_pos_t pos0 = rl_data_sampler_pos(run->order);
+    int rc = 0;
+    t.pair = malloc((size_t)P * sizeof(size_t));
+    t.ex = malloc((size_t)B * sizeof(int64_t));
+    if (!t.pair || !t.ex) {
+        s_step_free(&t);
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    // 1. the step's pairs
+    int64_t n_all = 0;
+    for (int i = 0; i < P; i++) {
+        t.pair[i] = rl_data_sampler_next(run->order);
+        for (int k = 0; k < 2; k++) {
+            int len;
+            t.ex[2 * i + k] = (int64_t)(2 * t.pair[i] + (size_t)k);
+            rl_data_example(s->train, (size_t)t.ex[2 * i + k], NULL, NULL, &len, NULL);
+            T = len > T ? len : T;
+            n_all += len;
+        }
+    }
+    size_t bt = (size_t)B * (size_t)T;
+    t.tok = calloc(bt, sizeof(int32_t));
+    t.len = calloc((size_t)B, sizeof(int32_t));
+    t.mask = calloc(bt, 1);
+    t.ref = calloc((size_t)B, sizeof(double));
+    t.found = calloc((size_t)B, 1);
+    t.logp = calloc(bt, sizeof(float));
+    if (!t.tok || !t.len || !t.mask || !t.ref || !t.found || !t.logp) {
+        rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    for (int b = 0; !rc && b < B; b++) {
+        const int32_t *x;
+        const uint8_t *m;
+        int n;
+        rl_data_example(s->train, (size_t)t.ex[b], &x, &m, &n, NULL);
+        memcpy(t.tok + (size_t)b * T, x, (size_t)n * sizeof(int32_t));
+        memcpy(t.mask + (size_t)b * T, m, (size_t)n);
+        t.len[b] = n;
+    }
+    // 2. the reference
+    int computed = 0;
+    if (!rc) {
+        rc = s_reference(run, s, &t, B, T, &computed, err, err_len);
+    }
+    double t1 = rl_clock_now();
+    // 3. the update
+    double lr = rl_sched_lr(&run->sched, run->step);
+    rl_proto_train_reply_t x;
+    rl_msg_t *rep = NULL;
+    if (!rc) {
+        rl_proto_train_t q = {.loss = "dpo", .step = run->step + 1, .lr = lr, .temperature = 1.0,
+                              .tokens = t.tok, .lengths = t.len, .mask = t.mask,
+                              .ref_sum = t.ref, .B = B, .T = T, .denom = P,
+                              .micro_batch = r->train.micro_batch_size, .iterations = 1,
+                              .want_weights = 0};
+        run->actor_consistent = 0;
+        rc = rl_run_train(run, &run->actor, &q, &x, &rep, err, err_len);
+    }
+    s_step_free(&t);
+    if (rc) {
+        rl_msg_free(&rep);
+        rl_data_sampler_seek(run->order, pos0); // the step's pairs are taken again on resume
+        return rc;
+    }
+    run->step++;
+    run->version = run->step;
+    run->actor_consistent = 1;
+    run->num_tokens += n_all;
+    *advanced_p = 1;
+    // 4. the metrics (TRL's names)
+    rl_metrics_t *mt = run->metrics;
+    double pairs = x.pref_pairs > 0 ? x.pref_pairs : 1;
+    rl_metrics_add(mt, "loss", x.loss);
+    rl_metrics_add(mt, "grad_norm", x.grad_norm);
+    rl_metrics_add(mt, "learning_rate", lr);
+    rl_metrics_add(mt, "rewards/chosen", x.pref_chosen / pairs);
+    rl_metrics_add(mt, "rewards/rejected", x.pref_rejected / pairs);
+    rl_metrics_add(mt, "rewards/accuracies", x.pref_accuracy / pairs);
+    rl_metrics_add(mt, "rewards/margins", x.pref_margin / pairs);
+    rl_metrics_add(mt, "logps/chosen", x.pref_logp_chosen / pairs);
+    rl_metrics_add(mt, "logps/rejected", x.pref_logp_rejected / pairs);
+    if (r->algorithm.rpo_alpha > 0) {
+        rl_metrics_add(mt, "nll_loss", x.pref_nll);
+    }
+    rl_metrics_add(mt, "num_tokens", (double)run->num_tokens);
+    rl_metrics_add(mt, "ref/computed", computed);
+    rl_metrics_add(mt, "timing/reference", t1 - t0);
+    rl_metrics_add(mt, "timing/train", rl_clock_now() - t1);
+    rl_metrics_add(mt, "timing/step", rl_clock_now() - t0);
+    snprintf(note, note_len, "loss %.4f acc %.2f margin %.3f", x.loss, x.pref_accuracy / pairs,
+             x.pref_margin / pairs);
+    rl_msg_free(&rep);
+    return 0;
+}
+
+static const rl_algo_t s_algo = {
+    .name = "dpo",
+    .roles = s_roles,
+    .create = s_create,
+    .destroy = s_destroy,
+    .step = s_step,
+    .bookends = 0,
+    .stores = 0,
+};
+
+const rl_algo_t *rl_algo_dpo(void) { return &s_algo; }
