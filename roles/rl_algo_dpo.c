@@ -27,7 +27,7 @@
 #include <string.h>
 
 typedef struct {
-    rl_data_t *train;       // preference rows: 2 examples a pair
+    rl_data_t *train; // preference rows: 2 examples a pair
     rl_refcache_t *cache;
     uint64_t data_hash, ref_hash;
 } s_dpo_t;
@@ -124,8 +124,8 @@ static int s_create(rl_run_t *run, void **state, size_t *n_train, double *data_f
         longest = len > longest ? len : longest;
     }
     s->data_hash = h;
-    int rc = rl_refcache_hash_model(r->model.path, RL_REFCACHE_HASH_INIT, &s->ref_hash, err,
-                                    err_len);
+    int rc =
+        rl_refcache_hash_model(r->model.path, RL_REFCACHE_HASH_INIT, &s->ref_hash, err, err_len);
     char dir[4096];
     s_cache_dir(r, run->run_dir, dir, sizeof dir);
     if (!rc) {
@@ -134,8 +134,7 @@ static int s_create(rl_run_t *run, void **state, size_t *n_train, double *data_f
     if (rc) {
         return rc;
     }
-    rl_log_info("preference data: %zu pairs; reference cache %s", rl_data_count(s->train) / 2,
-                dir);
+    rl_log_info("preference data: %zu pairs; reference cache %s", rl_data_count(s->train) / 2, dir);
     *n_train = rl_data_count(s->train) / 2;
     *data_frame = 8.0 * 2.0 * (double)r->train.batch_size * (double)longest;
     return 0;
@@ -144,13 +143,13 @@ static int s_create(rl_run_t *run, void **state, size_t *n_train, double *data_f
 // ---- one step -----------------------------------------------------------------------------------
 
 typedef struct {
-    size_t *pair;        // (P) pairs
-    int64_t *ex;         // (B) example indices, 2 a pair
-    int32_t *tok, *len;  // (B,T), (B)
-    uint8_t *mask;       // (B,T)
-    double *ref;         // (B) reference sums
-    uint8_t *found;      // (B)
-    float *logp;         // (B,T) scratch for the reference's logprobs
+    size_t *pair;       // (P) pairs
+    int64_t *ex;        // (B) example indices, 2 a pair
+    int32_t *tok, *len; // (B,T), (B)
+    uint8_t *mask;      // (B,T)
+    double *ref;        // (B) reference sums
+    uint8_t *found;     // (B)
+    float *logp;        // (B,T) scratch for the reference's logprobs
 } s_step_t;
 
 static void s_step_free(s_step_t *t) {
@@ -168,8 +167,8 @@ static void s_step_free(s_step_t *t) {
 static int s_reference(rl_run_t *run, s_dpo_t *s, s_step_t *t, int B, int T, int *computed,
                        char *err, size_t err_len) {
     int hits = 0;
-    int rc = rl_refcache_get(s->cache, s->data_hash, s->ref_hash, t->ex, B, t->ref, t->found,
-                             &hits, err, err_len);
+    int rc = rl_refcache_get(s->cache, s->data_hash, s->ref_hash, t->ex, B, t->ref, t->found, &hits,
+                             err, err_len);
     *computed = rc ? 0 : B - hits;
     if (rc || hits == B) {
         return rc;
@@ -271,10 +270,19 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
     rl_proto_train_reply_t x;
     rl_msg_t *rep = NULL;
     if (!rc) {
-        rl_proto_train_t q = {.loss = "dpo", .step = run->step + 1, .lr = lr, .temperature = 1.0,
-                              .tokens = t.tok, .lengths = t.len, .mask = t.mask,
-                              .ref_sum = t.ref, .B = B, .T = T, .denom = P,
-                              .micro_batch = r->train.micro_batch_size, .iterations = 1,
+        rl_proto_train_t q = {.loss = "dpo",
+                              .step = run->step + 1,
+                              .lr = lr,
+                              .temperature = 1.0,
+                              .tokens = t.tok,
+                              .lengths = t.len,
+                              .mask = t.mask,
+                              .ref_sum = t.ref,
+                              .B = B,
+                              .T = T,
+                              .denom = P,
+                              .micro_batch = r->train.micro_batch_size,
+                              .iterations = 1,
                               .want_weights = 0};
         run->actor_consistent = 0;
         rc = rl_run_train(run, &run->actor, &q, &x, &rep, err, err_len);
@@ -326,4 +334,6 @@ static const rl_algo_t s_algo = {
     .stores = 0,
 };
 
-const rl_algo_t *rl_algo_dpo(void) { return &s_algo; }
+const rl_algo_t *rl_algo_dpo(void) {
+    return &s_algo;
+}

@@ -87,10 +87,18 @@ int main(void) {
     CHECK_INT(s_run("a", "cache1", ""), 0);
     json_t *ma = rl_test_metrics(s_tmp, "a");
     CHECK_INT((int)json_array_size(ma), 6);
-    static const char *const names[] = {"loss", "grad_norm", "learning_rate", "rewards/chosen",
-                                        "rewards/rejected", "rewards/accuracies",
-                                        "rewards/margins", "logps/chosen", "logps/rejected",
-                                        "num_tokens", "ref/computed", NULL};
+    static const char *const names[] = {"loss",
+                                        "grad_norm",
+                                        "learning_rate",
+                                        "rewards/chosen",
+                                        "rewards/rejected",
+                                        "rewards/accuracies",
+                                        "rewards/margins",
+                                        "logps/chosen",
+                                        "logps/rejected",
+                                        "num_tokens",
+                                        "ref/computed",
+                                        NULL};
     for (size_t i = 0; i < json_array_size(ma); i++) {
         json_t *o = json_array_get(ma, i);
         for (int k = 0; names[k]; k++) {
@@ -127,8 +135,7 @@ int main(void) {
     json_decref(mb);
     json_decref(mr);
     // 4. the wrong rows
-    snprintf(s_cmd, sizeof s_cmd, "run %s/dpo.yaml run.dir=%s/x data.format=prompt", s_tmp,
-             s_tmp);
+    snprintf(s_cmd, sizeof s_cmd, "run %s/dpo.yaml run.dir=%s/x data.format=prompt", s_tmp, s_tmp);
     CHECK_INT(rl_test_rlctl(s_tmp, s_cmd), 2);
     char *o = rl_test_out(s_tmp);
     CHECK_CONTAINS(o, "data.format: prompt rows hold no pairs; DPO takes auto or preference");
