@@ -212,6 +212,7 @@ typedef struct {
     char *prompt_field, *completion_field, *answer_field, *text_field, *messages_field;
     char *chosen_field, *rejected_field; // DPO's preference rows
     char *ref_cache; // DPO: the reference sums' cache folder; NULL: $XDG_CACHE_HOME/rlctl/refcache
+    char *eval_pairs; // DPO: held-out preference rows, or NULL
     int max_length;        // SFT
     int max_prompt_length; // GRPO
     int truncation;  // RL_RECIPE_TRUNC_*

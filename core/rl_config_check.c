@@ -268,9 +268,13 @@ void rl_cfg_check_recipe(rl_cfg_ctx_t *c) {
     case RL_RECIPE_ALGO_DPO: s_check_dpo(c); break;
     default: s_check_step_batch(c); break; // algorithm.name unknown: already an error
     }
-    if (r->train.eval_every > 0 && !r->data.eval) {
+    if (r->train.eval_every > 0 && !r->data.eval &&
+        !(r->algorithm.name == RL_RECIPE_ALGO_DPO && r->data.eval_pairs)) {
         rl_cfg_err_key(c, "train.eval_every",
-                       "%d needs data.eval (a held-out JSONL); set it or use 0",
+                       r->algorithm.name == RL_RECIPE_ALGO_DPO
+                           ? "%d needs data.eval_pairs (held-out pairs) or data.eval; set one "
+                             "or use 0"
+                           : "%d needs data.eval (a held-out JSONL); set it or use 0",
                        r->train.eval_every);
     }
 }

@@ -176,6 +176,10 @@ static const rl_recipe_key_t s_keys[] = {
     {.section = "data", .key = "rejected_field", .type = RL_RECIPE_T_STRING,
      .offset = OFF(data.rejected_field), DEF("rejected"), .algos = DPO,
      .doc = "field holding the dispreferred completion (DPO)"},
+    {.section = "data", .key = "eval_pairs", .type = RL_RECIPE_T_PATH_FILE,
+     .offset = OFF(data.eval_pairs), .def_doc = "null", .flags = OPTIONAL | EXISTS, .algos = DPO,
+     .doc = "held-out preference rows, JSONL: the DPO metrics under eval/ every "
+            "train.eval_every steps"},
     {.section = "data", .key = "ref_cache", .type = RL_RECIPE_T_PATH_DIR,
      .offset = OFF(data.ref_cache), .def_doc = "$XDG_CACHE_HOME/rlctl/refcache", .flags = OPTIONAL,
      .algos = DPO,

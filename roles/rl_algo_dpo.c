@@ -12,7 +12,9 @@
 //      rpo_alpha) over micro-batches of whole pairs, then clip and AdamW;
 //   4. the metrics with TRL's names: rewards/chosen, rewards/rejected, rewards/accuracies,
 //      rewards/margins, logps/chosen, logps/rejected (and nll_loss with RPO).
-// No sampling and no evaluation yet (issue 12 adds held-out pairs and accuracy by sampling).
+// Evaluation (every train.eval_every steps, with data.eval_pairs): the same loss and metrics on
+// the held-out pairs under eval/ (the policy's sums from the actor, no dropout; the reference's
+// from the cache). Accuracy by sampling held-out prompts is not there yet (issue 12).
 #include "rl_algo.h"
 
 #include "rl_chat.h"
@@ -20,16 +22,19 @@
 #include "rl_err.h"
 #include "rl_hf.h"
 #include "rl_log.h"
+#include "rl_pref.h"
 #include "rl_refcache.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct {
     rl_data_t *train; // preference rows: 2 examples a pair
+    rl_data_t *eval;  // data.eval_pairs, or NULL
     rl_refcache_t *cache;
-    uint64_t data_hash, ref_hash;
+    uint64_t data_hash, eval_hash, ref_hash;
 } s_dpo_t;
 
 static void s_roles(const rl_recipe_t *r, rl_algo_roles_t *out) {
@@ -40,6 +45,7 @@ static void s_destroy(void **state) {
     s_dpo_t *s = *state;
     if (s) {
         rl_data_destroy(&s->train);
+        rl_data_destroy(&s->eval);
         rl_refcache_destroy(&s->cache);
         free(s);
     }
@@ -77,6 +83,23 @@ static void s_cache_dir(const rl_recipe_t *r, const char *run_dir, char *out, si
     }
 }
 
+// The hash of a dataset's tokenized examples (lengths, tokens, masks); *longest grows to its
+// longest example.
+static uint64_t s_hash_data(const rl_data_t *data, int *longest) {
+    uint64_t h = RL_REFCACHE_HASH_INIT;
+    for (size_t i = 0; i < rl_data_count(data); i++) {
+        const int32_t *t;
+        const uint8_t *m;
+        int len;
+        rl_data_example(data, i, &t, &m, &len, NULL);
+        h = rl_refcache_hash(h, &len, sizeof len);
+        h = rl_refcache_hash(h, t, (size_t)len * sizeof(*t));
+        h = rl_refcache_hash(h, m, (size_t)len);
+        *longest = len > *longest ? len : *longest;
+    }
+    return h;
+}
+
 static int s_create(rl_run_t *run, void **state, size_t *n_train, double *data_frame, char *err,
                     size_t err_len) {
     const rl_recipe_t *r = run->r;
@@ -110,20 +133,16 @@ static int s_create(rl_run_t *run, void **state, size_t *n_train, double *data_f
         rl_log_warn("%s: %zu pairs dropped (a side longer than data.max_length %d tokens)",
                     r->data.train, rl_data_dropped(s->train), r->data.max_length);
     }
-    // the cache's keys: the tokenized data (every example's tokens and mask) and the reference
-    uint64_t h = RL_REFCACHE_HASH_INIT;
-    int longest = 2;
-    for (size_t i = 0; i < rl_data_count(s->train); i++) {
-        const int32_t *t;
-        const uint8_t *m;
-        int len;
-        rl_data_example(s->train, i, &t, &m, &len, NULL);
-        h = rl_refcache_hash(h, &len, sizeof len);
-        h = rl_refcache_hash(h, t, (size_t)len * sizeof(*t));
-        h = rl_refcache_hash(h, m, (size_t)len);
-        longest = len > longest ? len : longest;
+    if (r->data.eval_pairs) {
+        s->eval = rl_data_load(r->data.eval_pairs, &d, run->tok, msg, sizeof msg);
+        if (!s->eval) {
+            return rl_errf(err, err_len, RL_EINVAL, "%s", msg);
+        }
     }
-    s->data_hash = h;
+    // the cache's keys: the tokenized data (every example's tokens and mask) and the reference
+    int longest = 2;
+    s->data_hash = s_hash_data(s->train, &longest);
+    s->eval_hash = s->eval ? s_hash_data(s->eval, &longest) : 0;
     int rc =
         rl_refcache_hash_model(r->model.path, RL_REFCACHE_HASH_INIT, &s->ref_hash, err, err_len);
     char dir[4096];
@@ -164,10 +183,10 @@ static void s_step_free(s_step_t *t) {
 }
 
 // 2. the reference sums of the rows the cache lacks: one logprobs call over them, then stored.
-static int s_reference(rl_run_t *run, s_dpo_t *s, s_step_t *t, int B, int T, int *computed,
-                       char *err, size_t err_len) {
+static int s_reference(rl_run_t *run, s_dpo_t *s, uint64_t data_hash, s_step_t *t, int B, int T,
+                       int *computed, char *err, size_t err_len) {
     int hits = 0;
-    int rc = rl_refcache_get(s->cache, s->data_hash, s->ref_hash, t->ex, B, t->ref, t->found, &hits,
+    int rc = rl_refcache_get(s->cache, data_hash, s->ref_hash, t->ex, B, t->ref, t->found, &hits,
                              err, err_len);
     *computed = rc ? 0 : B - hits;
     if (rc || hits == B) {
@@ -202,7 +221,7 @@ static int s_reference(rl_run_t *run, s_dpo_t *s, s_step_t *t, int B, int T, int
         t->ref[b] = sum[i++] = acc;
     }
     if (!rc) {
-        rc = rl_refcache_put(s->cache, s->data_hash, s->ref_hash, ex, sum, n, err, err_len);
+        rc = rl_refcache_put(s->cache, data_hash, s->ref_hash, ex, sum, n, err, err_len);
     }
     free(tok);
     free(len);
@@ -262,7 +281,7 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
     // 2. the reference
     int computed = 0;
     if (!rc) {
-        rc = s_reference(run, s, &t, B, T, &computed, err, err_len);
+        rc = s_reference(run, s, s->data_hash, &t, B, T, &computed, err, err_len);
     }
     double t1 = rl_clock_now();
     // 3. the update
@@ -324,12 +343,144 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
     return 0;
 }
 
+// Rows [b0, b0+B) of a dataset into t (tokens, lengths, mask, example indices), padded to the
+// longest; t's arrays are allocated here (free with s_step_free). Returns 0 or RL_ENOMEM.
+static int s_rows(const rl_data_t *data, size_t b0, int B, s_step_t *t, int *T_p) {
+    int T = 2;
+    for (int i = 0; i < B; i++) {
+        int len;
+        rl_data_example(data, b0 + (size_t)i, NULL, NULL, &len, NULL);
+        T = len > T ? len : T;
+    }
+    size_t bt = (size_t)B * (size_t)T;
+    t->ex = malloc((size_t)B * sizeof(int64_t));
+    t->tok = calloc(bt, sizeof(int32_t));
+    t->len = calloc((size_t)B, sizeof(int32_t));
+    t->mask = calloc(bt, 1);
+    t->ref = calloc((size_t)B, sizeof(double));
+    t->found = calloc((size_t)B, 1);
+    t->logp = calloc(bt, sizeof(float));
+    if (!t->ex || !t->tok || !t->len || !t->mask || !t->ref || !t->found || !t->logp) {
+        return RL_ENOMEM;
+    }
+    for (int i = 0; i < B; i++) {
+        const int32_t *x;
+        const uint8_t *m;
+        int n;
+        t->ex[i] = (int64_t)(b0 + (size_t)i);
+        rl_data_example(data, b0 + (size_t)i, &x, &m, &n, NULL);
+        memcpy(t->tok + (size_t)i * T, x, (size_t)n * sizeof(int32_t));
+        memcpy(t->mask + (size_t)i * T, m, (size_t)n);
+        t->len[i] = n;
+    }
+    *T_p = T;
+    return 0;
+}
+
+// The held-out pairs, micro_batch_size sequences at a time: the policy's sums (the actor's
+// logprobs at temperature 1, no dropout), the reference's (the cache, else computed and stored),
+// rl_pref_dpo_loss over all pairs (divisors: the set's pairs and chosen tokens; no update), the
+// metrics under eval/.
+static int s_evaluate(void *state, rl_run_t *run, double *acc, double *acc_greedy, char *note,
+                      size_t note_len, char *err, size_t err_len) {
+    s_dpo_t *s = state;
+    const rl_recipe_t *r = run->r;
+    *acc = *acc_greedy = NAN;
+    if (!s->eval) {
+        return 0;
+    }
+    double t0 = rl_clock_now(), loss = 0, nll_denom = 0;
+    size_t n_ex = rl_data_count(s->eval);
+    int mb = r->train.micro_batch_size >= 2 ? r->train.micro_batch_size / 2 * 2 : 2;
+    rl_pref_dpo_t cfg = {r->algorithm.loss_type, r->algorithm.beta, r->algorithm.label_smoothing,
+                         r->algorithm.rpo_alpha};
+    rl_pref_dpo_stats_t st;
+    memset(&st, 0, sizeof st);
+    for (size_t i = 0; i < n_ex; i += 2) { // RPO's divisor: every chosen token of the set
+        const uint8_t *m;
+        int len;
+        rl_data_example(s->eval, i, NULL, &m, &len, NULL);
+        for (int k = 0; k < len; k++) {
+            nll_denom += m[k];
+        }
+    }
+    int rc = 0;
+    for (size_t b0 = 0; !rc && b0 < n_ex; b0 += (size_t)mb) {
+        int B = (int)(n_ex - b0 < (size_t)mb ? n_ex - b0 : (size_t)mb), T = 2, computed = 0;
+        int P = B / 2;
+        s_step_t t;
+        memset(&t, 0, sizeof t);
+        // per pair k: policy chosen, rejected, reference chosen, rejected; token counts
+        double *v = calloc((size_t)P * 6 + 1, sizeof(double));
+        int *cnt = calloc((size_t)B + 1, sizeof(int));
+        rc = v && cnt ? s_rows(s->eval, b0, B, &t, &T) : RL_ENOMEM;
+        if (rc) {
+            rc = rl_errf(err, err_len, rc, "out of memory");
+        }
+        if (!rc) {
+            rc = s_reference(run, s, s->eval_hash, &t, B, T, &computed, err, err_len);
+        }
+        if (!rc) {
+            rc = rl_run_logprobs(run, 0, t.tok, t.len, B, T, 1.0, t.logp, err, err_len);
+        }
+        for (int i = 0; !rc && i < B; i++) {
+            double sum = 0;
+            int n = 0;
+            for (int c = 0; c < T; c++) {
+                int on = t.mask[(size_t)i * T + c] != 0;
+                sum += on ? (double)t.logp[(size_t)i * T + c] : 0.0;
+                n += on;
+            }
+            int k = i / 2, rej = i % 2;
+            v[(size_t)rej * P + k] = sum;            // s_w | s_l
+            v[(size_t)(2 + rej) * P + k] = t.ref[i]; // r_w | r_l
+            cnt[rej * P + k] = n;                    // n_w | n_l
+        }
+        if (!rc && P > 0) {
+            double part = 0;
+            rl_pref_batch_t pb = {P,
+                                  v,
+                                  v + P,
+                                  v + 2 * P,
+                                  v + 3 * P,
+                                  cnt,
+                                  cnt + P,
+                                  (double)(n_ex / 2),
+                                  nll_denom > 0 ? nll_denom : 1};
+            if (rl_pref_dpo_loss(&pb, &cfg, &part, v + 4 * P, v + 5 * P, &st) != 0) {
+                rc = rl_errf(err, err_len, RL_EINVAL, "eval: a non-finite logprob in %s",
+                             r->data.eval_pairs);
+            }
+            loss += part;
+        }
+        free(v);
+        free(cnt);
+        s_step_free(&t);
+    }
+    if (rc) {
+        return rc;
+    }
+    double pairs = st.pairs > 0 ? st.pairs : 1;
+    rl_metrics_t *mt = run->metrics;
+    rl_metrics_add(mt, "eval/loss", loss);
+    rl_metrics_add(mt, "eval/rewards/chosen", st.reward_chosen / pairs);
+    rl_metrics_add(mt, "eval/rewards/rejected", st.reward_rejected / pairs);
+    rl_metrics_add(mt, "eval/rewards/accuracies", st.accuracy / pairs);
+    rl_metrics_add(mt, "eval/rewards/margins", st.margin / pairs);
+    rl_metrics_add(mt, "eval/logps/chosen", st.logp_chosen / pairs);
+    rl_metrics_add(mt, "eval/logps/rejected", st.logp_rejected / pairs);
+    rl_metrics_add(mt, "timing/eval", rl_clock_now() - t0);
+    snprintf(note, note_len, "eval loss %.4f acc %.2f", loss, st.accuracy / pairs);
+    return 0;
+}
+
 static const rl_algo_t s_algo = {
     .name = "dpo",
     .roles = s_roles,
     .create = s_create,
     .destroy = s_destroy,
     .step = s_step,
+    .evaluate = s_evaluate,
     .bookends = 0,
     .stores = 0,
 };

@@ -731,7 +731,7 @@ int rl_controller_run(const rl_recipe_t *r, const rl_controller_opts_t *o, char 
     }
     // evaluation: every train.eval_every steps, and with the algorithm's bookends before
     // training and after the last step
-    int do_eval = s.algo->evaluate && r->data.eval;
+    int do_eval = s.algo->evaluate && (r->data.eval || r->data.eval_pairs);
     if (!rc && do_eval && s.algo->bookends && run->step == 0) {
         char note[128] = "";
         if ((rc = s_evaluate(&s, note, sizeof(note), err, err_len)) == 0) {

@@ -6,7 +6,9 @@
 //      (ref/computed = 2 x batch_size a step, the pairs being distinct), a second run on the same
 //      data and base computes none and trains to the same bytes;
 //   3. resume is exact: --stop-at 3 + --resume == one go (metrics, adapter bytes);
-//   4. a DPO recipe with rows of another layout is refused naming the key.
+//   4. a DPO recipe with rows of another layout is refused naming the key;
+//   5. held-out pairs (data.eval_pairs) every train.eval_every steps: TRL's metrics under eval/,
+//      improving with training.
 #include "rl_test.h"
 #include "rl_test_run.h"
 
@@ -19,11 +21,12 @@
 static char s_tmp[] = "/tmp/rl_test_dpo_XXXXXX";
 static char s_cmd[8192];
 
-static void s_files(void) {
+// pairs i0 .. i0 + n - 1 into <tmp>/<name>
+static void s_pairs(const char *name, int i0, int n) {
     char p[600];
-    snprintf(p, sizeof p, "%s/pairs.jsonl", s_tmp);
+    snprintf(p, sizeof p, "%s/%s", s_tmp, name);
     FILE *f = fopen(p, "w");
-    for (int i = 0; f && i < 64; i++) {
+    for (int i = i0; f && i < i0 + n; i++) {
         int a = 11 + (i * 7) % 80, b = 2 + i % 8, c = 100 + (i * 37) % 800;
         int x = a * b, y = x + c;
         fprintf(f,
@@ -34,18 +37,25 @@ static void s_files(void) {
     if (f) {
         fclose(f);
     }
+}
+
+static void s_files(void) {
+    char p[600];
+    s_pairs("pairs.jsonl", 0, 64);
+    s_pairs("heldout.jsonl", 64, 12);
     snprintf(p, sizeof p, "%s/dpo.yaml", s_tmp);
-    f = fopen(p, "w");
+    FILE *f = fopen(p, "w");
     if (f) {
         fprintf(f,
                 "run: {seed: 3}\n"
                 "model: {path: %s/cookbook/models/arith-noisy-base}\n"
                 "lora: {enabled: true, r: 4, alpha: 8}\n"
-                "data: {train: %s/pairs.jsonl}\n"
+                "data: {train: %s/pairs.jsonl, eval_pairs: %s/heldout.jsonl}\n"
                 "algorithm: {name: dpo, beta: 0.1}\n"
                 "optim: {lr: 1.0e-3}\n"
-                "train: {steps: 6, batch_size: 4, micro_batch_size: 4, save_every: 3}\n",
-                RL_SOURCE_DIR, s_tmp);
+                "train: {steps: 6, batch_size: 4, micro_batch_size: 4, save_every: 3, "
+                "eval_every: 3}\n",
+                RL_SOURCE_DIR, s_tmp, s_tmp);
         fclose(f);
     }
 }
@@ -113,6 +123,19 @@ int main(void) {
     double acc = json_number_value(json_object_get(json_array_get(ma, 5), "rewards/accuracies"));
     CHECK_MSG(fabs(l1 - log(2.0)) < 1e-6, "first loss %.9g, want ln 2", l1);
     CHECK_MSG(acc == 1.0, "the pairs were not learned: rewards/accuracies %g at step 6", acc);
+    // held-out pairs every 3 steps, under eval/, improving with training
+    json_t *e3 = json_array_get(ma, 2), *e6 = json_array_get(ma, 5);
+    CHECK_MSG(json_is_number(json_object_get(e3, "eval/rewards/accuracies")) &&
+                  json_is_number(json_object_get(e6, "eval/loss")) &&
+                  !json_object_get(json_array_get(ma, 1), "eval/loss"),
+              "eval/ metrics missing at steps 3 and 6, or present at 2");
+    double el3 = json_number_value(json_object_get(e3, "eval/loss"));
+    double el6 = json_number_value(json_object_get(e6, "eval/loss"));
+    double ea6 = json_number_value(json_object_get(e6, "eval/rewards/accuracies"));
+    fprintf(stderr, "held-out pairs: eval/loss %.4f at step 3, %.4f at step 6; accuracy %.2f\n",
+            el3, el6, ea6);
+    CHECK_MSG(el6 < el3 && el6 < log(2.0) && ea6 > 0.9,
+              "the held-out pairs did not improve: loss %g -> %g, accuracy %g", el3, el6, ea6);
     CHECK(rl_test_exists(s_tmp, "a/final/adapter_model.safetensors"));
     // 2. the same data and base again: nothing computed, the same training
     CHECK_INT(s_run("b", "cache1", ""), 0);
