@@ -226,7 +226,8 @@ static void s_check_dpo(rl_cfg_ctx_t *c) {
              per_step, r->train.batch_size);
     s_check_step(c, per_step, what);
     if (rl_cfg_is_set(r, "train.micro_batch_size") && r->train.micro_batch_size % 2 != 0) {
-        rl_cfg_err_key(c, "train.micro_batch_size", "%d is odd: DPO's micro-batches hold whole pairs",
+        rl_cfg_err_key(c, "train.micro_batch_size",
+                       "%d is odd: DPO's micro-batches hold whole pairs",
                        r->train.micro_batch_size);
     }
 }
