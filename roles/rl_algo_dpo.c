@@ -52,23 +52,6 @@ static void s_destroy(void **state) {
     *state = NULL;
 }
 
-static rl_chat_format_t s_chat(const rl_recipe_t *r, rl_tokenizer_t *tok) {
-    if (r->model.chat_template == RL_RECIPE_CHAT_CHATML) {
-        return RL_CHAT_CHATML;
-    }
-    if (r->model.chat_template == RL_RECIPE_CHAT_LLAMA3) {
-        return RL_CHAT_LLAMA3;
-    }
-    rl_chat_format_t f = RL_CHAT_NONE;
-    const char *tpl = rl_tokenizer_chat_template(tok);
-    char msg[256];
-    if (r->model.chat_template != RL_RECIPE_CHAT_AUTO || !tpl ||
-        rl_chat_detect(tpl, &f, msg, sizeof msg) != 0) {
-        f = RL_CHAT_NONE;
-    }
-    return f;
-}
-
 // data.ref_cache, else $XDG_CACHE_HOME/rlctl/refcache, else ~/.cache/rlctl/refcache
 static void s_cache_dir(const rl_recipe_t *r, const char *run_dir, char *out, size_t n) {
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
@@ -124,7 +107,7 @@ static int s_create(rl_run_t *run, void **state, size_t *n_train, double *data_f
         cfg.n_eos > 0) {
         d.eos_id = cfg.eos_token_ids[0];
     }
-    d.chat = s_chat(r, run->tok);
+    d.chat = rl_run_chat_format(r, run->tok);
     s->train = rl_data_load(r->data.train, &d, run->tok, msg, sizeof msg);
     if (!s->train) {
         return rl_errf(err, err_len, RL_EINVAL, "%s", msg);
@@ -182,6 +165,55 @@ static void s_step_free(s_step_t *t) {
     free(t->logp);
 }
 
+// The rows of examples t->ex[0..B) of a dataset into t (tokens, lengths, mask), padded to the
+// longest (*T_p); t's other arrays are allocated here (free with s_step_free). Returns 0 or
+// RL_ENOMEM.
+static int s_rows(const rl_data_t *data, int B, s_step_t *t, int *T_p) {
+    int T = 2;
+    for (int i = 0; i < B; i++) {
+        int len;
+        rl_data_example(data, (size_t)t->ex[i], NULL, NULL, &len, NULL);
+        T = len > T ? len : T;
+    }
+    size_t bt = (size_t)B * (size_t)T;
+    t->tok = calloc(bt, sizeof(int32_t));
+    t->len = calloc((size_t)B, sizeof(int32_t));
+    t->mask = calloc(bt, 1);
+    t->ref = calloc((size_t)B, sizeof(double));
+    t->found = calloc((size_t)B, 1);
+    t->logp = calloc(bt, sizeof(float));
+    if (!t->tok || !t->len || !t->mask || !t->ref || !t->found || !t->logp) {
+        return RL_ENOMEM;
+    }
+    for (int i = 0; i < B; i++) {
+        const int32_t *x;
+        const uint8_t *m;
+        int n;
+        rl_data_example(data, (size_t)t->ex[i], &x, &m, &n, NULL);
+        memcpy(t->tok + (size_t)i * T, x, (size_t)n * sizeof(int32_t));
+        memcpy(t->mask + (size_t)i * T, m, (size_t)n);
+        t->len[i] = n;
+    }
+    *T_p = T;
+    return 0;
+}
+
+// The sum in double of logp[0..T) where mask is set, and (count may be NULL) how many.
+static double s_masked_sum(const uint8_t *mask, const float *logp, int T, int *count) {
+    double sum = 0;
+    int n = 0;
+    for (int c = 0; c < T; c++) {
+        if (mask[c]) {
+            sum += (double)logp[c];
+            n++;
+        }
+    }
+    if (count) {
+        *count = n;
+    }
+    return sum;
+}
+
 // 2. the reference sums of the rows the cache lacks: one logprobs call over them, then stored.
 static int s_reference(rl_run_t *run, s_dpo_t *s, uint64_t data_hash, s_step_t *t, int B, int T,
                        int *computed, char *err, size_t err_len) {
@@ -214,11 +246,9 @@ static int s_reference(rl_run_t *run, s_dpo_t *s, uint64_t data_hash, s_step_t *
         if (t->found[b]) {
             continue;
         }
-        double acc = 0;
-        for (int c = 0; c < T; c++) {
-            acc += t->mask[(size_t)b * T + c] ? (double)t->logp[(size_t)i * T + c] : 0.0;
-        }
-        t->ref[b] = sum[i++] = acc;
+        t->ref[b] = sum[i] =
+            s_masked_sum(t->mask + (size_t)b * T, t->logp + (size_t)i * T, T, NULL);
+        i++;
     }
     if (!rc) {
         rc = rl_refcache_put(s->cache, data_hash, s->ref_hash, ex, sum, n, err, err_len);
@@ -234,7 +264,7 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
                   char *err, size_t err_len) {
     s_dpo_t *s = state;
     const rl_recipe_t *r = run->r;
-    int P = r->train.batch_size, B = 2 * P, T = 2;
+    int P = r->train.batch_size, B = 2 * P, T = 0;
     double t0 = rl_clock_now();
     *advanced_p = 0;
     s_step_t t;
@@ -251,32 +281,14 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
     int64_t n_all = 0;
     for (int i = 0; i < P; i++) {
         t.pair[i] = rl_data_sampler_next(run->order);
-        for (int k = 0; k < 2; k++) {
-            int len;
-            t.ex[2 * i + k] = (int64_t)(2 * t.pair[i] + (size_t)k);
-            rl_data_example(s->train, (size_t)t.ex[2 * i + k], NULL, NULL, &len, NULL);
-            T = len > T ? len : T;
-            n_all += len;
-        }
+        t.ex[2 * i] = (int64_t)(2 * t.pair[i]);
+        t.ex[2 * i + 1] = t.ex[2 * i] + 1;
     }
-    size_t bt = (size_t)B * (size_t)T;
-    t.tok = calloc(bt, sizeof(int32_t));
-    t.len = calloc((size_t)B, sizeof(int32_t));
-    t.mask = calloc(bt, 1);
-    t.ref = calloc((size_t)B, sizeof(double));
-    t.found = calloc((size_t)B, 1);
-    t.logp = calloc(bt, sizeof(float));
-    if (!t.tok || !t.len || !t.mask || !t.ref || !t.found || !t.logp) {
+    if (s_rows(s->train, B, &t, &T) != 0) {
         rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
     for (int b = 0; !rc && b < B; b++) {
-        const int32_t *x;
-        const uint8_t *m;
-        int n;
-        rl_data_example(s->train, (size_t)t.ex[b], &x, &m, &n, NULL);
-        memcpy(t.tok + (size_t)b * T, x, (size_t)n * sizeof(int32_t));
-        memcpy(t.mask + (size_t)b * T, m, (size_t)n);
-        t.len[b] = n;
+        n_all += t.len[b];
     }
     // 2. the reference
     int computed = 0;
@@ -343,40 +355,6 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
     return 0;
 }
 
-// Rows [b0, b0+B) of a dataset into t (tokens, lengths, mask, example indices), padded to the
-// longest; t's arrays are allocated here (free with s_step_free). Returns 0 or RL_ENOMEM.
-static int s_rows(const rl_data_t *data, size_t b0, int B, s_step_t *t, int *T_p) {
-    int T = 2;
-    for (int i = 0; i < B; i++) {
-        int len;
-        rl_data_example(data, b0 + (size_t)i, NULL, NULL, &len, NULL);
-        T = len > T ? len : T;
-    }
-    size_t bt = (size_t)B * (size_t)T;
-    t->ex = malloc((size_t)B * sizeof(int64_t));
-    t->tok = calloc(bt, sizeof(int32_t));
-    t->len = calloc((size_t)B, sizeof(int32_t));
-    t->mask = calloc(bt, 1);
-    t->ref = calloc((size_t)B, sizeof(double));
-    t->found = calloc((size_t)B, 1);
-    t->logp = calloc(bt, sizeof(float));
-    if (!t->ex || !t->tok || !t->len || !t->mask || !t->ref || !t->found || !t->logp) {
-        return RL_ENOMEM;
-    }
-    for (int i = 0; i < B; i++) {
-        const int32_t *x;
-        const uint8_t *m;
-        int n;
-        t->ex[i] = (int64_t)(b0 + (size_t)i);
-        rl_data_example(data, b0 + (size_t)i, &x, &m, &n, NULL);
-        memcpy(t->tok + (size_t)i * T, x, (size_t)n * sizeof(int32_t));
-        memcpy(t->mask + (size_t)i * T, m, (size_t)n);
-        t->len[i] = n;
-    }
-    *T_p = T;
-    return 0;
-}
-
 // The held-out pairs, micro_batch_size sequences at a time: the policy's sums (the actor's
 // logprobs at temperature 1, no dropout), the reference's (the cache, else computed and stored),
 // rl_pref_dpo_loss over all pairs (divisors: the set's pairs and chosen tokens; no update), the
@@ -413,7 +391,11 @@ static int s_evaluate(void *state, rl_run_t *run, double *acc, double *acc_greed
         // per pair k: policy chosen, rejected, reference chosen, rejected; token counts
         double *v = calloc((size_t)P * 6 + 1, sizeof(double));
         int *cnt = calloc((size_t)B + 1, sizeof(int));
-        rc = v && cnt ? s_rows(s->eval, b0, B, &t, &T) : RL_ENOMEM;
+        t.ex = malloc((size_t)B * sizeof(int64_t));
+        for (int i = 0; t.ex && i < B; i++) {
+            t.ex[i] = (int64_t)(b0 + (size_t)i);
+        }
+        rc = v && cnt && t.ex ? s_rows(s->eval, B, &t, &T) : RL_ENOMEM;
         if (rc) {
             rc = rl_errf(err, err_len, rc, "out of memory");
         }
@@ -424,14 +406,8 @@ static int s_evaluate(void *state, rl_run_t *run, double *acc, double *acc_greed
             rc = rl_run_logprobs(run, 0, t.tok, t.len, B, T, 1.0, t.logp, err, err_len);
         }
         for (int i = 0; !rc && i < B; i++) {
-            double sum = 0;
-            int n = 0;
-            for (int c = 0; c < T; c++) {
-                int on = t.mask[(size_t)i * T + c] != 0;
-                sum += on ? (double)t.logp[(size_t)i * T + c] : 0.0;
-                n += on;
-            }
-            int k = i / 2, rej = i % 2;
+            int n = 0, k = i / 2, rej = i % 2;
+            double sum = s_masked_sum(t.mask + (size_t)i * T, t.logp + (size_t)i * T, T, &n);
             v[(size_t)rej * P + k] = sum;            // s_w | s_l
             v[(size_t)(2 + rej) * P + k] = t.ref[i]; // r_w | r_l
             cnt[rej * P + k] = n;                    // n_w | n_l

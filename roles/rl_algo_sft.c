@@ -52,26 +52,6 @@ static void s_roles(const rl_recipe_t *r, rl_algo_roles_t *out) {
     out->samplers = s_wants_accuracy(r) ? r->roles.samplers : 0;
 }
 
-static rl_chat_format_t s_chat(const rl_recipe_t *r, rl_tokenizer_t *tok) {
-    switch (r->model.chat_template) {
-    case RL_RECIPE_CHAT_CHATML:
-        return RL_CHAT_CHATML;
-    case RL_RECIPE_CHAT_LLAMA3:
-        return RL_CHAT_LLAMA3;
-    case RL_RECIPE_CHAT_AUTO: {
-        const char *tpl = rl_tokenizer_chat_template(tok);
-        rl_chat_format_t f = RL_CHAT_NONE;
-        char msg[256];
-        if (tpl && rl_chat_detect(tpl, &f, msg, sizeof(msg)) != 0) {
-            f = RL_CHAT_NONE; // reported only if a messages row needs it
-        }
-        return f;
-    }
-    default:
-        return RL_CHAT_NONE;
-    }
-}
-
 static void s_destroy(void **state) {
     s_sft_t *s = *state;
     if (!s) {
@@ -158,7 +138,7 @@ static int s_create(rl_run_t *run, void **state, size_t *n_train, double *data_f
         rl_log_warn("no EOS token known (tokenizer_config.json eos_token, config.json "
                     "eos_token_id): completions are trained without one");
     }
-    d.chat = s_chat(r, run->tok);
+    d.chat = rl_run_chat_format(r, run->tok);
     s->train = rl_data_load(r->data.train, &d, run->tok, msg, sizeof(msg));
     if (!s->train) {
         return rl_errf(err, err_len, RL_EINVAL, "%s", msg);

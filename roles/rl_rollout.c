@@ -25,23 +25,6 @@ uint64_t rl_rollout_mix(uint64_t a, uint64_t b) {
 
 // ---- the data -----------------------------------------------------------------------------------
 
-static rl_chat_format_t s_chat(const rl_recipe_t *r, rl_tokenizer_t *tok) {
-    switch (r->model.chat_template) {
-    case RL_RECIPE_CHAT_CHATML: return RL_CHAT_CHATML;
-    case RL_RECIPE_CHAT_LLAMA3: return RL_CHAT_LLAMA3;
-    case RL_RECIPE_CHAT_AUTO: {
-        const char *tpl = rl_tokenizer_chat_template(tok);
-        rl_chat_format_t f = RL_CHAT_NONE;
-        char msg[256];
-        if (tpl && rl_chat_detect(tpl, &f, msg, sizeof(msg)) != 0) {
-            f = RL_CHAT_NONE;
-        }
-        return f;
-    }
-    default: return RL_CHAT_NONE;
-    }
-}
-
 // The reference answer of an evaluation row, normalised as the math reward reads numbers
 // ("1,234" -> "1234"); a text that is not a number is kept as it is. NULL when the field is
 // absent, empty or of another type (or out of memory).
@@ -85,7 +68,7 @@ int rl_rollout_data_new(const rl_recipe_t *r, rl_tokenizer_t *tok, int quiet,
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
     char msg[2048];
-    rl_chat_format_t chat = s_chat(r, tok);
+    rl_chat_format_t chat = rl_run_chat_format(r, tok);
     s->train = rl_prompts_load(r->data.train, r->data.prompt_field, tok, chat,
                                r->data.max_prompt_length, r->data.truncation, msg, sizeof(msg));
     if (!s->train) {

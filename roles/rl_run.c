@@ -14,7 +14,26 @@
 
 // ---- calls ------------------------------------------------------------------------------------
 
-uint64_t rl_run_id(rl_run_t *run) { return rl_group_next_id(run->g); }
+rl_chat_format_t rl_run_chat_format(const rl_recipe_t *r, rl_tokenizer_t *tok) {
+    switch (r->model.chat_template) {
+    case RL_RECIPE_CHAT_CHATML: return RL_CHAT_CHATML;
+    case RL_RECIPE_CHAT_LLAMA3: return RL_CHAT_LLAMA3;
+    case RL_RECIPE_CHAT_AUTO: {
+        const char *tpl = rl_tokenizer_chat_template(tok);
+        rl_chat_format_t f = RL_CHAT_NONE;
+        char msg[256];
+        if (tpl && rl_chat_detect(tpl, &f, msg, sizeof(msg)) != 0) {
+            f = RL_CHAT_NONE; // reported only if a conversational row needs it
+        }
+        return f;
+    }
+    default: return RL_CHAT_NONE;
+    }
+}
+
+uint64_t rl_run_id(rl_run_t *run) {
+    return rl_group_next_id(run->g);
+}
 
 // timeout_s, shortened to what is left before run->deadline
 static double s_timeout(const rl_run_t *run, double timeout_s) {
@@ -25,8 +44,8 @@ static double s_timeout(const rl_run_t *run, double timeout_s) {
     return timeout_s;
 }
 
-int rl_run_call(rl_run_t *run, const rl_run_group_t *grp, int rank, rl_msg_t *req,
-                rl_msg_t **reply, double timeout_s, int *timed_out, char *err, size_t err_len) {
+int rl_run_call(rl_run_t *run, const rl_run_group_t *grp, int rank, rl_msg_t *req, rl_msg_t **reply,
+                double timeout_s, int *timed_out, char *err, size_t err_len) {
     *reply = NULL;
     if (!req) {
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
@@ -36,8 +55,8 @@ int rl_run_call(rl_run_t *run, const rl_run_group_t *grp, int rank, rl_msg_t *re
         return rl_errf(err, err_len, RL_EINVAL, "no %s/%d in this run", grp->role, rank);
     }
     const char *peers[1] = {grp->names[rank]};
-    return rl_group_call(run->g, 1, peers, &req, reply, s_timeout(run, timeout_s), timed_out,
-                         err, err_len);
+    return rl_group_call(run->g, 1, peers, &req, reply, s_timeout(run, timeout_s), timed_out, err,
+                         err_len);
 }
 
 // ---- generation -------------------------------------------------------------------------------
@@ -68,25 +87,28 @@ static int s_check_reply(const rl_run_t *run, const char *peer, int64_t want,
         if (g->lens[i] < 1 || g->lens[i] > mnt) {
             return rl_errf(err, err_len, RL_EPROTO,
                            "worker %s: generate reply: completion %lld has %d tokens "
-                           "(1..sampling.max_new_tokens = %d)", peer, (long long)i, g->lens[i],
-                           mnt);
+                           "(1..sampling.max_new_tokens = %d)",
+                           peer, (long long)i, g->lens[i], mnt);
         }
         if (g->finish[i] > 1) {
             return rl_errf(err, err_len, RL_EPROTO,
                            "worker %s: generate reply: completion %lld has finish reason %d "
-                           "(0 stop, 1 length)", peer, (long long)i, g->finish[i]);
+                           "(0 stop, 1 length)",
+                           peer, (long long)i, g->finish[i]);
         }
     }
     for (int64_t i = 0; i < g->n_ids; i++) {
         if (g->ids[i] < 0 || g->ids[i] >= run->vocab) {
             return rl_errf(err, err_len, RL_EPROTO,
                            "worker %s: generate reply: token id %d outside the vocabulary "
-                           "(0..%d)", peer, g->ids[i], run->vocab - 1);
+                           "(0..%d)",
+                           peer, g->ids[i], run->vocab - 1);
         }
         if (!(g->logprobs[i] <= 0.0f) || isinf(g->logprobs[i])) {
             return rl_errf(err, err_len, RL_EPROTO,
                            "worker %s: generate reply: logprob %g of token %lld is not a "
-                           "finite number <= 0", peer, (double)g->logprobs[i], (long long)i);
+                           "finite number <= 0",
+                           peer, (double)g->logprobs[i], (long long)i);
         }
     }
     return 0;
@@ -108,8 +130,7 @@ int rl_run_completion_text(rl_run_t *run, const rl_run_gen_t *g, int j, char **t
                            size_t *len_p) {
     // a stop token is not text; a stop string is cut from the text below
     int n = g->lens[j] - (g->fin[j] == 0 && !(g->cut && g->cut[j]) ? 1 : 0);
-    int rc = rl_tokenizer_decode_known(run->tok, g->ids + g->off[j], (size_t)n, 0, text_p,
-                                       len_p);
+    int rc = rl_tokenizer_decode_known(run->tok, g->ids + g->off[j], (size_t)n, 0, text_p, len_p);
     if (rc == 0 && g->cut && g->cut[j]) {
         *len_p = s_stop_at(run, *text_p, *len_p);
         (*text_p)[*len_p] = '\0';
@@ -152,9 +173,8 @@ static int s_cut_stop_strings(rl_run_t *run, rl_run_gen_t *g) {
     return 0;
 }
 
-int rl_run_generate(rl_run_t *run, const rl_run_prompt_t *prompts, int P, int n,
-                    double temperature, uint64_t seed, int samplers, rl_run_gen_t *out,
-                    char *err, size_t err_len) {
+int rl_run_generate(rl_run_t *run, const rl_run_prompt_t *prompts, int P, int n, double temperature,
+                    uint64_t seed, int samplers, rl_run_gen_t *out, char *err, size_t err_len) {
     const rl_recipe_t *r = run->r;
     memset(out, 0, sizeof(*out));
     int ns = samplers > 0 && samplers < run->samplers.n ? samplers : run->samplers.n;
@@ -186,14 +206,20 @@ int rl_run_generate(rl_run_t *run, const rl_run_prompt_t *prompts, int P, int n,
             pidx[i - p0] = prompts[i].index;
         }
         if (!rc) {
-            rl_proto_generate_t g = {
-                .version = run->version, .prompts = ids, .n_prompt_ids = total,
-                .prompt_lens = lens, .prompt_index = pidx, .P = p1 - p0, .n = n,
-                .max_new_tokens = r->sampling.max_new_tokens, .temperature = temperature,
-                .top_p = temperature > 0 ? r->sampling.top_p : 1.0,
-                .top_k = temperature > 0 ? r->sampling.top_k : 0,
-                .seed = (int64_t)(seed & 0x7fffffffffffffffull),
-                .stop_ids = run->n_stop > 0 ? run->stop_ids : NULL, .n_stop = run->n_stop};
+            rl_proto_generate_t g = {.version = run->version,
+                                     .prompts = ids,
+                                     .n_prompt_ids = total,
+                                     .prompt_lens = lens,
+                                     .prompt_index = pidx,
+                                     .P = p1 - p0,
+                                     .n = n,
+                                     .max_new_tokens = r->sampling.max_new_tokens,
+                                     .temperature = temperature,
+                                     .top_p = temperature > 0 ? r->sampling.top_p : 1.0,
+                                     .top_k = temperature > 0 ? r->sampling.top_k : 0,
+                                     .seed = (int64_t)(seed & 0x7fffffffffffffffull),
+                                     .stop_ids = run->n_stop > 0 ? run->stop_ids : NULL,
+                                     .n_stop = run->n_stop};
             rc = rl_proto_generate_encode(&g, rl_run_id(run), &reqs[k], err, err_len);
         }
         free(ids);
@@ -277,8 +303,8 @@ int rl_run_export(rl_run_t *run, float **w_p, int64_t *n_p, char *err, size_t er
     *n_p = 0;
     rl_msg_t *req = NULL, *rep = NULL;
     rl_proto_request(RL_PROTO_EXPORT_WEIGHTS, rl_run_id(run), &req);
-    int rc = rl_run_call(run, &run->actor, 0, req, &rep, run->r->roles.request_timeout, NULL,
-                         err, err_len);
+    int rc = rl_run_call(run, &run->actor, 0, req, &rep, run->r->roles.request_timeout, NULL, err,
+                         err_len);
     if (rc) {
         return rc;
     }
@@ -302,8 +328,7 @@ int rl_run_sync(rl_run_t *run, const float *weights, int64_t n, char *err, size_
     rl_msg_t *reqs[RL_RUN_MAX_RANKS] = {0}, *reps[RL_RUN_MAX_RANKS] = {0};
     const char *peers[RL_RUN_MAX_RANKS] = {0};
     int ns = run->samplers.n, rc = 0;
-    rl_proto_load_weights_t q = {run->version, run->r->lora.enabled ? "lora" : "full", weights,
-                                 n};
+    rl_proto_load_weights_t q = {run->version, run->r->lora.enabled ? "lora" : "full", weights, n};
     for (int k = 0; k < ns && !rc; k++) {
         rc = rl_proto_load_weights_encode(&q, rl_run_id(run), &reqs[k], err, err_len);
         peers[k] = run->samplers.names[k];
@@ -314,8 +339,8 @@ int rl_run_sync(rl_run_t *run, const float *weights, int64_t n, char *err, size_
         }
         return rc;
     }
-    rc = rl_group_call(run->g, ns, peers, reqs, reps,
-                       s_timeout(run, run->r->roles.request_timeout), NULL, err, err_len);
+    rc = rl_group_call(run->g, ns, peers, reqs, reps, s_timeout(run, run->r->roles.request_timeout),
+                       NULL, err, err_len);
     for (int k = 0; !rc && k < ns; k++) {
         rl_msg_free(&reps[k]);
     }
@@ -328,15 +353,13 @@ int rl_run_logprobs(rl_run_t *run, int reference, const int32_t *tokens, const i
                     int64_t B, int64_t T, double temperature, float *logp, char *err,
                     size_t err_len) {
     // the reference: its own worker when the run has one, else the actor with adapters off
-    const rl_run_group_t *grp = reference && run->reference.n > 0 ? &run->reference
-                                                                   : &run->actor;
-    rl_proto_logprobs_t q = {tokens, lengths, B, T, !reference || run->reference.n > 0,
+    const rl_run_group_t *grp = reference && run->reference.n > 0 ? &run->reference : &run->actor;
+    rl_proto_logprobs_t q = {tokens,     lengths, B, T, !reference || run->reference.n > 0,
                              temperature};
     rl_msg_t *req = NULL, *rep = NULL;
     int rc = rl_proto_logprobs_encode(&q, rl_run_id(run), &req, err, err_len);
     if (!rc) {
-        rc = rl_run_call(run, grp, 0, req, &rep, run->r->roles.request_timeout, NULL, err,
-                         err_len);
+        rc = rl_run_call(run, grp, 0, req, &rep, run->r->roles.request_timeout, NULL, err, err_len);
     }
     if (rc) {
         return rc;
@@ -359,8 +382,8 @@ int rl_run_values(rl_run_t *run, const int32_t *tokens, const int32_t *lengths, 
     rl_msg_t *req = NULL, *rep = NULL;
     int rc = rl_proto_values_encode(&q, rl_run_id(run), &req, err, err_len);
     if (!rc) {
-        rc = rl_run_call(run, &run->critic, 0, req, &rep, run->r->roles.request_timeout, NULL,
-                         err, err_len);
+        rc = rl_run_call(run, &run->critic, 0, req, &rep, run->r->roles.request_timeout, NULL, err,
+                         err_len);
     }
     if (rc) {
         return rc;
@@ -383,8 +406,7 @@ int rl_run_train(rl_run_t *run, const rl_run_group_t *grp, const rl_proto_train_
     *rep = NULL;
     int rc = rl_proto_train_encode(q, rl_run_id(run), &req, err, err_len);
     if (!rc) {
-        rc = rl_run_call(run, grp, 0, req, rep, run->r->roles.request_timeout, NULL, err,
-                         err_len);
+        rc = rl_run_call(run, grp, 0, req, rep, run->r->roles.request_timeout, NULL, err, err_len);
     }
     if (rc) {
         return rc;
@@ -401,9 +423,9 @@ int rl_run_train(rl_run_t *run, const rl_run_group_t *grp, const rl_proto_train_
 
 // ---- evaluation -------------------------------------------------------------------------------
 
-int rl_run_eval_accuracy(rl_run_t *run, const rl_run_prompt_t *prompts, char *const *answers,
-                         int P, double temperature, uint64_t seed, int samplers, double *acc,
-                         double *fmt, double *mean_len, char *err, size_t err_len) {
+int rl_run_eval_accuracy(rl_run_t *run, const rl_run_prompt_t *prompts, char *const *answers, int P,
+                         double temperature, uint64_t seed, int samplers, double *acc, double *fmt,
+                         double *mean_len, char *err, size_t err_len) {
     rl_run_gen_t g;
     int rc = rl_run_generate(run, prompts, P, 1, temperature, seed, samplers, &g, err, err_len);
     if (rc) {

@@ -7,6 +7,7 @@
 #ifndef RL_RUN_H
 #define RL_RUN_H
 
+#include "rl_chat.h"
 #include "rl_config.h"
 #include "rl_data.h"
 #include "rl_group.h"
@@ -58,6 +59,11 @@ typedef struct rl_run {
     int n_stop_str;
     double deadline;               // > 0: no call may wait past this monotonic time
 } rl_run_t;
+
+// The chat format a recipe renders messages with: model.chat_template when it names one; `auto`:
+// the one tokenizer_config.json's chat_template is (RL_CHAT_NONE when it has none or an unknown
+// one: a conversational row then says so); `none`: RL_CHAT_NONE.
+rl_chat_format_t rl_run_chat_format(const rl_recipe_t *r, rl_tokenizer_t *tok);
 
 // ---- calls ------------------------------------------------------------------------------------
 

@@ -3,6 +3,7 @@
 #include "rl_refcache.h"
 
 #include "rl_err.h"
+#include "rl_lmdb.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -118,21 +119,6 @@ int rl_refcache_hash_model(const char *dir, uint64_t h, uint64_t *out, char *err
 
 // ---- the environment ----------------------------------------------------------------------------
 
-// LMDB's negative codes as RL_E* (positive errno passes through).
-static int s_code(int rc) {
-    if (rc >= 0) {
-        return rc;
-    }
-    switch (rc) {
-    case MDB_NOTFOUND: return RL_ENOTFOUND;
-    case MDB_VERSION_MISMATCH: return RL_EVERSION;
-    case MDB_INVALID:
-    case MDB_CORRUPTED:
-    case MDB_PAGE_NOTFOUND:
-    case MDB_BAD_VALSIZE: return RL_EPROTO;
-    default: return RL_EIO;
-    }
-}
 
 static int s_mkdirs(const char *dir) {
     char p[4096];
@@ -231,7 +217,7 @@ int rl_refcache_new_sized(const char *dir, size_t map_size, rl_refcache_t **out,
             mdb_txn_abort(txn);
         }
         rl_refcache_destroy(&self);
-        return rl_errf(err, err_len, s_code(rc), "%s: %s", dir, mdb_strerror(rc));
+        return rl_errf(err, err_len, rl_lmdb_code(rc), "%s: %s", dir, mdb_strerror(rc));
     }
     *out = self;
     return 0;
@@ -290,7 +276,7 @@ int rl_refcache_get(rl_refcache_t *self, uint64_t data_hash, uint64_t ref_hash, 
         mdb_txn_abort(txn);
     }
     if (rc) {
-        return rl_errf(err, err_len, s_code(rc), "reference cache: %s", mdb_strerror(rc));
+        return rl_errf(err, err_len, rl_lmdb_code(rc), "reference cache: %s", mdb_strerror(rc));
     }
     if (hits) {
         *hits = count;
@@ -322,7 +308,7 @@ int rl_refcache_put(rl_refcache_t *self, uint64_t data_hash, uint64_t ref_hash, 
             mdb_txn_abort(txn);
         }
         if (rc != MDB_MAP_FULL) {
-            return rc ? rl_errf(err, err_len, s_code(rc), "reference cache: %s", mdb_strerror(rc))
+            return rc ? rl_errf(err, err_len, rl_lmdb_code(rc), "reference cache: %s", mdb_strerror(rc))
                       : 0;
         }
         // full: double the map and write the whole batch again (nothing of it was committed)

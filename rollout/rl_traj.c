@@ -7,6 +7,7 @@
 #include "rl_traj.h"
 
 #include "rl_err.h"
+#include "rl_lmdb.h"
 #include "rl_mpack.h"
 
 #include <errno.h>
@@ -67,25 +68,8 @@ static void s_key_name(const MDB_val *k, char *out, size_t cap) {
 
 // ---- errors ---------------------------------------------------------------------------------
 
-// LMDB codes -> RL_E* (MDB_* are negative and rl_strerror does not know them); positive errno
-// passes through.
-static int s_code(int rc) {
-    if (rc >= 0 || (rc <= -1001 && rc >= -1099)) {
-        return rc;
-    }
-    switch (rc) {
-    case MDB_NOTFOUND: return RL_ENOTFOUND;
-    case MDB_VERSION_MISMATCH: return RL_EVERSION;
-    case MDB_INVALID:
-    case MDB_CORRUPTED:
-    case MDB_PAGE_NOTFOUND:
-    case MDB_BAD_VALSIZE: return RL_EPROTO;
-    default: return RL_EIO;
-    }
-}
-
 static int s_mdb_err(char *err, size_t err_len, int rc, const char *what) {
-    return rl_errf(err, err_len, s_code(rc), "%s: %s", what, mdb_strerror(rc));
+    return rl_errf(err, err_len, rl_lmdb_code(rc), "%s: %s", what, mdb_strerror(rc));
 }
 
 // ---- msgpack writing ------------------------------------------------------------------------
@@ -873,14 +857,14 @@ int rl_traj_open_sized(const char *path, unsigned flags, size_t map_size, rl_tra
         rc = mdb_env_set_mapsize(self->env, map_size ? map_size : RL_TRAJ_MAP_INITIAL);
     }
     if (rc) {
-        rc = rl_errf(err, err_len, s_code(rc), "%s: %s", path, mdb_strerror(rc));
+        rc = rl_errf(err, err_len, rl_lmdb_code(rc), "%s: %s", path, mdb_strerror(rc));
         goto fail;
     }
     // Synced commits: a step is on disk when put_step returns, so a resumed run finds every
     // step it was told about (the cost, about a millisecond a step, is in docs/trajectories.md).
     rc = mdb_env_open(self->env, path, ro ? MDB_RDONLY : 0, 0664);
     if (rc) {
-        rc = rl_errf(err, err_len, s_code(rc), "%s: %s", path, mdb_strerror(rc));
+        rc = rl_errf(err, err_len, rl_lmdb_code(rc), "%s: %s", path, mdb_strerror(rc));
         goto fail;
     }
     rc = ro ? s_init_ro(self, msg, sizeof msg)
@@ -1109,7 +1093,7 @@ int rl_traj_read_step(rl_traj_t *self, uint64_t step, rl_traj_record_t **recs_p,
     }
     if (rc) {
         s_mdb_err(err, err_len, rc, "read");
-        rc = s_code(rc);
+        rc = rl_lmdb_code(rc);
         goto fail;
     }
     uint8_t kb[S_KEY_LEN];
@@ -1154,7 +1138,7 @@ int rl_traj_read_step(rl_traj_t *self, uint64_t step, rl_traj_record_t **recs_p,
     }
     if (rc != 0 && rc != MDB_NOTFOUND) {
         s_mdb_err(err, err_len, rc, "read");
-        rc = s_code(rc);
+        rc = rl_lmdb_code(rc);
         goto fail;
     }
     mdb_cursor_close(c);
@@ -1220,7 +1204,7 @@ int rl_traj_steps(rl_traj_t *self, uint64_t **steps_p, int *n_p, char *err, size
     }
     if (rc != MDB_NOTFOUND) {
         s_mdb_err(err, err_len, rc, "steps");
-        rc = s_code(rc);
+        rc = rl_lmdb_code(rc);
         goto fail;
     }
     mdb_cursor_close(c);
