@@ -12,9 +12,13 @@
 //      rpo_alpha) over micro-batches of whole pairs, then clip and AdamW;
 //   4. the metrics with TRL's names: rewards/chosen, rewards/rejected, rewards/accuracies,
 //      rewards/margins, logps/chosen, logps/rejected (and nll_loss with RPO).
-// Evaluation (every train.eval_every steps, with data.eval_pairs): the same loss and metrics on
-// the held-out pairs under eval/ (the policy's sums from the actor, no dropout; the reference's
-// from the cache). Accuracy by sampling held-out prompts is not there yet (issue 12).
+// Evaluation (before training, every train.eval_every steps and after the last step):
+//   - with data.eval, eval/accuracy and eval/accuracy_greedy keep their meaning for every
+//     algorithm: the held-out prompts sampled at the recipe's temperature and greedily on the
+//     samplers (the actor's weights synced to them first) and scored by the task's rule
+//     (rl_rollout_evaluate, as GRPO does);
+//   - with data.eval_pairs, the same loss and metrics as training on the held-out pairs under
+//     eval/ (the policy's sums from the actor, no dropout; the reference's from the cache).
 #include "rl_algo.h"
 
 #include "rl_chat.h"
@@ -24,6 +28,7 @@
 #include "rl_log.h"
 #include "rl_pref.h"
 #include "rl_refcache.h"
+#include "rl_rollout.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -31,14 +36,16 @@
 #include <string.h>
 
 typedef struct {
-    rl_data_t *train; // preference rows: 2 examples a pair
-    rl_data_t *eval;  // data.eval_pairs, or NULL
+    rl_data_t *train;       // preference rows: 2 examples a pair
+    rl_data_t *eval;        // data.eval_pairs, or NULL
+    rl_rollout_data_t *acc; // data.eval's prompts and answers (accuracy by sampling), or NULL
     rl_refcache_t *cache;
     uint64_t data_hash, eval_hash, ref_hash;
 } s_dpo_t;
 
 static void s_roles(const rl_recipe_t *r, rl_algo_roles_t *out) {
     out->reference = r->roles.reference == RL_RECIPE_REF_WORKER;
+    out->samplers = r->data.eval ? r->roles.samplers : 0; // only to measure eval/accuracy
 }
 
 static void s_destroy(void **state) {
@@ -46,6 +53,7 @@ static void s_destroy(void **state) {
     if (s) {
         rl_data_destroy(&s->train);
         rl_data_destroy(&s->eval);
+        rl_rollout_data_destroy(&s->acc);
         rl_refcache_destroy(&s->cache);
         free(s);
     }
@@ -122,6 +130,13 @@ static int s_create(rl_run_t *run, void **state, size_t *n_train, double *data_f
             return rl_errf(err, err_len, RL_EINVAL, "%s", msg);
         }
     }
+    if (r->data.eval) {
+        int rc = rl_rollout_data_new(r, run->tok, RL_ROLLOUT_QUIET | RL_ROLLOUT_EVAL_ONLY, &s->acc,
+                                     err, err_len);
+        if (rc) {
+            return rc;
+        }
+    }
     // the cache's keys: the tokenized data (every example's tokens and mask) and the reference
     int longest = 2;
     s->data_hash = s_hash_data(s->train, &longest);
@@ -136,9 +151,16 @@ static int s_create(rl_run_t *run, void **state, size_t *n_train, double *data_f
     if (rc) {
         return rc;
     }
-    rl_log_info("preference data: %zu pairs; reference cache %s", rl_data_count(s->train) / 2, dir);
+    rl_log_info("preference data: %zu pairs, %zu held-out pairs, %d held-out prompts; reference "
+                "cache %s",
+                rl_data_count(s->train) / 2, s->eval ? rl_data_count(s->eval) / 2 : (size_t)0,
+                s->acc ? s->acc->n_eval : 0, dir);
     *n_train = rl_data_count(s->train) / 2;
     *data_frame = 8.0 * 2.0 * (double)r->train.batch_size * (double)longest;
+    if (s->acc) {
+        double f = rl_rollout_data_frame(run, s->acc, 0);
+        *data_frame = f > *data_frame ? f : *data_frame;
+    }
     return 0;
 }
 
@@ -324,8 +346,7 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
         rl_data_sampler_seek(run->order, pos0); // the step's pairs are taken again on resume
         return rc;
     }
-    run->step++;
-    run->version = run->step;
+    run->step++; // run->version stays: the samplers are synced before an evaluation only
     run->actor_consistent = 1;
     run->num_tokens += n_all;
     *advanced_p = 1;
@@ -359,15 +380,11 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
 // logprobs at temperature 1, no dropout), the reference's (the cache, else computed and stored),
 // rl_pref_dpo_loss over all pairs (divisors: the set's pairs and chosen tokens; no update), the
 // metrics under eval/.
-static int s_evaluate(void *state, rl_run_t *run, double *acc, double *acc_greedy, char *note,
-                      size_t note_len, char *err, size_t err_len) {
-    s_dpo_t *s = state;
+static int s_eval_pairs(s_dpo_t *s, rl_run_t *run, char *note, size_t note_len, char *err,
+                        size_t err_len) {
     const rl_recipe_t *r = run->r;
-    *acc = *acc_greedy = NAN;
-    if (!s->eval) {
-        return 0;
-    }
     double t0 = rl_clock_now(), loss = 0, nll_denom = 0;
+    int computed_all = 0;
     size_t n_ex = rl_data_count(s->eval);
     int mb = r->train.micro_batch_size >= 2 ? r->train.micro_batch_size / 2 * 2 : 2;
     rl_pref_dpo_t cfg = {r->algorithm.loss_type, r->algorithm.beta, r->algorithm.label_smoothing,
@@ -401,6 +418,7 @@ static int s_evaluate(void *state, rl_run_t *run, double *acc, double *acc_greed
         }
         if (!rc) {
             rc = s_reference(run, s, s->eval_hash, &t, B, T, &computed, err, err_len);
+            computed_all += computed;
         }
         if (!rc) {
             rc = rl_run_logprobs(run, 0, t.tok, t.len, B, T, 1.0, t.logp, err, err_len);
@@ -445,9 +463,38 @@ static int s_evaluate(void *state, rl_run_t *run, double *acc, double *acc_greed
     rl_metrics_add(mt, "eval/rewards/margins", st.margin / pairs);
     rl_metrics_add(mt, "eval/logps/chosen", st.logp_chosen / pairs);
     rl_metrics_add(mt, "eval/logps/rejected", st.logp_rejected / pairs);
-    rl_metrics_add(mt, "timing/eval", rl_clock_now() - t0);
+    rl_metrics_add(mt, "eval/ref/computed", computed_all);
+    rl_metrics_add(mt, "timing/eval_pairs", rl_clock_now() - t0);
     snprintf(note, note_len, "eval loss %.4f acc %.2f", loss, st.accuracy / pairs);
     return 0;
+}
+
+static int s_evaluate(void *state, rl_run_t *run, double *acc, double *acc_greedy, char *note,
+                      size_t note_len, char *err, size_t err_len) {
+    s_dpo_t *s = state;
+    *acc = *acc_greedy = NAN;
+    note[0] = 0;
+    int rc = 0;
+    if (s->acc && run->samplers.n > 0 && run->version != run->step) {
+        // the samplers get the weights of this step (DPO samples nothing in training)
+        float *w = NULL;
+        int64_t n = 0;
+        rc = rl_run_export(run, &w, &n, err, err_len);
+        if (!rc) {
+            run->version = run->step;
+            rc = rl_run_sync(run, w, n, err, err_len);
+        }
+        free(w);
+    }
+    char a[128] = "", p[128] = "";
+    if (!rc && s->acc && run->samplers.n > 0) {
+        rc = rl_rollout_evaluate(s->acc, run, acc, acc_greedy, a, sizeof a, err, err_len);
+    }
+    if (!rc && s->eval) {
+        rc = s_eval_pairs(s, run, p, sizeof p, err, err_len);
+    }
+    snprintf(note, note_len, "%s%s%s", a, a[0] && p[0] ? ", " : "", p);
+    return rc;
 }
 
 static const rl_algo_t s_algo = {
@@ -457,7 +504,7 @@ static const rl_algo_t s_algo = {
     .destroy = s_destroy,
     .step = s_step,
     .evaluate = s_evaluate,
-    .bookends = 0,
+    .bookends = 1,
     .stores = 0,
 };
 

@@ -60,7 +60,7 @@ void rl_rollout_data_destroy(rl_rollout_data_t **self_p) {
     *self_p = NULL;
 }
 
-int rl_rollout_data_new(const rl_recipe_t *r, rl_tokenizer_t *tok, int quiet,
+int rl_rollout_data_new(const rl_recipe_t *r, rl_tokenizer_t *tok, unsigned flags,
                         rl_rollout_data_t **out, char *err, size_t err_len) {
     rl_rollout_data_t *s = calloc(1, sizeof *s);
     *out = s;
@@ -69,12 +69,14 @@ int rl_rollout_data_new(const rl_recipe_t *r, rl_tokenizer_t *tok, int quiet,
     }
     char msg[2048];
     rl_chat_format_t chat = rl_run_chat_format(r, tok);
-    s->train = rl_prompts_load(r->data.train, r->data.prompt_field, tok, chat,
-                               r->data.max_prompt_length, r->data.truncation, msg, sizeof(msg));
-    if (!s->train) {
-        return rl_errf(err, err_len, RL_EINVAL, "%s", msg);
+    if (!(flags & RL_ROLLOUT_EVAL_ONLY)) {
+        s->train = rl_prompts_load(r->data.train, r->data.prompt_field, tok, chat,
+                                   r->data.max_prompt_length, r->data.truncation, msg, sizeof(msg));
+        if (!s->train) {
+            return rl_errf(err, err_len, RL_EINVAL, "%s", msg);
+        }
     }
-    if (rl_prompts_dropped(s->train)) {
+    if (s->train && rl_prompts_dropped(s->train)) {
         rl_log_warn("%s: %zu prompts dropped (longer than data.max_prompt_length %d)",
                     r->data.train, rl_prompts_dropped(s->train), r->data.max_prompt_length);
     }
@@ -113,8 +115,9 @@ int rl_rollout_data_new(const rl_recipe_t *r, rl_tokenizer_t *tok, int quiet,
             s->eval_prompts[i] = (rl_run_prompt_t){p->ids, p->len, i};
         }
     }
-    if (!quiet) {
-        rl_log_info("prompts: %zu train, %zu eval", rl_prompts_count(s->train),
+    if (!(flags & RL_ROLLOUT_QUIET)) {
+        rl_log_info("prompts: %zu train, %zu eval",
+                    s->train ? rl_prompts_count(s->train) : (size_t)0,
                     s->eval ? rl_prompts_count(s->eval) : (size_t)0);
     }
     return 0;
@@ -127,7 +130,7 @@ int rl_rollout_preflight(const rl_recipe_t *r, char *err, size_t err_len) {
         return rl_recipe_errorf(r, "model.tokenizer", err, err_len, RL_EINVAL, "%s", msg);
     }
     rl_rollout_data_t *s = NULL;
-    int rc = rl_rollout_data_new(r, tok, 1, &s, err, err_len);
+    int rc = rl_rollout_data_new(r, tok, RL_ROLLOUT_QUIET, &s, err, err_len);
     rl_rollout_data_destroy(&s);
     rl_tokenizer_destroy(&tok);
     for (int k = 0; !rc && k < r->n_rewards; k++) {

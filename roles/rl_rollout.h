@@ -29,9 +29,12 @@ typedef struct {
 
 // The training and eval prompts of a recipe (data.train, data.eval, data.prompt_field, the chat
 // template, data.max_prompt_length and data.truncation), and the eval answers
-// (data.answer_field, normalised as the math reward reads numbers). quiet: no info lines.
-// caller owns *out (also on failure, partly filled); free with rl_rollout_data_destroy.
-int rl_rollout_data_new(const rl_recipe_t *r, rl_tokenizer_t *tok, int quiet,
+// (data.answer_field, normalised as the math reward reads numbers). flags: RL_ROLLOUT_QUIET (no
+// info lines), RL_ROLLOUT_EVAL_ONLY (the held-out prompts only: train stays NULL; an algorithm
+// that trains on other data but measures accuracy by sampling, as DPO). caller owns *out (also on
+// failure, partly filled); free with rl_rollout_data_destroy.
+enum { RL_ROLLOUT_QUIET = 1u, RL_ROLLOUT_EVAL_ONLY = 2u };
+int rl_rollout_data_new(const rl_recipe_t *r, rl_tokenizer_t *tok, unsigned flags,
                         rl_rollout_data_t **out, char *err, size_t err_len);
 void rl_rollout_data_destroy(rl_rollout_data_t **self_p);
 

@@ -7,8 +7,12 @@
 //      data and base computes none and trains to the same bytes;
 //   3. resume is exact: --stop-at 3 + --resume == one go (metrics, adapter bytes);
 //   4. a DPO recipe with rows of another layout is refused naming the key;
-//   5. held-out pairs (data.eval_pairs) every train.eval_every steps: TRL's metrics under eval/,
-//      improving with training.
+//   5. held-out pairs (data.eval_pairs) before training, every train.eval_every steps and after
+//      the last: TRL's metrics under eval/, improving with training, their reference sums
+//      computed once (eval/ref/computed);
+//   6. held-out prompts (data.eval): eval/accuracy and eval/accuracy_greedy by sampling on the
+//      samplers, which get the actor's weights first (the draws are the same at every evaluation,
+//      so a change of eval/accuracy is the weights').
 #include "rl_test.h"
 #include "rl_test_run.h"
 
@@ -50,12 +54,14 @@ static void s_files(void) {
                 "run: {seed: 3}\n"
                 "model: {path: %s/cookbook/models/arith-noisy-base}\n"
                 "lora: {enabled: true, r: 4, alpha: 8}\n"
-                "data: {train: %s/pairs.jsonl, eval_pairs: %s/heldout.jsonl}\n"
+                "data: {train: %s/pairs.jsonl, eval_pairs: %s/heldout.jsonl,\n"
+                "       eval: %s/cookbook/data/arith/eval.jsonl}\n"
                 "algorithm: {name: dpo, beta: 0.1}\n"
+                "sampling: {max_new_tokens: 40}\n"
                 "optim: {lr: 1.0e-3}\n"
                 "train: {steps: 6, batch_size: 4, micro_batch_size: 4, save_every: 3, "
-                "eval_every: 3}\n",
-                RL_SOURCE_DIR, s_tmp, s_tmp);
+                "eval_every: 3, eval_samples: 24}\n",
+                RL_SOURCE_DIR, s_tmp, s_tmp, RL_SOURCE_DIR);
         fclose(f);
     }
 }
@@ -86,6 +92,7 @@ static json_t *s_no_ref(json_t *m) {
     json_t *c = json_deep_copy(m);
     for (size_t i = 0; i < json_array_size(c); i++) {
         json_object_del(json_array_get(c, i), "ref/computed");
+        json_object_del(json_array_get(c, i), "eval/ref/computed");
     }
     return c;
 }
@@ -96,7 +103,7 @@ int main(void) {
     // 1. one go, a fresh cache
     CHECK_INT(s_run("a", "cache1", ""), 0);
     json_t *ma = rl_test_metrics(s_tmp, "a");
-    CHECK_INT((int)json_array_size(ma), 6);
+    CHECK_INT((int)json_array_size(ma), 7); // step 0: the evaluation before training
     static const char *const names[] = {"loss",
                                         "grad_norm",
                                         "learning_rate",
@@ -109,26 +116,51 @@ int main(void) {
                                         "num_tokens",
                                         "ref/computed",
                                         NULL};
-    for (size_t i = 0; i < json_array_size(ma); i++) {
+    for (size_t i = 1; i < json_array_size(ma); i++) {
         json_t *o = json_array_get(ma, i);
         for (int k = 0; names[k]; k++) {
-            CHECK_MSG(json_is_number(json_object_get(o, names[k])), "step %zu: no %s", i + 1,
-                      names[k]);
+            CHECK_MSG(json_is_number(json_object_get(o, names[k])), "step %zu: no %s", i, names[k]);
         }
         CHECK_MSG(json_number_value(json_object_get(o, "ref/computed")) == 8,
-                  "step %zu: %g reference sums computed, expected 8 (4 new pairs)", i + 1,
+                  "step %zu: %g reference sums computed, expected 8 (4 new pairs)", i,
                   json_number_value(json_object_get(o, "ref/computed")));
     }
-    double l1 = json_number_value(json_object_get(json_array_get(ma, 0), "loss"));
-    double acc = json_number_value(json_object_get(json_array_get(ma, 5), "rewards/accuracies"));
+    double l1 = json_number_value(json_object_get(json_array_get(ma, 1), "loss"));
+    double acc = json_number_value(json_object_get(json_array_get(ma, 6), "rewards/accuracies"));
     CHECK_MSG(fabs(l1 - log(2.0)) < 1e-6, "first loss %.9g, want ln 2", l1);
     CHECK_MSG(acc == 1.0, "the pairs were not learned: rewards/accuracies %g at step 6", acc);
-    // held-out pairs every 3 steps, under eval/, improving with training
-    json_t *e3 = json_array_get(ma, 2), *e6 = json_array_get(ma, 5);
+    // held-out pairs before training and every 3 steps, under eval/, improving with training;
+    // their reference sums computed at the first evaluation only
+    json_t *e0 = json_array_get(ma, 0), *e3 = json_array_get(ma, 3), *e6 = json_array_get(ma, 6);
     CHECK_MSG(json_is_number(json_object_get(e3, "eval/rewards/accuracies")) &&
                   json_is_number(json_object_get(e6, "eval/loss")) &&
-                  !json_object_get(json_array_get(ma, 1), "eval/loss"),
-              "eval/ metrics missing at steps 3 and 6, or present at 2");
+                  json_is_number(json_object_get(e0, "eval/loss")) &&
+                  !json_object_get(json_array_get(ma, 2), "eval/loss"),
+              "eval/ metrics missing at steps 0, 3 and 6, or present at 2");
+    CHECK_MSG(json_number_value(json_object_get(e0, "eval/ref/computed")) == 24 &&
+                  json_number_value(json_object_get(e3, "eval/ref/computed")) == 0 &&
+                  json_number_value(json_object_get(e6, "eval/ref/computed")) == 0,
+              "held-out reference sums computed %g, %g, %g times at steps 0, 3, 6 (want 24, 0, 0)",
+              json_number_value(json_object_get(e0, "eval/ref/computed")),
+              json_number_value(json_object_get(e3, "eval/ref/computed")),
+              json_number_value(json_object_get(e6, "eval/ref/computed")));
+    CHECK_MSG(fabs(json_number_value(json_object_get(e0, "eval/loss")) - log(2.0)) < 1e-6,
+              "eval/loss %.9g before training, want ln 2 (the policy is its reference)",
+              json_number_value(json_object_get(e0, "eval/loss")));
+    // held-out prompts sampled at every evaluation; the samplers follow the actor's weights
+    double g0 = json_number_value(json_object_get(e0, "eval/accuracy_greedy"));
+    double g6 = json_number_value(json_object_get(e6, "eval/accuracy_greedy"));
+    CHECK_MSG(json_is_number(json_object_get(e0, "eval/accuracy")) &&
+                  json_is_number(json_object_get(e3, "eval/accuracy")) &&
+                  json_is_number(json_object_get(e6, "eval/accuracy")) &&
+                  json_is_number(json_object_get(e6, "eval/format_rate")),
+              "eval/accuracy missing at steps 0, 3 or 6");
+    fprintf(stderr, "held-out prompts: eval/accuracy %.3f -> %.3f, greedy %.3f -> %.3f\n",
+            json_number_value(json_object_get(e0, "eval/accuracy")),
+            json_number_value(json_object_get(e6, "eval/accuracy")), g0, g6);
+    CHECK_MSG(json_number_value(json_object_get(e0, "eval/accuracy")) !=
+                  json_number_value(json_object_get(e6, "eval/accuracy")),
+              "eval/accuracy did not move in 6 steps: the samplers kept the base weights?");
     double el3 = json_number_value(json_object_get(e3, "eval/loss"));
     double el6 = json_number_value(json_object_get(e6, "eval/loss"));
     double ea6 = json_number_value(json_object_get(e6, "eval/rewards/accuracies"));
@@ -140,6 +172,8 @@ int main(void) {
     // 2. the same data and base again: nothing computed, the same training
     CHECK_INT(s_run("b", "cache1", ""), 0);
     json_t *mb = rl_test_metrics(s_tmp, "b");
+    CHECK_MSG(json_number_value(json_object_get(json_array_get(mb, 0), "eval/ref/computed")) == 0,
+              "a second run computed the held-out reference sums again");
     CHECK_MSG(s_computed(mb) == 0, "a second run computed %g reference sums", s_computed(mb));
     json_t *xa = s_no_ref(ma), *xb = s_no_ref(mb);
     CHECK_MSG(json_equal(xa, xb), "cached reference sums changed the training");
