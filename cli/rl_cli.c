@@ -131,8 +131,9 @@ double rl_cli_math_score(void *ctx, const char *text, size_t len, const char *an
 
 // The recipe loader only checks that model.path holds a config.json; here the folder is read
 // as `run` will read it: config.json (and generation_config.json) parse, the weights match the
-// tensors the config implies, and the tokenizer loads and fits in the model's vocabulary. A
-// problem is reported at the recipe line that named the folder or the tokenizer.
+// tensors the config implies (a reward model's, algorithm rm, may also be a sequence
+// classifier's: score.weight, no lm_head), and the tokenizer loads and fits in the model's
+// vocabulary. A problem is reported at the recipe line that named the folder or the tokenizer.
 int rl_cli_check_model(const rl_recipe_t *r, char *err, size_t err_len) {
     char msg[2048];
     rl_hf_config_t cfg;
@@ -146,7 +147,8 @@ int rl_cli_check_model(const rl_recipe_t *r, char *err, size_t err_len) {
     if (!weights) {
         return rl_recipe_errorf(r, "model.path", err, err_len, RL_EINVAL, "%s", msg);
     }
-    rc = rl_hf_check_weights(&cfg, weights, msg, sizeof msg);
+    int seq_cls = r->algorithm.name == RL_RECIPE_ALGO_RM;
+    rc = rl_hf_check_weights_ex(&cfg, weights, seq_cls, msg, sizeof msg);
     rl_st_model_destroy(&weights);
     if (rc != 0) {
         return rl_recipe_errorf(r, "model.path", err, err_len, RL_EINVAL, "%s", msg);

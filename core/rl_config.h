@@ -54,6 +54,7 @@ enum {
     RL_RECIPE_ALGO_SFT = 1,
     RL_RECIPE_ALGO_PPO = 2,
     RL_RECIPE_ALGO_DPO = 3,
+    RL_RECIPE_ALGO_RM = 4,
     RL_RECIPE_NALGO
 };
 
@@ -210,10 +211,11 @@ typedef struct {
     char *eval;      // NULL when unset
     int format;      // RL_RECIPE_FORMAT_*
     char *prompt_field, *completion_field, *answer_field, *text_field, *messages_field;
-    char *chosen_field, *rejected_field; // DPO's preference rows
-    char *ref_cache; // DPO: the reference sums' cache folder; NULL: $XDG_CACHE_HOME/rlctl/refcache
-    char *eval_pairs; // DPO: held-out preference rows, or NULL
-    int max_length;        // SFT
+    char *chosen_field, *rejected_field; // DPO's and RM's preference rows
+    char *margin_field;                  // RM: a pair's margin (used when the rows have it)
+    char *ref_cache;  // DPO: the reference sums' cache folder; NULL: $XDG_CACHE_HOME/rlctl/refcache
+    char *eval_pairs; // DPO, RM: held-out preference rows, or NULL
+    int max_length;   // SFT
     int max_prompt_length; // GRPO
     int truncation;  // RL_RECIPE_TRUNC_*
     bool shuffle;
@@ -246,9 +248,11 @@ typedef struct {
     double kl_horizon;       // the controller's horizon (sequences)
     int critic_warmup_steps; // first rollouts train only the critic
     // DPO (beta above is its beta)
-    int loss_type;           // RL_RECIPE_PREF_*
-    double label_smoothing;  // cDPO's epsilon (sigmoid)
-    double rpo_alpha;        // weight of RPO's NLL term on chosen; 0 = off
+    int loss_type;          // RL_RECIPE_PREF_*
+    double label_smoothing; // cDPO's epsilon (sigmoid)
+    double rpo_alpha;       // weight of RPO's NLL term on chosen; 0 = off
+    // RM
+    double center_rewards_coefficient; // TRL's: weight of mean((r_w + r_l)^2); 0 = off
 } rl_recipe_algorithm_t;
 
 typedef struct {

@@ -204,20 +204,15 @@ static void s_check_sft(rl_cfg_ctx_t *c) {
     s_check_step_batch(c);
 }
 
-// DPO (trainer/rl_pref.c, roles/rl_algo_dpo.c):
-//   - data.format is auto or preference; algorithm.beta > 0
+// DPO and RM (trainer/rl_pref.c, roles/rl_algo_dpo.c, rl_algo_rm.c) train on pairs:
+//   - data.format is auto or preference
 //   - a step is train.batch_size pairs = 2 x batch_size sequences, which train.micro_batch_size
 //     divides (and, being even-sized groups, must be even)
-static void s_check_dpo(rl_cfg_ctx_t *c) {
+static void s_check_pairs(rl_cfg_ctx_t *c, const char *who) {
     rl_recipe_t *r = c->r;
-    if (r->data.format != RL_RECIPE_FORMAT_AUTO &&
-        r->data.format != RL_RECIPE_FORMAT_PREFERENCE) {
-        rl_cfg_err_key(c, "data.format", "%s rows hold no pairs; DPO takes auto or preference",
-                       rl_recipe_enum_name("data.format", r->data.format));
-    }
-    if (!(r->algorithm.beta > 0)) {
-        rl_cfg_err_key(c, "algorithm.beta", "%g: DPO needs beta > 0 (TRL's default 0.1)",
-                       r->algorithm.beta);
+    if (r->data.format != RL_RECIPE_FORMAT_AUTO && r->data.format != RL_RECIPE_FORMAT_PREFERENCE) {
+        rl_cfg_err_key(c, "data.format", "%s rows hold no pairs; %s takes auto or preference",
+                       rl_recipe_enum_name("data.format", r->data.format), who);
     }
     long long per_step = 2LL * r->train.batch_size;
     char what[160];
@@ -226,9 +221,17 @@ static void s_check_dpo(rl_cfg_ctx_t *c) {
              per_step, r->train.batch_size);
     s_check_step(c, per_step, what);
     if (rl_cfg_is_set(r, "train.micro_batch_size") && r->train.micro_batch_size % 2 != 0) {
-        rl_cfg_err_key(c, "train.micro_batch_size",
-                       "%d is odd: DPO's micro-batches hold whole pairs",
-                       r->train.micro_batch_size);
+        rl_cfg_err_key(c, "train.micro_batch_size", "%d is odd: %s micro-batches hold whole pairs",
+                       r->train.micro_batch_size, who);
+    }
+}
+
+// DPO: the pairs' checks and algorithm.beta > 0
+static void s_check_dpo(rl_cfg_ctx_t *c) {
+    s_check_pairs(c, "DPO");
+    if (!(c->r->algorithm.beta > 0)) {
+        rl_cfg_err_key(c, "algorithm.beta", "%g: DPO needs beta > 0 (TRL's default 0.1)",
+                       c->r->algorithm.beta);
     }
 }
 
@@ -267,15 +270,21 @@ void rl_cfg_check_recipe(rl_cfg_ctx_t *c) {
     case RL_RECIPE_ALGO_SFT: s_check_sft(c); break;
     case RL_RECIPE_ALGO_PPO: s_check_ppo(c); break;
     case RL_RECIPE_ALGO_DPO: s_check_dpo(c); break;
+    case RL_RECIPE_ALGO_RM:
+        s_check_pairs(c, "a reward model");
+        if (r->data.eval) {
+            rl_cfg_err_key(c, "data.eval",
+                           "a reward model samples nothing; hold pairs out with data.eval_pairs");
+        }
+        break;
     default: s_check_step_batch(c); break; // algorithm.name unknown: already an error
     }
-    if (r->train.eval_every > 0 && !r->data.eval &&
-        !(r->algorithm.name == RL_RECIPE_ALGO_DPO && r->data.eval_pairs)) {
+    int pref = r->algorithm.name == RL_RECIPE_ALGO_DPO || r->algorithm.name == RL_RECIPE_ALGO_RM;
+    if (r->train.eval_every > 0 && !r->data.eval && !(pref && r->data.eval_pairs)) {
         rl_cfg_err_key(c, "train.eval_every",
-                       r->algorithm.name == RL_RECIPE_ALGO_DPO
-                           ? "%d needs data.eval_pairs (held-out pairs) or data.eval; set one "
-                             "or use 0"
-                           : "%d needs data.eval (a held-out JSONL); set it or use 0",
+                       pref ? "%d needs data.eval_pairs (held-out pairs) or data.eval; set one "
+                              "or use 0"
+                            : "%d needs data.eval (a held-out JSONL); set it or use 0",
                        r->train.eval_every);
     }
 }

@@ -36,7 +36,9 @@ static const rl_cfg_section_t s_sections[] = {
 static const char *const s_algos[] = {[RL_RECIPE_ALGO_GRPO] = "grpo",
                                       [RL_RECIPE_ALGO_SFT] = "sft",
                                       [RL_RECIPE_ALGO_PPO] = "ppo",
-                                      [RL_RECIPE_ALGO_DPO] = "dpo", [RL_RECIPE_NALGO] = NULL};
+                                      [RL_RECIPE_ALGO_DPO] = "dpo",
+                                      [RL_RECIPE_ALGO_RM] = "rm",
+                                      [RL_RECIPE_NALGO] = NULL};
 static const char *const s_dtypes[] = {"float32", "bfloat16", "float16", "auto", NULL};
 static const char *const s_chats[] = {"auto", "chatml", "llama3", "none", NULL};
 static const char *const s_formats[] = {"auto",     "prompt",     "prompt_completion", "text",
@@ -92,6 +94,8 @@ const char *rl_recipe_reward_builtin_name(int which) {
 #define PPO (1u << RL_RECIPE_ALGO_PPO)
 #define RL (GRPO | PPO) // the algorithms that sample their own policy
 #define DPO (1u << RL_RECIPE_ALGO_DPO)
+#define RM (1u << RL_RECIPE_ALGO_RM)
+#define PREF (DPO | RM) // the algorithms that train on preference pairs
 #define REQUIRED RL_RECIPE_K_REQUIRED
 #define OPTIONAL RL_RECIPE_K_OPTIONAL
 #define MIN_EXCL RL_RECIPE_K_MIN_EXCL
@@ -171,14 +175,18 @@ static const rl_recipe_key_t s_keys[] = {
      .offset = OFF(data.messages_field), DEF("messages"),
      .doc = "field holding a chat message list (format messages)"},
     {.section = "data", .key = "chosen_field", .type = RL_RECIPE_T_STRING,
-     .offset = OFF(data.chosen_field), DEF("chosen"), .algos = DPO,
-     .doc = "field holding the preferred completion (DPO)"},
+     .offset = OFF(data.chosen_field), DEF("chosen"), .algos = PREF,
+     .doc = "field holding the preferred completion (DPO, RM)"},
     {.section = "data", .key = "rejected_field", .type = RL_RECIPE_T_STRING,
-     .offset = OFF(data.rejected_field), DEF("rejected"), .algos = DPO,
-     .doc = "field holding the dispreferred completion (DPO)"},
+     .offset = OFF(data.rejected_field), DEF("rejected"), .algos = PREF,
+     .doc = "field holding the dispreferred completion (DPO, RM)"},
+    {.section = "data", .key = "margin_field", .type = RL_RECIPE_T_STRING,
+     .offset = OFF(data.margin_field), DEF("margin"), .algos = RM,
+     .doc = "field holding a pair's margin (TRL's margin column), used when the rows have it"},
     {.section = "data", .key = "eval_pairs", .type = RL_RECIPE_T_PATH_FILE,
-     .offset = OFF(data.eval_pairs), .def_doc = "null", .flags = OPTIONAL | EXISTS, .algos = DPO,
-     .doc = "held-out preference rows, JSONL: the DPO metrics under eval/ every "
+     .offset = OFF(data.eval_pairs), .def_doc = "null", .flags = OPTIONAL | EXISTS,
+     .algos = PREF,
+     .doc = "held-out preference rows, JSONL: the DPO or RM metrics under eval/ every "
             "train.eval_every steps"},
     {.section = "data", .key = "ref_cache", .type = RL_RECIPE_T_PATH_DIR,
      .offset = OFF(data.ref_cache), .def_doc = "$XDG_CACHE_HOME/rlctl/refcache", .flags = OPTIONAL,
@@ -186,8 +194,10 @@ static const rl_recipe_key_t s_keys[] = {
      .doc = "where the reference's logprob sums are cached across runs (~/.cache/rlctl/refcache "
             "without XDG_CACHE_HOME)"},
     {.section = "data", .key = "max_length", .type = RL_RECIPE_T_INT,
-     .offset = OFF(data.max_length), DEF("1024"), .min = 1, .max = 1048576, .algos = SFT | DPO,
-     .doc = "most tokens of one example, prompt + completion (SFT; DPO: each side of a pair)"},
+     .offset = OFF(data.max_length), DEF("1024"), .min = 1, .max = 1048576,
+     .algos = SFT | PREF,
+     .doc = "most tokens of one example, prompt + completion (SFT; DPO, RM: each side of a "
+            "pair)"},
     {.section = "data", .key = "max_prompt_length", .type = RL_RECIPE_T_INT,
      .offset = OFF(data.max_prompt_length), DEF("512"), .min = 1, .max = 1048576, .algos = RL,
      .doc = "most prompt tokens"},
@@ -261,6 +271,10 @@ static const rl_recipe_key_t s_keys[] = {
     {.section = "algorithm", .key = "rpo_alpha", .type = RL_RECIPE_T_FLOAT,
      .offset = OFF(algorithm.rpo_alpha), DEF("0.0"), .max = BIG, .algos = DPO,
      .doc = "weight of RPO's NLL term on the chosen completions; 0 = off"},
+    {.section = "algorithm", .key = "center_rewards_coefficient", .type = RL_RECIPE_T_FLOAT,
+     .offset = OFF(algorithm.center_rewards_coefficient), DEF("0.0"), .max = BIG, .algos = RM,
+     .doc = "weight of the reward model's centering term mean((r_w + r_l)^2) (TRL's "
+            "center_rewards_coefficient); 0 = off"},
     {.section = "algorithm", .key = "completion_only_loss", .type = RL_RECIPE_T_BOOL,
      .offset = OFF(algorithm.completion_only_loss), DEF("true"), .algos = SFT,
      .doc = "prompt/completion rows: loss on completion tokens only"},

@@ -1,5 +1,5 @@
 // rl_algo — the algorithm seam: an algorithm is one file (rl_algo_grpo.c, rl_algo_sft.c,
-// rl_algo_ppo.c) that
+// rl_algo_ppo.c, rl_algo_dpo.c, rl_algo_rm.c) that
 // says which roles it needs, loads its data, and writes its step against the typed calls of
 // rl_run (generate -> score -> reference -> advantages -> store -> train -> sync), the way its
 // paper does. The controller (rl_controller) keeps the run's lifecycle for every algorithm: the
@@ -69,6 +69,7 @@ const rl_algo_t *rl_algo_grpo(void);
 const rl_algo_t *rl_algo_sft(void);
 const rl_algo_t *rl_algo_ppo(void);
 const rl_algo_t *rl_algo_dpo(void);
+const rl_algo_t *rl_algo_rm(void);
 
 #ifdef __cplusplus
 }

@@ -24,8 +24,8 @@
 #include "rl_chat.h"
 #include "rl_clock.h"
 #include "rl_err.h"
-#include "rl_hf.h"
 #include "rl_log.h"
+#include "rl_pairs.h"
 #include "rl_pref.h"
 #include "rl_refcache.h"
 #include "rl_rollout.h"
@@ -99,40 +99,13 @@ static int s_create(rl_run_t *run, void **state, size_t *n_train, double *data_f
     if (!s) {
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
-    char msg[2048];
-    rl_data_opts_t d;
-    rl_data_opts_default(&d);
-    d.pairs = 1;
-    d.format = r->data.format;
-    d.prompt_field = r->data.prompt_field;
-    d.chosen_field = r->data.chosen_field;
-    d.rejected_field = r->data.rejected_field;
-    d.max_length = r->data.max_length;
-    d.truncation = r->data.truncation;
-    d.eos_id = rl_tokenizer_eos_id(run->tok);
-    rl_hf_config_t cfg;
-    if (d.eos_id < 0 && rl_hf_config_load(r->model.path, &cfg, msg, sizeof msg) == 0 &&
-        cfg.n_eos > 0) {
-        d.eos_id = cfg.eos_token_ids[0];
-    }
-    d.chat = rl_run_chat_format(r, run->tok);
-    s->train = rl_data_load(r->data.train, &d, run->tok, msg, sizeof msg);
-    if (!s->train) {
-        return rl_errf(err, err_len, RL_EINVAL, "%s", msg);
-    }
-    if (rl_data_dropped(s->train)) {
-        rl_log_warn("%s: %zu pairs dropped (a side longer than data.max_length %d tokens)",
-                    r->data.train, rl_data_dropped(s->train), r->data.max_length);
-    }
-    if (r->data.eval_pairs) {
-        s->eval = rl_data_load(r->data.eval_pairs, &d, run->tok, msg, sizeof msg);
-        if (!s->eval) {
-            return rl_errf(err, err_len, RL_EINVAL, "%s", msg);
-        }
+    int rc = rl_pairs_load(run, 1, 0, &s->train, &s->eval, err, err_len);
+    if (rc) {
+        return rc;
     }
     if (r->data.eval) {
-        int rc = rl_rollout_data_new(r, run->tok, RL_ROLLOUT_QUIET | RL_ROLLOUT_EVAL_ONLY, &s->acc,
-                                     err, err_len);
+        rc = rl_rollout_data_new(r, run->tok, RL_ROLLOUT_QUIET | RL_ROLLOUT_EVAL_ONLY, &s->acc, err,
+                                 err_len);
         if (rc) {
             return rc;
         }
@@ -141,8 +114,7 @@ static int s_create(rl_run_t *run, void **state, size_t *n_train, double *data_f
     int longest = 2;
     s->data_hash = s_hash_data(s->train, &longest);
     s->eval_hash = s->eval ? s_hash_data(s->eval, &longest) : 0;
-    int rc =
-        rl_refcache_hash_model(r->model.path, RL_REFCACHE_HASH_INIT, &s->ref_hash, err, err_len);
+    rc = rl_refcache_hash_model(r->model.path, RL_REFCACHE_HASH_INIT, &s->ref_hash, err, err_len);
     char dir[4096];
     s_cache_dir(r, run->run_dir, dir, sizeof dir);
     if (!rc) {
@@ -167,57 +139,31 @@ static int s_create(rl_run_t *run, void **state, size_t *n_train, double *data_f
 // ---- one step -----------------------------------------------------------------------------------
 
 typedef struct {
-    size_t *pair;       // (P) pairs
-    int64_t *ex;        // (B) example indices, 2 a pair
-    int32_t *tok, *len; // (B,T), (B)
-    uint8_t *mask;      // (B,T)
-    double *ref;        // (B) reference sums
-    uint8_t *found;     // (B)
-    float *logp;        // (B,T) scratch for the reference's logprobs
+    rl_pairs_rows_t rows; // the sequences (2 a pair)
+    double *ref;          // (B) reference sums
+    uint8_t *found;       // (B)
+    float *logp;          // (B,T) scratch for logprobs
 } s_step_t;
 
 static void s_step_free(s_step_t *t) {
-    free(t->pair);
-    free(t->ex);
-    free(t->tok);
-    free(t->len);
-    free(t->mask);
+    rl_pairs_rows_free(&t->rows);
     free(t->ref);
     free(t->found);
     free(t->logp);
 }
 
-// The rows of examples t->ex[0..B) of a dataset into t (tokens, lengths, mask), padded to the
-// longest (*T_p); t's other arrays are allocated here (free with s_step_free). Returns 0 or
-// RL_ENOMEM.
-static int s_rows(const rl_data_t *data, int B, s_step_t *t, int *T_p) {
-    int T = 2;
-    for (int i = 0; i < B; i++) {
-        int len;
-        rl_data_example(data, (size_t)t->ex[i], NULL, NULL, &len, NULL);
-        T = len > T ? len : T;
-    }
-    size_t bt = (size_t)B * (size_t)T;
-    t->tok = calloc(bt, sizeof(int32_t));
-    t->len = calloc((size_t)B, sizeof(int32_t));
-    t->mask = calloc(bt, 1);
-    t->ref = calloc((size_t)B, sizeof(double));
-    t->found = calloc((size_t)B, 1);
-    t->logp = calloc(bt, sizeof(float));
-    if (!t->tok || !t->len || !t->mask || !t->ref || !t->found || !t->logp) {
+// The rows of examples ex[0..B) of a dataset into t, and its other arrays. Returns 0 or
+// RL_ENOMEM (free with s_step_free either way).
+static int s_rows(const rl_data_t *data, const int64_t *ex, int B, s_step_t *t) {
+    memset(t, 0, sizeof *t);
+    if (rl_pairs_rows(data, ex, B, &t->rows) != 0) {
         return RL_ENOMEM;
     }
-    for (int i = 0; i < B; i++) {
-        const int32_t *x;
-        const uint8_t *m;
-        int n;
-        rl_data_example(data, (size_t)t->ex[i], &x, &m, &n, NULL);
-        memcpy(t->tok + (size_t)i * T, x, (size_t)n * sizeof(int32_t));
-        memcpy(t->mask + (size_t)i * T, m, (size_t)n);
-        t->len[i] = n;
-    }
-    *T_p = T;
-    return 0;
+    size_t bt = (size_t)B * (size_t)t->rows.T;
+    t->ref = calloc((size_t)B + 1, sizeof(double));
+    t->found = calloc((size_t)B + 1, 1);
+    t->logp = calloc(bt, sizeof(float));
+    return t->ref && t->found && t->logp ? 0 : RL_ENOMEM;
 }
 
 // The sum in double of logp[0..T) where mask is set, and (count may be NULL) how many.
@@ -237,10 +183,11 @@ static double s_masked_sum(const uint8_t *mask, const float *logp, int T, int *c
 }
 
 // 2. the reference sums of the rows the cache lacks: one logprobs call over them, then stored.
-static int s_reference(rl_run_t *run, s_dpo_t *s, uint64_t data_hash, s_step_t *t, int B, int T,
-                       int *computed, char *err, size_t err_len) {
-    int hits = 0;
-    int rc = rl_refcache_get(s->cache, data_hash, s->ref_hash, t->ex, B, t->ref, t->found, &hits,
+static int s_reference(rl_run_t *run, s_dpo_t *s, uint64_t data_hash, s_step_t *t, int *computed,
+                       char *err, size_t err_len) {
+    const rl_pairs_rows_t *w = &t->rows;
+    int B = w->B, T = w->T, hits = 0;
+    int rc = rl_refcache_get(s->cache, data_hash, s->ref_hash, w->ex, B, t->ref, t->found, &hits,
                              err, err_len);
     *computed = rc ? 0 : B - hits;
     if (rc || hits == B) {
@@ -256,9 +203,9 @@ static int s_reference(rl_run_t *run, s_dpo_t *s, uint64_t data_hash, s_step_t *
     }
     for (int b = 0; !rc && b < B; b++) {
         if (!t->found[b]) {
-            memcpy(tok + (size_t)k * T, t->tok + (size_t)b * T, (size_t)T * sizeof(int32_t));
-            len[k] = t->len[b];
-            ex[k++] = t->ex[b];
+            memcpy(tok + (size_t)k * T, w->tok + (size_t)b * T, (size_t)T * sizeof(int32_t));
+            len[k] = w->len[b];
+            ex[k++] = w->ex[b];
         }
     }
     if (!rc) {
@@ -269,7 +216,7 @@ static int s_reference(rl_run_t *run, s_dpo_t *s, uint64_t data_hash, s_step_t *
             continue;
         }
         t->ref[b] = sum[i] =
-            s_masked_sum(t->mask + (size_t)b * T, t->logp + (size_t)i * T, T, NULL);
+            s_masked_sum(w->mask + (size_t)b * T, t->logp + (size_t)i * T, T, NULL);
         i++;
     }
     if (!rc) {
@@ -286,36 +233,30 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
                   char *err, size_t err_len) {
     s_dpo_t *s = state;
     const rl_recipe_t *r = run->r;
-    int P = r->train.batch_size, B = 2 * P, T = 0;
+    int P = r->train.batch_size, B = 2 * P;
     double t0 = rl_clock_now();
     *advanced_p = 0;
     s_step_t t;
     memset(&t, 0, sizeof t);
     rl_data_pos_t pos0 = rl_data_sampler_pos(run->order);
-    int rc = 0;
-    t.pair = malloc((size_t)P * sizeof(size_t));
-    t.ex = malloc((size_t)B * sizeof(int64_t));
-    if (!t.pair || !t.ex) {
-        s_step_free(&t);
-        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
-    }
     // 1. the step's pairs
-    int64_t n_all = 0;
-    for (int i = 0; i < P; i++) {
-        t.pair[i] = rl_data_sampler_next(run->order);
-        t.ex[2 * i] = (int64_t)(2 * t.pair[i]);
-        t.ex[2 * i + 1] = t.ex[2 * i] + 1;
+    int64_t n_all = 0, *ex = malloc((size_t)B * sizeof(int64_t));
+    int rc = ex ? 0 : RL_ENOMEM;
+    if (!rc) {
+        rl_pairs_take(run, P, ex);
+        rc = s_rows(s->train, ex, B, &t);
     }
-    if (s_rows(s->train, B, &t, &T) != 0) {
-        rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    free(ex);
+    if (rc) {
+        rc = rl_errf(err, err_len, rc, "out of memory");
     }
     for (int b = 0; !rc && b < B; b++) {
-        n_all += t.len[b];
+        n_all += t.rows.len[b];
     }
     // 2. the reference
     int computed = 0;
     if (!rc) {
-        rc = s_reference(run, s, s->data_hash, &t, B, T, &computed, err, err_len);
+        rc = s_reference(run, s, s->data_hash, &t, &computed, err, err_len);
     }
     double t1 = rl_clock_now();
     // 3. the update
@@ -327,12 +268,12 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
                               .step = run->step + 1,
                               .lr = lr,
                               .temperature = 1.0,
-                              .tokens = t.tok,
-                              .lengths = t.len,
-                              .mask = t.mask,
+                              .tokens = t.rows.tok,
+                              .lengths = t.rows.len,
+                              .mask = t.rows.mask,
                               .ref_sum = t.ref,
                               .B = B,
-                              .T = T,
+                              .T = t.rows.T,
                               .denom = P,
                               .micro_batch = r->train.micro_batch_size,
                               .iterations = 1,
@@ -401,31 +342,33 @@ static int s_eval_pairs(s_dpo_t *s, rl_run_t *run, char *note, size_t note_len, 
     }
     int rc = 0;
     for (size_t b0 = 0; !rc && b0 < n_ex; b0 += (size_t)mb) {
-        int B = (int)(n_ex - b0 < (size_t)mb ? n_ex - b0 : (size_t)mb), T = 2, computed = 0;
+        int B = (int)(n_ex - b0 < (size_t)mb ? n_ex - b0 : (size_t)mb), computed = 0;
         int P = B / 2;
         s_step_t t;
         memset(&t, 0, sizeof t);
         // per pair k: policy chosen, rejected, reference chosen, rejected; token counts
         double *v = calloc((size_t)P * 6 + 1, sizeof(double));
         int *cnt = calloc((size_t)B + 1, sizeof(int));
-        t.ex = malloc((size_t)B * sizeof(int64_t));
-        for (int i = 0; t.ex && i < B; i++) {
-            t.ex[i] = (int64_t)(b0 + (size_t)i);
+        int64_t *ex = malloc((size_t)B * sizeof(int64_t));
+        for (int i = 0; ex && i < B; i++) {
+            ex[i] = (int64_t)(b0 + (size_t)i);
         }
-        rc = v && cnt && t.ex ? s_rows(s->eval, B, &t, &T) : RL_ENOMEM;
+        rc = v && cnt && ex ? s_rows(s->eval, ex, B, &t) : RL_ENOMEM;
+        free(ex);
         if (rc) {
             rc = rl_errf(err, err_len, rc, "out of memory");
         }
+        int T = t.rows.T;
         if (!rc) {
-            rc = s_reference(run, s, s->eval_hash, &t, B, T, &computed, err, err_len);
+            rc = s_reference(run, s, s->eval_hash, &t, &computed, err, err_len);
             computed_all += computed;
         }
         if (!rc) {
-            rc = rl_run_logprobs(run, 0, t.tok, t.len, B, T, 1.0, t.logp, err, err_len);
+            rc = rl_run_logprobs(run, 0, t.rows.tok, t.rows.len, B, T, 1.0, t.logp, err, err_len);
         }
         for (int i = 0; !rc && i < B; i++) {
             int n = 0, k = i / 2, rej = i % 2;
-            double sum = s_masked_sum(t.mask + (size_t)i * T, t.logp + (size_t)i * T, T, &n);
+            double sum = s_masked_sum(t.rows.mask + (size_t)i * T, t.logp + (size_t)i * T, T, &n);
             v[(size_t)rej * P + k] = sum;            // s_w | s_l
             v[(size_t)(2 + rej) * P + k] = t.ref[i]; // r_w | r_l
             cnt[rej * P + k] = n;                    // n_w | n_l

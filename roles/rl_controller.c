@@ -491,7 +491,10 @@ static void s_first_eval(s_ctl_t *s, const char *metrics_path) {
 
 // Writes final/: the actor saves into final.tmp/, which is published as final/ in one rename
 // (rl_checkpoint_publish_dir), so final/ is either the previous one or this one, whole. Full
-// tuning: in model.dtype (auto: the input model's torch_dtype), with the tokenizer files.
+// tuning: in model.dtype (auto: the input model's torch_dtype), with the tokenizer files. A
+// reward model (algorithm rm) and PPO's critic (final/critic/) are HF sequence classifiers (LoRA
+// merged) with the tokenizer files and the tokenizer's pad id, usable as they are by
+// `rewards: - model:`, critic.init and transformers.
 static int s_final(s_ctl_t *s, char *err, size_t err_len) {
     rl_run_t *run = &s->run;
     const rl_recipe_t *r = run->r;
@@ -517,7 +520,9 @@ static int s_final(s_ctl_t *s, char *err, size_t err_len) {
         bf16 = rl_hf_config_load(r->model.path, &cfg, msg, sizeof(msg)) == 0 &&
                strcmp(cfg.torch_dtype, "bfloat16") == 0;
     }
-    rl_proto_save_final_t q = {tmp, bf16, NULL};
+    int rm = r->algorithm.name == RL_RECIPE_ALGO_RM;
+    int pad = rl_tokenizer_pad_id(run->tok);
+    rl_proto_save_final_t q = {tmp, bf16, NULL, pad};
     rl_msg_t *req = NULL, *rep = NULL;
     if ((rc = rl_proto_save_final_encode(&q, rl_run_id(run), &req, err, err_len)) ||
         (rc = rl_run_call(run, &run->actor, 0, req, &rep, r->roles.request_timeout, NULL, err,
@@ -525,18 +530,20 @@ static int s_final(s_ctl_t *s, char *err, size_t err_len) {
         return rc;
     }
     rl_msg_free(&rep);
-    if (!r->lora.enabled &&
+    if ((!r->lora.enabled || rm) &&
         (rc = rl_checkpoint_hf_extras(tmp, r->model.tokenizer, r->model.path, err, err_len))) {
         return rc;
     }
-    // the critic (PPO) in final/critic/: its adapter or model and value_head.safetensors
+    // the critic (PPO) in final/critic/: a sequence classifier as a reward model is
     if (run->critic.n > 0) {
         char sub[4300];
         snprintf(sub, sizeof sub, "%s/critic", tmp);
-        rl_proto_save_final_t cq = {sub, bf16, "critic"};
+        rl_proto_save_final_t cq = {sub, bf16, "critic", pad};
         if ((rc = rl_proto_save_final_encode(&cq, rl_run_id(run), &req, err, err_len)) ||
-            (rc = rl_run_call(run, &run->critic, 0, req, &rep, r->roles.request_timeout, NULL,
-                              err, err_len))) {
+            (rc = rl_run_call(run, &run->critic, 0, req, &rep, r->roles.request_timeout, NULL, err,
+                              err_len)) ||
+            (rc = rl_checkpoint_hf_extras(sub, r->model.tokenizer, r->model.path, err, err_len))) {
+            rl_msg_free(&rep);
             return rc;
         }
         rl_msg_free(&rep);
@@ -544,7 +551,7 @@ static int s_final(s_ctl_t *s, char *err, size_t err_len) {
     if ((rc = rl_checkpoint_publish_dir(tmp, path, err, err_len)) != 0) {
         return rc;
     }
-    rl_log_info("final %s: %s", r->lora.enabled ? "adapter" : "model", path);
+    rl_log_info("final %s: %s", rm ? "reward model" : r->lora.enabled ? "adapter" : "model", path);
     return 0;
 }
 

@@ -169,6 +169,7 @@ static const s_field_t s_train[] = {
     F_T2_OPT(rl_proto_train_t, "values", values, RL_DT_F32, B, T),
     F_T2_OPT(rl_proto_train_t, "returns", returns, RL_DT_F32, B, T),
     F_T1_OPT(rl_proto_train_t, "ref_sum", ref_sum, RL_DT_F64, B),
+    F_T1_OPT(rl_proto_train_t, "margin", margin, RL_DT_F64, B),
     F_FLOAT(rl_proto_train_t, "denom", denom),
     F_INT(rl_proto_train_t, "micro_batch", micro_batch),
     F_INT(rl_proto_train_t, "iterations", iterations),
@@ -225,12 +226,14 @@ static const s_field_t s_save_final[] = {
     F_STR(rl_proto_save_final_t, "dir", dir),
     F_BOOL_OPT(rl_proto_save_final_t, "bf16", bf16, 0),
     F_STR_OPT(rl_proto_save_final_t, "part", part),
+    F_INT_OPT(rl_proto_save_final_t, "pad_token_id", pad_token_id, -1),
 };
 
 // -- critic
 static const s_field_t s_values[] = {
     F_T2(rl_proto_values_t, "tokens", tokens, RL_DT_I32, B, T),
     F_T1(rl_proto_values_t, "lengths", lengths, RL_DT_I32, B),
+    F_BOOL_OPT(rl_proto_values_t, "scores", scores, 0),
 };
 static const s_field_t s_values_reply[] = {
     F_T2(rl_proto_values_reply_t, "values", values, RL_DT_F32, B, T),
@@ -337,9 +340,13 @@ static int s_check_train(const void *st, char *err, size_t err_len) {
     const rl_proto_train_t *t = st;
     int grpo = !strcmp(t->loss, "grpo"), ppo = !strcmp(t->loss, "ppo");
     int value = !strcmp(t->loss, "value"), dpo = !strcmp(t->loss, "dpo");
-    if (!grpo && !ppo && !value && !dpo && strcmp(t->loss, "sft") != 0) {
+    int rm = !strcmp(t->loss, "rm");
+    if (!grpo && !ppo && !value && !dpo && !rm && strcmp(t->loss, "sft") != 0) {
         return rl_errf(err, err_len, RL_EPROTO,
-                       "train: unknown loss '%s' (grpo, ppo, sft, value, dpo)", t->loss);
+                       "train: unknown loss '%s' (grpo, ppo, sft, value, dpo, rm)", t->loss);
+    }
+    if (rm && t->B % 2 != 0) {
+        return rl_errf(err, err_len, RL_EPROTO, "train: the rm loss needs rows in pairs");
     }
     if (dpo && (!t->ref_sum || t->B % 2 != 0)) {
         return rl_errf(err, err_len, RL_EPROTO,

@@ -33,15 +33,18 @@
 //                                                                           n_trainable
 //  load            ctl -> actor          dir model_train_step?              model_train_step
 //                                                                           n_trainable
-//  save_final      ctl -> actor          dir bf16?                          —
+//  save_final      ctl -> actor          dir bf16? pad_token_id?            —
 //  score           ctl -> reward         reward prompts(strs)               scores[n]
 //                                        completions(strs) rows(strs)
 //                                        ids[M] lens[n]
-//  values          ctl -> critic         tokens[B,T] lengths[B]             values[B,T]
+//  values          ctl -> critic         tokens[B,T] lengths[B] scores?     values[B,T]
+//                                                                           (scores: [B,1])
 //
 // train also carries old_logp[B,T]? (loss ppo), values[B,T]? returns[B,T]? (loss value; the
 // reply then adds value_clipped value_sq_err value_sum return_sum); save, load and save_final
 // carry part? ("policy" or "critic": the actor holds the critic with roles.critic: actor).
+// A reward model (algorithm rm) is an actor whose policy has a score head: train with loss "rm"
+// (rows in pairs, margin[B]? each pair's margin on both its rows), values with scores.
 //
 // A reply is op "reply" with the request's id, `ok` and, when ok is false, `error`; an ok reply
 // carries the verb's reply fields. Decoders check every field's presence, type, dtype and rank,
@@ -168,19 +171,21 @@ typedef struct {
                               // against ref_sum; the recipe's loss_type, beta, smoothing, rpo)
     int64_t step;             // the optimizer step this update makes (1-based)
     double lr;
-    double temperature;       // the forward's (the sampling temperature; SFT: 1)
-    const int32_t *tokens;    // i32 [B,T]
-    const int32_t *lengths;   // i32 [B], each 1..T
-    const uint8_t *mask;      // u8 [B,T]: 1 = a completion token trained on
-    const double *adv;        // f64 [B] or NULL (SFT; or token_adv): sequence advantages
-    const float *token_adv;   // f32 [B,T] or NULL: per-token advantages (PPO's GAE)
-    const float *mu_logp;     // f32 [B,T] or NULL: the sampler's logprobs (TIS, the gap metric)
-    const float *ref_logp;    // f32 [B,T] or NULL: the reference's (beta > 0)
-    const float *old_logp;    // f32 [B,T] or NULL: logπ_old given (ppo: the rollout policy's)
-    const float *values;      // f32 [B,T] or NULL: value: the critic's values at rollout time
-    const float *returns;     // f32 [B,T] or NULL: value: the returns (GAE's)
-    const double *ref_sum;    // f64 [B] or NULL: dpo: the reference's summed completion
-                              // logprobs of each row (rows in pairs: chosen, rejected)
+    double temperature;     // the forward's (the sampling temperature; SFT: 1)
+    const int32_t *tokens;  // i32 [B,T]
+    const int32_t *lengths; // i32 [B], each 1..T
+    const uint8_t *mask;    // u8 [B,T]: 1 = a completion token trained on
+    const double *adv;      // f64 [B] or NULL (SFT; or token_adv): sequence advantages
+    const float *token_adv; // f32 [B,T] or NULL: per-token advantages (PPO's GAE)
+    const float *mu_logp;   // f32 [B,T] or NULL: the sampler's logprobs (TIS, the gap metric)
+    const float *ref_logp;  // f32 [B,T] or NULL: the reference's (beta > 0)
+    const float *old_logp;  // f32 [B,T] or NULL: logπ_old given (ppo: the rollout policy's)
+    const float *values;    // f32 [B,T] or NULL: value: the critic's values at rollout time
+    const float *returns;   // f32 [B,T] or NULL: value: the returns (GAE's)
+    const double *ref_sum;  // f64 [B] or NULL: dpo: the reference's summed completion
+                            // logprobs of each row (rows in pairs: chosen, rejected)
+    const double *margin;   // f64 [B] or NULL: rm: each pair's margin (TRL's column), on
+                            // both of its rows
     int64_t B, T;
     double denom;             // the loss's global denominator (GRPO: loss_agg's; SFT: the
                               // step's loss tokens)
@@ -198,8 +203,10 @@ typedef struct {
     double approx_kl;         // sum (logp - old)^2 / 2 over the trained tokens (ppo)
     double value_clipped, value_sq_err, value_sum, return_sum; // value: rl_ppo_value_stats_t
     double pref_chosen, pref_rejected, pref_accuracy, pref_margin, pref_logp_chosen,
-        pref_logp_rejected, pref_nll, pref_pairs; // dpo: rl_pref_dpo_stats_t sums
-    const float *weights;     // f32 [n] or NULL (not asked for): the updated trainable weights
+        pref_logp_rejected, pref_nll, pref_pairs; // dpo: rl_pref_dpo_stats_t sums; rm:
+                                                  // chosen, rejected, accuracy, margin, pairs of
+                                                  // rl_pref_rm_stats_t
+    const float *weights; // f32 [n] or NULL (not asked for): the updated trainable weights
     int64_t n;
 } rl_proto_train_reply_t;
 
@@ -222,9 +229,11 @@ typedef struct {
 } rl_proto_save_reply_t;
 
 typedef struct {
-    const char *dir;          // final.tmp
-    int bf16;                 // full tuning: write BF16 (default 0: F32)
-    const char *part;         // as rl_proto_save_t's
+    const char *dir;      // final.tmp
+    int bf16;             // full tuning: write BF16 (default 0: F32)
+    const char *part;     // as rl_proto_save_t's
+    int64_t pad_token_id; // a model with a head: the pad id its sequence-classification
+                          // config.json names (default -1: null)
 } rl_proto_save_final_t;
 
 // ---- critic -----------------------------------------------------------------------------------
@@ -233,6 +242,8 @@ typedef struct {
     const int32_t *tokens;    // i32 [B,T], right-padded
     const int32_t *lengths;   // i32 [B], each 1..T
     int64_t B, T;
+    int scores; // 1: each row's score (the head at its last real token): values
+                // [B,1] (a reward model); 0 (default): per-token values [B,T]
 } rl_proto_values_t;
 
 typedef struct {

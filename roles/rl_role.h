@@ -52,7 +52,8 @@ const rl_role_t *rl_role_reference(void);
 const rl_role_t *rl_role_critic(void);
 
 // The critic's verbs on a critic (rl_policy_new_critic): the critic role's handlers, which the
-// actor also calls for the critic it holds (roles.critic: actor). save, load and save_final
+// actor also calls for the critic it holds (roles.critic: actor) and, values with scores, for a
+// reward model (rl_policy_new_rm) it trains. save, load and save_final
 // write and read the folder the request names (created by save and save_final: one level);
 // train takes a decoded request of loss "value" (recipe: value_clip, loss_agg, max_grad_norm).
 int rl_role_critic_values(rl_policy_t *critic, const rl_msg_t *req, rl_msg_t **reply, char *err,

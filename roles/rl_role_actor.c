@@ -3,8 +3,9 @@
 // batch), export_weights, and checkpoint save / load / save_final. With PPO and roles.critic:
 // actor it also holds the critic (a second model in this process) and serves its verbs: values,
 // train with loss "value", and save / load / save_final with part "critic" (the handlers of
-// rl_role_critic.c). The arithmetic is rl_policy's; this file decodes requests and encodes
-// replies.
+// rl_role_critic.c). With algorithm rm its policy is a reward model (a score head): train with
+// loss "rm" and values with scores. The arithmetic is rl_policy's; this file decodes requests and
+// encodes replies.
 #include "rl_role.h"
 
 #include "rl_err.h"
@@ -27,7 +28,9 @@ static int s_setup(const rl_recipe_t *recipe, int threads, void **state, char *e
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
     a->recipe = recipe;
-    int rc = rl_policy_new(recipe, threads, &a->policy, err, err_len);
+    int rc = recipe->algorithm.name == RL_RECIPE_ALGO_RM
+                 ? rl_policy_new_rm(recipe, threads, &a->policy, err, err_len)
+                 : rl_policy_new(recipe, threads, &a->policy, err, err_len);
     if (!rc && recipe->algorithm.name == RL_RECIPE_ALGO_PPO &&
         recipe->roles.critic == RL_RECIPE_REF_ACTOR) {
         rc = rl_policy_new_critic(recipe, threads, &a->critic, err, err_len);
@@ -131,6 +134,33 @@ static int s_train(void *state, const rl_msg_t *req, rl_msg_t **reply, char *err
         t.pref_logp_rejected = ds.logp_rejected;
         t.pref_nll = ds.nll;
         t.pref_pairs = ds.pairs;
+    } else if (strcmp(q.loss, "rm") == 0) {
+        rl_policy_rows_t rows = {(int)q.B, (int)q.T, q.tokens, len, q.mask, 2};
+        double *margin = q.margin ? malloc((size_t)(q.B / 2 + 1) * sizeof(double)) : NULL;
+        for (int64_t i = 0; margin && i < q.B / 2; i++) {
+            margin[i] = q.margin[2 * i]; // a pair's margin rides on both of its rows
+        }
+        rl_pref_rm_stats_t rs;
+        rl_policy_step_stats_t st;
+        memset(&rs, 0, sizeof rs);
+        memset(&st, 0, sizeof st);
+        memset(old, 0, (size_t)q.B * (size_t)q.T * sizeof(float));
+        if (q.margin && !margin) {
+            rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+        } else {
+            rc = rl_policy_train_rm(a->policy, &rows, margin,
+                                    r->algorithm.center_rewards_coefficient, mb, q.lr,
+                                    r->optim.max_grad_norm, q.step, &rs, &st, err, err_len);
+        }
+        free(margin);
+        t.loss = st.loss;
+        t.grad_norm = st.grad_norm;
+        t.iterations = st.iterations;
+        t.pref_chosen = rs.chosen;
+        t.pref_rejected = rs.rejected;
+        t.pref_accuracy = rs.accuracy;
+        t.pref_margin = rs.margin;
+        t.pref_pairs = rs.pairs;
     } else if (strcmp(q.loss, "sft") == 0) {
         rl_policy_rows_t rows = {(int)q.B, (int)q.T, q.tokens, len, q.mask, 1};
         rl_policy_step_stats_t st;
@@ -218,6 +248,9 @@ static int s_part_critic(const s_actor_t *a, const char *part, char *err, size_t
 static int s_values(void *state, const rl_msg_t *req, rl_msg_t **reply, char *err,
                     size_t err_len) {
     s_actor_t *a = state;
+    if (rl_policy_has_head(a->policy)) { // a reward model: its scores (or values)
+        return rl_role_critic_values(a->policy, req, reply, err, err_len);
+    }
     if (!a->critic) {
         return rl_errf(err, err_len, RL_EINVAL, "values: this actor holds no critic");
     }
@@ -262,7 +295,8 @@ static int s_save_final(void *state, const rl_msg_t *req, rl_msg_t **reply, char
                   : rl_role_critic_save_final(a->critic, a->recipe, req, reply, err, err_len);
     }
     if (!rc) {
-        rc = rl_policy_save_final(a->policy, q.dir, a->recipe->model.path, q.bf16, err, err_len);
+        rc = rl_policy_save_final(a->policy, q.dir, a->recipe->model.path, q.bf16,
+                                  (int)q.pad_token_id, err, err_len);
     }
     if (!rc && rl_proto_ok(rl_msg_id(req), reply) != 0) {
         rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");

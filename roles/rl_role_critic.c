@@ -35,15 +35,18 @@ int rl_role_critic_values(rl_policy_t *critic, const rl_msg_t *req, rl_msg_t **r
     if (rc) {
         return rc;
     }
+    int64_t cols = q.scores ? 1 : q.T; // scores: one per row
     float *v = malloc((size_t)q.B * (size_t)q.T * sizeof(float));
     int *len = s_lengths(q.lengths, q.B);
     if (!v || !len) {
         rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    } else if (q.scores) {
+        rc = rl_policy_scores(critic, q.tokens, len, (int)q.B, (int)q.T, v, err, err_len);
     } else {
         rc = rl_policy_values(critic, q.tokens, len, (int)q.B, (int)q.T, v, err, err_len);
     }
     if (!rc) {
-        rl_proto_values_reply_t r = {v, q.B, q.T};
+        rl_proto_values_reply_t r = {v, q.B, cols};
         rc = rl_proto_values_reply_encode(&r, rl_msg_id(req), reply, err, err_len);
     }
     free(v);
@@ -146,7 +149,8 @@ int rl_role_critic_save_final(rl_policy_t *critic, const rl_recipe_t *r, const r
         rc = s_mkdir(q.dir, err, err_len);
     }
     if (!rc) {
-        rc = rl_policy_save_final(critic, q.dir, s_base(r), q.bf16, err, err_len);
+        rc = rl_policy_save_final(critic, q.dir, s_base(r), q.bf16, (int)q.pad_token_id, err,
+                                  err_len);
     }
     if (!rc && rl_proto_ok(rl_msg_id(req), reply) != 0) {
         rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");

@@ -376,28 +376,41 @@ int rl_run_logprobs(rl_run_t *run, int reference, const int32_t *tokens, const i
     return 0;
 }
 
-int rl_run_values(rl_run_t *run, const int32_t *tokens, const int32_t *lengths, int64_t B,
-                  int64_t T, float *values, char *err, size_t err_len) {
-    rl_proto_values_t q = {tokens, lengths, B, T};
+// values (cols = T) or scores (cols = 1) of rank 0 of grp
+static int s_values(rl_run_t *run, const rl_run_group_t *grp, int scores, const int32_t *tokens,
+                    const int32_t *lengths, int64_t B, int64_t T, float *out, char *err,
+                    size_t err_len) {
+    rl_proto_values_t q = {tokens, lengths, B, T, scores};
     rl_msg_t *req = NULL, *rep = NULL;
     int rc = rl_proto_values_encode(&q, rl_run_id(run), &req, err, err_len);
     if (!rc) {
-        rc = rl_run_call(run, &run->critic, 0, req, &rep, run->r->roles.request_timeout, NULL, err,
-                         err_len);
+        rc = rl_run_call(run, grp, 0, req, &rep, run->r->roles.request_timeout, NULL, err, err_len);
     }
     if (rc) {
         return rc;
     }
     rl_proto_values_reply_t x;
     char why[512] = "";
-    if (rl_proto_values_reply_decode(rep, &x, why, sizeof why) != 0 || x.B != B || x.T != T) {
+    int64_t cols = scores ? 1 : T;
+    if (rl_proto_values_reply_decode(rep, &x, why, sizeof why) != 0 || x.B != B || x.T != cols) {
         rl_msg_free(&rep);
-        return rl_errf(err, err_len, RL_EPROTO, "worker %s: malformed values reply%s%s",
-                       run->critic.names[0], why[0] ? ": " : "", why);
+        return rl_errf(err, err_len, RL_EPROTO, "worker %s: malformed %s reply%s%s", grp->names[0],
+                       scores ? "scores" : "values", why[0] ? ": " : "", why);
     }
-    memcpy(values, x.values, (size_t)B * (size_t)T * sizeof(float));
+    memcpy(out, x.values, (size_t)B * (size_t)cols * sizeof(float));
     rl_msg_free(&rep);
     return 0;
+}
+
+int rl_run_values(rl_run_t *run, const int32_t *tokens, const int32_t *lengths, int64_t B,
+                  int64_t T, float *values, char *err, size_t err_len) {
+    return s_values(run, &run->critic, 0, tokens, lengths, B, T, values, err, err_len);
+}
+
+int rl_run_scores(rl_run_t *run, const rl_run_group_t *grp, const int32_t *tokens,
+                  const int32_t *lengths, int64_t B, int64_t T, float *scores, char *err,
+                  size_t err_len) {
+    return s_values(run, grp, 1, tokens, lengths, B, T, scores, err, err_len);
 }
 
 int rl_run_train(rl_run_t *run, const rl_run_group_t *grp, const rl_proto_train_t *q,

@@ -125,6 +125,12 @@ int rl_run_logprobs(rl_run_t *run, int reference, const int32_t *tokens, const i
 int rl_run_values(rl_run_t *run, const int32_t *tokens, const int32_t *lengths, int64_t B,
                   int64_t T, float *values, char *err, size_t err_len);
 
+// scores (B) of a reward model (rank 0 of grp: the actor of algorithm rm): the head at each row's
+// last real token. scores: caller's (B floats).
+int rl_run_scores(rl_run_t *run, const rl_run_group_t *grp, const int32_t *tokens,
+                  const int32_t *lengths, int64_t B, int64_t T, float *scores, char *err,
+                  size_t err_len);
+
 // Sends a train request (taken) to rank 0 of grp (the actor, or the critic) and decodes its reply
 // into *x, checking its shape against (B,T) (and the weights when want_weights). *rep holds the
 // views of *x (caller owns; free with rl_msg_free). Errors name the worker.

@@ -307,7 +307,8 @@ static void test_default_by_algo(void) {
     CHECK_STR(rl_recipe_key_default(&k, RL_RECIPE_ALGO_SFT), "16");
     CHECK_STR(rl_recipe_key_default(&k, -1), "8"); // algorithm unknown: def
     CHECK_STR(rl_recipe_key_default(&k, RL_RECIPE_NALGO), "8");
-    CHECK_STR(rl_recipe_key_default_doc(&k, doc, sizeof doc), "8 (grpo), 16 (sft), 8 (ppo), 8 (dpo)");
+    CHECK_STR(rl_recipe_key_default_doc(&k, doc, sizeof doc),
+              "8 (grpo), 16 (sft), 8 (ppo), 8 (dpo), 8 (rm)");
     char small[8];
     CHECK_STR(rl_recipe_key_default_doc(&k, small, sizeof small), "8 (grpo");
     // only the algorithms the key applies to are shown
@@ -475,7 +476,7 @@ static void test_ppo(void) {
 }
 
 // A DPO recipe: beta 0.1 by default, the preference keys, a step of 2 x batch_size sequences,
-// and DPO's own errors.
+// and DPO's own errors; a reward model's recipe likewise.
 static void test_dpo(void) {
     rl_recipe_t *r = NULL;
     int rc = rl_recipe_load_file(RECIPES "/good/dpo.yaml", NULL, 0, 0, &r, s_err, ERRLEN);
@@ -508,6 +509,35 @@ static void test_dpo(void) {
         CHECK_MSG(rc == RL_EINVAL, "%s: rc %d", bad[i].ovr, rc);
         CHECK_MSG(strstr(s_err, bad[i].want) != NULL, "%s: expected\n  %s\nin\n%s", bad[i].ovr,
                   bad[i].want, s_err);
+        rl_recipe_destroy(&r);
+    }
+    // a reward model: the pair keys, its own key, and what it refuses
+    rc = rl_recipe_load_file(RECIPES "/good/rm.yaml", NULL, 0, 0, &r, s_err, ERRLEN);
+    CHECK_MSG(rc == 0, "%s", s_err);
+    if (r) {
+        CHECK_INT(r->algorithm.name, RL_RECIPE_ALGO_RM);
+        CHECK_STR(r->data.margin_field, "gap");
+        CHECK_CLOSE(r->algorithm.center_rewards_coefficient, 0.01, 0);
+        CHECK_INT(r->train.micro_batch_size, 8);
+        rl_recipe_destroy(&r);
+    }
+    const struct {
+        const char *ovr, *want;
+    } bad_rm[] = {
+        {"train.micro_batch_size=3", "train.micro_batch_size: 3 does not divide the 8 sequences"},
+        {"data.format=messages", "messages rows hold no pairs; a reward model takes auto or"},
+        {"algorithm.beta=0.1", "applies only when algorithm.name is grpo or ppo or dpo (this "
+                               "recipe: rm)"},
+        {"data.eval=../data/train.jsonl", "data.eval: a reward model samples nothing; hold pairs "
+                                          "out with data.eval_pairs"},
+        {"data.ref_cache=/tmp", "applies only when algorithm.name is dpo (this recipe: rm)"},
+    };
+    for (size_t i = 0; i < sizeof bad_rm / sizeof bad_rm[0]; i++) {
+        rc = rl_recipe_load_file(RECIPES "/good/rm.yaml", &bad_rm[i].ovr, 1, 0, &r, s_err,
+                                 ERRLEN);
+        CHECK_MSG(rc == RL_EINVAL, "%s: rc %d", bad_rm[i].ovr, rc);
+        CHECK_MSG(strstr(s_err, bad_rm[i].want) != NULL, "%s: expected\n  %s\nin\n%s",
+                  bad_rm[i].ovr, bad_rm[i].want, s_err);
         rl_recipe_destroy(&r);
     }
     // SFT refuses preference rows

@@ -3,7 +3,9 @@
 // few small rollouts (4 prompts, 2 epochs of 2 mini-batches), the adaptive KL controller on:
 //   1. the run folder: PPO's metrics at every step (REFERENCE.md §6 names), the critic in every
 //      checkpoint (critic/: adapter, value head, optimizer; state.json: critic_train_step and
-//      the KL coefficient, which the controller moved) and in final/critic/, per-token values
+//      the KL coefficient, which the controller moved) and in final/critic/ (an HF sequence
+//      classifier, LoRA merged, with the tokenizer: critic.init of a new run takes it), per-token
+//      values
 //      advantages and rewards in every record of the store, and `rlctl traj show` printing them;
 //   2. resume is exact with a critic and a moving beta: --stop-at 2 + --resume == one go
 //      (metrics, the policy adapter, the critic's adapter and value head, the trajectories);
@@ -88,8 +90,9 @@ static void s_check_run(const char *run) {
         "checkpoints/step-2/critic/value_head.safetensors",
         "checkpoints/step-2/critic/optimizer.bin",
         "final/adapter_model.safetensors",
-        "final/critic/adapter_model.safetensors",
-        "final/critic/value_head.safetensors",
+        "final/critic/model.safetensors", // an HF sequence classifier, LoRA merged
+        "final/critic/config.json",
+        "final/critic/tokenizer.json",
         NULL};
     char rel[600];
     for (int i = 0; files[i]; i++) {
@@ -193,8 +196,8 @@ int main(void) {
     CHECK_MSG(json_equal(ma, mr), "resumed metrics differ from the uninterrupted run's");
     json_decref(mr);
     static const char *const finals[] = {"final/adapter_model.safetensors",
-                                         "final/critic/adapter_model.safetensors",
-                                         "final/critic/value_head.safetensors", NULL};
+                                         "final/critic/model.safetensors",
+                                         "final/critic/config.json", NULL};
     char fa[600], fb[600];
     for (int i = 0; finals[i]; i++) {
         snprintf(fa, sizeof fa, "a/%s", finals[i]);
@@ -228,7 +231,7 @@ int main(void) {
     CHECK_MSG(s2 && json_object_get(s2, "loss"), "step 2: the policy did not train");
     json_decref(mc);
     CHECK(s_exists("c/final/critic/model.safetensors"));
-    CHECK(s_exists("c/final/critic/value_head.safetensors"));
+    CHECK(!s_exists("c/final/critic/value_head.safetensors"));
     CHECK_INT(s_export("c", "c.traj"), 0);
     snprintf(fa, sizeof fa, "%s/c.traj", s_tmp);
     char *ct = rl_test_read_file(fa, NULL);
@@ -236,6 +239,12 @@ int main(void) {
     CHECK_MSG(ct && !strstr(ct, "\"policy_version\":1") && !strstr(ct, "\"policy_version\": 1"),
               "a warmup step changed the policy version");
     free(ct);
+    // 4b. final/critic/ is a reward-model folder: a new run's critic starts from it
+    char ci[700];
+    snprintf(ci, sizeof ci,
+             "critic.init=%s/a/final/critic train.steps=1 train.save_every=0 train.eval_every=0",
+             s_tmp);
+    CHECK_INT(s_run("i", ci), 0);
     // 5. the critic worker dies
     snprintf(s_cmd, sizeof(s_cmd),
              "run %s/ppo.yaml run.dir=%s/k roles.critic=worker train.steps=100000 "

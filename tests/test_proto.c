@@ -267,10 +267,10 @@ static void test_actor(void) {
     CHECK_INT(rl_proto_load_reply_decode(m, &srd, err, sizeof err), 0);
     CHECK(srd.model_train_step == 12 && srd.n_trainable == 77824);
     rl_msg_free(&m);
-    rl_proto_save_final_t sf = {"/x/final.tmp", 1, NULL}, sfd;
+    rl_proto_save_final_t sf = {"/x/final.tmp", 1, NULL, 21}, sfd;
     CHECK_INT(rl_proto_save_final_encode(&sf, 10, &m, err, sizeof err), 0);
     CHECK_INT(rl_proto_save_final_decode(m, &sfd, err, sizeof err), 0);
-    CHECK(sfd.bf16 == 1 && strcmp(sfd.dir, "/x/final.tmp") == 0);
+    CHECK(sfd.bf16 == 1 && strcmp(sfd.dir, "/x/final.tmp") == 0 && sfd.pad_token_id == 21);
     rl_msg_free(&m);
 }
 
@@ -279,14 +279,21 @@ static void test_actor(void) {
 static void test_critic(void) {
     char err[256];
     int32_t tok[6] = {5, 6, 7, 5, 6, 0}, len[2] = {3, 2};
-    rl_proto_values_t v = {tok, len, 2, 3}, vd;
+    rl_proto_values_t v = {tok, len, 2, 3, 0}, vd;
     rl_msg_t *m = NULL;
     CHECK_INT(rl_proto_values_encode(&v, 11, &m, err, sizeof err), 0);
     CHECK_STR(rl_msg_op(m), "values");
     m = s_wire(m);
     CHECK_INT(rl_proto_values_decode(m, &vd, err, sizeof err), 0);
-    CHECK(vd.B == 2 && vd.T == 3 && vd.tokens[4] == 6 && vd.lengths[1] == 2);
+    CHECK(vd.B == 2 && vd.T == 3 && vd.tokens[4] == 6 && vd.lengths[1] == 2 && vd.scores == 0);
     rl_msg_free(&m);
+    v.scores = 1; // a reward model's scores: the flag crosses the wire
+    CHECK_INT(rl_proto_values_encode(&v, 11, &m, err, sizeof err), 0);
+    m = s_wire(m);
+    CHECK_INT(rl_proto_values_decode(m, &vd, err, sizeof err), 0);
+    CHECK(vd.scores == 1);
+    rl_msg_free(&m);
+    v.scores = 0;
     len[1] = 0;
     CHECK_INT(rl_proto_values_encode(&v, 11, &m, err, sizeof err), 0);
     CHECK_INT(rl_proto_values_decode(m, &vd, err, sizeof err), RL_EPROTO);
@@ -388,10 +395,11 @@ static void test_critic(void) {
     CHECK_INT(rl_proto_load_decode(m, &svd, err, sizeof err), RL_EPROTO);
     CHECK_CONTAINS(err, "load: unknown part 'value_head' (policy, critic)");
     rl_msg_free(&m);
-    rl_proto_save_final_t sf = {"/x/final.tmp/critic", 0, "critic"}, sfd;
+    rl_proto_save_final_t sf = {"/x/final.tmp/critic", 0, "critic", -1}, sfd;
     CHECK_INT(rl_proto_save_final_encode(&sf, 14, &m, err, sizeof err), 0);
     CHECK_INT(rl_proto_save_final_decode(m, &sfd, err, sizeof err), 0);
     CHECK_STR(sfd.part, "critic");
+    CHECK_INT((int)sfd.pad_token_id, -1);
     rl_msg_free(&m);
     sf.part = NULL; // absent: the policy
     CHECK_INT(rl_proto_save_final_encode(&sf, 14, &m, err, sizeof err), 0);

@@ -428,7 +428,7 @@ static void test_actor(const char *ep, const char *yaml, const char *dir, float 
     ok = s_ok(rep) && rl_proto_load_reply_decode(rep, &sr, err, sizeof err) == 0;
     CHECK(ok && sr.model_train_step == sv.model_train_step);
     rl_msg_free(&rep);
-    rl_proto_save_final_t sf = {fin, 0, NULL};
+    rl_proto_save_final_t sf = {fin, 0, NULL, -1};
     CHECK_INT(rl_proto_save_final_encode(&sf, s_next++, &m, err, sizeof err), 0);
     s_ok(rep = s_call(m, 30000));
     rl_msg_free(&rep);

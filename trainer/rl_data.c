@@ -8,6 +8,7 @@
 #include "rl_rng.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@ typedef struct {
     size_t off; // into tokens/mask
     int len;
     int line;
+    double margin; // a preference pair's margin (opts.margin_field), on both of its examples
 } s_example_t;
 
 struct rl_data {
@@ -27,6 +29,7 @@ struct rl_data {
     size_t n_ex, cap_ex;
     size_t dropped;
     int64_t loss_tokens;
+    size_t n_margin; // pairs that gave opts.margin_field
 };
 
 void rl_data_opts_default(rl_data_opts_t *o) {
@@ -396,6 +399,13 @@ static int s_pref_row(rl_data_t *d, json_t *row, const rl_data_opts_t *o, rl_tok
                       int line, const char *where, char *err, size_t err_len) {
     size_t start = d->n_tok, n_ex = d->n_ex, dropped = d->dropped;
     int64_t loss = d->loss_tokens;
+    json_t *mj = o->margin_field ? json_object_get(row, o->margin_field) : NULL;
+    if (mj && (!json_is_number(mj) || !isfinite(json_number_value(mj)))) {
+        return rl_errf(err, err_len, RL_EINVAL,
+                       "%s: field '%s' (the pair's margin) is not a "
+                       "finite number",
+                       where, o->margin_field);
+    }
     int rc = s_pref_side(d, row, o, tok, 0, where, err, err_len);
     if (!rc) {
         rc = s_push(d, start, o, line, where, err, err_len);
@@ -412,6 +422,9 @@ static int s_pref_row(rl_data_t *d, json_t *row, const rl_data_opts_t *o, rl_tok
         d->n_ex = n_ex;
         d->loss_tokens = loss;
         d->dropped = dropped + (rc == 1);
+    } else if (mj) {
+        d->ex[n_ex].margin = d->ex[n_ex + 1].margin = json_number_value(mj);
+        d->n_margin++;
     }
     return rc;
 }
@@ -511,7 +524,7 @@ static int s_push(rl_data_t *d, size_t start, const rl_data_opts_t *o, int line,
         d->ex = e;
         d->cap_ex = cap;
     }
-    d->ex[d->n_ex++] = (s_example_t){start, (int)len, line};
+    d->ex[d->n_ex++] = (s_example_t){start, (int)len, line, 0.0};
     for (size_t i = start; i < d->n_tok; i++) {
         d->loss_tokens += d->mask[i];
     }
@@ -591,6 +604,13 @@ rl_data_t *rl_data_load(const char *path, const rl_data_opts_t *o, rl_tokenizer_
         rl_errf(err, err_len, RL_EINVAL, "%s: no token carries the loss", path);
         goto fail;
     }
+    if (d->n_margin > 0 && d->n_margin != d->n_ex / 2) {
+        rl_errf(err, err_len, RL_EINVAL,
+                "%s: %zu of %zu pairs have a '%s' field (a margin); give it to every pair or "
+                "to none",
+                path, d->n_margin, d->n_ex / 2, o->margin_field);
+        goto fail;
+    }
     rl_jsonl_destroy(&in);
     return d;
 fail:
@@ -613,6 +633,10 @@ void rl_data_destroy(rl_data_t **self_p) {
 
 size_t rl_data_count(const rl_data_t *self) {
     return self->n_ex;
+}
+int rl_data_margin(const rl_data_t *self, size_t i, double *margin) {
+    *margin = self->ex[i].margin;
+    return self->n_margin > 0;
 }
 size_t rl_data_dropped(const rl_data_t *self) {
     return self->dropped;

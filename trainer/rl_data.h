@@ -61,13 +61,15 @@ typedef struct {
     const char *messages_field;   // "messages"
     const char *chosen_field;     // "chosen"
     const char *rejected_field;   // "rejected"
-    int pairs;                // 1: a preference dataset (DPO, RM): rows must be preference rows
-                              // (AUTO finds them); 0: SFT, which refuses them
-    int completion_only_loss; // prompt_completion: loss on completion + EOS only
-    int max_length;           // most tokens of one example (> 0)
-    int truncation;           // RL_DATA_TRUNC_*
-    int32_t eos_id;           // appended after completion / text; -1: append nothing
-    rl_chat_format_t chat;    // format of messages rows (RL_CHAT_NONE refuses them)
+    const char *margin_field;     // a pair's margin (reward models; TRL's "margin"), a number
+                                  // when present; NULL (default): not read
+    int pairs;                    // 1: a preference dataset (DPO, RM): rows must be preference rows
+                                  // (AUTO finds them); 0: SFT, which refuses them
+    int completion_only_loss;     // prompt_completion: loss on completion + EOS only
+    int max_length;               // most tokens of one example (> 0)
+    int truncation;               // RL_DATA_TRUNC_*
+    int32_t eos_id;               // appended after completion / text; -1: append nothing
+    rl_chat_format_t chat;        // format of messages rows (RL_CHAT_NONE refuses them)
 } rl_data_opts_t;
 
 // Fills the defaults above (format AUTO, TRL field names, completion_only_loss 1, max_length
@@ -86,6 +88,10 @@ rl_data_t *rl_data_load(const char *path, const rl_data_opts_t *opts, rl_tokeniz
                         char *err, size_t err_len);
 
 void rl_data_destroy(rl_data_t **self_p);
+
+// The margin of example i's pair (opts.margin_field) into *margin; returns 1 when the dataset's
+// pairs have margins (then every pair has one), 0 when none has (*margin = 0).
+int rl_data_margin(const rl_data_t *self, size_t i, double *margin);
 
 // Examples kept (a preference dataset: 2 per pair, chosen then rejected), and rows dropped for
 // exceeding max_length.

@@ -31,11 +31,15 @@ struct rl_policy {
     size_t cap;
     float *old_all;         // (B,T) logπ_old of the batch, grown
     size_t cap_all;
-    // a critic's value head (NULL for the policy): w (C), its gradient, and dL/dhidden scratch
+    int kind; // S_POLICY, S_CRITIC, S_RM
+    // a critic's value head or a reward model's score head (NULL for the policy): w (C), its
+    // gradient, and dL/dhidden scratch
     float *head, *dhead;
     float *dhidden;         // (mb*T, C), grown with cap
     int C;
 };
+
+enum { S_POLICY = 0, S_CRITIC = 1, S_RM = 2 };
 
 // The optimizer's parts: the model's trainable flat view, then the head (a critic).
 static int s_parts(rl_policy_t *p, rl_optim_part_t parts[2]) {
@@ -82,9 +86,11 @@ void rl_policy_model_opts(const rl_recipe_t *r, int threads, rl_model_opts_t *mo
 static int s_load_model(rl_policy_t *p, const char *dir, char *err, size_t err_len) {
     rl_model_opts_t mo;
     rl_policy_model_opts(p->r, p->threads, &mo);
-    if (p->head) {
+    if (p->kind == S_CRITIC) {
         mo.tune = p->r->critic.lora ? RL_TUNE_LORA : RL_TUNE_FULL; // the critic's own mode
-        mo.seq_cls = 1; // critic.init may be a reward model's folder (score.weight, no lm_head)
+    }
+    if (p->head) {
+        mo.seq_cls = 1; // the folder may be a reward model's (score.weight, no lm_head)
     }
     char msg[2048];
     rl_model_t *m = rl_model_load(dir, &mo, msg, sizeof(msg));
@@ -108,30 +114,35 @@ static int s_load_model(rl_policy_t *p, const char *dir, char *err, size_t err_l
 }
 
 // A reward model's score head from its folder: `score.weight` [1, C] (HF's
-// <Arch>ForSequenceClassification with num_labels 1), any of F32/F16/BF16.
-static int s_head_from_folder(rl_policy_t *p, const char *dir, char *err, size_t err_len) {
+// <Arch>ForSequenceClassification with num_labels 1), any of F32/F16/BF16. optional: a folder
+// without one keeps the fresh head (*found = 0); else that is an error naming `key`.
+static int s_head_from_folder(rl_policy_t *p, const char *dir, const char *key, int optional,
+                              int *found, char *err, size_t err_len) {
     char msg[2048];
+    *found = 0;
     rl_st_model_t *st = rl_st_model_open(dir, msg, sizeof msg);
     if (!st) {
-        return rl_errf(err, err_len, RL_EINVAL, "critic.init: %s", msg);
+        return rl_errf(err, err_len, RL_EINVAL, "%s: %s", key, msg);
     }
     const rl_st_tensor_t *t = rl_st_model_find(st, "score.weight");
     int rc = 0;
-    if (!t || t->ndim != 2 || t->shape[0] != 1 || t->shape[1] != p->C) {
-        rc = rl_errf(err, err_len, RL_EINVAL,
-                     "critic.init: %s has no score.weight [1, %d]: not a reward model (an HF "
-                     "sequence classifier with one label); use base to start from model.path",
-                     dir, p->C);
-    } else {
+    if (t && t->ndim == 2 && t->shape[0] == 1 && t->shape[1] == p->C) {
         rl_st_to_f32(p->head, t);
+        *found = 1;
+    } else if (!optional || t) {
+        rc = rl_errf(err, err_len, RL_EINVAL,
+                     "%s: %s has no score.weight [1, %d]: not a reward model (an HF sequence "
+                     "classifier with one label)%s",
+                     key, dir, p->C, optional ? "" : "; use base to start from model.path");
     }
     rl_st_model_destroy(&st);
     return rc;
 }
 
-// The policy (critic = 0) or the critic (critic = 1: critic.init's weights, the critic's tuning
-// mode, a value head).
-static int s_new(const rl_recipe_t *r, int threads, int critic, rl_policy_t **out, char *err,
+// The policy (S_POLICY), the critic (S_CRITIC: critic.init's weights, the critic's tuning mode,
+// a value head) or a reward model (S_RM: model.path in the recipe's tuning mode with a score
+// head: the folder's own when it is a reward model, else a fresh one).
+static int s_new(const rl_recipe_t *r, int threads, int kind, rl_policy_t **out, char *err,
                  size_t err_len) {
     *out = NULL;
     rl_policy_t *p = calloc(1, sizeof(*p));
@@ -140,8 +151,10 @@ static int s_new(const rl_recipe_t *r, int threads, int critic, rl_policy_t **ou
     }
     p->r = r;
     p->threads = threads;
+    p->kind = kind;
     const char *dir = r->model.path;
-    int from_rm = critic && r->critic.init && strcmp(r->critic.init, "base") != 0;
+    int critic = kind != S_POLICY;
+    int from_rm = kind == S_CRITIC && r->critic.init && strcmp(r->critic.init, "base") != 0;
     if (from_rm) {
         dir = r->critic.init; // a reward model's folder: its decoder and its score head
     }
@@ -168,9 +181,11 @@ static int s_new(const rl_recipe_t *r, int threads, int critic, rl_policy_t **ou
         rl_rng_seed(&rng, (uint64_t)r->run.seed * 0x9E3779B97F4A7C15ull + 0xC217Cull);
         rl_rng_fill_normal(&rng, p->head, (size_t)p->C, 0.0f, (float)cfg.initializer_range);
     }
-    int rc = s_load_model(p, dir, err, err_len);
+    int rc = s_load_model(p, dir, err, err_len), found = 0;
     if (!rc && from_rm) {
-        rc = s_head_from_folder(p, dir, err, err_len);
+        rc = s_head_from_folder(p, dir, "critic.init", 0, &found, err, err_len);
+    } else if (!rc && kind == S_RM) {
+        rc = s_head_from_folder(p, dir, "model.path", 1, &found, err, err_len);
     }
     if (rc) {
         rl_policy_destroy(&p);
@@ -187,14 +202,18 @@ static int s_new(const rl_recipe_t *r, int threads, int critic, rl_policy_t **ou
     return 0;
 }
 
-int rl_policy_new(const rl_recipe_t *r, int threads, rl_policy_t **out, char *err,
-                  size_t err_len) {
-    return s_new(r, threads, 0, out, err, err_len);
+int rl_policy_new(const rl_recipe_t *r, int threads, rl_policy_t **out, char *err, size_t err_len) {
+    return s_new(r, threads, S_POLICY, out, err, err_len);
 }
 
 int rl_policy_new_critic(const rl_recipe_t *r, int threads, rl_policy_t **out, char *err,
                          size_t err_len) {
-    return s_new(r, threads, 1, out, err, err_len);
+    return s_new(r, threads, S_CRITIC, out, err, err_len);
+}
+
+int rl_policy_new_rm(const rl_recipe_t *r, int threads, rl_policy_t **out, char *err,
+                     size_t err_len) {
+    return s_new(r, threads, S_RM, out, err, err_len);
 }
 
 int rl_policy_has_head(const rl_policy_t *self) { return self->head != NULL; }
@@ -863,15 +882,13 @@ int rl_policy_load(rl_policy_t *self, const char *dir, uint64_t model_train_step
 }
 
 int rl_policy_save_final(rl_policy_t *self, const char *dir, const char *base_model, int bf16,
-                         char *err, size_t err_len) {
-    int rc;
+                         int pad_token_id, char *err, size_t err_len) {
+    if (self->head) { // a reward model or a critic: an HF sequence classifier, LoRA merged
+        return rl_model_save_seq_cls(self->model, dir, self->head, pad_token_id, bf16, err,
+                                     err_len);
+    }
     if (rl_policy_is_lora(self)) {
-        rc = rl_model_save_adapter(self->model, dir, base_model, err, err_len);
-    } else {
-        rc = rl_model_save_hf(self->model, dir, bf16, err, err_len);
+        return rl_model_save_adapter(self->model, dir, base_model, err, err_len);
     }
-    if (!rc && self->head) {
-        rc = s_head_save(self, dir, err, err_len);
-    }
-    return rc;
+    return rl_model_save_hf(self->model, dir, bf16, err, err_len);
 }

@@ -62,7 +62,14 @@ typedef struct {
 // callback given values instead of logprobs. Same ownership as rl_policy_new.
 int rl_policy_new_critic(const rl_recipe_t *recipe, int threads, rl_policy_t **out, char *err,
                          size_t err_len);
-// 1 for a critic (a value head), 0 for the policy.
+// A reward model (algorithm rm): model.path in the recipe's tuning mode (lora section) with a
+// score head w (C): the folder's own `score.weight` when model.path is a reward model (an HF
+// sequence classifier: training goes on from it), else a fresh head drawn as the critic's. Its
+// optimizer, training (rl_policy_train_rm) and scores (rl_policy_scores) are the head model's.
+// Same ownership as rl_policy_new.
+int rl_policy_new_rm(const rl_recipe_t *recipe, int threads, rl_policy_t **out, char *err,
+                     size_t err_len);
+// 1 for a critic or a reward model (a head), 0 for the policy.
 int rl_policy_has_head(const rl_policy_t *self);
 // values (B,T) of a critic, aligned like logprobs (rl_head.h: column t is the value of the state
 // before token t), no gradients. RL_EINVAL for the policy.
@@ -219,9 +226,12 @@ int rl_policy_save(rl_policy_t *self, const char *dir, const char *base_model, c
 // Restores what rl_policy_save wrote (and the dropout counter).
 int rl_policy_load(rl_policy_t *self, const char *dir, uint64_t model_train_step, char *err,
                    size_t err_len);
-// Saves final/: the PEFT adapter, or an HF folder (bf16 when bf16) without tokenizer files.
+// Saves final/: the PEFT adapter, or an HF folder (bf16 when bf16) without tokenizer files. A
+// model with a head (a reward model, a critic) is saved as transformers'
+// <Arch>ForSequenceClassification folder (rl_model_save_seq_cls: LoRA merged, `score.weight`,
+// num_labels 1, pad_token_id: -1 writes null) that `rewards: - model:` and critic.init load.
 int rl_policy_save_final(rl_policy_t *self, const char *dir, const char *base_model, int bf16,
-                         char *err, size_t err_len);
+                         int pad_token_id, char *err, size_t err_len);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,6 @@
-// test_dpo_run — `rlctl run` of DPO end to end on the arith base model (LoRA) with pairs made here
-// (chosen: the worked answer; rejected: the same with a wrong final number):
+// test_pref_run — `rlctl run` of the preference algorithms end to end on the arith base model
+// (LoRA) with pairs made here (chosen: the worked answer; rejected: the same with a wrong final
+// number). DPO:
 //   1. TRL's metrics at every step, the loss at ln 2 on the first step (the policy is its
 //      reference) and the pairs learned (rewards/accuracies 1 by the last step);
 //   2. the reference cache: the first run computes each row's reference sum once
@@ -13,8 +14,25 @@
 //   6. held-out prompts (data.eval): eval/accuracy and eval/accuracy_greedy by sampling on the
 //      samplers, which get the actor's weights first (the draws are the same at every evaluation,
 //      so a change of eval/accuracy is the weights').
+// Reward models (algorithm rm):
+//   7. its metrics at every step (loss near ln 2 at first: a fresh head scores ~0), held-out
+//      pairs before training, every eval_every steps and after: eval/rm/accuracy from ~chance to
+//      > 0.9;
+//   8. final/ is an HF sequence classifier (Qwen2ForSequenceClassification, score.weight [1, C],
+//      no lm_head, the tokenizer's pad id, the tokenizer files) whose scores, computed here with
+//      the model library, rank the held-out pairs exactly as the run's last evaluation did;
+//   9. resume is exact (metrics, final/model.safetensors); a run from final/ as model.path keeps
+//      its head (its first evaluation is the last one of the run it came from);
+//  10. margins (TRL's column) change the loss; pairs of which only some have one are refused;
+//      full tuning writes the same kind of folder.
 #include "rl_test.h"
 #include "rl_test_run.h"
+
+#include "rl_data.h"
+#include "rl_head.h"
+#include "rl_model.h"
+#include "rl_safetensors.h"
+#include "rl_tokenizer.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -22,11 +40,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char s_tmp[] = "/tmp/rl_test_dpo_XXXXXX";
+static char s_tmp[] = "/tmp/rl_test_pref_XXXXXX";
 static char s_cmd[8192];
 
-// pairs i0 .. i0 + n - 1 into <tmp>/<name>
-static void s_pairs(const char *name, int i0, int n) {
+// pairs i0 .. i0 + n - 1 into <tmp>/<name>; margins: 0 none, 1 every pair "margin": 2, 2 only
+// the first pair
+static void s_pairs_m(const char *name, int i0, int n, int margins) {
     char p[600];
     snprintf(p, sizeof p, "%s/%s", s_tmp, name);
     FILE *f = fopen(p, "w");
@@ -35,12 +54,17 @@ static void s_pairs(const char *name, int i0, int n) {
         int x = a * b, y = x + c;
         fprintf(f,
                 "{\"prompt\": \"%d*%d+%d=\", \"chosen\": \"%d*%d=%d;%d+%d=%d #### %d\", "
-                "\"rejected\": \"%d*%d=%d;%d+%d=%d #### %d\"}\n",
-                a, b, c, a, b, x, x, c, y, y, a, b, x, x, c, y, y + 1 + i % 5);
+                "\"rejected\": \"%d*%d=%d;%d+%d=%d #### %d\"%s}\n",
+                a, b, c, a, b, x, x, c, y, y, a, b, x, x, c, y, y + 1 + i % 5,
+                margins == 1 || (margins == 2 && i == i0) ? ", \"margin\": 2.0" : "");
     }
     if (f) {
         fclose(f);
     }
+}
+
+static void s_pairs(const char *name, int i0, int n) {
+    s_pairs_m(name, i0, n, 0);
 }
 
 static void s_files(void) {
@@ -97,9 +121,7 @@ static json_t *s_no_ref(json_t *m) {
     return c;
 }
 
-int main(void) {
-    RL_TEST_ASSERT_FILE(mkdtemp(s_tmp), "a temporary directory");
-    s_files();
+static void s_dpo(void) {
     // 1. one go, a fresh cache
     CHECK_INT(s_run("a", "cache1", ""), 0);
     json_t *ma = rl_test_metrics(s_tmp, "a");
@@ -197,6 +219,191 @@ int main(void) {
     char *o = rl_test_out(s_tmp);
     CHECK_CONTAINS(o, "data.format: prompt rows hold no pairs; DPO takes auto or preference");
     free(o);
+}
+
+// ---- reward models
+// -------------------------------------------------------------------------------
+
+static int s_rm_run(const char *run, const char *more) {
+    snprintf(s_cmd, sizeof s_cmd, "run %s/rm.yaml run.dir=%s/%s %s", s_tmp, s_tmp, run, more);
+    int rc = rl_test_rlctl(s_tmp, s_cmd);
+    if (rc != 0) {
+        char *o = rl_test_out(s_tmp);
+        fprintf(stderr, "rlctl %s -> %d\n%s\n", s_cmd, rc, o ? o : "");
+        free(o);
+    }
+    return rc;
+}
+
+static double s_num(json_t *o, const char *k) {
+    json_t *v = json_object_get(o, k);
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+// The held-out pairs scored here by the folder <tmp>/<run>/final (the model library, seq_cls,
+// its score.weight): *acc the share ranked right, *margin the mean r_w - r_l. 0 or -1.
+static int s_score_folder(const char *run, double *acc, double *margin) {
+    char dir[700], path[800], err[1024];
+    snprintf(dir, sizeof dir, "%s/%s/final", s_tmp, run);
+    rl_model_opts_t mo;
+    rl_model_opts_default(&mo);
+    mo.threads = 1;
+    mo.seq_cls = 1;
+    rl_model_t *m = rl_model_load(dir, &mo, err, sizeof err);
+    rl_tokenizer_t *tok = rl_tokenizer_new_dir(dir, err, sizeof err);
+    rl_st_model_t *st = rl_st_model_open(dir, err, sizeof err);
+    const rl_st_tensor_t *sw = st ? rl_st_model_find(st, "score.weight") : NULL;
+    int C = m ? rl_model_config(m)->hidden_size : 0;
+    CHECK_MSG(m && tok && sw && sw->ndim == 2 && sw->shape[0] == 1 && sw->shape[1] == C,
+              "%s: not a reward-model folder: %s", dir, err);
+    CHECK_MSG(st && !rl_st_model_find(st, "lm_head.weight"), "%s has an lm_head", dir);
+    rl_data_t *d = NULL;
+    if (m && tok && sw) {
+        rl_data_opts_t o;
+        rl_data_opts_default(&o);
+        o.pairs = 1; // no EOS: the reward model's rows end at the completion
+        snprintf(path, sizeof path, "%s/rm_heldout.jsonl", s_tmp);
+        d = rl_data_load(path, &o, tok, err, sizeof err);
+        CHECK_MSG(d != NULL, "%s", err);
+    }
+    int rc = d ? 0 : -1;
+    float *w = malloc((size_t)(C > 0 ? C : 1) * sizeof(float));
+    if (!rc && w) {
+        rl_st_to_f32(w, sw);
+    }
+    double right = 0, sum = 0;
+    size_t n = d ? rl_data_count(d) : 0;
+    for (size_t i = 0; !rc && w && i < n; i += 2) {
+        const int32_t *a, *b;
+        int la, lb;
+        rl_data_example(d, i, &a, NULL, &la, NULL);
+        rl_data_example(d, i + 1, &b, NULL, &lb, NULL);
+        int T = la > lb ? la : lb, len[2] = {la, lb};
+        int32_t tok2[256] = {0};
+        memcpy(tok2, a, (size_t)la * sizeof(int32_t));
+        memcpy(tok2 + T, b, (size_t)lb * sizeof(int32_t));
+        float sc[2];
+        rc = rl_model_forward(m, tok2, len, 2, T, 1.0f, 0, NULL, NULL);
+        if (!rc) {
+            rl_head_score_forward(sc, rl_model_hidden(m), w, len, 2, T, C);
+            right += sc[0] > sc[1];
+            sum += (double)sc[0] - (double)sc[1];
+        }
+    }
+    *acc = n ? right / (double)(n / 2) : NAN;
+    *margin = n ? sum / (double)(n / 2) : NAN;
+    free(w);
+    rl_data_destroy(&d);
+    rl_st_model_destroy(&st);
+    rl_tokenizer_destroy(&tok);
+    rl_model_destroy(&m);
+    return rc;
+}
+
+static void s_rm(void) {
+    char p[700];
+    snprintf(p, sizeof p, "%s/rm.yaml", s_tmp);
+    FILE *f = fopen(p, "w");
+    if (f) {
+        fprintf(f,
+                "run: {seed: 3}\n"
+                "model: {path: %s/cookbook/models/arith-noisy-base}\n"
+                "lora: {enabled: true}\n"
+                "data: {train: %s/rm_pairs.jsonl, eval_pairs: %s/rm_heldout.jsonl}\n"
+                "algorithm: {name: rm}\n"
+                "optim: {lr: 2.0e-3}\n"
+                "train: {steps: 24, batch_size: 8, micro_batch_size: 8, save_every: 12, "
+                "eval_every: 12}\n",
+                RL_SOURCE_DIR, s_tmp, s_tmp);
+        fclose(f);
+    }
+    s_pairs("rm_pairs.jsonl", 0, 192);
+    s_pairs("rm_heldout.jsonl", 192, 48);
+    // 7. metrics, held-out accuracy
+    CHECK_INT(s_rm_run("ra", ""), 0);
+    json_t *ma = rl_test_metrics(s_tmp, "ra");
+    CHECK_INT((int)json_array_size(ma), 25);
+    static const char *const names[] = {"loss",        "grad_norm",  "learning_rate",
+                                        "rm/accuracy", "rm/margin",  "rm/chosen",
+                                        "rm/rejected", "num_tokens", NULL};
+    for (size_t i = 1; i < json_array_size(ma); i++) {
+        for (int k = 0; names[k]; k++) {
+            CHECK_MSG(isfinite(s_num(json_array_get(ma, i), names[k])), "rm step %zu: no %s", i,
+                      names[k]);
+        }
+    }
+    json_t *e0 = json_array_get(ma, 0), *e12 = json_array_get(ma, 24);
+    double l1 = s_num(json_array_get(ma, 1), "loss");
+    double a0 = s_num(e0, "eval/rm/accuracy"), a12 = s_num(e12, "eval/rm/accuracy");
+    double g12 = s_num(e12, "eval/rm/margin");
+    fprintf(stderr, "rm: first loss %.4f; held-out accuracy %.3f -> %.3f, margin %.3f\n", l1, a0,
+            a12, g12);
+    CHECK_MSG(fabs(l1 - log(2.0)) < 0.05, "first rm loss %g, want ~ln 2 (a fresh head)", l1);
+    CHECK_MSG(isfinite(s_num(json_array_get(ma, 12), "eval/rm/accuracy")) &&
+                  !isfinite(s_num(json_array_get(ma, 11), "eval/rm/accuracy")),
+              "held-out evaluations not at steps 12 and 24 only");
+    CHECK_MSG(a12 > 0.9 && a12 > a0, "the reward model did not learn: accuracy %g -> %g", a0, a12);
+    // 8. final/: a sequence classifier that ranks the held-out pairs as the run did
+    snprintf(p, sizeof p, "%s/ra/final/config.json", s_tmp);
+    json_error_t je;
+    json_t *cfg = json_load_file(p, 0, &je);
+    CHECK_STR(json_string_value(json_array_get(json_object_get(cfg, "architectures"), 0)),
+              "Qwen2ForSequenceClassification");
+    CHECK_INT((int)json_object_size(json_object_get(cfg, "id2label")), 1);
+    CHECK_INT((int)json_integer_value(json_object_get(cfg, "pad_token_id")), 21);
+    json_decref(cfg);
+    CHECK(rl_test_exists(s_tmp, "ra/final/tokenizer.json"));
+    CHECK(rl_test_exists(s_tmp, "ra/final/tokenizer_config.json"));
+    double fa = NAN, fm = NAN;
+    CHECK_INT(s_score_folder("ra", &fa, &fm), 0);
+    fprintf(stderr, "rm final/ scored here: accuracy %.3f, margin %.4f (the run's: %.4f)\n", fa, fm,
+            g12);
+    CHECK_MSG(fabs(fa - a12) < 1e-9 && fabs(fm - g12) <= 1e-4 * fmax(1.0, fabs(g12)),
+              "final/ scores differ from the run's last evaluation: accuracy %g vs %g, margin "
+              "%g vs %g",
+              fa, a12, fm, g12);
+    // 9. resume; training on from final/
+    CHECK_INT(s_rm_run("rr", "--stop-at 12"), 0);
+    CHECK_INT(s_rm_run("rr", "--resume"), 0);
+    json_t *mr = rl_test_metrics(s_tmp, "rr");
+    CHECK_MSG(json_equal(ma, mr), "rm: the resumed run's metrics differ from one go's");
+    CHECK(rl_test_files_equal(s_tmp, "ra/final/model.safetensors", "rr/final/model.safetensors"));
+    json_decref(mr);
+    snprintf(p, sizeof p, "model.path=%s/ra/final train.steps=1", s_tmp);
+    CHECK_INT(s_rm_run("rc", p), 0);
+    json_t *mc = rl_test_metrics(s_tmp, "rc");
+    double c0 = s_num(json_array_get(mc, 0), "eval/rm/margin");
+    CHECK_MSG(fabs(c0 - g12) <= 1e-4 * fmax(1.0, fabs(g12)),
+              "a run from final/ did not keep its head: held-out margin %g, the folder's %g", c0,
+              g12);
+    json_decref(mc);
+    // 10. margins; full tuning
+    s_pairs_m("rm_pairs.jsonl", 0, 192, 1);
+    CHECK_INT(s_rm_run("rm", "train.steps=1 train.eval_every=0"), 0);
+    json_t *mm = rl_test_metrics(s_tmp, "rm");
+    double lm = s_num(json_array_get(mm, 1), "loss");
+    CHECK_MSG(fabs(lm - log1p(exp(2.0))) < 0.1, "loss with margin 2: %g, want ~softplus(2) %g", lm,
+              log1p(exp(2.0)));
+    json_decref(mm);
+    s_pairs_m("rm_pairs.jsonl", 0, 192, 2);
+    CHECK(s_rm_run("rx", "train.steps=1") != 0);
+    char *o = rl_test_out(s_tmp);
+    CHECK_CONTAINS(o, "1 of 192 pairs have a 'margin' field");
+    free(o);
+    s_pairs("rm_pairs.jsonl", 0, 192);
+    CHECK_INT(s_rm_run("rf", "lora.enabled=false optim.lr=1e-4 train.steps=2 "
+                             "train.save_every=0 train.eval_every=0"),
+              0);
+    CHECK(rl_test_exists(s_tmp, "rf/final/model.safetensors"));
+    CHECK(rl_test_exists(s_tmp, "rf/final/config.json"));
+    json_decref(ma);
+}
+
+int main(void) {
+    RL_TEST_ASSERT_FILE(mkdtemp(s_tmp), "a temporary directory");
+    s_files();
+    s_dpo();
+    s_rm();
     if (!rl_test_failed) {
         snprintf(s_cmd, sizeof s_cmd, "rm -rf '%s'", s_tmp);
         if (system(s_cmd) != 0) {

@@ -1,0 +1,99 @@
+// rl_pairs — see rl_pairs.h.
+#include "rl_pairs.h"
+
+#include "rl_err.h"
+#include "rl_hf.h"
+#include "rl_log.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int rl_pairs_load(const rl_run_t *run, int eos, int with_margin, rl_data_t **train,
+                  rl_data_t **eval, char *err, size_t err_len) {
+    const rl_recipe_t *r = run->r;
+    char msg[2048];
+    *train = *eval = NULL;
+    rl_data_opts_t d;
+    rl_data_opts_default(&d);
+    d.pairs = 1;
+    d.format = r->data.format;
+    d.prompt_field = r->data.prompt_field;
+    d.chosen_field = r->data.chosen_field;
+    d.rejected_field = r->data.rejected_field;
+    d.margin_field = with_margin ? r->data.margin_field : NULL;
+    d.max_length = r->data.max_length;
+    d.truncation = r->data.truncation;
+    d.eos_id = -1;
+    if (eos) {
+        d.eos_id = rl_tokenizer_eos_id(run->tok);
+        rl_hf_config_t cfg;
+        if (d.eos_id < 0 && rl_hf_config_load(r->model.path, &cfg, msg, sizeof msg) == 0 &&
+            cfg.n_eos > 0) {
+            d.eos_id = cfg.eos_token_ids[0];
+        }
+    }
+    d.chat = rl_run_chat_format(r, run->tok);
+    const char *paths[2] = {r->data.train, r->data.eval_pairs};
+    rl_data_t **outs[2] = {train, eval};
+    for (int k = 0; k < 2; k++) {
+        if (!paths[k]) {
+            continue;
+        }
+        *outs[k] = rl_data_load(paths[k], &d, run->tok, msg, sizeof msg);
+        if (!*outs[k]) {
+            return rl_errf(err, err_len, RL_EINVAL, "%s", msg);
+        }
+        if (rl_data_dropped(*outs[k])) {
+            rl_log_warn("%s: %zu pairs dropped (a side longer than data.max_length %d tokens)",
+                        paths[k], rl_data_dropped(*outs[k]), r->data.max_length);
+        }
+    }
+    return 0;
+}
+
+void rl_pairs_take(rl_run_t *run, int P, int64_t *ex) {
+    for (int i = 0; i < P; i++) {
+        size_t pair = rl_data_sampler_next(run->order);
+        ex[2 * i] = (int64_t)(2 * pair);
+        ex[2 * i + 1] = ex[2 * i] + 1;
+    }
+}
+
+void rl_pairs_rows_free(rl_pairs_rows_t *t) {
+    free(t->ex);
+    free(t->tok);
+    free(t->len);
+    free(t->mask);
+    memset(t, 0, sizeof *t);
+}
+
+int rl_pairs_rows(const rl_data_t *data, const int64_t *ex, int B, rl_pairs_rows_t *t) {
+    memset(t, 0, sizeof *t);
+    int T = 2;
+    for (int i = 0; i < B; i++) {
+        int len;
+        rl_data_example(data, (size_t)ex[i], NULL, NULL, &len, NULL);
+        T = len > T ? len : T;
+    }
+    size_t bt = (size_t)B * (size_t)T;
+    t->ex = malloc(((size_t)B + 1) * sizeof(int64_t));
+    t->tok = calloc(bt, sizeof(int32_t));
+    t->len = calloc((size_t)B + 1, sizeof(int32_t));
+    t->mask = calloc(bt, 1);
+    if (!t->ex || !t->tok || !t->len || !t->mask) {
+        return RL_ENOMEM;
+    }
+    for (int i = 0; i < B; i++) {
+        const int32_t *x;
+        const uint8_t *m;
+        int n;
+        rl_data_example(data, (size_t)ex[i], &x, &m, &n, NULL);
+        memcpy(t->tok + (size_t)i * T, x, (size_t)n * sizeof(int32_t));
+        memcpy(t->mask + (size_t)i * T, m, (size_t)n);
+        t->len[i] = n;
+        t->ex[i] = ex[i];
+    }
+    t->B = B;
+    t->T = T;
+    return 0;
+}

@@ -1,0 +1,48 @@
+// rl_pairs — what the algorithms that train on preference pairs share (DPO, reward models): the
+// pairs of data.train and data.eval_pairs as rl_data preference rows (example 2i: prompt +
+// chosen, 2i + 1: prompt + rejected, the loss mask on the completions), and the right-padded
+// (B,T) rows of a set of their examples, as a train or logprobs request carries them. Internal
+// to roles/.
+#ifndef RL_PAIRS_H
+#define RL_PAIRS_H
+
+#include "rl_run.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// The training pairs (data.train) and the held-out ones (data.eval_pairs, *eval NULL without
+// it): the recipe's fields, chat template, data.max_length and data.truncation; eos = 1 appends
+// the tokenizer's EOS (config.json's when the tokenizer names none) after each completion, as
+// TRL's DPO does; eos = 0 ends each row at its completion's last token (a reward model: the
+// token its head reads, see docs/training.md). with_margin: read data.margin_field. A warning
+// names the pairs dropped. caller owns *train and *eval (also on failure); free with
+// rl_data_destroy.
+int rl_pairs_load(const rl_run_t *run, int eos, int with_margin, rl_data_t **train,
+                  rl_data_t **eval, char *err, size_t err_len);
+
+// Takes P pairs in the run's data order (run->order walks pairs): ex[2i] and ex[2i + 1] get the
+// chosen and rejected examples of the i-th. ex: caller's (2P).
+void rl_pairs_take(rl_run_t *run, int P, int64_t *ex);
+
+// Rows of examples of one dataset, right-padded to the longest (T >= 2; padding holds token 0).
+typedef struct {
+    int B, T;
+    int64_t *ex;        // (B) example indices
+    int32_t *tok, *len; // (B,T), (B)
+    uint8_t *mask;      // (B,T)
+} rl_pairs_rows_t;
+
+// Fills *out with examples ex[0..B) of data (ex copied). Returns 0 or RL_ENOMEM. Free with
+// rl_pairs_rows_free (also on failure).
+int rl_pairs_rows(const rl_data_t *data, const int64_t *ex, int B, rl_pairs_rows_t *out);
+void rl_pairs_rows_free(rl_pairs_rows_t *rows);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
