@@ -138,6 +138,7 @@ enum { RL_RECIPE_OPTIM_ADAMW = 0 };
 enum { RL_RECIPE_REF_ACTOR = 0, RL_RECIPE_REF_WORKER = 1 }; // roles.reference, roles.critic
 enum { RL_RECIPE_SCHED_CONSTANT = 0, RL_RECIPE_SCHED_LINEAR = 1, RL_RECIPE_SCHED_COSINE = 2 };
 enum {
+    RL_RECIPE_REWARD_MODEL = -2,  // `model:` names a reward model's folder
     RL_RECIPE_REWARD_PLUGIN = -1, // `plugin:` names a .so
     RL_RECIPE_REWARD_MATH_ANSWER = 0,
     RL_RECIPE_REWARD_REGEX_FORMAT = 1,
@@ -272,8 +273,11 @@ typedef struct {
 typedef struct {
     char *name;
     double weight;
-    int builtin;       // RL_RECIPE_REWARD_* (RL_RECIPE_REWARD_PLUGIN when `plugin` is set)
+    int builtin;       // RL_RECIPE_REWARD_* (RL_RECIPE_REWARD_PLUGIN when `plugin` is set,
+                       // RL_RECIPE_REWARD_MODEL when `model` is)
     char *plugin;      // absolute path of the .so, or NULL
+    char *model;       // absolute path of a reward model's folder (an HF sequence classifier),
+                       // or NULL
     char *config_json; // the entry's `config:` map as JSON text ("{}" when absent)
 } rl_recipe_reward_t;
 

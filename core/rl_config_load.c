@@ -870,7 +870,7 @@ static void s_walk(rl_cfg_ctx_t *c, const rl_yaml_node_t *root) {
             if (item->kind != RL_YAML_MAP) {
                 s_found(item, f, sizeof f);
                 rl_cfg_err(c, item, prefix,
-                           "expected a map (name:, builtin: or plugin:, ...), found %s", f);
+                           "expected a map (name:, builtin:, plugin: or model:, ...), found %s", f);
                 continue;
             }
             s_loc_add(c, prefix, item);
@@ -978,26 +978,36 @@ static void s_derive(rl_cfg_ctx_t *c) {
         if (!rl_cfg_is_set(r, key)) {
             continue; // not a map: already reported
         }
-        int has_b = w->builtin >= 0, has_p = w->plugin != NULL;
-        char kb[80], kp[80], kname[80];
+        int has_b = w->builtin >= 0, has_p = w->plugin != NULL, has_m = w->model != NULL;
+        char kb[80], kp[80], km[80], kname[80];
         snprintf(kb, sizeof kb, "%s.builtin", key);
         snprintf(kp, sizeof kp, "%s.plugin", key);
+        snprintf(km, sizeof km, "%s.model", key);
         snprintf(kname, sizeof kname, "%s.name", key);
         int b_written = rl_cfg_is_set(r, kb), p_written = rl_cfg_is_set(r, kp);
-        if (has_b && has_p) {
-            rl_cfg_err_key(c, kp, "set together with builtin; an entry uses one of them");
-        } else if (!has_b && !has_p && !b_written && !p_written) {
+        int m_written = rl_cfg_is_set(r, km);
+        if (has_b + has_p + has_m > 1) {
+            rl_cfg_err_key(c, has_m ? km : kp,
+                           "set together with %s; an entry uses one of builtin, plugin and model",
+                           has_b ? "builtin" : "plugin");
+        } else if (!has_b && !has_p && !has_m && !b_written && !p_written && !m_written) {
             char all[256];
             s_join(rl_cfg_key("rewards", "builtin")->choices, all, sizeof all);
-            rl_cfg_err_key(c, key, "needs builtin: (%s) or plugin: <path of a .so>", all);
+            rl_cfg_err_key(c, key,
+                           "needs builtin: (%s), plugin: <path of a .so> or model: <a reward "
+                           "model's folder>",
+                           all);
+        }
+        if (has_m && !has_b && !has_p) {
+            w->builtin = RL_RECIPE_REWARD_MODEL;
         }
         if (!w->name && has_b) {
             w->name = strdup(rl_recipe_reward_builtin_name(w->builtin));
             if (!w->name) {
                 c->oom = 1;
             }
-        } else if (!w->name && has_p && !rl_cfg_is_set(r, kname)) {
-            rl_cfg_err_key(c, key, "a plugin reward needs a name:");
+        } else if (!w->name && (has_p || has_m) && !rl_cfg_is_set(r, kname)) {
+            rl_cfg_err_key(c, key, "a %s reward needs a name:", has_p ? "plugin" : "model");
         } else if (w->name && !s_name_ok(w->name)) {
             rl_cfg_err_key(c, kname,
                            "'%s' cannot name a metric; use letters, digits, '.', '_', '-'",

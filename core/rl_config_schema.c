@@ -325,9 +325,13 @@ static const rl_recipe_key_t s_keys[] = {
      DEF("1.0"), .min = -BIG, .max = BIG, .doc = "the total reward is the weighted sum"},
     {.section = "rewards", .key = "builtin", .type = RL_RECIPE_T_ENUM, .offset = ROFF(builtin),
      .def_doc = "null", .flags = OPTIONAL, .choices = s_builtins,
-     .doc = "a built-in reward (exactly one of builtin and plugin)"},
+     .doc = "a built-in reward (exactly one of builtin, plugin and model)"},
     {.section = "rewards", .key = "plugin", .type = RL_RECIPE_T_PATH_FILE, .offset = ROFF(plugin),
      .def_doc = "null", .flags = OPTIONAL | EXISTS, .doc = "path of a reward plugin .so"},
+    {.section = "rewards", .key = "model", .type = RL_RECIPE_T_PATH_DIR, .offset = ROFF(model),
+     .def_doc = "null", .flags = OPTIONAL | EXISTS, .needs = "config.json",
+     .doc = "a reward model's folder (an HF sequence classifier, e.g. an rm run's final/): "
+            "scores prompt + completion"},
     {.section = "rewards", .key = "config", .type = RL_RECIPE_T_MAP, .offset = ROFF(config_json),
      DEF("{}"), .doc = "any map; passed to the reward's create() as JSON"},
     // optim ----------------------------------------------------------------------------------

@@ -243,7 +243,8 @@ int rl_recipe_to_yaml(const rl_recipe_t *recipe, char **out) {
                     // an entry names one source: omit the other rather than print null
                     const rl_recipe_reward_t *w = &recipe->rewards[e];
                     if ((k->offset == offsetof(rl_recipe_reward_t, builtin) && w->builtin < 0) ||
-                        (k->offset == offsetof(rl_recipe_reward_t, plugin) && !w->plugin)) {
+                        (k->offset == offsetof(rl_recipe_reward_t, plugin) && !w->plugin) ||
+                        (k->offset == offsetof(rl_recipe_reward_t, model) && !w->model)) {
                         continue;
                     }
                     s_put(&b, "  %s %s: ", first ? "-" : " ", k->key);

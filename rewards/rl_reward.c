@@ -16,6 +16,9 @@
 #include "rl_err.h"
 #include "rl_log.h"
 #include "rl_reward_builtin.h"
+#include "rl_reward_model.h"
+
+#include <jansson.h>
 
 // The bytes of a table the host reads: every field of ABI version 1, up to destroy.
 #define S_TABLE_V1_SIZE (offsetof(rl_reward_table_t, destroy) + sizeof(void (*)(void *)))
@@ -160,12 +163,42 @@ static const char *s_label(const rl_recipe_reward_t *spec, const rl_reward_table
     return slash ? slash + 1 : spec->plugin ? spec->plugin : "?";
 }
 
-int rl_reward_open(const rl_recipe_reward_t *spec, rl_reward_t **out, char *err, size_t err_len) {
+// A model reward's create() config: the entry's `config:` map with "path" (the folder) and
+// "threads" set. caller owns result; free with free(). NULL: out of memory or a config that is
+// not a map (*bad = 1).
+static char *s_model_config(const rl_recipe_reward_t *spec, int threads, int *bad) {
+    json_error_t je;
+    json_t *cfg = json_loads(spec->config_json ? spec->config_json : "{}", 0, &je);
+    *bad = cfg && !json_is_object(cfg);
+    char *out = NULL;
+    if (cfg && !*bad && json_object_set_new(cfg, "path", json_string(spec->model)) == 0 &&
+        json_object_set_new(cfg, "threads", json_integer(threads)) == 0) {
+        out = json_dumps(cfg, JSON_COMPACT);
+    }
+    json_decref(cfg);
+    return out;
+}
+
+int rl_reward_open(const rl_recipe_reward_t *spec, int threads, rl_reward_t **out, char *err,
+                   size_t err_len) {
     RL_ASSERT(spec && out);
     *out = NULL;
     const rl_reward_table_t *table = NULL;
     void *dl = NULL;
-    if (spec->builtin == RL_RECIPE_REWARD_PLUGIN) {
+    char *model_cfg = NULL;
+    if (spec->builtin == RL_RECIPE_REWARD_MODEL) {
+        int bad = 0;
+        if (!spec->model || !spec->model[0]) {
+            return rl_errf(err, err_len, RL_EINVAL, "reward '%s': no model folder",
+                           spec->name ? spec->name : "?");
+        }
+        table = rl_reward_model_table();
+        model_cfg = s_model_config(spec, threads, &bad);
+        if (!model_cfg) {
+            return rl_errf(err, err_len, bad ? RL_EINVAL : RL_ENOMEM, "reward '%s': %s",
+                           s_label(spec, table), bad ? "config is not a map" : "out of memory");
+        }
+    } else if (spec->builtin == RL_RECIPE_REWARD_PLUGIN) {
         if (!spec->plugin || !spec->plugin[0]) {
             return rl_errf(err, err_len, RL_EINVAL, "reward '%s': no plugin path",
                            spec->name ? spec->name : "?");
@@ -192,6 +225,8 @@ int rl_reward_open(const rl_recipe_reward_t *spec, rl_reward_t **out, char *err,
     r->name = strdup(spec->name ? spec->name : table->name);
     if (dl) {
         r->origin = strdup(spec->plugin);
+    } else if (model_cfg && (r->origin = malloc(strlen(spec->model) + 7)) != NULL) {
+        snprintf(r->origin, strlen(spec->model) + 7, "model %s", spec->model);
     } else if ((r->origin = malloc(strlen(table->name) + 9)) != NULL) {
         snprintf(r->origin, strlen(table->name) + 9, "builtin %s", table->name);
     }
@@ -208,8 +243,8 @@ int rl_reward_open(const rl_recipe_reward_t *spec, rl_reward_t **out, char *err,
 
     char perr[1024] = "";
     void *state = NULL;
-    if (table->create(&r->host, spec->config_json ? spec->config_json : "{}", &state, perr,
-                      sizeof perr) != 0) {
+    const char *config = model_cfg ? model_cfg : spec->config_json ? spec->config_json : "{}";
+    if (table->create(&r->host, config, &state, perr, sizeof perr) != 0) {
         perr[sizeof perr - 1] = '\0'; // the plugin may not have terminated it
         rc = rl_errf(err, err_len, RL_EPLUGIN, "reward '%s' (%s): create failed: %s", r->name,
                      r->origin, perr[0] ? perr : "(the plugin gave no message)");
@@ -218,8 +253,10 @@ int rl_reward_open(const rl_recipe_reward_t *spec, rl_reward_t **out, char *err,
     r->state = state;
     r->created = 1;
     *out = r;
+    free(model_cfg);
     return 0;
 fail:
+    free(model_cfg);
     if (rc == RL_ENOMEM) {
         rl_errf(err, err_len, rc, "reward '%s': out of memory", s_label(spec, table));
     }
@@ -235,7 +272,7 @@ fail:
 
 int rl_reward_check(const rl_recipe_reward_t *spec, char *err, size_t err_len) {
     rl_reward_t *r = NULL;
-    int rc = rl_reward_open(spec, &r, err, err_len);
+    int rc = rl_reward_open(spec, 1, &r, err, err_len);
     rl_reward_close(&r);
     return rc;
 }

@@ -22,16 +22,20 @@ extern "C" {
 
 typedef struct rl_reward rl_reward_t;
 
-// Opens the reward `spec` (a recipe entry; only name, builtin, plugin and config_json are read,
-// borrowed; valid until the call returns):
+// Opens the reward `spec` (a recipe entry; only name, builtin, plugin, model and config_json are
+// read, borrowed; valid until the call returns):
 //   - a built-in (spec->builtin = RL_RECIPE_REWARD_MATH_ANSWER, _REGEX_FORMAT, _LENGTH) takes
 //     its compiled-in table;
 //   - a plugin (spec->builtin = RL_RECIPE_REWARD_PLUGIN, spec->plugin = path of the .so; a path
 //     without '/' is taken relative to the working directory, never searched for) is
 //     dlopen'ed with RTLD_NOW | RTLD_LOCAL and its rl_reward_entry table is checked: the file
 //     loads, the symbol exists and returns non-NULL, abi_version equals RL_REWARD_ABI_VERSION,
-//     struct_size covers every version-1 field, name/create/score/destroy are non-NULL.
-// Then calls the table's create() with spec->config_json (NULL means "{}").
+//     struct_size covers every version-1 field, name/create/score/destroy are non-NULL;
+//   - a reward model (spec->builtin = RL_RECIPE_REWARD_MODEL, spec->model = its folder) takes
+//     rl_reward_model's compiled-in table, with `threads` compute threads (0 = all cores;
+//     built-ins and plugins ignore it).
+// Then calls the table's create() with spec->config_json (NULL means "{}"; a model reward's
+// gets "path" and "threads" added).
 // spec->name names the reward in messages and in rl_reward_name; when NULL the table's name is
 // used. Returns 0 and sets *out; or, with a one-line message in err that names the reward (and
 // the plugin's path):
@@ -42,7 +46,8 @@ typedef struct rl_reward rl_reward_t;
 //   RL_ENOMEM    out of memory
 // On failure everything is released again (the plugin is dlclose'd). caller owns *out; free with
 // rl_reward_close.
-int rl_reward_open(const rl_recipe_reward_t *spec, rl_reward_t **out, char *err, size_t err_len);
+int rl_reward_open(const rl_recipe_reward_t *spec, int threads, rl_reward_t **out, char *err,
+                   size_t err_len);
 
 // The pre-flight check run before any worker starts: rl_reward_open then rl_reward_close, so a
 // missing file, a broken table or a bad config is reported at once, with nothing scored.
@@ -61,7 +66,8 @@ int rl_reward_score(rl_reward_t *r, const rl_reward_item_t *items, size_t n, dou
 // borrowed; valid until rl_reward_close.
 const char *rl_reward_name(const rl_reward_t *r);
 
-// Where the reward comes from: "builtin <table name>" or the plugin's path as given.
+// Where the reward comes from: "builtin <table name>", "model <folder>" or the plugin's path as
+// given.
 // borrowed; valid until rl_reward_close.
 const char *rl_reward_origin(const rl_reward_t *r);
 

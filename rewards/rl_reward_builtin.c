@@ -6,7 +6,7 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
-#include <regex.h>
+#include <oniguruma.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,10 +194,13 @@ static const rl_reward_table_t s_math_table = {
 
 // ---------------------------------------------------------------------------------------------
 // regex_format: 1 when the completion text matches config.pattern (POSIX extended, unanchored
-// unless the pattern anchors itself), else 0.
+// unless the pattern anchors itself), else 0. Compiled by Oniguruma (which rlctl links for the
+// tokenizer) with its POSIX extended syntax: `.` matches newlines, `^`/`$` the text's ends.
+// Not libc's regcomp: libonig exports POSIX-named regcomp/regexec of its own, and in a binary
+// that links both, the dynamic linker binds those names to libonig's (with another regex_t).
 
 typedef struct {
-    regex_t re;
+    OnigRegex re;
 } s_regex_t;
 
 static int s_regex_create(const rl_reward_host_t *host, const char *config_json, void **state,
@@ -221,11 +224,16 @@ static int s_regex_create(const rl_reward_host_t *host, const char *config_json,
         json_decref(cfg);
         return 1;
     }
-    int rc = regcomp(&x->re, json_string_value(p), REG_EXTENDED | REG_NOSUB);
-    if (rc != 0) {
-        char why[128];
-        regerror(rc, &x->re, why, sizeof why);
-        snprintf(err, err_len, "bad pattern '%s': %s", json_string_value(p), why);
+    const char *pat = json_string_value(p);
+    OnigErrorInfo einfo;
+    OnigEncoding enc = ONIG_ENCODING_UTF8;
+    onig_initialize(&enc, 1);
+    int rc = onig_new(&x->re, (const OnigUChar *)pat, (const OnigUChar *)pat + strlen(pat),
+                      ONIG_OPTION_NONE, ONIG_ENCODING_UTF8, ONIG_SYNTAX_POSIX_EXTENDED, &einfo);
+    if (rc != ONIG_NORMAL) {
+        OnigUChar why[ONIG_MAX_ERROR_MESSAGE_LEN];
+        onig_error_code_to_str(why, rc, &einfo);
+        snprintf(err, err_len, "bad pattern '%s': %s", pat, (const char *)why);
         free(x);
         json_decref(cfg);
         return 1;
@@ -241,10 +249,9 @@ static int s_regex_score(void *state, const rl_reward_item_t *items, size_t n, d
     (void)err_len;
     s_regex_t *x = state;
     for (size_t i = 0; i < n; i++) {
-        // the ABI NUL-terminates the completion, which is what regexec reads
-        out[i] = regexec(&x->re, items[i].completion ? items[i].completion : "", 0, NULL, 0) == 0
-                     ? 1.0
-                     : 0.0;
+        const OnigUChar *t = (const OnigUChar *)(items[i].completion ? items[i].completion : "");
+        const OnigUChar *e = t + (items[i].completion ? items[i].completion_len : 0);
+        out[i] = onig_search(x->re, t, e, t, e, NULL, ONIG_OPTION_NONE) >= 0 ? 1.0 : 0.0;
     }
     return 0;
 }
@@ -252,7 +259,7 @@ static int s_regex_score(void *state, const rl_reward_item_t *items, size_t n, d
 static void s_regex_destroy(void *state) {
     s_regex_t *x = state;
     if (x) {
-        regfree(&x->re);
+        onig_free(x->re);
         free(x);
     }
 }

@@ -1,7 +1,7 @@
-// rl_role_reward — the reward role: every reward of the recipe, opened in its order (built-ins
-// and plugins through the one ABI, rewards/rl_reward), serving score (one reward over one
-// batch). A plugin that crashes takes this process with it, which is why rewards run here and
-// not in the controller.
+// rl_role_reward — the reward role: every reward of the recipe, opened in its order (built-ins,
+// plugins and reward models through the one ABI, rewards/rl_reward; a reward model computes with
+// the worker's threads), serving score (one reward over one batch). A plugin that crashes takes
+// this process with it, which is why rewards run here and not in the controller.
 #include "rl_role.h"
 
 #include "rl_err.h"
@@ -28,7 +28,6 @@ static void s_teardown(void **state) {
 
 static int s_setup(const rl_recipe_t *recipe, int threads, void **state, char *err,
                    size_t err_len) {
-    (void)threads;
     s_reward_t *s = calloc(1, sizeof *s);
     if (!s || !(s->rewards = calloc((size_t)recipe->n_rewards + 1, sizeof(*s->rewards)))) {
         free(s);
@@ -36,7 +35,7 @@ static int s_setup(const rl_recipe_t *recipe, int threads, void **state, char *e
     }
     *state = s;
     for (int i = 0; i < recipe->n_rewards; i++) {
-        int rc = rl_reward_open(&recipe->rewards[i], &s->rewards[i], err, err_len);
+        int rc = rl_reward_open(&recipe->rewards[i], threads, &s->rewards[i], err, err_len);
         if (rc) {
             s_teardown(state);
             return rc;

@@ -290,14 +290,16 @@ int rl_rollout_score(rl_run_t *run, const rl_rollout_data_t *d, rl_rollout_t *t,
     for (int j = 0; !rc && j < n; j++) {
         double tot = 0;
         for (int k = 0; k < R; k++) {
-            tot += r->rewards[k].weight * t->raw[(size_t)k * n + j];
+            if (r->rewards[k].weight != 0) { // weight 0: measured and logged, never trained on
+                tot += r->rewards[k].weight * t->raw[(size_t)k * n + j];
+            }
         }
         if (r->algorithm.overlong_buffer > 0) {
             tot += rl_grpo_overlong_penalty(t->gen.lens[j], r->sampling.max_new_tokens,
                                             r->algorithm.overlong_buffer,
                                             r->algorithm.overlong_penalty);
         }
-        t->total[j] = tot; // NaN when any reward was unscorable
+        t->total[j] = tot; // NaN when a reward trained on was unscorable
     }
     for (int j = 0; texts && j < n; j++) {
         free(texts[j]);

@@ -59,7 +59,8 @@ typedef struct {
     size_t *idx;      // (P) dataset rows
     rl_run_gen_t gen; // n_res = P * G completions, prompt-major
     double *raw;      // (R, n_res) each reward's raw score (NaN = unscorable)
-    double *total;    // (n_res) weighted total (+ DAPO overlong shaping); NaN: unscorable
+    double *total;    // (n_res) weighted total (+ DAPO overlong shaping); NaN: unscorable by a
+                      // reward of nonzero weight
     // the actor's batch (rl_rollout_batch): the kept completions, (B,T) right-padded
     int B, T;
     int *row_of;        // (B) completion index of batch row b
@@ -79,9 +80,11 @@ void rl_rollout_free(rl_rollout_t *t);
 int rl_rollout_generate(rl_run_t *run, const rl_rollout_data_t *d, int P, int G, rl_rollout_t *t,
                         char *err, size_t err_len);
 
-// 3. the reward worker scores every reward of the recipe (t->raw); t->total = the weighted sum,
-// plus DAPO's overlong shaping when algorithm.overlong_buffer > 0 (NaN when any reward was
-// unscorable). Errors name the reward and what happened (a timeout stops the reward worker).
+// 3. the reward worker scores every reward of the recipe (t->raw); t->total = the weighted sum
+// of the rewards of nonzero weight (a weight-0 reward is measured and logged, never trained on,
+// and its NaN does not make the total NaN), plus DAPO's overlong shaping when
+// algorithm.overlong_buffer > 0 (NaN when a reward of nonzero weight was unscorable). Errors name
+// the reward and what happened (a timeout stops the reward worker).
 int rl_rollout_score(rl_run_t *run, const rl_rollout_data_t *d, rl_rollout_t *t, char *err,
                      size_t err_len);
 

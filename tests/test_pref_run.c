@@ -25,6 +25,13 @@
 //      its head (its first evaluation is the last one of the run it came from);
 //  10. margins (TRL's column) change the loss; pairs of which only some have one are refused;
 //      full tuning writes the same kind of folder.
+// Rewards from a model (`rewards: - model: DIR`):
+//  11. GRPO trained on the reward model of 7 alone, the task's rule measuring with weight 0:
+//      every stored completion's `rm` score equals the folder's score of prompt + completion
+//      computed here, its total reward is that score (the weight-0 rule neither adds nor makes
+//      it NaN), and the rule's mean is logged (and regex_format's, which must match inside
+//      rlctl's binary too); a folder that is not a reward model is refused
+//      before the run starts, naming the entry.
 #include "rl_test.h"
 #include "rl_test_run.h"
 
@@ -300,6 +307,141 @@ static int s_score_folder(const char *run, double *acc, double *margin) {
     return rc;
 }
 
+// The score of prompt + completion (each encoded apart, no special tokens) by the folder
+// <tmp>/<run>/final, as rewards/rl_reward_model scores them. NAN on failure.
+static double s_score_text(const char *run, const char *prompt, const char *completion) {
+    char dir[700], err[1024];
+    snprintf(dir, sizeof dir, "%s/%s/final", s_tmp, run);
+    rl_model_opts_t mo;
+    rl_model_opts_default(&mo);
+    mo.threads = 1;
+    mo.seq_cls = 1;
+    rl_model_t *m = rl_model_load(dir, &mo, err, sizeof err);
+    rl_tokenizer_t *tok = rl_tokenizer_new_dir(dir, err, sizeof err);
+    rl_st_model_t *st = rl_st_model_open(dir, err, sizeof err);
+    const rl_st_tensor_t *sw = st ? rl_st_model_find(st, "score.weight") : NULL;
+    double out = NAN;
+    int32_t *a = NULL, *b = NULL;
+    size_t na = 0, nb = 0;
+    if (m && tok && sw && rl_tokenizer_encode(tok, prompt, strlen(prompt), 0, &a, &na) == 0 &&
+        rl_tokenizer_encode(tok, completion, strlen(completion), 0, &b, &nb) == 0 &&
+        na + nb <= 256) {
+        int C = rl_model_config(m)->hidden_size, len = (int)(na + nb);
+        int32_t ids[256];
+        memcpy(ids, a, na * sizeof(int32_t));
+        memcpy(ids + na, b, nb * sizeof(int32_t));
+        float *w = malloc((size_t)C * sizeof(float)), sc = NAN;
+        if (w) {
+            rl_st_to_f32(w, sw);
+            if (rl_model_forward(m, ids, &len, 1, len, 1.0f, 0, NULL, NULL) == 0) {
+                rl_head_score_forward(&sc, rl_model_hidden(m), w, &len, 1, len, C);
+                out = sc;
+            }
+        }
+        free(w);
+    }
+    free(a);
+    free(b);
+    rl_st_model_destroy(&st);
+    rl_tokenizer_destroy(&tok);
+    rl_model_destroy(&m);
+    return out;
+}
+
+// 11. GRPO against the reward model of run <tmp>/ra
+static void s_model_reward(void) {
+    char p[700];
+    snprintf(p, sizeof p, "%s/grpo_rm.yaml", s_tmp);
+    FILE *f = fopen(p, "w");
+    if (f) {
+        fprintf(f,
+                "run: {seed: 5}\n"
+                "model: {path: %s/cookbook/models/arith-noisy-base}\n"
+                "lora: {enabled: true}\n"
+                "data: {train: %s/cookbook/data/arith/train.jsonl, max_prompt_length: 16}\n"
+                "algorithm: {name: grpo, num_generations: 4}\n"
+                "sampling: {max_new_tokens: 40}\n"
+                "rewards:\n"
+                "  - {name: rm, model: %s/ra/final}\n"
+                "  - {name: correct, builtin: math_answer, weight: 0}\n"
+                "  - {name: fmt, builtin: regex_format, weight: 0, config: {pattern: "
+                "'#### [0-9]+$'}}\n"
+                "optim: {lr: 1.0e-3}\n"
+                "train: {steps: 2, batch_size: 4, save_every: 0}\n",
+                RL_SOURCE_DIR, RL_SOURCE_DIR, s_tmp);
+        fclose(f);
+    }
+    snprintf(s_cmd, sizeof s_cmd, "run %s/grpo_rm.yaml run.dir=%s/g", s_tmp, s_tmp);
+    int rc = rl_test_rlctl(s_tmp, s_cmd);
+    char *o = rl_test_out(s_tmp);
+    CHECK_MSG(rc == 0, "rlctl %s -> %d\n%s", s_cmd, rc, o ? o : "");
+    free(o);
+    json_t *mg = rl_test_metrics(s_tmp, "g");
+    CHECK_MSG(json_array_size(mg) == 2 &&
+                  isfinite(s_num(json_array_get(mg, 1), "rewards/correct/mean")) &&
+                  isfinite(s_num(json_array_get(mg, 1), "rewards/rm/mean")),
+              "the model reward's or the measuring rule's mean is missing");
+    // regex_format inside rlctl (which links libonig, whose regcomp/regexec shadowed libc's):
+    // the base model ends nearly every completion with "#### N"
+    CHECK_MSG(s_num(json_array_get(mg, 1), "rewards/fmt/mean") > 0.5,
+              "regex_format matched %g of the completions inside rlctl",
+              s_num(json_array_get(mg, 1), "rewards/fmt/mean"));
+    json_decref(mg);
+    snprintf(s_cmd, sizeof s_cmd, "traj export %s/g --jsonl", s_tmp);
+    CHECK_INT(rl_test_rlctl(s_tmp, s_cmd), 0);
+    o = rl_test_out(s_tmp);
+    int n = 0, checked = 0, rule_nonzero = 0;
+    double worst = 0;
+    char *save = NULL;
+    for (char *line = o ? strtok_r(o, "\n", &save) : NULL; line;
+         line = strtok_r(NULL, "\n", &save)) {
+        json_t *rec = json_loads(line, 0, NULL);
+        if (!rec) {
+            continue;
+        }
+        n++;
+        double rm = s_num(json_object_get(rec, "rewards"), "rm");
+        double correct = s_num(json_object_get(rec, "rewards"), "correct");
+        double total = s_num(rec, "reward");
+        rule_nonzero += correct != 0;
+        CHECK_MSG(total == rm,
+                  "record %d: total reward %.9g, the rm score %.9g (weight-0 rule "
+                  "%g)",
+                  n, total, rm, correct);
+        const char *ct = json_string_value(json_object_get(rec, "completion"));
+        if (checked < 6 && ct) { // the folder scores the same text the same
+            // the export decodes every id; the reward saw the text without the stop token
+            char text[512];
+            snprintf(text, sizeof text, "%s", ct);
+            char *eos = strstr(text, "<|endoftext|>");
+            if (eos && strcmp(json_string_value(json_object_get(rec, "finish")), "stop") == 0) {
+                *eos = 0;
+            }
+            double want =
+                s_score_text("ra", json_string_value(json_object_get(rec, "prompt")), text);
+            worst = fmax(worst, fabs(want - rm));
+            checked++;
+        }
+        json_decref(rec);
+    }
+    free(o);
+    fprintf(stderr,
+            "model reward: %d records, the folder's scores within %.3g of the stored "
+            "(%d checked), %d with the rule nonzero\n",
+            n, worst, checked, rule_nonzero);
+    CHECK_MSG(n == 32 && checked == 6 && worst <= 1e-5,
+              "%d records; stored rm scores differ from the folder's by %g", n, worst);
+    // a folder that is not a reward model: refused before anything runs
+    snprintf(s_cmd, sizeof s_cmd,
+             "run %s/grpo_rm.yaml run.dir=%s/g2 rewards[0].model=%s/cookbook/models/arith-base",
+             s_tmp, s_tmp, RL_SOURCE_DIR);
+    CHECK_INT(rl_test_rlctl(s_tmp, s_cmd), 2);
+    o = rl_test_out(s_tmp);
+    CHECK_CONTAINS(o, "rewards[0]");
+    CHECK_CONTAINS(o, "has no score.weight");
+    free(o);
+}
+
 static void s_rm(void) {
     char p[700];
     snprintf(p, sizeof p, "%s/rm.yaml", s_tmp);
@@ -397,6 +539,7 @@ static void s_rm(void) {
     CHECK(rl_test_exists(s_tmp, "rf/final/model.safetensors"));
     CHECK(rl_test_exists(s_tmp, "rf/final/config.json"));
     json_decref(ma);
+    s_model_reward();
 }
 
 int main(void) {

@@ -62,7 +62,7 @@ static void s_refused(int line, const rl_recipe_reward_t *spec, int rc,
                       const char *const *needles) {
     rl_reward_t *r = (rl_reward_t *)&s_err; // any non-NULL value: open must reset it
     s_err[0] = '\0';
-    int got = rl_reward_open(spec, &r, s_err, sizeof s_err);
+    int got = rl_reward_open(spec, 1, &r, s_err, sizeof s_err);
     CHECK_MSG(got == rc, "line %d: rc %d (%s), want %d; err: %s", line, got, rl_strerror(got), rc,
               s_err);
     CHECK_MSG(r == NULL, "line %d: *out not NULL after a failure", line);
@@ -87,7 +87,7 @@ static void s_refused(int line, const rl_recipe_reward_t *spec, int rc,
 
 static rl_reward_t *s_open(const rl_recipe_reward_t spec) {
     rl_reward_t *r = NULL;
-    int rc = rl_reward_open(&spec, &r, s_err, sizeof s_err);
+    int rc = rl_reward_open(&spec, 1, &r, s_err, sizeof s_err);
     CHECK_MSG(rc == 0 && r, "open '%s': %s", spec.name ? spec.name : "(null)", s_err);
     return r;
 }
