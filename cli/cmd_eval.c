@@ -1,7 +1,9 @@
 // cmd_eval — `rlctl eval`: accuracy of a model (optionally with a PEFT adapter) on a held-out
 // JSONL file. Each row's prompt is completed by the sampler and scored by the math_answer rule
 // (the number after "#### ", else the last number, against the row's answer field); the format
-// rate (completions that use "#### N") is reported beside it, as the cookbook task asks.
+// rate (completions that use "#### N") is reported beside it, as the cookbook task asks. And
+// `rlctl pairs`: the same sampling and scoring, written out as preference pairs (a right and a
+// wrong completion of one prompt) for DPO and reward models.
 #include "rl_cli.h"
 
 #include "rl_err.h"
@@ -10,6 +12,9 @@
 #include "rl_sampler.h"
 #include "rl_tokenizer.h"
 
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,123 +42,259 @@ static const char s_help[] =
     "  --threads N          compute threads (default 0 = all cores)\n"
     "  --json               print {\"accuracy\", \"format_rate\", ...} as JSON\n";
 
-int rl_cmd_eval(int argc, char **argv) {
-    if (rl_cli_wants_help(argc, argv)) {
-        fputs(s_help, stdout);
-        return RL_EXIT_OK;
-    }
-    const char *model_dir = NULL, *adapter = NULL, *data_path = NULL;
-    const char *prompt_field = "prompt", *answer_field = "answer";
-    int limit = 0, n = 1, top_k = 0, max_new = 64, threads = 0, json = 0, rc = 0;
-    float temperature = 0.0f, top_p = 1.0f;
-    uint64_t seed = 0;
+static const char s_pairs_help[] =
+    "usage: rlctl pairs --model DIR [--adapter DIR] --data FILE --out FILE [--limit N] [--n N]\n"
+    "                   [--temperature T] [--top-p P] [--top-k K] [--max-new-tokens K]\n"
+    "                   [--seed S] [--prompt-field NAME] [--answer-field NAME] [--threads N]\n\n"
+    "Preference pairs from a model's own samples: completes each row's prompt --n times\n"
+    "(default 8, at --temperature 1), scores every completion with the math_answer rule as\n"
+    "`rlctl eval` does, and for each prompt with at least one right and one wrong completion\n"
+    "writes one row {\"prompt\", \"chosen\", \"rejected\", \"answer\"} to --out (TRL's\n"
+    "preference format): chosen is the first right completion, rejected the first wrong one, in\n"
+    "sample order. Prompts whose completions are all right or all wrong give no pair. The same\n"
+    "seed gives the same file on one machine. Options as for `rlctl eval`, plus:\n"
+    "  --out FILE           the JSONL file to write (replaced)\n";
+
+typedef struct {
+    const char *model_dir, *adapter, *data_path, *out_path;
+    const char *prompt_field, *answer_field;
+    int limit, n, top_k, max_new, threads, json;
+    float temperature, top_p;
+    uint64_t seed;
+} s_opts_t;
+
+// The options of `eval` (pairs = 0) or `pairs` (1). Returns 0, or an exit status after printing
+// why.
+static int s_parse(const char *cmd, int pairs, int argc, char **argv, s_opts_t *o) {
+    int rc = 0;
     for (int i = 1; i < argc && rc == 0; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "--json") == 0) {
-            json = 1;
+        if (!pairs && strcmp(a, "--json") == 0) {
+            o->json = 1;
             continue;
         }
         if (strncmp(a, "--", 2) != 0 || i + 1 >= argc) {
-            fprintf(stderr, "rlctl eval: %s '%s' (see --help)\n",
+            fprintf(stderr, "rlctl %s: %s '%s' (see --help)\n", cmd,
                     strncmp(a, "--", 2) ? "unexpected argument" : "missing value for", a);
             return RL_EXIT_USAGE;
         }
         const char *v = argv[++i];
         if (!strcmp(a, "--model")) {
-            model_dir = v;
+            o->model_dir = v;
         } else if (!strcmp(a, "--adapter")) {
-            adapter = v;
+            o->adapter = v;
         } else if (!strcmp(a, "--data")) {
-            data_path = v;
+            o->data_path = v;
+        } else if (pairs && !strcmp(a, "--out")) {
+            o->out_path = v;
         } else if (!strcmp(a, "--prompt-field")) {
-            prompt_field = v;
+            o->prompt_field = v;
         } else if (!strcmp(a, "--answer-field")) {
-            answer_field = v;
+            o->answer_field = v;
         } else if (!strcmp(a, "--limit")) {
-            rc = rl_cli_int("eval", a, v, 0, 1 << 30, &limit);
+            rc = rl_cli_int(cmd, a, v, 0, 1 << 30, &o->limit);
         } else if (!strcmp(a, "--n")) {
-            rc = rl_cli_int("eval", a, v, 1, 4096, &n);
+            rc = rl_cli_int(cmd, a, v, pairs ? 2 : 1, 4096, &o->n);
         } else if (!strcmp(a, "--top-k")) {
-            rc = rl_cli_int("eval", a, v, 0, 1 << 30, &top_k);
+            rc = rl_cli_int(cmd, a, v, 0, 1 << 30, &o->top_k);
         } else if (!strcmp(a, "--max-new-tokens")) {
-            rc = rl_cli_int("eval", a, v, 1, 1 << 24, &max_new);
+            rc = rl_cli_int(cmd, a, v, 1, 1 << 24, &o->max_new);
         } else if (!strcmp(a, "--threads")) {
-            rc = rl_cli_int("eval", a, v, 0, 4096, &threads);
+            rc = rl_cli_int(cmd, a, v, 0, 4096, &o->threads);
         } else if (!strcmp(a, "--temperature")) {
-            rc = rl_cli_float("eval", a, v, 0.0, 1e6, &temperature);
+            rc = rl_cli_float(cmd, a, v, 0.0, 1e6, &o->temperature);
         } else if (!strcmp(a, "--top-p")) {
-            rc = rl_cli_float("eval", a, v, 1e-9, 1.0, &top_p);
+            rc = rl_cli_float(cmd, a, v, 1e-9, 1.0, &o->top_p);
         } else if (!strcmp(a, "--seed")) {
-            rc = rl_cli_u64("eval", a, v, &seed);
+            rc = rl_cli_u64(cmd, a, v, &o->seed);
         } else {
-            fprintf(stderr, "rlctl eval: unknown option '%s' (see --help)\n", a);
+            fprintf(stderr, "rlctl %s: unknown option '%s' (see --help)\n", cmd, a);
             return RL_EXIT_USAGE;
         }
     }
     if (rc) {
         return rc;
     }
-    if (!model_dir || !data_path) {
-        fprintf(stderr, "rlctl eval: --model DIR and --data FILE are required (see --help)\n");
+    if (!o->model_dir || !o->data_path || (pairs && !o->out_path)) {
+        fprintf(stderr, "rlctl %s: --model DIR and --data FILE%s are required (see --help)\n", cmd,
+                pairs ? " and --out FILE" : "");
         return RL_EXIT_USAGE;
+    }
+    return 0;
+}
+
+// pairs: every completion's text and score, in the order rl_eval_run scores them (prompt-major)
+typedef struct {
+    char **text;
+    double *score;
+    int k, total;
+} s_collect_t;
+
+static double s_collect(void *ctx, const char *text, size_t len, const char *answer,
+                        int *formatted) {
+    s_collect_t *c = ctx;
+    double sc = rl_cli_math_score(NULL, text, len, answer, formatted);
+    if (c->k < c->total) {
+        c->text[c->k] = strndup(text, len);
+        c->score[c->k] = c->text[c->k] ? sc : NAN;
+        c->k++;
+    }
+    return sc;
+}
+
+// One preference row per prompt with a right and a wrong completion. Returns the pairs written,
+// or -1 (err filled).
+static int s_write_pairs(const s_opts_t *o, const rl_eval_data_t *data, const s_collect_t *c,
+                         char *err, size_t err_len) {
+    FILE *f = fopen(o->out_path, "w");
+    if (!f) {
+        snprintf(err, err_len, "%s: cannot write: %s", o->out_path, strerror(errno));
+        return -1;
+    }
+    int pairs = 0, rows = rl_eval_data_count(data), bad = 0;
+    for (int i = 0; i < rows && !bad; i++) {
+        int right = -1, wrong = -1;
+        for (int s = 0; s < o->n; s++) {
+            int k = i * o->n + s;
+            if (c->score[k] == 1.0 && right < 0) {
+                right = k;
+            } else if (c->score[k] == 0.0 && wrong < 0) {
+                wrong = k;
+            }
+        }
+        if (right < 0 || wrong < 0) {
+            continue;
+        }
+        const rl_eval_row_t *row = rl_eval_data_row(data, i);
+        json_t *obj = json_object();
+        bad = !obj || json_object_set_new(obj, "prompt", json_string(row->prompt)) ||
+              json_object_set_new(obj, "chosen", json_string(c->text[right])) ||
+              json_object_set_new(obj, "rejected", json_string(c->text[wrong])) ||
+              json_object_set_new(obj, "answer", json_string(row->answer));
+        char *line = bad ? NULL : json_dumps(obj, JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
+        bad = !line || fprintf(f, "%s\n", line) < 0;
+        free(line);
+        json_decref(obj);
+        pairs++;
+    }
+    if (fclose(f) != 0 || bad) {
+        snprintf(err, err_len, "%s: cannot write (a completion that is not UTF-8, or the disk)",
+                 o->out_path);
+        return -1;
+    }
+    return pairs;
+}
+
+static int s_eval_or_pairs(const char *cmd, int pairs, int argc, char **argv) {
+    s_opts_t o = {.prompt_field = "prompt",
+                  .answer_field = "answer",
+                  .n = pairs ? 8 : 1,
+                  .max_new = 64,
+                  .temperature = pairs ? 1.0f : 0.0f,
+                  .top_p = 1.0f};
+    int rc = s_parse(cmd, pairs, argc, argv, &o);
+    if (rc) {
+        return rc;
     }
     char err[1024] = "";
     rl_model_t *model = NULL;
     rl_tokenizer_t *tok = NULL;
     rl_sampler_t *sampler = NULL;
     rl_eval_data_t *data = NULL;
-    if ((rc = rl_cli_load_model("eval", model_dir, adapter, threads, &model, &tok)) != 0) {
+    s_collect_t col = {0};
+    if ((rc = rl_cli_load_model(cmd, o.model_dir, o.adapter, o.threads, &model, &tok)) != 0) {
         goto done;
     }
     rc = RL_EXIT_USAGE;
-    if (!(data = rl_eval_data_load(data_path, prompt_field, answer_field, limit, err,
+    if (!(data = rl_eval_data_load(o.data_path, o.prompt_field, o.answer_field, o.limit, err,
                                    sizeof err))) {
-        fprintf(stderr, "rlctl eval: %s\n", err);
+        fprintf(stderr, "rlctl %s: %s\n", cmd, err);
         goto done;
     }
+    rc = RL_EXIT_FAIL;
     if (!(sampler = rl_sampler_new(model))) {
-        fprintf(stderr, "rlctl eval: out of memory\n");
-        rc = RL_EXIT_FAIL;
+        fprintf(stderr, "rlctl %s: out of memory\n", cmd);
         goto done;
+    }
+    if (pairs) {
+        col.total = rl_eval_data_count(data) * o.n;
+        col.text = calloc((size_t)col.total + 1, sizeof(char *));
+        col.score = calloc((size_t)col.total + 1, sizeof(double));
+        if (!col.text || !col.score) {
+            fprintf(stderr, "rlctl %s: out of memory\n", cmd);
+            goto done;
+        }
     }
     rl_sampler_params_t sp;
     rl_sampler_params_default(&sp);
-    sp.sample.temperature = temperature;
-    sp.sample.top_p = top_p;
-    sp.sample.top_k = top_k;
-    sp.n = n;
-    sp.max_new_tokens = max_new;
-    sp.seed = seed;
+    sp.sample.temperature = o.temperature;
+    sp.sample.top_p = o.top_p;
+    sp.sample.top_k = o.top_k;
+    sp.n = o.n;
+    sp.max_new_tokens = o.max_new;
+    sp.seed = o.seed;
     int32_t eos = rl_tokenizer_eos_id(tok);
     if (eos >= 0 && eos < rl_model_config(model)->vocab_size) {
         sp.stop_ids = &eos; // the tokenizer's eos_token stops too, as in generate
         sp.n_stop = 1;
     }
     rl_eval_result_t r;
-    int e = rl_eval_run(sampler, tok, data, &sp, rl_cli_math_score, NULL, &r, err, sizeof err);
+    int e = rl_eval_run(sampler, tok, data, &sp, pairs ? s_collect : rl_cli_math_score,
+                        pairs ? &col : NULL, &r, err, sizeof err);
     if (e != 0) {
-        fprintf(stderr, "rlctl eval: %s\n", err);
+        fprintf(stderr, "rlctl %s: %s\n", cmd, err);
         rc = e == RL_EINVAL ? RL_EXIT_USAGE : RL_EXIT_FAIL;
         goto done;
     }
-    if (json) {
+    if (pairs) {
+        int np = s_write_pairs(&o, data, &col, err, sizeof err);
+        if (np < 0) {
+            fprintf(stderr, "rlctl %s: %s\n", cmd, err);
+            goto done;
+        }
+        printf("rows %d, samples %d, temperature %g: accuracy %.2f%%; %d pairs (%.1f%% of the "
+               "rows) written to %s\n",
+               r.rows, r.samples, (double)o.temperature, 100 * r.accuracy, np,
+               r.rows ? 100.0 * np / r.rows : 0.0, o.out_path);
+    } else if (o.json) {
         printf("{\"rows\": %d, \"samples\": %d, \"accuracy\": %.6f, \"format_rate\": %.6f, "
                "\"mean_length\": %.3f, \"clipped_ratio\": %.6f, \"temperature\": %g, "
                "\"seconds\": %.3f, \"tokens_per_second\": %.1f}\n",
                r.rows, r.samples, r.accuracy, r.format_rate, r.mean_length, r.clipped_ratio,
-               (double)temperature, r.seconds, r.seconds > 0 ? (double)r.tokens / r.seconds : 0);
+               (double)o.temperature, r.seconds, r.seconds > 0 ? (double)r.tokens / r.seconds : 0);
     } else {
         printf("rows %d, samples %d, temperature %g: accuracy %.2f%%, format %.2f%%, "
                "mean length %.1f tokens, clipped %.2f%% (%.1f s, %.0f tokens/s)\n",
-               r.rows, r.samples, (double)temperature, 100 * r.accuracy, 100 * r.format_rate,
+               r.rows, r.samples, (double)o.temperature, 100 * r.accuracy, 100 * r.format_rate,
                r.mean_length, 100 * r.clipped_ratio, r.seconds,
                r.seconds > 0 ? (double)r.tokens / r.seconds : 0);
     }
     rc = RL_EXIT_OK;
 done:
+    for (int k = 0; col.text && k < col.total; k++) {
+        free(col.text[k]);
+    }
+    free(col.text);
+    free(col.score);
     rl_eval_data_destroy(&data);
     rl_sampler_destroy(&sampler);
     rl_tokenizer_destroy(&tok);
     rl_model_destroy(&model);
     return rc;
+}
+
+int rl_cmd_eval(int argc, char **argv) {
+    if (rl_cli_wants_help(argc, argv)) {
+        fputs(s_help, stdout);
+        return RL_EXIT_OK;
+    }
+    return s_eval_or_pairs("eval", 0, argc, argv);
+}
+
+int rl_cmd_pairs(int argc, char **argv) {
+    if (rl_cli_wants_help(argc, argv)) {
+        fputs(s_pairs_help, stdout);
+        return RL_EXIT_OK;
+    }
+    return s_eval_or_pairs("pairs", 1, argc, argv);
 }

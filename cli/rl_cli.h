@@ -28,6 +28,7 @@ int rl_cmd_export(int argc, char **argv);
 int rl_cmd_generate(int argc, char **argv);
 int rl_cmd_logprobs(int argc, char **argv);
 int rl_cmd_eval(int argc, char **argv);
+int rl_cmd_pairs(int argc, char **argv);
 int rl_cmd_traj(int argc, char **argv);
 int rl_cmd_plot(int argc, char **argv);
 int rl_cmd_worker(int argc, char **argv);

@@ -13,7 +13,7 @@ typedef struct {
 
 // One line per subcommand; `rlctl --help` lists them in this order.
 static const s_command_t s_commands[] = {
-    {"run", rl_cmd_run, "train as a recipe says (sft, grpo)"},
+    {"run", rl_cmd_run, "train as a recipe says (grpo, ppo, dpo, rm, sft)"},
     {"validate", rl_cmd_validate, "check a recipe and print it with every default filled"},
     {"tokenize", rl_cmd_tokenize, "print the token ids of a text"},
     {"detokenize", rl_cmd_detokenize, "print the text of token ids"},
@@ -22,6 +22,7 @@ static const s_command_t s_commands[] = {
     {"export", rl_cmd_export, "merge a LoRA adapter into its base model (HF folder, fp32|bf16)"},
     {"generate", rl_cmd_generate, "sample completions of a prompt from a model"},
     {"eval", rl_cmd_eval, "sample answers for a held-out JSONL file and report accuracy"},
+    {"pairs", rl_cmd_pairs, "preference pairs (right vs wrong) from a model's own samples"},
     {"logprobs", rl_cmd_logprobs, "per-token logprobs of a completion given a prompt"},
     {"traj", rl_cmd_traj, "list, show and export the completions a run sampled"},
     {"plot", rl_cmd_plot, "draw runs' metrics.jsonl curves as an SVG file"},

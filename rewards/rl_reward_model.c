@@ -125,14 +125,15 @@ static int s_create(const rl_reward_host_t *host, const char *config_json, void 
         }
         rl_st_model_destroy(&st);
     }
-    json_decref(cfg);
     if (rc) {
+        json_decref(cfg);
         s_destroy(s);
         return rc;
     }
     s->host = host;
     host->log(host->ctx, RL_REWARD_LOG_INFO, "reward model %s: %d layers, hidden %d", path,
               rl_model_config(s->model)->num_hidden_layers, s->C);
+    json_decref(cfg); // path points into it
     *state = s;
     return 0;
 }

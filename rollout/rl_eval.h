@@ -54,7 +54,9 @@ typedef struct {
 } rl_eval_result_t;
 
 // Samples params->n completions per row with `sampler` (prompts encoded with `tok`, no special
-// tokens added) and scores them. The RNG stream of each row is keyed by its index, so a given
+// tokens added) and scores them: `score` is called once per completion, in prompt-major order
+// (row 0's n completions in sample order, then row 1's, ...), which a scorer that keeps the
+// texts (rlctl pairs) relies on. The RNG stream of each row is keyed by its index, so a given
 // seed gives the same result whatever the batch size. Completion ids the tokenizer does not
 // know (a model vocabulary padded past the tokenizer's) have no text and are dropped before
 // scoring, as Hugging Face's decode does. Returns 0, or an error with the message

@@ -1,8 +1,8 @@
 // test_learning — the cookbook's RL recipes learn: `rlctl run cookbook/<recipe>` for a few steps
 // (seed 0) raises eval/accuracy (temperature 1, the first 200 held-out questions) of the shipped
 // base cookbook/models/arith-noisy-base by more than the noise of that metric.
-// Usage: test_learning RECIPE STEPS MIN_GAIN_POINTS (tests/learning.cmake registers one per
-// recipe).
+// Usage: test_learning RECIPE STEPS CHECK... (tests/learning.cmake registers one per recipe);
+// a CHECK is gain:METRIC:POINTS or min:METRIC:VALUE.
 //
 // GRPO (grpo_lora.yaml, 30 steps), measured on the 2-core development machine, seeds 0..4:
 //   eval/accuracy before training: 60.5, 61.5, 58.5, 61.0, 58.5%  -> spread 3.0 points
@@ -24,14 +24,32 @@
 
 static char s_tmp[] = "/tmp/rl_test_learning_XXXXXX";
 
+// The value of `metric` in metrics.jsonl's line of `step`, or -1.
+static double s_metric(const char *txt, const char *metric, long step) {
+    double v = -1;
+    char *copy = strdup(txt ? txt : "");
+    char *save = NULL;
+    for (char *l = strtok_r(copy, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        json_t *o = json_loads(l, 0, NULL);
+        json_t *a = json_object_get(o, metric);
+        if (a && (long)json_integer_value(json_object_get(o, "step")) == step) {
+            v = json_number_value(a);
+        }
+        json_decref(o);
+    }
+    free(copy);
+    return v;
+}
+
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: test_learning RECIPE STEPS MIN_GAIN_POINTS\n");
+    if (argc < 4) {
+        fprintf(stderr, "usage: test_learning RECIPE STEPS CHECK...\n"
+                        "  CHECK: gain:METRIC:POINTS (METRIC at STEPS minus at step 0, in "
+                        "points) or min:METRIC:VALUE (METRIC at STEPS > VALUE)\n");
         return 2;
     }
     const char *recipe = argv[1];
     long steps = strtol(argv[2], NULL, 10);
-    double min_gain = strtod(argv[3], NULL) / 100.0;
     RL_TEST_ASSERT_FILE(mkdtemp(s_tmp), "a temporary directory");
     char cmd[4096];
     snprintf(cmd, sizeof(cmd),
@@ -43,27 +61,31 @@ int main(int argc, char **argv) {
     char path[600];
     snprintf(path, sizeof(path), "%s/run/metrics.jsonl", s_tmp);
     char *txt = rl_test_read_file(path, NULL);
-    double before = -1, after = -1;
-    for (char *l = txt ? strtok(txt, "\n") : NULL; l; l = strtok(NULL, "\n")) {
-        json_t *o = json_loads(l, 0, NULL);
-        json_t *a = json_object_get(o, "eval/accuracy");
-        long step = (long)json_integer_value(json_object_get(o, "step"));
-        if (a && step == 0) {
-            before = json_number_value(a);
+    for (int i = 3; i < argc; i++) {
+        char kind[8] = "", metric[128] = "";
+        double want = 0;
+        if (sscanf(argv[i], "%7[a-z]:%127[^:]:%lf", kind, metric, &want) != 3) {
+            CHECK_MSG(0, "bad check '%s'", argv[i]);
+            continue;
         }
-        if (a && step == steps) {
-            after = json_number_value(a);
+        double before = s_metric(txt, metric, 0), after = s_metric(txt, metric, steps);
+        if (!strcmp(kind, "gain")) {
+            CHECK_MSG(before >= 0 && after >= 0, "no %s at steps 0 and %ld in %s", metric, steps,
+                      path);
+            fprintf(stderr, "%s: %s %.1f%% -> %.1f%% (%+.1f points; the test wants >= %+.1f)\n",
+                    recipe, metric, 100 * before, 100 * after, 100 * (after - before), want);
+            CHECK_MSG(after - before >= want / 100.0,
+                      "%s gained %+.1f points of %s, less than "
+                      "%.1f",
+                      recipe, 100 * (after - before), metric, want);
+        } else {
+            CHECK_MSG(after >= 0, "no %s at step %ld in %s", metric, steps, path);
+            fprintf(stderr, "%s: %s %.4f at step %ld (the test wants > %g)\n", recipe, metric,
+                    after, steps, want);
+            CHECK_MSG(after > want, "%s: %s %.4f, not above %g", recipe, metric, after, want);
         }
-        json_decref(o);
     }
     free(txt);
-    CHECK_MSG(before >= 0 && after >= 0, "no eval/accuracy at steps 0 and %ld in %s", steps,
-              path);
-    fprintf(stderr,
-            "%s: eval/accuracy %.1f%% -> %.1f%% (%+.1f points; the test wants >= %+.1f)\n",
-            recipe, 100 * before, 100 * after, 100 * (after - before), 100 * min_gain);
-    CHECK_MSG(after - before >= min_gain, "%s gained %+.1f points, less than %.1f", recipe,
-              100 * (after - before), 100 * min_gain);
     if (rl_test_failed) {
         snprintf(path, sizeof(path), "%s/out.txt", s_tmp);
         char *out = rl_test_read_file(path, NULL);

@@ -23,6 +23,7 @@
 //      the model library, rank the held-out pairs exactly as the run's last evaluation did;
 //   9. resume is exact (metrics, final/model.safetensors); a run from final/ as model.path keeps
 //      its head (its first evaluation is the last one of the run it came from);
+//      The shipped cookbook/models/arith-rm ranks the cookbook's held-out pairs >= 90% right.
 //  10. margins (TRL's column) change the loss; pairs of which only some have one are refused;
 //      full tuning writes the same kind of folder.
 // Rewards from a model (`rewards: - model: DIR`):
@@ -247,11 +248,10 @@ static double s_num(json_t *o, const char *k) {
     return json_is_number(v) ? json_number_value(v) : NAN;
 }
 
-// The held-out pairs scored here by the folder <tmp>/<run>/final (the model library, seq_cls,
+// The pairs of `pairs` scored here by the reward-model folder `dir` (the model library, seq_cls,
 // its score.weight): *acc the share ranked right, *margin the mean r_w - r_l. 0 or -1.
-static int s_score_folder(const char *run, double *acc, double *margin) {
-    char dir[700], path[800], err[1024];
-    snprintf(dir, sizeof dir, "%s/%s/final", s_tmp, run);
+static int s_score_pairs(const char *dir, const char *pairs, double *acc, double *margin) {
+    char err[1024];
     rl_model_opts_t mo;
     rl_model_opts_default(&mo);
     mo.threads = 1;
@@ -269,8 +269,7 @@ static int s_score_folder(const char *run, double *acc, double *margin) {
         rl_data_opts_t o;
         rl_data_opts_default(&o);
         o.pairs = 1; // no EOS: the reward model's rows end at the completion
-        snprintf(path, sizeof path, "%s/rm_heldout.jsonl", s_tmp);
-        d = rl_data_load(path, &o, tok, err, sizeof err);
+        d = rl_data_load(pairs, &o, tok, err, sizeof err);
         CHECK_MSG(d != NULL, "%s", err);
     }
     int rc = d ? 0 : -1;
@@ -497,7 +496,10 @@ static void s_rm(void) {
     CHECK(rl_test_exists(s_tmp, "ra/final/tokenizer.json"));
     CHECK(rl_test_exists(s_tmp, "ra/final/tokenizer_config.json"));
     double fa = NAN, fm = NAN;
-    CHECK_INT(s_score_folder("ra", &fa, &fm), 0);
+    char dir[700], pairs[700];
+    snprintf(dir, sizeof dir, "%s/ra/final", s_tmp);
+    snprintf(pairs, sizeof pairs, "%s/rm_heldout.jsonl", s_tmp);
+    CHECK_INT(s_score_pairs(dir, pairs, &fa, &fm), 0);
     fprintf(stderr, "rm final/ scored here: accuracy %.3f, margin %.4f (the run's: %.4f)\n", fa, fm,
             g12);
     CHECK_MSG(fabs(fa - a12) < 1e-9 && fabs(fm - g12) <= 1e-4 * fmax(1.0, fabs(g12)),
@@ -540,6 +542,14 @@ static void s_rm(void) {
     CHECK(rl_test_exists(s_tmp, "rf/final/config.json"));
     json_decref(ma);
     s_model_reward();
+    // the shipped reward model (cookbook/tasks/arith/make_rm.sh) ranks the cookbook's held-out
+    // pairs as its run measured (docs/training.md): at least 90% right
+    CHECK_INT(s_score_pairs(RL_SOURCE_DIR "/cookbook/models/arith-rm",
+                            RL_SOURCE_DIR "/cookbook/data/arith/pairs_eval.jsonl", &fa, &fm),
+              0);
+    fprintf(stderr, "cookbook/models/arith-rm: held-out pairs %.4f ranked right, margin %.3f\n", fa,
+            fm);
+    CHECK_MSG(fa >= 0.9, "cookbook/models/arith-rm ranks %.4f of the held-out pairs right", fa);
 }
 
 int main(void) {

@@ -427,7 +427,44 @@ static void test_arith_gold(void) {
     free(text);
 }
 
+// A reward model (`model:`): the shipped cookbook/models/arith-rm scores a right completion of
+// "66*3+107=" above a wrong one, in a batch or alone the same; a sequence past the model's
+// positions is NaN; a folder without a score head, a missing folder and an unknown config key
+// are refused naming the reward.
+static void test_model_reward(void) {
+    rl_recipe_reward_t spec = s_builtin("rm", RL_RECIPE_REWARD_MODEL, "{\"batch_size\": 2}");
+    spec.model = RL_SOURCE_DIR "/cookbook/models/arith-rm";
+    rl_reward_t *r = s_open(spec);
+    CHECK_STR(r ? rl_reward_origin(r) : "", "model " RL_SOURCE_DIR "/cookbook/models/arith-rm");
+    static char long_text[600];
+    memset(long_text, '1', sizeof long_text - 1); // 599 tokens: past its 128 positions
+    const char *texts[3] = {"66*3=198;198+107=305 #### 305", "66*3=198;198+107=305 #### 309",
+                            long_text};
+    rl_reward_item_t items[3];
+    for (int i = 0; i < 3; i++) {
+        items[i] = s_item(texts[i], 1, "{}");
+    }
+    double out[3] = {0, 0, 0};
+    CHECK_INT(r ? rl_reward_score(r, items, 3, out, s_err, sizeof s_err) : -1, 0);
+    double right = r ? s_score1(r, texts[0], 1, "{}") : NAN;
+    fprintf(stderr, "arith-rm: right %.4f, wrong %.4f, too long %g\n", out[0], out[1], out[2]);
+    CHECK_MSG(isfinite(out[0]) && isfinite(out[1]) && out[0] > out[1] + 1.0,
+              "arith-rm scores the right completion %g, the wrong one %g", out[0], out[1]);
+    CHECK_MSG(fabs(right - out[0]) <= 1e-5 * fmax(1.0, fabs(out[0])), "alone %g, in a batch %g",
+              right, out[0]);
+    CHECK_MSG(isnan(out[2]), "a sequence past the positions scored %g, not NaN", out[2]);
+    rl_reward_close(&r);
+    spec.model = RL_SOURCE_DIR "/cookbook/models/arith-base";
+    REFUSED(spec, RL_EPLUGIN, "reward 'rm'", "has no score.weight [1, 128]: not a reward model");
+    spec.model = RL_SOURCE_DIR "/cookbook/models/no-such-folder";
+    REFUSED(spec, RL_EPLUGIN, "reward 'rm'", "no-such-folder");
+    spec.model = RL_SOURCE_DIR "/cookbook/models/arith-rm";
+    spec.config_json = "{\"batch\": 2}";
+    REFUSED(spec, RL_EPLUGIN, "reward 'rm'", "unknown key 'batch'");
+}
+
 int main(void) {
+    test_model_reward();
     test_refusals();
     test_ok_plugin();
     test_plugin_errors();
