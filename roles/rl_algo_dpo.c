@@ -240,7 +240,7 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
     memset(&t, 0, sizeof t);
     rl_data_pos_t pos0 = rl_data_sampler_pos(run->order);
     // 1. the step's pairs
-    int64_t n_all = 0, *ex = malloc((size_t)B * sizeof(int64_t));
+    int64_t *ex = malloc((size_t)B * sizeof(int64_t));
     int rc = ex ? 0 : RL_ENOMEM;
     if (!rc) {
         rl_pairs_take(run, P, ex);
@@ -249,9 +249,6 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
     free(ex);
     if (rc) {
         rc = rl_errf(err, err_len, rc, "out of memory");
-    }
-    for (int b = 0; !rc && b < B; b++) {
-        n_all += t.rows.len[b];
     }
     // 2. the reference
     int computed = 0;
@@ -264,22 +261,7 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
     rl_proto_train_reply_t x;
     rl_msg_t *rep = NULL;
     if (!rc) {
-        rl_proto_train_t q = {.loss = "dpo",
-                              .step = run->step + 1,
-                              .lr = lr,
-                              .temperature = 1.0,
-                              .tokens = t.rows.tok,
-                              .lengths = t.rows.len,
-                              .mask = t.rows.mask,
-                              .ref_sum = t.ref,
-                              .B = B,
-                              .T = t.rows.T,
-                              .denom = P,
-                              .micro_batch = r->train.micro_batch_size,
-                              .iterations = 1,
-                              .want_weights = 0};
-        run->actor_consistent = 0;
-        rc = rl_run_train(run, &run->actor, &q, &x, &rep, err, err_len);
+        rc = rl_pairs_train(run, "dpo", &t.rows, t.ref, NULL, lr, &x, &rep, err, err_len);
     }
     s_step_free(&t);
     if (rc) {
@@ -287,10 +269,7 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
         rl_data_sampler_seek(run->order, pos0); // the step's pairs are taken again on resume
         return rc;
     }
-    run->step++; // run->version stays: the samplers are synced before an evaluation only
-    run->actor_consistent = 1;
-    run->num_tokens += n_all;
-    *advanced_p = 1;
+    *advanced_p = 1; // run->version stays: the samplers are synced before an evaluation only
     // 4. the metrics (TRL's names)
     rl_metrics_t *mt = run->metrics;
     double pairs = x.pref_pairs > 0 ? x.pref_pairs : 1;

@@ -90,7 +90,7 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
     // 1. the step's pairs (and their margins, on both rows of a pair)
     rl_pairs_rows_t w;
     memset(&w, 0, sizeof w);
-    int64_t n_all = 0, *ex = malloc((size_t)B * sizeof(int64_t));
+    int64_t *ex = malloc((size_t)B * sizeof(int64_t));
     double *margin = malloc((size_t)B * sizeof(double)), m = 0;
     int has_margin = rl_data_margin(s->train, 0, &m);
     int rc = ex && margin ? 0 : RL_ENOMEM;
@@ -100,7 +100,6 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
     }
     for (int b = 0; !rc && b < B; b++) {
         rl_data_margin(s->train, (size_t)ex[b], &margin[b]);
-        n_all += w.len[b];
     }
     free(ex);
     if (rc) {
@@ -111,22 +110,8 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
     rl_proto_train_reply_t x;
     rl_msg_t *rep = NULL;
     if (!rc) {
-        rl_proto_train_t q = {.loss = "rm",
-                              .step = run->step + 1,
-                              .lr = lr,
-                              .temperature = 1.0,
-                              .tokens = w.tok,
-                              .lengths = w.len,
-                              .mask = w.mask,
-                              .margin = has_margin ? margin : NULL,
-                              .B = B,
-                              .T = w.T,
-                              .denom = P,
-                              .micro_batch = r->train.micro_batch_size,
-                              .iterations = 1,
-                              .want_weights = 0};
-        run->actor_consistent = 0;
-        rc = rl_run_train(run, &run->actor, &q, &x, &rep, err, err_len);
+        rc = rl_pairs_train(run, "rm", &w, NULL, has_margin ? margin : NULL, lr, &x, &rep, err,
+                            err_len);
     }
     rl_pairs_rows_free(&w);
     free(margin);
@@ -135,9 +120,6 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
         rl_data_sampler_seek(run->order, pos0); // the step's pairs are taken again on resume
         return rc;
     }
-    run->step++; // nothing samples: no weights version to move
-    run->actor_consistent = 1;
-    run->num_tokens += n_all;
     *advanced_p = 1;
     // 3. the metrics
     rl_metrics_t *mt = run->metrics;

@@ -97,3 +97,34 @@ int rl_pairs_rows(const rl_data_t *data, const int64_t *ex, int B, rl_pairs_rows
     t->T = T;
     return 0;
 }
+
+int rl_pairs_train(rl_run_t *run, const char *loss, const rl_pairs_rows_t *w, const double *ref_sum,
+                   const double *margin, double lr, rl_proto_train_reply_t *x, rl_msg_t **rep,
+                   char *err, size_t err_len) {
+    rl_proto_train_t q = {.loss = loss,
+                          .step = run->step + 1,
+                          .lr = lr,
+                          .temperature = 1.0,
+                          .tokens = w->tok,
+                          .lengths = w->len,
+                          .mask = w->mask,
+                          .ref_sum = ref_sum,
+                          .margin = margin,
+                          .B = w->B,
+                          .T = w->T,
+                          .denom = w->B / 2,
+                          .micro_batch = run->r->train.micro_batch_size,
+                          .iterations = 1,
+                          .want_weights = 0};
+    run->actor_consistent = 0;
+    int rc = rl_run_train(run, &run->actor, &q, x, rep, err, err_len);
+    if (rc) {
+        return rc;
+    }
+    run->step++;
+    run->actor_consistent = 1;
+    for (int b = 0; b < w->B; b++) {
+        run->num_tokens += w->len[b];
+    }
+    return 0;
+}

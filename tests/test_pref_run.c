@@ -248,38 +248,74 @@ static double s_num(json_t *o, const char *k) {
     return json_is_number(v) ? json_number_value(v) : NAN;
 }
 
-// The pairs of `pairs` scored here by the reward-model folder `dir` (the model library, seq_cls,
-// its score.weight): *acc the share ranked right, *margin the mean r_w - r_l. 0 or -1.
-static int s_score_pairs(const char *dir, const char *pairs, double *acc, double *margin) {
-    char err[1024];
+// A reward-model folder opened with the model library (seq_cls), its tokenizer and its head.
+typedef struct {
+    rl_model_t *m;
+    rl_tokenizer_t *tok;
+    float *w; // (C) score.weight
+    int C;
+} s_rmf_t;
+
+static void s_rmf_close(s_rmf_t *f) {
+    rl_model_destroy(&f->m);
+    rl_tokenizer_destroy(&f->tok);
+    free(f->w);
+    memset(f, 0, sizeof *f);
+}
+
+// Opens `dir`, checking that it is a reward model (score.weight [1, C], no lm_head). 0 or -1.
+static int s_rmf_open(const char *dir, s_rmf_t *f) {
+    char err[1024] = "";
+    memset(f, 0, sizeof *f);
     rl_model_opts_t mo;
     rl_model_opts_default(&mo);
     mo.threads = 1;
     mo.seq_cls = 1;
-    rl_model_t *m = rl_model_load(dir, &mo, err, sizeof err);
-    rl_tokenizer_t *tok = rl_tokenizer_new_dir(dir, err, sizeof err);
+    f->m = rl_model_load(dir, &mo, err, sizeof err);
+    f->tok = f->m ? rl_tokenizer_new_dir(dir, err, sizeof err) : NULL;
     rl_st_model_t *st = rl_st_model_open(dir, err, sizeof err);
     const rl_st_tensor_t *sw = st ? rl_st_model_find(st, "score.weight") : NULL;
-    int C = m ? rl_model_config(m)->hidden_size : 0;
-    CHECK_MSG(m && tok && sw && sw->ndim == 2 && sw->shape[0] == 1 && sw->shape[1] == C,
-              "%s: not a reward-model folder: %s", dir, err);
-    CHECK_MSG(st && !rl_st_model_find(st, "lm_head.weight"), "%s has an lm_head", dir);
+    f->C = f->m ? rl_model_config(f->m)->hidden_size : 0;
+    int ok = f->m && f->tok && sw && sw->ndim == 2 && sw->shape[0] == 1 && sw->shape[1] == f->C &&
+             !rl_st_model_find(st, "lm_head.weight") &&
+             (f->w = malloc((size_t)f->C * sizeof(float))) != NULL;
+    CHECK_MSG(ok, "%s: not a reward-model folder (score.weight [1, C], no lm_head): %s", dir, err);
+    if (ok) {
+        rl_st_to_f32(f->w, sw);
+    }
+    rl_st_model_destroy(&st);
+    if (!ok) {
+        s_rmf_close(f);
+    }
+    return ok ? 0 : -1;
+}
+
+// The scores of B right-padded rows: the head at each row's last token. 0 or -1.
+static int s_rmf_score(s_rmf_t *f, const int32_t *tok, const int *len, int B, int T, float *out) {
+    if (rl_model_forward(f->m, tok, len, B, T, 1.0f, 0, NULL, NULL) != 0) {
+        return -1;
+    }
+    rl_head_score_forward(out, rl_model_hidden(f->m), f->w, len, B, T, f->C);
+    return 0;
+}
+
+// The pairs of `pairs` scored here by the reward-model folder `dir`: *acc the share ranked
+// right, *margin the mean r_w - r_l. 0 or -1.
+static int s_score_pairs(const char *dir, const char *pairs, double *acc, double *margin) {
+    char err[1024];
+    s_rmf_t f;
     rl_data_t *d = NULL;
-    if (m && tok && sw) {
+    if (s_rmf_open(dir, &f) == 0) {
         rl_data_opts_t o;
         rl_data_opts_default(&o);
         o.pairs = 1; // no EOS: the reward model's rows end at the completion
-        d = rl_data_load(pairs, &o, tok, err, sizeof err);
+        d = rl_data_load(pairs, &o, f.tok, err, sizeof err);
         CHECK_MSG(d != NULL, "%s", err);
     }
     int rc = d ? 0 : -1;
-    float *w = malloc((size_t)(C > 0 ? C : 1) * sizeof(float));
-    if (!rc && w) {
-        rl_st_to_f32(w, sw);
-    }
     double right = 0, sum = 0;
     size_t n = d ? rl_data_count(d) : 0;
-    for (size_t i = 0; !rc && w && i < n; i += 2) {
+    for (size_t i = 0; !rc && i < n; i += 2) {
         const int32_t *a, *b;
         int la, lb;
         rl_data_example(d, i, &a, NULL, &la, NULL);
@@ -289,61 +325,44 @@ static int s_score_pairs(const char *dir, const char *pairs, double *acc, double
         memcpy(tok2, a, (size_t)la * sizeof(int32_t));
         memcpy(tok2 + T, b, (size_t)lb * sizeof(int32_t));
         float sc[2];
-        rc = rl_model_forward(m, tok2, len, 2, T, 1.0f, 0, NULL, NULL);
+        rc = s_rmf_score(&f, tok2, len, 2, T, sc);
         if (!rc) {
-            rl_head_score_forward(sc, rl_model_hidden(m), w, len, 2, T, C);
             right += sc[0] > sc[1];
             sum += (double)sc[0] - (double)sc[1];
         }
     }
     *acc = n ? right / (double)(n / 2) : NAN;
     *margin = n ? sum / (double)(n / 2) : NAN;
-    free(w);
     rl_data_destroy(&d);
-    rl_st_model_destroy(&st);
-    rl_tokenizer_destroy(&tok);
-    rl_model_destroy(&m);
+    s_rmf_close(&f);
     return rc;
 }
 
 // The score of prompt + completion (each encoded apart, no special tokens) by the folder
 // <tmp>/<run>/final, as rewards/rl_reward_model scores them. NAN on failure.
 static double s_score_text(const char *run, const char *prompt, const char *completion) {
-    char dir[700], err[1024];
+    char dir[700];
     snprintf(dir, sizeof dir, "%s/%s/final", s_tmp, run);
-    rl_model_opts_t mo;
-    rl_model_opts_default(&mo);
-    mo.threads = 1;
-    mo.seq_cls = 1;
-    rl_model_t *m = rl_model_load(dir, &mo, err, sizeof err);
-    rl_tokenizer_t *tok = rl_tokenizer_new_dir(dir, err, sizeof err);
-    rl_st_model_t *st = rl_st_model_open(dir, err, sizeof err);
-    const rl_st_tensor_t *sw = st ? rl_st_model_find(st, "score.weight") : NULL;
+    s_rmf_t f;
     double out = NAN;
     int32_t *a = NULL, *b = NULL;
     size_t na = 0, nb = 0;
-    if (m && tok && sw && rl_tokenizer_encode(tok, prompt, strlen(prompt), 0, &a, &na) == 0 &&
-        rl_tokenizer_encode(tok, completion, strlen(completion), 0, &b, &nb) == 0 &&
+    if (s_rmf_open(dir, &f) == 0 &&
+        rl_tokenizer_encode(f.tok, prompt, strlen(prompt), 0, &a, &na) == 0 &&
+        rl_tokenizer_encode(f.tok, completion, strlen(completion), 0, &b, &nb) == 0 &&
         na + nb <= 256) {
-        int C = rl_model_config(m)->hidden_size, len = (int)(na + nb);
+        int len = (int)(na + nb);
         int32_t ids[256];
         memcpy(ids, a, na * sizeof(int32_t));
         memcpy(ids + na, b, nb * sizeof(int32_t));
-        float *w = malloc((size_t)C * sizeof(float)), sc = NAN;
-        if (w) {
-            rl_st_to_f32(w, sw);
-            if (rl_model_forward(m, ids, &len, 1, len, 1.0f, 0, NULL, NULL) == 0) {
-                rl_head_score_forward(&sc, rl_model_hidden(m), w, &len, 1, len, C);
-                out = sc;
-            }
+        float sc = NAN;
+        if (s_rmf_score(&f, ids, &len, 1, len, &sc) == 0) {
+            out = sc;
         }
-        free(w);
     }
     free(a);
     free(b);
-    rl_st_model_destroy(&st);
-    rl_tokenizer_destroy(&tok);
-    rl_model_destroy(&m);
+    s_rmf_close(&f);
     return out;
 }
 
