@@ -229,6 +229,21 @@ static int s_reference(rl_run_t *run, s_dpo_t *s, uint64_t data_hash, s_step_t *
     return rc;
 }
 
+// TRL's per-pair means of st under prefix ("" or "eval/"): rewards/chosen, rewards/rejected,
+// rewards/accuracies, rewards/margins, logps/chosen, logps/rejected.
+static void s_pref_metrics(rl_metrics_t *mt, const char *prefix, const rl_pref_dpo_stats_t *st) {
+    static const char *const names[] = {"rewards/chosen",  "rewards/rejected", "rewards/accuracies",
+                                        "rewards/margins", "logps/chosen",     "logps/rejected"};
+    double pairs = st->pairs > 0 ? st->pairs : 1;
+    double v[6] = {st->reward_chosen, st->reward_rejected, st->accuracy,
+                   st->margin,        st->logp_chosen,     st->logp_rejected};
+    char key[64];
+    for (int i = 0; i < 6; i++) {
+        snprintf(key, sizeof key, "%s%s", prefix, names[i]);
+        rl_metrics_add(mt, key, v[i] / pairs);
+    }
+}
+
 static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_t note_len,
                   char *err, size_t err_len) {
     s_dpo_t *s = state;
@@ -276,12 +291,14 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
     rl_metrics_add(mt, "loss", x.loss);
     rl_metrics_add(mt, "grad_norm", x.grad_norm);
     rl_metrics_add(mt, "learning_rate", lr);
-    rl_metrics_add(mt, "rewards/chosen", x.pref_chosen / pairs);
-    rl_metrics_add(mt, "rewards/rejected", x.pref_rejected / pairs);
-    rl_metrics_add(mt, "rewards/accuracies", x.pref_accuracy / pairs);
-    rl_metrics_add(mt, "rewards/margins", x.pref_margin / pairs);
-    rl_metrics_add(mt, "logps/chosen", x.pref_logp_chosen / pairs);
-    rl_metrics_add(mt, "logps/rejected", x.pref_logp_rejected / pairs);
+    rl_pref_dpo_stats_t st = {.pairs = x.pref_pairs,
+                              .reward_chosen = x.pref_chosen,
+                              .reward_rejected = x.pref_rejected,
+                              .accuracy = x.pref_accuracy,
+                              .margin = x.pref_margin,
+                              .logp_chosen = x.pref_logp_chosen,
+                              .logp_rejected = x.pref_logp_rejected};
+    s_pref_metrics(mt, "", &st);
     if (r->algorithm.rpo_alpha > 0) {
         rl_metrics_add(mt, "nll_loss", x.pref_nll);
     }
@@ -379,12 +396,7 @@ static int s_eval_pairs(s_dpo_t *s, rl_run_t *run, char *note, size_t note_len, 
     double pairs = st.pairs > 0 ? st.pairs : 1;
     rl_metrics_t *mt = run->metrics;
     rl_metrics_add(mt, "eval/loss", loss);
-    rl_metrics_add(mt, "eval/rewards/chosen", st.reward_chosen / pairs);
-    rl_metrics_add(mt, "eval/rewards/rejected", st.reward_rejected / pairs);
-    rl_metrics_add(mt, "eval/rewards/accuracies", st.accuracy / pairs);
-    rl_metrics_add(mt, "eval/rewards/margins", st.margin / pairs);
-    rl_metrics_add(mt, "eval/logps/chosen", st.logp_chosen / pairs);
-    rl_metrics_add(mt, "eval/logps/rejected", st.logp_rejected / pairs);
+    s_pref_metrics(mt, "eval/", &st);
     rl_metrics_add(mt, "eval/ref/computed", computed_all);
     rl_metrics_add(mt, "timing/eval_pairs", rl_clock_now() - t0);
     snprintf(note, note_len, "eval loss %.4f acc %.2f", loss, st.accuracy / pairs);

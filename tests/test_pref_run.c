@@ -44,12 +44,40 @@
 
 #include <jansson.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static char s_tmp[] = "/tmp/rl_test_pref_XXXXXX";
 static char s_cmd[8192];
+
+// <tmp>/<name> with the text of fmt (printf's), replaced.
+static void s_write(const char *name, const char *fmt, ...) {
+    char p[600];
+    snprintf(p, sizeof p, "%s/%s", s_tmp, name);
+    FILE *f = fopen(p, "w");
+    CHECK_MSG(f != NULL, "cannot write %s", p);
+    if (f) {
+        va_list ap;
+        va_start(ap, fmt);
+        vfprintf(f, fmt, ap);
+        va_end(ap);
+        fclose(f);
+    }
+}
+
+// `rlctl <s_cmd>` in <tmp>; its output on stderr when the exit status is not `want`. Returns the
+// exit status.
+static int s_rlctl(int want) {
+    int rc = rl_test_rlctl(s_tmp, s_cmd);
+    if (rc != want) {
+        char *o = rl_test_out(s_tmp);
+        fprintf(stderr, "rlctl %s -> %d\n%s\n", s_cmd, rc, o ? o : "");
+        free(o);
+    }
+    return rc;
+}
 
 // pairs i0 .. i0 + n - 1 into <tmp>/<name>; margins: 0 none, 1 every pair "margin": 2, 2 only
 // the first pair
@@ -76,38 +104,26 @@ static void s_pairs(const char *name, int i0, int n) {
 }
 
 static void s_files(void) {
-    char p[600];
     s_pairs("pairs.jsonl", 0, 64);
     s_pairs("heldout.jsonl", 64, 12);
-    snprintf(p, sizeof p, "%s/dpo.yaml", s_tmp);
-    FILE *f = fopen(p, "w");
-    if (f) {
-        fprintf(f,
-                "run: {seed: 3}\n"
-                "model: {path: %s/cookbook/models/arith-noisy-base}\n"
-                "lora: {enabled: true, r: 4, alpha: 8}\n"
-                "data: {train: %s/pairs.jsonl, eval_pairs: %s/heldout.jsonl,\n"
-                "       eval: %s/cookbook/data/arith/eval.jsonl}\n"
-                "algorithm: {name: dpo, beta: 0.1}\n"
-                "sampling: {max_new_tokens: 40}\n"
-                "optim: {lr: 1.0e-3}\n"
-                "train: {steps: 6, batch_size: 4, micro_batch_size: 4, save_every: 3, "
-                "eval_every: 3, eval_samples: 24}\n",
-                RL_SOURCE_DIR, s_tmp, s_tmp, RL_SOURCE_DIR);
-        fclose(f);
-    }
+    s_write("dpo.yaml",
+            "run: {seed: 3}\n"
+            "model: {path: %s/cookbook/models/arith-noisy-base}\n"
+            "lora: {enabled: true, r: 4, alpha: 8}\n"
+            "data: {train: %s/pairs.jsonl, eval_pairs: %s/heldout.jsonl,\n"
+            "       eval: %s/cookbook/data/arith/eval.jsonl}\n"
+            "algorithm: {name: dpo, beta: 0.1}\n"
+            "sampling: {max_new_tokens: 40}\n"
+            "optim: {lr: 1.0e-3}\n"
+            "train: {steps: 6, batch_size: 4, micro_batch_size: 4, save_every: 3, "
+            "eval_every: 3, eval_samples: 24}\n",
+            RL_SOURCE_DIR, s_tmp, s_tmp, RL_SOURCE_DIR);
 }
 
 static int s_run(const char *run, const char *cache, const char *more) {
     snprintf(s_cmd, sizeof s_cmd, "run %s/dpo.yaml run.dir=%s/%s data.ref_cache=%s/%s %s", s_tmp,
              s_tmp, run, s_tmp, cache, more);
-    int rc = rl_test_rlctl(s_tmp, s_cmd);
-    if (rc != 0) {
-        char *o = rl_test_out(s_tmp);
-        fprintf(stderr, "rlctl %s -> %d\n%s\n", s_cmd, rc, o ? o : "");
-        free(o);
-    }
-    return rc;
+    return s_rlctl(0);
 }
 
 // sum of ref/computed over a run's metrics
@@ -234,13 +250,7 @@ static void s_dpo(void) {
 
 static int s_rm_run(const char *run, const char *more) {
     snprintf(s_cmd, sizeof s_cmd, "run %s/rm.yaml run.dir=%s/%s %s", s_tmp, s_tmp, run, more);
-    int rc = rl_test_rlctl(s_tmp, s_cmd);
-    if (rc != 0) {
-        char *o = rl_test_out(s_tmp);
-        fprintf(stderr, "rlctl %s -> %d\n%s\n", s_cmd, rc, o ? o : "");
-        free(o);
-    }
-    return rc;
+    return s_rlctl(0);
 }
 
 static double s_num(json_t *o, const char *k) {
@@ -368,32 +378,23 @@ static double s_score_text(const char *run, const char *prompt, const char *comp
 
 // 11. GRPO against the reward model of run <tmp>/ra
 static void s_model_reward(void) {
-    char p[700];
-    snprintf(p, sizeof p, "%s/grpo_rm.yaml", s_tmp);
-    FILE *f = fopen(p, "w");
-    if (f) {
-        fprintf(f,
-                "run: {seed: 5}\n"
-                "model: {path: %s/cookbook/models/arith-noisy-base}\n"
-                "lora: {enabled: true}\n"
-                "data: {train: %s/cookbook/data/arith/train.jsonl, max_prompt_length: 16}\n"
-                "algorithm: {name: grpo, num_generations: 4}\n"
-                "sampling: {max_new_tokens: 40}\n"
-                "rewards:\n"
-                "  - {name: rm, model: %s/ra/final}\n"
-                "  - {name: correct, builtin: math_answer, weight: 0}\n"
-                "  - {name: fmt, builtin: regex_format, weight: 0, config: {pattern: "
-                "'#### [0-9]+$'}}\n"
-                "optim: {lr: 1.0e-3}\n"
-                "train: {steps: 2, batch_size: 4, save_every: 0}\n",
-                RL_SOURCE_DIR, RL_SOURCE_DIR, s_tmp);
-        fclose(f);
-    }
+    s_write("grpo_rm.yaml",
+            "run: {seed: 5}\n"
+            "model: {path: %s/cookbook/models/arith-noisy-base}\n"
+            "lora: {enabled: true}\n"
+            "data: {train: %s/cookbook/data/arith/train.jsonl, max_prompt_length: 16}\n"
+            "algorithm: {name: grpo, num_generations: 4}\n"
+            "sampling: {max_new_tokens: 40}\n"
+            "rewards:\n"
+            "  - {name: rm, model: %s/ra/final}\n"
+            "  - {name: correct, builtin: math_answer, weight: 0}\n"
+            "  - {name: fmt, builtin: regex_format, weight: 0, config: {pattern: "
+            "'#### [0-9]+$'}}\n"
+            "optim: {lr: 1.0e-3}\n"
+            "train: {steps: 2, batch_size: 4, save_every: 0}\n",
+            RL_SOURCE_DIR, RL_SOURCE_DIR, s_tmp);
     snprintf(s_cmd, sizeof s_cmd, "run %s/grpo_rm.yaml run.dir=%s/g", s_tmp, s_tmp);
-    int rc = rl_test_rlctl(s_tmp, s_cmd);
-    char *o = rl_test_out(s_tmp);
-    CHECK_MSG(rc == 0, "rlctl %s -> %d\n%s", s_cmd, rc, o ? o : "");
-    free(o);
+    CHECK_INT(s_rlctl(0), 0);
     json_t *mg = rl_test_metrics(s_tmp, "g");
     CHECK_MSG(json_array_size(mg) == 2 &&
                   isfinite(s_num(json_array_get(mg, 1), "rewards/correct/mean")) &&
@@ -407,7 +408,7 @@ static void s_model_reward(void) {
     json_decref(mg);
     snprintf(s_cmd, sizeof s_cmd, "traj export %s/g --jsonl", s_tmp);
     CHECK_INT(rl_test_rlctl(s_tmp, s_cmd), 0);
-    o = rl_test_out(s_tmp);
+    char *o = rl_test_out(s_tmp);
     int n = 0, checked = 0, rule_nonzero = 0;
     double worst = 0;
     char *save = NULL;
@@ -462,21 +463,16 @@ static void s_model_reward(void) {
 
 static void s_rm(void) {
     char p[700];
-    snprintf(p, sizeof p, "%s/rm.yaml", s_tmp);
-    FILE *f = fopen(p, "w");
-    if (f) {
-        fprintf(f,
-                "run: {seed: 3}\n"
-                "model: {path: %s/cookbook/models/arith-noisy-base}\n"
-                "lora: {enabled: true}\n"
-                "data: {train: %s/rm_pairs.jsonl, eval_pairs: %s/rm_heldout.jsonl}\n"
-                "algorithm: {name: rm}\n"
-                "optim: {lr: 2.0e-3}\n"
-                "train: {steps: 24, batch_size: 8, micro_batch_size: 8, save_every: 12, "
-                "eval_every: 12}\n",
-                RL_SOURCE_DIR, s_tmp, s_tmp);
-        fclose(f);
-    }
+    s_write("rm.yaml",
+            "run: {seed: 3}\n"
+            "model: {path: %s/cookbook/models/arith-noisy-base}\n"
+            "lora: {enabled: true}\n"
+            "data: {train: %s/rm_pairs.jsonl, eval_pairs: %s/rm_heldout.jsonl}\n"
+            "algorithm: {name: rm}\n"
+            "optim: {lr: 2.0e-3}\n"
+            "train: {steps: 24, batch_size: 8, micro_batch_size: 8, save_every: 12, "
+            "eval_every: 12}\n",
+            RL_SOURCE_DIR, s_tmp, s_tmp);
     s_pairs("rm_pairs.jsonl", 0, 192);
     s_pairs("rm_heldout.jsonl", 192, 48);
     // 7. metrics, held-out accuracy
