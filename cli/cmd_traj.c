@@ -221,6 +221,9 @@ static json_t *s_jrecord(const rl_traj_record_t *r, const char *prompt, const ch
     json_object_set_new(o, "data_index", json_integer(r->data_index));
     json_object_set_new(o, "policy_version", json_integer((json_int_t)r->policy_version));
     json_object_set_new(o, "finish", json_string(r->finish ? "length" : "stop"));
+    if (r->sampler) {
+        json_object_set_new(o, "sampler", json_string(r->sampler));
+    }
     json_object_set_new(o, "prompt", s_jstr(prompt));
     json_object_set_new(o, "completion", s_jstr(completion));
     json_t *rw = json_object();
@@ -297,6 +300,9 @@ static void s_print_record(const rl_traj_record_t *r, const char *prompt,
            (unsigned)r->prompt_index, (unsigned)r->sample_index, (long long)r->data_index,
            (unsigned long long)r->policy_version, r->finish ? "length" : "stop", r->n_prompt,
            r->n_completion, trained);
+    if (r->sampler) {
+        printf("  sampled by: %s\n", r->sampler);
+    }
     fputs("  prompt:     ", stdout);
     s_print_quoted(prompt);
     fputs("\n  completion: ", stdout);

@@ -26,6 +26,8 @@ static const s_command_t s_commands[] = {
     {"logprobs", rl_cmd_logprobs, "per-token logprobs of a completion given a prompt"},
     {"traj", rl_cmd_traj, "list, show and export the completions a run sampled"},
     {"plot", rl_cmd_plot, "draw runs' metrics.jsonl curves as an SVG file"},
+    {"sampler", rl_cmd_sampler, "serve as a remote sampler of runs (sampler serve)"},
+    {"keygen", rl_cmd_keygen, "write a CURVE key pair for remote samplers"},
     {"worker", rl_cmd_worker, "a worker process of a run (started by rlctl run)"},
     {NULL, NULL, NULL},
 };

@@ -36,6 +36,7 @@ typedef enum {
     RL_RECIPE_T_STRING_LIST, // rl_recipe_strlist_t
     RL_RECIPE_T_FLOAT_LIST,  // double[count]
     RL_RECIPE_T_MAP,         // char *: any YAML map, kept as JSON text (reward plugin ABI)
+    RL_RECIPE_T_ENDPOINTS,   // rl_recipe_endpoints_t: [{endpoint: tcp://.., server_key: path}]
 } rl_recipe_type_t;
 
 enum {
@@ -136,6 +137,7 @@ enum {
 enum { RL_RECIPE_TIS_NONE = 0, RL_RECIPE_TIS_TOKEN = 1, RL_RECIPE_TIS_SEQUENCE = 2 };
 enum { RL_RECIPE_OPTIM_ADAMW = 0 };
 enum { RL_RECIPE_REF_ACTOR = 0, RL_RECIPE_REF_WORKER = 1 }; // roles.reference, roles.critic
+enum { RL_RECIPE_BALANCE_EVEN = 0, RL_RECIPE_BALANCE_SPEED = 1 }; // roles.balance
 enum { RL_RECIPE_SCHED_CONSTANT = 0, RL_RECIPE_SCHED_LINEAR = 1, RL_RECIPE_SCHED_COSINE = 2 };
 enum {
     RL_RECIPE_REWARD_MODEL = -2,  // `model:` names a reward model's folder
@@ -298,6 +300,17 @@ typedef struct {
     int threads;
 } rl_recipe_train_t;
 
+// A remote sampler (roles.remote_samplers[i]).
+typedef struct {
+    char *endpoint;         // "tcp://HOST:PORT"
+    char *server_key;       // absolute path of its public key file
+} rl_recipe_endpoint_t;
+
+typedef struct {
+    rl_recipe_endpoint_t *items;
+    int n;
+} rl_recipe_endpoints_t;
+
 typedef struct {
     int samplers;           // sampler worker processes
     int reference;          // RL_RECIPE_REF_*
@@ -305,6 +318,9 @@ typedef struct {
     int actor_threads, sampler_threads; // 0 = train.threads
     double reward_timeout, request_timeout, heartbeat; // seconds
     double stop_grace;      // seconds from a stop signal until the run is gone
+    rl_recipe_endpoints_t remote_samplers; // rlctl sampler serve endpoints
+    int balance;            // RL_RECIPE_BALANCE_*: how a step's prompts are spread
+    char *client_key;       // the controller's secret key file (NULL: none)
 } rl_recipe_roles_t;
 
 typedef struct rl_recipe_priv rl_recipe_priv_t;

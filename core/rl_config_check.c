@@ -259,12 +259,41 @@ static void s_check_ppo(rl_cfg_ctx_t *c) {
 
 // ---------------------------------------------------------------------------------------------
 
+// Samplers: local, remote, or both; remote ones need our key.
+static void s_check_roles(rl_cfg_ctx_t *c) {
+    const rl_recipe_t *r = c->r;
+    int n_remote = r->roles.remote_samplers.n;
+    int rollouts =
+        r->algorithm.name == RL_RECIPE_ALGO_GRPO || r->algorithm.name == RL_RECIPE_ALGO_PPO;
+    if (r->roles.samplers == 0 && n_remote == 0 && (rollouts || r->data.eval)) {
+        rl_cfg_err_key(c, "roles.samplers",
+                       "0 leaves the run without a sampler: use 1 or more, or list "
+                       "roles.remote_samplers");
+    }
+    if (n_remote > 0 && !r->roles.client_key) {
+        rl_cfg_err_key(c, "roles.remote_samplers",
+                       "needs roles.client_key: this controller's secret key file (rlctl "
+                       "keygen), whose key.pub is on each sampler's --allow list");
+    }
+    for (int i = 0; i < n_remote; i++) {
+        for (int j = 0; j < i; j++) {
+            if (!strcmp(r->roles.remote_samplers.items[i].endpoint,
+                        r->roles.remote_samplers.items[j].endpoint)) {
+                rl_cfg_err_key(c, "roles.remote_samplers",
+                               "entry %d repeats the endpoint of entry %d (%s)", i, j,
+                               r->roles.remote_samplers.items[j].endpoint);
+            }
+        }
+    }
+}
+
 void rl_cfg_check_recipe(rl_cfg_ctx_t *c) {
     rl_recipe_t *r = c->r;
     s_check_required(c);
     s_check_applies(c);
     s_check_lora(c);
     s_check_optim(c);
+    s_check_roles(c);
     switch (r->algorithm.name) {
     case RL_RECIPE_ALGO_GRPO: s_check_grpo(c); break;
     case RL_RECIPE_ALGO_SFT: s_check_sft(c); break;
@@ -360,6 +389,13 @@ void rl_cfg_check_files(rl_cfg_ctx_t *c) {
             }
             s_check_path(c, k, key, p, loc_key);
         }
+    }
+    // each remote sampler's public key file
+    const rl_recipe_key_t *rk = rl_cfg_key("roles", "client_key");
+    for (int i = 0; i < r->roles.remote_samplers.n; i++) {
+        snprintf(key, sizeof key, "roles.remote_samplers[%d].server_key", i);
+        s_check_path(c, rk, key, r->roles.remote_samplers.items[i].server_key,
+                     "roles.remote_samplers");
     }
     // critic.init: `base` or an HF folder (a string key: `base` is not a path)
     if (r->algorithm.name == RL_RECIPE_ALGO_PPO && r->critic.init &&

@@ -344,6 +344,16 @@ void rl_cfg_strlist_free(rl_recipe_strlist_t *l) {
     l->n = 0;
 }
 
+void rl_cfg_endpoints_free(rl_recipe_endpoints_t *l) {
+    for (int i = 0; i < l->n; i++) {
+        free(l->items[i].endpoint);
+        free(l->items[i].server_key);
+    }
+    free(l->items);
+    l->items = NULL;
+    l->n = 0;
+}
+
 static void s_field_free(const rl_recipe_key_t *k, const rl_cfg_dst_t *d) {
     switch (k->type) {
     case RL_RECIPE_T_STRING:
@@ -357,6 +367,9 @@ static void s_field_free(const rl_recipe_key_t *k, const rl_cfg_dst_t *d) {
     }
     case RL_RECIPE_T_STRING_LIST:
         rl_cfg_strlist_free(RL_CFG_FIELD(d, k, rl_recipe_strlist_t));
+        break;
+    case RL_RECIPE_T_ENDPOINTS:
+        rl_cfg_endpoints_free(RL_CFG_FIELD(d, k, rl_recipe_endpoints_t));
         break;
     default: break;
     }
@@ -450,6 +463,105 @@ static int s_choice(rl_cfg_ctx_t *c, const char *const *choices, const rl_yaml_n
         rl_cfg_err(c, at, path, "'%s' is not one of %s", f, all);
     }
     return -1;
+}
+
+// 1 when s is "tcp://HOST:PORT" with a non-empty host and a port of digits.
+static int s_tcp_endpoint(const char *s) {
+    if (strncmp(s, "tcp://", 6) != 0) {
+        return 0;
+    }
+    const char *colon = strrchr(s + 6, ':');
+    if (!colon || colon == s + 6 || !colon[1] || strlen(colon + 1) > 5) {
+        return 0;
+    }
+    for (const char *p = colon + 1; *p; p++) {
+        if (*p < '0' || *p > '9') {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+// roles.remote_samplers: a list of {endpoint, server_key} maps. Returns 0 or -1 after errors.
+static int s_convert_endpoints(rl_cfg_ctx_t *c, const rl_recipe_key_t *k, const rl_cfg_dst_t *d,
+                               const rl_yaml_node_t *v, const rl_yaml_node_t *at,
+                               const char *path) {
+    char f[300], ip[340];
+    if (v->kind != RL_YAML_SEQ) {
+        s_found(v, f, sizeof f);
+        rl_cfg_err(c, at, path,
+                   "expected a list of {endpoint: tcp://HOST:PORT, server_key: "
+                   "FILE}, found %s",
+                   f);
+        return -1;
+    }
+    if (v->n > 256) {
+        rl_cfg_err(c, at, path, "too many items (%d; limit 256)", v->n);
+        return -1;
+    }
+    rl_recipe_endpoints_t l = {calloc((size_t)v->n + 1, sizeof *l.items), 0};
+    if (!l.items) {
+        c->oom = 1;
+        return -1;
+    }
+    int bad = 0;
+    for (int i = 0; i < v->n; i++) {
+        const rl_yaml_node_t *it = v->kids[i];
+        snprintf(ip, sizeof ip, "%s[%d]", path, i);
+        if (it->kind != RL_YAML_MAP) {
+            s_found(it, f, sizeof f);
+            rl_cfg_err(c, it, ip,
+                       "expected a map {endpoint: tcp://HOST:PORT, server_key: FILE}, "
+                       "found %s",
+                       f);
+            bad = 1;
+            continue;
+        }
+        rl_recipe_endpoint_t e = {NULL, NULL};
+        for (int j = 0; j < it->n; j++) {
+            const rl_yaml_node_t *kn = it->kids[2 * j], *vn = it->kids[2 * j + 1];
+            char kp[400];
+            snprintf(kp, sizeof kp, "%s.%s", ip, kn->str ? kn->str : "?");
+            int is_ep = kn->str && !strcmp(kn->str, "endpoint");
+            int is_key = kn->str && !strcmp(kn->str, "server_key");
+            if (!is_ep && !is_key) {
+                rl_cfg_err(c, kn, kp, "unknown key; an entry has endpoint and server_key");
+                bad = 1;
+                continue;
+            }
+            if (s_scalar_string(c, vn, vn, kp, is_ep ? "an endpoint" : "a path")) {
+                bad = 1;
+                continue;
+            }
+            if (is_ep && !s_tcp_endpoint(vn->str)) {
+                rl_cfg_quote_short(vn->str, f, sizeof f);
+                rl_cfg_err(c, vn, kp, "'%s' is not tcp://HOST:PORT", f);
+                bad = 1;
+                continue;
+            }
+            char **dst = is_ep ? &e.endpoint : &e.server_key;
+            free(*dst);
+            *dst = is_ep ? strdup(vn->str)
+                         : s_path_join_norm(vn->file == c->file ? c->base : c->cwd, vn->str);
+            if (!*dst) {
+                c->oom = 1;
+                bad = 1;
+            }
+        }
+        if (!bad && (!e.endpoint || !e.server_key)) {
+            rl_cfg_err(c, it, ip, "needs both endpoint and server_key (missing %s)",
+                       e.endpoint ? "server_key" : "endpoint");
+            bad = 1;
+        }
+        l.items[l.n++] = e;
+    }
+    if (bad) {
+        rl_cfg_endpoints_free(&l);
+        return -1;
+    }
+    s_field_free(k, d);
+    *RL_CFG_FIELD(d, k, rl_recipe_endpoints_t) = l;
+    return 0;
 }
 
 // Converts v into the field of k at d. `at` locates errors (the key, or a list item).
@@ -598,6 +710,7 @@ static int s_convert(rl_cfg_ctx_t *c, const rl_recipe_key_t *k, const rl_cfg_dst
         memcpy(RL_CFG_FIELD(d, k, double), tmp, (size_t)k->count * sizeof(double));
         return 0;
     }
+    case RL_RECIPE_T_ENDPOINTS: return s_convert_endpoints(c, k, d, v, at, path);
     case RL_RECIPE_T_MAP: {
         if (v->kind != RL_YAML_MAP) {
             s_found(v, f, sizeof f);

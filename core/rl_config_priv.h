@@ -130,6 +130,7 @@ int rl_cfg_is_null(const rl_yaml_node_t *v);
 
 // Frees the items of l and empties it.
 void rl_cfg_strlist_free(rl_recipe_strlist_t *l);
+void rl_cfg_endpoints_free(rl_recipe_endpoints_t *l);
 
 // Sets every key of the recipe that has a default for its algorithm (def_by_algo) and that the
 // recipe left unset (or null) to that default, in map sections and in every list entry; keys

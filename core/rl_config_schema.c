@@ -56,6 +56,8 @@ static const char *const s_tis[] = {"none", "token", "sequence", NULL};
 static const char *const s_optims[] = {"adamw", NULL};
 static const char *const s_scheds[] = {"constant", "linear", "cosine", NULL};
 static const char *const s_refs[] = {"actor", "worker", NULL};
+static const char *const s_balances[] = {[RL_RECIPE_BALANCE_EVEN] = "even",
+                                         [RL_RECIPE_BALANCE_SPEED] = "speed", NULL};
 
 // ---------------------------------------------------------------------------------------------
 // the lists model/ and rewards/ use too (rl_config.h): one copy each, here
@@ -405,8 +407,22 @@ static const rl_recipe_key_t s_keys[] = {
      DEF("0"), .max = 4096, .doc = "compute threads; 0 = all cores"},
     // roles ----------------------------------------------------------------------------------
     {.section = "roles", .key = "samplers", .type = RL_RECIPE_T_INT, .offset = OFF(roles.samplers),
-     DEF("1"), .min = 1, .max = 256,
-     .doc = "sampler worker processes; a step's prompts are spread over them"},
+     DEF("1"), .min = 0, .max = 256,
+     .doc = "local sampler worker processes; a step's prompts are spread over them and the "
+            "remote samplers (0 only with remote_samplers)"},
+    {.section = "roles", .key = "remote_samplers", .type = RL_RECIPE_T_ENDPOINTS,
+     .offset = OFF(roles.remote_samplers), DEF("[]"),
+     .doc = "samplers on other hosts (rlctl sampler serve): a list of {endpoint: "
+            "tcp://HOST:PORT, server_key: its key.pub}; needs client_key (docs/remote.md)"},
+    {.section = "roles", .key = "balance", .type = RL_RECIPE_T_ENUM, .offset = OFF(roles.balance),
+     DEF("even"), .choices = s_balances,
+     .doc = "how a step's prompts are spread over the samplers: even = equal shares (bitwise "
+            "reproducible); speed = in proportion to each one's measured tokens/s (the last "
+            "bits of sampler logprobs then depend on timing)"},
+    {.section = "roles", .key = "client_key", .type = RL_RECIPE_T_PATH_FILE,
+     .offset = OFF(roles.client_key), .def_doc = "null", .flags = OPTIONAL | EXISTS,
+     .doc = "this controller's secret key file (rlctl keygen) for remote_samplers; its "
+            "key.pub goes on each sampler's --allow list"},
     {.section = "roles", .key = "reference", .type = RL_RECIPE_T_ENUM,
      .offset = OFF(roles.reference), DEF("actor"), .choices = s_refs,
      .doc = "where the reference policy runs: actor = in the actor (adapters disabled with LoRA, a "
@@ -459,7 +475,7 @@ int rl_recipe_schema(const rl_recipe_key_t **keys) {
 const char *rl_recipe_type_name(rl_recipe_type_t type) {
     static const char *const names[] = {"bool",      "int",         "float",      "string",
                                         "enum",      "path (file)", "path (dir)", "string list",
-                                        "float list", "map"};
+                                        "float list", "map",         "endpoint list"};
     return (unsigned)type < sizeof names / sizeof names[0] ? names[type] : "?";
 }
 

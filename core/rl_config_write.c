@@ -206,6 +206,19 @@ static void s_put_value(s_buf_t *b, const rl_recipe_key_t *k, const rl_cfg_dst_t
         s_put(b, "]");
         break;
     }
+    case RL_RECIPE_T_ENDPOINTS: {
+        const rl_recipe_endpoints_t *l = RL_CFG_FIELD(d, k, rl_recipe_endpoints_t);
+        s_put(b, "[");
+        for (int i = 0; i < l->n; i++) {
+            s_put(b, "%s{endpoint: ", i ? ", " : "");
+            s_put_str(b, l->items[i].endpoint);
+            s_put(b, ", server_key: ");
+            s_put_str(b, l->items[i].server_key);
+            s_put(b, "}");
+        }
+        s_put(b, "]");
+        break;
+    }
     case RL_RECIPE_T_MAP: {
         const char *s = *RL_CFG_FIELD(d, k, char *);
         json_t *j = s ? json_loads(s, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL) : NULL;

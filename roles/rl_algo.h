@@ -20,7 +20,8 @@ extern "C" {
 
 // The roles a run starts besides the actor (which every algorithm trains).
 typedef struct {
-    int samplers;  // sampler workers: roles.samplers, or 0
+    int sampling;  // 1: the run samples (samplers: the local ones and roles.remote_samplers)
+    int samplers;  // local sampler workers: roles.samplers, or 0
     int reward;    // 1: a reward worker
     int reference; // 1: a reference worker of its own (0 with roles.reference: actor or when no
                    // reference is needed)

@@ -45,7 +45,8 @@ typedef struct {
 
 static void s_roles(const rl_recipe_t *r, rl_algo_roles_t *out) {
     out->reference = r->roles.reference == RL_RECIPE_REF_WORKER;
-    out->samplers = r->data.eval ? r->roles.samplers : 0; // only to measure eval/accuracy
+    out->sampling = r->data.eval != NULL; // only to measure eval/accuracy
+    out->samplers = out->sampling ? r->roles.samplers : 0;
 }
 
 static void s_destroy(void **state) {

@@ -32,7 +32,8 @@
 // ---- roles and data -----------------------------------------------------------------------------
 
 static void s_roles(const rl_recipe_t *r, rl_algo_roles_t *out) {
-    out->samplers = r->roles.samplers;
+    out->sampling = 1;
+    out->samplers = out->sampling ? r->roles.samplers : 0;
     out->reward = 1;
     out->reference = r->algorithm.beta > 0 && r->roles.reference == RL_RECIPE_REF_WORKER;
 }

@@ -49,7 +49,8 @@ static int s_wants_accuracy(const rl_recipe_t *r) {
 }
 
 static void s_roles(const rl_recipe_t *r, rl_algo_roles_t *out) {
-    out->samplers = s_wants_accuracy(r) ? r->roles.samplers : 0;
+    out->sampling = s_wants_accuracy(r);
+    out->samplers = out->sampling ? r->roles.samplers : 0;
 }
 
 static void s_destroy(void **state) {

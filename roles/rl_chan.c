@@ -8,6 +8,7 @@
 // a socket, which is nothing at the handful of chans a process opens.
 #include "rl_chan.h"
 #include "rl_clock.h"
+#include "rl_curve.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -28,6 +29,20 @@ struct rl_chan {
     char endpoint[512];
     int has_cred;         // the last message's sender credentials are known
     int64_t cred_pid, cred_uid;
+    // CURVE (rl_chan_bind_curve / rl_chan_connect_curve)
+    int curve;                           // 1: a CURVE server, 2: a CURVE client
+    void *mon;                           // PAIR connected to the socket's monitor (NULL: none)
+    char peer_key[RL_CURVE_Z85_LEN + 1]; // the last message's sender's public key ("": none)
+    int64_t peer_conn; // the last message's connection (its file descriptor), -1: unknown
+    pthread_t zap;     // the ZAP handler (server)
+    int zap_started;
+    pthread_mutex_t allow_mu;
+    char (*allow)[RL_CURVE_Z85_LEN + 1]; // the allowlist (server), under allow_mu
+    int n_allow;
+    uint64_t refused;                      // handshakes the allowlist refused
+    char server_key[RL_CURVE_Z85_LEN + 1]; // the server's secret key (server: to rebind)
+    double heartbeat;
+    int64_t max_frame; // ZMQ_MAXMSGSIZE
 };
 
 // A ZeroMQ failure: returns the positive errno (passed through, STYLE §4) with what failed.
@@ -66,6 +81,7 @@ static int s_chan_new(int type, const char *endpoint, int64_t max_frame, rl_chan
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
     c->router = type == ZMQ_ROUTER;
+    c->peer_conn = -1;
     c->ctx = zmq_ctx_new();
     if (!c->ctx) {
         int rc = s_zfail(err, err_len, "zmq_ctx_new for", endpoint);
@@ -86,6 +102,7 @@ static int s_chan_new(int type, const char *endpoint, int64_t max_frame, rl_chan
                          ? max_frame
                          : (int64_t)RL_WIRE_MAX_BYTES;
     int zero = 0, hwm = RL_CHAN_RCV_HWM;
+    c->max_frame = maxmsg;
     zmq_setsockopt(c->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
     zmq_setsockopt(c->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
     zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof zero);
@@ -97,8 +114,20 @@ static void s_chan_free(rl_chan_t *c) {
     if (c->sock) {
         zmq_close(c->sock);
     }
+    if (c->mon) {
+        zmq_close(c->mon);
+    }
+    if (c->zap_started) {
+        zmq_ctx_shutdown(c->ctx); // the ZAP thread's blocking recv returns ETERM: it closes
+        pthread_join(c->zap, NULL);
+    }
     while (zmq_ctx_term(c->ctx) != 0 && zmq_errno() == EINTR) {
     }
+    if (c->curve == 1) {
+        pthread_mutex_destroy(&c->allow_mu);
+    }
+    free(c->allow);
+    memset(c->server_key, 0, sizeof c->server_key);
     free(c);
 }
 
@@ -333,6 +362,8 @@ int rl_chan_recv(rl_chan_t *self, int timeout_ms, rl_msg_t **out, char *peer, si
                  char *err, size_t err_len) {
     *out = NULL;
     self->has_cred = 0;
+    self->peer_key[0] = '\0';
+    self->peer_conn = -1;
     if (peer && peer_len) {
         peer[0] = '\0';
     }
@@ -404,6 +435,17 @@ int rl_chan_recv(rl_chan_t *self, int timeout_ms, rl_msg_t **out, char *peer, si
     // from the first frame of the message itself: a ROUTER's identity part carries no
     // properties when zmq_poll prefetched it (libzmq 4.3)
     int has_cred = s_cred(parts[np > off ? off : 0], &pid, &uid);
+    char key[RL_CURVE_Z85_LEN + 1] = "";
+    int64_t conn = -1;
+    if (self->curve) {
+        zmq_msg_t *p0 = parts[np > off ? off : 0];
+        const char *uidk = zmq_msg_gets(p0, "User-Id");
+        if (uidk && strlen(uidk) == RL_CURVE_Z85_LEN) {
+            memcpy(key, uidk, sizeof key);
+        }
+        int fd = zmq_msg_get(p0, ZMQ_SRCFD);
+        conn = fd >= 0 ? fd : -1;
+    }
     char who[256] = "controller";
     if (self->router) {
         s_peer_name(who, sizeof who, zmq_msg_data(parts[0]), zmq_msg_size(parts[0]));
@@ -447,6 +489,8 @@ int rl_chan_recv(rl_chan_t *self, int timeout_ms, rl_msg_t **out, char *peer, si
         self->has_cred = has_cred;
         self->cred_pid = pid;
         self->cred_uid = uid;
+        memcpy(self->peer_key, key, sizeof key);
+        self->peer_conn = conn;
     }
 done:
     for (int i = 0; i < np; i++) {
@@ -563,4 +607,389 @@ void rl_chan_heartbeat_stop(rl_heartbeat_t **self_p) {
     rl_chan_close(&hb->chan, 0);
     free(hb);
     *self_p = NULL;
+}
+
+// ---- CURVE -----------------------------------------------------------------------------------
+
+// The ZAP handler of a CURVE server (RFC 27): ZeroMQ asks it about every handshake on the
+// chan's context's inproc://zeromq.zap.01; it admits a client whose public key is on the
+// allowlist (answering its Z85 key as the User-Id, which every message of that connection then
+// carries) and refuses the rest with 400. Ends when the context shuts down.
+static void *s_zap_main(void *arg) {
+    rl_chan_t *c = arg;
+    void *rep = zmq_socket(c->ctx, ZMQ_REP);
+    int zero = 0;
+    if (!rep) {
+        return NULL;
+    }
+    zmq_setsockopt(rep, ZMQ_LINGER, &zero, sizeof zero);
+    if (zmq_bind(rep, "inproc://zeromq.zap.01") != 0) {
+        zmq_close(rep);
+        return NULL;
+    }
+    for (;;) {
+        // version, request id, domain, address, routing id, mechanism, credentials...
+        char part[8][256];
+        size_t len[8];
+        int np = 0, more = 1, err = 0;
+        while (more) {
+            zmq_msg_t m;
+            zmq_msg_init(&m);
+            int r = zmq_msg_recv(&m, rep, 0);
+            if (r < 0) {
+                zmq_msg_close(&m);
+                if (zmq_errno() == EINTR) {
+                    continue;
+                }
+                err = 1;
+                break;
+            }
+            if (np < 8) {
+                len[np] = zmq_msg_size(&m) < sizeof part[0] ? zmq_msg_size(&m) : 0;
+                memcpy(part[np], zmq_msg_data(&m), len[np]);
+                part[np][len[np]] = '\0';
+                np++;
+            }
+            more = zmq_msg_more(&m);
+            zmq_msg_close(&m);
+        }
+        if (err) {
+            break; // the context is shutting down
+        }
+        char key[RL_CURVE_Z85_LEN + 1] = "";
+        int ok = 0;
+        if (np >= 7 && len[0] == 3 && !memcmp(part[0], "1.0", 3) && len[5] == 5 &&
+            !memcmp(part[5], "CURVE", 5) && len[6] == 32) {
+            zmq_z85_encode(key, (const uint8_t *)part[6], 32);
+            pthread_mutex_lock(&c->allow_mu);
+            for (int i = 0; i < c->n_allow && !ok; i++) {
+                ok = strcmp(c->allow[i], key) == 0;
+            }
+            c->refused += !ok;
+            pthread_mutex_unlock(&c->allow_mu);
+        }
+        const char *code = ok ? "200" : "400";
+        const char *text = ok ? "OK" : "public key not on the allowlist";
+        zmq_send(rep, "1.0", 3, ZMQ_SNDMORE);
+        zmq_send(rep, part[1], np > 1 ? len[1] : 0, ZMQ_SNDMORE);
+        zmq_send(rep, code, 3, ZMQ_SNDMORE);
+        zmq_send(rep, text, strlen(text), ZMQ_SNDMORE);
+        zmq_send(rep, key, ok ? strlen(key) : 0, ZMQ_SNDMORE);
+        zmq_send(rep, "", 0, 0);
+    }
+    zmq_close(rep);
+    return NULL;
+}
+
+// Heartbeats of the ZMTP layer (libzmq's I/O thread answers them even while our thread
+// computes): a peer silent for 10 periods loses its connection.
+static void s_zmtp_heartbeat(rl_chan_t *c, double heartbeat_s) {
+    int ivl = (int)((heartbeat_s > 0 ? heartbeat_s : 1.0) * 1000.0);
+    int tmo = 10 * ivl;
+    c->heartbeat = heartbeat_s > 0 ? heartbeat_s : 1.0;
+    zmq_setsockopt(c->sock, ZMQ_HEARTBEAT_IVL, &ivl, sizeof ivl);
+    zmq_setsockopt(c->sock, ZMQ_HEARTBEAT_TIMEOUT, &tmo, sizeof tmo);
+    zmq_setsockopt(c->sock, ZMQ_HEARTBEAT_TTL, &tmo, sizeof tmo);
+}
+
+// A monitor of the socket's connection events, read by rl_chan_event.
+static int s_monitor(rl_chan_t *c, char *err, size_t err_len) {
+    char ep[64];
+    snprintf(ep, sizeof ep, "inproc://rl-mon-%p", (void *)c);
+    int ev = ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED |
+             ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+             ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL;
+    if (zmq_socket_monitor(c->sock, ep, ev) != 0 || !(c->mon = zmq_socket(c->ctx, ZMQ_PAIR)) ||
+        zmq_connect(c->mon, ep) != 0) {
+        return s_zfail(err, err_len, "cannot monitor", c->endpoint);
+    }
+    int zero = 0;
+    zmq_setsockopt(c->mon, ZMQ_LINGER, &zero, sizeof zero);
+    return 0;
+}
+
+// Binds c->sock (a CURVE server) at its endpoint.
+static int s_curve_server_bind(rl_chan_t *c, const char *ep, char *err, size_t err_len) {
+    int one = 1;
+    const char *domain = "rlctl";
+    if (zmq_setsockopt(c->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one) != 0 ||
+        zmq_setsockopt(c->sock, ZMQ_CURVE_SERVER, &one, sizeof one) != 0 ||
+        zmq_setsockopt(c->sock, ZMQ_CURVE_SECRETKEY, c->server_key, RL_CURVE_Z85_LEN) != 0 ||
+        zmq_setsockopt(c->sock, ZMQ_ZAP_DOMAIN, domain, strlen(domain)) != 0) {
+        return s_zfail(err, err_len, "cannot set up CURVE on", ep);
+    }
+    s_zmtp_heartbeat(c, c->heartbeat);
+    int rc = s_monitor(c, err, err_len);
+    if (!rc && zmq_bind(c->sock, ep) != 0) {
+        rc = s_zfail(err, err_len, "cannot bind", ep);
+    }
+    return rc;
+}
+
+int rl_chan_bind_curve(const char *endpoint, int64_t max_frame, const rl_curve_key_t *server,
+                       double heartbeat_s, rl_chan_t **out, char *err, size_t err_len) {
+    *out = NULL;
+    size_t n = endpoint ? strlen(endpoint) : 0;
+    if (n == 0 || n + 1 >= sizeof((rl_chan_t *)0)->endpoint || strncmp(endpoint, "tcp://", 6)) {
+        return rl_errf(err, err_len, RL_EINVAL, "bad endpoint \"%s\" (tcp://HOST:PORT)",
+                       endpoint ? endpoint : "");
+    }
+    if (!server || !rl_curve_key_valid(server->sec, strlen(server->sec))) {
+        return rl_errf(err, err_len, RL_EINVAL, "a CURVE server needs its secret key");
+    }
+    char ep[sizeof((rl_chan_t *)0)->endpoint];
+    memcpy(ep, endpoint, n + 1);
+    if (n >= 2 && strcmp(ep + n - 2, ":0") == 0) {
+        ep[n - 1] = '*';
+    }
+    rl_chan_t *c;
+    int rc = s_chan_new(ZMQ_ROUTER, endpoint, max_frame, &c, err, err_len);
+    if (rc) {
+        return rc;
+    }
+    c->curve = 1;
+    c->heartbeat = heartbeat_s;
+    pthread_mutex_init(&c->allow_mu, NULL);
+    memcpy(c->server_key, server->sec, sizeof c->server_key);
+    snprintf(c->endpoint, sizeof c->endpoint, "%s", ep);
+    // the ZAP handler must be bound before the first handshake: started and waited for here
+    if (pthread_create(&c->zap, NULL, s_zap_main, c) != 0) {
+        s_chan_free(c);
+        return rl_errf(err, err_len, RL_EIO, "cannot start the ZAP handler thread");
+    }
+    c->zap_started = 1;
+    for (int i = 0; i < 200; i++) { // the handler binds within microseconds
+        void *probe = zmq_socket(c->ctx, ZMQ_REQ);
+        int ok = probe && zmq_connect(probe, "inproc://zeromq.zap.01") == 0;
+        if (probe) {
+            int zero = 0;
+            zmq_setsockopt(probe, ZMQ_LINGER, &zero, sizeof zero);
+            zmq_close(probe);
+        }
+        if (ok) {
+            break;
+        }
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+    }
+    rc = s_curve_server_bind(c, ep, err, err_len);
+    if (rc) {
+        s_chan_free(c);
+        return rc;
+    }
+    size_t len = sizeof c->endpoint;
+    if (zmq_getsockopt(c->sock, ZMQ_LAST_ENDPOINT, c->endpoint, &len) != 0) {
+        memcpy(c->endpoint, ep, n + 1);
+    }
+    *out = c;
+    return 0;
+}
+
+int rl_chan_allow(rl_chan_t *self, const char (*keys)[RL_CURVE_Z85_LEN + 1], int n, int *removed) {
+    if (removed) {
+        *removed = 0;
+    }
+    if (self->curve != 1) {
+        return RL_EINVAL;
+    }
+    char(*copy)[RL_CURVE_Z85_LEN + 1] = n > 0 ? malloc((size_t)n * sizeof *copy) : NULL;
+    if (n > 0 && !copy) {
+        return RL_ENOMEM;
+    }
+    if (n > 0) {
+        memcpy(copy, keys, (size_t)n * sizeof *copy);
+    }
+    pthread_mutex_lock(&self->allow_mu);
+    int gone = 0;
+    for (int i = 0; i < self->n_allow; i++) {
+        int kept = 0;
+        for (int j = 0; j < n && !kept; j++) {
+            kept = strcmp(self->allow[i], copy[j]) == 0;
+        }
+        gone += !kept;
+    }
+    free(self->allow);
+    self->allow = copy;
+    self->n_allow = n;
+    pthread_mutex_unlock(&self->allow_mu);
+    if (removed) {
+        *removed = gone;
+    }
+    return 0;
+}
+
+int rl_chan_allowed(rl_chan_t *self, const char *key) {
+    if (self->curve != 1 || !key) {
+        return 0;
+    }
+    int ok = 0;
+    pthread_mutex_lock(&self->allow_mu);
+    for (int i = 0; i < self->n_allow && !ok; i++) {
+        ok = strcmp(self->allow[i], key) == 0;
+    }
+    pthread_mutex_unlock(&self->allow_mu);
+    return ok;
+}
+
+uint64_t rl_chan_refused(rl_chan_t *self) {
+    if (self->curve != 1) {
+        return 0;
+    }
+    pthread_mutex_lock(&self->allow_mu);
+    uint64_t n = self->refused;
+    pthread_mutex_unlock(&self->allow_mu);
+    return n;
+}
+
+int rl_chan_rebind(rl_chan_t *self, char *err, size_t err_len) {
+    if (self->curve != 1) {
+        return rl_errf(err, err_len, RL_EINVAL, "rebind: not a CURVE server");
+    }
+    // a fresh socket: every connection of the old one closes; clients still allowed reconnect
+    // (ZeroMQ does it by itself) and pass the ZAP handler again
+    void *old = self->sock, *oldmon = self->mon;
+    zmq_socket_monitor(old, NULL, 0);
+    zmq_close(old);
+    if (oldmon) {
+        zmq_close(oldmon);
+    }
+    self->mon = NULL;
+    self->sock = zmq_socket(self->ctx, ZMQ_ROUTER);
+    if (!self->sock) {
+        return s_zfail(err, err_len, "zmq_socket for", self->endpoint);
+    }
+    int zero = 0, hwm = RL_CHAN_RCV_HWM;
+    zmq_setsockopt(self->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(self->sock, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(self->sock, ZMQ_MAXMSGSIZE, &self->max_frame, sizeof self->max_frame);
+    // the port is taken again as soon as the old listener is gone; retry briefly
+    int rc = 0;
+    for (int i = 0; i < 50; i++) {
+        if (self->mon) {
+            zmq_close(self->mon);
+            self->mon = NULL;
+        }
+        rc = s_curve_server_bind(self, self->endpoint, err, err_len);
+        if (rc == 0 || rc != EADDRINUSE) {
+            break;
+        }
+        struct timespec ts = {0, 20000000};
+        nanosleep(&ts, NULL);
+    }
+    return rc;
+}
+
+int rl_chan_connect_curve(const char *endpoint, const char *identity, int64_t max_frame,
+                          const rl_curve_key_t *client, const char *server_pub, double heartbeat_s,
+                          rl_chan_t **out, char *err, size_t err_len) {
+    *out = NULL;
+    size_t n = endpoint ? strlen(endpoint) : 0;
+    size_t idn = identity ? strlen(identity) : 0;
+    if (n == 0 || n >= sizeof((rl_chan_t *)0)->endpoint || strncmp(endpoint, "tcp://", 6)) {
+        return rl_errf(err, err_len, RL_EINVAL, "bad endpoint \"%s\" (tcp://HOST:PORT)",
+                       endpoint ? endpoint : "");
+    }
+    if (idn == 0 || idn > 255) {
+        return rl_errf(err, err_len, RL_EINVAL, "identity of %zu bytes (1..255)", idn);
+    }
+    if (!client || !rl_curve_key_valid(client->sec, strlen(client->sec)) || !server_pub ||
+        !rl_curve_key_valid(server_pub, strlen(server_pub))) {
+        return rl_errf(err, err_len, RL_EINVAL,
+                       "a CURVE client needs its key pair and the "
+                       "server's public key");
+    }
+    rl_chan_t *c;
+    int rc = s_chan_new(ZMQ_DEALER, endpoint, max_frame, &c, err, err_len);
+    if (rc) {
+        return rc;
+    }
+    c->curve = 2;
+    memcpy(c->endpoint, endpoint, n + 1);
+    if (zmq_setsockopt(c->sock, ZMQ_ROUTING_ID, identity, idn) != 0 ||
+        zmq_setsockopt(c->sock, ZMQ_CURVE_SERVERKEY, server_pub, RL_CURVE_Z85_LEN) != 0 ||
+        zmq_setsockopt(c->sock, ZMQ_CURVE_PUBLICKEY, client->pub, RL_CURVE_Z85_LEN) != 0 ||
+        zmq_setsockopt(c->sock, ZMQ_CURVE_SECRETKEY, client->sec, RL_CURVE_Z85_LEN) != 0) {
+        rc = s_zfail(err, err_len, "cannot set up CURVE for", endpoint);
+        goto fail;
+    }
+    s_zmtp_heartbeat(c, heartbeat_s);
+    // a connection that is gone (refused, closed) has no pipe: a send would wait forever
+    int sndtmo = (int)(10.0 * c->heartbeat * 1000.0);
+    zmq_setsockopt(c->sock, ZMQ_SNDTIMEO, &sndtmo, sizeof sndtmo);
+    if ((rc = s_monitor(c, err, err_len)) != 0) {
+        goto fail;
+    }
+    if (zmq_connect(c->sock, endpoint) != 0) {
+        rc = s_zfail(err, err_len, "cannot connect to", endpoint);
+        goto fail;
+    }
+    *out = c;
+    return 0;
+fail:
+    s_chan_free(c);
+    return rc;
+}
+
+rl_chan_event_t rl_chan_event(rl_chan_t *self, int64_t *value) {
+    if (!self->mon) {
+        return RL_CHAN_EV_NONE;
+    }
+    zmq_msg_t a, b;
+    zmq_msg_init(&a);
+    if (zmq_msg_recv(&a, self->mon, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&a);
+        return RL_CHAN_EV_NONE;
+    }
+    uint16_t ev = 0;
+    uint32_t val = 0;
+    if (zmq_msg_size(&a) >= 6) {
+        memcpy(&ev, zmq_msg_data(&a), 2);
+        memcpy(&val, (const char *)zmq_msg_data(&a) + 2, 4);
+    }
+    int more = zmq_msg_more(&a);
+    zmq_msg_close(&a);
+    while (more) { // the endpoint part
+        zmq_msg_init(&b);
+        more = zmq_msg_recv(&b, self->mon, 0) >= 0 && zmq_msg_more(&b);
+        zmq_msg_close(&b);
+    }
+    if (value) {
+        *value = val;
+    }
+    switch (ev) {
+    case ZMQ_EVENT_HANDSHAKE_SUCCEEDED: return RL_CHAN_EV_UP;
+    case ZMQ_EVENT_DISCONNECTED: return RL_CHAN_EV_DOWN;
+    case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH: return RL_CHAN_EV_AUTH;
+    default: return RL_CHAN_EV_HANDSHAKE;
+    }
+}
+
+int rl_chan_peer_key(const rl_chan_t *self, char out[RL_CURVE_Z85_LEN + 1]) {
+    memcpy(out, self->peer_key, RL_CURVE_Z85_LEN + 1);
+    return self->peer_key[0] ? 0 : RL_ENOTFOUND;
+}
+
+int64_t rl_chan_peer_conn(const rl_chan_t *self) {
+    return self->peer_conn;
+}
+
+int rl_chan_poll(rl_chan_t *const *chans, int n, int timeout_ms, int *ready) {
+    zmq_pollitem_t it[64];
+    if (n < 1 || n > 64) {
+        return RL_EINVAL;
+    }
+    for (int i = 0; i < n; i++) {
+        it[i] = (zmq_pollitem_t){.socket = chans[i]->sock, .events = ZMQ_POLLIN};
+        ready[i] = 0;
+    }
+    int r;
+    while ((r = zmq_poll(it, n, timeout_ms)) < 0 && zmq_errno() == EINTR) {
+    }
+    if (r < 0) {
+        return zmq_errno() ? zmq_errno() : RL_EIO;
+    }
+    for (int i = 0; i < n; i++) {
+        ready[i] = (it[i].revents & ZMQ_POLLIN) != 0;
+    }
+    return 0;
 }

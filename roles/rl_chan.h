@@ -9,6 +9,7 @@
 #ifndef RL_CHAN_H
 #define RL_CHAN_H
 
+#include "rl_curve.h"
 #include "rl_wire.h"
 
 #include <stddef.h>
@@ -76,6 +77,64 @@ typedef struct rl_heartbeat rl_heartbeat_t;
 int rl_chan_heartbeat_start(const char *endpoint, const char *identity, const char *token,
                             double period_s, rl_heartbeat_t **out, char *err, size_t err_len);
 void rl_chan_heartbeat_stop(rl_heartbeat_t **self_p);
+
+// ---- CURVE over tcp:// (remote samplers; docs/protocol.md, "Remote samplers") ----------------
+//
+// A remote sampler binds a ROUTER as a CURVE server; the controller connects a DEALER as a
+// CURVE client that knows the server's public key. Every byte after the handshake is encrypted
+// and authenticated. Only clients whose public key is on the server's allowlist complete the
+// handshake (a ZAP handler thread in the chan's context answers ZeroMQ for each one); a
+// plaintext (NULL mechanism) peer, or a client that expects another server key, never does. Both
+// sides send ZMTP heartbeats every heartbeat_s seconds from libzmq's I/O thread (answered even
+// while our thread computes): a peer silent for 10 periods loses its connection, which
+// rl_chan_event reports.
+
+// ROUTER at endpoint ("tcp://HOST:PORT"; port 0 picks one: rl_chan_endpoint) as a CURVE server
+// with `server`'s secret key, with an empty allowlist (rl_chan_allow fills it). max_frame as for
+// rl_chan_bind. caller owns *out; free with rl_chan_close.
+int rl_chan_bind_curve(const char *endpoint, int64_t max_frame, const rl_curve_key_t *server,
+                       double heartbeat_s, rl_chan_t **out, char *err, size_t err_len);
+// Replaces a CURVE server's allowlist (keys copied); *removed (may be NULL) gets how many keys
+// of the old list are not in the new one. Existing connections are not re-checked: rebind to
+// drop them. Returns 0, RL_EINVAL (not a CURVE server) or RL_ENOMEM.
+int rl_chan_allow(rl_chan_t *self, const char (*keys)[RL_CURVE_Z85_LEN + 1], int n, int *removed);
+// 1 when key is on the server's allowlist now.
+int rl_chan_allowed(rl_chan_t *self, const char *key);
+// Handshakes the allowlist refused so far.
+uint64_t rl_chan_refused(rl_chan_t *self);
+// Closes the server's socket and binds a fresh one at the same endpoint: every connection drops;
+// clients still on the allowlist reconnect by themselves and pass it again. Returns 0 or an error.
+int rl_chan_rebind(rl_chan_t *self, char *err, size_t err_len);
+
+// DEALER with routing identity `identity`, connected to endpoint as a CURVE client with the key
+// pair `client`, trusting only the server whose public key is server_pub (Z85). A send waits
+// at most 10 heartbeat periods for the connection (then fails: a refused or closed connection
+// has nowhere to queue). caller owns *out; free with rl_chan_close.
+int rl_chan_connect_curve(const char *endpoint, const char *identity, int64_t max_frame,
+                          const rl_curve_key_t *client, const char *server_pub, double heartbeat_s,
+                          rl_chan_t **out, char *err, size_t err_len);
+
+// Connection events of a CURVE chan, one per call without waiting (*value: the event's value:
+// a file descriptor, or the ZAP status code of an RL_CHAN_EV_AUTH).
+typedef enum {
+    RL_CHAN_EV_NONE = 0,  // nothing new
+    RL_CHAN_EV_UP,        // a handshake succeeded (a peer is connected and authenticated)
+    RL_CHAN_EV_DOWN,      // a connection closed (peer gone, heartbeat lost, or refused)
+    RL_CHAN_EV_AUTH,      // the handshake was refused by the server's allowlist
+    RL_CHAN_EV_HANDSHAKE, // the handshake failed otherwise (wrong server key, not CURVE)
+} rl_chan_event_t;
+rl_chan_event_t rl_chan_event(rl_chan_t *self, int64_t *value);
+
+// The Z85 public key of the sender of the message rl_chan_recv last returned, on a CURVE server.
+// Returns 0, or RL_ENOTFOUND (none: not a CURVE chan, or no message).
+int rl_chan_peer_key(const rl_chan_t *self, char out[RL_CURVE_Z85_LEN + 1]);
+// The connection (its file descriptor, as RL_CHAN_EV_DOWN's value names it) of that message, or
+// -1.
+int64_t rl_chan_peer_conn(const rl_chan_t *self);
+
+// Waits up to timeout_ms (-1: forever) until one of chans[0..n) (n <= 64) has a message to read;
+// ready[i] = 1 for those that do. Returns 0 (also on a timeout: every ready[i] 0) or an errno.
+int rl_chan_poll(rl_chan_t *const *chans, int n, int timeout_ms, int *ready);
 
 #ifdef __cplusplus
 }

@@ -8,6 +8,7 @@
 #include "rl_algo.h"
 #include "rl_checkpoint.h"
 #include "rl_clock.h"
+#include "rl_curve.h"
 #include "rl_err.h"
 #include "rl_fault.h"
 #include "rl_hf.h"
@@ -24,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 // ---- state -----------------------------------------------------------------------------------
 
@@ -140,20 +142,47 @@ static void s_group(rl_run_group_t *grp, const char *role, int n) {
     }
 }
 
+// roles.remote_samplers as samplers first .. first + n - 1: our key, each one's public key, the
+// fingerprint of model.path that each must serve (rl_group_connect).
+static int s_connect_remote(s_ctl_t *s, int first, int n, char *err, size_t err_len) {
+    const rl_recipe_t *r = s->run.r;
+    rl_curve_key_t me;
+    char hash[17], host[128] = "?", label[400];
+    int rc = rl_curve_load_secret(r->roles.client_key, &me, err, err_len);
+    if (!rc) {
+        rc = rl_hf_folder_hash(r->model.path, hash, err, err_len);
+    }
+    gethostname(host, sizeof host - 1);
+    snprintf(label, sizeof label, "run %s of %s (pid %d)", r->run.name ? r->run.name : "?", host,
+             (int)getpid());
+    for (int i = 0; !rc && i < n; i++) {
+        const rl_recipe_endpoint_t *e = &r->roles.remote_samplers.items[i];
+        rl_curve_key_t srv;
+        rc = rl_curve_load_public(e->server_key, &srv, err, err_len);
+        if (!rc) {
+            rc = rl_group_connect(s->run.g, "sampler", first + i, e->endpoint, &me, srv.pub, hash,
+                                  label, err, err_len);
+        }
+    }
+    memset(&me, 0, sizeof me);
+    return rc;
+}
+
 static int s_setup_workers(s_ctl_t *s, char *err, size_t err_len) {
     rl_run_t *run = &s->run;
     const rl_recipe_t *r = run->r;
     rl_algo_roles_t ro = {0};
     s->algo->roles(r, &ro);
     int ns = ro.samplers, nrw = ro.reward, nref = ro.reference;
+    int nremote = ro.sampling ? r->roles.remote_samplers.n : 0;
     int ncr = ro.critic == RL_ALGO_CRITIC_WORKER;
-    if (ns > RL_RUN_MAX_RANKS) {
+    if (ns + nremote > RL_RUN_MAX_RANKS) {
         return rl_errf(err, err_len, RL_EINVAL, "more than %d samplers", RL_RUN_MAX_RANKS);
     }
     s_group(&run->actor, "actor", 1);
     s_group(&run->reference, "reference", nref);
     s_group(&run->reward, "reward", nrw);
-    s_group(&run->samplers, "sampler", ns);
+    s_group(&run->samplers, "sampler", ns + nremote); // the remote ones after the local ones
     s_group(&run->critic, "critic", ncr);
     if (ro.critic == RL_ALGO_CRITIC_ACTOR) {
         run->critic = run->actor; // the actor's process holds it: requests name part "critic"
@@ -174,9 +203,13 @@ static int s_setup_workers(s_ctl_t *s, char *err, size_t err_len) {
     const int threads[5] = {at, at, 1, st, at};
     const int n_groups = ncr ? 5 : 4;
     for (int k = 0; k < n_groups; k++) {
-        for (int i = 0; !rc && i < groups[k]->n; i++) {
+        int local = groups[k] == &run->samplers ? ns : groups[k]->n;
+        for (int i = 0; !rc && i < local; i++) {
             rc = rl_group_spawn(run->g, groups[k]->role, i, threads[k], err, err_len);
         }
+    }
+    if (!rc && nremote > 0) {
+        rc = s_connect_remote(s, ns, nremote, err, err_len);
     }
     double t0 = rl_clock_now();
     if (rc || (rc = rl_group_wait_ready(run->g, r->roles.request_timeout, err, err_len))) {
@@ -218,6 +251,11 @@ static int s_setup_workers(s_ctl_t *s, char *err, size_t err_len) {
     snprintf(ts, sizeof(ts), st > 1 ? "%d threads" : st == 1 ? "1 thread" : "all cores", st);
     if (ns > 0) {
         snprintf(more, sizeof more, ", %d sampler%s (%s each)", ns, ns == 1 ? "" : "s", ts);
+    }
+    if (nremote > 0) {
+        size_t l = strlen(more);
+        snprintf(more + l, sizeof more - l, ", %d remote sampler%s", nremote,
+                 nremote == 1 ? "" : "s");
     }
     rl_log_info("workers ready in %.1f s: actor (%s%s)%s%s%s%s", rl_clock_now() - t0, ta,
                 run->critic_in_actor ? ", with the critic" : "", nref ? ", reference" : "",

@@ -3,12 +3,14 @@
 #include "rl_clock.h"
 
 #include "rl_chan.h"
+#include "rl_curve.h"
 #include "rl_err.h"
 #include "rl_log.h"
 #include "rl_proto.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -36,7 +38,16 @@ typedef struct {
     int alive;         // not yet reaped
     int status;        // waitpid status once reaped
     double last_beat;  // monotonic seconds of the last message or heartbeat
-    char error[1024];  // setup error from its hello
+    char error[1024];  // setup error from its hello (a remote: from its attach)
+    // a remote sampler (rl_group_connect): no process of ours, its own CURVE connection
+    int remote;
+    rl_chan_t *chan; // our DEALER to it
+    char endpoint[300];
+    int up; // a CURVE handshake succeeded
+    int failed_handshakes;
+    uint64_t attach_id;
+    char lost[600]; // why it is gone ("" while it is not)
+    char host[128]; // from its attach reply
 } s_worker_t;
 
 struct rl_group {
@@ -45,6 +56,7 @@ struct rl_group {
     char sock_dir[200];  // the 0700 folder of the ipc socket ("" once removed)
     char sock_path[256];
     char token[65];      // the run's secret: 32 random bytes in hex
+    char session[65];    // remote samplers' session token (never the local workers' secret)
     char log_dir[4096];
     double heartbeat;
     int64_t max_frame;
@@ -84,7 +96,7 @@ static s_worker_t *s_find_rid(rl_group_t *g, const char *rid, int *hb) {
 pid_t rl_group_pid(const rl_group_t *self, const char *peer) {
     for (int i = 0; i < self->n; i++) {
         if (strcmp(self->w[i].name, peer) == 0) {
-            return self->w[i].pid;
+            return self->w[i].remote ? -1 : self->w[i].pid;
         }
     }
     return -1;
@@ -105,7 +117,7 @@ static void s_describe_exit(int status, char *buf, size_t cap) {
 // Kills what is left of a worker's process group (the worker is its leader: processes a plugin
 // started live in it). The group's id cannot be reused while any member lives.
 static void s_kill_group(s_worker_t *w) {
-    if (w->pid > 0) {
+    if (w->pid > 0 && !w->remote) {
         kill(-w->pid, SIGKILL);
     }
 }
@@ -115,7 +127,7 @@ static s_worker_t *s_reap(rl_group_t *g) {
     s_worker_t *dead = NULL;
     for (int i = 0; i < g->n; i++) {
         s_worker_t *w = &g->w[i];
-        if (!w->alive) {
+        if (!w->alive || w->remote) {
             continue;
         }
         int st;
@@ -133,13 +145,36 @@ static s_worker_t *s_reap(rl_group_t *g) {
 }
 
 static int s_dead_error(const s_worker_t *w, char *err, size_t err_len) {
+    if (w->remote) {
+        return rl_errf(err, err_len, RL_EIO, "remote %s (%s): %s", w->name, w->endpoint,
+                       w->lost[0] ? w->lost : "lost");
+    }
     char how[128];
     s_describe_exit(w->status, how, sizeof(how));
     return rl_errf(err, err_len, RL_EIO, "worker %s (pid %d) %s%s%s; its log: %s", w->name,
                    (int)w->pid, how, w->error[0] ? ": " : "", w->error, w->log);
 }
 
+// A remote sampler is gone for this run: we cannot kill it, only stop talking to it.
+static void s_lose(s_worker_t *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void s_lose(s_worker_t *w, const char *fmt, ...) {
+    if (!w->alive) {
+        return;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(w->lost, sizeof w->lost, fmt, ap);
+    va_end(ap);
+    w->alive = 0;
+}
+
 static void s_kill(s_worker_t *w) {
+    if (w->remote) {
+        if (w->alive) {
+            s_lose(w, "stopped waiting for it");
+        }
+        return;
+    }
     if (w->alive) {
         s_kill_group(w);
         kill(w->pid, SIGKILL);
@@ -206,6 +241,9 @@ int rl_group_new(const char *log_dir, double heartbeat, int64_t max_frame, rl_gr
     g->max_frame = max_frame;
     g->next_id = 1;
     int rc = s_random_hex(g->token, 32);
+    if (!rc) {
+        rc = s_random_hex(g->session, 32);
+    }
     if (rc) {
         free(g);
         return rl_errf(err, err_len, rc, "getrandom: %s", strerror(rc));
@@ -472,10 +510,165 @@ static int s_cancelled(rl_group_t *g) {
     return g->cancel && g->cancel(g->cancel_ctx);
 }
 
+// A remote sampler's connection events: a handshake that succeeds, one its allowlist refuses,
+// handshakes that fail (another server key, not CURVE), a connection that closes.
+static void s_remote_events(rl_group_t *g) {
+    for (int i = 0; i < g->n; i++) {
+        s_worker_t *w = &g->w[i];
+        int64_t v = 0;
+        for (rl_chan_event_t ev; w->chan && (ev = rl_chan_event(w->chan, &v)) != RL_CHAN_EV_NONE;) {
+            if (!w->alive) {
+                continue;
+            }
+            if (ev == RL_CHAN_EV_UP) {
+                w->up = 1;
+            } else if (ev == RL_CHAN_EV_AUTH) {
+                s_lose(w,
+                       "the sampler refused us (ZAP status %lld): the public key of "
+                       "roles.client_key is not on its --allow list",
+                       (long long)v);
+            } else if (w->up && ev == RL_CHAN_EV_DOWN) {
+                s_lose(w,
+                       "the connection closed (the sampler stopped, or sent no heartbeat "
+                       "for %.0f s)",
+                       S_MISSED_BEATS * g->heartbeat);
+            } else if (!w->up && ++w->failed_handshakes >= 3) {
+                s_lose(w,
+                       "the CURVE handshake failed %d times: the sampler's public key is not "
+                       "the recipe's server_key, or it does not speak CURVE",
+                       w->failed_handshakes);
+            }
+        }
+    }
+}
+
+// Waits up to timeout_ms for a message on the ROUTER or any remote sampler's connection.
+// *remote: the remote it came from (NULL: the ROUTER; peer is then its connection).
+static int s_recv_any(rl_group_t *g, int timeout_ms, rl_msg_t **m, s_worker_t **remote, char *peer,
+                      size_t peer_len, char *e, size_t e_len) {
+    *remote = NULL;
+    rl_chan_t *chans[64];
+    s_worker_t *owners[64];
+    int n = 0;
+    chans[n] = g->chan;
+    owners[n++] = NULL;
+    for (int i = 0; i < g->n && n < 64; i++) {
+        if (g->w[i].chan) {
+            chans[n] = g->w[i].chan;
+            owners[n++] = &g->w[i];
+        }
+    }
+    if (n == 1) {
+        return rl_chan_recv(g->chan, timeout_ms, m, peer, peer_len, e, e_len);
+    }
+    int ready[64];
+    int rc = rl_chan_poll(chans, n, timeout_ms, ready);
+    if (rc) {
+        return rl_errf(e, e_len, rc, "poll: %s", strerror(rc));
+    }
+    for (int i = 0; i < n; i++) {
+        if (ready[i]) {
+            *remote = owners[i];
+            rc = rl_chan_recv(chans[i], 0, m, peer, peer_len, e, e_len);
+            if (owners[i]) {
+                snprintf(peer, peer_len, "%s", owners[i]->name);
+            }
+            return rc;
+        }
+    }
+    return RL_ETIMEOUT;
+}
+
+// A message from remote sampler w: only replies of this run's session count; its attach reply
+// makes it ready. Returns 1 when consumed (dropped, or the attach reply), 0 when it is a reply
+// for the caller to match.
+static int s_remote_msg(rl_group_t *g, s_worker_t *w, const rl_msg_t *m) {
+    if (!w->alive) {
+        s_drop(g, m, w->name, "a remote sampler this run has stopped talking to");
+        return 1;
+    }
+    if (!rl_proto_session_is(m, g->session)) {
+        s_drop(g, m, w->name, "not this run's session (a reply meant for an earlier run?)");
+        return 1;
+    }
+    if (strcmp(rl_msg_op(m), "reply") != 0) {
+        s_drop(g, m, w->name, "a remote sampler only answers requests");
+        return 1;
+    }
+    w->last_beat = rl_clock_now();
+    if (!w->ready && rl_msg_id(m) == w->attach_id) {
+        int ok = 0;
+        const char *why = NULL;
+        rl_proto_attach_reply_t a;
+        char e[256];
+        if (rl_proto_reply_status(m, &ok, &why) != 0 || !ok) {
+            snprintf(w->error, sizeof w->error, "%s", why ? why : "attach refused");
+        } else if (rl_proto_attach_reply_decode(m, &a, e, sizeof e) != 0) {
+            snprintf(w->error, sizeof w->error, "%s", e);
+        } else {
+            w->ready = 1;
+            w->pid = (pid_t)a.pid;
+            snprintf(w->host, sizeof w->host, "%s", a.host);
+            rl_log_info("%s = %s: host %s, pid %lld, %lld thread%s", w->name, w->endpoint, a.host,
+                        (long long)a.pid, (long long)a.threads, a.threads == 1 ? "" : "s");
+        }
+        return 1;
+    }
+    if (!w->ready) {
+        s_drop(g, m, w->name, "before its attach reply");
+        return 1;
+    }
+    return 0;
+}
+
+int rl_group_connect(rl_group_t *g, const char *role, int rank, const char *endpoint,
+                     const rl_curve_key_t *client, const char *server_pub, const char *model_hash,
+                     const char *run, char *err, size_t err_len) {
+    if (g->n == S_MAX_WORKERS) {
+        return rl_errf(err, err_len, RL_EINVAL, "more than %d workers", S_MAX_WORKERS);
+    }
+    s_worker_t *w = &g->w[g->n];
+    memset(w, 0, sizeof(*w));
+    snprintf(w->name, sizeof(w->name), "%s/%d", role, rank);
+    snprintf(w->endpoint, sizeof w->endpoint, "%s", endpoint);
+    snprintf(w->log, sizeof w->log, "(on %s)", endpoint);
+    w->remote = 1;
+    w->pid = -1;
+    char nonce[17], rid[64];
+    int rc = s_random_hex(nonce, 8);
+    if (rc) {
+        return rl_errf(err, err_len, rc, "getrandom: %s", strerror(rc));
+    }
+    snprintf(rid, sizeof rid, "controller~%s", nonce);
+    char e[512];
+    rc = rl_chan_connect_curve(endpoint, rid, g->max_frame, client, server_pub, g->heartbeat,
+                               &w->chan, e, sizeof e);
+    if (rc) {
+        return rl_errf(err, err_len, rc, "remote %s: %s", w->name, e);
+    }
+    rl_proto_attach_t q = {g->session, model_hash, run};
+    rl_msg_t *m = NULL;
+    w->attach_id = g->next_id++;
+    rc = rl_proto_attach_encode(&q, w->attach_id, &m, e, sizeof e);
+    if (!rc) {
+        rc = rl_chan_send(w->chan, NULL, &m, e, sizeof e); // queued until the handshake
+    }
+    if (rc) {
+        rl_chan_close(&w->chan, 0);
+        return rl_errf(err, err_len, rc, "remote %s (%s): %s", w->name, endpoint, e);
+    }
+    w->alive = 1;
+    w->last_beat = rl_clock_now();
+    g->n++;
+    rl_log_debug("connecting %s to %s", w->name, endpoint);
+    return 0;
+}
+
 // Checks deaths and heartbeats; returns an error for the first problem among `watch` (NULL:
 // every worker).
 static int s_check(rl_group_t *g, int n, s_worker_t *const *watch, char *err, size_t err_len) {
     s_reap(g);
+    s_remote_events(g);
     double now = rl_clock_now();
     // Beats that arrived while the controller was not listening (busy between calls, stopped,
     // suspended) wait unread in the socket: after such a gap, judge from now on, not from them.
@@ -489,6 +682,9 @@ static int s_check(rl_group_t *g, int n, s_worker_t *const *watch, char *err, si
         const s_worker_t *w = watch ? watch[i] : &g->w[i];
         if (!w->alive) {
             return s_dead_error(w, err, err_len);
+        }
+        if (w->remote) {
+            continue; // ZMTP heartbeats: a silent remote loses its connection (s_remote_events)
         }
         if (now - w->last_beat > S_MISSED_BEATS * g->heartbeat) {
             return rl_errf(err, err_len, RL_ETIMEOUT,
@@ -505,6 +701,10 @@ int rl_group_wait_ready(rl_group_t *g, double timeout_s, char *err, size_t err_l
         int all = 1;
         for (int i = 0; i < g->n; i++) {
             s_worker_t *w = &g->w[i];
+            if (w->error[0] && w->remote) {
+                return rl_errf(err, err_len, RL_EINVAL, "remote %s (%s): %s", w->name, w->endpoint,
+                               w->error);
+            }
             if (w->error[0]) {
                 return rl_errf(err, err_len, RL_EINVAL, "worker %s: %s", w->name, w->error);
             }
@@ -518,6 +718,15 @@ int rl_group_wait_ready(rl_group_t *g, double timeout_s, char *err, size_t err_l
             return rc;
         }
         if (rl_clock_now() - t0 > timeout_s) {
+            for (int i = 0; i < g->n; i++) {
+                if (g->w[i].remote && !g->w[i].ready) {
+                    return rl_errf(err, err_len, RL_ETIMEOUT,
+                                   "remote %s (%s) did not answer within %.0f s (%s)", g->w[i].name,
+                                   g->w[i].endpoint, timeout_s,
+                                   g->w[i].up ? "connected, but no reply to attach"
+                                              : "no connection: is it listening there?");
+                }
+            }
             return rl_errf(err, err_len, RL_ETIMEOUT, "workers not ready after %.0f s",
                            timeout_s);
         }
@@ -526,8 +735,14 @@ int rl_group_wait_ready(rl_group_t *g, double timeout_s, char *err, size_t err_l
         }
         rl_msg_t *m = NULL;
         char peer[256], e[512];
-        rc = rl_chan_recv(g->chan, 100, &m, peer, sizeof(peer), e, sizeof(e));
-        if (rc == 0) {
+        s_worker_t *rw;
+        rc = s_recv_any(g, 100, &m, &rw, peer, sizeof(peer), e, sizeof(e));
+        if (rc == 0 && rw) {
+            if (!s_remote_msg(g, rw, m)) {
+                rl_log_warn("unexpected '%s' from %s before it was ready", rl_msg_op(m), rw->name);
+            }
+            rl_msg_free(&m);
+        } else if (rc == 0) {
             s_worker_t *from;
             if (!s_bookkeep(g, m, peer, &from)) {
                 rl_log_warn("unexpected '%s' from %s before it was ready", rl_msg_op(m),
@@ -540,20 +755,31 @@ int rl_group_wait_ready(rl_group_t *g, double timeout_s, char *err, size_t err_l
     }
 }
 
-int rl_group_call(rl_group_t *g, int n, const char *const *peers, rl_msg_t **reqs,
-                  rl_msg_t **replies, double timeout_s, int *timed_out, char *err,
-                  size_t err_len) {
+// One request to each of peers[0..n) and their replies (rl_group_call). why == NULL: the first
+// failure fails the call. Otherwise a worker's failure is written to why[i] (its reply stays
+// NULL) and the call goes on with the others; only a cancel fails the call. elapsed (may be NULL)
+// gets each reply's seconds since the requests were sent.
+static int s_call(rl_group_t *g, int n, const char *const *peers, rl_msg_t **reqs,
+                  rl_msg_t **replies, double timeout_s, int *timed_out, char (*why)[RL_GROUP_WHY],
+                  double *elapsed, char *err, size_t err_len) {
     if (timed_out) {
         *timed_out = 0;
     }
     s_worker_t *ws[S_MAX_WORKERS];
     uint64_t ids[S_MAX_WORKERS];
+    unsigned char done[S_MAX_WORKERS] = {0};
     int rc = 0;
     if (n > S_MAX_WORKERS) {
         rc = rl_errf(err, err_len, RL_EINVAL, "too many requests at once");
     }
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n && i < S_MAX_WORKERS; i++) {
         replies[i] = NULL;
+        if (why) {
+            why[i][0] = '\0';
+        }
+        if (elapsed) {
+            elapsed[i] = 0;
+        }
     }
     for (int i = 0; !rc && i < n; i++) {
         ws[i] = s_find(g, peers[i]);
@@ -565,53 +791,113 @@ int rl_group_call(rl_group_t *g, int n, const char *const *peers, rl_msg_t **req
     for (int i = 0; i < n; i++) {
         ids[i] = reqs[i] ? rl_msg_id(reqs[i]) : 0;
     }
+    int pending = rc ? 0 : n;
     for (int i = 0; !rc && i < n; i++) {
-        char e[512];
-        int r = rl_chan_send(g->chan, ws[i]->rid, &reqs[i], e, sizeof(e));
-        if (r) {
-            // a peer that vanished has usually died: say how, when it did (within 1 s)
-            for (int tries = 0; tries < 20 && ws[i]->alive; tries++) {
-                s_reap(g);
-                if (ws[i]->alive) {
-                    struct timespec ts = {0, 50000000};
-                    nanosleep(&ts, NULL);
-                }
+        char e[512], f[RL_GROUP_WHY];
+        int bad = 0;
+        if (ws[i]->remote) { // its own connection; the request names this run's session
+            if (!ws[i]->alive || !ws[i]->ready) {
+                bad = ws[i]->alive ? rl_errf(f, sizeof f, RL_EINVAL, "remote %s is not attached",
+                                             ws[i]->name)
+                                   : s_dead_error(ws[i], f, sizeof f);
+            } else if (rl_proto_session_set(reqs[i], g->session) != 0) {
+                bad = rl_errf(f, sizeof f, RL_ENOMEM, "out of memory");
+            } else if (rl_chan_send(ws[i]->chan, NULL, &reqs[i], e, sizeof e) != 0) {
+                bad = rl_errf(f, sizeof f, RL_EIO, "remote %s (%s): cannot send: %s", ws[i]->name,
+                              ws[i]->endpoint, e);
             }
-            rc = ws[i]->alive ? rl_errf(err, err_len, r, "worker %s: cannot send: %s",
-                                        peers[i], rl_strerror(r))
-                              : s_dead_error(ws[i], err, err_len);
+        } else {
+            int r = rl_chan_send(g->chan, ws[i]->rid, &reqs[i], e, sizeof(e));
+            if (r) {
+                // a peer that vanished has usually died: say how, when it did (within 1 s)
+                for (int tries = 0; tries < 20 && ws[i]->alive; tries++) {
+                    s_reap(g);
+                    if (ws[i]->alive) {
+                        struct timespec ts = {0, 50000000};
+                        nanosleep(&ts, NULL);
+                    }
+                }
+                bad = ws[i]->alive ? rl_errf(f, sizeof f, r, "worker %s: cannot send: %s", peers[i],
+                                             rl_strerror(r))
+                                   : s_dead_error(ws[i], f, sizeof f);
+            }
+        }
+        if (bad && why) {
+            snprintf(why[i], RL_GROUP_WHY, "%s", f);
+            done[i] = 1;
+            pending--;
+        } else if (bad) {
+            rc = rl_errf(err, err_len, bad, "%s", f);
         }
     }
     for (int i = 0; i < n; i++) {
         rl_msg_free(&reqs[i]);
     }
     double t0 = rl_clock_now();
-    int pending = rc ? 0 : n;
+    if (rc) {
+        pending = 0;
+    }
     while (!rc && pending > 0) {
         s_worker_t *waiting[S_MAX_WORKERS];
+        int wi[S_MAX_WORKERS];
         int nw = 0;
         for (int i = 0; i < n; i++) {
-            if (!replies[i]) {
+            if (!done[i]) {
+                wi[nw] = i;
                 waiting[nw++] = ws[i];
             }
         }
-        if ((rc = s_check(g, nw, waiting, err, err_len)) != 0) {
-            break;
+        if (!why) {
+            if ((rc = s_check(g, nw, waiting, err, err_len)) != 0) {
+                break;
+            }
+        } else {
+            for (int j = 0; j < nw; j++) {
+                if (s_check(g, 1, &waiting[j], why[wi[j]], RL_GROUP_WHY) != 0) {
+                    done[wi[j]] = 1;
+                    pending--;
+                }
+            }
+            if (pending == 0) {
+                break;
+            }
         }
         if (rl_clock_now() - t0 > timeout_s) {
-            for (int i = 0; i < nw; i++) {
-                s_kill(waiting[i]);
+            for (int j = 0; j < nw; j++) {
+                if (!done[wi[j]]) {
+                    s_kill(waiting[j]);
+                }
             }
             if (timed_out) {
                 *timed_out = 1;
             }
-            rc = rl_errf(err, err_len, RL_ETIMEOUT,
-                         "worker %s (pid %d) did not answer within %.0f s (stopped); its log: %s",
-                         waiting[0]->name, (int)waiting[0]->pid, timeout_s, waiting[0]->log);
-            for (int i = 1; i < nw; i++) { // every late worker is named
-                size_t l = strlen(err);
-                snprintf(err + l, err_len - l, "; nor did %s (pid %d, stopped)",
-                         waiting[i]->name, (int)waiting[i]->pid);
+            for (int j = 0; j < nw; j++) {
+                if (done[wi[j]]) {
+                    continue;
+                }
+                char f[RL_GROUP_WHY];
+                const s_worker_t *w = waiting[j];
+                if (w->remote) {
+                    rl_errf(f, sizeof f, RL_ETIMEOUT,
+                            "remote %s (%s) did not answer within %.0f s (dropped from the run)",
+                            w->name, w->endpoint, timeout_s);
+                } else {
+                    rl_errf(f, sizeof f, RL_ETIMEOUT,
+                            "worker %s (pid %d) did not answer within %.0f s (stopped); its log: "
+                            "%s",
+                            w->name, (int)w->pid, timeout_s, w->log);
+                }
+                if (why) {
+                    snprintf(why[wi[j]], RL_GROUP_WHY, "%s", f);
+                    done[wi[j]] = 1;
+                    pending--;
+                } else if (!rc) {
+                    rc = rl_errf(err, err_len, RL_ETIMEOUT, "%s", f);
+                } else { // every late worker is named
+                    size_t l = strlen(err);
+                    snprintf(err + l, err_len - l, "; nor did %s (%s)", w->name,
+                             w->remote ? w->endpoint : "stopped");
+                }
             }
             break;
         }
@@ -622,7 +908,8 @@ int rl_group_call(rl_group_t *g, int n, const char *const *peers, rl_msg_t **req
         }
         rl_msg_t *m = NULL;
         char peer[256], e[1024];
-        int r = rl_chan_recv(g->chan, 100, &m, peer, sizeof(peer), e, sizeof(e));
+        s_worker_t *rw;
+        int r = s_recv_any(g, 100, &m, &rw, peer, sizeof(peer), e, sizeof(e));
         if (r == RL_ETIMEOUT) {
             continue;
         }
@@ -630,14 +917,14 @@ int rl_group_call(rl_group_t *g, int n, const char *const *peers, rl_msg_t **req
             rl_log_warn("%s", e); // malformed: dropped; the request will time out if it was ours
             continue;
         }
-        s_worker_t *from;
-        if (s_bookkeep(g, m, peer, &from)) {
+        s_worker_t *from = rw;
+        if (rw ? s_remote_msg(g, rw, m) : s_bookkeep(g, m, peer, &from)) {
             rl_msg_free(&m);
             continue;
         }
         int k = -1;
         for (int i = 0; i < n; i++) {
-            if (!replies[i] && from == ws[i] && rl_msg_id(m) == ids[i]) {
+            if (!done[i] && from == ws[i] && rl_msg_id(m) == ids[i]) {
                 k = i;
             }
         }
@@ -648,14 +935,25 @@ int rl_group_call(rl_group_t *g, int n, const char *const *peers, rl_msg_t **req
             continue;
         }
         int ok = 0;
-        const char *why = NULL;
-        if (rl_proto_reply_status(m, &ok, &why) != 0 || !ok) {
-            rc = rl_errf(err, err_len, RL_EINVAL, "worker %s: %s", from->name, why);
+        const char *whyr = NULL;
+        done[k] = 1;
+        pending--;
+        if (rl_proto_reply_status(m, &ok, &whyr) != 0 || !ok) {
+            char f[RL_GROUP_WHY];
+            rl_errf(f, sizeof f, RL_EINVAL, "%s %s: %s", from->remote ? "remote" : "worker",
+                    from->name, whyr);
             rl_msg_free(&m);
+            if (why) {
+                snprintf(why[k], RL_GROUP_WHY, "%s", f);
+                continue;
+            }
+            rc = rl_errf(err, err_len, RL_EINVAL, "%s", f);
             break;
         }
         replies[k] = m;
-        pending--;
+        if (elapsed) {
+            elapsed[k] = rl_clock_now() - t0;
+        }
     }
     if (rc) {
         for (int i = 0; i < n; i++) {
@@ -665,19 +963,57 @@ int rl_group_call(rl_group_t *g, int n, const char *const *peers, rl_msg_t **req
     return rc;
 }
 
+int rl_group_call(rl_group_t *g, int n, const char *const *peers, rl_msg_t **reqs,
+                  rl_msg_t **replies, double timeout_s, int *timed_out, char *err, size_t err_len) {
+    return s_call(g, n, peers, reqs, replies, timeout_s, timed_out, NULL, NULL, err, err_len);
+}
+
+int rl_group_call_each(rl_group_t *g, int n, const char *const *peers, rl_msg_t **reqs,
+                       rl_msg_t **replies, double timeout_s, char (*why)[RL_GROUP_WHY],
+                       double *elapsed, char *err, size_t err_len) {
+    return s_call(g, n, peers, reqs, replies, timeout_s, NULL, why, elapsed, err, err_len);
+}
+
+int rl_group_is_remote(const rl_group_t *self, const char *peer) {
+    for (int i = 0; i < self->n; i++) {
+        if (strcmp(self->w[i].name, peer) == 0) {
+            return self->w[i].remote;
+        }
+    }
+    return 0;
+}
+
+const char *rl_group_endpoint(const rl_group_t *self, const char *peer) {
+    for (int i = 0; i < self->n; i++) {
+        if (strcmp(self->w[i].name, peer) == 0 && self->w[i].remote) {
+            return self->w[i].endpoint;
+        }
+    }
+    return NULL;
+}
+
 void rl_group_destroy(rl_group_t **self_p, double timeout_s) {
     rl_group_t *g = *self_p;
     if (!g) {
         return;
     }
     s_reap(g);
+    s_remote_events(g);
+    uint64_t bye[S_MAX_WORKERS] = {0}; // a remote's shutdown request (its session ends)
     for (int i = 0; i < g->n; i++) {
         s_worker_t *w = &g->w[i];
-        if (w->alive) {
+        if (w->alive && (!w->remote || w->ready)) {
             rl_msg_t *m = NULL;
             char e[256];
-            if (rl_proto_request(RL_PROTO_SHUTDOWN, g->next_id++, &m) == 0) {
-                rl_chan_send(g->chan, w->rid, &m, e, sizeof(e));
+            uint64_t id = g->next_id++;
+            if (rl_proto_request(RL_PROTO_SHUTDOWN, id, &m) == 0) {
+                if (!w->remote) {
+                    rl_chan_send(g->chan, w->rid, &m, e, sizeof(e));
+                } else if (rl_proto_session_set(m, g->session) == 0 &&
+                           rl_chan_send(w->chan, NULL, &m, e, sizeof e) == 0) {
+                    bye[i] = id;
+                }
+                rl_msg_free(&m);
             }
         }
     }
@@ -686,19 +1022,24 @@ void rl_group_destroy(rl_group_t **self_p, double timeout_s) {
         s_reap(g);
         int alive = 0;
         for (int i = 0; i < g->n; i++) {
-            alive += g->w[i].alive;
+            alive += g->w[i].remote ? bye[i] != 0 : g->w[i].alive;
         }
         if (!alive || rl_clock_now() - t0 > timeout_s) {
             break;
         }
         rl_msg_t *m = NULL;
         char peer[256], e[256];
-        if (rl_chan_recv(g->chan, 50, &m, peer, sizeof(peer), e, sizeof(e)) == 0) {
+        s_worker_t *rw;
+        if (s_recv_any(g, 50, &m, &rw, peer, sizeof(peer), e, sizeof(e)) == 0) {
+            if (rw && rl_msg_id(m) == bye[rw - g->w]) {
+                bye[rw - g->w] = 0;
+            }
             rl_msg_free(&m);
         }
     }
     for (int i = 0; i < g->n; i++) {
         s_kill(&g->w[i]); // s_reap already killed the process groups of those that exited
+        rl_chan_close(&g->w[i].chan, 0);
     }
     rl_chan_close(&g->chan, 0);
     if (g->sock_dir[0]) {
@@ -706,6 +1047,7 @@ void rl_group_destroy(rl_group_t **self_p, double timeout_s) {
         rmdir(g->sock_dir);
     }
     memset(g->token, 0, sizeof g->token);
+    memset(g->session, 0, sizeof g->session);
     free(g);
     *self_p = NULL;
 }

@@ -21,6 +21,7 @@
 #ifndef RL_GROUP_H
 #define RL_GROUP_H
 
+#include "rl_curve.h"
 #include "rl_wire.h"
 
 #include <stddef.h>
@@ -61,6 +62,20 @@ uint64_t rl_group_dropped(const rl_group_t *self);
 int rl_group_spawn(rl_group_t *self, const char *role, int rank, int threads, char *err,
                    size_t err_len);
 
+// Adds a remote sampler (`rlctl sampler serve` on endpoint, "tcp://HOST:PORT") as role/rank:
+// connects a DEALER as a CURVE client with the key pair `client`, trusting only server_pub
+// (Z85), and queues its `attach` (this group's session token, which no local worker ever sees;
+// model_hash: the fingerprint of the run's model.path, which the sampler must serve; run: a
+// label for its log). It is ready when it answers attach (rl_group_wait_ready). From then on
+// every request to it and every reply from it carries the session; a reply without it is
+// dropped and counted. We have no process to watch or kill: it is lost (every later call to it
+// fails with why) when its allowlist refuses our key, the handshake fails (another server key),
+// its connection closes (it stopped, or sent no ZMTP heartbeat for 10 periods) or it does not
+// answer in time. Returns 0 or an error.
+int rl_group_connect(rl_group_t *self, const char *role, int rank, const char *endpoint,
+                     const rl_curve_key_t *client, const char *server_pub, const char *model_hash,
+                     const char *run, char *err, size_t err_len);
+
 // Waits until every spawned worker said hello (or timeout_s). A worker whose setup failed says
 // so in its hello; its message is returned. Returns 0 or an error naming the worker.
 int rl_group_wait_ready(rl_group_t *self, double timeout_s, char *err, size_t err_len);
@@ -77,6 +92,20 @@ uint64_t rl_group_next_id(rl_group_t *self);
 int rl_group_call(rl_group_t *self, int n, const char *const *peers, rl_msg_t **reqs,
                   rl_msg_t **replies, double timeout_s, int *timed_out, char *err,
                   size_t err_len);
+
+#define RL_GROUP_WHY 1024 // bytes of one worker's failure in rl_group_call_each
+
+// As rl_group_call, but one worker's failure (ok = false, death, a lost connection, the
+// timeout) does not end the call: its reply stays NULL, why[i] says what happened, and the others
+// are still waited for. elapsed (may be NULL) gets each reply's seconds since the requests were
+// sent. Returns 0 (look at replies[i] and why[i]) or an error of the call itself (a cancel).
+int rl_group_call_each(rl_group_t *self, int n, const char *const *peers, rl_msg_t **reqs,
+                       rl_msg_t **replies, double timeout_s, char (*why)[RL_GROUP_WHY],
+                       double *elapsed, char *err, size_t err_len);
+
+// 1 when peer is a remote sampler (rl_group_connect); its endpoint (borrowed), or NULL.
+int rl_group_is_remote(const rl_group_t *self, const char *peer);
+const char *rl_group_endpoint(const rl_group_t *self, const char *peer);
 
 // The pid of a worker, or -1.
 pid_t rl_group_pid(const rl_group_t *self, const char *peer);

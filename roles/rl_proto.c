@@ -26,6 +26,7 @@ static const char *const s_ops[RL_PROTO_N_VERBS] = {
     [RL_PROTO_SAVE_FINAL] = "save_final",
     [RL_PROTO_SCORE] = "score",
     [RL_PROTO_VALUES] = "values",
+    [RL_PROTO_ATTACH] = "attach",
 };
 
 const char *rl_proto_verb_name(rl_proto_verb_t verb) {
@@ -110,6 +111,19 @@ static const s_field_t s_hb[] = {F_STR(rl_proto_hb_t, "token", token)};
 static const s_field_t s_configure[] = {
     F_STRN(rl_proto_configure_t, "recipe", recipe, recipe_len),
     F_INT(rl_proto_configure_t, "threads", threads),
+};
+
+// -- remote samplers
+static const s_field_t s_attach[] = {
+    F_STR(rl_proto_attach_t, "session", session),
+    F_STR(rl_proto_attach_t, "model_hash", model_hash),
+    F_STR(rl_proto_attach_t, "run", run),
+};
+static const s_field_t s_attach_reply[] = {
+    F_STR(rl_proto_attach_reply_t, "session", session),
+    F_INT(rl_proto_attach_reply_t, "pid", pid),
+    F_STR(rl_proto_attach_reply_t, "host", host),
+    F_INT(rl_proto_attach_reply_t, "threads", threads),
 };
 
 // -- sampler
@@ -605,6 +619,8 @@ S_SPEC(score, "score", s_check_score);
 S_SPEC(score_reply, "score reply", NULL);
 S_SPEC(values, "values", s_check_values);
 S_SPEC(values_reply, "values reply", NULL);
+S_SPEC(attach, "attach", NULL);
+S_SPEC(attach_reply, "attach reply", NULL);
 
 #define S_CODEC(name, type, op, reply)                                                         \
     int rl_proto_##name##_encode(const type *m, uint64_t id, rl_msg_t **out, char *err,         \
@@ -636,6 +652,8 @@ S_CODEC(score, rl_proto_score_t, "score", 0)
 S_CODEC(score_reply, rl_proto_score_reply_t, "reply", 1)
 S_CODEC(values, rl_proto_values_t, "values", 0)
 S_CODEC(values_reply, rl_proto_values_reply_t, "reply", 1)
+S_CODEC(attach, rl_proto_attach_t, "attach", 0)
+S_CODEC(attach_reply, rl_proto_attach_reply_t, "reply", 1)
 
 // ---- envelopes --------------------------------------------------------------------------------
 
@@ -676,4 +694,21 @@ int rl_proto_reply_status(const rl_msg_t *msg, int *ok, const char **error) {
         rl_msg_get_str(msg, "error", error, NULL);
     }
     return 0;
+}
+
+int rl_proto_session_set(rl_msg_t *m, const char *session) {
+    return rl_msg_set_str(m, "session", session) == 0 ? 0 : RL_ENOMEM;
+}
+
+int rl_proto_session_is(const rl_msg_t *m, const char *session) {
+    const char *s = NULL;
+    size_t n = 0, k = session ? strlen(session) : 0;
+    if (!session || rl_msg_get_str(m, "session", &s, &n) != 0 || n != k) {
+        return 0;
+    }
+    unsigned char d = 0;
+    for (size_t i = 0; i < n; i++) {
+        d |= (unsigned char)(s[i] ^ session[i]);
+    }
+    return d == 0;
 }

@@ -37,6 +37,8 @@
 //  score           ctl -> reward         reward prompts(strs)               scores[n]
 //                                        completions(strs) rows(strs)
 //                                        ids[M] lens[n]
+//  attach          ctl -> remote sampler session model_hash               session pid host
+//                                        run                                threads
 //  values          ctl -> critic         tokens[B,T] lengths[B] scores?     values[B,T]
 //                                                                           (scores: [B,1])
 //
@@ -79,6 +81,7 @@ typedef enum {
     RL_PROTO_SAVE_FINAL,
     RL_PROTO_SCORE,
     RL_PROTO_VALUES,
+    RL_PROTO_ATTACH,
     RL_PROTO_N_VERBS
 } rl_proto_verb_t;
 
@@ -108,6 +111,30 @@ typedef struct {
     size_t recipe_len;        // 0 on encode: strlen(recipe)
     int64_t threads;          // the worker's compute threads (0 = every core)
 } rl_proto_configure_t;
+
+// ---- remote samplers (rlctl sampler serve) ----------------------------------------------------
+// A remote sampler serves one run at a time: the controller's `attach` opens a session; every
+// later request and every reply carries the session's token in `session` (rl_proto_session_*);
+// `shutdown` ends the session, not the process.
+
+typedef struct {
+    const char *session;    // the run's session token (64 hex)
+    const char *model_hash; // rl_hf_folder_hash of the run's model.path
+    const char *run;        // the run's name and host, for the sampler's log
+} rl_proto_attach_t;
+
+typedef struct {
+    const char *session; // echoed
+    int64_t pid;         // the sampler's process id
+    const char *host;    // its host name
+    int64_t threads;     // its compute threads (0 = every core)
+} rl_proto_attach_reply_t;
+
+// Adds the session token to a message (a request to, or a reply from, a remote sampler).
+// Returns 0 or RL_ENOMEM.
+int rl_proto_session_set(rl_msg_t *m, const char *session);
+// 1 when m carries `session` equal to the given token (compared in constant time).
+int rl_proto_session_is(const rl_msg_t *m, const char *session);
 
 // ---- sampler ----------------------------------------------------------------------------------
 
@@ -302,6 +329,8 @@ RL_PROTO_CODEC(score, rl_proto_score_t)
 RL_PROTO_CODEC(score_reply, rl_proto_score_reply_t)
 RL_PROTO_CODEC(values, rl_proto_values_t)
 RL_PROTO_CODEC(values_reply, rl_proto_values_reply_t)
+RL_PROTO_CODEC(attach, rl_proto_attach_t)
+RL_PROTO_CODEC(attach_reply, rl_proto_attach_reply_t)
 
 // A request without fields (shutdown, export_weights): caller owns *out; free with rl_msg_free.
 // Returns 0 or RL_ENOMEM.

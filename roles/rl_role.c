@@ -1,6 +1,8 @@
 // rl_role — the one place that lists the roles (see rl_role.h; each role is its own file).
 #include "rl_role.h"
 
+#include "rl_err.h"
+
 #include <string.h>
 
 const rl_role_t *rl_role_find(const char *name) {
@@ -12,4 +14,19 @@ const rl_role_t *rl_role_find(const char *name) {
         }
     }
     return NULL;
+}
+
+int rl_role_dispatch(const rl_role_t *role, void *state, const rl_msg_t *req, rl_msg_t **reply,
+                     char *err, size_t err_len) {
+    const char *op = rl_msg_op(req);
+    if (!state) {
+        return rl_errf(err, err_len, RL_EPROTO, "%s: this worker is not configured yet", op);
+    }
+    int verb = rl_proto_verb_of(op);
+    for (int i = 0; verb >= 0 && i < role->n_verbs; i++) {
+        if ((int)role->verbs[i].verb == verb) {
+            return role->verbs[i].handler(state, req, reply, err, err_len);
+        }
+    }
+    return rl_errf(err, err_len, RL_EPROTO, "a %s worker does not serve '%s'", role->name, op);
 }

@@ -44,6 +44,13 @@ typedef struct {
 
 // The role named `name`, or NULL. borrowed; valid until program exit.
 const rl_role_t *rl_role_find(const char *name);
+// Serves one request of a role set up in `state` by the role's verb table (`shutdown` and
+// `configure` are the serving loop's, not a role's): *reply as the handler makes it. Returns 0, or
+// an error with err filled: the handler's, "a sampler worker does not serve 'train'", or "<op>:
+// this worker is not configured yet" when state is NULL.
+int rl_role_dispatch(const rl_role_t *role, void *state, const rl_msg_t *req, rl_msg_t **reply,
+                     char *err, size_t err_len);
+
 // The roles, one per file (borrowed; valid until program exit).
 const rl_role_t *rl_role_actor(void);
 const rl_role_t *rl_role_sampler(void);

@@ -380,10 +380,18 @@ int rl_rollout_store(rl_run_t *run, const rl_rollout_data_t *d, const rl_rollout
     uint8_t *mask = calloc(nt, 1);
     double *rw = calloc((size_t)n * (size_t)(r->n_rewards ? r->n_rewards : 1), sizeof(double));
     char **names = calloc((size_t)(r->n_rewards ? r->n_rewards : 1), sizeof(char *));
+    // who sampled each: "sampler/1", or "sampler/2@tcp://host:port" for a remote one
+    int ns = run->samplers.n > 0 ? run->samplers.n : 1;
+    char(*who)[320] = calloc((size_t)ns, sizeof *who);
+    for (int k = 0; who && k < run->samplers.n; k++) {
+        const char *ep = rl_group_endpoint(run->g, run->samplers.names[k]);
+        snprintf(who[k], sizeof who[k], "%s%s%.280s", run->samplers.names[k], ep ? "@" : "",
+                 ep ? ep : "");
+    }
     // the per-token arrays of the batch, cut to each completion
     const float *src[5] = {ex->old, ex->ref, ex->values, ex->adv, ex->rewards};
     float *dst[5] = {NULL, NULL, NULL, NULL, NULL};
-    int rc = 0, oom = !recs || !mask || !rw || !names;
+    int rc = 0, oom = !recs || !mask || !rw || !names || !who;
     for (int a = 0; a < 5; a++) {
         if (src[a] && !(dst[a] = calloc(nt, sizeof(float)))) {
             oom = 1;
@@ -438,6 +446,8 @@ int rl_rollout_store(rl_run_t *run, const rl_rollout_data_t *d, const rl_rollout
         x->reward = t->total[j];
         x->advantage = ex->seq_adv ? ex->seq_adv[j] : 0.0;
         x->finish = t->gen.fin[j];
+        int k = t->gen.who ? t->gen.who[j] : -1;
+        x->sampler = k >= 0 && k < run->samplers.n ? who[k] : NULL;
     }
     rc = pending ? rl_traj_put_pending(run->traj, (uint64_t)step, recs, n, err, err_len)
                  : rl_traj_put_step(run->traj, (uint64_t)step, recs, n, err, err_len);
@@ -446,6 +456,7 @@ done:
     free(mask);
     free(rw);
     free(names);
+    free(who);
     for (int a = 0; a < 5; a++) {
         free(dst[a]);
     }

@@ -5,6 +5,7 @@
 
 #include "rl_clock.h"
 #include "rl_err.h"
+#include "rl_log.h"
 #include "rl_reward_math.h"
 
 #include <math.h>
@@ -68,6 +69,7 @@ void rl_run_gen_free(rl_run_gen_t *g) {
     free(g->lp);
     free(g->fin);
     free(g->cut);
+    free(g->who);
     memset(g, 0, sizeof(*g));
 }
 
@@ -173,120 +175,268 @@ static int s_cut_stop_strings(rl_run_t *run, rl_run_gen_t *g) {
     return 0;
 }
 
-int rl_run_generate(rl_run_t *run, const rl_run_prompt_t *prompts, int P, int n, double temperature,
-                    uint64_t seed, int samplers, rl_run_gen_t *out, char *err, size_t err_len) {
-    const rl_recipe_t *r = run->r;
-    memset(out, 0, sizeof(*out));
-    int ns = samplers > 0 && samplers < run->samplers.n ? samplers : run->samplers.n;
-    ns = ns < P ? ns : P;
-    if (ns < 1) {
-        return rl_errf(err, err_len, RL_EINVAL, "generate: no sampler or no prompt");
+// One generate request of a round: prompts todo[a..b) of the call to sampler k.
+typedef struct {
+    int a, b, k;
+    rl_msg_t *rep;
+    rl_proto_generate_reply_t g;
+} s_share_t;
+
+// The samplers that take part: the first `limit` not dropped from the run.
+static int s_active(const rl_run_t *run, int limit, int *ks) {
+    int na = 0;
+    for (int k = 0; k < limit; k++) {
+        if (!run->sampler_out[k]) {
+            ks[na++] = k;
+        }
     }
-    rl_msg_t *reqs[RL_RUN_MAX_RANKS] = {0}, *reps[RL_RUN_MAX_RANKS] = {0};
-    const char *peers[RL_RUN_MAX_RANKS] = {0};
+    return na;
+}
+
+// Splits m prompts into contiguous shares over the na samplers ks[]: even (sampler j gets
+// [m*j/na, m*(j+1)/na)) or, with roles.balance: speed, in proportion to each one's measured
+// tokens per second. bounds[j]..bounds[j+1] is sampler j's.
+static void s_split(const rl_run_t *run, int m, int na, const int *ks, int *bounds) {
+    double w[RL_RUN_MAX_RANKS], total = 0, known = 0;
+    int nk = 0;
+    for (int j = 0; j < na; j++) {
+        w[j] = run->r->roles.balance == RL_RECIPE_BALANCE_SPEED ? run->sampler_speed[ks[j]] : 0;
+        if (w[j] > 0) {
+            known += w[j];
+            nk++;
+        }
+    }
+    for (int j = 0; j < na; j++) { // unmeasured: the mean of the measured ones (or all equal)
+        w[j] = nk == 0 ? 1.0 : w[j] > 0 ? w[j] : known / nk;
+        total += w[j];
+    }
+    bounds[0] = 0;
+    double cum = 0;
+    for (int j = 0; j < na; j++) {
+        cum += w[j];
+        bounds[j + 1] = nk == 0 ? (int)((int64_t)m * (j + 1) / na) : (int)floor(m * cum / total);
+    }
+    bounds[na] = m;
+}
+
+// The generate request of prompts todo[a..b).
+static int s_gen_request(rl_run_t *run, const rl_run_prompt_t *prompts, const int *todo, int a,
+                         int b, int n, double temperature, uint64_t seed, rl_msg_t **req, char *err,
+                         size_t err_len) {
+    const rl_recipe_t *r = run->r;
+    int64_t total = 0;
+    for (int i = a; i < b; i++) {
+        total += prompts[todo[i]].len;
+    }
+    int32_t *ids = malloc((size_t)(total ? total : 1) * sizeof(int32_t));
+    int32_t *lens = malloc((size_t)(b - a) * sizeof(int32_t));
+    int64_t *pidx = malloc((size_t)(b - a) * sizeof(int64_t));
     int rc = 0;
-    // contiguous shares: sampler k gets prompts [P*k/ns, P*(k+1)/ns)
-    for (int k = 0; k < ns && !rc; k++) {
-        int p0 = (int)((int64_t)P * k / ns), p1 = (int)((int64_t)P * (k + 1) / ns);
-        int64_t total = 0;
-        for (int i = p0; i < p1; i++) {
-            total += prompts[i].len;
-        }
-        int32_t *ids = malloc((size_t)(total ? total : 1) * sizeof(int32_t));
-        int32_t *lens = malloc((size_t)(p1 - p0) * sizeof(int32_t));
-        int64_t *pidx = malloc((size_t)(p1 - p0) * sizeof(int64_t));
-        if (!ids || !lens || !pidx) {
-            rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
-        }
-        int64_t o = 0;
-        for (int i = p0; !rc && i < p1; i++) {
-            memcpy(ids + o, prompts[i].ids, (size_t)prompts[i].len * sizeof(int32_t));
-            o += prompts[i].len;
-            lens[i - p0] = prompts[i].len;
-            pidx[i - p0] = prompts[i].index;
-        }
-        if (!rc) {
-            rl_proto_generate_t g = {.version = run->version,
-                                     .prompts = ids,
-                                     .n_prompt_ids = total,
-                                     .prompt_lens = lens,
-                                     .prompt_index = pidx,
-                                     .P = p1 - p0,
-                                     .n = n,
-                                     .max_new_tokens = r->sampling.max_new_tokens,
-                                     .temperature = temperature,
-                                     .top_p = temperature > 0 ? r->sampling.top_p : 1.0,
-                                     .top_k = temperature > 0 ? r->sampling.top_k : 0,
-                                     .seed = (int64_t)(seed & 0x7fffffffffffffffull),
-                                     .stop_ids = run->n_stop > 0 ? run->stop_ids : NULL,
-                                     .n_stop = run->n_stop};
-            rc = rl_proto_generate_encode(&g, rl_run_id(run), &reqs[k], err, err_len);
-        }
-        free(ids);
-        free(lens);
-        free(pidx);
-        peers[k] = run->samplers.names[k];
+    if (!ids || !lens || !pidx) {
+        rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    int64_t o = 0;
+    for (int i = a; !rc && i < b; i++) {
+        const rl_run_prompt_t *q = &prompts[todo[i]];
+        memcpy(ids + o, q->ids, (size_t)q->len * sizeof(int32_t));
+        o += q->len;
+        lens[i - a] = q->len;
+        pidx[i - a] = q->index;
     }
     if (!rc) {
-        rc = rl_group_call(run->g, ns, peers, reqs, reps, s_timeout(run, r->roles.request_timeout),
-                           NULL, err, err_len);
+        rl_proto_generate_t g = {.version = run->version,
+                                 .prompts = ids,
+                                 .n_prompt_ids = total,
+                                 .prompt_lens = lens,
+                                 .prompt_index = pidx,
+                                 .P = b - a,
+                                 .n = n,
+                                 .max_new_tokens = r->sampling.max_new_tokens,
+                                 .temperature = temperature,
+                                 .top_p = temperature > 0 ? r->sampling.top_p : 1.0,
+                                 .top_k = temperature > 0 ? r->sampling.top_k : 0,
+                                 .seed = (int64_t)(seed & 0x7fffffffffffffffull),
+                                 .stop_ids = run->n_stop > 0 ? run->stop_ids : NULL,
+                                 .n_stop = run->n_stop};
+        rc = rl_proto_generate_encode(&g, rl_run_id(run), req, err, err_len);
+    }
+    free(ids);
+    free(lens);
+    free(pidx);
+    return rc;
+}
+
+// A remote sampler that failed a request leaves the run (its work goes to the others); a local
+// one ends the run as before. Returns 0 when the run can go on without it, or the error.
+static int s_sampler_failed(rl_run_t *run, int k, const char *why, int n_prompts, char *err,
+                            size_t err_len) {
+    const char *name = run->samplers.names[k];
+    if (!rl_group_is_remote(run->g, name)) {
+        return rl_errf(err, err_len, RL_EIO, "%s", why);
+    }
+    run->sampler_out[k] = 1;
+    run->samplers_dropped++;
+    if (n_prompts > 0) {
+        rl_log_warn("%s; %s leaves the run and its %d prompt%s go%s to the other samplers", why,
+                    name, n_prompts, n_prompts == 1 ? "" : "s", n_prompts == 1 ? "es" : "");
     } else {
-        for (int k = 0; k < ns; k++) {
-            rl_msg_free(&reqs[k]);
-        }
+        rl_log_warn("%s; %s leaves the run", why, name);
     }
-    if (rc) {
-        return rc;
+    return 0;
+}
+
+int rl_run_generate(rl_run_t *run, const rl_run_prompt_t *prompts, int P, int n, double temperature,
+                    uint64_t seed, int samplers, rl_run_gen_t *out, char *err, size_t err_len) {
+    memset(out, 0, sizeof(*out));
+    int limit = samplers > 0 && samplers < run->samplers.n ? samplers : run->samplers.n;
+    if (limit < 1 || P < 1) {
+        return rl_errf(err, err_len, RL_EINVAL, "generate: no sampler or no prompt");
     }
-    // check every reply, then gather in prompt order
-    rl_proto_generate_reply_t g[RL_RUN_MAX_RANKS];
-    int64_t total = 0;
-    for (int k = 0; k < ns && !rc; k++) {
-        int p0 = (int)((int64_t)P * k / ns), p1 = (int)((int64_t)P * (k + 1) / ns);
-        char why[512];
-        if (rl_proto_generate_reply_decode(reps[k], &g[k], why, sizeof why) != 0) {
-            rc = rl_errf(err, err_len, RL_EPROTO, "worker %s: %s", peers[k], why);
-        } else {
-            rc = s_check_reply(run, peers[k], (int64_t)(p1 - p0) * n, &g[k], err, err_len);
+    // todo: the prompts still to generate, in prompt order; a round spreads them over the
+    // samplers; a remote sampler that fails leaves the run and its prompts make the next round
+    int *todo = malloc((size_t)P * sizeof(int)), *next = malloc((size_t)P * sizeof(int));
+    int *at_share = malloc((size_t)P * sizeof(int)), *at_pos = malloc((size_t)P * sizeof(int));
+    s_share_t *sh = calloc((size_t)RL_RUN_MAX_RANKS * 8, sizeof *sh);
+    int nsh = 0, nt = P, rc = 0;
+    if (!todo || !next || !at_share || !at_pos || !sh) {
+        rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    for (int i = 0; !rc && i < P; i++) {
+        todo[i] = i;
+    }
+    char last_why[RL_GROUP_WHY] = "";
+    for (int round = 0; !rc && nt > 0; round++) {
+        int ks[RL_RUN_MAX_RANKS], bounds[RL_RUN_MAX_RANKS + 1];
+        int na = s_active(run, limit, ks);
+        if (na == 0 || nsh + na > RL_RUN_MAX_RANKS * 8) {
+            rc = rl_errf(err, err_len, RL_EIO,
+                         "no sampler left to generate with (the last one "
+                         "to fail: %s)",
+                         last_why[0] ? last_why : "?");
+            break;
         }
+        s_split(run, nt, na, ks, bounds);
+        rl_msg_t *reqs[RL_RUN_MAX_RANKS] = {0}, *reps[RL_RUN_MAX_RANKS] = {0};
+        const char *peers[RL_RUN_MAX_RANKS];
+        int idx[RL_RUN_MAX_RANKS], nr = 0;
+        for (int j = 0; !rc && j < na; j++) {
+            if (bounds[j + 1] <= bounds[j]) {
+                continue; // fewer prompts than samplers
+            }
+            idx[nr] = nsh + nr;
+            sh[nsh + nr] = (s_share_t){.a = bounds[j], .b = bounds[j + 1], .k = ks[j]};
+            peers[nr] = run->samplers.names[ks[j]];
+            rc = s_gen_request(run, prompts, todo, bounds[j], bounds[j + 1], n, temperature, seed,
+                               &reqs[nr], err, err_len);
+            nr++;
+        }
+        static char why[RL_RUN_MAX_RANKS][RL_GROUP_WHY];
+        double el[RL_RUN_MAX_RANKS];
         if (!rc) {
-            total += g[k].n_ids;
-            out->prefill += g[k].prefill_tokens;
-            out->decode += g[k].decode_tokens;
+            rc = rl_group_call_each(run->g, nr, peers, reqs, reps,
+                                    s_timeout(run, run->r->roles.request_timeout), why, el, err,
+                                    err_len);
+        } else {
+            for (int j = 0; j < nr; j++) {
+                rl_msg_free(&reqs[j]);
+            }
+        }
+        int nn = 0;
+        for (int j = 0; j < nr; j++) {
+            s_share_t *x = &sh[idx[j]];
+            x->rep = reps[j];
+            if (!rc && x->rep) {
+                char w2[512];
+                if (rl_proto_generate_reply_decode(x->rep, &x->g, w2, sizeof w2) != 0) {
+                    rl_errf(why[j], RL_GROUP_WHY, RL_EPROTO, "worker %s: %s", peers[j], w2);
+                } else if (s_check_reply(run, peers[j], (int64_t)(x->b - x->a) * n, &x->g, why[j],
+                                         RL_GROUP_WHY) == 0) {
+                    double tok = (double)(x->g.prefill_tokens + x->g.decode_tokens);
+                    double sp = el[j] > 0 ? tok / el[j] : 0;
+                    double *v = &run->sampler_speed[x->k];
+                    *v = *v > 0 ? 0.5 * *v + 0.5 * sp : sp;
+                    continue; // a good share
+                }
+                rl_msg_free(&x->rep);
+            }
+            if (rc) {
+                continue;
+            }
+            // failed: its prompts go to the next round (or the run stops)
+            snprintf(last_why, sizeof last_why, "%s", why[j]);
+            rc = s_sampler_failed(run, x->k, why[j], x->b - x->a, err, err_len);
+            for (int i = x->a; i < x->b; i++) {
+                next[nn++] = todo[i];
+            }
+            x->b = x->a; // empty: nothing of it is gathered
+        }
+        for (int j = 0; j < nr; j++) { // the good shares keep their prompts: record where
+            s_share_t *x = &sh[idx[j]];
+            for (int i = x->a; i < x->b; i++) {
+                at_share[todo[i]] = idx[j];
+                at_pos[todo[i]] = i - x->a;
+            }
+        }
+        nsh += nr;
+        memcpy(todo, next, (size_t)nn * sizeof(int));
+        nt = nn;
+    }
+    // gather in prompt order (sample s of prompt p is result p*n + s)
+    int n_res = P * n;
+    int64_t total = 0;
+    for (int j = 0; !rc && j < nsh; j++) {
+        if (sh[j].rep) {
+            total += sh[j].g.n_ids;
+            out->prefill += sh[j].g.prefill_tokens;
+            out->decode += sh[j].g.decode_tokens;
         }
     }
-    int n_res = P * n;
     if (!rc) {
         out->n_res = n_res;
         out->lens = malloc((size_t)n_res * sizeof(int32_t));
         out->off = malloc((size_t)n_res * sizeof(int64_t));
         out->fin = malloc((size_t)n_res);
+        out->who = malloc((size_t)n_res * sizeof(int32_t));
         out->ids = malloc((size_t)(total ? total : 1) * sizeof(int32_t));
         out->lp = malloc((size_t)(total ? total : 1) * sizeof(float));
-        if (!out->lens || !out->off || !out->fin || !out->ids || !out->lp) {
+        if (!out->lens || !out->off || !out->fin || !out->who || !out->ids || !out->lp) {
             rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
         }
     }
     if (!rc) {
-        int j = 0;
+        // a share holds its prompts in prompt order: a cursor per share walks its ids once
+        int64_t *cur = calloc((size_t)(nsh ? nsh : 1), sizeof(int64_t));
+        if (!cur) {
+            rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+        }
         int64_t o = 0;
-        for (int k = 0; k < ns; k++) {
-            int64_t ko = 0;
-            for (int64_t i = 0; i < g[k].n_res; i++, j++) {
-                int32_t len = g[k].lens[i];
+        for (int p = 0; !rc && p < P; p++) {
+            const s_share_t *x = &sh[at_share[p]];
+            int64_t first = (int64_t)at_pos[p] * n, ko = cur[at_share[p]];
+            for (int s = 0; s < n; s++) {
+                int j = p * n + s;
+                int32_t len = x->g.lens[first + s];
                 out->lens[j] = len;
                 out->off[j] = o;
-                out->fin[j] = g[k].finish[i];
-                memcpy(out->ids + o, g[k].ids + ko, (size_t)len * sizeof(int32_t));
-                memcpy(out->lp + o, g[k].logprobs + ko, (size_t)len * sizeof(float));
+                out->fin[j] = x->g.finish[first + s];
+                out->who[j] = x->k;
+                memcpy(out->ids + o, x->g.ids + ko, (size_t)len * sizeof(int32_t));
+                memcpy(out->lp + o, x->g.logprobs + ko, (size_t)len * sizeof(float));
                 o += len;
                 ko += len;
             }
+            cur[at_share[p]] = ko;
         }
+        free(cur);
     }
-    for (int k = 0; k < ns; k++) {
-        rl_msg_free(&reps[k]);
+    for (int j = 0; j < nsh; j++) {
+        rl_msg_free(&sh[j].rep);
     }
+    free(sh);
+    free(todo);
+    free(next);
+    free(at_share);
+    free(at_pos);
     if (!rc && s_cut_stop_strings(run, out) != 0) {
         rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
@@ -327,22 +477,31 @@ int rl_run_sync(rl_run_t *run, const float *weights, int64_t n, char *err, size_
     run->n_trainable = n;
     rl_msg_t *reqs[RL_RUN_MAX_RANKS] = {0}, *reps[RL_RUN_MAX_RANKS] = {0};
     const char *peers[RL_RUN_MAX_RANKS] = {0};
-    int ns = run->samplers.n, rc = 0;
+    int ks[RL_RUN_MAX_RANKS], rc = 0;
+    int na = s_active(run, run->samplers.n, ks);
     rl_proto_load_weights_t q = {run->version, run->r->lora.enabled ? "lora" : "full", weights, n};
-    for (int k = 0; k < ns && !rc; k++) {
-        rc = rl_proto_load_weights_encode(&q, rl_run_id(run), &reqs[k], err, err_len);
-        peers[k] = run->samplers.names[k];
+    for (int j = 0; j < na && !rc; j++) {
+        rc = rl_proto_load_weights_encode(&q, rl_run_id(run), &reqs[j], err, err_len);
+        peers[j] = run->samplers.names[ks[j]];
     }
     if (rc) {
-        for (int k = 0; k < ns; k++) {
-            rl_msg_free(&reqs[k]);
+        for (int j = 0; j < na; j++) {
+            rl_msg_free(&reqs[j]);
         }
         return rc;
     }
-    rc = rl_group_call(run->g, ns, peers, reqs, reps, s_timeout(run, run->r->roles.request_timeout),
-                       NULL, err, err_len);
-    for (int k = 0; !rc && k < ns; k++) {
-        rl_msg_free(&reps[k]);
+    static char why[RL_RUN_MAX_RANKS][RL_GROUP_WHY];
+    rc = rl_group_call_each(run->g, na, peers, reqs, reps,
+                            s_timeout(run, run->r->roles.request_timeout), why, NULL, err, err_len);
+    // a remote sampler that misses a version leaves the run (it would refuse work anyway)
+    for (int j = 0; j < na; j++) {
+        if (!rc && !reps[j]) {
+            rc = s_sampler_failed(run, ks[j], why[j], 0, err, err_len);
+        }
+        rl_msg_free(&reps[j]);
+    }
+    if (!rc && na > 0 && s_active(run, run->samplers.n, ks) == 0) {
+        rc = rl_errf(err, err_len, RL_EIO, "no sampler left: %s", why[0]);
     }
     return rc;
 }

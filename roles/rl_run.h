@@ -50,6 +50,9 @@ typedef struct rl_run {
     rl_rng_t rng;                  // the trainer's stream (checkpointed)
     int64_t step;                  // optimizer steps done
     int64_t version;               // the weights version the samplers hold
+    unsigned char sampler_out[RL_RUN_MAX_RANKS]; // 1: a remote sampler that left the run
+    int samplers_dropped;                        // how many left
+    double sampler_speed[RL_RUN_MAX_RANKS];      // tokens/s of each (roles.balance: speed)
     int64_t num_tokens;            // tokens trained on so far
     int64_t n_trainable;           // size of the actor's trainable flat view
     int actor_consistent;          // the actor's weights/optimizer are those of `step`
@@ -84,6 +87,7 @@ typedef struct {
     float *lp;      // (sum lens)
     uint8_t *fin;   // (n_res) 0 stop, 1 length
     uint8_t *cut;   // (n_res) 1: ended by a stop string (sampling.stop), not a stop token
+    int32_t *who;   // (n_res) the sampler (rank in run->samplers) that generated it
     int64_t prefill, decode;
 } rl_run_gen_t;
 void rl_run_gen_free(rl_run_gen_t *g);
@@ -96,7 +100,10 @@ typedef struct {
 } rl_run_prompt_t;
 
 // Generates n completions of each of prompts[0..P) with the samplers' weights (version
-// run->version): contiguous shares over the first `samplers` samplers (0: all), every reply
+// run->version): contiguous shares over the first `samplers` samplers (0: all) still in the run,
+// even or by measured speed (roles.balance); a remote sampler whose request fails (lost,
+// refused, timed out, a reply that fails the checks) leaves the run with a warning and its
+// prompts go to the others (a local one's failure ends the call, as any worker's); every reply
 // checked (rl_proto, then ids below the vocabulary, lengths, finish codes, logprobs), multi-token
 // stop strings cut. Sampling from the recipe: temperature as given (0 = greedy: top_p 1, top_k
 // 0), max_new_tokens, the run's stop ids. caller owns *out; free with rl_run_gen_free.

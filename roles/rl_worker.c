@@ -63,11 +63,10 @@ static int s_configure(s_worker_t *w, const rl_msg_t *req, char *err, size_t err
 
 // Serves one request by the role's verb table; `shutdown` and `configure` are the loop's.
 static void s_handle(s_worker_t *w, const rl_msg_t *req) {
-    const char *op = rl_msg_op(req);
     char err[2048] = "";
     rl_msg_t *out = NULL;
     int rc;
-    int verb = rl_proto_verb_of(op);
+    int verb = rl_proto_verb_of(rl_msg_op(req));
     if (verb == RL_PROTO_SHUTDOWN) {
         w->done = 1;
         rc = rl_proto_ok(rl_msg_id(req), &out);
@@ -76,18 +75,8 @@ static void s_handle(s_worker_t *w, const rl_msg_t *req) {
         if (!rc) {
             rc = rl_proto_ok(rl_msg_id(req), &out);
         }
-    } else if (!w->state) {
-        rc = rl_errf(err, sizeof(err), RL_EPROTO, "%s: this worker is not configured yet", op);
     } else {
-        rl_role_handler_t fn = NULL;
-        for (int i = 0; verb >= 0 && i < w->role->n_verbs; i++) {
-            if ((int)w->role->verbs[i].verb == verb) {
-                fn = w->role->verbs[i].handler;
-            }
-        }
-        rc = fn ? fn(w->state, req, &out, err, sizeof(err))
-                : rl_errf(err, sizeof(err), RL_EPROTO, "a %s worker does not serve '%s'",
-                          w->role->name, op);
+        rc = rl_role_dispatch(w->role, w->state, req, &out, err, sizeof(err));
     }
     if (rc) {
         rl_msg_free(&out);

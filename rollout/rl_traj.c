@@ -155,6 +155,10 @@ static int s_check_record(const rl_traj_record_t *r, char *err, size_t err_len) 
             }
         }
     }
+    if (r->sampler && (!r->sampler[0] || strlen(r->sampler) > RL_TRAJ_MAX_NAME)) {
+        return rl_errf(err, err_len, RL_EINVAL, "sampler name empty or longer than %d bytes",
+                       RL_TRAJ_MAX_NAME);
+    }
     return 0;
 }
 
@@ -169,7 +173,7 @@ static int s_encode(const rl_traj_record_t *r, msgpack_sbuffer *sbuf, char *err,
     msgpack_packer pk;
     msgpack_packer_init(&pk, sbuf, msgpack_sbuffer_write);
     int nc = r->n_completion;
-    int w = msgpack_pack_map(&pk, r->token_rewards ? 19 : 18);
+    int w = msgpack_pack_map(&pk, 18 + (r->token_rewards != NULL) + (r->sampler != NULL));
     w |= s_pack_key(&pk, "v") | msgpack_pack_uint32(&pk, RL_TRAJ_SCHEMA_VERSION);
     w |= s_pack_key(&pk, "step") | msgpack_pack_uint64(&pk, r->step);
     w |= s_pack_key(&pk, "prompt_index") | msgpack_pack_uint32(&pk, r->prompt_index);
@@ -199,6 +203,9 @@ static int s_encode(const rl_traj_record_t *r, msgpack_sbuffer *sbuf, char *err,
     w |= s_pack_key(&pk, "finish") | s_pack_key(&pk, r->finish ? "length" : "stop");
     if (r->token_rewards) { // optional: absent when there are none (GRPO's records unchanged)
         w |= s_pack_key(&pk, "token_rewards") | s_pack_bin32(&pk, r->token_rewards, nc);
+    }
+    if (r->sampler) { // optional: absent in stores written before it existed
+        w |= s_pack_key(&pk, "sampler") | s_pack_key(&pk, r->sampler);
     }
     return w ? rl_errf(err, err_len, RL_ENOMEM, "out of memory encoding a record") : 0;
 }
@@ -303,16 +310,51 @@ static const char *s_skip(rl_mpack_t *r, int depth) {
 // ---- record decoding ------------------------------------------------------------------------
 
 enum {
-    F_V, F_STEP, F_PROMPT_INDEX, F_SAMPLE_INDEX, F_DATA_INDEX, F_POLICY_VERSION, F_PROMPT_IDS,
-    F_COMPLETION_IDS, F_MASK, F_SAMPLER_LP, F_OLD_LP, F_REF_LP, F_VALUES, F_ADVANTAGES,
-    F_REWARDS, F_REWARD, F_ADVANTAGE, F_FINISH, F_TOKEN_REWARDS, F_COUNT
+    F_V,
+    F_STEP,
+    F_PROMPT_INDEX,
+    F_SAMPLE_INDEX,
+    F_DATA_INDEX,
+    F_POLICY_VERSION,
+    F_PROMPT_IDS,
+    F_COMPLETION_IDS,
+    F_MASK,
+    F_SAMPLER_LP,
+    F_OLD_LP,
+    F_REF_LP,
+    F_VALUES,
+    F_ADVANTAGES,
+    F_REWARDS,
+    F_REWARD,
+    F_ADVANTAGE,
+    F_FINISH,
+    F_TOKEN_REWARDS,
+    F_SAMPLER,
+    F_COUNT
 };
 #define F_REQUIRED F_TOKEN_REWARDS // the fields before it must be present; the others may not
 
 static const char *const s_fields[F_COUNT] = {
-    "v", "step", "prompt_index", "sample_index", "data_index", "policy_version", "prompt_ids",
-    "completion_ids", "mask", "sampler_logprobs", "old_logprobs", "ref_logprobs", "values",
-    "advantages", "rewards", "reward", "advantage", "finish", "token_rewards",
+    "v",
+    "step",
+    "prompt_index",
+    "sample_index",
+    "data_index",
+    "policy_version",
+    "prompt_ids",
+    "completion_ids",
+    "mask",
+    "sampler_logprobs",
+    "old_logprobs",
+    "ref_logprobs",
+    "values",
+    "advantages",
+    "rewards",
+    "reward",
+    "advantage",
+    "finish",
+    "token_rewards",
+    "sampler",
 };
 
 static int s_field_index(const uint8_t *k, size_t n) {
@@ -523,6 +565,23 @@ int rl_traj_decode(const void *buf, size_t len, rl_traj_record_t *out, char *err
         case F_REWARDS: why = s_rd_rewards(&r, out, &oom); break;
         case F_REWARD: why = s_rd_num(&r, &out->reward); break;
         case F_ADVANTAGE: why = s_rd_num(&r, &out->advantage); break;
+        case F_SAMPLER: {
+            const uint8_t *s;
+            size_t sl;
+            why = s_rd_bytes(&r, 's', &s, &sl);
+            if (!why && (sl == 0 || sl > RL_TRAJ_MAX_NAME || memchr(s, 0, sl))) {
+                why = "expected a name of 1 to 255 bytes";
+            }
+            if (!why && !(out->sampler = malloc(sl + 1))) {
+                why = "out of memory";
+                oom = 1;
+            }
+            if (!why) {
+                memcpy(out->sampler, s, sl);
+                out->sampler[sl] = '\0';
+            }
+            break;
+        }
         case F_FINISH: {
             const uint8_t *s;
             size_t sl;
@@ -632,6 +691,7 @@ void rl_traj_record_clear(rl_traj_record_t *rec) {
     free(rec->values);
     free(rec->advantages);
     free(rec->token_rewards);
+    free(rec->sampler);
     for (int i = 0; rec->reward_names && i < rec->n_rewards; i++) {
         free(rec->reward_names[i]);
     }

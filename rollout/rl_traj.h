@@ -51,6 +51,8 @@ typedef struct {
     float *token_rewards;     // (n_completion) per-token rewards (PPO: -beta k1, plus the score
                               // on the last token), or NULL (written only when given)
     int finish;               // rl_sampler_finish_t: 0 stop, 1 length ("stop"/"length" on disk)
+    char *sampler;            // who sampled it ("sampler/0", "sampler/2@tcp://host:5555"), or
+                              // NULL (not recorded: stores written before the field existed)
 } rl_traj_record_t;
 
 typedef struct rl_traj rl_traj_t;

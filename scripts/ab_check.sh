@@ -63,8 +63,10 @@ for side in base new; do
     >"$work/$side-grpo.log" 2>&1 || { tail -20 "$work/$side-grpo.log"; exit 2; }
   grep -E "eval/accuracy|steps in" "$work/$side-grpo.log" | sed 's/^/  /'
   strip_metrics "$work/$side-grpo/metrics.jsonl" >"$work/$side-grpo.metrics"
-  "$work/new-build/rlctl" traj export "$work/$side-grpo" --jsonl >"$work/$side-grpo.traj" ||
-    exit 2
+  # the `sampler` field names the process that sampled a record (not a number; a base built
+  # before the field existed has none): compared without it
+  "$work/new-build/rlctl" traj export "$work/$side-grpo" --jsonl |
+    sed -E 's/,"sampler":"[^"]*"//' >"$work/$side-grpo.traj" || exit 2
   echo "== $side: SFT ${sft_args[*]}"
   "$bin" run cookbook/sft_arith.yaml run.dir="$work/$side-sft" "${sft_args[@]}" \
     >"$work/$side-sft.log" 2>&1 || { tail -20 "$work/$side-sft.log"; exit 2; }

@@ -11,14 +11,15 @@
 #            Llama-3 tokenizer.json files at test time; they are never committed), python3
 #            (Debian's /usr/bin/python3, standard library only: data checks, independent
 #            decoders of our files), python3-lmdb + python3-msgpack (a third-party reader of
-#            trajectories.lmdb, docs/trajectories.md)
+#            trajectories.lmdb, docs/trajectories.md), iproute2 (`ip netns`: the remote-sampler
+#            test puts its samplers in a network namespace of their own)
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config git
       libzmq3-dev libmsgpack-dev libopenblas-dev libyaml-dev liblmdb-dev
       libjansson-dev libutf8proc-dev libonig-dev)
 if [ "${1:-}" = "--tests" ]; then
-  pkgs+=(clang libclang-rt-14-dev python3 python3-lmdb python3-msgpack)
+  pkgs+=(clang libclang-rt-14-dev python3 python3-lmdb python3-msgpack iproute2)
   command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 fi
 

@@ -16,3 +16,11 @@ rl_add_test(NAME roles.grpo_faults SOURCES test_grpo_faults.c LIBS rl_roles
 target_compile_definitions(test_roles_grpo_faults PRIVATE
   RL_TEST_PLUGIN_DIR="$<TARGET_FILE_DIR:rl_test_plugin_ok>")
 add_dependencies(test_roles_grpo_faults rlctl ${rl_plugin_targets})
+# CURVE key files and the authenticated tcp:// chan of remote samplers (allowlist, refusals,
+# rebind on a removed key)
+rl_add_test(NAME roles.curve SOURCES test_curve.c LIBS rl_roles LABELS unit TIMEOUT 60)
+# remote samplers end to end: two `rlctl sampler serve` in a network namespace (loopback when
+# none can be made) match two local samplers; the refusals; a sampler killed mid-run
+rl_add_test(NAME roles.remote SOURCES test_remote.c LIBS rl_roles LABELS integration
+            TIMEOUT 600)
+add_dependencies(test_roles_remote rlctl)

@@ -1,0 +1,427 @@
+// test_remote — remote samplers end to end (docs/remote.md): two `rlctl sampler serve` processes
+// in a network namespace of their own, reached over a veth pair (loopback, with the reason
+// printed, where namespaces cannot be made), serve a GRPO run of the cookbook recipe that
+// matches the same run with two local samplers metric for metric and byte for byte (final
+// adapter). Refused, each with its message: a controller key not on the sampler's allowlist, a
+// server key that is not the sampler's, another model, a key in argv, a plaintext peer, a reply
+// carrying another run's session token (a fake sampler in this process), a request of no
+// session, a second controller while a session is live (and the session ends when its
+// controller's connection closes), a key removed from the allowlist by SIGHUP. A sampler
+// killed mid-run: the run finishes on the other one, the log names the endpoint, and the
+// trajectories say which sampler sampled each completion.
+#include "rl_chan.h"
+#include "rl_curve.h"
+#include "rl_proto.h"
+#include "rl_test_run.h"
+
+#include <pthread.h>
+#include <zmq.h>
+
+static char s_tmp[256];
+static char s_host[64] = "127.0.0.1"; // where the samplers listen
+static char s_ns[64] = "";            // their network namespace ("" = none)
+static char s_veth[64] = "";
+static char s_ep[2][128]; // their endpoints
+static pid_t s_pid[2];
+
+// ---- network namespace ------------------------------------------------------------------------
+
+static void s_netns_down(void) {
+    char cmd[512];
+    if (s_ns[0]) {
+        // the veth pair goes with the namespace
+        snprintf(cmd, sizeof cmd,
+                 "ip netns del %s; ip link del %s 2>/dev/null; "
+                 "! ip netns list | grep -qw %s",
+                 s_ns, s_veth, s_ns);
+        if (system(cmd) != 0) {
+            printf("note: could not remove %s\n", s_ns);
+        }
+    }
+}
+
+// Puts the samplers in a namespace of their own behind a veth pair; on failure stays on
+// loopback and says why.
+static void s_netns_up(void) {
+    char cmd[2048], out[512] = "";
+    int id = (int)getpid() % 100000;
+    snprintf(s_ns, sizeof s_ns, "rlt%d", id);
+    snprintf(s_veth, sizeof s_veth, "rlh%d", id);
+    snprintf(cmd, sizeof cmd,
+             "set -e; ip netns add %s; ip link add %s type veth peer name rls%d; "
+             "ip link set rls%d netns %s; ip addr add 10.231.77.1/24 dev %s; ip link set %s up; "
+             "ip netns exec %s ip addr add 10.231.77.2/24 dev rls%d; "
+             "ip netns exec %s ip link set rls%d up; ip netns exec %s ip link set lo up 2>&1",
+             s_ns, s_veth, id, id, s_ns, s_veth, s_veth, s_ns, id, s_ns, id, s_ns);
+    if (rl_test_shell(cmd, out, sizeof out) != 0) {
+        printf("network namespaces unavailable here (%s): the samplers listen on loopback\n",
+               out[0] ? out : "ip netns failed");
+        s_netns_down();
+        s_ns[0] = '\0';
+        return;
+    }
+    snprintf(s_host, sizeof s_host, "10.231.77.2");
+    printf("samplers in network namespace %s at %s, the controller at 10.231.77.1\n", s_ns, s_host);
+}
+
+// ---- samplers ---------------------------------------------------------------------------------
+
+// Starts sampler i (keys in <tmp>/s<i>, allowlist <tmp>/allow.txt) in the namespace; waits for
+// its endpoint. Returns 1 when it listens.
+static int s_serve(int i) {
+    char args[2048], log[64];
+    snprintf(log, sizeof log, "serve%d.out", i);
+    snprintf(args, sizeof args,
+             "exec %s%s%s%s/rlctl sampler serve --bind tcp://%s:0 --key %s/s%d/key --allow "
+             "%s/allow.txt --model %s/cookbook/models/arith-noisy-base --threads 1 "
+             "--heartbeat 0.5 > %s/%s 2>&1",
+             s_ns[0] ? "ip netns exec " : "", s_ns, s_ns[0] ? " " : "", RL_BINARY_DIR, s_host,
+             s_tmp, i, s_tmp, RL_SOURCE_DIR, s_tmp, log);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", args, (char *)NULL);
+        _exit(127);
+    }
+    s_pid[i] = pid;
+    char path[400];
+    snprintf(path, sizeof path, "%s/%s", s_tmp, log);
+    for (int t = 0; t < 200; t++) {
+        char *txt = rl_test_read_file(path, NULL);
+        char *l = txt ? strstr(txt, "listening on ") : NULL;
+        if (l) {
+            sscanf(l + 13, "%127s", s_ep[i]);
+            free(txt);
+            return 1;
+        }
+        free(txt);
+        rl_test_nap();
+    }
+    CHECK_MSG(0, "sampler %d did not start", i);
+    return 0;
+}
+
+// `rlctl run` of the cookbook GRPO recipe (3 steps unless more) into <tmp>/<run>, with `extra`
+// overrides (shell words).
+static int s_run(const char *run, int steps, const char *extra) {
+    char args[4096];
+    snprintf(args, sizeof args,
+             "run %s/cookbook/grpo_lora.yaml run.dir=%s/%s train.steps=%d optim.warmup_steps=1 "
+             "train.eval_every=0 train.eval_samples=64 %s",
+             RL_SOURCE_DIR, s_tmp, run, steps, extra);
+    return rl_test_rlctl(s_tmp, args);
+}
+
+// The overrides that make samplers 0 and 1 (or the given endpoints and keys) the run's only
+// samplers.
+static void s_remote(char *out, size_t cap, const char *ep0, const char *key0, const char *ep1,
+                     const char *key1, const char *client) {
+    snprintf(out, cap,
+             "roles.samplers=0 'roles.remote_samplers=[{endpoint: %s, server_key: %s}%s%s%s%s%s]' "
+             "roles.client_key=%s",
+             ep0, key0, ep1 ? ", {endpoint: " : "", ep1 ? ep1 : "", ep1 ? ", server_key: " : "",
+             ep1 ? key1 : "", ep1 ? "}" : "", client);
+}
+
+static void s_expect_out(const char *needle) {
+    char *out = rl_test_out(s_tmp);
+    CHECK_MSG(out && strstr(out, needle), "output lacks \"%s\":\n%s", needle, out ? out : "");
+    free(out);
+}
+
+// ---- a fake sampler that answers with another run's session --------------------------------
+
+typedef struct {
+    rl_chan_t *chan;
+    volatile int stop;
+} s_fake_t;
+
+static void *s_fake_main(void *arg) {
+    s_fake_t *f = arg;
+    while (!f->stop) {
+        rl_msg_t *m = NULL, *out = NULL;
+        char peer[256], err[512];
+        if (rl_chan_recv(f->chan, 100, &m, peer, sizeof peer, err, sizeof err) != 0) {
+            continue;
+        }
+        if (!strcmp(rl_msg_op(m), "attach")) {
+            rl_proto_attach_t q;
+            if (rl_proto_attach_decode(m, &q, err, sizeof err) == 0) {
+                rl_proto_attach_reply_t r = {q.session, 1, "fake", 1};
+                rl_proto_attach_reply_encode(&r, rl_msg_id(m), &out, err, sizeof err);
+            }
+        } else if (rl_proto_ok(rl_msg_id(m), &out) == 0) {
+            // an earlier run's session: the controller must not take this reply
+            rl_proto_session_set(
+                out, "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+        }
+        if (out) {
+            rl_chan_send(f->chan, peer, &out, err, sizeof err);
+        }
+        rl_msg_free(&m);
+    }
+    return NULL;
+}
+
+static void test_old_session(void) {
+    char err[512], path[400], ov[2048];
+    rl_curve_key_t fk;
+    snprintf(path, sizeof path, "%s/fake", s_tmp);
+    CHECK_INT(rl_curve_keygen(path, 0, &fk, err, sizeof err), 0);
+    s_fake_t f = {NULL, 0};
+    CHECK_INT(rl_chan_bind_curve("tcp://127.0.0.1:0", 0, &fk, 0.5, &f.chan, err, sizeof err), 0);
+    rl_curve_key_t ck;
+    snprintf(path, sizeof path, "%s/ctl/key", s_tmp);
+    CHECK_INT(rl_curve_load_secret(path, &ck, err, sizeof err), 0);
+    const char(*allow)[RL_CURVE_Z85_LEN + 1] = (const char(*)[RL_CURVE_Z85_LEN + 1]) ck.pub;
+    rl_chan_allow(f.chan, allow, 1, NULL);
+    pthread_t th;
+    pthread_create(&th, NULL, s_fake_main, &f);
+    char key[400], client[400];
+    snprintf(key, sizeof key, "%s/fake/key.pub", s_tmp);
+    snprintf(client, sizeof client, "%s/ctl/key", s_tmp);
+    s_remote(ov, sizeof ov, rl_chan_endpoint(f.chan), key, NULL, NULL, client);
+    strcat(ov, " roles.request_timeout=3");
+    CHECK(s_run("old_session", 1, ov) != 0);
+    s_expect_out("not this run's session");
+    s_expect_out("did not answer within 3 s");
+    f.stop = 1;
+    pthread_join(th, NULL);
+    rl_chan_close(&f.chan, 0);
+}
+
+// ---- the sampler's own refusals, from a raw client --------------------------------------------
+
+// Sends op (with session, when given) on c and waits 3 s for the reply; *ok and its error.
+static int s_ask(rl_chan_t *c, rl_msg_t *m, const char *session, int *ok, char *why, size_t cap) {
+    char err[512];
+    if (session) {
+        rl_proto_session_set(m, session);
+    }
+    if (rl_chan_send(c, NULL, &m, err, sizeof err) != 0) {
+        return 0;
+    }
+    rl_msg_t *r = NULL;
+    if (rl_chan_recv(c, 3000, &r, NULL, 0, err, sizeof err) != 0) {
+        return 0;
+    }
+    const char *w = NULL;
+    rl_proto_reply_status(r, ok, &w);
+    snprintf(why, cap, "%s", *ok ? "" : w);
+    rl_msg_free(&r);
+    return 1;
+}
+
+static rl_msg_t *s_attach_msg(const char *session, const char *hash) {
+    rl_proto_attach_t q = {session, hash, "test"};
+    rl_msg_t *m = NULL;
+    char err[256];
+    rl_proto_attach_encode(&q, 1, &m, err, sizeof err);
+    return m;
+}
+
+static void test_sessions(void) {
+    char err[512], path[400], why[512], hash[17];
+    rl_curve_key_t ck, sk;
+    snprintf(path, sizeof path, "%s/ctl/key", s_tmp);
+    CHECK_INT(rl_curve_load_secret(path, &ck, err, sizeof err), 0);
+    snprintf(path, sizeof path, "%s/s0/key.pub", s_tmp);
+    CHECK_INT(rl_curve_load_public(path, &sk, err, sizeof err), 0);
+    // the cookbook model's fingerprint, as `rlctl run` computes it (rl_hf_folder_hash)
+    char *log = NULL;
+    snprintf(path, sizeof path, "%s/serve0.out", s_tmp);
+    log = rl_test_read_file(path, NULL);
+    char *fp = log ? strstr(log, "fingerprint ") : NULL;
+    snprintf(hash, sizeof hash, "%.16s", fp ? fp + 12 : "?");
+    free(log);
+    rl_chan_t *a = NULL, *b = NULL;
+    CHECK_INT(rl_chan_connect_curve(s_ep[0], "ctl-a", 0, &ck, sk.pub, 0.5, &a, err, sizeof err), 0);
+    CHECK_INT(rl_chan_connect_curve(s_ep[0], "ctl-b", 0, &ck, sk.pub, 0.5, &b, err, sizeof err), 0);
+    int ok = 0;
+    // no session yet: a request is refused
+    CHECK(s_ask(a, rl_msg_new("configure", 2), "00", &ok, why, sizeof why));
+    CHECK(!ok && strstr(why, "attach first"));
+    // a attaches; b is busy; a request of another session is refused
+    const char *sa = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    const char *sb = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+    CHECK(s_ask(a, s_attach_msg(sa, hash), NULL, &ok, why, sizeof why));
+    CHECK_MSG(ok, "attach: %s", why);
+    CHECK(s_ask(b, s_attach_msg(sb, hash), NULL, &ok, why, sizeof why));
+    CHECK_MSG(!ok && strstr(why, "busy"), "second controller: %s", why);
+    CHECK(s_ask(a, rl_msg_new("generate", 3), sb, &ok, why, sizeof why));
+    CHECK_MSG(!ok && strstr(why, "not the session"), "wrong session: %s", why);
+    // a vanishes: its session ends and b is served
+    rl_chan_close(&a, 0);
+    int attached = 0;
+    for (int t = 0; t < 40 && !attached; t++) {
+        rl_test_nap();
+        attached = s_ask(b, s_attach_msg(sb, hash), NULL, &ok, why, sizeof why) && ok;
+    }
+    CHECK_MSG(attached, "after the first controller left: %s", why);
+    CHECK(s_ask(b, rl_msg_new("shutdown", 4), sb, &ok, why, sizeof why) && ok);
+    rl_chan_close(&b, 0);
+    // a plaintext peer gets nothing back, and the sampler still serves afterwards
+    void *zctx = zmq_ctx_new(), *plain = zmq_socket(zctx, ZMQ_DEALER);
+    int zero = 0, got = 0;
+    zmq_setsockopt(plain, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_connect(plain, s_ep[0]);
+    const rl_frame_t *fr;
+    int nf;
+    rl_msg_t *m = s_attach_msg(sa, hash);
+    rl_msg_encode(m, &fr, &nf);
+    for (int t = 0; t < 10; t++) {
+        zmq_send(plain, fr[0].data, fr[0].len, ZMQ_DONTWAIT);
+        zmq_pollitem_t it = {.socket = plain, .events = ZMQ_POLLIN};
+        got |= zmq_poll(&it, 1, 100) > 0;
+    }
+    rl_msg_free(&m);
+    CHECK_MSG(!got, "a plaintext peer got an answer");
+    zmq_close(plain);
+    zmq_ctx_term(zctx);
+}
+
+// ---- main ---------------------------------------------------------------------------------------
+
+int main(void) {
+    snprintf(s_tmp, sizeof s_tmp, "/tmp/rl_test_remote_XXXXXX");
+    if (!mkdtemp(s_tmp)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    char err[512], path[400], cmd[1400];
+    const char *who[] = {"ctl", "s0", "s1", "intruder"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(path, sizeof path, "%s/%s", s_tmp, who[i]);
+        CHECK_INT(rl_curve_keygen(path, 0, NULL, err, sizeof err), 0);
+    }
+    snprintf(cmd, sizeof cmd, "cp %s/ctl/key.pub %s/allow.txt", s_tmp, s_tmp);
+    CHECK_INT(system(cmd), 0);
+    if (geteuid() == 0) {
+        s_netns_up();
+    } else {
+        printf("not root: no network namespace; the samplers listen on loopback\n");
+    }
+    if (!s_serve(0) || !s_serve(1)) {
+        goto out;
+    }
+    char ov[2048], k0[400], k1[400], client[400], bad[400];
+    snprintf(k0, sizeof k0, "%s/s0/key.pub", s_tmp);
+    snprintf(k1, sizeof k1, "%s/s1/key.pub", s_tmp);
+    snprintf(client, sizeof client, "%s/ctl/key", s_tmp);
+    snprintf(bad, sizeof bad, "%s/intruder/key", s_tmp);
+
+    // 1. the same run with two local samplers and with two remote ones: the same metrics and
+    // the same final adapter (on-policy, even shares)
+    CHECK_INT(s_run("local", 3, "roles.samplers=2 roles.sampler_threads=1"), 0);
+    s_remote(ov, sizeof ov, s_ep[0], k0, s_ep[1], k1, client);
+    CHECK_INT(s_run("remote", 3, ov), 0);
+    s_expect_out("2 remote samplers");
+    json_t *ml = rl_test_metrics(s_tmp, "local"), *mr = rl_test_metrics(s_tmp, "remote");
+    CHECK_MSG(json_array_size(ml) >= 4 && json_equal(ml, mr),
+              "metrics of the remote run differ from the local run's");
+    json_decref(ml);
+    json_decref(mr);
+    CHECK(rl_test_files_equal(s_tmp, "local/final/adapter_model.safetensors",
+                              "remote/final/adapter_model.safetensors"));
+
+    // 2. refusals
+    s_remote(ov, sizeof ov, s_ep[0], k0, NULL, NULL, bad); // our key is not on its list
+    CHECK(s_run("refused_key", 1, ov) != 0);
+    s_expect_out("is not on its --allow list");
+    s_remote(ov, sizeof ov, s_ep[0], k1, NULL, NULL, client); // not that sampler's key
+    CHECK(s_run("wrong_server", 1, ov) != 0);
+    s_expect_out("CURVE handshake failed");
+    s_remote(ov, sizeof ov, s_ep[0], k0, NULL, NULL, client); // another model
+    snprintf(ov + strlen(ov), sizeof ov - strlen(ov), " model.path=%s/cookbook/models/arith-base",
+             RL_SOURCE_DIR);
+    CHECK(s_run("other_model", 1, ov) != 0);
+    s_expect_out("fingerprint");
+    char *sec = rl_test_read_file(bad, NULL); // a key in argv
+    if (sec) {
+        sec[strcspn(sec, "\n")] = '\0';
+        snprintf(cmd, sizeof cmd,
+                 "sampler serve --bind tcp://127.0.0.1:0 --key '%s' --allow x "
+                 "--model y",
+                 sec);
+        CHECK_INT(rl_test_rlctl(s_tmp, cmd), 2);
+        s_expect_out("read from files only");
+        free(sec);
+    }
+    test_old_session();
+    test_sessions();
+    // SIGHUP with our key gone from the list: refused; back on it: served
+    snprintf(cmd, sizeof cmd, "cp %s/intruder/key.pub %s/allow.txt", s_tmp, s_tmp);
+    CHECK_INT(system(cmd), 0);
+    kill(s_pid[0], SIGHUP);
+    for (int t = 0; t < 10; t++) {
+        rl_test_nap();
+    }
+    s_remote(ov, sizeof ov, s_ep[0], k0, NULL, NULL, client);
+    CHECK(s_run("after_hup", 1, ov) != 0);
+    s_expect_out("is not on its --allow list");
+    snprintf(cmd, sizeof cmd, "cp %s/ctl/key.pub %s/allow.txt", s_tmp, s_tmp);
+    CHECK_INT(system(cmd), 0);
+    kill(s_pid[0], SIGHUP);
+    for (int t = 0; t < 10; t++) {
+        rl_test_nap();
+    }
+    CHECK_INT(s_run("after_hup2", 1, ov), 0);
+
+    // 3. a sampler killed mid-run: the run finishes on the other one
+    s_remote(ov, sizeof ov, s_ep[0], k0, s_ep[1], k1, client);
+    char args[4096];
+    snprintf(args, sizeof args,
+             "run %s/cookbook/grpo_lora.yaml run.dir=%s/killed train.steps=6 optim.warmup_steps=1 "
+             "train.eval_every=0 train.eval_samples=64 %s",
+             RL_SOURCE_DIR, s_tmp, ov);
+    pid_t run = rl_test_spawn(s_tmp, args, "killed.out");
+    snprintf(path, sizeof path, "%s/killed/metrics.jsonl", s_tmp);
+    int seen = 0;
+    for (int t = 0; t < 1200 && !seen; t++) {
+        char *m = rl_test_read_file(path, NULL);
+        seen = m && strstr(m, "\"step\":2,");
+        free(m);
+        rl_test_nap();
+    }
+    CHECK_MSG(seen, "the run did not reach step 2");
+    kill(s_pid[1], SIGKILL);
+    waitpid(s_pid[1], NULL, 0);
+    s_pid[1] = -1;
+    CHECK_INT(rl_test_wait_exit(run, 300), 0);
+    snprintf(path, sizeof path, "%s/killed.out", s_tmp);
+    char *out = rl_test_read_file(path, NULL);
+    char named[256];
+    snprintf(named, sizeof named, "remote sampler/1 (%s): the connection closed", s_ep[1]);
+    CHECK_MSG(out && strstr(out, named) && strstr(out, "sampler/1 leaves the run"),
+              "the log does not name the lost endpoint:\n%s", out ? out : "");
+    free(out);
+    // who sampled what: steps 1-2 both samplers; the last step only sampler/0
+    char w0[200], w1[200];
+    snprintf(w0, sizeof w0, "\"sampler\":\"sampler/0@%s\"", s_ep[0]);
+    snprintf(w1, sizeof w1, "\"sampler\":\"sampler/1@%s\"", s_ep[1]);
+    snprintf(cmd, sizeof cmd, "traj export %s/killed --step 1", s_tmp);
+    CHECK_INT(rl_test_rlctl(s_tmp, cmd), 0);
+    s_expect_out(w0);
+    s_expect_out(w1);
+    snprintf(cmd, sizeof cmd, "traj export %s/killed --step 6", s_tmp);
+    CHECK_INT(rl_test_rlctl(s_tmp, cmd), 0);
+    s_expect_out(w0);
+    out = rl_test_out(s_tmp);
+    CHECK_MSG(out && !strstr(out, w1), "step 6 was sampled by the killed sampler");
+    free(out);
+
+out:
+    for (int i = 0; i < 2; i++) {
+        if (s_pid[i] > 0) {
+            kill(s_pid[i], SIGTERM);
+            if (rl_test_wait_exit(s_pid[i], 10) != 0) {
+                printf("note: sampler %d did not exit cleanly on SIGTERM\n", i);
+            }
+        }
+    }
+    s_netns_down();
+    if (!rl_test_failed && !getenv("RL_TEST_KEEP")) {
+        snprintf(cmd, sizeof cmd, "rm -rf %s", s_tmp);
+        CHECK_INT(system(cmd), 0);
+    }
+    RL_TEST_DONE();
+}
