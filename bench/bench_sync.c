@@ -9,6 +9,12 @@
 // timed apart and reported beside (b). N: the LoRA payload of cookbook/models/arith-base, 16 MiB
 // and 64 MiB. Each figure is the median over runs of the mean round trip of a run. Not a test:
 // it prints figures and ratios (target: (b) <= 2x (a)).
+// A second table does the same over tcp://127.0.0.1, the transport of remote samplers
+// (docs/remote.md): (c) raw ZeroMQ tcp zero-copy, (d) the weight-sync message from a CURVE client
+// (the controller) to a CURVE server (the sampler), every byte encrypted and authenticated, with
+// the full weights of arith-base as one more payload; and a third table beside (e) raw ZeroMQ
+// over tcp with CURVE, which isolates the encryption's cost from ours. With an argument `--tcp-host
+// ADDR` the server side binds there instead (e.g. a veth address into another network namespace).
 #include "rl_bench.h"
 #include "rl_chan.h"
 
@@ -54,13 +60,27 @@ typedef struct {
     void *ctx_d, *ctx_r, *dealer, *router;
 } s_raw_t;
 
-static void s_raw_open(s_raw_t *r, const char *ep) {
+// keys: NULL, or {server pub, server sec, client pub, client sec} for raw CURVE (no ZAP
+// handler: libzmq then admits any client).
+static void s_raw_open(s_raw_t *r, const char *ep, const rl_curve_key_t *keys) {
     r->ctx_d = zmq_ctx_new();
     r->ctx_r = zmq_ctx_new();
     r->router = zmq_socket(r->ctx_r, ZMQ_ROUTER);
     r->dealer = zmq_socket(r->ctx_d, ZMQ_DEALER);
     zmq_setsockopt(r->dealer, ZMQ_ROUTING_ID, "raw/0", 5);
-    if (zmq_bind(r->router, ep) != 0 || zmq_connect(r->dealer, ep) != 0) {
+    if (keys) {
+        int one = 1;
+        zmq_setsockopt(r->router, ZMQ_CURVE_SERVER, &one, sizeof one);
+        zmq_setsockopt(r->router, ZMQ_CURVE_SECRETKEY, keys[0].sec, 40);
+        zmq_setsockopt(r->dealer, ZMQ_CURVE_SERVERKEY, keys[0].pub, 40);
+        zmq_setsockopt(r->dealer, ZMQ_CURVE_PUBLICKEY, keys[1].pub, 40);
+        zmq_setsockopt(r->dealer, ZMQ_CURVE_SECRETKEY, keys[1].sec, 40);
+    }
+    char bound[256];
+    size_t bl = sizeof bound;
+    if (zmq_bind(r->router, ep) != 0 ||
+        zmq_getsockopt(r->router, ZMQ_LAST_ENDPOINT, bound, &bl) != 0 ||
+        zmq_connect(r->dealer, bound) != 0) {
         s_die("raw zmq", zmq_strerror(zmq_errno()));
     }
 }
@@ -147,41 +167,27 @@ static double s_sync_round(s_sync_t *s, const float *src, float *dst, size_t nf,
     return rl_bench_now() - t1;
 }
 
-// ---- main ------------------------------------------------------------------------------------
+typedef struct {
+    const char *name;
+    size_t floats;
+    int iters; // round trips per run (a run lasts ~10-100 ms)
+} s_payload_t;
 
-int main(int argc, char **argv) {
-    int runs = argc > 1 ? atoi(argv[1]) : 7;
-    if (runs < 1 || runs > 100) {
-        runs = 7;
-    }
-    char dir[] = "/tmp/rl_bench_sync.XXXXXX";
-    if (!mkdtemp(dir)) {
-        s_die("mkdtemp", "failed");
-    }
-    char ep_raw[128], ep_sync[128], err[512];
-    snprintf(ep_raw, sizeof ep_raw, "ipc://%s/raw", dir);
-    snprintf(ep_sync, sizeof ep_sync, "ipc://%s/sync", dir);
-    s_raw_t raw;
-    s_raw_open(&raw, ep_raw);
-    s_sync_t sync;
-    if (rl_chan_bind(ep_sync, 0, &sync.ctl, err, sizeof err) != 0 ||
-        rl_chan_connect(ep_sync, "actor/0", 0, &sync.actor, err, sizeof err) != 0) {
-        s_die("rl_chan", err);
-    }
+// The full trainable weights of arith-base (cookbook/models/arith-base/config.json): embeddings
+// (tied) + 4 layers of attention, MLP and two norms + the final norm.
+static size_t s_full_floats(void) {
+    const size_t V = 1024, C = 128, I = 384, L = 4, NH = 4, NKV = 2, HD = 32;
+    size_t layer = C * NH * HD + 2 * C * NKV * HD + NH * HD * C + 3 * C * I + 2 * C;
+    return V * C + L * layer + C;
+}
 
-    const size_t lora = s_lora_floats();
-    const struct {
-        const char *name;
-        size_t floats;
-        int iters; // round trips per run (a run lasts ~10-100 ms)
-    } sizes[] = {
-        {"LoRA r8 arith-base", lora, 100},
-        {"16 MiB", (16u << 20) / 4, 6},
-        {"64 MiB", (64u << 20) / 4, 3},
-    };
-    printf("| payload | weight-sync message (b) | raw ZeroMQ ipc zero-copy (a) | (b)/(a) | "
-           "gift fill (malloc+memcpy, not in b) |\n|---|---|---|---|---|\n");
-    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+// Interleaved runs of (b) and (a) for each payload; prints one table.
+static void s_table(const char *bname, const char *aname, s_raw_t *raw, s_sync_t *sync,
+                    const s_payload_t *sizes, int nsizes, int runs) {
+    printf("| payload | %s | %s | ratio | gift fill (malloc+memcpy, not in the message's time) "
+           "|\n|---|---|---|---|---|\n",
+           bname, aname);
+    for (int si = 0; si < nsizes; si++) {
         size_t nf = sizes[si].floats, n = nf * 4;
         float *src = malloc(n), *dst = malloc(n);
         if (!src || !dst) {
@@ -193,8 +199,8 @@ int main(int argc, char **argv) {
         memset(dst, 0, n);
         double fill = 0;
         for (int w = 0; w < 2; w++) { // warm up both paths (allocator, connections, page cache)
-            s_raw_round(&raw, src, n);
-            s_sync_round(&sync, src, dst, nf, &fill);
+            s_raw_round(raw, src, n);
+            s_sync_round(sync, src, dst, nf, &fill);
         }
         if (memcmp(src, dst, n) != 0) {
             s_die("sync", "the destination differs from the source");
@@ -206,13 +212,13 @@ int main(int argc, char **argv) {
         for (int r = 0; r < runs; r++) { // interleaved, so both see the same machine
             double t0 = rl_bench_now();
             for (int i = 0; i < it; i++) {
-                s_raw_round(&raw, src, n);
+                s_raw_round(raw, src, n);
             }
             ta[r] = (rl_bench_now() - t0) / it;
             double sum = 0;
             fill = 0;
             for (int i = 0; i < it; i++) {
-                sum += s_sync_round(&sync, src, dst, nf, &fill);
+                sum += s_sync_round(sync, src, dst, nf, &fill);
             }
             tb[r] = sum / it;
             tf[r] = fill / it;
@@ -235,6 +241,85 @@ int main(int argc, char **argv) {
     printf("(medians of %d runs; ratio = median of the per-run ratios; GB/s = payload bytes / "
            "round-trip time)\n",
            runs);
+}
+
+// ---- main ------------------------------------------------------------------------------------
+
+int main(int argc, char **argv) {
+    int runs = 7;
+    const char *tcp_host = "127.0.0.1";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--tcp-host") && i + 1 < argc) {
+            tcp_host = argv[++i];
+        } else {
+            runs = atoi(argv[i]);
+        }
+    }
+    if (runs < 1 || runs > 100) {
+        runs = 7;
+    }
+    char dir[] = "/tmp/rl_bench_sync.XXXXXX";
+    if (!mkdtemp(dir)) {
+        s_die("mkdtemp", "failed");
+    }
+    char ep_raw[128], ep_sync[128], err[512];
+    snprintf(ep_raw, sizeof ep_raw, "ipc://%s/raw", dir);
+    snprintf(ep_sync, sizeof ep_sync, "ipc://%s/sync", dir);
+    s_raw_t raw;
+    s_raw_open(&raw, ep_raw, NULL);
+    s_sync_t sync;
+    if (rl_chan_bind(ep_sync, 0, &sync.ctl, err, sizeof err) != 0 ||
+        rl_chan_connect(ep_sync, "actor/0", 0, &sync.actor, err, sizeof err) != 0) {
+        s_die("rl_chan", err);
+    }
+
+    const size_t lora = s_lora_floats();
+    s_payload_t ipc_sizes[] = {
+        {"LoRA r8 arith-base", lora, 100},
+        {"16 MiB", (16u << 20) / 4, 6},
+        {"64 MiB", (64u << 20) / 4, 3},
+    };
+    s_table("weight-sync message (b)", "raw ZeroMQ ipc zero-copy (a)", &raw, &sync, ipc_sizes, 3,
+            runs);
+
+    // over tcp: raw vs CURVE (the remote samplers' transport)
+    char ep_tcp[160];
+    snprintf(ep_tcp, sizeof ep_tcp, "tcp://%s:*", tcp_host);
+    s_raw_t raw_tcp, raw_curve;
+    s_raw_open(&raw_tcp, ep_tcp, NULL);
+    rl_curve_key_t srv, cli;
+    if (zmq_curve_keypair(srv.pub, srv.sec) != 0 || zmq_curve_keypair(cli.pub, cli.sec) != 0) {
+        s_die("curve", "no CURVE in this libzmq");
+    }
+    rl_curve_key_t both[2] = {srv, cli};
+    s_raw_open(&raw_curve, ep_tcp, both);
+    s_sync_t curve;
+    snprintf(ep_tcp, sizeof ep_tcp, "tcp://%s:0", tcp_host);
+    if (rl_chan_bind_curve(ep_tcp, 0, &srv, 1.0, &curve.ctl, err, sizeof err) != 0) {
+        s_die("curve bind", err);
+    }
+    const char(*allow)[RL_CURVE_Z85_LEN + 1] = (const char(*)[RL_CURVE_Z85_LEN + 1]) cli.pub;
+    rl_chan_allow(curve.ctl, allow, 1, NULL);
+    if (rl_chan_connect_curve(rl_chan_endpoint(curve.ctl), "controller~0", 0, &cli, srv.pub, 1.0,
+                              &curve.actor, err, sizeof err) != 0) {
+        s_die("curve connect", err);
+    }
+    s_payload_t tcp_sizes[] = {
+        {"LoRA r8 arith-base", lora, 100},
+        {"full arith-base", s_full_floats(), 20},
+        {"16 MiB", (16u << 20) / 4, 6},
+        {"64 MiB", (64u << 20) / 4, 3},
+    };
+    printf("\nover tcp://%s (remote samplers):\n", tcp_host);
+    s_table("weight-sync message, CURVE (d)", "raw ZeroMQ tcp zero-copy (c)", &raw_tcp, &curve,
+            tcp_sizes, 4, runs);
+    printf("\nthe same message beside raw ZeroMQ with CURVE (the encryption alone):\n");
+    s_table("weight-sync message, CURVE (d)", "raw ZeroMQ tcp CURVE zero-copy (e)", &raw_curve,
+            &curve, tcp_sizes, 4, runs);
+    s_raw_close(&raw_curve);
+    rl_chan_close(&curve.actor, 0);
+    rl_chan_close(&curve.ctl, 0);
+    s_raw_close(&raw_tcp);
     rl_chan_close(&sync.actor, 0);
     rl_chan_close(&sync.ctl, 0);
     s_raw_close(&raw);

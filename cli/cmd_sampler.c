@@ -12,7 +12,7 @@ static void s_serve_help(FILE *out) {
     fprintf(out,
             "usage: rlctl sampler serve --bind tcp://HOST:PORT --key FILE --allow FILE|DIR\n"
             "                           --model DIR [--threads N] [--heartbeat SECONDS]\n"
-            "                           [--sessions N]\n\n"
+            "                           [--sessions N] [--http HOST:PORT [--http-token FILE]]\n\n"
             "Serves the runs of controllers whose public key is allowed, one run at a time, as\n"
             "a sampler of the model in DIR (a run's model.path must be the same model: its\n"
             "fingerprint is checked). Traffic is encrypted and authenticated with CURVE keys.\n\n"
@@ -25,7 +25,11 @@ static void s_serve_help(FILE *out) {
             "  --threads N      compute threads (default 0: every core)\n"
             "  --heartbeat S    seconds between transport heartbeats (default 1; a peer silent\n"
             "                   for 10 is gone)\n"
-            "  --sessions N     exit after N runs (default 0: serve until SIGINT/SIGTERM)\n\n"
+            "  --sessions N     exit after N runs (default 0: serve until SIGINT/SIGTERM)\n"
+            "  --http HOST:PORT also answer OpenAI-compatible /v1/completions with the policy\n"
+            "                   of the run being served (503 between runs); HOST must be a\n"
+            "                   loopback address unless --http-token is given\n"
+            "  --http-token F   a file holding the bearer token HTTP requests must carry\n\n"
             "Keys are only ever read from files: an argument that is a key is refused.\n");
 }
 
@@ -59,6 +63,10 @@ static int s_serve(int argc, char **argv) {
             o.allow = v;
         } else if (!strcmp(a, "--model")) {
             o.model = v;
+        } else if (!strcmp(a, "--http")) {
+            o.http = v;
+        } else if (!strcmp(a, "--http-token")) {
+            o.http_token = v;
         } else if (!strcmp(a, "--threads")) {
             bad = rl_cli_int("sampler serve", a, v, 0, 4096, &o.threads);
         } else if (!strcmp(a, "--sessions")) {

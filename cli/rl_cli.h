@@ -34,6 +34,7 @@ int rl_cmd_plot(int argc, char **argv);
 int rl_cmd_worker(int argc, char **argv);
 int rl_cmd_sampler(int argc, char **argv);
 int rl_cmd_keygen(int argc, char **argv);
+int rl_cmd_serve(int argc, char **argv);
 
 // Reads the recipe's model folder as `run` will: config.json, weights that match it, and a
 // tokenizer that fits its vocabulary. Problems are reported at the recipe line that named the

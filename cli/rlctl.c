@@ -27,6 +27,7 @@ static const s_command_t s_commands[] = {
     {"traj", rl_cmd_traj, "list, show and export the completions a run sampled"},
     {"plot", rl_cmd_plot, "draw runs' metrics.jsonl curves as an SVG file"},
     {"sampler", rl_cmd_sampler, "serve as a remote sampler of runs (sampler serve)"},
+    {"serve", rl_cmd_serve, "serve a model over OpenAI-compatible HTTP (/v1/completions)"},
     {"keygen", rl_cmd_keygen, "write a CURVE key pair for remote samplers"},
     {"worker", rl_cmd_worker, "a worker process of a run (started by rlctl run)"},
     {NULL, NULL, NULL},

@@ -240,6 +240,7 @@ typedef struct {
     double overlong_penalty;
     int num_iterations;
     bool drop_zero_std_groups;
+    int max_staleness;   // asynchronous rollouts: weights at most this many versions old
     // SFT
     bool completion_only_loss;
     // PPO (the clip, beta, loss_agg and TIS keys above apply too)

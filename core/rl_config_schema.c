@@ -264,6 +264,11 @@ static const rl_recipe_key_t s_keys[] = {
     {.section = "algorithm", .key = "drop_zero_std_groups", .type = RL_RECIPE_T_BOOL,
      .offset = OFF(algorithm.drop_zero_std_groups), DEF("false"), .algos = GRPO,
      .doc = "leave groups whose rewards are all equal out of the update (DAPO dynamic sampling)"},
+    {.section = "algorithm", .key = "max_staleness", .type = RL_RECIPE_T_INT,
+     .offset = OFF(algorithm.max_staleness), DEF("0"), .max = 16, .algos = GRPO,
+     .doc = "asynchronous rollouts: the samplers generate the next steps' completions while the "
+            "actor trains, with weights at most this many versions old; 0 = on-policy (each step "
+            "samples with the weights of the step before)"},
     {.section = "algorithm", .key = "loss_type", .type = RL_RECIPE_T_ENUM,
      .offset = OFF(algorithm.loss_type), DEF("sigmoid"), .choices = s_pref_losses, .algos = DPO,
      .doc = "DPO's loss: sigmoid (DPO, cDPO with label_smoothing), hinge, ipo"},

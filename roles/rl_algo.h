@@ -58,6 +58,11 @@ typedef struct {
     // recipe's start). PPO: its KL coefficient, which the adaptive controller moves.
     void (*save_state)(void *state, rl_ckpt_state_t *st);
     void (*load_state)(void *state, const rl_ckpt_state_t *st);
+    // Before a checkpoint (NULL: nothing to do): work the algorithm started ahead of its steps
+    // (asynchronous generations) is finished and dropped, and the data order put back where
+    // those steps will take their prompts, so that the checkpoint holds everything a resume
+    // needs. Returns 0 or an error.
+    int (*quiesce)(void *state, rl_run_t *run, char *err, size_t err_len);
     int stores;       // 1: the run keeps trajectories.lmdb
     int bookends;     // 1: evaluate before training and after the last step too (GRPO: the
                       // before/after of the closing summary); 0: every train.eval_every steps

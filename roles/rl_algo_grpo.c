@@ -14,6 +14,12 @@
 //      forward is logπ_old);
 //   8. the records again with logπ_old; the metrics (TRL's names, REFERENCE.md §6);
 //   9. the updated weights to the samplers (the train reply carries them).
+// With algorithm.max_staleness = k > 0 the rollouts are asynchronous: the generations of the next
+// k steps are posted before the actor trains (with the weights the samplers hold), so the
+// samplers generate while the actor trains and step t trains on completions sampled with the
+// weights of step t - 1 - s, s <= k (s = k once the pipeline is full). The sync of step t's
+// weights queues behind them on each sampler. No generation is posted across a checkpoint, so a
+// resume from a train.save_every checkpoint continues exactly.
 // Evaluation samples the held-out prompts at the recipe's temperature and greedily and scores
 // the task's rule (math_answer against data.answer_field).
 #include "rl_algo.h"
@@ -38,17 +44,44 @@ static void s_roles(const rl_recipe_t *r, rl_algo_roles_t *out) {
     out->reference = r->algorithm.beta > 0 && r->roles.reference == RL_RECIPE_REF_WORKER;
 }
 
+#define S_MAX_AHEAD 16 // algorithm.max_staleness's cap
+
+typedef struct {
+    rl_rollout_data_t *d;
+    rl_rollout_job_t q[S_MAX_AHEAD + 1]; // generations posted ahead, oldest first
+    int nq;
+    int64_t next_step;     // the step of the next generation to post
+    rl_run_syncjob_t sync; // the last weights sync, posted and not collected yet
+    double last_done;      // when the samplers last finished a generation (monotonic s)
+    double sampler_idle;   // seconds of this step with no generation queued
+} s_grpo_t;
+
+static void s_drop_queue(s_grpo_t *g) {
+    for (int i = 0; i < g->nq; i++) {
+        rl_rollout_job_free(&g->q[i]);
+    }
+    g->nq = 0;
+}
+
 static void s_destroy(void **state) {
-    rl_rollout_data_t *d = *state;
-    rl_rollout_data_destroy(&d);
+    s_grpo_t *g = *state;
+    if (g) {
+        s_drop_queue(g);
+        rl_rollout_data_destroy(&g->d);
+        free(g);
+    }
     *state = NULL;
 }
 
 static int s_create(rl_run_t *run, void **state, size_t *n_train, double *data_frame, char *err,
                     size_t err_len) {
-    rl_rollout_data_t *d = NULL;
-    int rc = rl_rollout_data_new(run->r, run->tok, 0, &d, err, err_len);
-    *state = d;
+    s_grpo_t *g = calloc(1, sizeof *g);
+    if (!g) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    *state = g;
+    int rc = rl_rollout_data_new(run->r, run->tok, 0, &g->d, err, err_len);
+    rl_rollout_data_t *d = g->d;
     if (rc) {
         return rc;
     }
@@ -97,9 +130,95 @@ static void s_metrics(rl_run_t *run, const rl_rollout_data_t *d, const s_step_t 
     }
 }
 
+// Posts the generation of step g->next_step (the weights the samplers hold: run->version); the
+// samplers' idle time since their last generation is counted when nothing was queued.
+static int s_post(s_grpo_t *g, rl_run_t *run, char *err, size_t err_len) {
+    const rl_recipe_t *r = run->r;
+    double prev = g->nq == 0 ? g->last_done : rl_run_genjob_done_now(run, g->q[g->nq - 1].job);
+    int rc = rl_rollout_post(run, g->d, r->train.batch_size, r->algorithm.num_generations,
+                             g->next_step, &g->q[g->nq], err, err_len);
+    if (!rc) {
+        // idle: from the end of the last generation queued before this one to now
+        double now = rl_clock_now();
+        if (prev > 0 && now > prev) {
+            g->sampler_idle += now - prev;
+        }
+        g->nq++;
+        g->next_step++;
+    }
+    return rc;
+}
+
+// 1-2. The step's prompts and completions: the oldest generation posted ahead, or one posted
+// now; then the generations of the next steps up to k ahead (none across a checkpoint or past
+// the last step). *staleness: versions between the sampling weights and the ones updated now.
+static int s_rollout(s_grpo_t *g, rl_run_t *run, rl_rollout_t *ro, int64_t *staleness,
+                     double *waited, rl_data_pos_t *pos0, char *err, size_t err_len) {
+    const rl_recipe_t *r = run->r;
+    int k = r->algorithm.max_staleness, rc = 0;
+    if (g->nq == 0) {
+        g->next_step = run->step + 1;
+        rc = s_post(g, run, err, err_len);
+    }
+    if (rc) {
+        return rc;
+    }
+    double w0 = rl_clock_now();
+    rl_rollout_job_t *head = &g->q[0];
+    *pos0 = head->pos0; // where the step's prompts were taken
+    rc = rl_rollout_collect(run, head, ro, err, err_len);
+    *waited = rl_clock_now() - w0;
+    double done = rl_run_genjob_done(head->job);
+    g->last_done = done > g->last_done ? done : g->last_done;
+    *staleness = run->step - rl_run_genjob_version(head->job);
+    if (!rc) {
+        rc = rl_run_sync_collect(run, &g->sync, err, err_len); // queued behind it
+    }
+    if (rc) {
+        // the data order goes back to the oldest prompts not trained on
+        rl_data_sampler_seek(run->order, head->pos0);
+        s_drop_queue(g);
+        return rc;
+    }
+    RL_ASSERT(*staleness >= 0 && *staleness <= k); // at most k posted ahead
+    rl_rollout_job_free(head);
+    memmove(&g->q[0], &g->q[1], (size_t)(g->nq - 1) * sizeof g->q[0]);
+    g->nq--;
+    const rl_recipe_train_t *tr = &r->train;
+    while (!rc && g->nq < k && g->next_step <= tr->steps) {
+        int64_t before = g->next_step - 1; // the step just before the one to post
+        if (tr->save_every > 0 && before % tr->save_every == 0 && before < tr->steps) {
+            break; // a checkpoint comes first
+        }
+        rc = s_post(g, run, err, err_len);
+    }
+    return rc;
+}
+
+static int s_quiesce(void *state, rl_run_t *run, char *err, size_t err_len) {
+    s_grpo_t *g = state;
+    int rc = 0;
+    if (g->nq > 0) {
+        // generations posted ahead: finished (the samplers' queues must be clear) and dropped;
+        // their steps take the same prompts again
+        rl_data_sampler_seek(run->order, g->q[0].pos0);
+        for (int i = 0; i < g->nq; i++) {
+            rl_rollout_t tmp;
+            memset(&tmp, 0, sizeof tmp);
+            int r2 = rl_rollout_collect(run, &g->q[i], &tmp, err, err_len);
+            rc = rc ? rc : r2;
+            rl_rollout_free(&tmp);
+        }
+        s_drop_queue(g);
+    }
+    int r3 = rl_run_sync_collect(run, &g->sync, err, err_len);
+    return rc ? rc : r3;
+}
+
 static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_t note_len,
                   char *err, size_t err_len) {
-    rl_rollout_data_t *d = state;
+    s_grpo_t *gs = state;
+    rl_rollout_data_t *d = gs->d;
     const rl_recipe_t *r = run->r;
     const rl_recipe_algorithm_t *alg = &r->algorithm;
     int P = r->train.batch_size, G = alg->num_generations;
@@ -109,9 +228,12 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
     rl_metrics_t *mt = run->metrics;
     double t0 = rl_clock_now();
     *advanced_p = 0;
-    // 1. the step's prompts, 2. generate
+    // 1. the step's prompts, 2. generate (or collect what was generated ahead)
     rl_data_pos_t pos0 = rl_data_sampler_pos(run->order); // restored if the step fails
-    int rc = rl_rollout_generate(run, d, P, G, ro, err, err_len);
+    int64_t staleness = 0;
+    double waited = 0;
+    gs->sampler_idle = 0;
+    int rc = s_rollout(gs, run, ro, &staleness, &waited, &pos0, err, err_len);
     double t1 = rl_clock_now();
     // 3. rewards
     if (!rc) {
@@ -223,6 +345,10 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
         rl_metrics_add(mt, "timing/reference", t3 - t2);
         rl_metrics_add(mt, "timing/train", t4 - t3);
         rl_metrics_add(mt, "timing/store", t_pending + (t6 - t5));
+        if (alg->max_staleness > 0) {
+            rl_metrics_add(mt, "async/staleness", (double)staleness);
+        }
+        rl_metrics_add(mt, "timing/actor_idle", waited);
         rl_metrics_add(mt, "tokens_per_second", len_sum / (t1 - t0 > 0 ? t1 - t0 : 1));
         snprintf(note, note_len, "reward %.3f kl %.4f gen %.0f tok/s", rmean,
                  have_x ? x.kl / (x.tokens > 0 ? x.tokens : 1) : 0.0,
@@ -232,16 +358,26 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
     // the samplers from the actor anyway)
     if (!rc && kept > 0) {
         run->version = run->step;
-        rc = rl_run_sync(run, x.weights, x.n, err, err_len);
+        rc = rl_run_sync_post(run, x.weights, x.n, &gs->sync, err, err_len);
+        if (!rc && gs->nq == 0) { // nothing generating ahead: the sync is part of this step
+            rc = rl_run_sync_collect(run, &gs->sync, err, err_len);
+        }
     }
     double t7 = rl_clock_now();
     if (!rc) {
         rl_metrics_add(mt, "timing/sync", t7 - t6);
         rl_metrics_add(mt, "timing/step", t7 - t0);
+        rl_metrics_add(mt, "timing/sampler_idle", gs->sampler_idle);
     }
     *advanced_p = advanced;
     if (rc && !advanced) {
         rl_data_sampler_seek(run->order, pos0); // the step's prompts are taken again on resume
+        s_drop_queue(gs);                       // and those of the steps generated ahead
+    } else if (rc) {
+        if (gs->nq > 0) {
+            rl_data_sampler_seek(run->order, gs->q[0].pos0);
+        }
+        s_drop_queue(gs);
     }
     rl_msg_free(&rep);
     s_step_free(&t);
@@ -250,7 +386,8 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
 
 static int s_evaluate(void *state, rl_run_t *run, double *acc, double *acc_greedy, char *note,
                       size_t note_len, char *err, size_t err_len) {
-    return rl_rollout_evaluate(state, run, acc, acc_greedy, note, note_len, err, err_len);
+    s_grpo_t *g = state;
+    return rl_rollout_evaluate(g->d, run, acc, acc_greedy, note, note_len, err, err_len);
 }
 
 static const rl_algo_t s_algo = {
@@ -261,6 +398,7 @@ static const rl_algo_t s_algo = {
     .destroy = s_destroy,
     .step = s_step,
     .evaluate = s_evaluate,
+    .quiesce = s_quiesce,
     .bookends = 1,
     .stores = 1,
 };

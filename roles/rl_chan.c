@@ -43,6 +43,7 @@ struct rl_chan {
     char server_key[RL_CURVE_Z85_LEN + 1]; // the server's secret key (server: to rebind)
     double heartbeat;
     int64_t max_frame; // ZMQ_MAXMSGSIZE
+    char peer_name[64]; // a DEALER's name for its peer in messages ("": "controller")
 };
 
 // A ZeroMQ failure: returns the positive errno (passed through, STYLE §4) with what failed.
@@ -446,7 +447,8 @@ int rl_chan_recv(rl_chan_t *self, int timeout_ms, rl_msg_t **out, char *peer, si
         int fd = zmq_msg_get(p0, ZMQ_SRCFD);
         conn = fd >= 0 ? fd : -1;
     }
-    char who[256] = "controller";
+    char who[256];
+    snprintf(who, sizeof who, "%s", self->peer_name[0] ? self->peer_name : "controller");
     if (self->router) {
         s_peer_name(who, sizeof who, zmq_msg_data(parts[0]), zmq_msg_size(parts[0]));
         if (peer && peer_len) {
@@ -971,6 +973,10 @@ int rl_chan_peer_key(const rl_chan_t *self, char out[RL_CURVE_Z85_LEN + 1]) {
 
 int64_t rl_chan_peer_conn(const rl_chan_t *self) {
     return self->peer_conn;
+}
+
+void rl_chan_set_peer_name(rl_chan_t *self, const char *name) {
+    snprintf(self->peer_name, sizeof self->peer_name, "%s", name ? name : "");
 }
 
 int rl_chan_poll(rl_chan_t *const *chans, int n, int timeout_ms, int *ready) {

@@ -132,6 +132,9 @@ int rl_chan_peer_key(const rl_chan_t *self, char out[RL_CURVE_Z85_LEN + 1]);
 // -1.
 int64_t rl_chan_peer_conn(const rl_chan_t *self);
 
+// How a DEALER's errors name its peer ("from sampler/2: ..."); the default is "controller".
+void rl_chan_set_peer_name(rl_chan_t *self, const char *name);
+
 // Waits up to timeout_ms (-1: forever) until one of chans[0..n) (n <= 64) has a message to read;
 // ready[i] = 1 for those that do. Returns 0 (also on a timeout: every ready[i] 0) or an errno.
 int rl_chan_poll(rl_chan_t *const *chans, int n, int timeout_ms, int *ready);

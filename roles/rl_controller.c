@@ -847,6 +847,9 @@ int rl_controller_run(const rl_recipe_t *r, const rl_controller_opts_t *o, char 
         int save = (r->train.save_every > 0 && step % r->train.save_every == 0 &&
                     step < total) ||
                    (step == last && last < total) || stop;
+        if (save && s.algo->quiesce && (rc = s.algo->quiesce(s.state, run, err, err_len))) {
+            break;
+        }
         if (save && (rc = s_checkpoint(&s, err, err_len))) {
             break;
         }

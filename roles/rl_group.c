@@ -28,6 +28,7 @@ extern char **environ;
 #define S_MISSED_BEATS 10
 #define S_SECRET_FD 3      // the worker reads its secret from this descriptor
 #define S_DROP_LOGGED 10   // foreign messages logged one by one; after that, every 1000th
+#define S_MAX_PENDING 1024 // requests in flight at once
 
 typedef struct {
     char name[64];     // "sampler/1"
@@ -50,6 +51,18 @@ typedef struct {
     char host[128]; // from its attach reply
 } s_worker_t;
 
+// A request sent and not collected yet (rl_group_post / rl_group_collect): its reply when it
+// came, or why it failed.
+typedef struct {
+    int used;
+    s_worker_t *w;
+    uint64_t id;
+    double t_sent;
+    double t_done;          // > 0: answered or failed
+    rl_msg_t *reply;        // an ok reply
+    char why[RL_GROUP_WHY]; // "" unless it failed
+} s_pending_t;
+
 struct rl_group {
     rl_chan_t *chan;
     char endpoint[300];
@@ -67,6 +80,7 @@ struct rl_group {
     int n;
     uint64_t next_id;
     double last_check;  // monotonic time of the last heartbeat check
+    s_pending_t pend[S_MAX_PENDING]; // requests sent and not yet collected
 };
 
 static s_worker_t *s_find(rl_group_t *g, const char *name) {
@@ -646,6 +660,7 @@ int rl_group_connect(rl_group_t *g, const char *role, int rank, const char *endp
     if (rc) {
         return rl_errf(err, err_len, rc, "remote %s: %s", w->name, e);
     }
+    rl_chan_set_peer_name(w->chan, w->name);
     rl_proto_attach_t q = {g->session, model_hash, run};
     rl_msg_t *m = NULL;
     w->attach_id = g->next_id++;
@@ -749,31 +764,162 @@ int rl_group_wait_ready(rl_group_t *g, double timeout_s, char *err, size_t err_l
                             from->name);
             }
             rl_msg_free(&m);
+        } else if (rc == RL_EVERSION && rw) {
+            s_lose(rw, "%s", e);
         } else if (rc != RL_ETIMEOUT) {
             rl_log_warn("%s", e);
         }
     }
 }
 
-// One request to each of peers[0..n) and their replies (rl_group_call). why == NULL: the first
-// failure fails the call. Otherwise a worker's failure is written to why[i] (its reply stays
-// NULL) and the call goes on with the others; only a cancel fails the call. elapsed (may be NULL)
-// gets each reply's seconds since the requests were sent.
-static int s_call(rl_group_t *g, int n, const char *const *peers, rl_msg_t **reqs,
-                  rl_msg_t **replies, double timeout_s, int *timed_out, char (*why)[RL_GROUP_WHY],
-                  double *elapsed, char *err, size_t err_len) {
-    if (timed_out) {
-        *timed_out = 0;
+static s_pending_t *s_pending(rl_group_t *g, uint64_t id) {
+    for (int i = 0; i < S_MAX_PENDING; i++) {
+        if (g->pend[i].used && g->pend[i].id == id) {
+            return &g->pend[i];
+        }
     }
-    s_worker_t *ws[S_MAX_WORKERS];
-    uint64_t ids[S_MAX_WORKERS];
-    unsigned char done[S_MAX_WORKERS] = {0};
+    return NULL;
+}
+
+static void s_pending_fail(s_pending_t *p, const char *why) {
+    if (p->t_done == 0) {
+        snprintf(p->why, sizeof p->why, "%s", why);
+        p->t_done = rl_clock_now();
+    }
+}
+
+static void s_pending_free(s_pending_t *p) {
+    rl_msg_free(&p->reply);
+    memset(p, 0, sizeof *p);
+}
+
+// Sends one request (taken) to w and records it as pending; a send that fails is recorded as the
+// request's failure. Returns 0, or RL_EINVAL when the pending table is full.
+static int s_post_one(rl_group_t *g, s_worker_t *w, rl_msg_t **req, uint64_t *id_out) {
+    s_pending_t *p = NULL;
+    for (int i = 0; i < S_MAX_PENDING && !p; i++) {
+        p = g->pend[i].used ? NULL : &g->pend[i];
+    }
+    if (!p) {
+        rl_msg_free(req);
+        return RL_EINVAL;
+    }
+    memset(p, 0, sizeof *p);
+    p->used = 1;
+    p->w = w;
+    p->id = *req ? rl_msg_id(*req) : 0;
+    p->t_sent = rl_clock_now();
+    *id_out = p->id;
+    char e[512], f[RL_GROUP_WHY];
+    int bad = 0;
+    if (w->remote) { // its own connection; the request names this run's session
+        if (!w->alive || !w->ready) {
+            bad = w->alive ? rl_errf(f, sizeof f, RL_EINVAL, "remote %s is not attached", w->name)
+                           : s_dead_error(w, f, sizeof f);
+        } else if (rl_proto_session_set(*req, g->session) != 0) {
+            bad = rl_errf(f, sizeof f, RL_ENOMEM, "out of memory");
+        } else if (rl_chan_send(w->chan, NULL, req, e, sizeof e) != 0) {
+            bad = rl_errf(f, sizeof f, RL_EIO, "remote %s (%s): cannot send: %s", w->name,
+                          w->endpoint, e);
+            s_lose(w, "cannot send: %s", e);
+        }
+    } else {
+        int r = rl_chan_send(g->chan, w->rid, req, e, sizeof(e));
+        if (r) {
+            // a peer that vanished has usually died: say how, when it did (within 1 s)
+            for (int tries = 0; tries < 20 && w->alive; tries++) {
+                s_reap(g);
+                if (w->alive) {
+                    struct timespec ts = {0, 50000000};
+                    nanosleep(&ts, NULL);
+                }
+            }
+            bad = w->alive ? rl_errf(f, sizeof f, r, "worker %s: cannot send: %s", w->name,
+                                     rl_strerror(r))
+                           : s_dead_error(w, f, sizeof f);
+        }
+    }
+    rl_msg_free(req);
+    if (bad) {
+        s_pending_fail(p, f);
+    }
+    return 0;
+}
+
+// Reads one message (up to timeout_ms) and files it: bookkeeping (hello, heartbeats, foreign
+// messages), or the reply of a pending request.
+static void s_pump(rl_group_t *g, int timeout_ms) {
+    rl_msg_t *m = NULL;
+    char peer[256], e[1024];
+    s_worker_t *rw;
+    int r = s_recv_any(g, timeout_ms, &m, &rw, peer, sizeof(peer), e, sizeof(e));
+    if (r == RL_ETIMEOUT) {
+        return;
+    }
+    if (r == RL_EVERSION && rw) { // a remote sampler of another protocol version: no use waiting
+        s_lose(rw, "%s", e);
+        return;
+    }
+    if (r) {
+        rl_log_warn("%s", e); // malformed: dropped; the request will time out if it was ours
+        return;
+    }
+    s_worker_t *from = rw;
+    if (rw ? s_remote_msg(g, rw, m) : s_bookkeep(g, m, peer, &from)) {
+        rl_msg_free(&m);
+        return;
+    }
+    s_pending_t *p = s_pending(g, rl_msg_id(m));
+    if (!p || p->w != from || p->t_done > 0 || strcmp(rl_msg_op(m), "reply") != 0) {
+        rl_log_warn("unexpected '%s' (id %llu) from %s dropped", rl_msg_op(m),
+                    (unsigned long long)rl_msg_id(m), from->name);
+        rl_msg_free(&m);
+        return;
+    }
+    int ok = 0;
+    const char *whyr = NULL;
+    if (rl_proto_reply_status(m, &ok, &whyr) != 0 || !ok) {
+        char f[RL_GROUP_WHY];
+        rl_errf(f, sizeof f, RL_EINVAL, "%s %s: %s", from->remote ? "remote" : "worker", from->name,
+                whyr);
+        s_pending_fail(p, f);
+        rl_msg_free(&m);
+        return;
+    }
+    p->reply = m;
+    p->t_done = rl_clock_now();
+}
+
+int rl_group_post(rl_group_t *g, int n, const char *const *peers, rl_msg_t **reqs, uint64_t *ids,
+                  char *err, size_t err_len) {
+    int rc = 0;
+    for (int i = 0; i < n; i++) {
+        s_worker_t *w = rc ? NULL : s_find(g, peers[i]);
+        if (!rc && !w) {
+            rc = rl_errf(err, err_len, RL_ENOTFOUND, "no worker %s", peers[i]);
+        }
+        if (!rc && s_post_one(g, w, &reqs[i], &ids[i]) != 0) {
+            rc = rl_errf(err, err_len, RL_EINVAL, "more than %d requests in flight", S_MAX_PENDING);
+        }
+        rl_msg_free(&reqs[i]);
+    }
+    return rc;
+}
+
+// Waits for the pending requests ids[0..n) (see rl_group_collect). fail_fast: the first failure
+// ends the wait with that error (the other requests are abandoned: late replies are dropped);
+// otherwise why[i] gets each failure. A request times out timeout_s after it was sent.
+static int s_collect(rl_group_t *g, int n, const uint64_t *ids, rl_msg_t **replies,
+                     double timeout_s, int *timed_out, int fail_fast, char (*why)[RL_GROUP_WHY],
+                     double *elapsed, char *err, size_t err_len) {
+    s_pending_t *ps[S_MAX_WORKERS];
     int rc = 0;
     if (n > S_MAX_WORKERS) {
-        rc = rl_errf(err, err_len, RL_EINVAL, "too many requests at once");
+        return rl_errf(err, err_len, RL_EINVAL, "too many requests at once");
     }
-    for (int i = 0; i < n && i < S_MAX_WORKERS; i++) {
+    for (int i = 0; i < n; i++) {
         replies[i] = NULL;
+        ps[i] = s_pending(g, ids[i]);
         if (why) {
             why[i][0] = '\0';
         }
@@ -782,101 +928,58 @@ static int s_call(rl_group_t *g, int n, const char *const *peers, rl_msg_t **req
         }
     }
     for (int i = 0; !rc && i < n; i++) {
-        ws[i] = s_find(g, peers[i]);
-        if (!ws[i]) {
-            rc = rl_errf(err, err_len, RL_ENOTFOUND, "no worker %s", peers[i]);
+        if (!ps[i]) {
+            rc = rl_errf(err, err_len, RL_ENOTFOUND, "no request %llu in flight",
+                         (unsigned long long)ids[i]);
         }
     }
-    // each request carries its own id (rl_group_next_id); the reply must repeat it
-    for (int i = 0; i < n; i++) {
-        ids[i] = reqs[i] ? rl_msg_id(reqs[i]) : 0;
-    }
-    int pending = rc ? 0 : n;
-    for (int i = 0; !rc && i < n; i++) {
-        char e[512], f[RL_GROUP_WHY];
-        int bad = 0;
-        if (ws[i]->remote) { // its own connection; the request names this run's session
-            if (!ws[i]->alive || !ws[i]->ready) {
-                bad = ws[i]->alive ? rl_errf(f, sizeof f, RL_EINVAL, "remote %s is not attached",
-                                             ws[i]->name)
-                                   : s_dead_error(ws[i], f, sizeof f);
-            } else if (rl_proto_session_set(reqs[i], g->session) != 0) {
-                bad = rl_errf(f, sizeof f, RL_ENOMEM, "out of memory");
-            } else if (rl_chan_send(ws[i]->chan, NULL, &reqs[i], e, sizeof e) != 0) {
-                bad = rl_errf(f, sizeof f, RL_EIO, "remote %s (%s): cannot send: %s", ws[i]->name,
-                              ws[i]->endpoint, e);
-            }
-        } else {
-            int r = rl_chan_send(g->chan, ws[i]->rid, &reqs[i], e, sizeof(e));
-            if (r) {
-                // a peer that vanished has usually died: say how, when it did (within 1 s)
-                for (int tries = 0; tries < 20 && ws[i]->alive; tries++) {
-                    s_reap(g);
-                    if (ws[i]->alive) {
-                        struct timespec ts = {0, 50000000};
-                        nanosleep(&ts, NULL);
-                    }
-                }
-                bad = ws[i]->alive ? rl_errf(f, sizeof f, r, "worker %s: cannot send: %s", peers[i],
-                                             rl_strerror(r))
-                                   : s_dead_error(ws[i], f, sizeof f);
-            }
+    for (;;) {
+        if (rc) {
+            break;
         }
-        if (bad && why) {
-            snprintf(why[i], RL_GROUP_WHY, "%s", f);
-            done[i] = 1;
-            pending--;
-        } else if (bad) {
-            rc = rl_errf(err, err_len, bad, "%s", f);
-        }
-    }
-    for (int i = 0; i < n; i++) {
-        rl_msg_free(&reqs[i]);
-    }
-    double t0 = rl_clock_now();
-    if (rc) {
-        pending = 0;
-    }
-    while (!rc && pending > 0) {
+        // failures so far: a worker that died or was lost with a request pending
         s_worker_t *waiting[S_MAX_WORKERS];
-        int wi[S_MAX_WORKERS];
-        int nw = 0;
+        int wi[S_MAX_WORKERS], nw = 0;
         for (int i = 0; i < n; i++) {
-            if (!done[i]) {
+            if (ps[i]->t_done == 0) {
+                char f[RL_GROUP_WHY];
+                if (s_check(g, 1, &ps[i]->w, f, sizeof f) != 0) {
+                    s_pending_fail(ps[i], f);
+                    continue;
+                }
                 wi[nw] = i;
-                waiting[nw++] = ws[i];
+                waiting[nw++] = ps[i]->w;
             }
         }
-        if (!why) {
-            if ((rc = s_check(g, nw, waiting, err, err_len)) != 0) {
-                break;
-            }
-        } else {
-            for (int j = 0; j < nw; j++) {
-                if (s_check(g, 1, &waiting[j], why[wi[j]], RL_GROUP_WHY) != 0) {
-                    done[wi[j]] = 1;
-                    pending--;
+        if (fail_fast) {
+            for (int i = 0; !rc && i < n; i++) {
+                if (ps[i]->t_done > 0 && ps[i]->why[0]) {
+                    rc = rl_errf(err, err_len, RL_EIO, "%s", ps[i]->why);
                 }
             }
-            if (pending == 0) {
+            if (rc) {
                 break;
             }
         }
-        if (rl_clock_now() - t0 > timeout_s) {
-            for (int j = 0; j < nw; j++) {
-                if (!done[wi[j]]) {
-                    s_kill(waiting[j]);
-                }
-            }
+        if (nw == 0) {
+            break;
+        }
+        double now = rl_clock_now();
+        int late = 0;
+        for (int j = 0; j < nw; j++) {
+            late |= now - ps[wi[j]]->t_sent > timeout_s;
+        }
+        if (late) {
             if (timed_out) {
                 *timed_out = 1;
             }
             for (int j = 0; j < nw; j++) {
-                if (done[wi[j]]) {
+                s_pending_t *p = ps[wi[j]];
+                if (now - p->t_sent <= timeout_s && !fail_fast) {
                     continue;
                 }
-                char f[RL_GROUP_WHY];
                 const s_worker_t *w = waiting[j];
+                char f[RL_GROUP_WHY];
                 if (w->remote) {
                     rl_errf(f, sizeof f, RL_ETIMEOUT,
                             "remote %s (%s) did not answer within %.0f s (dropped from the run)",
@@ -887,91 +990,89 @@ static int s_call(rl_group_t *g, int n, const char *const *peers, rl_msg_t **req
                             "%s",
                             w->name, (int)w->pid, timeout_s, w->log);
                 }
-                if (why) {
-                    snprintf(why[wi[j]], RL_GROUP_WHY, "%s", f);
-                    done[wi[j]] = 1;
-                    pending--;
-                } else if (!rc) {
+                s_kill(waiting[j]);
+                s_pending_fail(p, f);
+                if (fail_fast && !rc) {
                     rc = rl_errf(err, err_len, RL_ETIMEOUT, "%s", f);
-                } else { // every late worker is named
+                } else if (fail_fast) { // every late worker is named
                     size_t l = strlen(err);
                     snprintf(err + l, err_len - l, "; nor did %s (%s)", w->name,
                              w->remote ? w->endpoint : "stopped");
                 }
             }
-            break;
+            continue;
         }
         if (s_cancelled(g)) {
             rc = rl_errf(err, err_len, RL_ECANCELED, "stopped while waiting for %s",
                          waiting[0]->name);
             break;
         }
-        rl_msg_t *m = NULL;
-        char peer[256], e[1024];
-        s_worker_t *rw;
-        int r = s_recv_any(g, 100, &m, &rw, peer, sizeof(peer), e, sizeof(e));
-        if (r == RL_ETIMEOUT) {
-            continue;
-        }
-        if (r) {
-            rl_log_warn("%s", e); // malformed: dropped; the request will time out if it was ours
-            continue;
-        }
-        s_worker_t *from = rw;
-        if (rw ? s_remote_msg(g, rw, m) : s_bookkeep(g, m, peer, &from)) {
-            rl_msg_free(&m);
-            continue;
-        }
-        int k = -1;
-        for (int i = 0; i < n; i++) {
-            if (!done[i] && from == ws[i] && rl_msg_id(m) == ids[i]) {
-                k = i;
-            }
-        }
-        if (k < 0 || strcmp(rl_msg_op(m), "reply") != 0) {
-            rl_log_warn("unexpected '%s' (id %llu) from %s dropped", rl_msg_op(m),
-                        (unsigned long long)rl_msg_id(m), from->name);
-            rl_msg_free(&m);
-            continue;
-        }
-        int ok = 0;
-        const char *whyr = NULL;
-        done[k] = 1;
-        pending--;
-        if (rl_proto_reply_status(m, &ok, &whyr) != 0 || !ok) {
-            char f[RL_GROUP_WHY];
-            rl_errf(f, sizeof f, RL_EINVAL, "%s %s: %s", from->remote ? "remote" : "worker",
-                    from->name, whyr);
-            rl_msg_free(&m);
-            if (why) {
-                snprintf(why[k], RL_GROUP_WHY, "%s", f);
-                continue;
-            }
-            rc = rl_errf(err, err_len, RL_EINVAL, "%s", f);
-            break;
-        }
-        replies[k] = m;
-        if (elapsed) {
-            elapsed[k] = rl_clock_now() - t0;
-        }
+        s_pump(g, 100);
     }
-    if (rc) {
-        for (int i = 0; i < n; i++) {
-            rl_msg_free(&replies[i]);
+    for (int i = 0; i < n; i++) {
+        if (!ps[i]) {
+            continue;
         }
+        if (!rc && ps[i]->reply) {
+            replies[i] = ps[i]->reply;
+            ps[i]->reply = NULL;
+            if (elapsed) {
+                elapsed[i] = ps[i]->t_done - ps[i]->t_sent;
+            }
+        } else if (!rc && why) {
+            snprintf(why[i], RL_GROUP_WHY, "%s", ps[i]->why[0] ? ps[i]->why : "no reply");
+        }
+        s_pending_free(ps[i]);
     }
     return rc;
 }
 
+double rl_group_done_at(rl_group_t *g, uint64_t id) {
+    const s_pending_t *p = s_pending(g, id);
+    return p ? p->t_done : 0;
+}
+
+int rl_group_collect(rl_group_t *g, int n, const uint64_t *ids, rl_msg_t **replies,
+                     double timeout_s, char (*why)[RL_GROUP_WHY], double *elapsed, char *err,
+                     size_t err_len) {
+    return s_collect(g, n, ids, replies, timeout_s, NULL, 0, why, elapsed, err, err_len);
+}
+
 int rl_group_call(rl_group_t *g, int n, const char *const *peers, rl_msg_t **reqs,
                   rl_msg_t **replies, double timeout_s, int *timed_out, char *err, size_t err_len) {
-    return s_call(g, n, peers, reqs, replies, timeout_s, timed_out, NULL, NULL, err, err_len);
+    uint64_t ids[S_MAX_WORKERS];
+    if (timed_out) {
+        *timed_out = 0;
+    }
+    for (int i = 0; i < n; i++) {
+        replies[i] = NULL;
+    }
+    if (n > S_MAX_WORKERS) {
+        for (int i = 0; i < n; i++) {
+            rl_msg_free(&reqs[i]);
+        }
+        return rl_errf(err, err_len, RL_EINVAL, "too many requests at once");
+    }
+    int rc = rl_group_post(g, n, peers, reqs, ids, err, err_len);
+    return rc ? rc
+              : s_collect(g, n, ids, replies, timeout_s, timed_out, 1, NULL, NULL, err, err_len);
 }
 
 int rl_group_call_each(rl_group_t *g, int n, const char *const *peers, rl_msg_t **reqs,
                        rl_msg_t **replies, double timeout_s, char (*why)[RL_GROUP_WHY],
                        double *elapsed, char *err, size_t err_len) {
-    return s_call(g, n, peers, reqs, replies, timeout_s, NULL, why, elapsed, err, err_len);
+    uint64_t ids[S_MAX_WORKERS];
+    for (int i = 0; i < n; i++) {
+        replies[i] = NULL;
+    }
+    if (n > S_MAX_WORKERS) {
+        for (int i = 0; i < n; i++) {
+            rl_msg_free(&reqs[i]);
+        }
+        return rl_errf(err, err_len, RL_EINVAL, "too many requests at once");
+    }
+    int rc = rl_group_post(g, n, peers, reqs, ids, err, err_len);
+    return rc ? rc : s_collect(g, n, ids, replies, timeout_s, NULL, 0, why, elapsed, err, err_len);
 }
 
 int rl_group_is_remote(const rl_group_t *self, const char *peer) {
@@ -1040,6 +1141,9 @@ void rl_group_destroy(rl_group_t **self_p, double timeout_s) {
     for (int i = 0; i < g->n; i++) {
         s_kill(&g->w[i]); // s_reap already killed the process groups of those that exited
         rl_chan_close(&g->w[i].chan, 0);
+    }
+    for (int i = 0; i < S_MAX_PENDING; i++) {
+        s_pending_free(&g->pend[i]);
     }
     rl_chan_close(&g->chan, 0);
     if (g->sock_dir[0]) {

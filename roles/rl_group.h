@@ -103,6 +103,25 @@ int rl_group_call_each(rl_group_t *self, int n, const char *const *peers, rl_msg
                        rl_msg_t **replies, double timeout_s, char (*why)[RL_GROUP_WHY],
                        double *elapsed, char *err, size_t err_len);
 
+// Requests without waiting: sends reqs[i] (taken, each with its own id) to peers[i] and records
+// them as in flight; ids[i] gets each one's id for rl_group_collect. A send that fails is that
+// request's failure (collect reports it). While any call or collect waits, the replies of every
+// request in flight are filed as they come, so requests to different workers (a generation
+// while the actor trains) overlap. Returns 0 or an error of the call itself (an unknown peer,
+// more than 1024 requests in flight).
+int rl_group_post(rl_group_t *self, int n, const char *const *peers, rl_msg_t **reqs, uint64_t *ids,
+                  char *err, size_t err_len);
+// Waits until the requests ids[0..n) (posted, not yet collected) are answered or failed, as
+// rl_group_call_each: replies[i] or why[i]; elapsed[i] (may be NULL): seconds from its send to
+// its reply. A request times out timeout_s after it was sent. Each id can be collected once.
+int rl_group_collect(rl_group_t *self, int n, const uint64_t *ids, rl_msg_t **replies,
+                     double timeout_s, char (*why)[RL_GROUP_WHY], double *elapsed, char *err,
+                     size_t err_len);
+
+// When the reply (or the failure) of a posted request came, as filed so far while some call
+// waited (monotonic seconds), or 0: not yet, or no such request in flight.
+double rl_group_done_at(rl_group_t *self, uint64_t id);
+
 // 1 when peer is a remote sampler (rl_group_connect); its endpoint (borrowed), or NULL.
 int rl_group_is_remote(const rl_group_t *self, const char *peer);
 const char *rl_group_endpoint(const rl_group_t *self, const char *peer);

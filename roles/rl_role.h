@@ -58,6 +58,10 @@ const rl_role_t *rl_role_reward(void);
 const rl_role_t *rl_role_reference(void);
 const rl_role_t *rl_role_critic(void);
 
+// The model a sampler role's state holds (its weights are the last load_weights'), or NULL.
+// borrowed; valid until the state's teardown.
+rl_model_t *rl_role_sampler_model(void *state);
+
 // The critic's verbs on a critic (rl_policy_new_critic): the critic role's handlers, which the
 // actor also calls for the critic it holds (roles.critic: actor) and, values with scores, for a
 // reward model (rl_policy_new_rm) it trains. save, load and save_final

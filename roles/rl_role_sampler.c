@@ -173,3 +173,8 @@ static const rl_role_t s_role = {"sampler", s_setup, s_teardown, s_verbs,
                                  (int)(sizeof s_verbs / sizeof s_verbs[0])};
 
 const rl_role_t *rl_role_sampler(void) { return &s_role; }
+
+rl_model_t *rl_role_sampler_model(void *state) {
+    s_sampler_t *s = state;
+    return s ? s->model : NULL;
+}

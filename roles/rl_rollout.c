@@ -188,30 +188,65 @@ void rl_rollout_free(rl_rollout_t *t) {
     memset(t, 0, sizeof(*t));
 }
 
-int rl_rollout_generate(rl_run_t *run, const rl_rollout_data_t *d, int P, int G, rl_rollout_t *t,
-                        char *err, size_t err_len) {
+int rl_rollout_post(rl_run_t *run, const rl_rollout_data_t *d, int P, int G, int64_t step,
+                    rl_rollout_job_t *job, char *err, size_t err_len) {
     const rl_recipe_t *r = run->r;
-    t->P = P;
-    t->G = G;
-    t->idx = malloc((size_t)P * sizeof(size_t));
+    memset(job, 0, sizeof *job);
+    job->P = P;
+    job->G = G;
+    job->step = step;
+    job->idx = malloc((size_t)P * sizeof(size_t));
     rl_run_prompt_t *pr = malloc((size_t)P * sizeof(*pr));
-    if (!t->idx || !pr) {
+    if (!job->idx || !pr) {
         free(pr);
+        rl_rollout_job_free(job);
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
-    rl_data_pos_t pos0 = rl_data_sampler_pos(run->order);
+    job->pos0 = rl_data_sampler_pos(run->order);
     for (int i = 0; i < P; i++) {
-        t->idx[i] = rl_data_sampler_next(run->order);
-        const rl_prompt_t *p = rl_prompts_get(d->train, t->idx[i]);
-        pr[i] = (rl_run_prompt_t){p->ids, p->len, (int64_t)t->idx[i]};
+        job->idx[i] = rl_data_sampler_next(run->order);
+        const rl_prompt_t *p = rl_prompts_get(d->train, job->idx[i]);
+        pr[i] = (rl_run_prompt_t){p->ids, p->len, (int64_t)job->idx[i]};
     }
-    int rc = rl_run_generate(run, pr, P, G, r->sampling.temperature,
-                             rl_rollout_mix((uint64_t)r->run.seed, (uint64_t)run->step + 1), 0,
-                             &t->gen, err, err_len);
+    int rc = rl_run_generate_post(run, pr, P, G, r->sampling.temperature,
+                                  rl_rollout_mix((uint64_t)r->run.seed, (uint64_t)step), 0,
+                                  &job->job, err, err_len);
     free(pr);
     if (rc) {
-        rl_data_sampler_seek(run->order, pos0);
+        rl_data_sampler_seek(run->order, job->pos0);
+        rl_rollout_job_free(job);
     }
+    return rc;
+}
+
+int rl_rollout_collect(rl_run_t *run, rl_rollout_job_t *job, rl_rollout_t *t, char *err,
+                       size_t err_len) {
+    t->P = job->P;
+    t->G = job->G;
+    t->idx = job->idx;
+    job->idx = NULL;
+    t->version = rl_run_genjob_version(job->job);
+    return rl_run_generate_collect(run, job->job, &t->gen, err, err_len);
+}
+
+void rl_rollout_job_free(rl_rollout_job_t *job) {
+    rl_run_genjob_free(&job->job);
+    free(job->idx);
+    memset(job, 0, sizeof *job);
+}
+
+int rl_rollout_generate(rl_run_t *run, const rl_rollout_data_t *d, int P, int G, rl_rollout_t *t,
+                        char *err, size_t err_len) {
+    rl_rollout_job_t job;
+    int rc = rl_rollout_post(run, d, P, G, run->step + 1, &job, err, err_len);
+    if (rc) {
+        return rc;
+    }
+    rc = rl_rollout_collect(run, &job, t, err, err_len);
+    if (rc) {
+        rl_data_sampler_seek(run->order, job.pos0);
+    }
+    rl_rollout_job_free(&job);
     return rc;
 }
 
@@ -413,7 +448,7 @@ int rl_rollout_store(rl_run_t *run, const rl_rollout_data_t *d, const rl_rollout
         x->prompt_index = (uint32_t)(j / G);
         x->sample_index = (uint32_t)(j % G);
         x->data_index = (int64_t)t->idx[j / G];
-        x->policy_version = (uint64_t)run->version;
+        x->policy_version = (uint64_t)t->version;
         x->n_prompt = p->len;
         x->prompt_ids = (int32_t *)p->ids;
         x->n_completion = lc;

@@ -58,6 +58,7 @@ typedef struct {
     int P, G;         // prompts, completions of each
     size_t *idx;      // (P) dataset rows
     rl_run_gen_t gen; // n_res = P * G completions, prompt-major
+    int64_t version;  // the weights version that sampled them
     double *raw;      // (R, n_res) each reward's raw score (NaN = unscorable)
     double *total;    // (n_res) weighted total (+ DAPO overlong shaping); NaN: unscorable by a
                       // reward of nonzero weight
@@ -73,6 +74,27 @@ typedef struct {
 } rl_rollout_t;
 
 void rl_rollout_free(rl_rollout_t *t);
+
+// A step's generation in flight (asynchronous rollouts): its prompts, taken from the data order
+// at post, and the samplers' requests.
+typedef struct {
+    int P, G;
+    size_t *idx;        // (P) dataset rows
+    rl_data_pos_t pos0; // the data order before they were taken (to take them again)
+    int64_t step;       // the step it is for: seeds its sampling
+    rl_run_genjob_t *job;
+} rl_rollout_job_t;
+
+// Takes P prompts in the run's data order and posts their generation (G completions each, seeded
+// by (run.seed, step), with the weights version the samplers will hold: run->version) without
+// waiting. On failure the data order is left where it was. Free with rl_rollout_job_free.
+int rl_rollout_post(rl_run_t *run, const rl_rollout_data_t *d, int P, int G, int64_t step,
+                    rl_rollout_job_t *job, char *err, size_t err_len);
+// Waits for a posted generation and fills t's prompts and completions (t->idx is taken from the
+// job). The job is still the caller's to free.
+int rl_rollout_collect(rl_run_t *run, rl_rollout_job_t *job, rl_rollout_t *t, char *err,
+                       size_t err_len);
+void rl_rollout_job_free(rl_rollout_job_t *job);
 
 // 1. takes P prompts in the run's data order (t->idx); 2. the samplers generate G completions of
 // each at the recipe's temperature, seeded by (run.seed, step + 1). On failure the data order is

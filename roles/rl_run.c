@@ -285,110 +285,221 @@ static int s_sampler_failed(rl_run_t *run, int k, const char *why, int n_prompts
     return 0;
 }
 
-int rl_run_generate(rl_run_t *run, const rl_run_prompt_t *prompts, int P, int n, double temperature,
-                    uint64_t seed, int samplers, rl_run_gen_t *out, char *err, size_t err_len) {
-    memset(out, 0, sizeof(*out));
+struct rl_run_genjob {
+    rl_run_prompt_t *prompts; // (P) copied (the ids stay the caller's)
+    int P, n, limit;
+    double temperature;
+    uint64_t seed;
+    int64_t version;        // the weights version it asks for
+    int *todo, *next, nt;   // the prompts of the round in flight / still to generate
+    int *at_share, *at_pos; // where each prompt's results are
+    s_share_t *sh;
+    int nsh;
+    int nr, idx[RL_RUN_MAX_RANKS]; // the round in flight: its shares and request ids
+    uint64_t ids[RL_RUN_MAX_RANKS];
+    double t_post, t_done; // when it was posted, when its last reply came
+    char last_why[RL_GROUP_WHY];
+};
+
+void rl_run_genjob_free(rl_run_genjob_t **job_p) {
+    rl_run_genjob_t *j = *job_p;
+    if (!j) {
+        return;
+    }
+    for (int i = 0; j->sh && i < j->nsh + j->nr; i++) {
+        rl_msg_free(&j->sh[i].rep);
+    }
+    free(j->prompts);
+    free(j->todo);
+    free(j->next);
+    free(j->at_share);
+    free(j->at_pos);
+    free(j->sh);
+    free(j);
+    *job_p = NULL;
+}
+
+// Posts a round: the prompts of j->todo spread over the samplers still in the run.
+static int s_round_post(rl_run_t *run, rl_run_genjob_t *j, char *err, size_t err_len) {
+    int ks[RL_RUN_MAX_RANKS], bounds[RL_RUN_MAX_RANKS + 1];
+    int na = s_active(run, j->limit, ks);
+    if (na == 0 || j->nsh + na > RL_RUN_MAX_RANKS * 8) {
+        return rl_errf(err, err_len, RL_EIO,
+                       "no sampler left to generate with (the last one to fail: %s)",
+                       j->last_why[0] ? j->last_why : "?");
+    }
+    s_split(run, j->nt, na, ks, bounds);
+    rl_msg_t *reqs[RL_RUN_MAX_RANKS] = {0};
+    const char *peers[RL_RUN_MAX_RANKS];
+    int rc = 0;
+    j->nr = 0;
+    for (int q = 0; !rc && q < na; q++) {
+        if (bounds[q + 1] <= bounds[q]) {
+            continue; // fewer prompts than samplers
+        }
+        int x = j->nsh + j->nr;
+        j->idx[j->nr] = x;
+        j->sh[x] = (s_share_t){.a = bounds[q], .b = bounds[q + 1], .k = ks[q]};
+        peers[j->nr] = run->samplers.names[ks[q]];
+        rc = s_gen_request(run, j->prompts, j->todo, bounds[q], bounds[q + 1], j->n, j->temperature,
+                           j->seed, &reqs[j->nr], err, err_len);
+        j->nr++;
+    }
+    if (rc) {
+        for (int q = 0; q < j->nr; q++) {
+            rl_msg_free(&reqs[q]);
+        }
+        j->nr = 0;
+        return rc;
+    }
+    return rl_group_post(run->g, j->nr, peers, reqs, j->ids, err, err_len);
+}
+
+// Collects the round in flight: good shares keep their prompts; a failed remote sampler leaves
+// the run and its prompts make the next round's todo.
+static int s_round_finish(rl_run_t *run, rl_run_genjob_t *j, char *err, size_t err_len) {
+    rl_msg_t *reps[RL_RUN_MAX_RANKS] = {0};
+    static char why[RL_RUN_MAX_RANKS][RL_GROUP_WHY];
+    double el[RL_RUN_MAX_RANKS];
+    int nr = j->nr,
+        rc = rl_group_collect(run->g, nr, j->ids, reps,
+                              s_timeout(run, run->r->roles.request_timeout), why, el, err, err_len);
+    j->nr = 0;
+    int nn = 0;
+    for (int q = 0; q < nr; q++) {
+        s_share_t *x = &j->sh[j->idx[q]];
+        const char *peer = run->samplers.names[x->k];
+        x->rep = reps[q];
+        if (!rc && x->rep) {
+            char w2[512];
+            if (rl_proto_generate_reply_decode(x->rep, &x->g, w2, sizeof w2) != 0) {
+                rl_errf(why[q], RL_GROUP_WHY, RL_EPROTO, "worker %s: %s", peer, w2);
+            } else if (s_check_reply(run, peer, (int64_t)(x->b - x->a) * j->n, &x->g, why[q],
+                                     RL_GROUP_WHY) == 0) {
+                double tok = (double)(x->g.prefill_tokens + x->g.decode_tokens);
+                double sp = el[q] > 0 ? tok / el[q] : 0;
+                double *v = &run->sampler_speed[x->k];
+                *v = *v > 0 ? 0.5 * *v + 0.5 * sp : sp;
+                double done = j->t_post + el[q];
+                j->t_done = done > j->t_done ? done : j->t_done;
+                continue; // a good share
+            }
+            rl_msg_free(&x->rep);
+        }
+        if (rc) {
+            continue;
+        }
+        // failed: its prompts go to the next round (or the run stops)
+        snprintf(j->last_why, sizeof j->last_why, "%s", why[q]);
+        rc = s_sampler_failed(run, x->k, why[q], x->b - x->a, err, err_len);
+        for (int i = x->a; i < x->b; i++) {
+            j->next[nn++] = j->todo[i];
+        }
+        x->b = x->a; // empty: nothing of it is gathered
+    }
+    for (int q = 0; q < nr; q++) { // the good shares keep their prompts: record where
+        s_share_t *x = &j->sh[j->idx[q]];
+        for (int i = x->a; i < x->b; i++) {
+            j->at_share[j->todo[i]] = j->idx[q];
+            j->at_pos[j->todo[i]] = i - x->a;
+        }
+    }
+    j->nsh += nr;
+    memcpy(j->todo, j->next, (size_t)nn * sizeof(int));
+    j->nt = nn;
+    return rc;
+}
+
+int rl_run_generate_post(rl_run_t *run, const rl_run_prompt_t *prompts, int P, int n,
+                         double temperature, uint64_t seed, int samplers, rl_run_genjob_t **job_p,
+                         char *err, size_t err_len) {
+    *job_p = NULL;
     int limit = samplers > 0 && samplers < run->samplers.n ? samplers : run->samplers.n;
     if (limit < 1 || P < 1) {
         return rl_errf(err, err_len, RL_EINVAL, "generate: no sampler or no prompt");
     }
-    // todo: the prompts still to generate, in prompt order; a round spreads them over the
-    // samplers; a remote sampler that fails leaves the run and its prompts make the next round
-    int *todo = malloc((size_t)P * sizeof(int)), *next = malloc((size_t)P * sizeof(int));
-    int *at_share = malloc((size_t)P * sizeof(int)), *at_pos = malloc((size_t)P * sizeof(int));
-    s_share_t *sh = calloc((size_t)RL_RUN_MAX_RANKS * 8, sizeof *sh);
-    int nsh = 0, nt = P, rc = 0;
-    if (!todo || !next || !at_share || !at_pos || !sh) {
+    rl_run_genjob_t *j = calloc(1, sizeof *j);
+    if (!j) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    j->P = P;
+    j->n = n;
+    j->limit = limit;
+    j->temperature = temperature;
+    j->seed = seed;
+    j->version = run->version;
+    j->prompts = malloc((size_t)P * sizeof *j->prompts);
+    j->todo = malloc((size_t)P * sizeof(int));
+    j->next = malloc((size_t)P * sizeof(int));
+    j->at_share = malloc((size_t)P * sizeof(int));
+    j->at_pos = malloc((size_t)P * sizeof(int));
+    j->sh = calloc((size_t)RL_RUN_MAX_RANKS * 8, sizeof *j->sh);
+    int rc = 0;
+    if (!j->prompts || !j->todo || !j->next || !j->at_share || !j->at_pos || !j->sh) {
         rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
     for (int i = 0; !rc && i < P; i++) {
-        todo[i] = i;
+        j->prompts[i] = prompts[i];
+        j->todo[i] = i;
     }
-    char last_why[RL_GROUP_WHY] = "";
-    for (int round = 0; !rc && nt > 0; round++) {
-        int ks[RL_RUN_MAX_RANKS], bounds[RL_RUN_MAX_RANKS + 1];
-        int na = s_active(run, limit, ks);
-        if (na == 0 || nsh + na > RL_RUN_MAX_RANKS * 8) {
-            rc = rl_errf(err, err_len, RL_EIO,
-                         "no sampler left to generate with (the last one "
-                         "to fail: %s)",
-                         last_why[0] ? last_why : "?");
-            break;
+    j->nt = P;
+    j->t_post = rl_clock_now();
+    if (!rc) {
+        rc = s_round_post(run, j, err, err_len);
+    }
+    if (rc) {
+        rl_run_genjob_free(&j);
+    }
+    *job_p = j;
+    return rc;
+}
+
+int64_t rl_run_genjob_version(const rl_run_genjob_t *job) {
+    return job->version;
+}
+double rl_run_genjob_posted(const rl_run_genjob_t *job) {
+    return job->t_post;
+}
+double rl_run_genjob_done(const rl_run_genjob_t *job) {
+    return job->t_done;
+}
+
+double rl_run_genjob_done_now(rl_run_t *run, const rl_run_genjob_t *job) {
+    double last = job->t_done;
+    for (int q = 0; q < job->nr; q++) {
+        double t = rl_group_done_at(run->g, job->ids[q]);
+        if (t <= 0) {
+            return 0;
         }
-        s_split(run, nt, na, ks, bounds);
-        rl_msg_t *reqs[RL_RUN_MAX_RANKS] = {0}, *reps[RL_RUN_MAX_RANKS] = {0};
-        const char *peers[RL_RUN_MAX_RANKS];
-        int idx[RL_RUN_MAX_RANKS], nr = 0;
-        for (int j = 0; !rc && j < na; j++) {
-            if (bounds[j + 1] <= bounds[j]) {
-                continue; // fewer prompts than samplers
-            }
-            idx[nr] = nsh + nr;
-            sh[nsh + nr] = (s_share_t){.a = bounds[j], .b = bounds[j + 1], .k = ks[j]};
-            peers[nr] = run->samplers.names[ks[j]];
-            rc = s_gen_request(run, prompts, todo, bounds[j], bounds[j + 1], n, temperature, seed,
-                               &reqs[nr], err, err_len);
-            nr++;
+        last = t > last ? t : last;
+    }
+    return last;
+}
+
+int rl_run_generate_collect(rl_run_t *run, rl_run_genjob_t *j, rl_run_gen_t *out, char *err,
+                            size_t err_len) {
+    memset(out, 0, sizeof(*out));
+    int P = j->P, n = j->n, rc = 0;
+    // the round in flight, then (when a remote sampler failed) rounds of its prompts
+    while (!rc && j->nt > 0) {
+        if (j->nr == 0) {
+            j->t_post = rl_clock_now();
+            rc = s_round_post(run, j, err, err_len);
         }
-        static char why[RL_RUN_MAX_RANKS][RL_GROUP_WHY];
-        double el[RL_RUN_MAX_RANKS];
         if (!rc) {
-            rc = rl_group_call_each(run->g, nr, peers, reqs, reps,
-                                    s_timeout(run, run->r->roles.request_timeout), why, el, err,
-                                    err_len);
-        } else {
-            for (int j = 0; j < nr; j++) {
-                rl_msg_free(&reqs[j]);
-            }
+            rc = s_round_finish(run, j, err, err_len);
         }
-        int nn = 0;
-        for (int j = 0; j < nr; j++) {
-            s_share_t *x = &sh[idx[j]];
-            x->rep = reps[j];
-            if (!rc && x->rep) {
-                char w2[512];
-                if (rl_proto_generate_reply_decode(x->rep, &x->g, w2, sizeof w2) != 0) {
-                    rl_errf(why[j], RL_GROUP_WHY, RL_EPROTO, "worker %s: %s", peers[j], w2);
-                } else if (s_check_reply(run, peers[j], (int64_t)(x->b - x->a) * n, &x->g, why[j],
-                                         RL_GROUP_WHY) == 0) {
-                    double tok = (double)(x->g.prefill_tokens + x->g.decode_tokens);
-                    double sp = el[j] > 0 ? tok / el[j] : 0;
-                    double *v = &run->sampler_speed[x->k];
-                    *v = *v > 0 ? 0.5 * *v + 0.5 * sp : sp;
-                    continue; // a good share
-                }
-                rl_msg_free(&x->rep);
-            }
-            if (rc) {
-                continue;
-            }
-            // failed: its prompts go to the next round (or the run stops)
-            snprintf(last_why, sizeof last_why, "%s", why[j]);
-            rc = s_sampler_failed(run, x->k, why[j], x->b - x->a, err, err_len);
-            for (int i = x->a; i < x->b; i++) {
-                next[nn++] = todo[i];
-            }
-            x->b = x->a; // empty: nothing of it is gathered
-        }
-        for (int j = 0; j < nr; j++) { // the good shares keep their prompts: record where
-            s_share_t *x = &sh[idx[j]];
-            for (int i = x->a; i < x->b; i++) {
-                at_share[todo[i]] = idx[j];
-                at_pos[todo[i]] = i - x->a;
-            }
-        }
-        nsh += nr;
-        memcpy(todo, next, (size_t)nn * sizeof(int));
-        nt = nn;
     }
+    s_share_t *sh = j->sh;
+    int nsh = j->nsh, *at_share = j->at_share, *at_pos = j->at_pos;
     // gather in prompt order (sample s of prompt p is result p*n + s)
     int n_res = P * n;
     int64_t total = 0;
-    for (int j = 0; !rc && j < nsh; j++) {
-        if (sh[j].rep) {
-            total += sh[j].g.n_ids;
-            out->prefill += sh[j].g.prefill_tokens;
-            out->decode += sh[j].g.decode_tokens;
+    for (int q = 0; !rc && q < nsh; q++) {
+        if (sh[q].rep) {
+            total += sh[q].g.n_ids;
+            out->prefill += sh[q].g.prefill_tokens;
+            out->decode += sh[q].g.decode_tokens;
         }
     }
     if (!rc) {
@@ -414,12 +525,12 @@ int rl_run_generate(rl_run_t *run, const rl_run_prompt_t *prompts, int P, int n,
             const s_share_t *x = &sh[at_share[p]];
             int64_t first = (int64_t)at_pos[p] * n, ko = cur[at_share[p]];
             for (int s = 0; s < n; s++) {
-                int j = p * n + s;
+                int r = p * n + s;
                 int32_t len = x->g.lens[first + s];
-                out->lens[j] = len;
-                out->off[j] = o;
-                out->fin[j] = x->g.finish[first + s];
-                out->who[j] = x->k;
+                out->lens[r] = len;
+                out->off[r] = o;
+                out->fin[r] = x->g.finish[first + s];
+                out->who[r] = x->k;
                 memcpy(out->ids + o, x->g.ids + ko, (size_t)len * sizeof(int32_t));
                 memcpy(out->lp + o, x->g.logprobs + ko, (size_t)len * sizeof(float));
                 o += len;
@@ -429,20 +540,25 @@ int rl_run_generate(rl_run_t *run, const rl_run_prompt_t *prompts, int P, int n,
         }
         free(cur);
     }
-    for (int j = 0; j < nsh; j++) {
-        rl_msg_free(&sh[j].rep);
-    }
-    free(sh);
-    free(todo);
-    free(next);
-    free(at_share);
-    free(at_pos);
     if (!rc && s_cut_stop_strings(run, out) != 0) {
         rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
     if (rc) {
         rl_run_gen_free(out);
     }
+    return rc;
+}
+
+int rl_run_generate(rl_run_t *run, const rl_run_prompt_t *prompts, int P, int n, double temperature,
+                    uint64_t seed, int samplers, rl_run_gen_t *out, char *err, size_t err_len) {
+    memset(out, 0, sizeof(*out));
+    rl_run_genjob_t *job = NULL;
+    int rc =
+        rl_run_generate_post(run, prompts, P, n, temperature, seed, samplers, &job, err, err_len);
+    if (!rc) {
+        rc = rl_run_generate_collect(run, job, out, err, err_len);
+    }
+    rl_run_genjob_free(&job);
     return rc;
 }
 
@@ -473,37 +589,62 @@ int rl_run_export(rl_run_t *run, float **w_p, int64_t *n_p, char *err, size_t er
     return *w_p ? 0 : rl_errf(err, err_len, RL_ENOMEM, "out of memory");
 }
 
-int rl_run_sync(rl_run_t *run, const float *weights, int64_t n, char *err, size_t err_len) {
+int rl_run_sync_post(rl_run_t *run, const float *weights, int64_t n, rl_run_syncjob_t *job,
+                     char *err, size_t err_len) {
+    memset(job, 0, sizeof *job);
     run->n_trainable = n;
-    rl_msg_t *reqs[RL_RUN_MAX_RANKS] = {0}, *reps[RL_RUN_MAX_RANKS] = {0};
+    rl_msg_t *reqs[RL_RUN_MAX_RANKS] = {0};
     const char *peers[RL_RUN_MAX_RANKS] = {0};
-    int ks[RL_RUN_MAX_RANKS], rc = 0;
-    int na = s_active(run, run->samplers.n, ks);
+    int rc = 0;
+    job->na = s_active(run, run->samplers.n, job->ks);
     rl_proto_load_weights_t q = {run->version, run->r->lora.enabled ? "lora" : "full", weights, n};
-    for (int j = 0; j < na && !rc; j++) {
+    for (int j = 0; j < job->na && !rc; j++) {
         rc = rl_proto_load_weights_encode(&q, rl_run_id(run), &reqs[j], err, err_len);
-        peers[j] = run->samplers.names[ks[j]];
+        peers[j] = run->samplers.names[job->ks[j]];
     }
     if (rc) {
-        for (int j = 0; j < na; j++) {
+        for (int j = 0; j < job->na; j++) {
             rl_msg_free(&reqs[j]);
         }
+        job->na = 0;
         return rc;
     }
+    rc = rl_group_post(run->g, job->na, peers, reqs, job->ids, err, err_len);
+    if (rc) {
+        job->na = 0;
+    }
+    return rc;
+}
+
+int rl_run_sync_collect(rl_run_t *run, rl_run_syncjob_t *job, char *err, size_t err_len) {
+    rl_msg_t *reps[RL_RUN_MAX_RANKS] = {0};
     static char why[RL_RUN_MAX_RANKS][RL_GROUP_WHY];
-    rc = rl_group_call_each(run->g, na, peers, reqs, reps,
-                            s_timeout(run, run->r->roles.request_timeout), why, NULL, err, err_len);
+    int na = job->na;
+    job->na = 0;
+    if (na == 0) {
+        return 0;
+    }
+    int rc =
+        rl_group_collect(run->g, na, job->ids, reps, s_timeout(run, run->r->roles.request_timeout),
+                         why, NULL, err, err_len);
     // a remote sampler that misses a version leaves the run (it would refuse work anyway)
     for (int j = 0; j < na; j++) {
         if (!rc && !reps[j]) {
-            rc = s_sampler_failed(run, ks[j], why[j], 0, err, err_len);
+            rc = s_sampler_failed(run, job->ks[j], why[j], 0, err, err_len);
         }
         rl_msg_free(&reps[j]);
     }
-    if (!rc && na > 0 && s_active(run, run->samplers.n, ks) == 0) {
+    int ks[RL_RUN_MAX_RANKS];
+    if (!rc && s_active(run, run->samplers.n, ks) == 0) {
         rc = rl_errf(err, err_len, RL_EIO, "no sampler left: %s", why[0]);
     }
     return rc;
+}
+
+int rl_run_sync(rl_run_t *run, const float *weights, int64_t n, char *err, size_t err_len) {
+    rl_run_syncjob_t job;
+    int rc = rl_run_sync_post(run, weights, n, &job, err, err_len);
+    return rc ? rc : rl_run_sync_collect(run, &job, err, err_len);
 }
 
 // ---- logprobs ---------------------------------------------------------------------------------

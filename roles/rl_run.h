@@ -110,6 +110,27 @@ typedef struct {
 int rl_run_generate(rl_run_t *run, const rl_run_prompt_t *prompts, int P, int n,
                     double temperature, uint64_t seed, int samplers, rl_run_gen_t *out,
                     char *err, size_t err_len);
+// The same in two halves, so that generation overlaps other work (asynchronous rollouts):
+// post sends the first round of requests (the weights version asked for is run->version now) and
+// returns at once; collect waits for the replies (and regenerates a failed remote sampler's share
+// on the others) and fills *out as rl_run_generate does. The prompts' ids must stay valid until
+// the job is freed. caller owns *job_p; free with rl_run_genjob_free (after collect, or to
+// abandon it: late replies are then dropped with a warning).
+typedef struct rl_run_genjob rl_run_genjob_t;
+int rl_run_generate_post(rl_run_t *run, const rl_run_prompt_t *prompts, int P, int n,
+                         double temperature, uint64_t seed, int samplers, rl_run_genjob_t **job_p,
+                         char *err, size_t err_len);
+int rl_run_generate_collect(rl_run_t *run, rl_run_genjob_t *job, rl_run_gen_t *out, char *err,
+                            size_t err_len);
+void rl_run_genjob_free(rl_run_genjob_t **job_p);
+// The weights version a job asked for; when it was posted and when its last reply came
+// (monotonic seconds; 0 before collect).
+int64_t rl_run_genjob_version(const rl_run_genjob_t *job);
+double rl_run_genjob_posted(const rl_run_genjob_t *job);
+double rl_run_genjob_done(const rl_run_genjob_t *job);
+// Before collect: when its last reply came as filed so far (0: some are still out).
+double rl_run_genjob_done_now(rl_run_t *run, const rl_run_genjob_t *job);
+
 // The text of completion j without its stop token (a stop string cut), ids the tokenizer does
 // not know left out. caller owns *text_p; free with free().
 int rl_run_completion_text(rl_run_t *run, const rl_run_gen_t *g, int j, char **text_p,
@@ -120,6 +141,17 @@ int rl_run_export(rl_run_t *run, float **w_p, int64_t *n_p, char *err, size_t er
 // Sends weights (n floats: the actor's trainable view) to every sampler as version
 // run->version. Returns 0 or an error naming the sampler.
 int rl_run_sync(rl_run_t *run, const float *weights, int64_t n, char *err, size_t err_len);
+// The same in two halves: post queues the weights behind whatever each sampler is doing (a
+// sampler serves requests in order, so a generation posted later sees them); collect waits for
+// the replies (a remote sampler that failed leaves the run, as in rl_run_sync).
+typedef struct {
+    int na;
+    int ks[RL_RUN_MAX_RANKS];
+    uint64_t ids[RL_RUN_MAX_RANKS];
+} rl_run_syncjob_t;
+int rl_run_sync_post(rl_run_t *run, const float *weights, int64_t n, rl_run_syncjob_t *job,
+                     char *err, size_t err_len);
+int rl_run_sync_collect(rl_run_t *run, rl_run_syncjob_t *job, char *err, size_t err_len);
 
 // logp (B,T) of tokens: the policy (the actor), or the reference (reference = 1: the reference
 // worker, or the actor with adapters disabled) at `temperature`. logp: caller's (B*T floats).

@@ -7,12 +7,14 @@
 #include "rl_curve.h"
 #include "rl_err.h"
 #include "rl_hf.h"
+#include "rl_http.h"
 #include "rl_log.h"
 #include "rl_proto.h"
 #include "rl_role.h"
 
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,7 +48,33 @@ typedef struct {
     void *state; // the sampler role's, after configure
     rl_recipe_t *recipe;
     int done; // sessions ended
+    pthread_mutex_t mu;  // held while a request is served (the HTTP thread takes it too)
+    rl_tokenizer_t *tok; // --model's tokenizer (with --http)
+    char http_name[300];
 } s_serve_t;
+
+// The HTTP front's backend: the session's model, under the protocol loop's lock.
+static int s_http_acquire(void *ctx, rl_model_t **model, rl_tokenizer_t **tok, char *why,
+                          size_t why_len) {
+    s_serve_t *s = ctx;
+    pthread_mutex_lock(&s->mu);
+    rl_model_t *m = s->active && s->state ? rl_role_sampler_model(s->state) : NULL;
+    if (!m) {
+        pthread_mutex_unlock(&s->mu);
+        snprintf(why, why_len,
+                 "no run in progress: this sampler answers with the policy of the "
+                 "run it serves");
+        return 1;
+    }
+    *model = m;
+    *tok = s->tok;
+    return 0;
+}
+
+static void s_http_release(void *ctx) {
+    s_serve_t *s = ctx;
+    pthread_mutex_unlock(&s->mu);
+}
 
 static void s_end_session(s_serve_t *s, const char *why) {
     if (!s->active) {
@@ -255,6 +283,7 @@ int rl_serve_main(const rl_serve_opts_t *o) {
     memset(&s, 0, sizeof s);
     s.o = o;
     s.role = rl_role_sampler();
+    pthread_mutex_init(&s.mu, NULL);
     char err[2048];
     rl_curve_key_t key;
     char(*keys)[RL_CURVE_Z85_LEN + 1] = NULL;
@@ -282,17 +311,36 @@ int rl_serve_main(const rl_serve_opts_t *o) {
         return 1;
     }
     gethostname(s.host, sizeof s.host - 1);
+    rl_http_t *http = NULL;
+    rl_http_backend_t be = {&s, s_http_acquire, s_http_release, s.http_name};
+    if (o->http) {
+        const char *base = strrchr(s.model, '/');
+        snprintf(s.http_name, sizeof s.http_name, "%.200s", base ? base + 1 : s.model);
+        s.tok = rl_tokenizer_new_dir(s.model, err, sizeof err);
+        if (!s.tok || rl_http_start(o->http, o->http_token, &be, &http, err, sizeof err) != 0) {
+            rl_log_error("sampler serve: %s", err);
+            rl_tokenizer_destroy(&s.tok);
+            rl_chan_close(&s.chan, 0);
+            return 1;
+        }
+    }
     rl_log_info("sampler serving %s (fingerprint %s), %d allowed key%s, public key %.8s...",
                 s.model, s.model_hash, n, n == 1 ? "" : "s", key.pub);
     printf("listening on %s\n", rl_chan_endpoint(s.chan));
+    if (http) {
+        printf("http on http://%.*s:%d/v1\n", (int)(strrchr(o->http, ':') - o->http), o->http,
+               rl_http_port(http));
+    }
     fflush(stdout);
     uint64_t refused_logged = 0;
     while (!s_stop && (o->sessions <= 0 || s.done < o->sessions)) {
+        pthread_mutex_lock(&s.mu); // a session may end here: not while HTTP holds its model
         if (s_hup) {
             s_hup = 0;
             s_reload(&s);
         }
         s_events(&s);
+        pthread_mutex_unlock(&s.mu);
         uint64_t refused = rl_chan_refused(s.chan);
         if (refused > refused_logged) {
             rl_log_warn("refused %llu handshake%s from keys not on the allowlist (%llu so far)",
@@ -310,10 +358,15 @@ int rl_serve_main(const rl_serve_opts_t *o) {
             rl_log_warn("%s", err); // a malformed message: dropped, keep serving
             continue;
         }
+        pthread_mutex_lock(&s.mu);
         s_handle(&s, req, peer);
+        pthread_mutex_unlock(&s.mu);
         rl_msg_free(&req);
     }
+    rl_http_stop(&http); // no request holds the model after this
     s_end_session(&s, s_stop ? "stopped by a signal" : "done");
     rl_chan_close(&s.chan, 2000);
+    rl_tokenizer_destroy(&s.tok);
+    pthread_mutex_destroy(&s.mu);
     return 0;
 }

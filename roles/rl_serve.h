@@ -36,8 +36,14 @@ typedef struct {
     double heartbeat;  // ZMTP heartbeat period in seconds (a peer silent 10 periods is gone)
     int64_t max_frame; // the largest frame accepted (0: the decoder's cap)
     int sessions;      // > 0: exit after this many sessions (tests); 0: serve until signalled
+    const char *http;  // "HOST:PORT": also answer OpenAI-compatible completions with the
+                       // policy of the run being served (rl_http.h); NULL: no HTTP
+    const char *http_token; // bearer token file (required unless http is a loopback address)
 } rl_serve_opts_t;
 
+// With opts->http, completions are answered from the session's model (503 between runs) under
+// the lock the protocol loop holds while it serves a request.
+//
 // Serves until SIGINT/SIGTERM (returns 0) or a fatal error at start (a key, the allowlist, the
 // model or the endpoint; returns non-zero after logging it). Prints one line to stdout when it
 // listens: "listening on tcp://HOST:PORT", so a script can find a port 0 endpoint.

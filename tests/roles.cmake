@@ -24,3 +24,13 @@ rl_add_test(NAME roles.curve SOURCES test_curve.c LIBS rl_roles LABELS unit TIME
 rl_add_test(NAME roles.remote SOURCES test_remote.c LIBS rl_roles LABELS integration
             TIMEOUT 600)
 add_dependencies(test_roles_remote rlctl)
+# asynchronous GRPO rollouts (algorithm.max_staleness 1 and 2): the bound in every stored
+# trajectory, the metrics, and an exact resume from a checkpoint
+rl_add_test(NAME roles.async SOURCES test_async.c LIBS rl_rollout rl_core LABELS integration
+            TIMEOUT 600)
+add_dependencies(test_roles_async rlctl)
+# the OpenAI-compatible endpoint of `rlctl serve`, from outside: urllib (standard library) and
+# curl; logprobs equal `rlctl logprobs`
+add_test(NAME roles.http COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/http_check.py
+         $<TARGET_FILE:rlctl> ${CMAKE_SOURCE_DIR})
+set_tests_properties(roles.http PROPERTIES TIMEOUT 300 LABELS integration)

@@ -22,6 +22,7 @@ static char s_host[64] = "127.0.0.1"; // where the samplers listen
 static char s_ns[64] = "";            // their network namespace ("" = none)
 static char s_veth[64] = "";
 static char s_ep[2][128]; // their endpoints
+static char s_http[160];  // sampler 0's OpenAI-compatible endpoint
 static pid_t s_pid[2];
 
 // ---- network namespace ------------------------------------------------------------------------
@@ -74,9 +75,11 @@ static int s_serve(int i) {
     snprintf(args, sizeof args,
              "exec %s%s%s%s/rlctl sampler serve --bind tcp://%s:0 --key %s/s%d/key --allow "
              "%s/allow.txt --model %s/cookbook/models/arith-noisy-base --threads 1 "
-             "--heartbeat 0.5 > %s/%s 2>&1",
+             "--heartbeat 0.5%s%s%s%s%s > %s/%s 2>&1",
              s_ns[0] ? "ip netns exec " : "", s_ns, s_ns[0] ? " " : "", RL_BINARY_DIR, s_host,
-             s_tmp, i, s_tmp, RL_SOURCE_DIR, s_tmp, log);
+             s_tmp, i, s_tmp, RL_SOURCE_DIR, i == 0 ? " --http " : "", i == 0 ? s_host : "",
+             i == 0 ? ":0 --http-token " : "", i == 0 ? s_tmp : "", i == 0 ? "/http.token" : "",
+             s_tmp, log);
     pid_t pid = fork();
     if (pid == 0) {
         execl("/bin/sh", "sh", "-c", args, (char *)NULL);
@@ -88,8 +91,12 @@ static int s_serve(int i) {
     for (int t = 0; t < 200; t++) {
         char *txt = rl_test_read_file(path, NULL);
         char *l = txt ? strstr(txt, "listening on ") : NULL;
-        if (l) {
+        char *h = txt ? strstr(txt, "http on ") : NULL;
+        if (l && (i != 0 || h)) {
             sscanf(l + 13, "%127s", s_ep[i]);
+            if (h) {
+                sscanf(h + 8, "%159s", s_http);
+            }
             free(txt);
             return 1;
         }
@@ -279,6 +286,22 @@ static void test_sessions(void) {
     zmq_ctx_term(zctx);
 }
 
+// POSTs a greedy completion to sampler 0's HTTP endpoint with curl; returns the HTTP status (0:
+// no answer) and leaves the body in <tmp>/http.json.
+static int s_http_ask(const char *token) {
+    char cmd[1200], auth[200] = "", out[64] = "";
+    if (token) {
+        snprintf(auth, sizeof auth, "-H 'Authorization: Bearer %s'", token);
+    }
+    snprintf(cmd, sizeof cmd,
+             "curl -s -o %s/http.json -w '%%{http_code}' %s -H 'Content-Type: application/json' "
+             "-d '{\"prompt\": \"47*3+512=\", \"max_tokens\": 30, \"temperature\": 0}' "
+             "%s/completions",
+             s_tmp, auth, s_http);
+    rl_test_shell(cmd, out, sizeof out);
+    return atoi(out);
+}
+
 // ---- main ---------------------------------------------------------------------------------------
 
 int main(void) {
@@ -293,7 +316,10 @@ int main(void) {
         snprintf(path, sizeof path, "%s/%s", s_tmp, who[i]);
         CHECK_INT(rl_curve_keygen(path, 0, NULL, err, sizeof err), 0);
     }
-    snprintf(cmd, sizeof cmd, "cp %s/ctl/key.pub %s/allow.txt", s_tmp, s_tmp);
+    snprintf(cmd, sizeof cmd,
+             "cp %s/ctl/key.pub %s/allow.txt && echo "
+             "0123456789abcdef-test-token > %s/http.token",
+             s_tmp, s_tmp, s_tmp);
     CHECK_INT(system(cmd), 0);
     if (geteuid() == 0) {
         s_netns_up();
@@ -366,6 +392,11 @@ int main(void) {
     }
     CHECK_INT(s_run("after_hup2", 1, ov), 0);
 
+    // HTTP between runs: the sampler has no policy to answer with; without the token: refused
+    const char *tok = "0123456789abcdef-test-token";
+    CHECK_INT(s_http_ask(tok), 503);
+    CHECK_INT(s_http_ask(NULL), 401);
+
     // 3. a sampler killed mid-run: the run finishes on the other one
     s_remote(ov, sizeof ov, s_ep[0], k0, s_ep[1], k1, client);
     char args[4096];
@@ -383,6 +414,14 @@ int main(void) {
         rl_test_nap();
     }
     CHECK_MSG(seen, "the run did not reach step 2");
+    // the policy being trained answers over HTTP during the run
+    int hs = s_http_ask(tok);
+    snprintf(path, sizeof path, "%s/http.json", s_tmp);
+    char *hj = rl_test_read_file(path, NULL);
+    CHECK_MSG(hs == 200 && hj && strstr(hj, "\"object\":\"text_completion\"") &&
+                  strstr(hj, "\"text\":\"47*3="),
+              "HTTP during the run: %d %s", hs, hj ? hj : "");
+    free(hj);
     kill(s_pid[1], SIGKILL);
     waitpid(s_pid[1], NULL, 0);
     s_pid[1] = -1;

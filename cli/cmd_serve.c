@@ -1,0 +1,137 @@
+// rlctl serve — a finished model (+ a PEFT adapter) behind the OpenAI-compatible completions
+// endpoint (roles/rl_http.h), so the tools users already have (curl, the openai client) can query
+// it.
+#include "rl_cli.h"
+#include "rl_http.h"
+#include "rl_model.h"
+#include "rl_tokenizer.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void s_help(FILE *out) {
+    fprintf(out,
+            "usage: rlctl serve --model DIR [--adapter DIR] [--http HOST:PORT]\n"
+            "                   [--http-token FILE] [--threads N] [--name NAME]\n\n"
+            "Serves the model (with a PEFT LoRA adapter, e.g. a run's final/) as an\n"
+            "OpenAI-compatible text completions endpoint: POST /v1/completions (prompt,\n"
+            "max_tokens, temperature, top_p, n, stop, seed, logprobs 0..5) and GET /v1/models.\n"
+            "Logprobs are `rlctl logprobs`' numbers for the same text. Requests are served one\n"
+            "at a time. Runs until SIGINT/SIGTERM. docs/remote.md has examples.\n\n"
+            "  --model DIR        Hugging Face model folder (config.json, weights,\n"
+            "                     tokenizer.json)\n"
+            "  --adapter DIR      PEFT LoRA adapter folder to apply\n"
+            "  --http HOST:PORT   where to listen (default 127.0.0.1:8000; port 0: any, printed\n"
+            "                     as \"http on http://HOST:PORT/v1\"); HOST must be a loopback\n"
+            "                     address unless --http-token is given\n"
+            "  --http-token FILE  a file holding the bearer token every request must carry\n"
+            "                     (Authorization: Bearer ...)\n"
+            "  --threads N        compute threads (default 0 = every core)\n"
+            "  --name NAME        the model id /v1/models lists (default: the folder's name)\n");
+}
+
+typedef struct {
+    pthread_mutex_t mu;
+    rl_model_t *model;
+    rl_tokenizer_t *tok;
+} s_backend_t;
+
+static int s_acquire(void *ctx, rl_model_t **model, rl_tokenizer_t **tok, char *why,
+                     size_t why_len) {
+    (void)why;
+    (void)why_len;
+    s_backend_t *b = ctx;
+    pthread_mutex_lock(&b->mu);
+    *model = b->model;
+    *tok = b->tok;
+    return 0;
+}
+
+static void s_release(void *ctx) {
+    s_backend_t *b = ctx;
+    pthread_mutex_unlock(&b->mu);
+}
+
+int rl_cmd_serve(int argc, char **argv) {
+    if (rl_cli_wants_help(argc, argv)) {
+        s_help(stdout);
+        return RL_EXIT_OK;
+    }
+    const char *model = NULL, *adapter = NULL, *http = "127.0.0.1:8000", *token = NULL,
+               *name = NULL;
+    int threads = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v) {
+            fprintf(stderr, "rlctl serve: %s needs a value\n", a);
+            return RL_EXIT_USAGE;
+        }
+        int bad = 0;
+        if (!strcmp(a, "--model")) {
+            model = v;
+        } else if (!strcmp(a, "--adapter")) {
+            adapter = v;
+        } else if (!strcmp(a, "--http")) {
+            http = v;
+        } else if (!strcmp(a, "--http-token")) {
+            token = v;
+        } else if (!strcmp(a, "--name")) {
+            name = v;
+        } else if (!strcmp(a, "--threads")) {
+            bad = rl_cli_int("serve", a, v, 0, 4096, &threads);
+        } else {
+            fprintf(stderr, "rlctl serve: unknown option '%s' (--help)\n", a);
+            return RL_EXIT_USAGE;
+        }
+        if (bad) {
+            return bad;
+        }
+        i++;
+    }
+    if (!model) {
+        s_help(stderr);
+        return RL_EXIT_USAGE;
+    }
+    // SIGINT/SIGTERM are waited for below: blocked before the HTTP thread starts
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    s_backend_t b;
+    memset(&b, 0, sizeof b);
+    pthread_mutex_init(&b.mu, NULL);
+    int rc = rl_cli_load_model("serve", model, adapter, threads, &b.model, &b.tok);
+    if (rc) {
+        return rc;
+    }
+    char nm[256];
+    if (!name) {
+        const char *base = strrchr(model, '/');
+        snprintf(nm, sizeof nm, "%s", base && base[1] ? base + 1 : model);
+        name = nm;
+    }
+    rl_http_backend_t be = {&b, s_acquire, s_release, name};
+    rl_http_t *h = NULL;
+    char err[1024];
+    if (rl_http_start(http, token, &be, &h, err, sizeof err) != 0) {
+        fprintf(stderr, "rlctl serve: %s\n", err);
+        rl_model_destroy(&b.model);
+        rl_tokenizer_destroy(&b.tok);
+        return RL_EXIT_USAGE;
+    }
+    printf("http on http://%.*s:%d/v1 (model %s)\n", (int)(strrchr(http, ':') - http), http,
+           rl_http_port(h), name);
+    fflush(stdout);
+    int sig = 0;
+    sigwait(&set, &sig);
+    rl_http_stop(&h);
+    rl_model_destroy(&b.model);
+    rl_tokenizer_destroy(&b.tok);
+    pthread_mutex_destroy(&b.mu);
+    return RL_EXIT_OK;
+}

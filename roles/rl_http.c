@@ -1,0 +1,722 @@
+// rl_http — OpenAI-compatible completions over libmicrohttpd (see rl_http.h).
+#include "rl_http.h"
+
+#include "rl_err.h"
+#include "rl_log.h"
+#include "rl_sampler.h"
+
+#include <arpa/inet.h>
+#include <jansson.h>
+#include <math.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#define S_BODY_MAX (1u << 20)  // request bodies above this are refused (413)
+#define S_MAX_N 64             // completions per prompt
+#define S_MAX_PROMPTS 256      // prompts per request
+#define S_MAX_TOP 5            // logprobs: 0..5, as OpenAI's
+#define S_MAX_STOP 4           // stop strings, as OpenAI's
+#define S_LOGITS_MAX (1 << 26) // floats of (T, V) logits for top logprobs
+
+struct rl_http {
+    struct MHD_Daemon *d;
+    const rl_http_backend_t *backend;
+    char token[256]; // "" = none
+    int port;
+};
+
+// ---- the completions request ------------------------------------------------------------------
+
+// An OpenAI error object with its status.
+static int s_error(int status, const char *type, const char *param, char **body_p, const char *fmt,
+                   ...) __attribute__((format(printf, 5, 6)));
+static int s_error(int status, const char *type, const char *param, char **body_p, const char *fmt,
+                   ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    json_t *e = json_pack("{s:{s:s,s:s,s:o,s:n}}", "error", "message", msg, "type", type, "param",
+                          param ? json_string(param) : json_null(), "code");
+    *body_p = e ? json_dumps(e, JSON_COMPACT) : NULL;
+    json_decref(e);
+    return status;
+}
+
+typedef struct {
+    const char *text;
+    size_t len;
+} s_str_t;
+
+typedef struct {
+    s_str_t prompts[S_MAX_PROMPTS];
+    int n_prompts;
+    int max_tokens, n, logprobs; // logprobs: -1 = none
+    double temperature, top_p;
+    uint64_t seed;
+    s_str_t stop[S_MAX_STOP];
+    int n_stop;
+} s_req_t;
+
+// Reads an optional number field; returns 0, or an error status with *body_p.
+static int s_num(json_t *o, const char *key, double lo, double hi, double *v, char **body_p) {
+    json_t *x = json_object_get(o, key);
+    if (!x || json_is_null(x)) {
+        return 0;
+    }
+    if (!json_is_number(x) || !(json_number_value(x) >= lo && json_number_value(x) <= hi)) {
+        return s_error(400, "invalid_request_error", key, body_p,
+                       "'%s' must be a number in "
+                       "[%g, %g]",
+                       key, lo, hi);
+    }
+    *v = json_number_value(x);
+    return 0;
+}
+
+static int s_int(json_t *o, const char *key, long long lo, long long hi, long long *v,
+                 char **body_p) {
+    json_t *x = json_object_get(o, key);
+    if (!x || json_is_null(x)) {
+        return 0;
+    }
+    if (!json_is_integer(x) || json_integer_value(x) < lo || json_integer_value(x) > hi) {
+        return s_error(400, "invalid_request_error", key, body_p,
+                       "'%s' must be an integer in "
+                       "[%lld, %lld]",
+                       key, lo, hi);
+    }
+    *v = json_integer_value(x);
+    return 0;
+}
+
+// A string or a list of strings into out (at most cap).
+static int s_strings(json_t *x, const char *key, s_str_t *out, int cap, int *n, char **body_p) {
+    *n = 0;
+    if (json_is_string(x)) {
+        out[0] = (s_str_t){json_string_value(x), json_string_length(x)};
+        *n = 1;
+        return 0;
+    }
+    if (!json_is_array(x) || json_array_size(x) == 0 || json_array_size(x) > (size_t)cap) {
+        return s_error(400, "invalid_request_error", key, body_p,
+                       "'%s' must be a string or a "
+                       "list of 1 to %d strings",
+                       key, cap);
+    }
+    for (size_t i = 0; i < json_array_size(x); i++) {
+        json_t *s = json_array_get(x, i);
+        if (!json_is_string(s)) {
+            return s_error(400, "invalid_request_error", key, body_p,
+                           "'%s'[%zu] must be a "
+                           "string (token-id prompts are not supported)",
+                           key, i);
+        }
+        out[(*n)++] = (s_str_t){json_string_value(s), json_string_length(s)};
+    }
+    return 0;
+}
+
+static int s_parse(json_t *o, s_req_t *q, char **body_p) {
+    memset(q, 0, sizeof *q);
+    q->max_tokens = 16; // OpenAI's defaults
+    q->n = 1;
+    q->logprobs = -1;
+    q->temperature = 1.0;
+    q->top_p = 1.0;
+    static const char *const known[] = {
+        "model",   "prompt",     "max_tokens", "temperature",      "top_p",
+        "n",       "stop",       "seed",       "logprobs",         "stream",
+        "echo",    "user",       "suffix",     "presence_penalty", "frequency_penalty",
+        "best_of", "logit_bias", NULL};
+    const char *k;
+    json_t *v;
+    json_object_foreach(o, k, v) {
+        int ok = 0;
+        for (int i = 0; known[i] && !ok; i++) {
+            ok = !strcmp(k, known[i]);
+        }
+        if (!ok) {
+            return s_error(400, "invalid_request_error", k, body_p, "unknown field '%s'", k);
+        }
+    }
+    json_t *p = json_object_get(o, "prompt");
+    if (!p) {
+        return s_error(400, "invalid_request_error", "prompt", body_p, "'prompt' is required");
+    }
+    int st = s_strings(p, "prompt", q->prompts, S_MAX_PROMPTS, &q->n_prompts, body_p);
+    long long mt = q->max_tokens, n = q->n, lp = -1, seed = 0;
+    json_t *lpj = json_object_get(o, "logprobs");
+    if (!st) {
+        st = s_int(o, "max_tokens", 1, 1 << 20, &mt, body_p);
+    }
+    if (!st) {
+        st = s_int(o, "n", 1, S_MAX_N, &n, body_p);
+    }
+    if (!st && lpj && !json_is_null(lpj)) {
+        st = s_int(o, "logprobs", 0, S_MAX_TOP, &lp, body_p);
+    }
+    if (!st) {
+        st = s_int(o, "seed", 0, INT64_MAX, &seed, body_p);
+    }
+    if (!st) {
+        st = s_num(o, "temperature", 0, 2, &q->temperature, body_p);
+    }
+    if (!st) {
+        st = s_num(o, "top_p", 1e-9, 1, &q->top_p, body_p);
+    }
+    json_t *stop = json_object_get(o, "stop");
+    if (!st && stop && !json_is_null(stop)) {
+        st = s_strings(stop, "stop", q->stop, S_MAX_STOP, &q->n_stop, body_p);
+    }
+    // what we do not do is refused, never ignored
+    static const char *const unsupported[] = {"stream",
+                                              "echo",
+                                              "suffix",
+                                              "best_of",
+                                              "logit_bias",
+                                              "presence_penalty",
+                                              "frequency_penalty",
+                                              NULL};
+    for (int i = 0; !st && unsupported[i]; i++) {
+        json_t *x = json_object_get(o, unsupported[i]);
+        int off = !x || json_is_null(x) || json_is_false(x) ||
+                  (json_is_number(x) && json_number_value(x) == 0) ||
+                  (!strcmp(unsupported[i], "best_of") && json_is_integer(x) &&
+                   json_integer_value(x) == 1);
+        if (!off) {
+            st = s_error(400, "invalid_request_error", unsupported[i], body_p,
+                         "'%s' is not supported by this server", unsupported[i]);
+        }
+    }
+    q->max_tokens = (int)mt;
+    q->n = (int)n;
+    q->logprobs = (int)lp;
+    q->seed = (uint64_t)seed;
+    return st;
+}
+
+// ---- one choice ---------------------------------------------------------------------------------
+
+// The choice's tokens cut before the first stop string (and without a trailing special token):
+// *kept tokens, the text, and whether it stopped.
+typedef struct {
+    int kept;
+    char *text;
+    size_t text_len;
+    int stopped;
+    size_t *offset; // (kept) byte offset of each token in the text
+} s_cut_t;
+
+static int s_cut(rl_tokenizer_t *tok, const s_req_t *q, const rl_sampler_result_t *res,
+                 s_cut_t *c) {
+    memset(c, 0, sizeof *c);
+    int n = res->n_ids;
+    c->stopped = res->finish == RL_SAMPLER_FINISH_STOP;
+    if (c->stopped && n > 0) {
+        n--; // the stop token is not part of the text
+    }
+    // the bytes of the tokens, to find stop strings and offsets
+    size_t total = 0;
+    for (int i = 0; i < n; i++) {
+        size_t l = 0;
+        if (!rl_tokenizer_is_special(tok, res->ids[i]) &&
+            rl_tokenizer_token_bytes(tok, res->ids[i], &l)) {
+            total += l;
+        }
+    }
+    char *raw = malloc(total + 1);
+    c->offset = malloc(((size_t)n + 1) * sizeof *c->offset);
+    if (!raw || !c->offset) {
+        free(raw);
+        return RL_ENOMEM;
+    }
+    size_t o = 0;
+    for (int i = 0; i < n; i++) {
+        c->offset[i] = o;
+        size_t l = 0;
+        const char *b = rl_tokenizer_is_special(tok, res->ids[i])
+                            ? NULL
+                            : rl_tokenizer_token_bytes(tok, res->ids[i], &l);
+        if (b) {
+            memcpy(raw + o, b, l);
+            o += l;
+        }
+    }
+    raw[o] = '\0';
+    size_t cut = o;
+    for (int s = 0; s < q->n_stop; s++) {
+        if (q->stop[s].len == 0) {
+            continue;
+        }
+        for (size_t i = 0; i + q->stop[s].len <= o && i < cut; i++) {
+            if (!memcmp(raw + i, q->stop[s].text, q->stop[s].len)) {
+                cut = i;
+                c->stopped = 1;
+                break;
+            }
+        }
+    }
+    free(raw);
+    c->kept = n;
+    while (c->kept > 0 && c->offset[c->kept - 1] >= cut && cut < o) {
+        c->kept--; // tokens that start at or after the stop string
+    }
+    int32_t *ids = malloc(((size_t)c->kept + 1) * sizeof *ids);
+    if (!ids) {
+        return RL_ENOMEM;
+    }
+    memcpy(ids, res->ids, (size_t)c->kept * sizeof *ids);
+    int rc = rl_tokenizer_decode(tok, ids, (size_t)c->kept, RL_TOKENIZER_SKIP_SPECIAL, &c->text,
+                                 &c->text_len);
+    free(ids);
+    if (!rc && c->text_len > cut) { // a token that straddles the stop string's start
+        c->text_len = cut;
+        c->text[cut] = '\0';
+    }
+    return rc;
+}
+
+// logprobs of a choice: the sampled tokens, their logprobs, the k most likely at each position
+// and the byte offsets, from one forward over prompt + completion (as `rlctl logprobs`).
+static json_t *s_logprobs(rl_model_t *model, rl_tokenizer_t *tok, const int32_t *prompt, int P,
+                          const rl_sampler_result_t *res, const s_cut_t *c, int k, double temp,
+                          char *why, size_t why_len) {
+    int C = c->kept, T = P + C, V = rl_model_config(model)->vocab_size;
+    json_t *out = json_object(), *tokens = json_array(), *lps = json_array(), *tops = json_array(),
+           *offs = json_array();
+    if (C == 0) {
+        json_object_set_new(out, "tokens", tokens);
+        json_object_set_new(out, "token_logprobs", lps);
+        json_object_set_new(out, "top_logprobs", tops);
+        json_object_set_new(out, "text_offset", offs);
+        return out;
+    }
+    if (k > 0 && (double)T * V > S_LOGITS_MAX) {
+        snprintf(why, why_len,
+                 "logprobs %d needs %d x %d logits; this server computes top "
+                 "logprobs for up to %d of them (use logprobs: 0)",
+                 k, T, V, S_LOGITS_MAX);
+        json_decref(out);
+        json_decref(tokens);
+        json_decref(lps);
+        json_decref(tops);
+        json_decref(offs);
+        return NULL;
+    }
+    int32_t *seq = malloc((size_t)T * sizeof *seq);
+    float *logp = malloc((size_t)T * sizeof *logp);
+    float *logits = NULL;
+    int rc = seq && logp ? 0 : RL_ENOMEM;
+    if (!rc) {
+        memcpy(seq, prompt, (size_t)P * sizeof *seq);
+        memcpy(seq + P, res->ids, (size_t)C * sizeof *seq);
+        rc = rl_model_forward(model, seq, &T, 1, T, (float)temp, 0, logp, NULL);
+    }
+    if (!rc && k > 0 && !(logits = rl_model_logits(model))) {
+        rc = RL_ENOMEM;
+    }
+    for (int i = 0; !rc && i < C; i++) {
+        int32_t id = res->ids[i];
+        const char *tk = rl_tokenizer_id_to_token(tok, id);
+        size_t bl = 0;
+        const char *bytes = rl_tokenizer_token_bytes(tok, id, &bl);
+        char *txt = NULL;
+        size_t tl = 0;
+        rl_tokenizer_decode(tok, &id, 1, 0, &txt, &tl);
+        json_array_append_new(tokens, json_stringn(txt ? txt : (tk ? tk : ""), txt ? tl : 0));
+        json_array_append_new(lps, json_real((double)logp[P + i]));
+        json_array_append_new(offs, json_integer((json_int_t)c->offset[i]));
+        json_t *top = json_object();
+        if (k > 0) {
+            // the distribution that predicted token P + i: logits row P + i - 1
+            const float *row = logits + (size_t)(P + i - 1) * (size_t)V;
+            double mx = -INFINITY, sum = 0;
+            for (int v = 0; v < V; v++) {
+                mx = row[v] / temp > mx ? row[v] / temp : mx;
+            }
+            for (int v = 0; v < V; v++) {
+                sum += exp(row[v] / temp - mx);
+            }
+            double lse = mx + log(sum);
+            int best[S_MAX_TOP];
+            int nb = 0;
+            for (int v = 0; v < V; v++) { // top k by insertion
+                int at = nb;
+                while (at > 0 && row[v] > row[best[at - 1]]) {
+                    at--;
+                }
+                if (at < k) {
+                    int end = nb < k ? nb : k - 1;
+                    memmove(best + at + 1, best + at, (size_t)(end - at) * sizeof *best);
+                    best[at] = v;
+                    nb = nb < k ? nb + 1 : k;
+                }
+            }
+            for (int b = 0; b < nb; b++) {
+                char *bt = NULL;
+                size_t btl = 0;
+                int32_t bid = best[b];
+                rl_tokenizer_decode(tok, &bid, 1, 0, &bt, &btl);
+                json_object_setn_new(top, bt ? bt : "", bt ? btl : 0,
+                                     json_real(row[bid] / temp - lse));
+                free(bt);
+            }
+        }
+        // the sampled token is always there (OpenAI's rule), with the forward's logprob
+        json_object_setn_new(top, txt ? txt : "", txt ? tl : 0, json_real((double)logp[P + i]));
+        json_array_append_new(tops, top);
+        free(txt);
+        (void)bytes;
+    }
+    free(seq);
+    free(logp);
+    free(logits);
+    if (rc) {
+        snprintf(why, why_len, "logprobs: %s", rl_model_errmsg(model));
+        json_decref(out);
+        json_decref(tokens);
+        json_decref(lps);
+        json_decref(tops);
+        json_decref(offs);
+        return NULL;
+    }
+    json_object_set_new(out, "tokens", tokens);
+    json_object_set_new(out, "token_logprobs", lps);
+    json_object_set_new(out, "top_logprobs", tops);
+    json_object_set_new(out, "text_offset", offs);
+    return out;
+}
+
+int rl_http_complete(rl_model_t *model, rl_tokenizer_t *tok, const char *model_name,
+                     const char *body, size_t len, int *status, char **body_p) {
+    *body_p = NULL;
+    json_error_t je;
+    json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (!o || !json_is_object(o)) {
+        json_decref(o);
+        *status = s_error(400, "invalid_request_error", NULL, body_p,
+                          "the body is not a JSON object (%s at line %d, column %d)",
+                          o ? "not an object" : je.text, je.line, je.column);
+        return 0;
+    }
+    s_req_t q;
+    int st = s_parse(o, &q, body_p);
+    if (st) {
+        json_decref(o);
+        *status = st;
+        return 0;
+    }
+    // the prompts' ids
+    int32_t *ids[S_MAX_PROMPTS] = {0};
+    size_t nids[S_MAX_PROMPTS] = {0};
+    rl_sampler_prompt_t pr[S_MAX_PROMPTS];
+    int ctx = rl_model_config(model)->max_position_embeddings;
+    for (int i = 0; !st && i < q.n_prompts; i++) {
+        if (rl_tokenizer_encode(tok, q.prompts[i].text, q.prompts[i].len, 0, &ids[i], &nids[i]) !=
+            0) {
+            st = s_error(400, "invalid_request_error", "prompt", body_p, "prompt %d: %s", i,
+                         rl_tokenizer_errmsg(tok));
+        } else if (nids[i] == 0) {
+            st = s_error(400, "invalid_request_error", "prompt", body_p,
+                         "prompt %d encodes to no tokens (the first token needs a context)", i);
+        } else if (ctx > 0 && (long long)nids[i] + q.max_tokens > ctx) {
+            st = s_error(400, "invalid_request_error", "max_tokens", body_p,
+                         "prompt %d has %zu tokens; with max_tokens %d that is more than the "
+                         "model's context of %d",
+                         i, nids[i], q.max_tokens, ctx);
+        }
+        pr[i] = (rl_sampler_prompt_t){ids[i], (int)nids[i], (uint64_t)i};
+    }
+    rl_sampler_result_t *res = NULL;
+    rl_sampler_t *smp = st ? NULL : rl_sampler_new(model);
+    if (!st && !smp) {
+        st = s_error(500, "server_error", NULL, body_p, "out of memory");
+    }
+    if (!st) {
+        rl_sampler_params_t sp;
+        rl_sampler_params_default(&sp);
+        sp.sample.temperature = (float)q.temperature;
+        sp.sample.top_p = q.temperature > 0 ? (float)q.top_p : 1.0f;
+        sp.n = q.n;
+        sp.max_new_tokens = q.max_tokens;
+        sp.seed = q.seed;
+        if (rl_sampler_generate(smp, pr, q.n_prompts, &sp, &res) != 0) {
+            st = s_error(400, "invalid_request_error", NULL, body_p, "%s", rl_sampler_errmsg(smp));
+        }
+    }
+    json_t *choices = json_array();
+    long long prompt_tokens = 0, completion_tokens = 0;
+    double lp_temp = q.temperature > 0 ? q.temperature : 1.0;
+    for (int i = 0; !st && i < q.n_prompts; i++) {
+        prompt_tokens += (long long)nids[i];
+    }
+    for (int j = 0; !st && j < q.n_prompts * q.n; j++) {
+        s_cut_t c;
+        if (s_cut(tok, &q, &res[j], &c) != 0) {
+            st = s_error(500, "server_error", NULL, body_p, "out of memory");
+            free(c.offset);
+            free(c.text);
+            break;
+        }
+        completion_tokens += res[j].n_ids;
+        json_t *lp = json_null();
+        if (q.logprobs >= 0) {
+            char why[512] = "";
+            int p = res[j].prompt;
+            lp = s_logprobs(model, tok, ids[p], (int)nids[p], &res[j], &c, q.logprobs, lp_temp, why,
+                            sizeof why);
+            if (!lp) {
+                st = s_error(400, "invalid_request_error", "logprobs", body_p, "%s", why);
+            }
+        }
+        if (!st) {
+            json_array_append_new(
+                choices, json_pack("{s:s%,s:i,s:o,s:s}", "text", c.text, c.text_len, "index", j,
+                                   "logprobs", lp, "finish_reason", c.stopped ? "stop" : "length"));
+        }
+        free(c.text);
+        free(c.offset);
+    }
+    if (!st) {
+        unsigned char rnd[12];
+        char id[40] = "cmpl-";
+        if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
+            memset(rnd, 0, sizeof rnd);
+        }
+        for (size_t i = 0; i < sizeof rnd; i++) {
+            snprintf(id + 5 + 2 * i, 3, "%02x", rnd[i]);
+        }
+        json_t *r =
+            json_pack("{s:s,s:s,s:I,s:s,s:O,s:{s:I,s:I,s:I}}", "id", id, "object",
+                      "text_completion", "created", (json_int_t)time(NULL), "model", model_name,
+                      "choices", choices, "usage", "prompt_tokens", (json_int_t)prompt_tokens,
+                      "completion_tokens", (json_int_t)completion_tokens, "total_tokens",
+                      (json_int_t)(prompt_tokens + completion_tokens));
+        *body_p = r ? json_dumps(r, JSON_COMPACT) : NULL;
+        json_decref(r);
+        st = *body_p ? 200 : s_error(500, "server_error", NULL, body_p, "out of memory");
+    }
+    json_decref(choices);
+    if (res) {
+        rl_sampler_results_free(&res, q.n_prompts * q.n);
+    }
+    rl_sampler_destroy(&smp);
+    for (int i = 0; i < q.n_prompts; i++) {
+        free(ids[i]);
+    }
+    json_decref(o);
+    *status = st;
+    return 0;
+}
+
+// ---- the server -------------------------------------------------------------------------------
+
+typedef struct {
+    char *buf;
+    size_t len;
+    int too_big;
+} s_conn_t;
+
+static enum MHD_Result s_send(struct MHD_Connection *con, int status, char *body) {
+    const char *b = body ? body : "{}";
+    struct MHD_Response *r = MHD_create_response_from_buffer(
+        strlen(b), (void *)b, body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    enum MHD_Result ret = MHD_queue_response(con, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+// 1 when the request carries the configured bearer token (constant time), or none is needed.
+static int s_authorized(const rl_http_t *h, struct MHD_Connection *con) {
+    if (!h->token[0]) {
+        return 1;
+    }
+    const char *a = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Authorization");
+    size_t n = strlen(h->token);
+    if (!a || strncmp(a, "Bearer ", 7) != 0 || strlen(a + 7) != n) {
+        return 0;
+    }
+    unsigned char d = 0;
+    for (size_t i = 0; i < n; i++) {
+        d |= (unsigned char)(a[7 + i] ^ h->token[i]);
+    }
+    return d == 0;
+}
+
+static enum MHD_Result s_handler(void *cls, struct MHD_Connection *con, const char *url,
+                                 const char *method, const char *version, const char *upload,
+                                 size_t *upload_size, void **con_cls) {
+    (void)version;
+    rl_http_t *h = cls;
+    s_conn_t *c = *con_cls;
+    if (!c) { // the headers: keep state for the body
+        if (!(c = calloc(1, sizeof *c))) {
+            return MHD_NO;
+        }
+        *con_cls = c;
+        return MHD_YES;
+    }
+    if (*upload_size > 0) {
+        if (c->len + *upload_size > S_BODY_MAX) {
+            c->too_big = 1;
+        } else {
+            char *nb = realloc(c->buf, c->len + *upload_size + 1);
+            if (!nb) {
+                return MHD_NO;
+            }
+            c->buf = nb;
+            memcpy(c->buf + c->len, upload, *upload_size);
+            c->len += *upload_size;
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    char *body = NULL;
+    int status;
+    if (!s_authorized(h, con)) {
+        status = s_error(401, "invalid_request_error", NULL, &body,
+                         "a bearer token is required (Authorization: Bearer ...)");
+    } else if (c->too_big) {
+        status = s_error(413, "invalid_request_error", NULL, &body, "the body is over %u bytes",
+                         S_BODY_MAX);
+    } else if (!strcmp(url, "/v1/models")) {
+        if (strcmp(method, "GET")) {
+            status = s_error(405, "invalid_request_error", NULL, &body, "use GET");
+        } else {
+            json_t *r = json_pack("{s:s,s:[{s:s,s:s,s:s}]}", "object", "list", "data", "id",
+                                  h->backend->model_name, "object", "model", "owned_by", "rlctl");
+            body = r ? json_dumps(r, JSON_COMPACT) : NULL;
+            json_decref(r);
+            status = 200;
+        }
+    } else if (!strcmp(url, "/v1/completions")) {
+        rl_model_t *model = NULL;
+        rl_tokenizer_t *tok = NULL;
+        char why[512] = "";
+        if (strcmp(method, "POST")) {
+            status = s_error(405, "invalid_request_error", NULL, &body, "use POST");
+        } else if (h->backend->acquire(h->backend->ctx, &model, &tok, why, sizeof why) != 0) {
+            status = s_error(503, "server_error", NULL, &body, "%s", why);
+        } else {
+            rl_http_complete(model, tok, h->backend->model_name, c->buf ? c->buf : "", c->len,
+                             &status, &body);
+            h->backend->release(h->backend->ctx);
+        }
+    } else {
+        status = s_error(404, "invalid_request_error", NULL, &body,
+                         "no such path: %s (this "
+                         "server has /v1/completions and /v1/models)",
+                         url);
+    }
+    return s_send(con, status, body);
+}
+
+static void s_completed(void *cls, struct MHD_Connection *con, void **con_cls,
+                        enum MHD_RequestTerminationCode toe) {
+    (void)cls;
+    (void)con;
+    (void)toe;
+    s_conn_t *c = *con_cls;
+    if (c) {
+        free(c->buf);
+        free(c);
+    }
+    *con_cls = NULL;
+}
+
+int rl_http_start(const char *addr, const char *token_file, const rl_http_backend_t *backend,
+                  rl_http_t **out, char *err, size_t err_len) {
+    *out = NULL;
+    char host[128];
+    const char *colon = addr ? strrchr(addr, ':') : NULL;
+    if (!colon || colon == addr || (size_t)(colon - addr) >= sizeof host) {
+        return rl_errf(err, err_len, RL_EINVAL, "--http '%s': expected HOST:PORT",
+                       addr ? addr : "");
+    }
+    memcpy(host, addr, (size_t)(colon - addr));
+    host[colon - addr] = '\0';
+    char *end = NULL;
+    long port = strtol(colon + 1, &end, 10);
+    if (!end || *end || port < 0 || port > 65535) {
+        return rl_errf(err, err_len, RL_EINVAL, "--http '%s': bad port", addr);
+    }
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)port);
+    if (!strcmp(host, "localhost")) {
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    } else if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
+        return rl_errf(err, err_len, RL_EINVAL, "--http '%s': '%s' is not an IPv4 address", addr,
+                       host);
+    }
+    int loopback = (ntohl(sa.sin_addr.s_addr) >> 24) == 127;
+    rl_http_t *h = calloc(1, sizeof *h);
+    if (!h) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    h->backend = backend;
+    if (token_file) {
+        FILE *f = fopen(token_file, "r");
+        size_t n = f ? fread(h->token, 1, sizeof h->token - 1, f) : 0;
+        if (f) {
+            fclose(f);
+        }
+        while (n > 0 &&
+               (h->token[n - 1] == '\n' || h->token[n - 1] == '\r' || h->token[n - 1] == ' ')) {
+            n--;
+        }
+        h->token[n] = '\0';
+        if (n < 16) {
+            free(h);
+            return rl_errf(err, err_len, RL_EINVAL, "--http-token %s: %s", token_file,
+                           f ? "a token of at least 16 characters" : "cannot read it");
+        }
+    } else if (!loopback) {
+        free(h);
+        return rl_errf(err, err_len, RL_EINVAL,
+                       "--http %s is not a loopback address: give --http-token FILE (a bearer "
+                       "token every request must carry), or serve on 127.0.0.1",
+                       addr);
+    }
+    h->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+                            s_handler, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+                            MHD_OPTION_NOTIFY_COMPLETED, s_completed, NULL,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60, MHD_OPTION_END);
+    if (!h->d) {
+        memset(h->token, 0, sizeof h->token);
+        free(h);
+        return rl_errf(err, err_len, RL_EIO, "cannot serve HTTP at %s (address in use?)", addr);
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
+    h->port = di ? di->port : (int)port;
+    *out = h;
+    return 0;
+}
+
+int rl_http_port(const rl_http_t *self) {
+    return self->port;
+}
+
+void rl_http_stop(rl_http_t **self_p) {
+    rl_http_t *h = *self_p;
+    if (!h) {
+        return;
+    }
+    MHD_stop_daemon(h->d);
+    memset(h->token, 0, sizeof h->token);
+    free(h);
+    *self_p = NULL;
+}
