@@ -11,17 +11,22 @@
 static void s_serve_help(FILE *out) {
     fprintf(out,
             "usage: rlctl sampler serve --bind tcp://HOST:PORT --key FILE --allow FILE|DIR\n"
-            "                           --model DIR [--threads N] [--heartbeat SECONDS]\n"
+            "                           [--model DIR | --cache DIR] [--threads N]\n"
+            "                           [--heartbeat SECONDS]\n"
             "                           [--sessions N] [--http HOST:PORT [--http-token FILE]]\n\n"
             "Serves the runs of controllers whose public key is allowed, one run at a time, as\n"
             "a sampler of the model in DIR (a run's model.path must be the same model: its\n"
-            "fingerprint is checked). Traffic is encrypted and authenticated with CURVE keys.\n\n"
+            "fingerprint is checked) or, without --model, of each run's own model, which the\n"
+            "controller sends and the sampler checks by fingerprint. Traffic is encrypted and\n"
+            "authenticated with CURVE keys.\n\n"
             "  --bind EP        where to listen, tcp://HOST:PORT (port 0: any; the endpoint is\n"
             "                   printed as \"listening on EP\")\n"
             "  --key FILE       this sampler's secret key (rlctl keygen; mode 0600)\n"
             "  --allow PATH     controllers' public keys: a file (one per line) or a folder of\n"
             "                   *.pub files; reloaded on SIGHUP (a removed key is disconnected)\n"
             "  --model DIR      the Hugging Face model folder to sample from\n"
+            "  --cache DIR      without --model: keep the models runs send here (reused by\n"
+            "                   later runs of the same model; default: a folder removed at exit)\n"
             "  --threads N      compute threads (default 0: every core)\n"
             "  --heartbeat S    seconds between transport heartbeats (default 1; a peer silent\n"
             "                   for 10 is gone)\n"
@@ -63,6 +68,8 @@ static int s_serve(int argc, char **argv) {
             o.allow = v;
         } else if (!strcmp(a, "--model")) {
             o.model = v;
+        } else if (!strcmp(a, "--cache")) {
+            o.cache = v;
         } else if (!strcmp(a, "--http")) {
             o.http = v;
         } else if (!strcmp(a, "--http-token")) {
@@ -83,7 +90,7 @@ static int s_serve(int argc, char **argv) {
         }
         i++;
     }
-    if (!o.bind || !o.key || !o.allow || !o.model) {
+    if (!o.bind || !o.key || !o.allow || (o.model && o.cache)) {
         s_serve_help(stderr);
         return RL_EXIT_USAGE;
     }

@@ -321,6 +321,7 @@ typedef struct {
     double stop_grace;      // seconds from a stop signal until the run is gone
     rl_recipe_endpoints_t remote_samplers; // rlctl sampler serve endpoints
     int balance;            // RL_RECIPE_BALANCE_*: how a step's prompts are spread
+    double sync_bucket_mb;  // the weights travel to samplers in buckets of this many MiB
     char *client_key;       // the controller's secret key file (NULL: none)
 } rl_recipe_roles_t;
 

@@ -424,6 +424,10 @@ static const rl_recipe_key_t s_keys[] = {
      .doc = "how a step's prompts are spread over the samplers: even = equal shares (bitwise "
             "reproducible); speed = in proportion to each one's measured tokens/s (the last "
             "bits of sampler logprobs then depend on timing)"},
+    {.section = "roles", .key = "sync_bucket_mb", .type = RL_RECIPE_T_FLOAT,
+     .offset = OFF(roles.sync_bucket_mb), DEF("256"), .flags = MIN_EXCL, .max = 16384,
+     .doc = "the weights travel to each sampler in messages of at most this many MiB, in order "
+            "(a sampler holds the new version once the last has landed)"},
     {.section = "roles", .key = "client_key", .type = RL_RECIPE_T_PATH_FILE,
      .offset = OFF(roles.client_key), .def_doc = "null", .flags = OPTIONAL | EXISTS,
      .doc = "this controller's secret key file (rlctl keygen) for remote_samplers; its "

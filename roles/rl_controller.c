@@ -18,7 +18,9 @@
 #include "rl_progress.h"
 #include "rl_run.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -168,6 +170,95 @@ static int s_connect_remote(s_ctl_t *s, int first, int n, char *err, size_t err_
     return rc;
 }
 
+// The run's model folder (its plain files at the top level) to the remote samplers that have
+// none, in pieces of 64 MiB, the same piece to all of them at once; the last piece says so and
+// each checks the folder's fingerprint.
+static int s_send_model(s_ctl_t *s, char *err, size_t err_len) {
+    rl_run_t *run = &s->run;
+    const char *peers[RL_RUN_MAX_RANKS];
+    int np = 0;
+    for (int k = 0; k < run->samplers.n; k++) {
+        if (rl_group_needs_model(run->g, run->samplers.names[k])) {
+            peers[np++] = run->samplers.names[k];
+        }
+    }
+    if (np == 0) {
+        return 0;
+    }
+    const char *dir = run->r->model.path;
+    DIR *d = opendir(dir);
+    if (!d) {
+        return rl_errf(err, err_len, errno, "%s: %s", dir, strerror(errno));
+    }
+    char *names[1024];
+    int nn = 0;
+    int64_t bytes = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL && nn < 1024;) {
+        char p[4400];
+        struct stat st;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (e->d_name[0] != '.' && stat(p, &st) == 0 && S_ISREG(st.st_mode) &&
+            (names[nn] = strdup(e->d_name))) {
+            bytes += st.st_size;
+            nn++;
+        }
+    }
+    closedir(d);
+    rl_log_info("sending the model (%d files, %.1f MiB) to %d remote sampler%s", nn,
+                (double)bytes / 1048576.0, np, np == 1 ? "" : "s");
+    const int64_t piece = (int64_t)64 << 20;
+    uint8_t *buf = malloc((size_t)piece);
+    int rc = buf ? 0 : rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    for (int f = 0; !rc && f < nn; f++) {
+        char p[4400];
+        snprintf(p, sizeof p, "%s/%s", dir, names[f]);
+        int fd = open(p, O_RDONLY | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) != 0) {
+            rc = rl_errf(err, err_len, errno, "%s: %s", p, strerror(errno));
+            if (fd >= 0) {
+                close(fd);
+            }
+            break;
+        }
+        int64_t total = st.st_size, off = 0;
+        do {
+            int64_t len = total - off < piece ? total - off : piece;
+            for (int64_t got = 0; !rc && got < len;) {
+                ssize_t r = pread(fd, buf + got, (size_t)(len - got), (off_t)(off + got));
+                if (r <= 0 && errno != EINTR) {
+                    rc = rl_errf(err, err_len, r < 0 ? errno : RL_EIO, "%s: cannot read", p);
+                }
+                got += r > 0 ? r : 0;
+            }
+            int last = f == nn - 1 && off + len == total;
+            rl_proto_model_file_t q = {names[f], off, total, buf, len, last};
+            rl_msg_t *reqs[RL_RUN_MAX_RANKS] = {0}, *reps[RL_RUN_MAX_RANKS] = {0};
+            for (int i = 0; !rc && i < np; i++) {
+                rc = rl_proto_model_file_encode(&q, rl_run_id(run), &reqs[i], err, err_len);
+            }
+            if (!rc) {
+                rc = rl_group_call(run->g, np, peers, reqs, reps, run->r->roles.request_timeout,
+                                   NULL, err, err_len);
+            } else {
+                for (int i = 0; i < np; i++) {
+                    rl_msg_free(&reqs[i]);
+                }
+            }
+            for (int i = 0; !rc && i < np; i++) {
+                rl_msg_free(&reps[i]);
+            }
+            off += len;
+        } while (!rc && off < total);
+        close(fd);
+    }
+    free(buf);
+    for (int f = 0; f < nn; f++) {
+        free(names[f]);
+    }
+    return rc;
+}
+
 static int s_setup_workers(s_ctl_t *s, char *err, size_t err_len) {
     rl_run_t *run = &s->run;
     const rl_recipe_t *r = run->r;
@@ -212,7 +303,8 @@ static int s_setup_workers(s_ctl_t *s, char *err, size_t err_len) {
         rc = s_connect_remote(s, ns, nremote, err, err_len);
     }
     double t0 = rl_clock_now();
-    if (rc || (rc = rl_group_wait_ready(run->g, r->roles.request_timeout, err, err_len))) {
+    if (rc || (rc = rl_group_wait_ready(run->g, r->roles.request_timeout, err, err_len)) ||
+        (rc = s_send_model(s, err, err_len))) {
         return rc;
     }
     // configure: the resolved recipe and each one's threads, over the protocol; each loads what

@@ -49,6 +49,7 @@ typedef struct {
     uint64_t attach_id;
     char lost[600]; // why it is gone ("" while it is not)
     char host[128]; // from its attach reply
+    int needs_model; // its attach reply asked for the run's model folder
 } s_worker_t;
 
 // A request sent and not collected yet (rl_group_post / rl_group_collect): its reply when it
@@ -622,6 +623,7 @@ static int s_remote_msg(rl_group_t *g, s_worker_t *w, const rl_msg_t *m) {
         } else {
             w->ready = 1;
             w->pid = (pid_t)a.pid;
+            w->needs_model = a.needs_model;
             snprintf(w->host, sizeof w->host, "%s", a.host);
             rl_log_info("%s = %s: host %s, pid %lld, %lld thread%s", w->name, w->endpoint, a.host,
                         (long long)a.pid, (long long)a.threads, a.threads == 1 ? "" : "s");
@@ -1073,6 +1075,15 @@ int rl_group_call_each(rl_group_t *g, int n, const char *const *peers, rl_msg_t 
     }
     int rc = rl_group_post(g, n, peers, reqs, ids, err, err_len);
     return rc ? rc : s_collect(g, n, ids, replies, timeout_s, NULL, 0, why, elapsed, err, err_len);
+}
+
+int rl_group_needs_model(const rl_group_t *self, const char *peer) {
+    for (int i = 0; i < self->n; i++) {
+        if (strcmp(self->w[i].name, peer) == 0) {
+            return self->w[i].remote && self->w[i].needs_model;
+        }
+    }
+    return 0;
 }
 
 int rl_group_is_remote(const rl_group_t *self, const char *peer) {

@@ -122,6 +122,10 @@ int rl_group_collect(rl_group_t *self, int n, const uint64_t *ids, rl_msg_t **re
 // waited (monotonic seconds), or 0: not yet, or no such request in flight.
 double rl_group_done_at(rl_group_t *self, uint64_t id);
 
+// 1 when the remote sampler peer said at attach that it has no copy of the run's model (send it
+// with model_file requests before configure).
+int rl_group_needs_model(const rl_group_t *self, const char *peer);
+
 // 1 when peer is a remote sampler (rl_group_connect); its endpoint (borrowed), or NULL.
 int rl_group_is_remote(const rl_group_t *self, const char *peer);
 const char *rl_group_endpoint(const rl_group_t *self, const char *peer);

@@ -27,6 +27,7 @@ static const char *const s_ops[RL_PROTO_N_VERBS] = {
     [RL_PROTO_SCORE] = "score",
     [RL_PROTO_VALUES] = "values",
     [RL_PROTO_ATTACH] = "attach",
+    [RL_PROTO_MODEL_FILE] = "model_file",
 };
 
 const char *rl_proto_verb_name(rl_proto_verb_t verb) {
@@ -124,6 +125,14 @@ static const s_field_t s_attach_reply[] = {
     F_INT(rl_proto_attach_reply_t, "pid", pid),
     F_STR(rl_proto_attach_reply_t, "host", host),
     F_INT(rl_proto_attach_reply_t, "threads", threads),
+    F_BOOL_OPT(rl_proto_attach_reply_t, "needs_model", needs_model, 0),
+};
+static const s_field_t s_model_file[] = {
+    F_STR(rl_proto_model_file_t, "name", name),
+    F_INT(rl_proto_model_file_t, "offset", offset),
+    F_INT(rl_proto_model_file_t, "total", total),
+    F_T1(rl_proto_model_file_t, "data", data, RL_DT_U8, n),
+    F_BOOL_OPT(rl_proto_model_file_t, "last", last, 0),
 };
 
 // -- sampler
@@ -131,6 +140,8 @@ static const s_field_t s_load_weights[] = {
     F_INT(rl_proto_load_weights_t, "version", version),
     F_STR(rl_proto_load_weights_t, "kind", kind),
     F_T1(rl_proto_load_weights_t, "weights", weights, RL_DT_F32, n),
+    F_INT_OPT(rl_proto_load_weights_t, "offset", offset, 0),
+    F_INT_OPT(rl_proto_load_weights_t, "total", total, -1),
 };
 static const s_field_t s_load_weights_reply[] = {
     F_INT(rl_proto_load_weights_reply_t, "version", version),
@@ -595,6 +606,26 @@ static int s_decode(const s_spec_t *spec, const rl_msg_t *msg, void *st, size_t 
 
 // ---- the typed functions ----------------------------------------------------------------------
 
+// model_file: a plain file name (no path), a piece inside its file.
+static int s_check_model_file(const void *st, char *err, size_t err_len) {
+    const rl_proto_model_file_t *q = st;
+    size_t l = strlen(q->name);
+    int bad = l == 0 || l > 255 || strchr(q->name, '/') || !strcmp(q->name, ".") ||
+              !strcmp(q->name, "..") || q->name[0] == '.';
+    for (size_t i = 0; !bad && i < l; i++) {
+        bad = (unsigned char)q->name[i] < 0x20 || q->name[i] == 0x7f;
+    }
+    if (bad) {
+        return rl_errf(err, err_len, RL_EPROTO, "model_file: '%.64s' is not a plain file name",
+                       q->name);
+    }
+    if (q->offset < 0 || q->total < 0 || q->n > q->total || q->offset > q->total - q->n) {
+        return rl_errf(err, err_len, RL_EPROTO, "model_file: %lld bytes at %lld of %lld",
+                       (long long)q->n, (long long)q->offset, (long long)q->total);
+    }
+    return 0;
+}
+
 #define S_SPEC(name, what, check) static const s_spec_t s_spec_##name = {what, s_##name, S_N(s_##name), check}
 
 S_SPEC(hello, "hello", NULL);
@@ -621,6 +652,7 @@ S_SPEC(values, "values", s_check_values);
 S_SPEC(values_reply, "values reply", NULL);
 S_SPEC(attach, "attach", NULL);
 S_SPEC(attach_reply, "attach reply", NULL);
+S_SPEC(model_file, "model_file", s_check_model_file);
 
 #define S_CODEC(name, type, op, reply)                                                         \
     int rl_proto_##name##_encode(const type *m, uint64_t id, rl_msg_t **out, char *err,         \
@@ -654,6 +686,7 @@ S_CODEC(values, rl_proto_values_t, "values", 0)
 S_CODEC(values_reply, rl_proto_values_reply_t, "reply", 1)
 S_CODEC(attach, rl_proto_attach_t, "attach", 0)
 S_CODEC(attach_reply, rl_proto_attach_reply_t, "reply", 1)
+S_CODEC(model_file, rl_proto_model_file_t, "model_file", 0)
 
 // ---- envelopes --------------------------------------------------------------------------------
 

@@ -38,7 +38,9 @@
 //                                        completions(strs) rows(strs)
 //                                        ids[M] lens[n]
 //  attach          ctl -> remote sampler session model_hash               session pid host
-//                                        run                                threads
+//                                        run                                threads needs_model?
+//  model_file      ctl -> remote sampler name offset total data[n] last?   (none) needs_model?
+//  model_file      ctl -> remote sampler name offset total data[n] last?   (none)
 //  values          ctl -> critic         tokens[B,T] lengths[B] scores?     values[B,T]
 //                                                                           (scores: [B,1])
 //
@@ -82,6 +84,7 @@ typedef enum {
     RL_PROTO_SCORE,
     RL_PROTO_VALUES,
     RL_PROTO_ATTACH,
+    RL_PROTO_MODEL_FILE,
     RL_PROTO_N_VERBS
 } rl_proto_verb_t;
 
@@ -128,7 +131,21 @@ typedef struct {
     int64_t pid;         // the sampler's process id
     const char *host;    // its host name
     int64_t threads;     // its compute threads (0 = every core)
+    int needs_model;     // optional (default 0): 1 = it has no copy of the run's model: send it
+                         // (model_file) before configure
 } rl_proto_attach_reply_t;
+
+// One piece of a model folder's file for a remote sampler that has none (ctl -> remote
+// sampler): data lands at offset of the file `name` (a plain file name) of total bytes; `last`
+// marks the transfer's final message, after which the sampler checks the folder's fingerprint
+// against the session's model_hash. Reply: no fields.
+typedef struct {
+    const char *name;
+    int64_t offset, total;
+    const uint8_t *data; // u8 [n]
+    int64_t n;
+    int last; // optional (default 0)
+} rl_proto_model_file_t;
 
 // Adds the session token to a message (a request to, or a reply from, a remote sampler).
 // Returns 0 or RL_ENOMEM.
@@ -141,8 +158,11 @@ int rl_proto_session_is(const rl_msg_t *m, const char *session);
 typedef struct {
     int64_t version;          // the weights version these are
     const char *kind;         // "lora" (the adapter only) or "full"
-    const float *weights;     // f32 [n]: the model's trainable flat view
+    const float *weights;     // f32 [n]: the model's trainable flat view (or a bucket of it)
     int64_t n;
+    int64_t offset; // optional (default 0): where this bucket starts in the view
+    int64_t total;  // optional (default -1; <= 0 means n): the view's size; the
+                    // version is held once the bucket that ends at total has arrived
 } rl_proto_load_weights_t;
 
 typedef struct {
@@ -331,6 +351,7 @@ RL_PROTO_CODEC(values, rl_proto_values_t)
 RL_PROTO_CODEC(values_reply, rl_proto_values_reply_t)
 RL_PROTO_CODEC(attach, rl_proto_attach_t)
 RL_PROTO_CODEC(attach_reply, rl_proto_attach_reply_t)
+RL_PROTO_CODEC(model_file, rl_proto_model_file_t)
 
 // A request without fields (shutdown, export_weights): caller owns *out; free with rl_msg_free.
 // Returns 0 or RL_ENOMEM.

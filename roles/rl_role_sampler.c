@@ -17,7 +17,8 @@
 typedef struct {
     rl_model_t *model;
     rl_sampler_t *sampler;
-    int64_t version; // weights version held (-1: none yet)
+    int64_t version; // weights version held (-1: none yet, or a bucketed load in progress)
+    int64_t loading, received; // a bucketed load: its version, the floats received so far
 } s_sampler_t;
 
 static void s_teardown(void **state) {
@@ -68,14 +69,30 @@ static int s_load(void *state, const rl_msg_t *req, rl_msg_t **reply, char *err,
     }
     size_t n;
     float *dst = rl_model_trainable(s->model, &n);
-    if (!dst || (int64_t)n != q.n) {
+    int64_t total = q.total > 0 ? q.total : q.n;
+    if (!dst || (int64_t)n != total || q.offset < 0 || q.offset > total - q.n) {
         return rl_errf(err, err_len, RL_EINVAL,
-                       "load_weights: %lld floats for a sampler that holds %zu", (long long)q.n,
-                       n);
+                       "load_weights: %lld floats at %lld of %lld for a sampler that holds %zu",
+                       (long long)q.n, (long long)q.offset, (long long)total, n);
     }
-    memcpy(dst, q.weights, n * sizeof(float));
-    s->version = q.version;
-    rl_proto_load_weights_reply_t r = {q.version};
+    // buckets arrive in order (a sampler serves requests in order); until the last one the
+    // weights are a mix, so no version is held and generate is refused
+    if (q.offset == 0) {
+        s->loading = q.version;
+        s->received = 0;
+    } else if (q.version != s->loading || q.offset != s->received) {
+        return rl_errf(err, err_len, RL_EINVAL,
+                       "load_weights: bucket at %lld of version %lld, expected %lld of %lld",
+                       (long long)q.offset, (long long)q.version, (long long)s->received,
+                       (long long)s->loading);
+    }
+    s->version = -1;
+    memcpy(dst + q.offset, q.weights, (size_t)q.n * sizeof(float));
+    s->received += q.n;
+    if (s->received == total) {
+        s->version = q.version;
+    }
+    rl_proto_load_weights_reply_t r = {s->version};
     return rl_proto_load_weights_reply_encode(&r, rl_msg_id(req), reply, err, err_len);
 }
 

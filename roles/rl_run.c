@@ -196,7 +196,7 @@ static int s_active(const rl_run_t *run, int limit, int *ks) {
 // Splits m prompts into contiguous shares over the na samplers ks[]: even (sampler j gets
 // [m*j/na, m*(j+1)/na)) or, with roles.balance: speed, in proportion to each one's measured
 // tokens per second. bounds[j]..bounds[j+1] is sampler j's.
-static void s_split(const rl_run_t *run, int m, int na, const int *ks, int *bounds) {
+void rl_run_split(const rl_run_t *run, int m, int na, const int *ks, int *bounds) {
     double w[RL_RUN_MAX_RANKS], total = 0, known = 0;
     int nk = 0;
     for (int j = 0; j < na; j++) {
@@ -328,7 +328,7 @@ static int s_round_post(rl_run_t *run, rl_run_genjob_t *j, char *err, size_t err
                        "no sampler left to generate with (the last one to fail: %s)",
                        j->last_why[0] ? j->last_why : "?");
     }
-    s_split(run, j->nt, na, ks, bounds);
+    rl_run_split(run, j->nt, na, ks, bounds);
     rl_msg_t *reqs[RL_RUN_MAX_RANKS] = {0};
     const char *peers[RL_RUN_MAX_RANKS];
     int rc = 0;
@@ -593,49 +593,75 @@ int rl_run_sync_post(rl_run_t *run, const float *weights, int64_t n, rl_run_sync
                      char *err, size_t err_len) {
     memset(job, 0, sizeof *job);
     run->n_trainable = n;
-    rl_msg_t *reqs[RL_RUN_MAX_RANKS] = {0};
-    const char *peers[RL_RUN_MAX_RANKS] = {0};
+    int64_t per = (int64_t)(run->r->roles.sync_bucket_mb * 1048576.0 / 4.0);
+    per = per < 1 ? 1 : per;
+    int na = s_active(run, run->samplers.n, job->ks);
+    int nb = n > 0 ? (int)((n + per - 1) / per) : 1;
+    if ((int64_t)na * nb > 1000) {
+        return rl_errf(err, err_len, RL_EINVAL,
+                       "weight sync: %d buckets for each of %d samplers is too many in flight "
+                       "(raise roles.sync_bucket_mb)",
+                       nb, na);
+    }
+    job->ids = calloc((size_t)na * (size_t)nb + 1, sizeof *job->ids);
+    if (!job->ids) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
     int rc = 0;
-    job->na = s_active(run, run->samplers.n, job->ks);
-    rl_proto_load_weights_t q = {run->version, run->r->lora.enabled ? "lora" : "full", weights, n};
-    for (int j = 0; j < job->na && !rc; j++) {
-        rc = rl_proto_load_weights_encode(&q, rl_run_id(run), &reqs[j], err, err_len);
-        peers[j] = run->samplers.names[job->ks[j]];
-    }
-    if (rc) {
-        for (int j = 0; j < job->na; j++) {
-            rl_msg_free(&reqs[j]);
+    for (int b = 0; !rc && b < nb; b++) {
+        int64_t off = (int64_t)b * per, len = n - off < per ? n - off : per;
+        rl_proto_load_weights_t q = {
+            run->version, run->r->lora.enabled ? "lora" : "full", weights + off, len, off, n};
+        rl_msg_t *reqs[RL_RUN_MAX_RANKS] = {0};
+        const char *peers[RL_RUN_MAX_RANKS] = {0};
+        for (int j = 0; j < na && !rc; j++) {
+            rc = rl_proto_load_weights_encode(&q, rl_run_id(run), &reqs[j], err, err_len);
+            peers[j] = run->samplers.names[job->ks[j]];
         }
-        job->na = 0;
-        return rc;
+        if (rc) {
+            for (int j = 0; j < na; j++) {
+                rl_msg_free(&reqs[j]);
+            }
+        } else {
+            rc = rl_group_post(run->g, na, peers, reqs, job->ids + (size_t)b * na, err, err_len);
+        }
+        if (!rc) {
+            job->nb = b + 1;
+        }
     }
-    rc = rl_group_post(run->g, job->na, peers, reqs, job->ids, err, err_len);
-    if (rc) {
+    job->na = na;
+    if (rc && job->nb == 0) {
+        free(job->ids);
+        job->ids = NULL;
         job->na = 0;
     }
     return rc;
 }
 
 int rl_run_sync_collect(rl_run_t *run, rl_run_syncjob_t *job, char *err, size_t err_len) {
-    rl_msg_t *reps[RL_RUN_MAX_RANKS] = {0};
     static char why[RL_RUN_MAX_RANKS][RL_GROUP_WHY];
-    int na = job->na;
-    job->na = 0;
-    if (na == 0) {
-        return 0;
-    }
-    int rc =
-        rl_group_collect(run->g, na, job->ids, reps, s_timeout(run, run->r->roles.request_timeout),
-                         why, NULL, err, err_len);
-    // a remote sampler that misses a version leaves the run (it would refuse work anyway)
-    for (int j = 0; j < na; j++) {
-        if (!rc && !reps[j]) {
-            rc = s_sampler_failed(run, job->ks[j], why[j], 0, err, err_len);
+    char failed[RL_RUN_MAX_RANKS] = {0};
+    int na = job->na, nb = job->nb, rc = 0;
+    job->na = job->nb = 0;
+    for (int b = 0; b < nb; b++) {
+        rl_msg_t *reps[RL_RUN_MAX_RANKS] = {0};
+        int r = rl_group_collect(run->g, na, job->ids + (size_t)b * na, reps,
+                                 s_timeout(run, run->r->roles.request_timeout), why, NULL, err,
+                                 err_len);
+        rc = rc ? rc : r;
+        // a remote sampler that misses a version leaves the run (it would refuse work anyway)
+        for (int j = 0; j < na; j++) {
+            if (!rc && !reps[j] && !failed[j]) {
+                failed[j] = 1;
+                rc = s_sampler_failed(run, job->ks[j], why[j], 0, err, err_len);
+            }
+            rl_msg_free(&reps[j]);
         }
-        rl_msg_free(&reps[j]);
     }
+    free(job->ids);
+    job->ids = NULL;
     int ks[RL_RUN_MAX_RANKS];
-    if (!rc && s_active(run, run->samplers.n, ks) == 0) {
+    if (!rc && na > 0 && s_active(run, run->samplers.n, ks) == 0) {
         rc = rl_errf(err, err_len, RL_EIO, "no sampler left: %s", why[0]);
     }
     return rc;

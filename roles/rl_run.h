@@ -110,6 +110,12 @@ typedef struct {
 int rl_run_generate(rl_run_t *run, const rl_run_prompt_t *prompts, int P, int n,
                     double temperature, uint64_t seed, int samplers, rl_run_gen_t *out,
                     char *err, size_t err_len);
+// How m prompts are split into contiguous shares over the samplers ks[0..na): sampler ks[j] gets
+// [bounds[j], bounds[j+1]). roles.balance even: m*j/na; speed: in proportion to
+// run->sampler_speed (the measured tokens/s; a sampler not measured yet counts as the mean of
+// those that are, and all equal when none is).
+void rl_run_split(const rl_run_t *run, int m, int na, const int *ks, int *bounds);
+
 // The same in two halves, so that generation overlaps other work (asynchronous rollouts):
 // post sends the first round of requests (the weights version asked for is run->version now) and
 // returns at once; collect waits for the replies (and regenerates a failed remote sampler's share
@@ -141,13 +147,16 @@ int rl_run_export(rl_run_t *run, float **w_p, int64_t *n_p, char *err, size_t er
 // Sends weights (n floats: the actor's trainable view) to every sampler as version
 // run->version. Returns 0 or an error naming the sampler.
 int rl_run_sync(rl_run_t *run, const float *weights, int64_t n, char *err, size_t err_len);
+// The weights travel in buckets of roles.sync_bucket_mb (one message each, in order; a sampler
+// holds the version once the last bucket has landed and refuses to generate meanwhile).
 // The same in two halves: post queues the weights behind whatever each sampler is doing (a
 // sampler serves requests in order, so a generation posted later sees them); collect waits for
 // the replies (a remote sampler that failed leaves the run, as in rl_run_sync).
 typedef struct {
-    int na;
-    int ks[RL_RUN_MAX_RANKS];
-    uint64_t ids[RL_RUN_MAX_RANKS];
+    int na;                   // samplers
+    int ks[RL_RUN_MAX_RANKS]; // their ranks
+    int nb;                   // buckets (roles.sync_bucket_mb each) per sampler
+    uint64_t *ids;            // (nb x na) the requests in flight; freed by collect
 } rl_run_syncjob_t;
 int rl_run_sync_post(rl_run_t *run, const float *weights, int64_t n, rl_run_syncjob_t *job,
                      char *err, size_t err_len);

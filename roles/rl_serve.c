@@ -12,13 +12,16 @@
 #include "rl_proto.h"
 #include "rl_role.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static volatile sig_atomic_t s_stop, s_hup;
@@ -48,6 +51,16 @@ typedef struct {
     void *state; // the sampler role's, after configure
     rl_recipe_t *recipe;
     int done; // sessions ended
+    // models received from controllers (no --model): <cache>/<fingerprint>/, arriving in
+    // <cache>/<fingerprint>.part/
+    char cache[PATH_MAX];
+    int cache_ours;                  // 1: a fresh folder of this process, removed at exit
+    char sess_model[PATH_MAX + 400]; // the session's model folder ("": not there yet)
+    char sess_hash[17];
+    int receiving; // a model transfer is open
+    int fd;        // the file being written (-1: none)
+    char fname[256];
+    int64_t fpos, ftotal;
     pthread_mutex_t mu;  // held while a request is served (the HTTP thread takes it too)
     rl_tokenizer_t *tok; // --model's tokenizer (with --http)
     char http_name[300];
@@ -76,6 +89,29 @@ static void s_http_release(void *ctx) {
     pthread_mutex_unlock(&s->mu);
 }
 
+// Removes a folder of plain files (a received model), then the folder.
+static void s_rm_flat(const char *dir) {
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d)) != NULL;) {
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            char p[PATH_MAX + 300];
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            unlink(p);
+        }
+    }
+    if (d) {
+        closedir(d);
+    }
+    rmdir(dir);
+}
+
+static void s_close_file(s_serve_t *s) {
+    if (s->fd >= 0) {
+        close(s->fd);
+        s->fd = -1;
+    }
+}
+
 static void s_end_session(s_serve_t *s, const char *why) {
     if (!s->active) {
         return;
@@ -84,6 +120,14 @@ static void s_end_session(s_serve_t *s, const char *why) {
         s->role->teardown(&s->state);
     }
     rl_recipe_destroy(&s->recipe);
+    s_close_file(s);
+    if (s->receiving) { // an unfinished transfer is dropped
+        char part[PATH_MAX + 32];
+        snprintf(part, sizeof part, "%s/%s.part", s->cache, s->sess_hash);
+        s_rm_flat(part);
+        s->receiving = 0;
+    }
+    s->sess_model[0] = '\0';
     rl_log_info("session of %s ended: %s; ready for the next run", s->run, why);
     memset(s->session, 0, sizeof s->session);
     s->active = 0;
@@ -141,7 +185,17 @@ static void s_attach(s_serve_t *s, const rl_msg_t *req, const char *peer, const 
         s_fail(s, peer, req, q.session, err);
         return;
     }
-    if (strcmp(q.model_hash, s->model_hash) != 0) {
+    size_t hl = strlen(q.model_hash);
+    int hex = hl == 16;
+    for (size_t i = 0; hex && i < hl; i++) {
+        hex = (q.model_hash[i] >= '0' && q.model_hash[i] <= '9') ||
+              (q.model_hash[i] >= 'a' && q.model_hash[i] <= 'f');
+    }
+    if (!hex) {
+        s_fail(s, peer, req, q.session, "attach: model_hash is not 16 hex digits");
+        return;
+    }
+    if (s->model[0] && strcmp(q.model_hash, s->model_hash) != 0) {
         snprintf(err, sizeof err,
                  "attach: this sampler serves %.800s (fingerprint %s), not the run's model.path "
                  "(fingerprint %.16s): start it with --model pointing at the same model",
@@ -152,6 +206,29 @@ static void s_attach(s_serve_t *s, const rl_msg_t *req, const char *peer, const 
     if (s->active) {
         s_end_session(s, "the same controller attached again");
     }
+    // the session's model: --model, a copy received earlier, or one to receive now
+    int needs = 0;
+    snprintf(s->sess_hash, sizeof s->sess_hash, "%s", q.model_hash);
+    if (s->model[0]) {
+        snprintf(s->sess_model, sizeof s->sess_model, "%s", s->model);
+    } else {
+        char dir[PATH_MAX + 32];
+        struct stat st;
+        snprintf(dir, sizeof dir, "%s/%s", s->cache, q.model_hash);
+        if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) {
+            snprintf(s->sess_model, sizeof s->sess_model, "%s", dir);
+        } else {
+            snprintf(dir, sizeof dir, "%s/%s.part", s->cache, q.model_hash);
+            s_rm_flat(dir);
+            if (mkdir(dir, 0700) != 0) {
+                snprintf(err, sizeof err, "attach: cannot make %.900s: %s", dir, strerror(errno));
+                s_fail(s, peer, req, q.session, err);
+                return;
+            }
+            s->receiving = 1;
+            needs = 1;
+        }
+    }
     s->active = 1;
     snprintf(s->session, sizeof s->session, "%s", q.session);
     snprintf(s->peer, sizeof s->peer, "%s", peer);
@@ -159,11 +236,93 @@ static void s_attach(s_serve_t *s, const rl_msg_t *req, const char *peer, const 
     snprintf(s->run, sizeof s->run, "%s", q.run);
     s->conn = conn;
     rl_log_info("session opened by %s (key %.8s...)", s->run, key);
-    rl_proto_attach_reply_t r = {q.session, (int64_t)getpid(), s->host, s->o->threads};
+    if (needs) {
+        rl_log_info("the run's model (fingerprint %s) is new here: receiving it", s->sess_hash);
+    }
+    rl_proto_attach_reply_t r = {q.session, (int64_t)getpid(), s->host, s->o->threads, needs};
     rl_msg_t *out = NULL;
     if (rl_proto_attach_reply_encode(&r, rl_msg_id(req), &out, err, sizeof err) == 0) {
         s_reply(s, peer, NULL, &out);
     }
+}
+
+// model_file: a piece of the run's model folder (no --model); the last one checks the folder's
+// fingerprint and makes it the session's model (kept for later runs of the same model).
+static int s_model_file(s_serve_t *s, const rl_msg_t *req, char *err, size_t err_len) {
+    rl_proto_model_file_t q;
+    int rc = rl_proto_model_file_decode(req, &q, err, err_len);
+    if (rc) {
+        return rc;
+    }
+    if (!s->receiving) {
+        return rl_errf(err, err_len, RL_EPROTO,
+                       "model_file: no model transfer is open (this "
+                       "sampler has the run's model)");
+    }
+    char part[PATH_MAX + 32], path[PATH_MAX + 300];
+    snprintf(part, sizeof part, "%s/%s.part", s->cache, s->sess_hash);
+    if (q.offset == 0) {
+        s_close_file(s);
+        snprintf(path, sizeof path, "%s/%s", part, q.name);
+        s->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (s->fd < 0) {
+            return rl_errf(err, err_len, errno, "model_file: %s: %s", q.name, strerror(errno));
+        }
+        snprintf(s->fname, sizeof s->fname, "%s", q.name);
+        s->fpos = 0;
+        s->ftotal = q.total;
+    } else if (s->fd < 0 || strcmp(s->fname, q.name) || q.offset != s->fpos ||
+               q.total != s->ftotal) {
+        return rl_errf(err, err_len, RL_EPROTO,
+                       "model_file: %s at %lld: not where the "
+                       "transfer stands (%s at %lld)",
+                       q.name, (long long)q.offset, s->fname, (long long)s->fpos);
+    }
+    for (int64_t done = 0; done < q.n;) {
+        ssize_t w = write(s->fd, q.data + done, (size_t)(q.n - done));
+        if (w < 0 && errno == EINTR) {
+            continue;
+        }
+        if (w <= 0) {
+            int e = errno;
+            s_close_file(s);
+            return rl_errf(err, err_len, e ? e : RL_EIO, "model_file: %s: %s", q.name, strerror(e));
+        }
+        done += w;
+    }
+    s->fpos += q.n;
+    if (s->fpos == s->ftotal) {
+        int c = fsync(s->fd);
+        s_close_file(s);
+        if (c != 0) {
+            return rl_errf(err, err_len, errno, "model_file: %s: %s", q.name, strerror(errno));
+        }
+    }
+    if (!q.last) {
+        return 0;
+    }
+    if (s->fd >= 0) {
+        return rl_errf(err, err_len, RL_EPROTO, "model_file: %s is incomplete (%lld of %lld)",
+                       s->fname, (long long)s->fpos, (long long)s->ftotal);
+    }
+    char got[17];
+    if ((rc = rl_hf_folder_hash(part, got, err, err_len)) != 0) {
+        return rc;
+    }
+    if (strcmp(got, s->sess_hash) != 0) {
+        return rl_errf(err, err_len, RL_EINVAL,
+                       "model_file: the folder received has "
+                       "fingerprint %s, not the run's %s",
+                       got, s->sess_hash);
+    }
+    snprintf(path, sizeof path, "%s/%s", s->cache, s->sess_hash);
+    if (rename(part, path) != 0) {
+        return rl_errf(err, err_len, errno, "model_file: %s: %s", path, strerror(errno));
+    }
+    s->receiving = 0;
+    snprintf(s->sess_model, sizeof s->sess_model, "%s", path);
+    rl_log_info("the run's model arrived: %s", path);
+    return 0;
 }
 
 // configure: the run's recipe with model.path = our model; files we do not read go unchecked.
@@ -173,13 +332,24 @@ static int s_configure(s_serve_t *s, const rl_msg_t *req, char *err, size_t err_
     if (rc) {
         return rc;
     }
+    if (!s->sess_model[0]) {
+        return rl_errf(err, err_len, RL_EPROTO,
+                       "configure: the run's model has not arrived "
+                       "(model_file)");
+    }
     if (s->state) {
         s->role->teardown(&s->state);
     }
     rl_recipe_destroy(&s->recipe);
-    char ov[PATH_MAX + 32];
+    if (s->o->http) { // the session's model's tokenizer, for HTTP
+        rl_tokenizer_destroy(&s->tok);
+        if (!(s->tok = rl_tokenizer_new_dir(s->sess_model, err, err_len))) {
+            return RL_EINVAL;
+        }
+    }
+    char ov[2 * PATH_MAX + 32];
     size_t k = (size_t)snprintf(ov, sizeof ov, "model.path=\"");
-    for (const char *p = s->model; *p && k + 4 < sizeof ov; p++) {
+    for (const char *p = s->sess_model; *p && k + 4 < sizeof ov; p++) {
         if (*p == '"' || *p == '\\') {
             ov[k++] = '\\';
         }
@@ -229,8 +399,9 @@ static void s_handle(s_serve_t *s, const rl_msg_t *req, const char *peer) {
         s_end_session(s, "the run is over (shutdown)");
         return;
     }
-    if (verb == RL_PROTO_CONFIGURE) {
-        rc = s_configure(s, req, err, sizeof err);
+    if (verb == RL_PROTO_CONFIGURE || verb == RL_PROTO_MODEL_FILE) {
+        rc = verb == RL_PROTO_CONFIGURE ? s_configure(s, req, err, sizeof err)
+                                        : s_model_file(s, req, err, sizeof err);
         if (!rc) {
             rc = rl_proto_ok(rl_msg_id(req), &out);
         }
@@ -291,11 +462,27 @@ int rl_serve_main(const rl_serve_opts_t *o) {
     if (!rc) {
         rc = rl_curve_load_allow(o->allow, &keys, &n, err, sizeof err);
     }
-    if (!rc && !realpath(o->model, s.model)) {
+    s.fd = -1;
+    if (!rc && o->model && !realpath(o->model, s.model)) {
         rc = rl_errf(err, sizeof err, RL_EINVAL, "--model %s: %s", o->model, strerror(errno));
     }
-    if (!rc) {
+    if (!rc && o->model) {
         rc = rl_hf_folder_hash(s.model, s.model_hash, err, sizeof err);
+    }
+    // without --model: received models go to --cache (kept) or a folder of this process
+    if (!rc && !o->model && o->cache) {
+        if (mkdir(o->cache, 0700) != 0 && errno != EEXIST) {
+            rc = rl_errf(err, sizeof err, errno, "--cache %s: %s", o->cache, strerror(errno));
+        } else if (!realpath(o->cache, s.cache)) {
+            rc = rl_errf(err, sizeof err, errno, "--cache %s: %s", o->cache, strerror(errno));
+        }
+    } else if (!rc && !o->model) {
+        const char *t = getenv("TMPDIR");
+        snprintf(s.cache, sizeof s.cache, "%s/rlctl-models-XXXXXX", t && t[0] ? t : "/tmp");
+        if (!mkdtemp(s.cache)) {
+            rc = rl_errf(err, sizeof err, errno, "%s: %s", s.cache, strerror(errno));
+        }
+        s.cache_ours = 1;
     }
     if (!rc) {
         rc =
@@ -315,17 +502,27 @@ int rl_serve_main(const rl_serve_opts_t *o) {
     rl_http_backend_t be = {&s, s_http_acquire, s_http_release, s.http_name};
     if (o->http) {
         const char *base = strrchr(s.model, '/');
-        snprintf(s.http_name, sizeof s.http_name, "%.200s", base ? base + 1 : s.model);
-        s.tok = rl_tokenizer_new_dir(s.model, err, sizeof err);
-        if (!s.tok || rl_http_start(o->http, o->http_token, &be, &http, err, sizeof err) != 0) {
+        snprintf(s.http_name, sizeof s.http_name, "%.200s",
+                 !s.model[0] ? "policy"
+                 : base      ? base + 1
+                             : s.model);
+        s.tok = s.model[0] ? rl_tokenizer_new_dir(s.model, err, sizeof err) : NULL;
+        if ((s.model[0] && !s.tok) ||
+            rl_http_start(o->http, o->http_token, &be, &http, err, sizeof err) != 0) {
             rl_log_error("sampler serve: %s", err);
             rl_tokenizer_destroy(&s.tok);
             rl_chan_close(&s.chan, 0);
             return 1;
         }
     }
-    rl_log_info("sampler serving %s (fingerprint %s), %d allowed key%s, public key %.8s...",
-                s.model, s.model_hash, n, n == 1 ? "" : "s", key.pub);
+    if (s.model[0]) {
+        rl_log_info("sampler serving %s (fingerprint %s), %d allowed key%s, public key %.8s...",
+                    s.model, s.model_hash, n, n == 1 ? "" : "s", key.pub);
+    } else {
+        rl_log_info("sampler serving the runs' own models (received into %s), %d allowed "
+                    "key%s, public key %.8s...",
+                    s.cache, n, n == 1 ? "" : "s", key.pub);
+    }
     printf("listening on %s\n", rl_chan_endpoint(s.chan));
     if (http) {
         printf("http on http://%.*s:%d/v1\n", (int)(strrchr(o->http, ':') - o->http), o->http,
@@ -368,5 +565,19 @@ int rl_serve_main(const rl_serve_opts_t *o) {
     rl_chan_close(&s.chan, 2000);
     rl_tokenizer_destroy(&s.tok);
     pthread_mutex_destroy(&s.mu);
+    if (s.cache_ours) { // the models this process received
+        DIR *d = opendir(s.cache);
+        for (struct dirent *e; d && (e = readdir(d)) != NULL;) {
+            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+                char p[2 * PATH_MAX];
+                snprintf(p, sizeof p, "%s/%s", s.cache, e->d_name);
+                s_rm_flat(p);
+            }
+        }
+        if (d) {
+            closedir(d);
+        }
+        rmdir(s.cache);
+    }
     return 0;
 }

@@ -31,7 +31,10 @@ typedef struct {
     const char *bind;  // "tcp://HOST:PORT" (port 0: any free one, printed at start)
     const char *key;   // this sampler's secret key file (rlctl keygen)
     const char *allow; // the controllers' public keys: a file, one per line, or a folder
-    const char *model; // the model folder it serves
+    const char *model; // the model folder it serves; NULL: each run's own, received over the
+                       // protocol (model_file) and checked by fingerprint
+    const char *cache; // without model: where received models are kept (NULL: a fresh folder
+                       // removed at exit)
     int threads;       // compute threads (0: every core)
     double heartbeat;  // ZMTP heartbeat period in seconds (a peer silent 10 periods is gone)
     int64_t max_frame; // the largest frame accepted (0: the decoder's cap)

@@ -34,3 +34,5 @@ add_dependencies(test_roles_async rlctl)
 add_test(NAME roles.http COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/http_check.py
          $<TARGET_FILE:rlctl> ${CMAKE_SOURCE_DIR})
 set_tests_properties(roles.http PROPERTIES TIMEOUT 300 LABELS integration)
+# the spread of a step's prompts over the samplers (roles.balance: even, speed)
+rl_add_test(NAME roles.split SOURCES test_split.c LIBS rl_roles LABELS unit TIMEOUT 60)

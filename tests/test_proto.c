@@ -74,7 +74,7 @@ static void test_hello_hb_configure(void) {
 static void test_sampler(void) {
     char err[256];
     float w[5] = {1, 2, 3, 4, 5};
-    rl_proto_load_weights_t lw = {4, "lora", w, 5}, lwd;
+    rl_proto_load_weights_t lw = {4, "lora", w, 5, 10, 15}, lwd; // a bucket: [10, 15) of 15
     rl_msg_t *m = NULL;
     CHECK_INT(rl_proto_load_weights_encode(&lw, 3, &m, err, sizeof err), 0);
     m = s_wire(m);
@@ -82,6 +82,7 @@ static void test_sampler(void) {
     CHECK_INT((int)lwd.version, 4);
     CHECK_STR(lwd.kind, "lora");
     CHECK(lwd.n == 5 && lwd.weights[4] == 5.0f);
+    CHECK(lwd.offset == 10 && lwd.total == 15);
     rl_msg_free(&m);
     rl_proto_load_weights_reply_t lr = {4}, lrd;
     CHECK_INT(rl_proto_load_weights_reply_encode(&lr, 3, &m, err, sizeof err), 0);

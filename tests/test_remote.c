@@ -1,14 +1,16 @@
 // test_remote — remote samplers end to end (docs/remote.md): two `rlctl sampler serve` processes
-// in a network namespace of their own, reached over a veth pair (loopback, with the reason
-// printed, where namespaces cannot be made), serve a GRPO run of the cookbook recipe that
-// matches the same run with two local samplers metric for metric and byte for byte (final
-// adapter). Refused, each with its message: a controller key not on the sampler's allowlist, a
-// server key that is not the sampler's, another model, a key in argv, a plaintext peer, a reply
-// carrying another run's session token (a fake sampler in this process), a request of no
-// session, a second controller while a session is live (and the session ends when its
-// controller's connection closes), a key removed from the allowlist by SIGHUP. A sampler
-// killed mid-run: the run finishes on the other one, the log names the endpoint, and the
-// trajectories say which sampler sampled each completion.
+// (one with --model, one that receives the run's model) in a network namespace of their own,
+// reached over a veth pair (loopback, with the reason printed, where namespaces cannot be made),
+// serve a GRPO run of the cookbook recipe that matches the same run with two local samplers metric
+// for metric and byte for byte (final adapter; the weights synced in buckets). Refused, each with
+// its message: a controller key not on the sampler's allowlist, a server key that is not the
+// sampler's, another model, a key in argv, a plaintext peer, a reply carrying another run's session
+// token (a fake sampler in this process), a request of no session, a second controller while a
+// session is live (and the session ends when its controller's connection closes), a key removed
+// from the allowlist by SIGHUP. The policy being trained answers OpenAI completions over HTTP (with
+// a bearer token, across the namespace) during a run, 503 between runs. A sampler killed mid-run:
+// the run finishes on the other one, the log names the endpoint, and the trajectories say which
+// sampler sampled each completion.
 #include "rl_chan.h"
 #include "rl_curve.h"
 #include "rl_proto.h"
@@ -74,12 +76,13 @@ static int s_serve(int i) {
     snprintf(log, sizeof log, "serve%d.out", i);
     snprintf(args, sizeof args,
              "exec %s%s%s%s/rlctl sampler serve --bind tcp://%s:0 --key %s/s%d/key --allow "
-             "%s/allow.txt --model %s/cookbook/models/arith-noisy-base --threads 1 "
+             "%s/allow.txt %s%s%s --threads 1 "
              "--heartbeat 0.5%s%s%s%s%s > %s/%s 2>&1",
              s_ns[0] ? "ip netns exec " : "", s_ns, s_ns[0] ? " " : "", RL_BINARY_DIR, s_host,
-             s_tmp, i, s_tmp, RL_SOURCE_DIR, i == 0 ? " --http " : "", i == 0 ? s_host : "",
-             i == 0 ? ":0 --http-token " : "", i == 0 ? s_tmp : "", i == 0 ? "/http.token" : "",
-             s_tmp, log);
+             s_tmp, i, s_tmp, i == 0 ? "--model " : "", i == 0 ? RL_SOURCE_DIR : "",
+             i == 0 ? "/cookbook/models/arith-noisy-base" : "", i == 0 ? " --http " : "",
+             i == 0 ? s_host : "", i == 0 ? ":0 --http-token " : "", i == 0 ? s_tmp : "",
+             i == 0 ? "/http.token" : "", s_tmp, log);
     pid_t pid = fork();
     if (pid == 0) {
         execl("/bin/sh", "sh", "-c", args, (char *)NULL);
@@ -153,7 +156,7 @@ static void *s_fake_main(void *arg) {
         if (!strcmp(rl_msg_op(m), "attach")) {
             rl_proto_attach_t q;
             if (rl_proto_attach_decode(m, &q, err, sizeof err) == 0) {
-                rl_proto_attach_reply_t r = {q.session, 1, "fake", 1};
+                rl_proto_attach_reply_t r = {q.session, 1, "fake", 1, 0};
                 rl_proto_attach_reply_encode(&r, rl_msg_id(m), &out, err, sizeof err);
             }
         } else if (rl_proto_ok(rl_msg_id(m), &out) == 0) {
@@ -339,6 +342,8 @@ int main(void) {
     // the same final adapter (on-policy, even shares)
     CHECK_INT(s_run("local", 3, "roles.samplers=2 roles.sampler_threads=1"), 0);
     s_remote(ov, sizeof ov, s_ep[0], k0, s_ep[1], k1, client);
+    // ... the weights in buckets of 0.1 MiB (the 0.30 MiB adapter in 3 messages per sampler)
+    strcat(ov, " roles.sync_bucket_mb=0.1");
     CHECK_INT(s_run("remote", 3, ov), 0);
     s_expect_out("2 remote samplers");
     json_t *ml = rl_test_metrics(s_tmp, "local"), *mr = rl_test_metrics(s_tmp, "remote");
@@ -348,6 +353,12 @@ int main(void) {
     json_decref(mr);
     CHECK(rl_test_files_equal(s_tmp, "local/final/adapter_model.safetensors",
                               "remote/final/adapter_model.safetensors"));
+    // sampler 1 has no --model: the run sent it the model folder, which it checked by
+    // fingerprint (and keeps for the next runs)
+    snprintf(path, sizeof path, "%s/serve1.out", s_tmp);
+    char *s1 = rl_test_read_file(path, NULL);
+    CHECK_MSG(s1 && strstr(s1, "the run's model arrived"), "sampler 1 log:\n%s", s1 ? s1 : "");
+    free(s1);
 
     // 2. refusals
     s_remote(ov, sizeof ov, s_ep[0], k0, NULL, NULL, bad); // our key is not on its list

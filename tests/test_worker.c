@@ -263,7 +263,7 @@ static void test_sampler(const char *ep, const char *yaml) {
     s_expect_error(s_call(rl_msg_new("train", s_next++), 10000), "does not serve 'train'");
     // weights of the wrong size, then the right size
     float w0[3] = {0, 0, 0};
-    rl_proto_load_weights_t lw = {0, "lora", w0, 3};
+    rl_proto_load_weights_t lw = {0, "lora", w0, 3, 0, 0};
     rl_msg_t *m = NULL;
     CHECK_INT(rl_proto_load_weights_encode(&lw, s_next++, &m, err, sizeof err), 0);
     rl_msg_t *rep = s_call(m, 10000);
@@ -301,6 +301,30 @@ static void test_sampler(const char *ep, const char *yaml) {
             CHECK(g.logprobs[i] <= 0.0f);
         }
     }
+    rl_msg_free(&rep);
+    // version 1 in two buckets (roles.sync_bucket_mb): between them no version is held and a
+    // generate is refused; a bucket out of order is refused; after the last one it generates
+    float *w2 = calloc((size_t)(n > 0 ? n : 1), sizeof(float));
+    int64_t h = n / 2;
+    rl_proto_load_weights_t b1 = {1, "lora", w2, h, 0, n}, b2 = {1, "lora", w2 + h, n - h, h, n},
+                            skip = {1, "lora", w2, 1, h + 1, n};
+    CHECK_INT(rl_proto_load_weights_encode(&b1, s_next++, &m, err, sizeof err), 0);
+    rep = s_call(m, 10000);
+    CHECK(s_ok(rep) && rl_proto_load_weights_reply_decode(rep, &lr, err, sizeof err) == 0);
+    CHECK_INT((int)lr.version, -1);
+    rl_msg_free(&rep);
+    s_expect_error(s_call(s_generate(1), 10000),
+                   "asked for weights version 1, this sampler holds -1");
+    CHECK_INT(rl_proto_load_weights_encode(&skip, s_next++, &m, err, sizeof err), 0);
+    s_expect_error(s_call(m, 10000), "expected");
+    CHECK_INT(rl_proto_load_weights_encode(&b2, s_next++, &m, err, sizeof err), 0);
+    free(w2);
+    rep = s_call(m, 10000);
+    CHECK(s_ok(rep) && rl_proto_load_weights_reply_decode(rep, &lr, err, sizeof err) == 0);
+    CHECK_INT((int)lr.version, 1);
+    rl_msg_free(&rep);
+    rep = s_call(s_generate(1), 30000);
+    CHECK(s_ok(rep));
     rl_msg_free(&rep);
     s_close(pid);
 }
