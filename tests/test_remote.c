@@ -408,9 +408,39 @@ int main(void) {
     CHECK_INT(s_http_ask(tok), 503);
     CHECK_INT(s_http_ask(NULL), 401);
 
-    // 3. a sampler killed mid-run: the run finishes on the other one
+    // 3. a sampler that stalls mid-run (SIGSTOP: its process, I/O thread included, stops):
+    // after 10 missed transport heartbeats of 0.3 s its connection drops and the run finishes
+    // on the other one
     s_remote(ov, sizeof ov, s_ep[0], k0, s_ep[1], k1, client);
     char args[4096];
+    snprintf(args, sizeof args,
+             "run %s/cookbook/grpo_lora.yaml run.dir=%s/stalled train.steps=5 optim.warmup_steps=1 "
+             "train.eval_every=0 train.eval_samples=64 roles.heartbeat=0.3 %s",
+             RL_SOURCE_DIR, s_tmp, ov);
+    pid_t srun = rl_test_spawn(s_tmp, args, "stalled.out");
+    snprintf(path, sizeof path, "%s/stalled/metrics.jsonl", s_tmp);
+    int at2 = 0;
+    for (int t = 0; t < 1200 && !at2; t++) {
+        char *m = rl_test_read_file(path, NULL);
+        at2 = m && strstr(m, "\"step\":2,");
+        free(m);
+        rl_test_nap();
+    }
+    CHECK_MSG(at2, "the stalled run did not reach step 2");
+    kill(s_pid[1], SIGSTOP);
+    CHECK_INT(rl_test_wait_exit(srun, 300), 0);
+    kill(s_pid[1], SIGCONT);
+    snprintf(path, sizeof path, "%s/stalled.out", s_tmp);
+    char *sout = rl_test_read_file(path, NULL);
+    CHECK_MSG(sout && strstr(sout, "sampler/1 leaves the run"), "stalled run:\n%s",
+              sout ? sout : "");
+    free(sout);
+    for (int t = 0; t < 40; t++) { // the continued sampler finds its session gone
+        rl_test_nap();
+    }
+
+    // 4. a sampler killed mid-run: the run finishes on the other one
+    s_remote(ov, sizeof ov, s_ep[0], k0, s_ep[1], k1, client);
     snprintf(args, sizeof args,
              "run %s/cookbook/grpo_lora.yaml run.dir=%s/killed train.steps=6 optim.warmup_steps=1 "
              "train.eval_every=0 train.eval_samples=64 %s",
