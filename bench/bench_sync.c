@@ -13,7 +13,10 @@
 // (docs/remote.md): (c) raw ZeroMQ tcp zero-copy, (d) the weight-sync message from a CURVE client
 // (the controller) to a CURVE server (the sampler), every byte encrypted and authenticated, with
 // the full weights of arith-base as one more payload; and a third table beside (e) raw ZeroMQ
-// over tcp with CURVE, which isolates the encryption's cost from ours. With an argument `--tcp-host
+// over tcp with CURVE, which isolates the encryption's cost from ours.
+// `--serve HOST --keys DIR` runs the three server ends alone at HOST:5601..5603 and `--connect
+// HOST --keys DIR` the client ends and the tcp tables, so that the two ends can live in two
+// network namespaces (bench/sync_netns.sh). With an argument `--tcp-host
 // ADDR` the server side binds there instead (e.g. a veth address into another network namespace).
 #include "rl_bench.h"
 #include "rl_chan.h"
@@ -101,6 +104,13 @@ static void s_raw_round(s_raw_t *r, const void *src, size_t n) {
     if (zmq_msg_send(&m, r->dealer, 0) < 0) {
         s_die("raw send", zmq_strerror(zmq_errno()));
     }
+    if (!r->router) { // the other end is another process (--connect): wait for its ack
+        char ack[8];
+        if (zmq_recv(r->dealer, ack, sizeof ack, 0) != 3) {
+            s_die("raw ack", zmq_strerror(zmq_errno()));
+        }
+        return;
+    }
     zmq_msg_t id, body;
     zmq_msg_init(&id);
     zmq_msg_init(&body);
@@ -145,6 +155,13 @@ static double s_sync_round(s_sync_t *s, const float *src, float *dst, size_t nf,
     }
     char peer[256];
     rl_msg_t *r = NULL;
+    if (!s->ctl) { // the other end is another process (--connect): wait for its reply
+        if (rl_chan_recv(s->actor, 30000, &r, NULL, 0, err, sizeof err) != 0) {
+            s_die("sync ack recv", err);
+        }
+        rl_msg_free(&r);
+        return rl_bench_now() - t1;
+    }
     if (rl_chan_recv(s->ctl, 10000, &r, peer, sizeof peer, err, sizeof err) != 0) {
         s_die("sync recv", err);
     }
@@ -202,7 +219,7 @@ static void s_table(const char *bname, const char *aname, s_raw_t *raw, s_sync_t
             s_raw_round(raw, src, n);
             s_sync_round(sync, src, dst, nf, &fill);
         }
-        if (memcmp(src, dst, n) != 0) {
+        if (sync->ctl && memcmp(src, dst, n) != 0) { // (--connect: checked by the server)
             s_die("sync", "the destination differs from the source");
         }
         double *ta = malloc((size_t)runs * sizeof *ta), *tb = malloc((size_t)runs * sizeof *tb);
@@ -243,17 +260,170 @@ static void s_table(const char *bname, const char *aname, s_raw_t *raw, s_sync_t
            runs);
 }
 
+// ---- two processes (--serve / --connect): the ends in two network namespaces ---------------
+
+#define S_PORT 5601 // raw tcp; +1 raw tcp with CURVE; +2 the weight-sync message over CURVE
+
+static void s_load_keys(const char *dir, rl_curve_key_t *srv, rl_curve_key_t *cli) {
+    char p[600], err[512];
+    snprintf(p, sizeof p, "%s/srv/key", dir);
+    if (rl_curve_load_secret(p, srv, err, sizeof err) != 0) {
+        s_die("keys", err);
+    }
+    snprintf(p, sizeof p, "%s/cli/key", dir);
+    if (rl_curve_load_secret(p, cli, err, sizeof err) != 0) {
+        s_die("keys", err);
+    }
+}
+
+// Serves the three server ends at host forever: acks raw round trips, decodes and copies the
+// weight-sync message and replies.
+static int s_serve(const char *host, const char *keydir) {
+    rl_curve_key_t srv, cli;
+    s_load_keys(keydir, &srv, &cli);
+    void *ctx = zmq_ctx_new();
+    void *r0 = zmq_socket(ctx, ZMQ_ROUTER), *r1 = zmq_socket(ctx, ZMQ_ROUTER);
+    int one = 1;
+    zmq_setsockopt(r1, ZMQ_CURVE_SERVER, &one, sizeof one);
+    zmq_setsockopt(r1, ZMQ_CURVE_SECRETKEY, srv.sec, 40);
+    char ep[160], err[512];
+    snprintf(ep, sizeof ep, "tcp://%s:%d", host, S_PORT);
+    if (zmq_bind(r0, ep) != 0) {
+        s_die("bind", zmq_strerror(zmq_errno()));
+    }
+    snprintf(ep, sizeof ep, "tcp://%s:%d", host, S_PORT + 1);
+    if (zmq_bind(r1, ep) != 0) {
+        s_die("bind", zmq_strerror(zmq_errno()));
+    }
+    rl_chan_t *ctl = NULL;
+    snprintf(ep, sizeof ep, "tcp://%s:%d", host, S_PORT + 2);
+    if (rl_chan_bind_curve(ep, 0, &srv, 1.0, &ctl, err, sizeof err) != 0) {
+        s_die("bind", err);
+    }
+    const char(*allow)[RL_CURVE_Z85_LEN + 1] = (const char(*)[RL_CURVE_Z85_LEN + 1]) cli.pub;
+    rl_chan_allow(ctl, allow, 1, NULL);
+    printf("serving at %s:%d..%d\n", host, S_PORT, S_PORT + 2);
+    fflush(stdout);
+    float *dst = NULL;
+    size_t cap = 0;
+    for (;;) {
+        zmq_pollitem_t it[3] = {{.socket = r0, .events = ZMQ_POLLIN},
+                                {.socket = r1, .events = ZMQ_POLLIN},
+                                {.socket = rl_chan_socket(ctl), .events = ZMQ_POLLIN}};
+        if (zmq_poll(it, 3, -1) < 0) {
+            continue;
+        }
+        void *raws[2] = {r0, r1};
+        for (int k = 0; k < 2; k++) { // raw: ack whatever came
+            zmq_msg_t id, body;
+            zmq_msg_init(&id);
+            if (zmq_msg_recv(&id, raws[k], ZMQ_DONTWAIT) >= 0) {
+                zmq_msg_init(&body);
+                zmq_msg_recv(&body, raws[k], 0);
+                zmq_msg_send(&id, raws[k], ZMQ_SNDMORE);
+                zmq_send(raws[k], "ack", 3, 0);
+                zmq_msg_close(&body);
+            }
+            zmq_msg_close(&id);
+        }
+        rl_msg_t *m = NULL;
+        char peer[256];
+        if (rl_chan_recv(ctl, 0, &m, peer, sizeof peer, err, sizeof err) == 0) {
+            int64_t got = 0;
+            const void *w;
+            if (rl_msg_get_tensor(m, "weights", RL_DT_F32, 1, &got, &w) == 0) {
+                if ((size_t)got > cap) {
+                    free(dst);
+                    cap = (size_t)got;
+                    dst = malloc(cap * sizeof *dst);
+                }
+                if (dst) {
+                    memcpy(dst, w, (size_t)got * sizeof *dst);
+                }
+            }
+            rl_msg_free(&m);
+            rl_msg_t *ack = rl_msg_new("reply", 2);
+            rl_msg_set_bool(ack, "ok", 1);
+            rl_chan_send(ctl, peer, &ack, err, sizeof err);
+        }
+    }
+    return 0; // not reached: killed by the script
+}
+
+// The client ends against a --serve process at host: the tcp tables, (d) beside (c) and (e).
+static int s_connect(const char *host, const char *keydir, int runs) {
+    rl_curve_key_t srv, cli, both[2];
+    s_load_keys(keydir, &srv, &cli);
+    both[0] = srv;
+    both[1] = cli;
+    char ep[160], err[512];
+    s_raw_t raw, rawc;
+    memset(&raw, 0, sizeof raw);
+    memset(&rawc, 0, sizeof rawc);
+    for (int k = 0; k < 2; k++) {
+        s_raw_t *r = k ? &rawc : &raw;
+        r->ctx_d = zmq_ctx_new();
+        r->dealer = zmq_socket(r->ctx_d, ZMQ_DEALER);
+        if (k) {
+            zmq_setsockopt(r->dealer, ZMQ_CURVE_SERVERKEY, both[0].pub, 40);
+            zmq_setsockopt(r->dealer, ZMQ_CURVE_PUBLICKEY, both[1].pub, 40);
+            zmq_setsockopt(r->dealer, ZMQ_CURVE_SECRETKEY, both[1].sec, 40);
+        }
+        snprintf(ep, sizeof ep, "tcp://%s:%d", host, S_PORT + k);
+        if (zmq_connect(r->dealer, ep) != 0) {
+            s_die("connect", zmq_strerror(zmq_errno()));
+        }
+    }
+    s_sync_t sync = {NULL, NULL};
+    snprintf(ep, sizeof ep, "tcp://%s:%d", host, S_PORT + 2);
+    if (rl_chan_connect_curve(ep, "controller~0", 0, &cli, srv.pub, 1.0, &sync.actor, err,
+                              sizeof err) != 0) {
+        s_die("connect", err);
+    }
+    const size_t lora = s_lora_floats();
+    s_payload_t sizes[] = {
+        {"LoRA r8 arith-base", lora, 100},
+        {"full arith-base", s_full_floats(), 20},
+        {"16 MiB", (16u << 20) / 4, 6},
+        {"64 MiB", (64u << 20) / 4, 3},
+    };
+    printf("over tcp://%s (another process, another network namespace):\n", host);
+    s_table("weight-sync message, CURVE (d)", "raw ZeroMQ tcp zero-copy (c)", &raw, &sync, sizes, 4,
+            runs);
+    printf("\n");
+    s_table("weight-sync message, CURVE (d)", "raw ZeroMQ tcp CURVE zero-copy (e)", &rawc, &sync,
+            sizes, 4, runs);
+    return 0;
+}
+
 // ---- main ------------------------------------------------------------------------------------
 
 int main(int argc, char **argv) {
     int runs = 7;
     const char *tcp_host = "127.0.0.1";
+    const char *serve = NULL, *connect = NULL, *keys = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--tcp-host") && i + 1 < argc) {
             tcp_host = argv[++i];
+        } else if (!strcmp(argv[i], "--serve") && i + 1 < argc) {
+            serve = argv[++i];
+        } else if (!strcmp(argv[i], "--connect") && i + 1 < argc) {
+            connect = argv[++i];
+        } else if (!strcmp(argv[i], "--keys") && i + 1 < argc) {
+            keys = argv[++i];
         } else {
             runs = atoi(argv[i]);
         }
+    }
+    if ((serve || connect) && !keys) {
+        s_die("usage", "--serve HOST / --connect HOST need --keys DIR (DIR/srv, DIR/cli: rlctl "
+                       "keygen)");
+    }
+    if (serve) {
+        return s_serve(serve, keys);
+    }
+    if (connect) {
+        return s_connect(connect, keys, runs < 1 || runs > 100 ? 7 : runs);
     }
     if (runs < 1 || runs > 100) {
         runs = 7;

@@ -975,6 +975,10 @@ int64_t rl_chan_peer_conn(const rl_chan_t *self) {
     return self->peer_conn;
 }
 
+void *rl_chan_socket(rl_chan_t *self) {
+    return self->sock;
+}
+
 void rl_chan_set_peer_name(rl_chan_t *self, const char *name) {
     snprintf(self->peer_name, sizeof self->peer_name, "%s", name ? name : "");
 }

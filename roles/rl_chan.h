@@ -132,6 +132,10 @@ int rl_chan_peer_key(const rl_chan_t *self, char out[RL_CURVE_Z85_LEN + 1]);
 // -1.
 int64_t rl_chan_peer_conn(const rl_chan_t *self);
 
+// The chan's ZeroMQ socket, to poll it beside sockets of one's own (zmq_poll; a benchmark's
+// server). Never send or receive on it directly. borrowed; valid until close.
+void *rl_chan_socket(rl_chan_t *self);
+
 // How a DEALER's errors name its peer ("from sampler/2: ..."); the default is "controller".
 void rl_chan_set_peer_name(rl_chan_t *self, const char *name);
 
