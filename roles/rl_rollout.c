@@ -448,7 +448,7 @@ int rl_rollout_store(rl_run_t *run, const rl_rollout_data_t *d, const rl_rollout
         x->prompt_index = (uint32_t)(j / G);
         x->sample_index = (uint32_t)(j % G);
         x->data_index = (int64_t)t->idx[j / G];
-        x->policy_version = (uint64_t)t->version;
+        x->policy_version = (uint64_t)(t->gen.ver ? t->gen.ver[j] : t->version);
         x->n_prompt = p->len;
         x->prompt_ids = (int32_t *)p->ids;
         x->n_completion = lc;

@@ -70,6 +70,7 @@ void rl_run_gen_free(rl_run_gen_t *g) {
     free(g->fin);
     free(g->cut);
     free(g->who);
+    free(g->ver);
     memset(g, 0, sizeof(*g));
 }
 
@@ -178,6 +179,7 @@ static int s_cut_stop_strings(rl_run_t *run, rl_run_gen_t *g) {
 // One generate request of a round: prompts todo[a..b) of the call to sampler k.
 typedef struct {
     int a, b, k;
+    int64_t version; // the weights version it asked for
     rl_msg_t *rep;
     rl_proto_generate_reply_t g;
 } s_share_t;
@@ -339,7 +341,8 @@ static int s_round_post(rl_run_t *run, rl_run_genjob_t *j, char *err, size_t err
         }
         int x = j->nsh + j->nr;
         j->idx[j->nr] = x;
-        j->sh[x] = (s_share_t){.a = bounds[q], .b = bounds[q + 1], .k = ks[q]};
+        j->sh[x] =
+            (s_share_t){.a = bounds[q], .b = bounds[q + 1], .k = ks[q], .version = run->version};
         peers[j->nr] = run->samplers.names[ks[q]];
         rc = s_gen_request(run, j->prompts, j->todo, bounds[q], bounds[q + 1], j->n, j->temperature,
                            j->seed, &reqs[j->nr], err, err_len);
@@ -508,9 +511,11 @@ int rl_run_generate_collect(rl_run_t *run, rl_run_genjob_t *j, rl_run_gen_t *out
         out->off = malloc((size_t)n_res * sizeof(int64_t));
         out->fin = malloc((size_t)n_res);
         out->who = malloc((size_t)n_res * sizeof(int32_t));
+        out->ver = malloc((size_t)n_res * sizeof(int64_t));
         out->ids = malloc((size_t)(total ? total : 1) * sizeof(int32_t));
         out->lp = malloc((size_t)(total ? total : 1) * sizeof(float));
-        if (!out->lens || !out->off || !out->fin || !out->who || !out->ids || !out->lp) {
+        if (!out->lens || !out->off || !out->fin || !out->who || !out->ver || !out->ids ||
+            !out->lp) {
             rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
         }
     }
@@ -531,6 +536,7 @@ int rl_run_generate_collect(rl_run_t *run, rl_run_genjob_t *j, rl_run_gen_t *out
                 out->off[r] = o;
                 out->fin[r] = x->g.finish[first + s];
                 out->who[r] = x->k;
+                out->ver[r] = x->version;
                 memcpy(out->ids + o, x->g.ids + ko, (size_t)len * sizeof(int32_t));
                 memcpy(out->lp + o, x->g.logprobs + ko, (size_t)len * sizeof(float));
                 o += len;

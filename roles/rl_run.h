@@ -88,6 +88,8 @@ typedef struct {
     uint8_t *fin;   // (n_res) 0 stop, 1 length
     uint8_t *cut;   // (n_res) 1: ended by a stop string (sampling.stop), not a stop token
     int32_t *who;   // (n_res) the sampler (rank in run->samplers) that generated it
+    int64_t *ver;   // (n_res) the weights version that generated it (a share regenerated after
+                    // a remote sampler failed asks for the version the others hold then)
     int64_t prefill, decode;
 } rl_run_gen_t;
 void rl_run_gen_free(rl_run_gen_t *g);

@@ -443,7 +443,7 @@ int main(void) {
     s_remote(ov, sizeof ov, s_ep[0], k0, s_ep[1], k1, client);
     snprintf(args, sizeof args,
              "run %s/cookbook/grpo_lora.yaml run.dir=%s/killed train.steps=6 optim.warmup_steps=1 "
-             "train.eval_every=0 train.eval_samples=64 %s",
+             "train.eval_every=0 train.eval_samples=64 algorithm.max_staleness=1 %s",
              RL_SOURCE_DIR, s_tmp, ov);
     pid_t run = rl_test_spawn(s_tmp, args, "killed.out");
     snprintf(path, sizeof path, "%s/killed/metrics.jsonl", s_tmp);
@@ -488,6 +488,26 @@ int main(void) {
     out = rl_test_out(s_tmp);
     CHECK_MSG(out && !strstr(out, w1), "step 6 was sampled by the killed sampler");
     free(out);
+    // asynchronous (max_staleness 1): every record of every step was sampled with weights at
+    // most one version older than the ones its step updates, the regenerated share included
+    for (int step = 1; step <= 6; step++) {
+        snprintf(cmd, sizeof cmd, "traj export %s/killed --step %d", s_tmp, step);
+        CHECK_INT(rl_test_rlctl(s_tmp, cmd), 0);
+        out = rl_test_out(s_tmp);
+        char *save = NULL;
+        int n = 0;
+        for (char *l = out ? strtok_r(out, "\n", &save) : NULL; l;
+             l = strtok_r(NULL, "\n", &save)) {
+            json_t *o = json_loads(l, 0, NULL);
+            long long v = (long long)json_integer_value(json_object_get(o, "policy_version"));
+            CHECK_MSG(o && v >= step - 2 && v <= step - 1, "step %d: a record of version %lld",
+                      step, v);
+            n += o != NULL;
+            json_decref(o);
+        }
+        CHECK_MSG(n == 128, "step %d: %d records", step, n);
+        free(out);
+    }
 
 out:
     for (int i = 0; i < 2; i++) {
