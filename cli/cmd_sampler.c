@@ -11,7 +11,7 @@
 static void s_serve_help(FILE *out) {
     fprintf(out,
             "usage: rlctl sampler serve --bind tcp://HOST:PORT --key FILE --allow FILE|DIR\n"
-            "                           [--model DIR | --cache DIR] [--threads N]\n"
+            "                           [--model DIR | --cache DIR] [--threads N] [--samplers N]\n"
             "                           [--heartbeat SECONDS]\n"
             "                           [--sessions N] [--http HOST:PORT [--http-token FILE]]\n\n"
             "Serves the runs of controllers whose public key is allowed, one run at a time, as\n"
@@ -27,7 +27,9 @@ static void s_serve_help(FILE *out) {
             "  --model DIR      the Hugging Face model folder to sample from\n"
             "  --cache DIR      without --model: keep the models runs send here (reused by\n"
             "                   later runs of the same model; default: a folder removed at exit)\n"
-            "  --threads N      compute threads (default 0: every core)\n"
+            "  --threads N      compute threads (default 0: every core), of each sampler\n"
+            "  --samplers N     N sampler processes of its own (default 1: this one samples),\n"
+            "                   splitting each request; the weights cross the network once\n"
             "  --heartbeat S    seconds between transport heartbeats (default 1; a peer silent\n"
             "                   for 10 is gone)\n"
             "  --sessions N     exit after N runs (default 0: serve until SIGINT/SIGTERM)\n"
@@ -76,6 +78,8 @@ static int s_serve(int argc, char **argv) {
             o.http_token = v;
         } else if (!strcmp(a, "--threads")) {
             bad = rl_cli_int("sampler serve", a, v, 0, 4096, &o.threads);
+        } else if (!strcmp(a, "--samplers")) {
+            bad = rl_cli_int("sampler serve", a, v, 1, 64, &o.samplers);
         } else if (!strcmp(a, "--sessions")) {
             bad = rl_cli_int("sampler serve", a, v, 0, 1 << 30, &o.sessions);
         } else if (!strcmp(a, "--heartbeat")) {

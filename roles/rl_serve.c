@@ -5,6 +5,7 @@
 #include "rl_chan.h"
 #include "rl_config.h"
 #include "rl_curve.h"
+#include "rl_group.h"
 #include "rl_err.h"
 #include "rl_hf.h"
 #include "rl_http.h"
@@ -61,6 +62,8 @@ typedef struct {
     int fd;        // the file being written (-1: none)
     char fname[256];
     int64_t fpos, ftotal;
+    rl_group_t *grp;     // samplers > 1: the session's sampler workers (local processes)
+    char logs[PATH_MAX]; // their logs
     pthread_mutex_t mu;  // held while a request is served (the HTTP thread takes it too)
     rl_tokenizer_t *tok; // --model's tokenizer (with --http)
     char http_name[300];
@@ -120,6 +123,7 @@ static void s_end_session(s_serve_t *s, const char *why) {
         s->role->teardown(&s->state);
     }
     rl_recipe_destroy(&s->recipe);
+    rl_group_destroy(&s->grp, 5.0);
     s_close_file(s);
     if (s->receiving) { // an unfinished transfer is dropped
         char part[PATH_MAX + 32];
@@ -325,6 +329,170 @@ static int s_model_file(s_serve_t *s, const rl_msg_t *req, char *err, size_t err
     return 0;
 }
 
+// samplers > 1: the session's sampler workers (rl_group, as a controller starts its own), each
+// configured with the run's recipe (model.path: the session's model).
+static int s_workers_start(s_serve_t *s, char *err, size_t err_len) {
+    rl_group_destroy(&s->grp, 5.0);
+    int rc = rl_group_new(s->logs, s->o->heartbeat, 0, &s->grp, err, err_len);
+    for (int i = 0; !rc && i < s->o->samplers; i++) {
+        rc = rl_group_spawn(s->grp, "sampler", i, s->o->threads, err, err_len);
+    }
+    if (!rc) {
+        rc = rl_group_wait_ready(s->grp, 600, err, err_len);
+    }
+    char *yaml = NULL;
+    if (!rc && rl_recipe_to_yaml(s->recipe, &yaml) != 0) {
+        rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    rl_msg_t *reqs[64] = {0}, *reps[64] = {0};
+    const char *peers[64];
+    char names[64][32];
+    int n = s->o->samplers;
+    for (int i = 0; !rc && i < n; i++) {
+        rl_proto_configure_t q = {yaml, 0, s->o->threads};
+        snprintf(names[i], sizeof names[i], "sampler/%d", i);
+        peers[i] = names[i];
+        rc = rl_proto_configure_encode(&q, rl_group_next_id(s->grp), &reqs[i], err, err_len);
+    }
+    free(yaml);
+    if (!rc) {
+        rc = rl_group_call(s->grp, n, peers, reqs, reps, 600, NULL, err, err_len);
+    } else {
+        for (int i = 0; i < n; i++) {
+            rl_msg_free(&reqs[i]);
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        rl_msg_free(&reps[i]);
+    }
+    if (rc) {
+        rl_group_destroy(&s->grp, 5.0);
+    } else {
+        rl_log_info("%d sampler workers ready (logs in %s)", n, s->logs);
+    }
+    return rc;
+}
+
+// samplers > 1, load_weights: the payload (received once) to every worker, over ipc.
+static int s_workers_load(s_serve_t *s, const rl_msg_t *req, rl_msg_t **out, char *err,
+                          size_t err_len) {
+    rl_proto_load_weights_t q;
+    int rc = rl_proto_load_weights_decode(req, &q, err, err_len);
+    if (rc) {
+        return rc;
+    }
+    if (s->state && (rc = rl_role_dispatch(s->role, s->state, req, out, err, err_len)) != 0) {
+        return rc; // the in-process model (HTTP) first: it checks the sizes
+    }
+    rl_msg_free(out);
+    int n = s->o->samplers;
+    rl_msg_t *reqs[64] = {0}, *reps[64] = {0};
+    const char *peers[64];
+    char names[64][32];
+    for (int i = 0; !rc && i < n; i++) {
+        snprintf(names[i], sizeof names[i], "sampler/%d", i);
+        peers[i] = names[i];
+        rc = rl_proto_load_weights_encode(&q, rl_group_next_id(s->grp), &reqs[i], err, err_len);
+    }
+    if (!rc) {
+        rc = rl_group_call(s->grp, n, peers, reqs, reps, 600, NULL, err, err_len);
+    } else {
+        for (int i = 0; i < n; i++) {
+            rl_msg_free(&reqs[i]);
+        }
+    }
+    rl_proto_load_weights_reply_t r = {-1};
+    char why[256];
+    if (!rc && rl_proto_load_weights_reply_decode(reps[0], &r, why, sizeof why) != 0) {
+        rc = rl_errf(err, err_len, RL_EPROTO, "load_weights: %s", why);
+    }
+    for (int i = 0; i < n; i++) {
+        rl_msg_free(&reps[i]);
+    }
+    return rc ? rc : rl_proto_load_weights_reply_encode(&r, rl_msg_id(req), out, err, err_len);
+}
+
+// samplers > 1, generate: contiguous shares of the prompts to the workers (as a controller splits
+// a step over its samplers), the replies joined in prompt order.
+static int s_workers_generate(s_serve_t *s, const rl_msg_t *req, rl_msg_t **out, char *err,
+                              size_t err_len) {
+    rl_proto_generate_t q;
+    int rc = rl_proto_generate_decode(req, &q, err, err_len);
+    if (rc) {
+        return rc;
+    }
+    int P = (int)q.P, n = s->o->samplers < P ? s->o->samplers : P;
+    rl_msg_t *reqs[64] = {0}, *reps[64] = {0};
+    const char *peers[64];
+    char names[64][32];
+    int64_t off = 0;
+    for (int i = 0; !rc && i < n; i++) {
+        int p0 = (int)((int64_t)P * i / n), p1 = (int)((int64_t)P * (i + 1) / n);
+        int64_t len = 0;
+        for (int p = p0; p < p1; p++) {
+            len += q.prompt_lens[p];
+        }
+        rl_proto_generate_t g = q;
+        g.prompts = q.prompts + off;
+        g.n_prompt_ids = len;
+        g.prompt_lens = q.prompt_lens + p0;
+        g.prompt_index = q.prompt_index + p0;
+        g.P = p1 - p0;
+        off += len;
+        snprintf(names[i], sizeof names[i], "sampler/%d", i);
+        peers[i] = names[i];
+        rc = rl_proto_generate_encode(&g, rl_group_next_id(s->grp), &reqs[i], err, err_len);
+    }
+    if (!rc) {
+        rc = rl_group_call(s->grp, n, peers, reqs, reps, 3600, NULL, err, err_len);
+    } else {
+        for (int i = 0; i < n; i++) {
+            rl_msg_free(&reqs[i]);
+        }
+    }
+    rl_proto_generate_reply_t g[64];
+    int64_t n_res = 0, n_ids = 0, prefill = 0, decode = 0;
+    for (int i = 0; !rc && i < n; i++) {
+        char why[512];
+        if (rl_proto_generate_reply_decode(reps[i], &g[i], why, sizeof why) != 0) {
+            rc = rl_errf(err, err_len, RL_EPROTO, "generate: sampler/%d: %s", i, why);
+        } else {
+            n_res += g[i].n_res;
+            n_ids += g[i].n_ids;
+            prefill += g[i].prefill_tokens;
+            decode += g[i].decode_tokens;
+        }
+    }
+    int32_t *lens = rc ? NULL : malloc((size_t)(n_res ? n_res : 1) * sizeof *lens);
+    int32_t *ids = rc ? NULL : malloc((size_t)(n_ids ? n_ids : 1) * sizeof *ids);
+    float *lp = rc ? NULL : malloc((size_t)(n_ids ? n_ids : 1) * sizeof *lp);
+    uint8_t *fin = rc ? NULL : malloc((size_t)(n_res ? n_res : 1));
+    if (!rc && (!lens || !ids || !lp || !fin)) {
+        rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    int64_t r0 = 0, i0 = 0;
+    for (int i = 0; !rc && i < n; i++) {
+        memcpy(lens + r0, g[i].lens, (size_t)g[i].n_res * sizeof *lens);
+        memcpy(fin + r0, g[i].finish, (size_t)g[i].n_res);
+        memcpy(ids + i0, g[i].ids, (size_t)g[i].n_ids * sizeof *ids);
+        memcpy(lp + i0, g[i].logprobs, (size_t)g[i].n_ids * sizeof *lp);
+        r0 += g[i].n_res;
+        i0 += g[i].n_ids;
+    }
+    if (!rc) {
+        rl_proto_generate_reply_t all = {lens, fin, n_res, ids, lp, n_ids, prefill, decode};
+        rc = rl_proto_generate_reply_encode(&all, rl_msg_id(req), out, err, err_len);
+    }
+    free(lens);
+    free(ids);
+    free(lp);
+    free(fin);
+    for (int i = 0; i < n; i++) {
+        rl_msg_free(&reps[i]);
+    }
+    return rc;
+}
+
 // configure: the run's recipe with model.path = our model; files we do not read go unchecked.
 static int s_configure(s_serve_t *s, const rl_msg_t *req, char *err, size_t err_len) {
     rl_proto_configure_t q;
@@ -359,8 +527,12 @@ static int s_configure(s_serve_t *s, const rl_msg_t *req, char *err, size_t err_
     const char *ovs[1] = {ov};
     rc = rl_recipe_load_string(q.recipe, q.recipe_len, "<configure>", ovs, 1,
                                RL_RECIPE_NO_FILE_CHECKS, &s->recipe, err, err_len);
-    if (!rc) {
+    // the in-process model samples with one sampler; with several it serves HTTP only
+    if (!rc && (s->o->samplers <= 1 || s->o->http)) {
         rc = s->role->setup(s->recipe, s->o->threads, &s->state, err, err_len);
+    }
+    if (!rc && s->o->samplers > 1) {
+        rc = s_workers_start(s, err, err_len);
     }
     return rc;
 }
@@ -406,7 +578,13 @@ static void s_handle(s_serve_t *s, const rl_msg_t *req, const char *peer) {
             rc = rl_proto_ok(rl_msg_id(req), &out);
         }
     } else {
-        rc = rl_role_dispatch(s->role, s->state, req, &out, err, sizeof err);
+        if (s->grp && verb == RL_PROTO_LOAD_WEIGHTS) {
+            rc = s_workers_load(s, req, &out, err, sizeof err);
+        } else if (s->grp && verb == RL_PROTO_GENERATE) {
+            rc = s_workers_generate(s, req, &out, err, sizeof err);
+        } else {
+            rc = rl_role_dispatch(s->role, s->state, req, &out, err, sizeof err);
+        }
     }
     if (rc) {
         rl_msg_free(&out);
@@ -496,6 +674,15 @@ int rl_serve_main(const rl_serve_opts_t *o) {
     if (rc) {
         rl_log_error("sampler serve: %s", err);
         return 1;
+    }
+    if (!rc && o->samplers > 1) { // the sampler workers' logs
+        const char *t = getenv("TMPDIR");
+        snprintf(s.logs, sizeof s.logs, "%s/rlctl-serve-logs-XXXXXX", t && t[0] ? t : "/tmp");
+        if (!mkdtemp(s.logs)) {
+            rl_log_error("sampler serve: %s: %s", s.logs, strerror(errno));
+            rl_chan_close(&s.chan, 0);
+            return 1;
+        }
     }
     gethostname(s.host, sizeof s.host - 1);
     rl_http_t *http = NULL;

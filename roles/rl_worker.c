@@ -50,8 +50,10 @@ static int s_configure(s_worker_t *w, const rl_msg_t *req, char *err, size_t err
         w->role->teardown(&w->state);
     }
     rl_recipe_destroy(&w->recipe);
-    rc = rl_recipe_load_string(q.recipe, q.recipe_len, "<configure>", NULL, 0, 0, &w->recipe,
-                               err, err_len);
+    // the controller checked the recipe's files on its host; a worker loads what its role needs
+    // and fails on that if it is missing (a sampler of `sampler serve --samplers N` is on another)
+    rc = rl_recipe_load_string(q.recipe, q.recipe_len, "<configure>", NULL, 0,
+                               RL_RECIPE_NO_FILE_CHECKS, &w->recipe, err, err_len);
     if (!rc) {
         rc = w->role->setup(w->recipe, (int)q.threads, &w->state, err, err_len);
     }

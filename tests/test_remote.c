@@ -1,5 +1,6 @@
 // test_remote — remote samplers end to end (docs/remote.md): two `rlctl sampler serve` processes
-// (one with --model, one that receives the run's model) in a network namespace of their own,
+// (one with --model, one that receives the run's model; a third with two sampler processes of
+// its own behind one endpoint) in a network namespace of their own,
 // reached over a veth pair (loopback, with the reason printed, where namespaces cannot be made),
 // serve a GRPO run of the cookbook recipe that matches the same run with two local samplers metric
 // for metric and byte for byte (final adapter; the weights synced in buckets). Refused, each with
@@ -23,9 +24,9 @@ static char s_tmp[256];
 static char s_host[64] = "127.0.0.1"; // where the samplers listen
 static char s_ns[64] = "";            // their network namespace ("" = none)
 static char s_veth[64] = "";
-static char s_ep[2][128]; // their endpoints
+static char s_ep[3][128]; // their endpoints
 static char s_http[160];  // sampler 0's OpenAI-compatible endpoint
-static pid_t s_pid[2];
+static pid_t s_pid[3];
 
 // ---- network namespace ------------------------------------------------------------------------
 
@@ -76,13 +77,13 @@ static int s_serve(int i) {
     snprintf(log, sizeof log, "serve%d.out", i);
     snprintf(args, sizeof args,
              "exec %s%s%s%s/rlctl sampler serve --bind tcp://%s:0 --key %s/s%d/key --allow "
-             "%s/allow.txt %s%s%s --threads 1 "
+             "%s/allow.txt %s%s%s --threads 1%s "
              "--heartbeat 0.5%s%s%s%s%s > %s/%s 2>&1",
              s_ns[0] ? "ip netns exec " : "", s_ns, s_ns[0] ? " " : "", RL_BINARY_DIR, s_host,
-             s_tmp, i, s_tmp, i == 0 ? "--model " : "", i == 0 ? RL_SOURCE_DIR : "",
-             i == 0 ? "/cookbook/models/arith-noisy-base" : "", i == 0 ? " --http " : "",
-             i == 0 ? s_host : "", i == 0 ? ":0 --http-token " : "", i == 0 ? s_tmp : "",
-             i == 0 ? "/http.token" : "", s_tmp, log);
+             s_tmp, i, s_tmp, i != 1 ? "--model " : "", i != 1 ? RL_SOURCE_DIR : "",
+             i != 1 ? "/cookbook/models/arith-noisy-base" : "", i == 2 ? " --samplers 2" : "",
+             i == 0 ? " --http " : "", i == 0 ? s_host : "", i == 0 ? ":0 --http-token " : "",
+             i == 0 ? s_tmp : "", i == 0 ? "/http.token" : "", s_tmp, log);
     pid_t pid = fork();
     if (pid == 0) {
         execl("/bin/sh", "sh", "-c", args, (char *)NULL);
@@ -314,8 +315,8 @@ int main(void) {
         return 1;
     }
     char err[512], path[400], cmd[1400];
-    const char *who[] = {"ctl", "s0", "s1", "intruder"};
-    for (int i = 0; i < 4; i++) {
+    const char *who[] = {"ctl", "s0", "s1", "s2", "intruder"};
+    for (int i = 0; i < 5; i++) {
         snprintf(path, sizeof path, "%s/%s", s_tmp, who[i]);
         CHECK_INT(rl_curve_keygen(path, 0, NULL, err, sizeof err), 0);
     }
@@ -329,7 +330,7 @@ int main(void) {
     } else {
         printf("not root: no network namespace; the samplers listen on loopback\n");
     }
-    if (!s_serve(0) || !s_serve(1)) {
+    if (!s_serve(0) || !s_serve(1) || !s_serve(2)) {
         goto out;
     }
     char ov[2048], k0[400], k1[400], client[400], bad[400];
@@ -359,6 +360,21 @@ int main(void) {
     char *s1 = rl_test_read_file(path, NULL);
     CHECK_MSG(s1 && strstr(s1, "the run's model arrived"), "sampler 1 log:\n%s", s1 ? s1 : "");
     free(s1);
+
+    // ... and one `sampler serve --samplers 2`: two sampler processes of its own behind one
+    // endpoint, the weights crossing the network once; the same numbers again
+    char k2[400];
+    snprintf(k2, sizeof k2, "%s/s2/key.pub", s_tmp);
+    s_remote(ov, sizeof ov, s_ep[2], k2, NULL, NULL, client);
+    CHECK_INT(s_run("remote_x2", 3, ov), 0);
+    s_expect_out("1 remote sampler");
+    ml = rl_test_metrics(s_tmp, "local");
+    mr = rl_test_metrics(s_tmp, "remote_x2");
+    CHECK_MSG(json_equal(ml, mr), "metrics of the --samplers 2 run differ from the local run's");
+    json_decref(ml);
+    json_decref(mr);
+    CHECK(rl_test_files_equal(s_tmp, "local/final/adapter_model.safetensors",
+                              "remote_x2/final/adapter_model.safetensors"));
 
     // 2. refusals
     s_remote(ov, sizeof ov, s_ep[0], k0, NULL, NULL, bad); // our key is not on its list
@@ -510,7 +526,7 @@ int main(void) {
     }
 
 out:
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         if (s_pid[i] > 0) {
             kill(s_pid[i], SIGTERM);
             if (rl_test_wait_exit(s_pid[i], 10) != 0) {
