@@ -30,6 +30,8 @@ static void s_serve_help(FILE *out) {
             "  --threads N      compute threads (default 0: every core), of each sampler\n"
             "  --samplers N     N sampler processes of its own (default 1: this one samples),\n"
             "                   splitting each request; the weights cross the network once\n"
+            "  --logs DIR       where those processes' logs go (default: a new folder in\n"
+            "                   $TMPDIR, printed)\n"
             "  --heartbeat S    seconds between transport heartbeats (default 1; a peer silent\n"
             "                   for 10 is gone)\n"
             "  --sessions N     exit after N runs (default 0: serve until SIGINT/SIGTERM)\n"
@@ -78,6 +80,8 @@ static int s_serve(int argc, char **argv) {
             o.http_token = v;
         } else if (!strcmp(a, "--threads")) {
             bad = rl_cli_int("sampler serve", a, v, 0, 4096, &o.threads);
+        } else if (!strcmp(a, "--logs")) {
+            o.logs = v;
         } else if (!strcmp(a, "--samplers")) {
             bad = rl_cli_int("sampler serve", a, v, 1, 64, &o.samplers);
         } else if (!strcmp(a, "--sessions")) {

@@ -675,7 +675,14 @@ int rl_serve_main(const rl_serve_opts_t *o) {
         rl_log_error("sampler serve: %s", err);
         return 1;
     }
-    if (!rc && o->samplers > 1) { // the sampler workers' logs
+    if (!rc && o->samplers > 1 && o->logs) { // the sampler workers' logs
+        snprintf(s.logs, sizeof s.logs, "%s", o->logs);
+        if (mkdir(s.logs, 0700) != 0 && errno != EEXIST) {
+            rl_log_error("sampler serve: --logs %s: %s", s.logs, strerror(errno));
+            rl_chan_close(&s.chan, 0);
+            return 1;
+        }
+    } else if (!rc && o->samplers > 1) {
         const char *t = getenv("TMPDIR");
         snprintf(s.logs, sizeof s.logs, "%s/rlctl-serve-logs-XXXXXX", t && t[0] ? t : "/tmp");
         if (!mkdtemp(s.logs)) {

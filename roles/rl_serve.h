@@ -38,6 +38,7 @@ typedef struct {
     int threads;       // compute threads (0: every core); of each sampler with samplers > 1
     int samplers;      // > 1: this many sampler worker processes of its own over ipc, which
                        // split each generate request; the weights cross the network once
+    const char *logs;  // samplers > 1: the folder of their logs (NULL: a fresh one in $TMPDIR)
     double heartbeat;  // ZMTP heartbeat period in seconds (a peer silent 10 periods is gone)
     int64_t max_frame; // the largest frame accepted (0: the decoder's cap)
     int sessions;      // > 0: exit after this many sessions (tests); 0: serve until signalled

@@ -77,11 +77,12 @@ static int s_serve(int i) {
     snprintf(log, sizeof log, "serve%d.out", i);
     snprintf(args, sizeof args,
              "exec %s%s%s%s/rlctl sampler serve --bind tcp://%s:0 --key %s/s%d/key --allow "
-             "%s/allow.txt %s%s%s --threads 1%s "
+             "%s/allow.txt %s%s%s --threads 1%s%s%s "
              "--heartbeat 0.5%s%s%s%s%s > %s/%s 2>&1",
              s_ns[0] ? "ip netns exec " : "", s_ns, s_ns[0] ? " " : "", RL_BINARY_DIR, s_host,
              s_tmp, i, s_tmp, i != 1 ? "--model " : "", i != 1 ? RL_SOURCE_DIR : "",
-             i != 1 ? "/cookbook/models/arith-noisy-base" : "", i == 2 ? " --samplers 2" : "",
+             i != 1 ? "/cookbook/models/arith-noisy-base" : "",
+             i == 2 ? " --samplers 2 --logs " : "", i == 2 ? s_tmp : "", i == 2 ? "/x2-logs" : "",
              i == 0 ? " --http " : "", i == 0 ? s_host : "", i == 0 ? ":0 --http-token " : "",
              i == 0 ? s_tmp : "", i == 0 ? "/http.token" : "", s_tmp, log);
     pid_t pid = fork();
