@@ -1040,8 +1040,10 @@ int rl_group_collect(rl_group_t *g, int n, const uint64_t *ids, rl_msg_t **repli
     return s_collect(g, n, ids, replies, timeout_s, NULL, 0, why, elapsed, err, err_len);
 }
 
-int rl_group_call(rl_group_t *g, int n, const char *const *peers, rl_msg_t **reqs,
-                  rl_msg_t **replies, double timeout_s, int *timed_out, char *err, size_t err_len) {
+// post + collect (rl_group_call, rl_group_call_each).
+static int s_call(rl_group_t *g, int n, const char *const *peers, rl_msg_t **reqs,
+                  rl_msg_t **replies, double timeout_s, int *timed_out, int fail_fast,
+                  char (*why)[RL_GROUP_WHY], double *elapsed, char *err, size_t err_len) {
     uint64_t ids[S_MAX_WORKERS];
     if (timed_out) {
         *timed_out = 0;
@@ -1057,24 +1059,19 @@ int rl_group_call(rl_group_t *g, int n, const char *const *peers, rl_msg_t **req
     }
     int rc = rl_group_post(g, n, peers, reqs, ids, err, err_len);
     return rc ? rc
-              : s_collect(g, n, ids, replies, timeout_s, timed_out, 1, NULL, NULL, err, err_len);
+              : s_collect(g, n, ids, replies, timeout_s, timed_out, fail_fast, why, elapsed, err,
+                          err_len);
+}
+
+int rl_group_call(rl_group_t *g, int n, const char *const *peers, rl_msg_t **reqs,
+                  rl_msg_t **replies, double timeout_s, int *timed_out, char *err, size_t err_len) {
+    return s_call(g, n, peers, reqs, replies, timeout_s, timed_out, 1, NULL, NULL, err, err_len);
 }
 
 int rl_group_call_each(rl_group_t *g, int n, const char *const *peers, rl_msg_t **reqs,
                        rl_msg_t **replies, double timeout_s, char (*why)[RL_GROUP_WHY],
                        double *elapsed, char *err, size_t err_len) {
-    uint64_t ids[S_MAX_WORKERS];
-    for (int i = 0; i < n; i++) {
-        replies[i] = NULL;
-    }
-    if (n > S_MAX_WORKERS) {
-        for (int i = 0; i < n; i++) {
-            rl_msg_free(&reqs[i]);
-        }
-        return rl_errf(err, err_len, RL_EINVAL, "too many requests at once");
-    }
-    int rc = rl_group_post(g, n, peers, reqs, ids, err, err_len);
-    return rc ? rc : s_collect(g, n, ids, replies, timeout_s, NULL, 0, why, elapsed, err, err_len);
+    return s_call(g, n, peers, reqs, replies, timeout_s, NULL, 0, why, elapsed, err, err_len);
 }
 
 int rl_group_needs_model(const rl_group_t *self, const char *peer) {

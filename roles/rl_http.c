@@ -292,13 +292,14 @@ static json_t *s_logprobs(rl_model_t *model, rl_tokenizer_t *tok, const int32_t 
                           const rl_sampler_result_t *res, const s_cut_t *c, int k, double temp,
                           char *why, size_t why_len) {
     int C = c->kept, T = P + C, V = rl_model_config(model)->vocab_size;
+    // the four arrays belong to out from the start (borrowed below): one decref frees all
     json_t *out = json_object(), *tokens = json_array(), *lps = json_array(), *tops = json_array(),
            *offs = json_array();
+    json_object_set_new(out, "tokens", tokens);
+    json_object_set_new(out, "token_logprobs", lps);
+    json_object_set_new(out, "top_logprobs", tops);
+    json_object_set_new(out, "text_offset", offs);
     if (C == 0) {
-        json_object_set_new(out, "tokens", tokens);
-        json_object_set_new(out, "token_logprobs", lps);
-        json_object_set_new(out, "top_logprobs", tops);
-        json_object_set_new(out, "text_offset", offs);
         return out;
     }
     if (k > 0 && (double)T * V > S_LOGITS_MAX) {
@@ -307,10 +308,6 @@ static json_t *s_logprobs(rl_model_t *model, rl_tokenizer_t *tok, const int32_t 
                  "logprobs for up to %d of them (use logprobs: 0)",
                  k, T, V, S_LOGITS_MAX);
         json_decref(out);
-        json_decref(tokens);
-        json_decref(lps);
-        json_decref(tops);
-        json_decref(offs);
         return NULL;
     }
     int32_t *seq = malloc((size_t)T * sizeof *seq);
@@ -384,16 +381,8 @@ static json_t *s_logprobs(rl_model_t *model, rl_tokenizer_t *tok, const int32_t 
     if (rc) {
         snprintf(why, why_len, "logprobs: %s", rl_model_errmsg(model));
         json_decref(out);
-        json_decref(tokens);
-        json_decref(lps);
-        json_decref(tops);
-        json_decref(offs);
         return NULL;
     }
-    json_object_set_new(out, "tokens", tokens);
-    json_object_set_new(out, "token_logprobs", lps);
-    json_object_set_new(out, "top_logprobs", tops);
-    json_object_set_new(out, "text_offset", offs);
     return out;
 }
 

@@ -123,6 +123,28 @@ static int s_run(const char *run, int steps, const char *extra) {
     return rl_test_rlctl(s_tmp, args);
 }
 
+// Starts `rlctl run` of the cookbook recipe into <tmp>/<run> in the background (output in
+// <tmp>/<run>.out) and returns its pid once step 2 is in its metrics.
+static pid_t s_run_to_step2(const char *run, int steps, const char *extra, const char *ov) {
+    char args[4096], path[400], out[64];
+    snprintf(args, sizeof args,
+             "run %s/cookbook/grpo_lora.yaml run.dir=%s/%s train.steps=%d optim.warmup_steps=1 "
+             "train.eval_every=0 train.eval_samples=64 %s %s",
+             RL_SOURCE_DIR, s_tmp, run, steps, extra, ov);
+    snprintf(out, sizeof out, "%s.out", run);
+    pid_t pid = rl_test_spawn(s_tmp, args, out);
+    snprintf(path, sizeof path, "%s/%s/metrics.jsonl", s_tmp, run);
+    int seen = 0;
+    for (int t = 0; t < 1200 && !seen; t++) {
+        char *m = rl_test_read_file(path, NULL);
+        seen = m && strstr(m, "\"step\":2,");
+        free(m);
+        rl_test_nap();
+    }
+    CHECK_MSG(seen, "%s: the run did not reach step 2", run);
+    return pid;
+}
+
 // The overrides that make samplers 0 and 1 (or the given endpoints and keys) the run's only
 // samplers.
 static void s_remote(char *out, size_t cap, const char *ep0, const char *key0, const char *ep1,
@@ -429,21 +451,7 @@ int main(void) {
     // after 10 missed transport heartbeats of 0.3 s its connection drops and the run finishes
     // on the other one
     s_remote(ov, sizeof ov, s_ep[0], k0, s_ep[1], k1, client);
-    char args[4096];
-    snprintf(args, sizeof args,
-             "run %s/cookbook/grpo_lora.yaml run.dir=%s/stalled train.steps=5 optim.warmup_steps=1 "
-             "train.eval_every=0 train.eval_samples=64 roles.heartbeat=0.3 %s",
-             RL_SOURCE_DIR, s_tmp, ov);
-    pid_t srun = rl_test_spawn(s_tmp, args, "stalled.out");
-    snprintf(path, sizeof path, "%s/stalled/metrics.jsonl", s_tmp);
-    int at2 = 0;
-    for (int t = 0; t < 1200 && !at2; t++) {
-        char *m = rl_test_read_file(path, NULL);
-        at2 = m && strstr(m, "\"step\":2,");
-        free(m);
-        rl_test_nap();
-    }
-    CHECK_MSG(at2, "the stalled run did not reach step 2");
+    pid_t srun = s_run_to_step2("stalled", 5, "roles.heartbeat=0.3", ov);
     kill(s_pid[1], SIGSTOP);
     CHECK_INT(rl_test_wait_exit(srun, 300), 0);
     kill(s_pid[1], SIGCONT);
@@ -458,20 +466,7 @@ int main(void) {
 
     // 4. a sampler killed mid-run: the run finishes on the other one
     s_remote(ov, sizeof ov, s_ep[0], k0, s_ep[1], k1, client);
-    snprintf(args, sizeof args,
-             "run %s/cookbook/grpo_lora.yaml run.dir=%s/killed train.steps=6 optim.warmup_steps=1 "
-             "train.eval_every=0 train.eval_samples=64 algorithm.max_staleness=1 %s",
-             RL_SOURCE_DIR, s_tmp, ov);
-    pid_t run = rl_test_spawn(s_tmp, args, "killed.out");
-    snprintf(path, sizeof path, "%s/killed/metrics.jsonl", s_tmp);
-    int seen = 0;
-    for (int t = 0; t < 1200 && !seen; t++) {
-        char *m = rl_test_read_file(path, NULL);
-        seen = m && strstr(m, "\"step\":2,");
-        free(m);
-        rl_test_nap();
-    }
-    CHECK_MSG(seen, "the run did not reach step 2");
+    pid_t run = s_run_to_step2("killed", 6, "algorithm.max_staleness=1", ov);
     // the policy being trained answers over HTTP during the run
     int hs = s_http_ask(tok);
     snprintf(path, sizeof path, "%s/http.json", s_tmp);
