@@ -347,6 +347,18 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
         rl_metrics_add(mt, "timing/store", t_pending + (t6 - t5));
         if (alg->max_staleness > 0) {
             rl_metrics_add(mt, "async/staleness", (double)staleness);
+            // the step's completions by how many versions older their weights were than the
+            // ones updated (a share regenerated after a remote sampler left is newer)
+            int nr = ro->gen.n_res;
+            for (int sv = 0; sv <= alg->max_staleness && ro->gen.ver; sv++) {
+                int c = 0;
+                for (int j = 0; j < nr; j++) {
+                    c += (run->step - 1) - ro->gen.ver[j] == sv;
+                }
+                char key[48];
+                snprintf(key, sizeof key, "async/staleness_%d", sv);
+                rl_metrics_add(mt, key, nr > 0 ? (double)c / nr : 0.0);
+            }
         }
         rl_metrics_add(mt, "timing/actor_idle", waited);
         rl_metrics_add(mt, "tokens_per_second", len_sum / (t1 - t0 > 0 ? t1 - t0 : 1));

@@ -81,6 +81,12 @@ int main(void) {
             if (json_object_get(o, "loss")) {
                 seen++;
                 CHECK(json_is_number(json_object_get(o, "async/staleness")));
+                // the histogram: all of a step's completions at its staleness (local samplers)
+                long st = (long)json_integer_value(json_object_get(o, "step"));
+                char key[48];
+                snprintf(key, sizeof key, "async/staleness_%d", want[k][st]);
+                CHECK_MSG(json_number_value(json_object_get(o, key)) == 1.0,
+                          "k %d step %ld: %s is not 1", k, st, key);
                 CHECK(json_is_number(json_object_get(o, "tis/weight_mean")));
             }
         }
