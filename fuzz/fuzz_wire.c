@@ -1,7 +1,9 @@
 // fuzz_wire — libFuzzer target for the role protocol's decoder (rl_msg_decode). Any frames must
 // give either a message or an error with a message; never a crash, a leak or a read outside the
 // frames. A message that decodes must re-encode to frames that decode to the same bytes again
-// (the encoder and the decoder agree on every value they accept).
+// (the encoder and the decoder agree on every value they accept). Every message that decodes also
+// goes through every typed decoder of the protocol (rl_proto: each verb's request and reply,
+// whose checks guard what a remote peer sends: attach, model_file, generate replies, ...).
 //
 // Input layout (frames as ZeroMQ would hand them over):
 //   byte 0              k = 1 + byte % 8 frames; bit 7 set: decode with rl_msg_decode_owned,
@@ -9,6 +11,7 @@
 //   k-1 lengths         3 bytes little-endian each: the sizes of extra frames 1..k-1
 //   the extra frames    in order, each cut short where the input ends
 //   the rest            frame 0 (the msgpack map)
+#include "rl_proto.h"
 #include "rl_wire.h"
 
 #include <stdint.h>
@@ -22,6 +25,45 @@ static void s_free_hint(void *data, void *hint) {
         abort();
     }
     free(hint);
+}
+
+#define S_TRY(name, T)                                                                             \
+    do {                                                                                           \
+        T x;                                                                                       \
+        char e[256];                                                                               \
+        (void)rl_proto_##name##_decode(m, &x, e, sizeof e);                                        \
+    } while (0)
+
+// Every typed decoder on the message: each must accept or refuse it, never crash.
+static void s_typed(const rl_msg_t *m) {
+    S_TRY(hello, rl_proto_hello_t);
+    S_TRY(hb, rl_proto_hb_t);
+    S_TRY(configure, rl_proto_configure_t);
+    S_TRY(load_weights, rl_proto_load_weights_t);
+    S_TRY(load_weights_reply, rl_proto_load_weights_reply_t);
+    S_TRY(generate, rl_proto_generate_t);
+    S_TRY(generate_reply, rl_proto_generate_reply_t);
+    S_TRY(logprobs, rl_proto_logprobs_t);
+    S_TRY(logprobs_reply, rl_proto_logprobs_reply_t);
+    S_TRY(train, rl_proto_train_t);
+    S_TRY(train_reply, rl_proto_train_reply_t);
+    S_TRY(export_weights_reply, rl_proto_export_weights_reply_t);
+    S_TRY(save, rl_proto_save_t);
+    S_TRY(save_reply, rl_proto_save_reply_t);
+    S_TRY(load, rl_proto_save_t);
+    S_TRY(load_reply, rl_proto_save_reply_t);
+    S_TRY(save_final, rl_proto_save_final_t);
+    S_TRY(score, rl_proto_score_t);
+    S_TRY(score_reply, rl_proto_score_reply_t);
+    S_TRY(values, rl_proto_values_t);
+    S_TRY(values_reply, rl_proto_values_reply_t);
+    S_TRY(attach, rl_proto_attach_t);
+    S_TRY(attach_reply, rl_proto_attach_reply_t);
+    S_TRY(model_file, rl_proto_model_file_t);
+    int ok;
+    const char *why;
+    (void)rl_proto_reply_status(m, &ok, &why);
+    (void)rl_proto_session_is(m, "0123456789abcdef0123456789abcdef");
 }
 
 // Reads every value through its getter (and through the wrong ones), as a caller would.
@@ -170,6 +212,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             abort();
         }
         s_touch(m);
+        s_typed(m);
         s_reencode(m);
         rl_msg_free(&m);
     }
