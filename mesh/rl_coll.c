@@ -126,22 +126,24 @@ static int s_alone(const rl_coll_t *c, rl_mesh_axis_t axis) {
     return !c->mpi || rl_coll_group_size(c, axis) == 1;
 }
 
-int rl_coll_all_reduce(rl_coll_t *self, rl_mesh_axis_t axis, float *buf, size_t n, char *err,
-                       size_t err_len) {
+// In-place sum over the group of n values of MPI type `type`.
+static int s_all_reduce(rl_coll_t *self, rl_mesh_axis_t axis, void *buf, size_t n,
+                        MPI_Datatype type, char *err, size_t err_len) {
     if (s_alone(self, axis) || n == 0) {
         return 0;
     }
-    int e = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, self->comm[axis]);
+    int e = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, type, MPI_SUM, self->comm[axis]);
     return e == MPI_SUCCESS ? 0 : s_mpi_fail(e, err, err_len, "all-reduce");
+}
+
+int rl_coll_all_reduce(rl_coll_t *self, rl_mesh_axis_t axis, float *buf, size_t n, char *err,
+                       size_t err_len) {
+    return s_all_reduce(self, axis, buf, n, MPI_FLOAT, err, err_len);
 }
 
 int rl_coll_all_reduce_f64(rl_coll_t *self, rl_mesh_axis_t axis, double *buf, size_t n, char *err,
                            size_t err_len) {
-    if (s_alone(self, axis) || n == 0) {
-        return 0;
-    }
-    int e = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM, self->comm[axis]);
-    return e == MPI_SUCCESS ? 0 : s_mpi_fail(e, err, err_len, "all-reduce");
+    return s_all_reduce(self, axis, buf, n, MPI_DOUBLE, err, err_len);
 }
 
 int rl_coll_reduce_scatter(rl_coll_t *self, rl_mesh_axis_t axis, const float *in, float *out,

@@ -5,10 +5,7 @@
 
 #include "rl_err.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <unistd.h>
 #include <float.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -959,84 +956,5 @@ int rl_hf_check_weights_ex(const rl_hf_config_t *cfg, const rl_st_model_t *model
 fail:
     free(specs);
     free(names);
-    return rc;
-}
-
-// ---- folder fingerprint -------------------------------------------------------------------------
-
-static int s_hash_name_cmp(const void *a, const void *b) {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static uint64_t s_fnv(uint64_t h, const void *p, size_t n) {
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) {
-        h = (h ^ b[i]) * 0x100000001b3ull;
-    }
-    return h;
-}
-
-int rl_hf_folder_hash(const char *dir, char out[17], char *err, size_t err_len) {
-    out[0] = '\0';
-    DIR *d = opendir(dir);
-    if (!d) {
-        int e = errno;
-        return rl_errf(err, err_len, e, "%s: %s", dir, strerror(e));
-    }
-    char *names[1024];
-    int n = 0, rc = 0;
-    for (struct dirent *e; (e = readdir(d)) != NULL;) {
-        size_t l = strlen(e->d_name);
-        int want = !strcmp(e->d_name, "config.json") ||
-                   !strcmp(e->d_name, "model.safetensors.index.json") ||
-                   (l > 12 && !strcmp(e->d_name + l - 12, ".safetensors"));
-        if (want && n < 1024 && !(names[n++] = strdup(e->d_name))) {
-            n--;
-            rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
-        }
-    }
-    closedir(d);
-    qsort(names, (size_t)n, sizeof *names, s_hash_name_cmp);
-    uint64_t h = 0xcbf29ce484222325ull;
-    char *buf = rc ? NULL : malloc(1 << 20);
-    if (!rc && !buf) {
-        rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
-    }
-    for (int i = 0; !rc && i < n; i++) {
-        char path[4400];
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0) {
-            int e = errno;
-            rc = rl_errf(err, err_len, e, "%s: %s", path, strerror(e));
-            break;
-        }
-        h = s_fnv(h, names[i], strlen(names[i]) + 1);
-        uint64_t size = 0;
-        for (;;) {
-            ssize_t r = read(fd, buf, 1 << 20);
-            if (r < 0 && errno == EINTR) {
-                continue;
-            }
-            if (r < 0) {
-                int e = errno;
-                rc = rl_errf(err, err_len, e, "%s: %s", path, strerror(e));
-            }
-            if (r <= 0) {
-                break;
-            }
-            h = s_fnv(h, buf, (size_t)r);
-            size += (uint64_t)r;
-        }
-        h = s_fnv(h, &size, sizeof size);
-        close(fd);
-    }
-    free(buf);
-    for (int i = 0; i < n; i++) {
-        free(names[i]);
-    }
-    if (!rc) {
-        snprintf(out, 17, "%016llx", (unsigned long long)h);
-    }
     return rc;
 }

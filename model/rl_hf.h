@@ -97,14 +97,6 @@ int rl_hf_check_weights(const rl_hf_config_t *cfg, const rl_st_model_t *model, c
 int rl_hf_check_weights_ex(const rl_hf_config_t *cfg, const rl_st_model_t *model, int seq_cls,
                            char *err, size_t err_len);
 
-// A fingerprint of a model folder's weights: FNV-1a 64 over the name, size and bytes of
-// config.json, model.safetensors.index.json (when present) and every *.safetensors file at its
-// top level, in name order, as 16 hex digits in out. Two folders with the same fingerprint hold
-// the same model as rl_model_load reads it (tokenizer files are not part of it). A consistency
-// check between hosts, not a cryptographic one (the channel that carries it is authenticated).
-// Returns 0 or an error naming the file.
-int rl_hf_folder_hash(const char *dir, char out[17], char *err, size_t err_len);
-
 const char *rl_hf_arch_name(rl_arch_t arch); // "llama", "qwen2", "qwen3"
 const char *rl_hf_rope_type_name(rl_rope_type_t type); // "default", "llama3"
 

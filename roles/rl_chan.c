@@ -35,6 +35,7 @@ struct rl_chan {
     char peer_key[RL_CURVE_Z85_LEN + 1]; // the last message's sender's public key ("": none)
     int64_t peer_conn; // the last message's connection (its file descriptor), -1: unknown
     pthread_t zap;     // the ZAP handler (server)
+    void *zap_sock;    // its REP socket (bound before the thread starts; the thread's after)
     int zap_started;
     pthread_mutex_t allow_mu;
     char (*allow)[RL_CURVE_Z85_LEN + 1]; // the allowlist (server), under allow_mu
@@ -619,16 +620,7 @@ void rl_chan_heartbeat_stop(rl_heartbeat_t **self_p) {
 // carries) and refuses the rest with 400. Ends when the context shuts down.
 static void *s_zap_main(void *arg) {
     rl_chan_t *c = arg;
-    void *rep = zmq_socket(c->ctx, ZMQ_REP);
-    int zero = 0;
-    if (!rep) {
-        return NULL;
-    }
-    zmq_setsockopt(rep, ZMQ_LINGER, &zero, sizeof zero);
-    if (zmq_bind(rep, "inproc://zeromq.zap.01") != 0) {
-        zmq_close(rep);
-        return NULL;
-    }
+    void *rep = c->zap_sock; // bound by rl_chan_bind_curve, ours from here on
     for (;;) {
         // version, request id, domain, address, routing id, mechanism, credentials...
         char part[8][256];
@@ -754,26 +746,26 @@ int rl_chan_bind_curve(const char *endpoint, int64_t max_frame, const rl_curve_k
     pthread_mutex_init(&c->allow_mu, NULL);
     memcpy(c->server_key, server->sec, sizeof c->server_key);
     snprintf(c->endpoint, sizeof c->endpoint, "%s", ep);
-    // the ZAP handler must be bound before the first handshake: started and waited for here
+    // the ZAP handler must be bound before the first handshake: its socket is bound here, then
+    // handed to its thread (pthread_create is the full barrier ZeroMQ asks for a socket that
+    // changes threads)
+    int zero = 0;
+    c->zap_sock = zmq_socket(c->ctx, ZMQ_REP);
+    if (!c->zap_sock || zmq_setsockopt(c->zap_sock, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
+        zmq_bind(c->zap_sock, "inproc://zeromq.zap.01") != 0) {
+        rc = s_zfail(err, err_len, "cannot bind the ZAP handler of", ep);
+        if (c->zap_sock) {
+            zmq_close(c->zap_sock);
+        }
+        s_chan_free(c);
+        return rc;
+    }
     if (pthread_create(&c->zap, NULL, s_zap_main, c) != 0) {
+        zmq_close(c->zap_sock);
         s_chan_free(c);
         return rl_errf(err, err_len, RL_EIO, "cannot start the ZAP handler thread");
     }
     c->zap_started = 1;
-    for (int i = 0; i < 200; i++) { // the handler binds within microseconds
-        void *probe = zmq_socket(c->ctx, ZMQ_REQ);
-        int ok = probe && zmq_connect(probe, "inproc://zeromq.zap.01") == 0;
-        if (probe) {
-            int zero = 0;
-            zmq_setsockopt(probe, ZMQ_LINGER, &zero, sizeof zero);
-            zmq_close(probe);
-        }
-        if (ok) {
-            break;
-        }
-        struct timespec ts = {0, 5000000};
-        nanosleep(&ts, NULL);
-    }
     rc = s_curve_server_bind(c, ep, err, err_len);
     if (rc) {
         s_chan_free(c);

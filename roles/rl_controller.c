@@ -16,6 +16,7 @@
 #include "rl_lora.h"
 #include "rl_policy.h"
 #include "rl_progress.h"
+#include "rl_refcache.h"
 #include "rl_run.h"
 
 #include <dirent.h>
@@ -152,7 +153,9 @@ static int s_connect_remote(s_ctl_t *s, int first, int n, char *err, size_t err_
     char hash[17], host[128] = "?", label[400];
     int rc = rl_curve_load_secret(r->roles.client_key, &me, err, err_len);
     if (!rc) {
-        rc = rl_hf_folder_hash(r->model.path, hash, err, err_len);
+        uint64_t h = 0; // the model's fingerprint, as the sampler computes it (rl_serve.c)
+        rc = rl_refcache_hash_model(r->model.path, RL_REFCACHE_HASH_INIT, &h, err, err_len);
+        snprintf(hash, sizeof hash, "%016llx", (unsigned long long)h);
     }
     gethostname(host, sizeof host - 1);
     snprintf(label, sizeof label, "run %s of %s (pid %d)", r->run.name ? r->run.name : "?", host,

@@ -84,13 +84,18 @@ struct rl_group {
     s_pending_t pend[S_MAX_PENDING]; // requests sent and not yet collected
 };
 
-static s_worker_t *s_find(rl_group_t *g, const char *name) {
+// The worker named `name` ("sampler/1"), or NULL.
+static const s_worker_t *s_find_c(const rl_group_t *g, const char *name) {
     for (int i = 0; i < g->n; i++) {
         if (strcmp(g->w[i].name, name) == 0) {
             return &g->w[i];
         }
     }
     return NULL;
+}
+
+static s_worker_t *s_find(rl_group_t *g, const char *name) {
+    return (s_worker_t *)s_find_c(g, name);
 }
 
 // The worker whose routing identity is `rid` or `rid#hb` (*hb set to which), or NULL.
@@ -109,12 +114,8 @@ static s_worker_t *s_find_rid(rl_group_t *g, const char *rid, int *hb) {
 }
 
 pid_t rl_group_pid(const rl_group_t *self, const char *peer) {
-    for (int i = 0; i < self->n; i++) {
-        if (strcmp(self->w[i].name, peer) == 0) {
-            return self->w[i].remote ? -1 : self->w[i].pid;
-        }
-    }
-    return -1;
+    const s_worker_t *w = s_find_c(self, peer);
+    return w && !w->remote ? w->pid : -1;
 }
 
 // "exited with status 3" / "was killed by signal 11 (Segmentation fault)"
@@ -683,30 +684,45 @@ int rl_group_connect(rl_group_t *g, const char *role, int rank, const char *endp
 
 // Checks deaths and heartbeats; returns an error for the first problem among `watch` (NULL:
 // every worker).
-static int s_check(rl_group_t *g, int n, s_worker_t *const *watch, char *err, size_t err_len) {
+// Reaps exited workers, reads remote connection events, and after a gap in listening (busy
+// between calls, stopped, suspended) restarts the heartbeat clocks: beats that arrived meanwhile
+// wait unread in the socket, so judge from now on, not from them.
+static void s_refresh(rl_group_t *g) {
     s_reap(g);
     s_remote_events(g);
     double now = rl_clock_now();
-    // Beats that arrived while the controller was not listening (busy between calls, stopped,
-    // suspended) wait unread in the socket: after such a gap, judge from now on, not from them.
     if (g->last_check > 0 && now - g->last_check > g->heartbeat) {
         for (int i = 0; i < g->n; i++) {
             g->w[i].last_beat = now;
         }
     }
     g->last_check = now;
+}
+
+// One worker as of the last s_refresh: dead, lost, or silent for too long. Returns 0 or why.
+static int s_check_one(const rl_group_t *g, const s_worker_t *w, char *err, size_t err_len) {
+    if (!w->alive) {
+        return s_dead_error(w, err, err_len);
+    }
+    if (w->remote) {
+        return 0; // ZMTP heartbeats: a silent remote loses its connection (s_remote_events)
+    }
+    double now = rl_clock_now();
+    if (now - w->last_beat > S_MISSED_BEATS * g->heartbeat) {
+        return rl_errf(err, err_len, RL_ETIMEOUT,
+                       "worker %s (pid %d) sent no heartbeat for %.0f s; its log: %s", w->name,
+                       (int)w->pid, now - w->last_beat, w->log);
+    }
+    return 0;
+}
+
+// s_refresh, then the first problem among `watch` (NULL: every worker).
+static int s_check(rl_group_t *g, int n, s_worker_t *const *watch, char *err, size_t err_len) {
+    s_refresh(g);
     for (int i = 0; i < (watch ? n : g->n); i++) {
-        const s_worker_t *w = watch ? watch[i] : &g->w[i];
-        if (!w->alive) {
-            return s_dead_error(w, err, err_len);
-        }
-        if (w->remote) {
-            continue; // ZMTP heartbeats: a silent remote loses its connection (s_remote_events)
-        }
-        if (now - w->last_beat > S_MISSED_BEATS * g->heartbeat) {
-            return rl_errf(err, err_len, RL_ETIMEOUT,
-                           "worker %s (pid %d) sent no heartbeat for %.0f s; its log: %s",
-                           w->name, (int)w->pid, now - w->last_beat, w->log);
+        int rc = s_check_one(g, watch ? watch[i] : &g->w[i], err, err_len);
+        if (rc) {
+            return rc;
         }
     }
     return 0;
@@ -942,10 +958,11 @@ static int s_collect(rl_group_t *g, int n, const uint64_t *ids, rl_msg_t **repli
         // failures so far: a worker that died or was lost with a request pending
         s_worker_t *waiting[S_MAX_WORKERS];
         int wi[S_MAX_WORKERS], nw = 0;
+        s_refresh(g); // once per round, then each pending worker
         for (int i = 0; i < n; i++) {
             if (ps[i]->t_done == 0) {
                 char f[RL_GROUP_WHY];
-                if (s_check(g, 1, &ps[i]->w, f, sizeof f) != 0) {
+                if (s_check_one(g, ps[i]->w, f, sizeof f) != 0) {
                     s_pending_fail(ps[i], f);
                     continue;
                 }
@@ -1075,30 +1092,18 @@ int rl_group_call_each(rl_group_t *g, int n, const char *const *peers, rl_msg_t 
 }
 
 int rl_group_needs_model(const rl_group_t *self, const char *peer) {
-    for (int i = 0; i < self->n; i++) {
-        if (strcmp(self->w[i].name, peer) == 0) {
-            return self->w[i].remote && self->w[i].needs_model;
-        }
-    }
-    return 0;
+    const s_worker_t *w = s_find_c(self, peer);
+    return w && w->remote && w->needs_model;
 }
 
 int rl_group_is_remote(const rl_group_t *self, const char *peer) {
-    for (int i = 0; i < self->n; i++) {
-        if (strcmp(self->w[i].name, peer) == 0) {
-            return self->w[i].remote;
-        }
-    }
-    return 0;
+    const s_worker_t *w = s_find_c(self, peer);
+    return w && w->remote;
 }
 
 const char *rl_group_endpoint(const rl_group_t *self, const char *peer) {
-    for (int i = 0; i < self->n; i++) {
-        if (strcmp(self->w[i].name, peer) == 0 && self->w[i].remote) {
-            return self->w[i].endpoint;
-        }
-    }
-    return NULL;
+    const s_worker_t *w = s_find_c(self, peer);
+    return w && w->remote ? w->endpoint : NULL;
 }
 
 void rl_group_destroy(rl_group_t **self_p, double timeout_s) {

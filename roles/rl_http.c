@@ -325,8 +325,6 @@ static json_t *s_logprobs(rl_model_t *model, rl_tokenizer_t *tok, const int32_t 
     for (int i = 0; !rc && i < C; i++) {
         int32_t id = res->ids[i];
         const char *tk = rl_tokenizer_id_to_token(tok, id);
-        size_t bl = 0;
-        const char *bytes = rl_tokenizer_token_bytes(tok, id, &bl);
         char *txt = NULL;
         size_t tl = 0;
         rl_tokenizer_decode(tok, &id, 1, 0, &txt, &tl);
@@ -373,7 +371,6 @@ static json_t *s_logprobs(rl_model_t *model, rl_tokenizer_t *tok, const int32_t 
         json_object_setn_new(top, txt ? txt : "", txt ? tl : 0, json_real((double)logp[P + i]));
         json_array_append_new(tops, top);
         free(txt);
-        (void)bytes;
     }
     free(seq);
     free(logp);

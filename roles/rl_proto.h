@@ -122,7 +122,7 @@ typedef struct {
 
 typedef struct {
     const char *session;    // the run's session token (64 hex)
-    const char *model_hash; // rl_hf_folder_hash of the run's model.path
+    const char *model_hash; // rl_refcache_hash_model of the run's model.path, 16 hex digits
     const char *run;        // the run's name and host, for the sampler's log
 } rl_proto_attach_t;
 

@@ -460,9 +460,6 @@ int rl_run_generate_post(rl_run_t *run, const rl_run_prompt_t *prompts, int P, i
 int64_t rl_run_genjob_version(const rl_run_genjob_t *job) {
     return job->version;
 }
-double rl_run_genjob_posted(const rl_run_genjob_t *job) {
-    return job->t_post;
-}
 double rl_run_genjob_done(const rl_run_genjob_t *job) {
     return job->t_done;
 }

@@ -131,10 +131,9 @@ int rl_run_generate_post(rl_run_t *run, const rl_run_prompt_t *prompts, int P, i
 int rl_run_generate_collect(rl_run_t *run, rl_run_genjob_t *job, rl_run_gen_t *out, char *err,
                             size_t err_len);
 void rl_run_genjob_free(rl_run_genjob_t **job_p);
-// The weights version a job asked for; when it was posted and when its last reply came
-// (monotonic seconds; 0 before collect).
+// The weights version a job asked for (its first round); when its last reply came (monotonic
+// seconds; 0 before collect).
 int64_t rl_run_genjob_version(const rl_run_genjob_t *job);
-double rl_run_genjob_posted(const rl_run_genjob_t *job);
 double rl_run_genjob_done(const rl_run_genjob_t *job);
 // Before collect: when its last reply came as filed so far (0: some are still out).
 double rl_run_genjob_done_now(rl_run_t *run, const rl_run_genjob_t *job);

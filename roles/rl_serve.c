@@ -7,10 +7,10 @@
 #include "rl_curve.h"
 #include "rl_group.h"
 #include "rl_err.h"
-#include "rl_hf.h"
 #include "rl_http.h"
 #include "rl_log.h"
 #include "rl_proto.h"
+#include "rl_refcache.h"
 #include "rl_role.h"
 
 #include <dirent.h>
@@ -90,6 +90,15 @@ static int s_http_acquire(void *ctx, rl_model_t **model, rl_tokenizer_t **tok, c
 static void s_http_release(void *ctx) {
     s_serve_t *s = ctx;
     pthread_mutex_unlock(&s->mu);
+}
+
+// A model folder's fingerprint as 16 hex digits: rl_refcache_hash_model (config.json, the
+// safetensors index and every *.safetensors file: what a sampler loads), as the controller's.
+static int s_fingerprint(const char *dir, char out[17], char *err, size_t err_len) {
+    uint64_t h = 0;
+    int rc = rl_refcache_hash_model(dir, RL_REFCACHE_HASH_INIT, &h, err, err_len);
+    snprintf(out, 17, "%016llx", (unsigned long long)h);
+    return rc;
 }
 
 // Removes a folder of plain files (a received model), then the folder.
@@ -310,7 +319,7 @@ static int s_model_file(s_serve_t *s, const rl_msg_t *req, char *err, size_t err
                        s->fname, (long long)s->fpos, (long long)s->ftotal);
     }
     char got[17];
-    if ((rc = rl_hf_folder_hash(part, got, err, err_len)) != 0) {
+    if ((rc = s_fingerprint(part, got, err, err_len)) != 0) {
         return rc;
     }
     if (strcmp(got, s->sess_hash) != 0) {
@@ -329,6 +338,25 @@ static int s_model_file(s_serve_t *s, const rl_msg_t *req, char *err, size_t err
     return 0;
 }
 
+// reqs[0..n) (taken) to sampler workers 0..n-1 and their replies (as rl_group_call); rc: an error
+// from building the requests, which frees them and is returned as it is.
+static int s_workers_call(s_serve_t *s, int rc, int n, rl_msg_t **reqs, rl_msg_t **reps,
+                          double timeout_s, char *err, size_t err_len) {
+    const char *peers[64];
+    char names[64][32];
+    for (int i = 0; i < n; i++) {
+        snprintf(names[i], sizeof names[i], "sampler/%d", i);
+        peers[i] = names[i];
+    }
+    if (rc) {
+        for (int i = 0; i < n; i++) {
+            rl_msg_free(&reqs[i]);
+        }
+        return rc;
+    }
+    return rl_group_call(s->grp, n, peers, reqs, reps, timeout_s, NULL, err, err_len);
+}
+
 // samplers > 1: the session's sampler workers (rl_group, as a controller starts its own), each
 // configured with the run's recipe (model.path: the session's model).
 static int s_workers_start(s_serve_t *s, char *err, size_t err_len) {
@@ -345,23 +373,13 @@ static int s_workers_start(s_serve_t *s, char *err, size_t err_len) {
         rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
     rl_msg_t *reqs[64] = {0}, *reps[64] = {0};
-    const char *peers[64];
-    char names[64][32];
     int n = s->o->samplers;
     for (int i = 0; !rc && i < n; i++) {
         rl_proto_configure_t q = {yaml, 0, s->o->threads};
-        snprintf(names[i], sizeof names[i], "sampler/%d", i);
-        peers[i] = names[i];
         rc = rl_proto_configure_encode(&q, rl_group_next_id(s->grp), &reqs[i], err, err_len);
     }
     free(yaml);
-    if (!rc) {
-        rc = rl_group_call(s->grp, n, peers, reqs, reps, 600, NULL, err, err_len);
-    } else {
-        for (int i = 0; i < n; i++) {
-            rl_msg_free(&reqs[i]);
-        }
-    }
+    rc = s_workers_call(s, rc, n, reqs, reps, 600, err, err_len);
     for (int i = 0; i < n; i++) {
         rl_msg_free(&reps[i]);
     }
@@ -387,20 +405,10 @@ static int s_workers_load(s_serve_t *s, const rl_msg_t *req, rl_msg_t **out, cha
     rl_msg_free(out);
     int n = s->o->samplers;
     rl_msg_t *reqs[64] = {0}, *reps[64] = {0};
-    const char *peers[64];
-    char names[64][32];
     for (int i = 0; !rc && i < n; i++) {
-        snprintf(names[i], sizeof names[i], "sampler/%d", i);
-        peers[i] = names[i];
         rc = rl_proto_load_weights_encode(&q, rl_group_next_id(s->grp), &reqs[i], err, err_len);
     }
-    if (!rc) {
-        rc = rl_group_call(s->grp, n, peers, reqs, reps, 600, NULL, err, err_len);
-    } else {
-        for (int i = 0; i < n; i++) {
-            rl_msg_free(&reqs[i]);
-        }
-    }
+    rc = s_workers_call(s, rc, n, reqs, reps, 600, err, err_len);
     rl_proto_load_weights_reply_t r = {-1};
     char why[256];
     if (!rc && rl_proto_load_weights_reply_decode(reps[0], &r, why, sizeof why) != 0) {
@@ -423,8 +431,6 @@ static int s_workers_generate(s_serve_t *s, const rl_msg_t *req, rl_msg_t **out,
     }
     int P = (int)q.P, n = s->o->samplers < P ? s->o->samplers : P;
     rl_msg_t *reqs[64] = {0}, *reps[64] = {0};
-    const char *peers[64];
-    char names[64][32];
     int64_t off = 0;
     for (int i = 0; !rc && i < n; i++) {
         int p0 = (int)((int64_t)P * i / n), p1 = (int)((int64_t)P * (i + 1) / n);
@@ -439,17 +445,9 @@ static int s_workers_generate(s_serve_t *s, const rl_msg_t *req, rl_msg_t **out,
         g.prompt_index = q.prompt_index + p0;
         g.P = p1 - p0;
         off += len;
-        snprintf(names[i], sizeof names[i], "sampler/%d", i);
-        peers[i] = names[i];
         rc = rl_proto_generate_encode(&g, rl_group_next_id(s->grp), &reqs[i], err, err_len);
     }
-    if (!rc) {
-        rc = rl_group_call(s->grp, n, peers, reqs, reps, 3600, NULL, err, err_len);
-    } else {
-        for (int i = 0; i < n; i++) {
-            rl_msg_free(&reqs[i]);
-        }
-    }
+    rc = s_workers_call(s, rc, n, reqs, reps, 3600, err, err_len);
     rl_proto_generate_reply_t g[64];
     int64_t n_res = 0, n_ids = 0, prefill = 0, decode = 0;
     for (int i = 0; !rc && i < n; i++) {
@@ -645,7 +643,7 @@ int rl_serve_main(const rl_serve_opts_t *o) {
         rc = rl_errf(err, sizeof err, RL_EINVAL, "--model %s: %s", o->model, strerror(errno));
     }
     if (!rc && o->model) {
-        rc = rl_hf_folder_hash(s.model, s.model_hash, err, sizeof err);
+        rc = s_fingerprint(s.model, s.model_hash, err, sizeof err);
     }
     // without --model: received models go to --cache (kept) or a folder of this process
     if (!rc && !o->model && o->cache) {

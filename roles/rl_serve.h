@@ -4,7 +4,7 @@
 // (rl_role_sampler: load_weights, generate), the messages of a local sampler:
 //
 //   attach     a controller opens a session: its session token, the fingerprint of its
-//              model.path (rl_hf_folder_hash), which must be this sampler's --model; refused
+//              model.path (rl_refcache_hash_model), which must be this sampler's --model; refused
 //              while another controller's session is live ("busy")
 //   configure  the run's resolved recipe; model.path is replaced by --model, files the sampler
 //              does not read are not checked; --threads overrides the recipe's thread count

@@ -260,7 +260,7 @@ static void test_sessions(void) {
     CHECK_INT(rl_curve_load_secret(path, &ck, err, sizeof err), 0);
     snprintf(path, sizeof path, "%s/s0/key.pub", s_tmp);
     CHECK_INT(rl_curve_load_public(path, &sk, err, sizeof err), 0);
-    // the cookbook model's fingerprint, as `rlctl run` computes it (rl_hf_folder_hash)
+    // the cookbook model's fingerprint, as `rlctl run` computes it (rl_refcache_hash_model)
     char *log = NULL;
     snprintf(path, sizeof path, "%s/serve0.out", s_tmp);
     log = rl_test_read_file(path, NULL);
