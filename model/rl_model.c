@@ -77,6 +77,9 @@ struct rl_model {
     rl_model_params_t params, grads;     // grads: FULL only (pointers NULL otherwise)
     float *grad_mem;          // FULL: same layout as param_mem
     float *inv_freq;          // (D/2)
+    int has_head;             // a vocabulary head (lm_head, or the tied embedding) was loaded
+    rl_model_unit_fn hook;    // opts.sharded: gathers and reduces units (rl_model.h)
+    void *hook_ctx;
 
     // ---- LoRA
     rl_lora_t *lora;          // NULL when no adapter
@@ -249,6 +252,7 @@ static rl_model_t *s_new(const rl_hf_config_t *cfg, const rl_model_opts_t *opts,
         goto fail;
     }
     self->params.layers = self->layers;
+    self->grads.layers = self->glayers;
     rl_rope_inv_freq(self->inv_freq, cfg);
     // the k-th training forward (k from 1) drops module m of layer l with
     // rl_lora_dropout_mask(seed, rl_lora_dropout_key(k, l, m)); a hash, not A's rl_rng stream
@@ -276,7 +280,6 @@ static int s_alloc_grads(rl_model_t *self, const rl_hf_tensor_spec_t *specs, int
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory for %zu gradients",
                        self->param_n);
     }
-    self->grads.layers = self->glayers;
     float *g = self->grad_mem;
     for (int i = 0; i < n; i++) {
         float **slot = rl_model_params_find(&self->grads, self->L, specs[i].name);
@@ -317,7 +320,8 @@ rl_model_t *rl_model_load(const char *dir, const rl_model_opts_t *opts, char *er
         !rl_st_model_find(self->st, "lm_head.weight")) {
         n--;
     }
-    const int full = self->opts.tune == RL_TUNE_FULL;
+    // sharded: the caller copies its shards out of what load keeps, then drops it
+    const int full = self->opts.tune == RL_TUNE_FULL && !self->opts.sharded;
     // A frozen F32 tensor is used in place when the host reads it as floats: little-endian and
     // 4-byte aligned (a foreign writer may leave the data unaligned). Everything else is
     // converted once into param_mem.
@@ -352,6 +356,7 @@ rl_model_t *rl_model_load(const char *dir, const rl_model_opts_t *opts, char *er
     if (cfg.tie_word_embeddings) {
         self->params.lm_head = self->params.embed_tokens;
     }
+    self->has_head = self->params.lm_head != NULL;
     if (full && s_alloc_grads(self, specs, n, err, err_len) != 0) {
         goto fail;
     }
@@ -405,7 +410,9 @@ rl_model_t *rl_model_new_random(const rl_hf_config_t *cfg, const rl_model_opts_t
     if (cfg->tie_word_embeddings) {
         self->params.lm_head = self->params.embed_tokens;
     }
-    if (self->opts.tune == RL_TUNE_FULL && s_alloc_grads(self, specs, n, err, err_len) != 0) {
+    self->has_head = 1;
+    if (self->opts.tune == RL_TUNE_FULL && !self->opts.sharded &&
+        s_alloc_grads(self, specs, n, err, err_len) != 0) {
         goto fail;
     }
     free(specs);
@@ -440,7 +447,7 @@ const rl_hf_config_t *rl_model_config(const rl_model_t *self) { return &self->cf
 rl_model_params_t *rl_model_params(rl_model_t *self) { return &self->params; }
 
 rl_model_params_t *rl_model_grads(rl_model_t *self) {
-    return self->grad_mem ? &self->grads : NULL;
+    return self->opts.tune == RL_TUNE_FULL ? &self->grads : NULL;
 }
 
 float *rl_model_trainable(rl_model_t *self, size_t *n_p) {
@@ -790,6 +797,51 @@ static void s_layer_backward(rl_model_t *self, int l, const s_act_t *a, const fl
 #undef S_G
 }
 
+// Tells the unit hook of a sharded model about unit `unit` (rl_model.h for the order).
+static int s_unit(rl_model_t *self, int unit, rl_unit_event_t ev) {
+    if (!self->hook || !self->opts.sharded) {
+        return 0;
+    }
+    char msg[400] = "";
+    int rc = self->hook(self->hook_ctx, unit, ev, msg, sizeof msg);
+    return rc ? s_err(self, RL_EIO, "parameters of unit %d: %s", unit, msg) : 0;
+}
+
+void rl_model_set_unit_hook(rl_model_t *self, rl_model_unit_fn fn, void *ctx) {
+    self->hook = fn;
+    self->hook_ctx = ctx;
+}
+
+int rl_model_units_idle(rl_model_t *self, int train) {
+    const int L = self->L;
+    int rc = s_unit(self, L, RL_UNIT_GATHER);
+    for (int l = 0; !rc && l < L; l++) {
+        rc = s_unit(self, l, RL_UNIT_GATHER) || s_unit(self, l, RL_UNIT_RELEASE) ? RL_EIO : 0;
+    }
+    if (rc || !(train && self->opts.tune != RL_TUNE_NONE)) {
+        return rc ? rc : s_unit(self, L, RL_UNIT_RELEASE);
+    }
+    rc = s_unit(self, L, RL_UNIT_GRADS);
+    for (int l = L - 1; !rc && l >= 0; l--) {
+        rc = s_unit(self, l, RL_UNIT_GATHER) || s_unit(self, l, RL_UNIT_GRADS) ||
+                     s_unit(self, l, RL_UNIT_REDUCE) || s_unit(self, l, RL_UNIT_RELEASE)
+                 ? RL_EIO
+                 : 0;
+    }
+    return rc ? rc : s_unit(self, L, RL_UNIT_REDUCE) ? RL_EIO : s_unit(self, L, RL_UNIT_RELEASE);
+}
+
+void rl_model_drop_weights(rl_model_t *self) {
+    RL_ASSERT(self->opts.sharded);
+    free(self->param_mem);
+    self->param_mem = NULL;
+    self->param_n = 0;
+    rl_st_model_destroy(&self->st);
+    self->params_in_map = 0;
+    self->params.embed_tokens = self->params.norm = self->params.lm_head = NULL;
+    memset(self->layers, 0, (size_t)self->L * sizeof *self->layers);
+}
+
 static float *s_x(rl_model_t *self, int l) {
     return self->x + (size_t)l * (size_t)self->N * (size_t)self->C;
 }
@@ -804,7 +856,7 @@ int rl_model_forward(rl_model_t *self, const int32_t *tokens, const int *lengths
         return s_err(self, RL_EINVAL, "temperature %g must be a positive number",
                      (double)temperature);
     }
-    if (logp && !self->params.lm_head) {
+    if (logp && !self->has_head) {
         return s_err(self, RL_EINVAL,
                      "this model has no vocabulary head (a sequence classifier): no logprobs");
     }
@@ -853,10 +905,19 @@ int rl_model_forward(rl_model_t *self, const int32_t *tokens, const int *lengths
         }
     }
 
+    if ((rc = s_unit(self, self->L, RL_UNIT_GATHER)) != 0) {
+        return rc;
+    }
     rl_embedding_forward(s_x(self, 0), self->ids, self->params.embed_tokens, N, C);
     for (int l = 0; l < self->L; l++) {
         s_act_t *a = &self->acts[sets == 1 ? 0 : l];
+        if ((rc = s_unit(self, l, RL_UNIT_GATHER)) != 0) {
+            return rc;
+        }
         s_layer_forward(self, l, a, s_x(self, l), s_x(self, l + 1), train);
+        if ((rc = s_unit(self, l, RL_UNIT_RELEASE)) != 0) {
+            return rc;
+        }
     }
     rl_rmsnorm_forward(self->lnf, self->rstdf, s_x(self, self->L), self->params.norm,
                        self->cfg.rms_norm_eps, N, C);
@@ -878,6 +939,11 @@ int rl_model_forward(rl_model_t *self, const int32_t *tokens, const int *lengths
     }
     self->fwd_valid = 1;
     self->fwd_train = train && self->opts.tune != RL_TUNE_NONE;
+    // the root unit stays gathered for the backward that can follow
+    if (!self->fwd_train && (rc = s_unit(self, self->L, RL_UNIT_RELEASE)) != 0) {
+        self->fwd_valid = 0;
+        return rc;
+    }
     return 0;
 }
 
@@ -896,35 +962,49 @@ static int s_backward_check(rl_model_t *self) {
     if (!self->fwd_valid || !self->fwd_train) {
         return s_err(self, RL_EINVAL, "backward needs a preceding training forward (train = 1)");
     }
-    return 0;
+    return s_unit(self, self->L, RL_UNIT_GRADS);
 }
 
 // The part of backward below the final norm's output, shared by rl_model_backward and
 // rl_model_backward_hidden. On entry dln (N,C) = dL/d(final norm output); accumulates every
 // gradient of the final norm, the layers and (full tuning) the embedding.
-static void s_backward_trunk(rl_model_t *self) {
+static int s_backward_trunk(rl_model_t *self) {
     const int N = self->N, C = self->C;
     const int full = self->opts.tune == RL_TUNE_FULL;
     memset(self->dres, 0, (size_t)N * C * sizeof(float));
     rl_rmsnorm_backward(self->dres, full ? self->grads.norm : NULL, self->dln,
                         s_x(self, self->L), self->params.norm, self->rstdf, N, C);
     const int recompute = self->opts.recompute;
+    int rc = 0;
     for (int l = self->L - 1; l >= 0; l--) {
         s_act_t *a = &self->acts[recompute ? 0 : l];
+        if ((rc = s_unit(self, l, RL_UNIT_GATHER)) != 0 ||
+            (rc = s_unit(self, l, RL_UNIT_GRADS)) != 0) {
+            return rc;
+        }
         if (recompute) {
             // the same inputs, masks and kernels give the same activations bit for bit; x[l+1]
             // is rewritten with the value it already holds
             s_layer_forward(self, l, a, s_x(self, l), s_x(self, l + 1), 1);
         }
         s_layer_backward(self, l, a, s_x(self, l));
+        if ((rc = s_unit(self, l, RL_UNIT_REDUCE)) != 0 ||
+            (rc = s_unit(self, l, RL_UNIT_RELEASE)) != 0) {
+            return rc;
+        }
     }
     if (full) {
         rl_embedding_backward(self->grads.embed_tokens, self->dres, self->ids, N, C);
     }
+    if ((rc = s_unit(self, self->L, RL_UNIT_REDUCE)) != 0 ||
+        (rc = s_unit(self, self->L, RL_UNIT_RELEASE)) != 0) {
+        return rc;
+    }
+    return 0;
 }
 
 int rl_model_backward(rl_model_t *self, const float *dlogp) {
-    if (!self->params.lm_head) {
+    if (!self->has_head) {
         return s_err(self, RL_EINVAL,
                      "this model has no vocabulary head (a sequence classifier): no dlogp");
     }
@@ -946,8 +1026,7 @@ int rl_model_backward(rl_model_t *self, const float *dlogp) {
     rl_logprob_backward(self->dln, full ? self->grads.lm_head : NULL, self->dlp_row, NULL,
                         self->lnf, self->params.lm_head, self->targets, self->temperature, N, C,
                         self->V, self->head_scratch, s_head_chunk(self->V));
-    s_backward_trunk(self);
-    return 0;
+    return s_backward_trunk(self);
 }
 
 int rl_model_backward_hidden(rl_model_t *self, const float *dhidden) {
@@ -963,8 +1042,7 @@ int rl_model_backward_hidden(rl_model_t *self, const float *dhidden) {
         memcpy(self->dln + row * C, dhidden + row * C, n_real * sizeof(float));
         memset(self->dln + row * C + n_real, 0, ((size_t)T * C - n_real) * sizeof(float));
     }
-    s_backward_trunk(self);
-    return 0;
+    return s_backward_trunk(self);
 }
 
 const float *rl_model_hidden(const rl_model_t *self) {

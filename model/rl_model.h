@@ -72,6 +72,11 @@ typedef struct {
                            // `lm_head.weight` may be missing. Without it the model has no
                            // vocabulary head: forward takes logp = NULL only, and backward
                            // (from dlogp), logits, rl_model_step refuse; save_hf leaves it out
+    int sharded;           // 1: the parameters (and full tuning's gradients) are the caller's,
+                           // sharded across ranks (trainer/rl_fsdp): load maps or converts them
+                           // as for a frozen model and allocates no gradients; the caller copies
+                           // its shards, calls rl_model_drop_weights, and points each unit's
+                           // tensors at gathered buffers from a unit hook (below)
 } rl_model_opts_t;
 
 // Defaults: tune NONE, r 8, alpha 16, dropout 0, targets q|v, no rslora, seed 0, no recompute,
@@ -101,8 +106,9 @@ void rl_model_destroy(rl_model_t **self_p);
 
 // borrowed; valid until destroy.
 const rl_hf_config_t *rl_model_config(const rl_model_t *self);
-// Parameters (borrowed; valid until destroy). Gradients: NULL unless tune FULL. The mesh layer
-// gathers/frees parameters per layer around these pointers (rl_layer_params_t per layer).
+// Parameters (borrowed; valid until destroy). Gradients: NULL unless tune FULL (with
+// opts.sharded the struct whose pointers the unit hook sets). The mesh layer gathers/frees
+// parameters per layer around these pointers (rl_layer_params_t per layer).
 rl_model_params_t *rl_model_params(rl_model_t *self);
 rl_model_params_t *rl_model_grads(rl_model_t *self);
 
@@ -224,6 +230,38 @@ int rl_model_save_hf(const rl_model_t *self, const char *dir, int bf16, char *er
 // with err filled.
 int rl_model_save_seq_cls(const rl_model_t *self, const char *dir, const float *score,
                           int pad_token_id, int bf16, char *err, size_t err_len);
+
+// ---- sharded parameters (FSDP: trainer/rl_fsdp) ---------------------------------------------
+// A model loaded with opts.sharded is computed in *units*: unit l < L is decoder layer l, unit L
+// the rest (embedding, final norm, vocabulary head; like FSDP's root module it stays gathered
+// from a forward's start to the end of the backward that follows, or of the forward when no
+// backward can follow). The hook is told, in this order:
+//   forward:  GATHER(L); for l = 0..L-1: GATHER(l), RELEASE(l); [no backward can follow:
+//             RELEASE(L)]
+//   backward: GRADS(L); for l = L-1..0: GATHER(l), GRADS(l), REDUCE(l), RELEASE(l); REDUCE(L),
+//             RELEASE(L)
+// GATHER: point the unit's tensors in rl_model_params at its full values. GRADS (full tuning):
+// point its tensors in rl_model_grads at zeroed full-size gradients. REDUCE: the unit's gradients
+// of this backward are complete. RELEASE: the unit's parameters (and gradients) are not read
+// again before its next GATHER. A GATHER of a unit still gathered must be a no-op. A hook error
+// fails the forward or backward (RL_EIO with the hook's message in rl_model_errmsg).
+typedef enum {
+    RL_UNIT_GATHER = 0,
+    RL_UNIT_GRADS = 1,
+    RL_UNIT_REDUCE = 2,
+    RL_UNIT_RELEASE = 3,
+} rl_unit_event_t;
+// Returns 0 or an error code with msg (msg_len bytes) filled.
+typedef int (*rl_model_unit_fn)(void *ctx, int unit, rl_unit_event_t ev, char *msg, size_t msg_len);
+// Sets the hook (NULL: none; a model without opts.sharded never calls it).
+void rl_model_set_unit_hook(rl_model_t *self, rl_model_unit_fn fn, void *ctx);
+// The events of one forward (train: and the backward that follows) without computing anything:
+// a rank of a sharded mesh with no rows left keeps its peers' collectives company. Returns 0 or
+// the hook's error.
+int rl_model_units_idle(rl_model_t *self, int train);
+// Frees what load kept of the parameters (the mapping, converted copies) and sets every tensor
+// pointer of rl_model_params to NULL: from now on the unit hook provides them. opts.sharded only.
+void rl_model_drop_weights(rl_model_t *self);
 
 // Detail of the last error on this handle. borrowed; valid until the next call.
 const char *rl_model_errmsg(const rl_model_t *self);

@@ -17,4 +17,4 @@ add_library(rl_header_check OBJECT ${rl_header_srcs})
 target_include_directories(rl_header_check PRIVATE ${CMAKE_BINARY_DIR}/generated
   ${CMAKE_SOURCE_DIR}/core ${CMAKE_SOURCE_DIR}/model ${CMAKE_SOURCE_DIR}/trainer
   ${CMAKE_SOURCE_DIR}/rollout ${CMAKE_SOURCE_DIR}/rewards ${CMAKE_SOURCE_DIR}/roles
-  ${CMAKE_SOURCE_DIR}/cli ${CMAKE_SOURCE_DIR}/include)
+  ${CMAKE_SOURCE_DIR}/cli ${CMAKE_SOURCE_DIR}/mesh ${CMAKE_SOURCE_DIR}/include)

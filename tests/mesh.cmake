@@ -16,3 +16,14 @@ foreach(shape "2;2" "4;1" "1;4")
                    $<TARGET_FILE:test_mesh_coll_mpi> ${dp} ${fsdp})
   set_tests_properties(mesh.coll_mpi_${dp}x${fsdp} PROPERTIES TIMEOUT 120 LABELS integration)
 endforeach()
+
+# The sharded training step against the 1×1 one: SFT, GRPO and PPO's critic, full and LoRA, on
+# dp 2 × fsdp 1, dp 1 × fsdp 2 and dp 2 × fsdp 2 (tests/fsdp_check.sh runs and compares them).
+add_executable(test_fsdp test_fsdp.c)
+target_include_directories(test_fsdp PRIVATE ${RL_TEST_SOURCE_DIR})
+target_compile_definitions(test_fsdp PRIVATE RL_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+target_link_libraries(test_fsdp PRIVATE rl_trainer)
+add_test(NAME mesh.fsdp
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/fsdp_check.sh $<TARGET_FILE:test_fsdp>
+                 ${MPIEXEC_EXECUTABLE} ${CMAKE_CURRENT_BINARY_DIR}/fsdp)
+set_tests_properties(mesh.fsdp PROPERTIES TIMEOUT 600 LABELS numeric)

@@ -4,6 +4,7 @@
 #include "rl_policy.h"
 
 #include "rl_err.h"
+#include "rl_fsdp.h"
 #include "rl_head.h"
 #include "rl_loss_sft.h"
 #include "rl_optim.h"
@@ -37,12 +38,20 @@ struct rl_policy {
     float *head, *dhead;
     float *dhidden;         // (mb*T, C), grown with cap
     int C;
+    // on a mesh (NULL: 1×1): the collectives (borrowed), the sharded model and reference
+    rl_coll_t *coll;
+    rl_fsdp_t *fsdp, *ref_fsdp;
+    float *wfull; // full tuning on a mesh: the gathered weights rl_policy_weights gives
 };
 
 enum { S_POLICY = 0, S_CRITIC = 1, S_RM = 2 };
 
-// The optimizer's parts: the model's trainable flat view, then the head (a critic).
+// The optimizer's parts: the model's trainable flat view, then the head (a critic); on a mesh
+// what this rank updates (rl_fsdp_optim_parts).
 static int s_parts(rl_policy_t *p, rl_optim_part_t parts[2]) {
+    if (p->fsdp) {
+        return rl_fsdp_optim_parts(p->fsdp, parts);
+    }
     parts[0] = (rl_optim_part_t){p->params, p->grads, p->n_params};
     if (!p->head) {
         return 1;
@@ -83,6 +92,37 @@ void rl_policy_model_opts(const rl_recipe_t *r, int threads, rl_model_opts_t *mo
     mo->threads = threads;
 }
 
+// On a mesh: shards the freshly loaded model m (opts.sharded) over the fsdp groups; LoRA's
+// adapter and a head stay whole on every rank (rl_fsdp.h: replicated).
+static int s_shard_model(rl_policy_t *p, rl_model_t *m, char *err, size_t err_len) {
+    if (p->model) {
+        rl_model_destroy(&m);
+        return rl_errf(err, err_len, RL_EUNSUPPORTED,
+                       "a sharded model is loaded once (a checkpoint's weights are scattered)");
+    }
+    rl_optim_part_t rep[2];
+    int n_rep = 0;
+    size_t n = 0;
+    float *lora = rl_model_grads(m) ? NULL : rl_model_trainable(m, &n);
+    if (lora) {
+        rep[n_rep++] = (rl_optim_part_t){lora, rl_model_trainable_grads(m), n};
+    }
+    if (p->head) {
+        rep[n_rep++] = (rl_optim_part_t){p->head, p->dhead, (size_t)p->C};
+    }
+    char msg[1024];
+    int rc = rl_fsdp_new(m, p->coll, rep, n_rep, &p->fsdp, msg, sizeof msg);
+    if (rc) {
+        rl_model_destroy(&m);
+        return rl_errf(err, err_len, rc, "sharding the model: %s", msg);
+    }
+    p->model = m;
+    p->params = lora; // full tuning: gathered on demand (rl_policy_weights)
+    p->grads = lora ? rl_model_trainable_grads(m) : NULL;
+    p->n_params = lora ? n : rl_fsdp_full_size(p->fsdp);
+    return 0;
+}
+
 static int s_load_model(rl_policy_t *p, const char *dir, char *err, size_t err_len) {
     rl_model_opts_t mo;
     rl_policy_model_opts(p->r, p->threads, &mo);
@@ -92,10 +132,14 @@ static int s_load_model(rl_policy_t *p, const char *dir, char *err, size_t err_l
     if (p->head) {
         mo.seq_cls = 1; // the folder may be a reward model's (score.weight, no lm_head)
     }
+    mo.sharded = p->coll != NULL;
     char msg[2048];
     rl_model_t *m = rl_model_load(dir, &mo, msg, sizeof(msg));
     if (!m) {
         return rl_errf(err, err_len, RL_EINVAL, "%s", msg);
+    }
+    if (p->coll) {
+        return s_shard_model(p, m, err, err_len);
     }
     size_t n = 0;
     float *params = rl_model_trainable(m, &n);
@@ -142,8 +186,8 @@ static int s_head_from_folder(rl_policy_t *p, const char *dir, const char *key, 
 // The policy (S_POLICY), the critic (S_CRITIC: critic.init's weights, the critic's tuning mode,
 // a value head) or a reward model (S_RM: model.path in the recipe's tuning mode with a score
 // head: the folder's own when it is a reward model, else a fresh one).
-static int s_new(const rl_recipe_t *r, int threads, int kind, rl_policy_t **out, char *err,
-                 size_t err_len) {
+static int s_new(const rl_recipe_t *r, int threads, int kind, rl_coll_t *coll, rl_policy_t **out,
+                 char *err, size_t err_len) {
     *out = NULL;
     rl_policy_t *p = calloc(1, sizeof(*p));
     if (!p) {
@@ -152,6 +196,7 @@ static int s_new(const rl_recipe_t *r, int threads, int kind, rl_policy_t **out,
     p->r = r;
     p->threads = threads;
     p->kind = kind;
+    p->coll = coll;
     const char *dir = r->model.path;
     int critic = kind != S_POLICY;
     int from_rm = kind == S_CRITIC && r->critic.init && strcmp(r->critic.init, "base") != 0;
@@ -193,7 +238,8 @@ static int s_new(const rl_recipe_t *r, int threads, int kind, rl_policy_t **out,
     }
     rl_optim_hparams_t hp = {r->optim.betas[0], r->optim.betas[1], r->optim.eps,
                              r->optim.weight_decay};
-    p->optim = rl_optim_new(p->n_params + (size_t)p->C, &hp);
+    p->optim =
+        rl_optim_new(p->fsdp ? rl_fsdp_optim_size(p->fsdp) : p->n_params + (size_t)p->C, &hp);
     if (!p->optim) {
         rl_policy_destroy(&p);
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory (optimizer state)");
@@ -203,17 +249,45 @@ static int s_new(const rl_recipe_t *r, int threads, int kind, rl_policy_t **out,
 }
 
 int rl_policy_new(const rl_recipe_t *r, int threads, rl_policy_t **out, char *err, size_t err_len) {
-    return s_new(r, threads, S_POLICY, out, err, err_len);
+    return s_new(r, threads, S_POLICY, NULL, out, err, err_len);
 }
 
 int rl_policy_new_critic(const rl_recipe_t *r, int threads, rl_policy_t **out, char *err,
                          size_t err_len) {
-    return s_new(r, threads, S_CRITIC, out, err, err_len);
+    return s_new(r, threads, S_CRITIC, NULL, out, err, err_len);
 }
 
 int rl_policy_new_rm(const rl_recipe_t *r, int threads, rl_policy_t **out, char *err,
                      size_t err_len) {
-    return s_new(r, threads, S_RM, out, err, err_len);
+    return s_new(r, threads, S_RM, NULL, out, err, err_len);
+}
+
+int rl_policy_new_sharded(const rl_recipe_t *r, int threads, rl_policy_kind_t kind, rl_coll_t *coll,
+                          rl_policy_t **out, char *err, size_t err_len) {
+    int k = kind == RL_POLICY_CRITIC ? S_CRITIC : kind == RL_POLICY_RM ? S_RM : S_POLICY;
+    return s_new(r, threads, k, coll, out, err, err_len);
+}
+
+void rl_policy_bytes(const rl_policy_t *self, rl_policy_bytes_t *out) {
+    memset(out, 0, sizeof *out);
+    size_t n_opt = rl_optim_size(self->optim);
+    out->optimizer = 2 * n_opt * sizeof(float);
+    if (self->fsdp) {
+        rl_fsdp_bytes_t b;
+        rl_fsdp_bytes(self->fsdp, &b);
+        out->params = b.params;
+        out->grads = b.grads;
+        out->replicated = b.replicated;
+        out->buffers = b.buffers;
+        out->coll_seconds = rl_fsdp_coll_seconds(self->fsdp);
+        return;
+    }
+    // 1×1: every parameter (frozen or not); full tuning's gradients; LoRA and a head with their
+    // gradients as the replicated part of a mesh would count them
+    int lora = rl_policy_is_lora(self);
+    out->params = (size_t)rl_model_param_count(self->model) * sizeof(float);
+    out->grads = lora ? 0 : self->n_params * sizeof(float);
+    out->replicated = 2 * ((lora ? self->n_params : 0) + (size_t)self->C) * sizeof(float);
 }
 
 int rl_policy_has_head(const rl_policy_t *self) { return self->head != NULL; }
@@ -223,9 +297,12 @@ void rl_policy_destroy(rl_policy_t **self_p) {
     if (!p) {
         return;
     }
+    rl_fsdp_destroy(&p->fsdp);
+    rl_fsdp_destroy(&p->ref_fsdp);
     rl_model_destroy(&p->model);
     rl_model_destroy(&p->ref);
     rl_optim_destroy(&p->optim);
+    free(p->wfull);
     free(p->tok);
     free(p->len);
     free(p->logp);
@@ -252,10 +329,28 @@ int rl_policy_is_lora(const rl_policy_t *self) {
 
 const float *rl_policy_weights(rl_policy_t *self, size_t *n_p) {
     *n_p = self->n_params;
+    if (self->fsdp && !self->params) { // full tuning on a mesh: gathered from the shards
+        char msg[256];
+        if (!self->wfull && !(self->wfull = malloc(self->n_params * sizeof(float)))) {
+            return NULL;
+        }
+        if (rl_fsdp_gather_full(self->fsdp, self->wfull, msg, sizeof msg) != 0) {
+            return NULL;
+        }
+        return self->wfull;
+    }
     return self->params;
 }
 
 // ---- logprobs --------------------------------------------------------------------------------
+
+// A rank of a mesh without rows in a forward (train: and backward) its peers run: the units'
+// collectives without the compute (rl_model_units_idle).
+static int s_idle(rl_policy_t *self, rl_model_t *m, int train, char *err, size_t err_len) {
+    (void)self;
+    int rc = rl_model_units_idle(m, train);
+    return rc ? rl_errf(err, err_len, rc, "%s", rl_model_errmsg(m)) : 0;
+}
 
 int rl_policy_logprobs(rl_policy_t *self, const int32_t *tokens, const int *lengths, int B,
                        int T, float temperature, int adapter, float *logp, char *err,
@@ -266,13 +361,24 @@ int rl_policy_logprobs(rl_policy_t *self, const int32_t *tokens, const int *leng
             rl_model_opts_t mo;
             rl_policy_model_opts(self->r, self->threads, &mo);
             mo.tune = RL_TUNE_NONE;
+            mo.sharded = self->coll != NULL; // on a mesh the reference is sharded too
             char msg[2048];
             self->ref = rl_model_load(self->r->model.path, &mo, msg, sizeof(msg));
             if (!self->ref) {
                 return rl_errf(err, err_len, RL_EINVAL, "reference: %s", msg);
             }
+            int rc = self->coll ? rl_fsdp_new(self->ref, self->coll, NULL, 0, &self->ref_fsdp, msg,
+                                              sizeof msg)
+                                : 0;
+            if (rc) {
+                rl_model_destroy(&self->ref);
+                return rl_errf(err, err_len, rc, "reference: %s", msg);
+            }
         }
         m = self->ref;
+    }
+    if (B == 0 && self->coll) {
+        return s_idle(self, m, 0, err, err_len);
     }
     if (!adapter && m == self->model) {
         rl_model_set_adapter_disabled(m, 1);
@@ -291,6 +397,9 @@ int rl_policy_values(rl_policy_t *self, const int32_t *tokens, const int *length
                      float *values, char *err, size_t err_len) {
     if (!self->head) {
         return rl_errf(err, err_len, RL_EINVAL, "values: this model has no value head");
+    }
+    if (B == 0 && self->coll) {
+        return s_idle(self, self->model, 0, err, err_len);
     }
     int rc = rl_model_forward(self->model, tokens, lengths, B, T, 1.0f, 0, NULL, NULL);
     if (rc) {
@@ -336,12 +445,89 @@ static void s_rows_f(float *dst, const float *src, int b0, int n, int T, int Tm)
     }
 }
 
+// One micro-batch: rows [b0, b0+n) forward -> loss -> backward; *part gets its share of the
+// loss.
+static int s_micro(rl_policy_t *self, const rl_policy_rows_t *rows, const rl_policy_step_opts_t *o,
+                   rl_policy_loss_fn loss, void *ctx, int it, int b0, int n, double *part,
+                   char *err, size_t err_len) {
+    int Tm = 1; // the micro-batch's longest row: no forward over padding columns
+    for (int i = 0; i < n; i++) {
+        self->len[i] = rows->lengths[b0 + i];
+        Tm = self->len[i] > Tm ? self->len[i] : Tm;
+    }
+    for (int i = 0; i < n; i++) {
+        memcpy(self->tok + (size_t)i * Tm, rows->tokens + (size_t)(b0 + i) * rows->T,
+               (size_t)Tm * sizeof(int32_t));
+        for (int t = 0; t < Tm; t++) {
+            self->mask[(size_t)i * Tm + t] = rows->mask[(size_t)(b0 + i) * rows->T + t];
+        }
+    }
+    // the policy: logprobs (and entropy); a critic: its values (no vocabulary head)
+    float *ent = o->entropy && it == 0 && !self->head ? self->ent : NULL;
+    int rc = rl_model_forward(self->model, self->tok, self->len, n, Tm, o->temperature, 1,
+                              self->head ? NULL : self->logp, ent);
+    if (rc) {
+        return rl_errf(err, err_len, rc, "train forward: %s", rl_model_errmsg(self->model));
+    }
+    rl_policy_micro_t m = {b0, n, Tm, it, self->logp, ent, self->mask, NULL};
+    if (self->head && o->scores) {
+        rl_head_score_forward(self->logp, rl_model_hidden(self->model), self->head, self->len, n,
+                              Tm, self->C);
+        m.logp = NULL;
+        m.values = self->logp;
+    } else if (self->head) {
+        rl_head_values_forward(self->logp, rl_model_hidden(self->model), self->head, self->len, n,
+                               Tm, self->C);
+        m.logp = NULL;
+        m.values = self->logp;
+    }
+    if ((rc = loss(ctx, &m, self->dlogp, part)) != 0) {
+        return rl_errf(err, err_len, rc, "train: bad loss input");
+    }
+    if (self->head && o->scores) {
+        rl_head_score_backward(self->dhidden, self->dhead, self->dlogp,
+                               rl_model_hidden(self->model), self->head, self->len, n, Tm, self->C);
+        rc = rl_model_backward_hidden(self->model, self->dhidden);
+    } else if (self->head) {
+        rl_head_values_backward(self->dhidden, self->dhead, self->dlogp,
+                                rl_model_hidden(self->model), self->head, self->len, n, Tm,
+                                self->C);
+        rc = rl_model_backward_hidden(self->model, self->dhidden);
+    } else {
+        rc = rl_model_backward(self->model, self->dlogp);
+    }
+    if (rc) {
+        return rl_errf(err, err_len, rc, "train backward: %s", rl_model_errmsg(self->model));
+    }
+    return 0;
+}
+
+// On a mesh every rank runs as many micro-batches as the rank with the most (its peers' units
+// are gathered with it): the largest count over the world.
+static int s_mesh_micro_count(rl_policy_t *self, int mine, int *most, char *err, size_t err_len) {
+    const rl_mesh_t *mesh = rl_coll_mesh(self->coll);
+    int world = rl_mesh_size(mesh);
+    double *counts = calloc((size_t)world, sizeof(double));
+    if (!counts) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    counts[rl_coll_rank(self->coll)] = mine;
+    int rc = rl_coll_all_reduce_f64(self->coll, RL_MESH_WORLD, counts, (size_t)world, err, err_len);
+    *most = 0;
+    for (int i = 0; !rc && i < world; i++) {
+        *most = (int)counts[i] > *most ? (int)counts[i] : *most;
+    }
+    free(counts);
+    return rc;
+}
+
 int rl_policy_step(rl_policy_t *self, const rl_policy_rows_t *rows,
                    const rl_policy_step_opts_t *o, rl_policy_loss_fn loss, void *ctx,
                    rl_policy_step_stats_t *st, char *err, size_t err_len) {
     memset(st, 0, sizeof(*st));
     int group = rows->group > 0 ? rows->group : 1;
-    if (rows->B < 1 || rows->T < 2 || o->micro_batch < 1 || o->iterations < 1 ||
+    // on a mesh a rank may have no rows of the global batch
+    if (rows->B < (self->fsdp ? 0 : 1) || rows->T < 2 || o->micro_batch < 1 || o->iterations < 1 ||
         rows->B % group != 0) {
         return rl_errf(err, err_len, RL_EINVAL,
                        "train: empty batch, bad micro-batch size or rows not in groups of %d",
@@ -354,6 +540,10 @@ int rl_policy_step(rl_policy_t *self, const rl_policy_rows_t *rows,
     if (s_scratch(self, (size_t)mb * (size_t)rows->T, mb)) {
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
+    int n_mb = (rows->B + mb - 1) / mb, most = n_mb;
+    if (self->fsdp && s_mesh_micro_count(self, n_mb, &most, err, err_len) != 0) {
+        return RL_EIO;
+    }
     rl_optim_part_t parts[2];
     int n_parts = s_parts(self, parts);
     for (int it = 0; it < o->iterations; it++) {
@@ -361,63 +551,26 @@ int rl_policy_step(rl_policy_t *self, const rl_policy_rows_t *rows,
         if (self->head) {
             memset(self->dhead, 0, (size_t)self->C * sizeof(float));
         }
+        if (self->fsdp) {
+            rl_fsdp_zero_grad(self->fsdp);
+        }
         double total = 0.0;
-        for (int b0 = 0; b0 < rows->B; b0 += mb) {
-            int n = rows->B - b0 < mb ? rows->B - b0 : mb;
-            int Tm = 1; // the micro-batch's longest row: no forward over padding columns
-            for (int i = 0; i < n; i++) {
-                self->len[i] = rows->lengths[b0 + i];
-                Tm = self->len[i] > Tm ? self->len[i] : Tm;
-            }
-            for (int i = 0; i < n; i++) {
-                memcpy(self->tok + (size_t)i * Tm, rows->tokens + (size_t)(b0 + i) * rows->T,
-                       (size_t)Tm * sizeof(int32_t));
-                for (int t = 0; t < Tm; t++) {
-                    self->mask[(size_t)i * Tm + t] = rows->mask[(size_t)(b0 + i) * rows->T + t];
-                }
-            }
-            // the policy: logprobs (and entropy); a critic: its values (no vocabulary head)
-            float *ent = o->entropy && it == 0 && !self->head ? self->ent : NULL;
-            int rc = rl_model_forward(self->model, self->tok, self->len, n, Tm, o->temperature,
-                                      1, self->head ? NULL : self->logp, ent);
-            if (rc) {
-                return rl_errf(err, err_len, rc, "train forward: %s",
-                               rl_model_errmsg(self->model));
-            }
-            rl_policy_micro_t m = {b0, n, Tm, it, self->logp, ent, self->mask, NULL};
-            if (self->head && o->scores) {
-                rl_head_score_forward(self->logp, rl_model_hidden(self->model), self->head,
-                                      self->len, n, Tm, self->C);
-                m.logp = NULL;
-                m.values = self->logp;
-            } else if (self->head) {
-                rl_head_values_forward(self->logp, rl_model_hidden(self->model), self->head,
-                                       self->len, n, Tm, self->C);
-                m.logp = NULL;
-                m.values = self->logp;
-            }
+        for (int i = 0; i < most; i++) {
+            int b0 = i * mb, n = rows->B - b0 < mb ? rows->B - b0 : mb, rc;
             double part = 0.0;
-            if ((rc = loss(ctx, &m, self->dlogp, &part)) != 0) {
-                return rl_errf(err, err_len, rc, "train: bad loss input");
+            if (i < n_mb) {
+                rc = s_micro(self, rows, o, loss, ctx, it, b0, n, &part, err, err_len);
+            } else {
+                rc = s_idle(self, self->model, 1, err, err_len);
+            }
+            if (rc) {
+                return rc;
             }
             total += part;
-            if (self->head && o->scores) {
-                rl_head_score_backward(self->dhidden, self->dhead, self->dlogp,
-                                       rl_model_hidden(self->model), self->head, self->len, n,
-                                       Tm, self->C);
-                rc = rl_model_backward_hidden(self->model, self->dhidden);
-            } else if (self->head) {
-                rl_head_values_backward(self->dhidden, self->dhead, self->dlogp,
-                                        rl_model_hidden(self->model), self->head, self->len, n,
-                                        Tm, self->C);
-                rc = rl_model_backward_hidden(self->model, self->dhidden);
-            } else {
-                rc = rl_model_backward(self->model, self->dlogp);
-            }
-            if (rc) {
-                return rl_errf(err, err_len, rc, "train backward: %s",
-                               rl_model_errmsg(self->model));
-            }
+        }
+        int rc = 0;
+        if (self->fsdp) { // the global loss: every rank decides alike below
+            rc = rl_coll_all_reduce_f64(self->coll, RL_MESH_WORLD, &total, 1, err, err_len);
         }
         char where[64];
         snprintf(where, sizeof where, o->step > 0 ? "step %lld" : "iteration %lld",
@@ -425,16 +578,27 @@ int rl_policy_step(rl_policy_t *self, const rl_policy_rows_t *rows,
         const char *hint = o->step > 0 ? "; stopping (lower optim.lr, check the data, or resume "
                                          "from the last checkpoint)"
                                        : "";
-        if (!isfinite(total)) {
+        if (!rc && !isfinite(total)) {
             return rl_errf(err, err_len, RL_EINVAL, "%s: the loss is %s%s", where,
                            isnan(total) ? "NaN" : "infinite", hint);
         }
-        double gnorm = rl_optim_clip_grad_norm_parts(parts, n_parts, o->max_grad_norm);
+        double gnorm = 0.0;
+        if (!rc && self->fsdp) {
+            rc = rl_fsdp_reduce_grads(self->fsdp, o->max_grad_norm, &gnorm, err, err_len);
+        } else if (!rc) {
+            gnorm = rl_optim_clip_grad_norm_parts(parts, n_parts, o->max_grad_norm);
+        }
+        if (rc) {
+            return rc;
+        }
         if (!isfinite(gnorm)) {
             return rl_errf(err, err_len, RL_EINVAL, "%s: the gradient norm is %s%s", where,
                            isnan(gnorm) ? "NaN" : "infinite", hint);
         }
         rl_optim_step_parts(self->optim, parts, n_parts, o->lr);
+        if (self->fsdp && (rc = rl_fsdp_gather_replicated(self->fsdp, err, err_len)) != 0) {
+            return rc;
+        }
         st->loss = total;
         st->grad_norm = gnorm;
         st->iterations = it + 1;
@@ -779,6 +943,9 @@ int rl_policy_scores(rl_policy_t *self, const int32_t *tokens, const int *length
                      float *scores, char *err, size_t err_len) {
     if (!self->head) {
         return rl_errf(err, err_len, RL_EINVAL, "scores: this model has no score head");
+    }
+    if (B == 0 && self->coll) {
+        return s_idle(self, self->model, 0, err, err_len);
     }
     int rc = rl_model_forward(self->model, tokens, lengths, B, T, 1.0f, 0, NULL, NULL);
     if (rc) {

@@ -7,6 +7,7 @@
 #ifndef RL_POLICY_H
 #define RL_POLICY_H
 
+#include "rl_coll.h"
 #include "rl_config.h"
 #include "rl_grpo.h"
 #include "rl_model.h"
@@ -69,6 +70,28 @@ int rl_policy_new_critic(const rl_recipe_t *recipe, int threads, rl_policy_t **o
 // Same ownership as rl_policy_new.
 int rl_policy_new_rm(const rl_recipe_t *recipe, int threads, rl_policy_t **out, char *err,
                      size_t err_len);
+// ---- on a mesh ------------------------------------------------------------------------------
+// Any of the three above on a DP×FSDP mesh: coll (borrowed; outlives the policy) shards the model
+// over its fsdp groups (rl_fsdp.h; a full-tuning reference too, when first used). Every verb
+// below is then collective: each rank of the mesh calls it in the same order with its own rows
+// (B may be 0: the rank keeps its peers company), and rl_policy_step's loss, gradient norm and
+// update are the mesh's whole batch's (the loss callback's divisors must be the global batch's);
+// its callback statistics stay per rank (the caller sums them). rl_policy_weights gathers full
+// tuning's weights (collective too).
+typedef enum { RL_POLICY_ACTOR = 0, RL_POLICY_CRITIC = 1, RL_POLICY_RM = 2 } rl_policy_kind_t;
+int rl_policy_new_sharded(const rl_recipe_t *recipe, int threads, rl_policy_kind_t kind,
+                          rl_coll_t *coll, rl_policy_t **out, char *err, size_t err_len);
+
+// This rank's bytes of model state: parameters (every frozen or trainable one; on a mesh this
+// rank's shard), full tuning's gradients (shard), the replicated trainables (LoRA's adapter, a
+// head) with their gradients, the optimizer's m and v, and the transient gather/gradient buffers
+// of a mesh (a layer and the root unit); coll_seconds: time in the mesh's collectives so far.
+typedef struct {
+    size_t params, grads, replicated, optimizer, buffers;
+    double coll_seconds;
+} rl_policy_bytes_t;
+void rl_policy_bytes(const rl_policy_t *self, rl_policy_bytes_t *out);
+
 // 1 for a critic or a reward model (a head), 0 for the policy.
 int rl_policy_has_head(const rl_policy_t *self);
 // values (B,T) of a critic, aligned like logprobs (rl_head.h: column t is the value of the state
