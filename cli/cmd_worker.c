@@ -11,13 +11,18 @@ static void s_help(FILE *out) {
     fprintf(out,
             "usage: rlctl worker --role actor|sampler|reward|reference --rank N\n"
             "                    --connect ENDPOINT --secret-fd FD [--parent PID]\n"
-            "                    [--heartbeat SECONDS] [--max-frame BYTES]\n\n"
+            "                    [--heartbeat SECONDS] [--max-frame BYTES]\n"
+            "       rlctl worker --role actor|critic --mesh DP,FSDP --secret-file FILE\n"
+            "                    --connect ENDPOINT --parent PID --log-dir DIR [...]\n\n"
             "A worker process of a run: reads its secret from FD (\"token <hex>\" and\n"
             "\"identity <role>/<rank>~<nonce>\" lines, written by the controller), connects to\n"
             "the controller's ROUTER at ENDPOINT under that identity, says hello, loads what its\n"
             "role needs when the controller sends `configure` (the resolved recipe) and serves\n"
             "the role's requests (docs/protocol.md) until told to shut down. `rlctl run` starts\n"
-            "these itself.\n");
+            "these itself. With --mesh it is one rank of a DP x FSDP mesh, started by the MPI\n"
+            "launcher (mpirun) that `rlctl run` spawns: its rank is its MPI world rank, its\n"
+            "secret the line of FILE (in the controller's private folder) for that rank, its log\n"
+            "DIR/<role>-<rank>.log (docs/mesh.md).\n");
 }
 
 int rl_cmd_worker(int argc, char **argv) {
@@ -56,6 +61,17 @@ int rl_cmd_worker(int argc, char **argv) {
                 return RL_EXIT_USAGE;
             }
             o.max_frame = mf;
+        } else if (strcmp(a, "--mesh") == 0) {
+            char tail = 0;
+            if (sscanf(v, "%d,%d%c", &o.mesh_dp, &o.mesh_fsdp, &tail) != 2 || o.mesh_dp < 1 ||
+                o.mesh_fsdp < 1) {
+                fprintf(stderr, "rlctl worker: --mesh wants DP,FSDP (each >= 1), not '%s'\n", v);
+                return RL_EXIT_USAGE;
+            }
+        } else if (strcmp(a, "--secret-file") == 0) {
+            o.secret_file = v;
+        } else if (strcmp(a, "--log-dir") == 0) {
+            o.log_dir = v;
         } else if (strcmp(a, "--heartbeat") == 0) {
             bad = rl_cli_float("worker", a, v, 1e-3, 3600, &hb);
             o.heartbeat = hb;
@@ -68,7 +84,7 @@ int rl_cmd_worker(int argc, char **argv) {
         }
         i++;
     }
-    if (!o.role || !o.endpoint || o.secret_fd < 0) {
+    if (!o.role || !o.endpoint || (o.mesh_dp > 0 ? !o.secret_file : o.secret_fd < 0)) {
         s_help(stderr);
         return RL_EXIT_USAGE;
     }

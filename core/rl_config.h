@@ -325,6 +325,13 @@ typedef struct {
     char *client_key;       // the controller's secret key file (NULL: none)
 } rl_recipe_roles_t;
 
+// The DP×FSDP mesh the actor (and a critic it holds) trains on (docs/mesh.md).
+typedef struct {
+    int dp, fsdp;           // the shape: dp replicas of fsdp shards; 1×1 = no mesh
+    int devices;            // dp × fsdp (checked: a recipe that says both must agree)
+    char *launcher;         // the MPI launcher that starts the ranks ("mpirun")
+} rl_recipe_mesh_t;
+
 typedef struct rl_recipe_priv rl_recipe_priv_t;
 
 typedef struct {
@@ -341,6 +348,7 @@ typedef struct {
     rl_recipe_optim_t optim;
     rl_recipe_train_t train;
     rl_recipe_roles_t roles;
+    rl_recipe_mesh_t mesh;
     rl_recipe_priv_t *priv; // source positions; use rl_recipe_key_location
 } rl_recipe_t;
 

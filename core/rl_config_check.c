@@ -123,6 +123,15 @@ static void s_check_optim(rl_cfg_ctx_t *c) {
 // sequences and must divide them; unset, it takes the whole step.
 static void s_check_step(rl_cfg_ctx_t *c, long long per_step, const char *what) {
     rl_recipe_t *r = c->r;
+    long long ranks = (long long)r->mesh.dp * r->mesh.fsdp;
+    int pairs = r->algorithm.name == RL_RECIPE_ALGO_DPO || r->algorithm.name == RL_RECIPE_ALGO_RM;
+    long long units = pairs ? per_step / 2 : per_step; // pairs are never split across ranks
+    if (ranks > 1 && units % ranks != 0) {
+        rl_cfg_err_key(c, r->mesh.dp > 1 ? "mesh.dp" : "mesh.fsdp",
+                       "a mesh of dp %d x fsdp %d = %lld ranks cannot split %s%s: each rank "
+                       "takes an equal share",
+                       r->mesh.dp, r->mesh.fsdp, ranks, pairs ? "the pairs of " : "", what);
+    }
     if (per_step > 1048576) {
         rl_cfg_err_key(c, "train.batch_size", "%lld sequences per step is more than 1048576",
                        per_step);

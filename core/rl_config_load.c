@@ -1065,6 +1065,16 @@ static void s_derive(rl_cfg_ctx_t *c) {
     if (!r->run.dir || (r->model.path && !r->model.tokenizer)) {
         c->oom = 1;
     }
+    // the mesh: its devices are its shape's product
+    long long ranks = (long long)r->mesh.dp * r->mesh.fsdp;
+    if (!rl_cfg_is_set(r, "mesh.devices")) {
+        r->mesh.devices = (int)(ranks <= 4096 ? ranks : 0);
+    } else if (r->mesh.devices != ranks) {
+        rl_cfg_err_key(c, "mesh.devices",
+                       "%d devices cannot hold a mesh of dp %d x fsdp %d = %lld ranks; make "
+                       "dp x fsdp equal devices",
+                       r->mesh.devices, r->mesh.dp, r->mesh.fsdp, ranks);
+    }
     // the critic: the actor's learning rate and tuning mode unless set; critic.init is `base` or
     // a folder (resolved like a path key: against the recipe, or the cwd for an override)
     if (!rl_cfg_is_set(r, "critic.lr")) {

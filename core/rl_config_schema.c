@@ -29,6 +29,7 @@ static const rl_cfg_section_t s_sections[] = {
     {"critic", 0, "PPO's critic (value model): learning rate, warmup, initialisation, tuning"},
     {"train", 0, "steps, batch sizes and cadence of eval/checkpoints"},
     {"roles", 0, "worker processes of the run: samplers, reference placement, threads, timeouts"},
+    {"mesh", 0, "the DP×FSDP device mesh the actor (and a critic it holds) trains on"},
 };
 #define S_NSECTIONS ((int)(sizeof s_sections / sizeof s_sections[0]))
 
@@ -459,6 +460,22 @@ static const rl_recipe_key_t s_keys[] = {
      .offset = OFF(roles.stop_grace), DEF("20"), .flags = MIN_EXCL, .max = 86400,
      .doc = "seconds from SIGTERM/SIGINT until the run is gone: the step and a checkpoint finish "
             "when they fit, otherwise the workers stop at once"},
+    // mesh -----------------------------------------------------------------------------------
+    {.section = "mesh", .key = "dp", .type = RL_RECIPE_T_INT, .offset = OFF(mesh.dp), DEF("1"),
+     .min = 1, .max = 4096,
+     .doc = "data-parallel replicas: each holds the whole model (as fsdp shards) and trains on "
+            "its share of every batch"},
+    {.section = "mesh", .key = "fsdp", .type = RL_RECIPE_T_INT, .offset = OFF(mesh.fsdp),
+     DEF("1"), .min = 1, .max = 4096,
+     .doc = "ranks each replica's parameters, gradients and optimizer state are sharded over"},
+    {.section = "mesh", .key = "devices", .type = RL_RECIPE_T_INT, .offset = OFF(mesh.devices),
+     .def_doc = "dp × fsdp", .flags = DERIVED, .min = 1, .max = 4096,
+     .doc = "the mesh's devices (on CPU: actor worker processes of roles.actor_threads threads "
+            "each); must equal dp × fsdp"},
+    {.section = "mesh", .key = "launcher", .type = RL_RECIPE_T_STRING,
+     .offset = OFF(mesh.launcher), DEF("mpirun"),
+     .doc = "the MPI launcher (Open MPI's mpirun) that starts the ranks of a mesh larger than "
+            "1×1; rlctl adds what it needs (docs/mesh.md)"},
 };
 #define S_NKEYS ((int)(sizeof s_keys / sizeof s_keys[0]))
 

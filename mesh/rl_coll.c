@@ -1,26 +1,28 @@
-// rl_coll — the collectives' two backends (see rl_coll.h).
+// rl_coll — the collectives' two backends (see rl_coll.h). The MPI backend lives in its own
+// shared module (rl_coll_module.h), loaded here with dlopen only for a mesh larger than 1×1.
 #include "rl_coll.h"
 
+#include "rl_coll_module.h"
 #include "rl_err.h"
 
-#include <mpi.h>
+#include <dlfcn.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#ifndef RL_COLL_MODULE_DIR
+#define RL_COLL_MODULE_DIR "" // where the build puts the module (CMake sets it)
+#endif
 
 struct rl_coll {
     rl_mesh_t mesh;
     int rank;
-    int mpi;            // 1: the MPI backend
-    int we_initialized; // MPI_Init was ours: MPI_Finalize is too
-    MPI_Comm comm[3];   // world, dp, fsdp (RL_MESH_* order)
+    const rl_coll_module_t *mpi; // NULL: the single-process backend
+    void *state;                 // the module's
+    void *dl;                    // the module's handle
 };
-
-static int s_mpi_fail(int code, char *err, size_t err_len, const char *what) {
-    char msg[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    MPI_Error_string(code, msg, &len);
-    return rl_errf(err, err_len, RL_EIO, "%s: %.*s", what, len, msg);
-}
 
 int rl_coll_single(rl_coll_t **out, char *err, size_t err_len) {
     rl_coll_t *c = calloc(1, sizeof *c);
@@ -32,6 +34,39 @@ int rl_coll_single(rl_coll_t **out, char *err, size_t err_len) {
     return 0;
 }
 
+// Opens the MPI module: beside the running binary (rlctl), else where the build put it. Returns
+// the handle or NULL with why in msg.
+static void *s_open_module(char *msg, size_t msg_len) {
+    char exe[PATH_MAX], path[PATH_MAX + 64];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    const char *dirs[2] = {NULL, RL_COLL_MODULE_DIR};
+    if (n > 0) {
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = '\0';
+            dirs[0] = exe;
+        }
+    }
+    msg[0] = '\0';
+    for (int i = 0; i < 2; i++) {
+        if (!dirs[i] || !dirs[i][0]) {
+            continue;
+        }
+        snprintf(path, sizeof path, "%s/" RL_COLL_MODULE_FILE, dirs[i]);
+        void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        if (dl) {
+            return dl;
+        }
+        const char *e = dlerror();
+        size_t l = strlen(msg);
+        if (l + 8 < msg_len) { // dlerror names the path
+            snprintf(msg + l, msg_len - l, "%s%.900s", l ? "; " : "", e ? e : "dlopen failed");
+        }
+    }
+    return NULL;
+}
+
 int rl_coll_mpi(const rl_mesh_t *mesh, int *argc, char ***argv, rl_coll_t **out, char *err,
                 size_t err_len) {
     *out = NULL;
@@ -39,43 +74,35 @@ int rl_coll_mpi(const rl_mesh_t *mesh, int *argc, char ***argv, rl_coll_t **out,
     if (rc) {
         return rc;
     }
+    char msg[1024];
+    void *dl = s_open_module(msg, sizeof msg);
+    if (!dl) {
+        return rl_errf(err, err_len, RL_ENOTFOUND,
+                       "a mesh of dp %d x fsdp %d needs the MPI module " RL_COLL_MODULE_FILE
+                       " (built beside rlctl with Open MPI): %s",
+                       mesh->dp, mesh->fsdp, msg);
+    }
+    rl_coll_module_fn fn = NULL;
+    *(void **)&fn = dlsym(dl, RL_COLL_MODULE_SYMBOL);
+    const rl_coll_module_t *m = fn ? fn() : NULL;
+    if (!m || m->abi != RL_COLL_MODULE_ABI) {
+        dlclose(dl);
+        return rl_errf(err, err_len, RL_EINVAL,
+                       RL_COLL_MODULE_FILE " is not this rlctl's MPI module (ABI %d, want %d)",
+                       m ? m->abi : -1, RL_COLL_MODULE_ABI);
+    }
     rl_coll_t *c = calloc(1, sizeof *c);
     if (!c) {
+        dlclose(dl);
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
     c->mesh = *mesh;
-    c->mpi = 1;
-    int inited = 0, provided = 0, size = 0;
-    MPI_Initialized(&inited);
-    if (!inited) {
-        int e = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
-        if (e != MPI_SUCCESS) {
-            free(c);
-            return s_mpi_fail(e, err, err_len, "MPI_Init_thread");
-        }
-        c->we_initialized = 1;
-    }
-    // errors come back as codes, never abort the job from inside a collective
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (size != rl_mesh_size(mesh)) {
-        rc = rl_errf(err, err_len, RL_EINVAL,
-                     "the MPI world has %d ranks; mesh dp %d x fsdp %d "
-                     "needs %d",
-                     size, mesh->dp, mesh->fsdp, rl_mesh_size(mesh));
-        rl_coll_destroy(&c);
-        return rc;
-    }
-    c->comm[RL_MESH_WORLD] = MPI_COMM_WORLD;
-    int d = rl_mesh_dp_rank(mesh, c->rank), f = rl_mesh_fsdp_rank(mesh, c->rank);
-    // a dp group: the same fsdp_rank, ordered by dp_rank; an fsdp group: the same dp_rank
-    int e1 = MPI_Comm_split(MPI_COMM_WORLD, f, d, &c->comm[RL_MESH_DP]);
-    int e2 = MPI_Comm_split(MPI_COMM_WORLD, d, f, &c->comm[RL_MESH_FSDP]);
-    if (e1 != MPI_SUCCESS || e2 != MPI_SUCCESS) {
-        rc = s_mpi_fail(e1 != MPI_SUCCESS ? e1 : e2, err, err_len, "MPI_Comm_split");
-        rl_coll_destroy(&c);
-        return rc;
+    c->mpi = m;
+    c->dl = dl;
+    if (m->init(mesh, argc, argv, &c->state, &c->rank, msg, sizeof msg) != 0) {
+        dlclose(dl);
+        free(c);
+        return rl_errf(err, err_len, RL_EIO, "%s", msg);
     }
     *out = c;
     return 0;
@@ -87,16 +114,8 @@ void rl_coll_destroy(rl_coll_t **self_p) {
         return;
     }
     if (c->mpi) {
-        for (int a = RL_MESH_DP; a <= RL_MESH_FSDP; a++) {
-            if (c->comm[a] != MPI_COMM_NULL && c->comm[a] != 0) {
-                MPI_Comm_free(&c->comm[a]);
-            }
-        }
-        int fin = 0;
-        MPI_Finalized(&fin);
-        if (c->we_initialized && !fin) {
-            MPI_Finalize();
-        }
+        c->mpi->fini(c->state);
+        // the module stays loaded: MPI's own libraries keep threads and handlers until exit
     }
     free(c);
     *self_p = NULL;
@@ -126,83 +145,69 @@ static int s_alone(const rl_coll_t *c, rl_mesh_axis_t axis) {
     return !c->mpi || rl_coll_group_size(c, axis) == 1;
 }
 
-// In-place sum over the group of n values of MPI type `type`.
-static int s_all_reduce(rl_coll_t *self, rl_mesh_axis_t axis, void *buf, size_t n,
-                        MPI_Datatype type, char *err, size_t err_len) {
-    if (s_alone(self, axis) || n == 0) {
-        return 0;
-    }
-    int e = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, type, MPI_SUM, self->comm[axis]);
-    return e == MPI_SUCCESS ? 0 : s_mpi_fail(e, err, err_len, "all-reduce");
+static int s_done(int r, const char *msg, char *err, size_t err_len) {
+    return r == 0 ? 0 : rl_errf(err, err_len, RL_EIO, "%s", msg);
 }
 
 int rl_coll_all_reduce(rl_coll_t *self, rl_mesh_axis_t axis, float *buf, size_t n, char *err,
                        size_t err_len) {
-    return s_all_reduce(self, axis, buf, n, MPI_FLOAT, err, err_len);
+    char msg[512];
+    if (s_alone(self, axis) || n == 0) {
+        return 0;
+    }
+    return s_done(self->mpi->all_reduce(self->state, axis, buf, n, 0, msg, sizeof msg), msg, err,
+                  err_len);
 }
 
 int rl_coll_all_reduce_f64(rl_coll_t *self, rl_mesh_axis_t axis, double *buf, size_t n, char *err,
                            size_t err_len) {
-    return s_all_reduce(self, axis, buf, n, MPI_DOUBLE, err, err_len);
+    char msg[512];
+    if (s_alone(self, axis) || n == 0) {
+        return 0;
+    }
+    return s_done(self->mpi->all_reduce(self->state, axis, buf, n, 1, msg, sizeof msg), msg, err,
+                  err_len);
 }
 
 int rl_coll_reduce_scatter(rl_coll_t *self, rl_mesh_axis_t axis, const float *in, float *out,
                            const size_t *counts, char *err, size_t err_len) {
-    int g = rl_coll_group_size(self, axis);
+    char msg[512];
     if (s_alone(self, axis)) {
         memcpy(out, in, counts[0] * sizeof *out);
         return 0;
     }
-    int *rc = malloc((size_t)g * sizeof *rc);
-    if (!rc) {
-        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
-    }
-    for (int i = 0; i < g; i++) {
-        rc[i] = (int)counts[i];
-    }
-    int e = MPI_Reduce_scatter(in, out, rc, MPI_FLOAT, MPI_SUM, self->comm[axis]);
-    free(rc);
-    return e == MPI_SUCCESS ? 0 : s_mpi_fail(e, err, err_len, "reduce-scatter");
+    return s_done(self->mpi->reduce_scatter(self->state, axis, in, out, counts,
+                                            rl_coll_group_size(self, axis), msg, sizeof msg),
+                  msg, err, err_len);
 }
 
 int rl_coll_all_gather(rl_coll_t *self, rl_mesh_axis_t axis, const float *in, float *out,
                        const size_t *counts, char *err, size_t err_len) {
-    int g = rl_coll_group_size(self, axis), me = rl_coll_group_index(self, axis);
+    char msg[512];
     if (s_alone(self, axis)) {
         memcpy(out, in, counts[0] * sizeof *out);
         return 0;
     }
-    int *rc = malloc((size_t)g * sizeof *rc), *dis = malloc((size_t)g * sizeof *dis);
-    if (!rc || !dis) {
-        free(rc);
-        free(dis);
-        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
-    }
-    int off = 0;
-    for (int i = 0; i < g; i++) {
-        rc[i] = (int)counts[i];
-        dis[i] = off;
-        off += rc[i];
-    }
-    int e = MPI_Allgatherv(in, rc[me], MPI_FLOAT, out, rc, dis, MPI_FLOAT, self->comm[axis]);
-    free(rc);
-    free(dis);
-    return e == MPI_SUCCESS ? 0 : s_mpi_fail(e, err, err_len, "all-gather");
+    return s_done(self->mpi->all_gather(self->state, axis, in, out, counts,
+                                        rl_coll_group_size(self, axis),
+                                        rl_coll_group_index(self, axis), msg, sizeof msg),
+                  msg, err, err_len);
 }
 
 int rl_coll_broadcast(rl_coll_t *self, rl_mesh_axis_t axis, float *buf, size_t n, int root,
                       char *err, size_t err_len) {
+    char msg[512];
     if (s_alone(self, axis) || n == 0) {
         return 0;
     }
-    int e = MPI_Bcast(buf, (int)n, MPI_FLOAT, root, self->comm[axis]);
-    return e == MPI_SUCCESS ? 0 : s_mpi_fail(e, err, err_len, "broadcast");
+    return s_done(self->mpi->broadcast(self->state, axis, buf, n, root, msg, sizeof msg), msg, err,
+                  err_len);
 }
 
 int rl_coll_barrier(rl_coll_t *self, rl_mesh_axis_t axis, char *err, size_t err_len) {
+    char msg[512];
     if (s_alone(self, axis)) {
         return 0;
     }
-    int e = MPI_Barrier(self->comm[axis]);
-    return e == MPI_SUCCESS ? 0 : s_mpi_fail(e, err, err_len, "barrier");
+    return s_done(self->mpi->barrier(self->state, axis, msg, sizeof msg), msg, err, err_len);
 }

@@ -19,7 +19,9 @@ typedef struct rl_coll rl_coll_t;
 
 // The single-process backend of a 1×1 mesh. caller owns *out; free with rl_coll_destroy.
 int rl_coll_single(rl_coll_t **out, char *err, size_t err_len);
-// The MPI backend of `mesh`: initializes MPI when nobody has (MPI_THREAD_FUNNELED: only the
+// The MPI backend of `mesh`, from the module librlctl_mpi.so (rl_coll_module.h: beside the
+// running binary, else where the build put it; RL_ENOTFOUND saying so when neither has it; a
+// 1×1 run never loads it, nor MPI): initializes MPI when nobody has (MPI_THREAD_FUNNELED: only the
 // calling thread communicates) and checks that the world has dp·fsdp ranks; this process is world
 // rank r = (dp_rank, fsdp_rank) of rl_mesh.h. caller owns *out; free with rl_coll_destroy (which
 // finalizes MPI when it initialized it). Returns 0 or an error.

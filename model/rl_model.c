@@ -462,6 +462,15 @@ float *rl_model_trainable(rl_model_t *self, size_t *n_p) {
     return NULL;
 }
 
+float *rl_model_weights_flat(rl_model_t *self, size_t *n_p) {
+    // param_mem holds every tensor in HF order exactly when nothing points into the mapping
+    // and it is the whole model (a frozen load may convert only some tensors)
+    int whole = self->param_mem && !self->params_in_map &&
+                self->param_n == (size_t)rl_hf_param_count(&self->cfg);
+    *n_p = whole ? self->param_n : 0;
+    return whole ? self->param_mem : NULL;
+}
+
 float *rl_model_trainable_grads(rl_model_t *self) {
     if (self->opts.tune == RL_TUNE_FULL) {
         return self->grad_mem;

@@ -122,6 +122,10 @@ float **rl_model_params_find(rl_model_params_t *p, int L, const char *name);
 // once; LoRA: every A and B in rl_lora.h's layout), with its gradient array of the same length,
 // for the optimizer. tune NONE: NULL and *n_p = 0. borrowed; valid until destroy.
 float *rl_model_trainable(rl_model_t *self, size_t *n_p);
+// Every parameter as one writable flat array in HF order (the tied head once), when the model
+// holds them so: a full-tuning load, or rl_model_new_random whatever the tune mode. Else NULL.
+// borrowed; valid until destroy.
+float *rl_model_weights_flat(rl_model_t *self, size_t *n_p);
 float *rl_model_trainable_grads(rl_model_t *self);
 void rl_model_zero_grad(rl_model_t *self);
 

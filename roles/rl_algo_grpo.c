@@ -290,30 +290,29 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
         }
         t_pending = rl_clock_now() - ta;
         t3 = rl_clock_now();
-        rl_msg_t *req = NULL;
         if (!rc) {
-            rl_proto_train_t q = {
-                .loss = "grpo", .step = run->step + 1, .lr = lr,
-                .temperature = r->sampling.temperature, .tokens = ro->tok, .lengths = ro->len,
-                .mask = ro->mask, .adv = t.badv, .mu_logp = ro->mu, .ref_logp = t.ref,
-                .B = ro->B, .T = ro->T, .denom = ro->denom,
-                .micro_batch = r->train.micro_batch_size, .iterations = alg->num_iterations,
-                .want_weights = 1};
-            rc = rl_proto_train_encode(&q, rl_run_id(run), &req, err, err_len);
-        }
-        if (!rc) {
+            rl_proto_train_t q = {.loss = "grpo",
+                                  .step = run->step + 1,
+                                  .lr = lr,
+                                  .temperature = r->sampling.temperature,
+                                  .tokens = ro->tok,
+                                  .lengths = ro->len,
+                                  .mask = ro->mask,
+                                  .adv = t.badv,
+                                  .mu_logp = ro->mu,
+                                  .ref_logp = t.ref,
+                                  .B = ro->B,
+                                  .T = ro->T,
+                                  .denom = ro->denom,
+                                  .micro_batch = r->train.micro_batch_size,
+                                  .iterations = alg->num_iterations,
+                                  .want_weights = 1};
             run->actor_consistent = 0;
-            rc = rl_run_call(run, &run->actor, 0, req, &rep, r->roles.request_timeout, NULL, err,
-                             err_len);
+            rc = rl_run_train(run, &run->actor, &q, &x, &rep, err, err_len);
         }
         t4 = rl_clock_now();
         if (!rc) {
-            char why[512];
-            if (rl_proto_train_reply_decode(rep, &x, why, sizeof why) != 0 || x.B != ro->B ||
-                x.T != ro->T || !x.weights) {
-                rc = rl_errf(err, err_len, RL_EPROTO, "worker %s: malformed train reply",
-                             run->actor.names[0]);
-            } else if (!(t.old = malloc((size_t)ro->B * (size_t)ro->T * sizeof(float)))) {
+            if (!(t.old = malloc((size_t)ro->B * (size_t)ro->T * sizeof(float)))) {
                 rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
             } else {
                 memcpy(t.old, x.old_logp, (size_t)ro->B * (size_t)ro->T * sizeof(float));

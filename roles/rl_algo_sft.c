@@ -232,31 +232,20 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
     }
     // 2. the actor's update
     double lr = rl_sched_lr(&run->sched, run->step);
-    rl_msg_t *req = NULL, *rep = NULL;
+    rl_msg_t *rep = NULL;
+    rl_proto_train_reply_t x;
     if (!rc) {
         rl_proto_train_t q = {.loss = "sft", .step = run->step + 1, .lr = lr, .temperature = 1.0,
                               .tokens = tok, .lengths = len, .mask = mask, .B = B, .T = T,
                               .denom = (double)n_loss, .micro_batch = r->train.micro_batch_size,
                               .iterations = 1, .want_weights = 0};
-        rc = rl_proto_train_encode(&q, rl_run_id(run), &req, err, err_len);
+        run->actor_consistent = 0;
+        rc = rl_run_train(run, &run->actor, &q, &x, &rep, err, err_len);
     }
     free(tok);
     free(len);
     free(mask);
     free(idx);
-    if (!rc) {
-        run->actor_consistent = 0;
-        rc = rl_run_call(run, &run->actor, 0, req, &rep, r->roles.request_timeout, NULL, err,
-                         err_len);
-    }
-    rl_proto_train_reply_t x;
-    if (!rc) {
-        char why[512];
-        if (rl_proto_train_reply_decode(rep, &x, why, sizeof why) != 0) {
-            rc = rl_errf(err, err_len, RL_EPROTO, "worker %s: malformed train reply: %s",
-                         run->actor.names[0], why);
-        }
-    }
     if (rc) {
         rl_msg_free(&rep);
         rl_data_sampler_seek(run->order, pos0); // the step's examples are taken again on resume

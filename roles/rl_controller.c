@@ -262,6 +262,64 @@ static int s_send_model(s_ctl_t *s, char *err, size_t err_len) {
     return rc;
 }
 
+// The placement of a mesh (docs/mesh.md): the rank grid, then each rank's roles, host, process,
+// threads and expected bytes of model state (this rank's shards: parameters, full tuning's
+// gradients, AdamW's m and v; LoRA's adapter and a head whole on every rank).
+static void s_print_placement(s_ctl_t *s, int threads) {
+    const rl_recipe_t *r = s->run.r;
+    const int dp = r->mesh.dp, fsdp = r->mesh.fsdp, n = dp * fsdp;
+    char host[256] = "localhost", grid[512] = "";
+    gethostname(host, sizeof host);
+    host[sizeof host - 1] = '\0';
+    size_t o = 0;
+    for (int d = 0; d < dp && o + 32 < sizeof grid; d++) {
+        o += (size_t)snprintf(grid + o, sizeof grid - o, "%s[", d ? ", " : "");
+        for (int f = 0; f < fsdp && o + 16 < sizeof grid; f++) {
+            o += (size_t)snprintf(grid + o, sizeof grid - o, "%s%d", f ? ", " : "", d * fsdp + f);
+        }
+        o += (size_t)snprintf(grid + o, sizeof grid - o, "]");
+    }
+    // expected bytes: the base's parameters split over fsdp; what trains on top of them
+    rl_hf_config_t cfg;
+    char msg[512];
+    double base = 0, lora = 0;
+    if (rl_hf_config_load(r->model.path, &cfg, msg, sizeof msg) == 0) {
+        base = (double)rl_hf_param_count(&cfg) * 4.0;
+        if (r->lora.enabled) {
+            int R = r->lora.r, C = cfg.hidden_size, I = cfg.intermediate_size;
+            int QD = cfg.num_attention_heads * cfg.head_dim;
+            int KVD = cfg.num_key_value_heads * cfg.head_dim;
+            double per_layer =
+                (double)R * ((C + QD) + 2.0 * (C + KVD) + (QD + C) + 2.0 * (C + I) + (I + C));
+            lora = per_layer * cfg.num_hidden_layers * 4.0; // all-linear: an upper bound
+        }
+    }
+    double per = r->lora.enabled ? base / fsdp + 2 * lora + 2 * lora / fsdp
+                                 : base / fsdp * 4; // params, grads, m, v
+    rl_log_info("mesh dp %d x fsdp %d = %d ranks %s; data split over all ranks (data_rank = "
+                "rank), parameters, gradients and optimizer state sharded over each row",
+                dp, fsdp, n, grid);
+    rl_log_info("  rank  dp fsdp  roles                 host             process         threads"
+                "  model state");
+    char roles[64];
+    int ref_here = r->roles.reference == RL_RECIPE_REF_ACTOR &&
+                   (r->algorithm.beta > 0 || r->algorithm.name == RL_RECIPE_ALGO_DPO);
+    snprintf(roles, sizeof roles, "actor%s%s", s->run.critic_in_actor ? ", critic" : "",
+             ref_here ? ", reference" : "");
+    for (int k = 0; k < n; k++) {
+        char proc[64];
+        pid_t pid = rl_group_pid(s->run.g, s->run.actor.names[k]);
+        snprintf(proc, sizeof proc, "actor/%d pid %d", k, (int)pid);
+        rl_log_info("  %4d  %2d %4d  %-20s  %-15.15s  %-15s %7d  %.1f MiB%s", k, k / fsdp, k % fsdp,
+                    roles, host, proc, threads, per / 1048576.0,
+                    s->run.critic_in_actor ? " (+ the critic)" : "");
+    }
+    rl_log_info("  other workers (one process each, unsharded): %d sampler%s%s%s%s",
+                s->run.samplers.n, s->run.samplers.n == 1 ? "" : "s",
+                s->run.reference.n ? ", reference" : "", s->run.reward.n ? ", reward" : "",
+                s->run.critic.n && !s->run.critic_in_actor ? ", critic" : "");
+}
+
 static int s_setup_workers(s_ctl_t *s, char *err, size_t err_len) {
     rl_run_t *run = &s->run;
     const rl_recipe_t *r = run->r;
@@ -273,7 +331,8 @@ static int s_setup_workers(s_ctl_t *s, char *err, size_t err_len) {
     if (ns + nremote > RL_RUN_MAX_RANKS) {
         return rl_errf(err, err_len, RL_EINVAL, "more than %d samplers", RL_RUN_MAX_RANKS);
     }
-    s_group(&run->actor, "actor", 1);
+    const int ranks = r->mesh.dp * r->mesh.fsdp; // the actor's: its mesh
+    s_group(&run->actor, "actor", ranks);
     s_group(&run->reference, "reference", nref);
     s_group(&run->reward, "reward", nrw);
     s_group(&run->samplers, "sampler", ns + nremote); // the remote ones after the local ones
@@ -298,6 +357,12 @@ static int s_setup_workers(s_ctl_t *s, char *err, size_t err_len) {
     const int n_groups = ncr ? 5 : 4;
     for (int k = 0; k < n_groups; k++) {
         int local = groups[k] == &run->samplers ? ns : groups[k]->n;
+        if (groups[k] == &run->actor && ranks > 1) { // the mesh: its launcher starts the ranks
+            rc = rc ? rc
+                    : rl_group_spawn_mesh(run->g, "actor", r->mesh.dp, r->mesh.fsdp, threads[k],
+                                          r->mesh.launcher, err, err_len);
+            continue;
+        }
         for (int i = 0; !rc && i < local; i++) {
             rc = rl_group_spawn(run->g, groups[k]->role, i, threads[k], err, err_len);
         }
@@ -355,6 +420,9 @@ static int s_setup_workers(s_ctl_t *s, char *err, size_t err_len) {
     rl_log_info("workers ready in %.1f s: actor (%s%s)%s%s%s%s", rl_clock_now() - t0, ta,
                 run->critic_in_actor ? ", with the critic" : "", nref ? ", reference" : "",
                 ncr ? ", critic" : "", more, nrw ? ", reward" : "");
+    if (ranks > 1) {
+        s_print_placement(s, at);
+    }
     return 0;
 }
 
@@ -375,6 +443,27 @@ static int s_sync_from_actor(s_ctl_t *s, char *err, size_t err_len) {
 
 // ---- checkpoints, resume, final/ ----------------------------------------------------------------
 
+// save or load (q: rl_proto_save_t) or save_final (rl_proto_save_final_t) to every rank of grp:
+// the ranks of a mesh all take part (their gathers), rank 0 writes. *rep: rank 0's reply.
+static int s_save_all(rl_run_t *run, const rl_run_group_t *grp, rl_proto_verb_t verb, const void *q,
+                      rl_msg_t **rep, char *err, size_t err_len) {
+    rl_msg_t *reqs[RL_RUN_MAX_RANKS] = {0};
+    int rc = 0;
+    for (int i = 0; !rc && i < grp->n; i++) {
+        uint64_t id = rl_run_id(run);
+        rc = verb == RL_PROTO_SAVE   ? rl_proto_save_encode(q, id, &reqs[i], err, err_len)
+             : verb == RL_PROTO_LOAD ? rl_proto_load_encode(q, id, &reqs[i], err, err_len)
+                                     : rl_proto_save_final_encode(q, id, &reqs[i], err, err_len);
+    }
+    if (rc) {
+        for (int i = 0; i < grp->n; i++) {
+            rl_msg_free(&reqs[i]);
+        }
+        return rc;
+    }
+    return rl_run_call_all(run, grp, reqs, rep, run->r->roles.request_timeout, err, err_len);
+}
+
 // One save / load (verb) of the critic into or from <dir>/critic: its own worker, or the actor
 // (part "critic"). *x gets the save / load reply. Returns 0 or an error naming the worker.
 static int s_critic_call(rl_run_t *run, int load, const char *dir, int64_t train_step,
@@ -382,11 +471,10 @@ static int s_critic_call(rl_run_t *run, int load, const char *dir, int64_t train
     char sub[4300];
     snprintf(sub, sizeof sub, "%s/critic", dir);
     rl_proto_save_t q = {sub, train_step, "critic"};
-    rl_msg_t *req = NULL, *rep = NULL;
-    int rc = load ? rl_proto_load_encode(&q, rl_run_id(run), &req, err, err_len)
-                  : rl_proto_save_encode(&q, rl_run_id(run), &req, err, err_len);
-    if (rc || (rc = rl_run_call(run, &run->critic, 0, req, &rep, run->r->roles.request_timeout,
-                                NULL, err, err_len))) {
+    rl_msg_t *rep = NULL;
+    int rc =
+        s_save_all(run, &run->critic, load ? RL_PROTO_LOAD : RL_PROTO_SAVE, &q, &rep, err, err_len);
+    if (rc) {
         return rc;
     }
     char why[256] = "";
@@ -408,10 +496,8 @@ static int s_checkpoint(s_ctl_t *s, char *err, size_t err_len) {
         return rc;
     }
     rl_proto_save_t q = {tmp, 0, NULL};
-    rl_msg_t *req = NULL, *rep = NULL;
-    if ((rc = rl_proto_save_encode(&q, rl_run_id(run), &req, err, err_len)) ||
-        (rc = rl_run_call(run, &run->actor, 0, req, &rep, r->roles.request_timeout, NULL, err,
-                          err_len))) {
+    rl_msg_t *rep = NULL;
+    if ((rc = s_save_all(run, &run->actor, RL_PROTO_SAVE, &q, &rep, err, err_len)) != 0) {
         return rc;
     }
     rl_proto_save_reply_t x = {0};
@@ -488,10 +574,8 @@ static int s_load_checkpoint(s_ctl_t *s, const char *dir, int *mismatch, char *e
                        dir, (long long)pos.epoch, (long long)pos.index, run->r->data.train);
     }
     rl_proto_save_t q = {dir, st.model_train_step, NULL};
-    rl_msg_t *req = NULL, *rep = NULL;
-    if ((rc = rl_proto_load_encode(&q, rl_run_id(run), &req, err, err_len)) ||
-        (rc = rl_run_call(run, &run->actor, 0, req, &rep, run->r->roles.request_timeout, NULL,
-                          err, err_len))) {
+    rl_msg_t *rep = NULL;
+    if ((rc = s_save_all(run, &run->actor, RL_PROTO_LOAD, &q, &rep, err, err_len)) != 0) {
         rl_data_sampler_seek(run->order, before);
         return rc;
     }
@@ -656,10 +740,8 @@ static int s_final(s_ctl_t *s, char *err, size_t err_len) {
     int rm = r->algorithm.name == RL_RECIPE_ALGO_RM;
     int pad = rl_tokenizer_pad_id(run->tok);
     rl_proto_save_final_t q = {tmp, bf16, NULL, pad};
-    rl_msg_t *req = NULL, *rep = NULL;
-    if ((rc = rl_proto_save_final_encode(&q, rl_run_id(run), &req, err, err_len)) ||
-        (rc = rl_run_call(run, &run->actor, 0, req, &rep, r->roles.request_timeout, NULL, err,
-                          err_len))) {
+    rl_msg_t *rep = NULL;
+    if ((rc = s_save_all(run, &run->actor, RL_PROTO_SAVE_FINAL, &q, &rep, err, err_len)) != 0) {
         return rc;
     }
     rl_msg_free(&rep);
@@ -672,9 +754,7 @@ static int s_final(s_ctl_t *s, char *err, size_t err_len) {
         char sub[4300];
         snprintf(sub, sizeof sub, "%s/critic", tmp);
         rl_proto_save_final_t cq = {sub, bf16, "critic", pad};
-        if ((rc = rl_proto_save_final_encode(&cq, rl_run_id(run), &req, err, err_len)) ||
-            (rc = rl_run_call(run, &run->critic, 0, req, &rep, r->roles.request_timeout, NULL, err,
-                              err_len)) ||
+        if ((rc = s_save_all(run, &run->critic, RL_PROTO_SAVE_FINAL, &cq, &rep, err, err_len)) ||
             (rc = rl_checkpoint_hf_extras(sub, r->model.tokenizer, r->model.path, err, err_len))) {
             rl_msg_free(&rep);
             return rc;

@@ -50,7 +50,23 @@ typedef struct {
     char lost[600]; // why it is gone ("" while it is not)
     char host[128]; // from its attach reply
     int needs_model; // its attach reply asked for the run's model folder
+    // a rank of a mesh (rl_group_spawn_mesh): started by the launcher, not by us; its pid is
+    // learned from its first message (a child of the launcher), 0 until then
+    int mesh; // 1 + the index of its launcher in rl_group.launch, 0: not a rank
+    int mesh_rank;
 } s_worker_t;
+
+// The MPI launcher of a mesh's ranks (rl_group_spawn_mesh).
+typedef struct {
+    pid_t pid;
+    int alive, status;
+    char role[32];
+    int dp, fsdp, first; // its ranks are w[first .. first + dp·fsdp)
+    char log[4400];      // the launcher's own output
+    char secret[300];    // the ranks' secret file ("" once removed)
+    char died[700];      // how the rank that failed first died, once known
+    int died_rank;       // that rank (-1: the launcher itself, or unknown)
+} s_launch_t;
 
 // A request sent and not collected yet (rl_group_post / rl_group_collect): its reply when it
 // came, or why it failed.
@@ -82,6 +98,8 @@ struct rl_group {
     uint64_t next_id;
     double last_check;  // monotonic time of the last heartbeat check
     s_pending_t pend[S_MAX_PENDING]; // requests sent and not yet collected
+    s_launch_t launch[8];            // mesh launchers
+    int n_launch;
 };
 
 // The worker named `name` ("sampler/1"), or NULL.
@@ -138,12 +156,80 @@ static void s_kill_group(s_worker_t *w) {
     }
 }
 
+// What the launcher's log says about the rank that failed first: Open MPI writes "process rank
+// R with PID P on node N exited on signal S" or "Process name: [[J,1],R]" and "Exit code: C".
+// Fills L->died; returns the rank, or -1 when the log does not say.
+static int s_launch_died(s_launch_t *L) {
+    FILE *f = fopen(L->log, "re");
+    char line[1024];
+    int rank = -1, code = -1, sig = -1;
+    while (f && fgets(line, sizeof line, f)) {
+        const char *p;
+        int r, pid, s;
+        if ((p = strstr(line, "process rank ")) &&
+            sscanf(p, "process rank %d with PID %d on node %*s exited on signal %d", &r, &pid,
+                   &s) == 3 &&
+            rank < 0) {
+            rank = r;
+            sig = s;
+        } else if ((p = strstr(line, "Process name: [[")) && rank < 0 &&
+                   sscanf(p, "Process name: [[%*d,%*d],%d]", &r) == 1) {
+            rank = r;
+        } else if ((p = strstr(line, "Exit code:")) && code < 0) {
+            sscanf(p, "Exit code: %d", &code);
+        }
+    }
+    if (f) {
+        fclose(f);
+    }
+    if (rank >= 0 && sig > 0) {
+        snprintf(L->died, sizeof L->died, "was killed by signal %d (%s)", sig, strsignal(sig));
+    } else if (rank >= 0) {
+        snprintf(L->died, sizeof L->died, "exited with status %d", code);
+    }
+    L->died_rank = rank;
+    return rank;
+}
+
+// A launcher that exited: every rank it started is gone with it; *dead (NULL so far) gets the
+// rank that failed first (the launcher's log), else the first rank.
+static void s_reap_launch(rl_group_t *g, s_launch_t *L, int st, s_worker_t **dead) {
+    L->alive = 0;
+    L->status = st;
+    int n = L->dp * L->fsdp, first = s_launch_died(L);
+    if (!L->died[0] || first < 0 || first >= n) {
+        char how[128];
+        s_describe_exit(st, how, sizeof how);
+        snprintf(L->died, sizeof L->died, "its MPI launcher (pid %d) %s", (int)L->pid, how);
+        L->died_rank = -1;
+    }
+    for (int r = 0; r < n; r++) {
+        s_worker_t *w = &g->w[L->first + r];
+        if (w->alive) {
+            w->alive = 0;
+            w->status = st;
+            if (w->pid > 0) {
+                kill(-w->pid, SIGKILL); // its own process group: a plugin's children too
+            }
+        }
+    }
+    if (!*dead) {
+        *dead = &g->w[L->first + (first >= 0 && first < n ? first : 0)];
+    }
+}
+
 // Reaps exited workers; returns the first newly dead one (or NULL).
 static s_worker_t *s_reap(rl_group_t *g) {
     s_worker_t *dead = NULL;
+    for (int i = 0; i < g->n_launch; i++) {
+        int st;
+        if (g->launch[i].alive && waitpid(g->launch[i].pid, &st, WNOHANG) == g->launch[i].pid) {
+            s_reap_launch(g, &g->launch[i], st, &dead);
+        }
+    }
     for (int i = 0; i < g->n; i++) {
         s_worker_t *w = &g->w[i];
-        if (!w->alive || w->remote) {
+        if (!w->alive || w->remote || w->mesh) {
             continue;
         }
         int st;
@@ -160,7 +246,21 @@ static s_worker_t *s_reap(rl_group_t *g) {
     return dead;
 }
 
-static int s_dead_error(const s_worker_t *w, char *err, size_t err_len) {
+static int s_dead_error(const rl_group_t *g, const s_worker_t *w, char *err, size_t err_len) {
+    if (w->mesh) { // the rank that failed first, whichever rank the caller watched
+        const s_launch_t *L = &g->launch[w->mesh - 1];
+        const s_worker_t *d = L->died_rank >= 0 ? &g->w[L->first + L->died_rank] : w;
+        if (L->died_rank < 0) {
+            return rl_errf(err, err_len, RL_EIO,
+                           "the %s mesh (dp %d x fsdp %d) is gone: %s; logs: %s, %s/%s-*.log",
+                           L->role, L->dp, L->fsdp, L->died, L->log, g->log_dir, L->role);
+        }
+        return rl_errf(err, err_len, RL_EIO,
+                       "worker %s (rank %d of the %s mesh dp %d x fsdp %d, pid %d) %s; the "
+                       "launcher stopped the other ranks; its log: %s (launcher: %s)",
+                       d->name, d->mesh_rank, L->role, L->dp, L->fsdp, (int)d->pid, L->died, d->log,
+                       L->log);
+    }
     if (w->remote) {
         return rl_errf(err, err_len, RL_EIO, "remote %s (%s): %s", w->name, w->endpoint,
                        w->lost[0] ? w->lost : "lost");
@@ -185,6 +285,14 @@ static void s_lose(s_worker_t *w, const char *fmt, ...) {
 }
 
 static void s_kill(s_worker_t *w) {
+    if (w->mesh) { // not our child: its launcher is (rl_group_destroy reaps it)
+        if (w->alive && w->pid > 0) {
+            kill(-w->pid, SIGKILL);
+            kill(w->pid, SIGKILL);
+        }
+        w->alive = 0;
+        return;
+    }
     if (w->remote) {
         if (w->alive) {
             s_lose(w, "stopped waiting for it");
@@ -299,18 +407,48 @@ void rl_group_set_cancel(rl_group_t *self, int (*cancel)(void *ctx), void *ctx) 
 
 uint64_t rl_group_dropped(const rl_group_t *self) { return self->dropped; }
 
-int rl_group_spawn(rl_group_t *g, const char *role, int rank, int threads, char *err,
-                   size_t err_len) {
-    if (g->n == S_MAX_WORKERS) {
-        return rl_errf(err, err_len, RL_EINVAL, "more than %d workers", S_MAX_WORKERS);
+// The environment of a worker: ours, with the BLAS settings of its role (threads; 0: every core)
+// in e_threads and e_timeout (64 bytes each, the caller's). caller owns result (not the
+// strings); free with free().
+static char **s_env(int threads, char *e_threads, char *e_timeout) {
+    size_t ne = 0;
+    while (environ[ne]) {
+        ne++;
     }
-    char exe[4096];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    char **envp = calloc(ne + 3, sizeof(char *));
+    if (!envp) {
+        return NULL;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < ne; i++) {
+        if (strncmp(environ[i], "OPENBLAS_NUM_THREADS=", 21) != 0 &&
+            strncmp(environ[i], "OPENBLAS_THREAD_TIMEOUT=", 24) != 0) {
+            envp[k++] = environ[i];
+        }
+    }
+    snprintf(e_threads, 64, "OPENBLAS_NUM_THREADS=%d", threads > 0 ? threads : 0);
+    snprintf(e_timeout, 64, "OPENBLAS_THREAD_TIMEOUT=4");
+    if (threads > 0) {
+        envp[k++] = e_threads;
+    }
+    envp[k++] = e_timeout;
+    envp[k] = NULL;
+    return envp;
+}
+
+// The rlctl binary every worker runs (this process's own), into exe (4096 bytes).
+static int s_self_exe(char *exe, char *err, size_t err_len) {
+    ssize_t n = readlink("/proc/self/exe", exe, 4095);
     if (n <= 0) {
         return rl_errf(err, err_len, errno, "cannot find the rlctl binary: %s", strerror(errno));
     }
     exe[n] = '\0';
-    s_worker_t *w = &g->w[g->n];
+    return 0;
+}
+
+// A fresh worker entry role/rank: its name, log and unguessable routing identity.
+static int s_worker_init(rl_group_t *g, s_worker_t *w, const char *role, int rank, char *err,
+                         size_t err_len) {
     memset(w, 0, sizeof(*w));
     snprintf(w->name, sizeof(w->name), "%s/%d", role, rank);
     snprintf(w->log, sizeof(w->log), "%s/%s-%d.log", g->log_dir, role, rank);
@@ -322,6 +460,40 @@ int rl_group_spawn(rl_group_t *g, const char *role, int rank, int threads, char 
     char rid[sizeof w->rid];
     snprintf(rid, sizeof rid, "%s/%d~%s", role, rank, nonce);
     memcpy(w->rid, rid, sizeof rid);
+    return 0;
+}
+
+// What every spawned process gets: stdout and stderr into `log` (appended, never through a
+// link), its own process group, SIGINT/SIGTERM/SIGPIPE at their defaults, no signal blocked.
+static void s_spawn_attrs(posix_spawn_file_actions_t *fa, posix_spawnattr_t *at, const char *log) {
+    posix_spawn_file_actions_init(fa);
+    posix_spawnattr_init(at);
+    posix_spawn_file_actions_addopen(fa, 2, log, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, 0600);
+    posix_spawn_file_actions_adddup2(fa, 2, 1);
+    posix_spawnattr_setpgroup(at, 0);
+    sigset_t def, none;
+    sigemptyset(&def);
+    sigaddset(&def, SIGINT);
+    sigaddset(&def, SIGTERM);
+    sigaddset(&def, SIGPIPE);
+    posix_spawnattr_setsigdefault(at, &def);
+    sigemptyset(&none);
+    posix_spawnattr_setsigmask(at, &none);
+    posix_spawnattr_setflags(at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF |
+                                     POSIX_SPAWN_SETSIGMASK);
+}
+
+int rl_group_spawn(rl_group_t *g, const char *role, int rank, int threads, char *err,
+                   size_t err_len) {
+    if (g->n == S_MAX_WORKERS) {
+        return rl_errf(err, err_len, RL_EINVAL, "more than %d workers", S_MAX_WORKERS);
+    }
+    char exe[4096];
+    s_worker_t *w = &g->w[g->n];
+    int rc = s_self_exe(exe, err, err_len);
+    if (rc || (rc = s_worker_init(g, w, role, rank, err, err_len)) != 0) {
+        return rc;
+    }
     // the secret travels through a pipe: never argv (world-readable in /proc) nor environ
     char secret[256];
     int sn = snprintf(secret, sizeof secret, "token %s\nidentity %s\n", g->token, w->rid);
@@ -354,52 +526,17 @@ int rl_group_spawn(rl_group_t *g, const char *role, int rank, int threads, char 
     char *argv[] = {exe, "worker", "--role", (char *)role, "--rank", s_rank, "--connect",
                     g->endpoint, "--parent", s_parent, "--heartbeat", s_hb, "--secret-fd", s_fd,
                     "--max-frame", s_max, NULL};
-    // environment: ours, with the BLAS settings of this role
-    size_t ne = 0;
-    while (environ[ne]) {
-        ne++;
-    }
-    char **envp = calloc(ne + 3, sizeof(char *));
+    char e_threads[64], e_timeout[64];
+    char **envp = s_env(threads, e_threads, e_timeout);
     if (!envp) {
         close(rfd);
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
-    size_t k = 0;
-    for (size_t i = 0; i < ne; i++) {
-        if (strncmp(environ[i], "OPENBLAS_NUM_THREADS=", 21) != 0 &&
-            strncmp(environ[i], "OPENBLAS_THREAD_TIMEOUT=", 24) != 0) {
-            envp[k++] = environ[i];
-        }
-    }
-    char e_threads[64], e_timeout[64];
-    snprintf(e_threads, sizeof(e_threads), "OPENBLAS_NUM_THREADS=%d", threads > 0 ? threads : 0);
-    snprintf(e_timeout, sizeof(e_timeout), "OPENBLAS_THREAD_TIMEOUT=4");
-    if (threads > 0) {
-        envp[k++] = e_threads;
-    }
-    envp[k++] = e_timeout;
-    envp[k] = NULL;
 
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t at;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawnattr_init(&at);
-    posix_spawn_file_actions_addopen(&fa, 2, w->log, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW,
-                                     0600);
-    posix_spawn_file_actions_adddup2(&fa, 2, 1);
+    s_spawn_attrs(&fa, &at, w->log);
     posix_spawn_file_actions_adddup2(&fa, rfd, S_SECRET_FD);
-    posix_spawnattr_setpgroup(&at, 0);
-    sigset_t def;
-    sigemptyset(&def);
-    sigaddset(&def, SIGINT);
-    sigaddset(&def, SIGTERM);
-    sigaddset(&def, SIGPIPE);
-    posix_spawnattr_setsigdefault(&at, &def);
-    sigset_t none;
-    sigemptyset(&none);
-    posix_spawnattr_setsigmask(&at, &none);
-    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF |
-                                      POSIX_SPAWN_SETSIGMASK);
     pid_t pid;
     rc = posix_spawn(&pid, exe, &fa, &at, argv, envp);
     posix_spawn_file_actions_destroy(&fa);
@@ -414,6 +551,114 @@ int rl_group_spawn(rl_group_t *g, const char *role, int rank, int threads, char 
     w->last_beat = rl_clock_now();
     g->n++;
     rl_log_debug("started %s (pid %d), log %s", w->name, (int)pid, w->log);
+    return 0;
+}
+
+int rl_group_spawn_mesh(rl_group_t *g, const char *role, int dp, int fsdp, int threads,
+                        const char *launcher, char *err, size_t err_len) {
+    int n = dp * fsdp;
+    if (dp < 1 || fsdp < 1 || g->n + n > S_MAX_WORKERS ||
+        g->n_launch == (int)(sizeof g->launch / sizeof g->launch[0])) {
+        return rl_errf(err, err_len, RL_EINVAL, "a mesh of dp %d x fsdp %d: too many workers", dp,
+                       fsdp);
+    }
+    char exe[4096];
+    int rc = s_self_exe(exe, err, err_len);
+    if (rc) {
+        return rc;
+    }
+    s_launch_t *L = &g->launch[g->n_launch];
+    memset(L, 0, sizeof *L);
+    snprintf(L->role, sizeof L->role, "%s", role);
+    L->dp = dp;
+    L->fsdp = fsdp;
+    L->first = g->n;
+    snprintf(L->log, sizeof L->log, "%s/%s-launcher.log", g->log_dir, role);
+    snprintf(L->secret, sizeof L->secret, "%s/mesh-%s.secret", g->sock_dir, role);
+    // the ranks' secrets: mpirun hands its ranks no descriptor, so a 0600 file in the socket's
+    // 0700 folder (only our uid reaches either), one identity line per rank
+    int fd = open(L->secret, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        return rl_errf(err, err_len, errno, "%s: %s", L->secret, strerror(errno));
+    }
+    FILE *f = fdopen(fd, "w");
+    rc = f ? 0 : RL_EIO;
+    if (f) {
+        fprintf(f, "token %s\n", g->token);
+    }
+    for (int r = 0; !rc && r < n; r++) {
+        s_worker_t *w = &g->w[g->n + r];
+        if ((rc = s_worker_init(g, w, role, r, err, err_len)) != 0) {
+            break;
+        }
+        w->mesh = g->n_launch + 1;
+        w->mesh_rank = r;
+        w->alive = 1;
+        w->last_beat = rl_clock_now();
+        fprintf(f, "identity %s\n", w->rid);
+    }
+    if (f && fclose(f) != 0 && !rc) {
+        rc = RL_EIO;
+    }
+    if (rc) {
+        unlink(L->secret);
+        return rl_errf(err, err_len, rc, "%s: cannot write the ranks' secret", L->secret);
+    }
+    char s_np[16], s_mesh[32], s_parent[32], s_hb[32], s_max[32];
+    snprintf(s_np, sizeof s_np, "%d", n);
+    snprintf(s_mesh, sizeof s_mesh, "%d,%d", dp, fsdp);
+    snprintf(s_parent, sizeof(s_parent), "%d", (int)getpid());
+    snprintf(s_hb, sizeof(s_hb), "%g", g->heartbeat);
+    snprintf(s_max, sizeof(s_max), "%lld", (long long)g->max_frame);
+    // what mpirun needs here, set by us (docs/mesh.md): root in CI, more ranks than cores, idle
+    // ranks that yield, no pinning (roles share the cores), shared memory on one host
+    char *argv[48];
+    int a = 0;
+    argv[a++] = (char *)launcher;
+    if (geteuid() == 0) {
+        argv[a++] = "--allow-run-as-root";
+    }
+    const char *fixed[] = {"--oversubscribe",     "--bind-to", "none",  "--mca",
+                           "mpi_yield_when_idle", "1",         "--mca", "btl",
+                           "self,vader",          "-np"};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+        argv[a++] = (char *)fixed[i];
+    }
+    char *tail[] = {s_np,          exe,           "worker",    "--role",        (char *)role,
+                    "--mesh",      s_mesh,        "--connect", g->endpoint,     "--parent",
+                    s_parent,      "--heartbeat", s_hb,        "--secret-file", L->secret,
+                    "--max-frame", s_max,         "--log-dir", g->log_dir,      NULL};
+    for (size_t i = 0; i < sizeof tail / sizeof tail[0]; i++) {
+        argv[a++] = tail[i];
+    }
+    char e_threads[64], e_timeout[64];
+    char **envp = s_env(threads, e_threads, e_timeout);
+    if (!envp) {
+        unlink(L->secret);
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t at;
+    s_spawn_attrs(&fa, &at, L->log);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    pid_t pid;
+    rc = posix_spawnp(&pid, launcher, &fa, &at, argv, envp);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&at);
+    free(envp);
+    if (rc) {
+        unlink(L->secret);
+        return rl_errf(err, err_len, rc,
+                       "cannot start the MPI launcher '%s' for the %s mesh (dp %d x fsdp %d): "
+                       "%s (install Open MPI's openmpi-bin, or set mesh.launcher)",
+                       launcher, role, dp, fsdp, strerror(rc));
+    }
+    L->pid = pid;
+    L->alive = 1;
+    g->n_launch++;
+    g->n += n;
+    rl_log_debug("started the %s mesh (dp %d x fsdp %d) with %s (pid %d), log %s", role, dp, fsdp,
+                 launcher, (int)pid, L->log);
     return 0;
 }
 
@@ -448,6 +693,25 @@ static int s_token_ok(const rl_group_t *g, const rl_msg_t *m) {
     return d == 0;
 }
 
+// The parent of process pid (from /proc/<pid>/stat), or -1.
+static pid_t s_ppid(pid_t pid) {
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "re");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f) {
+        fclose(f);
+    }
+    buf[n] = '\0';
+    const char *rp = strrchr(buf, ')'); // the command name may hold anything but ends here
+    int ppid = -1;
+    char state;
+    if (!rp || sscanf(rp + 1, " %c %d", &state, &ppid) != 2) {
+        return -1;
+    }
+    return (pid_t)ppid;
+}
+
 // The worker that sent m on connection `peer`, after the checks of rl_group.h: its routing
 // identity (or its heartbeat's), the kernel's pid and uid of the connection, the token on hello
 // and heartbeats. *hb: it came on the heartbeat connection. NULL: dropped and counted.
@@ -461,6 +725,11 @@ static s_worker_t *s_sender(rl_group_t *g, const rl_msg_t *m, const char *peer, 
     if (rl_chan_peer_cred(g->chan, &pid, &uid) != 0) {
         s_drop(g, m, w->name, "the sender's process is unknown");
         return NULL;
+    }
+    if (w->mesh && w->pid == 0 && uid == (int64_t)geteuid() && pid > 0 &&
+        s_ppid((pid_t)pid) == g->launch[w->mesh - 1].pid) {
+        w->pid = (pid_t)pid; // a rank speaks first from a child of its launcher: that is it
+        rl_log_debug("%s is pid %lld", w->name, (long long)pid);
     }
     if (uid != (int64_t)geteuid() || pid != (int64_t)w->pid) {
         char why[160];
@@ -702,10 +971,14 @@ static void s_refresh(rl_group_t *g) {
 // One worker as of the last s_refresh: dead, lost, or silent for too long. Returns 0 or why.
 static int s_check_one(const rl_group_t *g, const s_worker_t *w, char *err, size_t err_len) {
     if (!w->alive) {
-        return s_dead_error(w, err, err_len);
+        return s_dead_error(g, w, err, err_len);
     }
     if (w->remote) {
         return 0; // ZMTP heartbeats: a silent remote loses its connection (s_remote_events)
+    }
+    if (w->mesh && w->pid == 0) {
+        return 0; // a rank still starting under its launcher (MPI's start-up): the launcher's
+                  // exit or the caller's timeout says when it fails
     }
     double now = rl_clock_now();
     if (now - w->last_beat > S_MISSED_BEATS * g->heartbeat) {
@@ -744,6 +1017,12 @@ int rl_group_wait_ready(rl_group_t *g, double timeout_s, char *err, size_t err_l
             all &= w->ready;
         }
         if (all) {
+            for (int i = 0; i < g->n_launch; i++) { // every rank has its secret: drop the file
+                if (g->launch[i].secret[0]) {
+                    unlink(g->launch[i].secret);
+                    g->launch[i].secret[0] = '\0';
+                }
+            }
             return 0;
         }
         int rc = s_check(g, 0, NULL, err, err_len);
@@ -833,7 +1112,7 @@ static int s_post_one(rl_group_t *g, s_worker_t *w, rl_msg_t **req, uint64_t *id
     if (w->remote) { // its own connection; the request names this run's session
         if (!w->alive || !w->ready) {
             bad = w->alive ? rl_errf(f, sizeof f, RL_EINVAL, "remote %s is not attached", w->name)
-                           : s_dead_error(w, f, sizeof f);
+                           : s_dead_error(g, w, f, sizeof f);
         } else if (rl_proto_session_set(*req, g->session) != 0) {
             bad = rl_errf(f, sizeof f, RL_ENOMEM, "out of memory");
         } else if (rl_chan_send(w->chan, NULL, req, e, sizeof e) != 0) {
@@ -854,7 +1133,7 @@ static int s_post_one(rl_group_t *g, s_worker_t *w, rl_msg_t **req, uint64_t *id
             }
             bad = w->alive ? rl_errf(f, sizeof f, r, "worker %s: cannot send: %s", w->name,
                                      rl_strerror(r))
-                           : s_dead_error(w, f, sizeof f);
+                           : s_dead_error(g, w, f, sizeof f);
         }
     }
     rl_msg_free(req);
@@ -1154,6 +1433,25 @@ void rl_group_destroy(rl_group_t **self_p, double timeout_s) {
     for (int i = 0; i < g->n; i++) {
         s_kill(&g->w[i]); // s_reap already killed the process groups of those that exited
         rl_chan_close(&g->w[i].chan, 0);
+    }
+    for (int i = 0; i < g->n_launch; i++) { // the ranks are gone: their launchers exit
+        s_launch_t *L = &g->launch[i];
+        int st;
+        for (int t = 0; L->alive && t < 40; t++) {
+            if (waitpid(L->pid, &st, WNOHANG) == L->pid) {
+                L->alive = 0;
+            } else {
+                struct timespec ts = {0, 50000000};
+                nanosleep(&ts, NULL);
+            }
+        }
+        if (L->alive) {
+            kill(-L->pid, SIGKILL);
+            waitpid(L->pid, &st, 0);
+        }
+        if (L->secret[0]) {
+            unlink(L->secret);
+        }
     }
     for (int i = 0; i < S_MAX_PENDING; i++) {
         s_pending_free(&g->pend[i]);

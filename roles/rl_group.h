@@ -62,6 +62,20 @@ uint64_t rl_group_dropped(const rl_group_t *self);
 int rl_group_spawn(rl_group_t *self, const char *role, int rank, int threads, char *err,
                    size_t err_len);
 
+// Starts `role` as the dp·fsdp ranks of a mesh (docs/mesh.md): spawns the MPI launcher
+// (`launcher`, Open MPI's mpirun, found on PATH) in its own process group with what it needs here
+// (--allow-run-as-root as root, --oversubscribe, --bind-to none, mpi_yield_when_idle, shared
+// memory), which starts dp·fsdp `rlctl worker --mesh DP,FSDP` processes with `threads` BLAS
+// threads each. They are role/0 .. role/<dp·fsdp-1> (the MPI world rank). mpirun hands its ranks
+// no descriptor, so their secrets (the token and one identity per rank) are in a 0600 file of the
+// socket's 0700 folder, removed once every worker said hello. A rank is admitted as rl_group.h
+// says for spawned workers, except that its pid is learned from its first message, which must
+// come from a child of the launcher; from then on only that process speaks for it. A rank that
+// dies takes the launcher and the other ranks with it: each call then fails naming the rank that
+// died first and how (from the launcher's log). Returns 0 or an error (no launcher: says so).
+int rl_group_spawn_mesh(rl_group_t *self, const char *role, int dp, int fsdp, int threads,
+                        const char *launcher, char *err, size_t err_len);
+
 // Adds a remote sampler (`rlctl sampler serve` on endpoint, "tcp://HOST:PORT") as role/rank:
 // connects a DEALER as a CURVE client with the key pair `client`, trusting only server_pub
 // (Z85), and queues its `attach` (this group's session token, which no local worker ever sees;

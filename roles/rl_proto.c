@@ -318,7 +318,8 @@ static int s_check_generate_reply(const void *st, char *err, size_t err_len) {
 // tokens [B,T] and lengths [B] (logprobs, train): sizes that fit, every length in 1..T.
 static int s_check_batch(const char *what, int64_t B, int64_t T, const int32_t *len, char *err,
                          size_t err_len) {
-    if (B < 1 || T < 2 || B > (1 << 24) || T > (1 << 24)) {
+    // B = 0: a rank of a mesh with no rows of this batch (it still takes part)
+    if (B < 0 || T < 2 || B > (1 << 24) || T > (1 << 24)) {
         return rl_errf(err, err_len, RL_EPROTO, "%s: tokens [%lld,%lld] do not fit", what,
                        (long long)B, (long long)T);
     }

@@ -11,6 +11,7 @@
 #include "rl_err.h"
 #include "rl_model.h"
 #include "rl_policy.h"
+#include "rl_worker.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -28,12 +29,18 @@ static int s_setup(const rl_recipe_t *recipe, int threads, void **state, char *e
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
     a->recipe = recipe;
-    int rc = recipe->algorithm.name == RL_RECIPE_ALGO_RM
-                 ? rl_policy_new_rm(recipe, threads, &a->policy, err, err_len)
-                 : rl_policy_new(recipe, threads, &a->policy, err, err_len);
+    // a rank of a mesh shards its models over the mesh (the critic it holds too)
+    rl_coll_t *mesh = rl_worker_mesh();
+    int rm = recipe->algorithm.name == RL_RECIPE_ALGO_RM;
+    int rc = mesh ? rl_policy_new_sharded(recipe, threads, rm ? RL_POLICY_RM : RL_POLICY_ACTOR,
+                                          mesh, &a->policy, err, err_len)
+             : rm ? rl_policy_new_rm(recipe, threads, &a->policy, err, err_len)
+                  : rl_policy_new(recipe, threads, &a->policy, err, err_len);
     if (!rc && recipe->algorithm.name == RL_RECIPE_ALGO_PPO &&
         recipe->roles.critic == RL_RECIPE_REF_ACTOR) {
-        rc = rl_policy_new_critic(recipe, threads, &a->critic, err, err_len);
+        rc = mesh ? rl_policy_new_sharded(recipe, threads, RL_POLICY_CRITIC, mesh, &a->critic, err,
+                                          err_len)
+                  : rl_policy_new_critic(recipe, threads, &a->critic, err, err_len);
     }
     if (rc) {
         rl_policy_destroy(&a->policy);
@@ -52,6 +59,18 @@ static void s_teardown(void **state) {
         free(a);
     }
     *state = NULL;
+}
+
+// The trainable weights for a reply: every rank of a mesh takes part in gathering them (full
+// tuning), rank 0 alone sends them (the others' replies carry none). *n_p = 0 with NULL.
+static const float *s_weights(s_actor_t *a, size_t *n_p) {
+    const float *w = rl_policy_weights(a->policy, n_p);
+    rl_coll_t *mesh = rl_worker_mesh();
+    if (mesh && rl_coll_rank(mesh) != 0) {
+        *n_p = 0;
+        return NULL;
+    }
+    return w;
 }
 
 // int copies of lengths (rl_policy takes int *). caller owns result; free with free().
@@ -205,7 +224,7 @@ static int s_train(void *state, const rl_msg_t *req, rl_msg_t **reply, char *err
         // the updated trainable weights ride along: the controller syncs the samplers from them
         // without another round trip (export_weights)
         size_t nw = 0;
-        t.weights = q.want_weights ? rl_policy_weights(a->policy, &nw) : NULL;
+        t.weights = q.want_weights ? s_weights(a, &nw) : NULL;
         t.n = (int64_t)nw;
         rc = rl_proto_train_reply_encode(&t, rl_msg_id(req), reply, err, err_len);
     }
@@ -217,7 +236,10 @@ static int s_export(void *state, const rl_msg_t *req, rl_msg_t **reply, char *er
                     size_t err_len) {
     s_actor_t *a = state;
     size_t n;
-    const float *w = rl_policy_weights(a->policy, &n);
+    const float *w = s_weights(a, &n);
+    if (!w && !rl_worker_mesh()) {
+        return rl_errf(err, err_len, RL_ENOMEM, "export_weights: out of memory");
+    }
     rl_proto_export_weights_reply_t r = {rl_policy_is_lora(a->policy) ? "lora" : "full", w,
                                          (int64_t)n};
     return rl_proto_export_weights_reply_encode(&r, rl_msg_id(req), reply, err, err_len);
@@ -225,8 +247,7 @@ static int s_export(void *state, const rl_msg_t *req, rl_msg_t **reply, char *er
 
 static int s_save_reply(s_actor_t *a, const rl_msg_t *req, rl_msg_t **reply, char *err,
                         size_t err_len) {
-    size_t n = 0;
-    rl_policy_weights(a->policy, &n);
+    size_t n = rl_policy_n_weights(a->policy);
     rl_proto_save_reply_t r = {(int64_t)rl_model_train_step(rl_policy_model(a->policy)),
                                (int64_t)n};
     return rl_proto_save_reply_encode(&r, rl_msg_id(req), reply, err, err_len);

@@ -6,6 +6,7 @@
 #include "rl_clock.h"
 #include "rl_err.h"
 #include "rl_log.h"
+#include "rl_mesh.h"
 #include "rl_reward_math.h"
 
 #include <math.h>
@@ -58,6 +59,59 @@ int rl_run_call(rl_run_t *run, const rl_run_group_t *grp, int rank, rl_msg_t *re
     const char *peers[1] = {grp->names[rank]};
     return rl_group_call(run->g, 1, peers, &req, reply, s_timeout(run, timeout_s), timed_out, err,
                          err_len);
+}
+
+// ---- a role on a mesh ---------------------------------------------------------------------------
+// The actor (and a critic it holds) may be the dp·fsdp ranks of a mesh: every rank takes every
+// call (their collectives need all of them), each with its share of the rows.
+
+// Rank i's rows of a batch of B rows over the n ranks: whole groups of `group` rows, split
+// evenly (rl_mesh_split; data_rank = the rank).
+static void s_rows_of(int n, int64_t B, int group, int i, int64_t *lo, int64_t *hi) {
+    int64_t a, b;
+    rl_mesh_split(B / group, n, i, &a, &b);
+    *lo = a * group;
+    *hi = b * group;
+}
+
+// Sends reqs[i] to rank i of grp and waits for every reply (reps[i]); rc: the requests' build
+// (non-zero: they are freed and rc returned; a NULL request is out of memory).
+static int s_call_ranks(rl_run_t *run, const rl_run_group_t *grp, int rc, rl_msg_t **reqs,
+                        rl_msg_t **reps, double timeout_s, char *err, size_t err_len) {
+    const int n = grp->n;
+    const char *peers[RL_RUN_MAX_RANKS] = {0};
+    for (int i = 0; i < n; i++) {
+        peers[i] = grp->names[i];
+        if (!rc && !reqs[i]) {
+            rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+        }
+    }
+    if (!rc && n < 1) {
+        rc = rl_errf(err, err_len, RL_EINVAL, "no %s in this run", grp->role);
+    }
+    if (rc) {
+        for (int i = 0; i < n; i++) {
+            rl_msg_free(&reqs[i]);
+        }
+        return rc;
+    }
+    return rl_group_call(run->g, n, peers, reqs, reps, s_timeout(run, timeout_s), NULL, err,
+                         err_len);
+}
+
+int rl_run_call_all(rl_run_t *run, const rl_run_group_t *grp, rl_msg_t **reqs, rl_msg_t **reply,
+                    double timeout_s, char *err, size_t err_len) {
+    *reply = NULL;
+    const int n = grp->n;
+    rl_msg_t *reps[RL_RUN_MAX_RANKS] = {0};
+    int rc = s_call_ranks(run, grp, 0, reqs, reps, timeout_s, err, err_len);
+    if (!rc) {
+        *reply = reps[0];
+        for (int i = 1; i < n; i++) {
+            rl_msg_free(&reps[i]);
+        }
+    }
+    return rc;
 }
 
 // ---- generation -------------------------------------------------------------------------------
@@ -332,7 +386,7 @@ static int s_round_post(rl_run_t *run, rl_run_genjob_t *j, char *err, size_t err
     }
     rl_run_split(run, j->nt, na, ks, bounds);
     rl_msg_t *reqs[RL_RUN_MAX_RANKS] = {0};
-    const char *peers[RL_RUN_MAX_RANKS];
+    const char *peers[RL_RUN_MAX_RANKS] = {0};
     int rc = 0;
     j->nr = 0;
     for (int q = 0; !rc && q < na; q++) {
@@ -570,10 +624,12 @@ int rl_run_generate(rl_run_t *run, const rl_run_prompt_t *prompts, int P, int n,
 int rl_run_export(rl_run_t *run, float **w_p, int64_t *n_p, char *err, size_t err_len) {
     *w_p = NULL;
     *n_p = 0;
-    rl_msg_t *req = NULL, *rep = NULL;
-    rl_proto_request(RL_PROTO_EXPORT_WEIGHTS, rl_run_id(run), &req);
-    int rc = rl_run_call(run, &run->actor, 0, req, &rep, run->r->roles.request_timeout, NULL, err,
-                         err_len);
+    rl_msg_t *reqs[RL_RUN_MAX_RANKS] = {0}, *rep = NULL;
+    for (int i = 0; i < run->actor.n; i++) { // every rank of a mesh gathers, rank 0 answers
+        rl_proto_request(RL_PROTO_EXPORT_WEIGHTS, rl_run_id(run), &reqs[i]);
+    }
+    int rc =
+        rl_run_call_all(run, &run->actor, reqs, &rep, run->r->roles.request_timeout, err, err_len);
     if (rc) {
         return rc;
     }
@@ -683,52 +739,72 @@ int rl_run_logprobs(rl_run_t *run, int reference, const int32_t *tokens, const i
                     size_t err_len) {
     // the reference: its own worker when the run has one, else the actor with adapters off
     const rl_run_group_t *grp = reference && run->reference.n > 0 ? &run->reference : &run->actor;
-    rl_proto_logprobs_t q = {tokens,     lengths, B, T, !reference || run->reference.n > 0,
-                             temperature};
-    rl_msg_t *req = NULL, *rep = NULL;
-    int rc = rl_proto_logprobs_encode(&q, rl_run_id(run), &req, err, err_len);
-    if (!rc) {
-        rc = rl_run_call(run, grp, 0, req, &rep, run->r->roles.request_timeout, NULL, err, err_len);
+    int n = grp->n, rc = 0;
+    rl_msg_t *reqs[RL_RUN_MAX_RANKS] = {0}, *reps[RL_RUN_MAX_RANKS] = {0};
+    int64_t lo[RL_RUN_MAX_RANKS], hi[RL_RUN_MAX_RANKS];
+    for (int i = 0; !rc && i < n; i++) { // a mesh's ranks: each its rows
+        s_rows_of(n, B, 1, i, &lo[i], &hi[i]);
+        rl_proto_logprobs_t q = {tokens + lo[i] * T,
+                                 lengths + lo[i],
+                                 hi[i] - lo[i],
+                                 T,
+                                 !reference || run->reference.n > 0,
+                                 temperature};
+        rc = rl_proto_logprobs_encode(&q, rl_run_id(run), &reqs[i], err, err_len);
     }
+    rc = s_call_ranks(run, grp, rc, reqs, reps, run->r->roles.request_timeout, err, err_len);
     if (rc) {
         return rc;
     }
-    rl_proto_logprobs_reply_t x;
-    char why[512];
-    if (rl_proto_logprobs_reply_decode(rep, &x, why, sizeof why) != 0 || x.B != B || x.T != T) {
-        rl_msg_free(&rep);
-        return rl_errf(err, err_len, RL_EPROTO, "worker %s: malformed logprobs reply%s%s",
-                       grp->names[0], why[0] ? ": " : "", why);
+    for (int i = 0; !rc && i < n; i++) {
+        rl_proto_logprobs_reply_t x;
+        char why[512] = "";
+        if (rl_proto_logprobs_reply_decode(reps[i], &x, why, sizeof why) != 0 ||
+            x.B != hi[i] - lo[i] || x.T != T) {
+            rc = rl_errf(err, err_len, RL_EPROTO, "worker %s: malformed logprobs reply%s%s",
+                         grp->names[i], why[0] ? ": " : "", why);
+        } else {
+            memcpy(logp + lo[i] * T, x.logp, (size_t)x.B * (size_t)T * sizeof(float));
+        }
     }
-    memcpy(logp, x.logp, (size_t)B * (size_t)T * sizeof(float));
-    rl_msg_free(&rep);
-    return 0;
+    for (int i = 0; i < n; i++) {
+        rl_msg_free(&reps[i]);
+    }
+    return rc;
 }
 
 // values (cols = T) or scores (cols = 1) of rank 0 of grp
 static int s_values(rl_run_t *run, const rl_run_group_t *grp, int scores, const int32_t *tokens,
                     const int32_t *lengths, int64_t B, int64_t T, float *out, char *err,
                     size_t err_len) {
-    rl_proto_values_t q = {tokens, lengths, B, T, scores};
-    rl_msg_t *req = NULL, *rep = NULL;
-    int rc = rl_proto_values_encode(&q, rl_run_id(run), &req, err, err_len);
-    if (!rc) {
-        rc = rl_run_call(run, grp, 0, req, &rep, run->r->roles.request_timeout, NULL, err, err_len);
+    int n = grp->n, rc = 0;
+    int64_t cols = scores ? 1 : T;
+    rl_msg_t *reqs[RL_RUN_MAX_RANKS] = {0}, *reps[RL_RUN_MAX_RANKS] = {0};
+    int64_t lo[RL_RUN_MAX_RANKS], hi[RL_RUN_MAX_RANKS];
+    for (int i = 0; !rc && i < n; i++) { // a mesh's ranks: each its rows
+        s_rows_of(n, B, 1, i, &lo[i], &hi[i]);
+        rl_proto_values_t q = {tokens + lo[i] * T, lengths + lo[i], hi[i] - lo[i], T, scores};
+        rc = rl_proto_values_encode(&q, rl_run_id(run), &reqs[i], err, err_len);
     }
+    rc = s_call_ranks(run, grp, rc, reqs, reps, run->r->roles.request_timeout, err, err_len);
     if (rc) {
         return rc;
     }
-    rl_proto_values_reply_t x;
-    char why[512] = "";
-    int64_t cols = scores ? 1 : T;
-    if (rl_proto_values_reply_decode(rep, &x, why, sizeof why) != 0 || x.B != B || x.T != cols) {
-        rl_msg_free(&rep);
-        return rl_errf(err, err_len, RL_EPROTO, "worker %s: malformed %s reply%s%s", grp->names[0],
-                       scores ? "scores" : "values", why[0] ? ": " : "", why);
+    for (int i = 0; !rc && i < n; i++) {
+        rl_proto_values_reply_t x;
+        char why[512] = "";
+        if (rl_proto_values_reply_decode(reps[i], &x, why, sizeof why) != 0 ||
+            x.B != hi[i] - lo[i] || x.T != cols) {
+            rc = rl_errf(err, err_len, RL_EPROTO, "worker %s: malformed %s reply%s%s",
+                         grp->names[i], scores ? "scores" : "values", why[0] ? ": " : "", why);
+        } else {
+            memcpy(out + lo[i] * cols, x.values, (size_t)x.B * (size_t)cols * sizeof(float));
+        }
     }
-    memcpy(out, x.values, (size_t)B * (size_t)cols * sizeof(float));
-    rl_msg_free(&rep);
-    return 0;
+    for (int i = 0; i < n; i++) {
+        rl_msg_free(&reps[i]);
+    }
+    return rc;
 }
 
 int rl_run_values(rl_run_t *run, const int32_t *tokens, const int32_t *lengths, int64_t B,
@@ -742,12 +818,118 @@ int rl_run_scores(rl_run_t *run, const rl_run_group_t *grp, const int32_t *token
     return s_values(run, grp, 1, tokens, lengths, B, T, scores, err, err_len);
 }
 
+// Rows [lo, hi) of a train request (every per-row and per-token array sliced; the global
+// divisor and everything else as given).
+static rl_proto_train_t s_train_share(const rl_proto_train_t *q, int64_t lo, int64_t hi) {
+    rl_proto_train_t s = *q;
+    const int64_t T = q->T;
+    s.B = hi - lo;
+    s.tokens = q->tokens + lo * T;
+    s.lengths = q->lengths + lo;
+    s.mask = q->mask + lo * T;
+#define S_ROW(f) s.f = q->f ? q->f + lo : NULL
+#define S_TOK(f) s.f = q->f ? q->f + lo * T : NULL
+    S_ROW(adv);
+    S_ROW(ref_sum);
+    S_ROW(margin);
+    S_TOK(token_adv);
+    S_TOK(mu_logp);
+    S_TOK(ref_logp);
+    S_TOK(old_logp);
+    S_TOK(values);
+    S_TOK(returns);
+#undef S_ROW
+#undef S_TOK
+    return s;
+}
+
+// A mesh's train: each rank its rows (pairs stay whole), then one reply as a 1×1 actor would
+// give: the statistics summed over the ranks (each rank's share of the batch's sums), logπ_old
+// laid back in row order, the gradient norm, pass count and weights of rank 0 (the norm is the
+// mesh's; the weights are whole on rank 0).
+static int s_train_mesh(rl_run_t *run, const rl_run_group_t *grp, const rl_proto_train_t *q,
+                        rl_msg_t **rep, char *err, size_t err_len) {
+    int n = grp->n, rc = 0;
+    int group = !strcmp(q->loss, "dpo") || !strcmp(q->loss, "rm") ? 2 : 1;
+    rl_msg_t *reqs[RL_RUN_MAX_RANKS] = {0}, *reps[RL_RUN_MAX_RANKS] = {0};
+    int64_t lo[RL_RUN_MAX_RANKS], hi[RL_RUN_MAX_RANKS];
+    for (int i = 0; !rc && i < n; i++) {
+        s_rows_of(n, q->B, group, i, &lo[i], &hi[i]);
+        rl_proto_train_t s = s_train_share(q, lo[i], hi[i]);
+        rc = rl_proto_train_encode(&s, rl_run_id(run), &reqs[i], err, err_len);
+    }
+    rc = s_call_ranks(run, grp, rc, reqs, reps, run->r->roles.request_timeout, err, err_len);
+    if (rc) {
+        return rc;
+    }
+    float *old = rc ? NULL : calloc((size_t)(q->B * q->T) + 1, sizeof(float));
+    if (!rc && !old) {
+        rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    rl_proto_train_reply_t m;
+    memset(&m, 0, sizeof m);
+    for (int i = 0; !rc && i < n; i++) {
+        rl_proto_train_reply_t x;
+        char why[512] = "";
+        if (rl_proto_train_reply_decode(reps[i], &x, why, sizeof why) != 0 ||
+            x.B != hi[i] - lo[i] || x.T != q->T || (i == 0 && q->want_weights && !x.weights)) {
+            rc = rl_errf(err, err_len, RL_EPROTO, "worker %s: malformed train reply%s%s",
+                         grp->names[i], why[0] ? ": " : "", why);
+            break;
+        }
+        memcpy(old + lo[i] * q->T, x.old_logp, (size_t)(x.B * x.T) * sizeof(float));
+        if (i == 0) {
+            m = x;
+        } else {
+#define S_SUM(f) m.f += x.f
+            S_SUM(loss);
+            S_SUM(tokens);
+            S_SUM(kl);
+            S_SUM(clip_low);
+            S_SUM(clip_high);
+            S_SUM(dual_clip);
+            S_SUM(ratio);
+            S_SUM(tis_weight);
+            S_SUM(tis_masked);
+            S_SUM(logprob_gap);
+            S_SUM(entropy);
+            S_SUM(approx_kl);
+            S_SUM(value_clipped);
+            S_SUM(value_sq_err);
+            S_SUM(value_sum);
+            S_SUM(return_sum);
+            S_SUM(pref_chosen);
+            S_SUM(pref_rejected);
+            S_SUM(pref_accuracy);
+            S_SUM(pref_margin);
+            S_SUM(pref_logp_chosen);
+            S_SUM(pref_logp_rejected);
+            S_SUM(pref_nll);
+            S_SUM(pref_pairs);
+#undef S_SUM
+        }
+    }
+    if (!rc) {
+        m.old_logp = old;
+        m.B = q->B;
+        m.T = q->T;
+        rc = rl_proto_train_reply_encode(&m, rl_msg_id(reps[0]), rep, err, err_len);
+    }
+    free(old);
+    for (int i = 0; i < n; i++) {
+        rl_msg_free(&reps[i]);
+    }
+    return rc;
+}
+
 int rl_run_train(rl_run_t *run, const rl_run_group_t *grp, const rl_proto_train_t *q,
                  rl_proto_train_reply_t *x, rl_msg_t **rep, char *err, size_t err_len) {
     rl_msg_t *req = NULL;
     *rep = NULL;
-    int rc = rl_proto_train_encode(q, rl_run_id(run), &req, err, err_len);
-    if (!rc) {
+    int rc = 0;
+    if (grp->n > 1) {
+        rc = s_train_mesh(run, grp, q, rep, err, err_len);
+    } else if ((rc = rl_proto_train_encode(q, rl_run_id(run), &req, err, err_len)) == 0) {
         rc = rl_run_call(run, grp, 0, req, rep, run->r->roles.request_timeout, NULL, err, err_len);
     }
     if (rc) {

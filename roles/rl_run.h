@@ -78,6 +78,12 @@ uint64_t rl_run_id(rl_run_t *run);
 int rl_run_call(rl_run_t *run, const rl_run_group_t *grp, int rank, rl_msg_t *req,
                 rl_msg_t **reply, double timeout_s, int *timed_out, char *err, size_t err_len);
 
+// The same request to every rank of grp (reqs[i] to rank i, taken, each built with its own id):
+// the ranks of a mesh (actor, or a critic it holds) all take every call. Waits for every reply;
+// *reply gets rank 0's (caller owns; free with rl_msg_free). Errors name the worker at fault.
+int rl_run_call_all(rl_run_t *run, const rl_run_group_t *grp, rl_msg_t **reqs, rl_msg_t **reply,
+                    double timeout_s, char *err, size_t err_len);
+
 // Completions of one generate call over the samplers, prompt-major (result p*n + s).
 typedef struct {
     int n_res;
@@ -180,9 +186,11 @@ int rl_run_scores(rl_run_t *run, const rl_run_group_t *grp, const int32_t *token
                   const int32_t *lengths, int64_t B, int64_t T, float *scores, char *err,
                   size_t err_len);
 
-// Sends a train request (taken) to rank 0 of grp (the actor, or the critic) and decodes its reply
-// into *x, checking its shape against (B,T) (and the weights when want_weights). *rep holds the
-// views of *x (caller owns; free with rl_msg_free). Errors name the worker.
+// Sends a train request to grp (the actor, or the critic) and decodes its reply into *x, checking
+// its shape against (B,T) (and the weights when want_weights). On a mesh each rank gets its rows
+// (DPO's and RM's pairs whole) and the replies are merged into one: statistics summed, logπ_old
+// in row order, rank 0's gradient norm and weights. *rep holds the views of *x (caller owns;
+// free with rl_msg_free). Errors name the worker.
 int rl_run_train(rl_run_t *run, const rl_run_group_t *grp, const rl_proto_train_t *q,
                  rl_proto_train_reply_t *x, rl_msg_t **rep, char *err, size_t err_len);
 

@@ -13,6 +13,7 @@
 #include "rl_wire.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,8 +92,47 @@ static void s_handle(s_worker_t *w, const rl_msg_t *req) {
     s_send(w, &out);
 }
 
+static rl_coll_t *s_mesh; // this process's mesh (a rank started by the launcher), or NULL
+
+rl_coll_t *rl_worker_mesh(void) {
+    return s_mesh;
+}
+
+// A rank's secret from the controller's file: "token <hex>" and the line "identity
+// <role>/<rank>~<nonce>" of this rank, as the fd's two lines. Returns 0 or an error.
+static int s_secret_file(const char *path, const char *role, int rank, char *out, size_t cap,
+                         char *err, size_t err_len) {
+    FILE *f = fopen(path, "re");
+    if (!f) {
+        return rl_errf(err, err_len, RL_EIO, "the mesh secret %s: %s", path, strerror(errno));
+    }
+    char line[512], want[96];
+    snprintf(want, sizeof want, "identity %s/%d~", role, rank);
+    size_t n = 0;
+    int have_token = 0, have_id = 0;
+    while (fgets(line, sizeof line, f)) {
+        int tok = strncmp(line, "token ", 6) == 0 && !have_token;
+        int id = strncmp(line, want, strlen(want)) == 0 && !have_id;
+        if ((tok || id) && n + strlen(line) < cap) {
+            memcpy(out + n, line, strlen(line) + 1);
+            n += strlen(line);
+            have_token |= tok;
+            have_id |= id;
+        }
+    }
+    fclose(f);
+    memset(line, 0, sizeof line);
+    return have_token && have_id
+               ? 0
+               : rl_errf(err, err_len, RL_EINVAL, "the mesh secret %s has no token or no %s line",
+                         path, want);
+}
+
 // Reads the secret the controller wrote into fd: "token <hex>\nidentity <id>\n", then closes
 // fd. Returns 0 or an error.
+static int s_parse_secret(char *buf, char *token, size_t token_cap, char *identity, size_t id_cap,
+                          int fd, char *err, size_t err_len);
+
 static int s_read_secret(int fd, char *token, size_t token_cap, char *identity, size_t id_cap,
                          char *err, size_t err_len) {
     char buf[512];
@@ -110,6 +150,12 @@ static int s_read_secret(int fd, char *token, size_t token_cap, char *identity, 
     }
     close(fd);
     buf[n] = '\0';
+    return s_parse_secret(buf, token, token_cap, identity, id_cap, fd, err, err_len);
+}
+
+// The two lines of a secret in buf (wiped afterwards); `fd` (or -1: the mesh file) for errors.
+static int s_parse_secret(char *buf, char *token, size_t token_cap, char *identity, size_t id_cap,
+                          int fd, char *err, size_t err_len) {
     char *t = strstr(buf, "token "), *i = strstr(buf, "identity ");
     size_t tl = t ? strcspn(t + 6, "\n") : 0, il = i ? strcspn(i + 9, "\n") : 0;
     int bad = !t || !i || tl == 0 || il == 0 || tl >= token_cap || il >= id_cap;
@@ -119,17 +165,56 @@ static int s_read_secret(int fd, char *token, size_t token_cap, char *identity, 
         memcpy(identity, i + 9, il);
         identity[il] = '\0';
     }
-    memset(buf, 0, sizeof buf);
+    memset(buf, 0, strlen(buf));
     return bad ? rl_errf(err, err_len, RL_EINVAL,
                          "no secret on fd %d (the controller writes \"token ...\" and "
                          "\"identity ...\" there)", fd)
                : 0;
 }
 
-int rl_worker_main(const rl_worker_opts_t *o) {
-    // die with the controller; the terminal's Ctrl-C is the controller's to handle
+// 1 while the controller lives: our parent (a worker it spawned), or, for a rank of a mesh
+// (whose parent is the MPI launcher), the controller's pid still taken.
+static int s_controller_alive(const rl_worker_opts_t *o) {
+    if (o->parent <= 0) {
+        return 1;
+    }
+    if (o->mesh_dp > 0) {
+        return getppid() != 1 && (kill(o->parent, 0) == 0 || errno == EPERM);
+    }
+    return getppid() == o->parent;
+}
+
+// A rank of a mesh: joins the MPI world (its rank is the world rank) and points stderr at its
+// own log. Returns 0 or an error.
+static int s_join_mesh(rl_worker_opts_t *o, char *err, size_t err_len) {
+    rl_mesh_t mesh = {o->mesh_dp, o->mesh_fsdp};
+    int argc = 0;
+    char **argv = NULL;
+    int rc = rl_coll_mpi(&mesh, &argc, &argv, &s_mesh, err, err_len);
+    if (rc) {
+        return rc;
+    }
+    o->rank = rl_coll_rank(s_mesh);
+    if (o->log_dir) {
+        char path[4300];
+        snprintf(path, sizeof path, "%s/%s-%d.log", o->log_dir, o->role, o->rank);
+        int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0) {
+            dup2(fd, 2);
+            dup2(fd, 1);
+            close(fd);
+        }
+    }
+    return 0;
+}
+
+int rl_worker_main(const rl_worker_opts_t *opts) {
+    // die with the controller (a rank of a mesh: with the launcher, its parent); the terminal's
+    // Ctrl-C is the controller's to handle
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (o->parent > 0 && getppid() != o->parent) {
+    rl_worker_opts_t oo = *opts;
+    const rl_worker_opts_t *o = &oo;
+    if (!s_controller_alive(o)) {
         return 1; // the controller is already gone
     }
     signal(SIGINT, SIG_IGN);
@@ -138,9 +223,22 @@ int rl_worker_main(const rl_worker_opts_t *o) {
     memset(&w, 0, sizeof(w));
     w.o = o;
     char err[2048], id[64], token[128], identity[256];
-    snprintf(id, sizeof(id), "%s/%d", o->role, o->rank);
-    int rc = s_read_secret(o->secret_fd, token, sizeof token, identity, sizeof identity, err,
+    int rc = 0;
+    if (oo.mesh_dp > 0) {
+        char buf[1024];
+        rc = s_join_mesh(&oo, err, sizeof err);
+        if (!rc) {
+            rc = s_secret_file(oo.secret_file, oo.role, oo.rank, buf, sizeof buf, err, sizeof err);
+        }
+        if (!rc) {
+            rc = s_parse_secret(buf, token, sizeof token, identity, sizeof identity, -1, err,
+                                sizeof err);
+        }
+    } else {
+        rc = s_read_secret(o->secret_fd, token, sizeof token, identity, sizeof identity, err,
                            sizeof err);
+    }
+    snprintf(id, sizeof(id), "%s/%d", o->role, o->rank);
     if (!rc) {
         rc = rl_chan_connect(o->endpoint, identity, o->max_frame, &w.chan, err, sizeof(err));
     }
@@ -184,7 +282,7 @@ int rl_worker_main(const rl_worker_opts_t *o) {
         rl_msg_t *req = NULL;
         int r = rl_chan_recv(w.chan, 1000, &req, NULL, 0, err, sizeof(err));
         if (r == RL_ETIMEOUT) {
-            if (o->parent > 0 && getppid() != o->parent) {
+            if (!s_controller_alive(o)) {
                 break; // orphaned
             }
             continue;
@@ -218,5 +316,6 @@ int rl_worker_main(const rl_worker_opts_t *o) {
         w.role->teardown(&w.state);
     }
     rl_recipe_destroy(&w.recipe);
+    rl_coll_destroy(&s_mesh);
     return rc ? 1 : 0;
 }

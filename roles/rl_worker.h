@@ -15,6 +15,8 @@
 #ifndef RL_WORKER_H
 #define RL_WORKER_H
 
+#include "rl_coll.h"
+
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -29,7 +31,18 @@ typedef struct {
     double heartbeat;     // seconds between heartbeats
     int secret_fd;        // where to read "token <hex>\nidentity <id>\n" (read, then closed)
     int64_t max_frame;    // the largest frame accepted (0: the decoder's cap)
+    // a rank of a mesh (started by the MPI launcher, not by the controller; docs/mesh.md):
+    int mesh_dp, mesh_fsdp;  // > 0: join the MPI world of dp·fsdp ranks; the rank is the
+                             // world rank (opts.rank is ignored)
+    const char *secret_file; // instead of secret_fd: "token <hex>" and one "identity <id>" line
+                             // per rank, in the controller's 0700 socket folder; the rank takes
+                             // the line of "<role>/<rank>~"
+    const char *log_dir;     // a rank writes its log to <log_dir>/<role>-<rank>.log
 } rl_worker_opts_t;
+
+// The collectives of this worker's mesh (borrowed; valid while the worker runs), or NULL when it is
+// not a rank of a mesh: a role's setup shards its model over them.
+rl_coll_t *rl_worker_mesh(void);
 
 // Runs the worker until shutdown (returns 0) or a fatal error (returns non-zero after logging
 // it: no secret, cannot connect, an unknown role).

@@ -27,3 +27,8 @@ add_test(NAME mesh.fsdp
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/fsdp_check.sh $<TARGET_FILE:test_fsdp>
                  ${MPIEXEC_EXECUTABLE} ${CMAKE_CURRENT_BINARY_DIR}/fsdp)
 set_tests_properties(mesh.fsdp PROPERTIES TIMEOUT 600 LABELS numeric)
+
+# `rlctl run` on a mesh against 1×1 (SFT, GRPO, PPO, DPO; full and LoRA), checkpoints resharded
+# both ways, a rank killed mid-run, impossible meshes refused (tests/test_mesh_run.c).
+rl_add_test(NAME mesh.run SOURCES test_mesh_run.c LIBS rl_core LABELS integration TIMEOUT 900)
+add_dependencies(test_mesh_run rlctl)

@@ -7,7 +7,6 @@
 #include "rl_coll.h"
 #include "rl_test.h"
 
-#include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
 

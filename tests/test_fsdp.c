@@ -216,12 +216,8 @@ static int s_run(int dp, int fsdp, const char *tune, const char *algo, const cha
                 rc = rl_policy_train(p, &gb, &r->algorithm, 1.0f, S_MB, 2, 1e-3, 1.0, NULL, &ts,
                                      err, sizeof err);
             }
-            // the loss statistics are each rank's: the caller sums them
             st.loss = ts.loss.loss;
             st.grad_norm = ts.grad_norm;
-            if (!rc && sharded) {
-                rc = rl_coll_all_reduce_f64(coll, RL_MESH_WORLD, &st.loss, 1, err, sizeof err);
-            }
         } else {
             rc = rl_policy_values(p, rw.tokens, rw.lengths, rw.B, S_T, old, err, sizeof err);
             for (int i = 0; i < s_b * S_T; i++) { // returns of the global batch's rows
@@ -233,6 +229,10 @@ static int s_run(int dp, int fsdp, const char *tune, const char *algo, const cha
                 rc = rl_policy_train_value(p, &rw, &vb, S_MB, 2, 1e-3, 1.0, step + 1, NULL, &st,
                                            err, sizeof err);
             }
+        }
+        // the losses are each rank's share: the caller sums them
+        if (!rc && sharded) {
+            rc = rl_coll_all_reduce_f64(coll, RL_MESH_WORLD, &st.loss, 1, err, sizeof err);
         }
         if (rc) {
             s_die("step", err);

@@ -15,6 +15,7 @@
 typedef struct {
     float **slot, **gslot;
     size_t n, hf_off;
+    char name[96];
 } s_tensor_t;
 
 // A unit: its tensors in HF order laid end to end (the unit's flat array), split over the fsdp
@@ -127,7 +128,8 @@ static int s_build_units(rl_fsdp_t *self, char *err, size_t err_len) {
             numel *= (size_t)specs[i].shape[d];
         }
         t[u->n_t] = (s_tensor_t){slot, g ? rl_model_params_find(g, self->L, specs[i].name) : NULL,
-                                 numel, self->full_n};
+                                 numel, self->full_n, ""};
+        snprintf(t[u->n_t].name, sizeof t[u->n_t].name, "%s", specs[i].name);
         u->n_t++;
         u->numel += numel;
         self->full_n += numel;
@@ -474,6 +476,28 @@ void rl_fsdp_scatter_full(rl_fsdp_t *self, const float *full) {
         s_unit_t *u = &self->units[ui];
         s_piece_copy(self, u, self->shard + u->shard_off, (float *)(uintptr_t)full, 1);
     }
+}
+
+int rl_fsdp_scatter_model(rl_fsdp_t *self, rl_model_t *src, char *err, size_t err_len) {
+    rl_model_params_t *p = rl_model_params(src);
+    for (int ui = 0; ui <= self->L; ui++) {
+        s_unit_t *u = &self->units[ui];
+        size_t lo = u->lo, hi = u->lo + u->counts[self->k], off = 0;
+        for (int i = 0; i < u->n_t; i++) {
+            float **slot = rl_model_params_find(p, self->L, u->t[i].name);
+            if (!slot || !*slot) {
+                return rl_errf(err, err_len, RL_EINVAL, "%s: missing in the model loaded",
+                               u->t[i].name);
+            }
+            size_t a = off > lo ? off : lo, b = off + u->t[i].n < hi ? off + u->t[i].n : hi;
+            if (a < b) {
+                memcpy(self->shard + u->shard_off + (a - lo), *slot + (a - off),
+                       (b - a) * sizeof(float));
+            }
+            off += u->t[i].n;
+        }
+    }
+    return 0;
 }
 
 int rl_fsdp_gather_state(rl_fsdp_t *self, const float *state, float *out, char *err,

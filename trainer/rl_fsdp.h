@@ -64,6 +64,9 @@ size_t rl_fsdp_full_size(const rl_fsdp_t *self);
 int rl_fsdp_gather_full(rl_fsdp_t *self, float *out, char *err, size_t err_len);
 // The opposite: this rank's pieces from a whole array in that layout (a checkpoint of any mesh).
 void rl_fsdp_scatter_full(rl_fsdp_t *self, const float *full);
+// The same from a whole model of the same architecture (a checkpoint's model/ folder, loaded
+// unsharded), tensor by tensor by name. Returns 0 or RL_EINVAL naming a missing tensor.
+int rl_fsdp_scatter_model(rl_fsdp_t *self, rl_model_t *src, char *err, size_t err_len);
 // The optimizer state's layout is rl_fsdp_optim_parts'; whole-model state (a 1×1 run's m or v:
 // full parameters in HF order, then the replicated trainables in order) maps to it:
 // gather: out (full_size + replicated size floats) from this rank's `state` (optim_size floats),

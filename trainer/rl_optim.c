@@ -98,6 +98,9 @@ int rl_optim_step_parts(rl_optim_t *self, const rl_optim_part_t *parts, int k, d
 }
 
 int64_t rl_optim_steps(const rl_optim_t *self) { return self->step; }
+void rl_optim_set_steps(rl_optim_t *self, int64_t steps) {
+    self->step = steps;
+}
 size_t rl_optim_size(const rl_optim_t *self) { return self->n; }
 float *rl_optim_m(rl_optim_t *self) { return self->m; }
 float *rl_optim_v(rl_optim_t *self) { return self->v; }

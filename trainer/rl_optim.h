@@ -58,6 +58,8 @@ int rl_optim_step_parts(rl_optim_t *self, const rl_optim_part_t *parts, int k, d
 
 // Number of updates taken (restored by rl_optim_load).
 int64_t rl_optim_steps(const rl_optim_t *self);
+// Sets the update count (a sharded optimizer restored from a whole one's state).
+void rl_optim_set_steps(rl_optim_t *self, int64_t steps);
 size_t rl_optim_size(const rl_optim_t *self);
 // The first and second moments, n floats each. borrowed; valid until destroy.
 float *rl_optim_m(rl_optim_t *self);

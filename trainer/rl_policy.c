@@ -569,8 +569,9 @@ int rl_policy_step(rl_policy_t *self, const rl_policy_rows_t *rows,
             total += part;
         }
         int rc = 0;
-        if (self->fsdp) { // the global loss: every rank decides alike below
-            rc = rl_coll_all_reduce_f64(self->coll, RL_MESH_WORLD, &total, 1, err, err_len);
+        double global = total; // every rank of a mesh decides alike below, on the mesh's loss
+        if (self->fsdp) {
+            rc = rl_coll_all_reduce_f64(self->coll, RL_MESH_WORLD, &global, 1, err, err_len);
         }
         char where[64];
         snprintf(where, sizeof where, o->step > 0 ? "step %lld" : "iteration %lld",
@@ -578,9 +579,9 @@ int rl_policy_step(rl_policy_t *self, const rl_policy_rows_t *rows,
         const char *hint = o->step > 0 ? "; stopping (lower optim.lr, check the data, or resume "
                                          "from the last checkpoint)"
                                        : "";
-        if (!rc && !isfinite(total)) {
+        if (!rc && !isfinite(global)) {
             return rl_errf(err, err_len, RL_EINVAL, "%s: the loss is %s%s", where,
-                           isnan(total) ? "NaN" : "infinite", hint);
+                           isnan(global) ? "NaN" : "infinite", hint);
         }
         double gnorm = 0.0;
         if (!rc && self->fsdp) {
@@ -830,7 +831,7 @@ int rl_policy_train_dpo(rl_policy_t *self, const rl_policy_rows_t *rows, const d
                         const rl_pref_dpo_t *cfg, int micro_batch, double lr, double max_grad_norm,
                         int64_t step, rl_pref_dpo_stats_t *stats, rl_policy_step_stats_t *st,
                         char *err, size_t err_len) {
-    if (rows->B < 2 || rows->B % 2 != 0 || rows->group != 2) {
+    if (rows->B < (self->coll ? 0 : 2) || rows->B % 2 != 0 || rows->group != 2) {
         return rl_errf(err, err_len, RL_EINVAL,
                        "train: DPO takes rows in pairs (chosen, rejected), groups of 2");
     }
@@ -844,6 +845,15 @@ int rl_policy_train_dpo(rl_policy_t *self, const rl_policy_rows_t *rows, const d
         for (int t = 0; t < rows->T; t++) {
             c.nll_denom += rows->mask[(size_t)b * rows->T + t] != 0;
         }
+    }
+    if (self->coll) { // the divisors are the mesh's whole batch's
+        double d[2] = {c.pairs, c.nll_denom};
+        int rc = rl_coll_all_reduce_f64(self->coll, RL_MESH_WORLD, d, 2, err, err_len);
+        if (rc) {
+            return rc;
+        }
+        c.pairs = d[0];
+        c.nll_denom = d[1];
     }
     if (!(c.nll_denom > 0)) {
         c.nll_denom = 1; // read only with rpo_alpha > 0, where an empty chosen side is an error
@@ -863,7 +873,12 @@ int rl_policy_sum_logprobs(rl_policy_t *self, const rl_policy_rows_t *rows, int 
     if (!logp) {
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
-    int rc = 0;
+    int n_mb = (rows->B + mb - 1) / mb, most = n_mb;
+    int rc = self->coll ? s_mesh_micro_count(self, n_mb, &most, err, err_len) : 0;
+    for (int i = n_mb; !rc && i < most; i++) { // on a mesh: the peers' extra forwards
+        rc = rl_policy_logprobs(self, rows->tokens, rows->lengths, 0, rows->T, 1.0f, adapter, logp,
+                                err, err_len);
+    }
     for (int b0 = 0; !rc && b0 < rows->B; b0 += mb) {
         int n = rows->B - b0 < mb ? rows->B - b0 : mb;
         rc = rl_policy_logprobs(self, rows->tokens + (size_t)b0 * rows->T, rows->lengths + b0, n,
@@ -921,7 +936,7 @@ int rl_policy_train_rm(rl_policy_t *self, const rl_policy_rows_t *rows, const do
     if (!self->head) {
         return rl_errf(err, err_len, RL_EINVAL, "train: a reward model needs a score head");
     }
-    if (rows->B < 2 || rows->B % 2 != 0 || rows->group != 2) {
+    if (rows->B < (self->coll ? 0 : 2) || rows->B % 2 != 0 || rows->group != 2) {
         return rl_errf(err, err_len, RL_EINVAL,
                        "train: a reward model takes rows in pairs (chosen, rejected), groups "
                        "of 2");
@@ -931,6 +946,12 @@ int rl_policy_train_rm(rl_policy_t *self, const rl_policy_rows_t *rows, const do
     c.margin = margin;
     c.center = center_coef;
     c.pairs = rows->B / 2;
+    if (self->coll) { // the divisor is the mesh's whole batch's
+        int rc = rl_coll_all_reduce_f64(self->coll, RL_MESH_WORLD, &c.pairs, 1, err, err_len);
+        if (rc) {
+            return rc;
+        }
+    }
     rl_policy_step_opts_t o = {1.0f, micro_batch, 1, lr, max_grad_norm, 0, step, 1};
     int rc = rl_policy_step(self, rows, &o, s_rm_loss, &c, st, err, err_len);
     if (!rc && stats) {
@@ -998,11 +1019,168 @@ static int s_head_load(rl_policy_t *self, const char *dir, char *err, size_t err
     return 0;
 }
 
+// ---- on a mesh: checkpoints in the 1×1 layout -------------------------------------------------
+// A sharded policy writes and reads the same files as a 1×1 one (the whole model, the whole
+// optimizer state: full parameters in HF order, then LoRA's adapter and the head), so a checkpoint
+// of any mesh loads into any other (rl_fsdp's gather and scatter). World rank 0 writes; every rank
+// takes part in the gathers and reads what it needs.
+
+size_t rl_policy_n_weights(const rl_policy_t *self) {
+    return self->n_params;
+}
+
+static int s_rank(const rl_policy_t *p) {
+    return p->coll ? rl_coll_rank(p->coll) : 0;
+}
+
+// An unsharded copy of the model on world rank 0 (*out stays NULL elsewhere; every rank takes
+// part): the gathered parameters (full tuning's, or LoRA's frozen base) and LoRA's adapter.
+static int s_whole_model(rl_policy_t *p, rl_model_t **out, char *err, size_t err_len) {
+    *out = NULL;
+    size_t n = rl_fsdp_full_size(p->fsdp), nf = 0;
+    float *full = malloc((n ? n : 1) * sizeof(float));
+    if (!full) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory for %zu parameters", n);
+    }
+    int rc = rl_fsdp_gather_full(p->fsdp, full, err, err_len);
+    if (rc || s_rank(p) != 0) {
+        free(full);
+        return rc;
+    }
+    rl_model_opts_t mo;
+    rl_policy_model_opts(p->r, p->threads, &mo);
+    mo.tune = rl_policy_is_lora(p) ? RL_TUNE_LORA : RL_TUNE_NONE;
+    char msg[1024];
+    rl_model_t *m = rl_model_new_random(rl_model_config(p->model), &mo, 0, msg, sizeof msg);
+    float *flat = m ? rl_model_weights_flat(m, &nf) : NULL;
+    size_t nl = 0;
+    float *lora = m && mo.tune == RL_TUNE_LORA ? rl_model_trainable(m, &nl) : NULL;
+    if (!m) {
+        rc = rl_errf(err, err_len, RL_ENOMEM, "the whole model: %s", msg);
+    } else if (!flat || nf != n || (lora && nl != p->n_params)) {
+        rc = rl_errf(err, err_len, RL_EUNSUPPORTED,
+                     "a sharded model without a vocabulary head cannot be written whole");
+    } else {
+        memcpy(flat, full, n * sizeof(float));
+        if (lora) {
+            memcpy(lora, p->params, nl * sizeof(float));
+        }
+        *out = m;
+        m = NULL;
+    }
+    rl_model_destroy(&m);
+    free(full);
+    return rc;
+}
+
+// The whole optimizer state's size (the 1×1 layout).
+static size_t s_whole_state(const rl_policy_t *p) {
+    return (rl_policy_is_lora(p) ? 0 : rl_fsdp_full_size(p->fsdp)) +
+           rl_fsdp_replicated_size(p->fsdp);
+}
+
+static int s_save_mesh(rl_policy_t *self, const char *dir, const char *base_model, char *err,
+                       size_t err_len) {
+    char path[4200];
+    int rc = 0, rank0 = s_rank(self) == 0;
+    rl_model_t *whole = NULL;
+    if (rl_policy_is_lora(self)) {
+        snprintf(path, sizeof(path), "%s/adapter", dir);
+        rc = rank0 ? rl_model_save_adapter(self->model, path, base_model, err, err_len) : 0;
+    } else if ((rc = s_whole_model(self, &whole, err, err_len)) == 0 && whole) {
+        snprintf(path, sizeof(path), "%s/model", dir);
+        rc = rl_model_save_hf(whole, path, 0, err, err_len);
+    }
+    rl_model_destroy(&whole);
+    if (!rc && rank0 && self->head) {
+        rc = s_head_save(self, dir, err, err_len);
+    }
+    // the optimizer: m and v gathered whole (every rank), written by rank 0
+    size_t w = s_whole_state(self);
+    float *mv = rc ? NULL : malloc(2 * (w ? w : 1) * sizeof(float));
+    if (!rc && !mv) {
+        rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory for the optimizer state");
+    }
+    if (!rc) {
+        rc = rl_fsdp_gather_state(self->fsdp, rl_optim_m(self->optim), mv, err, err_len);
+    }
+    if (!rc) {
+        rc = rl_fsdp_gather_state(self->fsdp, rl_optim_v(self->optim), mv + w, err, err_len);
+    }
+    if (!rc && rank0) {
+        rl_optim_hparams_t hp = {self->r->optim.betas[0], self->r->optim.betas[1],
+                                 self->r->optim.eps, self->r->optim.weight_decay};
+        rl_optim_t *o = rl_optim_new(w, &hp);
+        if (!o) {
+            rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory for the optimizer state");
+        } else {
+            memcpy(rl_optim_m(o), mv, w * sizeof(float));
+            memcpy(rl_optim_v(o), mv + w, w * sizeof(float));
+            rl_optim_set_steps(o, rl_optim_steps(self->optim));
+            snprintf(path, sizeof(path), "%s/optimizer.bin", dir);
+            rc = rl_optim_save(o, path, err, err_len);
+            rl_optim_destroy(&o);
+        }
+    }
+    free(mv);
+    return rc;
+}
+
+static int s_load_mesh(rl_policy_t *self, const char *dir, uint64_t model_train_step, char *err,
+                       size_t err_len) {
+    char path[4200], msg[2048];
+    int rc = 0;
+    if (rl_policy_is_lora(self)) { // the adapter is whole on every rank
+        snprintf(path, sizeof(path), "%s/adapter", dir);
+        if ((rc = rl_model_load_adapter(self->model, path, msg, sizeof(msg))) != 0) {
+            return rl_errf(err, err_len, rc, "%s", msg);
+        }
+    } else { // this rank's pieces of the checkpoint's whole model
+        rl_model_opts_t mo;
+        rl_policy_model_opts(self->r, self->threads, &mo);
+        mo.tune = RL_TUNE_NONE;
+        mo.seq_cls = self->head != NULL;
+        snprintf(path, sizeof(path), "%s/model", dir);
+        rl_model_t *m = rl_model_load(path, &mo, msg, sizeof msg);
+        if (!m) {
+            return rl_errf(err, err_len, RL_EINVAL, "%s", msg);
+        }
+        rc = rl_fsdp_scatter_model(self->fsdp, m, err, err_len);
+        rl_model_destroy(&m);
+        if (rc) {
+            return rc;
+        }
+    }
+    if (self->head && (rc = s_head_load(self, dir, err, err_len)) != 0) {
+        return rc;
+    }
+    // the optimizer: the whole state file, this rank's slice of it
+    size_t w = s_whole_state(self);
+    rl_optim_hparams_t hp = {self->r->optim.betas[0], self->r->optim.betas[1], self->r->optim.eps,
+                             self->r->optim.weight_decay};
+    rl_optim_t *o = rl_optim_new(w, &hp);
+    if (!o) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory for the optimizer state");
+    }
+    snprintf(path, sizeof(path), "%s/optimizer.bin", dir);
+    rc = rl_optim_load(o, path, err, err_len);
+    if (!rc) {
+        rl_fsdp_scatter_state(self->fsdp, rl_optim_m(o), rl_optim_m(self->optim));
+        rl_fsdp_scatter_state(self->fsdp, rl_optim_v(o), rl_optim_v(self->optim));
+        rl_optim_set_steps(self->optim, rl_optim_steps(o));
+        rl_model_set_train_step(self->model, model_train_step);
+    }
+    rl_optim_destroy(&o);
+    return rc;
+}
 
 int rl_policy_save(rl_policy_t *self, const char *dir, const char *base_model, char *err,
                    size_t err_len) {
     char path[4200];
     int rc;
+    if (self->fsdp) {
+        return s_save_mesh(self, dir, base_model, err, err_len);
+    }
     if (rl_policy_is_lora(self)) {
         snprintf(path, sizeof(path), "%s/adapter", dir);
         rc = rl_model_save_adapter(self->model, path, base_model, err, err_len);
@@ -1024,6 +1202,9 @@ int rl_policy_load(rl_policy_t *self, const char *dir, uint64_t model_train_step
                    size_t err_len) {
     char path[4200], msg[2048];
     int rc;
+    if (self->fsdp) {
+        return s_load_mesh(self, dir, model_train_step, err, err_len);
+    }
     if (rl_policy_is_lora(self)) {
         snprintf(path, sizeof(path), "%s/adapter", dir);
         rc = rl_model_load_adapter(self->model, path, msg, sizeof(msg));
@@ -1050,6 +1231,21 @@ int rl_policy_load(rl_policy_t *self, const char *dir, uint64_t model_train_step
 
 int rl_policy_save_final(rl_policy_t *self, const char *dir, const char *base_model, int bf16,
                          int pad_token_id, char *err, size_t err_len) {
+    if (self->fsdp && (self->head || !rl_policy_is_lora(self))) {
+        // the whole model on rank 0 (every rank takes part), written as a 1×1 run writes it
+        rl_model_t *m = NULL;
+        int rc = s_whole_model(self, &m, err, err_len);
+        if (!rc && m) {
+            rc = self->head
+                     ? rl_model_save_seq_cls(m, dir, self->head, pad_token_id, bf16, err, err_len)
+                     : rl_model_save_hf(m, dir, bf16, err, err_len);
+        }
+        rl_model_destroy(&m);
+        return rc;
+    }
+    if (self->fsdp && s_rank(self) != 0) {
+        return 0; // LoRA's adapter is whole on rank 0
+    }
     if (self->head) { // a reward model or a critic: an HF sequence classifier, LoRA merged
         return rl_model_save_seq_cls(self->model, dir, self->head, pad_token_id, bf16, err,
                                      err_len);

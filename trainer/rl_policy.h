@@ -74,10 +74,10 @@ int rl_policy_new_rm(const rl_recipe_t *recipe, int threads, rl_policy_t **out, 
 // Any of the three above on a DP×FSDP mesh: coll (borrowed; outlives the policy) shards the model
 // over its fsdp groups (rl_fsdp.h; a full-tuning reference too, when first used). Every verb
 // below is then collective: each rank of the mesh calls it in the same order with its own rows
-// (B may be 0: the rank keeps its peers company), and rl_policy_step's loss, gradient norm and
-// update are the mesh's whole batch's (the loss callback's divisors must be the global batch's);
-// its callback statistics stay per rank (the caller sums them). rl_policy_weights gathers full
-// tuning's weights (collective too).
+// (B may be 0: the rank keeps its peers company), and rl_policy_step's gradient norm and update
+// are the mesh's whole batch's (the loss callback's divisors must be the global batch's); its
+// loss and the callbacks' statistics are this rank's share (the caller sums them).
+// rl_policy_weights gathers full tuning's weights (collective too).
 typedef enum { RL_POLICY_ACTOR = 0, RL_POLICY_CRITIC = 1, RL_POLICY_RM = 2 } rl_policy_kind_t;
 int rl_policy_new_sharded(const rl_recipe_t *recipe, int threads, rl_policy_kind_t kind,
                           rl_coll_t *coll, rl_policy_t **out, char *err, size_t err_len);
@@ -239,6 +239,8 @@ int rl_policy_sum_logprobs(rl_policy_t *self, const rl_policy_rows_t *rows, int 
 // The trainable weights as one flat array (LoRA: every A and B in rl_lora.h's layout; full: every
 // parameter): what a sampler loads. borrowed; valid until the next train call or destroy.
 const float *rl_policy_weights(rl_policy_t *self, size_t *n_p);
+// The size of that array (on a mesh without gathering it).
+size_t rl_policy_n_weights(const rl_policy_t *self);
 // 1 for LoRA, 0 for full tuning.
 int rl_policy_is_lora(const rl_policy_t *self);
 

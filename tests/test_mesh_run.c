@@ -1,0 +1,329 @@
+// test_mesh_run — `rlctl run` on a DP×FSDP mesh (docs/mesh.md) against the same run on 1×1, on
+// the cookbook's models (0.8M parameters), 5 optimizer steps each:
+//   1. every algorithm trains on the mesh as on 1×1: SFT (full tuning) and GRPO (LoRA, a KL term
+//      to the reference = the adapter disabled) on dp 2 × fsdp 1, dp 1 × fsdp 2 and dp 2 × fsdp 2;
+//      GRPO with full tuning (the frozen reference sharded too), PPO (LoRA, the critic sharded on
+//      the actor's ranks, or in a worker of its own) and DPO (LoRA, pairs never split) on dp 1 ×
+//      fsdp 2 and dp 2 × fsdp 2.
+//      Every training metric of every step within the tolerances below of the 1×1 run's, and the
+//      final weights (adapter or model) too;
+//   2. the placement is printed: the rank grid and one line per rank (roles, host, pid, threads,
+//      expected model-state bytes);
+//   3. checkpoints reshard: SFT stopped at step 3 on 1×1 and resumed on 2×2, and stopped on 2×2
+//      and resumed on 1×1, end where the uninterrupted 1×1 run ends;
+//   4. a rank killed mid-run (SIGKILL) stops the run within seconds naming the rank and the
+//      signal, and leaves no rank, launcher or worker behind;
+//   5. rlctl does not link MPI (a 1×1 run never loads it); rlctl validate refuses impossible
+//      meshes: devices that are not dp × fsdp, a batch that does not split over the ranks, DPO
+//      pairs that would split.
+#include "rl_test.h"
+#include "rl_test_run.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+static char s_tmp[] = "/tmp/rl_test_mesh_XXXXXX";
+#define s_rlctl(args) rl_test_rlctl(s_tmp, args)
+#define s_out() rl_test_out(s_tmp)
+#define s_metrics(run) rl_test_metrics(s_tmp, run)
+
+// The 1×1 run against a mesh run: the same float sums in another order (rank shares, then the
+// collectives); sampling afterwards sees the slightly different weights. A metric m passes when
+// |m - m_1x1| <= S_TOL * max(|m_1x1|, S_FLOOR); weights when the update's error is below
+// S_TOL_UPDATE of the update (or every weight within S_TOL_W when the base is not at hand).
+#define S_TOL 2e-3
+#define S_FLOOR 0.05
+#define S_TOL_W 5e-4
+
+static const char *const s_shapes[][2] = {{"2", "1"}, {"1", "2"}, {"2", "2"}};
+
+// The recipes: the cookbook's, shortened (5 steps, no evaluation, no warmup, small batches).
+static void s_args(char *buf, size_t cap, const char *algo, const char *run, const char *extra) {
+    char full[700];
+    snprintf(full, sizeof full, "%s/grpo_full.yaml", s_tmp);
+    const char *base = !strcmp(algo, "grpo_full") ? full
+                       : !strcmp(algo, "sft")     ? "cookbook/sft_arith.yaml train.batch_size=16 "
+                                                    "train.micro_batch_size=4 train.log_every=1"
+                       : !strcmp(algo, "ppo")     ? "cookbook/ppo_lora.yaml train.batch_size=8 "
+                                                    "algorithm.epochs=2 algorithm.mini_batches=2 "
+                                                    "train.micro_batch_size=2"
+                       : !strcmp(algo, "ppo_cw")  ? "cookbook/ppo_lora.yaml train.batch_size=8 "
+                                                    "algorithm.epochs=2 algorithm.mini_batches=2 "
+                                                    "train.micro_batch_size=2 roles.critic=worker"
+                       : !strcmp(algo, "dpo")
+                           ? "cookbook/dpo_lora.yaml train.batch_size=4 "
+                             "train.micro_batch_size=2 train.log_every=1"
+                           : "cookbook/grpo_lora.yaml train.batch_size=4 "
+                             "algorithm.num_generations=4 train.micro_batch_size=4 "
+                             "algorithm.beta=0.04";
+    snprintf(buf, cap,
+             "run %s%s%s run.dir=%s/%s train.steps=5 optim.warmup_steps=0 train.eval_every=0 "
+             "train.save_every=0 roles.samplers=1 roles.actor_threads=1 roles.sampler_threads=1 "
+             "%s",
+             base[0] == '/' ? "" : RL_SOURCE_DIR, base[0] == '/' ? "" : "/", base, s_tmp, run,
+             extra);
+}
+
+// GRPO with full tuning: the cookbook's GRPO recipe without its lora section.
+static void s_grpo_full_recipe(void) {
+    char p[700];
+    snprintf(p, sizeof p, "%s/grpo_full.yaml", s_tmp);
+    FILE *f = fopen(p, "w");
+    if (!f) {
+        CHECK_MSG(0, "cannot write %s", p);
+        return;
+    }
+    fprintf(f,
+            "run: {name: g, seed: 0}\n"
+            "model: {path: %s/cookbook/models/arith-noisy-base}\n"
+            "data: {train: %s/cookbook/data/arith/train.jsonl, format: prompt, "
+            "answer_field: answer, max_prompt_length: 16}\n"
+            "algorithm: {name: grpo, num_generations: 4, beta: 0.04}\n"
+            "sampling: {temperature: 1.0, max_new_tokens: 40}\n"
+            "rewards:\n  - builtin: math_answer\n"
+            "optim: {lr: 1.0e-4}\n"
+            "train: {batch_size: 4, micro_batch_size: 4}\n",
+            RL_SOURCE_DIR, RL_SOURCE_DIR);
+    fclose(f);
+}
+
+// Every numeric metric of every training line of run `b` against run `a`.
+static void s_compare_metrics(const char *a, const char *b) {
+    json_t *ma = s_metrics(a), *mb = s_metrics(b);
+    size_t i;
+    json_t *o;
+    int lines = 0, worst_line = 0;
+    double worst = 0;
+    char worst_key[128] = "";
+    json_array_foreach(ma, i, o) {
+        json_t *p = json_array_get(mb, i);
+        if (!json_object_get(o, "loss") && !json_object_get(o, "critic/loss")) {
+            continue; // evaluations, run info
+        }
+        lines++;
+        const char *k;
+        json_t *v;
+        json_object_foreach(o, k, v) {
+            if (!json_is_number(v)) {
+                continue;
+            }
+            json_t *w = p ? json_object_get(p, k) : NULL;
+            double x = json_number_value(v), y = w ? json_number_value(w) : NAN;
+            double rel = fabs(x - y) / fmax(fabs(x), S_FLOOR);
+            if (!(rel <= worst) || !w) {
+                worst = w ? rel : INFINITY;
+                worst_line = (int)i;
+                snprintf(worst_key, sizeof worst_key, "%s", k);
+            }
+        }
+    }
+    CHECK_MSG(lines >= 5, "%s: %d training lines", a, lines);
+    CHECK_MSG(json_array_size(ma) == json_array_size(mb), "%s has %zu metrics lines, %s %zu", a,
+              json_array_size(ma), b, json_array_size(mb));
+    CHECK_MSG(worst <= S_TOL, "%s vs %s: %s on line %d differs by %.3g of its value (tolerance %g)",
+              b, a, worst_key, worst_line + 1, worst, S_TOL);
+    printf("  %-24s %d training lines, every metric within %.2g (worst %s, line %d)\n", b, lines,
+           worst, worst_key, worst_line + 1);
+    json_decref(ma);
+    json_decref(mb);
+}
+
+// The F32 tensors of two safetensors files (same names, same order): the largest difference.
+static double s_max_diff(const char *fa, const char *fb) {
+    size_t na = 0, nb = 0;
+    char *a = rl_test_read_file(fa, &na), *b = rl_test_read_file(fb, &nb);
+    double worst = INFINITY;
+    uint64_t ha = 0, hb = 0;
+    if (a && b && na > 8 && nb > 8) {
+        memcpy(&ha, a, 8);
+        memcpy(&hb, b, 8);
+    }
+    if (ha && ha == hb && na == nb && !memcmp(a + 8, b + 8, ha)) { // the same header
+        worst = 0;
+        for (size_t i = 8 + ha; i + 4 <= na; i += 4) {
+            float x, y;
+            memcpy(&x, a + i, 4);
+            memcpy(&y, b + i, 4);
+            worst = fmax(worst, fabs((double)x - y));
+        }
+    }
+    free(a);
+    free(b);
+    return worst;
+}
+
+static void s_compare_final(const char *a, const char *b, const char *file) {
+    char fa[1400], fb[1400];
+    snprintf(fa, sizeof fa, "%s/%s/final/%s", s_tmp, a, file);
+    snprintf(fb, sizeof fb, "%s/%s/final/%s", s_tmp, b, file);
+    double d = s_max_diff(fa, fb);
+    CHECK_MSG(d <= S_TOL_W, "%s vs %s: final/%s differs by %.3g (tolerance %g)", b, a, file, d,
+              S_TOL_W);
+    printf("  %-24s final/%s within %.2g\n", b, file, d);
+}
+
+static void s_case(const char *algo, const char *tune, const char *extra, int all_shapes) {
+    char run[64], args[2048], ex[512];
+    snprintf(run, sizeof run, "%s-%s-1x1", algo, tune);
+    s_args(args, sizeof args, algo, run, extra);
+    int rc = s_rlctl(args);
+    if (rc != 0) {
+        char *out = s_out();
+        CHECK_MSG(0, "%s failed (%d): %s", run, rc, out ? out : "");
+        free(out);
+        return;
+    }
+    const char *file = !strcmp(tune, "full") ? "model.safetensors" : "adapter_model.safetensors";
+    for (int k = all_shapes ? 0 : 1; k < 3; k++) {
+        char mrun[64];
+        snprintf(mrun, sizeof mrun, "%s-%s-%sx%s", algo, tune, s_shapes[k][0], s_shapes[k][1]);
+        snprintf(ex, sizeof ex, "%s mesh.dp=%s mesh.fsdp=%s", extra, s_shapes[k][0],
+                 s_shapes[k][1]);
+        s_args(args, sizeof args, algo, mrun, ex);
+        rc = s_rlctl(args);
+        char *out = s_out();
+        CHECK_MSG(rc == 0, "%s failed (%d): %s", mrun, rc, out ? out : "");
+        if (rc == 0 && k == 2) { // the placement: the grid, then one line per rank
+            CHECK_MSG(strstr(out, "mesh dp 2 x fsdp 2 = 4 ranks [0, 1], [2, 3]") &&
+                          strstr(out, "actor/3 pid") && strstr(out, "MiB"),
+                      "no placement printed: %s", out);
+        }
+        free(out);
+        if (rc == 0) {
+            s_compare_metrics(run, mrun);
+            s_compare_final(run, mrun, file);
+        }
+    }
+}
+
+// 3. SFT stopped at step 3 on one shape and resumed on another ends as the uninterrupted run.
+static void s_reshard(const char *from_dp, const char *from_fsdp, const char *to_dp,
+                      const char *to_fsdp) {
+    char run[64], args[2048], ex[256];
+    snprintf(run, sizeof run, "reshard-%sx%s-%sx%s", from_dp, from_fsdp, to_dp, to_fsdp);
+    snprintf(ex, sizeof ex, "mesh.dp=%s mesh.fsdp=%s --stop-at 3", from_dp, from_fsdp);
+    s_args(args, sizeof args, "sft", run, ex);
+    CHECK_INT(s_rlctl(args), 0);
+    snprintf(ex, sizeof ex, "mesh.dp=%s mesh.fsdp=%s --resume", to_dp, to_fsdp);
+    s_args(args, sizeof args, "sft", run, ex);
+    int rc = s_rlctl(args);
+    char *out = s_out();
+    CHECK_MSG(rc == 0, "%s: resume failed (%d): %s", run, rc, out ? out : "");
+    free(out);
+    if (rc == 0) {
+        s_compare_metrics("sft-full-1x1", run);
+        s_compare_final("sft-full-1x1", run, "model.safetensors");
+    }
+}
+
+// 4. A rank killed mid-run: the run stops, names it, leaves nothing behind.
+static void s_rank_death(void) {
+    char args[2048];
+    s_args(args, sizeof args, "grpo", "death",
+           "train.steps=200 mesh.dp=2 mesh.fsdp=2 roles.heartbeat=0.5");
+    pid_t ctl = rl_test_spawn(s_tmp, args, "death.txt");
+    char path[600];
+    snprintf(path, sizeof path, "%s/death.txt", s_tmp);
+    pid_t victim = 0;
+    for (int t = 0; t < 1200 && !victim; t++) { // the placement names each rank's pid
+        char *out = rl_test_read_file(path, NULL);
+        const char *p = out ? strstr(out, "actor/2 pid ") : NULL;
+        if (p && strstr(out, "step 2/")) {
+            victim = (pid_t)atoi(p + strlen("actor/2 pid "));
+        }
+        free(out);
+        rl_test_nap();
+    }
+    CHECK_MSG(victim > 0, "no step 2 with a placement line for actor/2");
+    pid_t kids[64];
+    int nk = rl_test_children(ctl, kids, 64); // the launcher, samplers, reward
+    pid_t gone[256];
+    int ng = 0;
+    for (int i = 0; i < nk; i++) {
+        gone[ng++] = kids[i];
+        ng += rl_test_children(kids[i], gone + ng, 64); // the launcher's ranks
+    }
+    if (victim > 0) {
+        kill(victim, SIGKILL);
+    }
+    int st = rl_test_wait_exit(ctl, 60);
+    char *out = rl_test_read_file(path, NULL);
+    CHECK_MSG(st != 0 && st != -1, "the run did not stop with an error (%d)", st);
+    CHECK_MSG(out && strstr(out, "worker actor/2 (rank 2 of the actor mesh dp 2 x fsdp 2, pid") &&
+                  strstr(out, "was killed by signal 9"),
+              "the error does not name rank 2 and its signal: %s", out ? out : "");
+    CHECK_MSG(rl_test_all_gone(gone, ng, 10), "a rank, the launcher or a worker outlived the run");
+    free(out);
+}
+
+// 5. rlctl validate: impossible meshes, each reported at its key.
+static void s_validate(void) {
+    char args[1024];
+    struct {
+        const char *recipe, *extra, *want;
+    } cases[] = {
+        {"grpo_lora", "mesh.dp=2 mesh.fsdp=2 mesh.devices=3",
+         "mesh.devices: 3 devices cannot hold a mesh of dp 2 x fsdp 2 = 4 ranks"},
+        {"grpo_lora", "mesh.dp=3",
+         "mesh.dp: a mesh of dp 3 x fsdp 1 = 3 ranks cannot split the "
+         "128 sequences"},
+        {"dpo_lora", "mesh.fsdp=32",
+         "mesh.fsdp: a mesh of dp 1 x fsdp 32 = 32 ranks cannot split "
+         "the pairs of"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(args, sizeof args, "validate %s/cookbook/%s.yaml %s", RL_SOURCE_DIR,
+                 cases[i].recipe, cases[i].extra);
+        int rc = s_rlctl(args);
+        char *out = s_out();
+        CHECK_MSG(rc != 0 && out && strstr(out, cases[i].want) && strstr(out, "<override"),
+                  "validate %s %s: want '%s' at its override, got (%d): %s", cases[i].recipe,
+                  cases[i].extra, cases[i].want, rc, out ? out : "");
+        free(out);
+    }
+}
+
+int main(void) {
+    if (!mkdtemp(s_tmp)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    // a 1×1 run never loads MPI: rlctl does not link it (the backend is a module of its own)
+    char cmd[1200], out[4096] = "";
+    snprintf(cmd, sizeof cmd, "ldd %s/rlctl", RL_BINARY_DIR);
+    CHECK_MSG(rl_test_shell(cmd, out, sizeof out) == 0 && strstr(out, "libc.so") &&
+                  !strstr(out, "libmpi"),
+              "rlctl links MPI: %s", out);
+    s_validate();
+    printf("SFT, full tuning\n");
+    s_case("sft", "full", "", 1);
+    printf("GRPO, LoRA, KL to the reference\n");
+    s_case("grpo", "lora", "", 1);
+    printf("GRPO, full tuning, the reference sharded\n");
+    s_grpo_full_recipe();
+    s_case("grpo_full", "full", "", 0);
+    printf("PPO, LoRA, the critic on the actor's ranks\n");
+    s_case("ppo", "lora", "", 0);
+    printf("PPO, LoRA, the critic in a worker of its own (one process)\n");
+    s_case("ppo_cw", "lora", "", 0);
+    printf("DPO, LoRA\n");
+    s_case("dpo", "lora", "", 0);
+    printf("checkpoints reshard\n");
+    s_reshard("1", "1", "2", "2");
+    s_reshard("2", "2", "1", "1");
+    printf("a rank dies\n");
+    s_rank_death();
+    if (!rl_test_failed) {
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_tmp);
+        if (system(cmd) != 0) {
+            fprintf(stderr, "warning: could not remove %s\n", s_tmp);
+        }
+    }
+    RL_TEST_DONE();
+}
