@@ -57,7 +57,7 @@ int main(int argc, char **argv) {
     }
     fprintf(f,
             "data: {train: /dev/null, format: prompt_completion}\nalgorithm: {name: sft}\n"
-            "optim: {lr: 1.0e-4}\ntrain: {batch_size: %d}\n",
+            "optim: {lr: 1.0e-4}\ntrain: {steps: 1000, batch_size: %d}\n",
             rows);
     fclose(f);
     rl_recipe_t *r = NULL;

@@ -8,7 +8,7 @@
 # usage: bench/mesh.sh [BUILD_DIR]   (default build/release, built by bench/run.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-B=${1:-build/release}
+B=$(cd "${1:-build/release}" && pwd)
 M=$B/bench_mesh_model
 MPI="mpirun --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 --mca btl self,vader"
 [ "$(id -u)" = 0 ] && MPI="$MPI --allow-run-as-root"
