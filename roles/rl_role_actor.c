@@ -9,10 +9,12 @@
 #include "rl_role.h"
 
 #include "rl_err.h"
+#include "rl_fault.h"
 #include "rl_model.h"
 #include "rl_policy.h"
 #include "rl_worker.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -115,6 +117,12 @@ static int s_train(void *state, const rl_msg_t *req, rl_msg_t **reply, char *err
     int rc = rl_proto_train_decode(req, &q, err, err_len);
     if (rc) {
         return rc;
+    }
+    rl_coll_t *mesh = rl_worker_mesh();
+    char point[32];
+    snprintf(point, sizeof point, "train_rank%d", mesh ? rl_coll_rank(mesh) : 0);
+    if (mesh && rl_fault(point)) { // one rank fails while its peers wait in a collective
+        return rl_errf(err, err_len, RL_EIO, "train: injected fault %s", point);
     }
     if (strcmp(q.loss, "value") == 0) {
         if (!a->critic) {

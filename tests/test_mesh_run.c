@@ -12,7 +12,8 @@
 //   3. checkpoints reshard: SFT stopped at step 3 on 1×1 and resumed on 2×2, and stopped on 2×2
 //      and resumed on 1×1, end where the uninterrupted 1×1 run ends;
 //   4. a rank killed mid-run (SIGKILL) stops the run within seconds naming the rank and the
-//      signal, and leaves no rank, launcher or worker behind;
+//      signal, and leaves no rank, launcher or worker behind; a rank whose request fails while
+//      its peers wait in a collective stops the run naming it, and the stuck ranks are killed;
 //   5. rlctl does not link MPI (a 1×1 run never loads it); rlctl validate refuses impossible
 //      meshes: devices that are not dp × fsdp, a batch that does not split over the ranks, DPO
 //      pairs that would split.
@@ -262,6 +263,34 @@ static void s_rank_death(void) {
     free(out);
 }
 
+// 4b. One rank fails its second train request while its peers wait for it in a collective: the
+// run stops naming it, the stuck ranks are killed, nothing is left.
+static void s_rank_fails(void) {
+    char args[2048], path[600];
+    s_args(args, sizeof args, "grpo", "fails", "mesh.dp=2 mesh.fsdp=2");
+    setenv("RLCTL_FAULT", "train_rank1@2", 1);
+    pid_t ctl = rl_test_spawn(s_tmp, args, "fails.txt");
+    unsetenv("RLCTL_FAULT");
+    pid_t kids[64], all[256];
+    int ng = 0;
+    for (int t = 0; t < 200 && ng < 3; t++) { // the launcher, the sampler, the reward worker
+        ng = rl_test_children(ctl, kids, 64);
+        rl_test_nap();
+    }
+    memcpy(all, kids, (size_t)ng * sizeof *all);
+    for (int i = 0, n0 = ng; i < n0; i++) {
+        ng += rl_test_children(kids[i], all + ng, 64); // the launcher's ranks
+    }
+    int st = rl_test_wait_exit(ctl, 60);
+    snprintf(path, sizeof path, "%s/fails.txt", s_tmp);
+    char *out = rl_test_read_file(path, NULL);
+    CHECK_MSG(st != 0 && st != -1, "the run did not stop with an error (%d)", st);
+    CHECK_MSG(out && strstr(out, "actor/1") && strstr(out, "injected fault train_rank1"),
+              "the error does not name actor/1 and its failure: %s", out ? out : "");
+    CHECK_MSG(rl_test_all_gone(all, ng, 10), "a rank, the launcher or a worker outlived the run");
+    free(out);
+}
+
 // 5. rlctl validate: impossible meshes, each reported at its key.
 static void s_validate(void) {
     char args[1024];
@@ -319,6 +348,8 @@ int main(void) {
     s_reshard("2", "2", "1", "1");
     printf("a rank dies\n");
     s_rank_death();
+    printf("a rank fails while its peers wait\n");
+    s_rank_fails();
     if (!rl_test_failed) {
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_tmp);
         if (system(cmd) != 0) {
