@@ -37,7 +37,7 @@ run() { # DP FSDP TUNE: the median line of 3 invocations (by step time)
     awk '{for (i = 1; i <= NF; i++) if ($i == "step") { print $(i + 1) "\t" $0; break }}' |
     sort -n | sed -n 2p | cut -f2-
 }
-for tune in full lora; do
+for tune in ${MESH_TUNES:-full lora}; do
   for shape in "1 1" "1 2" "1 4" "2 1"; do
     run $shape $tune
   done

@@ -27,6 +27,8 @@ struct rl_lora {
     float *dmem;  // gradients, same layout, or NULL
     size_t n;     // floats in mem
     size_t *off;  // [L * 7] offset of A of (l, m) in mem, or SIZE_MAX when not targeted
+    size_t *lstart; // [L + 1] where layer l's A and B start in mem (layer-major)
+    float **dlayer; // [L] where layer l's gradients go instead of dmem (NULL: dmem)
 };
 
 // The module names are the recipe's (core/rl_config.h: one list for recipe, model and PEFT
@@ -85,11 +87,14 @@ static rl_lora_t *s_alloc(const rl_hf_config_t *cfg, int r, float alpha, float d
     self->dropout = dropout;
     self->scale = s_scale(alpha, r, self->use_rslora);
     self->off = malloc((size_t)L * RL_LORA_NMOD * sizeof *self->off);
-    if (!self->off) {
+    self->lstart = malloc((size_t)(L + 1) * sizeof *self->lstart);
+    self->dlayer = calloc((size_t)(L > 0 ? L : 1), sizeof *self->dlayer);
+    if (!self->off || !self->lstart || !self->dlayer) {
         goto fail;
     }
     size_t n = 0;
     for (int l = 0; l < L; l++) {
+        self->lstart[l] = n;
         for (int m = 0; m < RL_LORA_NMOD; m++) {
             self->off[l * RL_LORA_NMOD + m] = SIZE_MAX;
             if (targets & (1 << m)) {
@@ -101,6 +106,7 @@ static rl_lora_t *s_alloc(const rl_hf_config_t *cfg, int r, float alpha, float d
         }
     }
     self->n = n;
+    self->lstart[L] = n;
     self->mem = calloc(n, sizeof *self->mem);
     if (!self->mem) {
         goto fail;
@@ -144,6 +150,8 @@ void rl_lora_destroy(rl_lora_t **self_p) {
     free(self->mem);
     free(self->dmem);
     free(self->off);
+    free(self->lstart);
+    free(self->dlayer);
     free(self);
     *self_p = NULL;
 }
@@ -177,16 +185,41 @@ float *rl_lora_B(const rl_lora_t *self, int l, int m) {
     return o == SIZE_MAX ? NULL : self->mem + o + (size_t)self->R * (size_t)in;
 }
 
+// Where the gradient of the float at offset o of layer l lives: the layer's own buffer when one
+// is set (rl_lora_set_layer_grads), else the gradient array; NULL when there is neither.
+static float *s_grad(const rl_lora_t *self, int l, size_t o) {
+    if (self->dlayer[l]) {
+        return self->dlayer[l] + (o - self->lstart[l]);
+    }
+    return self->dmem ? self->dmem + o : NULL;
+}
+
 float *rl_lora_dA(const rl_lora_t *self, int l, int m) {
     size_t o = s_off(self, l, m);
-    return o == SIZE_MAX || !self->dmem ? NULL : self->dmem + o;
+    return o == SIZE_MAX ? NULL : s_grad(self, l, o);
 }
 
 float *rl_lora_dB(const rl_lora_t *self, int l, int m) {
     size_t o = s_off(self, l, m);
     int in, out;
     rl_lora_module_dims(&self->cfg, m, &in, &out);
-    return o == SIZE_MAX || !self->dmem ? NULL : self->dmem + o + (size_t)self->R * (size_t)in;
+    return o == SIZE_MAX ? NULL : s_grad(self, l, o + (size_t)self->R * (size_t)in);
+}
+
+size_t rl_lora_layer_span(const rl_lora_t *self, int l, size_t *off) {
+    RL_ASSERT(l >= 0 && l < self->cfg.num_hidden_layers);
+    *off = self->lstart[l];
+    return self->lstart[l + 1] - self->lstart[l];
+}
+
+void rl_lora_set_layer_grads(rl_lora_t *self, int l, float *grads) {
+    RL_ASSERT(l >= 0 && l < self->cfg.num_hidden_layers);
+    self->dlayer[l] = grads;
+}
+
+void rl_lora_drop_grads(rl_lora_t *self) {
+    free(self->dmem);
+    self->dmem = NULL;
 }
 
 float *rl_lora_params(rl_lora_t *self, size_t *n_p) {

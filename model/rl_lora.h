@@ -59,6 +59,16 @@ float *rl_lora_B(const rl_lora_t *self, int l, int m);
 float *rl_lora_dA(const rl_lora_t *self, int l, int m);
 float *rl_lora_dB(const rl_lora_t *self, int l, int m);
 
+// Layer l's A and B are floats [*off, *off + n) of the flat array below (layer-major); returns n.
+size_t rl_lora_layer_span(const rl_lora_t *self, int l, size_t *off);
+// Layer l's gradients go to grads (its span's n floats, laid out as the span) instead of the
+// gradient array; NULL: back to the array. A sharded trainer (trainer/rl_fsdp) points each layer
+// at a buffer of one layer while that layer's backward runs.
+void rl_lora_set_layer_grads(rl_lora_t *self, int l, float *grads);
+// Frees the gradient array (rl_lora_grads is NULL from now on): every layer's gradients then go
+// where rl_lora_set_layer_grads says, and nowhere while it says NULL.
+void rl_lora_drop_grads(rl_lora_t *self);
+
 // Every A and B as one flat array (layer-major, module order, A then B) and the gradients in the
 // same layout (NULL without gradients). borrowed; valid until destroy.
 float *rl_lora_params(rl_lora_t *self, size_t *n_p);

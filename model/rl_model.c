@@ -462,6 +462,10 @@ float *rl_model_trainable(rl_model_t *self, size_t *n_p) {
     return NULL;
 }
 
+rl_lora_t *rl_model_lora(rl_model_t *self) {
+    return self->lora;
+}
+
 float *rl_model_weights_flat(rl_model_t *self, size_t *n_p) {
     // param_mem holds every tensor in HF order exactly when nothing points into the mapping
     // and it is the whole model (a frozen load may convert only some tensors)

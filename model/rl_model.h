@@ -11,6 +11,7 @@
 #define RL_MODEL_H
 
 #include "rl_hf.h"
+#include "rl_lora.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -127,6 +128,9 @@ float *rl_model_trainable(rl_model_t *self, size_t *n_p);
 // borrowed; valid until destroy.
 float *rl_model_weights_flat(rl_model_t *self, size_t *n_p);
 float *rl_model_trainable_grads(rl_model_t *self);
+// The LoRA adapter (NULL without one): a sharded trainer points its layers' gradients per unit.
+// borrowed; valid until destroy.
+rl_lora_t *rl_model_lora(rl_model_t *self);
 void rl_model_zero_grad(rl_model_t *self);
 
 // ---- training forward / backward --------------------------------------------------------------

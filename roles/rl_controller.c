@@ -294,8 +294,9 @@ static void s_print_placement(s_ctl_t *s, int threads) {
             lora = per_layer * cfg.num_hidden_layers * 4.0; // all-linear: an upper bound
         }
     }
-    double per = r->lora.enabled ? base / fsdp + 2 * lora + 2 * lora / fsdp
-                                 : base / fsdp * 4; // params, grads, m, v
+    // full: params, grads, m, v sharded; LoRA: the base sharded, A and B whole, their
+    // gradients, m and v sharded
+    double per = r->lora.enabled ? base / fsdp + lora + 3 * lora / fsdp : base / fsdp * 4;
     rl_log_info("mesh dp %d x fsdp %d = %d ranks %s; data split over all ranks (data_rank = "
                 "rank), parameters, gradients and optimizer state sharded over each row",
                 dp, fsdp, n, grid);

@@ -43,6 +43,16 @@ struct rl_fsdp {
     int n_rep;
     size_t n_repl, r_lo, *rcounts;
     float *rslice_p, *rslice_g, *rstage;
+    // LoRA's adapter (NULL: none): A and B whole on every rank (the forward reads them); each
+    // layer's gradients computed into a buffer of one layer and reduce-scattered into this rank's
+    // piece of the layer (rl_mesh_split of its span), the optimizer's state only the pieces'
+    rl_lora_t *lora;
+    size_t n_lora, n_ad, ad_cap, ad_tmp_cap;
+    size_t *ad_span, *ad_len, *ad_lo, *ad_off; // [L]: the layer's span in the flat array, its
+                                               // length, this rank's piece in it, in the pieces
+    size_t *ad_counts;                         // [L * fsdp] every rank's piece of each layer
+    float *ad_g, *ad_p, *ad_buf, *ad_tmp;      // gradient and parameter pieces; one layer's
+                                               // gradients; a reduce-scatter's output
     double coll_s;
 };
 
@@ -173,6 +183,47 @@ static void s_take_pieces(rl_fsdp_t *self) {
     }
 }
 
+// LoRA's adapter, split per layer over the fsdp group (see the struct).
+static int s_build_adapter(rl_fsdp_t *self, char *err, size_t err_len) {
+    rl_lora_t *lo = self->lora;
+    const int L = self->L, f = self->f;
+    rl_lora_params(lo, &self->n_lora);
+    self->ad_span = calloc((size_t)L + 1, sizeof(size_t));
+    self->ad_len = calloc((size_t)L + 1, sizeof(size_t));
+    self->ad_lo = calloc((size_t)L + 1, sizeof(size_t));
+    self->ad_off = calloc((size_t)L + 1, sizeof(size_t));
+    self->ad_counts = calloc((size_t)L * (size_t)f + 1, sizeof(size_t));
+    if (!self->ad_span || !self->ad_len || !self->ad_lo || !self->ad_off || !self->ad_counts) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    for (int l = 0; l < L; l++) {
+        self->ad_len[l] = rl_lora_layer_span(lo, l, &self->ad_span[l]);
+        self->ad_cap = self->ad_len[l] > self->ad_cap ? self->ad_len[l] : self->ad_cap;
+        for (int j = 0; j < f; j++) {
+            int64_t a, b;
+            rl_mesh_split((int64_t)self->ad_len[l], f, j, &a, &b);
+            self->ad_counts[(size_t)l * f + j] = (size_t)(b - a);
+            if (j == self->k) {
+                self->ad_lo[l] = (size_t)a;
+            }
+            if ((size_t)(b - a) > self->ad_tmp_cap) {
+                self->ad_tmp_cap = (size_t)(b - a);
+            }
+        }
+        self->ad_off[l] = self->n_ad;
+        self->n_ad += self->ad_counts[(size_t)l * f + self->k];
+    }
+    self->ad_g = calloc(self->n_ad + 1, sizeof(float));
+    self->ad_p = malloc((self->n_ad + 1) * sizeof(float));
+    self->ad_buf = f > 1 ? malloc((self->ad_cap + 1) * sizeof(float)) : NULL;
+    self->ad_tmp = malloc((self->ad_tmp_cap + 1) * sizeof(float));
+    if (!self->ad_g || !self->ad_p || (f > 1 && !self->ad_buf) || !self->ad_tmp) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory for the adapter's pieces");
+    }
+    rl_lora_drop_grads(lo); // each layer's gradients now go where the hook points them
+    return 0;
+}
+
 static int s_hook(void *ctx, int unit, rl_unit_event_t ev, char *msg, size_t msg_len);
 
 int rl_fsdp_new(rl_model_t *model, rl_coll_t *coll, const rl_optim_part_t *rep, int n_rep,
@@ -193,7 +244,11 @@ int rl_fsdp_new(rl_model_t *model, rl_coll_t *coll, const rl_optim_part_t *rep, 
     self->L = rl_model_config(model)->num_hidden_layers;
     self->full = rl_model_grads(model) != NULL;
     self->tied = rl_model_config(model)->tie_word_embeddings;
+    self->lora = rl_model_lora(model);
     int rc = s_build_units(self, err, err_len);
+    if (!rc && self->lora) {
+        rc = s_build_adapter(self, err, err_len);
+    }
     for (int i = 0; !rc && i < n_rep; i++) {
         self->rep[i] = rep[i];
         self->n_repl += rep[i].n;
@@ -267,6 +322,15 @@ void rl_fsdp_destroy(rl_fsdp_t **self_p) {
     free(self->rslice_p);
     free(self->rslice_g);
     free(self->rstage);
+    free(self->ad_span);
+    free(self->ad_len);
+    free(self->ad_lo);
+    free(self->ad_off);
+    free(self->ad_counts);
+    free(self->ad_g);
+    free(self->ad_p);
+    free(self->ad_buf);
+    free(self->ad_tmp);
     free(self);
     *self_p = NULL;
 }
@@ -295,6 +359,13 @@ static int s_hook(void *ctx, int unit, rl_unit_event_t ev, char *msg, size_t msg
         u->gathered = 1;
         return 0;
     case RL_UNIT_GRADS:
+        if (self->lora && !root) { // the layer's LoRA gradients: in place, or a zeroed buffer
+            float *g = f1 ? self->ad_g + self->ad_off[unit] : self->ad_buf;
+            if (!f1) {
+                memset(g, 0, self->ad_len[unit] * sizeof(float));
+            }
+            rl_lora_set_layer_grads(self->lora, unit, g);
+        }
         if (!self->full) {
             return 0;
         }
@@ -308,6 +379,18 @@ static int s_hook(void *ctx, int unit, rl_unit_event_t ev, char *msg, size_t msg
         u->grads_on = 1;
         return 0;
     case RL_UNIT_REDUCE:
+        if (self->lora && !root && !f1) {
+            double t0 = rl_clock_now();
+            int rc = rl_coll_reduce_scatter(self->coll, RL_MESH_FSDP, self->ad_buf, self->ad_tmp,
+                                            self->ad_counts + (size_t)unit * self->f, msg, msg_len);
+            if (s_coll_err(self, t0, rc)) {
+                return rc;
+            }
+            float *g = self->ad_g + self->ad_off[unit];
+            for (size_t i = 0; i < self->ad_counts[(size_t)unit * self->f + self->k]; i++) {
+                g[i] += self->ad_tmp[i];
+            }
+        }
         if (!self->full || f1 || !u->grads_on) {
             return 0;
         } else {
@@ -325,6 +408,9 @@ static int s_hook(void *ctx, int unit, rl_unit_event_t ev, char *msg, size_t msg
             return 0;
         }
     case RL_UNIT_RELEASE:
+        if (self->lora && !root) {
+            rl_lora_set_layer_grads(self->lora, unit, NULL);
+        }
         s_point(self, u, NULL, 0);
         if (self->full) {
             s_point(self, u, NULL, 1);
@@ -341,6 +427,8 @@ int rl_fsdp_optim_parts(rl_fsdp_t *self, rl_optim_part_t parts[2]) {
     int k = 0;
     if (self->full) {
         parts[k++] = (rl_optim_part_t){self->shard, self->gshard, self->n_shard};
+    } else if (self->lora) {
+        parts[k++] = (rl_optim_part_t){self->ad_p, self->ad_g, self->n_ad};
     }
     if (self->n_repl) {
         parts[k++] = (rl_optim_part_t){self->rslice_p, self->rslice_g, self->rcounts[self->k]};
@@ -349,11 +437,18 @@ int rl_fsdp_optim_parts(rl_fsdp_t *self, rl_optim_part_t parts[2]) {
 }
 
 size_t rl_fsdp_optim_size(const rl_fsdp_t *self) {
-    return (self->full ? self->n_shard : 0) + (self->n_repl ? self->rcounts[self->k] : 0);
+    return (self->full   ? self->n_shard
+            : self->lora ? self->n_ad
+                         : 0) +
+           (self->n_repl ? self->rcounts[self->k] : 0);
 }
 
 size_t rl_fsdp_replicated_size(const rl_fsdp_t *self) {
     return self->n_repl;
+}
+
+size_t rl_fsdp_whole_state_size(const rl_fsdp_t *self) {
+    return (self->full ? self->full_n : self->lora ? self->n_lora : 0) + self->n_repl;
 }
 size_t rl_fsdp_full_size(const rl_fsdp_t *self) {
     return self->full_n;
@@ -362,6 +457,9 @@ size_t rl_fsdp_full_size(const rl_fsdp_t *self) {
 void rl_fsdp_zero_grad(rl_fsdp_t *self) {
     if (self->gshard) {
         memset(self->gshard, 0, self->n_shard * sizeof(float));
+    }
+    if (self->ad_g) {
+        memset(self->ad_g, 0, self->n_ad * sizeof(float));
     }
     for (int i = 0; i < self->n_rep; i++) {
         memset(self->rep[i].grads, 0, self->rep[i].n * sizeof(float));
@@ -386,6 +484,16 @@ int rl_fsdp_reduce_grads(rl_fsdp_t *self, double max_norm, double *norm, char *e
     if (self->full && self->dp > 1) {
         rc = rl_coll_all_reduce(self->coll, RL_MESH_DP, self->gshard, self->n_shard, err, err_len);
     }
+    if (!rc && self->lora) {
+        if (self->dp > 1) {
+            rc = rl_coll_all_reduce(self->coll, RL_MESH_DP, self->ad_g, self->n_ad, err, err_len);
+        }
+        float *mem = rl_lora_params(self->lora, NULL); // whole and the same on every rank
+        for (int l = 0; l < self->L; l++) {
+            memcpy(self->ad_p + self->ad_off[l], mem + self->ad_span[l] + self->ad_lo[l],
+                   self->ad_counts[(size_t)l * self->f + self->k] * sizeof(float));
+        }
+    }
     if (!rc && self->n_repl) {
         s_rep_copy(self, self->rstage, 1, 1);
         rc = rl_coll_reduce_scatter(self->coll, RL_MESH_FSDP, self->rstage, self->rslice_g,
@@ -399,6 +507,9 @@ int rl_fsdp_reduce_grads(rl_fsdp_t *self, double max_norm, double *norm, char *e
     double ss = 0.0;
     for (size_t i = 0; self->full && i < self->n_shard; i++) {
         ss += (double)self->gshard[i] * (double)self->gshard[i];
+    }
+    for (size_t i = 0; self->lora && i < self->n_ad; i++) {
+        ss += (double)self->ad_g[i] * (double)self->ad_g[i];
     }
     for (size_t i = 0; i < rk; i++) {
         ss += (double)self->rslice_g[i] * (double)self->rslice_g[i];
@@ -418,6 +529,9 @@ int rl_fsdp_reduce_grads(rl_fsdp_t *self, double max_norm, double *norm, char *e
             for (size_t i = 0; self->full && i < self->n_shard; i++) {
                 self->gshard[i] *= c;
             }
+            for (size_t i = 0; self->lora && i < self->n_ad; i++) {
+                self->ad_g[i] *= c;
+            }
             for (size_t i = 0; i < rk; i++) {
                 self->rslice_g[i] *= c;
             }
@@ -426,13 +540,32 @@ int rl_fsdp_reduce_grads(rl_fsdp_t *self, double max_norm, double *norm, char *e
     return 0;
 }
 
+// Every layer's pieces of `pieces` (the adapter pieces' layout) all-gathered into `flat` (the
+// adapter's layout: layer spans laid end to end).
+static int s_gather_adapter(rl_fsdp_t *self, const float *pieces, float *flat, char *err,
+                            size_t err_len) {
+    int rc = 0;
+    double t0 = rl_clock_now();
+    for (int l = 0; !rc && l < self->L; l++) {
+        rc = rl_coll_all_gather(self->coll, RL_MESH_FSDP, pieces + self->ad_off[l],
+                                flat + self->ad_span[l], self->ad_counts + (size_t)l * self->f, err,
+                                err_len);
+    }
+    s_coll_err(self, t0, 0);
+    return rc;
+}
+
 int rl_fsdp_gather_replicated(rl_fsdp_t *self, char *err, size_t err_len) {
-    if (!self->n_repl) {
-        return 0;
+    int rc = 0;
+    if (self->lora) { // the updated pieces of the adapter back into its whole A and B
+        rc = s_gather_adapter(self, self->ad_p, rl_lora_params(self->lora, NULL), err, err_len);
+    }
+    if (rc || !self->n_repl) {
+        return rc;
     }
     double t0 = rl_clock_now();
-    int rc = rl_coll_all_gather(self->coll, RL_MESH_FSDP, self->rslice_p, self->rstage,
-                                self->rcounts, err, err_len);
+    rc = rl_coll_all_gather(self->coll, RL_MESH_FSDP, self->rslice_p, self->rstage, self->rcounts,
+                            err, err_len);
     s_coll_err(self, t0, 0);
     if (!rc) {
         s_rep_copy(self, self->rstage, 0, 0);
@@ -502,8 +635,11 @@ int rl_fsdp_scatter_model(rl_fsdp_t *self, rl_model_t *src, char *err, size_t er
 
 int rl_fsdp_gather_state(rl_fsdp_t *self, const float *state, float *out, char *err,
                          size_t err_len) {
-    size_t head = self->full ? self->full_n : 0, sh = self->full ? self->n_shard : 0;
-    int rc = self->full ? s_gather_units(self, state, out, err, err_len) : 0;
+    size_t head = self->full ? self->full_n : self->lora ? self->n_lora : 0;
+    size_t sh = self->full ? self->n_shard : self->lora ? self->n_ad : 0;
+    int rc = self->full   ? s_gather_units(self, state, out, err, err_len)
+             : self->lora ? s_gather_adapter(self, state, out, err, err_len)
+                          : 0;
     if (!rc && self->n_repl) {
         double t0 = rl_clock_now();
         rc = rl_coll_all_gather(self->coll, RL_MESH_FSDP, state + sh, out + head, self->rcounts,
@@ -514,10 +650,15 @@ int rl_fsdp_gather_state(rl_fsdp_t *self, const float *state, float *out, char *
 }
 
 void rl_fsdp_scatter_state(rl_fsdp_t *self, const float *whole, float *state) {
-    size_t head = self->full ? self->full_n : 0, sh = self->full ? self->n_shard : 0;
+    size_t head = self->full ? self->full_n : self->lora ? self->n_lora : 0;
+    size_t sh = self->full ? self->n_shard : self->lora ? self->n_ad : 0;
     for (int ui = 0; self->full && ui <= self->L; ui++) {
         s_unit_t *u = &self->units[ui];
         s_piece_copy(self, u, state + u->shard_off, (float *)(uintptr_t)whole, 1);
+    }
+    for (int l = 0; self->lora && !self->full && l < self->L; l++) {
+        memcpy(state + self->ad_off[l], whole + self->ad_span[l] + self->ad_lo[l],
+               self->ad_counts[(size_t)l * self->f + self->k] * sizeof(float));
     }
     memcpy(state + sh, whole + head + self->r_lo, self->rcounts[self->k] * sizeof(float));
 }
@@ -525,9 +666,10 @@ void rl_fsdp_scatter_state(rl_fsdp_t *self, const float *whole, float *state) {
 void rl_fsdp_bytes(const rl_fsdp_t *self, rl_fsdp_bytes_t *out) {
     const size_t fs = sizeof(float);
     out->params = self->n_shard * fs;
-    out->grads = self->full ? self->n_shard * fs : 0;
-    out->replicated = 2 * self->n_repl * fs;
+    out->grads = (self->full ? self->n_shard : self->lora ? self->n_ad : 0) * fs;
+    out->replicated = ((self->lora ? self->n_lora : 0) + 2 * self->n_repl) * fs;
     size_t bufs = self->f > 1 ? (self->lcap + self->rcap) * (self->full ? 2 : 1) : 0;
+    bufs += self->f > 1 && self->lora ? self->ad_cap : 0;
     out->buffers = bufs * fs;
 }
 

@@ -8,11 +8,13 @@
 // micro-batches); the dp group then sums the shards (all-reduce), so every gradient is the sum over
 // all ranks' rows. AdamW updates only the shard; its state is only the shard's.
 //
-// Trainables that stay whole on every rank (LoRA's A and B, a critic's head: small next to the
-// frozen base) are *replicated*: their gradients are reduce-scattered over the fsdp group and
-// summed over dp, the optimizer holds only this rank's slice, and the updated slices are
-// all-gathered back. The frozen base under LoRA (and a frozen reference) is sharded like full
-// tuning's parameters, without gradients.
+// LoRA's A and B stay whole on every rank (the forward reads them; small next to the frozen base,
+// which is sharded like full tuning's parameters, without gradients), but each layer's adapter
+// gradients are computed into a buffer of one layer and reduce-scattered into this rank's piece
+// of that layer (summed over dp after the pass); the optimizer holds the pieces' state and the
+// updated pieces are all-gathered back. Other trainables that stay whole (rep: a critic's or
+// reward model's head) are *replicated*: their gradients are reduce-scattered over the fsdp group
+// and summed over dp, the optimizer holds this rank's slice, the slices are all-gathered back.
 //
 // With fsdp = 1 a unit is used in place (no copies) and its gradients accumulate in place, as in
 // a 1×1 run. Collectives are blocking and every rank of the mesh must make the same calls in the
@@ -68,17 +70,20 @@ void rl_fsdp_scatter_full(rl_fsdp_t *self, const float *full);
 // unsharded), tensor by tensor by name. Returns 0 or RL_EINVAL naming a missing tensor.
 int rl_fsdp_scatter_model(rl_fsdp_t *self, rl_model_t *src, char *err, size_t err_len);
 // The optimizer state's layout is rl_fsdp_optim_parts'; whole-model state (a 1×1 run's m or v:
-// full parameters in HF order, then the replicated trainables in order) maps to it:
+// full parameters in HF order, or LoRA's adapter, then the replicated trainables in order; of
+// rl_fsdp_whole_state_size floats) maps to it:
 // gather: out (full_size + replicated size floats) from this rank's `state` (optim_size floats),
 // on every rank of this rank's fsdp group; scatter: the reverse.
 int rl_fsdp_gather_state(rl_fsdp_t *self, const float *state, float *out, char *err,
                          size_t err_len);
 void rl_fsdp_scatter_state(rl_fsdp_t *self, const float *whole, float *state);
 size_t rl_fsdp_replicated_size(const rl_fsdp_t *self);
+size_t rl_fsdp_whole_state_size(const rl_fsdp_t *self);
 
-// This rank's bytes: persistent (shards: parameters, gradients; the replicated trainables and
-// their gradients count whole) and transient (the gather and gradient buffers of the root and of
-// one layer, held only while those units are computed).
+// This rank's bytes: persistent (shards: parameters; gradients: full tuning's shard or the
+// adapter's pieces; replicated: LoRA's whole A and B, the head and its gradients) and transient
+// (the gather and gradient buffers of the root and of one layer, held only while those units are
+// computed).
 typedef struct {
     size_t params, grads, replicated, buffers;
 } rl_fsdp_bytes_t;

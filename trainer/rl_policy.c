@@ -100,13 +100,10 @@ static int s_shard_model(rl_policy_t *p, rl_model_t *m, char *err, size_t err_le
         return rl_errf(err, err_len, RL_EUNSUPPORTED,
                        "a sharded model is loaded once (a checkpoint's weights are scattered)");
     }
-    rl_optim_part_t rep[2];
+    rl_optim_part_t rep[1];
     int n_rep = 0;
     size_t n = 0;
-    float *lora = rl_model_grads(m) ? NULL : rl_model_trainable(m, &n);
-    if (lora) {
-        rep[n_rep++] = (rl_optim_part_t){lora, rl_model_trainable_grads(m), n};
-    }
+    float *lora = rl_model_grads(m) ? NULL : rl_model_trainable(m, &n); // whole on every rank
     if (p->head) {
         rep[n_rep++] = (rl_optim_part_t){p->head, p->dhead, (size_t)p->C};
     }
@@ -118,7 +115,7 @@ static int s_shard_model(rl_policy_t *p, rl_model_t *m, char *err, size_t err_le
     }
     p->model = m;
     p->params = lora; // full tuning: gathered on demand (rl_policy_weights)
-    p->grads = lora ? rl_model_trainable_grads(m) : NULL;
+    p->grads = NULL;  // the adapter's gradients: rl_fsdp's pieces
     p->n_params = lora ? n : rl_fsdp_full_size(p->fsdp);
     return 0;
 }
@@ -286,8 +283,8 @@ void rl_policy_bytes(const rl_policy_t *self, rl_policy_bytes_t *out) {
     // gradients as the replicated part of a mesh would count them
     int lora = rl_policy_is_lora(self);
     out->params = (size_t)rl_model_param_count(self->model) * sizeof(float);
-    out->grads = lora ? 0 : self->n_params * sizeof(float);
-    out->replicated = 2 * ((lora ? self->n_params : 0) + (size_t)self->C) * sizeof(float);
+    out->grads = self->n_params * sizeof(float);
+    out->replicated = ((lora ? self->n_params : 0) + 2 * (size_t)self->C) * sizeof(float);
 }
 
 int rl_policy_has_head(const rl_policy_t *self) { return self->head != NULL; }
@@ -1075,8 +1072,7 @@ static int s_whole_model(rl_policy_t *p, rl_model_t **out, char *err, size_t err
 
 // The whole optimizer state's size (the 1×1 layout).
 static size_t s_whole_state(const rl_policy_t *p) {
-    return (rl_policy_is_lora(p) ? 0 : rl_fsdp_full_size(p->fsdp)) +
-           rl_fsdp_replicated_size(p->fsdp);
+    return rl_fsdp_whole_state_size(p->fsdp);
 }
 
 static int s_save_mesh(rl_policy_t *self, const char *dir, const char *base_model, char *err,

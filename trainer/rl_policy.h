@@ -82,10 +82,11 @@ typedef enum { RL_POLICY_ACTOR = 0, RL_POLICY_CRITIC = 1, RL_POLICY_RM = 2 } rl_
 int rl_policy_new_sharded(const rl_recipe_t *recipe, int threads, rl_policy_kind_t kind,
                           rl_coll_t *coll, rl_policy_t **out, char *err, size_t err_len);
 
-// This rank's bytes of model state: parameters (every frozen or trainable one; on a mesh this
-// rank's shard), full tuning's gradients (shard), the replicated trainables (LoRA's adapter, a
-// head) with their gradients, the optimizer's m and v, and the transient gather/gradient buffers
-// of a mesh (a layer and the root unit); coll_seconds: time in the mesh's collectives so far.
+// This rank's bytes of model state: parameters (the base's, frozen or trained; on a mesh this
+// rank's shard), the gradients (full tuning's, or LoRA's adapter's; on a mesh this rank's
+// pieces), what stays whole on every rank (LoRA's A and B; a head and its gradient), the
+// optimizer's m and v, and the transient gather/gradient buffers of a mesh (a layer and the root
+// unit); coll_seconds: time in the mesh's collectives so far.
 typedef struct {
     size_t params, grads, replicated, optimizer, buffers;
     double coll_seconds;
