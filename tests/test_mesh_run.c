@@ -3,8 +3,8 @@
 //   1. every algorithm trains on the mesh as on 1×1: SFT (full tuning) and GRPO (LoRA, a KL term
 //      to the reference = the adapter disabled) on dp 2 × fsdp 1, dp 1 × fsdp 2 and dp 2 × fsdp 2;
 //      GRPO with full tuning (the frozen reference sharded too), PPO (LoRA, the critic sharded on
-//      the actor's ranks, or in a worker of its own) and DPO (LoRA, pairs never split) on dp 1 ×
-//      fsdp 2 and dp 2 × fsdp 2.
+//      the actor's ranks, or in a worker of its own), DPO and a reward model (LoRA, pairs never
+//      split) on dp 1 × fsdp 2 and dp 2 × fsdp 2.
 //      Every training metric of every step within the tolerances below of the 1×1 run's, and the
 //      final weights (adapter or model) too;
 //   2. the placement is printed: the rank grid and one line per rank (roles, host, pid, threads,
@@ -45,24 +45,30 @@ static char s_tmp[] = "/tmp/rl_test_mesh_XXXXXX";
 static const char *const s_shapes[][2] = {{"2", "1"}, {"1", "2"}, {"2", "2"}};
 
 // The recipes: the cookbook's, shortened (5 steps, no evaluation, no warmup, small batches).
+static const struct {
+    const char *algo, *recipe;
+} s_recipes[] = {
+    {"sft", "cookbook/sft_arith.yaml train.batch_size=16 train.micro_batch_size=4 "
+            "train.log_every=1"},
+    {"grpo", "cookbook/grpo_lora.yaml train.batch_size=4 algorithm.num_generations=4 "
+             "train.micro_batch_size=4 algorithm.beta=0.04"},
+    {"ppo", "cookbook/ppo_lora.yaml train.batch_size=8 algorithm.epochs=2 "
+            "algorithm.mini_batches=2 train.micro_batch_size=2"},
+    {"ppo_cw", "cookbook/ppo_lora.yaml train.batch_size=8 algorithm.epochs=2 "
+               "algorithm.mini_batches=2 train.micro_batch_size=2 roles.critic=worker"},
+    {"dpo", "cookbook/dpo_lora.yaml train.batch_size=4 train.micro_batch_size=2 "
+            "train.log_every=1"},
+    {"rm", "cookbook/rm_lora.yaml train.batch_size=4 train.micro_batch_size=2 "
+           "train.log_every=1"},
+};
+
 static void s_args(char *buf, size_t cap, const char *algo, const char *run, const char *extra) {
-    char full[700];
+    char full[700]; // GRPO with full tuning: s_grpo_full_recipe's file
     snprintf(full, sizeof full, "%s/grpo_full.yaml", s_tmp);
-    const char *base = !strcmp(algo, "grpo_full") ? full
-                       : !strcmp(algo, "sft")     ? "cookbook/sft_arith.yaml train.batch_size=16 "
-                                                    "train.micro_batch_size=4 train.log_every=1"
-                       : !strcmp(algo, "ppo")     ? "cookbook/ppo_lora.yaml train.batch_size=8 "
-                                                    "algorithm.epochs=2 algorithm.mini_batches=2 "
-                                                    "train.micro_batch_size=2"
-                       : !strcmp(algo, "ppo_cw")  ? "cookbook/ppo_lora.yaml train.batch_size=8 "
-                                                    "algorithm.epochs=2 algorithm.mini_batches=2 "
-                                                    "train.micro_batch_size=2 roles.critic=worker"
-                       : !strcmp(algo, "dpo")
-                           ? "cookbook/dpo_lora.yaml train.batch_size=4 "
-                             "train.micro_batch_size=2 train.log_every=1"
-                           : "cookbook/grpo_lora.yaml train.batch_size=4 "
-                             "algorithm.num_generations=4 train.micro_batch_size=4 "
-                             "algorithm.beta=0.04";
+    const char *base = full;
+    for (size_t i = 0; i < sizeof s_recipes / sizeof s_recipes[0]; i++) {
+        base = !strcmp(algo, s_recipes[i].algo) ? s_recipes[i].recipe : base;
+    }
     snprintf(buf, cap,
              "run %s%s%s run.dir=%s/%s train.steps=5 optim.warmup_steps=0 train.eval_every=0 "
              "train.save_every=0 roles.samplers=1 roles.actor_threads=1 roles.sampler_threads=1 "
@@ -180,7 +186,9 @@ static void s_case(const char *algo, const char *tune, const char *extra, int al
         free(out);
         return;
     }
-    const char *file = !strcmp(tune, "full") ? "model.safetensors" : "adapter_model.safetensors";
+    // a reward model's final/ is an HF sequence classifier (LoRA merged)
+    const char *file = !strcmp(tune, "full") || !strcmp(algo, "rm") ? "model.safetensors"
+                                                                    : "adapter_model.safetensors";
     for (int k = all_shapes ? 0 : 1; k < 3; k++) {
         char mrun[64];
         snprintf(mrun, sizeof mrun, "%s-%s-%sx%s", algo, tune, s_shapes[k][0], s_shapes[k][1]);
@@ -336,13 +344,15 @@ int main(void) {
     s_case("grpo", "lora", "", 1);
     printf("GRPO, full tuning, the reference sharded\n");
     s_grpo_full_recipe();
-    s_case("grpo_full", "full", "", 0);
+    s_case("grpo_full", "full", "", 0); // not in s_recipes: s_args takes the file
     printf("PPO, LoRA, the critic on the actor's ranks\n");
     s_case("ppo", "lora", "", 0);
     printf("PPO, LoRA, the critic in a worker of its own (one process)\n");
     s_case("ppo_cw", "lora", "", 0);
     printf("DPO, LoRA\n");
     s_case("dpo", "lora", "", 0);
+    printf("a reward model, LoRA\n");
+    s_case("rm", "lora", "", 0);
     printf("checkpoints reshard\n");
     s_reshard("1", "1", "2", "2");
     s_reshard("2", "2", "1", "1");
