@@ -58,16 +58,14 @@ struct rl_fsdp {
 
 // ---- pieces -----------------------------------------------------------------------------------
 
-// Copies between this rank's piece of unit u (piece: its floats) and the whole-model array
-// (HF order). to_piece: whole -> piece; else piece -> whole.
-static void s_piece_copy(const rl_fsdp_t *self, const s_unit_t *u, float *piece, float *whole,
-                         int to_piece) {
+// This rank's piece of unit u (piece: its floats) from a whole-model array (HF order).
+static void s_piece_copy(const rl_fsdp_t *self, const s_unit_t *u, float *piece,
+                         const float *whole) {
     size_t lo = u->lo, hi = u->lo + u->counts[self->k], off = 0;
     for (int i = 0; i < u->n_t; i++) {
         size_t a = off > lo ? off : lo, b = off + u->t[i].n < hi ? off + u->t[i].n : hi;
         if (a < b) {
-            float *w = whole + u->t[i].hf_off + (a - off), *p = piece + (a - lo);
-            memcpy(to_piece ? p : w, to_piece ? w : p, (b - a) * sizeof(float));
+            memcpy(piece + (a - lo), whole + u->t[i].hf_off + (a - off), (b - a) * sizeof(float));
         }
         off += u->t[i].n;
     }
@@ -165,22 +163,6 @@ static int s_build_units(rl_fsdp_t *self, char *err, size_t err_len) {
         self->tmp_cap = u->counts[0] > self->tmp_cap ? u->counts[0] : self->tmp_cap;
     }
     return 0;
-}
-
-// Copies this rank's pieces out of the loaded tensors (read in place from the mapping).
-static void s_take_pieces(rl_fsdp_t *self) {
-    for (int ui = 0; ui <= self->L; ui++) {
-        s_unit_t *u = &self->units[ui];
-        size_t lo = u->lo, hi = u->lo + u->counts[self->k], off = 0;
-        for (int i = 0; i < u->n_t; i++) {
-            size_t a = off > lo ? off : lo, b = off + u->t[i].n < hi ? off + u->t[i].n : hi;
-            if (a < b) {
-                memcpy(self->shard + u->shard_off + (a - lo), *u->t[i].slot + (a - off),
-                       (b - a) * sizeof(float));
-            }
-            off += u->t[i].n;
-        }
-    }
 }
 
 // LoRA's adapter, split per layer over the fsdp group (see the struct).
@@ -285,11 +267,13 @@ int rl_fsdp_new(rl_model_t *model, rl_coll_t *coll, const rl_optim_part_t *rep, 
             rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory for the parameter shards");
         }
     }
+    if (!rc) { // this rank's pieces out of the loaded tensors (read in place from the mapping)
+        rc = rl_fsdp_scatter_model(self, model, err, err_len);
+    }
     if (rc) {
         rl_fsdp_destroy(&self);
         return rc;
     }
-    s_take_pieces(self);
     rl_model_drop_weights(model);
     rl_model_set_unit_hook(model, s_hook, self);
     *out = self;
@@ -607,7 +591,7 @@ int rl_fsdp_gather_full(rl_fsdp_t *self, float *out, char *err, size_t err_len) 
 void rl_fsdp_scatter_full(rl_fsdp_t *self, const float *full) {
     for (int ui = 0; ui <= self->L; ui++) {
         s_unit_t *u = &self->units[ui];
-        s_piece_copy(self, u, self->shard + u->shard_off, (float *)(uintptr_t)full, 1);
+        s_piece_copy(self, u, self->shard + u->shard_off, full);
     }
 }
 
@@ -654,7 +638,7 @@ void rl_fsdp_scatter_state(rl_fsdp_t *self, const float *whole, float *state) {
     size_t sh = self->full ? self->n_shard : self->lora ? self->n_ad : 0;
     for (int ui = 0; self->full && ui <= self->L; ui++) {
         s_unit_t *u = &self->units[ui];
-        s_piece_copy(self, u, state + u->shard_off, (float *)(uintptr_t)whole, 1);
+        s_piece_copy(self, u, state + u->shard_off, whole);
     }
     for (int l = 0; self->lora && !self->full && l < self->L; l++) {
         memcpy(state + self->ad_off[l], whole + self->ad_span[l] + self->ad_lo[l],
