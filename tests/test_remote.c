@@ -49,14 +49,16 @@ static void s_netns_down(void) {
 static void s_netns_up(void) {
     char cmd[2048], out[512] = "";
     int id = (int)getpid() % 100000;
+    // a subnet of this run's own (10.231.20-219.0/24, by pid): two runs at once do not collide
+    int net = 20 + id % 200;
     snprintf(s_ns, sizeof s_ns, "rlt%d", id);
     snprintf(s_veth, sizeof s_veth, "rlh%d", id);
     snprintf(cmd, sizeof cmd,
              "set -e; ip netns add %s; ip link add %s type veth peer name rls%d; "
-             "ip link set rls%d netns %s; ip addr add 10.231.77.1/24 dev %s; ip link set %s up; "
-             "ip netns exec %s ip addr add 10.231.77.2/24 dev rls%d; "
+             "ip link set rls%d netns %s; ip addr add 10.231.%d.1/24 dev %s; ip link set %s up; "
+             "ip netns exec %s ip addr add 10.231.%d.2/24 dev rls%d; "
              "ip netns exec %s ip link set rls%d up; ip netns exec %s ip link set lo up 2>&1",
-             s_ns, s_veth, id, id, s_ns, s_veth, s_veth, s_ns, id, s_ns, id, s_ns);
+             s_ns, s_veth, id, id, s_ns, net, s_veth, s_veth, s_ns, net, id, s_ns, id, s_ns);
     if (rl_test_shell(cmd, out, sizeof out) != 0) {
         printf("network namespaces unavailable here (%s): the samplers listen on loopback\n",
                out[0] ? out : "ip netns failed");
@@ -64,8 +66,9 @@ static void s_netns_up(void) {
         s_ns[0] = '\0';
         return;
     }
-    snprintf(s_host, sizeof s_host, "10.231.77.2");
-    printf("samplers in network namespace %s at %s, the controller at 10.231.77.1\n", s_ns, s_host);
+    snprintf(s_host, sizeof s_host, "10.231.%d.2", net);
+    printf("samplers in network namespace %s at %s, the controller at 10.231.%d.1\n", s_ns, s_host,
+           net);
 }
 
 // ---- samplers ---------------------------------------------------------------------------------
