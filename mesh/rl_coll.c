@@ -20,8 +20,7 @@ struct rl_coll {
     rl_mesh_t mesh;
     int rank;
     const rl_coll_module_t *mpi; // NULL: the single-process backend
-    void *state;                 // the module's
-    void *dl;                    // the module's handle
+    void *state;                 // the module's (the module stays loaded until exit)
 };
 
 int rl_coll_single(rl_coll_t **out, char *err, size_t err_len) {
@@ -98,7 +97,6 @@ int rl_coll_mpi(const rl_mesh_t *mesh, int *argc, char ***argv, rl_coll_t **out,
     }
     c->mesh = *mesh;
     c->mpi = m;
-    c->dl = dl;
     if (m->init(mesh, argc, argv, &c->state, &c->rank, msg, sizeof msg) != 0) {
         dlclose(dl);
         free(c);
@@ -149,24 +147,25 @@ static int s_done(int r, const char *msg, char *err, size_t err_len) {
     return r == 0 ? 0 : rl_errf(err, err_len, RL_EIO, "%s", msg);
 }
 
-int rl_coll_all_reduce(rl_coll_t *self, rl_mesh_axis_t axis, float *buf, size_t n, char *err,
-                       size_t err_len) {
+// In-place sum over the group of n floats (f64 = 0) or doubles.
+static int s_all_reduce(rl_coll_t *self, rl_mesh_axis_t axis, void *buf, size_t n, int f64,
+                        char *err, size_t err_len) {
     char msg[512];
     if (s_alone(self, axis) || n == 0) {
         return 0;
     }
-    return s_done(self->mpi->all_reduce(self->state, axis, buf, n, 0, msg, sizeof msg), msg, err,
+    return s_done(self->mpi->all_reduce(self->state, axis, buf, n, f64, msg, sizeof msg), msg, err,
                   err_len);
+}
+
+int rl_coll_all_reduce(rl_coll_t *self, rl_mesh_axis_t axis, float *buf, size_t n, char *err,
+                       size_t err_len) {
+    return s_all_reduce(self, axis, buf, n, 0, err, err_len);
 }
 
 int rl_coll_all_reduce_f64(rl_coll_t *self, rl_mesh_axis_t axis, double *buf, size_t n, char *err,
                            size_t err_len) {
-    char msg[512];
-    if (s_alone(self, axis) || n == 0) {
-        return 0;
-    }
-    return s_done(self->mpi->all_reduce(self->state, axis, buf, n, 1, msg, sizeof msg), msg, err,
-                  err_len);
+    return s_all_reduce(self, axis, buf, n, 1, err, err_len);
 }
 
 int rl_coll_reduce_scatter(rl_coll_t *self, rl_mesh_axis_t axis, const float *in, float *out,

@@ -285,13 +285,15 @@ static void s_print_placement(s_ctl_t *s, int threads) {
     double base = 0, lora = 0;
     if (rl_hf_config_load(r->model.path, &cfg, msg, sizeof msg) == 0) {
         base = (double)rl_hf_param_count(&cfg) * 4.0;
-        if (r->lora.enabled) {
-            int R = r->lora.r, C = cfg.hidden_size, I = cfg.intermediate_size;
-            int QD = cfg.num_attention_heads * cfg.head_dim;
-            int KVD = cfg.num_key_value_heads * cfg.head_dim;
-            double per_layer =
-                (double)R * ((C + QD) + 2.0 * (C + KVD) + (QD + C) + 2.0 * (C + I) + (I + C));
-            lora = per_layer * cfg.num_hidden_layers * 4.0; // all-linear: an upper bound
+        if (r->lora.enabled) { // the adapter's floats: r (in + out) per targeted module
+            rl_model_opts_t mo;
+            rl_policy_model_opts(r, 0, &mo);
+            for (int m = 0; m < RL_LORA_NMOD; m++) {
+                int in, out;
+                rl_lora_module_dims(&cfg, m, &in, &out);
+                lora += (mo.lora_targets >> m & 1) * 4.0 * r->lora.r * (in + out) *
+                        cfg.num_hidden_layers;
+            }
         }
     }
     // full: params, grads, m, v sharded; LoRA: the base sharded, A and B whole, their

@@ -36,7 +36,8 @@ struct rl_fsdp {
     s_unit_t *units;       // [L + 1]: the layers, then the root
     float *shard, *gshard; // this rank's pieces, units in order; gshard: full tuning only
     size_t n_shard, full_n;
-    float *lbuf, *rbuf, *lgbuf, *rgbuf, *tmp; // gather/gradient buffers: a layer, the root
+    float *lbuf, *rbuf, *lgbuf, *rgbuf; // gather/gradient buffers: a layer, the root
+    float *tmp;                         // a reduce-scatter's output (the largest piece)
     size_t lcap, rcap, tmp_cap;
     // replicated trainables: the parts, their sizes split over the fsdp group, this rank's slice
     rl_optim_part_t rep[4];
@@ -47,16 +48,30 @@ struct rl_fsdp {
     // layer's gradients computed into a buffer of one layer and reduce-scattered into this rank's
     // piece of the layer (rl_mesh_split of its span), the optimizer's state only the pieces'
     rl_lora_t *lora;
-    size_t n_lora, n_ad, ad_cap, ad_tmp_cap;
+    size_t n_lora, n_ad, ad_cap;
     size_t *ad_span, *ad_len, *ad_lo, *ad_off; // [L]: the layer's span in the flat array, its
                                                // length, this rank's piece in it, in the pieces
     size_t *ad_counts;                         // [L * fsdp] every rank's piece of each layer
-    float *ad_g, *ad_p, *ad_buf, *ad_tmp;      // gradient and parameter pieces; one layer's
-                                               // gradients; a reduce-scatter's output
+    float *ad_g, *ad_p, *ad_buf;               // gradient and parameter pieces; one layer's
+                                               // gradients
     double coll_s;
 };
 
 // ---- pieces -----------------------------------------------------------------------------------
+
+// The even split of n floats over the fsdp group (rl_mesh_split): counts[j] for each member;
+// returns where this rank's piece starts. Grows *cap to the largest piece.
+static size_t s_split(const rl_fsdp_t *self, size_t n, size_t *counts, size_t *cap) {
+    size_t mine = 0;
+    for (int j = 0; j < self->f; j++) {
+        int64_t lo, hi;
+        rl_mesh_split((int64_t)n, self->f, j, &lo, &hi);
+        counts[j] = (size_t)(hi - lo);
+        mine = j == self->k ? (size_t)lo : mine;
+        *cap = counts[j] > *cap ? counts[j] : *cap;
+    }
+    return mine;
+}
 
 // This rank's piece of unit u (piece: its floats) from a whole-model array (HF order).
 static void s_piece_copy(const rl_fsdp_t *self, const s_unit_t *u, float *piece,
@@ -148,19 +163,11 @@ static int s_build_units(rl_fsdp_t *self, char *err, size_t err_len) {
         if (!(u->counts = calloc((size_t)self->f, sizeof *u->counts))) {
             return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
         }
-        for (int j = 0; j < self->f; j++) {
-            int64_t lo, hi;
-            rl_mesh_split((int64_t)u->numel, self->f, j, &lo, &hi);
-            u->counts[j] = (size_t)(hi - lo);
-            if (j == self->k) {
-                u->lo = (size_t)lo;
-            }
-        }
+        u->lo = s_split(self, u->numel, u->counts, &self->tmp_cap);
         u->shard_off = self->n_shard;
         self->n_shard += u->counts[self->k];
         size_t *cap = ui == self->L ? &self->rcap : &self->lcap;
         *cap = u->numel > *cap ? u->numel : *cap;
-        self->tmp_cap = u->counts[0] > self->tmp_cap ? u->counts[0] : self->tmp_cap;
     }
     return 0;
 }
@@ -181,25 +188,15 @@ static int s_build_adapter(rl_fsdp_t *self, char *err, size_t err_len) {
     for (int l = 0; l < L; l++) {
         self->ad_len[l] = rl_lora_layer_span(lo, l, &self->ad_span[l]);
         self->ad_cap = self->ad_len[l] > self->ad_cap ? self->ad_len[l] : self->ad_cap;
-        for (int j = 0; j < f; j++) {
-            int64_t a, b;
-            rl_mesh_split((int64_t)self->ad_len[l], f, j, &a, &b);
-            self->ad_counts[(size_t)l * f + j] = (size_t)(b - a);
-            if (j == self->k) {
-                self->ad_lo[l] = (size_t)a;
-            }
-            if ((size_t)(b - a) > self->ad_tmp_cap) {
-                self->ad_tmp_cap = (size_t)(b - a);
-            }
-        }
+        self->ad_lo[l] =
+            s_split(self, self->ad_len[l], self->ad_counts + (size_t)l * f, &self->tmp_cap);
         self->ad_off[l] = self->n_ad;
         self->n_ad += self->ad_counts[(size_t)l * f + self->k];
     }
     self->ad_g = calloc(self->n_ad + 1, sizeof(float));
     self->ad_p = malloc((self->n_ad + 1) * sizeof(float));
     self->ad_buf = f > 1 ? malloc((self->ad_cap + 1) * sizeof(float)) : NULL;
-    self->ad_tmp = malloc((self->ad_tmp_cap + 1) * sizeof(float));
-    if (!self->ad_g || !self->ad_p || (f > 1 && !self->ad_buf) || !self->ad_tmp) {
+    if (!self->ad_g || !self->ad_p || (f > 1 && !self->ad_buf)) {
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory for the adapter's pieces");
     }
     rl_lora_drop_grads(lo); // each layer's gradients now go where the hook points them
@@ -239,15 +236,9 @@ int rl_fsdp_new(rl_model_t *model, rl_coll_t *coll, const rl_optim_part_t *rep, 
     if (!rc && !(self->rcounts = calloc((size_t)self->f, sizeof(size_t)))) {
         rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
-    for (int j = 0; !rc && j < self->f; j++) {
-        int64_t lo, hi;
-        rl_mesh_split((int64_t)self->n_repl, self->f, j, &lo, &hi);
-        self->rcounts[j] = (size_t)(hi - lo);
-        if (j == self->k) {
-            self->r_lo = (size_t)lo;
-        }
-    }
     if (!rc) {
+        size_t unused = 0;
+        self->r_lo = s_split(self, self->n_repl, self->rcounts, &unused);
         size_t rk = self->rcounts[self->k];
         const int f1 = self->f == 1;
         self->shard = malloc((self->n_shard ? self->n_shard : 1) * sizeof(float));
@@ -314,12 +305,26 @@ void rl_fsdp_destroy(rl_fsdp_t **self_p) {
     free(self->ad_g);
     free(self->ad_p);
     free(self->ad_buf);
-    free(self->ad_tmp);
     free(self);
     *self_p = NULL;
 }
 
 // ---- the unit hook ----------------------------------------------------------------------------
+
+// Reduce-scatters buf (the group's pieces laid end to end, counts[j] floats each) over the fsdp
+// group and adds this rank's summed piece into dst.
+static int s_reduce_into(rl_fsdp_t *self, const float *buf, const size_t *counts, float *dst,
+                         char *msg, size_t msg_len) {
+    double t0 = rl_clock_now();
+    int rc = rl_coll_reduce_scatter(self->coll, RL_MESH_FSDP, buf, self->tmp, counts, msg, msg_len);
+    if (s_coll_err(self, t0, rc)) {
+        return rc;
+    }
+    for (size_t i = 0; i < counts[self->k]; i++) {
+        dst[i] += self->tmp[i];
+    }
+    return 0;
+}
 
 static int s_hook(void *ctx, int unit, rl_unit_event_t ev, char *msg, size_t msg_len) {
     rl_fsdp_t *self = ctx;
@@ -364,33 +369,17 @@ static int s_hook(void *ctx, int unit, rl_unit_event_t ev, char *msg, size_t msg
         return 0;
     case RL_UNIT_REDUCE:
         if (self->lora && !root && !f1) {
-            double t0 = rl_clock_now();
-            int rc = rl_coll_reduce_scatter(self->coll, RL_MESH_FSDP, self->ad_buf, self->ad_tmp,
-                                            self->ad_counts + (size_t)unit * self->f, msg, msg_len);
-            if (s_coll_err(self, t0, rc)) {
+            int rc = s_reduce_into(self, self->ad_buf, self->ad_counts + (size_t)unit * self->f,
+                                   self->ad_g + self->ad_off[unit], msg, msg_len);
+            if (rc) {
                 return rc;
-            }
-            float *g = self->ad_g + self->ad_off[unit];
-            for (size_t i = 0; i < self->ad_counts[(size_t)unit * self->f + self->k]; i++) {
-                g[i] += self->ad_tmp[i];
             }
         }
         if (!self->full || f1 || !u->grads_on) {
             return 0;
-        } else {
-            double t0 = rl_clock_now();
-            int rc =
-                rl_coll_reduce_scatter(self->coll, RL_MESH_FSDP, root ? self->rgbuf : self->lgbuf,
-                                       self->tmp, u->counts, msg, msg_len);
-            if (s_coll_err(self, t0, rc)) {
-                return rc;
-            }
-            float *g = self->gshard + u->shard_off;
-            for (size_t i = 0; i < u->counts[self->k]; i++) {
-                g[i] += self->tmp[i];
-            }
-            return 0;
         }
+        return s_reduce_into(self, root ? self->rgbuf : self->lgbuf, u->counts,
+                             self->gshard + u->shard_off, msg, msg_len);
     case RL_UNIT_RELEASE:
         if (self->lora && !root) {
             rl_lora_set_layer_grads(self->lora, unit, NULL);

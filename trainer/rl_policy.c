@@ -1070,11 +1070,6 @@ static int s_whole_model(rl_policy_t *p, rl_model_t **out, char *err, size_t err
     return rc;
 }
 
-// The whole optimizer state's size (the 1×1 layout).
-static size_t s_whole_state(const rl_policy_t *p) {
-    return rl_fsdp_whole_state_size(p->fsdp);
-}
-
 static int s_save_mesh(rl_policy_t *self, const char *dir, const char *base_model, char *err,
                        size_t err_len) {
     char path[4200];
@@ -1092,7 +1087,7 @@ static int s_save_mesh(rl_policy_t *self, const char *dir, const char *base_mode
         rc = s_head_save(self, dir, err, err_len);
     }
     // the optimizer: m and v gathered whole (every rank), written by rank 0
-    size_t w = s_whole_state(self);
+    size_t w = rl_fsdp_whole_state_size(self->fsdp);
     float *mv = rc ? NULL : malloc(2 * (w ? w : 1) * sizeof(float));
     if (!rc && !mv) {
         rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory for the optimizer state");
@@ -1151,7 +1146,7 @@ static int s_load_mesh(rl_policy_t *self, const char *dir, uint64_t model_train_
         return rc;
     }
     // the optimizer: the whole state file, this rank's slice of it
-    size_t w = s_whole_state(self);
+    size_t w = rl_fsdp_whole_state_size(self->fsdp);
     rl_optim_hparams_t hp = {self->r->optim.betas[0], self->r->optim.betas[1], self->r->optim.eps,
                              self->r->optim.weight_decay};
     rl_optim_t *o = rl_optim_new(w, &hp);
