@@ -12,8 +12,10 @@ static void s_help(FILE *out) {
             "usage: rlctl worker --role actor|sampler|reward|reference --rank N\n"
             "                    --connect ENDPOINT --secret-fd FD [--parent PID]\n"
             "                    [--heartbeat SECONDS] [--max-frame BYTES]\n"
-            "       rlctl worker --role actor|critic --mesh DP,FSDP --secret-file FILE\n"
-            "                    --connect ENDPOINT --parent PID --log-dir DIR [...]\n\n"
+            "       rlctl worker --role actor|critic|reference --mesh DP,FSDP --secret-file FILE\n"
+            "                    --connect ENDPOINT --parent PID --log-dir DIR [...]\n"
+            "       rlctl worker --role ROLE --mesh DP,FSDP --key FILE --mesh-nonce HEX\n"
+            "                    --connect tcp://ADDR:PORT [...]\n\n"
             "A worker process of a run: reads its secret from FD (\"token <hex>\" and\n"
             "\"identity <role>/<rank>~<nonce>\" lines, written by the controller), connects to\n"
             "the controller's ROUTER at ENDPOINT under that identity, says hello, loads what its\n"
@@ -22,7 +24,9 @@ static void s_help(FILE *out) {
             "these itself. With --mesh it is one rank of a DP x FSDP mesh, started by the MPI\n"
             "launcher (mpirun) that `rlctl run` spawns: its rank is its MPI world rank, its\n"
             "secret the line of FILE (in the controller's private folder) for that rank, its log\n"
-            "DIR/<role>-<rank>.log (docs/mesh.md).\n");
+            "DIR/<role>-<rank>.log (docs/mesh.md). With --key it is a rank across hosts: it\n"
+            "connects over tcp with CURVE, its key pair from FILE, trusting the controller's\n"
+            "public key in $RLCTL_MESH_SERVER_KEY, as <role>/<rank>~HEX.\n");
 }
 
 int rl_cmd_worker(int argc, char **argv) {
@@ -70,6 +74,10 @@ int rl_cmd_worker(int argc, char **argv) {
             }
         } else if (strcmp(a, "--secret-file") == 0) {
             o.secret_file = v;
+        } else if (strcmp(a, "--key") == 0) {
+            o.key_file = v;
+        } else if (strcmp(a, "--mesh-nonce") == 0) {
+            o.mesh_nonce = v;
         } else if (strcmp(a, "--log-dir") == 0) {
             o.log_dir = v;
         } else if (strcmp(a, "--heartbeat") == 0) {
@@ -84,7 +92,8 @@ int rl_cmd_worker(int argc, char **argv) {
         }
         i++;
     }
-    if (!o.role || !o.endpoint || (o.mesh_dp > 0 ? !o.secret_file : o.secret_fd < 0)) {
+    int mesh_ok = o.secret_file || (o.key_file && o.mesh_nonce);
+    if (!o.role || !o.endpoint || (o.mesh_dp > 0 ? !mesh_ok : o.secret_fd < 0)) {
         s_help(stderr);
         return RL_EXIT_USAGE;
     }

@@ -136,7 +136,9 @@ enum {
 };
 enum { RL_RECIPE_TIS_NONE = 0, RL_RECIPE_TIS_TOKEN = 1, RL_RECIPE_TIS_SEQUENCE = 2 };
 enum { RL_RECIPE_OPTIM_ADAMW = 0 };
-enum { RL_RECIPE_REF_ACTOR = 0, RL_RECIPE_REF_WORKER = 1 }; // roles.reference, roles.critic
+// roles.reference, roles.critic: in the actor's process(es); one process of its own; a group of
+// its own on the mesh's shape (dp·fsdp processes, sharded like the actor; on 1×1: one process)
+enum { RL_RECIPE_REF_ACTOR = 0, RL_RECIPE_REF_WORKER = 1, RL_RECIPE_REF_MESH = 2 };
 enum { RL_RECIPE_BALANCE_EVEN = 0, RL_RECIPE_BALANCE_SPEED = 1 }; // roles.balance
 enum { RL_RECIPE_SCHED_CONSTANT = 0, RL_RECIPE_SCHED_LINEAR = 1, RL_RECIPE_SCHED_COSINE = 2 };
 enum {
@@ -330,6 +332,13 @@ typedef struct {
     int dp, fsdp;           // the shape: dp replicas of fsdp shards; 1×1 = no mesh
     int devices;            // dp × fsdp (checked: a recipe that says both must agree)
     char *launcher;         // the MPI launcher that starts the ranks ("mpirun")
+    rl_recipe_strlist_t launcher_args; // more arguments for it, before the program
+    // ranks on other hosts (docs/mesh.md, "Across hosts"): all NULL = every rank on this host
+    char *hostfile;         // the launcher's hostfile (absolute)
+    char *endpoint;         // tcp://ADDR:PORT the controller binds for its ranks
+    char *key;              // the controller's secret key file (NULL: roles.client_key)
+    char *rank_key;         // the ranks' secret key file, the same absolute path on every host
+    char *allow;            // the ranks' public keys the controller admits (a file)
 } rl_recipe_mesh_t;
 
 typedef struct rl_recipe_priv rl_recipe_priv_t;

@@ -268,6 +268,49 @@ static void s_check_ppo(rl_cfg_ctx_t *c) {
 
 // ---------------------------------------------------------------------------------------------
 
+// A mesh across hosts (mesh.hostfile) needs where its ranks reach us and the keys of both
+// sides; the ranks' key path is read on their hosts, so it must be absolute.
+static void s_check_hosts(rl_cfg_ctx_t *c) {
+    const rl_recipe_mesh_t *m = &c->r->mesh;
+    if (!m->hostfile) {
+        const char *stray = m->endpoint ? "mesh.endpoint" : m->rank_key ? "mesh.rank_key"
+                            : m->allow  ? "mesh.allow"    : NULL;
+        if (stray) {
+            rl_cfg_err_key(c, stray, "is for ranks on other hosts: set mesh.hostfile too");
+        }
+        return;
+    }
+    if (m->dp * m->fsdp < 2) {
+        rl_cfg_err_key(c, "mesh.hostfile", "places the ranks of a mesh: set mesh.dp or mesh.fsdp");
+    }
+    const char *ep = m->endpoint;
+    if (!ep) {
+        rl_cfg_err_key(c, "mesh.hostfile",
+                       "needs mesh.endpoint: tcp://ADDR:PORT of this host that every host in "
+                       "the hostfile reaches (port 0 picks a free one)");
+    } else if (strncmp(ep, "tcp://", 6) != 0 || !strchr(ep + 6, ':') ||
+               strchr(ep + 6, ':')[1] == '\0') {
+        rl_cfg_err_key(c, "mesh.endpoint", "\"%s\" is not tcp://ADDR:PORT", ep);
+    }
+    if (!m->key && !c->r->roles.client_key) {
+        rl_cfg_err_key(c, "mesh.hostfile",
+                       "needs mesh.key (or roles.client_key): this controller's secret key file "
+                       "(rlctl keygen)");
+    }
+    if (!m->rank_key) {
+        rl_cfg_err_key(c, "mesh.hostfile",
+                       "needs mesh.rank_key: the ranks' secret key file, the same absolute path "
+                       "on every host");
+    } else if (m->rank_key[0] != '/') {
+        rl_cfg_err_key(c, "mesh.rank_key",
+                       "\"%s\" is read on each rank's host: give an absolute path", m->rank_key);
+    }
+    if (!m->allow) {
+        rl_cfg_err_key(c, "mesh.hostfile",
+                       "needs mesh.allow: a file of the ranks' public keys (their key.pub)");
+    }
+}
+
 // Samplers: local, remote, or both; remote ones need our key.
 static void s_check_roles(rl_cfg_ctx_t *c) {
     const rl_recipe_t *r = c->r;
@@ -284,6 +327,7 @@ static void s_check_roles(rl_cfg_ctx_t *c) {
                        "needs roles.client_key: this controller's secret key file (rlctl "
                        "keygen), whose key.pub is on each sampler's --allow list");
     }
+    s_check_hosts(c);
     for (int i = 0; i < n_remote; i++) {
         for (int j = 0; j < i; j++) {
             if (!strcmp(r->roles.remote_samplers.items[i].endpoint,

@@ -56,7 +56,7 @@ static const char *const s_aggs[] = {"token_mean", "seq_mean_token_mean",
 static const char *const s_tis[] = {"none", "token", "sequence", NULL};
 static const char *const s_optims[] = {"adamw", NULL};
 static const char *const s_scheds[] = {"constant", "linear", "cosine", NULL};
-static const char *const s_refs[] = {"actor", "worker", NULL};
+static const char *const s_refs[] = {"actor", "worker", "mesh", NULL};
 static const char *const s_balances[] = {[RL_RECIPE_BALANCE_EVEN] = "even",
                                          [RL_RECIPE_BALANCE_SPEED] = "speed", NULL};
 
@@ -436,11 +436,13 @@ static const rl_recipe_key_t s_keys[] = {
     {.section = "roles", .key = "reference", .type = RL_RECIPE_T_ENUM,
      .offset = OFF(roles.reference), DEF("actor"), .choices = s_refs,
      .doc = "where the reference policy runs: actor = in the actor (adapters disabled with LoRA, a "
-            "frozen copy with full tuning); worker = a process of its own"},
+            "frozen copy with full tuning); worker = a process of its own; mesh = processes of its "
+            "own on the mesh's shape, sharded like the actor (docs/mesh.md)"},
     {.section = "roles", .key = "critic", .type = RL_RECIPE_T_ENUM, .offset = OFF(roles.critic),
      DEF("actor"), .choices = s_refs, .algos = PPO,
-     .doc = "where PPO's critic runs: actor = a second model in the actor's process; worker = a "
-            "process of its own"},
+     .doc = "where PPO's critic runs: actor = a second model in the actor's process(es); worker "
+            "= a process of its own; mesh = processes of its own on the mesh's shape, sharded "
+            "like the actor"},
     {.section = "roles", .key = "actor_threads", .type = RL_RECIPE_T_INT,
      .offset = OFF(roles.actor_threads), DEF("0"), .max = 4096,
      .doc = "compute threads of the actor worker; 0 = train.threads"},
@@ -476,6 +478,29 @@ static const rl_recipe_key_t s_keys[] = {
      .offset = OFF(mesh.launcher), DEF("mpirun"),
      .doc = "the MPI launcher (Open MPI's mpirun) that starts the ranks of a mesh larger than "
             "1×1; rlctl adds what it needs (docs/mesh.md)"},
+    {.section = "mesh", .key = "launcher_args", .type = RL_RECIPE_T_STRING_LIST,
+     .offset = OFF(mesh.launcher_args), DEF("[]"),
+     .doc = "more arguments for the launcher, before the program (e.g. [--mca, "
+            "btl_tcp_if_include, eth1] across hosts)"},
+    {.section = "mesh", .key = "hostfile", .type = RL_RECIPE_T_PATH_FILE,
+     .offset = OFF(mesh.hostfile), .def_doc = "null", .flags = OPTIONAL | EXISTS,
+     .doc = "the launcher's hostfile (`HOST slots=N` lines): ranks on other hosts, which reach "
+            "the controller at mesh.endpoint over tcp with CURVE keys (docs/mesh.md)"},
+    {.section = "mesh", .key = "endpoint", .type = RL_RECIPE_T_STRING,
+     .offset = OFF(mesh.endpoint), .def_doc = "null", .flags = OPTIONAL,
+     .doc = "with hostfile: tcp://ADDR:PORT the controller binds for its ranks (ADDR: its "
+            "address every host reaches; port 0 picks a free one)"},
+    {.section = "mesh", .key = "key", .type = RL_RECIPE_T_PATH_FILE, .offset = OFF(mesh.key),
+     .def_doc = "roles.client_key", .flags = OPTIONAL | EXISTS,
+     .doc = "with hostfile: the controller's secret key file (rlctl keygen); the ranks are given "
+            "its public key"},
+    {.section = "mesh", .key = "rank_key", .type = RL_RECIPE_T_STRING,
+     .offset = OFF(mesh.rank_key), .def_doc = "null", .flags = OPTIONAL,
+     .doc = "with hostfile: the ranks' secret key file, the same absolute path on every host "
+            "(rlctl keygen there); its key.pub goes on mesh.allow"},
+    {.section = "mesh", .key = "allow", .type = RL_RECIPE_T_PATH_FILE, .offset = OFF(mesh.allow),
+     .def_doc = "null", .flags = OPTIONAL | EXISTS,
+     .doc = "with hostfile: the ranks' public keys the controller admits (one per line)"},
 };
 #define S_NKEYS ((int)(sizeof s_keys / sizeof s_keys[0]))
 

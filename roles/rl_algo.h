@@ -26,6 +26,7 @@ typedef struct {
     int reference; // 1: a reference worker of its own (0 with roles.reference: actor or when no
                    // reference is needed)
     int critic;    // 0: none; RL_ALGO_CRITIC_ACTOR: in the actor's process; _WORKER: its own
+                   // (one process, or a group on the mesh's shape: roles.critic: mesh)
 } rl_algo_roles_t;
 
 enum { RL_ALGO_CRITIC_NONE = 0, RL_ALGO_CRITIC_ACTOR = 1, RL_ALGO_CRITIC_WORKER = 2 };

@@ -44,7 +44,7 @@ typedef struct {
 } s_dpo_t;
 
 static void s_roles(const rl_recipe_t *r, rl_algo_roles_t *out) {
-    out->reference = r->roles.reference == RL_RECIPE_REF_WORKER;
+    out->reference = r->roles.reference != RL_RECIPE_REF_ACTOR;
     out->sampling = r->data.eval != NULL; // only to measure eval/accuracy
     out->samplers = out->sampling ? r->roles.samplers : 0;
 }

@@ -41,7 +41,7 @@ static void s_roles(const rl_recipe_t *r, rl_algo_roles_t *out) {
     out->sampling = 1;
     out->samplers = out->sampling ? r->roles.samplers : 0;
     out->reward = 1;
-    out->reference = r->algorithm.beta > 0 && r->roles.reference == RL_RECIPE_REF_WORKER;
+    out->reference = r->algorithm.beta > 0 && r->roles.reference != RL_RECIPE_REF_ACTOR;
 }
 
 #define S_MAX_AHEAD 16 // algorithm.max_staleness's cap

@@ -44,9 +44,9 @@ static void s_roles(const rl_recipe_t *r, rl_algo_roles_t *out) {
     out->sampling = 1;
     out->samplers = out->sampling ? r->roles.samplers : 0;
     out->reward = 1;
-    out->reference = r->algorithm.beta > 0 && r->roles.reference == RL_RECIPE_REF_WORKER;
+    out->reference = r->algorithm.beta > 0 && r->roles.reference != RL_RECIPE_REF_ACTOR;
     out->critic =
-        r->roles.critic == RL_RECIPE_REF_WORKER ? RL_ALGO_CRITIC_WORKER : RL_ALGO_CRITIC_ACTOR;
+        r->roles.critic != RL_RECIPE_REF_ACTOR ? RL_ALGO_CRITIC_WORKER : RL_ALGO_CRITIC_ACTOR;
 }
 
 static void s_destroy(void **state) {

@@ -546,8 +546,10 @@ static void *s_heartbeat_main(void *arg) {
     return NULL;
 }
 
-int rl_chan_heartbeat_start(const char *endpoint, const char *identity, const char *token,
-                            double period_s, rl_heartbeat_t **out, char *err, size_t err_len) {
+// Both heartbeats: over ipc:// (client NULL) or as a CURVE client of server_pub.
+static int s_heartbeat_start(const char *endpoint, const char *identity, const char *token,
+                             const rl_curve_key_t *client, const char *server_pub, double period_s,
+                             rl_heartbeat_t **out, char *err, size_t err_len) {
     *out = NULL;
     char id[256];
     size_t n = identity ? strlen(identity) : 0;
@@ -569,7 +571,9 @@ int rl_chan_heartbeat_start(const char *endpoint, const char *identity, const ch
     hb->period_s = period_s;
     snprintf(hb->token, sizeof hb->token, "%s", token ? token : "");
     // it never receives: a tiny frame cap
-    int rc = rl_chan_connect(endpoint, id, 4096, &hb->chan, err, err_len);
+    int rc = client ? rl_chan_connect_curve(endpoint, id, 4096, client, server_pub, period_s,
+                                            &hb->chan, err, err_len)
+                    : rl_chan_connect(endpoint, id, 4096, &hb->chan, err, err_len);
     if (rc) {
         free(hb);
         return rc;
@@ -593,6 +597,19 @@ int rl_chan_heartbeat_start(const char *endpoint, const char *identity, const ch
     }
     *out = hb;
     return 0;
+}
+
+int rl_chan_heartbeat_start(const char *endpoint, const char *identity, const char *token,
+                            double period_s, rl_heartbeat_t **out, char *err, size_t err_len) {
+    return s_heartbeat_start(endpoint, identity, token, NULL, NULL, period_s, out, err, err_len);
+}
+
+int rl_chan_heartbeat_start_curve(const char *endpoint, const char *identity,
+                                  const rl_curve_key_t *client, const char *server_pub,
+                                  double period_s, rl_heartbeat_t **out, char *err,
+                                  size_t err_len) {
+    return s_heartbeat_start(endpoint, identity, NULL, client, server_pub, period_s, out, err,
+                             err_len);
 }
 
 void rl_chan_heartbeat_stop(rl_heartbeat_t **self_p) {

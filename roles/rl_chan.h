@@ -76,6 +76,12 @@ int rl_chan_peer_cred(const rl_chan_t *self, int64_t *pid, int64_t *uid);
 typedef struct rl_heartbeat rl_heartbeat_t;
 int rl_chan_heartbeat_start(const char *endpoint, const char *identity, const char *token,
                             double period_s, rl_heartbeat_t **out, char *err, size_t err_len);
+// The same over tcp:// as a CURVE client (rl_chan_connect_curve: the key pair `client`,
+// trusting only server_pub): a rank of a mesh on another host, which the controller admits by
+// its key, not by a token.
+int rl_chan_heartbeat_start_curve(const char *endpoint, const char *identity,
+                                  const rl_curve_key_t *client, const char *server_pub,
+                                  double period_s, rl_heartbeat_t **out, char *err, size_t err_len);
 void rl_chan_heartbeat_stop(rl_heartbeat_t **self_p);
 
 // ---- CURVE over tcp:// (remote samplers; docs/protocol.md, "Remote samplers") ----------------

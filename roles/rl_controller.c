@@ -173,6 +173,38 @@ static int s_connect_remote(s_ctl_t *s, int first, int n, char *err, size_t err_
     return rc;
 }
 
+// Starts a role's group on the mesh (the actor; a reference or critic with roles.X: mesh) through
+// its launcher: on this host, or (mesh.hostfile) on the hosts of the hostfile, which reach us at
+// mesh.endpoint with the keys of the recipe.
+static int s_spawn_mesh(s_ctl_t *s, const char *role, int threads, char *err, size_t err_len) {
+    const rl_recipe_t *r = s->run.r;
+    const rl_recipe_mesh_t *m = &r->mesh;
+    rl_group_mesh_opts_t o = {.launcher = m->launcher,
+                              .launcher_args = (const char *const *)m->launcher_args.items,
+                              .n_launcher_args = m->launcher_args.n,
+                              .hostfile = m->hostfile,
+                              .endpoint = m->endpoint,
+                              .rank_key = m->rank_key};
+    rl_curve_key_t me;
+    memset(&me, 0, sizeof me);
+    char(*allow)[RL_CURVE_Z85_LEN + 1] = NULL;
+    int rc = 0;
+    if (m->hostfile) {
+        rc = rl_curve_load_secret(m->key ? m->key : r->roles.client_key, &me, err, err_len);
+        if (!rc) {
+            rc = rl_curve_load_allow(m->allow, &allow, &o.n_allow, err, err_len);
+        }
+        o.key = &me;
+        o.allow = (const char(*)[RL_CURVE_Z85_LEN + 1]) allow;
+    }
+    if (!rc) {
+        rc = rl_group_spawn_mesh(s->run.g, role, m->dp, m->fsdp, threads, &o, err, err_len);
+    }
+    memset(&me, 0, sizeof me);
+    free(allow);
+    return rc;
+}
+
 // The run's model folder (its plain files at the top level) to the remote samplers that have
 // none, in pieces of 64 MiB, the same piece to all of them at once; the last piece says so and
 // each checks the folder's fingerprint.
@@ -309,18 +341,27 @@ static void s_print_placement(s_ctl_t *s, int threads) {
                    (r->algorithm.beta > 0 || r->algorithm.name == RL_RECIPE_ALGO_DPO);
     snprintf(roles, sizeof roles, "actor%s%s", s->run.critic_in_actor ? ", critic" : "",
              ref_here ? ", reference" : "");
-    for (int k = 0; k < n; k++) {
-        char proc[64];
-        pid_t pid = rl_group_pid(s->run.g, s->run.actor.names[k]);
-        snprintf(proc, sizeof proc, "actor/%d pid %d", k, (int)pid);
-        rl_log_info("  %4d  %2d %4d  %-20s  %-15.15s  %-15s %7d  %.1f MiB%s", k, k / fsdp, k % fsdp,
-                    roles, host, proc, threads, per / 1048576.0,
-                    s->run.critic_in_actor ? " (+ the critic)" : "");
+    // the actor's ranks, then a reference's or critic's group of its own on the same shape (a
+    // frozen reference holds only its parameters' shard; a critic what an actor holds)
+    const rl_run_group_t *grp[3] = {&s->run.actor, &s->run.reference, &s->run.critic};
+    const char *label[3] = {roles, "reference", "critic"};
+    const double bytes[3] = {per, base / fsdp, per};
+    for (int g = 0; g < 3; g++) {
+        int own = grp[g]->n == n && !(g == 2 && s->run.critic_in_actor);
+        for (int k = 0; own && k < n; k++) {
+            char proc[64];
+            pid_t pid = rl_group_pid(s->run.g, grp[g]->names[k]);
+            const char *at = rl_group_host(s->run.g, grp[g]->names[k]); // a rank across hosts
+            snprintf(proc, sizeof proc, "%s pid %d", grp[g]->names[k], (int)pid);
+            rl_log_info("  %4d  %2d %4d  %-20s  %-15.15s  %-15s %7d  %.1f MiB%s", k, k / fsdp,
+                        k % fsdp, label[g], at ? at : host, proc, threads, bytes[g] / 1048576.0,
+                        g == 0 && s->run.critic_in_actor ? " (+ the critic)" : "");
+        }
     }
+    int ref1 = s->run.reference.n == 1, critic1 = s->run.critic.n == 1 && !s->run.critic_in_actor;
     rl_log_info("  other workers (one process each, unsharded): %d sampler%s%s%s%s",
-                s->run.samplers.n, s->run.samplers.n == 1 ? "" : "s",
-                s->run.reference.n ? ", reference" : "", s->run.reward.n ? ", reward" : "",
-                s->run.critic.n && !s->run.critic_in_actor ? ", critic" : "");
+                s->run.samplers.n, s->run.samplers.n == 1 ? "" : "s", ref1 ? ", reference" : "",
+                s->run.reward.n ? ", reward" : "", critic1 ? ", critic" : "");
 }
 
 static int s_setup_workers(s_ctl_t *s, char *err, size_t err_len) {
@@ -335,11 +376,14 @@ static int s_setup_workers(s_ctl_t *s, char *err, size_t err_len) {
         return rl_errf(err, err_len, RL_EINVAL, "more than %d samplers", RL_RUN_MAX_RANKS);
     }
     const int ranks = r->mesh.dp * r->mesh.fsdp; // the actor's: its mesh
+    // a reference or critic of its own: one process, or a group on the mesh's shape
+    const int ref_ranks = r->roles.reference == RL_RECIPE_REF_MESH ? ranks : 1;
+    const int critic_ranks = r->roles.critic == RL_RECIPE_REF_MESH ? ranks : 1;
     s_group(&run->actor, "actor", ranks);
-    s_group(&run->reference, "reference", nref);
+    s_group(&run->reference, "reference", nref * ref_ranks);
     s_group(&run->reward, "reward", nrw);
     s_group(&run->samplers, "sampler", ns + nremote); // the remote ones after the local ones
-    s_group(&run->critic, "critic", ncr);
+    s_group(&run->critic, "critic", ncr * critic_ranks);
     if (ro.critic == RL_ALGO_CRITIC_ACTOR) {
         run->critic = run->actor; // the actor's process holds it: requests name part "critic"
         run->critic_in_actor = 1;
@@ -360,10 +404,8 @@ static int s_setup_workers(s_ctl_t *s, char *err, size_t err_len) {
     const int n_groups = ncr ? 5 : 4;
     for (int k = 0; k < n_groups; k++) {
         int local = groups[k] == &run->samplers ? ns : groups[k]->n;
-        if (groups[k] == &run->actor && ranks > 1) { // the mesh: its launcher starts the ranks
-            rc = rc ? rc
-                    : rl_group_spawn_mesh(run->g, "actor", r->mesh.dp, r->mesh.fsdp, threads[k],
-                                          r->mesh.launcher, err, err_len);
+        if (groups[k] != &run->samplers && groups[k]->n > 1) { // a mesh: its launcher starts
+            rc = rc ? rc : s_spawn_mesh(s, groups[k]->role, threads[k], err, err_len); // ranks
             continue;
         }
         for (int i = 0; !rc && i < local; i++) {

@@ -54,6 +54,8 @@ typedef struct {
     // learned from its first message (a child of the launcher), 0 until then
     int mesh; // 1 + the index of its launcher in rl_group.launch, 0: not a rank
     int mesh_rank;
+    int far; // a rank that speaks over the mesh's tcp socket (maybe on another host): admitted
+             // by its CURVE key; its pid (from its hello) names it, never a process to kill
 } s_worker_t;
 
 // The MPI launcher of a mesh's ranks (rl_group_spawn_mesh).
@@ -66,6 +68,8 @@ typedef struct {
     char secret[300];    // the ranks' secret file ("" once removed)
     char died[700];      // how the rank that failed first died, once known
     int died_rank;       // that rank (-1: the launcher itself, or unknown)
+    int far;             // its ranks speak over rl_group.mesh_chan (a hostfile)
+    int termed;          // SIGTERM sent (once: a second one makes mpirun abort at once)
 } s_launch_t;
 
 // A request sent and not collected yet (rl_group_post / rl_group_collect): its reply when it
@@ -100,6 +104,8 @@ struct rl_group {
     s_pending_t pend[S_MAX_PENDING]; // requests sent and not yet collected
     s_launch_t launch[8];            // mesh launchers
     int n_launch;
+    rl_chan_t *mesh_chan; // the CURVE ROUTER of ranks across hosts (NULL: none)
+    rl_chan_t *last_via;  // the ROUTER the last message came in on (s_recv_any)
 };
 
 // The worker named `name` ("sampler/1"), or NULL.
@@ -136,6 +142,16 @@ pid_t rl_group_pid(const rl_group_t *self, const char *peer) {
     return w && !w->remote ? w->pid : -1;
 }
 
+const char *rl_group_host(const rl_group_t *self, const char *peer) {
+    const s_worker_t *w = s_find_c(self, peer);
+    return w && w->host[0] ? w->host : NULL;
+}
+
+// The ROUTER a worker's messages travel on: the mesh's tcp one for a rank across hosts.
+static rl_chan_t *s_router(const rl_group_t *g, const s_worker_t *w) {
+    return w->far ? g->mesh_chan : g->chan;
+}
+
 // "exited with status 3" / "was killed by signal 11 (Segmentation fault)"
 static void s_describe_exit(int status, char *buf, size_t cap) {
     if (WIFEXITED(status)) {
@@ -151,7 +167,7 @@ static void s_describe_exit(int status, char *buf, size_t cap) {
 // Kills what is left of a worker's process group (the worker is its leader: processes a plugin
 // started live in it). The group's id cannot be reused while any member lives.
 static void s_kill_group(s_worker_t *w) {
-    if (w->pid > 0 && !w->remote) {
+    if (w->pid > 0 && !w->remote && !w->far) {
         kill(-w->pid, SIGKILL);
     }
 }
@@ -208,7 +224,7 @@ static void s_reap_launch(rl_group_t *g, s_launch_t *L, int st, s_worker_t **dea
         if (w->alive) {
             w->alive = 0;
             w->status = st;
-            if (w->pid > 0) {
+            if (w->pid > 0 && !w->far) {
                 kill(-w->pid, SIGKILL); // its own process group: a plugin's children too
             }
         }
@@ -255,11 +271,24 @@ static int s_dead_error(const rl_group_t *g, const s_worker_t *w, char *err, siz
                            "the %s mesh (dp %d x fsdp %d) is gone: %s; logs: %s, %s/%s-*.log",
                            L->role, L->dp, L->fsdp, L->died, L->log, g->log_dir, L->role);
         }
+        char refused[160] = "";
+        uint64_t nr = L->far && g->mesh_chan ? rl_chan_refused(g->mesh_chan) : 0;
+        if (nr > 0) {
+            snprintf(refused, sizeof refused,
+                     " (the controller refused %llu handshake%s: a "
+                     "rank's key not on mesh.allow)",
+                     (unsigned long long)nr, nr == 1 ? "" : "s");
+        }
+        char pid[200] = ""; // unknown until its first message
+        if (d->pid > 0) {
+            snprintf(pid, sizeof pid, ", pid %d%s%s", (int)d->pid, d->host[0] ? " on " : "",
+                     d->host);
+        }
         return rl_errf(err, err_len, RL_EIO,
-                       "worker %s (rank %d of the %s mesh dp %d x fsdp %d, pid %d) %s; the "
-                       "launcher stopped the other ranks; its log: %s (launcher: %s)",
-                       d->name, d->mesh_rank, L->role, L->dp, L->fsdp, (int)d->pid, L->died, d->log,
-                       L->log);
+                       "worker %s (rank %d of the %s mesh dp %d x fsdp %d%s) %s; the launcher "
+                       "stopped the other ranks; its log: %s (launcher: %s)%s",
+                       d->name, d->mesh_rank, L->role, L->dp, L->fsdp, pid, L->died, d->log, L->log,
+                       refused);
     }
     if (w->remote) {
         return rl_errf(err, err_len, RL_EIO, "remote %s (%s): %s", w->name, w->endpoint,
@@ -284,11 +313,15 @@ static void s_lose(s_worker_t *w, const char *fmt, ...) {
     w->alive = 0;
 }
 
-static void s_kill(s_worker_t *w) {
+static void s_kill(rl_group_t *g, s_worker_t *w) {
     if (w->mesh) { // not our child: its launcher is (rl_group_destroy reaps it)
-        if (w->alive && w->pid > 0) {
+        if (w->alive && w->pid > 0 && !w->far) {
             kill(-w->pid, SIGKILL);
             kill(w->pid, SIGKILL);
+        } else if (w->alive && w->far && g->launch[w->mesh - 1].alive &&
+                   !g->launch[w->mesh - 1].termed) {
+            g->launch[w->mesh - 1].termed = 1; // a pid of another host: the launcher stops its
+            kill(g->launch[w->mesh - 1].pid, SIGTERM); // ranks wherever they are
         }
         w->alive = 0;
         return;
@@ -554,48 +587,44 @@ int rl_group_spawn(rl_group_t *g, const char *role, int rank, int threads, char 
     return 0;
 }
 
-int rl_group_spawn_mesh(rl_group_t *g, const char *role, int dp, int fsdp, int threads,
-                        const char *launcher, char *err, size_t err_len) {
-    int n = dp * fsdp;
-    if (dp < 1 || fsdp < 1 || g->n + n > S_MAX_WORKERS ||
-        g->n_launch == (int)(sizeof g->launch / sizeof g->launch[0])) {
-        return rl_errf(err, err_len, RL_EINVAL, "a mesh of dp %d x fsdp %d: too many workers", dp,
-                       fsdp);
+// The CURVE ROUTER that ranks on other hosts reach (rl_group_spawn_mesh with a hostfile): bound
+// once at o->endpoint with the controller's key, admitting o->allow. Returns 0 or an error.
+static int s_mesh_bind(rl_group_t *g, const rl_group_mesh_opts_t *o, char *err, size_t err_len) {
+    if (g->mesh_chan) {
+        return 0;
     }
-    char exe[4096];
-    int rc = s_self_exe(exe, err, err_len);
+    if (!o->endpoint || !o->key || !o->rank_key || o->n_allow < 1) {
+        return rl_errf(err, err_len, RL_EINVAL,
+                       "ranks on other hosts need mesh.endpoint, the controller's key, "
+                       "mesh.rank_key and mesh.allow");
+    }
+    int rc = rl_chan_bind_curve(o->endpoint, g->max_frame, o->key, g->heartbeat, &g->mesh_chan, err,
+                                err_len);
+    if (!rc && rl_chan_allow(g->mesh_chan, o->allow, o->n_allow, NULL) != 0) {
+        rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
     if (rc) {
+        rl_chan_close(&g->mesh_chan, 0);
         return rc;
     }
-    s_launch_t *L = &g->launch[g->n_launch];
-    memset(L, 0, sizeof *L);
-    snprintf(L->role, sizeof L->role, "%s", role);
-    L->dp = dp;
-    L->fsdp = fsdp;
-    L->first = g->n;
-    snprintf(L->log, sizeof L->log, "%s/%s-launcher.log", g->log_dir, role);
-    snprintf(L->secret, sizeof L->secret, "%s/mesh-%s.secret", g->sock_dir, role);
-    // the ranks' secrets: mpirun hands its ranks no descriptor, so a 0600 file in the socket's
-    // 0700 folder (only our uid reaches either), one identity line per rank
+    rl_log_debug("ranks across hosts connect to %s", rl_chan_endpoint(g->mesh_chan));
+    return 0;
+}
+
+// The ranks' secrets on this host: a 0600 file in the socket's 0700 folder (only our uid
+// reaches either): "token <hex>" and one "identity <rid>" line per rank. Returns 0 or an error.
+static int s_mesh_secret(rl_group_t *g, s_launch_t *L, char *err, size_t err_len) {
     int fd = open(L->secret, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) {
         return rl_errf(err, err_len, errno, "%s: %s", L->secret, strerror(errno));
     }
     FILE *f = fdopen(fd, "w");
-    rc = f ? 0 : RL_EIO;
+    int rc = f ? 0 : RL_EIO;
     if (f) {
         fprintf(f, "token %s\n", g->token);
     }
-    for (int r = 0; !rc && r < n; r++) {
-        s_worker_t *w = &g->w[g->n + r];
-        if ((rc = s_worker_init(g, w, role, r, err, err_len)) != 0) {
-            break;
-        }
-        w->mesh = g->n_launch + 1;
-        w->mesh_rank = r;
-        w->alive = 1;
-        w->last_beat = rl_clock_now();
-        fprintf(f, "identity %s\n", w->rid);
+    for (int r = 0; !rc && r < L->dp * L->fsdp; r++) {
+        fprintf(f, "identity %s\n", g->w[L->first + r].rid);
     }
     if (f && fclose(f) != 0 && !rc) {
         rc = RL_EIO;
@@ -604,37 +633,124 @@ int rl_group_spawn_mesh(rl_group_t *g, const char *role, int dp, int fsdp, int t
         unlink(L->secret);
         return rl_errf(err, err_len, rc, "%s: cannot write the ranks' secret", L->secret);
     }
+    return 0;
+}
+
+int rl_group_spawn_mesh(rl_group_t *g, const char *role, int dp, int fsdp, int threads,
+                        const rl_group_mesh_opts_t *o, char *err, size_t err_len) {
+    int n = dp * fsdp;
+    const char *launcher = o->launcher ? o->launcher : "mpirun";
+    if (dp < 1 || fsdp < 1 || g->n + n > S_MAX_WORKERS || o->n_launcher_args > 16 ||
+        g->n_launch == (int)(sizeof g->launch / sizeof g->launch[0])) {
+        return rl_errf(err, err_len, RL_EINVAL, "a mesh of dp %d x fsdp %d: too many workers", dp,
+                       fsdp);
+    }
+    char exe[4096];
+    int rc = s_self_exe(exe, err, err_len);
+    if (rc || (o->hostfile && (rc = s_mesh_bind(g, o, err, err_len)) != 0)) {
+        return rc;
+    }
+    s_launch_t *L = &g->launch[g->n_launch];
+    memset(L, 0, sizeof *L);
+    snprintf(L->role, sizeof L->role, "%s", role);
+    L->dp = dp;
+    L->fsdp = fsdp;
+    L->first = g->n;
+    L->far = o->hostfile != NULL;
+    snprintf(L->log, sizeof L->log, "%s/%s-launcher.log", g->log_dir, role);
+    // across hosts every rank's identity ends in one nonce given on its command line (it only
+    // tells this run's ranks from another's: what admits a rank there is its key)
+    char nonce[17] = "";
+    if (L->far && (rc = s_random_hex(nonce, 8)) != 0) {
+        return rl_errf(err, err_len, rc, "getrandom: %s", strerror(rc));
+    }
+    for (int r = 0; r < n; r++) {
+        s_worker_t *w = &g->w[g->n + r];
+        if ((rc = s_worker_init(g, w, role, r, err, err_len)) != 0) {
+            return rc;
+        }
+        w->mesh = g->n_launch + 1;
+        w->mesh_rank = r;
+        w->far = L->far;
+        w->alive = 1;
+        w->last_beat = rl_clock_now();
+        if (L->far) {
+            snprintf(w->rid, sizeof w->rid, "%s/%d~%s", role, r, nonce);
+        }
+    }
+    if (!L->far) { // mpirun hands its ranks no descriptor: their secrets are in a file
+        snprintf(L->secret, sizeof L->secret, "%s/mesh-%s.secret", g->sock_dir, role);
+        if ((rc = s_mesh_secret(g, L, err, err_len)) != 0) {
+            return rc;
+        }
+    }
     char s_np[16], s_mesh[32], s_parent[32], s_hb[32], s_max[32];
     snprintf(s_np, sizeof s_np, "%d", n);
     snprintf(s_mesh, sizeof s_mesh, "%d,%d", dp, fsdp);
-    snprintf(s_parent, sizeof(s_parent), "%d", (int)getpid());
+    snprintf(s_parent, sizeof(s_parent), "%d", L->far ? 0 : (int)getpid());
     snprintf(s_hb, sizeof(s_hb), "%g", g->heartbeat);
     snprintf(s_max, sizeof(s_max), "%lld", (long long)g->max_frame);
     // what mpirun needs here, set by us (docs/mesh.md): root in CI, more ranks than cores, idle
-    // ranks that yield, no pinning (roles share the cores), shared memory on one host
-    char *argv[48];
+    // ranks that yield, no pinning (roles share the cores), shared memory on one host (and tcp
+    // between hosts); across hosts the ranks' environment is what they need of ours
+    char *argv[80];
     int a = 0;
     argv[a++] = (char *)launcher;
     if (geteuid() == 0) {
         argv[a++] = "--allow-run-as-root";
     }
     const char *fixed[] = {"--oversubscribe",     "--bind-to", "none",  "--mca",
-                           "mpi_yield_when_idle", "1",         "--mca", "btl",
-                           "self,vader",          "-np"};
+                           "mpi_yield_when_idle", "1",         "--mca", "btl"};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
         argv[a++] = (char *)fixed[i];
     }
-    char *tail[] = {s_np,          exe,           "worker",    "--role",        (char *)role,
-                    "--mesh",      s_mesh,        "--connect", g->endpoint,     "--parent",
-                    s_parent,      "--heartbeat", s_hb,        "--secret-file", L->secret,
-                    "--max-frame", s_max,         "--log-dir", g->log_dir,      NULL};
+    argv[a++] = L->far ? "self,vader,tcp" : "self,vader";
+    if (L->far) {
+        const char *hosts[] = {"--hostfile", o->hostfile,
+                               "-x",         "OPENBLAS_NUM_THREADS",
+                               "-x",         "OPENBLAS_THREAD_TIMEOUT",
+                               "-x",         "RLCTL_MESH_SERVER_KEY"};
+        for (size_t i = 0; i < sizeof hosts / sizeof hosts[0]; i++) {
+            argv[a++] = (char *)hosts[i];
+        }
+    }
+    for (int i = 0; i < o->n_launcher_args; i++) {
+        argv[a++] = (char *)o->launcher_args[i];
+    }
+    const char *ep = L->far ? rl_chan_endpoint(g->mesh_chan) : g->endpoint;
+    char *tail[] = {"-np",         s_np,   exe,           "worker",   "--role",    (char *)role,
+                    "--mesh",      s_mesh, "--connect",   (char *)ep, "--parent",  s_parent,
+                    "--heartbeat", s_hb,   "--max-frame", s_max,      "--log-dir", g->log_dir};
     for (size_t i = 0; i < sizeof tail / sizeof tail[0]; i++) {
         argv[a++] = tail[i];
     }
-    char e_threads[64], e_timeout[64];
-    char **envp = s_env(threads, e_threads, e_timeout);
+    if (L->far) { // public: the nonce, the key file's path (read on the rank's host)
+        argv[a++] = "--mesh-nonce";
+        argv[a++] = nonce;
+        argv[a++] = "--key";
+        argv[a++] = (char *)o->rank_key;
+    } else {
+        argv[a++] = "--secret-file";
+        argv[a++] = L->secret;
+    }
+    argv[a] = NULL;
+    char e_threads[64], e_timeout[64], e_key[64];
+    char **envp0 = s_env(threads, e_threads, e_timeout);
+    size_t ne = 0;
+    while (envp0 && envp0[ne]) {
+        ne++;
+    }
+    char **envp = envp0 ? calloc(ne + 2, sizeof *envp) : NULL;
+    if (envp) { // the controller's public key for ranks across hosts (not a secret)
+        memcpy(envp, envp0, ne * sizeof *envp);
+        snprintf(e_key, sizeof e_key, "RLCTL_MESH_SERVER_KEY=%s", L->far ? o->key->pub : "");
+        envp[ne] = e_key;
+    }
+    free(envp0);
     if (!envp) {
-        unlink(L->secret);
+        if (L->secret[0]) {
+            unlink(L->secret);
+        }
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
     posix_spawn_file_actions_t fa;
@@ -647,7 +763,9 @@ int rl_group_spawn_mesh(rl_group_t *g, const char *role, int dp, int fsdp, int t
     posix_spawnattr_destroy(&at);
     free(envp);
     if (rc) {
-        unlink(L->secret);
+        if (L->secret[0]) {
+            unlink(L->secret);
+        }
         return rl_errf(err, err_len, rc,
                        "cannot start the MPI launcher '%s' for the %s mesh (dp %d x fsdp %d): "
                        "%s (install Open MPI's openmpi-bin, or set mesh.launcher)",
@@ -657,8 +775,9 @@ int rl_group_spawn_mesh(rl_group_t *g, const char *role, int dp, int fsdp, int t
     L->alive = 1;
     g->n_launch++;
     g->n += n;
-    rl_log_debug("started the %s mesh (dp %d x fsdp %d) with %s (pid %d), log %s", role, dp, fsdp,
-                 launcher, (int)pid, L->log);
+    rl_log_debug("started the %s mesh (dp %d x fsdp %d) with %s (pid %d)%s%s, log %s", role, dp,
+                 fsdp, launcher, (int)pid, L->far ? " on the hosts of " : "",
+                 L->far ? o->hostfile : "", L->log);
     return 0;
 }
 
@@ -714,15 +833,29 @@ static pid_t s_ppid(pid_t pid) {
 
 // The worker that sent m on connection `peer`, after the checks of rl_group.h: its routing
 // identity (or its heartbeat's), the kernel's pid and uid of the connection, the token on hello
-// and heartbeats. *hb: it came on the heartbeat connection. NULL: dropped and counted.
+// and heartbeats; a rank across hosts: the mesh's socket, whose handshake checked its key.
+// *hb: it came on the heartbeat connection. NULL: dropped and counted.
 static s_worker_t *s_sender(rl_group_t *g, const rl_msg_t *m, const char *peer, int *hb) {
     s_worker_t *w = s_find_rid(g, peer, hb);
     if (!w) {
         s_drop(g, m, peer, "not a worker of this run");
         return NULL;
     }
+    int via_mesh = g->mesh_chan && g->last_via == g->mesh_chan;
+    if (via_mesh != w->far) {
+        s_drop(g, m, w->name,
+               via_mesh ? "a local worker's name on the tcp socket of the mesh"
+                        : "a rank across hosts on the local socket");
+        return NULL;
+    }
     int64_t pid = -1, uid = -1;
-    if (rl_chan_peer_cred(g->chan, &pid, &uid) != 0) {
+    char key[RL_CURVE_Z85_LEN + 1];
+    if (w->far) {
+        if (rl_chan_peer_key(g->mesh_chan, key) != 0) { // its key passed mesh.allow
+            s_drop(g, m, w->name, "no CURVE key");
+            return NULL;
+        }
+    } else if (rl_chan_peer_cred(g->chan, &pid, &uid) != 0) {
         s_drop(g, m, w->name, "the sender's process is unknown");
         return NULL;
     }
@@ -731,7 +864,7 @@ static s_worker_t *s_sender(rl_group_t *g, const rl_msg_t *m, const char *peer, 
         w->pid = (pid_t)pid; // a rank speaks first from a child of its launcher: that is it
         rl_log_debug("%s is pid %lld", w->name, (long long)pid);
     }
-    if (uid != (int64_t)geteuid() || pid != (int64_t)w->pid) {
+    if (!w->far && (uid != (int64_t)geteuid() || pid != (int64_t)w->pid)) {
         char why[160];
         snprintf(why, sizeof why, "sent by pid %lld (uid %lld), not by the worker rlctl started "
                  "(pid %d)", (long long)pid, (long long)uid, (int)w->pid);
@@ -745,7 +878,7 @@ static s_worker_t *s_sender(rl_group_t *g, const rl_msg_t *m, const char *peer, 
                                   : "a heartbeat on the request connection");
         return NULL;
     }
-    if ((is_hb || is_hello) && !s_token_ok(g, m)) {
+    if ((is_hb || is_hello) && !w->far && !s_token_ok(g, m)) {
         s_drop(g, m, w->name, "without the run's token");
         return NULL;
     }
@@ -777,12 +910,18 @@ static int s_bookkeep(rl_group_t *g, rl_msg_t *m, const char *peer, s_worker_t *
             s_drop(g, m, w->name, "a second hello");
         } else if (rl_proto_hello_decode(m, &h, err, sizeof err) != 0) {
             s_drop(g, m, w->name, err);
-        } else if (h.error) {
-            snprintf(w->error, sizeof(w->error), "%s", h.error);
         } else {
-            w->ready = 1;
-            if (rl_proto_welcome(rl_msg_id(m), &wel) == 0) {
-                rl_chan_send(g->chan, w->rid, &wel, err, sizeof(err));
+            if (w->far) { // what it says of itself: to name it, never to kill it
+                w->pid = (pid_t)h.pid;
+                snprintf(w->host, sizeof w->host, "%s", h.host ? h.host : "");
+            }
+            if (h.error) {
+                snprintf(w->error, sizeof(w->error), "%s", h.error);
+            } else {
+                w->ready = 1;
+                if (rl_proto_welcome(rl_msg_id(m), &wel) == 0) {
+                    rl_chan_send(s_router(g, w), w->rid, &wel, err, sizeof(err));
+                }
             }
         }
         return 1;
@@ -832,11 +971,16 @@ static void s_remote_events(rl_group_t *g) {
 static int s_recv_any(rl_group_t *g, int timeout_ms, rl_msg_t **m, s_worker_t **remote, char *peer,
                       size_t peer_len, char *e, size_t e_len) {
     *remote = NULL;
+    g->last_via = g->chan;
     rl_chan_t *chans[64];
     s_worker_t *owners[64];
     int n = 0;
     chans[n] = g->chan;
     owners[n++] = NULL;
+    if (g->mesh_chan) {
+        chans[n] = g->mesh_chan;
+        owners[n++] = NULL;
+    }
     for (int i = 0; i < g->n && n < 64; i++) {
         if (g->w[i].chan) {
             chans[n] = g->w[i].chan;
@@ -854,6 +998,7 @@ static int s_recv_any(rl_group_t *g, int timeout_ms, rl_msg_t **m, s_worker_t **
     for (int i = 0; i < n; i++) {
         if (ready[i]) {
             *remote = owners[i];
+            g->last_via = chans[i];
             rc = rl_chan_recv(chans[i], 0, m, peer, peer_len, e, e_len);
             if (owners[i]) {
                 snprintf(peer, peer_len, "%s", owners[i]->name);
@@ -1039,6 +1184,19 @@ int rl_group_wait_ready(rl_group_t *g, double timeout_s, char *err, size_t err_l
                                               : "no connection: is it listening there?");
                 }
             }
+            for (int i = 0; i < g->n; i++) {
+                if (g->w[i].far && !g->w[i].ready) {
+                    uint64_t nr = rl_chan_refused(g->mesh_chan);
+                    return rl_errf(err, err_len, RL_ETIMEOUT,
+                                   "rank %s across hosts did not say hello within %.0f s at %s "
+                                   "(%llu handshake%s refused: a key not on mesh.allow); is "
+                                   "mesh.endpoint reachable from its host? its log: %s, the "
+                                   "launcher's: %s",
+                                   g->w[i].name, timeout_s, rl_chan_endpoint(g->mesh_chan),
+                                   (unsigned long long)nr, nr == 1 ? "" : "s", g->w[i].log,
+                                   g->launch[g->w[i].mesh - 1].log);
+                }
+            }
             return rl_errf(err, err_len, RL_ETIMEOUT, "workers not ready after %.0f s",
                            timeout_s);
         }
@@ -1121,7 +1279,7 @@ static int s_post_one(rl_group_t *g, s_worker_t *w, rl_msg_t **req, uint64_t *id
             s_lose(w, "cannot send: %s", e);
         }
     } else {
-        int r = rl_chan_send(g->chan, w->rid, req, e, sizeof(e));
+        int r = rl_chan_send(s_router(g, w), w->rid, req, e, sizeof(e));
         if (r) {
             // a peer that vanished has usually died: say how, when it did (within 1 s)
             for (int tries = 0; tries < 20 && w->alive; tries++) {
@@ -1288,7 +1446,7 @@ static int s_collect(rl_group_t *g, int n, const uint64_t *ids, rl_msg_t **repli
                             "%s",
                             w->name, (int)w->pid, timeout_s, w->log);
                 }
-                s_kill(waiting[j]);
+                s_kill(g, waiting[j]);
                 s_pending_fail(p, f);
                 if (fail_fast && !rc) {
                     rc = rl_errf(err, err_len, RL_ETIMEOUT, "%s", f);
@@ -1401,7 +1559,7 @@ void rl_group_destroy(rl_group_t **self_p, double timeout_s) {
             uint64_t id = g->next_id++;
             if (rl_proto_request(RL_PROTO_SHUTDOWN, id, &m) == 0) {
                 if (!w->remote) {
-                    rl_chan_send(g->chan, w->rid, &m, e, sizeof(e));
+                    rl_chan_send(s_router(g, w), w->rid, &m, e, sizeof(e));
                 } else if (rl_proto_session_set(m, g->session) == 0 &&
                            rl_chan_send(w->chan, NULL, &m, e, sizeof e) == 0) {
                     bye[i] = id;
@@ -1431,7 +1589,7 @@ void rl_group_destroy(rl_group_t **self_p, double timeout_s) {
         }
     }
     for (int i = 0; i < g->n; i++) {
-        s_kill(&g->w[i]); // s_reap already killed the process groups of those that exited
+        s_kill(g, &g->w[i]); // s_reap already killed the process groups of those that exited
         rl_chan_close(&g->w[i].chan, 0);
     }
     for (int i = 0; i < g->n_launch; i++) { // the ranks are gone: their launchers exit
@@ -1457,6 +1615,7 @@ void rl_group_destroy(rl_group_t **self_p, double timeout_s) {
         s_pending_free(&g->pend[i]);
     }
     rl_chan_close(&g->chan, 0);
+    rl_chan_close(&g->mesh_chan, 0);
     if (g->sock_dir[0]) {
         unlink(g->sock_path);
         rmdir(g->sock_dir);

@@ -62,19 +62,42 @@ uint64_t rl_group_dropped(const rl_group_t *self);
 int rl_group_spawn(rl_group_t *self, const char *role, int rank, int threads, char *err,
                    size_t err_len);
 
-// Starts `role` as the dp·fsdp ranks of a mesh (docs/mesh.md): spawns the MPI launcher
-// (`launcher`, Open MPI's mpirun, found on PATH) in its own process group with what it needs here
-// (--allow-run-as-root as root, --oversubscribe, --bind-to none, mpi_yield_when_idle, shared
-// memory), which starts dp·fsdp `rlctl worker --mesh DP,FSDP` processes with `threads` BLAS
-// threads each. They are role/0 .. role/<dp·fsdp-1> (the MPI world rank). mpirun hands its ranks
-// no descriptor, so their secrets (the token and one identity per rank) are in a 0600 file of the
-// socket's 0700 folder, removed once every worker said hello. A rank is admitted as rl_group.h
-// says for spawned workers, except that its pid is learned from its first message, which must
-// come from a child of the launcher; from then on only that process speaks for it. A rank that
-// dies takes the launcher and the other ranks with it: each call then fails naming the rank that
-// died first and how (from the launcher's log). Returns 0 or an error (no launcher: says so).
+// How rl_group_spawn_mesh starts a mesh's ranks.
+typedef struct {
+    const char *launcher;             // Open MPI's mpirun (found on PATH); NULL: "mpirun"
+    const char *const *launcher_args; // more arguments for it, before the program (≤ 16)
+    int n_launcher_args;
+    // ranks on other hosts (docs/mesh.md, "Across hosts"); hostfile NULL: all on this host
+    const char *hostfile;      // the launcher's --hostfile
+    const char *endpoint;      // tcp://ADDR:PORT to bind for them (port 0: any)
+    const rl_curve_key_t *key; // the controller's key pair (the ranks get the public)
+    const char (*allow)[RL_CURVE_Z85_LEN + 1]; // the ranks' public keys admitted
+    int n_allow;
+    const char *rank_key; // the ranks' secret key file on their hosts
+} rl_group_mesh_opts_t;
+
+// Starts `role` as the dp·fsdp ranks of a mesh (docs/mesh.md): spawns the MPI launcher in its
+// own process group with what it needs here (--allow-run-as-root as root, --oversubscribe,
+// --bind-to none, mpi_yield_when_idle, shared memory), which starts dp·fsdp `rlctl worker --mesh
+// DP,FSDP` processes with `threads` BLAS threads each. They are role/0 .. role/<dp·fsdp-1> (the
+// MPI world rank). On this host (no hostfile) mpirun hands its ranks no descriptor, so their
+// secrets (the token and one identity per rank) are in a 0600 file of the socket's 0700 folder,
+// removed once every worker said hello; a rank is admitted as rl_group.h says for spawned workers,
+// except that its pid is learned from its first message, which must come from a child of the
+// launcher; from then on only that process speaks for it. With a hostfile the ranks may be on
+// other hosts: they connect over tcp to a CURVE ROUTER bound at o->endpoint with o->key, and
+// what admits one is its key (on o->allow; the ranks read o->rank_key on their hosts) and its
+// identity "<role>/<rank>~<nonce>" (the nonce on their command line tells this run's ranks from
+// another's); the launcher gets the hostfile, tcp between hosts, and passes the ranks
+// OPENBLAS_* and the controller's public key (RLCTL_MESH_SERVER_KEY). A rank that dies takes the
+// launcher and the other ranks with it: each call then fails naming the rank that died first and
+// how (from the launcher's log). Returns 0 or an error (no launcher: says so).
 int rl_group_spawn_mesh(rl_group_t *self, const char *role, int dp, int fsdp, int threads,
-                        const char *launcher, char *err, size_t err_len);
+                        const rl_group_mesh_opts_t *o, char *err, size_t err_len);
+
+// The host a worker named in its hello (a rank across hosts) or its attach reply (a remote
+// sampler); NULL when it did not (a local worker: this host). borrowed.
+const char *rl_group_host(const rl_group_t *self, const char *peer);
 
 // Adds a remote sampler (`rlctl sampler serve` on endpoint, "tcp://HOST:PORT") as role/rank:
 // connects a DEALER as a CURVE client with the key pair `client`, trusting only server_pub

@@ -104,9 +104,13 @@ static const s_field_t s_hello[] = {
     F_INT(rl_proto_hello_t, "rank", rank),
     F_INT(rl_proto_hello_t, "pid", pid),
     F_STR(rl_proto_hello_t, "token", token),
-    {.key = "caps", .kind = S_STRS, .off = offsetof(rl_proto_hello_t, caps), .len_off = S_NONE,
+    {.key = "caps",
+     .kind = S_STRS,
+     .off = offsetof(rl_proto_hello_t, caps),
+     .len_off = S_NONE,
      .count_off = offsetof(rl_proto_hello_t, n_caps)},
     F_STR_OPT(rl_proto_hello_t, "error", error),
+    F_STR_OPT(rl_proto_hello_t, "host", host),
 };
 static const s_field_t s_hb[] = {F_STR(rl_proto_hb_t, "token", token)};
 static const s_field_t s_configure[] = {

@@ -103,6 +103,7 @@ typedef struct {
     const char *const *caps;  // the verbs it serves (op names)
     int n_caps;
     const char *error;        // NULL, or why its setup failed
+    const char *host;         // NULL, or its host name (a rank of a mesh across hosts)
 } rl_proto_hello_t;
 
 typedef struct {

@@ -6,6 +6,7 @@
 
 #include "rl_err.h"
 #include "rl_model.h"
+#include "rl_worker.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -167,7 +168,11 @@ static int s_setup(const rl_recipe_t *recipe, int threads, void **state, char *e
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
     c->recipe = recipe;
-    int rc = rl_policy_new_critic(recipe, threads, &c->critic, err, err_len);
+    // a rank of the critic's own mesh (roles.critic: mesh) shards it over that mesh
+    rl_coll_t *mesh = rl_worker_mesh();
+    int rc = mesh ? rl_policy_new_sharded(recipe, threads, RL_POLICY_CRITIC, mesh, &c->critic, err,
+                                          err_len)
+                  : rl_policy_new_critic(recipe, threads, &c->critic, err, err_len);
     if (rc) {
         free(c);
         return rc;

@@ -1,22 +1,28 @@
 // rl_role_reference — the reference role of its own (roles.reference: worker): the frozen base
 // model (no adapter, no gradients, no optimizer) in a process of its own, serving logprobs. The
 // actor then keeps no frozen copy (full tuning) and does not switch its adapters off (LoRA);
-// the logprobs are the same numbers either way.
+// the logprobs are the same numbers either way. With roles.reference: mesh it is the ranks of a
+// mesh of its own: each rank keeps its shard of every layer (rl_fsdp) and gathers a layer while
+// it computes it; a rank given no rows runs the layers' collectives idle, as its peers need.
 #include "rl_role.h"
 
 #include "rl_err.h"
+#include "rl_fsdp.h"
 #include "rl_model.h"
 #include "rl_policy.h"
+#include "rl_worker.h"
 
 #include <stdlib.h>
 
 typedef struct {
     rl_model_t *model;
+    rl_fsdp_t *fsdp; // a rank of a mesh: this rank's shards (NULL: the whole model)
 } s_reference_t;
 
 static void s_teardown(void **state) {
     s_reference_t *s = *state;
     if (s) {
+        rl_fsdp_destroy(&s->fsdp);
         rl_model_destroy(&s->model);
         free(s);
     }
@@ -33,11 +39,18 @@ static int s_setup(const rl_recipe_t *recipe, int threads, void **state, char *e
     rl_model_opts_t mo;
     rl_policy_model_opts(recipe, threads, &mo);
     mo.tune = RL_TUNE_NONE;
+    rl_coll_t *mesh = rl_worker_mesh();
+    mo.sharded = mesh != NULL;
     char msg[2048];
     s->model = rl_model_load(recipe->model.path, &mo, msg, sizeof msg);
     if (!s->model) {
         s_teardown(state);
         return rl_errf(err, err_len, RL_EINVAL, "reference: %s", msg);
+    }
+    int rc = mesh ? rl_fsdp_new(s->model, mesh, NULL, 0, &s->fsdp, msg, sizeof msg) : 0;
+    if (rc) {
+        s_teardown(state);
+        return rl_errf(err, err_len, rc, "reference: %s", msg);
     }
     return 0;
 }
@@ -49,6 +62,15 @@ static int s_logprobs(void *state, const rl_msg_t *req, rl_msg_t **reply, char *
     int rc = rl_proto_logprobs_decode(req, &q, err, err_len);
     if (rc) {
         return rc;
+    }
+    if (q.B == 0 && s->fsdp) { // no rows for this rank: its peers still gather every layer
+        rc = rl_model_units_idle(s->model, 0);
+        if (rc) {
+            return rl_errf(err, err_len, rc, "logprobs: %s", rl_model_errmsg(s->model));
+        }
+        float none = 0.0f;
+        rl_proto_logprobs_reply_t r = {&none, 0, q.T};
+        return rl_proto_logprobs_reply_encode(&r, rl_msg_id(req), reply, err, err_len);
     }
     float *logp = malloc((size_t)q.B * (size_t)q.T * sizeof(float));
     int *len = malloc((size_t)q.B * sizeof(int));

@@ -184,6 +184,47 @@ static int s_controller_alive(const rl_worker_opts_t *o) {
     return getppid() == o->parent;
 }
 
+// A rank across hosts: its key pair (from its host's key file), the controller's public key (from
+// the launcher's environment) and its identity. Returns 0 or an error.
+static int s_far_secret(const rl_worker_opts_t *o, rl_curve_key_t *key, char *server_pub,
+                        char *identity, size_t id_cap, char *err, size_t err_len) {
+    const char *sp = getenv("RLCTL_MESH_SERVER_KEY");
+    if (!sp || !rl_curve_key_valid(sp, strlen(sp))) {
+        return rl_errf(err, err_len, RL_EINVAL,
+                       "RLCTL_MESH_SERVER_KEY (the controller's public key, which the launcher "
+                       "passes on) is %s",
+                       sp ? "not a Z85 key" : "not set");
+    }
+    memcpy(server_pub, sp, RL_CURVE_Z85_LEN + 1);
+    snprintf(identity, id_cap, "%s/%d~%s", o->role, o->rank, o->mesh_nonce);
+    return rl_curve_load_secret(o->key_file, key, err, err_len);
+}
+
+// A rank across hosts watches its connection to the controller: refused by the controller's
+// allowlist, another server key, or closed after it was up (the controller is gone). Returns 0
+// or why the rank stops.
+static int s_far_events(rl_chan_t *chan, int *up, int *bad_handshakes, char *err, size_t err_len) {
+    int64_t v;
+    rl_chan_event_t ev;
+    while ((ev = rl_chan_event(chan, &v)) != RL_CHAN_EV_NONE) {
+        if (ev == RL_CHAN_EV_UP) {
+            *up = 1;
+        } else if (ev == RL_CHAN_EV_AUTH) {
+            return rl_errf(err, err_len, RL_EINVAL,
+                           "the controller refused this rank (ZAP status %lld): the public key "
+                           "of mesh.rank_key is not on its mesh.allow",
+                           (long long)v);
+        } else if (ev == RL_CHAN_EV_HANDSHAKE && ++*bad_handshakes >= 3) {
+            return rl_errf(err, err_len, RL_EINVAL,
+                           "the CURVE handshake with the controller failed 3 times: the peer at "
+                           "the endpoint is not the controller whose public key we were given");
+        } else if (ev == RL_CHAN_EV_DOWN && *up) {
+            return rl_errf(err, err_len, RL_EIO, "the connection to the controller closed");
+        }
+    }
+    return 0;
+}
+
 // A rank of a mesh: joins the MPI world (its rank is the world rank) and points stderr at its
 // own log. Returns 0 or an error.
 static int s_join_mesh(rl_worker_opts_t *o, char *err, size_t err_len) {
@@ -222,9 +263,18 @@ int rl_worker_main(const rl_worker_opts_t *opts) {
     s_worker_t w;
     memset(&w, 0, sizeof(w));
     w.o = o;
-    char err[2048], id[64], token[128], identity[256];
-    int rc = 0;
-    if (oo.mesh_dp > 0) {
+    char err[2048], id[64], token[128] = "", identity[256];
+    char server_pub[RL_CURVE_Z85_LEN + 1] = "", host[256] = "";
+    rl_curve_key_t key;
+    memset(&key, 0, sizeof key);
+    int rc = 0, far = oo.mesh_dp > 0 && oo.key_file, up = 0, bad_hs = 0;
+    if (far) {
+        rc = s_join_mesh(&oo, err, sizeof err);
+        if (!rc) {
+            rc = s_far_secret(&oo, &key, server_pub, identity, sizeof identity, err, sizeof err);
+        }
+        gethostname(host, sizeof host - 1);
+    } else if (oo.mesh_dp > 0) {
         char buf[1024];
         rc = s_join_mesh(&oo, err, sizeof err);
         if (!rc) {
@@ -239,16 +289,22 @@ int rl_worker_main(const rl_worker_opts_t *opts) {
                            sizeof err);
     }
     snprintf(id, sizeof(id), "%s/%d", o->role, o->rank);
+    double period = o->heartbeat > 0 ? o->heartbeat : 1.0;
     if (!rc) {
-        rc = rl_chan_connect(o->endpoint, identity, o->max_frame, &w.chan, err, sizeof(err));
+        rc = far ? rl_chan_connect_curve(o->endpoint, identity, o->max_frame, &key, server_pub,
+                                         period, &w.chan, err, sizeof err)
+                 : rl_chan_connect(o->endpoint, identity, o->max_frame, &w.chan, err, sizeof(err));
     }
     if (rc) {
         rl_log_error("%s: %s", id, err);
+        memset(&key, 0, sizeof key);
         return 1;
     }
     rl_heartbeat_t *hb = NULL;
-    rc = rl_chan_heartbeat_start(o->endpoint, identity, token,
-                                 o->heartbeat > 0 ? o->heartbeat : 1.0, &hb, err, sizeof(err));
+    rc = far ? rl_chan_heartbeat_start_curve(o->endpoint, identity, &key, server_pub, period, &hb,
+                                             err, sizeof err)
+             : rl_chan_heartbeat_start(o->endpoint, identity, token, period, &hb, err, sizeof(err));
+    memset(&key, 0, sizeof key);
     // hello at once: the controller then sends `configure` (the recipe and threads), which
     // loads the role's model or rewards
     w.role = rl_role_find(o->role);
@@ -262,8 +318,8 @@ int rl_worker_main(const rl_worker_opts_t *opts) {
         caps[ncaps++] = rl_proto_verb_name(w.role->verbs[i].verb);
     }
     caps[ncaps++] = rl_proto_verb_name(RL_PROTO_SHUTDOWN);
-    rl_proto_hello_t hello = {o->role, o->rank, (int64_t)getpid(), token, caps, ncaps,
-                              rc ? err : NULL};
+    rl_proto_hello_t hello = {o->role, o->rank, (int64_t)getpid(), token,
+                              caps,    ncaps,   rc ? err : NULL,   far ? host : NULL};
     char e2[256];
     rl_msg_t *m = NULL;
     if (rl_proto_hello_encode(&hello, 0, &m, e2, sizeof e2) != 0) {
@@ -285,6 +341,9 @@ int rl_worker_main(const rl_worker_opts_t *opts) {
             if (!s_controller_alive(o)) {
                 break; // orphaned
             }
+            if (far && (rc = s_far_events(w.chan, &up, &bad_hs, err, sizeof err)) != 0) {
+                rl_log_error("%s: %s", id, err);
+            }
             continue;
         }
         if (r) {
@@ -293,9 +352,10 @@ int rl_worker_main(const rl_worker_opts_t *opts) {
         }
         // only the controller that started us gives orders (someone who took over the socket's
         // path would be another process)
+        // (across hosts the CURVE handshake proved the controller's key instead)
         int64_t pid = -1, uid = -1;
         int cred = rl_chan_peer_cred(w.chan, &pid, &uid) == 0;
-        if (!cred || uid != (int64_t)geteuid() || (o->parent > 0 && pid != o->parent)) {
+        if (!far && (!cred || uid != (int64_t)geteuid() || (o->parent > 0 && pid != o->parent))) {
             if (++dropped <= 10 || dropped % 1000 == 0) {
                 rl_log_warn("%s: dropped '%s' from pid %lld (uid %lld): not the controller "
                             "(pid %d) (%llu dropped so far)", id, rl_msg_op(req),

@@ -38,6 +38,11 @@ typedef struct {
                              // per rank, in the controller's 0700 socket folder; the rank takes
                              // the line of "<role>/<rank>~"
     const char *log_dir;     // a rank writes its log to <log_dir>/<role>-<rank>.log
+    // a rank across hosts (a mesh with a hostfile) instead of secret_file: endpoint is the
+    // controller's tcp:// CURVE socket, whose public key is $RLCTL_MESH_SERVER_KEY; the rank
+    // connects with the key pair of key_file (on its host) as "<role>/<rank>~<mesh_nonce>"
+    const char *key_file;
+    const char *mesh_nonce;
 } rl_worker_opts_t;
 
 // The collectives of this worker's mesh (borrowed; valid while the worker runs), or NULL when it is

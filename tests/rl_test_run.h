@@ -172,4 +172,55 @@ static inline json_t *rl_test_metrics(const char *tmp, const char *run) {
     return arr;
 }
 
+// A network namespace behind a veth pair: "another host" on this one, so that every byte to it
+// crosses a (virtual) network link. Names from the tag and the pid; this side 10.<b>.<net>.1, the
+// namespace 10.<b>.<net>.2 with net = 20 + pid % 200 (two suites or runs at once do not collide).
+typedef struct {
+    char ns[32], veth[32];
+    char here[32], there[32], subnet[40]; // "10.b.net.1", "10.b.net.2", "10.b.net.0/24"
+} rl_test_netns_t;
+
+// Removes n's namespace (the veth pair goes with it). Safe on one that is not up.
+static inline void rl_test_netns_down(rl_test_netns_t *n) {
+    char cmd[512];
+    if (!n->ns[0]) {
+        return;
+    }
+    snprintf(cmd, sizeof cmd,
+             "ip netns del %s; ip link del %s 2>/dev/null; ! ip netns list | grep -qw %s", n->ns,
+             n->veth, n->ns);
+    if (system(cmd) != 0) {
+        printf("note: could not remove %s\n", n->ns);
+    }
+    n->ns[0] = '\0';
+}
+
+// Makes the namespace. Returns 0, or non-zero with why (not root, no CAP_NET_ADMIN) in why.
+static inline int rl_test_netns_up(rl_test_netns_t *n, char tag, int b, char *why, size_t cap) {
+    char cmd[2048];
+    int id = (int)getpid() % 100000, net = 20 + id % 200;
+    memset(n, 0, sizeof *n);
+    snprintf(n->ns, sizeof n->ns, "rl%c%d", tag, id);
+    snprintf(n->veth, sizeof n->veth, "rl%ch%d", tag, id);
+    snprintf(n->here, sizeof n->here, "10.%d.%d.1", b, net);
+    snprintf(n->there, sizeof n->there, "10.%d.%d.2", b, net);
+    snprintf(n->subnet, sizeof n->subnet, "10.%d.%d.0/24", b, net);
+    snprintf(cmd, sizeof cmd,
+             "set -e; ip netns add %s; ip link add %s type veth peer name rl%cs%d; "
+             "ip link set rl%cs%d netns %s; ip addr add %s/24 dev %s; ip link set %s up; "
+             "ip netns exec %s ip addr add %s/24 dev rl%cs%d; "
+             "ip netns exec %s ip link set rl%cs%d up; ip netns exec %s ip link set lo up 2>&1",
+             n->ns, n->veth, tag, id, tag, id, n->ns, n->here, n->veth, n->veth, n->ns, n->there,
+             tag, id, n->ns, tag, id, n->ns);
+    why[0] = '\0';
+    if (rl_test_shell(cmd, why, cap) != 0) {
+        if (!why[0]) {
+            snprintf(why, cap, "ip netns failed");
+        }
+        rl_test_netns_down(n);
+        return 1;
+    }
+    return 0;
+}
+
 #endif

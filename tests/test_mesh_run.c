@@ -3,8 +3,9 @@
 //   1. every algorithm trains on the mesh as on 1×1: SFT (full tuning) and GRPO (LoRA, a KL term
 //      to the reference = the adapter disabled) on dp 2 × fsdp 1, dp 1 × fsdp 2 and dp 2 × fsdp 2;
 //      GRPO with full tuning (the frozen reference sharded too), PPO (LoRA, the critic sharded on
-//      the actor's ranks, or in a worker of its own), DPO and a reward model (LoRA, pairs never
-//      split) on dp 1 × fsdp 2 and dp 2 × fsdp 2.
+//      the actor's ranks, in a worker of its own, or sharded on a mesh of its own), GRPO with the
+//      reference sharded on a mesh of its own, DPO and a reward model (LoRA, pairs never split)
+//      on dp 1 × fsdp 2 and dp 2 × fsdp 2.
 //      Every training metric of every step within the tolerances below of the 1×1 run's, and the
 //      final weights (adapter or model) too;
 //   2. the placement is printed: the rank grid and one line per rank (roles, host, pid, threads,
@@ -16,7 +17,14 @@
 //      its peers wait in a collective stops the run naming it, and the stuck ranks are killed;
 //   5. rlctl does not link MPI (a 1×1 run never loads it); rlctl validate refuses impossible
 //      meshes: devices that are not dp × fsdp, a batch that does not split over the ranks, DPO
-//      pairs that would split.
+//      pairs that would split, a hostfile without its endpoint, a relative rank key;
+//   6. across hosts: GRPO (LoRA) on dp 2 × fsdp 2 with ranks 2 and 3 on "another host" (a
+//      network namespace behind a veth pair, reached by the launcher through an `ip netns exec`
+//      agent in ssh's place, with a host name of its own): the ranks join over tcp with CURVE
+//      keys, MPI runs over tcp between the hosts, and the run matches 1×1 as in 1; the placement
+//      names each rank's host; a rank whose key is not on mesh.allow stops the run saying so, and
+//      nothing is left behind. Where namespaces cannot be made (not root) it says so and skips,
+//      except in CI (CI=true), where that fails.
 #include "rl_test.h"
 #include "rl_test_run.h"
 
@@ -56,6 +64,10 @@ static const struct {
             "algorithm.mini_batches=2 train.micro_batch_size=2"},
     {"ppo_cw", "cookbook/ppo_lora.yaml train.batch_size=8 algorithm.epochs=2 "
                "algorithm.mini_batches=2 train.micro_batch_size=2 roles.critic=worker"},
+    {"ppo_cm", "cookbook/ppo_lora.yaml train.batch_size=8 algorithm.epochs=2 "
+               "algorithm.mini_batches=2 train.micro_batch_size=2 roles.critic=mesh"},
+    {"grpo_rm", "cookbook/grpo_lora.yaml train.batch_size=4 algorithm.num_generations=4 "
+                "train.micro_batch_size=4 algorithm.beta=0.04 roles.reference=mesh"},
     {"dpo", "cookbook/dpo_lora.yaml train.batch_size=4 train.micro_batch_size=2 "
             "train.log_every=1"},
     {"rm", "cookbook/rm_lora.yaml train.batch_size=4 train.micro_batch_size=2 "
@@ -202,6 +214,11 @@ static void s_case(const char *algo, const char *tune, const char *extra, int al
             CHECK_MSG(strstr(out, "mesh dp 2 x fsdp 2 = 4 ranks [0, 1], [2, 3]") &&
                           strstr(out, "actor/3 pid") && strstr(out, "MiB"),
                       "no placement printed: %s", out);
+            // a critic or reference on a mesh of its own: its four ranks, their own processes
+            const char *own = !strcmp(algo, "ppo_cm")    ? "critic/3 pid"
+                              : !strcmp(algo, "grpo_rm") ? "reference/3 pid"
+                                                         : NULL;
+            CHECK_MSG(!own || strstr(out, own), "no placement line '%s': %s", own, out);
         }
         free(out);
         if (rc == 0) {
@@ -313,6 +330,14 @@ static void s_validate(void) {
         {"dpo_lora", "mesh.fsdp=32",
          "mesh.fsdp: a mesh of dp 1 x fsdp 32 = 32 ranks cannot split "
          "the pairs of"},
+        {"grpo_lora", "mesh.dp=2 mesh.hostfile=" RL_SOURCE_DIR "/cookbook/grpo_lora.yaml",
+         "mesh.hostfile: needs mesh.endpoint"},
+        {"grpo_lora",
+         "mesh.dp=2 mesh.hostfile=" RL_SOURCE_DIR "/cookbook/grpo_lora.yaml "
+         "mesh.endpoint=tcp://10.0.0.1:0 mesh.rank_key=keys/rank",
+         "mesh.rank_key: \"keys/rank\" is read on each rank's host: give an absolute path"},
+        {"grpo_lora", "mesh.dp=2 mesh.endpoint=tcp://10.0.0.1:0",
+         "mesh.endpoint: is for ranks on other hosts: set mesh.hostfile too"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         snprintf(args, sizeof args, "validate %s/cookbook/%s.yaml %s", RL_SOURCE_DIR,
@@ -324,6 +349,96 @@ static void s_validate(void) {
                   cases[i].extra, cases[i].want, rc, out ? out : "");
         free(out);
     }
+}
+
+// 6. Across hosts: ranks 2 and 3 in a network namespace of their own.
+static void s_across_hosts(void) {
+    rl_test_netns_t net;
+    char why[512], cmd[4096], args[4096], ex[3000];
+    if (rl_test_netns_up(&net, 'm', 232, why, sizeof why) != 0) {
+        const char *ci = getenv("CI");
+        CHECK_MSG(!ci || strcmp(ci, "true") != 0, "CI: no network namespace (%s)", why);
+        printf("network namespaces unavailable here (%s): across hosts not tested\n", why);
+        return;
+    }
+    printf("ranks 2 and 3 in network namespace %s at %s, the controller at %s\n", net.ns, net.there,
+           net.here);
+    snprintf(cmd, sizeof cmd,
+             "exec 2>&1; set -e; cd %s; mkdir -p keys; %s/rlctl keygen --out keys/ctl; "
+             "%s/rlctl keygen --out keys/rank; cp keys/rank/key.pub keys/allow; "
+             "cp keys/ctl/key.pub keys/wrong_allow; "
+             "printf 'localhost slots=2\\n%s slots=2\\n' > keys/hosts",
+             s_tmp, RL_BINARY_DIR, RL_BINARY_DIR, net.there);
+    CHECK_MSG(rl_test_shell(cmd, why, sizeof why) == 0, "keys: %s", why);
+    for (int refused = 0; refused < 2; refused++) {
+        const char *run = refused ? "hosts-refused" : "grpo-lora-hosts";
+        snprintf(ex, sizeof ex,
+                 "mesh.dp=2 mesh.fsdp=2 mesh.hostfile=%s/keys/hosts mesh.endpoint=tcp://%s:0 "
+                 "mesh.key=%s/keys/ctl/key mesh.rank_key=%s/keys/rank/key "
+                 "mesh.allow=%s/keys/%s 'mesh.launcher_args=[--mca, plm_rsh_agent, \"%s/tests/"
+                 "netns_agent.sh %s\", --mca, oob_tcp_if_include, %s, --mca, btl_tcp_if_include, "
+                 "%s]' roles.request_timeout=60",
+                 s_tmp, net.here, s_tmp, s_tmp, s_tmp, refused ? "wrong_allow" : "allow",
+                 RL_SOURCE_DIR, net.ns, net.subnet, net.subnet);
+        s_args(args, sizeof args, "grpo", run, ex);
+        char outname[96];
+        snprintf(outname, sizeof outname, "%s.txt", run); // each run its own: no stale output
+        pid_t ctl = rl_test_spawn(s_tmp, args, outname);
+        // every process of the run as it appears: workers, the launcher, the agent, the ranks
+        // on both hosts; until the ranks said hello (or the run ended)
+        snprintf(cmd, sizeof cmd, "%s/%s", s_tmp, outname);
+        pid_t all[256] = {ctl};
+        int ng = 1;
+        for (int t = 0; t < 1200 && !rl_test_gone(ctl); t++) {
+            for (int i = 0; i < ng && ng < 192; i++) {
+                pid_t kids[64];
+                int nk = rl_test_children(all[i], kids, 64);
+                for (int k = 0; k < nk && ng < 192; k++) {
+                    int seen = 0;
+                    for (int j = 0; j < ng; j++) {
+                        seen |= all[j] == kids[k];
+                    }
+                    all[ng] = kids[k];
+                    ng += !seen;
+                }
+            }
+            char *o = rl_test_read_file(cmd, NULL);
+            int ready = o && strstr(o, "workers ready");
+            free(o);
+            if (ready) {
+                break;
+            }
+            rl_test_nap();
+        }
+        int st = rl_test_wait_exit(ctl, 240);
+        char *out = rl_test_read_file(cmd, NULL);
+        char host[64], line[128];
+        snprintf(host, sizeof host, "%s", net.there);
+        for (char *c = host; *c; c++) {
+            *c = *c == '.' ? '-' : *c; // the agent's host name
+        }
+        if (!refused) {
+            CHECK_MSG(st == 0, "%s failed (%d): %s", run, st, out ? out : "");
+            snprintf(line, sizeof line, "%-15.15s  actor/2 pid", host);
+            CHECK_MSG(out && strstr(out, line) && strstr(out, "actor/3 pid"),
+                      "the placement does not put rank 2 on %s: %s", host, out ? out : "");
+            if (st == 0) {
+                s_compare_metrics("grpo-lora-1x1", run);
+                s_compare_final("grpo-lora-1x1", run, "adapter_model.safetensors");
+            }
+        } else {
+            CHECK_MSG(st != 0 && st != -1 && out && strstr(out, "not on mesh.allow"),
+                      "a rank key not on mesh.allow: want the run to stop saying so (%d): %s", st,
+                      out ? out : "");
+        }
+        CHECK_MSG(rl_test_all_gone(all + 1, ng - 1, 15),
+                  "%s: a rank, the launcher or a worker "
+                  "outlived the run (%d processes watched)",
+                  run, ng - 1);
+        printf("  %s: %d processes, all gone after the run\n", run, ng - 1);
+        free(out);
+    }
+    rl_test_netns_down(&net);
 }
 
 int main(void) {
@@ -349,6 +464,10 @@ int main(void) {
     s_case("ppo", "lora", "", 0);
     printf("PPO, LoRA, the critic in a worker of its own (one process)\n");
     s_case("ppo_cw", "lora", "", 0);
+    printf("PPO, LoRA, the critic on a mesh of its own (sharded, processes of its own)\n");
+    s_case("ppo_cm", "lora", "", 0);
+    printf("GRPO, LoRA, the reference on a mesh of its own (sharded)\n");
+    s_case("grpo_rm", "lora", "", 0);
     printf("DPO, LoRA\n");
     s_case("dpo", "lora", "", 0);
     printf("a reward model, LoRA\n");
@@ -360,6 +479,8 @@ int main(void) {
     s_rank_death();
     printf("a rank fails while its peers wait\n");
     s_rank_fails();
+    printf("across hosts\n");
+    s_across_hosts();
     if (!rl_test_failed) {
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_tmp);
         if (system(cmd) != 0) {

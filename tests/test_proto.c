@@ -33,7 +33,7 @@ static void test_verbs(void) {
 static void test_hello_hb_configure(void) {
     char err[256];
     const char *caps[] = {"generate", "shutdown"};
-    rl_proto_hello_t h = {"sampler", 3, 1234, "t0k", caps, 2, NULL};
+    rl_proto_hello_t h = {"sampler", 3, 1234, "t0k", caps, 2, NULL, NULL};
     rl_msg_t *m = NULL;
     CHECK_INT(rl_proto_hello_encode(&h, 0, &m, err, sizeof err), 0);
     CHECK_STR(rl_msg_op(m), "hello");
@@ -46,12 +46,14 @@ static void test_hello_hb_configure(void) {
     CHECK_STR(d.token, "t0k");
     CHECK_INT(d.n_caps, 2);
     CHECK(d.n_caps == 2 && strcmp(d.caps[1], "shutdown") == 0);
-    CHECK(d.error == NULL);
+    CHECK(d.error == NULL && d.host == NULL);
     rl_msg_free(&m);
     h.error = "no model";
+    h.host = "gpu-host-2"; // a rank across hosts names its host
     CHECK_INT(rl_proto_hello_encode(&h, 0, &m, err, sizeof err), 0);
     CHECK_INT(rl_proto_hello_decode(m, &d, err, sizeof err), 0);
     CHECK_STR(d.error ? d.error : "", "no model");
+    CHECK_STR(d.host ? d.host : "", "gpu-host-2");
     rl_msg_free(&m);
 
     rl_proto_hb_t hb = {"t0k"}, hbd;

@@ -23,52 +23,31 @@
 static char s_tmp[256];
 static char s_host[64] = "127.0.0.1"; // where the samplers listen
 static char s_ns[64] = "";            // their network namespace ("" = none)
-static char s_veth[64] = "";
 static char s_ep[3][128]; // their endpoints
 static char s_http[160];  // sampler 0's OpenAI-compatible endpoint
 static pid_t s_pid[3];
 
 // ---- network namespace ------------------------------------------------------------------------
 
+static rl_test_netns_t s_net;
+
 static void s_netns_down(void) {
-    char cmd[512];
-    if (s_ns[0]) {
-        // the veth pair goes with the namespace
-        snprintf(cmd, sizeof cmd,
-                 "ip netns del %s; ip link del %s 2>/dev/null; "
-                 "! ip netns list | grep -qw %s",
-                 s_ns, s_veth, s_ns);
-        if (system(cmd) != 0) {
-            printf("note: could not remove %s\n", s_ns);
-        }
-    }
+    rl_test_netns_down(&s_net);
+    s_ns[0] = '\0';
 }
 
 // Puts the samplers in a namespace of their own behind a veth pair; on failure stays on
 // loopback and says why.
 static void s_netns_up(void) {
-    char cmd[2048], out[512] = "";
-    int id = (int)getpid() % 100000;
-    // a subnet of this run's own (10.231.20-219.0/24, by pid): two runs at once do not collide
-    int net = 20 + id % 200;
-    snprintf(s_ns, sizeof s_ns, "rlt%d", id);
-    snprintf(s_veth, sizeof s_veth, "rlh%d", id);
-    snprintf(cmd, sizeof cmd,
-             "set -e; ip netns add %s; ip link add %s type veth peer name rls%d; "
-             "ip link set rls%d netns %s; ip addr add 10.231.%d.1/24 dev %s; ip link set %s up; "
-             "ip netns exec %s ip addr add 10.231.%d.2/24 dev rls%d; "
-             "ip netns exec %s ip link set rls%d up; ip netns exec %s ip link set lo up 2>&1",
-             s_ns, s_veth, id, id, s_ns, net, s_veth, s_veth, s_ns, net, id, s_ns, id, s_ns);
-    if (rl_test_shell(cmd, out, sizeof out) != 0) {
-        printf("network namespaces unavailable here (%s): the samplers listen on loopback\n",
-               out[0] ? out : "ip netns failed");
-        s_netns_down();
-        s_ns[0] = '\0';
+    char out[512];
+    if (rl_test_netns_up(&s_net, 't', 231, out, sizeof out) != 0) {
+        printf("network namespaces unavailable here (%s): the samplers listen on loopback\n", out);
         return;
     }
-    snprintf(s_host, sizeof s_host, "10.231.%d.2", net);
-    printf("samplers in network namespace %s at %s, the controller at 10.231.%d.1\n", s_ns, s_host,
-           net);
+    snprintf(s_ns, sizeof s_ns, "%s", s_net.ns);
+    snprintf(s_host, sizeof s_host, "%s", s_net.there);
+    printf("samplers in network namespace %s at %s, the controller at %s\n", s_ns, s_host,
+           s_net.here);
 }
 
 // ---- samplers ---------------------------------------------------------------------------------
