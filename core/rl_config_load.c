@@ -855,6 +855,11 @@ static void s_unknown_key(rl_cfg_ctx_t *c, const char *section, const rl_yaml_no
         }
     }
     cands[n] = NULL;
+    char theirs[512];
+    if (rl_cfg_foreign(k->str, theirs, sizeof theirs)) { // a name TRL, verl ... users know
+        rl_cfg_err(c, k, path, "unknown key; %s", theirs);
+        return;
+    }
     const char *near = s_closest(k->str, cands, n);
     if (near) {
         rl_cfg_err(c, k, path, "unknown key; did you mean '%s'?", near);
@@ -931,9 +936,12 @@ static void s_walk(rl_cfg_ctx_t *c, const rl_yaml_node_t *root) {
                     break;
                 }
             }
-            char all[256];
+            char all[256], theirs[512];
             s_join(names, all, sizeof all);
-            if (near) {
+            if (!elsewhere && rl_cfg_foreign(kn->str, theirs, sizeof theirs)) {
+                rl_cfg_err(c, kn, q, "unknown %s; %s",
+                           v && v->kind == RL_YAML_MAP ? "section" : "key", theirs);
+            } else if (near) {
                 rl_cfg_err(c, kn, q, "unknown section; did you mean '%s'?", near);
             } else if (elsewhere) {
                 rl_cfg_err(c, kn, q, "unknown section; did you mean '%s.%s'?", elsewhere->section,

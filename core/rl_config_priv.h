@@ -122,6 +122,11 @@ typedef struct {
 // s quoted for a message: control bytes as \xNN, cut after 48 bytes with "...".
 void rl_cfg_quote_short(const char *s, char *out, size_t n);
 
+// rl_config_foreign.c: when `name` is a key or section name of TRL, transformers, PEFT, verl or
+// OpenRLHF that rlctl does not use, writes into out "'name' is TRL's name; rlctl's is optim.lr
+// (how the meanings differ)" and returns 1; else 0.
+int rl_cfg_foreign(const char *name, char *out, size_t cap);
+
 // A printf into a new string, or NULL when out of memory. caller owns result; free with free().
 char *rl_cfg_strdupf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -682,6 +682,33 @@ static void test_overrides(void) {
                           "is not a map");
     CHECK_CONTAINS(s_err, "<override 7>:1:1: a..b: malformed key");
     CHECK_CONTAINS(s_err, "<override 8>:1:1: sampling.top_p: 2 is out of range");
+    // names TRL, verl, OpenRLHF users know: which key is ours and how the meanings differ, at
+    // the top level, inside a section, in a file as on the command line
+    const char *theirs[] = {"learning_rate=1e-5", "train.per_device_train_batch_size=8",
+                            "kl_loss_coef=0.001", "algorithm.entropy_coeff=0.01",
+                            "max_completion_length=64"};
+    rc = rl_recipe_load_file(RECIPES "/good/grpo.yaml", theirs, 5, 0, &r, s_err, ERRLEN);
+    CHECK_INT(rc, RL_EINVAL);
+    CHECK_CONTAINS(s_err, "<override 1>:1:1: learning_rate: unknown key; 'learning_rate' is "
+                          "transformers/TRL's name; rlctl's is optim.lr (the same peak learning "
+                          "rate; its schedule is optim.scheduler)");
+    CHECK_CONTAINS(s_err, "<override 2>:1:1: train.per_device_train_batch_size: unknown key; "
+                          "'per_device_train_batch_size' is transformers/TRL's name; rlctl's is "
+                          "train.batch_size (rlctl's is the whole batch of one optimizer step");
+    CHECK_CONTAINS(s_err, "kl_loss_coef: unknown key; 'kl_loss_coef' is verl's name; rlctl's is "
+                          "algorithm.beta");
+    CHECK_CONTAINS(s_err, "algorithm.entropy_coeff: unknown key; 'entropy_coeff' is verl's; "
+                          "rlctl has no such key: rlctl has no entropy bonus");
+    CHECK_CONTAINS(s_err, "max_completion_length: unknown key; 'max_completion_length' is "
+                          "TRL's name; rlctl's is sampling.max_new_tokens");
+    t = "model: {path: ../model}\ndata: {train: ../data/train.jsonl}\n"
+        "algorithm: {name: sft}\ntrainer:\n  total_epochs: 3\nnum_train_epochs: 3\n";
+    CHECK_INT(s_load_str("trl.yaml", t, NULL, 0, &r), RL_EINVAL);
+    CHECK_CONTAINS(s_err, "trl.yaml:4:1: trainer: unknown section; 'trainer' is verl's name; "
+                          "rlctl's is train (total_training_steps = train.steps");
+    CHECK_CONTAINS(s_err, "trl.yaml:6:1: num_train_epochs: unknown key; 'num_train_epochs' is "
+                          "transformers/TRL's name; rlctl's is train.steps (rlctl counts "
+                          "optimizer steps, not epochs");
     // overrides come after the recipe's own errors
     const char *one[] = {"optim.lr=x"};
     t = "model: {path: ../model}\ndata: {train: ../data/train.jsonl}\n"

@@ -1,0 +1,151 @@
+// rl_config_foreign — the names TRL, transformers, PEFT, verl and OpenRLHF users already know,
+// and what each is in a recipe. The loader consults it for a key or section it does not have, so
+// `learning_rate: 1e-5` is answered with optim.lr and how the meanings differ, not a bare
+// "unknown key". The table is facts from those projects' documented configuration names.
+#include "rl_config_priv.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+    const char *name; // their key (the last path component as users write it)
+    const char *who;  // whose name it is
+    const char *ours; // the recipe key, or NULL: rlctl has no such setting
+    const char *how;  // how the meanings differ (or why there is none)
+} s_foreign_t;
+
+static const s_foreign_t s_names[] = {
+    // transformers TrainingArguments (TRL's configs inherit them)
+    {"learning_rate", "transformers/TRL", "optim.lr",
+     "the same peak learning rate; its schedule is optim.scheduler"},
+    {"num_train_epochs", "transformers/TRL", "train.steps",
+     "rlctl counts optimizer steps, not epochs: steps = epochs x rows / train.batch_size"},
+    {"max_steps", "transformers/TRL", "train.steps", "the same: optimizer steps"},
+    {"per_device_train_batch_size", "transformers/TRL", "train.batch_size",
+     "rlctl's is the whole batch of one optimizer step (GRPO/PPO: prompts; SFT: examples; "
+     "DPO/RM: pairs), not per device; the per-pass size is train.micro_batch_size"},
+    {"gradient_accumulation_steps", "transformers/TRL", "train.micro_batch_size",
+     "rlctl sets the sequences per forward/backward pass instead: micro_batch_size = "
+     "batch_size / accumulation steps"},
+    {"warmup_ratio", "transformers/TRL", "optim.warmup_ratio", "the same, under optim"},
+    {"lr_scheduler_type", "transformers/TRL", "optim.scheduler",
+     "constant, linear or cosine (after optim.warmup_steps)"},
+    {"adam_beta1", "transformers/TRL", "optim.betas", "one list [beta1, beta2]"},
+    {"adam_beta2", "transformers/TRL", "optim.betas", "one list [beta1, beta2]"},
+    {"adam_epsilon", "transformers/TRL", "optim.eps", "the same"},
+    {"output_dir", "transformers/TRL", "run.dir", "the same: the run's folder"},
+    {"run_name", "transformers/TRL", "run.name", "the same"},
+    {"logging_steps", "transformers/TRL", "train.log_every", "the same: metrics every N steps"},
+    {"save_steps", "transformers/TRL", "train.save_every", "the same: a checkpoint every N steps"},
+    {"save_total_limit", "transformers/TRL", "train.keep_checkpoints", "the same"},
+    {"eval_steps", "transformers/TRL", "train.eval_every",
+     "the same: an evaluation every N steps (needs data.eval)"},
+    {"gradient_checkpointing", "transformers/TRL", "train.recompute",
+     "the same: recompute activations in backward"},
+    {"bf16", "transformers/TRL", "model.dtype",
+     "rlctl computes in float32; model.dtype is the dtype of the weights it saves"},
+    {"fp16", "transformers/TRL", "model.dtype",
+     "rlctl computes in float32; model.dtype is the dtype of the weights it saves"},
+    {"model_name_or_path", "TRL", "model.path", "a local Hugging Face model folder"},
+    {"dataset_name", "TRL", "data.train", "a JSONL file (or files) of rows, not a Hub name"},
+    {"dataset_train_split", "TRL", "data.train", "a JSONL file of rows"},
+    {"dataset_test_split", "TRL", "data.eval", "a JSONL file of held-out rows"},
+    {"dataset_text_field", "TRL", "data.text_field", "the same"},
+    // TRL's GRPO/PPO/DPO configs
+    {"max_completion_length", "TRL", "sampling.max_new_tokens",
+     "the same: most tokens generated per completion"},
+    {"epsilon", "TRL", "algorithm.epsilon_low",
+     "TRL's epsilon is both clip bounds: set algorithm.epsilon_low and algorithm.epsilon_high"},
+    {"reward_funcs", "TRL", "rewards",
+     "a list of entries, each a builtin, plugin, model, command or http reward"},
+    {"reward_weights", "TRL", "rewards[].weight", "one weight per rewards entry"},
+    {"use_vllm", "TRL", "roles.samplers",
+     "rlctl's samplers are its own worker processes (roles.samplers) or remote ones "
+     "(roles.remote_samplers)"},
+    {"kl_coef", "TRL/verl", "algorithm.beta",
+     "PPO's per-token KL penalty in the reward: rlctl's PPO beta"},
+    {"num_ppo_epochs", "TRL", "algorithm.epochs", "the same: passes over each rollout"},
+    {"num_mini_batches", "TRL", "algorithm.mini_batches", "the same"},
+    {"cliprange", "TRL", "algorithm.epsilon_low",
+     "both clip bounds: set algorithm.epsilon_low and algorithm.epsilon_high"},
+    {"cliprange_value", "TRL", "algorithm.value_clip", "the same"},
+    {"vf_coef", "TRL", NULL,
+     "rlctl trains the critic with an optimizer of its own (critic.lr), so the value loss has "
+     "no coefficient"},
+    {"missing_eos_penalty", "TRL", NULL, "no such setting; a reward can score a missing EOS"},
+    // PEFT's LoraConfig / TRL's ModelConfig
+    {"use_peft", "TRL", "lora.enabled", "the same"},
+    {"lora_r", "TRL", "lora.r", "the same"},
+    {"lora_alpha", "PEFT/TRL", "lora.alpha", "the same"},
+    {"lora_dropout", "PEFT/TRL", "lora.dropout", "the same"},
+    {"lora_target_modules", "TRL", "lora.target_modules", "the same (all-linear too)"},
+    // verl
+    {"actor_rollout_ref", "verl", NULL,
+     "the actor's settings are optim.* and train.*, the rollout's sampling.* and "
+     "algorithm.num_generations, the reference's roles.reference and algorithm.beta"},
+    {"trainer", "verl", "train",
+     "total_training_steps = train.steps, save_freq = train.save_every, test_freq = "
+     "train.eval_every"},
+    {"reward_model", "verl", "rewards", "an entry with model: (a reward model's folder)"},
+    {"kl_loss_coef", "verl", "algorithm.beta",
+     "verl's use_kl_loss + kl_loss_coef: the KL term in the loss, as rlctl's GRPO beta"},
+    {"use_kl_loss", "verl", "algorithm.beta", "a KL term in the loss whenever algorithm.beta > 0"},
+    {"kl_loss_type", "verl", "algorithm.kl_estimator", "verl's low_var_kl is k3"},
+    {"ppo_mini_batch_size", "verl", "algorithm.mini_batches",
+     "verl counts prompts per mini-batch; rlctl the mini-batches per pass: mini_batches = "
+     "train.batch_size / ppo_mini_batch_size"},
+    {"ppo_micro_batch_size_per_gpu", "verl", "train.micro_batch_size",
+     "sequences per forward/backward pass, for the whole step (rlctl's mesh splits them)"},
+    {"ppo_epochs", "verl", "algorithm.epochs", "the same"},
+    {"clip_ratio", "verl", "algorithm.epsilon_low",
+     "both clip bounds: set algorithm.epsilon_low and algorithm.epsilon_high"},
+    {"clip_ratio_low", "verl", "algorithm.epsilon_low", "the same"},
+    {"clip_ratio_high", "verl", "algorithm.epsilon_high", "the same"},
+    {"clip_ratio_c", "verl", "algorithm.dual_clip", "the same dual-clip constant"},
+    {"loss_agg_mode", "verl", "algorithm.loss_agg",
+     "token-mean = token_mean, seq-mean-token-mean = seq_mean_token_mean, "
+     "seq-mean-token-sum-norm = seq_mean_token_sum_norm"},
+    {"entropy_coeff", "verl", NULL, "rlctl has no entropy bonus"},
+    {"train_batch_size", "verl/OpenRLHF", "train.batch_size",
+     "prompts per step (GRPO, PPO), as verl's data.train_batch_size"},
+    {"max_response_length", "verl", "sampling.max_new_tokens", "the same"},
+    {"total_training_steps", "verl", "train.steps", "the same"},
+    {"total_epochs", "verl", "train.steps", "rlctl counts optimizer steps, not epochs"},
+    {"save_freq", "verl", "train.save_every", "the same"},
+    {"test_freq", "verl", "train.eval_every", "the same"},
+    {"norm_adv_by_std_in_grpo", "verl", "algorithm.scale_rewards", "true = group, false = none"},
+    {"adv_estimator", "verl", "algorithm.name",
+     "grpo = algorithm.name grpo; rloo = grpo with algorithm.advantage rloo; gae = ppo"},
+    {"fsdp_size", "verl", "mesh.fsdp", "the same"},
+    {"n_gpus_per_node", "verl", "mesh.devices",
+     "dp x fsdp ranks (mesh.dp, mesh.fsdp); hosts come from mesh.hostfile"},
+    {"nnodes", "verl", "mesh.hostfile", "the hosts of the mesh's ranks"},
+    // OpenRLHF
+    {"actor_learning_rate", "OpenRLHF", "optim.lr", "the same"},
+    {"critic_learning_rate", "OpenRLHF", "critic.lr", "the same"},
+    {"init_kl_coef", "OpenRLHF", "algorithm.beta",
+     "the same; an adaptive controller is algorithm.kl_target"},
+    {"micro_train_batch_size", "OpenRLHF", "train.micro_batch_size", "the same"},
+    {"n_samples_per_prompt", "OpenRLHF", "algorithm.num_generations", "the same"},
+    {"max_epochs", "OpenRLHF", "algorithm.epochs", "passes over each rollout"},
+    {"prompt_max_len", "OpenRLHF", "data.max_prompt_length", "the same"},
+    {"generate_max_len", "OpenRLHF", "sampling.max_new_tokens", "the same"},
+    {"remote_rm_url", "OpenRLHF", "rewards", "an entry with http: {url: ..., format: openrlhf}"},
+};
+
+int rl_cfg_foreign(const char *name, char *out, size_t cap) {
+    for (size_t i = 0; i < sizeof s_names / sizeof s_names[0]; i++) {
+        const s_foreign_t *f = &s_names[i];
+        if (strcmp(f->name, name) != 0) {
+            continue;
+        }
+        if (f->ours) {
+            snprintf(out, cap, "'%s' is %s's name; rlctl's is %s (%s)", name, f->who, f->ours,
+                     f->how);
+        } else {
+            snprintf(out, cap, "'%s' is %s's; rlctl has no such key: %s", name, f->who, f->how);
+        }
+        return 1;
+    }
+    return 0;
+}
