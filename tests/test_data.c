@@ -4,8 +4,10 @@
 // max_length policies, error messages with file:line, the seeded epoch order and its
 // position, and micro-batch padding. The fixture tokenizer has one token per byte
 // (tests/fixtures/data/README.md), so expected ids are written by hand.
+#define _GNU_SOURCE // memmem
 #include "rl_data.h"
 #include "rl_err.h"
+#include "rl_prompts.h"
 #include "rl_test.h"
 
 #include <stdlib.h>
@@ -369,6 +371,30 @@ static void test_batch(void) {
     rl_data_destroy(&d);
 }
 
+// GRPO's prompts from a `messages` field: the conversation's last assistant reply (the answer)
+// is never part of the prompt; earlier turns are, and the prompt ends with the assistant header.
+static void test_prompt_messages(void) {
+    char err[1024];
+    rl_prompts_t *p = rl_prompts_load(FIX "messages.jsonl", "messages", s_tok, RL_CHAT_CHATML, 1000,
+                                      RL_DATA_TRUNC_ERROR, err, sizeof err);
+    CHECK_MSG(p != NULL, "%s", err);
+    if (!p) {
+        return;
+    }
+    CHECK_INT((int)rl_prompts_count(p), 2);
+    const rl_prompt_t *a = rl_prompts_get(p, 0), *b = rl_prompts_get(p, 1);
+    const char *want_a = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n";
+    CHECK_MSG(a->text_len == strlen(want_a) && memcmp(a->text, want_a, a->text_len) == 0,
+              "row 1's prompt: %.*s", (int)a->text_len, a->text);
+    const char *tail_b = "<|im_start|>user\nr<|im_end|>\n<|im_start|>assistant\n";
+    size_t tb = strlen(tail_b);
+    CHECK_MSG(b->text_len > tb && memcmp(b->text + b->text_len - tb, tail_b, tb) == 0 &&
+                  memmem(b->text, b->text_len, "\na<|im_end|>", 12) != NULL &&
+                  memmem(b->text, b->text_len, "\nb<|im_end|>", 12) == NULL,
+              "row 2's prompt leaks or loses a turn: %.*s", (int)b->text_len, b->text);
+    rl_prompts_destroy(&p);
+}
+
 int main(void) {
     char err[512];
     s_tok = rl_tokenizer_new_dir(FIX "tok", err, sizeof(err));
@@ -377,6 +403,7 @@ int main(void) {
     test_prompt_completion();
     test_text();
     test_messages();
+    test_prompt_messages();
     test_preference();
     test_max_length();
     test_errors();

@@ -59,7 +59,27 @@ static int s_prompt_text(json_t *v, const char *line, size_t len, const char *wh
                            "%s: field '%s' is a message list but the model has no chat "
                            "template (set model.chat_template)", where, field);
         }
-        char *js = json_dumps(v, JSON_COMPACT);
+        // a conversation's answer is never shown to the policy: trailing assistant turns (a
+        // `messages` row's reply) are left out, and the prompt ends with the generation prompt
+        size_t keep = json_array_size(v);
+        while (keep > 0) {
+            json_t *role = json_object_get(json_array_get(v, keep - 1), "role");
+            if (!json_is_string(role) || strcmp(json_string_value(role), "assistant") != 0) {
+                break;
+            }
+            keep--;
+        }
+        if (keep == 0) {
+            return rl_errf(err, err_len, RL_EINVAL,
+                           "%s: field '%s' holds no message before the assistant's reply", where,
+                           field);
+        }
+        json_t *head = json_array();
+        for (size_t i = 0; head && i < keep; i++) {
+            json_array_append(head, json_array_get(v, i));
+        }
+        char *js = head ? json_dumps(head, JSON_COMPACT) : NULL;
+        json_decref(head);
         if (!js) {
             return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
         }
