@@ -321,6 +321,8 @@ typedef struct {
     int actor_threads, sampler_threads; // 0 = train.threads
     double reward_timeout, request_timeout, heartbeat; // seconds
     double stop_grace;      // seconds from a stop signal until the run is gone
+    int eval_k;                 // completions sampled per eval prompt (eval/pass@k when > 1)
+    double eval_pass_threshold; // a completion passes when its total reward reaches this
     rl_recipe_endpoints_t remote_samplers; // rlctl sampler serve endpoints
     int balance;            // RL_RECIPE_BALANCE_*: how a step's prompts are spread
     double sync_bucket_mb;  // the weights travel to samplers in buckets of this many MiB

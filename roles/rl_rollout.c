@@ -94,7 +94,9 @@ int rl_rollout_data_new(const rl_recipe_t *r, rl_tokenizer_t *tok, unsigned flag
         for (size_t i = 0; i < n; i++) {
             const rl_prompt_t *p = rl_prompts_get(s->eval, i);
             s->eval_answers[i] = s_answer(p, r->data.answer_field);
-            if (!s->eval_answers[i]) {
+            // scored by the recipe's rewards (GRPO, PPO) a row needs no answer; DPO measures
+            // accuracy by the math rule, which does
+            if (!s->eval_answers[i] && (flags & RL_ROLLOUT_EVAL_ONLY)) {
                 return rl_errf(err, err_len, RL_EINVAL,
                                "%s:%d: no field '%s' (data.answer_field) to score the "
                                "evaluation against",
@@ -135,9 +137,14 @@ int rl_rollout_preflight(const rl_recipe_t *r, char *err, size_t err_len) {
     rl_tokenizer_destroy(&tok);
     for (int k = 0; !rc && k < r->n_rewards; k++) {
         if (rl_reward_check(&r->rewards[k], msg, sizeof(msg)) != 0) {
+            // reported at the key that names what failed
+            const rl_recipe_reward_t *w = &r->rewards[k];
             char where[64];
             snprintf(where, sizeof(where), "rewards[%d].%s", k,
-                     r->rewards[k].plugin ? "plugin" : "config");
+                     w->plugin                                   ? "plugin"
+                     : w->builtin == RL_RECIPE_REWARD_COMMAND ? "command"
+                     : w->builtin == RL_RECIPE_REWARD_HTTP    ? "http"
+                                                                 : "config");
             rc = rl_recipe_errorf(r, where, err, err_len, RL_EINVAL, "%s", msg);
         }
     }
@@ -250,8 +257,10 @@ int rl_rollout_generate(rl_run_t *run, const rl_rollout_data_t *d, int P, int G,
     return rc;
 }
 
-int rl_rollout_score(rl_run_t *run, const rl_rollout_data_t *d, rl_rollout_t *t, char *err,
-                     size_t err_len) {
+// Scores t's completions of `prompts` (rows t->idx) with every reward of the recipe; `what`
+// names the batch in errors; shaping: add DAPO's overlong shaping to the total.
+static int s_score(rl_run_t *run, const rl_prompts_t *prompts, rl_rollout_t *t, int shaping,
+                   const char *what, char *err, size_t err_len) {
     const rl_recipe_t *r = run->r;
     int n = t->gen.n_res, R = r->n_rewards, G = t->G;
     const char **pr = calloc((size_t)n, sizeof(char *)), **co = calloc((size_t)n, sizeof(char *));
@@ -266,7 +275,7 @@ int rl_rollout_score(rl_run_t *run, const rl_rollout_data_t *d, rl_rollout_t *t,
         rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
     for (int j = 0; !rc && j < n; j++) {
-        const rl_prompt_t *p = rl_prompts_get(d->train, t->idx[j / G]);
+        const rl_prompt_t *p = rl_prompts_get(prompts, t->idx[j / G]);
         pr[j] = p->text;
         prl[j] = p->text_len;
         rows[j] = p->row;
@@ -302,8 +311,10 @@ int rl_rollout_score(rl_run_t *run, const rl_rollout_data_t *d, rl_rollout_t *t,
         }
         const rl_recipe_reward_t *rw = &r->rewards[k];
         if (r2) {
-            rc = rl_errf(err, err_len, r2, "reward '%s' (%s) failed on step %lld's batch: %s",
-                         rw->name, rw->plugin ? rw->plugin : "built-in", (long long)run->step + 1,
+            char origin[1024];
+            rl_reward_spec_origin(rw, origin, sizeof origin);
+            rc = rl_errf(err, err_len, r2, "reward '%s' (%s) failed on %s: %s", rw->name, origin,
+                         what,
                          timed_out ? "no answer within roles.reward_timeout; the reward "
                                      "worker was stopped"
                                    : e);
@@ -329,7 +340,7 @@ int rl_rollout_score(rl_run_t *run, const rl_rollout_data_t *d, rl_rollout_t *t,
                 tot += r->rewards[k].weight * t->raw[(size_t)k * n + j];
             }
         }
-        if (r->algorithm.overlong_buffer > 0) {
+        if (shaping && r->algorithm.overlong_buffer > 0) {
             tot += rl_grpo_overlong_penalty(t->gen.lens[j], r->sampling.max_new_tokens,
                                             r->algorithm.overlong_buffer,
                                             r->algorithm.overlong_penalty);
@@ -347,6 +358,13 @@ int rl_rollout_score(rl_run_t *run, const rl_rollout_data_t *d, rl_rollout_t *t,
     free(col);
     free(rowl);
     return rc;
+}
+
+int rl_rollout_score(rl_run_t *run, const rl_rollout_data_t *d, rl_rollout_t *t, char *err,
+                     size_t err_len) {
+    char what[64];
+    snprintf(what, sizeof what, "step %lld's batch", (long long)run->step + 1);
+    return s_score(run, d->train, t, 1, what, err, err_len);
 }
 
 int rl_rollout_batch(rl_run_t *run, const rl_rollout_data_t *d, rl_rollout_t *t, const int *keep) {
@@ -578,6 +596,85 @@ void rl_rollout_loss_metrics(rl_run_t *run, const rl_proto_train_reply_t *x) {
 
 // ---- evaluation ---------------------------------------------------------------------------------
 
+// One evaluation pass scored by the recipe's rewards: n completions of each eval prompt at
+// `temperature`, the reward worker's scores, and the pass rate (a completion passes when its
+// total reaches train.eval_pass_threshold). prefix: "eval/" (sampled) or "" (greedy: only the
+// rate). *acc: the share of completions that pass; *fmt: of those in the math answer format.
+static int s_eval_rewards(const rl_rollout_data_t *s, rl_run_t *run, double temperature, int n,
+                          uint64_t seed, int log, double *acc, double *fmt, char *err,
+                          size_t err_len) {
+    const rl_recipe_t *r = run->r;
+    rl_rollout_t t;
+    memset(&t, 0, sizeof t);
+    t.P = s->n_eval;
+    t.G = n;
+    t.idx = malloc((size_t)s->n_eval * sizeof *t.idx);
+    if (!t.idx) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    for (int i = 0; i < s->n_eval; i++) {
+        t.idx[i] = (size_t)i;
+    }
+    int rc = rl_run_generate(run, s->eval_prompts, s->n_eval, n, temperature, seed, 0, &t.gen,
+                             err, err_len);
+    if (!rc) {
+        rc = s_score(run, s->eval, &t, 0, "the evaluation's batch", err, err_len);
+    }
+    int m = t.gen.n_res, R = r->n_rewards;
+    double pass = 0, formatted = 0, tsum = 0, tn = 0, any = 0;
+    for (int j = 0; !rc && j < m; j++) {
+        int ok = !isnan(t.total[j]) && t.total[j] >= r->train.eval_pass_threshold;
+        pass += ok;
+        if (!isnan(t.total[j])) {
+            tsum += t.total[j];
+            tn++;
+        }
+        char *text = NULL;
+        size_t len = 0;
+        if (rl_run_completion_text(run, &t.gen, j, &text, &len) == 0) {
+            rl_math_answer_t a;
+            rl_math_extract(text, len, &a);
+            formatted += a.formatted;
+        }
+        free(text);
+    }
+    for (int p = 0; !rc && p < t.P; p++) { // pass@k: any of the prompt's n completions
+        int hit = 0;
+        for (int k = 0; k < n; k++) {
+            double v = t.total[(size_t)p * n + k];
+            hit |= !isnan(v) && v >= r->train.eval_pass_threshold;
+        }
+        any += hit;
+    }
+    if (!rc) {
+        *acc = m > 0 ? pass / m : NAN;
+        *fmt = m > 0 ? formatted / m : NAN;
+    }
+    if (!rc && log) {
+        rl_metrics_add(run->metrics, "eval/reward", tn > 0 ? tsum / tn : NAN);
+        for (int k = 0; k < R; k++) {
+            double a = 0, c = 0;
+            for (int j = 0; j < m; j++) {
+                double v = t.raw[(size_t)k * m + j];
+                if (!isnan(v)) {
+                    a += v;
+                    c++;
+                }
+            }
+            char name[300];
+            snprintf(name, sizeof name, "eval/rewards/%s/mean", r->rewards[k].name);
+            rl_metrics_add(run->metrics, name, c > 0 ? a / c : NAN);
+        }
+        if (n > 1) {
+            char name[64];
+            snprintf(name, sizeof name, "eval/pass@%d", n);
+            rl_metrics_add(run->metrics, name, t.P > 0 ? any / t.P : NAN);
+        }
+    }
+    rl_rollout_free(&t);
+    return rc;
+}
+
 int rl_rollout_evaluate(const rl_rollout_data_t *s, rl_run_t *run, double *acc, double *acc_greedy,
                         char *note, size_t note_len, char *err, size_t err_len) {
     *acc = *acc_greedy = NAN;
@@ -587,12 +684,21 @@ int rl_rollout_evaluate(const rl_rollout_data_t *s, rl_run_t *run, double *acc, 
     double t0 = rl_clock_now(), fmt, fmtg;
     // the same draws at every evaluation (common random numbers: changes are the policy's)
     uint64_t seed = rl_rollout_mix((uint64_t)run->r->run.seed, 0xE7A1ull);
-    int rc =
-        rl_run_eval_accuracy(run, s->eval_prompts, s->eval_answers, s->n_eval,
-                             run->r->sampling.temperature, seed, 0, acc, &fmt, NULL, err, err_len);
-    if (!rc) {
-        rc = rl_run_eval_accuracy(run, s->eval_prompts, s->eval_answers, s->n_eval, 0.0, seed, 0,
-                                  acc_greedy, &fmtg, NULL, err, err_len);
+    int rc;
+    if (run->reward.n > 0) { // the recipe's own rewards score it (docs/training.md)
+        rc = s_eval_rewards(s, run, run->r->sampling.temperature, run->r->train.eval_k, seed, 1,
+                            acc, &fmt, err, err_len);
+        if (!rc) {
+            rc = s_eval_rewards(s, run, 0.0, 1, seed, 0, acc_greedy, &fmtg, err, err_len);
+        }
+    } else { // no reward worker (DPO): the math rule against data.answer_field
+        rc = rl_run_eval_accuracy(run, s->eval_prompts, s->eval_answers, s->n_eval,
+                                  run->r->sampling.temperature, seed, 0, acc, &fmt, NULL, err,
+                                  err_len);
+        if (!rc) {
+            rc = rl_run_eval_accuracy(run, s->eval_prompts, s->eval_answers, s->n_eval, 0.0, seed,
+                                      0, acc_greedy, &fmtg, NULL, err, err_len);
+        }
     }
     if (rc) {
         return rc;

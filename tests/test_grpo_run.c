@@ -116,6 +116,17 @@ static int s_latest_checkpoint(const char *run) {
 
 // ---- 1. a run and its folder ----------------------------------------------------------------
 
+// The first metrics line with an evaluation (before training: step 0). borrowed.
+static json_t *s_eval_line(json_t *metrics) {
+    for (size_t i = 0; i < json_array_size(metrics); i++) {
+        json_t *o = json_array_get(metrics, i);
+        if (json_object_get(o, "eval/accuracy")) {
+            return o;
+        }
+    }
+    return NULL;
+}
+
 static void s_check_store(const char *run, int steps, int per_step) {
     char p[600], err[512];
     snprintf(p, sizeof(p), "%s/%s/trajectories.lmdb", s_tmp, run);
@@ -295,6 +306,58 @@ int main(void) {
     CHECK_INT(lines, 16);
     CHECK_MSG(cut >= 12, "%d of 16 completions cut at the stop string", cut);
 
+    // ---- 1b. evaluation by the recipe's own rewards -----------------------------------------
+    // correct (math_answer, weight 1) and a weight-0 length term, measured never trained on; 4
+    // completions per eval prompt: the pass rate is the share whose total reaches the threshold
+    s_recipe("ev_e.yaml",
+             "  - {name: correct, builtin: math_answer}\n"
+             "  - {name: len, builtin: length, weight: 0, config: {target: 20}}\n",
+             NULL);
+    snprintf(args, sizeof(args),
+             "run %s/ev_e.yaml run.dir=%s/ev_e train.steps=1 train.eval_every=1 train.eval_samples=8 "
+             "train.eval_k=4 train.save_every=0", s_tmp, s_tmp);
+    CHECK_INT(s_rlctl(args), 0);
+    json_t *me = s_metrics("ev_e");
+    json_t *e0 = s_eval_line(me);
+    double acc = json_number_value(json_object_get(e0, "eval/accuracy"));
+    double pk = json_number_value(json_object_get(e0, "eval/pass@4"));
+    double cm = json_number_value(json_object_get(e0, "eval/rewards/correct/mean"));
+    double er = json_number_value(json_object_get(e0, "eval/reward"));
+    CHECK_MSG(json_object_get(e0, "eval/rewards/len/mean") && json_object_get(e0, "eval/pass@4") &&
+                  json_object_get(e0, "eval/accuracy_greedy"),
+              "no eval/rewards/len/mean, eval/pass@4 or eval/accuracy_greedy in the eval line");
+    // the weight-0 term is left out of the total: total = correct, which is 0 or 1
+    CHECK_MSG(acc == cm && er == cm && acc > 0 && pk >= acc && pk <= 1,
+              "eval/accuracy %g, eval/reward %g, correct mean %g, pass@4 %g", acc, er, cm, pk);
+    json_decref(me);
+    // a threshold no completion reaches; eval rows without an answer, scored by a format rule
+    snprintf(s_cmd, sizeof s_cmd,
+             "sed 's/, *\"answer\": *\"[^\"]*\"//' %s/cookbook/data/arith/eval.jsonl | "
+             "head -n 8 > %s/noanswer.jsonl && ! grep -q answer %s/noanswer.jsonl",
+             RL_SOURCE_DIR, s_tmp, s_tmp);
+    CHECK_MSG(system(s_cmd) == 0, "cannot write eval rows without answers");
+    s_recipe("ev_f.yaml",
+             "  - {name: format, builtin: regex_format, config: {pattern: '####'}}\n", NULL);
+    snprintf(args, sizeof(args),
+             "run %s/ev_f.yaml run.dir=%s/ev_f train.steps=1 train.eval_every=1 data.eval=%s/noanswer.jsonl "
+             "train.save_every=0", s_tmp, s_tmp, s_tmp);
+    CHECK_INT(s_rlctl(args), 0);
+    snprintf(args, sizeof(args),
+             "run %s/ev_f.yaml run.dir=%s/ev_g train.steps=1 train.eval_every=1 data.eval=%s/noanswer.jsonl "
+             "train.save_every=0 train.eval_pass_threshold=2", s_tmp, s_tmp, s_tmp);
+    CHECK_INT(s_rlctl(args), 0);
+    json_t *mf = s_metrics("ev_f"), *mg = s_metrics("ev_g");
+    json_t *f0 = s_eval_line(mf), *g0 = s_eval_line(mg);
+    double ff = json_number_value(json_object_get(f0, "eval/accuracy"));
+    double fr = json_number_value(json_object_get(f0, "eval/rewards/format/mean"));
+    CHECK_MSG(json_object_get(f0, "eval/accuracy") && ff == fr && ff > 0.5,
+              "format-only eval without answers: accuracy %g, format mean %g", ff, fr);
+    CHECK_MSG(json_object_get(g0, "eval/accuracy") &&
+                  json_number_value(json_object_get(g0, "eval/accuracy")) == 0,
+              "threshold 2: no completion passes");
+    json_decref(mf);
+    json_decref(mg);
+
     // ---- 2. resume is exact ---------------------------------------------------------------
     snprintf(args, sizeof(args), "run %s/g.yaml run.dir=%s/b --stop-at 2", s_tmp, s_tmp);
     CHECK_INT(s_rlctl(args), 0);
@@ -438,7 +501,9 @@ int main(void) {
              "  - {name: correct, builtin: math_answer}\n"
              "  - {name: boom, plugin: " RL_TEST_PLUGIN_DIR "/crash.so, config: {after: 2}}\n",
              NULL);
-    snprintf(args, sizeof(args), "run %s/crash.yaml run.dir=%s/rc train.save_every=0", s_tmp,
+    // (no evaluation: it is scored by the same rewards, and these plugins count their calls)
+    snprintf(args, sizeof(args),
+             "run %s/crash.yaml run.dir=%s/rc train.save_every=0 train.eval_every=0 data.eval=null", s_tmp,
              s_tmp);
     CHECK_INT(s_rlctl(args), 1);
     out = s_out();
@@ -456,7 +521,8 @@ int main(void) {
              "  - {name: correct, builtin: math_answer}\n"
              "  - {name: slow, plugin: " RL_TEST_PLUGIN_DIR "/hang.so, config: {after: 1}}\n",
              NULL);
-    snprintf(args, sizeof(args), "run %s/hang.yaml run.dir=%s/rh", s_tmp, s_tmp);
+    snprintf(args, sizeof(args), "run %s/hang.yaml run.dir=%s/rh train.eval_every=0 data.eval=null", s_tmp,
+             s_tmp);
     CHECK_INT(s_rlctl(args), 1);
     out = s_out();
     CHECK_CONTAINS(out, "reward 'slow'");
