@@ -41,6 +41,15 @@ int rl_cmd_serve(int argc, char **argv);
 // folder or tokenizer (RL_EINVAL, err filled); 0 when all is well.
 int rl_cli_check_model(const rl_recipe_t *r, char *err, size_t err_len);
 
+// Parses a subcommand's flags with getopt_long before the subcommand reads them (argv[0] is the
+// subcommand): spec lists its long flags ("force stop-at= resume?": a switch, one that takes a
+// value, one that takes a value only as --resume=DIR). Rewrites *argc_p/*argv_p so that every
+// flag is spelled out ("--thr=2" -> "--threads" "2"), positional arguments in their order, and
+// what follows "--" as given. An unknown flag (with the nearest one), a missing value, a value
+// for a switch or an ambiguous abbreviation is printed as "rlctl <cmd>: ..." and returns
+// RL_EXIT_USAGE; else 0. The new argv lives until exit.
+int rl_cli_flags(const char *cmd, const char *spec, int *argc_p, char ***argv_p);
+
 // Returns 1 when argv[1..] holds "-h" or "--help".
 int rl_cli_wants_help(int argc, char **argv);
 

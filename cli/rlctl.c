@@ -9,28 +9,50 @@ typedef struct {
     const char *name;
     int (*fn)(int argc, char **argv);
     const char *summary;
+    // its flags for rl_cli_flags: "name" a switch, "name=" takes a value, "name?" takes one only
+    // as --name=value (otherwise the command reads what follows)
+    const char *flags;
 } s_command_t;
 
 // One line per subcommand; `rlctl --help` lists them in this order.
 static const s_command_t s_commands[] = {
-    {"run", rl_cmd_run, "train as a recipe says (grpo, ppo, dpo, rm, sft)"},
-    {"validate", rl_cmd_validate, "check a recipe and print it with every default filled"},
-    {"tokenize", rl_cmd_tokenize, "print the token ids of a text"},
-    {"detokenize", rl_cmd_detokenize, "print the text of token ids"},
-    {"inspect", rl_cmd_inspect, "list the tensors of a safetensors file or model folder"},
-    {"init", rl_cmd_init, "write a randomly initialised Hugging Face model folder"},
-    {"export", rl_cmd_export, "merge a LoRA adapter into its base model (HF folder, fp32|bf16)"},
-    {"generate", rl_cmd_generate, "sample completions of a prompt from a model"},
-    {"eval", rl_cmd_eval, "sample answers for a held-out JSONL file and report accuracy"},
-    {"pairs", rl_cmd_pairs, "preference pairs (right vs wrong) from a model's own samples"},
-    {"logprobs", rl_cmd_logprobs, "per-token logprobs of a completion given a prompt"},
-    {"traj", rl_cmd_traj, "list, show and export the completions a run sampled"},
-    {"plot", rl_cmd_plot, "draw runs' metrics.jsonl curves as an SVG file"},
-    {"sampler", rl_cmd_sampler, "serve as a remote sampler of runs (sampler serve)"},
-    {"serve", rl_cmd_serve, "serve a model over OpenAI-compatible HTTP (/v1/completions)"},
-    {"keygen", rl_cmd_keygen, "write a CURVE key pair for remote samplers"},
-    {"worker", rl_cmd_worker, "a worker process of a run (started by rlctl run)"},
-    {NULL, NULL, NULL},
+    {"run", rl_cmd_run, "train as a recipe says (grpo, ppo, dpo, rm, sft)",
+     "force no-tensorboard resume? stop-at="},
+    {"validate", rl_cmd_validate, "check a recipe and print it with every default filled",
+     "keys no-file-checks"},
+    {"tokenize", rl_cmd_tokenize, "print the token ids of a text",
+     "model= tokenizer= text= file= json add-special-tokens"},
+    {"detokenize", rl_cmd_detokenize, "print the text of token ids",
+     "model= tokenizer= ids= json= skip-special-tokens"},
+    {"inspect", rl_cmd_inspect, "list the tensors of a safetensors file or model folder", "json"},
+    {"init", rl_cmd_init, "write a randomly initialised Hugging Face model folder",
+     "config= tokenizer= out= dtype= seed= force"},
+    {"export", rl_cmd_export, "merge a LoRA adapter into its base model (HF folder, fp32|bf16)",
+     "model= adapter= out= dtype="},
+    {"generate", rl_cmd_generate, "sample completions of a prompt from a model",
+     "model= adapter= prompt= chat json n= max-new-tokens= temperature= top-p= top-k= seed= "
+     "stop-id= threads="},
+    {"eval", rl_cmd_eval, "sample answers for a held-out JSONL file and report accuracy",
+     "model= adapter= data= prompt-field= answer-field= limit= n= max-new-tokens= temperature= "
+     "top-p= top-k= seed= threads= json"},
+    {"pairs", rl_cmd_pairs, "preference pairs (right vs wrong) from a model's own samples",
+     "model= adapter= data= prompt-field= answer-field= limit= n= max-new-tokens= temperature= "
+     "top-p= top-k= seed= threads= out="},
+    {"logprobs", rl_cmd_logprobs, "per-token logprobs of a completion given a prompt",
+     "model= adapter= prompt= completion= chat json temperature= threads="},
+    {"traj", rl_cmd_traj, "list, show and export the completions a run sampled", "jsonl step="},
+    {"plot", rl_cmd_plot, "draw runs' metrics.jsonl curves as an SVG file",
+     "metric= out= title= width= height= smooth="},
+    {"sampler", rl_cmd_sampler, "serve as a remote sampler of runs (sampler serve)",
+     "bind= key= allow= model= cache= http= http-token= threads= logs= samplers= sessions= "
+     "heartbeat="},
+    {"serve", rl_cmd_serve, "serve a model over OpenAI-compatible HTTP (/v1/completions)",
+     "model= adapter= http= http-token= name= threads="},
+    {"keygen", rl_cmd_keygen, "write a CURVE key pair for remote samplers", "out= force"},
+    {"worker", rl_cmd_worker, "a worker process of a run (started by rlctl run)",
+     "role= rank= connect= parent= secret-fd= max-frame= mesh= secret-file= log-dir= heartbeat= "
+     "key= mesh-nonce="},
+    {NULL, NULL, NULL, NULL},
 };
 
 static void s_usage(FILE *out) {
@@ -62,9 +84,31 @@ int main(int argc, char **argv) {
     }
     for (const s_command_t *c = s_commands; c->name; c++) {
         if (strcmp(cmd, c->name) == 0) {
-            return c->fn(argc - 1, argv + 1);
+            int n = argc - 1;
+            char **args = argv + 1;
+            int rc = rl_cli_flags(c->name, c->flags, &n, &args);
+            return rc ? rc : c->fn(n, args);
         }
     }
-    fprintf(stderr, "rlctl: unknown command '%s' (rlctl --help lists the commands)\n", cmd);
+    const char *near = NULL; // a typo's nearest command: the most leading letters in common
+    size_t best = 1;
+    for (const s_command_t *c = s_commands; c->name; c++) {
+        size_t k = 0;
+        while (cmd[k] && cmd[k] == c->name[k]) {
+            k++;
+        }
+        if (k > best || (k == best && !near)) {
+            best = k;
+            near = k >= 2 ? c->name : near;
+        }
+    }
+    if (near) {
+        fprintf(stderr,
+                "rlctl: unknown command '%s'; did you mean '%s'? (rlctl --help lists the "
+                "commands)\n",
+                cmd, near);
+    } else {
+        fprintf(stderr, "rlctl: unknown command '%s' (rlctl --help lists the commands)\n", cmd);
+    }
     return RL_EXIT_USAGE;
 }

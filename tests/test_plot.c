@@ -596,7 +596,7 @@ static void s_test_refusals(void) {
     CHECK_CONTAINS(s_out, "--smooth '0': expected an integer");
     CHECK_INT(s_rlctl("runA --out m.svg --width 10"), 2);
     CHECK_INT(s_rlctl("runA --out"), 2);
-    CHECK_CONTAINS(s_out, "--out needs a value");
+    CHECK_CONTAINS(s_out, "option '--out' needs a value");
     // a picture that cannot be written is a runtime failure
     CHECK_INT(s_rlctl("runA --out no/such/dir/m.svg"), 1);
     CHECK_CONTAINS(s_out, "cannot create no/such/dir/m.svg.");
