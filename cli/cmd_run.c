@@ -258,6 +258,9 @@ int rl_cmd_run(int argc, char **argv) {
         goto done;
     }
     rl_log_info("run folder: %s", run_dir);
+    if (rl_recipe_note(r)[0]) { // defaults taken from the model folder
+        rl_log_info("%s", rl_recipe_note(r));
+    }
     // the workers get the recipe given now over the protocol (recipe.yaml keeps the run's first)
     if (s_make_logs(rd)) {
         code = RL_EXIT_FAIL;

@@ -299,6 +299,8 @@ typedef struct {
 typedef struct {
     int steps, batch_size, micro_batch_size;
     int eval_every, save_every, keep_checkpoints, log_every, eval_samples;
+    int eval_k;                 // completions sampled per eval prompt (eval/pass@k when > 1)
+    double eval_pass_threshold; // a completion passes when its total reward reaches this
     bool recompute;
     int threads;
 } rl_recipe_train_t;
@@ -321,8 +323,6 @@ typedef struct {
     int actor_threads, sampler_threads; // 0 = train.threads
     double reward_timeout, request_timeout, heartbeat; // seconds
     double stop_grace;      // seconds from a stop signal until the run is gone
-    int eval_k;                 // completions sampled per eval prompt (eval/pass@k when > 1)
-    double eval_pass_threshold; // a completion passes when its total reward reaches this
     rl_recipe_endpoints_t remote_samplers; // rlctl sampler serve endpoints
     int balance;            // RL_RECIPE_BALANCE_*: how a step's prompts are spread
     double sync_bucket_mb;  // the weights travel to samplers in buckets of this many MiB
@@ -390,6 +390,11 @@ int rl_recipe_load_string(const char *text, size_t len, const char *name,
 
 // Frees the recipe; a no-op when *recipe_p is NULL; sets *recipe_p to NULL.
 void rl_recipe_destroy(rl_recipe_t **recipe_p);
+
+// What the loader took from outside the recipe for keys it leaves unset (the model's
+// generation_config.json sampling defaults), as one line for the log; "" when nothing.
+// borrowed; valid until rl_recipe_destroy.
+const char *rl_recipe_note(const rl_recipe_t *r);
 
 // ---- after loading --------------------------------------------------------------------------
 

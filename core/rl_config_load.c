@@ -1178,6 +1178,10 @@ static void s_recipe_free_fields(rl_recipe_t *r) {
     r->n_rewards = 0;
 }
 
+const char *rl_recipe_note(const rl_recipe_t *r) {
+    return r && r->priv ? r->priv->note : "";
+}
+
 void rl_recipe_destroy(rl_recipe_t **recipe_p) {
     if (!recipe_p || !*recipe_p) {
         return;
@@ -1198,6 +1202,57 @@ void rl_recipe_destroy(rl_recipe_t **recipe_p) {
     free(r->path);
     free(r);
     *recipe_p = NULL;
+}
+
+// The model's sampling defaults (generation_config.json: temperature, top_p, top_k,
+// max_new_tokens) for the sampling keys the recipe leaves unset, as transformers' generate() and
+// vLLM take them; not with do_sample: false (greedy decoding has no place in RL sampling). A
+// missing or unreadable file changes nothing (rl_hf reports a malformed one). Notes what it took.
+static void s_generation_defaults(rl_cfg_ctx_t *c) {
+    rl_recipe_t *r = c->r;
+    if (!r->model.path) {
+        return;
+    }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/generation_config.json", r->model.path);
+    json_t *g = json_load_file(path, JSON_REJECT_DUPLICATES, NULL);
+    json_t *ds = g ? json_object_get(g, "do_sample") : NULL;
+    if (!json_is_object(g) || json_is_false(ds)) {
+        json_decref(g);
+        return;
+    }
+    char note[160];
+    size_t cap = sizeof note, o = 0;
+    json_t *v;
+    v = json_object_get(g, "temperature");
+    if (json_is_number(v) && json_number_value(v) > 0 && json_number_value(v) <= 100 &&
+        !rl_cfg_is_set(r, "sampling.temperature")) {
+        r->sampling.temperature = json_number_value(v);
+        o += (size_t)snprintf(note + o, cap - o, " temperature %g", r->sampling.temperature);
+    }
+    v = json_object_get(g, "top_p");
+    if (json_is_number(v) && json_number_value(v) > 0 && json_number_value(v) <= 1 &&
+        !rl_cfg_is_set(r, "sampling.top_p") && o < cap) {
+        r->sampling.top_p = json_number_value(v);
+        o += (size_t)snprintf(note + o, cap - o, " top_p %g", r->sampling.top_p);
+    }
+    v = json_object_get(g, "top_k");
+    if (json_is_integer(v) && json_integer_value(v) >= 0 && json_integer_value(v) < INT_MAX &&
+        !rl_cfg_is_set(r, "sampling.top_k") && o < cap) {
+        r->sampling.top_k = (int)json_integer_value(v);
+        o += (size_t)snprintf(note + o, cap - o, " top_k %d", r->sampling.top_k);
+    }
+    v = json_object_get(g, "max_new_tokens");
+    if (json_is_integer(v) && json_integer_value(v) >= 1 && json_integer_value(v) < INT_MAX &&
+        !rl_cfg_is_set(r, "sampling.max_new_tokens") && o < cap) {
+        r->sampling.max_new_tokens = (int)json_integer_value(v);
+        o += (size_t)snprintf(note + o, cap - o, " max_new_tokens %d", r->sampling.max_new_tokens);
+    }
+    if (o > 0 && o < cap) { // "sampling: temperature 0.6 top_p 0.95 from ..."
+        snprintf(r->priv->note, sizeof r->priv->note,
+                 "sampling:%.150s from %.300s (the recipe sets none of these)", note, path);
+    }
+    json_decref(g);
 }
 
 static char *s_dirname_abs(const char *cwd, const char *name) {
@@ -1297,6 +1352,9 @@ int rl_recipe_load_string(const char *text, size_t len, const char *name,
         rl_cfg_check_recipe(&c);
         if (!(flags & RL_RECIPE_NO_FILE_CHECKS)) {
             rl_cfg_check_files(&c);
+            if (c.nerr == 0) {
+                s_generation_defaults(&c);
+            }
         }
     }
     if (c.oom) {

@@ -67,6 +67,7 @@ struct rl_recipe_priv {
     int n, cap;
     char **files; // owned names referenced by locs: [0] the recipe, then "<override N>"
     int nfiles;
+    char note[512]; // what the loader took from elsewhere (rl_recipe_note), "" for nothing
 };
 
 // The position where `key` was set, or NULL when it took its default.

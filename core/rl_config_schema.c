@@ -406,6 +406,14 @@ static const rl_recipe_key_t s_keys[] = {
     {.section = "train", .key = "eval_samples", .type = RL_RECIPE_T_INT,
      .offset = OFF(train.eval_samples), DEF("0"), .max = IMAX,
      .doc = "eval rows used per evaluation; 0 = all"},
+    {.section = "train", .key = "eval_k", .type = RL_RECIPE_T_INT, .offset = OFF(train.eval_k),
+     DEF("1"), .min = 1, .max = 1024,
+     .doc = "completions sampled per eval prompt; > 1 adds eval/pass@k (a prompt passes when any "
+            "of its k does)"},
+    {.section = "train", .key = "eval_pass_threshold", .type = RL_RECIPE_T_FLOAT,
+     .offset = OFF(train.eval_pass_threshold), DEF("1.0"), .min = -BIG, .max = BIG,
+     .doc = "a completion passes when its total reward (the recipe's rewards, weighted) reaches "
+            "this: eval/accuracy, eval/accuracy_greedy, eval/pass@k"},
     {.section = "train", .key = "recompute", .type = RL_RECIPE_T_BOOL,
      .offset = OFF(train.recompute), DEF("false"),
      .doc = "recompute activations in backward (less memory, more time)"},
@@ -417,14 +425,6 @@ static const rl_recipe_key_t s_keys[] = {
      .doc = "local sampler worker processes; a step's prompts are spread over them and the "
             "remote samplers (0 only with remote_samplers)"},
     {.section = "roles", .key = "remote_samplers", .type = RL_RECIPE_T_ENDPOINTS,
-    {.section = "train", .key = "eval_k", .type = RL_RECIPE_T_INT, .offset = OFF(train.eval_k),
-     DEF("1"), .min = 1, .max = 1024,
-     .doc = "completions sampled per eval prompt; > 1 adds eval/pass@k (a prompt passes when any "
-            "of its k does)"},
-    {.section = "train", .key = "eval_pass_threshold", .type = RL_RECIPE_T_FLOAT,
-     .offset = OFF(train.eval_pass_threshold), DEF("1.0"), .min = -BIG, .max = BIG,
-     .doc = "a completion passes when its total reward (the recipe's rewards, weighted) reaches "
-            "this: eval/accuracy, eval/accuracy_greedy, eval/pass@k"},
      .offset = OFF(roles.remote_samplers), DEF("[]"),
      .doc = "samplers on other hosts (rlctl sampler serve): a list of {endpoint: "
             "tcp://HOST:PORT, server_key: its key.pub}; needs client_key (docs/remote.md)"},

@@ -190,6 +190,43 @@ static void test_grpo(void) {
     rl_recipe_destroy(&r);
 }
 
+// The model's generation_config.json fills the sampling keys the recipe leaves unset (not with
+// do_sample: false); the recipe's own values win; the loader says what it took.
+static void test_generation_defaults(void) {
+    char dir[] = "/tmp/rl_test_gencfg_XXXXXX", cmd[1024], ovr[600];
+    if (!mkdtemp(dir)) {
+        CHECK_MSG(0, "mkdtemp");
+        return;
+    }
+    for (int greedy = 0; greedy < 2; greedy++) {
+        snprintf(cmd, sizeof cmd,
+                 "cp %s/model/* %s/ && printf '{\"do_sample\": %s, \"temperature\": 0.6, "
+                 "\"top_p\": 0.9, \"top_k\": 20, \"eos_token_id\": [1, 2]}' > "
+                 "%s/generation_config.json",
+                 RECIPES, dir, greedy ? "false" : "true", dir);
+        CHECK_INT(system(cmd), 0);
+        snprintf(ovr, sizeof ovr, "model.path=%s", dir);
+        const char *o[] = {ovr};
+        rl_recipe_t *r = NULL;
+        int rc = rl_recipe_load_file(RECIPES "/good/grpo.yaml", o, 1, 0, &r, s_err, ERRLEN);
+        CHECK_MSG(rc == 0, "%s", s_err);
+        if (r) {
+            CHECK_CLOSE(r->sampling.temperature, 1.0, 0); // the recipe's own
+            CHECK_CLOSE(r->sampling.top_p, greedy ? 1.0 : 0.9, 1e-12);
+            CHECK_INT(r->sampling.top_k, greedy ? 0 : 20);
+            if (greedy) {
+                CHECK_STR(rl_recipe_note(r), "");
+            } else {
+                CHECK_CONTAINS(rl_recipe_note(r), "sampling: top_p 0.9 top_k 20 from ");
+                CHECK_CONTAINS(rl_recipe_note(r), "generation_config.json");
+            }
+            rl_recipe_destroy(&r);
+        }
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK_INT(system(cmd), 0);
+}
+
 static void test_enum_names(void) {
     CHECK_STR(rl_recipe_enum_name("optim.scheduler", RL_RECIPE_SCHED_COSINE), "cosine");
     CHECK_STR(rl_recipe_enum_name("algorithm.name", RL_RECIPE_ALGO_SFT), "sft");
@@ -937,6 +974,7 @@ int main(void) {
     test_yaml_tree();
     test_defaults();
     test_grpo();
+    test_generation_defaults();
     test_enum_names();
     test_schema();
     test_name_lists();
