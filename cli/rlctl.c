@@ -27,8 +27,8 @@ static const s_command_t s_commands[] = {
     {"inspect", rl_cmd_inspect, "list the tensors of a safetensors file or model folder", "json"},
     {"init", rl_cmd_init, "write a randomly initialised Hugging Face model folder",
      "config= tokenizer= out= dtype= seed= force"},
-    {"export", rl_cmd_export, "merge a LoRA adapter into its base model (HF folder, fp32|bf16)",
-     "model= adapter= out= dtype="},
+    {"export", rl_cmd_export, "merge a LoRA adapter into its base model (an HF folder)",
+     "model= adapter= out= dtype= max-shard-size="},
     {"generate", rl_cmd_generate, "sample completions of a prompt from a model",
      "model= adapter= prompt= chat json n= max-new-tokens= temperature= top-p= top-k= seed= "
      "stop-id= threads="},

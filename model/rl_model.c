@@ -1368,12 +1368,17 @@ static int s_lora_module_of(const char *name, int *layer) {
 
 // The HF folder of the model (score == NULL), or of its sequence classifier with head `score`
 // [1, C] and pad id pad_token_id (no lm_head, `score.weight` last).
-static int s_save_hf(const rl_model_t *self, const char *dir, int bf16, const float *score,
-                     int pad_token_id, char *err, size_t err_len);
+static int s_save_hf(const rl_model_t *self, const char *dir, rl_dtype_t dt, size_t max_shard,
+                     const float *score, int pad_token_id, char *err, size_t err_len);
 
 int rl_model_save_hf(const rl_model_t *self, const char *dir, int bf16, char *err,
                      size_t err_len) {
-    return s_save_hf(self, dir, bf16, NULL, 0, err, err_len);
+    return s_save_hf(self, dir, bf16 ? RL_DTYPE_BF16 : RL_DTYPE_F32, 0, NULL, 0, err, err_len);
+}
+
+int rl_model_save_hf_as(const rl_model_t *self, const char *dir, rl_dtype_t dtype,
+                        size_t max_shard_bytes, char *err, size_t err_len) {
+    return s_save_hf(self, dir, dtype, max_shard_bytes, NULL, 0, err, err_len);
 }
 
 int rl_model_save_seq_cls(const rl_model_t *self, const char *dir, const float *score,
@@ -1381,17 +1386,20 @@ int rl_model_save_seq_cls(const rl_model_t *self, const char *dir, const float *
     if (!score) {
         return rl_errf(err, err_len, RL_EINVAL, "save_seq_cls: no score head");
     }
-    return s_save_hf(self, dir, bf16, score, pad_token_id, err, err_len);
+    return s_save_hf(self, dir, bf16 ? RL_DTYPE_BF16 : RL_DTYPE_F32, 0, score, pad_token_id, err,
+                     err_len);
 }
 
-static int s_save_hf(const rl_model_t *self, const char *dir, int bf16, const float *score,
-                     int pad_token_id, char *err, size_t err_len) {
+static int s_save_hf(const rl_model_t *self, const char *dir, rl_dtype_t dt, size_t max_shard,
+                     const float *score, int pad_token_id, char *err, size_t err_len) {
     if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
         return rl_errf(err, err_len, errno, "%s: %s", dir, strerror(errno));
     }
     rl_hf_config_t cfg = self->cfg;
-    snprintf(cfg.torch_dtype, sizeof cfg.torch_dtype, "%s", bf16 ? "bfloat16" : "float32");
-    const rl_dtype_t dt = bf16 ? RL_DTYPE_BF16 : RL_DTYPE_F32;
+    snprintf(cfg.torch_dtype, sizeof cfg.torch_dtype, "%s",
+             dt == RL_DTYPE_BF16  ? "bfloat16"
+             : dt == RL_DTYPE_F16 ? "float16"
+                                  : "float32");
     const int merge = self->lora && !self->lora_disabled;
     int n = rl_hf_tensor_specs(&cfg, NULL, 0);
     rl_hf_tensor_spec_t *specs = calloc((size_t)n, sizeof *specs);
@@ -1448,7 +1456,8 @@ static int s_save_hf(const rl_model_t *self, const char *dir, int bf16, const fl
         }
     }
     // shards of 5 GB as transformers' save_pretrained; one model.safetensors below that
-    if ((rc = rl_st_writer_write_sharded(w, dir, (size_t)5000000000ULL, err, err_len)) != 0) {
+    max_shard = max_shard ? max_shard : (size_t)5000000000ULL;
+    if ((rc = rl_st_writer_write_sharded(w, dir, max_shard, err, err_len)) != 0) {
         goto fail;
     }
     char path[4096];

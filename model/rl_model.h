@@ -229,6 +229,11 @@ void rl_model_set_adapter_disabled(rl_model_t *self, int disabled);
 // are the caller's job. Returns 0 or an error with err filled.
 int rl_model_save_hf(const rl_model_t *self, const char *dir, int bf16, char *err,
                      size_t err_len);
+// As rl_model_save_hf with the weights' dtype (RL_DTYPE_F32, _BF16 or _F16: round to nearest
+// even) and the largest shard in bytes of tensor data (0: save_pretrained's 5 GB); above it the
+// weights are model-0000i-of-0000N.safetensors with model.safetensors.index.json.
+int rl_model_save_hf_as(const rl_model_t *self, const char *dir, rl_dtype_t dtype,
+                        size_t max_shard_bytes, char *err, size_t err_len);
 
 // Saves the model with a scalar head as an HF sequence classifier (a reward model), laid out as
 // transformers' <Arch>ForSequenceClassification with num_labels 1: config.json with that

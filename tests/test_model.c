@@ -1586,6 +1586,43 @@ static void s_test_peft(void) {
             CHECK(s_max_abs_diff(lp, lp_m, S_B * S_T) < 1e-5);
             rl_model_destroy(&e);
         }
+        // bf16, sharded under a tiny --max-shard-size=BYTES, every tokenizer/template file
+        // copied; exporting that folder again with the default dtype keeps bf16 (the base's)
+        char bf[512], again[512];
+        s_path(bf, sizeof bf, "exported_bf16");
+        s_path(again, sizeof again, "exported_again");
+        s_path(path, sizeof path, "base/chat_template.jinja");
+        if ((f = fopen(path, "w")) != NULL) {
+            fputs("{{ messages }}", f);
+            fclose(f);
+        }
+        static char cmd2[8192];
+        snprintf(cmd2, sizeof cmd2,
+                 "%s/rlctl export --model %s --adapter %s --out %s --dtype bf16 "
+                 "--max-shard-size=100 2>&1 && %s/rlctl export --model %s --out %s 2>&1",
+                 RL_BINARY_DIR, base, ad, bf, RL_BINARY_DIR, bf, again);
+        st = rl_test_shell(cmd2, out, sizeof out);
+        CHECK_MSG(st == 0, "%s -> %d: %s", cmd2, st, out);
+        CHECK_CONTAINS(out, ", bf16, 2 tokenizer/template/generation files copied"); // 2nd: auto
+        snprintf(path, sizeof path, "%s/model.safetensors.index.json", bf);
+        char *idx = rl_test_read_file(path, NULL);
+        CHECK_MSG(idx && strstr(idx, "-of-000") && strstr(idx, "\"weight_map\""),
+                  "no sharded index: %s", idx ? idx : "(none)");
+        free(idx);
+        snprintf(path, sizeof path, "%s/chat_template.jinja", again);
+        CHECK(access(path, R_OK) == 0);
+        snprintf(path, sizeof path, "%s/config.json", again);
+        char *cj = rl_test_read_file(path, NULL);
+        CHECK_MSG(cj && strstr(cj, "\"torch_dtype\": \"bfloat16\""), "auto lost bf16: %s",
+                  cj ? cj : "");
+        free(cj);
+        rl_model_t *eb = rl_model_load(again, &o, err, sizeof err);
+        CHECK_MSG(eb != NULL, "%s", err);
+        if (eb) {
+            s_forward(eb, lp);
+            CHECK(s_max_abs_diff(lp, lp_m, S_B * S_T) < 5e-2); // bf16 rounding
+            rl_model_destroy(&eb);
+        }
         snprintf(cmd, sizeof cmd, "%s/rlctl export --model %s --adapter %s/bad_shape --out %s "
                  "2>&1", RL_BINARY_DIR, base, s_tmp, exp_dir);
         st = rl_test_shell(cmd, out, sizeof out);
