@@ -72,7 +72,8 @@ static void s_keys(FILE *out) {
         } else if (k->type == RL_RECIPE_T_PATH_DIR && k->needs) {
             fprintf(out, "folder with `%s`", k->needs);
         } else if (k->flags & RL_RECIPE_K_EXISTS) {
-            fprintf(out, "existing file");
+            fprintf(out,
+                    k->flags & RL_RECIPE_K_FOLDER ? "existing file or folder" : "existing file");
         } else {
             fprintf(out, "—");
         }

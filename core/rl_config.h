@@ -46,6 +46,7 @@ enum {
     RL_RECIPE_K_MAX_EXCL = 1u << 3, // value < max (else <= max)
     RL_RECIPE_K_EXISTS = 1u << 4,   // a path that must exist when loaded
     RL_RECIPE_K_DERIVED = 1u << 5,  // default computed from other keys (see def_doc)
+    RL_RECIPE_K_FOLDER = 1u << 6,   // a file key that may also name a folder (of *.jsonl files)
 };
 
 // Algorithms: the values of algorithm.name (the order of its `choices`). RL_RECIPE_NALGO counts

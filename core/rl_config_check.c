@@ -12,6 +12,7 @@
 #include "rl_config_priv.h"
 #include "rl_err.h"
 
+#include <dirent.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -374,6 +375,20 @@ void rl_cfg_check_recipe(rl_cfg_ctx_t *c) {
 // ---------------------------------------------------------------------------------------------
 // referenced files: stat only, nothing is read
 
+// 1 when folder p holds a *.jsonl file (not a hidden one), as rl_jsonl reads folders.
+static int s_has_jsonl(const char *p) {
+    DIR *d = opendir(p);
+    int found = 0;
+    for (struct dirent *e = d ? readdir(d) : NULL; e && !found; e = readdir(d)) {
+        size_t l = strlen(e->d_name);
+        found = l > 6 && e->d_name[0] != '.' && strcmp(e->d_name + l - 6, ".jsonl") == 0;
+    }
+    if (d) {
+        closedir(d);
+    }
+    return found;
+}
+
 static void s_check_path(rl_cfg_ctx_t *c, const rl_recipe_key_t *k, const char *key, const char *p,
                          const char *loc_key) {
     struct stat st;
@@ -389,7 +404,12 @@ static void s_check_path(rl_cfg_ctx_t *c, const rl_recipe_key_t *k, const char *
         rl_cfg_err_key(c, loc_key, "'%s' is not a directory", p);
         return;
     }
-    if (k->type == RL_RECIPE_T_PATH_FILE && is_dir) {
+    if (k->type == RL_RECIPE_T_PATH_FILE && is_dir && (k->flags & RL_RECIPE_K_FOLDER) &&
+        !s_has_jsonl(p)) {
+        rl_cfg_err_key(c, loc_key, "'%s' is a folder with no *.jsonl file", p);
+        return;
+    }
+    if (k->type == RL_RECIPE_T_PATH_FILE && is_dir && !(k->flags & RL_RECIPE_K_FOLDER)) {
         rl_cfg_err_key(c, loc_key, "%s%s'%s' is a directory, expected a file",
                        strcmp(key, loc_key) ? key : "", strcmp(key, loc_key) ? ": " : "", p);
         return;

@@ -104,6 +104,7 @@ const char *rl_recipe_reward_builtin_name(int which) {
 #define MIN_EXCL RL_RECIPE_K_MIN_EXCL
 #define MAX_EXCL RL_RECIPE_K_MAX_EXCL
 #define EXISTS RL_RECIPE_K_EXISTS
+#define FOLDER RL_RECIPE_K_FOLDER
 #define DERIVED RL_RECIPE_K_DERIVED
 #define IMAX RL_CFG_IMAX // no upper bound (an int key)
 #define BIG RL_CFG_BIG   // no bound (a float key: -BIG, BIG)
@@ -157,10 +158,11 @@ static const rl_recipe_key_t s_keys[] = {
      .doc = "rank-stabilised scaling alpha/sqrt(r)"},
     // data -----------------------------------------------------------------------------------
     {.section = "data", .key = "train", .type = RL_RECIPE_T_PATH_FILE, .offset = OFF(data.train),
-     .def_doc = "required", .flags = REQUIRED | EXISTS, .doc = "training set, JSONL"},
+     .def_doc = "required", .flags = REQUIRED | EXISTS | FOLDER,
+     .doc = "training set: a JSONL file, or a folder of *.jsonl files read in name order"},
     {.section = "data", .key = "eval", .type = RL_RECIPE_T_PATH_FILE, .offset = OFF(data.eval),
-     .def_doc = "null", .flags = OPTIONAL | EXISTS,
-     .doc = "held-out set, JSONL; needed when train.eval_every > 0"},
+     .def_doc = "null", .flags = OPTIONAL | EXISTS | FOLDER,
+     .doc = "held-out set: a JSONL file or a folder of them; needed when train.eval_every > 0"},
     {.section = "data", .key = "format", .type = RL_RECIPE_T_ENUM, .offset = OFF(data.format),
      DEF("auto"), .choices = s_formats,
      .doc = "row layout; auto = decided from the first row's fields"},
@@ -187,7 +189,7 @@ static const rl_recipe_key_t s_keys[] = {
      .offset = OFF(data.margin_field), DEF("margin"), .algos = RM,
      .doc = "field holding a pair's margin (TRL's margin column), used when the rows have it"},
     {.section = "data", .key = "eval_pairs", .type = RL_RECIPE_T_PATH_FILE,
-     .offset = OFF(data.eval_pairs), .def_doc = "null", .flags = OPTIONAL | EXISTS,
+     .offset = OFF(data.eval_pairs), .def_doc = "null", .flags = OPTIONAL | EXISTS | FOLDER,
      .algos = PREF,
      .doc = "held-out preference rows, JSONL: the DPO or RM metrics under eval/ every "
             "train.eval_every steps"},
@@ -521,6 +523,7 @@ static const rl_recipe_key_t s_keys[] = {
 #undef MIN_EXCL
 #undef MAX_EXCL
 #undef EXISTS
+#undef FOLDER
 #undef DERIVED
 #undef IMAX
 #undef BIG

@@ -7,12 +7,14 @@
 
 #include "rl_err.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define S_FIRST_CAP ((size_t)64 << 10) // first buffer size; doubles up to the cap
 
@@ -20,7 +22,9 @@ struct rl_jsonl {
     FILE *f;            // NULL: reading mem
     const uint8_t *mem; // borrowed
     size_t mem_len, mem_off;
-    char *path;
+    char *path;  // the file being read (a folder's: the current one)
+    char **more; // a folder's files after the current one, in name order (NULL: none)
+    int n_more, next;
     size_t max_line;
     char *buf; // buf[beg..end): bytes read and not yet handed out
     size_t cap, beg, end;
@@ -70,8 +74,85 @@ static int s_new(const char *path, size_t max_line, rl_jsonl_t **out, char *err,
     return 0;
 }
 
+static int s_name_cmp(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+// The *.jsonl files of folder `dir` ("dir/name"), sorted by name. Returns their count (*names_p:
+// caller frees each and the array), or -1 with err filled (none, unreadable, out of memory).
+static int s_folder(const char *dir, char ***names_p, char *err, size_t err_len) {
+    *names_p = NULL;
+    DIR *d = opendir(dir);
+    if (!d) {
+        int e = errno;
+        rl_errf(err, err_len, e, "%s: %s", dir, strerror(e));
+        return -1;
+    }
+    char **names = NULL;
+    int n = 0, cap = 0, oom = 0;
+    for (struct dirent *e = readdir(d); e && !oom; e = readdir(d)) {
+        size_t l = strlen(e->d_name);
+        if (l < 7 || strcmp(e->d_name + l - 6, ".jsonl") != 0 || e->d_name[0] == '.') {
+            continue;
+        }
+        char *full = malloc(strlen(dir) + l + 2);
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            char **g = realloc(names, (size_t)cap * sizeof *g);
+            oom = !g;
+            names = g ? g : names;
+        }
+        if (!full || oom) {
+            free(full);
+            oom = 1;
+            break;
+        }
+        sprintf(full, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (stat(full, &st) == 0 && S_ISREG(st.st_mode)) {
+            names[n++] = full;
+        } else {
+            free(full);
+        }
+    }
+    closedir(d);
+    if (oom || n == 0) {
+        for (int i = 0; i < n; i++) {
+            free(names[i]);
+        }
+        free(names);
+        rl_errf(err, err_len, oom ? RL_ENOMEM : RL_EINVAL,
+                oom ? "%s: out of memory" : "%s: a folder with no *.jsonl file", dir);
+        return -1;
+    }
+    qsort(names, (size_t)n, sizeof *names, s_name_cmp);
+    *names_p = names;
+    return n;
+}
+
 int rl_jsonl_open(const char *path, size_t max_line, rl_jsonl_t **out, char *err, size_t err_len) {
     *out = NULL;
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) { // a folder: its files one after another
+        char **names;
+        int n = s_folder(path, &names, err, err_len);
+        if (n < 0) {
+            return RL_EINVAL;
+        }
+        int rc = rl_jsonl_open(names[0], max_line, out, err, err_len);
+        if (rc) {
+            for (int i = 0; i < n; i++) {
+                free(names[i]);
+            }
+            free(names);
+            return rc;
+        }
+        free(names[0]);
+        (*out)->more = names;
+        (*out)->n_more = n;
+        (*out)->next = 1;
+        return 0;
+    }
     FILE *f = fopen(path, "rb");
     if (!f) {
         int e = errno;
@@ -106,6 +187,10 @@ void rl_jsonl_destroy(rl_jsonl_t **self_p) {
     if (r->f) {
         fclose(r->f);
     }
+    for (int i = r->next; r->more && i < r->n_more; i++) {
+        free(r->more[i]);
+    }
+    free(r->more);
     free(r->buf);
     free(r->path);
     free(r);
@@ -175,6 +260,22 @@ static int s_raw_line(rl_jsonl_t *r, char **line_p, size_t *len_p) {
             *line_p = start;
             *len_p = len;
             return 1;
+        }
+        if (r->eof && r->more && r->next < r->n_more) { // a folder's next file, from line 1
+            FILE *f = fopen(r->more[r->next], "rb");
+            if (!f) {
+                int e = errno;
+                return r->sticky = s_fail(r, e, "%s: %s", r->more[r->next], strerror(e));
+            }
+            fclose(r->f);
+            r->f = f;
+            free(r->path);
+            r->path = r->more[r->next];
+            r->more[r->next++] = NULL;
+            r->eof = 0;
+            r->lineno = 0;
+            r->beg = r->end = r->scanned = 0;
+            continue;
         }
         if (r->eof) {
             return 0;

@@ -3,8 +3,10 @@
 // object when asked. Lines are split at "\n"; the "\n" and any "\r" before it are not part of a
 // line (CRLF files read as LF ones), and a last line without "\n" counts. A line longer than the
 // reader's cap is refused as soon as the cap is passed, so a file without newlines cannot make
-// it allocate more than the cap. Errors name "path:line". The datasets (trainer/rl_data: SFT rows,
-// trainer/rl_prompts: GRPO prompts, rollout/rl_eval: eval rows) read through it.
+// it allocate more than the cap. A folder reads as its *.jsonl files one after another, in name
+// order, each from its line 1 (rl_jsonl_path names the current one). Errors name "path:line".
+// The datasets (trainer/rl_data: SFT rows, trainer/rl_prompts: GRPO prompts, rollout/rl_eval:
+// eval rows) read through it.
 // Not a JSON parser (jansson parses each line) and not a writer.
 #ifndef RL_JSONL_H
 #define RL_JSONL_H
@@ -20,7 +22,8 @@ extern "C" {
 
 typedef struct rl_jsonl rl_jsonl_t;
 
-// Opens `path` for reading. max_line: the most bytes of one line, counted before its "\n" (a
+// Opens `path` for reading: a file, or a folder of *.jsonl files (hidden ones skipped; a folder
+// with none is RL_EINVAL). max_line: the most bytes of one line, counted before its "\n" (a
 // "\r" there counts); 0 = RL_JSONL_MAX_LINE. Returns 0, or the errno of the failed open (err:
 // "path: strerror") or RL_ENOMEM. caller owns *out; free with rl_jsonl_destroy.
 int rl_jsonl_open(const char *path, size_t max_line, rl_jsonl_t **out, char *err, size_t err_len);
@@ -51,7 +54,8 @@ long rl_jsonl_lineno(const rl_jsonl_t *self);
 // The text of the line last returned by rl_jsonl_next or rl_jsonl_next_line (as the latter
 // gives it). borrowed; valid until the next call or rl_jsonl_destroy. *len_p may be NULL.
 const char *rl_jsonl_line(const rl_jsonl_t *self, size_t *len_p);
-// The path (or name) given to open. borrowed; valid until rl_jsonl_destroy.
+// The path (or name) given to open; for a folder, the file being read. borrowed; valid until
+// the next call or rl_jsonl_destroy.
 const char *rl_jsonl_path(const rl_jsonl_t *self);
 // The message of the last failed call ("" when none). borrowed; valid until the next call.
 const char *rl_jsonl_errmsg(const rl_jsonl_t *self);

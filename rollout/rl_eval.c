@@ -48,8 +48,8 @@ rl_eval_data_t *rl_eval_data_load(const char *path, const char *prompt_field,
             goto fail;
         }
         if (!p || !a) {
-            rl_errf(err, err_len, RL_EINVAL, "%s:%ld: the row has no %s field '%s'", path,
-                    rl_jsonl_lineno(in), p ? "text or number" : "text",
+            rl_errf(err, err_len, RL_EINVAL, "%s:%ld: the row has no %s field '%s'",
+                    rl_jsonl_path(in), rl_jsonl_lineno(in), p ? "text or number" : "text",
                     p ? answer_field : prompt_field);
             free(p);
             free(a);
@@ -76,7 +76,8 @@ rl_eval_data_t *rl_eval_data_load(const char *path, const char *prompt_field,
     if (rc) {
         const json_error_t *je = rl_jsonl_json_error(in);
         if (je) {
-            rl_errf(err, err_len, RL_EINVAL, "%s:%ld: %s", path, rl_jsonl_lineno(in), je->text);
+            rl_errf(err, err_len, RL_EINVAL, "%s:%ld: %s", rl_jsonl_path(in), rl_jsonl_lineno(in),
+                    je->text);
         } else {
             rl_errf(err, err_len, rc, "%s", rl_jsonl_errmsg(in));
         }

@@ -3,7 +3,8 @@
 // "\n" counts, the line cap (exactly at the cap, one byte over, a file with no newline at all,
 // lines that span the reader's buffer), JSON errors and non-objects named path:line(:column)
 // without ending the input, invalid UTF-8 and NULs inside a line, read and open errors, the same
-// lines from memory as from a file, and the field-as-text helper the datasets use for answers.
+// lines from memory as from a file, a folder read as its *.jsonl files in name order, and the
+// field-as-text helper the datasets use for answers.
 #include "rl_err.h"
 #include "rl_jsonl.h"
 #include "rl_test.h"
@@ -196,10 +197,10 @@ static void test_errors(void) {
     char want[600];
     snprintf(want, sizeof want, "%s: %s", path, strerror(ENOENT));
     CHECK_STR(err, want);
-    CHECK_INT(rl_jsonl_open(s_dir, 0, &r, err, sizeof err), 0); // a folder opens, reads fail
+    // a file that opens and cannot be read (page 0 of our own memory is unmapped: EIO)
+    CHECK_INT(rl_jsonl_open("/proc/self/mem", 0, &r, err, sizeof err), 0);
     CHECK_INT(rl_jsonl_next(r, &row), RL_EIO);
-    snprintf(want, sizeof want, "%s: read error", s_dir);
-    CHECK_STR(rl_jsonl_errmsg(r), want);
+    CHECK_STR(rl_jsonl_errmsg(r), "/proc/self/mem: read error");
     rl_jsonl_destroy(&r);
 }
 
@@ -296,8 +297,47 @@ static void test_fields(void) {
     CHECK_INT(rl_jsonl_row_field_text("{", 1, "q", &t), RL_EINVAL);
 }
 
+// A folder reads as its *.jsonl files in name order, each from line 1, its errors naming the
+// file; hidden files and other names are skipped; a folder with none is refused.
+static void test_folder(void) {
+    char path[700], cmd[2400], err[1024];
+    snprintf(path, sizeof path, "%s/many", s_dir);
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p %s/empty %s && cd %s && printf '{\"a\": 1}\\n\\n{\"a\": 2}\\n' > "
+             "b.jsonl && printf '{\"a\": 0}' > a.jsonl && printf '{\"a\": 9}\\n' > "
+             ".hidden.jsonl && printf '{\"a\": 8}\\n' > c.txt && printf 'x\\n' > d.jsonl",
+             s_dir, path, path);
+    CHECK_INT(system(cmd), 0);
+    rl_jsonl_t *r = NULL;
+    CHECK_INT(rl_jsonl_open(path, 0, &r, err, sizeof err), 0);
+    if (!r) {
+        return;
+    }
+    const char *want[][2] = {{"a.jsonl", "0"}, {"b.jsonl", "1"}, {"b.jsonl", "2"}};
+    const long lines[] = {1, 1, 3};
+    for (int i = 0; i < 3; i++) {
+        json_t *row = NULL;
+        CHECK_INT(rl_jsonl_next(r, &row), 1);
+        CHECK_MSG(row && json_integer_value(json_object_get(row, "a")) == atoi(want[i][1]),
+                  "row %d of the folder", i);
+        const char *p = rl_jsonl_path(r);
+        CHECK_MSG(strlen(p) > 7 && !strcmp(p + strlen(p) - 7, want[i][0]), "row %d from %s", i, p);
+        CHECK_INT((int)rl_jsonl_lineno(r), (int)lines[i]);
+        json_decref(row);
+    }
+    json_t *row = NULL;
+    CHECK_INT(rl_jsonl_next(r, &row), RL_EINVAL); // d.jsonl's "x"
+    CHECK_CONTAINS(rl_jsonl_errmsg(r), "/many/d.jsonl:1:1: invalid JSON");
+    CHECK_INT(rl_jsonl_next(r, &row), 0);
+    rl_jsonl_destroy(&r);
+    snprintf(path, sizeof path, "%s/empty", s_dir);
+    CHECK_INT(rl_jsonl_open(path, 0, &r, err, sizeof err), RL_EINVAL);
+    CHECK_CONTAINS(err, "/empty: a folder with no *.jsonl file");
+}
+
 int main(void) {
     RL_TEST_ASSERT_FILE(mkdtemp(s_dir), s_dir);
+    test_folder();
     test_lines();
     test_errors();
     test_big();

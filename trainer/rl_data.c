@@ -567,7 +567,7 @@ rl_data_t *rl_data_load(const char *path, const rl_data_opts_t *o, rl_tokenizer_
     json_t *row;
     while ((rc = rl_jsonl_next(in, &row)) == 1) {
         int lineno = (int)rl_jsonl_lineno(in);
-        snprintf(where, sizeof(where), "%s:%d", path, lineno);
+        snprintf(where, sizeof(where), "%s:%d", rl_jsonl_path(in), lineno);
         if (d->format == RL_DATA_FORMAT_AUTO) {
             int fmt = s_detect(row, o, where, err, err_len);
             if (fmt < 0) {
@@ -585,7 +585,7 @@ rl_data_t *rl_data_load(const char *path, const rl_data_opts_t *o, rl_tokenizer_
     if (rc) {
         const json_error_t *je = rl_jsonl_json_error(in);
         if (je) {
-            snprintf(where, sizeof(where), "%s:%ld", path, rl_jsonl_lineno(in));
+            snprintf(where, sizeof(where), "%s:%ld", rl_jsonl_path(in), rl_jsonl_lineno(in));
             rl_errf(err, err_len, RL_EINVAL, "%s:%d: invalid JSON: %s", where, je->column,
                     je->text);
         } else {

@@ -113,7 +113,7 @@ rl_prompts_t *rl_prompts_load(const char *path, const char *field, rl_tokenizer_
         }
         int lineno = (int)rl_jsonl_lineno(in);
         char where[4200];
-        snprintf(where, sizeof(where), "%s:%d", path, lineno);
+        snprintf(where, sizeof(where), "%s:%d", rl_jsonl_path(in), lineno);
         if (got < 0) {
             const json_error_t *je = rl_jsonl_json_error(in);
             rc = je ? rl_errf(err, err_len, RL_EINVAL, "%s:%d: not JSON: %s", where, je->column,
