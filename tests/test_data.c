@@ -393,6 +393,41 @@ static void test_prompt_messages(void) {
                   memmem(b->text, b->text_len, "\nb<|im_end|>", 12) == NULL,
               "row 2's prompt leaks or loses a turn: %.*s", (int)b->text_len, b->text);
     rl_prompts_destroy(&p);
+    // a row without the prompt field but with messages (TRL's conversational rows): the same
+    p = rl_prompts_load(FIX "messages.jsonl", "prompt", s_tok, RL_CHAT_CHATML, 1000,
+                        RL_DATA_TRUNC_ERROR, err, sizeof err);
+    CHECK_MSG(p != NULL, "%s", err);
+    if (p) {
+        a = rl_prompts_get(p, 0);
+        CHECK_MSG(a->text_len == strlen(want_a) && memcmp(a->text, want_a, a->text_len) == 0,
+                  "row 1's prompt from messages: %.*s", (int)a->text_len, a->text);
+        rl_prompts_destroy(&p);
+    }
+}
+
+// TRL's conversational prompt-completion rows for SFT: the prompt's messages and the assistant
+// header without loss, the reply's text and end of turn with it, no EOS appended.
+static void test_prompt_completion_chat(void) {
+    char err[1024];
+    rl_data_opts_t o;
+    rl_data_opts_default(&o);
+    o.eos_id = EOS;
+    o.chat = RL_CHAT_CHATML;
+    rl_data_t *d = s_load(FIX "pc_chat.jsonl", &o, err, sizeof(err));
+    CHECK_MSG(d != NULL, "%s", err);
+    if (!d) {
+        return;
+    }
+    CHECK_INT(rl_data_format(d), RL_DATA_FORMAT_PROMPT_COMPLETION);
+    const int32_t ids[] = {IM_START, 'u',      's',  'e', 'r', '\n',   'h', 'i', IM_END,
+                           '\n',     IM_START, 'a',  's', 's', 'i',    's', 't', 'a',
+                           'n',      't',      '\n', 'y', 'o', IM_END, '\n'};
+    s_check_example(d, 0, ids, "0000000000000000000001110", 25, 1);
+    rl_data_destroy(&d);
+    o.chat = RL_CHAT_NONE;
+    d = s_load(FIX "pc_chat.jsonl", &o, err, sizeof(err));
+    CHECK(d == NULL);
+    CHECK_CONTAINS(err, "pc_chat.jsonl:1: conversational rows need a chat format");
 }
 
 int main(void) {
@@ -404,6 +439,7 @@ int main(void) {
     test_text();
     test_messages();
     test_prompt_messages();
+    test_prompt_completion_chat();
     test_preference();
     test_max_length();
     test_errors();

@@ -438,8 +438,33 @@ static int s_row(rl_data_t *d, json_t *row, const rl_data_opts_t *o, rl_tokenize
     }
     const char *a = NULL, *b = NULL;
     size_t na = 0, nb = 0;
+    int conv = 0; // a conversational row: its end-of-turn token ends it, no EOS appended
+    json_t *pl = json_object_get(row, o->prompt_field);
+    json_t *cl = json_object_get(row, o->completion_field);
     switch (d->format) {
     case RL_DATA_FORMAT_PROMPT_COMPLETION:
+        if (json_is_array(pl) || json_is_array(cl)) { // TRL's conversational prompt-completion
+            conv = 1;
+            if (o->chat == RL_CHAT_NONE) {
+                rc = rl_errf(err, err_len, RL_EINVAL,
+                             "%s: conversational rows need a chat format (model.chat_template: "
+                             "chatml or llama3, or a tokenizer_config.json with a chat_template)",
+                             where);
+                break;
+            }
+            rl_chat_msg_t *pm = NULL, *cm = NULL;
+            size_t np = 0, nc = 0;
+            rc = s_msg_list(pl, o->prompt_field, &pm, &np, where, err, err_len);
+            if (!rc) {
+                rc = s_msg_list(cl, o->completion_field, &cm, &nc, where, err, err_len);
+            }
+            if (!rc) { // the prompt and its assistant header without loss, the reply with it
+                rc = s_pref_messages(d, tok, pm, np, cm, nc, o->chat, where, err, err_len);
+            }
+            free(pm);
+            free(cm);
+            break;
+        }
         rc = s_field(row, o->prompt_field, &a, &na, where, err, err_len);
         if (!rc) {
             rc = s_field(row, o->completion_field, &b, &nb, where, err, err_len);
@@ -477,7 +502,7 @@ static int s_row(rl_data_t *d, json_t *row, const rl_data_opts_t *o, rl_tokenize
     }
     default: rc = rl_errf(err, err_len, RL_EINVAL, "%s: unsupported row layout", where);
     }
-    if (!rc && d->format != RL_DATA_FORMAT_MESSAGES && o->eos_id >= 0) {
+    if (!rc && d->format != RL_DATA_FORMAT_MESSAGES && !conv && o->eos_id >= 0) {
         rc = s_append_ids(d, &o->eos_id, 1, 1);
         if (rc) {
             rc = rl_errf(err, err_len, rc, "out of memory");

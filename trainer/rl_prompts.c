@@ -124,6 +124,9 @@ rl_prompts_t *rl_prompts_load(const char *path, const char *field, rl_tokenizer_
         size_t len;
         const char *line = rl_jsonl_line(in, &len);
         json_t *v = json_object_get(row, field);
+        if (!v && json_is_array(json_object_get(row, "messages"))) {
+            v = json_object_get(row, "messages"); // a conversational row (TRL): its messages
+        }
         if (!v) {
             json_decref(row);
             rc = rl_errf(err, err_len, RL_EINVAL, "%s: no field '%s' (data.prompt_field)", where,
