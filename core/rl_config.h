@@ -344,6 +344,11 @@ typedef struct {
     char *allow;            // the ranks' public keys the controller admits (a file)
 } rl_recipe_mesh_t;
 
+// What a run prints beside its metrics.
+typedef struct {
+    int completions; // completions shown as a table every logged step (TRL's log_completions)
+} rl_recipe_log_t;
+
 typedef struct rl_recipe_priv rl_recipe_priv_t;
 
 typedef struct {
@@ -361,6 +366,7 @@ typedef struct {
     rl_recipe_train_t train;
     rl_recipe_roles_t roles;
     rl_recipe_mesh_t mesh;
+    rl_recipe_log_t log;
     rl_recipe_priv_t *priv; // source positions; use rl_recipe_key_location
 } rl_recipe_t;
 

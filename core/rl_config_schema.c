@@ -30,6 +30,7 @@ static const rl_cfg_section_t s_sections[] = {
     {"train", 0, "steps, batch sizes and cadence of eval/checkpoints"},
     {"roles", 0, "worker processes of the run: samplers, reference placement, threads, timeouts"},
     {"mesh", 0, "the DP×FSDP device mesh the actor (and a critic it holds) trains on"},
+    {"log", 0, "what a run prints beside its metrics"},
 };
 #define S_NSECTIONS ((int)(sizeof s_sections / sizeof s_sections[0]))
 
@@ -511,6 +512,12 @@ static const rl_recipe_key_t s_keys[] = {
     {.section = "mesh", .key = "allow", .type = RL_RECIPE_T_PATH_FILE, .offset = OFF(mesh.allow),
      .def_doc = "null", .flags = OPTIONAL | EXISTS,
      .doc = "with hostfile: the ranks' public keys the controller admits (one per line)"},
+    // log ------------------------------------------------------------------------------------
+    {.section = "log", .key = "completions", .type = RL_RECIPE_T_INT,
+     .offset = OFF(log.completions), DEF("0"), .max = 1024,
+     .doc = "print a table of this many completions (the first of each of the step's first N "
+            "prompts: text, rewards, total, advantage) every logged step (TRL's "
+            "log_completions); 0 = none"},
 };
 #define S_NKEYS ((int)(sizeof s_keys / sizeof s_keys[0]))
 

@@ -28,6 +28,7 @@
 #include "rl_err.h"
 #include "rl_fault.h"
 #include "rl_grpo.h"
+#include "rl_completions.h"
 #include "rl_rollout.h"
 
 #include <math.h>
@@ -123,6 +124,7 @@ static void s_metrics(rl_run_t *run, const rl_rollout_data_t *d, const s_step_t 
                       double *rmean, double *gen_tokens) {
     rl_metrics_t *mt = run->metrics;
     rl_rollout_metrics(run, d, &t->ro, x ? t->old : NULL, lr, rmean, gen_tokens);
+    rl_completions_print(run, d->train, &t->ro, t->adv);
     rl_metrics_add(mt, "reward_std", as->reward_std);
     rl_metrics_add(mt, "frac_reward_zero_std", (double)as->zero_std_groups / t->ro.P);
     if (x) {

@@ -25,6 +25,7 @@
 #include "rl_fault.h"
 #include "rl_log.h"
 #include "rl_ppo.h"
+#include "rl_completions.h"
 #include "rl_rollout.h"
 
 #include <math.h>
@@ -305,6 +306,7 @@ static void s_metrics(rl_run_t *run, s_ppo_t *s, const s_step_t *t, const s_sums
     rl_metrics_t *mt = run->metrics;
     const rl_rollout_t *ro = &t->ro;
     rl_rollout_metrics(run, s->d, ro, t->old, lr, rmean, gen_tokens);
+    rl_completions_print(run, s->d->train, ro, NULL);
     double n = 0, rs = 0, rss = 0;
     for (size_t i = 0; i < (size_t)ro->B * (size_t)ro->T; i++) {
         if (ro->mask[i]) {

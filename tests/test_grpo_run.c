@@ -313,10 +313,19 @@ int main(void) {
              "  - {name: correct, builtin: math_answer}\n"
              "  - {name: len, builtin: length, weight: 0, config: {target: 20}}\n",
              NULL);
-    snprintf(args, sizeof(args),
-             "run %s/ev_e.yaml run.dir=%s/ev_e train.steps=1 train.eval_every=1 train.eval_samples=8 "
-             "train.eval_k=4 train.save_every=0", s_tmp, s_tmp);
+    snprintf(
+        args, sizeof(args),
+        "run %s/ev_e.yaml run.dir=%s/ev_e train.steps=1 train.eval_every=1 train.eval_samples=8 "
+        "train.eval_k=4 train.save_every=0 log.completions=2",
+        s_tmp, s_tmp);
     CHECK_INT(s_rlctl(args), 0);
+    // log.completions: a table of the step's first 2 prompts' first completions
+    out = s_out();
+    CHECK_CONTAINS(out, "step 1: 2 of 16 completions (the first of each of 2 prompts)");
+    CHECK_MSG(out && strstr(out, "correct") && strstr(out, "total  advantage  tokens  end") &&
+                  strstr(out, "#### "),
+              "no completions table: %s", out ? out : "");
+    free(out);
     json_t *me = s_metrics("ev_e");
     json_t *e0 = s_eval_line(me);
     double acc = json_number_value(json_object_get(e0, "eval/accuracy"));
