@@ -37,6 +37,7 @@ typedef enum {
     RL_RECIPE_T_FLOAT_LIST,  // double[count]
     RL_RECIPE_T_MAP,         // char *: any YAML map, kept as JSON text (reward plugin ABI)
     RL_RECIPE_T_ENDPOINTS,   // rl_recipe_endpoints_t: [{endpoint: tcp://.., server_key: path}]
+    RL_RECIPE_T_HTTP,        // rl_recipe_http_t: {url: http://.., timeout, format, retries}
 } rl_recipe_type_t;
 
 enum {
@@ -143,8 +144,10 @@ enum { RL_RECIPE_REF_ACTOR = 0, RL_RECIPE_REF_WORKER = 1, RL_RECIPE_REF_MESH = 2
 enum { RL_RECIPE_BALANCE_EVEN = 0, RL_RECIPE_BALANCE_SPEED = 1 }; // roles.balance
 enum { RL_RECIPE_SCHED_CONSTANT = 0, RL_RECIPE_SCHED_LINEAR = 1, RL_RECIPE_SCHED_COSINE = 2 };
 enum {
-    RL_RECIPE_REWARD_MODEL = -2,  // `model:` names a reward model's folder
-    RL_RECIPE_REWARD_PLUGIN = -1, // `plugin:` names a .so
+    RL_RECIPE_REWARD_HTTP = -4,    // `http:` names a reward server (rl_recipe_http_t)
+    RL_RECIPE_REWARD_COMMAND = -3, // `command:` names a program speaking JSON lines
+    RL_RECIPE_REWARD_MODEL = -2,   // `model:` names a reward model's folder
+    RL_RECIPE_REWARD_PLUGIN = -1,  // `plugin:` names a .so
     RL_RECIPE_REWARD_MATH_ANSWER = 0,
     RL_RECIPE_REWARD_REGEX_FORMAT = 1,
     RL_RECIPE_REWARD_LENGTH = 2,
@@ -276,15 +279,34 @@ typedef struct {
     rl_recipe_strlist_t stop;
 } rl_recipe_sampling_t;
 
+enum { RL_RECIPE_HTTP_RLCTL = 0, RL_RECIPE_HTTP_OPENRLHF = 1 }; // rewards[].http.format
+
+// A reward server (rewards[].http): docs/rewards.md, "Rewards over HTTP".
+typedef struct {
+    char *url;      // "http://HOST[:PORT][/PATH]"; NULL when the entry has no `http:`
+    double timeout; // seconds one attempt (connect, send, reply) may take
+    int format;     // RL_RECIPE_HTTP_*: the request and reply objects
+    int retries;    // attempts after the first, on a connection failure or a 5xx status
+} rl_recipe_http_t;
+
 typedef struct {
     char *name;
     double weight;
     int builtin;       // RL_RECIPE_REWARD_* (RL_RECIPE_REWARD_PLUGIN when `plugin` is set,
-                       // RL_RECIPE_REWARD_MODEL when `model` is)
+                       // RL_RECIPE_REWARD_MODEL when `model` is, _COMMAND, _HTTP)
     char *plugin;      // absolute path of the .so, or NULL
     char *model;       // absolute path of a reward model's folder (an HF sequence classifier),
                        // or NULL
     char *config_json; // the entry's `config:` map as JSON text ("{}" when absent)
+    rl_recipe_strlist_t command; // the program and its arguments (n = 0 when unset); items
+                                 // naming a file beside the recipe are absolute
+    rl_recipe_http_t http;       // the reward server (http.url NULL when unset)
+    // Not keys of the entry: copied from the rest of the recipe at load, so that a reward opened
+    // from its entry alone (the reward worker, rl_reward_check) has what it needs.
+    double reward_timeout;    // roles.reward_timeout: a command or http reward gives up on a
+                              // batch a little before the controller does
+    const char *answer_field; // data.answer_field (the labels of http format openrlhf);
+                              // borrowed; valid until rl_recipe_destroy
 } rl_recipe_reward_t;
 
 typedef struct {

@@ -470,6 +470,17 @@ void rl_cfg_check_files(rl_cfg_ctx_t *c) {
         s_check_path(c, rk, key, r->roles.remote_samplers.items[i].server_key,
                      "roles.remote_samplers");
     }
+    // a reward command's program, when it is a path (a bare name is searched on PATH when the
+    // command starts)
+    rl_recipe_key_t prog = *rl_cfg_key("rewards", "command");
+    prog.type = RL_RECIPE_T_PATH_FILE;
+    for (int e = 0; e < r->n_rewards; e++) {
+        const rl_recipe_strlist_t *cmd = &r->rewards[e].command;
+        if (cmd->n > 0 && cmd->items[0][0] == '/') {
+            snprintf(key, sizeof key, "rewards[%d].command", e);
+            s_check_path(c, &prog, key, cmd->items[0], key);
+        }
+    }
     // critic.init: `base` or an HF folder (a string key: `base` is not a path)
     if (r->algorithm.name == RL_RECIPE_ALGO_PPO && r->critic.init &&
         strcmp(r->critic.init, "base") != 0) {

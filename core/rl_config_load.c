@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define S_MAX_SECTIONS 32 // room for the section names in "did you mean" (the table has 10)
@@ -371,6 +372,12 @@ static void s_field_free(const rl_recipe_key_t *k, const rl_cfg_dst_t *d) {
     case RL_RECIPE_T_ENDPOINTS:
         rl_cfg_endpoints_free(RL_CFG_FIELD(d, k, rl_recipe_endpoints_t));
         break;
+    case RL_RECIPE_T_HTTP: {
+        rl_recipe_http_t *h = RL_CFG_FIELD(d, k, rl_recipe_http_t);
+        free(h->url);
+        h->url = NULL;
+        break;
+    }
     default: break;
     }
 }
@@ -564,6 +571,146 @@ static int s_convert_endpoints(rl_cfg_ctx_t *c, const rl_recipe_key_t *k, const 
     return 0;
 }
 
+// NULL when s is a URL a reward server can have (http://HOST[:PORT][/PATH], HOST a name, an
+// IPv4 address or [an IPv6 one], PORT 1..65535), else what is wrong with it. rewards/
+// rl_reward_http parses the same form when it connects.
+static const char *s_http_url_problem(const char *s) {
+    if (!strncmp(s, "https://", 8)) {
+        return "https is not supported: rlctl's reward client speaks plain http (serve the "
+               "reward on loopback or a private network, or put a TLS proxy in front of it on "
+               "this host)";
+    }
+    if (strncmp(s, "http://", 7) != 0) {
+        return "not an http:// URL (http://HOST:PORT/PATH)";
+    }
+    for (const char *p = s; *p; p++) {
+        if ((unsigned char)*p <= ' ' || *p == 0x7f) {
+            return "a space or a control character in the URL";
+        }
+    }
+    if (strchr(s, '#')) {
+        return "a #fragment, which a request cannot carry";
+    }
+    const char *h = s + 7, *end = h + strcspn(h, "/?");
+    if (memchr(h, '@', (size_t)(end - h))) {
+        return "user@ credentials in the URL are not supported";
+    }
+    const char *port = NULL;
+    if (*h == '[') {
+        const char *rb = memchr(h, ']', (size_t)(end - h));
+        if (!rb || rb == h + 1) {
+            return "a bad [IPv6] host";
+        }
+        port = rb + 1 < end ? rb + 1 : NULL;
+        if (port && *port != ':') {
+            return "text after the [IPv6] host";
+        }
+    } else {
+        port = memchr(h, ':', (size_t)(end - h));
+        if ((port ? port : end) == h) {
+            return "no host";
+        }
+    }
+    if (port) {
+        long v = 0;
+        const char *p = port + 1;
+        for (; p < end && *p >= '0' && *p <= '9' && v <= 65535; p++) {
+            v = v * 10 + (*p - '0');
+        }
+        if (p == port + 1 || p != end || v < 1 || v > 65535) {
+            return "the port is not a number in 1..65535";
+        }
+    }
+    return NULL;
+}
+
+static int s_dup_of(const rl_yaml_node_t *map, int i);
+
+// rewards[].http: a map {url, timeout, format, retries}; every inner key keeps its position.
+// Returns 0, or -1 after errors (the field keeps its previous value).
+static int s_convert_http(rl_cfg_ctx_t *c, const rl_recipe_key_t *k, const rl_cfg_dst_t *d,
+                          const rl_yaml_node_t *v, const rl_yaml_node_t *at, const char *path) {
+    static const char *const keys[] = {"url", "timeout", "format", "retries", NULL};
+    const rl_recipe_key_t timeout_k = {
+        .type = RL_RECIPE_T_FLOAT, .min = 0, .max = 86400, .flags = RL_RECIPE_K_MIN_EXCL};
+    const rl_recipe_key_t retries_k = {.type = RL_RECIPE_T_INT, .min = 0, .max = 10};
+    char f[300], kp[400];
+    if (v->kind != RL_YAML_MAP) {
+        s_found(v, f, sizeof f);
+        rl_cfg_err(c, at, path,
+                   "expected a map {url: http://HOST:PORT/PATH, timeout: 30, format: rlctl, "
+                   "retries: 3}, found %s",
+                   f);
+        return -1;
+    }
+    rl_recipe_http_t h = {NULL, 30.0, RL_RECIPE_HTTP_RLCTL, 3};
+    int bad = 0;
+    for (int j = 0; j < v->n; j++) {
+        const rl_yaml_node_t *kn = v->kids[2 * j], *vn = v->kids[2 * j + 1];
+        if (s_dup_of(v, j) >= 0) {
+            continue; // reported by s_check_dups
+        }
+        rl_cfg_quote_short(kn->str, f, sizeof f);
+        snprintf(kp, sizeof kp, "%s.%s", path, f);
+        int which = -1;
+        for (int i = 0; keys[i]; i++) {
+            which = which < 0 && !strcmp(kn->str, keys[i]) ? i : which;
+        }
+        if (which < 0) {
+            const char *near = s_closest(kn->str, keys, 4);
+            if (near) {
+                rl_cfg_err(c, kn, kp, "unknown key; did you mean '%s'?", near);
+            } else {
+                rl_cfg_err(c, kn, kp, "unknown key; http takes url, timeout, format, retries");
+            }
+            bad = 1;
+            continue;
+        }
+        s_loc_add(c, kp, kn);
+        if (rl_cfg_is_null(vn)) {
+            continue; // null = the default
+        }
+        double x;
+        if (which == 0) {
+            const char *why;
+            if (s_scalar_string(c, vn, kn, kp, "a URL")) {
+                bad = 1;
+            } else if ((why = s_http_url_problem(vn->str)) != NULL) {
+                rl_cfg_quote_short(vn->str, f, sizeof f);
+                rl_cfg_err(c, kn, kp, "'%s': %s", f, why);
+                bad = 1;
+            } else {
+                free(h.url);
+                if (!(h.url = strdup(vn->str))) {
+                    c->oom = 1;
+                    bad = 1;
+                }
+            }
+        } else if (which == 1) {
+            bad |= s_number(c, &timeout_k, vn, kn, kp, &h.timeout) != 0;
+        } else if (which == 2) {
+            int i = s_choice(c, k->choices, vn, kn, kp);
+            bad |= i < 0;
+            h.format = i < 0 ? h.format : i;
+        } else if (s_number(c, &retries_k, vn, kn, kp, &x) == 0) {
+            h.retries = (int)x; // exact: an integer in [0, 10]
+        } else {
+            bad = 1;
+        }
+    }
+    if (!bad && !h.url) {
+        rl_cfg_err(c, at, path, "needs url: http://HOST:PORT/PATH");
+        bad = 1;
+    }
+    if (bad) {
+        free(h.url);
+        return -1;
+    }
+    s_field_free(k, d);
+    *RL_CFG_FIELD(d, k, rl_recipe_http_t) = h;
+    return 0;
+}
+
 // Converts v into the field of k at d. `at` locates errors (the key, or a list item).
 // Returns 0, or -1 after recording an error (the field keeps its previous value).
 static int s_convert(rl_cfg_ctx_t *c, const rl_recipe_key_t *k, const rl_cfg_dst_t *d,
@@ -711,6 +858,7 @@ static int s_convert(rl_cfg_ctx_t *c, const rl_recipe_key_t *k, const rl_cfg_dst
         return 0;
     }
     case RL_RECIPE_T_ENDPOINTS: return s_convert_endpoints(c, k, d, v, at, path);
+    case RL_RECIPE_T_HTTP: return s_convert_http(c, k, d, v, at, path);
     case RL_RECIPE_T_MAP: {
         if (v->kind != RL_YAML_MAP) {
             s_found(v, f, sizeof f);
@@ -991,7 +1139,9 @@ static void s_walk(rl_cfg_ctx_t *c, const rl_yaml_node_t *root) {
             if (item->kind != RL_YAML_MAP) {
                 s_found(item, f, sizeof f);
                 rl_cfg_err(c, item, prefix,
-                           "expected a map (name:, builtin:, plugin: or model:, ...), found %s", f);
+                           "expected a map (name:, builtin:, plugin:, model:, command: or http:, "
+                           "...), found %s",
+                           f);
                 continue;
             }
             s_loc_add(c, prefix, item);
@@ -1037,6 +1187,52 @@ char *rl_cfg_strdupf(const char *fmt, ...) {
         va_end(ap);
     }
     return s;
+}
+
+// rewards[i].command (set at `key`): not empty, its program named, and its items resolved as
+// paths are: the program (command[0]) when it holds a '/', against the recipe's folder (the
+// working directory for an override), like plugin:; a later item when it names a file or folder
+// there. A bare program name is left to the PATH search when the command starts.
+static void s_check_command(rl_cfg_ctx_t *c, rl_recipe_reward_t *w, const char *key) {
+    rl_recipe_strlist_t *cmd = &w->command;
+    if (cmd->n == 0) {
+        rl_cfg_err_key(c, key,
+                       "an empty command; list the program and its arguments, e.g. [python3, "
+                       "my_reward.py]");
+        return;
+    }
+    if (!cmd->items[0][0]) {
+        rl_cfg_err_key(c, key, "the program (the first item) is an empty string");
+        return;
+    }
+    const rl_cfg_loc_t *l = rl_cfg_loc_find(c->r->priv, key);
+    const char *base = l && l->file == c->file ? c->base : c->cwd;
+    struct stat st;
+    for (int i = 0; i < cmd->n; i++) {
+        char *it = cmd->items[i];
+        if (!it[0] || it[0] == '/' || it[0] == '-' || (i == 0 && !strchr(it, '/'))) {
+            continue;
+        }
+        char *abs = s_path_join_norm(base, it);
+        if (!abs) {
+            c->oom = 1;
+            return;
+        }
+        if (i == 0 || stat(abs, &st) == 0) {
+            free(it);
+            cmd->items[i] = abs;
+        } else {
+            free(abs);
+        }
+    }
+    if (cmd->n == 1 && strchr(cmd->items[0], ' ') && stat(cmd->items[0], &st) != 0) {
+        char q[64];
+        rl_cfg_quote_short(cmd->items[0], q, sizeof q);
+        rl_cfg_err_key(c, key,
+                       "'%s' is one item; a command is a list of the program and its "
+                       "arguments, e.g. [python3, my_reward.py]",
+                       q);
+    }
 }
 
 static void s_derive(rl_cfg_ctx_t *c) {
@@ -1109,36 +1305,64 @@ static void s_derive(rl_cfg_ctx_t *c) {
         if (!rl_cfg_is_set(r, key)) {
             continue; // not a map: already reported
         }
-        int has_b = w->builtin >= 0, has_p = w->plugin != NULL, has_m = w->model != NULL;
-        char kb[80], kp[80], km[80], kname[80];
-        snprintf(kb, sizeof kb, "%s.builtin", key);
-        snprintf(kp, sizeof kp, "%s.plugin", key);
-        snprintf(km, sizeof km, "%s.model", key);
+        // the sources, in the order messages name them
+        static const char *const srcs[] = {"builtin", "plugin", "model", "command", "http"};
+        int has[5] = {w->builtin >= 0, w->plugin != NULL, w->model != NULL, w->command.n > 0,
+                      w->http.url != NULL};
+        char ks[5][80], kname[80], kconfig[80];
+        int n_has = 0, first = -1, second = -1, written = 0;
+        for (int src = 0; src < 5; src++) {
+            snprintf(ks[src], sizeof ks[src], "%s.%s", key, srcs[src]);
+            written |= rl_cfg_is_set(r, ks[src]);
+            if (has[src]) {
+                n_has++;
+                second = first >= 0 && second < 0 ? src : second;
+                first = first < 0 ? src : first;
+            }
+        }
         snprintf(kname, sizeof kname, "%s.name", key);
-        int b_written = rl_cfg_is_set(r, kb), p_written = rl_cfg_is_set(r, kp);
-        int m_written = rl_cfg_is_set(r, km);
-        if (has_b + has_p + has_m > 1) {
-            rl_cfg_err_key(c, has_m ? km : kp,
-                           "set together with %s; an entry uses one of builtin, plugin and model",
-                           has_b ? "builtin" : "plugin");
-        } else if (!has_b && !has_p && !has_m && !b_written && !p_written && !m_written) {
+        snprintf(kconfig, sizeof kconfig, "%s.config", key);
+        if (n_has > 1) {
+            rl_cfg_err_key(c, ks[second],
+                           "set together with %s; an entry uses one of builtin, plugin, model, "
+                           "command and http",
+                           srcs[first]);
+        } else if (!n_has && !written) {
             char all[256];
             s_join(rl_cfg_key("rewards", "builtin")->choices, all, sizeof all);
             rl_cfg_err_key(c, key,
-                           "needs builtin: (%s), plugin: <path of a .so> or model: <a reward "
-                           "model's folder>",
+                           "needs builtin: (%s), plugin: <path of a .so>, model: <a reward "
+                           "model's folder>, command: [program, args...] or http: {url: "
+                           "http://HOST:PORT/PATH}",
                            all);
         }
-        if (has_m && !has_b && !has_p) {
-            w->builtin = RL_RECIPE_REWARD_MODEL;
+        if (rl_cfg_is_set(r, ks[3])) {
+            s_check_command(c, w, ks[3]);
         }
-        if (!w->name && has_b) {
+        if (n_has == 1 && first >= 2) {
+            static const int kinds[] = {0, 0, RL_RECIPE_REWARD_MODEL, RL_RECIPE_REWARD_COMMAND,
+                                        RL_RECIPE_REWARD_HTTP};
+            w->builtin = kinds[first];
+        }
+        const char *an = n_has == 1 && first == 4 ? "an" : "a";
+        if (n_has == 1 && first >= 3 && rl_cfg_is_set(r, kconfig) && w->config_json &&
+            strcmp(w->config_json, "{}") != 0) {
+            rl_cfg_err_key(c, kconfig,
+                           "%s %s reward takes no config (config: goes to the create() of a "
+                           "builtin, plugin or model); %s",
+                           an, srcs[first],
+                           first == 3 ? "give the program its settings as arguments"
+                                      : "put the settings in the URL or on the server");
+        }
+        w->reward_timeout = r->roles.reward_timeout;
+        w->answer_field = r->data.answer_field;
+        if (!w->name && has[0]) {
             w->name = strdup(rl_recipe_reward_builtin_name(w->builtin));
             if (!w->name) {
                 c->oom = 1;
             }
-        } else if (!w->name && (has_p || has_m) && !rl_cfg_is_set(r, kname)) {
-            rl_cfg_err_key(c, key, "a %s reward needs a name:", has_p ? "plugin" : "model");
+        } else if (!w->name && n_has == 1 && !rl_cfg_is_set(r, kname)) {
+            rl_cfg_err_key(c, key, "%s %s reward needs a name:", an, srcs[first]);
         } else if (w->name && !s_name_ok(w->name)) {
             rl_cfg_err_key(c, kname,
                            "'%s' cannot name a metric; use letters, digits, '.', '_', '-'",

@@ -60,6 +60,8 @@ static const char *const s_scheds[] = {"constant", "linear", "cosine", NULL};
 static const char *const s_refs[] = {"actor", "worker", "mesh", NULL};
 static const char *const s_balances[] = {[RL_RECIPE_BALANCE_EVEN] = "even",
                                          [RL_RECIPE_BALANCE_SPEED] = "speed", NULL};
+static const char *const s_http_formats[] = {[RL_RECIPE_HTTP_RLCTL] = "rlctl",
+                                             [RL_RECIPE_HTTP_OPENRLHF] = "openrlhf", NULL};
 
 // ---------------------------------------------------------------------------------------------
 // the lists model/ and rewards/ use too (rl_config.h): one copy each, here
@@ -336,13 +338,22 @@ static const rl_recipe_key_t s_keys[] = {
      DEF("1.0"), .min = -BIG, .max = BIG, .doc = "the total reward is the weighted sum"},
     {.section = "rewards", .key = "builtin", .type = RL_RECIPE_T_ENUM, .offset = ROFF(builtin),
      .def_doc = "null", .flags = OPTIONAL, .choices = s_builtins,
-     .doc = "a built-in reward (exactly one of builtin, plugin and model)"},
+     .doc = "a built-in reward (exactly one of builtin, plugin, model, command and http)"},
     {.section = "rewards", .key = "plugin", .type = RL_RECIPE_T_PATH_FILE, .offset = ROFF(plugin),
      .def_doc = "null", .flags = OPTIONAL | EXISTS, .doc = "path of a reward plugin .so"},
     {.section = "rewards", .key = "model", .type = RL_RECIPE_T_PATH_DIR, .offset = ROFF(model),
      .def_doc = "null", .flags = OPTIONAL | EXISTS, .needs = "config.json",
      .doc = "a reward model's folder (an HF sequence classifier, e.g. an rm run's final/): "
             "scores prompt + completion"},
+    {.section = "rewards", .key = "command", .type = RL_RECIPE_T_STRING_LIST,
+     .offset = ROFF(command), .def_doc = "null", .flags = OPTIONAL,
+     .doc = "a program and its arguments (e.g. [python3, my_reward.py]), started once, scoring "
+            "each batch as JSON lines on its stdin/stdout; an item naming a file beside the "
+            "recipe resolves there"},
+    {.section = "rewards", .key = "http", .type = RL_RECIPE_T_HTTP, .offset = ROFF(http),
+     .def_doc = "null", .flags = OPTIONAL, .choices = s_http_formats,
+     .doc = "a reward server each batch is POSTed to: {url: http://HOST:PORT/PATH, timeout: "
+            "30 (seconds per attempt), format: rlctl or openrlhf, retries: 3}"},
     {.section = "rewards", .key = "config", .type = RL_RECIPE_T_MAP, .offset = ROFF(config_json),
      DEF("{}"), .doc = "any map; passed to the reward's create() as JSON"},
     // optim ----------------------------------------------------------------------------------
@@ -544,7 +555,8 @@ int rl_recipe_schema(const rl_recipe_key_t **keys) {
 const char *rl_recipe_type_name(rl_recipe_type_t type) {
     static const char *const names[] = {"bool",      "int",         "float",      "string",
                                         "enum",      "path (file)", "path (dir)", "string list",
-                                        "float list", "map",         "endpoint list"};
+                                        "float list", "map",         "endpoint list",
+                                        "http map"};
     return (unsigned)type < sizeof names / sizeof names[0] ? names[type] : "?";
 }
 

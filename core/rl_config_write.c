@@ -219,6 +219,19 @@ static void s_put_value(s_buf_t *b, const rl_recipe_key_t *k, const rl_cfg_dst_t
         s_put(b, "]");
         break;
     }
+    case RL_RECIPE_T_HTTP: {
+        const rl_recipe_http_t *h = RL_CFG_FIELD(d, k, rl_recipe_http_t);
+        if (!h->url) {
+            s_put(b, "null");
+            break;
+        }
+        s_put(b, "{url: ");
+        s_put_str(b, h->url);
+        s_put(b, ", timeout: ");
+        s_put_double(b, h->timeout);
+        s_put(b, ", format: %s, retries: %d}", k->choices[h->format], h->retries);
+        break;
+    }
     case RL_RECIPE_T_MAP: {
         const char *s = *RL_CFG_FIELD(d, k, char *);
         json_t *j = s ? json_loads(s, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL) : NULL;
@@ -257,7 +270,9 @@ int rl_recipe_to_yaml(const rl_recipe_t *recipe, char **out) {
                     const rl_recipe_reward_t *w = &recipe->rewards[e];
                     if ((k->offset == offsetof(rl_recipe_reward_t, builtin) && w->builtin < 0) ||
                         (k->offset == offsetof(rl_recipe_reward_t, plugin) && !w->plugin) ||
-                        (k->offset == offsetof(rl_recipe_reward_t, model) && !w->model)) {
+                        (k->offset == offsetof(rl_recipe_reward_t, model) && !w->model) ||
+                        (k->offset == offsetof(rl_recipe_reward_t, command) && !w->command.n) ||
+                        (k->offset == offsetof(rl_recipe_reward_t, http) && !w->http.url)) {
                         continue;
                     }
                     s_put(&b, "  %s %s: ", first ? "-" : " ", k->key);

@@ -1,4 +1,5 @@
-// rl_reward — opening, checking and calling reward tables, built-in or loaded from a plugin.
+// rl_reward — opening, checking and calling reward tables, built-in or loaded from a plugin
+// (command and http rewards are tables of rlctl's own, like the built-ins).
 // Everything a plugin hands back (its table, its messages, its scores) is untrusted: versions
 // and sizes are checked before a field is read, messages are cut to the buffer, and infinite
 // scores are refused.
@@ -16,6 +17,8 @@
 #include "rl_err.h"
 #include "rl_log.h"
 #include "rl_reward_builtin.h"
+#include "rl_reward_command.h"
+#include "rl_reward_http.h"
 #include "rl_reward_model.h"
 
 #include <jansson.h>
@@ -179,13 +182,82 @@ static char *s_model_config(const rl_recipe_reward_t *spec, int threads, int *ba
     return out;
 }
 
+// The seconds a command or http reward may spend on one batch: a little under
+// roles.reward_timeout (spec->reward_timeout), so that it reports its own failure, naming the
+// command or the URL, before the controller stops waiting for the whole reward worker.
+static double s_deadline(const rl_recipe_reward_t *spec) {
+    double t = spec->reward_timeout;
+    return t > 0 ? t - fmin(1.0, 0.1 * t) : 0;
+}
+
+// The create() config of a command or http reward, built from its entry. caller owns result;
+// free with free(). NULL: out of memory.
+static char *s_own_config(const rl_recipe_reward_t *spec) {
+    json_t *cfg = json_object();
+    int bad = !cfg;
+    if (spec->builtin == RL_RECIPE_REWARD_COMMAND) {
+        json_t *argv = json_array();
+        for (int i = 0; i < spec->command.n; i++) {
+            bad |= json_array_append_new(argv, json_string(spec->command.items[i])) != 0;
+        }
+        bad |= json_object_set_new(cfg, "argv", argv) != 0;
+    } else {
+        const rl_recipe_http_t *h = &spec->http;
+        bad |= json_object_set_new(cfg, "url", json_string(h->url)) != 0;
+        bad |=
+            json_object_set_new(cfg, "timeout", json_real(h->timeout > 0 ? h->timeout : 30)) != 0;
+        bad |= json_object_set_new(
+                   cfg, "format",
+                   json_string(h->format == RL_RECIPE_HTTP_OPENRLHF ? "openrlhf" : "rlctl")) != 0;
+        bad |= json_object_set_new(cfg, "retries", json_integer(h->retries)) != 0;
+        bad |= json_object_set_new(
+                   cfg, "label_field",
+                   json_string(spec->answer_field ? spec->answer_field : "answer")) != 0;
+    }
+    bad |= json_object_set_new(cfg, "deadline", json_real(s_deadline(spec))) != 0;
+    char *out = bad ? NULL : json_dumps(cfg, JSON_COMPACT);
+    json_decref(cfg);
+    return out;
+}
+
+int rl_reward_spec_origin(const rl_recipe_reward_t *spec, char *out, size_t cap) {
+    RL_ASSERT(spec && out && cap > 0);
+    size_t o = 0;
+    out[0] = '\0';
+    switch (spec->builtin) {
+    case RL_RECIPE_REWARD_PLUGIN:
+        snprintf(out, cap, "%s", spec->plugin ? spec->plugin : "?");
+        break;
+    case RL_RECIPE_REWARD_MODEL:
+        snprintf(out, cap, "model %s", spec->model ? spec->model : "?");
+        break;
+    case RL_RECIPE_REWARD_HTTP:
+        snprintf(out, cap, "%s", spec->http.url ? spec->http.url : "?");
+        break;
+    case RL_RECIPE_REWARD_COMMAND:
+        o = (size_t)snprintf(out, cap, "command");
+        for (int i = 0; i < spec->command.n && o < cap; i++) {
+            const char *a = spec->command.items[i];
+            int quote = !a[0] || strpbrk(a, " \t'\"") != NULL;
+            o += (size_t)snprintf(out + o, cap - o, quote ? " '%s'" : " %s", a);
+        }
+        break;
+    default: {
+        const char *b = rl_recipe_reward_builtin_name(spec->builtin);
+        snprintf(out, cap, "builtin %s", b ? b : "?");
+        break;
+    }
+    }
+    return (int)strlen(out);
+}
+
 int rl_reward_open(const rl_recipe_reward_t *spec, int threads, rl_reward_t **out, char *err,
                    size_t err_len) {
     RL_ASSERT(spec && out);
     *out = NULL;
     const rl_reward_table_t *table = NULL;
     void *dl = NULL;
-    char *model_cfg = NULL;
+    char *made_cfg = NULL;
     if (spec->builtin == RL_RECIPE_REWARD_MODEL) {
         int bad = 0;
         if (!spec->model || !spec->model[0]) {
@@ -193,10 +265,22 @@ int rl_reward_open(const rl_recipe_reward_t *spec, int threads, rl_reward_t **ou
                            spec->name ? spec->name : "?");
         }
         table = rl_reward_model_table();
-        model_cfg = s_model_config(spec, threads, &bad);
-        if (!model_cfg) {
+        made_cfg = s_model_config(spec, threads, &bad);
+        if (!made_cfg) {
             return rl_errf(err, err_len, bad ? RL_EINVAL : RL_ENOMEM, "reward '%s': %s",
                            s_label(spec, table), bad ? "config is not a map" : "out of memory");
+        }
+    } else if (spec->builtin == RL_RECIPE_REWARD_COMMAND ||
+               spec->builtin == RL_RECIPE_REWARD_HTTP) {
+        int cmd = spec->builtin == RL_RECIPE_REWARD_COMMAND;
+        if (cmd ? spec->command.n < 1 || !spec->command.items[0][0] : !spec->http.url) {
+            return rl_errf(err, err_len, RL_EINVAL, "reward '%s': no %s",
+                           spec->name ? spec->name : "?", cmd ? "command" : "url");
+        }
+        table = cmd ? rl_reward_command_table() : rl_reward_http_table();
+        if (!(made_cfg = s_own_config(spec))) {
+            return rl_errf(err, err_len, RL_ENOMEM, "reward '%s': out of memory",
+                           s_label(spec, table));
         }
     } else if (spec->builtin == RL_RECIPE_REWARD_PLUGIN) {
         if (!spec->plugin || !spec->plugin[0]) {
@@ -223,13 +307,9 @@ int rl_reward_open(const rl_recipe_reward_t *spec, int threads, rl_reward_t **ou
     r->dl = dl;
     r->table = table;
     r->name = strdup(spec->name ? spec->name : table->name);
-    if (dl) {
-        r->origin = strdup(spec->plugin);
-    } else if (model_cfg && (r->origin = malloc(strlen(spec->model) + 7)) != NULL) {
-        snprintf(r->origin, strlen(spec->model) + 7, "model %s", spec->model);
-    } else if ((r->origin = malloc(strlen(table->name) + 9)) != NULL) {
-        snprintf(r->origin, strlen(table->name) + 9, "builtin %s", table->name);
-    }
+    char origin[4096];
+    rl_reward_spec_origin(spec, origin, sizeof origin);
+    r->origin = strdup(origin);
     if (!r->name || !r->origin) {
         goto fail;
     }
@@ -243,7 +323,7 @@ int rl_reward_open(const rl_recipe_reward_t *spec, int threads, rl_reward_t **ou
 
     char perr[1024] = "";
     void *state = NULL;
-    const char *config = model_cfg ? model_cfg : spec->config_json ? spec->config_json : "{}";
+    const char *config = made_cfg ? made_cfg : spec->config_json ? spec->config_json : "{}";
     if (table->create(&r->host, config, &state, perr, sizeof perr) != 0) {
         perr[sizeof perr - 1] = '\0'; // the plugin may not have terminated it
         rc = rl_errf(err, err_len, RL_EPLUGIN, "reward '%s' (%s): create failed: %s", r->name,
@@ -253,10 +333,10 @@ int rl_reward_open(const rl_recipe_reward_t *spec, int threads, rl_reward_t **ou
     r->state = state;
     r->created = 1;
     *out = r;
-    free(model_cfg);
+    free(made_cfg);
     return 0;
 fail:
-    free(model_cfg);
+    free(made_cfg);
     if (rc == RL_ENOMEM) {
         rl_errf(err, err_len, rc, "reward '%s': out of memory", s_label(spec, table));
     }

@@ -193,9 +193,13 @@ static const rl_reward_table_t s_math_table = {
 };
 
 // ---------------------------------------------------------------------------------------------
-// regex_format: 1 when the completion text matches config.pattern (POSIX extended, unanchored
-// unless the pattern anchors itself), else 0. Compiled by Oniguruma (which rlctl links for the
-// tokenizer) with its POSIX extended syntax: `.` matches newlines, `^`/`$` the text's ends.
+// regex_format: 1 when config.pattern matches somewhere in the completion text, else 0: Python's
+// re.search(pattern, completion), as TRL users write their format rewards. Compiled by
+// Oniguruma (which rlctl links for the tokenizer) with its Python syntax (ONIG_SYNTAX_PYTHON,
+// whose default options give Python's meanings without flags: `.` stops at a newline unless
+// (?s), `^` is the start of the text and `$` its end or before a final newline unless (?m);
+// \d, \w, \s are Unicode classes; (?P<name>...), (?i), (?x) as in Python). Known differences
+// from Python's re are listed in docs/rewards.md.
 // Not libc's regcomp: libonig exports POSIX-named regcomp/regexec of its own, and in a binary
 // that links both, the dynamic linker binds those names to libonig's (with another regex_t).
 
@@ -213,7 +217,7 @@ static int s_regex_create(const rl_reward_host_t *host, const char *config_json,
     }
     json_t *p = json_object_get(cfg, "pattern");
     if (!p || !json_is_string(p)) {
-        snprintf(err, err_len, "config: 'pattern' (a POSIX extended regular expression) is %s",
+        snprintf(err, err_len, "config: 'pattern' (a Python regular expression) is %s",
                  p && !json_is_null(p) ? "not a string" : "required");
         json_decref(cfg);
         return 1;
@@ -229,7 +233,7 @@ static int s_regex_create(const rl_reward_host_t *host, const char *config_json,
     OnigEncoding enc = ONIG_ENCODING_UTF8;
     onig_initialize(&enc, 1);
     int rc = onig_new(&x->re, (const OnigUChar *)pat, (const OnigUChar *)pat + strlen(pat),
-                      ONIG_OPTION_NONE, ONIG_ENCODING_UTF8, ONIG_SYNTAX_POSIX_EXTENDED, &einfo);
+                      ONIG_OPTION_NONE, ONIG_ENCODING_UTF8, ONIG_SYNTAX_PYTHON, &einfo);
     if (rc != ONIG_NORMAL) {
         OnigUChar why[ONIG_MAX_ERROR_MESSAGE_LEN];
         onig_error_code_to_str(why, rc, &einfo);

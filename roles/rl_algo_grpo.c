@@ -127,6 +127,9 @@ static void s_metrics(rl_run_t *run, const rl_rollout_data_t *d, const s_step_t 
     rl_completions_print(run, d->train, &t->ro, t->adv);
     rl_metrics_add(mt, "reward_std", as->reward_std);
     rl_metrics_add(mt, "frac_reward_zero_std", (double)as->zero_std_groups / t->ro.P);
+    if (as->unscorable) { // totals that are NaN (a reward trained on had no score), as PPO's
+        rl_metrics_add(mt, "rewards/unscorable", as->unscorable);
+    }
     if (x) {
         rl_rollout_loss_metrics(run, x);
     }

@@ -1,7 +1,9 @@
 // rl_role_reward — the reward role: every reward of the recipe, opened in its order (built-ins,
-// plugins and reward models through the one ABI, rewards/rl_reward; a reward model computes with
-// the worker's threads), serving score (one reward over one batch). A plugin that crashes takes
-// this process with it, which is why rewards run here and not in the controller.
+// plugins, reward models, commands and servers through the one ABI, rewards/rl_reward; a reward
+// model computes with the worker's threads; a command's program is this process's child, in a
+// process group of its own, its stderr this worker's log), serving score (one reward over one
+// batch). A plugin that crashes takes this process with it, which is why rewards run here and
+// not in the controller.
 #include "rl_role.h"
 
 #include "rl_err.h"

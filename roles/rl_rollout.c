@@ -137,9 +137,14 @@ int rl_rollout_preflight(const rl_recipe_t *r, char *err, size_t err_len) {
     rl_tokenizer_destroy(&tok);
     for (int k = 0; !rc && k < r->n_rewards; k++) {
         if (rl_reward_check(&r->rewards[k], msg, sizeof(msg)) != 0) {
+            // reported at the key that names what failed
+            const rl_recipe_reward_t *w = &r->rewards[k];
             char where[64];
             snprintf(where, sizeof(where), "rewards[%d].%s", k,
-                     r->rewards[k].plugin ? "plugin" : "config");
+                     w->plugin                                ? "plugin"
+                     : w->builtin == RL_RECIPE_REWARD_COMMAND ? "command"
+                     : w->builtin == RL_RECIPE_REWARD_HTTP    ? "http"
+                                                              : "config");
             rc = rl_recipe_errorf(r, where, err, err_len, RL_EINVAL, "%s", msg);
         }
     }
@@ -306,8 +311,10 @@ static int s_score(rl_run_t *run, const rl_prompts_t *prompts, rl_rollout_t *t, 
         }
         const rl_recipe_reward_t *rw = &r->rewards[k];
         if (r2) {
-            rc = rl_errf(err, err_len, r2, "reward '%s' (%s) failed on %s: %s", rw->name,
-                         rw->plugin ? rw->plugin : "built-in", what,
+            char origin[1024];
+            rl_reward_spec_origin(rw, origin, sizeof origin);
+            rc = rl_errf(err, err_len, r2, "reward '%s' (%s) failed on %s: %s", rw->name, origin,
+                         what,
                          timed_out ? "no answer within roles.reward_timeout; the reward "
                                      "worker was stopped"
                                    : e);

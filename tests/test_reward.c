@@ -298,11 +298,36 @@ static void test_regex_format(void) {
     CHECK_CLOSE(s_score1(r, "305", 1, "{}"), 0.0, 0);
     CHECK_CLOSE(s_score1(r, "", 0, "{}"), 0.0, 0);
     rl_reward_close(&r);
-    // unanchored unless the pattern anchors itself; extended syntax (+, |, groups)
+    // Python's re.search: unanchored unless the pattern anchors itself; '.' stops at a newline
     r = s_open(s_builtin("x", RL_RECIPE_REWARD_REGEX_FORMAT,
                          "{\"pattern\": \"^<think>.*</think>(yes|no)$\"}"));
-    CHECK_CLOSE(s_score1(r, "<think>a\nb</think>yes", 5, "{}"), 1.0, 0); // '.' spans lines
+    CHECK_CLOSE(s_score1(r, "<think>a b</think>yes", 5, "{}"), 1.0, 0);
+    CHECK_CLOSE(s_score1(r, "<think>a\nb</think>yes", 5, "{}"), 0.0, 0);
     CHECK_CLOSE(s_score1(r, " <think>a</think>yes", 5, "{}"), 0.0, 0);
+    rl_reward_close(&r);
+    // ... unless (?s) lets it span lines, as TRL's format rewards write it
+    r = s_open(
+        s_builtin("s", RL_RECIPE_REWARD_REGEX_FORMAT, "{\"pattern\": \"(?s)<think>.*</think>\"}"));
+    CHECK_CLOSE(s_score1(r, "<think>\nstep 1\nstep 2\n</think> #### 42", 9, "{}"), 1.0, 0);
+    CHECK_CLOSE(s_score1(r, "<think> no end", 3, "{}"), 0.0, 0);
+    rl_reward_close(&r);
+    // Python's classes and anchors: \d, ^ the text's start, $ its end or before a final newline
+    r = s_open(s_builtin("d", RL_RECIPE_REWARD_REGEX_FORMAT, "{\"pattern\": \"^\\\\d+$\"}"));
+    CHECK_CLOSE(s_score1(r, "42", 1, "{}"), 1.0, 0);
+    CHECK_CLOSE(s_score1(r, "4 2", 2, "{}"), 0.0, 0);
+    CHECK_CLOSE(s_score1(r, "42\n", 2, "{}"), 1.0, 0);
+    CHECK_CLOSE(s_score1(r, "x\n42", 2, "{}"), 0.0, 0);
+    CHECK_CLOSE(s_score1(r, "42\nx", 2, "{}"), 0.0, 0);
+    rl_reward_close(&r);
+    // (?m) makes ^ and $ lines'; (?P<name>...) and (?P=name) are Python's groups
+    r = s_open(s_builtin("m", RL_RECIPE_REWARD_REGEX_FORMAT,
+                         "{\"pattern\": \"(?m)^#### (?P<n>\\\\d+)$\"}"));
+    CHECK_CLOSE(s_score1(r, "work\n#### 5\nmore", 6, "{}"), 1.0, 0);
+    rl_reward_close(&r);
+    r = s_open(s_builtin("p", RL_RECIPE_REWARD_REGEX_FORMAT,
+                         "{\"pattern\": \"(?P<n>\\\\d+)\\\\+(?P=n)\"}"));
+    CHECK_CLOSE(s_score1(r, "so 7+7=14", 5, "{}"), 1.0, 0);
+    CHECK_CLOSE(s_score1(r, "so 7+8=15", 5, "{}"), 0.0, 0);
     rl_reward_close(&r);
     r = s_open(s_builtin("y", RL_RECIPE_REWARD_REGEX_FORMAT, "{\"pattern\": \"[0-9]+\"}"));
     CHECK_CLOSE(s_score1(r, "abc 5 def", 3, "{}"), 1.0, 0);
