@@ -15,15 +15,18 @@
 #            Llama-3 tokenizer.json files at test time; they are never committed), python3
 #            (Debian's /usr/bin/python3, standard library only: data checks, independent
 #            decoders of our files), python3-lmdb + python3-msgpack (a third-party reader of
-#            trajectories.lmdb, docs/trajectories.md), iproute2 (`ip netns`: the remote-sampler
-#            test puts its samplers in a network namespace of their own)
+#            trajectories.lmdb, docs/trajectories.md), python3-jinja2 (renders the real chat
+#            templates for the rl_jinja goldens, tests/reference/make_jinja_goldens.py),
+#            iproute2 (`ip netns`: the remote-sampler test puts its samplers in a network
+#            namespace of their own)
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config git
       libzmq3-dev libmsgpack-dev libopenblas-dev libyaml-dev liblmdb-dev
       libjansson-dev libutf8proc-dev libonig-dev libmicrohttpd-dev libopenmpi-dev openmpi-bin)
 if [ "${1:-}" = "--tests" ]; then
-  pkgs+=(clang libclang-rt-14-dev python3 python3-lmdb python3-msgpack iproute2 curl)
+  pkgs+=(clang libclang-rt-14-dev python3 python3-lmdb python3-msgpack python3-jinja2 iproute2
+         curl)
   command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 fi
 
