@@ -20,7 +20,9 @@
 #include <string.h>
 
 static const char s_help[] =
-    "usage: rlctl eval --model DIR [--adapter DIR] --data FILE [--limit N] [--n N]\n"
+    "usage: rlctl eval RECIPE.yaml [--model DIR] [--adapter DIR] [--run DIR] [--json]\n"
+    "                  [key=value ...]\n"
+    "       rlctl eval --model DIR [--adapter DIR] --data FILE [--limit N] [--n N]\n"
     "                  [--temperature T] [--top-p P] [--top-k K] [--max-new-tokens K]\n"
     "                  [--seed S] [--prompt-field NAME] [--answer-field NAME] [--threads N]\n"
     "                  [--json]\n\n"
@@ -40,7 +42,16 @@ static const char s_help[] =
     "  --seed S             RNG seed (default 0)\n"
     "  --prompt-field NAME  (default prompt)    --answer-field NAME  (default answer)\n"
     "  --threads N          compute threads (default 0 = all cores)\n"
-    "  --json               print {\"accuracy\", \"format_rate\", ...} as JSON\n";
+    "  --json               print {\"accuracy\", \"format_rate\", ...} as JSON\n\n"
+    "With a recipe it evaluates as the run does (docs/training.md, Evaluation): data.eval's\n"
+    "first train.eval_samples prompts rendered as the run renders them, train.eval_k\n"
+    "completions at the recipe's sampling settings and one greedy (the run's seeds), scored\n"
+    "by the recipe's own rewards; prints eval/reward, eval/rewards/<name>/mean,\n"
+    "eval/accuracy, eval/accuracy_greedy (the share whose total reaches\n"
+    "train.eval_pass_threshold) and eval/pass@k. The model is the recipe's model.path,\n"
+    "--model/--adapter, or a run folder's final/ (--run DIR: its adapter on model.path, or\n"
+    "its whole model).\n"
+    "  --run DIR            a run folder: evaluate its final/\n";
 
 static const char s_pairs_help[] =
     "usage: rlctl pairs --model DIR [--adapter DIR] --data FILE --out FILE [--limit N] [--n N]\n"
@@ -287,6 +298,10 @@ int rl_cmd_eval(int argc, char **argv) {
     if (rl_cli_wants_help(argc, argv)) {
         fputs(s_help, stdout);
         return RL_EXIT_OK;
+    }
+    size_t l = argc > 1 ? strlen(argv[1]) : 0;
+    if (l > 5 && (!strcmp(argv[1] + l - 5, ".yaml") || !strcmp(argv[1] + l - 4, ".yml"))) {
+        return rl_cli_eval_recipe(argc, argv); // a recipe: evaluate as its run does
     }
     return s_eval_or_pairs("eval", 0, argc, argv);
 }

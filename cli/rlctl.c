@@ -32,12 +32,15 @@ static const s_command_t s_commands[] = {
     {"generate", rl_cmd_generate, "sample completions of a prompt from a model",
      "model= adapter= prompt= chat json n= max-new-tokens= temperature= top-p= top-k= seed= "
      "stop-id= threads="},
-    {"eval", rl_cmd_eval, "sample answers for a held-out JSONL file and report accuracy",
+    {"eval", rl_cmd_eval,
+     "evaluate a model or run on held-out data (a recipe's rewards, or accuracy)",
      "model= adapter= data= prompt-field= answer-field= limit= n= max-new-tokens= temperature= "
-     "top-p= top-k= seed= threads= json"},
+     "top-p= top-k= seed= threads= json run="},
     {"pairs", rl_cmd_pairs, "preference pairs (right vs wrong) from a model's own samples",
      "model= adapter= data= prompt-field= answer-field= limit= n= max-new-tokens= temperature= "
      "top-p= top-k= seed= threads= out="},
+    {"template", rl_cmd_template, "render a conversation with a model's chat template",
+     "model= tokenizer-config= messages= add-generation-prompt kwargs="},
     {"logprobs", rl_cmd_logprobs, "per-token logprobs of a completion given a prompt",
      "model= adapter= prompt= completion= chat json temperature= threads="},
     {"traj", rl_cmd_traj, "list, show and export the completions a run sampled", "jsonl step="},

@@ -220,6 +220,7 @@ typedef struct {
     char *eval;      // NULL when unset
     int format;      // RL_RECIPE_FORMAT_*
     char *prompt_field, *completion_field, *answer_field, *text_field, *messages_field;
+    char *chat_template_kwargs; // keyword arguments of the chat template, a JSON object's text
     char *chosen_field, *rejected_field; // DPO's and RM's preference rows
     char *margin_field;                  // RM: a pair's margin (used when the rows have it)
     char *ref_cache;  // DPO: the reference sums' cache folder; NULL: $XDG_CACHE_HOME/rlctl/refcache

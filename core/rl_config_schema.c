@@ -182,6 +182,10 @@ static const rl_recipe_key_t s_keys[] = {
     {.section = "data", .key = "messages_field", .type = RL_RECIPE_T_STRING,
      .offset = OFF(data.messages_field), DEF("messages"),
      .doc = "field holding a chat message list (format messages)"},
+    {.section = "data", .key = "chat_template_kwargs", .type = RL_RECIPE_T_MAP,
+     .offset = OFF(data.chat_template_kwargs), DEF("{}"),
+     .doc = "keyword arguments of the chat template (apply_chat_template's), e.g. "
+            "{enable_thinking: false} for Qwen3"},
     {.section = "data", .key = "chosen_field", .type = RL_RECIPE_T_STRING,
      .offset = OFF(data.chosen_field), DEF("chosen"), .algos = PREF,
      .doc = "field holding the preferred completion (DPO, RM)"},

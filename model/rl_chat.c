@@ -1,130 +1,175 @@
-// rl_chat — ChatML and Llama-3 prompt rendering (see rl_chat.h). Checked against the real Qwen3
-// and Llama-3 chat templates rendered by @huggingface/jinja (tests/fixtures/tokenizer/
-// chat_goldens.jsonl).
+// rl_chat — chat templates rendered by the Jinja engine (see rl_chat.h). A format is a compiled
+// template with its fixed variables (the tokenizer's special tokens, the recipe's keyword
+// arguments), kept in a process-wide list: compiled once, shared by every thread, never freed.
 #include "rl_chat.h"
 
 #include "rl_err.h"
+#include "rl_jinja.h"
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    char *p;
-    size_t n, cap;
-    int oom;
-} s_buf_t;
+struct rl_chat {
+    rl_jinja_t *tpl;
+    json_t *vars; // the fixed variables: bos_token, eos_token, the keyword arguments
+    char *key;    // what tells it from the others: the template, tokens and arguments
+    char name[160];
+    rl_chat_t *next;
+};
 
-static void s_put(s_buf_t *b, const char *s, size_t n) {
-    if (b->oom) {
-        return;
-    }
-    if (b->n + n + 1 > b->cap) {
-        size_t c = b->cap ? b->cap : 256;
-        while (c < b->n + n + 1) {
-            c *= 2;
+static pthread_mutex_t s_mu = PTHREAD_MUTEX_INITIALIZER;
+static rl_chat_t *s_list; // reachable until exit: not a leak
+
+// The built-ins: what the ChatML and Llama-3 formats write (Llama-3 trims each message's content
+// as its real template does), as template texts of our own.
+static const struct {
+    const char *name, *text;
+} s_builtins[] = {
+    {"chatml", "{% for message in messages %}"
+               "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + "
+               "'\\n' }}"
+               "{% endfor %}"
+               "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"},
+    {"llama3", "{{ '<|begin_of_text|>' }}"
+               "{% for message in messages %}"
+               "{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' + "
+               "(message['content'] | trim) + '<|eot_id|>' }}"
+               "{% endfor %}"
+               "{% if add_generation_prompt %}"
+               "{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}"},
+};
+
+const char *rl_chat_builtin_text(const char *name) {
+    for (size_t i = 0; name && i < sizeof s_builtins / sizeof s_builtins[0]; i++) {
+        if (strcmp(name, s_builtins[i].name) == 0) {
+            return s_builtins[i].text;
         }
-        char *q = realloc(b->p, c);
-        if (!q) {
-            b->oom = 1;
-            return;
-        }
-        b->p = q;
-        b->cap = c;
     }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
+    return NULL;
 }
 
-static void s_puts(s_buf_t *b, const char *s) {
-    s_put(b, s, strlen(s));
-}
-
-// Length of the White_Space character ending at / starting at s (0 if none). The Llama-3
-// template trims content with Jinja's `trim` (Python str.strip: Unicode whitespace).
-static size_t s_space_len(const unsigned char *s, size_t n) {
-    if (n >= 1 && ((s[0] >= 0x09 && s[0] <= 0x0D) || s[0] == 0x20)) {
-        return 1;
-    }
-    if (n >= 2 && s[0] == 0xC2 && (s[1] == 0x85 || s[1] == 0xA0)) {
-        return 2;
-    }
-    if (n >= 3 && s[0] == 0xE1 && s[1] == 0x9A && s[2] == 0x80) { // U+1680
-        return 3;
-    }
-    // U+2000..200A, U+2028, U+2029, U+202F
-    if (n >= 3 && s[0] == 0xE2 && s[1] == 0x80 &&
-        (s[2] <= 0x8A || s[2] == 0xA8 || s[2] == 0xA9 || s[2] == 0xAF)) {
-        return 3;
-    }
-    if (n >= 3 && s[0] == 0xE2 && s[1] == 0x81 && s[2] == 0x9F) { // U+205F
-        return 3;
-    }
-    if (n >= 3 && s[0] == 0xE3 && s[1] == 0x80 && s[2] == 0x80) { // U+3000
-        return 3;
-    }
-    return 0;
-}
-
-static void s_put_trimmed(s_buf_t *b, const char *s) {
-    const unsigned char *p = (const unsigned char *)s;
-    size_t n = strlen(s), lo = 0, hi = n;
-    size_t k;
-    while (lo < hi && (k = s_space_len(p + lo, hi - lo)) > 0) {
-        lo += k;
-    }
-    while (hi > lo) {
-        // step back one code point and test it
-        size_t q = hi - 1;
-        while (q > lo && (p[q] & 0xC0) == 0x80) {
-            q--;
+// The format of (text, bos, eos, kwargs), compiled on first use. Returns 0 or an error.
+static int s_get(const char *text, const char *name, const char *bos, const char *eos,
+                 const char *kwargs_json, rl_chat_format_t *fmt_p, char *err, size_t err_len) {
+    *fmt_p = RL_CHAT_NONE;
+    json_t *vars = NULL;
+    if (kwargs_json && kwargs_json[0]) {
+        json_error_t je;
+        vars = json_loads(kwargs_json, JSON_REJECT_DUPLICATES, &je);
+        if (!json_is_object(vars)) {
+            json_decref(vars);
+            return rl_errf(err, err_len, RL_EINVAL,
+                           "chat template keyword arguments: expected a JSON object, got '%.80s'",
+                           kwargs_json);
         }
-        if (s_space_len(p + q, hi - q) != hi - q) {
+    } else {
+        vars = json_object();
+    }
+    if (!vars || (bos && json_object_set_new(vars, "bos_token", json_string(bos)) != 0) ||
+        (eos && json_object_set_new(vars, "eos_token", json_string(eos)) != 0)) {
+        json_decref(vars);
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    char *vtext = json_dumps(vars, JSON_COMPACT | JSON_SORT_KEYS);
+    size_t kl = strlen(text) + (vtext ? strlen(vtext) : 0) + 2;
+    char *key = vtext ? malloc(kl) : NULL;
+    if (!key) {
+        free(vtext);
+        json_decref(vars);
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    snprintf(key, kl, "%s%c%s", vtext, '\x01', text);
+    free(vtext);
+    pthread_mutex_lock(&s_mu);
+    for (rl_chat_t *c = s_list; c; c = c->next) {
+        if (strcmp(c->key, key) == 0) {
+            *fmt_p = c;
             break;
         }
-        hi = q;
     }
-    s_put(b, s + lo, hi - lo);
+    int rc = 0;
+    if (!*fmt_p) {
+        rl_chat_t *c = calloc(1, sizeof *c);
+        rc = c ? rl_jinja_compile(text, strlen(text), name, &c->tpl, err, err_len) : RL_ENOMEM;
+        if (!rc) {
+            c->vars = vars;
+            c->key = key;
+            snprintf(c->name, sizeof c->name, "%s", name);
+            c->next = s_list;
+            s_list = c;
+            *fmt_p = c;
+            vars = NULL;
+            key = NULL;
+        } else if (c) {
+            free(c);
+        } else {
+            rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+        }
+    }
+    pthread_mutex_unlock(&s_mu);
+    free(key);
+    json_decref(vars);
+    return rc;
 }
 
-int rl_chat_detect(const char *chat_template, rl_chat_format_t *fmt_p, char *err,
-                   size_t err_len) {
+rl_chat_format_t rl_chat_builtin(const char *name) {
+    const char *text = rl_chat_builtin_text(name);
+    rl_chat_format_t fmt = RL_CHAT_NONE;
+    char err[256];
+    if (text && s_get(text, name, NULL, NULL, NULL, &fmt, err, sizeof err) != 0) {
+        fmt = RL_CHAT_NONE; // only out of memory: the built-ins compile
+    }
+    return fmt;
+}
+
+int rl_chat_template(const char *text, const char *name, const char *bos, const char *eos,
+                     const char *kwargs_json, rl_chat_format_t *fmt_p, char *err, size_t err_len) {
     *fmt_p = RL_CHAT_NONE;
-    if (!chat_template) {
+    if (!text) {
         return rl_errf(err, err_len, RL_EINVAL,
-                       "no chat_template (tokenizer_config.json has none): name the format "
-                       "(chatml, llama3)");
+                       "no chat_template (tokenizer_config.json has none, and there is no "
+                       "chat_template.jinja): name a built-in (chatml, llama3)");
     }
-    if (strstr(chat_template, "<|im_start|>")) {
-        *fmt_p = RL_CHAT_CHATML;
-        return 0;
-    }
-    if (strstr(chat_template, "<|start_header_id|>")) {
-        *fmt_p = RL_CHAT_LLAMA3;
-        return 0;
-    }
-    return rl_errf(err, err_len, RL_EUNSUPPORTED,
-                   "chat template is not supported: it is neither ChatML (<|im_start|>) nor "
-                   "Llama-3 (<|start_header_id|>); it begins \"%.60s\"", chat_template);
+    return s_get(text, name ? name : "chat_template", bos, eos, kwargs_json, fmt_p, err, err_len);
+}
+
+int rl_chat_detect(const char *chat_template, rl_chat_format_t *fmt_p, char *err, size_t err_len) {
+    return rl_chat_template(chat_template, "tokenizer_config.json chat_template", NULL, NULL, NULL,
+                            fmt_p, err, err_len);
 }
 
 int rl_chat_format_parse(const char *name, rl_chat_format_t *fmt_p, char *err, size_t err_len) {
-    if (name && strcmp(name, "chatml") == 0) {
-        *fmt_p = RL_CHAT_CHATML;
-        return 0;
-    }
-    if (name && strcmp(name, "llama3") == 0) {
-        *fmt_p = RL_CHAT_LLAMA3;
-        return 0;
-    }
-    return rl_errf(err, err_len, RL_EINVAL, "chat format '%s' is unknown (chatml, llama3)",
-                   name ? name : "(null)");
+    *fmt_p = rl_chat_builtin_text(name) ? rl_chat_builtin(name) : RL_CHAT_NONE;
+    return *fmt_p ? 0
+                  : rl_errf(err, err_len, RL_EINVAL, "chat format '%s' is unknown (chatml, llama3)",
+                            name ? name : "(null)");
 }
 
 const char *rl_chat_format_name(rl_chat_format_t fmt) {
-    return fmt == RL_CHAT_CHATML ? "chatml" : fmt == RL_CHAT_LLAMA3 ? "llama3" : "none";
+    return fmt ? fmt->name : "none";
+}
+
+// Renders messages (a JSON list, taken) with tools (borrowed, may be NULL).
+static int s_render(rl_chat_format_t fmt, json_t *messages, const json_t *tools, int add_gen,
+                    char **text_p, size_t *len_p, char *err, size_t err_len) {
+    json_t *ctx = json_copy(fmt->vars); // shallow: the fixed variables are only read
+    if (!ctx || json_object_set_new(ctx, "messages", messages) != 0 ||
+        json_object_set_new(ctx, "add_generation_prompt", json_boolean(add_gen)) != 0 ||
+        (tools && json_object_set(ctx, "tools", (json_t *)tools) != 0)) {
+        json_decref(ctx);
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    size_t len = 0;
+    int rc = rl_jinja_render(fmt->tpl, ctx, text_p, &len, err, err_len);
+    json_decref(ctx);
+    if (!rc && len_p) {
+        *len_p = len;
+    }
+    return rc;
 }
 
 int rl_chat_render(rl_chat_format_t fmt, const rl_chat_msg_t *msgs, size_t n,
@@ -134,94 +179,74 @@ int rl_chat_render(rl_chat_format_t fmt, const rl_chat_msg_t *msgs, size_t n,
     if (len_p) {
         *len_p = 0;
     }
-    if (fmt != RL_CHAT_CHATML && fmt != RL_CHAT_LLAMA3) {
+    if (!fmt) {
         return rl_errf(err, err_len, RL_EINVAL, "no chat format chosen (chatml, llama3)");
     }
-    for (size_t i = 0; i < n; i++) {
+    json_t *list = json_array();
+    for (size_t i = 0; list && i < n; i++) {
         if (!msgs[i].role || !msgs[i].content) {
+            json_decref(list);
             return rl_errf(err, err_len, RL_EINVAL, "messages[%zu] has no %s", i,
                            msgs[i].role ? "content" : "role");
         }
-    }
-    s_buf_t b = {0};
-    s_put(&b, "", 0);
-    if (fmt == RL_CHAT_CHATML) {
-        for (size_t i = 0; i < n; i++) {
-            s_puts(&b, "<|im_start|>");
-            s_puts(&b, msgs[i].role);
-            s_puts(&b, "\n");
-            s_puts(&b, msgs[i].content);
-            s_puts(&b, "<|im_end|>\n");
-        }
-        if (add_generation_prompt) {
-            s_puts(&b, "<|im_start|>assistant\n");
-        }
-    } else {
-        s_puts(&b, "<|begin_of_text|>");
-        for (size_t i = 0; i < n; i++) {
-            s_puts(&b, "<|start_header_id|>");
-            s_puts(&b, msgs[i].role);
-            s_puts(&b, "<|end_header_id|>\n\n");
-            s_put_trimmed(&b, msgs[i].content);
-            s_puts(&b, "<|eot_id|>");
-        }
-        if (add_generation_prompt) {
-            s_puts(&b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+        json_t *m = json_pack("{s:s, s:s}", "role", msgs[i].role, "content", msgs[i].content);
+        if (!m || json_array_append_new(list, m) != 0) {
+            json_decref(list);
+            list = NULL;
         }
     }
-    if (b.oom) {
-        free(b.p);
+    if (!list) {
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
-    *text_p = b.p;
-    if (len_p) {
-        *len_p = b.n;
-    }
-    return 0;
+    return s_render(fmt, list, NULL, add_generation_prompt, text_p, len_p, err, err_len);
 }
 
 int rl_chat_render_json(rl_chat_format_t fmt, const char *json, size_t json_len,
                         int add_generation_prompt, char **text_p, size_t *len_p, char *err,
                         size_t err_len) {
     *text_p = NULL;
+    if (len_p) {
+        *len_p = 0;
+    }
+    if (!fmt) {
+        return rl_errf(err, err_len, RL_EINVAL, "no chat format chosen (chatml, llama3)");
+    }
     json_error_t jerr;
-    json_t *root = json_loadb(json, json_len, 0, &jerr), *list = root;
+    json_t *root = json_loadb(json, json_len, 0, &jerr), *list = root, *tools = NULL;
     if (!root) {
         return rl_errf(err, err_len, RL_EINVAL, "messages: %d:%d: %s", jerr.line, jerr.column,
                        jerr.text);
     }
     if (json_is_object(root)) {
         list = json_object_get(root, "messages");
+        tools = json_object_get(root, "tools");
     }
     if (!json_is_array(list)) {
         json_decref(root);
         return rl_errf(err, err_len, RL_EINVAL,
                        "messages: expected {\"messages\": [...]} or a [...] list");
     }
-    size_t n = json_array_size(list);
-    rl_chat_msg_t *msgs = calloc(n ? n : 1, sizeof(*msgs));
-    if (!msgs) {
-        json_decref(root);
-        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
-    }
-    int r = 0;
-    for (size_t i = 0; i < n && !r; i++) {
+    for (size_t i = 0; i < json_array_size(list); i++) {
         json_t *m = json_array_get(list, i);
         json_t *role = json_object_get(m, "role"), *content = json_object_get(m, "content");
-        if (!json_is_string(role) || !json_is_string(content)) {
-            r = rl_errf(err, err_len, RL_EINVAL, "messages[%zu].%s is not a string", i,
-                        json_is_string(role) ? "content" : "role");
-        } else if (strlen(json_string_value(content)) != json_string_length(content)) {
-            r = rl_errf(err, err_len, RL_EINVAL, "messages[%zu].content holds a NUL character",
-                        i);
+        int calls = json_is_array(json_object_get(m, "tool_calls"));
+        const char *bad =
+            !json_is_object(m)      ? " is not an object"
+            : !json_is_string(role) ? ".role is not a string"
+            : !json_is_string(content) && !(calls && (!content || json_is_null(content)))
+                ? ".content is not a string"
+            : json_is_string(content) &&
+                    strlen(json_string_value(content)) != json_string_length(content)
+                ? ".content holds a NUL character"
+                : NULL;
+        if (bad) {
+            json_decref(root);
+            return rl_errf(err, err_len, RL_EINVAL, "messages[%zu]%s", i, bad);
         }
-        msgs[i].role = json_string_value(role);
-        msgs[i].content = json_string_value(content);
     }
-    if (!r) {
-        r = rl_chat_render(fmt, msgs, n, add_generation_prompt, text_p, len_p, err, err_len);
-    }
-    free(msgs);
+    json_incref(list);
+    int rc = s_render(fmt, list, json_is_null(tools) ? NULL : tools, add_generation_prompt, text_p,
+                      len_p, err, err_len);
     json_decref(root);
-    return r;
+    return rc;
 }

@@ -1,13 +1,15 @@
-// rl_chat — renders conversational rows ({"messages": [{"role", "content"}, ...]}) into the
-// prompt text of a chat model, in one of two fixed formats:
-//   ChatML (Qwen):  <|im_start|>{role}\n{content}<|im_end|>\n ...  [<|im_start|>assistant\n]
-//   Llama-3:        <|begin_of_text|><|start_header_id|>{role}<|end_header_id|>\n\n{content}
-//                   <|eot_id|> ...  [<|start_header_id|>assistant<|end_header_id|>\n\n]
-// The format is detected from tokenizer_config.json's chat_template. It is not a Jinja engine:
-// templates that are neither are refused, and the differences from the real templates (Qwen3's
-// <think> block on a final assistant turn, Llama-3's content trimming) are listed in
-// docs/tokenizer.md. The text it returns is then encoded with rl_tokenizer (special tokens in it
-// are split out as added tokens).
+// rl_chat — renders conversations into a chat model's prompt text with the model's own Jinja
+// chat template (tokenizer_config.json's `chat_template`, or chat_template.jinja), exactly as
+// transformers' apply_chat_template does (model/rl_jinja: the engine; docs/templates.md), or
+// with one of the built-in templates (`chatml`, `llama3`: template texts of our own, rendered by
+// the same engine). The context a template sees: `messages` (as given: role, content, and any
+// other field such as tool_calls or reasoning_content), `tools` when given,
+// `add_generation_prompt`, the tokenizer's `bos_token` and `eos_token`, and the keyword
+// arguments of the recipe (`data.chat_template_kwargs`, e.g. Qwen3's enable_thinking). The text it
+// returns is then encoded with rl_tokenizer (special tokens in it are split out as added tokens).
+//
+// A chat format is a compiled template, shared and kept for the life of the process (compiled
+// once per distinct template, tokens and keyword arguments); RL_CHAT_NONE (NULL) is no template.
 #ifndef RL_CHAT_H
 #define RL_CHAT_H
 
@@ -17,40 +19,57 @@
 extern "C" {
 #endif
 
-typedef enum {
-    RL_CHAT_NONE = 0,
-    RL_CHAT_CHATML = 1,
-    RL_CHAT_LLAMA3 = 2,
-} rl_chat_format_t;
+typedef struct rl_chat rl_chat_t;
+typedef const rl_chat_t *rl_chat_format_t; // borrowed; valid until program exit
+
+#define RL_CHAT_NONE ((rl_chat_format_t)0)
+#define RL_CHAT_CHATML (rl_chat_builtin("chatml"))
+#define RL_CHAT_LLAMA3 (rl_chat_builtin("llama3"))
 
 typedef struct {
     const char *role;    // "system", "user", "assistant", "tool", ...
     const char *content; // UTF-8 text
 } rl_chat_msg_t;
 
-// Detects the format of a chat_template (contains <|im_start|> -> ChatML, <|start_header_id|>
-// -> Llama-3). Returns 0 and sets *fmt_p, or RL_EUNSUPPORTED (other template; err describes
-// it) or RL_EINVAL (template is NULL).
+// A built-in template by name ("chatml", "llama3"), or RL_CHAT_NONE for any other name (and
+// when out of memory). Built-ins see no bos_token/eos_token of a tokenizer (they write their own).
+rl_chat_format_t rl_chat_builtin(const char *name);
+
+// The template text of a built-in ("chatml", "llama3"), or NULL. borrowed; static.
+const char *rl_chat_builtin_text(const char *name);
+
+// Compiles a model's template: text (UTF-8), `name` for messages (e.g. the file it came from),
+// the tokenizer's bos and eos token text (NULL: undefined in the template) and the keyword
+// arguments as a JSON object's text (NULL or "{}": none; its keys become template variables).
+// Returns 0 with *fmt_p, RL_EINVAL (a syntax error: err names name:line:col), RL_EUNSUPPORTED
+// (a construct outside the engine's subset) or RL_ENOMEM.
+int rl_chat_template(const char *text, const char *name, const char *bos, const char *eos,
+                     const char *kwargs_json, rl_chat_format_t *fmt_p, char *err, size_t err_len);
+
+// Compiles tokenizer_config.json's chat_template (chat_template may be NULL: then RL_EINVAL,
+// "no chat_template ...: name a built-in (chatml, llama3)"). As rl_chat_template with no tokens
+// and no keyword arguments.
 int rl_chat_detect(const char *chat_template, rl_chat_format_t *fmt_p, char *err,
                    size_t err_len);
 
-// Parses a format name ("chatml", "llama3"). Returns 0 or RL_EINVAL (err lists the names).
+// Parses a built-in's name ("chatml", "llama3"). Returns 0 or RL_EINVAL (err lists the names).
 int rl_chat_format_parse(const char *name, rl_chat_format_t *fmt_p, char *err, size_t err_len);
 
-// "chatml", "llama3" or "none". borrowed; valid until program exit.
+// "chatml", "llama3", the model template's name, or "none". borrowed; valid until program exit.
 const char *rl_chat_format_name(rl_chat_format_t fmt);
 
 // Renders n messages; add_generation_prompt appends the assistant header. Returns 0 and a
-// NUL-terminated *text_p (*len_p bytes without the NUL), RL_EINVAL (a NULL role or content, or
-// fmt is RL_CHAT_NONE) or RL_ENOMEM.
+// NUL-terminated *text_p (*len_p bytes without the NUL), RL_EINVAL (a NULL role or content, fmt
+// is RL_CHAT_NONE, or the template raised an error: err says which and where) or RL_ENOMEM.
 // caller owns *text_p; free with free().
 int rl_chat_render(rl_chat_format_t fmt, const rl_chat_msg_t *msgs, size_t n,
                    int add_generation_prompt, char **text_p, size_t *len_p, char *err,
                    size_t err_len);
 
-// As rl_chat_render, from JSON text: a row {"messages": [...]} or the bare [...] list, each item
-// {"role": string, "content": string}. Returns RL_EINVAL with the offending item in err.
-// caller owns *text_p; free with free().
+// As rl_chat_render, from JSON text: a row {"messages": [...], "tools": [...]?} (other fields
+// ignored) or the bare [...] list; each message an object with a string "role" and, unless it
+// carries tool_calls, a string "content"; every other field reaches the template as given.
+// Returns RL_EINVAL with the offending item in err. caller owns *text_p; free with free().
 int rl_chat_render_json(rl_chat_format_t fmt, const char *json, size_t json_len,
                         int add_generation_prompt, char **text_p, size_t *len_p, char *err,
                         size_t err_len);

@@ -63,9 +63,11 @@ typedef struct rl_run {
     double deadline;               // > 0: no call may wait past this monotonic time
 } rl_run_t;
 
-// The chat format a recipe renders messages with: model.chat_template when it names one; `auto`:
-// the one tokenizer_config.json's chat_template is (RL_CHAT_NONE when it has none or an unknown
-// one: a conversational row then says so); `none`: RL_CHAT_NONE.
+// The chat template a recipe renders messages with: model.chat_template when it names a built-in;
+// `auto`: the model's own (tokenizer_config.json's chat_template, else chat_template.jinja beside
+// the tokenizer), with the tokenizer's bos/eos tokens and data.chat_template_kwargs
+// (RL_CHAT_NONE when there is none, or it does not compile: a warning says why, and a
+// conversational row then says there is no template); `none`: RL_CHAT_NONE.
 rl_chat_format_t rl_run_chat_format(const rl_recipe_t *r, rl_tokenizer_t *tok);
 
 // ---- calls ------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@
 //   4. bad input is refused before any worker starts and before the run folder is touched;
 //   5. a reward plugin that crashes, hangs or fails, and a sampler that dies, stop the run with
 //      the culprit named and a resumable checkpoint of the last finished step.
+#define _GNU_SOURCE // memmem
 #include "rl_test.h"
 #include "rl_test_run.h"
 #include "rl_traj.h"
@@ -338,6 +339,23 @@ int main(void) {
     // the weight-0 term is left out of the total: total = correct, which is 0 or 1
     CHECK_MSG(acc == cm && er == cm && acc > 0 && pk >= acc && pk <= 1,
               "eval/accuracy %g, eval/reward %g, correct mean %g, pass@4 %g", acc, er, cm, pk);
+    // rlctl eval RECIPE: the same evaluation in one process, the same draws: the numbers of the
+    // run's step-0 evaluation (the base model)
+    snprintf(args, sizeof(args),
+             "eval %s/ev_e.yaml train.eval_samples=8 train.eval_k=4 train.threads=1 --json", s_tmp);
+    CHECK_INT(s_rlctl(args), 0);
+    out = s_out();
+    json_t *ej = out ? json_loads(out, 0, NULL) : NULL;
+    const char *keys[] = {"eval/accuracy", "eval/accuracy_greedy",      "eval/pass@4",
+                          "eval/reward",   "eval/rewards/correct/mean", "eval/rewards/len/mean"};
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        json_t *a = json_object_get(ej, keys[k]), *b = json_object_get(e0, keys[k]);
+        CHECK_MSG(a && b && json_number_value(a) == json_number_value(b),
+                  "rlctl eval's %s %g, the run's %g (%s)", keys[k], json_number_value(a),
+                  json_number_value(b), out ? out : "");
+    }
+    json_decref(ej);
+    free(out);
     json_decref(me);
     // a threshold no completion reaches; eval rows without an answer, scored by a format rule
     snprintf(s_cmd, sizeof s_cmd,
@@ -366,6 +384,69 @@ int main(void) {
               "threshold 2: no completion passes");
     json_decref(mf);
     json_decref(mg);
+
+    // ---- 1c. TRL's dataset shapes train, SFT and GRPO alike -----------------------------------
+    // from the arith rows: conversational prompts (GRPO; no prompt field: the messages),
+    // messages with the answer (GRPO must not show it; SFT trains on it), conversational
+    // prompt-completion and preference rows (GRPO takes their prompt), with the built-in ChatML
+    snprintf(s_cmd, sizeof s_cmd,
+             "cd %s && head -n 64 %s/cookbook/data/arith/train.jsonl | /usr/bin/python3 -c '"
+             "import json,sys\n"
+             "rows=[json.loads(l) for l in sys.stdin]\n"
+             "u=lambda r: {\"role\": \"user\", \"content\": r[\"prompt\"]}\n"
+             "a=lambda r: {\"role\": \"assistant\", \"content\": r[\"completion\"]}\n"
+             "shapes={\"conv\": lambda r: {\"messages\": [u(r)], \"answer\": r[\"answer\"]},"
+             "\"msgs\": lambda r: {\"messages\": [u(r), a(r)], \"answer\": r[\"answer\"]},"
+             "\"pc\": lambda r: {\"prompt\": [u(r)], \"completion\": [a(r)], "
+             "\"answer\": r[\"answer\"]},"
+             "\"pref\": lambda r: {\"prompt\": r[\"prompt\"], \"chosen\": r[\"completion\"], "
+             "\"rejected\": \"0\", \"answer\": r[\"answer\"]}}\n"
+             "for k,f in shapes.items():\n"
+             "  open(\"shape_\"+k+\".jsonl\",\"w\").write(\"\".join(json.dumps(f(r))+\"\\n\" for r "
+             "in rows))\n"
+             "'",
+             s_tmp, RL_SOURCE_DIR);
+    CHECK_MSG(system(s_cmd) == 0, "cannot write the dataset shapes");
+    const struct {
+        const char *name, *recipe, *extra;
+    } shapes[] = {
+        {"conv", "g.yaml", "data.train=%s/shape_conv.jsonl"},
+        {"msgs", "g.yaml", "data.train=%s/shape_msgs.jsonl"},
+        {"pc", "g.yaml", "data.train=%s/shape_pc.jsonl"},
+        {"pref", "g.yaml", "data.train=%s/shape_pref.jsonl"},
+        {"sft_msgs", RL_SOURCE_DIR "/cookbook/sft_arith.yaml",
+         "data.train=%s/shape_msgs.jsonl data.format=auto"},
+        {"sft_pc", RL_SOURCE_DIR "/cookbook/sft_arith.yaml",
+         "data.train=%s/shape_pc.jsonl data.format=auto"},
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        char extra[700], recipe[700];
+        snprintf(extra, sizeof extra, shapes[i].extra, s_tmp);
+        snprintf(recipe, sizeof recipe, "%s%s%s", shapes[i].recipe[0] == '/' ? "" : s_tmp,
+                 shapes[i].recipe[0] == '/' ? "" : "/", shapes[i].recipe);
+        snprintf(args, sizeof(args),
+                 "run %s run.dir=%s/shape_%s %s model.chat_template=chatml train.steps=2 "
+                 "train.batch_size=4 train.micro_batch_size=4 train.eval_every=0 data.eval=null "
+                 "train.save_every=0 optim.warmup_steps=0 roles.samplers=1",
+                 recipe, s_tmp, shapes[i].name, extra);
+        int rc = s_rlctl(args);
+        out = s_out();
+        CHECK_MSG(rc == 0 && out && strstr(out, "2 steps in"), "shape %s does not train (%d): %s",
+                  shapes[i].name, rc, out ? out : "");
+        free(out);
+    }
+    // the GRPO prompts of conversational rows are the rendered template, without the answer
+    // (the arith vocabulary has no letters: the role names decode to nothing)
+    snprintf(args, sizeof(args), "traj export %s/shape_msgs --jsonl", s_tmp);
+    CHECK_INT(s_rlctl(args), 0);
+    out = s_out();
+    const char *pp = out ? strstr(out, "\"prompt\":\"") : NULL;
+    const char *pe = pp ? strstr(pp, "\",\"completion\"") : NULL;
+    CHECK_MSG(pp && pe && strstr(pp, "<|im_start|>\\n") &&
+                  !memmem(pp, (size_t)(pe - pp), "####", 4) &&
+                  !memcmp(pe - 14, "<|im_start|>\\n", 14),
+              "a messages row's prompt: %.400s", out ? out : "");
+    free(out);
 
     // ---- 2. resume is exact ---------------------------------------------------------------
     snprintf(args, sizeof(args), "run %s/g.yaml run.dir=%s/b --stop-at 2", s_tmp, s_tmp);

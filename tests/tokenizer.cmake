@@ -6,3 +6,4 @@ rl_add_test(NAME model.tokenizer SOURCES test_tokenizer.c LIBS rl_model LABELS u
 rl_add_test(NAME model.tokenizer_goldens SOURCES test_tokenizer.c LIBS rl_model LABELS unit
             ARGS goldens TIMEOUT 300)
 rl_add_test(NAME model.chat SOURCES test_chat.c LIBS rl_model LABELS unit TIMEOUT 120)
+add_dependencies(test_model_chat rlctl) # rlctl template
