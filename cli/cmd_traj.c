@@ -19,9 +19,9 @@
 #include <sys/stat.h>
 
 static const char s_help[] =
-    "usage: rlctl traj ls RUN\n"
-    "       rlctl traj show RUN --step N [--jsonl]\n"
-    "       rlctl traj export RUN [--step N] [--jsonl]\n\n"
+    "usage: rlctl traj ls RUN [--eval]\n"
+    "       rlctl traj show RUN --step N [--jsonl] [--eval]\n"
+    "       rlctl traj export RUN [--step N] [--jsonl] [--eval]\n\n"
     "Reads RUN/trajectories.lmdb: the completions a run sampled, with their rewards and\n"
     "advantages (format: docs/trajectories.md). Token ids are decoded with the tokenizer that\n"
     "RUN/recipe.yaml names (model.tokenizer); special tokens are kept in the text.\n\n"
@@ -35,7 +35,10 @@ static const char s_help[] =
     "  export   every record (of step N with --step) as one JSON object per line: the stored\n"
     "           fields (ids, mask, logprob arrays, rewards) plus the prompt and completion text\n\n"
     "options:\n"
-    "  --step N     the step (from 1)\n"
+    "  --step N     the step (from 1; with --eval, the step an evaluation followed: 0 before\n"
+    "               training)\n"
+    "  --eval       the evaluations' completions instead of the steps': samples 0..k-1 sampled\n"
+    "               (train.eval_k), sample k greedy, scored by the recipe's rewards\n"
     "  --jsonl      show: one JSON object per record instead of text; export: the format\n"
     "               (JSON Lines is export's only one). Numbers carry 9 significant digits\n"
     "               (exact for the float32 arrays); a NaN reward (unscorable) is null\n"
@@ -49,7 +52,7 @@ typedef struct {
     s_sub_t sub;
     const char *run;
     uint64_t step;
-    int has_step, jsonl;
+    int has_step, jsonl, eval;
 } s_opts_t;
 
 static int s_parse(int argc, char **argv, s_opts_t *o) {
@@ -75,6 +78,8 @@ static int s_parse(int argc, char **argv, s_opts_t *o) {
         const char *a = argv[i];
         if (strcmp(a, "--jsonl") == 0 && o->sub != S_LS) {
             o->jsonl = 1;
+        } else if (strcmp(a, "--eval") == 0) {
+            o->eval = 1;
         } else if (strcmp(a, "--step") == 0 && o->sub != S_LS) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "rlctl traj: --step needs a value\n");
@@ -449,6 +454,7 @@ int rl_cmd_traj(int argc, char **argv) {
     if (rc) {
         goto done;
     }
+    rl_traj_use_eval(traj, o.eval);
     if (o.sub == S_LS) {
         rc = s_ls(traj);
         goto done;

@@ -43,7 +43,7 @@ static const s_command_t s_commands[] = {
      "model= tokenizer-config= messages= add-generation-prompt kwargs="},
     {"logprobs", rl_cmd_logprobs, "per-token logprobs of a completion given a prompt",
      "model= adapter= prompt= completion= chat json temperature= threads="},
-    {"traj", rl_cmd_traj, "list, show and export the completions a run sampled", "jsonl step="},
+    {"traj", rl_cmd_traj, "list, show and export the completions a run sampled", "jsonl step= eval"},
     {"plot", rl_cmd_plot, "draw runs' metrics.jsonl curves as an SVG file",
      "metric= out= title= width= height= smooth="},
     {"sampler", rl_cmd_sampler, "serve as a remote sampler of runs (sampler serve)",

@@ -601,8 +601,8 @@ void rl_rollout_loss_metrics(rl_run_t *run, const rl_proto_train_reply_t *x) {
 // total reaches train.eval_pass_threshold). prefix: "eval/" (sampled) or "" (greedy: only the
 // rate). *acc: the share of completions that pass; *fmt: of those in the math answer format.
 static int s_eval_rewards(const rl_rollout_data_t *s, rl_run_t *run, double temperature, int n,
-                          uint64_t seed, int log, double *acc, double *fmt, char *err,
-                          size_t err_len) {
+                          uint64_t seed, int log, double *acc, double *fmt, rl_rollout_t *keep,
+                          char *err, size_t err_len) {
     const rl_recipe_t *r = run->r;
     rl_rollout_t t;
     memset(&t, 0, sizeof t);
@@ -671,7 +671,75 @@ static int s_eval_rewards(const rl_rollout_data_t *s, rl_run_t *run, double temp
             rl_metrics_add(run->metrics, name, t.P > 0 ? any / t.P : NAN);
         }
     }
-    rl_rollout_free(&t);
+    if (!rc && keep) { // the caller stores them
+        *keep = t;
+    } else {
+        rl_rollout_free(&t);
+    }
+    return rc;
+}
+
+// An evaluation's completions as trajectory records of its own table (rl_traj_use_eval), keyed
+// by the step it followed: the sampled ones as samples 0..k-1, the greedy one as sample k.
+static int s_eval_store(rl_run_t *run, const rl_rollout_data_t *s, const rl_rollout_t *sampled,
+                        const rl_rollout_t *greedy, char *err, size_t err_len) {
+    const rl_recipe_t *r = run->r;
+    const rl_rollout_t *pass[2] = {sampled, greedy};
+    int total = sampled->gen.n_res + greedy->gen.n_res, R = r->n_rewards, k = 0, rc = 0;
+    rl_traj_record_t *recs = calloc((size_t)total + 1, sizeof *recs);
+    double *rw = calloc((size_t)total * (size_t)(R ? R : 1) + 1, sizeof *rw);
+    char **names = calloc((size_t)(R ? R : 1), sizeof *names);
+    size_t most = 1;
+    for (int q = 0; q < 2; q++) {
+        for (int j = 0; j < pass[q]->gen.n_res; j++) {
+            most = (size_t)pass[q]->gen.lens[j] > most ? (size_t)pass[q]->gen.lens[j] : most;
+        }
+    }
+    uint8_t *ones = calloc(most, 1); // the loss mask: nothing of an evaluation is trained on
+    if (!recs || !rw || !names || !ones) {
+        rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (int q = 0; q < R; q++) {
+        names[q] = r->rewards[q].name;
+    }
+    for (int q = 0; q < 2; q++) {
+        const rl_rollout_t *t = pass[q];
+        int m = t->gen.n_res;
+        for (int j = 0; j < m; j++, k++) {
+            const rl_prompt_t *p = rl_prompts_get(s->eval, t->idx[j / t->G]);
+            rl_traj_record_t *x = &recs[k];
+            x->step = (uint64_t)run->step;
+            x->prompt_index = (uint32_t)(j / t->G);
+            x->sample_index = (uint32_t)(q ? sampled->G : j % t->G);
+            x->data_index = (int64_t)t->idx[j / t->G];
+            x->policy_version = (uint64_t)run->version;
+            x->n_prompt = p->len;
+            x->prompt_ids = (int32_t *)p->ids;
+            x->n_completion = t->gen.lens[j];
+            x->completion_ids = t->gen.ids + t->gen.off[j];
+            x->mask = ones; // all 0
+            x->sampler_logprobs = t->gen.lp + t->gen.off[j];
+            x->n_rewards = R;
+            x->reward_names = names;
+            for (int w = 0; w < R; w++) {
+                rw[(size_t)k * R + w] = t->raw[(size_t)w * m + j];
+            }
+            x->rewards = rw + (size_t)k * R;
+            x->reward = t->total[j];
+            x->finish = t->gen.fin[j];
+            int who = t->gen.who ? t->gen.who[j] : -1;
+            x->sampler = who >= 0 && who < run->samplers.n ? run->samplers.names[who] : NULL;
+        }
+    }
+    rl_traj_use_eval(run->traj, 1);
+    rc = rl_traj_put_step(run->traj, (uint64_t)run->step, recs, total, err, err_len);
+    rl_traj_use_eval(run->traj, 0);
+done:
+    free(recs);
+    free(rw);
+    free(names);
+    free(ones);
     return rc;
 }
 
@@ -686,11 +754,19 @@ int rl_rollout_evaluate(const rl_rollout_data_t *s, rl_run_t *run, double *acc, 
     uint64_t seed = rl_rollout_mix((uint64_t)run->r->run.seed, 0xE7A1ull);
     int rc;
     if (run->reward.n > 0) { // the recipe's own rewards score it (docs/training.md)
+        rl_rollout_t ts, tg; // kept for the trajectory store
+        memset(&ts, 0, sizeof ts);
+        memset(&tg, 0, sizeof tg);
         rc = s_eval_rewards(s, run, run->r->sampling.temperature, run->r->train.eval_k, seed, 1,
-                            acc, &fmt, err, err_len);
+                            acc, &fmt, &ts, err, err_len);
         if (!rc) {
-            rc = s_eval_rewards(s, run, 0.0, 1, seed, 0, acc_greedy, &fmtg, err, err_len);
+            rc = s_eval_rewards(s, run, 0.0, 1, seed, 0, acc_greedy, &fmtg, &tg, err, err_len);
         }
+        if (!rc && run->traj) {
+            rc = s_eval_store(run, s, &ts, &tg, err, err_len);
+        }
+        rl_rollout_free(&ts);
+        rl_rollout_free(&tg);
     } else { // no reward worker (DPO): the math rule against data.answer_field
         rc = rl_run_eval_accuracy(run, s->eval_prompts, s->eval_answers, s->n_eval,
                                   run->r->sampling.temperature, seed, 0, acc, &fmt, NULL, err,

@@ -25,7 +25,9 @@
 
 struct rl_traj {
     MDB_env *env;
-    MDB_dbi traj, meta;
+    MDB_dbi traj, meta, eval; // eval: the evaluations' completions (rl_traj_use_eval)
+    int has_eval;             // the store has the eval table (older ones do not)
+    int use_eval;             // the record calls read and write the eval table
     unsigned flags;
     msgpack_sbuffer sbuf; // encode scratch, reused by every put
 };
@@ -817,6 +819,10 @@ static int s_init_fn(rl_traj_t *self, MDB_txn *txn, const void *ctx, char *err,
     if (!rc) {
         rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &self->meta);
     }
+    if (!rc) {
+        rc = mdb_dbi_open(txn, "eval", MDB_CREATE, &self->eval);
+        self->has_eval = rc == 0;
+    }
     uint64_t v = 0;
     int found = 0;
     if (!rc) {
@@ -853,6 +859,9 @@ static int s_init_ro(rl_traj_t *self, char *err, size_t err_len) {
     rc = mdb_dbi_open(txn, "traj", 0, &self->traj);
     if (!rc) {
         rc = mdb_dbi_open(txn, "meta", 0, &self->meta);
+    }
+    if (!rc) { // a store written before the eval table existed has none: no evaluations
+        self->has_eval = mdb_dbi_open(txn, "eval", 0, &self->eval) == 0;
     }
     if (rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE) {
         mdb_txn_abort(txn);
@@ -911,7 +920,7 @@ int rl_traj_open_sized(const char *path, unsigned flags, size_t map_size, rl_tra
     msgpack_sbuffer_init(&self->sbuf);
     int rc = mdb_env_create(&self->env);
     if (!rc) {
-        rc = mdb_env_set_maxdbs(self->env, 2);
+        rc = mdb_env_set_maxdbs(self->env, 3);
     }
     if (!rc && !ro && !exists) {
         rc = mdb_env_set_mapsize(self->env, map_size ? map_size : RL_TRAJ_MAP_INITIAL);
@@ -975,10 +984,20 @@ typedef struct {
     int pending; // rl_traj_put_pending: meta pending_step instead of last_step
 } s_put_t;
 
-// Deletes every record with key >= (from, 0, 0) and, when only_step, step == from.
-static int s_delete_from(rl_traj_t *self, MDB_txn *txn, uint64_t from, int only_step) {
+// The table the record calls use: the steps' records, or the evaluations' (rl_traj_use_eval).
+static MDB_dbi s_tab(const rl_traj_t *self) {
+    return self->use_eval ? self->eval : self->traj;
+}
+
+void rl_traj_use_eval(rl_traj_t *self, int on) {
+    self->use_eval = on != 0;
+}
+
+// Deletes every record of table dbi with key >= (from, 0, 0) and, when only_step, step == from.
+static int s_delete_from(rl_traj_t *self, MDB_txn *txn, MDB_dbi dbi, uint64_t from, int only_step) {
+    (void)self;
     MDB_cursor *c;
-    int rc = mdb_cursor_open(txn, self->traj, &c);
+    int rc = mdb_cursor_open(txn, dbi, &c);
     if (rc) {
         return rc;
     }
@@ -1004,7 +1023,7 @@ static int s_delete_from(rl_traj_t *self, MDB_txn *txn, uint64_t from, int only_
 static int s_put_fn(rl_traj_t *self, MDB_txn *txn, const void *ctx, char *err,
                     size_t err_len) {
     const s_put_t *put = ctx;
-    int rc = s_delete_from(self, txn, put->step, 1);
+    int rc = s_delete_from(self, txn, s_tab(self), put->step, 1);
     if (rc) {
         return rc;
     }
@@ -1024,7 +1043,7 @@ static int s_put_fn(rl_traj_t *self, MDB_txn *txn, const void *ctx, char *err,
         }
         s_key(kb, put->step, rec->prompt_index, rec->sample_index);
         MDB_val k = {S_KEY_LEN, kb}, v = {self->sbuf.size, self->sbuf.data};
-        rc = mdb_put(txn, self->traj, &k, &v, MDB_NOOVERWRITE);
+        rc = mdb_put(txn, s_tab(self), &k, &v, MDB_NOOVERWRITE);
         if (rc == MDB_KEYEXIST) {
             return rl_errf(err, err_len, RL_EINVAL, "record %d: (prompt %u, sample %u) appears "
                            "twice in the step", i, (unsigned)rec->prompt_index,
@@ -1033,6 +1052,9 @@ static int s_put_fn(rl_traj_t *self, MDB_txn *txn, const void *ctx, char *err,
         if (rc) {
             return rc;
         }
+    }
+    if (self->use_eval) { // an evaluation's records: no step bookkeeping
+        return 0;
     }
     if (put->pending) {
         return s_meta_put(self, txn, "pending_step", put->step);
@@ -1057,7 +1079,8 @@ static int s_put_fn(rl_traj_t *self, MDB_txn *txn, const void *ctx, char *err,
 
 int rl_traj_put_step(rl_traj_t *self, uint64_t step, const rl_traj_record_t *recs, int n,
                      char *err, size_t err_len) {
-    if (step == 0 || n < 0 || (n > 0 && !recs)) {
+    if ((step == 0 && !self->use_eval) || n < 0 || (n > 0 && !recs) ||
+        (self->use_eval && !self->has_eval)) {
         return rl_errf(err, err_len, RL_EINVAL, "put_step: step %llu (from 1), %d records",
                        (unsigned long long)step, n);
     }
@@ -1082,7 +1105,10 @@ int rl_traj_put_pending(rl_traj_t *self, uint64_t step, const rl_traj_record_t *
 static int s_truncate_fn(rl_traj_t *self, MDB_txn *txn, const void *ctx, char *err,
                          size_t err_len) {
     uint64_t step = *(const uint64_t *)ctx;
-    int rc = step == UINT64_MAX ? 0 : s_delete_from(self, txn, step + 1, 0);
+    int rc = step == UINT64_MAX ? 0 : s_delete_from(self, txn, self->traj, step + 1, 0);
+    if (!rc && step != UINT64_MAX && self->has_eval) { // and the evaluations after it
+        rc = s_delete_from(self, txn, self->eval, step + 1, 0);
+    }
     uint64_t last = 0;
     int found = 0;
     if (!rc) {
@@ -1143,13 +1169,16 @@ int rl_traj_read_step(rl_traj_t *self, uint64_t step, rl_traj_record_t **recs_p,
                       char *err, size_t err_len) {
     *recs_p = NULL;
     *n_p = 0;
+    if (self->use_eval && !self->has_eval) {
+        return 0; // a store from before evaluations were kept: none
+    }
     MDB_txn *txn = NULL;
     MDB_cursor *c = NULL;
     rl_traj_record_t *recs = NULL;
     int n = 0, cap = 0;
     int rc = s_txn_begin(self, MDB_RDONLY, &txn);
     if (!rc) {
-        rc = mdb_cursor_open(txn, self->traj, &c);
+        rc = mdb_cursor_open(txn, s_tab(self), &c);
     }
     if (rc) {
         s_mdb_err(err, err_len, rc, "read");
@@ -1221,6 +1250,9 @@ fail:
 int rl_traj_steps(rl_traj_t *self, uint64_t **steps_p, int *n_p, char *err, size_t err_len) {
     *steps_p = NULL;
     *n_p = 0;
+    if (self->use_eval && !self->has_eval) {
+        return 0;
+    }
     MDB_txn *txn = NULL;
     MDB_cursor *c = NULL;
     uint64_t *steps = NULL;
@@ -1229,7 +1261,7 @@ int rl_traj_steps(rl_traj_t *self, uint64_t **steps_p, int *n_p, char *err, size
     uint8_t kb[S_KEY_LEN];
     int rc = s_txn_begin(self, MDB_RDONLY, &txn);
     if (!rc) {
-        rc = mdb_cursor_open(txn, self->traj, &c);
+        rc = mdb_cursor_open(txn, s_tab(self), &c);
     }
     if (!rc) {
         rc = mdb_cursor_get(c, &k, &v, MDB_FIRST);

@@ -70,6 +70,15 @@ int rl_traj_open(const char *path, unsigned flags, rl_traj_t **out, char *err, s
 // caller owns *out; free with rl_traj_close.
 int rl_traj_open_sized(const char *path, unsigned flags, size_t map_size, rl_traj_t **out,
                        char *err, size_t err_len);
+// Switches the record calls (rl_traj_put_step, rl_traj_read_step, rl_traj_steps) to the
+// evaluations' table (on = 1) or back to the steps' records (0). An evaluation's completions are
+// records as a step's are, keyed by the step it followed (0: before training), prompt and sample:
+// sample 0..eval_k-1 the sampled ones, eval_k the greedy one; put_step there writes no meta
+// (nor takes step 0 as an error). A store from before this table has no evaluations (reads give
+// none; a read-only one cannot take any). rl_traj_truncate_after drops evaluations after its
+// step too.
+void rl_traj_use_eval(rl_traj_t *self, int on);
+
 // Closes the environment; a no-op when *self_p is NULL; sets *self_p to NULL.
 void rl_traj_close(rl_traj_t **self_p);
 

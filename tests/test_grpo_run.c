@@ -339,6 +339,21 @@ int main(void) {
     // the weight-0 term is left out of the total: total = correct, which is 0 or 1
     CHECK_MSG(acc == cm && er == cm && acc > 0 && pk >= acc && pk <= 1,
               "eval/accuracy %g, eval/reward %g, correct mean %g, pass@4 %g", acc, er, cm, pk);
+    // the evaluations' completions are in the store's eval table: steps 0 and 1, each 8 prompts
+    // x (4 sampled + 1 greedy), scored, none trained on
+    snprintf(args, sizeof(args), "traj ls %s/ev_e --eval", s_tmp);
+    CHECK_INT(s_rlctl(args), 0);
+    out = s_out();
+    CHECK_MSG(out && strstr(out, "       0       40") && strstr(out, "       1       40"),
+              "no eval records in the store: %s", out ? out : "");
+    free(out);
+    snprintf(args, sizeof(args), "traj show %s/ev_e --eval --step 0", s_tmp);
+    CHECK_INT(s_rlctl(args), 0);
+    out = s_out();
+    CHECK_MSG(out && strstr(out, "[prompt 7, sample 4]") && strstr(out, "(0 trained)") &&
+                  strstr(out, "correct="),
+              "eval records: %.500s", out ? out : "");
+    free(out);
     // rlctl eval RECIPE: the same evaluation in one process, the same draws: the numbers of the
     // run's step-0 evaluation (the base model)
     snprintf(args, sizeof(args),

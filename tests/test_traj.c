@@ -760,6 +760,38 @@ static void test_put_time(void) {
     rl_traj_close(&t);
 }
 
+// The evaluations' table: its records beside the steps', step 0 allowed, no step bookkeeping;
+// truncate_after drops evaluations after its step too; a read-only open reads them.
+static void test_eval_table(void) {
+    char path[128], err[512];
+    s_path(path, sizeof path, "eval_store");
+    rl_traj_t *t = NULL;
+    CHECK_INT(rl_traj_open(path, 0, &t, err, sizeof err), 0);
+    RL_ASSERT(t);
+    CHECK_INT(s_put(t, 1, 0, 2, 4, 5, 0), 0); // a step: 8 records
+    rl_traj_use_eval(t, 1);
+    CHECK_INT(s_put(t, 0, 0, 3, 2, 4, 0), 0); // evaluations before training, after 1 and 2
+    CHECK_INT(s_put(t, 1, 0, 3, 2, 4, 0), 0);
+    CHECK_INT(s_put(t, 2, 0, 3, 2, 4, 0), 0);
+    s_check_steps(t, (const uint64_t[]){0, 1, 2}, 3);
+    rl_traj_use_eval(t, 0);
+    CHECK_INT((int)rl_traj_last_step(t), 1); // evaluations move no step
+    s_check_steps(t, (const uint64_t[]){1}, 1);
+    CHECK_INT(rl_traj_truncate_after(t, 1, err, sizeof err), 0);
+    rl_traj_use_eval(t, 1);
+    s_check_steps(t, (const uint64_t[]){0, 1}, 2);
+    rl_traj_close(&t);
+    CHECK_INT(rl_traj_open(path, RL_TRAJ_READONLY, &t, err, sizeof err), 0);
+    RL_ASSERT(t);
+    rl_traj_use_eval(t, 1);
+    rl_traj_record_t *recs = NULL;
+    int n = 0;
+    CHECK_INT(rl_traj_read_step(t, 1, &recs, &n, err, sizeof err), 0);
+    CHECK_INT(n, 6);
+    rl_traj_records_free(&recs, n);
+    rl_traj_close(&t);
+}
+
 int main(void) {
     snprintf(s_dir, sizeof s_dir, "/tmp/rl_test_traj_XXXXXX");
     RL_TEST_ASSERT_FILE(mkdtemp(s_dir), s_dir);
@@ -769,6 +801,7 @@ int main(void) {
     test_growth();
     test_corrupt();
     test_put_time();
+    test_eval_table();
     char cmd[256];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_dir);
     if (system(cmd) != 0) {
