@@ -654,24 +654,6 @@ static int s_http_create(const rl_reward_host_t *host, const char *config_json, 
     return 0;
 }
 
-// The start of a body for a message, control bytes as \xNN.
-static void s_excerpt(const char *t, size_t len, char *out, size_t cap) {
-    size_t o = 0, i = 0;
-    for (; i < len && i < 200 && o + 8 < cap; i++) {
-        unsigned char c = (unsigned char)t[i];
-        if (c < 0x20 || c == 0x7f) {
-            o += (size_t)snprintf(out + o, cap - o, "\\x%02x", c);
-        } else {
-            out[o++] = (char)c;
-        }
-    }
-    if (i < len && o + 4 < cap) {
-        memcpy(out + o, "...", 3);
-        o += 3;
-    }
-    out[o] = '\0';
-}
-
 static void s_sleep(double s) {
     struct timespec ts = {(time_t)s, (long)((s - floor(s)) * 1e9)};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
@@ -720,8 +702,8 @@ static int s_http_score(void *state, const rl_reward_item_t *items, size_t n, do
             break;
         }
         if (pr == 0) {
-            s_excerpt(body, blen, ex, sizeof ex);
-            snprintf(why, sizeof why, "HTTP %d%s%s", status, blen ? ": " : "", ex);
+            rl_reward_json_excerpt(body, blen, 200, ex, sizeof ex);
+            snprintf(why, sizeof why, "HTTP %d%s%.700s", status, blen ? ": " : "", ex);
             retry = status >= 500;
         }
         double wait = fmin(S_BACKOFF0 * pow(2, attempts - 1), S_BACKOFF_MAX);
