@@ -64,7 +64,7 @@ for i in $(seq 1 "$n"); do
   put_ratio=$(awk -F'|' '{sub(/x/, "", $5); print $5 + 0}' <<<"$put_row")
   nosync_ms=$(grep '^| raw mdb_put .* MDB_NOSYNC' <<<"$traj" | awk -F'|' '{split($3, a, " "); print a[1]}')
   # bench_sync: | LoRA r8 arith-base (...) | B ms (...) | A ms (...) | Rx | fill |
-  lora_row=$(grep '^| LoRA' <<<"$syncb")
+  lora_row=$(grep -m1 '^| LoRA' <<<"$syncb") # the first table: ipc
   msg_ms=$(awk -F'|' '{split($3, a, " "); print a[1]}' <<<"$lora_row")
   zmq_ms=$(awk -F'|' '{split($4, a, " "); print a[1]}' <<<"$lora_row")
   sync_ms=$(calc "$sync * 1000")
