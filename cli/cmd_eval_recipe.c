@@ -10,6 +10,8 @@
 #include "rl_err.h"
 #include "rl_prompts.h"
 #include "rl_reward.h"
+#include "rl_rollout.h"
+#include "rl_run.h"
 #include "rl_sampler.h"
 #include "rl_tokenizer.h"
 
@@ -20,17 +22,8 @@
 #include <string.h>
 #include <unistd.h>
 
-// splitmix64 of (a, b), as runs seed their evaluation (roles/rl_rollout.c rl_rollout_mix): the
-// same draws as the run's own evaluations.
-static uint64_t s_mix(uint64_t a, uint64_t b) {
-    uint64_t z = a * 0x9E3779B97F4A7C15ull + b + 0x632BE59BD9B4E019ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 typedef struct {
-    double reward, acc, passk, *means;
+    rl_rollout_eval_t st; // the figures, as a run computes them (rl_rollout_eval_stats)
     int n;
 } s_pass_t;
 
@@ -63,7 +56,7 @@ static int s_pass(const rl_recipe_t *r, rl_model_t *m, rl_tokenizer_t *tok, rl_p
     sp.n = n;
     sp.max_new_tokens = r->sampling.max_new_tokens;
     // as a run's request carries it (an int64 on the wire: 63 bits)
-    sp.seed = s_mix((uint64_t)r->run.seed, 0xE7A1ull) & 0x7fffffffffffffffull;
+    sp.seed = rl_rollout_mix((uint64_t)r->run.seed, 0xE7A1ull) & 0x7fffffffffffffffull;
     if (rl_sampler_generate(smp, pr, P, &sp, &res) != 0) {
         fprintf(stderr, "rlctl eval: generation failed (a prompt longer than the context?)\n");
         rc = RL_EXIT_FAIL;
@@ -94,38 +87,11 @@ static int s_pass(const rl_recipe_t *r, rl_model_t *m, rl_tokenizer_t *tok, rl_p
             rc = RL_EXIT_FAIL;
         }
     }
-    double pass = 0, tsum = 0, tn = 0, any = 0;
-    for (int j = 0; !rc && j < total; j++) {
-        double v = 0;
-        for (int q = 0; q < R; q++) {
-            v += r->rewards[q].weight != 0 ? r->rewards[q].weight * raw[(size_t)q * total + j] : 0;
-        }
-        tot[j] = v;
-        pass += !isnan(v) && v >= r->train.eval_pass_threshold;
-        tsum += isnan(v) ? 0 : v;
-        tn += !isnan(v);
+    if (!rc) {
+        rl_rollout_totals(r, raw, total, tot);
+        rl_rollout_eval_stats(r, raw, tot, P, n, &out->st);
+        out->n = n;
     }
-    for (int i = 0; !rc && i < P; i++) {
-        int hit = 0;
-        for (int s = 0; s < n; s++) {
-            double v = tot[(size_t)i * n + s];
-            hit |= !isnan(v) && v >= r->train.eval_pass_threshold;
-        }
-        any += hit;
-    }
-    for (int q = 0; !rc && q < R; q++) {
-        double a = 0, c = 0;
-        for (int j = 0; j < total; j++) {
-            double v = raw[(size_t)q * total + j];
-            a += isnan(v) ? 0 : v;
-            c += !isnan(v);
-        }
-        out->means[q] = c > 0 ? a / c : NAN;
-    }
-    out->reward = tn > 0 ? tsum / tn : NAN;
-    out->acc = total > 0 ? pass / total : NAN;
-    out->passk = P > 0 ? any / P : NAN;
-    out->n = n;
 done:
     rl_sampler_results_free(&res, total);
     for (int j = 0; texts && j < total; j++) {
@@ -193,28 +159,13 @@ int rl_cli_eval_recipe(int argc, char **argv) {
         rl_recipe_destroy(&r);
         return rc;
     }
-    // the prompts as a run renders them: the recipe's chat template (rl_run_chat_format's rule)
-    rl_chat_format_t chat = RL_CHAT_NONE;
-    if (r->model.chat_template == RL_RECIPE_CHAT_CHATML ||
-        r->model.chat_template == RL_RECIPE_CHAT_LLAMA3) {
-        chat =
-            rl_chat_builtin(r->model.chat_template == RL_RECIPE_CHAT_CHATML ? "chatml" : "llama3");
-    } else if (r->model.chat_template == RL_RECIPE_CHAT_AUTO && rl_tokenizer_chat_template(tok)) {
-        int32_t b = rl_tokenizer_bos_id(tok), e = rl_tokenizer_eos_id(tok);
-        if (rl_chat_template(rl_tokenizer_chat_template(tok),
-                             "tokenizer_config.json "
-                             "chat_template",
-                             b >= 0 ? rl_tokenizer_id_to_token(tok, b) : NULL,
-                             e >= 0 ? rl_tokenizer_id_to_token(tok, e) : NULL,
-                             r->data.chat_template_kwargs, &chat, err, sizeof err) != 0) {
-            chat = RL_CHAT_NONE;
-        }
-    }
+    // the prompts as a run renders them: the recipe's chat template
+    rl_chat_format_t chat = rl_run_chat_format(r, tok);
     rl_prompts_t *ps =
         rl_prompts_load(r->data.eval, r->data.prompt_field, tok, chat, r->data.max_prompt_length,
                         r->data.truncation, err, sizeof err);
-    rl_reward_t *rw[64] = {0};
-    int R = r->n_rewards < 64 ? r->n_rewards : 64;
+    rl_reward_t *rw[RL_RECIPE_MAX_REWARDS] = {0};
+    int R = r->n_rewards;
     if (!ps) {
         fprintf(stderr, "rlctl eval: %s\n", err);
         rc = RL_EXIT_USAGE;
@@ -229,8 +180,7 @@ int rl_cli_eval_recipe(int argc, char **argv) {
     if (!rc && r->train.eval_samples > 0 && r->train.eval_samples < P) {
         P = r->train.eval_samples;
     }
-    double means_s[64], means_g[64];
-    s_pass_t sampled = {.means = means_s}, greedy = {.means = means_g};
+    s_pass_t sampled, greedy;
     if (!rc && R == 0) {
         fprintf(stderr, "rlctl eval: %s has no rewards to score with\n", path);
         rc = RL_EXIT_USAGE;
@@ -243,18 +193,18 @@ int rl_cli_eval_recipe(int argc, char **argv) {
     }
     if (!rc) {
         json_t *o = json_object();
-        json_object_set_new(o, "eval/reward", json_real(sampled.reward));
+        json_object_set_new(o, "eval/reward", json_real(sampled.st.reward));
         for (int q = 0; q < R; q++) {
             char key[300];
             snprintf(key, sizeof key, "eval/rewards/%s/mean", r->rewards[q].name);
-            json_object_set_new(o, key, json_real(sampled.means[q]));
+            json_object_set_new(o, key, json_real(sampled.st.means[q]));
         }
-        json_object_set_new(o, "eval/accuracy", json_real(sampled.acc));
-        json_object_set_new(o, "eval/accuracy_greedy", json_real(greedy.acc));
+        json_object_set_new(o, "eval/accuracy", json_real(sampled.st.accuracy));
+        json_object_set_new(o, "eval/accuracy_greedy", json_real(greedy.st.accuracy));
         if (sampled.n > 1) {
             char key[64];
             snprintf(key, sizeof key, "eval/pass@%d", sampled.n);
-            json_object_set_new(o, key, json_real(sampled.passk));
+            json_object_set_new(o, key, json_real(sampled.st.pass_at_k));
         }
         json_object_set_new(o, "rows", json_integer(P));
         if (json) {

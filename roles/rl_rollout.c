@@ -257,6 +257,53 @@ int rl_rollout_generate(rl_run_t *run, const rl_rollout_data_t *d, int P, int G,
     return rc;
 }
 
+void rl_rollout_totals(const rl_recipe_t *r, const double *raw, int m, double *total) {
+    for (int j = 0; j < m; j++) {
+        double tot = 0;
+        for (int k = 0; k < r->n_rewards; k++) {
+            if (r->rewards[k].weight != 0) { // weight 0: measured and logged, never trained on
+                tot += r->rewards[k].weight * raw[(size_t)k * m + j];
+            }
+        }
+        total[j] = tot; // NaN when a reward trained on was unscorable
+    }
+}
+
+void rl_rollout_eval_stats(const rl_recipe_t *r, const double *raw, const double *total, int P,
+                           int n, rl_rollout_eval_t *out) {
+    int m = P * n;
+    double pass = 0, tsum = 0, tn = 0, any = 0;
+    for (int j = 0; j < m; j++) {
+        pass += !isnan(total[j]) && total[j] >= r->train.eval_pass_threshold;
+        if (!isnan(total[j])) {
+            tsum += total[j];
+            tn++;
+        }
+    }
+    for (int p = 0; p < P; p++) { // pass@k: any of the prompt's n completions
+        int hit = 0;
+        for (int k = 0; k < n; k++) {
+            double v = total[(size_t)p * n + k];
+            hit |= !isnan(v) && v >= r->train.eval_pass_threshold;
+        }
+        any += hit;
+    }
+    for (int k = 0; k < r->n_rewards; k++) {
+        double a = 0, c = 0;
+        for (int j = 0; j < m; j++) {
+            double v = raw[(size_t)k * m + j];
+            if (!isnan(v)) {
+                a += v;
+                c++;
+            }
+        }
+        out->means[k] = c > 0 ? a / c : NAN;
+    }
+    out->reward = tn > 0 ? tsum / tn : NAN;
+    out->accuracy = m > 0 ? pass / m : NAN;
+    out->pass_at_k = P > 0 ? any / P : NAN;
+}
+
 // Scores t's completions of `prompts` (rows t->idx) with every reward of the recipe; `what`
 // names the batch in errors; shaping: add DAPO's overlong shaping to the total.
 static int s_score(rl_run_t *run, const rl_prompts_t *prompts, rl_rollout_t *t, int shaping,
@@ -333,19 +380,13 @@ static int s_score(rl_run_t *run, const rl_prompts_t *prompts, rl_rollout_t *t, 
         memcpy(t->raw + (size_t)k * n, x.scores, (size_t)n * sizeof(double));
         rl_msg_free(&rep);
     }
-    for (int j = 0; !rc && j < n; j++) {
-        double tot = 0;
-        for (int k = 0; k < R; k++) {
-            if (r->rewards[k].weight != 0) { // weight 0: measured and logged, never trained on
-                tot += r->rewards[k].weight * t->raw[(size_t)k * n + j];
-            }
-        }
-        if (shaping && r->algorithm.overlong_buffer > 0) {
-            tot += rl_grpo_overlong_penalty(t->gen.lens[j], r->sampling.max_new_tokens,
-                                            r->algorithm.overlong_buffer,
-                                            r->algorithm.overlong_penalty);
-        }
-        t->total[j] = tot; // NaN when a reward trained on was unscorable
+    if (!rc) {
+        rl_rollout_totals(r, t->raw, n, t->total);
+    }
+    for (int j = 0; !rc && shaping && r->algorithm.overlong_buffer > 0 && j < n; j++) {
+        t->total[j] +=
+            rl_grpo_overlong_penalty(t->gen.lens[j], r->sampling.max_new_tokens,
+                                     r->algorithm.overlong_buffer, r->algorithm.overlong_penalty);
     }
     for (int j = 0; texts && j < n; j++) {
         free(texts[j]);
@@ -621,14 +662,8 @@ static int s_eval_rewards(const rl_rollout_data_t *s, rl_run_t *run, double temp
         rc = s_score(run, s->eval, &t, 0, "the evaluation's batch", err, err_len);
     }
     int m = t.gen.n_res, R = r->n_rewards;
-    double pass = 0, formatted = 0, tsum = 0, tn = 0, any = 0;
+    double formatted = 0;
     for (int j = 0; !rc && j < m; j++) {
-        int ok = !isnan(t.total[j]) && t.total[j] >= r->train.eval_pass_threshold;
-        pass += ok;
-        if (!isnan(t.total[j])) {
-            tsum += t.total[j];
-            tn++;
-        }
         char *text = NULL;
         size_t len = 0;
         if (rl_run_completion_text(run, &t.gen, j, &text, &len) == 0) {
@@ -638,37 +673,23 @@ static int s_eval_rewards(const rl_rollout_data_t *s, rl_run_t *run, double temp
         }
         free(text);
     }
-    for (int p = 0; !rc && p < t.P; p++) { // pass@k: any of the prompt's n completions
-        int hit = 0;
-        for (int k = 0; k < n; k++) {
-            double v = t.total[(size_t)p * n + k];
-            hit |= !isnan(v) && v >= r->train.eval_pass_threshold;
-        }
-        any += hit;
-    }
+    rl_rollout_eval_t st;
     if (!rc) {
-        *acc = m > 0 ? pass / m : NAN;
+        rl_rollout_eval_stats(r, t.raw, t.total, t.P, n, &st);
+        *acc = st.accuracy;
         *fmt = m > 0 ? formatted / m : NAN;
     }
     if (!rc && log) {
-        rl_metrics_add(run->metrics, "eval/reward", tn > 0 ? tsum / tn : NAN);
+        rl_metrics_add(run->metrics, "eval/reward", st.reward);
         for (int k = 0; k < R; k++) {
-            double a = 0, c = 0;
-            for (int j = 0; j < m; j++) {
-                double v = t.raw[(size_t)k * m + j];
-                if (!isnan(v)) {
-                    a += v;
-                    c++;
-                }
-            }
             char name[300];
             snprintf(name, sizeof name, "eval/rewards/%s/mean", r->rewards[k].name);
-            rl_metrics_add(run->metrics, name, c > 0 ? a / c : NAN);
+            rl_metrics_add(run->metrics, name, st.means[k]);
         }
         if (n > 1) {
             char name[64];
             snprintf(name, sizeof name, "eval/pass@%d", n);
-            rl_metrics_add(run->metrics, name, t.P > 0 ? any / t.P : NAN);
+            rl_metrics_add(run->metrics, name, st.pass_at_k);
         }
     }
     if (!rc && keep) { // the caller stores them
@@ -695,8 +716,8 @@ static int s_eval_store(rl_run_t *run, const rl_rollout_data_t *s, const rl_roll
             most = (size_t)pass[q]->gen.lens[j] > most ? (size_t)pass[q]->gen.lens[j] : most;
         }
     }
-    uint8_t *ones = calloc(most, 1); // the loss mask: nothing of an evaluation is trained on
-    if (!recs || !rw || !names || !ones) {
+    uint8_t *zeros = calloc(most, 1); // the loss mask: nothing of an evaluation is trained on
+    if (!recs || !rw || !names || !zeros) {
         rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
         goto done;
     }
@@ -718,7 +739,7 @@ static int s_eval_store(rl_run_t *run, const rl_rollout_data_t *s, const rl_roll
             x->prompt_ids = (int32_t *)p->ids;
             x->n_completion = t->gen.lens[j];
             x->completion_ids = t->gen.ids + t->gen.off[j];
-            x->mask = ones; // all 0
+            x->mask = zeros;
             x->sampler_logprobs = t->gen.lp + t->gen.off[j];
             x->n_rewards = R;
             x->reward_names = names;
@@ -739,7 +760,7 @@ done:
     free(recs);
     free(rw);
     free(names);
-    free(ones);
+    free(zeros);
     return rc;
 }
 

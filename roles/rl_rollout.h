@@ -110,6 +110,22 @@ int rl_rollout_generate(rl_run_t *run, const rl_rollout_data_t *d, int P, int G,
 int rl_rollout_score(rl_run_t *run, const rl_rollout_data_t *d, rl_rollout_t *t, char *err,
                      size_t err_len);
 
+// The weighted total of each of m completions from each reward's raw scores (R, m): the rewards
+// of nonzero weight (a weight-0 reward is measured, never in the total), no shaping; NaN when a
+// reward of nonzero weight could not score it.
+void rl_rollout_totals(const rl_recipe_t *r, const double *raw, int m, double *total);
+
+// An evaluation's figures (docs/training.md, "Evaluation") over P prompts x n completions each
+// (prompt-major): the mean total (eval/reward), each reward's mean over what it scored
+// (eval/rewards/<name>/mean), the share of completions whose total reaches
+// train.eval_pass_threshold (eval/accuracy) and of prompts with at least one (eval/pass@k).
+typedef struct {
+    double reward, accuracy, pass_at_k;
+    double means[RL_RECIPE_MAX_REWARDS];
+} rl_rollout_eval_t;
+void rl_rollout_eval_stats(const rl_recipe_t *r, const double *raw, const double *total, int P,
+                           int n, rl_rollout_eval_t *out);
+
 // The (B,T) batch of the completions with keep[j] != 0 (NULL: all): prompt + completion ids,
 // lengths, the loss mask (0 on truncated completions with algorithm.mask_truncated_completions)
 // and the sampler's logprobs; denom from algorithm.loss_agg. Returns 0 or RL_ENOMEM.
