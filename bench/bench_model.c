@@ -28,6 +28,7 @@
 //   bench_model train|decode SIZE [full|lora]   one section (what the parent runs)
 //   bench_model steps SIZE full|lora T STEPS [THREADS]   training steps only (perf record)
 //   bench_model prefill SIZE RUNS                 512-token prefills only (perf record)
+//   bench_model grpo STEPS [THREADS [LANES]]      the cookbook GRPO update's shape (s_grpo)
 #include "rl_bench.h"
 #include "rl_model.h"
 
@@ -406,6 +407,62 @@ static void s_steps(const s_size_t *z, int full, int T, int steps, int threads) 
     free(tok), free(len), free(logp), free(dlogp);
 }
 
+// The cookbook GRPO update's shape (cookbook/grpo_lora.yaml on models/arith-base: hidden 128,
+// intermediate 384, 4 layers, 4/2 heads of 32, V 24, LoRA r 8 on all 7 projections): 128
+// sequences of a 9-token prompt and a 20..41-token completion, in micro-batches of 32 padded to
+// their longest, forward (train) + backward each; prints ms per update (all 4 micro-batches), the
+// median of STEPS, the real and padded token counts. `bench_model grpo STEPS [THREADS]`.
+static void s_grpo(int steps, int threads, int lanes) {
+    static const s_size_t z = {"arith", 128, 384, 4, 4, 2, 24};
+    rl_hf_config_t cfg = s_cfg(&z);
+    enum { SEQ = 128, MB = 32, TMAX = 56 };
+    int32_t *tok = malloc((size_t)SEQ * TMAX * sizeof *tok);
+    int len[SEQ];
+    float *logp = malloc((size_t)MB * TMAX * sizeof *logp);
+    float *dlogp = malloc((size_t)MB * TMAX * sizeof *dlogp);
+    s_tokens(tok, (size_t)SEQ * TMAX, cfg.vocab_size, 11);
+    uint64_t r = 5;
+    long real = 0, padded = 0;
+    for (int b = 0; b < SEQ; b++) {
+        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+        len[b] = 9 + 20 + (int)(r % 22);
+        real += len[b];
+    }
+    rl_model_t *m = s_model(&cfg, RL_TUNE_LORA);
+    if (threads > 0) {
+        openblas_set_num_threads(threads);
+    }
+    rl_model_set_lanes(m, lanes);
+    double *t = malloc((size_t)steps * sizeof *t);
+    for (int s = 0; s < steps; s++) {
+        rl_model_zero_grad(m);
+        double t0 = rl_bench_now();
+        padded = 0;
+        for (int b0 = 0; b0 < SEQ; b0 += MB) {
+            int T = 1;
+            for (int i = 0; i < MB; i++) {
+                T = len[b0 + i] > T ? len[b0 + i] : T;
+            }
+            int32_t mt[MB * TMAX];
+            for (int i = 0; i < MB; i++) {
+                memcpy(mt + (size_t)i * T, tok + (size_t)(b0 + i) * TMAX, (size_t)T * sizeof *mt);
+                for (int j = 0; j < T; j++) {
+                    dlogp[(size_t)i * T + j] = j >= 9 && j < len[b0 + i] ? -1.0f / 4096 : 0.0f;
+                }
+            }
+            padded += (long)MB * T;
+            s_step(m, mt, len + b0, MB, T, logp, dlogp);
+        }
+        t[s] = rl_bench_now() - t0;
+    }
+    printf("grpo update (128 x 9+20..41 tokens, micro-batches of 32, LoRA r 8, %d threads, "
+           "lanes %d): "
+           "median %.2f ms of %d, %ld real tokens, %ld padded\n",
+           openblas_get_num_threads(), lanes, rl_bench_median(t, steps) * 1e3, steps, real, padded);
+    rl_model_destroy(&m);
+    free(t), free(tok), free(logp), free(dlogp);
+}
+
 // Only prefills (for perf record): SIZE RUNS.
 static void s_prefills(const s_size_t *z, int runs) {
     rl_hf_config_t cfg = s_cfg(z);
@@ -574,6 +631,10 @@ int main(int argc, char **argv) {
     if (argc >= 6 && strcmp(argv[1], "steps") == 0) {
         s_steps(s_size(argv[2]), strcmp(argv[3], "lora") != 0, atoi(argv[4]), atoi(argv[5]),
                 argc > 6 ? atoi(argv[6]) : 0);
+        return 0;
+    }
+    if (argc >= 3 && strcmp(argv[1], "grpo") == 0) {
+        s_grpo(atoi(argv[2]), argc > 3 ? atoi(argv[3]) : 0, argc > 4 ? atoi(argv[4]) : 0);
         return 0;
     }
     if (argc >= 4 && strcmp(argv[1], "prefill") == 0) {

@@ -356,21 +356,45 @@ size_t rl_attention_scratch_floats(int T) {
     return 2 * (size_t)s_min(T, S_ATT_BLK) * (size_t)T;
 }
 
-void rl_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
-                          const int *lengths, int B, int T, int NH, int NKV, int D,
-                          float *scratch) {
+// Where sequence b lies: padded (starts NULL: rows b*T.., lengths[b] real; lse of head h at
+// (b*NH + h)*T) or packed (rows starts[b]..starts[b+1]-1; lse of head h at starts[b]*NH + h*len).
+typedef struct {
+    size_t row0, lse0, lse_h; // first row; lse of head h at lse0 + h*lse_h
+    int len;
+} s_seq_t;
+
+static s_seq_t s_seq(const int *starts, const int *lengths, int b, int T, int NH) {
+    s_seq_t q;
+    if (starts) {
+        q.len = starts[b + 1] - starts[b];
+        q.row0 = (size_t)starts[b];
+        q.lse0 = (size_t)starts[b] * NH;
+        q.lse_h = (size_t)q.len;
+    } else {
+        q.len = lengths[b];
+        q.row0 = (size_t)b * T;
+        q.lse0 = (size_t)b * NH * T;
+        q.lse_h = (size_t)T;
+    }
+    return q;
+}
+
+static void s_attention_forward(float *out, float *lse, const float *q, const float *k,
+                                const float *v, const int *starts, const int *lengths, int B, int T,
+                                int NH, int NKV, int D, float *scratch) {
     float scale = 1.0f / sqrtf((float)D);
     int qs = NH * D, ks = NKV * D, grp = NH / NKV;
     for (int b = 0; b < B; b++) {
-        int L = lengths[b];
+        s_seq_t sq = s_seq(starts, lengths, b, T, NH);
+        int L = sq.len;
         for (int h = 0; h < NH; h++) {
             int g = h / grp;
-            const float *qb = q + (size_t)b * T * qs + (size_t)h * D;
-            const float *kb = k + (size_t)b * T * ks + (size_t)g * D;
-            const float *vb = v + (size_t)b * T * ks + (size_t)g * D;
-            float *ob = out + (size_t)b * T * qs + (size_t)h * D;
-            float *lb = lse ? lse + ((size_t)b * NH + h) * T : NULL;
-            for (int t = L > 0 ? L : 0; t < T; t++) {
+            const float *qb = q + sq.row0 * qs + (size_t)h * D;
+            const float *kb = k + sq.row0 * ks + (size_t)g * D;
+            const float *vb = v + sq.row0 * ks + (size_t)g * D;
+            float *ob = out + sq.row0 * qs + (size_t)h * D;
+            float *lb = lse ? lse + sq.lse0 + (size_t)h * sq.lse_h : NULL;
+            for (int t = L > 0 ? L : 0; !starts && t < T; t++) {
                 memset(ob + (size_t)t * qs, 0, (size_t)D * sizeof(float));
                 if (lb) {
                     lb[t] = 0.0f;
@@ -383,23 +407,41 @@ void rl_attention_forward(float *out, float *lse, const float *q, const float *k
     }
 }
 
+void rl_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
+                          const int *lengths, int B, int T, int NH, int NKV, int D,
+                          float *scratch) {
+    s_attention_forward(out, lse, q, k, v, NULL, lengths, B, T, NH, NKV, D, scratch);
+}
+
+void rl_attention_forward_packed(float *out, float *lse, const float *q, const float *k,
+                                 const float *v, const int *starts, int B, int NH, int NKV, int D,
+                                 float *scratch) {
+    s_attention_forward(out, lse, q, k, v, starts, NULL, B, 0, NH, NKV, D, scratch);
+}
+
 // Per row block (keys 0..nk-1), with P recomputed from lse:
 //   dP = dO V^T;  dv += P^T dO;  dS = P * (dP - rowsum(P * dP));  dq += scale dS K;
 //   dk += scale dS^T Q.
-void rl_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
-                           const float *k, const float *v, const float *lse, const int *lengths,
-                           int B, int T, int NH, int NKV, int D, float *scratch) {
+static void s_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                                 const float *k, const float *v, const float *lse,
+                                 const int *starts, const int *lengths, int B, int T, int NH,
+                                 int NKV, int D, float *scratch) {
     float scale = 1.0f / sqrtf((float)D);
     int qs = NH * D, ks = NKV * D, grp = NH / NKV;
+    int Tmax = T;
+    for (int b = 0; starts && b < B; b++) {
+        Tmax = starts[b + 1] - starts[b] > Tmax ? starts[b + 1] - starts[b] : Tmax;
+    }
     float *P = scratch;
-    float *dP = scratch + (size_t)s_min(T, S_ATT_BLK) * T;
+    float *dP = scratch + (size_t)s_min(Tmax, S_ATT_BLK) * Tmax;
     for (int b = 0; b < B; b++) {
-        int L = lengths[b];
+        s_seq_t sq = s_seq(starts, lengths, b, T, NH);
+        int L = sq.len;
         for (int h = 0; L > 0 && h < NH; h++) {
             int g = h / grp;
-            size_t qo = (size_t)b * T * qs + (size_t)h * D;
-            size_t ko = (size_t)b * T * ks + (size_t)g * D;
-            const float *lb = lse + ((size_t)b * NH + h) * T;
+            size_t qo = sq.row0 * qs + (size_t)h * D;
+            size_t ko = sq.row0 * ks + (size_t)g * D;
+            const float *lb = lse + sq.lse0 + (size_t)h * sq.lse_h;
             for (int r0 = 0; r0 < L; r0 += S_ATT_BLK) {
                 int rb = s_min(S_ATT_BLK, L - r0), nk = r0 + rb;
                 const float *qblk = q + qo + (size_t)r0 * qs;
@@ -448,6 +490,19 @@ void rl_attention_backward(float *dq, float *dk, float *dv, const float *dout, c
             }
         }
     }
+}
+
+void rl_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                           const float *k, const float *v, const float *lse, const int *lengths,
+                           int B, int T, int NH, int NKV, int D, float *scratch) {
+    s_attention_backward(dq, dk, dv, dout, q, k, v, lse, NULL, lengths, B, T, NH, NKV, D, scratch);
+}
+
+void rl_attention_backward_packed(float *dq, float *dk, float *dv, const float *dout,
+                                  const float *q, const float *k, const float *v, const float *lse,
+                                  const int *starts, int B, int NH, int NKV, int D,
+                                  float *scratch) {
+    s_attention_backward(dq, dk, dv, dout, q, k, v, lse, starts, NULL, B, 0, NH, NKV, D, scratch);
 }
 
 size_t rl_attention_prefill_scratch_floats(int n, int n_ctx) {

@@ -120,6 +120,17 @@ void rl_attention_backward(float *dq, float *dk, float *dv, const float *dout, c
                            const float *k, const float *v, const float *lse, const int *lengths,
                            int B, int T, int NH, int NKV, int D, float *scratch);
 
+// The same over packed sequences (no padding rows): sequence b occupies rows
+// starts[b]..starts[b+1]-1 of q (N,NH,D), k/v (N,NKV,D), out (N,NH,D), N = starts[B]; lse (N*NH)
+// holds head h of sequence b at lse[starts[b]*NH + h*len_b + t]. scratch:
+// rl_attention_scratch_floats(longest length). Bit for bit the padded kernels' rows.
+void rl_attention_forward_packed(float *out, float *lse, const float *q, const float *k,
+                                 const float *v, const int *starts, int B, int NH, int NKV, int D,
+                                 float *scratch);
+void rl_attention_backward_packed(float *dq, float *dk, float *dv, const float *dout,
+                                  const float *q, const float *k, const float *v, const float *lse,
+                                  const int *starts, int B, int NH, int NKV, int D, float *scratch);
+
 // ---- single-query attention against a KV cache (decode) --------------------------------------
 // out (NH,D) = softmax(scale q_h K_g^T) V_g for each head h (g = h/(NH/NKV)), q (NH,D), over
 // n_ctx >= 1 cached positions: position p's kv head g starts at kcache + p*kv_stride + g*D

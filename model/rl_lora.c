@@ -29,6 +29,7 @@ struct rl_lora {
     size_t *off;  // [L * 7] offset of A of (l, m) in mem, or SIZE_MAX when not targeted
     size_t *lstart; // [L + 1] where layer l's A and B start in mem (layer-major)
     float **dlayer; // [L] where layer l's gradients go instead of dmem (NULL: dmem)
+    int shadow;     // 1: mem, off, lstart belong to another adapter (rl_lora_shadow_new)
 };
 
 // The module names are the recipe's (core/rl_config.h: one list for recipe, model and PEFT
@@ -147,10 +148,12 @@ void rl_lora_destroy(rl_lora_t **self_p) {
         return;
     }
     rl_lora_t *self = *self_p;
-    free(self->mem);
+    if (!self->shadow) {
+        free(self->mem);
+        free(self->off);
+        free(self->lstart);
+    }
     free(self->dmem);
-    free(self->off);
-    free(self->lstart);
     free(self->dlayer);
     free(self);
     *self_p = NULL;
@@ -299,6 +302,69 @@ void rl_lora_dropout_mask(float *mask, size_t n, float p, uint64_t seed, uint64_
     for (size_t i = 0; i < n; i++) {
         mask[i] = s_keep(base, i, thresh) ? inv : 0.0f;
     }
+}
+
+void rl_lora_dropout_mask_rows(float *mask, const int *rows, int n, int width, float p,
+                               uint64_t seed, uint64_t key) {
+    const uint64_t base = s_mix(seed ^ key);
+    const uint32_t thresh = (uint32_t)((double)p * 16777216.0);
+    const float inv = 1.0f / (1.0f - p);
+    for (int r = 0; r < n; r++) {
+        size_t i0 = (size_t)rows[r] * (size_t)width;
+        float *m = mask + (size_t)r * width;
+        for (int c = 0; c < width; c++) {
+            m[c] = s_keep(base, i0 + (size_t)c, thresh) ? inv : 0.0f;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// shadows
+
+rl_lora_t *rl_lora_shadow_new(const rl_lora_t *src) {
+    rl_lora_t *self = calloc(1, sizeof *self);
+    if (!self) {
+        return NULL;
+    }
+    self->shadow = 1;
+    if (rl_lora_shadow_sync(self, src) != 0) {
+        rl_lora_destroy(&self);
+    }
+    return self;
+}
+
+int rl_lora_shadow_sync(rl_lora_t *self, const rl_lora_t *src) {
+    float *dmem = self->dmem, **dlayer = self->dlayer;
+    size_t had = dmem ? self->n : 0;
+    int L = self->cfg.num_hidden_layers;
+    if (dlayer && L != src->cfg.num_hidden_layers) {
+        free(dlayer);
+        dlayer = NULL;
+    }
+    *self = *src;
+    self->shadow = 1;
+    self->dmem = dmem;
+    self->dlayer = dlayer;
+    if (had != src->n) {
+        free(self->dmem);
+        self->dmem = calloc(src->n ? src->n : 1, sizeof *self->dmem);
+    }
+    if (!self->dlayer) {
+        self->dlayer = calloc((size_t)src->cfg.num_hidden_layers, sizeof *self->dlayer);
+    }
+    return self->dmem && self->dlayer ? 0 : RL_ENOMEM;
+}
+
+void rl_lora_shadow_move(rl_lora_t *src, rl_lora_t *self) {
+    for (int l = 0; l < src->cfg.num_hidden_layers; l++) {
+        float *d = s_grad(src, l, src->lstart[l]);
+        const float *g = self->dmem + src->lstart[l];
+        size_t n = src->lstart[l + 1] - src->lstart[l];
+        for (size_t i = 0; d && i < n; i++) {
+            d[i] += g[i];
+        }
+    }
+    memset(self->dmem, 0, self->n * sizeof *self->dmem);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -80,12 +80,25 @@ void rl_lora_zero_grad(rl_lora_t *self);
 // the module or the rank that differs.
 int rl_lora_copy_from(rl_lora_t *self, const rl_lora_t *src, char *err, size_t err_len);
 
+// ---- shadows -----------------------------------------------------------------------------------
+// A shadow reads src's adapter (the same A and B memory) and accumulates gradients of its own,
+// zeroed (a model's lanes, rl_model.c). rl_lora_shadow_sync follows src after it changed (a
+// loaded adapter); rl_lora_shadow_move adds the shadow's gradients into src's and zeroes them.
+// src must outlive the shadow; free it with rl_lora_destroy. NULL on allocation failure.
+rl_lora_t *rl_lora_shadow_new(const rl_lora_t *src);
+int rl_lora_shadow_sync(rl_lora_t *self, const rl_lora_t *src);
+void rl_lora_shadow_move(rl_lora_t *src, rl_lora_t *self);
+
 // ---- dropout ---------------------------------------------------------------------------------
 // mask (n) for rl_layers' rl_dropout_forward/backward: mask[i] = 1/(1-p) with probability 1-p,
 // else 0, drawn from a counter-based hash of (seed, key, i): the same key gives the same mask,
 // so backward (and a recomputed forward) regenerates a forward's mask instead of storing it.
 // key identifies one module of one layer in one forward (rl_lora_dropout_key). p in [0, 1).
 void rl_lora_dropout_mask(float *mask, size_t n, float p, uint64_t seed, uint64_t key);
+// The same mask for n rows of `width` elements taken out of a larger one: row r of mask is row
+// rows[r] of rl_lora_dropout_mask's (element rows[r]*width + c), so packing rows changes no mask.
+void rl_lora_dropout_mask_rows(float *mask, const int *rows, int n, int width, float p,
+                               uint64_t seed, uint64_t key);
 uint64_t rl_lora_dropout_key(uint64_t step, int l, int m);
 
 // ---- merge -----------------------------------------------------------------------------------

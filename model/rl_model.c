@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -55,13 +56,16 @@ typedef struct {
     float *q, *k;           // (N,QD), (N,KVD) projections before q_norm/k_norm (qwen3 only)
     float *rstdq, *rstdk;   // (N*NH), (N*NKV) per-head 1/rms (qwen3 only)
     float *qr, *kr, *v;     // (N,QD), (N,KVD), (N,KVD) q and k after norm and RoPE; v
-    float *lse;             // (B,NH,T) attention log-sum-exp
+    float *lse;             // (N*NH) attention log-sum-exp (rl_attention_forward_packed)
     float *att;             // (N,QD) attention output
     float *h;               // (N,C) residual stream after attention
     float *ln2, *rstd2;     // (N,C), (N)
     float *gate, *up, *act; // (N,I) each; act = silu(gate) * up
     float *xa[RL_LORA_NMOD]; // (N,R) LoRA x A^T per targeted module
 } s_act_t;
+
+// Lanes of one forward at most (threads beyond it leave BLAS threads to each lane).
+enum { S_LANES_MAX = 16 };
 
 struct rl_model {
     rl_hf_config_t cfg;
@@ -86,7 +90,8 @@ struct rl_model {
     int lora_disabled;
     uint64_t dropout_seed;
 
-    // ---- training work buffers (grown on demand, never shrunk)
+    // ---- training work buffers (grown on demand, never shrunk). A forward packs its B
+    // sequences without padding: sequence b is rows starts[b]..starts[b+1]-1, N = starts[B].
     int N_cap, T_cap, B_cap, sets_cap, grads_cap; // capacities of the work allocation
     float *work;
     int32_t *iwork;
@@ -97,11 +102,27 @@ struct rl_model {
     float *mask, *xdrop, *ddrop;       // (N*maxin) LoRA dropout mask, branch input, its grad
     float *att_scratch, *head_scratch;
     float *dres, *dln, *datt, *dqr, *dkr, *dq, *dk, *dv, *dact, *dgate, *dup, *dxa; // grads
-    int32_t *ids, *targets;   // (N) embedding ids (-1 at padding), head targets (-1: none)
+    int32_t *ids, *targets;      // (N) embedding ids, head targets (-1: none)
     int *pos, *negpos, *lengths; // (N) positions, negated positions; (B)
+    int *starts;                 // (B+1) first row of each sequence
+    int *grow;                   // (N) the row's index b*T + t in the caller's padded batch: the
+                                 // LoRA dropout mask of a row is a function of it, not of packing
+    float *hid;                  // (B*T, C) rl_model_hidden: lnf unpacked, zeros at padding
+    size_t hid_cap;
+
+    // ---- lanes: a forward of B >= 2 sequences with T threads runs as P = min(T, B) lanes of
+    // contiguous sequences, each a shadow model (shared weights; its own work buffers and
+    // gradients, added into these after backward) on a thread of its own with one-thread BLAS.
+    // lane 0 is this model itself.
+    int shadow;                     // 1: a lane's shadow (owns only work buffers and gradients)
+    int lanes_max;                  // rl_model_set_lanes (0: the BLAS thread count)
+    int n_lanes;                    // lanes of the last forward (1: no shadows ran)
+    int lane_b0[S_LANES_MAX + 1];   // lane k has sequences lane_b0[k]..lane_b0[k+1]-1
+    rl_model_t *lanes[S_LANES_MAX]; // [1..] shadows (created on first use)
 
     // ---- last forward
-    int B, T, N, fwd_valid, fwd_train;
+    int B, T, N, fwd_valid, fwd_train; // this lane's sequences, their T, packed rows
+    int fwd_B, fwd_T;                  // the caller's batch (B,T) (all lanes)
     float temperature;
     uint64_t fwd_step;
 
@@ -120,6 +141,7 @@ struct rl_kvcache {
 
 static int s_err(rl_model_t *self, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+static void s_lanes_free(rl_model_t *self);
 static int s_err(rl_model_t *self, int code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -253,6 +275,7 @@ static rl_model_t *s_new(const rl_hf_config_t *cfg, const rl_model_opts_t *opts,
     }
     self->params.layers = self->layers;
     self->grads.layers = self->glayers;
+    self->n_lanes = 1;
     rl_rope_inv_freq(self->inv_freq, cfg);
     // the k-th training forward (k from 1) drops module m of layer l with
     // rl_lora_dropout_mask(seed, rl_lora_dropout_key(k, l, m)); a hash, not A's rl_rng stream
@@ -428,6 +451,9 @@ void rl_model_destroy(rl_model_t **self_p) {
         return;
     }
     rl_model_t *self = *self_p;
+    RL_ASSERT(!self->shadow);
+    s_lanes_free(self);
+    free(self->hid);
     rl_lora_destroy(&self->lora);
     rl_st_model_destroy(&self->st);
     free(self->param_mem);
@@ -512,8 +538,7 @@ static int s_maxin(const rl_model_t *self) {
 
 // Lays out (when `base` is NULL only counts) every buffer of a forward/backward over N rows of
 // T positions in `sets` activation sets. Returns the float count.
-static size_t s_layout(rl_model_t *self, float *base, int N, int B, int T, int sets,
-                       int with_grads) {
+static size_t s_layout(rl_model_t *self, float *base, int N, int T, int sets, int with_grads) {
     const size_t n = (size_t)N, C = (size_t)self->C, I = (size_t)self->I;
     const size_t QD = (size_t)self->QD, KVD = (size_t)self->KVD;
     const size_t R = self->lora ? (size_t)rl_lora_rank(self->lora) : 0;
@@ -543,7 +568,7 @@ static size_t s_layout(rl_model_t *self, float *base, int N, int B, int T, int s
         S_TAKE(a->qr, n * QD);
         S_TAKE(a->kr, n * KVD);
         S_TAKE(a->v, n * KVD);
-        S_TAKE(a->lse, (size_t)B * (size_t)self->NH * (size_t)T);
+        S_TAKE(a->lse, n * (size_t)self->NH);
         S_TAKE(a->att, n * QD);
         S_TAKE(a->h, n * C);
         S_TAKE(a->ln2, n * C);
@@ -584,10 +609,10 @@ static size_t s_layout(rl_model_t *self, float *base, int N, int B, int T, int s
     return off;
 }
 
-// Makes the work buffers hold N = B*T rows in `sets` activation sets (plus gradient scratch
-// when the model trains). Reallocates only when something grows.
-static int s_ensure(rl_model_t *self, int B, int T, int sets) {
-    const int N = B * T;
+// Makes the work buffers hold N packed rows of B sequences of at most T tokens in `sets`
+// activation sets (plus gradient scratch when the model trains). Reallocates only when
+// something grows.
+static int s_ensure(rl_model_t *self, int N, int B, int T, int sets) {
     const int with_grads = self->opts.tune != RL_TUNE_NONE;
     if (self->work && N <= self->N_cap && T <= self->T_cap && B <= self->B_cap &&
         sets <= self->sets_cap && with_grads <= self->grads_cap) {
@@ -595,18 +620,15 @@ static int s_ensure(rl_model_t *self, int B, int T, int sets) {
     }
     int nN = N > self->N_cap ? N : self->N_cap, nT = T > self->T_cap ? T : self->T_cap;
     int nB = B > self->B_cap ? B : self->B_cap, ns = sets > self->sets_cap ? sets : self->sets_cap;
-    if ((size_t)nB * (size_t)nT > (size_t)nN) { // lse is (B,NH,T): size it for the cap pair
-        nN = nB * nT;
-    }
     free(self->work);
     free(self->iwork);
     free(self->acts);
     self->work = NULL;
     self->iwork = NULL;
     self->acts = calloc((size_t)ns, sizeof *self->acts);
-    size_t nf = s_layout(self, NULL, nN, nB, nT, ns, with_grads);
+    size_t nf = s_layout(self, NULL, nN, nT, ns, with_grads);
     self->work = malloc(nf * sizeof *self->work);
-    self->iwork = malloc(((size_t)4 * (size_t)nN + (size_t)nB) * sizeof *self->iwork);
+    self->iwork = malloc(((size_t)5 * (size_t)nN + 2 * (size_t)nB + 1) * sizeof *self->iwork);
     if (!self->acts || !self->work || !self->iwork) {
         free(self->work);
         free(self->iwork);
@@ -617,12 +639,14 @@ static int s_ensure(rl_model_t *self, int B, int T, int sets) {
         self->N_cap = self->T_cap = self->B_cap = self->sets_cap = 0;
         return s_err(self, RL_ENOMEM, "out of memory for activations of %d x %d tokens", B, T);
     }
-    s_layout(self, self->work, nN, nB, nT, ns, with_grads);
+    s_layout(self, self->work, nN, nT, ns, with_grads);
     self->ids = self->iwork;
     self->targets = self->iwork + nN;
     self->pos = (int *)(self->iwork + 2 * (size_t)nN);
     self->negpos = (int *)(self->iwork + 3 * (size_t)nN);
-    self->lengths = (int *)(self->iwork + 4 * (size_t)nN);
+    self->grow = (int *)(self->iwork + 4 * (size_t)nN);
+    self->lengths = (int *)(self->iwork + 5 * (size_t)nN);
+    self->starts = (int *)(self->iwork + 5 * (size_t)nN + nB);
     self->N_cap = nN;
     self->T_cap = nT;
     self->B_cap = nB;
@@ -663,7 +687,8 @@ static void s_proj(rl_model_t *self, int l, int m, float *out, float *xa, const 
     const float *x = inp;
     if (dropout_key && p > 0.0f && self->mask) {
         size_t cnt = (size_t)n * (size_t)IC;
-        rl_lora_dropout_mask(self->mask, cnt, p, self->dropout_seed, dropout_key);
+        rl_lora_dropout_mask_rows(self->mask, self->grow, n, IC, p, self->dropout_seed,
+                                  dropout_key);
         rl_dropout_forward(self->xdrop, inp, self->mask, cnt);
         x = self->xdrop;
     }
@@ -687,7 +712,8 @@ static void s_proj_backward(rl_model_t *self, int l, int m, float *dinp, float *
     if (dropout_key && p > 0.0f && self->mask) {
         // the branch saw drop(inp) = inp * mask: regenerate the mask, route dx_drop * mask
         size_t cnt = (size_t)n * (size_t)IC;
-        rl_lora_dropout_mask(self->mask, cnt, p, self->dropout_seed, dropout_key);
+        rl_lora_dropout_mask_rows(self->mask, self->grow, n, IC, p, self->dropout_seed,
+                                  dropout_key);
         rl_dropout_forward(self->xdrop, inp, self->mask, cnt);
         memset(self->ddrop, 0, cnt * sizeof *self->ddrop);
         rl_lora_backward(self->ddrop, dA, dB, self->dxa, dout, self->xdrop, xa, A, Bm,
@@ -712,7 +738,7 @@ enum { S_Q = 0, S_K, S_V, S_O, S_GATE, S_UP, S_DOWN };
 static void s_layer_forward(rl_model_t *self, int l, s_act_t *a, const float *x_in, float *x_out,
                             int train) {
     const rl_layer_params_t *w = &self->layers[l];
-    const int B = self->B, T = self->T, N = self->N, C = self->C, I = self->I;
+    const int B = self->B, N = self->N, C = self->C, I = self->I;
     const int NH = self->NH, NKV = self->NKV, D = self->D, QD = self->QD, KVD = self->KVD;
     const float eps = self->cfg.rms_norm_eps;
     const int qkn = self->cfg.qk_norm;
@@ -730,8 +756,8 @@ static void s_layer_forward(rl_model_t *self, int l, s_act_t *a, const float *x_
     }
     rl_rope_forward(a->qr, a->qr, self->inv_freq, self->pos, N, NH, D);
     rl_rope_forward(a->kr, a->kr, self->inv_freq, self->pos, N, NKV, D);
-    rl_attention_forward(a->att, a->lse, a->qr, a->kr, a->v, self->lengths, B, T, NH, NKV, D,
-                         self->att_scratch);
+    rl_attention_forward_packed(a->att, a->lse, a->qr, a->kr, a->v, self->starts, B, NH, NKV, D,
+                                self->att_scratch);
     s_proj(self, l, S_O, a->h, a->xa[S_O], a->att, w->o_proj, w->o_bias, N, QD, C,
            s_key(self, train, l, S_O));
     rl_residual_forward(a->h, a->h, x_in, (size_t)N * C);
@@ -752,7 +778,7 @@ static void s_layer_backward(rl_model_t *self, int l, const s_act_t *a, const fl
     const rl_layer_params_t *w = &self->layers[l];
     const int full = self->opts.tune == RL_TUNE_FULL;
     const rl_layer_params_t *g = full ? &self->glayers[l] : NULL;
-    const int B = self->B, T = self->T, N = self->N, C = self->C, I = self->I;
+    const int B = self->B, N = self->N, C = self->C, I = self->I;
     const int NH = self->NH, NKV = self->NKV, D = self->D, QD = self->QD, KVD = self->KVD;
     const int qkn = self->cfg.qk_norm;
     const size_t nC = (size_t)N * C, nI = (size_t)N * I, nQ = (size_t)N * QD,
@@ -782,8 +808,8 @@ static void s_layer_backward(rl_model_t *self, int l, const s_act_t *a, const fl
     memset(self->dqr, 0, nQ * sizeof(float));
     memset(self->dkr, 0, nK * sizeof(float));
     memset(self->dv, 0, nK * sizeof(float));
-    rl_attention_backward(self->dqr, self->dkr, self->dv, self->datt, a->qr, a->kr, a->v, a->lse,
-                          self->lengths, B, T, NH, NKV, D, self->att_scratch);
+    rl_attention_backward_packed(self->dqr, self->dkr, self->dv, self->datt, a->qr, a->kr, a->v,
+                                 a->lse, self->starts, B, NH, NKV, D, self->att_scratch);
     // RoPE is a rotation: its backward is the rotation by -angle, done in place
     rl_rope_forward(self->dqr, self->dqr, self->inv_freq, self->negpos, N, NH, D);
     rl_rope_forward(self->dkr, self->dkr, self->inv_freq, self->negpos, N, NKV, D);
@@ -859,64 +885,43 @@ static float *s_x(rl_model_t *self, int l) {
     return self->x + (size_t)l * (size_t)self->N * (size_t)self->C;
 }
 
-int rl_model_forward(rl_model_t *self, const int32_t *tokens, const int *lengths, int B, int T,
-                     float temperature, int train, float *logp, float *entropy) {
+// ---------------------------------------------------------------------------------------------
+// one lane: a forward / backward of B packed sequences on this thread
+
+// Forward of sequences tokens (B,T) (rows b0.. of the caller's batch: the dropout rows) into
+// logp/entropy (B,T) and hid (B*T,C) when non-NULL. Inputs are checked by rl_model_forward.
+static int s_fwd(rl_model_t *self, const int32_t *tokens, const int *lengths, int B, int T, int b0,
+                 float temperature, int train, float *logp, float *entropy, float *hid) {
     self->fwd_valid = 0;
-    if (B < 1 || T < 1 || (int64_t)B * T > INT32_MAX / 4) {
-        return s_err(self, RL_EINVAL, "batch %d x %d: B and T must be >= 1", B, T);
-    }
-    if (!(temperature > 0.0f) || !isfinite(temperature)) {
-        return s_err(self, RL_EINVAL, "temperature %g must be a positive number",
-                     (double)temperature);
-    }
-    if (logp && !self->has_head) {
-        return s_err(self, RL_EINVAL,
-                     "this model has no vocabulary head (a sequence classifier): no logprobs");
-    }
-    if (!logp && entropy) {
-        return s_err(self, RL_EINVAL, "entropy needs logp (logp = NULL skips the vocabulary "
-                     "head)");
-    }
+    int N = 0;
     for (int b = 0; b < B; b++) {
-        if (lengths[b] < 1 || lengths[b] > T) {
-            return s_err(self, RL_EINVAL, "lengths[%d] = %d is outside [1, %d]", b, lengths[b],
-                         T);
-        }
-        for (int t = 0; t < lengths[b]; t++) {
-            int32_t id = tokens[(size_t)b * T + t];
-            if (id < 0 || id >= self->V) {
-                return s_err(self, RL_EINVAL, "token id %d at [%d,%d] is outside [0, %d)",
-                             (int)id, b, t, self->V);
-            }
-        }
+        N += lengths[b];
     }
     // stored activations for every layer only when a backward can follow
     const int sets = train && self->opts.tune != RL_TUNE_NONE && !self->opts.recompute ? self->L
                                                                                        : 1;
-    int rc = s_ensure(self, B, T, sets);
+    int rc = s_ensure(self, N, B, T, sets);
     if (rc) {
         return rc;
     }
-    const int N = B * T, C = self->C;
+    const int C = self->C;
     self->B = B;
     self->T = T;
     self->N = N;
     self->temperature = temperature;
-    if (train) {
-        self->fwd_step++; // a fresh dropout mask per training forward
-    }
-    for (int b = 0; b < B; b++) {
+    for (int b = 0, r = 0; b < B; b++) {
+        const int32_t *tk = tokens + (size_t)b * T;
         self->lengths[b] = lengths[b];
-        for (int t = 0; t < T; t++) {
-            size_t i = (size_t)b * T + t;
-            int real = t < lengths[b];
-            self->ids[i] = real ? tokens[i] : -1; // padding embeds as zeros
-            // row t predicts token t+1
-            self->targets[i] = t + 1 < lengths[b] ? tokens[i + 1] : -1;
-            self->pos[i] = t;
-            self->negpos[i] = -t;
+        self->starts[b] = r;
+        for (int t = 0; t < lengths[b]; t++, r++) {
+            self->ids[r] = tk[t];
+            self->targets[r] = t + 1 < lengths[b] ? tk[t + 1] : -1; // row t predicts token t+1
+            self->pos[r] = t;
+            self->negpos[r] = -t;
+            self->grow[r] = (b0 + b) * T + t;
         }
     }
+    self->starts[B] = N;
 
     if ((rc = s_unit(self, self->L, RL_UNIT_GATHER)) != 0) {
         return rc;
@@ -934,21 +939,28 @@ int rl_model_forward(rl_model_t *self, const int32_t *tokens, const int *lengths
     }
     rl_rmsnorm_forward(self->lnf, self->rstdf, s_x(self, self->L), self->params.norm,
                        self->cfg.rms_norm_eps, N, C);
-    if (logp) { // no logp: a critic or reward model reads self->lnf (rl_model_hidden) instead
+    if (logp) { // no logp: a critic or reward model reads the hidden states instead
         rl_logprob_forward(self->lp_row, entropy ? self->ent_row : NULL, self->lnf,
                            self->params.lm_head, self->targets, temperature, N, C, self->V,
                            self->head_scratch, s_head_chunk(self->V));
-        // logp[b,t] is the row t-1 prediction of token t
+        // logp[b,t] is the prediction of token t by row t-1
         for (int b = 0; b < B; b++) {
+            float *lp = logp + (size_t)b * T, *en = entropy ? entropy + (size_t)b * T : NULL;
+            const int r0 = self->starts[b] - 1;
             for (int t = 0; t < T; t++) {
-                size_t i = (size_t)b * T + t;
                 int ok = t >= 1 && t < lengths[b];
-                logp[i] = ok ? self->lp_row[i - 1] : 0.0f;
-                if (entropy) {
-                    entropy[i] = ok ? self->ent_row[i - 1] : 0.0f;
+                lp[t] = ok ? self->lp_row[r0 + t] : 0.0f;
+                if (en) {
+                    en[t] = ok ? self->ent_row[r0 + t] : 0.0f;
                 }
             }
         }
+    }
+    for (int b = 0; hid && b < B; b++) {
+        size_t real = (size_t)lengths[b] * C;
+        float *hb = hid + (size_t)b * T * C;
+        memcpy(hb, self->lnf + (size_t)self->starts[b] * C, real * sizeof *hb);
+        memset(hb + real, 0, ((size_t)T * C - real) * sizeof *hb);
     }
     self->fwd_valid = 1;
     self->fwd_train = train && self->opts.tune != RL_TUNE_NONE;
@@ -958,24 +970,6 @@ int rl_model_forward(rl_model_t *self, const int32_t *tokens, const int *lengths
         return rc;
     }
     return 0;
-}
-
-uint64_t rl_model_train_step(const rl_model_t *self) { return self->fwd_step; }
-
-void rl_model_set_train_step(rl_model_t *self, uint64_t step) {
-    self->fwd_step = step;
-    self->fwd_valid = 0; // a backward must not pair the old activations with the new masks
-}
-
-// Both backward entry points need a trainable model and the activations of a training forward.
-static int s_backward_check(rl_model_t *self) {
-    if (self->opts.tune == RL_TUNE_NONE) {
-        return s_err(self, RL_EINVAL, "backward needs a trainable model (tune FULL or LORA)");
-    }
-    if (!self->fwd_valid || !self->fwd_train) {
-        return s_err(self, RL_EINVAL, "backward needs a preceding training forward (train = 1)");
-    }
-    return s_unit(self, self->L, RL_UNIT_GRADS);
 }
 
 // The part of backward below the final norm's output, shared by rl_model_backward and
@@ -1016,22 +1010,16 @@ static int s_backward_trunk(rl_model_t *self) {
     return 0;
 }
 
-int rl_model_backward(rl_model_t *self, const float *dlogp) {
-    if (!self->has_head) {
-        return s_err(self, RL_EINVAL,
-                     "this model has no vocabulary head (a sequence classifier): no dlogp");
-    }
-    int rc = s_backward_check(self);
-    if (rc) {
-        return rc;
-    }
+// Backward from dlogp (B,T) of this lane's sequences.
+static int s_bwd(rl_model_t *self, const float *dlogp) {
     const int B = self->B, T = self->T, N = self->N, C = self->C;
     const int full = self->opts.tune == RL_TUNE_FULL;
     for (int b = 0; b < B; b++) {
-        for (int t = 0; t < T; t++) {
-            size_t i = (size_t)b * T + t;
-            // row t-1's logprob is logp[b,t]; rows without a target stay 0
-            self->dlp_row[i] = t + 1 < self->lengths[b] ? dlogp[i + 1] : 0.0f;
+        const float *dl = dlogp + (size_t)b * T;
+        float *dr = self->dlp_row + self->starts[b];
+        for (int t = 0; t < self->lengths[b]; t++) {
+            // row t's logprob is logp[b,t+1]; rows without a target stay 0
+            dr[t] = t + 1 < self->lengths[b] ? dl[t + 1] : 0.0f;
         }
     }
     // the head recomputes its logits from lnf, so this also follows a forward with logp NULL
@@ -1042,24 +1030,362 @@ int rl_model_backward(rl_model_t *self, const float *dlogp) {
     return s_backward_trunk(self);
 }
 
-int rl_model_backward_hidden(rl_model_t *self, const float *dhidden) {
-    int rc = s_backward_check(self);
-    if (rc) {
-        return rc;
-    }
+// Backward from dhidden (B*T,C) of this lane's sequences; padding rows are not read.
+static int s_bwd_hidden(rl_model_t *self, const float *dhidden) {
     const int B = self->B, T = self->T, C = self->C;
-    // padding rows hold values no token produced: their gradient is dropped, so that whatever
-    // the caller put there cannot reach the biases and norms those rows were computed from
     for (int b = 0; b < B; b++) {
-        size_t row = (size_t)b * T, n_real = (size_t)self->lengths[b] * C;
-        memcpy(self->dln + row * C, dhidden + row * C, n_real * sizeof(float));
-        memset(self->dln + row * C + n_real, 0, ((size_t)T * C - n_real) * sizeof(float));
+        memcpy(self->dln + (size_t)self->starts[b] * C, dhidden + (size_t)b * T * C,
+               (size_t)self->lengths[b] * C * sizeof(float));
     }
     return s_backward_trunk(self);
 }
 
+// ---------------------------------------------------------------------------------------------
+// lanes
+
+// The fields of rl_layer_params_t (all float *), to move gradient pointers between allocations.
+#define S_LAYER_FIELDS(X)                                                                          \
+    X(input_layernorm)                                                                             \
+    X(q_proj) X(q_bias) X(k_proj) X(k_bias) X(v_proj) X(v_bias) X(o_proj) X(o_bias) X(q_norm)      \
+        X(k_norm) X(post_attention_layernorm) X(gate_proj) X(gate_bias) X(up_proj) X(up_bias)      \
+            X(down_proj) X(down_bias)
+#define S_COUNT(f) +1
+_Static_assert(sizeof(rl_layer_params_t) == (0 S_LAYER_FIELDS(S_COUNT)) * sizeof(float *),
+               "S_LAYER_FIELDS lists every field");
+#undef S_COUNT
+
+static void s_shadow_free(rl_model_t **p) {
+    rl_model_t *sh = *p;
+    if (!sh) {
+        return;
+    }
+    rl_lora_destroy(&sh->lora);
+    free(sh->grad_mem);
+    free(sh->glayers);
+    free(sh->work);
+    free(sh->iwork);
+    free(sh->acts);
+    free(sh);
+    *p = NULL;
+}
+
+static void s_lanes_free(rl_model_t *self) {
+    for (int k = 1; k < S_LANES_MAX; k++) {
+        s_shadow_free(&self->lanes[k]);
+    }
+    self->n_lanes = 1;
+}
+
+// A shadow of self for lane k: the same weights, options and adapter; work buffers and
+// gradients of its own (zeroed).
+static rl_model_t *s_shadow_new(rl_model_t *self) {
+    rl_model_t *sh = malloc(sizeof *sh);
+    if (!sh) {
+        return NULL;
+    }
+    *sh = *self;
+    sh->shadow = 1;
+    sh->st = NULL;
+    sh->param_mem = NULL; // borrowed through params/layers
+    sh->work = NULL;
+    sh->iwork = NULL;
+    sh->acts = NULL;
+    sh->hid = NULL;
+    sh->hid_cap = 0;
+    sh->N_cap = sh->T_cap = sh->B_cap = sh->sets_cap = sh->grads_cap = 0;
+    sh->fwd_valid = 0;
+    sh->grad_mem = NULL;
+    sh->glayers = NULL;
+    sh->lora = NULL;
+    memset(sh->lanes, 0, sizeof sh->lanes);
+    sh->n_lanes = 1;
+    if (self->grad_mem) {
+        sh->grad_mem = calloc(self->param_n, sizeof *sh->grad_mem);
+        sh->glayers = calloc((size_t)self->L, sizeof *sh->glayers);
+        if (!sh->grad_mem || !sh->glayers) {
+            s_shadow_free(&sh);
+            return NULL;
+        }
+#define S_MOVE(p) ((p) ? sh->grad_mem + ((p)-self->grad_mem) : NULL)
+        for (int l = 0; l < self->L; l++) {
+#define S_FIELD(f) sh->glayers[l].f = S_MOVE(self->glayers[l].f);
+            S_LAYER_FIELDS(S_FIELD)
+#undef S_FIELD
+        }
+        sh->grads.embed_tokens = S_MOVE(self->grads.embed_tokens);
+        sh->grads.norm = S_MOVE(self->grads.norm);
+        sh->grads.lm_head = S_MOVE(self->grads.lm_head);
+        sh->grads.layers = sh->glayers;
+#undef S_MOVE
+    }
+    if (self->lora && !(sh->lora = rl_lora_shadow_new(self->lora))) {
+        s_shadow_free(&sh);
+        return NULL;
+    }
+    return sh;
+}
+
+// Lane k's shadow, created on first use and made to follow what may have changed since.
+static rl_model_t *s_lane(rl_model_t *self, int k) {
+    rl_model_t *sh = self->lanes[k];
+    if (!sh && !(sh = self->lanes[k] = s_shadow_new(self))) {
+        return NULL;
+    }
+    if (sh->lora && rl_lora_shadow_sync(sh->lora, self->lora) != 0) {
+        return NULL;
+    }
+    sh->params = self->params;
+    sh->lora_disabled = self->lora_disabled;
+    sh->fwd_step = self->fwd_step;
+    return sh;
+}
+
+// How many lanes a forward of B sequences runs as: one per BLAS thread, at most one per
+// sequence; a sharded model (its unit hook gathers layer by layer) runs one.
+static int s_lane_count(const rl_model_t *self, int B) {
+    if (self->opts.sharded || self->shadow) {
+        return 1;
+    }
+    int P = self->lanes_max > 0 ? self->lanes_max : openblas_get_num_threads();
+    P = P < B ? P : B;
+    P = P < S_LANES_MAX ? P : S_LANES_MAX;
+    return P > 1 ? P : 1;
+}
+
+// Contiguous runs of sequences with about equal token counts, at least one each.
+static void s_partition(rl_model_t *self, const int *lengths, int B, int P) {
+    int64_t total = 0, acc = 0;
+    for (int b = 0; b < B; b++) {
+        total += lengths[b];
+    }
+    int b = 0;
+    self->lane_b0[0] = 0;
+    for (int k = 1; k < P; k++) {
+        int64_t goal = total * k / P;
+        while (b < B - (P - k) && (b <= self->lane_b0[k - 1] || 2 * acc + lengths[b] <= 2 * goal)) {
+            acc += lengths[b++];
+        }
+        self->lane_b0[k] = b;
+    }
+    self->lane_b0[P] = B;
+}
+
+enum { S_OP_FWD, S_OP_BWD, S_OP_BWD_HIDDEN };
+
+typedef struct {
+    rl_model_t *m;
+    int op, B, T, b0, train;
+    const int32_t *tokens;
+    const int *lengths;
+    float temperature;
+    float *logp, *entropy, *hid;
+    const float *grad; // dlogp (B,T) or dhidden (B*T,C)
+    int rc;
+} s_job_t;
+
+static void *s_job_run(void *arg) {
+    s_job_t *j = arg;
+    switch (j->op) {
+    case S_OP_FWD:
+        j->rc = s_fwd(j->m, j->tokens, j->lengths, j->B, j->T, j->b0, j->temperature, j->train,
+                      j->logp, j->entropy, j->hid);
+        break;
+    case S_OP_BWD: j->rc = s_bwd(j->m, j->grad); break;
+    default: j->rc = s_bwd_hidden(j->m, j->grad); break;
+    }
+    return NULL;
+}
+
+// Runs jobs[0..P) at once: job 0 on this thread, the others on threads of their own, each with
+// one-thread BLAS (the role's thread count is restored after). Returns the first failing job's
+// code, its message copied into self.
+static int s_jobs(rl_model_t *self, s_job_t *jobs, int P) {
+    pthread_t th[S_LANES_MAX];
+    int started[S_LANES_MAX] = {0};
+    const int blas = openblas_get_num_threads();
+    openblas_set_num_threads(1);
+    for (int k = 1; k < P; k++) {
+        started[k] = pthread_create(&th[k], NULL, s_job_run, &jobs[k]) == 0;
+        if (!started[k]) {
+            s_job_run(&jobs[k]); // no thread to be had: run it here, after the others
+        }
+    }
+    s_job_run(&jobs[0]);
+    for (int k = 1; k < P; k++) {
+        if (started[k]) {
+            pthread_join(th[k], NULL);
+        }
+    }
+    openblas_set_num_threads(blas);
+    for (int k = 0; k < P; k++) {
+        if (jobs[k].rc) {
+            if (jobs[k].m != self) {
+                snprintf(self->errmsg, sizeof self->errmsg, "%s", jobs[k].m->errmsg);
+            }
+            return jobs[k].rc;
+        }
+    }
+    return 0;
+}
+
+// After a lanes backward: every shadow's gradients into this model's, the shadows' zeroed.
+static void s_lanes_merge(rl_model_t *self) {
+    for (int k = 1; k < self->n_lanes; k++) {
+        rl_model_t *sh = self->lanes[k];
+        if (self->grad_mem) {
+            float *g = self->grad_mem, *h = sh->grad_mem;
+            for (size_t i = 0; i < self->param_n; i++) {
+                g[i] += h[i];
+            }
+            memset(h, 0, self->param_n * sizeof *h);
+        }
+        if (self->lora && sh->lora) {
+            rl_lora_shadow_move(self->lora, sh->lora);
+        }
+    }
+}
+
+// A backward over the lanes of the last forward (op S_OP_BWD or S_OP_BWD_HIDDEN; grad in the
+// caller's (B,T) or (B*T,C) layout, `row` floats per position).
+static int s_lanes_backward(rl_model_t *self, int op, const float *grad, size_t row) {
+    if (self->n_lanes == 1) {
+        return op == S_OP_BWD ? s_bwd(self, grad) : s_bwd_hidden(self, grad);
+    }
+    s_job_t jobs[S_LANES_MAX];
+    for (int k = 0; k < self->n_lanes; k++) {
+        size_t b0 = (size_t)self->lane_b0[k];
+        jobs[k] = (s_job_t){.m = k ? self->lanes[k] : self,
+                            .op = op,
+                            .grad = grad + b0 * (size_t)self->fwd_T * row};
+    }
+    int rc = s_jobs(self, jobs, self->n_lanes);
+    s_lanes_merge(self);
+    return rc;
+}
+
+// ---------------------------------------------------------------------------------------------
+// training forward / backward (the API)
+
+int rl_model_forward(rl_model_t *self, const int32_t *tokens, const int *lengths, int B, int T,
+                     float temperature, int train, float *logp, float *entropy) {
+    self->fwd_valid = 0;
+    if (B < 1 || T < 1 || (int64_t)B * T > INT32_MAX / 4) {
+        return s_err(self, RL_EINVAL, "batch %d x %d: B and T must be >= 1", B, T);
+    }
+    if (!(temperature > 0.0f) || !isfinite(temperature)) {
+        return s_err(self, RL_EINVAL, "temperature %g must be a positive number",
+                     (double)temperature);
+    }
+    if (logp && !self->has_head) {
+        return s_err(self, RL_EINVAL,
+                     "this model has no vocabulary head (a sequence classifier): no logprobs");
+    }
+    if (!logp && entropy) {
+        return s_err(self, RL_EINVAL,
+                     "entropy needs logp (logp = NULL skips the vocabulary "
+                     "head)");
+    }
+    for (int b = 0; b < B; b++) {
+        if (lengths[b] < 1 || lengths[b] > T) {
+            return s_err(self, RL_EINVAL, "lengths[%d] = %d is outside [1, %d]", b, lengths[b], T);
+        }
+        for (int t = 0; t < lengths[b]; t++) {
+            int32_t id = tokens[(size_t)b * T + t];
+            if (id < 0 || id >= self->V) {
+                return s_err(self, RL_EINVAL, "token id %d at [%d,%d] is outside [0, %d)", (int)id,
+                             b, t, self->V);
+            }
+        }
+    }
+    size_t nh = (size_t)B * (size_t)T * (size_t)self->C;
+    if (nh > self->hid_cap) {
+        free(self->hid);
+        self->hid_cap = 0;
+        if (!(self->hid = malloc(nh * sizeof *self->hid))) {
+            return s_err(self, RL_ENOMEM, "out of memory for %d x %d hidden states", B, T);
+        }
+        self->hid_cap = nh;
+    }
+    if (train) {
+        self->fwd_step++; // a fresh dropout mask per training forward
+    }
+    self->fwd_B = B;
+    self->fwd_T = T;
+    const int P = s_lane_count(self, B);
+    self->n_lanes = 1;
+    int rc;
+    if (P == 1) {
+        rc = s_fwd(self, tokens, lengths, B, T, 0, temperature, train, logp, entropy, self->hid);
+    } else {
+        s_partition(self, lengths, B, P);
+        s_job_t jobs[S_LANES_MAX];
+        for (int k = 0; k < P; k++) {
+            rl_model_t *m = k ? s_lane(self, k) : self;
+            if (!m) {
+                return s_err(self, RL_ENOMEM, "out of memory for lane %d of the forward", k);
+            }
+            int b0 = self->lane_b0[k];
+            size_t o = (size_t)b0 * T;
+            jobs[k] = (s_job_t){.m = m,
+                                .op = S_OP_FWD,
+                                .B = self->lane_b0[k + 1] - b0,
+                                .T = T,
+                                .b0 = b0,
+                                .train = train,
+                                .tokens = tokens + o,
+                                .lengths = lengths + b0,
+                                .temperature = temperature,
+                                .logp = logp ? logp + o : NULL,
+                                .entropy = entropy ? entropy + o : NULL,
+                                .hid = self->hid + o * (size_t)self->C};
+        }
+        rc = s_jobs(self, jobs, P);
+        self->n_lanes = P;
+        self->fwd_valid = rc == 0; // every lane's forward succeeded
+    }
+    return rc;
+}
+
+uint64_t rl_model_train_step(const rl_model_t *self) {
+    return self->fwd_step;
+}
+
+void rl_model_set_train_step(rl_model_t *self, uint64_t step) {
+    self->fwd_step = step;
+    self->fwd_valid = 0; // a backward must not pair the old activations with the new masks
+}
+
+// Both backward entry points need a trainable model and the activations of a training forward.
+static int s_backward_check(rl_model_t *self) {
+    if (self->opts.tune == RL_TUNE_NONE) {
+        return s_err(self, RL_EINVAL, "backward needs a trainable model (tune FULL or LORA)");
+    }
+    if (!self->fwd_valid || !self->fwd_train) {
+        return s_err(self, RL_EINVAL, "backward needs a preceding training forward (train = 1)");
+    }
+    return s_unit(self, self->L, RL_UNIT_GRADS);
+}
+
+int rl_model_backward(rl_model_t *self, const float *dlogp) {
+    if (!self->has_head) {
+        return s_err(self, RL_EINVAL,
+                     "this model has no vocabulary head (a sequence classifier): no dlogp");
+    }
+    int rc = s_backward_check(self);
+    return rc ? rc : s_lanes_backward(self, S_OP_BWD, dlogp, 1);
+}
+
+int rl_model_backward_hidden(rl_model_t *self, const float *dhidden) {
+    int rc = s_backward_check(self);
+    return rc ? rc : s_lanes_backward(self, S_OP_BWD_HIDDEN, dhidden, (size_t)self->C);
+}
+
+void rl_model_set_lanes(rl_model_t *self, int n) {
+    self->lanes_max = n > 0 ? n : 0;
+}
+
 const float *rl_model_hidden(const rl_model_t *self) {
-    return self->fwd_valid ? self->lnf : NULL;
+    return self->fwd_valid ? self->hid : NULL;
 }
 
 float *rl_model_logits(rl_model_t *self) {
@@ -1067,12 +1393,20 @@ float *rl_model_logits(rl_model_t *self) {
         s_err(self, RL_EINVAL, "no forward to take logits from, or no vocabulary head");
         return NULL;
     }
-    float *out = malloc((size_t)self->N * (size_t)self->V * sizeof *out);
+    const int T = self->fwd_T, C = self->C, V = self->V;
+    float *out = calloc((size_t)self->fwd_B * T * V, sizeof *out);
     if (!out) {
-        s_err(self, RL_ENOMEM, "out of memory for %d x %d logits", self->N, self->V);
+        s_err(self, RL_ENOMEM, "out of memory for %d x %d logits", self->fwd_B * T, V);
         return NULL;
     }
-    rl_logits_forward(out, self->lnf, self->params.lm_head, self->N, self->C, self->V);
+    for (int k = 0; k < self->n_lanes; k++) {
+        const rl_model_t *m = k ? self->lanes[k] : self;
+        for (int b = 0; b < m->B; b++) {
+            float *o = out + ((size_t)(self->lane_b0[k] * (self->n_lanes > 1) + b) * T) * V;
+            rl_logits_forward(o, m->lnf + (size_t)m->starts[b] * C, self->params.lm_head,
+                              m->lengths[b], C, V);
+        }
+    }
     return out;
 }
 
@@ -1318,6 +1652,7 @@ int rl_model_load_adapter(rl_model_t *self, const char *dir, char *err, size_t e
     } else {
         rl_lora_destroy(&self->lora);
         self->lora = lo;
+        s_lanes_free(self); // their buffers and adapter shadows follow the old adapter
         // the work buffers are laid out for the adapter's rank, targets and dropout
         free(self->work);
         free(self->iwork);

@@ -149,10 +149,20 @@ void rl_model_zero_grad(rl_model_t *self);
 int rl_model_forward(rl_model_t *self, const int32_t *tokens, const int *lengths, int B, int T,
                      float temperature, int train, float *logp, float *entropy);
 
+// Lanes. A forward (and its backward) of B >= 2 sequences runs as P = min(n, B) lanes of
+// contiguous sequences with about equal token counts, each on a thread of its own with
+// one-thread BLAS (the model's own work buffers and, for lanes after the first, gradients added
+// into the model's after backward), so that the small GEMMs and the element-wise kernels of a
+// layer run in parallel instead of as two-thread BLAS calls between single-threaded loops.
+// n = 0 (the default): the OpenBLAS thread count at the forward (rl_layers_set_threads); 1: one
+// lane. A sharded model (opts.sharded) always runs one. Results depend on P only through the
+// order of the gradient sum (lane 0 + lane 1 + ...) and on the rows each sgemm call sees.
+void rl_model_set_lanes(rl_model_t *self, int n);
+
 // The final norm's output (B*T, C) of the last successful forward (with or without logp): row
 // b*T + t is position t of sequence b, the input of the vocabulary head (and of a scalar head,
-// rl_head.h). Padding rows (t >= lengths[b]) hold finite values that depend on no token (the
-// layers run on zero embeddings there; attention writes zeros); read only real rows. NULL when
+// rl_head.h). Padding rows (t >= lengths[b]) are zeros: a forward packs the sequences and runs
+// no row for padding. NULL when
 // there was no successful forward (or after rl_model_set_train_step). borrowed; valid until the
 // next forward, rl_model_load_adapter or destroy (backward leaves it intact).
 const float *rl_model_hidden(const rl_model_t *self);
@@ -179,8 +189,8 @@ int rl_model_backward(rl_model_t *self, const float *dlogp);
 int rl_model_backward_hidden(rl_model_t *self, const float *dhidden);
 
 // Logits (B,T,V) of the last forward (raw: not divided by the temperature), for tests on small
-// models (computed on demand from the saved final hidden states). NULL when there was no
-// successful forward or on allocation failure. caller owns result; free with free().
+// models (computed on demand from the saved final hidden states; zeros at padding rows). NULL when
+// there was no successful forward or on allocation failure. caller owns result; free with free().
 float *rl_model_logits(rl_model_t *self);
 
 // ---- cached forward for sampling ----------------------------------------------------------------

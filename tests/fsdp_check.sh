@@ -3,7 +3,11 @@
 # SFT, GRPO and PPO's critic, a 1×1 run, then dp 2 × fsdp 1, dp 1 × fsdp 2 and dp 2 × fsdp 2
 # under mpirun, each compared with the 1×1 run within the stated tolerances (10 rows: 3, 3, 2, 2
 # over 4 ranks, so some ranks run idle micro-batches). Then LoRA on 4 rows over 2 ranks, where
-# each rank's micro-batch is one of the 1×1 run's: identical to the bit. What mpirun needs here
+# each rank's micro-batch is one of the 1×1 run's: SFT identical to the bit. GRPO and the critic
+# also run forwards of the whole batch (logπ_old, values) that a rank runs on its half: a
+# forward packs its sequences' rows, and OpenBLAS picks its small-matrix kernel (another
+# summation order) by M·N·K, so the same row can round differently in a batch of 2 and of 4;
+# those two are held to the stated tolerances. What mpirun needs here
 # (root in CI, 4 ranks on 2 cores, one host) is set by the project: see tests/mesh.cmake.
 # usage: fsdp_check.sh TEST_FSDP MPIEXEC OUTDIR
 set -u
@@ -41,8 +45,9 @@ for tune in full lora; do
         check $tune $algo 10 "2x1 1x2 2x2"
     done
 done
-for algo in sft grpo critic; do
-    check lora $algo 4 "2x1 1x2" exact
+check lora sft 4 "2x1 1x2" exact
+for algo in grpo critic; do
+    check lora $algo 4 "2x1 1x2"
 done
 echo "fsdp_check: $fails failure(s)"
 [ $fails -eq 0 ]

@@ -918,6 +918,89 @@ static void s_test_recompute(void) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// (4b) lanes: a forward and backward split over lanes (threads of their own) equal one lane's up
+// to rounding (a row's sgemm may take another kernel in a smaller batch; lane gradients are
+// summed in lane order), with the same dropout masks; shadows start every backward from zero.
+
+static double s_rel_diff(const float *a, const float *b, size_t n) {
+    double mx = 0.0, d = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        mx = fmax(mx, fabs((double)a[i]));
+        d = fmax(d, fabs((double)a[i] - (double)b[i]));
+    }
+    return d / fmax(mx, 1e-30);
+}
+
+static void s_test_lanes(void) {
+    static const struct {
+        const char *arch;
+        rl_tune_t tune;
+        float dropout;
+        int recompute, lanes;
+    } cases[] = {{"qwen3", RL_TUNE_FULL, 0.0f, 0, 2},
+                 {"qwen2", RL_TUNE_LORA, 0.3f, 1, 3},
+                 {"llama", RL_TUNE_LORA, 0.0f, 0, 16}};
+    enum { B = 5, T = 6 };
+    const int32_t tok[B * T] = {1, 7, 3, 10, 4, 2, 9, 5, 8, 0, 0, 0, 3, 3, 6,
+                                2, 1, 0, 4,  0, 0, 0, 0, 0, 6, 5, 4, 3, 2, 1};
+    const int len[B] = {6, 3, 5, 1, 6};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        rl_hf_config_t cfg = s_cfg(cases[c].arch, 0);
+        const int C = cfg.hidden_size;
+        rl_model_t *m[2];
+        float lp[2][B * T], en[2][B * T], dl[B * T], *lg[2],
+            *dh = malloc(sizeof(float) * B * T * C);
+        const float *hid[2];
+        for (int i = 0; i < B * T; i++) {
+            dl[i] = (float)(i % 3) - 1.0f;
+        }
+        for (int i = 0; i < B * T * C; i++) {
+            dh[i] = (float)((i * 7) % 5) * 0.1f - 0.2f;
+        }
+        for (int k = 0; k < 2; k++) {
+            m[k] = s_model(&cfg, cases[c].tune, RL_LORA_ALL, 0, cases[c].dropout,
+                           cases[c].recompute, 5);
+            s_shake(m[k], 6);
+            rl_model_set_lanes(m[k], k ? cases[c].lanes : 1);
+            // two steps: the second backward must not see the first's shadow gradients twice
+            for (int step = 0; step < 2; step++) {
+                CHECK_INT(rl_model_forward(m[k], tok, len, B, T, 0.8f, 1, lp[k], en[k]), 0);
+                CHECK_INT(rl_model_backward(m[k], dl), 0);
+                CHECK_INT(rl_model_backward_hidden(m[k], dh), 0);
+            }
+            hid[k] = rl_model_hidden(m[k]);
+            lg[k] = rl_model_logits(m[k]);
+            CHECK(hid[k] && lg[k]);
+        }
+        size_t n;
+        rl_model_trainable(m[0], &n);
+        double dg = s_rel_diff(rl_model_trainable_grads(m[0]), rl_model_trainable_grads(m[1]), n);
+        double dlp = s_rel_diff(lp[0], lp[1], B * T), den = s_rel_diff(en[0], en[1], B * T);
+        double dhd = s_rel_diff(hid[0], hid[1], (size_t)B * T * C);
+        double dlg = s_rel_diff(lg[0], lg[1], (size_t)B * T * cfg.vocab_size);
+        fprintf(stderr,
+                "lanes %s x%d: relative max diff grads %.3g, logp %.3g, entropy %.3g, "
+                "hidden %.3g, logits %.3g\n",
+                cases[c].arch, cases[c].lanes, dg, dlp, den, dhd, dlg);
+        CHECK(dg < 1e-5 && dlp < 1e-5 && den < 1e-5 && dhd < 1e-5 && dlg < 1e-5);
+        // padding rows: zeros in hidden, logits, logp
+        int pad_ok = 1;
+        for (int b = 0; b < B; b++) {
+            for (int t = len[b]; t < T; t++) {
+                pad_ok &= lp[1][b * T + t] == 0.0f && hid[1][((size_t)b * T + t) * C] == 0.0f &&
+                          lg[1][((size_t)b * T + t) * cfg.vocab_size] == 0.0f;
+            }
+        }
+        CHECK(pad_ok);
+        free(lg[0]);
+        free(lg[1]);
+        free(dh);
+        rl_model_destroy(&m[0]);
+        rl_model_destroy(&m[1]);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // (2) cached decode equals the full forward
 
 // logp of token `next` under logits (V) at temperature temp
@@ -1641,6 +1724,7 @@ int main(int argc, char **argv) {
         s_test_grads();
         s_test_head();
         s_test_recompute();
+        s_test_lanes();
         s_test_kvcache();
         s_test_prefill();
     }
