@@ -94,10 +94,24 @@ void rl_rope_inv_freq(float *inv_freq, const rl_hf_config_t *cfg);
 // rounding sequence as torch fp32. out may equal inp (in place). NH may be NH or NKV.
 void rl_rope_forward(float *out, const float *inp, const float *inv_freq, const int *pos, int BT,
                      int NH, int D);
+// The same rotation from a table: cs (n_pos, D) holds cos of position t's angles in its first
+// D/2 floats and sin in the rest (rl_rope_table, positions 0..n_pos-1); pos may be negative
+// (|pos| < n_pos: the inverse rotation). Bit for bit rl_rope_forward, without a cos and sin per
+// row and pair.
+void rl_rope_table(float *cs, const float *inv_freq, int n_pos, int D);
+void rl_rope_forward_table(float *out, const float *inp, const float *cs, const int *pos, int BT,
+                           int NH, int D);
 // dinp (BT,NH,D) += R(pos)^T dout (rotation by -angle). dinp must not alias dout; for an
 // in-place inverse rotation call rl_rope_forward with negated positions (exactly the same).
 void rl_rope_backward(float *dinp, const float *dout, const float *inv_freq, const int *pos,
                       int BT, int NH, int D);
+
+// ---- exp ---------------------------------------------------------------------------------------
+// e^x within 2 ulp (Cephes' expf polynomial; 8e-8 relative measured), without branches or a libm
+// call, so that the element-wise loops calling it vectorise (SwiGLU); exact at 0; 2^-126 for x
+// below -126 ln2, finite up to x = 127.5 ln2 and clamped above. Defined in rl_layers.c (test_layers
+// measures its error against exp in double over a sweep).
+float rl_expf(float x);
 
 // ---- causal GQA attention over right-padded sequences ----------------------------------------
 // q (B,T,NH,D), k/v (B,T,NKV,D), out (B,T,NH,D). Sequence b has lengths[b] in [0, T] real

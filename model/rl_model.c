@@ -101,6 +101,8 @@ struct rl_model {
     float *lp_row, *ent_row, *dlp_row; // (N) head outputs per row (row t predicts token t+1)
     float *mask, *xdrop, *ddrop;       // (N*maxin) LoRA dropout mask, branch input, its grad
     float *att_scratch, *head_scratch;
+    float *rope_cs; // (T,D) cos and sin of each position's angles (rl_rope_table)
+    int rope_n;     // positions rope_cs holds
     float *dres, *dln, *datt, *dqr, *dkr, *dq, *dk, *dv, *dact, *dgate, *dup, *dxa; // grads
     int32_t *ids, *targets;      // (N) embedding ids, head targets (-1: none)
     int *pos, *negpos, *lengths; // (N) positions, negated positions; (B)
@@ -590,6 +592,7 @@ static size_t s_layout(rl_model_t *self, float *base, int N, int T, int sets, in
     S_TAKE(self->mask, dropout ? n * (size_t)s_maxin(self) : 0);
     S_TAKE(self->xdrop, dropout ? n * (size_t)s_maxin(self) : 0);
     S_TAKE(self->att_scratch, rl_attention_scratch_floats(T));
+    S_TAKE(self->rope_cs, (size_t)T * (size_t)self->D);
     S_TAKE(self->head_scratch, rl_logprob_scratch_floats(s_head_chunk(self->V), self->C, self->V));
     size_t g = with_grads ? 1 : 0;
     S_TAKE(self->ddrop, g && dropout ? n * (size_t)s_maxin(self) : 0);
@@ -640,6 +643,7 @@ static int s_ensure(rl_model_t *self, int N, int B, int T, int sets) {
         return s_err(self, RL_ENOMEM, "out of memory for activations of %d x %d tokens", B, T);
     }
     s_layout(self, self->work, nN, nT, ns, with_grads);
+    self->rope_n = 0;
     self->ids = self->iwork;
     self->targets = self->iwork + nN;
     self->pos = (int *)(self->iwork + 2 * (size_t)nN);
@@ -754,8 +758,8 @@ static void s_layer_forward(rl_model_t *self, int l, s_act_t *a, const float *x_
         rl_rmsnorm_forward(a->qr, a->rstdq, a->q, w->q_norm, eps, N * NH, D);
         rl_rmsnorm_forward(a->kr, a->rstdk, a->k, w->k_norm, eps, N * NKV, D);
     }
-    rl_rope_forward(a->qr, a->qr, self->inv_freq, self->pos, N, NH, D);
-    rl_rope_forward(a->kr, a->kr, self->inv_freq, self->pos, N, NKV, D);
+    rl_rope_forward_table(a->qr, a->qr, self->rope_cs, self->pos, N, NH, D);
+    rl_rope_forward_table(a->kr, a->kr, self->rope_cs, self->pos, N, NKV, D);
     rl_attention_forward_packed(a->att, a->lse, a->qr, a->kr, a->v, self->starts, B, NH, NKV, D,
                                 self->att_scratch);
     s_proj(self, l, S_O, a->h, a->xa[S_O], a->att, w->o_proj, w->o_bias, N, QD, C,
@@ -811,8 +815,8 @@ static void s_layer_backward(rl_model_t *self, int l, const s_act_t *a, const fl
     rl_attention_backward_packed(self->dqr, self->dkr, self->dv, self->datt, a->qr, a->kr, a->v,
                                  a->lse, self->starts, B, NH, NKV, D, self->att_scratch);
     // RoPE is a rotation: its backward is the rotation by -angle, done in place
-    rl_rope_forward(self->dqr, self->dqr, self->inv_freq, self->negpos, N, NH, D);
-    rl_rope_forward(self->dkr, self->dkr, self->inv_freq, self->negpos, N, NKV, D);
+    rl_rope_forward_table(self->dqr, self->dqr, self->rope_cs, self->negpos, N, NH, D);
+    rl_rope_forward_table(self->dkr, self->dkr, self->rope_cs, self->negpos, N, NKV, D);
     float *dQ = self->dqr, *dK = self->dkr;
     if (qkn) {
         memset(self->dq, 0, nQ * sizeof(float));
@@ -922,6 +926,10 @@ static int s_fwd(rl_model_t *self, const int32_t *tokens, const int *lengths, in
         }
     }
     self->starts[B] = N;
+    if (self->rope_n < T) { // the table's rows never change: filled once per size
+        rl_rope_table(self->rope_cs, self->inv_freq, T, self->D);
+        self->rope_n = T;
+    }
 
     if ((rc = s_unit(self, self->L, RL_UNIT_GATHER)) != 0) {
         return rc;

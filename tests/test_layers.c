@@ -4,13 +4,15 @@
 //      parameter, with the random linear functional L = sum(dout * out);
 //   3. padding: padded rows are exactly zero in outputs and gradients, and padded inputs (even
 //      NaN) never reach real rows;
-//   4. RoPE inv_freq (default and llama3) against hand-computed values.
+//   4. RoPE inv_freq (default and llama3) against hand-computed values;
+//   5. the model's fast paths: rl_expf, the RoPE table, packed attention (test_fast_paths).
 #include "rl_hf.h"
 #include "rl_layers.h"
 #include "rl_test.h"
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 // Sizes: deliberately odd so no kernel gets away with an aligned-only path.
 enum { B = 3, T = 7, BT = B * T, C = 13, OC = 11, NH = 4, NKV = 2, D = 6, R = 3, V = 37 };
@@ -860,6 +862,84 @@ static void test_logprob(rng_t *r) {
     free(hd), free(wd), free(logpd), free(entd), free(dlogpd), free(dentd), free(dhd), free(dwd);
 }
 
+// 5. the fast paths the model takes: rl_expf's error over a sweep, the RoPE table against the
+// per-row cos/sin (bit for bit, negative positions included), packed attention against padded
+// attention (bit for bit: the same calls on the same rows).
+static void test_fast_paths(rng_t *r) {
+    printf("fast paths\n");
+    double worst = 0.0;
+    for (int i = 0; i <= 2000000; i++) {
+        float x = -87.0f + 175.0f * (float)i / 2000000.0f;
+        double want = exp((double)x), got = rl_expf(x);
+        worst = fmax(worst, fabs(got - want) / want);
+    }
+    printf("rl_expf: worst relative error %.3g over [-87, 88] (2e6 points)\n", worst);
+    CHECK(worst < 2.4e-7); // 2 float ulps (2^-23 = 1.19e-7)
+    CHECK(rl_expf(0.0f) == 1.0f && isnan(rl_expf(NAN)) && rl_expf(-1000.0f) > 0.0f &&
+          isfinite(rl_expf(1000.0f)));
+
+    enum { RT = 9, RD = 8 };
+    float inv[RD / 2], cs[RT * RD], x[RT * 3 * RD], a[RT * 3 * RD], b[RT * 3 * RD];
+    int pos[RT];
+    for (int j = 0; j < RD / 2; j++) {
+        inv[j] = powf(10000.0f, -2.0f * (float)j / RD);
+    }
+    rl_rope_table(cs, inv, RT, RD);
+    fill2(r, x, NULL, RT * 3 * RD, 2.0);
+    for (int sign = 1; sign >= -1; sign -= 2) {
+        for (int t = 0; t < RT; t++) {
+            pos[t] = sign * ((t * 5) % RT);
+        }
+        rl_rope_forward(a, x, inv, pos, RT, 3, RD);
+        rl_rope_forward_table(b, x, cs, pos, RT, 3, RD);
+        CHECK_MSG(memcmp(a, b, sizeof a) == 0, "rope table, positions of sign %d", sign);
+    }
+
+    // packed: the real rows of the padded layout, back to back
+    const size_t qs = NH * D, ks = NKV * D;
+    float *q = fal(BT * qs), *k = fal(BT * ks), *v = fal(BT * ks), *dout = fal(BT * qs);
+    float *o1 = fal(BT * qs), *l1 = fal(B * NH * T), *dq1 = fal(BT * qs), *dk1 = fal(BT * ks),
+          *dv1 = fal(BT * ks);
+    float *pq = fal(BT * qs), *pk = fal(BT * ks), *pv = fal(BT * ks), *pdo = fal(BT * qs);
+    float *o2 = fal(BT * qs), *l2 = fal(BT * NH), *dq2 = fal(BT * qs), *dk2 = fal(BT * ks),
+          *dv2 = fal(BT * ks), *sc = fal(rl_attention_scratch_floats(T));
+    fill2(r, q, NULL, BT * qs, 2.0);
+    fill2(r, k, NULL, BT * ks, 2.0);
+    fill2(r, v, NULL, BT * ks, 1.0);
+    fill2(r, dout, NULL, BT * qs, 1.0);
+    int starts[B + 1] = {0};
+    for (int bb = 0; bb < B; bb++) {
+        starts[bb + 1] = starts[bb] + LENS[bb];
+        size_t n = (size_t)LENS[bb], src = (size_t)bb * T, dst = (size_t)starts[bb];
+        memcpy(pq + dst * qs, q + src * qs, n * qs * sizeof(float));
+        memcpy(pdo + dst * qs, dout + src * qs, n * qs * sizeof(float));
+        memcpy(pk + dst * ks, k + src * ks, n * ks * sizeof(float));
+        memcpy(pv + dst * ks, v + src * ks, n * ks * sizeof(float));
+    }
+    rl_attention_forward(o1, l1, q, k, v, LENS, B, T, NH, NKV, D, sc);
+    rl_attention_backward(dq1, dk1, dv1, dout, q, k, v, l1, LENS, B, T, NH, NKV, D, sc);
+    rl_attention_forward_packed(o2, l2, pq, pk, pv, starts, B, NH, NKV, D, sc);
+    rl_attention_backward_packed(dq2, dk2, dv2, pdo, pq, pk, pv, l2, starts, B, NH, NKV, D, sc);
+    int same = 1;
+    for (int bb = 0; bb < B; bb++) {
+        size_t n = (size_t)LENS[bb], src = (size_t)bb * T, dst = (size_t)starts[bb];
+        same &= memcmp(o1 + src * qs, o2 + dst * qs, n * qs * sizeof(float)) == 0;
+        same &= memcmp(dq1 + src * qs, dq2 + dst * qs, n * qs * sizeof(float)) == 0;
+        same &= memcmp(dk1 + src * ks, dk2 + dst * ks, n * ks * sizeof(float)) == 0;
+        same &= memcmp(dv1 + src * ks, dv2 + dst * ks, n * ks * sizeof(float)) == 0;
+        for (int h = 0; h < NH; h++) {
+            same &= memcmp(l1 + ((size_t)bb * NH + h) * T, l2 + dst * NH + (size_t)h * n,
+                           n * sizeof(float)) == 0;
+        }
+    }
+    CHECK_MSG(same, "packed attention differs from padded attention");
+    float *bufs[] = {q,  k,  v,   dout, o1, l1,  dq1, dk1, dv1, pq,
+                     pk, pv, pdo, o2,   l2, dq2, dk2, dv2, sc};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+        free(bufs[i]);
+    }
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IONBF, 0); // keep our lines and the CHECK failures (stderr) in order
     rl_layers_set_threads(1);
@@ -873,6 +953,7 @@ int main(void) {
     test_attention_long(&r);
     test_swiglu(&r);
     test_logprob(&r);
+    test_fast_paths(&r);
     printf("worst finite-difference error over all backward passes: %.3g (tol %g)\n", g_fd_worst,
            TOL_FD);
     fflush(stdout);
