@@ -387,6 +387,13 @@ static int s_min(int a, int b) {
     return a < b ? a : b;
 }
 
+// row[j] = e^(row[j] - m) for j < n: the softmax numerators (rl_expf; vector clones).
+S_CLONES static void s_exp_shift(float *row, int n, float m) {
+    for (int j = 0; j < n; j++) {
+        row[j] = rl_expf(row[j] - m);
+    }
+}
+
 // Scores of query rows r0..r0+rb-1 (positions p0+r0..) against keys 0..nk-1 into S (rb,nk).
 static void s_att_scores(float *S, const float *q, int ldq, const float *k, int ldk, int r0,
                          int rb, int nk, int D, float scale) {
@@ -406,9 +413,9 @@ static void s_att_fwd(float *o, int ldo, float *lse, const float *q, int ldq, co
             for (int j = 1; j <= t; j++) {
                 mx = row[j] > mx ? row[j] : mx;
             }
+            s_exp_shift(row, t + 1, mx);
             double sum = 0.0;
             for (int j = 0; j <= t; j++) {
-                row[j] = expf(row[j] - mx);
                 sum += row[j];
             }
             float inv = (float)(1.0 / sum);
@@ -525,9 +532,7 @@ static void s_attention_backward(float *dq, float *dk, float *dv, const float *d
                 for (int i = 0; i < rb; i++) {
                     int t = r0 + i;
                     float *row = P + (size_t)i * nk;
-                    for (int j = 0; j <= t; j++) {
-                        row[j] = expf(row[j] - lb[t]);
-                    }
+                    s_exp_shift(row, t + 1, lb[t]);
                     for (int j = t + 1; j < nk; j++) {
                         row[j] = 0.0f;
                     }
@@ -609,9 +614,9 @@ void rl_attention_decode(float *out, const float *q, const float *kcache, const 
         for (int j = 1; j < n_ctx; j++) {
             mx = scratch[j] > mx ? scratch[j] : mx;
         }
+        s_exp_shift(scratch, n_ctx, mx);
         double sum = 0.0;
         for (int j = 0; j < n_ctx; j++) {
-            scratch[j] = expf(scratch[j] - mx);
             sum += scratch[j];
         }
         float inv = (float)(1.0 / sum);

@@ -135,6 +135,7 @@ struct rl_kvcache {
     const rl_model_t *model;
     int n_slots, max_len;
     float *k, *v;             // (L, n_slots, max_len, KVD) after k_norm and RoPE; v
+    float *rope_cs;           // (max_len, D) RoPE cos and sin of every position (rl_rope_table)
     // rl_model_step's scratch, grown with n
     int n_cap, r_cap;         // rows and LoRA rank the scratch was laid out for
     float *work;
@@ -1435,9 +1436,12 @@ rl_kvcache_t *rl_kvcache_new(const rl_model_t *model, int n_slots, int max_len) 
     size_t n = (size_t)model->L * (size_t)n_slots * (size_t)max_len * (size_t)model->KVD;
     self->k = calloc(n, sizeof *self->k);
     self->v = calloc(n, sizeof *self->v);
-    if (!self->k || !self->v) {
+    self->rope_cs = malloc((size_t)max_len * (size_t)model->D * sizeof *self->rope_cs);
+    if (!self->k || !self->v || !self->rope_cs) {
         rl_kvcache_destroy(&self);
+        return NULL;
     }
+    rl_rope_table(self->rope_cs, model->inv_freq, max_len, model->D);
     return self;
 }
 
@@ -1448,6 +1452,7 @@ void rl_kvcache_destroy(rl_kvcache_t **self_p) {
     rl_kvcache_t *self = *self_p;
     free(self->k);
     free(self->v);
+    free(self->rope_cs);
     free(self->work);
     free(self);
     *self_p = NULL;
@@ -1594,8 +1599,8 @@ int rl_model_step(rl_model_t *self, rl_kvcache_t *cache, const int32_t *tokens, 
             rl_rmsnorm_forward(q, NULL, q, w->q_norm, eps, n * NH, D);
             rl_rmsnorm_forward(k, NULL, k, w->k_norm, eps, n * NKV, D);
         }
-        rl_rope_forward(q, q, self->inv_freq, pos, n, NH, D);
-        rl_rope_forward(k, k, self->inv_freq, pos, n, NKV, D);
+        rl_rope_forward_table(q, q, cache->rope_cs, pos, n, NH, D);
+        rl_rope_forward_table(k, k, cache->rope_cs, pos, n, NKV, D);
         // every row's k/v enters the cache first, so a prefill row sees the rows before it
         for (int i = 0; i < n; i++) {
             size_t at = (size_t)pos[i] * KVD;
