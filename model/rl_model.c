@@ -66,6 +66,8 @@ typedef struct {
 
 // Lanes of one forward at most (threads beyond it leave BLAS threads to each lane).
 enum { S_LANES_MAX = 16 };
+// Rows of a step per lane at least (below, a lane's GEMMs are too small to gain).
+enum { S_STEP_LANE_ROWS = 16 };
 
 struct rl_model {
     rl_hf_config_t cfg;
@@ -118,6 +120,7 @@ struct rl_model {
     // lane 0 is this model itself.
     int shadow;                     // 1: a lane's shadow (owns only work buffers and gradients)
     int lanes_max;                  // rl_model_set_lanes (0: the BLAS thread count)
+    int step_lanes;                 // rl_model_set_step_lanes (0: the BLAS thread count)
     int n_lanes;                    // lanes of the last forward (1: no shadows ran)
     int lane_b0[S_LANES_MAX + 1];   // lane k has sequences lane_b0[k]..lane_b0[k+1]-1
     rl_model_t *lanes[S_LANES_MAX]; // [1..] shadows (created on first use)
@@ -140,6 +143,11 @@ struct rl_kvcache {
     int n_cap, r_cap;         // rows and LoRA rank the scratch was laid out for
     float *work;
     float *x, *ln, *q, *kk, *vv, *att, *o, *gate, *up, *xa, *hs, *lg, *att_scratch;
+    // lanes of a step (rl_model_set_step_lanes): shadows sharing k, v and rope_cs, with
+    // scratch of their own; lane k has rows lane_row[k]..lane_row[k+1]-1 of the last step
+    int shadow;
+    struct rl_kvcache *lanes[S_LANES_MAX];
+    int lane_row[S_LANES_MAX + 1];
 };
 
 static int s_err(rl_model_t *self, int code, const char *fmt, ...)
@@ -1393,6 +1401,10 @@ void rl_model_set_lanes(rl_model_t *self, int n) {
     self->lanes_max = n > 0 ? n : 0;
 }
 
+void rl_model_set_step_lanes(rl_model_t *self, int n) {
+    self->step_lanes = n > 0 ? n : 0;
+}
+
 const float *rl_model_hidden(const rl_model_t *self) {
     return self->fwd_valid ? self->hid : NULL;
 }
@@ -1450,6 +1462,13 @@ void rl_kvcache_destroy(rl_kvcache_t **self_p) {
         return;
     }
     rl_kvcache_t *self = *self_p;
+    for (int k = 1; k < S_LANES_MAX; k++) {
+        if (self->lanes[k]) {
+            free(self->lanes[k]->work);
+            free(self->lanes[k]);
+        }
+    }
+    RL_ASSERT(!self->shadow);
     free(self->k);
     free(self->v);
     free(self->rope_cs);
@@ -1552,6 +1571,75 @@ static void s_step_logits(rl_model_t *self, rl_kvcache_t *c, const float *h, int
     }
 }
 
+static void s_step_rows(rl_model_t *self, rl_kvcache_t *cache, const int32_t *tokens,
+                        const int *slots, const int *pos, int n, const unsigned char *want,
+                        float *logits);
+
+typedef struct {
+    rl_model_t *m;
+    rl_kvcache_t *c;
+    const int32_t *tokens;
+    const int *slots, *pos;
+    int n;
+    const unsigned char *want;
+    float *logits;
+} s_step_job_t;
+
+static void *s_step_job(void *arg) {
+    s_step_job_t *j = arg;
+    s_step_rows(j->m, j->c, j->tokens, j->slots, j->pos, j->n, j->want, j->logits);
+    return NULL;
+}
+
+// Lanes of a step (rl_model_set_step_lanes): the rows split into runs of whole slots (slots in
+// non-decreasing order, so that no slot's rows, whose attention reads each other's K and V,
+// land in two lanes), about equal in rows; each lane a scratch-only shadow of the cache. 1 when
+// off, for a sharded model, when the rows are few or the slots unsorted, or when a shadow
+// cannot be allocated (fewer lanes).
+static int s_step_lanes(rl_model_t *self, rl_kvcache_t *cache, const int *slots, int n) {
+    if (self->opts.sharded) {
+        return 1;
+    }
+    int P = self->step_lanes > 0 ? self->step_lanes : openblas_get_num_threads();
+    P = P < S_LANES_MAX ? P : S_LANES_MAX;
+    P = P < n / S_STEP_LANE_ROWS ? P : n / S_STEP_LANE_ROWS;
+    cache->lane_row[0] = 0;
+    cache->lane_row[1] = n;
+    if (P < 2) {
+        return 1;
+    }
+    for (int i = 1; i < n; i++) {
+        if (slots[i] < slots[i - 1]) {
+            return 1;
+        }
+    }
+    int got = 1;
+    for (int k = 1; k < P; k++) {
+        int i = (int)((int64_t)n * k / P);
+        while (i < n && i > cache->lane_row[got - 1] && slots[i] == slots[i - 1]) {
+            i++;
+        }
+        if (i <= cache->lane_row[got - 1] || i >= n) {
+            continue;
+        }
+        if (!cache->lanes[got]) {
+            rl_kvcache_t *sh = calloc(1, sizeof *sh);
+            if (!sh) {
+                break;
+            }
+            *sh = *cache;
+            sh->shadow = 1;
+            sh->work = NULL;
+            sh->n_cap = sh->r_cap = 0;
+            memset(sh->lanes, 0, sizeof sh->lanes);
+            cache->lanes[got] = sh;
+        }
+        cache->lane_row[got++] = i;
+    }
+    cache->lane_row[got] = n;
+    return got;
+}
+
 int rl_model_step(rl_model_t *self, rl_kvcache_t *cache, const int32_t *tokens, const int *slots,
                   const int *pos, int n, const unsigned char *want, float *logits) {
     if (cache->model != self) {
@@ -1578,10 +1666,54 @@ int rl_model_step(rl_model_t *self, rl_kvcache_t *cache, const int32_t *tokens, 
                          pos[i], i, cache->max_len);
         }
     }
-    int rc = s_step_ensure(self, cache, n);
-    if (rc) {
-        return rc;
+    const int P = s_step_lanes(self, cache, slots, n);
+    for (int k = 0; k < P; k++) {
+        rl_kvcache_t *c = k ? cache->lanes[k] : cache;
+        int rc = s_step_ensure(self, c, cache->lane_row[k + 1] - cache->lane_row[k]);
+        if (rc) {
+            return rc;
+        }
     }
+    if (P == 1) {
+        s_step_rows(self, cache, tokens, slots, pos, n, want, logits);
+        return 0;
+    }
+    pthread_t th[S_LANES_MAX];
+    int started[S_LANES_MAX] = {0};
+    s_step_job_t jobs[S_LANES_MAX];
+    for (int k = 0; k < P; k++) {
+        int r0 = cache->lane_row[k];
+        jobs[k] = (s_step_job_t){self,
+                                 k ? cache->lanes[k] : cache,
+                                 tokens + r0,
+                                 slots + r0,
+                                 pos + r0,
+                                 cache->lane_row[k + 1] - r0,
+                                 want ? want + r0 : NULL,
+                                 logits ? logits + (size_t)r0 * self->V : NULL};
+    }
+    const int blas = openblas_get_num_threads();
+    openblas_set_num_threads(1);
+    for (int k = 1; k < P; k++) {
+        started[k] = pthread_create(&th[k], NULL, s_step_job, &jobs[k]) == 0;
+        if (!started[k]) {
+            s_step_job(&jobs[k]);
+        }
+    }
+    s_step_job(&jobs[0]);
+    for (int k = 1; k < P; k++) {
+        if (started[k]) {
+            pthread_join(th[k], NULL);
+        }
+    }
+    openblas_set_num_threads(blas);
+    return 0;
+}
+
+// The rows of one lane of a step (all of them without lanes): checked, scratch ready.
+static void s_step_rows(rl_model_t *self, rl_kvcache_t *cache, const int32_t *tokens,
+                        const int *slots, const int *pos, int n, const unsigned char *want,
+                        float *logits) {
     const int C = self->C, I = self->I, NH = self->NH, NKV = self->NKV, D = self->D;
     const int QD = self->QD, KVD = self->KVD;
     const float eps = self->cfg.rms_norm_eps;
@@ -1637,7 +1769,6 @@ int rl_model_step(rl_model_t *self, rl_kvcache_t *cache, const int32_t *tokens, 
     if (logits) {
         s_step_logits(self, cache, x, n, want, logits);
     }
-    return 0;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -158,6 +158,11 @@ int rl_model_forward(rl_model_t *self, const int32_t *tokens, const int *lengths
 // lane. A sharded model (opts.sharded) always runs one. Results depend on P only through the
 // order of the gradient sum (lane 0 + lane 1 + ...) and on the rows each sgemm call sees.
 void rl_model_set_lanes(rl_model_t *self, int n);
+// The same for rl_model_step: a step's rows split into n lanes of whole slots when the rows are
+// sorted by slot and each lane gets at least 16 (a batched decode; a prefill of one prompt is
+// one lane). n = 0 (default): the BLAS thread count; 1: one lane. Each row's logits are those
+// of one lane: lanes change which rows share an sgemm call, nothing else.
+void rl_model_set_step_lanes(rl_model_t *self, int n);
 
 // The final norm's output (B*T, C) of the last successful forward (with or without logp): row
 // b*T + t is position t of sequence b, the input of the vocabulary head (and of a scalar head,

@@ -1000,6 +1000,46 @@ static void s_test_lanes(void) {
     }
 }
 
+// (4c) step lanes: a prefill of many slots and batched decode steps split over lanes of whole
+// slots give the logits of one lane (up to a row's sgemm rounding in a smaller batch).
+static void s_test_step_lanes(void) {
+    rl_hf_config_t cfg = s_cfg("qwen2", 0);
+    enum { S = 40, P = 3, STEPS = 2 };
+    const int V = cfg.vocab_size;
+    rl_model_t *m[2];
+    rl_kvcache_t *kv[2];
+    float *lg[2];
+    int32_t tok[S * P];
+    int slot[S * P], pos[S * P];
+    for (int k = 0; k < 2; k++) {
+        m[k] = s_model(&cfg, RL_TUNE_LORA, RL_LORA_ALL, 0, 0.0f, 0, 8);
+        s_shake(m[k], 9);
+        rl_model_set_step_lanes(m[k], k ? 3 : 1);
+        kv[k] = rl_kvcache_new(m[k], S, P + STEPS);
+        lg[k] = malloc(sizeof(float) * (S * P + S * STEPS) * V);
+        CHECK(kv[k] && lg[k]);
+        for (int i = 0; i < S * P; i++) {
+            tok[i] = (int32_t)((i * 7 + 3) % V), slot[i] = i / P, pos[i] = i % P;
+        }
+        CHECK_INT(rl_model_step(m[k], kv[k], tok, slot, pos, S * P, NULL, lg[k]), 0);
+        for (int st = 0; st < STEPS; st++) {
+            for (int i = 0; i < S; i++) {
+                tok[i] = (int32_t)((i * 5 + st) % V), slot[i] = i, pos[i] = P + st;
+            }
+            float *out = lg[k] + (size_t)(S * P + S * st) * V;
+            CHECK_INT(rl_model_step(m[k], kv[k], tok, slot, pos, S, NULL, out), 0);
+        }
+    }
+    double d = s_rel_diff(lg[0], lg[1], (size_t)(S * P + S * STEPS) * V);
+    fprintf(stderr, "step lanes x3: relative max diff of the logits %.3g\n", d);
+    CHECK(d < 1e-5);
+    for (int k = 0; k < 2; k++) {
+        free(lg[k]);
+        rl_kvcache_destroy(&kv[k]);
+        rl_model_destroy(&m[k]);
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // (2) cached decode equals the full forward
 
@@ -1725,6 +1765,7 @@ int main(int argc, char **argv) {
         s_test_head();
         s_test_recompute();
         s_test_lanes();
+        s_test_step_lanes();
         s_test_kvcache();
         s_test_prefill();
     }
