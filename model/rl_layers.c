@@ -37,8 +37,9 @@ float rl_expf(float x) {
     const float lo = -87.3365478515625f, hi = 88.37626266479492f;
     x = x < lo ? lo : x; // comparisons are false for NaN, which passes through
     x = x > hi ? hi : x;
-    const float magic = 12582912.0f; // 1.5 * 2^23
-    float n = (x * 1.44269504088896341f + magic) - magic;
+    const float magic = 12582912.0f; // 1.5 * 2^23: its last mantissa bits hold round(x log2 e)
+    float v = x * 1.44269504088896341f + magic;
+    float n = v - magic;
     float r = x - n * 0.693359375f;
     r = r - n * -2.12194440e-4f;
     float p = 1.9875691500e-4f;
@@ -48,7 +49,11 @@ float rl_expf(float x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     float y = p * (r * r) + r + 1.0f;
-    int32_t bits = ((int32_t)n + 127) << 23;
+    // n's integer from v's bits (no float-to-int conversion, which NaN would make undefined),
+    // in unsigned arithmetic: n + 127 is in [1, 254] for every x the clamps let through
+    uint32_t vb;
+    memcpy(&vb, &v, sizeof vb);
+    uint32_t bits = (vb - 0x4B400000u + 127u) << 23;
     float scale;
     memcpy(&scale, &bits, sizeof scale);
     return y * scale;
