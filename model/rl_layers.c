@@ -166,12 +166,17 @@ void rl_linear_forward(float *out, const float *inp, const float *w, const float
 // dinp = dout @ w;  dw = dout^T @ inp;  dbias = column sums of dout.
 void rl_linear_backward(float *dinp, float *dw, float *dbias, const float *dout,
                         const float *inp, const float *w, int BT, int C, int OC) {
+    rl_linear_backward_ex(dinp, dw, dbias, dout, inp, w, BT, C, OC, 0);
+}
+
+void rl_linear_backward_ex(float *dinp, float *dw, float *dbias, const float *dout,
+                           const float *inp, const float *w, int BT, int C, int OC, int set_inp) {
     if (BT <= 0) {
         return;
     }
     if (dinp) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, BT, C, OC, 1.0f, dout, OC, w, C,
-                    1.0f, dinp, C);
+                    set_inp ? 0.0f : 1.0f, dinp, C);
     }
     if (dw) {
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, BT, 1.0f, dout, OC, inp, C,
@@ -657,6 +662,20 @@ S_CLONES void rl_swiglu_backward(float *dgate, float *dup, const float *dout, co
         }
         if (dup) {
             dup[i] += dout[i] * x * s;
+        }
+    }
+}
+
+S_CLONES void rl_swiglu_backward_set(float *dgate, float *dup, const float *dout, const float *gate,
+                                     const float *up, size_t N) {
+    for (size_t i = 0; i < N; i++) {
+        float x = gate[i];
+        float s = 1.0f / (1.0f + rl_expf(-x));
+        if (dgate) {
+            dgate[i] = dout[i] * up[i] * s * (1.0f + x * (1.0f - s));
+        }
+        if (dup) {
+            dup[i] = dout[i] * x * s;
         }
     }
 }

@@ -50,6 +50,9 @@ void rl_linear_forward(float *out, const float *inp, const float *w, const float
 // accumulates (+=) into dinp (BT,C), dw (OC,C), dbias (OC); NULL skips a gradient
 void rl_linear_backward(float *dinp, float *dw, float *dbias, const float *dout,
                         const float *inp, const float *w, int BT, int C, int OC);
+// The same, but dinp = dout @ w when set_inp (dinp's old contents unread: no zeroing first).
+void rl_linear_backward_ex(float *dinp, float *dw, float *dbias, const float *dout,
+                           const float *inp, const float *w, int BT, int C, int OC, int set_inp);
 // logits (N,V) = h (N,C) @ w^T, no temperature (a linear without bias; for tests and
 // rl_model_logits).
 void rl_logits_forward(float *logits, const float *h, const float *w, int N, int C, int V);
@@ -168,6 +171,9 @@ void rl_swiglu_forward(float *out, const float *gate, const float *up, size_t N)
 // dup += dout * silu(gate). NULL skips.
 void rl_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
                         const float *up, size_t N);
+// The same, writing (=) dgate and dup instead of adding.
+void rl_swiglu_backward_set(float *dgate, float *dup, const float *dout, const float *gate,
+                            const float *up, size_t N);
 
 // ---- logprob head (chunked over rows) ----------------------------------------------------------
 // For each row i < N with targets[i] >= 0, z = h_i (C) @ w^T / temperature (w is lm_head (V,C)):

@@ -710,10 +710,11 @@ static void s_proj(rl_model_t *self, int l, int m, float *out, float *xa, const 
 }
 
 // Backward of s_proj: dinp (n,IC) += dout W + LoRA branch; dW, dbias (NULL: frozen) +=.
+// set: dinp = (its old contents unread) instead of +=.
 static void s_proj_backward(rl_model_t *self, int l, int m, float *dinp, float *dW, float *dbias,
                             const float *dout, const float *inp, const float *W, const float *xa,
-                            int n, int IC, int OC, uint64_t dropout_key) {
-    rl_linear_backward(dinp, dW, dbias, dout, inp, W, n, IC, OC);
+                            int n, int IC, int OC, uint64_t dropout_key, int set) {
+    rl_linear_backward_ex(dinp, dW, dbias, dout, inp, W, n, IC, OC, set);
     if (!s_lora_on(self, m)) {
         return;
     }
@@ -794,30 +795,25 @@ static void s_layer_backward(rl_model_t *self, int l, const s_act_t *a, const fl
     const int B = self->B, N = self->N, C = self->C, I = self->I;
     const int NH = self->NH, NKV = self->NKV, D = self->D, QD = self->QD, KVD = self->KVD;
     const int qkn = self->cfg.qk_norm;
-    const size_t nC = (size_t)N * C, nI = (size_t)N * I, nQ = (size_t)N * QD,
-                 nK = (size_t)N * KVD;
+    const size_t nI = (size_t)N * I, nQ = (size_t)N * QD, nK = (size_t)N * KVD;
     float *dres = self->dres;
 #define S_G(field) (g ? g->field : NULL)
 
-    // x_out = h + down(swiglu(gate(ln2), up(ln2))): dh = dres + (through the MLP)
-    memset(self->dact, 0, nI * sizeof(float));
+    // x_out = h + down(swiglu(gate(ln2), up(ln2))): dh = dres + (through the MLP). The first
+    // writer of each gradient buffer sets it (no zeroing pass); the others add.
     s_proj_backward(self, l, S_DOWN, self->dact, S_G(down_proj), S_G(down_bias), dres, a->act,
-                    w->down_proj, a->xa[S_DOWN], N, I, C, s_key(self, 1, l, S_DOWN));
-    memset(self->dgate, 0, nI * sizeof(float));
-    memset(self->dup, 0, nI * sizeof(float));
-    rl_swiglu_backward(self->dgate, self->dup, self->dact, a->gate, a->up, nI);
-    memset(self->dln, 0, nC * sizeof(float));
+                    w->down_proj, a->xa[S_DOWN], N, I, C, s_key(self, 1, l, S_DOWN), 1);
+    rl_swiglu_backward_set(self->dgate, self->dup, self->dact, a->gate, a->up, nI);
     s_proj_backward(self, l, S_UP, self->dln, S_G(up_proj), S_G(up_bias), self->dup, a->ln2,
-                    w->up_proj, a->xa[S_UP], N, C, I, s_key(self, 1, l, S_UP));
-    s_proj_backward(self, l, S_GATE, self->dln, S_G(gate_proj), S_G(gate_bias), self->dgate,
-                    a->ln2, w->gate_proj, a->xa[S_GATE], N, C, I, s_key(self, 1, l, S_GATE));
+                    w->up_proj, a->xa[S_UP], N, C, I, s_key(self, 1, l, S_UP), 1);
+    s_proj_backward(self, l, S_GATE, self->dln, S_G(gate_proj), S_G(gate_bias), self->dgate, a->ln2,
+                    w->gate_proj, a->xa[S_GATE], N, C, I, s_key(self, 1, l, S_GATE), 0);
     rl_rmsnorm_backward(dres, S_G(post_attention_layernorm), self->dln, a->h,
                         w->post_attention_layernorm, a->rstd2, N, C); // dres is now dL/dh
 
     // h = x_in + o(attention(rope(norm(q)), rope(norm(k)), v))
-    memset(self->datt, 0, nQ * sizeof(float));
     s_proj_backward(self, l, S_O, self->datt, S_G(o_proj), S_G(o_bias), dres, a->att, w->o_proj,
-                    a->xa[S_O], N, QD, C, s_key(self, 1, l, S_O));
+                    a->xa[S_O], N, QD, C, s_key(self, 1, l, S_O), 1);
     memset(self->dqr, 0, nQ * sizeof(float));
     memset(self->dkr, 0, nK * sizeof(float));
     memset(self->dv, 0, nK * sizeof(float));
@@ -837,13 +833,12 @@ static void s_layer_backward(rl_model_t *self, int l, const s_act_t *a, const fl
         dQ = self->dq;
         dK = self->dk;
     }
-    memset(self->dln, 0, nC * sizeof(float));
     s_proj_backward(self, l, S_Q, self->dln, S_G(q_proj), S_G(q_bias), dQ, a->ln1, w->q_proj,
-                    a->xa[S_Q], N, C, QD, s_key(self, 1, l, S_Q));
+                    a->xa[S_Q], N, C, QD, s_key(self, 1, l, S_Q), 1);
     s_proj_backward(self, l, S_K, self->dln, S_G(k_proj), S_G(k_bias), dK, a->ln1, w->k_proj,
-                    a->xa[S_K], N, C, KVD, s_key(self, 1, l, S_K));
-    s_proj_backward(self, l, S_V, self->dln, S_G(v_proj), S_G(v_bias), self->dv, a->ln1,
-                    w->v_proj, a->xa[S_V], N, C, KVD, s_key(self, 1, l, S_V));
+                    a->xa[S_K], N, C, KVD, s_key(self, 1, l, S_K), 0);
+    s_proj_backward(self, l, S_V, self->dln, S_G(v_proj), S_G(v_bias), self->dv, a->ln1, w->v_proj,
+                    a->xa[S_V], N, C, KVD, s_key(self, 1, l, S_V), 0);
     rl_rmsnorm_backward(dres, S_G(input_layernorm), self->dln, x_in, w->input_layernorm,
                         a->rstd1, N, C); // dres is now dL/dx_in
 #undef S_G
