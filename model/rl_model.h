@@ -160,8 +160,9 @@ int rl_model_forward(rl_model_t *self, const int32_t *tokens, const int *lengths
 void rl_model_set_lanes(rl_model_t *self, int n);
 // The same for rl_model_step: a step's rows split into n lanes of whole slots when the rows are
 // sorted by slot and each lane gets at least 16 (a batched decode; a prefill of one prompt is
-// one lane). n = 0 (default): the BLAS thread count; 1: one lane. Each row's logits are those
-// of one lane: lanes change which rows share an sgemm call, nothing else.
+// one lane). n = 0 (default): the BLAS thread count for models of at most 50M parameters, one
+// lane above (every lane packs every weight matrix: measured slower at 100M); 1: one lane. Each
+// row's logits are those of one lane: lanes change which rows share an sgemm call, nothing else.
 void rl_model_set_step_lanes(rl_model_t *self, int n);
 
 // The final norm's output (B*T, C) of the last successful forward (with or without logp): row
