@@ -19,6 +19,11 @@ done
 # weight-sync ceilings measured right after it; load averages recorded before and after).
 echo "== GRPO (bench/grpo_step.sh)"
 bash bench/grpo_step.sh build/release 3
+# rlctl's training step beside PyTorch CPU (Debian's python3-torch) and raw sgemm, same run
+if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+  echo "== PyTorch side by side (bench/side_by_side.sh)"
+  bash bench/side_by_side.sh build/release
+fi
 # PPO: the step-time split beside GRPO's on the same shape (64 sequences a step; 3 invocations).
 echo "== PPO (bench/ppo_step.sh)"
 bash bench/ppo_step.sh build/release 3
