@@ -652,32 +652,29 @@ S_CLONES void rl_swiglu_forward(float *out, const float *gate, const float *up, 
     }
 }
 
-S_CLONES void rl_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
-                                 const float *up, size_t N) {
+// acc: dgate/dup += the gradients; else = them (the old contents unread).
+static inline void s_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
+                                     const float *up, size_t N, int acc) {
     for (size_t i = 0; i < N; i++) {
         float x = gate[i];
         float s = 1.0f / (1.0f + rl_expf(-x));
         if (dgate) {
-            dgate[i] += dout[i] * up[i] * s * (1.0f + x * (1.0f - s));
+            dgate[i] = (acc ? dgate[i] : 0.0f) + dout[i] * up[i] * s * (1.0f + x * (1.0f - s));
         }
         if (dup) {
-            dup[i] += dout[i] * x * s;
+            dup[i] = (acc ? dup[i] : 0.0f) + dout[i] * x * s;
         }
     }
 }
 
+S_CLONES void rl_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
+                                 const float *up, size_t N) {
+    s_swiglu_backward(dgate, dup, dout, gate, up, N, 1);
+}
+
 S_CLONES void rl_swiglu_backward_set(float *dgate, float *dup, const float *dout, const float *gate,
                                      const float *up, size_t N) {
-    for (size_t i = 0; i < N; i++) {
-        float x = gate[i];
-        float s = 1.0f / (1.0f + rl_expf(-x));
-        if (dgate) {
-            dgate[i] = dout[i] * up[i] * s * (1.0f + x * (1.0f - s));
-        }
-        if (dup) {
-            dup[i] = dout[i] * x * s;
-        }
-    }
+    s_swiglu_backward(dgate, dup, dout, gate, up, N, 0);
 }
 
 // ----------------------------------------------------------------------------------------------

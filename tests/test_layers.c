@@ -933,6 +933,20 @@ static void test_fast_paths(rng_t *r) {
         }
     }
     CHECK_MSG(same, "packed attention differs from padded attention");
+
+    // the writing SwiGLU backward equals the accumulating one into zeros (garbage before it)
+    enum { NSW = 37 };
+    float g[NSW], u[NSW], d[NSW], ga[NSW] = {0}, ua[NSW] = {0}, gs[NSW], us[NSW];
+    fill2(r, g, NULL, NSW, 3.0);
+    fill2(r, u, NULL, NSW, 1.0);
+    fill2(r, d, NULL, NSW, 1.0);
+    for (int i = 0; i < NSW; i++) {
+        gs[i] = us[i] = NAN;
+    }
+    rl_swiglu_backward(ga, ua, d, g, u, NSW);
+    rl_swiglu_backward_set(gs, us, d, g, u, NSW);
+    CHECK_MSG(memcmp(ga, gs, sizeof ga) == 0 && memcmp(ua, us, sizeof ua) == 0,
+              "rl_swiglu_backward_set differs from rl_swiglu_backward into zeros");
     float *bufs[] = {q,  k,  v,   dout, o1, l1,  dq1, dk1, dv1, pq,
                      pk, pv, pdo, o2,   l2, dq2, dk2, dv2, sc};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
