@@ -295,26 +295,25 @@ static inline int s_keep(uint64_t base, size_t i, uint32_t thresh) {
     return (uint32_t)(s_mix(base + (uint64_t)i * 0x9e3779b97f4a7c15ULL) >> 40) >= thresh;
 }
 
-void rl_lora_dropout_mask(float *mask, size_t n, float p, uint64_t seed, uint64_t key) {
+// Elements i0..i0+n-1 of the mask of (seed, key) into mask[0..n).
+static void s_mask_span(float *mask, size_t i0, size_t n, float p, uint64_t seed, uint64_t key) {
     const uint64_t base = s_mix(seed ^ key);
     const uint32_t thresh = (uint32_t)((double)p * 16777216.0);
     const float inv = 1.0f / (1.0f - p);
     for (size_t i = 0; i < n; i++) {
-        mask[i] = s_keep(base, i, thresh) ? inv : 0.0f;
+        mask[i] = s_keep(base, i0 + i, thresh) ? inv : 0.0f;
     }
+}
+
+void rl_lora_dropout_mask(float *mask, size_t n, float p, uint64_t seed, uint64_t key) {
+    s_mask_span(mask, 0, n, p, seed, key);
 }
 
 void rl_lora_dropout_mask_rows(float *mask, const int *rows, int n, int width, float p,
                                uint64_t seed, uint64_t key) {
-    const uint64_t base = s_mix(seed ^ key);
-    const uint32_t thresh = (uint32_t)((double)p * 16777216.0);
-    const float inv = 1.0f / (1.0f - p);
     for (int r = 0; r < n; r++) {
-        size_t i0 = (size_t)rows[r] * (size_t)width;
-        float *m = mask + (size_t)r * width;
-        for (int c = 0; c < width; c++) {
-            m[c] = s_keep(base, i0 + (size_t)c, thresh) ? inv : 0.0f;
-        }
+        s_mask_span(mask + (size_t)r * width, (size_t)rows[r] * (size_t)width, (size_t)width, p,
+                    seed, key);
     }
 }
 

@@ -1210,27 +1210,34 @@ static void *s_job_run(void *arg) {
     return NULL;
 }
 
-// Runs jobs[0..P) at once: job 0 on this thread, the others on threads of their own, each with
-// one-thread BLAS (the role's thread count is restored after). Returns the first failing job's
-// code, its message copied into self.
-static int s_jobs(rl_model_t *self, s_job_t *jobs, int P) {
+// Runs fn on jobs[0..P) (each `size` bytes) at once: job 0 on this thread, the others on threads
+// of their own, each with one-thread BLAS (the role's thread count is restored after). A job
+// that gets no thread runs here, after the others.
+static void s_run_lanes(void *(*fn)(void *), void *jobs, size_t size, int P) {
     pthread_t th[S_LANES_MAX];
     int started[S_LANES_MAX] = {0};
+    char *job = jobs;
     const int blas = openblas_get_num_threads();
     openblas_set_num_threads(1);
     for (int k = 1; k < P; k++) {
-        started[k] = pthread_create(&th[k], NULL, s_job_run, &jobs[k]) == 0;
+        started[k] = pthread_create(&th[k], NULL, fn, job + (size_t)k * size) == 0;
         if (!started[k]) {
-            s_job_run(&jobs[k]); // no thread to be had: run it here, after the others
+            fn(job + (size_t)k * size);
         }
     }
-    s_job_run(&jobs[0]);
+    fn(job);
     for (int k = 1; k < P; k++) {
         if (started[k]) {
             pthread_join(th[k], NULL);
         }
     }
     openblas_set_num_threads(blas);
+}
+
+// The lanes' jobs (s_run_lanes). Returns the first failing job's code, its message copied into
+// self.
+static int s_jobs(rl_model_t *self, s_job_t *jobs, int P) {
+    s_run_lanes(s_job_run, jobs, sizeof *jobs, P);
     for (int k = 0; k < P; k++) {
         if (jobs[k].rc) {
             if (jobs[k].m != self) {
@@ -1681,8 +1688,6 @@ int rl_model_step(rl_model_t *self, rl_kvcache_t *cache, const int32_t *tokens, 
         s_step_rows(self, cache, tokens, slots, pos, n, want, logits);
         return 0;
     }
-    pthread_t th[S_LANES_MAX];
-    int started[S_LANES_MAX] = {0};
     s_step_job_t jobs[S_LANES_MAX];
     for (int k = 0; k < P; k++) {
         int r0 = cache->lane_row[k];
@@ -1695,21 +1700,7 @@ int rl_model_step(rl_model_t *self, rl_kvcache_t *cache, const int32_t *tokens, 
                                  want ? want + r0 : NULL,
                                  logits ? logits + (size_t)r0 * self->V : NULL};
     }
-    const int blas = openblas_get_num_threads();
-    openblas_set_num_threads(1);
-    for (int k = 1; k < P; k++) {
-        started[k] = pthread_create(&th[k], NULL, s_step_job, &jobs[k]) == 0;
-        if (!started[k]) {
-            s_step_job(&jobs[k]);
-        }
-    }
-    s_step_job(&jobs[0]);
-    for (int k = 1; k < P; k++) {
-        if (started[k]) {
-            pthread_join(th[k], NULL);
-        }
-    }
-    openblas_set_num_threads(blas);
+    s_run_lanes(s_step_job, jobs, sizeof *jobs, P);
     return 0;
 }
 
