@@ -29,6 +29,7 @@
 //   bench_model steps SIZE full|lora T STEPS [THREADS]   training steps only (perf record)
 //   bench_model prefill SIZE RUNS                 512-token prefills only (perf record)
 //   bench_model grpo STEPS [THREADS [LANES]]      the cookbook GRPO update's shape (s_grpo)
+//   bench_model decode64 SIZE ROUNDS              batch-64 decode only (perf record)
 #include "rl_bench.h"
 #include "rl_model.h"
 
@@ -492,13 +493,58 @@ static void s_prefills(const s_size_t *z, int runs) {
     rl_model_destroy(&m);
 }
 
-static void s_decode(const s_size_t *z) {
-    rl_hf_config_t cfg = s_cfg(z);
-    rl_model_t *m = s_model(&cfg, RL_TUNE_NONE);
+// Batch 64: 64 slots with 32-token prompts, then `rounds` rounds of steps of one token per slot
+// (positions P.. again each round, overwriting the cache).
+static void s_decode64(rl_model_t *m, const s_size_t *z, int rounds) {
     const char *lanes = getenv("RL_BENCH_STEP_LANES"); // A/B of rl_model_set_step_lanes
     if (lanes) {
         rl_model_set_step_lanes(m, atoi(lanes));
     }
+    const rl_hf_config_t *cfg = rl_model_config(m);
+    const int V = cfg->vocab_size;
+    const double N = (double)rl_model_param_count(m);
+    const int reps = N > 5e7 ? 5 : 9;
+    const int S = 64, P = 32, steps = N > 5e7 ? 12 : 24;
+    rl_kvcache_t *kv = rl_kvcache_new(m, S, P + steps + 1);
+    int n = S * P;
+    int32_t *tok = malloc((size_t)n * sizeof *tok);
+    int *slot = malloc((size_t)n * sizeof *slot), *pos = malloc((size_t)n * sizeof *pos);
+    unsigned char *want = calloc((size_t)n, 1);
+    float *logits = malloc((size_t)n * V * sizeof *logits);
+    s_tokens(tok, (size_t)n, V, 5);
+    for (int i = 0; i < n; i++) {
+        slot[i] = i / P, pos[i] = i % P;
+        want[i] = pos[i] == P - 1;
+    }
+    rl_model_step(m, kv, tok, slot, pos, n, want, logits);
+    // rounds of the same steps (positions P.. again, overwriting the cache) so that a
+    // millisecond step has enough samples for its median
+    double *t = malloc((size_t)rounds * steps * sizeof *t);
+    for (int s = 0; s < rounds * steps; s++) {
+        for (int i = 0; i < S; i++) {
+            slot[i] = i, pos[i] = P + s % steps, tok[i] = (int32_t)((i * 131 + s * 17) % V);
+        }
+        double t0 = rl_bench_now();
+        if (rl_model_step(m, kv, tok, slot, pos, S, NULL, logits) != 0) {
+            fprintf(stderr, "step: %s\n", rl_model_errmsg(m));
+            exit(1);
+        }
+        t[s] = rl_bench_now() - t0;
+    }
+    double sec = rl_bench_median(t, rounds * steps);
+    double csec = s_pass_time(m, S, 0, reps);
+    printf("| decode batch 64 %s (context 32–%d) | %.0f tok/s (%.1f ms/step) | sgemm M=64 on "
+           "all weights %.0f tok/s | %.0f%% | %s |\n",
+           z->name, P + steps, S / sec, sec * 1e3, S / csec, 100.0 * csec / sec,
+           N > 5e7 ? "≥50%" : "≥75%");
+    fflush(stdout);
+    free(tok), free(slot), free(pos), free(want), free(logits), free(t);
+    rl_kvcache_destroy(&kv);
+}
+
+static void s_decode(const s_size_t *z) {
+    rl_hf_config_t cfg = s_cfg(z);
+    rl_model_t *m = s_model(&cfg, RL_TUNE_NONE);
     const int V = cfg.vocab_size;
     const double N = (double)rl_model_param_count(m);
     const int reps = N > 5e7 ? 5 : 9;
@@ -539,46 +585,7 @@ static void s_decode(const s_size_t *z) {
         free(logits);
         rl_kvcache_destroy(&kv);
     }
-    // ---- batch 64: 64 slots with 32-token prompts, then steps of one token per slot
-    {
-        const int S = 64, P = 32, steps = N > 5e7 ? 12 : 24;
-        rl_kvcache_t *kv = rl_kvcache_new(m, S, P + steps + 1);
-        int n = S * P;
-        int32_t *tok = malloc((size_t)n * sizeof *tok);
-        int *slot = malloc((size_t)n * sizeof *slot), *pos = malloc((size_t)n * sizeof *pos);
-        unsigned char *want = calloc((size_t)n, 1);
-        float *logits = malloc((size_t)n * V * sizeof *logits);
-        s_tokens(tok, (size_t)n, V, 5);
-        for (int i = 0; i < n; i++) {
-            slot[i] = i / P, pos[i] = i % P;
-            want[i] = pos[i] == P - 1;
-        }
-        rl_model_step(m, kv, tok, slot, pos, n, want, logits);
-        // rounds of the same steps (positions P.. again, overwriting the cache) so that a
-        // millisecond step has enough samples for its median
-        const int rounds = N > 5e7 ? 1 : 8;
-        double t[8 * 64];
-        for (int s = 0; s < rounds * steps; s++) {
-            for (int i = 0; i < S; i++) {
-                slot[i] = i, pos[i] = P + s % steps, tok[i] = (int32_t)((i * 131 + s * 17) % V);
-            }
-            double t0 = rl_bench_now();
-            if (rl_model_step(m, kv, tok, slot, pos, S, NULL, logits) != 0) {
-                fprintf(stderr, "step: %s\n", rl_model_errmsg(m));
-                exit(1);
-            }
-            t[s] = rl_bench_now() - t0;
-        }
-        double sec = rl_bench_median(t, rounds * steps);
-        double csec = s_pass_time(m, S, 0, reps);
-        printf("| decode batch 64 %s (context 32–%d) | %.0f tok/s (%.1f ms/step) | sgemm M=64 on "
-               "all weights %.0f tok/s | %.0f%% | %s |\n",
-               z->name, P + steps, S / sec, sec * 1e3, S / csec, 100.0 * csec / sec,
-               N > 5e7 ? "≥50%" : "≥75%");
-        fflush(stdout);
-        free(tok), free(slot), free(pos), free(want), free(logits);
-        rl_kvcache_destroy(&kv);
-    }
+    s_decode64(m, z, N > 5e7 ? 1 : 8);
     // ---- prefill: one prompt of 512 tokens in one call, logits of the last row
     {
         const int P = 512, runs = N > 5e7 ? 3 : 5;
@@ -651,6 +658,14 @@ int main(int argc, char **argv) {
     }
     if (argc >= 4 && strcmp(argv[1], "prefill") == 0) {
         s_prefills(s_size(argv[2]), atoi(argv[3]));
+        return 0;
+    }
+    if (argc >= 4 && strcmp(argv[1], "decode64") == 0) {
+        const s_size_t *z = s_size(argv[2]);
+        rl_hf_config_t cfg = s_cfg(z);
+        rl_model_t *m = s_model(&cfg, RL_TUNE_NONE);
+        s_decode64(m, z, atoi(argv[3]));
+        rl_model_destroy(&m);
         return 0;
     }
     if (argc >= 3 && strcmp(argv[1], "decode") == 0) {

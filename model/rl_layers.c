@@ -404,18 +404,20 @@ S_CLONES static void s_exp_shift(float *row, int n, float m) {
     }
 }
 
-// Scores of query rows r0..r0+rb-1 (positions p0+r0..) against keys 0..nk-1 into S (rb,nk).
-static void s_att_scores(float *S, const float *q, int ldq, const float *k, int ldk, int r0,
+// Scores of query rows r0..r0+rb-1 (positions p0+r0..) against keys 0..nk-1 into S (rb,nk):
+// key j at k + j*ldk, or (kt) K transposed, key j's element d at k + d*ldk + j.
+static void s_att_scores(float *S, const float *q, int ldq, const float *k, int ldk, int kt, int r0,
                          int rb, int nk, int D, float scale) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rb, nk, D, scale, q + (size_t)r0 * ldq,
-                ldq, k, ldk, 0.0f, S, nk);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, kt ? CblasNoTrans : CblasTrans, rb, nk, D, scale,
+                q + (size_t)r0 * ldq, ldq, k, ldk, 0.0f, S, nk);
 }
 
 static void s_att_fwd(float *o, int ldo, float *lse, const float *q, int ldq, const float *k,
-                      const float *v, int ldk, int p0, int n, int D, float scale, float *S) {
+                      int ldk, int kt, const float *v, int ldv, int p0, int n, int D, float scale,
+                      float *S) {
     for (int r0 = 0; r0 < n; r0 += S_ATT_BLK) {
         int rb = s_min(S_ATT_BLK, n - r0), nk = p0 + r0 + rb;
-        s_att_scores(S, q, ldq, k, ldk, r0, rb, nk, D, scale);
+        s_att_scores(S, q, ldq, k, ldk, kt, r0, rb, nk, D, scale);
         for (int i = 0; i < rb; i++) {
             int t = p0 + r0 + i; // keys 0..t are visible
             float *row = S + (size_t)i * nk;
@@ -439,8 +441,8 @@ static void s_att_fwd(float *o, int ldo, float *lse, const float *q, int ldq, co
                 lse[r0 + i] = mx + (float)log(sum);
             }
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rb, D, nk, 1.0f, S, nk, v, ldk,
-                    0.0f, o + (size_t)r0 * ldo, ldo);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rb, D, nk, 1.0f, S, nk, v, ldv, 0.0f,
+                    o + (size_t)r0 * ldo, ldo);
     }
 }
 
@@ -493,7 +495,7 @@ static void s_attention_forward(float *out, float *lse, const float *q, const fl
                 }
             }
             if (L > 0) {
-                s_att_fwd(ob, qs, lb, qb, qs, kb, vb, ks, 0, L, D, scale, scratch);
+                s_att_fwd(ob, qs, lb, qb, qs, kb, ks, 0, vb, ks, 0, L, D, scale, scratch);
             }
         }
     }
@@ -538,7 +540,7 @@ static void s_attention_backward(float *dq, float *dk, float *dv, const float *d
                 int rb = s_min(S_ATT_BLK, L - r0), nk = r0 + rb;
                 const float *qblk = q + qo + (size_t)r0 * qs;
                 const float *dob = dout + qo + (size_t)r0 * qs;
-                s_att_scores(P, q + qo, qs, k + ko, ks, r0, rb, nk, D, scale);
+                s_att_scores(P, q + qo, qs, k + ko, ks, 0, r0, rb, nk, D, scale);
                 for (int i = 0; i < rb; i++) {
                     int t = r0 + i;
                     float *row = P + (size_t)i * nk;
@@ -595,46 +597,143 @@ void rl_attention_backward_packed(float *dq, float *dk, float *dv, const float *
     s_attention_backward(dq, dk, dv, dout, q, k, v, lse, starts, NULL, B, 0, NH, NKV, D, scratch);
 }
 
-size_t rl_attention_prefill_scratch_floats(int n, int n_ctx) {
-    return (size_t)s_min(n, S_ATT_BLK) * (size_t)n_ctx;
+size_t rl_attention_ldk(int max_len) {
+    return ((size_t)(max_len > 0 ? max_len : 1) + 15) & ~(size_t)15;
 }
 
-void rl_attention_prefill(float *out, const float *q, const float *kcache, const float *vcache,
-                          int pos0, int n, size_t kv_stride, int NH, int NKV, int D,
+size_t rl_attention_prefill_scratch_floats(int n, int n_ctx) {
+    size_t pre = (size_t)s_min(n, S_ATT_BLK) * (size_t)n_ctx, dec = rl_attention_ldk(n_ctx);
+    return pre > dec ? pre : dec;
+}
+
+void rl_attention_prefill(float *out, const float *q, const float *kt, size_t ldk,
+                          const float *vcache, size_t ldv, int pos0, int n, int NH, int NKV, int D,
                           float *scratch) {
     float scale = 1.0f / sqrtf((float)D);
     int grp = NH / NKV;
     for (int h = 0; h < NH; h++) {
         int g = h / grp;
         s_att_fwd(out + (size_t)h * D, NH * D, NULL, q + (size_t)h * D, NH * D,
-                  kcache + (size_t)g * D, vcache + (size_t)g * D, (int)kv_stride, pos0, n, D,
-                  scale, scratch);
+                  kt + (size_t)g * D * ldk, (int)ldk, 1, vcache + (size_t)g * D, (int)ldv, pos0, n,
+                  D, scale, scratch);
     }
 }
 
-void rl_attention_decode(float *out, const float *q, const float *kcache, const float *vcache,
-                         int n_ctx, size_t kv_stride, int NH, int NKV, int D, float *scratch) {
+// 16 floats as one value (a GNU C vector: GCC and clang lower it to one AVX-512 register, two
+// AVX2 or four SSE ones; element-wise IEEE operations, so every width computes the same bits).
+typedef float s_v16 __attribute__((vector_size(64)));
+typedef float s_v16u __attribute__((vector_size(64), aligned(4), may_alias));
+
+// Vector loads and stores of 16 floats at any alignment (macros: a function returning a 64-byte
+// vector has a different ABI per target).
+#define S_LD(p) (*(const s_v16u *)(p))
+#define S_ST(p, x) (*(s_v16u *)(p) = (x))
+typedef int s_v16i __attribute__((vector_size(64)));
+
+// s[16*v + j] = scale * q . K^T[:, 16*v + j] for v < nv (1..4) blocks of 16 keys: nv running
+// sums over d (independent chains). nv is a constant where this is inlined.
+static inline __attribute__((always_inline)) void
+s_scores16(float *s, const float *q, const float *kt, size_t ldk, int D, int nv, float scale) {
+    const s_v16 z = {0}; // z + x: x in every element
+    s_v16 a[4] = {z, z, z, z};
+    for (int d = 0; d < D; d++) {
+        const s_v16 qd = z + q[d];
+        const float *kr = kt + (size_t)d * ldk;
+        for (int v = 0; v < nv; v++) {
+            a[v] += qd * S_LD(kr + 16 * v);
+        }
+    }
+    for (int v = 0; v < nv; v++) {
+        S_ST(s + 16 * v, a[v] * scale);
+    }
+}
+
+// One head of a decode over n keys (nb = ceil(n/16) blocks of 16; s holds 16 nb floats).
+// Scores by s_scores16, the padding past n set to -inf; max and e^(s - max) 16 at a time; the sum
+// in double over four interleaved partial sums; out (D) = p V in blocks of 16 floats, each summed
+// over keys j = 0, 1, 2, 3 (mod 4) apart, then added. Every vector clone does the same additions
+// in the same order.
+S_CLONES static void s_decode_head(float *out, const float *q, const float *kt, size_t ldk,
+                                   const float *v, size_t ldv, int n, int D, float scale,
+                                   float *s) {
+    const int nb = (n + 15) / 16;
+    int b = 0;
+    for (; b + 4 <= nb; b += 4) {
+        s_scores16(s + 16 * b, q, kt + 16 * b, ldk, D, 4, scale);
+    }
+    switch (nb - b) {
+    case 3: s_scores16(s + 16 * b, q, kt + 16 * b, ldk, D, 3, scale); break;
+    case 2: s_scores16(s + 16 * b, q, kt + 16 * b, ldk, D, 2, scale); break;
+    case 1: s_scores16(s + 16 * b, q, kt + 16 * b, ldk, D, 1, scale); break;
+    default: break;
+    }
+    for (int j = n; j < 16 * nb; j++) {
+        s[j] = -INFINITY;
+    }
+    s_v16 m = S_LD(s);
+    for (int k = 1; k < nb; k++) {
+        s_v16 x = S_LD(s + 16 * k);
+        s_v16i gt = x > m;
+        m = (s_v16)(((s_v16i)x & gt) | ((s_v16i)m & ~gt));
+    }
+    float mx = m[0];
+    for (int j = 1; j < 16; j++) {
+        mx = m[j] > mx ? m[j] : mx;
+    }
+    for (int j = 0; j < 16 * nb; j++) { // e^-inf = 0 past n
+        s[j] = rl_expf(s[j] - mx);
+    }
+    double sum4[4] = {0.0, 0.0, 0.0, 0.0};
+    for (int j = 0; j < 16 * nb; j += 4) {
+        for (int k = 0; k < 4; k++) {
+            sum4[k] += s[j + k];
+        }
+    }
+    const float inv = (float)(1.0 / ((sum4[0] + sum4[1]) + (sum4[2] + sum4[3])));
+    for (int j = 0; j < 16 * nb; j++) {
+        s[j] *= inv;
+    }
+    const s_v16 z = {0};
+    int d0 = 0;
+    for (; d0 + 16 <= D; d0 += 16) {
+        s_v16 e0 = z, e1 = z, e2 = z, e3 = z;
+        const float *vd = v + d0;
+        int j = 0;
+        for (; j + 4 <= n; j += 4) {
+            e0 += (z + s[j]) * S_LD(vd + (size_t)j * ldv);
+            e1 += (z + s[j + 1]) * S_LD(vd + (size_t)(j + 1) * ldv);
+            e2 += (z + s[j + 2]) * S_LD(vd + (size_t)(j + 2) * ldv);
+            e3 += (z + s[j + 3]) * S_LD(vd + (size_t)(j + 3) * ldv);
+        }
+        if (j < n) {
+            e0 += (z + s[j]) * S_LD(vd + (size_t)j * ldv);
+        }
+        if (j + 1 < n) {
+            e1 += (z + s[j + 1]) * S_LD(vd + (size_t)(j + 1) * ldv);
+        }
+        if (j + 2 < n) {
+            e2 += (z + s[j + 2]) * S_LD(vd + (size_t)(j + 2) * ldv);
+        }
+        S_ST(out + d0, (e0 + e1) + (e2 + e3));
+    }
+    for (; d0 < D; d0++) {
+        float e[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int j = 0; j < n; j++) {
+            e[j & 3] += s[j] * v[(size_t)j * ldv + d0];
+        }
+        out[d0] = (e[0] + e[1]) + (e[2] + e[3]);
+    }
+}
+
+void rl_attention_decode(float *out, const float *q, const float *kt, size_t ldk,
+                         const float *vcache, size_t ldv, int n_ctx, int NH, int NKV, int D,
+                         float *scratch) {
     float scale = 1.0f / sqrtf((float)D);
     int grp = NH / NKV;
     for (int h = 0; h < NH; h++) {
         int g = h / grp;
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, n_ctx, D, scale, kcache + (size_t)g * D,
-                    (int)kv_stride, q + (size_t)h * D, 1, 0.0f, scratch, 1);
-        float mx = scratch[0];
-        for (int j = 1; j < n_ctx; j++) {
-            mx = scratch[j] > mx ? scratch[j] : mx;
-        }
-        s_exp_shift(scratch, n_ctx, mx);
-        double sum = 0.0;
-        for (int j = 0; j < n_ctx; j++) {
-            sum += scratch[j];
-        }
-        float inv = (float)(1.0 / sum);
-        for (int j = 0; j < n_ctx; j++) {
-            scratch[j] *= inv;
-        }
-        cblas_sgemv(CblasRowMajor, CblasTrans, n_ctx, D, 1.0f, vcache + (size_t)g * D,
-                    (int)kv_stride, scratch, 1, 0.0f, out + (size_t)h * D, 1);
+        s_decode_head(out + (size_t)h * D, q + (size_t)h * D, kt + (size_t)g * D * ldk, ldk,
+                      vcache + (size_t)g * D, ldv, n_ctx, D, scale, scratch);
     }
 }
 
@@ -646,6 +745,13 @@ void rl_attention_decode(float *out, const float *q, const float *kcache, const 
 // for this file), so the results do not depend on the machine's vector width.
 
 S_CLONES void rl_swiglu_forward(float *out, const float *gate, const float *up, size_t N) {
+    if (out == gate) { // in place: a loop of its own, or the vectoriser's overlap check fails
+        for (size_t i = 0; i < N; i++) {
+            float x = out[i];
+            out[i] = (x / (1.0f + rl_expf(-x))) * up[i];
+        }
+        return;
+    }
     for (size_t i = 0; i < N; i++) {
         float x = gate[i], u = up[i];
         out[i] = (x / (1.0f + rl_expf(-x))) * u;

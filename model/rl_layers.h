@@ -148,20 +148,28 @@ void rl_attention_backward_packed(float *dq, float *dk, float *dv, const float *
                                   const float *q, const float *k, const float *v, const float *lse,
                                   const int *starts, int B, int NH, int NKV, int D, float *scratch);
 
-// ---- single-query attention against a KV cache (decode) --------------------------------------
-// out (NH,D) = softmax(scale q_h K_g^T) V_g for each head h (g = h/(NH/NKV)), q (NH,D), over
-// n_ctx >= 1 cached positions: position p's kv head g starts at kcache + p*kv_stride + g*D
-// (likewise vcache); kv_stride >= NKV*D floats. scratch: n_ctx floats. Uses sgemv.
-void rl_attention_decode(float *out, const float *q, const float *kcache, const float *vcache,
-                         int n_ctx, size_t kv_stride, int NH, int NKV, int D, float *scratch);
+// ---- attention against a KV cache (decode and prefill) ----------------------------------------
+// The cache keeps K transposed and V row-major: element d of kv head g at position p is
+// kt[(g*D + d)*ldk + p] and vcache[p*ldv + g*D + d]. ldk is at least the positions' count
+// rounded up to 16 (rl_attention_ldk): decode reads whole blocks of 16 keys, so the values past
+// n_ctx are read (and ignored: they need not be finite). ldv >= NKV*D.
+size_t rl_attention_ldk(int max_len);
+
+// Decode: out (NH,D) = softmax(scale q_h K_g^T) V_g for each head h (g = h/(NH/NKV)), q (NH,D),
+// over n_ctx >= 1 cached positions. Loops over 16-key and 16-float blocks (vector clones), no
+// BLAS: a few dozen keys of a few dozen floats are less work than a BLAS call's overhead.
+// scratch: rl_attention_ldk(n_ctx) floats.
+void rl_attention_decode(float *out, const float *q, const float *kt, size_t ldk,
+                         const float *vcache, size_t ldv, int n_ctx, int NH, int NKV, int D,
+                         float *scratch);
 
 // Prefill: n queries of one sequence at consecutive positions pos0..pos0+n-1, q (n,NH,D), whose
-// K/V rows are already in the cache; query i attends to cached positions 0..pos0+i. out (n,NH,D).
-// Same layout of kcache/vcache as rl_attention_decode. One sgemm per head and block of 64 rows.
+// K/V are already in the cache; query i attends to cached positions 0..pos0+i. out (n,NH,D).
+// One sgemm per head and block of 64 rows for the scores and one for the output.
 // scratch: rl_attention_prefill_scratch_floats(n, pos0 + n) floats.
 size_t rl_attention_prefill_scratch_floats(int n, int n_ctx);
-void rl_attention_prefill(float *out, const float *q, const float *kcache, const float *vcache,
-                          int pos0, int n, size_t kv_stride, int NH, int NKV, int D,
+void rl_attention_prefill(float *out, const float *q, const float *kt, size_t ldk,
+                          const float *vcache, size_t ldv, int pos0, int n, int NH, int NKV, int D,
                           float *scratch);
 
 // ---- SwiGLU ------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@
 #include "rl_err.h"
 #include "rl_layers.h"
 #include "rl_lora.h"
+#include "rl_pool.h"
 #include "rl_rng.h"
 #include "rl_safetensors.h"
 
@@ -68,8 +69,6 @@ typedef struct {
 enum { S_LANES_MAX = 16 };
 // Rows of a step per lane at least (below, a lane's GEMMs are too small to gain).
 enum { S_STEP_LANE_ROWS = 16 };
-// Parameters above which a step runs one lane unless told otherwise (s_step_lanes).
-#define S_STEP_LANES_PARAMS 50000000
 
 struct rl_model {
     rl_hf_config_t cfg;
@@ -123,6 +122,7 @@ struct rl_model {
     int shadow;                     // 1: a lane's shadow (owns only work buffers and gradients)
     int lanes_max;                  // rl_model_set_lanes (0: the BLAS thread count)
     int step_lanes;                 // rl_model_set_step_lanes (0: the BLAS thread count)
+    rl_pool_t *pool;                // the workers of rl_model_step (created on first use)
     int n_lanes;                    // lanes of the last forward (1: no shadows ran)
     int lane_b0[S_LANES_MAX + 1];   // lane k has sequences lane_b0[k]..lane_b0[k+1]-1
     rl_model_t *lanes[S_LANES_MAX]; // [1..] shadows (created on first use)
@@ -139,17 +139,15 @@ struct rl_model {
 struct rl_kvcache {
     const rl_model_t *model;
     int n_slots, max_len;
-    float *k, *v;             // (L, n_slots, max_len, KVD) after k_norm and RoPE; v
+    size_t ldk;               // rl_attention_ldk(max_len)
+    float *k;                 // (L, n_slots, KVD, ldk): K transposed, after k_norm and RoPE
+    float *v;                 // (L, n_slots, max_len, KVD)
     float *rope_cs;           // (max_len, D) RoPE cos and sin of every position (rl_rope_table)
-    // rl_model_step's scratch, grown with n
-    int n_cap, r_cap;         // rows and LoRA rank the scratch was laid out for
+    // rl_model_step's scratch, grown with n: shared rows, and per worker xa and att_scratch
+    int n_cap, r_cap, p_cap; // rows, LoRA rank and workers the scratch was laid out for
     float *work;
-    float *x, *ln, *q, *kk, *vv, *att, *o, *gate, *up, *xa, *hs, *lg, *att_scratch;
-    // lanes of a step (rl_model_set_step_lanes): shadows sharing k, v and rope_cs, with
-    // scratch of their own; lane k has rows lane_row[k]..lane_row[k+1]-1 of the last step
-    int shadow;
-    struct rl_kvcache *lanes[S_LANES_MAX];
-    int lane_row[S_LANES_MAX + 1];
+    float *x, *ln, *q, *kk, *vv, *att, *o, *gate, *up, *hs, *lg;
+    float *xa[S_LANES_MAX], *att_scratch[S_LANES_MAX];
 };
 
 static int s_err(rl_model_t *self, int code, const char *fmt, ...)
@@ -466,6 +464,7 @@ void rl_model_destroy(rl_model_t **self_p) {
     rl_model_t *self = *self_p;
     RL_ASSERT(!self->shadow);
     s_lanes_free(self);
+    rl_pool_destroy(&self->pool);
     free(self->hid);
     rl_lora_destroy(&self->lora);
     rl_st_model_destroy(&self->st);
@@ -1100,6 +1099,7 @@ static rl_model_t *s_shadow_new(rl_model_t *self) {
     *sh = *self;
     sh->shadow = 1;
     sh->st = NULL;
+    sh->pool = NULL;
     sh->param_mem = NULL; // borrowed through params/layers
     sh->work = NULL;
     sh->iwork = NULL;
@@ -1449,9 +1449,10 @@ rl_kvcache_t *rl_kvcache_new(const rl_model_t *model, int n_slots, int max_len) 
     self->model = model;
     self->n_slots = n_slots;
     self->max_len = max_len;
-    size_t n = (size_t)model->L * (size_t)n_slots * (size_t)max_len * (size_t)model->KVD;
-    self->k = calloc(n, sizeof *self->k);
-    self->v = calloc(n, sizeof *self->v);
+    self->ldk = rl_attention_ldk(max_len);
+    size_t n = (size_t)model->L * (size_t)n_slots * (size_t)model->KVD;
+    self->k = calloc(n * self->ldk, sizeof *self->k);
+    self->v = calloc(n * (size_t)max_len, sizeof *self->v);
     self->rope_cs = malloc((size_t)max_len * (size_t)model->D * sizeof *self->rope_cs);
     if (!self->k || !self->v || !self->rope_cs) {
         rl_kvcache_destroy(&self);
@@ -1466,13 +1467,6 @@ void rl_kvcache_destroy(rl_kvcache_t **self_p) {
         return;
     }
     rl_kvcache_t *self = *self_p;
-    for (int k = 1; k < S_LANES_MAX; k++) {
-        if (self->lanes[k]) {
-            free(self->lanes[k]->work);
-            free(self->lanes[k]);
-        }
-    }
-    RL_ASSERT(!self->shadow);
     free(self->k);
     free(self->v);
     free(self->rope_cs);
@@ -1481,9 +1475,14 @@ void rl_kvcache_destroy(rl_kvcache_t **self_p) {
     *self_p = NULL;
 }
 
-// K (or V) of layer l, slot s, position 0: (max_len, KVD).
-static float *s_kv(const rl_kvcache_t *c, float *base, int l, int s) {
-    return base + ((size_t)l * (size_t)c->n_slots + (size_t)s) * (size_t)c->max_len *
+// K^T of layer l, slot s: (KVD, ldk).
+static float *s_kt(const rl_kvcache_t *c, int l, int s) {
+    return c->k + ((size_t)l * (size_t)c->n_slots + (size_t)s) * (size_t)c->model->KVD * c->ldk;
+}
+
+// V of layer l, slot s: (max_len, KVD).
+static float *s_v(const rl_kvcache_t *c, int l, int s) {
+    return c->v + ((size_t)l * (size_t)c->n_slots + (size_t)s) * (size_t)c->max_len *
                       (size_t)c->model->KVD;
 }
 
@@ -1493,29 +1492,40 @@ void rl_kvcache_copy(rl_kvcache_t *self, int dst, int src, int len) {
     if (dst == src || len == 0) {
         return;
     }
-    size_t cnt = (size_t)len * (size_t)self->model->KVD * sizeof(float);
+    const int KVD = self->model->KVD;
     for (int l = 0; l < self->model->L; l++) {
-        memcpy(s_kv(self, self->k, l, dst), s_kv(self, self->k, l, src), cnt);
-        memcpy(s_kv(self, self->v, l, dst), s_kv(self, self->v, l, src), cnt);
+        float *kd = s_kt(self, l, dst);
+        const float *ks = s_kt(self, l, src);
+        for (int e = 0; e < KVD; e++) {
+            memcpy(kd + (size_t)e * self->ldk, ks + (size_t)e * self->ldk,
+                   (size_t)len * sizeof(float));
+        }
+        memcpy(s_v(self, l, dst), s_v(self, l, src), (size_t)len * (size_t)KVD * sizeof(float));
     }
 }
 
-static int s_step_ensure(rl_model_t *model, rl_kvcache_t *c, int n) {
+static int s_step_ensure(rl_model_t *model, rl_kvcache_t *c, int n, int P) {
     const int r = model->lora ? rl_lora_rank(model->lora) : 0;
-    if (c->work && n <= c->n_cap && r <= c->r_cap) {
+    if (c->work && n <= c->n_cap && r <= c->r_cap && P <= c->p_cap) {
         return 0;
     }
     const size_t N = (size_t)n, C = (size_t)model->C, I = (size_t)model->I;
-    const size_t QD = (size_t)model->QD, KVD = (size_t)model->KVD;
-    const size_t R = model->lora ? (size_t)rl_lora_rank(model->lora) : 0;
-    size_t sizes[] = {N * C, N * C, N * QD, N * KVD, N * KVD, N * QD, N * C, N * I, N * I,
-                      N * R, (size_t)s_head_chunk(model->V) * C,
-                      (size_t)s_head_chunk(model->V) * model->V,
-                      rl_attention_prefill_scratch_floats(n, c->max_len)};
-    float **ptrs[] = {&c->x,  &c->ln,   &c->q,  &c->kk, &c->vv, &c->att,        &c->o,
-                      &c->gate, &c->up, &c->xa, &c->hs, &c->lg, &c->att_scratch};
+    const size_t QD = (size_t)model->QD, KVD = (size_t)model->KVD, R = (size_t)r;
+    const size_t HC = (size_t)s_head_chunk(model->V);
+    size_t sizes[9 + 2 * S_LANES_MAX] = {N * C,  N * C, N * QD, N * KVD, N * KVD,
+                                         N * QD, N * C, N * I,  N * I};
+    float **ptrs[9 + 2 * S_LANES_MAX] = {&c->x,   &c->ln, &c->q,    &c->kk, &c->vv,
+                                         &c->att, &c->o,  &c->gate, &c->up};
+    int cnt = 9;
+    sizes[cnt] = HC * C, ptrs[cnt++] = &c->hs;
+    sizes[cnt] = HC * (size_t)model->V, ptrs[cnt++] = &c->lg;
+    for (int k = 0; k < P; k++) {
+        sizes[cnt] = N * R, ptrs[cnt++] = &c->xa[k];
+        sizes[cnt] = rl_attention_prefill_scratch_floats(n, c->max_len);
+        ptrs[cnt++] = &c->att_scratch[k];
+    }
     size_t total = 0;
-    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+    for (int i = 0; i < cnt; i++) {
         total += (sizes[i] + 15) & ~(size_t)15;
     }
     free(c->work);
@@ -1524,60 +1534,20 @@ static int s_step_ensure(rl_model_t *model, rl_kvcache_t *c, int n) {
         return s_err(model, RL_ENOMEM, "out of memory for a step of %d tokens", n);
     }
     size_t off = 0;
-    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+    for (int i = 0; i < cnt; i++) {
         *ptrs[i] = c->work + off;
         off += (sizes[i] + 15) & ~(size_t)15;
     }
     c->n_cap = n;
     c->r_cap = r;
+    c->p_cap = P;
     return 0;
 }
 
-// Final norm and lm_head for the rows of h (n,C) that are wanted, into logits (n,V).
-static void s_step_logits(rl_model_t *self, rl_kvcache_t *c, const float *h, int n,
-                          const unsigned char *want, float *logits) {
-    const int C = self->C, V = self->V;
-    const float eps = self->cfg.rms_norm_eps;
-    if (!want) {
-        rl_rmsnorm_forward(c->ln, NULL, h, self->params.norm, eps, n, C);
-        if (n == 1) {
-            cblas_sgemv(CblasRowMajor, CblasNoTrans, V, C, 1.0f, self->params.lm_head, C, c->ln,
-                        1, 0.0f, logits, 1);
-        } else {
-            rl_logits_forward(logits, c->ln, self->params.lm_head, n, C, V);
-        }
-        return;
-    }
-    // gather wanted rows in chunks: one sgemv for a single row, sgemm for several
-    const int chunk = s_head_chunk(V);
-    int rows[S_HEAD_CHUNK_MAX];
-    int i = 0;
-    while (i < n) {
-        int k = 0;
-        for (; i < n && k < chunk; i++) {
-            if (want[i]) {
-                rows[k] = i;
-                rl_rmsnorm_forward(c->hs + (size_t)k * C, NULL, h + (size_t)i * C,
-                                   self->params.norm, eps, 1, C);
-                k++;
-            }
-        }
-        if (k == 1) {
-            cblas_sgemv(CblasRowMajor, CblasNoTrans, V, C, 1.0f, self->params.lm_head, C, c->hs,
-                        1, 0.0f, logits + (size_t)rows[0] * V, 1);
-        } else if (k > 1) {
-            rl_logits_forward(c->lg, c->hs, self->params.lm_head, k, C, V);
-            for (int j = 0; j < k; j++) {
-                memcpy(logits + (size_t)rows[j] * V, c->lg + (size_t)j * V,
-                       (size_t)V * sizeof(float));
-            }
-        }
-    }
-}
-
-static void s_step_rows(rl_model_t *self, rl_kvcache_t *cache, const int32_t *tokens,
-                        const int *slots, const int *pos, int n, const unsigned char *want,
-                        float *logits);
+// ---- the workers of a step (rl_model_set_step_lanes)
+// A step's P workers split every matmul by output columns (each packs only its share of the
+// weights, as multi-threaded BLAS does) and the row-wise work (norms, RoPE, attention) by rows,
+// meeting at a barrier between the two kinds.
 
 typedef struct {
     rl_model_t *m;
@@ -1587,67 +1557,223 @@ typedef struct {
     int n;
     const unsigned char *want;
     float *logits;
-} s_step_job_t;
+    int distinct;     // every row in a slot of its own: a row's attention reads only its own K/V
+    int P;            // workers that run
+    rl_barrier_t bar; // for the P workers
+} s_step_t;
 
-static void *s_step_job(void *arg) {
-    s_step_job_t *j = arg;
-    s_step_rows(j->m, j->c, j->tokens, j->slots, j->pos, j->n, j->want, j->logits);
-    return NULL;
+// Worker k's share [*a, *b) of n items: rows (align 1), or columns aligned to 16 floats.
+static void s_share(int n, int k, int P, int align, int *a, int *b) {
+    int64_t u = ((int64_t)n + align - 1) / align; // units
+    *a = (int)(u * k / P) * align;
+    *b = (int)(u * (k + 1) / P) * align;
+    *a = *a < n ? *a : n;
+    *b = *b < n ? *b : n;
 }
 
-// Lanes of a step (rl_model_set_step_lanes): the rows split into runs of whole slots (slots in
-// non-decreasing order, so that no slot's rows, whose attention reads each other's K and V,
-// land in two lanes), about equal in rows; each lane a scratch-only shadow of the cache. 1 when
-// off, for a sharded model, when the rows are few or the slots unsorted, or when a shadow
-// cannot be allocated (fewer lanes).
-static int s_step_lanes(rl_model_t *self, rl_kvcache_t *cache, const int *slots, int n) {
+// Columns c0..c1-1 of module m of layer l: out (n, ldo) gets inp (n,IC) W[c0:c1]^T + bias[c0:c1]
+// + the LoRA branch (no dropout; xa (n,R) is this worker's). Over all columns (one worker) this
+// is s_proj's sequence of calls.
+static void s_proj_cols(rl_model_t *self, int l, int m, float *out, int ldo, float *xa,
+                        const float *inp, const float *W, const float *bias, int n, int IC, int c0,
+                        int c1) {
+    const int w = c1 - c0;
+    if (w <= 0) {
+        return;
+    }
+    float *o = out + c0;
+    const float *Wc = W + (size_t)c0 * IC;
+    if (n == 1) {
+        if (bias) {
+            memcpy(o, bias + c0, (size_t)w * sizeof *o);
+        }
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, w, IC, 1.0f, Wc, IC, inp, 1, bias ? 1.0f : 0.0f, o,
+                    1);
+    } else {
+        for (int i = 0; bias && i < n; i++) {
+            memcpy(o + (size_t)i * ldo, bias + c0, (size_t)w * sizeof *o);
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, w, IC, 1.0f, inp, IC, Wc, IC,
+                    bias ? 1.0f : 0.0f, o, ldo);
+    }
+    if (m < 0 || !s_lora_on(self, m)) { // m -1: the vocabulary head
+        return;
+    }
+    const rl_lora_t *lo = self->lora;
+    const int R = rl_lora_rank(lo);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, R, IC, 1.0f, inp, IC,
+                rl_lora_A(lo, l, m), IC, 0.0f, xa, R);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, w, R, rl_lora_scale(lo), xa, R,
+                rl_lora_B(lo, l, m) + (size_t)c0 * R, R, 1.0f, o, ldo);
+}
+
+// Final norm and lm_head: logits (n,V) of every row, or of the rows where want[i] != 0.
+static void s_step_logits(s_step_t *s, int k, const float *h) {
+    rl_model_t *self = s->m;
+    rl_kvcache_t *c = s->c;
+    const int C = self->C, V = self->V, n = s->n, P = s->P;
+    const float eps = self->cfg.rms_norm_eps, *W = self->params.lm_head;
+    int r0, r1, v0, v1;
+    s_share(n, k, P, 1, &r0, &r1);
+    s_share(V, k, P, 16, &v0, &v1);
+    if (!s->want) {
+        rl_rmsnorm_forward(c->ln + (size_t)r0 * C, NULL, h + (size_t)r0 * C, self->params.norm, eps,
+                           r1 - r0, C);
+        rl_barrier_wait(&s->bar);
+        s_proj_cols(self, 0, -1, s->logits, V, NULL, c->ln, W, NULL, n, C, v0, v1);
+        return;
+    }
+    // the wanted rows in chunks: one sgemv for a single row, sgemm for several
+    const int chunk = s_head_chunk(V);
+    int rows[S_HEAD_CHUNK_MAX];
+    for (int i = 0; i < n;) {
+        int cnt = 0;
+        for (; i < n && cnt < chunk; i++) {
+            if (s->want[i]) {
+                rows[cnt++] = i;
+            }
+        }
+        if (cnt == 0) {
+            break;
+        }
+        int j0, j1;
+        s_share(cnt, k, P, 1, &j0, &j1);
+        for (int j = j0; j < j1; j++) {
+            rl_rmsnorm_forward(c->hs + (size_t)j * C, NULL, h + (size_t)rows[j] * C,
+                               self->params.norm, eps, 1, C);
+        }
+        rl_barrier_wait(&s->bar);
+        if (cnt == 1) {
+            s_proj_cols(self, 0, -1, s->logits + (size_t)rows[0] * V, V, NULL, c->hs, W, NULL, 1, C,
+                        v0, v1);
+        } else {
+            s_proj_cols(self, 0, -1, c->lg, V, NULL, c->hs, W, NULL, cnt, C, v0, v1);
+            rl_barrier_wait(&s->bar);
+            for (int j = j0; j < j1; j++) {
+                memcpy(s->logits + (size_t)rows[j] * V, c->lg + (size_t)j * V,
+                       (size_t)V * sizeof(float));
+            }
+        }
+        rl_barrier_wait(&s->bar); // hs and lg are free for the next chunk
+    }
+}
+
+// Worker k of a step (all of the work when P = 1): checked, scratch ready.
+static void s_step_work(s_step_t *s, int k) {
+    rl_model_t *self = s->m;
+    rl_kvcache_t *cache = s->c;
+    const int C = self->C, I = self->I, NH = self->NH, NKV = self->NKV, D = self->D;
+    const int QD = self->QD, KVD = self->KVD, n = s->n, P = s->P;
+    const int *slots = s->slots, *pos = s->pos;
+    const float eps = self->cfg.rms_norm_eps;
+    float *x = cache->x, *ln = cache->ln, *q = cache->q, *kk = cache->kk, *v = cache->vv;
+    float *att = cache->att, *o = cache->o, *gate = cache->gate, *up = cache->up;
+    float *xa = cache->xa[k], *scratch = cache->att_scratch[k];
+    int r0, r1, nr;
+    s_share(n, k, P, 1, &r0, &r1);
+    nr = r1 - r0;
+    int cq[2], ck[2], cc[2], ci[2]; // this worker's columns of QD, KVD, C and I
+    s_share(QD, k, P, 16, &cq[0], &cq[1]);
+    s_share(KVD, k, P, 16, &ck[0], &ck[1]);
+    s_share(C, k, P, 16, &cc[0], &cc[1]);
+    s_share(I, k, P, 16, &ci[0], &ci[1]);
+
+    rl_embedding_forward(x + (size_t)r0 * C, s->tokens + r0, self->params.embed_tokens, nr, C);
+    for (int l = 0; l < self->L; l++) {
+        const rl_layer_params_t *w = &self->layers[l];
+        rl_rmsnorm_forward(ln + (size_t)r0 * C, NULL, x + (size_t)r0 * C, w->input_layernorm, eps,
+                           nr, C);
+        rl_barrier_wait(&s->bar);
+        s_proj_cols(self, l, S_Q, q, QD, xa, ln, w->q_proj, w->q_bias, n, C, cq[0], cq[1]);
+        s_proj_cols(self, l, S_K, kk, KVD, xa, ln, w->k_proj, w->k_bias, n, C, ck[0], ck[1]);
+        s_proj_cols(self, l, S_V, v, KVD, xa, ln, w->v_proj, w->v_bias, n, C, ck[0], ck[1]);
+        rl_barrier_wait(&s->bar);
+        float *qr = q + (size_t)r0 * QD, *kr = kk + (size_t)r0 * KVD;
+        if (self->cfg.qk_norm) {
+            rl_rmsnorm_forward(qr, NULL, qr, w->q_norm, eps, nr * NH, D);
+            rl_rmsnorm_forward(kr, NULL, kr, w->k_norm, eps, nr * NKV, D);
+        }
+        rl_rope_forward_table(qr, qr, cache->rope_cs, pos + r0, nr, NH, D);
+        rl_rope_forward_table(kr, kr, cache->rope_cs, pos + r0, nr, NKV, D);
+        for (int i = r0; i < r1; i++) {
+            float *kt = s_kt(cache, l, slots[i]) + pos[i];
+            const float *ki = kk + (size_t)i * KVD;
+            for (int e = 0; e < KVD; e++) {
+                kt[(size_t)e * cache->ldk] = ki[e];
+            }
+            memcpy(s_v(cache, l, slots[i]) + (size_t)pos[i] * KVD, v + (size_t)i * KVD,
+                   (size_t)KVD * sizeof(float));
+        }
+        // every row's k/v is in the cache before any attends (unless rows have slots of their
+        // own), so a prefill row sees the rows before it. A run of rows i..j-1 of one slot at
+        // consecutive positions (a prompt prefill) attends with blocked sgemm
+        // (rl_attention_prefill); a lone row (decode) with rl_attention_decode. Either way row i
+        // sees the slot's cache 0..pos[i].
+        if (!s->distinct) {
+            rl_barrier_wait(&s->bar);
+        }
+        for (int i = r0, j; i < r1; i = j) {
+            for (j = i + 1; j < r1 && slots[j] == slots[i] && pos[j] == pos[j - 1] + 1; j++) {
+            }
+            const float *kt = s_kt(cache, l, slots[i]), *vc = s_v(cache, l, slots[i]);
+            if (j - i == 1) {
+                rl_attention_decode(att + (size_t)i * QD, q + (size_t)i * QD, kt, cache->ldk, vc,
+                                    (size_t)KVD, pos[i] + 1, NH, NKV, D, scratch);
+            } else {
+                rl_attention_prefill(att + (size_t)i * QD, q + (size_t)i * QD, kt, cache->ldk, vc,
+                                     (size_t)KVD, pos[i], j - i, NH, NKV, D, scratch);
+            }
+        }
+        rl_barrier_wait(&s->bar);
+        s_proj_cols(self, l, S_O, o, C, xa, att, w->o_proj, w->o_bias, n, QD, cc[0], cc[1]);
+        for (int i = 0; i < n && cc[1] > cc[0]; i++) {
+            float *xi = x + (size_t)i * C + cc[0];
+            rl_residual_forward(xi, xi, o + (size_t)i * C + cc[0], (size_t)(cc[1] - cc[0]));
+        }
+        rl_barrier_wait(&s->bar);
+        rl_rmsnorm_forward(ln + (size_t)r0 * C, NULL, x + (size_t)r0 * C,
+                           w->post_attention_layernorm, eps, nr, C);
+        rl_barrier_wait(&s->bar);
+        s_proj_cols(self, l, S_GATE, gate, I, xa, ln, w->gate_proj, w->gate_bias, n, C, ci[0],
+                    ci[1]);
+        s_proj_cols(self, l, S_UP, up, I, xa, ln, w->up_proj, w->up_bias, n, C, ci[0], ci[1]);
+        for (int i = 0; i < n && ci[1] > ci[0]; i++) {
+            float *g = gate + (size_t)i * I + ci[0];
+            rl_swiglu_forward(g, g, up + (size_t)i * I + ci[0], (size_t)(ci[1] - ci[0]));
+        }
+        rl_barrier_wait(&s->bar);
+        s_proj_cols(self, l, S_DOWN, o, C, xa, gate, w->down_proj, w->down_bias, n, I, cc[0],
+                    cc[1]);
+        for (int i = 0; i < n && cc[1] > cc[0]; i++) {
+            float *xi = x + (size_t)i * C + cc[0];
+            rl_residual_forward(xi, xi, o + (size_t)i * C + cc[0], (size_t)(cc[1] - cc[0]));
+        }
+        rl_barrier_wait(&s->bar);
+    }
+    if (s->logits) {
+        s_step_logits(s, k, x);
+    }
+}
+
+// Workers of a step: rl_model_set_step_lanes's count (default the BLAS thread count), at most
+// one per S_STEP_LANE_ROWS rows; 1 for a sharded model.
+static int s_step_workers(const rl_model_t *self, int n) {
     if (self->opts.sharded) {
         return 1;
     }
-    // by default only below S_STEP_LANES_PARAMS parameters: each lane packs every weight matrix
-    // for its own GEMMs, which a small model's serial work (attention, norms, SwiGLU) repays
-    // and a large one's does not (measured: batch-64 decode 62% -> 70% of sgemm at 10M, 89%
-    // -> 74% at 100M)
-    int P = self->step_lanes > 0                                   ? self->step_lanes
-            : rl_hf_param_count(&self->cfg) <= S_STEP_LANES_PARAMS ? openblas_get_num_threads()
-                                                                   : 1;
+    int P = self->step_lanes > 0 ? self->step_lanes : openblas_get_num_threads();
     P = P < S_LANES_MAX ? P : S_LANES_MAX;
     P = P < n / S_STEP_LANE_ROWS ? P : n / S_STEP_LANE_ROWS;
-    cache->lane_row[0] = 0;
-    cache->lane_row[1] = n;
-    if (P < 2) {
-        return 1;
+    return P > 1 ? P : 1;
+}
+
+// One worker of a step (rl_pool_run's job), with one-thread BLAS set by the caller.
+static void s_step_job(void *arg, int k, int P) {
+    s_step_t *s = arg;
+    if (k == 0) {
+        RL_ASSERT(P == s->P);
     }
-    for (int i = 1; i < n; i++) {
-        if (slots[i] < slots[i - 1]) {
-            return 1;
-        }
-    }
-    int got = 1;
-    for (int k = 1; k < P; k++) {
-        int i = (int)((int64_t)n * k / P);
-        while (i < n && i > cache->lane_row[got - 1] && slots[i] == slots[i - 1]) {
-            i++;
-        }
-        if (i <= cache->lane_row[got - 1] || i >= n) {
-            continue;
-        }
-        if (!cache->lanes[got]) {
-            rl_kvcache_t *sh = calloc(1, sizeof *sh);
-            if (!sh) {
-                break;
-            }
-            *sh = *cache;
-            sh->shadow = 1;
-            sh->work = NULL;
-            sh->n_cap = sh->r_cap = 0;
-            memset(sh->lanes, 0, sizeof sh->lanes);
-            cache->lanes[got] = sh;
-        }
-        cache->lane_row[got++] = i;
-    }
-    cache->lane_row[got] = n;
-    return got;
+    s_step_work(s, k);
 }
 
 int rl_model_step(rl_model_t *self, rl_kvcache_t *cache, const int32_t *tokens, const int *slots,
@@ -1676,93 +1802,39 @@ int rl_model_step(rl_model_t *self, rl_kvcache_t *cache, const int32_t *tokens, 
                          pos[i], i, cache->max_len);
         }
     }
-    const int P = s_step_lanes(self, cache, slots, n);
-    for (int k = 0; k < P; k++) {
-        rl_kvcache_t *c = k ? cache->lanes[k] : cache;
-        int rc = s_step_ensure(self, c, cache->lane_row[k + 1] - cache->lane_row[k]);
-        if (rc) {
-            return rc;
-        }
+    s_step_t s = {.m = self,
+                  .c = cache,
+                  .tokens = tokens,
+                  .slots = slots,
+                  .pos = pos,
+                  .n = n,
+                  .want = want,
+                  .logits = logits,
+                  .P = s_step_workers(self, n)};
+    s.distinct = 1; // slots in increasing order (a batched decode's rows) are distinct
+    for (int i = 1; i < n && s.distinct; i++) {
+        s.distinct = slots[i] > slots[i - 1];
     }
-    if (P == 1) {
-        s_step_rows(self, cache, tokens, slots, pos, n, want, logits);
+    if (s.P > 1 && !self->pool && !(self->pool = rl_pool_new())) {
+        s.P = 1;
+    }
+    if (s.P > 1) { // fewer when a thread cannot start
+        s.P = rl_pool_reserve(self->pool, s.P);
+    }
+    int rc = s_step_ensure(self, cache, n, s.P);
+    if (rc) {
+        return rc;
+    }
+    rl_barrier_init(&s.bar, s.P);
+    if (s.P == 1) {
+        s_step_work(&s, 0);
         return 0;
     }
-    s_step_job_t jobs[S_LANES_MAX];
-    for (int k = 0; k < P; k++) {
-        int r0 = cache->lane_row[k];
-        jobs[k] = (s_step_job_t){self,
-                                 k ? cache->lanes[k] : cache,
-                                 tokens + r0,
-                                 slots + r0,
-                                 pos + r0,
-                                 cache->lane_row[k + 1] - r0,
-                                 want ? want + r0 : NULL,
-                                 logits ? logits + (size_t)r0 * self->V : NULL};
-    }
-    s_run_lanes(s_step_job, jobs, sizeof *jobs, P);
+    const int blas = openblas_get_num_threads();
+    openblas_set_num_threads(1);
+    rl_pool_run(self->pool, s_step_job, &s, s.P);
+    openblas_set_num_threads(blas);
     return 0;
-}
-
-// The rows of one lane of a step (all of them without lanes): checked, scratch ready.
-static void s_step_rows(rl_model_t *self, rl_kvcache_t *cache, const int32_t *tokens,
-                        const int *slots, const int *pos, int n, const unsigned char *want,
-                        float *logits) {
-    const int C = self->C, I = self->I, NH = self->NH, NKV = self->NKV, D = self->D;
-    const int QD = self->QD, KVD = self->KVD;
-    const float eps = self->cfg.rms_norm_eps;
-    float *x = cache->x, *ln = cache->ln, *q = cache->q, *k = cache->kk, *v = cache->vv;
-    float *att = cache->att, *o = cache->o, *gate = cache->gate, *up = cache->up;
-
-    rl_embedding_forward(x, tokens, self->params.embed_tokens, n, C);
-    for (int l = 0; l < self->L; l++) {
-        const rl_layer_params_t *w = &self->layers[l];
-        rl_rmsnorm_forward(ln, NULL, x, w->input_layernorm, eps, n, C);
-        s_proj(self, l, S_Q, q, cache->xa, ln, w->q_proj, w->q_bias, n, C, QD, 0);
-        s_proj(self, l, S_K, k, cache->xa, ln, w->k_proj, w->k_bias, n, C, KVD, 0);
-        s_proj(self, l, S_V, v, cache->xa, ln, w->v_proj, w->v_bias, n, C, KVD, 0);
-        if (self->cfg.qk_norm) {
-            rl_rmsnorm_forward(q, NULL, q, w->q_norm, eps, n * NH, D);
-            rl_rmsnorm_forward(k, NULL, k, w->k_norm, eps, n * NKV, D);
-        }
-        rl_rope_forward_table(q, q, cache->rope_cs, pos, n, NH, D);
-        rl_rope_forward_table(k, k, cache->rope_cs, pos, n, NKV, D);
-        // every row's k/v enters the cache first, so a prefill row sees the rows before it
-        for (int i = 0; i < n; i++) {
-            size_t at = (size_t)pos[i] * KVD;
-            memcpy(s_kv(cache, cache->k, l, slots[i]) + at, k + (size_t)i * KVD,
-                   (size_t)KVD * sizeof(float));
-            memcpy(s_kv(cache, cache->v, l, slots[i]) + at, v + (size_t)i * KVD,
-                   (size_t)KVD * sizeof(float));
-        }
-        // a run of rows i..j-1 of one slot at consecutive positions (a prompt prefill) attends
-        // with blocked sgemm (rl_attention_prefill); a lone row (decode) with sgemv. Either way
-        // row i sees the slot's cache 0..pos[i], which now holds this call's rows too.
-        for (int i = 0, j; i < n; i = j) {
-            for (j = i + 1; j < n && slots[j] == slots[i] && pos[j] == pos[j - 1] + 1; j++) {
-            }
-            const float *kc = s_kv(cache, cache->k, l, slots[i]);
-            const float *vc = s_kv(cache, cache->v, l, slots[i]);
-            if (j - i == 1) {
-                rl_attention_decode(att + (size_t)i * QD, q + (size_t)i * QD, kc, vc, pos[i] + 1,
-                                    (size_t)KVD, NH, NKV, D, cache->att_scratch);
-            } else {
-                rl_attention_prefill(att + (size_t)i * QD, q + (size_t)i * QD, kc, vc, pos[i],
-                                     j - i, (size_t)KVD, NH, NKV, D, cache->att_scratch);
-            }
-        }
-        s_proj(self, l, S_O, o, cache->xa, att, w->o_proj, w->o_bias, n, QD, C, 0);
-        rl_residual_forward(x, x, o, (size_t)n * C);
-        rl_rmsnorm_forward(ln, NULL, x, w->post_attention_layernorm, eps, n, C);
-        s_proj(self, l, S_GATE, gate, cache->xa, ln, w->gate_proj, w->gate_bias, n, C, I, 0);
-        s_proj(self, l, S_UP, up, cache->xa, ln, w->up_proj, w->up_bias, n, C, I, 0);
-        rl_swiglu_forward(gate, gate, up, (size_t)n * I);
-        s_proj(self, l, S_DOWN, o, cache->xa, gate, w->down_proj, w->down_bias, n, I, C, 0);
-        rl_residual_forward(x, x, o, (size_t)n * C);
-    }
-    if (logits) {
-        s_step_logits(self, cache, x, n, want, logits);
-    }
 }
 
 // ---------------------------------------------------------------------------------------------

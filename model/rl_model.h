@@ -158,11 +158,13 @@ int rl_model_forward(rl_model_t *self, const int32_t *tokens, const int *lengths
 // lane. A sharded model (opts.sharded) always runs one. Results depend on P only through the
 // order of the gradient sum (lane 0 + lane 1 + ...) and on the rows each sgemm call sees.
 void rl_model_set_lanes(rl_model_t *self, int n);
-// The same for rl_model_step: a step's rows split into n lanes of whole slots when the rows are
-// sorted by slot and each lane gets at least 16 (a batched decode; a prefill of one prompt is
-// one lane). n = 0 (default): the BLAS thread count for models of at most 50M parameters, one
-// lane above (every lane packs every weight matrix: measured slower at 100M); 1: one lane. Each
-// row's logits are those of one lane: lanes change which rows share an sgemm call, nothing else.
+// The workers of rl_model_step: n threads (the caller and a pool the model keeps, rl_pool.h) split
+// every matmul of a step by output columns (each packs only its share of the weights, as
+// multi-threaded BLAS does) and the row-wise work (norms, RoPE, attention) by rows, with
+// one-thread BLAS and a barrier between the two kinds. At most one worker per 16 rows (a batched
+// decode; a prefill of one prompt or a single row runs on the BLAS threads). n = 0 (default):
+// the BLAS thread count; 1: no workers. A sharded model runs none. A row's logits depend on n
+// only through which columns share an sgemm call.
 void rl_model_set_step_lanes(rl_model_t *self, int n);
 
 // The final norm's output (B*T, C) of the last successful forward (with or without logp): row
@@ -202,7 +204,8 @@ float *rl_model_logits(rl_model_t *self);
 // ---- cached forward for sampling ----------------------------------------------------------------
 // A KV cache with n_slots independent sequences of up to max_len tokens each.
 typedef struct rl_kvcache rl_kvcache_t;
-// Holds L * n_slots * max_len * NKV*D floats for K and as many for V (K after k_norm and RoPE).
+// Holds L * n_slots * NKV*D * ldk floats for K (transposed, after k_norm and RoPE; ldk = max_len
+// rounded up to 16) and L * n_slots * max_len * NKV*D for V.
 // The model must outlive the cache. caller owns result; free with rl_kvcache_destroy. NULL on
 // allocation failure or n_slots/max_len < 1.
 rl_kvcache_t *rl_kvcache_new(const rl_model_t *model, int n_slots, int max_len);

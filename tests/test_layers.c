@@ -621,22 +621,27 @@ static void test_attention(rng_t *r) {
     rl_attention_forward(out2, NULL, q, k, v, LENS, B, T, NH, NKV, D, scratch);
     CHECK(memcmp(out, out2, sizeof(float) * QN) == 0);
 
-    // decode: one query against a cache with a row stride larger than NKV*D equals the full
-    // attention's row t of sequence 0 (it attends to keys 0..t).
-    const size_t stride = NKV * D + 5;
-    float *kc = fal(T * stride), *vc = fal(T * stride), *dec = fal(NH * D);
-    float *sc = fal(T);
+    // decode: one query against a cache (K transposed with ldk > T, V with a row stride larger
+    // than NKV*D) equals the reference and the full attention's row t of sequence 0 (it attends
+    // to keys 0..t). The cache past t holds NaN: decode reads it and must ignore it.
+    const size_t stride = NKV * D + 5, ldk = rl_attention_ldk(T) + 16;
+    float *kc = fal(NKV * D * ldk), *vc = fal(T * stride), *dec = fal(NH * D);
+    float *sc = fal(rl_attention_ldk(T));
     double *kcd = dal(T * stride), *vcd = dal(T * stride), *decd = dal(NH * D);
+    for (size_t i = 0; i < NKV * D * ldk; i++) {
+        kc[i] = NAN;
+    }
     for (int j = 0; j < T; j++) {
         for (int e = 0; e < NKV * D; e++) {
-            kc[j * stride + e] = k[j * NKV * D + e];
+            kc[e * ldk + j] = k[j * NKV * D + e];
             vc[j * stride + e] = v[j * NKV * D + e];
-            kcd[j * stride + e] = kc[j * stride + e];
+            kcd[j * stride + e] = kc[e * ldk + j];
             vcd[j * stride + e] = vc[j * stride + e];
         }
     }
     for (int t = 0; t < T; t++) {
-        rl_attention_decode(dec, q + (size_t)t * NH * D, kc, vc, t + 1, stride, NH, NKV, D, sc);
+        rl_attention_decode(dec, q + (size_t)t * NH * D, kc, ldk, vc, stride, t + 1, NH, NKV, D,
+                            sc);
         double qq[NH * D];
         for (int e = 0; e < NH * D; e++) {
             qq[e] = q[(size_t)t * NH * D + e];
@@ -653,6 +658,44 @@ static void test_attention(rng_t *r) {
     free(q), free(k), free(v), free(out), free(lse), free(dout), free(dq), free(dk), free(dv);
     free(scratch), free(qd), free(kd), free(vd), free(outd), free(lsed), free(doutd), free(dqd);
     free(dkd), free(dvd);
+}
+
+// Decode with head_dim 40 (two 16-float blocks and a tail of 8), 3 query heads per kv head, and
+// contexts of 1..37 keys (partial key blocks): against the double reference, the cache past
+// n_ctx NaN.
+static void test_attention_decode_blocks(rng_t *r) {
+    printf("attention decode, 16-wide blocks\n");
+    enum { DT = 37, DNH = 6, DNKV = 2, DD = 40, KVW = DNKV * DD };
+    const size_t ldk = rl_attention_ldk(DT), ldv = KVW + 3;
+    float *kt = fal(KVW * ldk), *vc = fal(DT * ldv), *q = fal(DNH * DD), *out = fal(DNH * DD);
+    float *sc = fal(rl_attention_ldk(DT));
+    double *kd = dal(DT * ldv), *vd = dal(DT * ldv), *qd = dal(DNH * DD), *outd = dal(DNH * DD);
+    fill2(r, vc, vd, DT * ldv, 1.0);
+    fill2(r, q, qd, DNH * DD, 2.0);
+    for (int j = 0; j < DT; j++) {
+        for (int e = 0; e < KVW; e++) {
+            kt[e * ldk + j] = (float)(2.0 * rnd(r));
+            kd[j * ldv + e] = kt[e * ldk + j];
+        }
+    }
+    for (int n = 1; n <= DT; n++) {
+        for (int e = 0; e < KVW; e++) {
+            for (size_t j = (size_t)n; j < ldk; j++) {
+                kt[e * ldk + j] = NAN;
+            }
+        }
+        rl_attention_decode(out, q, kt, ldk, vc, ldv, n, DNH, DNKV, DD, sc);
+        rl_attention_decode_ref(outd, qd, kd, vd, n, ldv, DNH, DNKV, DD);
+        char name[48];
+        snprintf(name, sizeof name, "decode D=40 n_ctx=%d", n);
+        s_cmp(name, out, outd, DNH * DD, TOL_FAST);
+        for (int e = 0; e < KVW; e++) { // restore the next key
+            if (n < DT) {
+                kt[e * ldk + n] = (float)kd[n * ldv + e];
+            }
+        }
+    }
+    free(kt), free(vc), free(q), free(out), free(sc), free(kd), free(vd), free(qd), free(outd);
 }
 
 // Long sequences: several 64-row blocks (and a partial one) in forward, backward and prefill.
@@ -679,18 +722,27 @@ static void test_attention_long(rng_t *r) {
     s_cmp("attention T=150 bwd dq", dq, dqd, qn, TOL_FAST);
     s_cmp("attention T=150 bwd dk", dk, dkd, kn, TOL_FAST);
     s_cmp("attention T=150 bwd dv", dv, dvd, kn, TOL_FAST);
-    // prefill of sequence 0 from position 0 and from position 20 (k/v of sequence 0 are a
-    // contiguous cache with stride NKV*D): equals the full attention's rows
+    // prefill of sequence 0 from position 0 and from position 20 (K of sequence 0 transposed
+    // into a cache, v of sequence 0 a cache with stride NKV*D): equals the full attention's rows
     const int starts[2] = {0, 20};
+    const size_t ldk = rl_attention_ldk(LT);
+    float *kt = fal(NKV * D * ldk);
+    for (int j = 0; j < LT; j++) {
+        for (int e = 0; e < NKV * D; e++) {
+            kt[e * ldk + j] = k[j * NKV * D + e];
+        }
+    }
     for (int s = 0; s < 2; s++) {
         int p0 = starts[s], n = LT - p0;
         float *pre = fal((size_t)n * NH * D);
         float *ps = fal(rl_attention_prefill_scratch_floats(n, p0 + n));
-        rl_attention_prefill(pre, q + (size_t)p0 * NH * D, k, v, p0, n, NKV * D, NH, NKV, D, ps);
+        rl_attention_prefill(pre, q + (size_t)p0 * NH * D, kt, ldk, v, NKV * D, p0, n, NH, NKV, D,
+                             ps);
         s_cmp(s == 0 ? "prefill pos0=0 n=150" : "prefill pos0=20 n=130", pre,
               outd + (size_t)p0 * NH * D, (size_t)n * NH * D, TOL_FAST);
         free(pre), free(ps);
     }
+    free(kt);
     free(q), free(k), free(v), free(out), free(lse), free(dout), free(dq), free(dk), free(dv);
     free(scratch), free(qd), free(kd), free(vd), free(outd), free(lsed), free(doutd), free(dqd);
     free(dkd), free(dvd);
@@ -965,6 +1017,7 @@ int main(void) {
     test_rope(&r);
     test_attention(&r);
     test_attention_long(&r);
+    test_attention_decode_blocks(&r);
     test_swiglu(&r);
     test_logprob(&r);
     test_fast_paths(&r);
