@@ -602,7 +602,7 @@ size_t rl_attention_ldk(int max_len) {
 }
 
 size_t rl_attention_prefill_scratch_floats(int n, int n_ctx) {
-    size_t pre = (size_t)s_min(n, S_ATT_BLK) * (size_t)n_ctx, dec = rl_attention_ldk(n_ctx);
+    size_t pre = (size_t)s_min(n, S_ATT_BLK) * (size_t)n_ctx, dec = 2 * rl_attention_ldk(n_ctx);
     return pre > dec ? pre : dec;
 }
 
@@ -630,43 +630,33 @@ typedef float s_v16u __attribute__((vector_size(64), aligned(4), may_alias));
 #define S_ST(p, x) (*(s_v16u *)(p) = (x))
 typedef int s_v16i __attribute__((vector_size(64)));
 
-// s[16*v + j] = scale * q . K^T[:, 16*v + j] for v < nv (1..4) blocks of 16 keys: nv running
-// sums over d (independent chains). nv is a constant where this is inlined.
-static inline __attribute__((always_inline)) void
-s_scores16(float *s, const float *q, const float *kt, size_t ldk, int D, int nv, float scale) {
+// For heads h < nh (1 or 2) of one kv head: s[h*ls + 16*v + j] = scale * q_h . K^T[:, 16*v + j]
+// for v < nv (1..4) blocks of 16 keys, q_h at q + h*D: nh*nv running sums over d (independent
+// chains; the heads share each load of K). nh and nv are constants where this is inlined.
+static inline __attribute__((always_inline)) void s_scores16(float *s, size_t ls, const float *q,
+                                                             const float *kt, size_t ldk, int D,
+                                                             int nh, int nv, float scale) {
     const s_v16 z = {0}; // z + x: x in every element
-    s_v16 a[4] = {z, z, z, z};
+    s_v16 a[2][4] = {{z, z, z, z}, {z, z, z, z}};
     for (int d = 0; d < D; d++) {
-        const s_v16 qd = z + q[d];
         const float *kr = kt + (size_t)d * ldk;
         for (int v = 0; v < nv; v++) {
-            a[v] += qd * S_LD(kr + 16 * v);
+            const s_v16 k = S_LD(kr + 16 * v);
+            for (int h = 0; h < nh; h++) {
+                a[h][v] += (z + q[(size_t)h * D + d]) * k;
+            }
         }
     }
-    for (int v = 0; v < nv; v++) {
-        S_ST(s + 16 * v, a[v] * scale);
+    for (int h = 0; h < nh; h++) {
+        for (int v = 0; v < nv; v++) {
+            S_ST(s + h * ls + 16 * v, a[h][v] * scale);
+        }
     }
 }
 
-// One head of a decode over n keys (nb = ceil(n/16) blocks of 16; s holds 16 nb floats).
-// Scores by s_scores16, the padding past n set to -inf; max and e^(s - max) 16 at a time; the sum
-// in double over four interleaved partial sums; out (D) = p V in blocks of 16 floats, each summed
-// over keys j = 0, 1, 2, 3 (mod 4) apart, then added. Every vector clone does the same additions
-// in the same order.
-S_CLONES static void s_decode_head(float *out, const float *q, const float *kt, size_t ldk,
-                                   const float *v, size_t ldv, int n, int D, float scale,
-                                   float *s) {
-    const int nb = (n + 15) / 16;
-    int b = 0;
-    for (; b + 4 <= nb; b += 4) {
-        s_scores16(s + 16 * b, q, kt + 16 * b, ldk, D, 4, scale);
-    }
-    switch (nb - b) {
-    case 3: s_scores16(s + 16 * b, q, kt + 16 * b, ldk, D, 3, scale); break;
-    case 2: s_scores16(s + 16 * b, q, kt + 16 * b, ldk, D, 2, scale); break;
-    case 1: s_scores16(s + 16 * b, q, kt + 16 * b, ldk, D, 1, scale); break;
-    default: break;
-    }
+// Softmax of the first n of s in place (nb = ceil(n/16) blocks; the padding past n set to -inf
+// first): max and e^(s - max) 16 at a time; the sum in double over four interleaved partial sums.
+static inline __attribute__((always_inline)) void s_softmax16(float *s, int n, int nb) {
     for (int j = n; j < 16 * nb; j++) {
         s[j] = -INFINITY;
     }
@@ -693,47 +683,100 @@ S_CLONES static void s_decode_head(float *out, const float *q, const float *kt, 
     for (int j = 0; j < 16 * nb; j++) {
         s[j] *= inv;
     }
+}
+
+// out_h (D) = p_h V for heads h < nh (1 or 2; out_h at out + h*D, p_h at p + h*lp) in blocks of
+// 16 floats, each summed over keys j = 0, 1, 2, 3 (mod 4) apart, then added; the heads share
+// each load of V. nh is a constant where this is inlined.
+static inline __attribute__((always_inline)) void
+s_pv16(float *out, const float *p, size_t lp, const float *v, size_t ldv, int n, int D, int nh) {
     const s_v16 z = {0};
     int d0 = 0;
     for (; d0 + 16 <= D; d0 += 16) {
-        s_v16 e0 = z, e1 = z, e2 = z, e3 = z;
+        s_v16 e[2][4] = {{z, z, z, z}, {z, z, z, z}};
         const float *vd = v + d0;
         int j = 0;
         for (; j + 4 <= n; j += 4) {
-            e0 += (z + s[j]) * S_LD(vd + (size_t)j * ldv);
-            e1 += (z + s[j + 1]) * S_LD(vd + (size_t)(j + 1) * ldv);
-            e2 += (z + s[j + 2]) * S_LD(vd + (size_t)(j + 2) * ldv);
-            e3 += (z + s[j + 3]) * S_LD(vd + (size_t)(j + 3) * ldv);
+            for (int c = 0; c < 4; c++) {
+                const s_v16 x = S_LD(vd + (size_t)(j + c) * ldv);
+                for (int h = 0; h < nh; h++) {
+                    e[h][c] += (z + p[h * lp + j + c]) * x;
+                }
+            }
         }
-        if (j < n) {
-            e0 += (z + s[j]) * S_LD(vd + (size_t)j * ldv);
+        for (int c = 0; c < 3; c++) { // the last n mod 4 keys (c a constant once unrolled)
+            if (j + c < n) {
+                const s_v16 x = S_LD(vd + (size_t)(j + c) * ldv);
+                for (int h = 0; h < nh; h++) {
+                    e[h][c] += (z + p[h * lp + j + c]) * x;
+                }
+            }
         }
-        if (j + 1 < n) {
-            e1 += (z + s[j + 1]) * S_LD(vd + (size_t)(j + 1) * ldv);
+        for (int h = 0; h < nh; h++) {
+            S_ST(out + (size_t)h * D + d0, (e[h][0] + e[h][1]) + (e[h][2] + e[h][3]));
         }
-        if (j + 2 < n) {
-            e2 += (z + s[j + 2]) * S_LD(vd + (size_t)(j + 2) * ldv);
-        }
-        S_ST(out + d0, (e0 + e1) + (e2 + e3));
     }
     for (; d0 < D; d0++) {
-        float e[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        for (int j = 0; j < n; j++) {
-            e[j & 3] += s[j] * v[(size_t)j * ldv + d0];
+        for (int h = 0; h < nh; h++) {
+            float e[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            for (int j = 0; j < n; j++) {
+                e[j & 3] += p[h * lp + j] * v[(size_t)j * ldv + d0];
+            }
+            out[(size_t)h * D + d0] = (e[0] + e[1]) + (e[2] + e[3]);
         }
-        out[d0] = (e[0] + e[1]) + (e[2] + e[3]);
     }
+}
+
+// nh (1 or 2) query heads of one kv head over n keys: scores (s: nh rows of ls >= 16 ceil(n/16)
+// floats), softmax, p V. Every vector clone does the same additions in the same order.
+static inline __attribute__((always_inline)) void
+s_decode_heads(float *out, const float *q, const float *kt, size_t ldk, const float *v, size_t ldv,
+               int n, int D, float scale, float *s, size_t ls, int nh) {
+    const int nb = (n + 15) / 16;
+    int b = 0;
+    for (; b + 4 <= nb; b += 4) {
+        s_scores16(s + 16 * b, ls, q, kt + 16 * b, ldk, D, nh, 4, scale);
+    }
+    switch (nb - b) {
+    case 3: s_scores16(s + 16 * b, ls, q, kt + 16 * b, ldk, D, nh, 3, scale); break;
+    case 2: s_scores16(s + 16 * b, ls, q, kt + 16 * b, ldk, D, nh, 2, scale); break;
+    case 1: s_scores16(s + 16 * b, ls, q, kt + 16 * b, ldk, D, nh, 1, scale); break;
+    default: break;
+    }
+    for (int h = 0; h < nh; h++) {
+        s_softmax16(s + h * ls, n, nb);
+    }
+    s_pv16(out, s, ls, v, ldv, n, D, nh);
+}
+
+S_CLONES static void s_decode_pair(float *out, const float *q, const float *kt, size_t ldk,
+                                   const float *v, size_t ldv, int n, int D, float scale, float *s,
+                                   size_t ls) {
+    s_decode_heads(out, q, kt, ldk, v, ldv, n, D, scale, s, ls, 2);
+}
+
+S_CLONES static void s_decode_one(float *out, const float *q, const float *kt, size_t ldk,
+                                  const float *v, size_t ldv, int n, int D, float scale, float *s) {
+    s_decode_heads(out, q, kt, ldk, v, ldv, n, D, scale, s, 0, 1);
 }
 
 void rl_attention_decode(float *out, const float *q, const float *kt, size_t ldk,
                          const float *vcache, size_t ldv, int n_ctx, int NH, int NKV, int D,
                          float *scratch) {
-    float scale = 1.0f / sqrtf((float)D);
-    int grp = NH / NKV;
-    for (int h = 0; h < NH; h++) {
-        int g = h / grp;
-        s_decode_head(out + (size_t)h * D, q + (size_t)h * D, kt + (size_t)g * D * ldk, ldk,
-                      vcache + (size_t)g * D, ldv, n_ctx, D, scale, scratch);
+    const float scale = 1.0f / sqrtf((float)D);
+    const int grp = NH / NKV;
+    const size_t ls = rl_attention_ldk(n_ctx);
+    for (int g = 0; g < NKV; g++) { // the query heads g*grp.. of kv head g, two at a time
+        const float *ktg = kt + (size_t)g * D * ldk, *vg = vcache + (size_t)g * D;
+        int h = g * grp;
+        for (; h + 2 <= (g + 1) * grp; h += 2) {
+            s_decode_pair(out + (size_t)h * D, q + (size_t)h * D, ktg, ldk, vg, ldv, n_ctx, D,
+                          scale, scratch, ls);
+        }
+        if (h < (g + 1) * grp) {
+            s_decode_one(out + (size_t)h * D, q + (size_t)h * D, ktg, ldk, vg, ldv, n_ctx, D, scale,
+                         scratch);
+        }
     }
 }
 

@@ -158,7 +158,8 @@ size_t rl_attention_ldk(int max_len);
 // Decode: out (NH,D) = softmax(scale q_h K_g^T) V_g for each head h (g = h/(NH/NKV)), q (NH,D),
 // over n_ctx >= 1 cached positions. Loops over 16-key and 16-float blocks (vector clones), no
 // BLAS: a few dozen keys of a few dozen floats are less work than a BLAS call's overhead.
-// scratch: rl_attention_ldk(n_ctx) floats.
+// Query heads sharing a kv head go two at a time (one load of K and V each).
+// scratch: 2 * rl_attention_ldk(n_ctx) floats.
 void rl_attention_decode(float *out, const float *q, const float *kt, size_t ldk,
                          const float *vcache, size_t ldv, int n_ctx, int NH, int NKV, int D,
                          float *scratch);

@@ -626,7 +626,7 @@ static void test_attention(rng_t *r) {
     // to keys 0..t). The cache past t holds NaN: decode reads it and must ignore it.
     const size_t stride = NKV * D + 5, ldk = rl_attention_ldk(T) + 16;
     float *kc = fal(NKV * D * ldk), *vc = fal(T * stride), *dec = fal(NH * D);
-    float *sc = fal(rl_attention_ldk(T));
+    float *sc = fal(2 * rl_attention_ldk(T));
     double *kcd = dal(T * stride), *vcd = dal(T * stride), *decd = dal(NH * D);
     for (size_t i = 0; i < NKV * D * ldk; i++) {
         kc[i] = NAN;
@@ -668,7 +668,7 @@ static void test_attention_decode_blocks(rng_t *r) {
     enum { DT = 37, DNH = 6, DNKV = 2, DD = 40, KVW = DNKV * DD };
     const size_t ldk = rl_attention_ldk(DT), ldv = KVW + 3;
     float *kt = fal(KVW * ldk), *vc = fal(DT * ldv), *q = fal(DNH * DD), *out = fal(DNH * DD);
-    float *sc = fal(rl_attention_ldk(DT));
+    float *sc = fal(2 * rl_attention_ldk(DT));
     double *kd = dal(DT * ldv), *vd = dal(DT * ldv), *qd = dal(DNH * DD), *outd = dal(DNH * DD);
     fill2(r, vc, vd, DT * ldv, 1.0);
     fill2(r, q, qd, DNH * DD, 2.0);
