@@ -1,5 +1,5 @@
-// rl_pool — threads that run one job at a time beside the caller (the workers of a batched
-// decode step), and a spin barrier for the workers of a job.
+// rl_pool — threads that run one job at a time beside the caller (a model's training lanes and
+// the workers of a batched decode step), and a spin barrier for the workers of a job.
 //
 // rl_pool_run(pool, fn, arg, P) runs fn(arg, k, P') for k = 0..P'-1 at once, k = 0 on the calling
 // thread, and returns P' when all have returned. P' = P unless a thread could not be started

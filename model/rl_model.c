@@ -17,7 +17,6 @@
 
 #include <errno.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -67,6 +66,7 @@ typedef struct {
 
 // Lanes of one forward at most (threads beyond it leave BLAS threads to each lane).
 enum { S_LANES_MAX = 16 };
+_Static_assert((int)S_LANES_MAX <= (int)RL_POOL_MAX, "a lane per pool worker");
 // Rows of a step per lane at least (below, a lane's GEMMs are too small to gain).
 enum { S_STEP_LANE_ROWS = 16 };
 
@@ -672,19 +672,41 @@ static int s_ensure(rl_model_t *self, int N, int B, int T, int sets) {
 // ---------------------------------------------------------------------------------------------
 // projections: a Linear plus its LoRA branch
 
-// out (n,OC) = inp (n,IC) W^T + bias; cblas_sgemv for a single row (DESIGN.md §4: sgemm with
-// M = 1 repacks the whole matrix per call).
-static void s_linear(float *out, const float *inp, const float *W, const float *bias, int n,
-                     int IC, int OC) {
-    if (n == 1) {
-        if (bias) {
-            memcpy(out, bias, (size_t)OC * sizeof *out);
-        }
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, OC, IC, 1.0f, W, IC, inp, 1,
-                    bias ? 1.0f : 0.0f, out, 1);
+// Columns c0..c1-1 of module m of layer l (m -1: no LoRA branch, the vocabulary head): out
+// (n, ldo) gets inp (n,IC) W[c0:c1]^T + bias[c0:c1] + scale * (lx A^T) B[c0:c1]^T, lx the LoRA
+// branch's input (inp, or inp after dropout); saves xa = lx A^T (n,R). cblas_sgemv for a single
+// row (DESIGN.md §4: sgemm with M = 1 repacks the whole matrix per call).
+static void s_proj_cols(rl_model_t *self, int l, int m, float *out, int ldo, float *xa,
+                        const float *inp, const float *lx, const float *W, const float *bias,
+                        int n, int IC, int c0, int c1) {
+    const int w = c1 - c0;
+    if (w <= 0 || n <= 0) {
         return;
     }
-    rl_linear_forward(out, inp, W, bias, n, IC, OC);
+    float *o = out + c0;
+    const float *Wc = W + (size_t)c0 * IC;
+    if (n == 1) {
+        if (bias) {
+            memcpy(o, bias + c0, (size_t)w * sizeof *o);
+        }
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, w, IC, 1.0f, Wc, IC, inp, 1, bias ? 1.0f : 0.0f, o,
+                    1);
+    } else {
+        for (int i = 0; bias && i < n; i++) {
+            memcpy(o + (size_t)i * ldo, bias + c0, (size_t)w * sizeof *o);
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, w, IC, 1.0f, inp, IC, Wc, IC,
+                    bias ? 1.0f : 0.0f, o, ldo);
+    }
+    if (m < 0 || !s_lora_on(self, m)) {
+        return;
+    }
+    const rl_lora_t *lo = self->lora;
+    const int R = rl_lora_rank(lo);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, R, IC, 1.0f, lx, IC,
+                rl_lora_A(lo, l, m), IC, 0.0f, xa, R);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, w, R, rl_lora_scale(lo), xa, R,
+                rl_lora_B(lo, l, m) + (size_t)c0 * R, R, 1.0f, o, ldo);
 }
 
 // Module m of layer l: out (n,OC) = inp W^T + b + scale * drop(inp) A^T B^T. Dropout only when
@@ -692,22 +714,14 @@ static void s_linear(float *out, const float *inp, const float *W, const float *
 static void s_proj(rl_model_t *self, int l, int m, float *out, float *xa, const float *inp,
                    const float *W, const float *bias, int n, int IC, int OC,
                    uint64_t dropout_key) {
-    s_linear(out, inp, W, bias, n, IC, OC);
-    if (!s_lora_on(self, m)) {
-        return;
-    }
-    const rl_lora_t *lo = self->lora;
-    const float p = rl_lora_dropout(lo);
     const float *x = inp;
-    if (dropout_key && p > 0.0f && self->mask) {
-        size_t cnt = (size_t)n * (size_t)IC;
-        rl_lora_dropout_mask_rows(self->mask, self->grow, n, IC, p, self->dropout_seed,
-                                  dropout_key);
-        rl_dropout_forward(self->xdrop, inp, self->mask, cnt);
+    if (dropout_key && s_lora_on(self, m) && rl_lora_dropout(self->lora) > 0.0f && self->mask) {
+        rl_lora_dropout_mask_rows(self->mask, self->grow, n, IC, rl_lora_dropout(self->lora),
+                                  self->dropout_seed, dropout_key);
+        rl_dropout_forward(self->xdrop, inp, self->mask, (size_t)n * (size_t)IC);
         x = self->xdrop;
     }
-    rl_lora_forward(out, xa, x, rl_lora_A(lo, l, m), rl_lora_B(lo, l, m), rl_lora_scale(lo), n,
-                    IC, rl_lora_rank(lo), OC);
+    s_proj_cols(self, l, m, out, OC, xa, inp, x, W, bias, n, IC, 0, OC);
 }
 
 // Backward of s_proj: dinp (n,IC) += dout W + LoRA branch; dW, dbias (NULL: frozen) +=.
@@ -1197,8 +1211,7 @@ typedef struct {
     int rc;
 } s_job_t;
 
-static void *s_job_run(void *arg) {
-    s_job_t *j = arg;
+static void s_job_run(s_job_t *j) {
     switch (j->op) {
     case S_OP_FWD:
         j->rc = s_fwd(j->m, j->tokens, j->lengths, j->B, j->T, j->b0, j->temperature, j->train,
@@ -1207,37 +1220,44 @@ static void *s_job_run(void *arg) {
     case S_OP_BWD: j->rc = s_bwd(j->m, j->grad); break;
     default: j->rc = s_bwd_hidden(j->m, j->grad); break;
     }
-    return NULL;
 }
 
-// Runs fn on jobs[0..P) (each `size` bytes) at once: job 0 on this thread, the others on threads
-// of their own, each with one-thread BLAS (the role's thread count is restored after). A job
-// that gets no thread runs here, after the others.
-static void s_run_lanes(void *(*fn)(void *), void *jobs, size_t size, int P) {
-    pthread_t th[S_LANES_MAX];
-    int started[S_LANES_MAX] = {0};
-    char *job = jobs;
+// Runs fn(arg, k, P') for k < P' on the model's pool (rl_pool.h; created on first use), each
+// with one-thread BLAS (the role's thread count is restored after). Returns P': P, or fewer
+// when threads could not be started (1: fn ran here alone).
+static int s_pool_run(rl_model_t *self, void (*fn)(void *arg, int k, int P), void *arg, int P) {
+    if (P > 1 && !self->pool) {
+        self->pool = rl_pool_new();
+    }
+    if (P < 2 || !self->pool) {
+        fn(arg, 0, 1);
+        return 1;
+    }
     const int blas = openblas_get_num_threads();
     openblas_set_num_threads(1);
-    for (int k = 1; k < P; k++) {
-        started[k] = pthread_create(&th[k], NULL, fn, job + (size_t)k * size) == 0;
-        if (!started[k]) {
-            fn(job + (size_t)k * size);
-        }
-    }
-    fn(job);
-    for (int k = 1; k < P; k++) {
-        if (started[k]) {
-            pthread_join(th[k], NULL);
-        }
-    }
+    P = rl_pool_run(self->pool, fn, arg, P);
     openblas_set_num_threads(blas);
+    return P;
 }
 
-// The lanes' jobs (s_run_lanes). Returns the first failing job's code, its message copied into
-// self.
+typedef struct {
+    s_job_t *jobs;
+    int n;
+} s_jobs_t;
+
+// Worker k of P runs jobs k, k + P, ... (all of them when a thread is missing).
+static void s_jobs_worker(void *arg, int k, int P) {
+    s_jobs_t *a = arg;
+    for (int i = k; i < a->n; i += P) {
+        s_job_run(&a->jobs[i]);
+    }
+}
+
+// The lanes' jobs, one per worker (s_pool_run). Returns the first failing job's code, its message
+// copied into self.
 static int s_jobs(rl_model_t *self, s_job_t *jobs, int P) {
-    s_run_lanes(s_job_run, jobs, sizeof *jobs, P);
+    s_jobs_t a = {jobs, P};
+    s_pool_run(self, s_jobs_worker, &a, P);
     for (int k = 0; k < P; k++) {
         if (jobs[k].rc) {
             if (jobs[k].m != self) {
@@ -1571,41 +1591,6 @@ static void s_share(int n, int k, int P, int align, int *a, int *b) {
     *b = *b < n ? *b : n;
 }
 
-// Columns c0..c1-1 of module m of layer l: out (n, ldo) gets inp (n,IC) W[c0:c1]^T + bias[c0:c1]
-// + the LoRA branch (no dropout; xa (n,R) is this worker's). Over all columns (one worker) this
-// is s_proj's sequence of calls.
-static void s_proj_cols(rl_model_t *self, int l, int m, float *out, int ldo, float *xa,
-                        const float *inp, const float *W, const float *bias, int n, int IC, int c0,
-                        int c1) {
-    const int w = c1 - c0;
-    if (w <= 0) {
-        return;
-    }
-    float *o = out + c0;
-    const float *Wc = W + (size_t)c0 * IC;
-    if (n == 1) {
-        if (bias) {
-            memcpy(o, bias + c0, (size_t)w * sizeof *o);
-        }
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, w, IC, 1.0f, Wc, IC, inp, 1, bias ? 1.0f : 0.0f, o,
-                    1);
-    } else {
-        for (int i = 0; bias && i < n; i++) {
-            memcpy(o + (size_t)i * ldo, bias + c0, (size_t)w * sizeof *o);
-        }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, w, IC, 1.0f, inp, IC, Wc, IC,
-                    bias ? 1.0f : 0.0f, o, ldo);
-    }
-    if (m < 0 || !s_lora_on(self, m)) { // m -1: the vocabulary head
-        return;
-    }
-    const rl_lora_t *lo = self->lora;
-    const int R = rl_lora_rank(lo);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, R, IC, 1.0f, inp, IC,
-                rl_lora_A(lo, l, m), IC, 0.0f, xa, R);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, w, R, rl_lora_scale(lo), xa, R,
-                rl_lora_B(lo, l, m) + (size_t)c0 * R, R, 1.0f, o, ldo);
-}
 
 // Final norm and lm_head: logits (n,V) of every row, or of the rows where want[i] != 0.
 static void s_step_logits(s_step_t *s, int k, const float *h) {
@@ -1620,7 +1605,7 @@ static void s_step_logits(s_step_t *s, int k, const float *h) {
         rl_rmsnorm_forward(c->ln + (size_t)r0 * C, NULL, h + (size_t)r0 * C, self->params.norm, eps,
                            r1 - r0, C);
         rl_barrier_wait(&s->bar);
-        s_proj_cols(self, 0, -1, s->logits, V, NULL, c->ln, W, NULL, n, C, v0, v1);
+        s_proj_cols(self, 0, -1, s->logits, V, NULL, c->ln, c->ln, W, NULL, n, C, v0, v1);
         return;
     }
     // the wanted rows in chunks: one sgemv for a single row, sgemm for several
@@ -1644,10 +1629,10 @@ static void s_step_logits(s_step_t *s, int k, const float *h) {
         }
         rl_barrier_wait(&s->bar);
         if (cnt == 1) {
-            s_proj_cols(self, 0, -1, s->logits + (size_t)rows[0] * V, V, NULL, c->hs, W, NULL, 1, C,
+            s_proj_cols(self, 0, -1, s->logits + (size_t)rows[0] * V, V, NULL, c->hs, c->hs, W, NULL, 1, C,
                         v0, v1);
         } else {
-            s_proj_cols(self, 0, -1, c->lg, V, NULL, c->hs, W, NULL, cnt, C, v0, v1);
+            s_proj_cols(self, 0, -1, c->lg, V, NULL, c->hs, c->hs, W, NULL, cnt, C, v0, v1);
             rl_barrier_wait(&s->bar);
             for (int j = j0; j < j1; j++) {
                 memcpy(s->logits + (size_t)rows[j] * V, c->lg + (size_t)j * V,
@@ -1684,9 +1669,9 @@ static void s_step_work(s_step_t *s, int k) {
         rl_rmsnorm_forward(ln + (size_t)r0 * C, NULL, x + (size_t)r0 * C, w->input_layernorm, eps,
                            nr, C);
         rl_barrier_wait(&s->bar);
-        s_proj_cols(self, l, S_Q, q, QD, xa, ln, w->q_proj, w->q_bias, n, C, cq[0], cq[1]);
-        s_proj_cols(self, l, S_K, kk, KVD, xa, ln, w->k_proj, w->k_bias, n, C, ck[0], ck[1]);
-        s_proj_cols(self, l, S_V, v, KVD, xa, ln, w->v_proj, w->v_bias, n, C, ck[0], ck[1]);
+        s_proj_cols(self, l, S_Q, q, QD, xa, ln, ln, w->q_proj, w->q_bias, n, C, cq[0], cq[1]);
+        s_proj_cols(self, l, S_K, kk, KVD, xa, ln, ln, w->k_proj, w->k_bias, n, C, ck[0], ck[1]);
+        s_proj_cols(self, l, S_V, v, KVD, xa, ln, ln, w->v_proj, w->v_bias, n, C, ck[0], ck[1]);
         rl_barrier_wait(&s->bar);
         float *qr = q + (size_t)r0 * QD, *kr = kk + (size_t)r0 * KVD;
         if (self->cfg.qk_norm) {
@@ -1725,7 +1710,7 @@ static void s_step_work(s_step_t *s, int k) {
             }
         }
         rl_barrier_wait(&s->bar);
-        s_proj_cols(self, l, S_O, o, C, xa, att, w->o_proj, w->o_bias, n, QD, cc[0], cc[1]);
+        s_proj_cols(self, l, S_O, o, C, xa, att, att, w->o_proj, w->o_bias, n, QD, cc[0], cc[1]);
         for (int i = 0; i < n && cc[1] > cc[0]; i++) {
             float *xi = x + (size_t)i * C + cc[0];
             rl_residual_forward(xi, xi, o + (size_t)i * C + cc[0], (size_t)(cc[1] - cc[0]));
@@ -1734,15 +1719,15 @@ static void s_step_work(s_step_t *s, int k) {
         rl_rmsnorm_forward(ln + (size_t)r0 * C, NULL, x + (size_t)r0 * C,
                            w->post_attention_layernorm, eps, nr, C);
         rl_barrier_wait(&s->bar);
-        s_proj_cols(self, l, S_GATE, gate, I, xa, ln, w->gate_proj, w->gate_bias, n, C, ci[0],
+        s_proj_cols(self, l, S_GATE, gate, I, xa, ln, ln, w->gate_proj, w->gate_bias, n, C, ci[0],
                     ci[1]);
-        s_proj_cols(self, l, S_UP, up, I, xa, ln, w->up_proj, w->up_bias, n, C, ci[0], ci[1]);
+        s_proj_cols(self, l, S_UP, up, I, xa, ln, ln, w->up_proj, w->up_bias, n, C, ci[0], ci[1]);
         for (int i = 0; i < n && ci[1] > ci[0]; i++) {
             float *g = gate + (size_t)i * I + ci[0];
             rl_swiglu_forward(g, g, up + (size_t)i * I + ci[0], (size_t)(ci[1] - ci[0]));
         }
         rl_barrier_wait(&s->bar);
-        s_proj_cols(self, l, S_DOWN, o, C, xa, gate, w->down_proj, w->down_bias, n, I, cc[0],
+        s_proj_cols(self, l, S_DOWN, o, C, xa, gate, gate, w->down_proj, w->down_bias, n, I, cc[0],
                     cc[1]);
         for (int i = 0; i < n && cc[1] > cc[0]; i++) {
             float *xi = x + (size_t)i * C + cc[0];
@@ -1815,25 +1800,21 @@ int rl_model_step(rl_model_t *self, rl_kvcache_t *cache, const int32_t *tokens, 
     for (int i = 1; i < n && s.distinct; i++) {
         s.distinct = slots[i] > slots[i - 1];
     }
-    if (s.P > 1 && !self->pool && !(self->pool = rl_pool_new())) {
-        s.P = 1;
+    if (s.P > 1 && !self->pool) {
+        self->pool = rl_pool_new();
     }
-    if (s.P > 1) { // fewer when a thread cannot start
-        s.P = rl_pool_reserve(self->pool, s.P);
-    }
+    // the workers' shares depend on P: fewer workers when a thread cannot start, known first
+    s.P = self->pool ? rl_pool_reserve(self->pool, s.P) : 1;
     int rc = s_step_ensure(self, cache, n, s.P);
     if (rc) {
         return rc;
     }
     rl_barrier_init(&s.bar, s.P);
-    if (s.P == 1) {
+    if (s.P == 1) { // on the role's BLAS threads
         s_step_work(&s, 0);
         return 0;
     }
-    const int blas = openblas_get_num_threads();
-    openblas_set_num_threads(1);
-    rl_pool_run(self->pool, s_step_job, &s, s.P);
-    openblas_set_num_threads(blas);
+    s_pool_run(self, s_step_job, &s, s.P);
     return 0;
 }
 
