@@ -670,9 +670,7 @@ static inline __attribute__((always_inline)) void s_softmax16(float *s, int n, i
     for (int j = 1; j < 16; j++) {
         mx = m[j] > mx ? m[j] : mx;
     }
-    for (int j = 0; j < 16 * nb; j++) { // e^-inf = 0 past n
-        s[j] = rl_expf(s[j] - mx);
-    }
+    s_exp_shift(s, 16 * nb, mx); // e^-inf = 0 past n
     double sum4[4] = {0.0, 0.0, 0.0, 0.0};
     for (int j = 0; j < 16 * nb; j += 4) {
         for (int k = 0; k < 4; k++) {
