@@ -1281,8 +1281,10 @@ static int s_post_one(rl_group_t *g, s_worker_t *w, rl_msg_t **req, uint64_t *id
     } else {
         int r = rl_chan_send(s_router(g, w), w->rid, req, e, sizeof(e));
         if (r) {
-            // a peer that vanished has usually died: say how, when it did (within 1 s)
-            for (int tries = 0; tries < 20 && w->alive; tries++) {
+            // a peer that vanished has usually died: say how, when it did (within 5 s: a mesh
+            // rank's death is known once its launcher, mpirun, has noticed it and exited, which
+            // took over 1 s on a loaded 2-core machine)
+            for (int tries = 0; tries < 100 && w->alive; tries++) {
                 s_reap(g);
                 if (w->alive) {
                     struct timespec ts = {0, 50000000};
