@@ -47,10 +47,13 @@ static int s_serve(int argc, char **argv) {
         s_serve_help(stdout);
         return RL_EXIT_OK;
     }
-    if (rl_curve_argv_has_key(argc, argv)) {
-        fprintf(stderr, "rlctl sampler serve: an argument is a CURVE key itself; keys are "
-                        "read from files only (--key FILE): anyone on this host can read a "
-                        "process's arguments\n");
+    int ka = rl_curve_argv_key(argc, argv);
+    if (ka >= 0) {
+        fprintf(stderr,
+                "rlctl sampler serve: argument %d%s%s is a CURVE key itself (40 characters of "
+                "Z85, and no such file or folder); keys are read from files only (--key FILE): "
+                "anyone on this host can read a process's arguments\n",
+                ka, ka > 1 ? ", after " : "", ka > 1 ? argv[ka - 1] : "");
         return RL_EXIT_USAGE;
     }
     rl_serve_opts_t o;

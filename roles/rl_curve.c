@@ -307,14 +307,39 @@ int rl_curve_load_allow(const char *path, char (**keys_p)[RL_CURVE_Z85_LEN + 1],
     return rc;
 }
 
-int rl_curve_argv_has_key(int argc, char **argv) {
+// 1 when text (a NUL-terminated argument or the part after its '=') is taken for a key: a
+// well-formed Z85 key that is not a path. Z85's alphabet holds '/' and '.', so a 40-character
+// path can be a well-formed key: one that names an existing file or folder, or whose folder
+// exists (a path to be created, as --cache DIR), is a path. The root does not count as such a
+// folder: a key starting with '/' and holding no other one would otherwise pass as a path.
+static int s_is_key(const char *text) {
+    size_t n = strlen(text);
+    if (!rl_curve_key_valid(text, n)) {
+        return 0;
+    }
+    struct stat st;
+    if (lstat(text, &st) == 0) {
+        return 0;
+    }
+    const char *slash = strrchr(text, '/');
+    if (slash && slash > text) {
+        char dir[RL_CURVE_Z85_LEN + 1];
+        memcpy(dir, text, (size_t)(slash - text));
+        dir[slash - text] = '\0';
+        if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+int rl_curve_argv_key(int argc, char **argv) {
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const char *eq = strchr(a, '=');
-        if (rl_curve_key_valid(a, strlen(a)) ||
-            (eq && rl_curve_key_valid(eq + 1, strlen(eq + 1)))) {
-            return 1;
+        if (s_is_key(a) || (eq && s_is_key(eq + 1))) {
+            return i;
         }
     }
-    return 0;
+    return -1;
 }

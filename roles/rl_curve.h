@@ -42,9 +42,11 @@ int rl_curve_load_allow(const char *path, char (**keys_p)[RL_CURVE_Z85_LEN + 1],
 // 1 when text[0..len) is a well-formed Z85 key (40 characters of the Z85 alphabet that decode).
 int rl_curve_key_valid(const char *text, size_t len);
 
-// 1 when any argument of argv[0..argc) is or contains the text of a valid Z85 key: commands
-// refuse to run with a key in argv (readable by every user in /proc).
-int rl_curve_argv_has_key(int argc, char **argv);
+// The index of the first argument of argv[0..argc) that is a CURVE key, bare or after '='
+// (--key=KEY), or -1: commands refuse to run with a key in argv (readable by every user in
+// /proc). A key is 40 characters of Z85 that decode; since paths can be such text too, one
+// that names an existing file or folder, or whose folder (other than /) exists, is not a key.
+int rl_curve_argv_key(int argc, char **argv);
 
 #ifdef __cplusplus
 }

@@ -84,9 +84,57 @@ static void test_keys(void) {
     snprintf(a1, sizeof a1, "--key=%s", k.sec);
     char *av1[] = {"serve", "--key", k.sec}, *av2[] = {"serve", a1},
          *av3[] = {"serve", "--key", "keys/a/key", "tcp://127.0.0.1:5555"};
-    CHECK(rl_curve_argv_has_key(3, av1));
-    CHECK(rl_curve_argv_has_key(2, av2));
-    CHECK(!rl_curve_argv_has_key(4, av3));
+    CHECK_INT(rl_curve_argv_key(3, av1), 2);
+    CHECK_INT(rl_curve_argv_key(2, av2), 1);
+    CHECK_INT(rl_curve_argv_key(4, av3), -1);
+}
+
+// A path of 40 characters of Z85's alphabet (which holds '/' and '.') is well-formed key text:
+// an argument naming an existing file or folder, or a new one in an existing folder, is a path,
+// not a key (a model folder at <7-character folder>/cookbook/models/arith-noisy-base was taken
+// for a key and the sampler refused to start).
+static void test_key_paths(void) {
+    char dir[64] = "/tmp/rlcXXXXXX", p40[64], sub[64], key_arg[64], pat[80];
+    if (!mkdtemp(dir)) {
+        CHECK_MSG(0, "mkdtemp: %s", dir);
+        return;
+    }
+    // dir/aaaa...: 40 characters; dir's own name is letters and digits (mkdtemp)
+    size_t n = strlen(dir);
+    CHECK(n < 30);
+    snprintf(p40, sizeof p40, "%s/%.*s", dir, (int)(39 - n),
+             "zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz");
+    CHECK_INT((int)strlen(p40), 40);
+    CHECK_MSG(rl_curve_key_valid(p40, strlen(p40)), "%s should be well-formed Z85", p40);
+    char *av[] = {"serve", "--model", p40, "--bind", "tcp://127.0.0.1:0"};
+    // not there yet, but its folder is: a path to be created (--cache DIR)
+    CHECK_INT(rl_curve_argv_key(5, av), -1);
+    // a folder and a file of that name
+    CHECK_INT(mkdir(p40, 0700), 0);
+    CHECK_INT(rl_curve_argv_key(5, av), -1);
+    snprintf(key_arg, sizeof key_arg, "--model=%s", p40);
+    char *av2[] = {"serve", key_arg};
+    CHECK_INT(rl_curve_argv_key(2, av2), -1);
+    rmdir(p40);
+    FILE *f = fopen(p40, "w");
+    CHECK(f != NULL);
+    if (f) {
+        fclose(f);
+    }
+    CHECK_INT(rl_curve_argv_key(5, av), -1);
+    unlink(p40);
+    // a path whose folder is missing too is taken for a key (nothing tells it from one)
+    snprintf(sub, sizeof sub, "%s/%.*s", dir, (int)(39 - n),
+             "q/zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz");
+    CHECK_MSG(rl_curve_key_valid(sub, strlen(sub)), "%s should be well-formed Z85", sub);
+    char *av3[] = {"serve", "--cache", sub};
+    CHECK_INT(rl_curve_argv_key(3, av3), 2);
+    // a key starting with '/' is still a key: the root does not count as its folder
+    snprintf(pat, sizeof pat, "/%.39s", "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLM");
+    CHECK_MSG(rl_curve_key_valid(pat, 40), "%s should be well-formed Z85", pat);
+    char *av4[] = {"serve", pat};
+    CHECK_INT(rl_curve_argv_key(2, av4), 1);
+    rmdir(dir);
 }
 
 // Waits up to 3 s for one of `want` on c's monitor (other events skipped); returns the event
@@ -230,6 +278,7 @@ int main(void) {
         return 1;
     }
     test_keys();
+    test_key_paths();
     test_chan();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf %s", s_dir);
