@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 static void s_usage(FILE *out) {
@@ -99,17 +100,23 @@ static int s_write_all(const char *path, const char *data, size_t len, int newli
     return 0;
 }
 
-// mkdir -p
-static int s_mkdirs(const char *dir, char *err, size_t err_len) {
+// mkdir -p; made (cap 4096) gets the first (outermost) folder it created, or "" when every
+// folder was there, so that a failed init can remove what it made.
+static int s_mkdirs(const char *dir, char *made, char *err, size_t err_len) {
     char buf[4096];
+    made[0] = '\0';
     if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf) {
         return rl_errf(err, err_len, RL_EINVAL, "%s: path too long", dir);
     }
-    for (char *p = buf + 1; ; p++) {
+    for (char *p = buf + 1;; p++) {
         if (*p == '/' || *p == '\0') {
             char c = *p;
             *p = '\0';
-            if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
+            if (mkdir(buf, 0755) == 0) {
+                if (!made[0]) {
+                    snprintf(made, 4096, "%s", buf);
+                }
+            } else if (errno != EEXIST) {
                 return rl_errf(err, err_len, errno, "%s: %s", buf, strerror(errno));
             }
             *p = c;
@@ -123,6 +130,25 @@ static int s_mkdirs(const char *dir, char *err, size_t err_len) {
         return rl_errf(err, err_len, RL_EINVAL, "%s: not a directory", dir);
     }
     return 0;
+}
+
+// Removes the folders s_mkdirs made for dir: dir and its parents up to and including made
+// (nothing when made is ""). Only empty folders go (rmdir).
+static void s_unmake(const char *dir, const char *made) {
+    if (!made[0]) {
+        return;
+    }
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", dir);
+    size_t n = strlen(made);
+    for (;;) {
+        rmdir(buf);
+        char *slash = strrchr(buf, '/');
+        if (strlen(buf) <= n || !slash || slash == buf) {
+            break;
+        }
+        *slash = '\0';
+    }
 }
 
 // 1 when `dir` exists and holds anything besides . and ..; 0 when empty or absent.
@@ -147,8 +173,7 @@ static int s_tokenizer_max_id(const char *path, const char *text, size_t len, lo
     json_error_t je;
     json_t *root = json_loadb(text, len, 0, &je);
     if (!root) {
-        return rl_errf(err, err_len, RL_EINVAL, "%s:%d:%d: %s", path, je.line, je.column,
-                       je.text);
+        return rl_errf(err, err_len, RL_EINVAL, "%s:%d:%d: %s", path, je.line, je.column, je.text);
     }
     int rc = 0;
     long long mx = -1;
@@ -161,8 +186,8 @@ static int s_tokenizer_max_id(const char *path, const char *text, size_t len, lo
     json_t *v;
     json_object_foreach(vocab, key, v) {
         if (!json_is_integer(v)) {
-            rc = rl_errf(err, err_len, RL_EINVAL, "%s: vocab entry '%s' is not an integer",
-                         path, key);
+            rc = rl_errf(err, err_len, RL_EINVAL, "%s: vocab entry '%s' is not an integer", path,
+                         key);
             goto fail;
         }
         mx = json_integer_value(v) > mx ? json_integer_value(v) : mx;
@@ -223,8 +248,8 @@ static int s_write_weights(const rl_hf_config_t *cfg, uint64_t seed, rl_dtype_t 
     rl_st_writer_t *w = rl_st_writer_new();
     int rc = 0;
     if (!specs || !params || !w) {
-        rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory for %lld parameters",
-                     (long long)total);
+        rc =
+            rl_errf(err, err_len, RL_ENOMEM, "out of memory for %lld parameters", (long long)total);
         goto fail;
     }
     rl_hf_tensor_specs(cfg, specs, n);
@@ -368,33 +393,49 @@ int rl_cmd_init(int argc, char **argv) {
     char *gen_json = s_generation_config_json(&cfg);
     int64_t n_params = 0;
     int n_tensors = 0;
-    char path[4096];
+    // Every file is written under a temporary name and renamed into place once all are written,
+    // so a failure (out of memory for the weights, a full disk) leaves no partial folder: the
+    // temporary files are removed, and so are the folders this run made (--force into a folder
+    // keeps its old files).
+    static const char *const names[] = {"config.json", "generation_config.json", "tokenizer.json",
+                                        "model.safetensors"};
+    enum { N_FILES = 4 };
+    char tmp[N_FILES][4200], made[4096] = "";
+    int written = 0;
     rc = cfg_json && gen_json ? 0 : rl_errf(err, sizeof err, RL_ENOMEM, "out of memory");
     if (rc == 0) {
-        rc = s_mkdirs(out, err, sizeof err);
+        rc = s_mkdirs(out, made, err, sizeof err);
     }
-    if (rc == 0) {
-        snprintf(path, sizeof path, "%s/config.json", out);
-        rc = s_write_all(path, cfg_json, strlen(cfg_json), 1, err, sizeof err);
+    for (int i = 0; rc == 0 && i < N_FILES; i++) {
+        snprintf(tmp[i], sizeof tmp[i], "%s/.%s.init-%ld", out, names[i], (long)getpid());
+        if (i == 0) {
+            rc = s_write_all(tmp[i], cfg_json, strlen(cfg_json), 1, err, sizeof err);
+        } else if (i == 1) {
+            rc = s_write_all(tmp[i], gen_json, strlen(gen_json), 1, err, sizeof err);
+        } else if (i == 2) {
+            rc = s_write_all(tmp[i], tok, tok_len, 0, err, sizeof err);
+        } else {
+            rc = s_write_weights(&cfg, (uint64_t)seed, dtype, tmp[i], &n_params, &n_tensors, err,
+                                 sizeof err);
+        }
+        written = i + 1; // a failed write may have left part of its file
     }
-    if (rc == 0) {
-        snprintf(path, sizeof path, "%s/generation_config.json", out);
-        rc = s_write_all(path, gen_json, strlen(gen_json), 1, err, sizeof err);
-    }
-    if (rc == 0) {
-        snprintf(path, sizeof path, "%s/tokenizer.json", out);
-        rc = s_write_all(path, tok, tok_len, 0, err, sizeof err);
-    }
-    if (rc == 0) {
-        snprintf(path, sizeof path, "%s/model.safetensors", out);
-        rc = s_write_weights(&cfg, (uint64_t)seed, dtype, path, &n_params, &n_tensors, err,
-                             sizeof err);
+    for (int i = 0; rc == 0 && i < N_FILES; i++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", out, names[i]);
+        if (rename(tmp[i], path) != 0) {
+            rc = rl_errf(err, sizeof err, errno, "%s: %s", path, strerror(errno));
+        }
     }
     free(cfg_json);
     free(gen_json);
     free(tok);
     if (rc) {
-        fprintf(stderr, "rlctl init: %s\n", err);
+        for (int i = 0; i < written; i++) {
+            unlink(tmp[i]);
+        }
+        s_unmake(out, made);
+        fprintf(stderr, "rlctl init: %s (nothing written to %s)\n", err, out);
         return RL_EXIT_FAIL;
     }
     printf("wrote %s: %s, %lld parameters in %d tensors, %s, seed %llu, init std %g\n", out,

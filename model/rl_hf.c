@@ -298,6 +298,17 @@ static int s_parse_rope(const s_ctx_t *c, json_t *root, rl_hf_config_t *cfg) {
 // ---------------------------------------------------------------------------------------------
 // config.json
 
+// rl_hf_param_count in double: the same terms, no overflow for any sizes in range.
+static double s_param_count_f(const rl_hf_config_t *cfg) {
+    const double C = cfg->hidden_size, I = cfg->intermediate_size, V = cfg->vocab_size;
+    const double D = cfg->head_dim, QD = cfg->num_attention_heads * D;
+    const double KVD = cfg->num_key_value_heads * D;
+    double layer = 2 * C + QD * C + 2 * KVD * C + C * QD +
+                   (cfg->attention_bias ? QD + 2 * KVD : 0) + (cfg->o_bias ? C : 0) +
+                   (cfg->qk_norm ? 2 * D : 0) + 3 * I * C + (cfg->mlp_bias ? 2 * I + C : 0);
+    return V * C + cfg->num_hidden_layers * layer + C + (cfg->tie_word_embeddings ? 0 : V * C);
+}
+
 static int s_parse_root(const s_ctx_t *c, json_t *root, rl_hf_config_t *cfg) {
     int rc;
     if (!json_is_object(root)) {
@@ -456,6 +467,19 @@ static int s_parse_root(const s_ctx_t *c, json_t *root, rl_hf_config_t *cfg) {
         snprintf(cfg->torch_dtype, sizeof cfg->torch_dtype, "%s", dt);
     }
 
+    // each size is in range, but their products may not be: the parameter count (in double,
+    // exact far past the bound) must fit RL_HF_MAX_PARAMS, so that rl_hf_param_count's int64
+    // and every tensor's byte count (size_t) cannot overflow
+    double np = s_param_count_f(cfg);
+    if (np > (double)RL_HF_MAX_PARAMS) {
+        return rl_errf(c->err, c->err_len, RL_EINVAL,
+                       "%s: the sizes give %.3g parameters (vocab_size %d, hidden_size %d, "
+                       "intermediate_size %d, num_hidden_layers %d, num_attention_heads %d x "
+                       "head_dim %d), more than rlctl handles (%.3g)",
+                       c->path, np, cfg->vocab_size, cfg->hidden_size, cfg->intermediate_size,
+                       cfg->num_hidden_layers, cfg->num_attention_heads, cfg->head_dim,
+                       (double)RL_HF_MAX_PARAMS);
+    }
     if ((rc = s_get_int(c, root, "", "bos_token_id", 0, -1, 0, cfg->vocab_size - 1,
                         &cfg->bos_token_id))) {
         return rc;

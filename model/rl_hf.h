@@ -82,7 +82,13 @@ typedef struct {
 // Returns the count; with out == NULL only counts. `cap` bounds writes.
 int rl_hf_tensor_specs(const rl_hf_config_t *cfg, rl_hf_tensor_spec_t *out, int cap);
 
-// Number of parameters a config implies (tied head counted once).
+// The most parameters a config may imply (2^40, about 1.1e12): rl_hf_config_load refuses a
+// config whose sizes, each in range, multiply to more, so counts and byte sizes of a loaded
+// config cannot overflow.
+#define RL_HF_MAX_PARAMS (1LL << 40)
+
+// Number of parameters a config implies (tied head counted once). cfg: a loaded config (at
+// most RL_HF_MAX_PARAMS), or one whose sizes are known to be small.
 int64_t rl_hf_param_count(const rl_hf_config_t *cfg);
 
 // Checks the weights of a model folder against a config: every tensor of rl_hf_tensor_specs

@@ -185,6 +185,58 @@ int main(void) {
              " --out %s/c", s_tmp, s_tmp, s_tmp);
     CHECK_INT(s_rlctl(args), 2);
 
+    // sizes each in range whose products overflow int64 (3 * I * C * L ~ 2^67): refused at
+    // load naming the sizes (it aborted on an assertion or printed a negative count), and the
+    // --out folder is never made
+    char c_out[600], path[700];
+    snprintf(c_out, sizeof c_out, "%s/huge/c", s_tmp);
+    s_write("huge.json", "{\"model_type\": \"llama\", \"hidden_size\": 16777216,"
+                         " \"intermediate_size\": 16777216, \"num_hidden_layers\": 100000,"
+                         " \"num_attention_heads\": 256, \"vocab_size\": 16777216}");
+    snprintf(args, sizeof args, "init --config %s/huge.json --tokenizer %s/tokenizer.json"
+             " --out %s", s_tmp, s_tmp, c_out);
+    CHECK_INT(s_rlctl(args), 2);
+    snprintf(path, sizeof path, "%s/huge", s_tmp);
+    CHECK_MSG(access(path, F_OK) != 0, "%s was made", path);
+    rl_hf_config_t hc;
+    char err[1024] = "";
+    snprintf(path, sizeof path, "%s/huge.json", s_tmp);
+    CHECK(rl_hf_config_load_file(path, &hc, err, sizeof err) == RL_EINVAL);
+    CHECK_CONTAINS(err, "parameters (vocab_size 16777216, hidden_size 16777216");
+    CHECK_CONTAINS(err, "more than rlctl handles");
+    // a config within the bound whose weights do not fit in memory (4.8e11 parameters, under a
+    // 4 GB address-space limit): the error, and nothing left: not the folder, not a file
+    s_write("big.json", "{\"model_type\": \"llama\", \"hidden_size\": 65536,"
+                        " \"intermediate_size\": 65536, \"num_hidden_layers\": 16,"
+                        " \"num_attention_heads\": 512, \"vocab_size\": 4096}");
+    snprintf(args, sizeof args, "init --config %s/big.json --tokenizer %s/tokenizer.json"
+             " --out %s", s_tmp, s_tmp, c_out);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "ulimit -v 4000000; %s/rlctl %s >%s/big.err 2>&1", RL_BINARY_DIR,
+             args, s_tmp);
+    int st = system(cmd);
+    CHECK_INT(WIFEXITED(st) ? WEXITSTATUS(st) : -1, 1);
+    snprintf(path, sizeof path, "%s/big.err", s_tmp);
+    char *msg = rl_test_read_file(path, NULL);
+    CHECK(msg != NULL);
+    if (msg) {
+        CHECK_CONTAINS(msg, "out of memory for 4");
+        CHECK_CONTAINS(msg, "nothing written to");
+    }
+    free(msg);
+    snprintf(path, sizeof path, "%s/huge", s_tmp);
+    CHECK_MSG(access(path, F_OK) != 0, "%s was left behind", path);
+    // --force into a folder that holds a model: the failure leaves its files as they were
+    snprintf(args, sizeof args, "init --config %s/big.json --tokenizer %s/tokenizer.json"
+             " --out %s --force", s_tmp, s_tmp, a);
+    snprintf(cmd, sizeof cmd, "ulimit -v 4000000; %s/rlctl %s >/dev/null 2>&1", RL_BINARY_DIR,
+             args);
+    st = system(cmd);
+    CHECK_INT(WIFEXITED(st) ? WEXITSTATUS(st) : -1, 1);
+    s_check_folder(a, RL_DTYPE_F32);
+    snprintf(cmd, sizeof cmd, "test $(ls -A '%s' | wc -l) -eq 4", a);
+    CHECK_MSG(system(cmd) == 0, "%s holds files other than the model's four", a);
+
     snprintf(args, sizeof args, "rm -rf '%s'", s_tmp);
     CHECK(system(args) == 0);
     RL_TEST_DONE();
