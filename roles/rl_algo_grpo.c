@@ -256,7 +256,7 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
         }
     }
     if (!rc && (rc = rl_grpo_advantages(ro->total, P, G, alg, t.adv, &as)) != 0) {
-        rc = rl_errf(err, err_len, rc, "advantages");
+        rc = rl_errf(err, err_len, rc, "advantages: the rewards' mean or std overflows");
     }
     int kept = 0;
     for (int g = 0; !rc && g < P; g++) {

@@ -304,6 +304,51 @@ void rl_rollout_eval_stats(const rl_recipe_t *r, const double *raw, const double
     out->pass_at_k = P > 0 ? any / P : NAN;
 }
 
+// The scores' sums must not overflow: every mean, std and advantage of the batch (the group
+// statistics, the metrics' means) is a sum over its completions, and a finite score near
+// DBL_MAX (1.7e308), or one whose square passes it (above 1.3e154), would turn them into
+// infinities and NaNs far from the reward that caused them. So the sum of squares of each
+// reward's scores over the batch, and of the weighted totals, must be finite (when it is,
+// every sum, mean, centred square and std of those values is finite too); otherwise the run
+// stops naming the reward and the score. raw (R, m), total (m): NaN is unscorable, skipped.
+static int s_check_sums(const rl_recipe_t *r, const double *raw, const double *total, int m,
+                        const char *what, char *err, size_t err_len) {
+    for (int k = 0; k <= r->n_rewards; k++) {
+        const double *v = k < r->n_rewards ? raw + (size_t)k * m : total;
+        double ss = 0.0;
+        int worst = -1;
+        for (int j = 0; j < m; j++) {
+            if (!isnan(v[j])) {
+                ss += v[j] * v[j];
+                worst = worst < 0 || fabs(v[j]) > fabs(v[worst]) ? j : worst;
+            }
+        }
+        if (isfinite(ss)) {
+            continue;
+        }
+        if (k == r->n_rewards) { // the totals: name the reward of the largest weighted score
+            int kk = 0;
+            for (int q = 1; q < r->n_rewards; q++) {
+                double a = fabs(r->rewards[q].weight * raw[(size_t)q * m + worst]);
+                kk = a > fabs(r->rewards[kk].weight * raw[(size_t)kk * m + worst]) ? q : kk;
+            }
+            return rl_errf(err, err_len, RL_EINVAL,
+                           "%s: the weighted total of completion %d is %g (reward '%s' scored "
+                           "%g, weight %g): totals this large overflow the batch's statistics "
+                           "(the sum of their squares passes 1.8e308); scores must stay well "
+                           "below 1e150",
+                           what, worst, total[worst], r->rewards[kk].name,
+                           raw[(size_t)kk * m + worst], r->rewards[kk].weight);
+        }
+        return rl_errf(err, err_len, RL_EINVAL,
+                       "reward '%s' scored %g on completion %d of %s: scores this large overflow "
+                       "the batch's statistics (the sum of their squares passes 1.8e308); "
+                       "scores must stay well below 1e150",
+                       r->rewards[k].name, v[worst], worst, what);
+    }
+    return 0;
+}
+
 // Scores t's completions of `prompts` (rows t->idx) with every reward of the recipe; `what`
 // names the batch in errors; shaping: add DAPO's overlong shaping to the total.
 static int s_score(rl_run_t *run, const rl_prompts_t *prompts, rl_rollout_t *t, int shaping,
@@ -382,6 +427,7 @@ static int s_score(rl_run_t *run, const rl_prompts_t *prompts, rl_rollout_t *t, 
     }
     if (!rc) {
         rl_rollout_totals(r, t->raw, n, t->total);
+        rc = s_check_sums(r, t->raw, t->total, n, what, err, err_len);
     }
     for (int j = 0; !rc && shaping && r->algorithm.overlong_buffer > 0 && j < n; j++) {
         t->total[j] +=

@@ -12,6 +12,7 @@ requests with 1.0 per item until its moment comes:
     hang PIDFILE      start a child that sleeps forever (its pid into PIDFILE), then never reply
     chatty            reply two lines per request
     nan               reply NaN (Python's json word) and null
+    huge              reply the largest doubles, 1.7e308 and -1.7e308, alternating
 """
 import json
 import os
@@ -53,6 +54,8 @@ for line in sys.stdin:
     elif mode == "chatty":
         reply({"scores": [1.0] * n})
         reply({"scores": [1.0] * n})
+    elif mode == "huge":
+        reply({"scores": [1.7e308 if i % 2 == 0 else -1.7e308 for i in range(n)]})
     elif mode == "nan":
         reply({"scores": [float("nan")] + [None] * (n - 1)})
     else:

@@ -216,6 +216,16 @@ static void test_advantages_einval(void) {
     alg.std_eps = -1e-4;
     CHECK_INT(rl_grpo_advantages(r, 1, 4, &alg, adv, NULL), RL_EINVAL);
     CHECK(adv[0] == 42 && adv[3] == 42); // nothing written
+    // finite rewards whose statistics overflow: the mean of 1.7e308 and -1.7e308 is 0, but
+    // the sum of squares is infinite, which gave std inf and every advantage 0 silently
+    const double huge[4] = {1.7e308, -1.7e308, 1.7e308, -1.7e308};
+    alg = s_alg();
+    CHECK_INT(rl_grpo_advantages(huge, 1, 4, &alg, adv, NULL), RL_EINVAL);
+    const double big[4] = {1e160, 0, 0, 0}; // squares past DBL_MAX
+    CHECK_INT(rl_grpo_advantages(big, 1, 4, &alg, adv, NULL), RL_EINVAL);
+    const double fine[4] = {1e150, 0, 0, 0};
+    CHECK_INT(rl_grpo_advantages(fine, 1, 4, &alg, adv, NULL), 0);
+    CHECK(isfinite(adv[0]) && adv[0] > 0);
 }
 
 static void test_overlong(void) {

@@ -172,6 +172,17 @@ static void test_failures(void) {
     CHECK_CONTAINS(out, "reward_command: exiting on request 3 as asked"); // its stderr
     free(out);
 
+    // huge finite scores (+-1.7e308): the run stops before training, naming the reward and the
+    // score, instead of a NaN loss that names nothing
+    rc = s_run("huge", "'rewards=[{name: correct, command: [" PY
+                       ", ../tests/reward_command.py, huge]}]'");
+    out = rl_test_out(s_tmp);
+    CHECK_INT(rc, 1);
+    CHECK_CONTAINS(out, "reward 'correct' scored 1.7e+308 on completion 0 of ");
+    CHECK_CONTAINS(out, "overflow the batch's statistics");
+    CHECK_MSG(!strstr(out, "NaN"), "the run's output names a NaN:\n%s", out);
+    free(out);
+
     // a command that hangs: stopped just under roles.reward_timeout (2 s -> 1.8 s), with the
     // child it started
     char pidfile[600], extra[1024];

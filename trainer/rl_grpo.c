@@ -74,6 +74,9 @@ int rl_grpo_advantages(const double *rewards, int n_groups, int G, const rl_reci
     double mean_all, std_all;
     bool equal_all;
     s_moments(rewards, N, &n_all, &mean_all, &std_all, &equal_all);
+    if (!isfinite(mean_all) || !isfinite(std_all)) {
+        return RL_EINVAL; // finite rewards whose sums overflow (|r| near 1.3e154 and above)
+    }
 
     int zero = 0, std_groups = 0;
     double std_sum = 0.0;
@@ -84,6 +87,9 @@ int rl_grpo_advantages(const double *rewards, int n_groups, int G, const rl_reci
         double m, s;
         bool equal;
         s_moments(r, (size_t)G, &n, &m, &s, &equal);
+        if (!isfinite(m) || !isfinite(s)) {
+            return RL_EINVAL;
+        }
         if (n >= 2) {
             std_sum += s;
             std_groups++;

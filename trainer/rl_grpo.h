@@ -46,7 +46,9 @@ typedef struct {
 // std and statistic. A zero-variance group (all scorable rewards exactly equal, or fewer than 2
 // scorable) gets A = 0 for every member, exactly. Writes adv (n_groups*G) and stats (may be
 // NULL). Returns 0, or RL_EINVAL (NULL rewards/alg/adv, G < 2, n_groups < 1, an unknown
-// advantage or scale_rewards value, std_eps < 0) with nothing written.
+// advantage or scale_rewards value, std_eps < 0) with nothing written, or RL_EINVAL with adv
+// undefined when finite rewards overflow a mean or std (|r| from about 1.3e154: the run
+// refuses such scores before, naming the reward).
 int rl_grpo_advantages(const double *rewards, int n_groups, int G,
                        const rl_recipe_algorithm_t *alg, double *adv, rl_grpo_adv_stats_t *stats);
 
