@@ -7,6 +7,7 @@
 #include "rl_err.h"
 #include "rl_log.h"
 #include "rl_proto.h"
+#include "rl_role.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -56,6 +57,7 @@ typedef struct {
     int mesh_rank;
     int far; // a rank that speaks over the mesh's tcp socket (maybe on another host): admitted
              // by its CURVE key; its pid (from its hello) names it, never a process to kill
+    int reaps; // its role kills what it started on SIGTERM (rl_role_t.reaps): asked first
 } s_worker_t;
 
 // The MPI launcher of a mesh's ranks (rl_group_spawn_mesh).
@@ -333,9 +335,27 @@ static void s_kill(rl_group_t *g, s_worker_t *w) {
         return;
     }
     if (w->alive) {
+        int st;
+        if (w->reaps && kill(w->pid, SIGTERM) == 0) {
+            // it kills what its rewards started (processes that left its group too: setsid),
+            // then dies of the SIGTERM; a worker that cannot is killed below after 1 s
+            for (int t = 0; t < 200; t++) {
+                pid_t r = waitpid(w->pid, &st, WNOHANG);
+                if (r == w->pid) {
+                    w->status = st;
+                    w->alive = 0;
+                    break;
+                }
+                struct timespec ts = {0, 5000000};
+                nanosleep(&ts, NULL);
+            }
+            if (!w->alive) {
+                s_kill_group(w); // its group may not be empty: the group id is still ours
+                return;
+            }
+        }
         s_kill_group(w);
         kill(w->pid, SIGKILL);
-        int st;
         if (waitpid(w->pid, &st, 0) == w->pid) {
             w->status = st;
         }
@@ -485,6 +505,8 @@ static int s_worker_init(rl_group_t *g, s_worker_t *w, const char *role, int ran
     memset(w, 0, sizeof(*w));
     snprintf(w->name, sizeof(w->name), "%s/%d", role, rank);
     snprintf(w->log, sizeof(w->log), "%s/%s-%d.log", g->log_dir, role, rank);
+    const rl_role_t *r = rl_role_find(role);
+    w->reaps = r && r->reaps;
     char nonce[17];
     int rc = s_random_hex(nonce, 8);
     if (rc) {

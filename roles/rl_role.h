@@ -40,6 +40,9 @@ typedef struct {
     void (*teardown)(void **state);
     const rl_role_verb_t *verbs; // the verbs it serves besides shutdown
     int n_verbs;
+    // 1: the role runs programs we did not write (reward commands, plugins), so its worker is a
+    // child subreaper that kills every process they start when it ends (core/rl_reaper.h)
+    int reaps;
 } rl_role_t;
 
 // The role named `name`, or NULL. borrowed; valid until program exit.

@@ -341,6 +341,6 @@ static const rl_role_verb_t s_verbs[] = {
 };
 
 static const rl_role_t s_role = {"actor", s_setup, s_teardown, s_verbs,
-                                 (int)(sizeof s_verbs / sizeof s_verbs[0])};
+                                 (int)(sizeof s_verbs / sizeof s_verbs[0]), 0};
 
 const rl_role_t *rl_role_actor(void) { return &s_role; }

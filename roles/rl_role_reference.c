@@ -98,6 +98,6 @@ static int s_logprobs(void *state, const rl_msg_t *req, rl_msg_t **reply, char *
 static const rl_role_verb_t s_verbs[] = {{RL_PROTO_LOGPROBS, s_logprobs}};
 
 static const rl_role_t s_role = {"reference", s_setup, s_teardown, s_verbs,
-                                 (int)(sizeof s_verbs / sizeof s_verbs[0])};
+                                 (int)(sizeof s_verbs / sizeof s_verbs[0]), 0};
 
 const rl_role_t *rl_role_reference(void) { return &s_role; }

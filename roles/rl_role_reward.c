@@ -3,7 +3,8 @@
 // model computes with the worker's threads; a command's program is this process's child, in a
 // process group of its own, its stderr this worker's log), serving score (one reward over one
 // batch). A plugin that crashes takes this process with it, which is why rewards run here and
-// not in the controller.
+// not in the controller. The worker is a child subreaper (`reaps`): whatever the rewards start,
+// even in a session of its own, is killed when the worker ends (core/rl_reaper.h).
 #include "rl_role.h"
 
 #include "rl_err.h"
@@ -90,6 +91,6 @@ static int s_score(void *state, const rl_msg_t *req, rl_msg_t **reply, char *err
 static const rl_role_verb_t s_verbs[] = {{RL_PROTO_SCORE, s_score}};
 
 static const rl_role_t s_role = {"reward", s_setup, s_teardown, s_verbs,
-                                 (int)(sizeof s_verbs / sizeof s_verbs[0])};
+                                 (int)(sizeof s_verbs / sizeof s_verbs[0]), 1};
 
 const rl_role_t *rl_role_reward(void) { return &s_role; }

@@ -187,7 +187,7 @@ static const rl_role_verb_t s_verbs[] = {
 };
 
 static const rl_role_t s_role = {"sampler", s_setup, s_teardown, s_verbs,
-                                 (int)(sizeof s_verbs / sizeof s_verbs[0])};
+                                 (int)(sizeof s_verbs / sizeof s_verbs[0]), 0};
 
 const rl_role_t *rl_role_sampler(void) { return &s_role; }
 

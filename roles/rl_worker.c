@@ -9,6 +9,7 @@
 #include "rl_err.h"
 #include "rl_log.h"
 #include "rl_proto.h"
+#include "rl_reaper.h"
 #include "rl_role.h"
 #include "rl_wire.h"
 
@@ -255,6 +256,18 @@ int rl_worker_main(const rl_worker_opts_t *opts) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     rl_worker_opts_t oo = *opts;
     const rl_worker_opts_t *o = &oo;
+    // a role that runs programs we did not write answers for every process they start: a
+    // subreaper that kills them all when it ends, on SIGTERM and at its parent's death (then
+    // SIGTERM instead of SIGKILL); before any thread starts, so SIGTERM is blocked in all
+    const rl_role_t *early = rl_role_find(o->role);
+    int reaps = early && early->reaps;
+    if (reaps) {
+        char e[256];
+        if (rl_reaper_start(e, sizeof e) != 0) {
+            rl_log_error("%s/%d: %s", o->role, o->rank, e);
+            return 1;
+        }
+    }
     if (!s_controller_alive(o)) {
         return 1; // the controller is already gone
     }
@@ -374,6 +387,13 @@ int rl_worker_main(const rl_worker_opts_t *opts) {
     rl_chan_close(&w.chan, 2000);
     if (w.role && w.state) {
         w.role->teardown(&w.state);
+    }
+    if (reaps) {
+        int n = rl_reaper_sweep(2.0);
+        if (n > 0) {
+            rl_log_info("%s: killed %d process%s the rewards had started and left behind", id,
+                        n, n == 1 ? "" : "es");
+        }
     }
     rl_recipe_destroy(&w.recipe);
     rl_coll_destroy(&s_mesh);

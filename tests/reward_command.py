@@ -9,7 +9,9 @@ requests with 1.0 per item until its moment comes:
     wrong_count       reply one score fewer than the items
     infinite          reply Infinity for the first item (Python's json writes it so)
     error             reply {"error": "backend unavailable (N items)"}
-    hang PIDFILE      start a child that sleeps forever (its pid into PIDFILE), then never reply
+    hang PIDFILE      start a child that sleeps forever (its pid into PIDFILE), then never reply;
+                      the child runs in a session of its own (setsid) and ignores SIGTERM
+    setsid PIDFILE    on the first request, start such a child, then score as ok
     chatty            reply two lines per request
     nan               reply NaN (Python's json word) and null
     huge              reply the largest doubles, 1.7e308 and -1.7e308, alternating
@@ -29,6 +31,15 @@ def reply(obj):
     sys.stdout.flush()
 
 
+def escapee(pidfile):
+    # a process that leaves our process group (what a reward worker kills) and ignores SIGTERM
+    child = subprocess.Popen(["sh", "-c", "trap '' TERM; exec sleep 1000"],
+                             start_new_session=True)
+    with open(pidfile + ".tmp", "w") as f:
+        f.write("%d\n" % child.pid)
+    os.rename(pidfile + ".tmp", pidfile)
+
+
 n_req = 0
 for line in sys.stdin:
     n_req += 1
@@ -46,11 +57,12 @@ for line in sys.stdin:
     elif mode == "error":
         reply({"error": "backend unavailable (%d items)" % n})
     elif mode == "hang":
-        child = subprocess.Popen(["sleep", "1000"])
-        with open(arg + ".tmp", "w") as f:
-            f.write("%d\n" % child.pid)
-        os.rename(arg + ".tmp", arg)
+        escapee(arg)
         time.sleep(1000)
+    elif mode == "setsid":
+        if n_req == 1:
+            escapee(arg)
+        reply({"scores": [1.0] * n})
     elif mode == "chatty":
         reply({"scores": [1.0] * n})
         reply({"scores": [1.0] * n})

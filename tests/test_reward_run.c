@@ -183,9 +183,33 @@ static void test_failures(void) {
     CHECK_MSG(!strstr(out, "NaN"), "the run's output names a NaN:\n%s", out);
     free(out);
 
-    // a command that hangs: stopped just under roles.reward_timeout (2 s -> 1.8 s), with the
-    // child it started
+    // a command that starts a child in a session of its own that ignores SIGTERM (out of the
+    // process group the worker kills): gone when the run ends, as the reward worker, a child
+    // subreaper, adopted and killed it (it outlived the run before)
     char pidfile[600], extra[1024];
+    snprintf(pidfile, sizeof pidfile, "%s/setsid.pid", s_tmp);
+    snprintf(extra, sizeof extra,
+             "train.steps=1 'rewards=[{name: correct, command: [" PY
+             ", ../tests/reward_command.py, setsid, %s]}]'",
+             pidfile);
+    rc = s_run("setsid", extra);
+    CHECK_INT(rc, 0);
+    char *pid_txt = rl_test_read_file(pidfile, NULL);
+    pid_t child = pid_txt ? (pid_t)atoi(pid_txt) : 0;
+    free(pid_txt);
+    CHECK_MSG(child > 0 && rl_test_all_gone(&child, 1, 2.0),
+              "the command's setsid child %d outlived the run", (int)child);
+    if (child > 0) {
+        kill(child, SIGKILL);
+    }
+    snprintf(log, sizeof log, "%s/setsid/logs/reward-0.log", s_tmp);
+    out = rl_test_read_file(log, NULL);
+    CHECK_CONTAINS(out, "killed 1 process the rewards had started and left behind");
+    free(out);
+
+    // a command that hangs: stopped just under roles.reward_timeout (2 s -> 1.8 s), with the
+    // child it started (in a session of its own, ignoring SIGTERM: killed by the reward worker
+    // when the controller stops it)
     snprintf(pidfile, sizeof pidfile, "%s/hang.pid", s_tmp);
     snprintf(extra, sizeof extra,
              "roles.reward_timeout=2 'rewards=[{name: correct, command: [" PY
@@ -199,11 +223,14 @@ static void test_failures(void) {
     CHECK_CONTAINS(out, "score failed: the command gave no reply within 1.8 s (the reward's "
                         "deadline, just under roles.reward_timeout) and was stopped");
     free(out);
-    char *pid_txt = rl_test_read_file(pidfile, NULL);
-    pid_t child = pid_txt ? (pid_t)atoi(pid_txt) : 0;
+    pid_txt = rl_test_read_file(pidfile, NULL);
+    child = pid_txt ? (pid_t)atoi(pid_txt) : 0;
     free(pid_txt);
     CHECK_MSG(child > 0 && rl_test_all_gone(&child, 1, 2.0), "the command's child %d is alive",
               (int)child);
+    if (child > 0) {
+        kill(child, SIGKILL);
+    }
 
     // a server nobody listens on: the URL in the message, after 1 + retries attempts
     int fd = socket(AF_INET, SOCK_STREAM, 0);
