@@ -889,7 +889,7 @@ static int s_stop_cancelled(s_ctl_t *s, char *err, size_t err_len) {
     } else {
         snprintf(note, sizeof note, "no checkpoint: a new run starts from step 0");
     }
-    char why[256];
+    char why[256], when[128];
     if (s->stop_now == 2) {
         snprintf(why, sizeof why, "stopped at once on a second signal");
     } else if (s->phase == S_PHASE_STEP) {
@@ -898,8 +898,15 @@ static int s_stop_cancelled(s_ctl_t *s, char *err, size_t err_len) {
     } else {
         snprintf(why, sizeof why, "stopped on a signal");
     }
-    return rl_errf(err, err_len, RL_CONTROLLER_INTERRUPTED, "%s, during step %lld; %s%s", why,
-                   (long long)run->step + 1, note,
+    if (s->phase == S_PHASE_START) {
+        snprintf(when, sizeof when, "during start-up (the workers were still starting)");
+    } else if (s->phase == S_PHASE_EVAL) {
+        snprintf(when, sizeof when, "during the evaluation %s step %lld",
+                 run->step > 0 ? "after" : "before", (long long)(run->step > 0 ? run->step : 1));
+    } else {
+        snprintf(when, sizeof when, "during step %lld", (long long)run->step + 1);
+    }
+    return rl_errf(err, err_len, RL_CONTROLLER_INTERRUPTED, "%s, %s; %s%s", why, when, note,
                    wrote ? "; continue with rlctl run --resume" : "");
 }
 
@@ -999,6 +1006,7 @@ int rl_controller_run(const rl_recipe_t *r, const rl_controller_opts_t *o, char 
     int do_eval = s.algo->evaluate && (r->data.eval || r->data.eval_pairs);
     if (!rc && do_eval && s.algo->bookends && run->step == 0) {
         char note[128] = "";
+        s.phase = S_PHASE_EVAL;
         if ((rc = s_evaluate(&s, note, sizeof(note), err, err_len)) == 0) {
             if (note[0]) {
                 rl_log_info("before training: %s", note);
@@ -1019,7 +1027,9 @@ int rl_controller_run(const rl_recipe_t *r, const rl_controller_opts_t *o, char 
                      (long long)run->step + 1, s.last_ckpt > 0 ? "; continue with rlctl run "
                                                                 "--resume" : "");
     }
-    s.phase = S_PHASE_IDLE;
+    if (!rc) { // a failure keeps the phase: s_stop_cancelled says where the stop came
+        s.phase = S_PHASE_IDLE;
+    }
     while (!rc && run->step < last) {
         double t0 = rl_clock_now();
         char note[256] = "", enote[128] = "";
@@ -1137,7 +1147,10 @@ int rl_controller_run(const rl_recipe_t *r, const rl_controller_opts_t *o, char 
     }
     double grace = s_grace_left(&s) - 0.5; // stopping: what is left of roles.stop_grace
     grace = grace < 5.0 ? (grace > 0.1 ? grace : 0.1) : 5.0;
-    rl_group_destroy(&run->g, s.stop_now == 2 ? 0.0 : grace);
+    // stopped on a signal during start-up: workers still loading cannot answer shutdown, and
+    // nothing of theirs is worth waiting for: killed at once
+    int at_once = s.stop_now == 2 || (s.t_signal > 0 && s.phase == S_PHASE_START);
+    rl_group_destroy(&run->g, at_once ? 0.0 : grace);
     rl_progress_destroy(&s.progress);
     rl_metrics_destroy(&run->metrics);
     rl_traj_close(&run->traj);

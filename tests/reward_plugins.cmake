@@ -5,7 +5,7 @@
 # No plugin links an rlctl library: on Linux -z defs proves they need no symbol of ours (not
 # under sanitizers, whose runtimes resolve at load time).
 set(rl_test_plugins ok wrong_abi no_symbol null_table short_table null_callback create_error
-    score_error crash hang nan spawn_hang)
+    score_error crash hang nan spawn_hang slow_create)
 set(rl_plugin_dir ${CMAKE_BINARY_DIR}/tests/plugins)
 set(rl_plugin_targets "")
 

@@ -607,6 +607,48 @@ static void test_signals(void) {
     CHECK_MSG(rl_test_all_gone(kids, nk, 2), "a worker outlived the run");
     CHECK_MSG(child <= 0 || rl_test_all_gone(&child, 1, 2),
               "the process the plugin started outlived the run");
+
+    // SIGTERM during start-up, while the reward worker is still loading (a plugin whose create
+    // never returns in the worker): gone at once, saying so; it took ~5 s (the workers were
+    // asked to shut down and given the grace) and said "during step 1"
+    char rw[2048], marker[700], pidfile[700], args[2048];
+    snprintf(marker, sizeof marker, "%s/startup.marker", s_tmp);
+    snprintf(pidfile, sizeof pidfile, "%s/startup.pid", s_tmp);
+    unlink(marker);
+    unlink(pidfile);
+    snprintf(rw, sizeof rw,
+             "  - {name: correct, builtin: math_answer}\n"
+             "  - {name: slow, plugin: %s/slow_create.so, weight: 0.0, "
+             "config: {marker: %s, pidfile: %s}}\n",
+             RL_TEST_PLUGIN_DIR, marker, pidfile);
+    s_recipe("startup.yaml", rw, ", stop_grace: 20");
+    snprintf(args, sizeof args, "run %s/startup.yaml run.dir=%s/startup", s_tmp, s_tmp);
+    ctl = rl_test_spawn(s_tmp, args, "startup.txt");
+    pid_t loading = -1;
+    for (int tries = 0; tries < 1200 && loading <= 0; tries++) {
+        char *txt = rl_test_read_file(pidfile, NULL);
+        if (txt && atoi(txt) > 0) {
+            loading = (pid_t)atoi(txt);
+        }
+        free(txt);
+        rl_test_nap();
+    }
+    CHECK_MSG(loading > 0, "start-up: the reward worker never started loading");
+    nk = rl_test_children(ctl, kids, 64);
+    t0 = s_now();
+    kill(ctl, SIGTERM);
+    st = rl_test_wait_exit(ctl, 30);
+    dt = s_now() - t0;
+    snprintf(p, sizeof p, "%s/startup.txt", s_tmp);
+    out = rl_test_read_file(p, NULL);
+    CHECK_MSG(st == 1, "SIGTERM during start-up: exit %d:\n%s", st, out ? out : "");
+    // at once: 1 s for the reward worker's own stop (SIGTERM, then SIGKILL), and polling
+    CHECK_MSG(dt < 2.0, "SIGTERM during start-up: gone after %.1f s (roles.stop_grace 20)", dt);
+    CHECK_CONTAINS(out ? out : "", "stopped on a signal, during start-up");
+    CHECK_MSG(out && !strstr(out, "during step"), "start-up named a step:\n%s", out ? out : "");
+    free(out);
+    CHECK_MSG(rl_test_all_gone(kids, nk, 2), "a worker outlived the run");
+    CHECK_MSG(rl_test_all_gone(&loading, 1, 2), "the loading reward worker outlived the run");
 }
 
 int main(void) {
