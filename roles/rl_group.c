@@ -803,13 +803,28 @@ int rl_group_spawn_mesh(rl_group_t *g, const char *role, int dp, int fsdp, int t
     return 0;
 }
 
-// Counts (and the first few times logs) a message that is not from a worker of ours.
-static void s_drop(rl_group_t *g, const rl_msg_t *m, const char *peer, const char *why) {
+// Counts (and the first few times logs) a message that is not from a worker of ours. peer: the
+// worker's name once the sender is known to be that worker (`verified`), else the identity the
+// connection gave itself, which anyone can claim: the log then names the connection by the
+// kernel's pid and uid of its process and the identity as a claim, never as the sender.
+static void s_drop(rl_group_t *g, const rl_msg_t *m, const char *peer, int verified,
+                   const char *why) {
     g->dropped++;
-    if (g->dropped <= S_DROP_LOGGED || g->dropped % 1000 == 0) {
-        rl_log_warn("dropped '%s' from connection '%s': %s (%llu dropped so far)", rl_msg_op(m),
-                    peer, why, (unsigned long long)g->dropped);
+    if (g->dropped > S_DROP_LOGGED && g->dropped % 1000 != 0) {
+        return;
     }
+    char who[400];
+    int64_t pid = -1, uid = -1;
+    if (verified) {
+        snprintf(who, sizeof who, "%s", peer);
+    } else if (g->last_via == g->chan && rl_chan_peer_cred(g->chan, &pid, &uid) == 0) {
+        snprintf(who, sizeof who, "pid %lld (uid %lld), on a connection calling itself '%s'",
+                 (long long)pid, (long long)uid, peer);
+    } else {
+        snprintf(who, sizeof who, "a connection calling itself '%s'", peer);
+    }
+    rl_log_warn("dropped '%s' from %s: %s (%llu dropped so far)", rl_msg_op(m), who, why,
+                (unsigned long long)g->dropped);
 }
 
 // 1 when a hello or heartbeat carries the run's token (compared in constant time).
@@ -860,12 +875,12 @@ static pid_t s_ppid(pid_t pid) {
 static s_worker_t *s_sender(rl_group_t *g, const rl_msg_t *m, const char *peer, int *hb) {
     s_worker_t *w = s_find_rid(g, peer, hb);
     if (!w) {
-        s_drop(g, m, peer, "not a worker of this run");
+        s_drop(g, m, peer, 0, "not a worker of this run");
         return NULL;
     }
     int via_mesh = g->mesh_chan && g->last_via == g->mesh_chan;
     if (via_mesh != w->far) {
-        s_drop(g, m, w->name,
+        s_drop(g, m, w->name, 0,
                via_mesh ? "a local worker's name on the tcp socket of the mesh"
                         : "a rank across hosts on the local socket");
         return NULL;
@@ -874,11 +889,11 @@ static s_worker_t *s_sender(rl_group_t *g, const rl_msg_t *m, const char *peer, 
     char key[RL_CURVE_Z85_LEN + 1];
     if (w->far) {
         if (rl_chan_peer_key(g->mesh_chan, key) != 0) { // its key passed mesh.allow
-            s_drop(g, m, w->name, "no CURVE key");
+            s_drop(g, m, w->name, 0, "no CURVE key");
             return NULL;
         }
     } else if (rl_chan_peer_cred(g->chan, &pid, &uid) != 0) {
-        s_drop(g, m, w->name, "the sender's process is unknown");
+        s_drop(g, m, w->name, 0, "the sender's process is unknown");
         return NULL;
     }
     if (w->mesh && w->pid == 0 && uid == (int64_t)geteuid() && pid > 0 &&
@@ -888,24 +903,24 @@ static s_worker_t *s_sender(rl_group_t *g, const rl_msg_t *m, const char *peer, 
     }
     if (!w->far && (uid != (int64_t)geteuid() || pid != (int64_t)w->pid)) {
         char why[160];
-        snprintf(why, sizeof why, "sent by pid %lld (uid %lld), not by the worker rlctl started "
-                 "(pid %d)", (long long)pid, (long long)uid, (int)w->pid);
-        s_drop(g, m, w->name, why);
+        snprintf(why, sizeof why, "not the worker rlctl started under that name (pid %d)",
+                 (int)w->pid);
+        s_drop(g, m, w->name, 0, why);
         return NULL;
     }
     const char *op = rl_msg_op(m);
     int is_hb = strcmp(op, "hb") == 0, is_hello = strcmp(op, "hello") == 0;
     if (*hb != is_hb) {
-        s_drop(g, m, w->name, *hb ? "the heartbeat connection sends only heartbeats"
-                                  : "a heartbeat on the request connection");
+        s_drop(g, m, w->name, 1, *hb ? "the heartbeat connection sends only heartbeats"
+                                     : "a heartbeat on the request connection");
         return NULL;
     }
     if ((is_hb || is_hello) && !w->far && !s_token_ok(g, m)) {
-        s_drop(g, m, w->name, "without the run's token");
+        s_drop(g, m, w->name, 1, "without the run's token");
         return NULL;
     }
     if (!is_hb && !is_hello && !w->ready) {
-        s_drop(g, m, w->name, "before its hello");
+        s_drop(g, m, w->name, 1, "before its hello");
         return NULL;
     }
     return w;
@@ -929,9 +944,9 @@ static int s_bookkeep(rl_group_t *g, rl_msg_t *m, const char *peer, s_worker_t *
         char err[256];
         rl_msg_t *wel = NULL;
         if (w->ready || w->error[0]) {
-            s_drop(g, m, w->name, "a second hello");
+            s_drop(g, m, w->name, 1, "a second hello");
         } else if (rl_proto_hello_decode(m, &h, err, sizeof err) != 0) {
-            s_drop(g, m, w->name, err);
+            s_drop(g, m, w->name, 1, err);
         } else {
             if (w->far) { // what it says of itself: to name it, never to kill it
                 w->pid = (pid_t)h.pid;
@@ -1036,15 +1051,15 @@ static int s_recv_any(rl_group_t *g, int timeout_ms, rl_msg_t **m, s_worker_t **
 // for the caller to match.
 static int s_remote_msg(rl_group_t *g, s_worker_t *w, const rl_msg_t *m) {
     if (!w->alive) {
-        s_drop(g, m, w->name, "a remote sampler this run has stopped talking to");
+        s_drop(g, m, w->name, 1, "a remote sampler this run has stopped talking to");
         return 1;
     }
     if (!rl_proto_session_is(m, g->session)) {
-        s_drop(g, m, w->name, "not this run's session (a reply meant for an earlier run?)");
+        s_drop(g, m, w->name, 1, "not this run's session (a reply meant for an earlier run?)");
         return 1;
     }
     if (strcmp(rl_msg_op(m), "reply") != 0) {
-        s_drop(g, m, w->name, "a remote sampler only answers requests");
+        s_drop(g, m, w->name, 1, "a remote sampler only answers requests");
         return 1;
     }
     w->last_beat = rl_clock_now();
@@ -1068,7 +1083,7 @@ static int s_remote_msg(rl_group_t *g, s_worker_t *w, const rl_msg_t *m) {
         return 1;
     }
     if (!w->ready) {
-        s_drop(g, m, w->name, "before its attach reply");
+        s_drop(g, m, w->name, 1, "before its attach reply");
         return 1;
     }
     return 0;

@@ -334,6 +334,13 @@ static void test_intruders(void) {
     // the same-uid intruder reached the socket: what it sent was dropped, and said so
     CHECK_CONTAINS(out ? out : "", "dropped");
     CHECK(out == NULL || strstr(out, "forged hello") == NULL);
+    // logged by the kernel's pid of the sender, the name it gave itself only as a claim (it
+    // was logged as "from connection 'sampler/0'", the worker's own name)
+    CHECK_CONTAINS(out ? out : "", "on a connection calling itself 'sampler/0'");
+    CHECK_MSG(out && !strstr(out, "from connection 'sampler/0'") &&
+                  !strstr(out, "from sampler/0:"),
+              "a dropped message is logged under the name the intruder claimed:\n%s",
+              out ? out : "");
     free(out);
     s_same_metrics("a", "b");
     CHECK(rl_test_files_equal(s_tmp, "a/final/adapter_model.safetensors",
