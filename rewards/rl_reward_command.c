@@ -11,6 +11,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,15 +31,183 @@ extern char **environ;
 
 #define S_GRACE 1.0 // seconds a program gets to exit after its stdin closes
 
+// The copy of the program's stderr into ours (the reward worker's log), on a thread of its own
+// so that the program never blocks on a full pipe between batches: the first
+// RL_REWARD_COMMAND_STDERR_CAP bytes as they come, then only the last
+// RL_REWARD_COMMAND_STDERR_TAIL bytes, kept in a ring and written with the count of dropped
+// bytes when the pipe closes or the reward is destroyed.
+typedef struct {
+    int fd;           // the read end of the program's stderr; -1 when none
+    int stop[2];      // a byte written to stop[1] ends the thread (after draining fd)
+    pthread_t thread; // valid when `started`
+    int started;
+    size_t written, dropped;
+    char *tail; // RL_REWARD_COMMAND_STDERR_TAIL bytes, a ring: the newest dropped bytes
+    size_t tail_len, tail_pos;
+} s_errcopy_t;
+
 typedef struct {
     pid_t pid;    // the program, leader of its own process group; 0 once reaped
     int to, from; // its stdin (written), its stdout (read); -1 once closed
+    s_errcopy_t err; // its stderr
     double limit; // seconds one score() may wait for the reply; 0 = no limit
     char *prog;   // argv[0] as the recipe wrote it, for messages
     char *buf;    // what it wrote that no reply has used yet
     size_t len, cap;
     char gone[384]; // why it cannot score any more ("" while it can)
 } s_cmd_t;
+
+// ---------------------------------------------------------------------------------------------
+// the program's stderr
+
+// write() all of p[0..n) to our stderr; what cannot be written (a closed log) is lost.
+static void s_put(const char *p, size_t n) {
+    while (n > 0) {
+        ssize_t w = write(2, p, n);
+        if (w < 0 && errno == EINTR) {
+            continue;
+        }
+        if (w <= 0) {
+            return;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+// Takes n bytes the program wrote: into the log below the cap, into the tail ring past it.
+static void s_errcopy_take(s_errcopy_t *e, const char *p, size_t n) {
+    size_t room = RL_REWARD_COMMAND_STDERR_CAP - e->written;
+    size_t now = n < room ? n : room;
+    s_put(p, now);
+    e->written += now;
+    if (now == n) {
+        return;
+    }
+    if (e->dropped == 0) {
+        char note[256];
+        int k = snprintf(note, sizeof note,
+                         "\nrlctl: warn: the reward command's stderr passed %u MiB: the rest is "
+                         "dropped, but for its last %u KiB, written when the command ends\n",
+                         RL_REWARD_COMMAND_STDERR_CAP >> 20, RL_REWARD_COMMAND_STDERR_TAIL >> 10);
+        s_put(note, (size_t)k);
+    }
+    p += now;
+    n -= now;
+    e->dropped += n;
+    if (!e->tail) {
+        return; // no memory for the tail: dropped, still counted
+    }
+    for (size_t i = 0; i < n; i++) { // a ring of the newest TAIL bytes
+        e->tail[e->tail_pos] = p[i];
+        e->tail_pos = (e->tail_pos + 1) % RL_REWARD_COMMAND_STDERR_TAIL;
+    }
+    e->tail_len += n;
+    if (e->tail_len > RL_REWARD_COMMAND_STDERR_TAIL) {
+        e->tail_len = RL_REWARD_COMMAND_STDERR_TAIL;
+    }
+}
+
+// Writes the count of dropped bytes and the tail (once the program's stderr has ended).
+static void s_errcopy_flush(s_errcopy_t *e) {
+    if (e->dropped == 0) {
+        return;
+    }
+    char note[256];
+    int k = snprintf(note, sizeof note,
+                     "\nrlctl: warn: %zu bytes of the reward command's stderr were dropped (past "
+                     "%u MiB); its last %zu bytes:\n",
+                     e->dropped, RL_REWARD_COMMAND_STDERR_CAP >> 20, e->tail_len);
+    s_put(note, (size_t)k);
+    if (e->tail) {
+        size_t start = (e->tail_pos + RL_REWARD_COMMAND_STDERR_TAIL - e->tail_len) %
+                       RL_REWARD_COMMAND_STDERR_TAIL;
+        size_t first = RL_REWARD_COMMAND_STDERR_TAIL - start;
+        first = first < e->tail_len ? first : e->tail_len;
+        s_put(e->tail + start, first);
+        s_put(e->tail, e->tail_len - first);
+    }
+    e->dropped = 0;
+    e->tail_len = 0;
+}
+
+static void *s_errcopy_main(void *arg) {
+    s_errcopy_t *e = arg;
+    char buf[65536];
+    int stopping = 0;
+    size_t after_stop = 0; // bytes taken since destroy() asked: a writer that never pauses (a
+                           // child the program left behind) cannot hold the join forever
+    for (;;) {
+        struct pollfd pf[2] = {{e->fd, POLLIN, 0}, {e->stop[0], POLLIN, 0}};
+        int r = poll(pf, stopping ? 1 : 2, stopping ? 0 : -1);
+        if (r < 0 && errno == EINTR) {
+            continue;
+        }
+        if (!stopping && r > 0 && (pf[1].revents & (POLLIN | POLLHUP))) {
+            stopping = 1; // destroy(): drain what is in the pipe now, then end
+            continue;
+        }
+        if (r <= 0) {
+            break; // stopping and nothing left
+        }
+        ssize_t n = read(e->fd, buf, sizeof buf);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
+            if (stopping && errno == EAGAIN) {
+                break;
+            }
+            continue;
+        }
+        if (n <= 0) {
+            break; // the program (and all it started) closed its stderr
+        }
+        s_errcopy_take(e, buf, (size_t)n);
+        if (stopping && (after_stop += (size_t)n) > RL_REWARD_COMMAND_STDERR_TAIL * 16) {
+            break;
+        }
+    }
+    s_errcopy_flush(e);
+    return NULL;
+}
+
+// Starts the copy of the program's stderr from fd (taken over). Returns 0 or an errno; on
+// failure fd is closed and the program's stderr is lost rather than the reward refused.
+static int s_errcopy_start(s_errcopy_t *e, int fd) {
+    e->fd = fd;
+    e->tail = malloc(RL_REWARD_COMMAND_STDERR_TAIL);
+    if (pipe(e->stop) != 0) {
+        e->stop[0] = e->stop[1] = -1;
+        return errno;
+    }
+    fcntl(e->stop[0], F_SETFD, FD_CLOEXEC);
+    fcntl(e->stop[1], F_SETFD, FD_CLOEXEC);
+    fcntl(e->fd, F_SETFL, fcntl(e->fd, F_GETFL) | O_NONBLOCK);
+    int rc = pthread_create(&e->thread, NULL, s_errcopy_main, e);
+    e->started = rc == 0;
+    return rc;
+}
+
+// Ends the copy: what the pipe holds now is taken, the tail written, the thread joined.
+static void s_errcopy_stop(s_errcopy_t *e) {
+    if (e->started) {
+        char b = 1;
+        ssize_t w = write(e->stop[1], &b, 1);
+        (void)w;
+        pthread_join(e->thread, NULL);
+        e->started = 0;
+    }
+    for (int i = 0; i < 2; i++) {
+        if (e->stop[i] >= 0) {
+            close(e->stop[i]);
+            e->stop[i] = -1;
+        }
+    }
+    if (e->fd >= 0) {
+        close(e->fd);
+        e->fd = -1;
+    }
+    free(e->tail);
+    e->tail = NULL;
+}
 
 // ---------------------------------------------------------------------------------------------
 // processes
@@ -188,7 +357,7 @@ static char **s_environment(void) {
 // In the child, between fork and exec: only async-signal-safe calls (the parent may have
 // threads, whose locks a fork copies held).
 static void s_child(const char *path, char *const *argv, char *const *env, int in, int out,
-                    int report, pid_t parent) {
+                    int errfd, int report, pid_t parent) {
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) {
@@ -207,7 +376,7 @@ static void s_child(const char *path, char *const *argv, char *const *env, int i
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    if (dup2(in, 0) < 0 || dup2(out, 1) < 0) {
+    if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || (errfd >= 0 && dup2(errfd, 2) < 0)) {
         int e = errno;
         ssize_t w = write(report, &e, sizeof e);
         (void)w;
@@ -236,13 +405,13 @@ static int s_start(s_cmd_t *c, char **argv, char *err, size_t err_len) {
         return 1;
     }
     char **env = s_environment();
-    int in[2] = {-1, -1}, out[2] = {-1, -1}, rep[2] = {-1, -1};
+    int in[2] = {-1, -1}, out[2] = {-1, -1}, rep[2] = {-1, -1}, er[2] = {-1, -1};
     int rc = 1;
     if (!env) {
         snprintf(err, err_len, "out of memory");
         goto done;
     }
-    if (pipe(in) != 0 || pipe(out) != 0 || pipe(rep) != 0) {
+    if (pipe(in) != 0 || pipe(out) != 0 || pipe(rep) != 0 || pipe(er) != 0) {
         snprintf(err, err_len, "pipe: %s", strerror(errno));
         goto done;
     }
@@ -250,6 +419,7 @@ static int s_start(s_cmd_t *c, char **argv, char *err, size_t err_len) {
         fcntl(in[i], F_SETFD, FD_CLOEXEC);
         fcntl(out[i], F_SETFD, FD_CLOEXEC);
         fcntl(rep[i], F_SETFD, FD_CLOEXEC);
+        fcntl(er[i], F_SETFD, FD_CLOEXEC);
     }
     pid_t parent = getpid();
     pid_t pid = fork();
@@ -258,7 +428,7 @@ static int s_start(s_cmd_t *c, char **argv, char *err, size_t err_len) {
         goto done;
     }
     if (pid == 0) {
-        s_child(path, argv, env, in[0], out[1], rep[1], parent);
+        s_child(path, argv, env, in[0], out[1], er[1], rep[1], parent);
     }
     setpgid(pid, pid); // also here, so the group exists before any kill(-pid) of ours
     close(rep[1]);
@@ -278,6 +448,15 @@ static int s_start(s_cmd_t *c, char **argv, char *err, size_t err_len) {
     c->to = in[1];
     c->from = out[0];
     in[1] = out[0] = -1;
+    close(er[1]);
+    er[1] = -1;
+    int ec = s_errcopy_start(&c->err, er[0]);
+    er[0] = -1;
+    if (ec) { // the program runs on; what it writes to stderr is lost (EPIPE for it)
+        s_errcopy_stop(&c->err);
+        fprintf(stderr, "rlctl: warn: the reward command's stderr cannot be copied to this log: "
+                        "%s\n", strerror(ec));
+    }
     fcntl(c->to, F_SETFL, fcntl(c->to, F_GETFL) | O_NONBLOCK);
     fcntl(c->from, F_SETFL, fcntl(c->from, F_GETFL) | O_NONBLOCK);
     rc = 0;
@@ -291,6 +470,9 @@ done:
         }
         if (rep[i] >= 0) {
             close(rep[i]);
+        }
+        if (er[i] >= 0) {
+            close(er[i]);
         }
     }
     free(env);
@@ -316,6 +498,7 @@ static void s_cmd_destroy(void *state) {
     int st;
     s_stop(c, &st);
     s_close_fds(c);
+    s_errcopy_stop(&c->err);
     free(c->prog);
     free(c->buf);
     free(c);
@@ -349,6 +532,7 @@ static int s_cmd_create(const rl_reward_host_t *host, const char *config_json, v
         goto done;
     }
     c->to = c->from = -1;
+    c->err.fd = c->err.stop[0] = c->err.stop[1] = -1;
     c->limit = dl ? json_number_value(dl) : 0;
     c->limit = isfinite(c->limit) && c->limit > 0 ? c->limit : 0;
     for (size_t i = 0; i < argc; i++) {

@@ -4,8 +4,8 @@
 // RLCTL form), destroy() stops it. The protocol is in docs/rewards.md, "Rewards in any
 // language"; cookbook/plugins/math_reward.py is an example.
 //
-// The program runs in a process group of its own, with the caller's stderr (the reward
-// worker's log) and environment, and dies with the thread that started it (Linux
+// The program runs in a process group of its own, with the caller's environment and its stderr
+// copied to the caller's (the reward worker's log; capped, below), and dies with the thread that started it (Linux
 // PR_SET_PDEATHSIG: the reward worker calls create() on its main thread). destroy() closes its
 // stdin, gives it a second to exit, then kills its whole group, so nothing it started outlives
 // the reward. A program that exits, hangs past the deadline, or answers with anything but one
@@ -24,6 +24,15 @@ extern "C" {
 #endif
 
 // The longest reply line read from the program: RL_REWARD_JSON_MAX_REPLY (16 MiB).
+
+// What the program writes to stderr reaches the caller's stderr (the reward worker's log)
+// through a thread of ours, up to RL_REWARD_COMMAND_STDERR_CAP bytes per program; past it the
+// log says so once, what follows is dropped but for its last RL_REWARD_COMMAND_STDERR_TAIL
+// bytes, and when the program ends (its stderr closes, or destroy()) the log gets how many
+// bytes were dropped and that tail (a traceback usually comes last). A program cannot grow
+// the log without bound, and never blocks on a full stderr pipe.
+#define RL_REWARD_COMMAND_STDERR_CAP (16u << 20)
+#define RL_REWARD_COMMAND_STDERR_TAIL (64u << 10)
 
 // The table. Its create() takes a config of rlctl's own making, not a recipe's `config:`:
 //   {"argv": ["python3", "/abs/my_reward.py", ...],  the program (searched on PATH when it has

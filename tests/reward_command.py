@@ -9,9 +9,12 @@ requests with 1.0 per item until its moment comes:
     wrong_count       reply one score fewer than the items
     infinite          reply Infinity for the first item (Python's json writes it so)
     error             reply {"error": "backend unavailable (N items)"}
-    hang PIDFILE      start a child that sleeps forever (its pid into PIDFILE), then never reply;
-                      the child runs in a session of its own (setsid) and ignores SIGTERM
+    hang PIDFILE      start a child that sleeps forever (its pid into PIDFILE), then never reply
+    hang_setsid PIDFILE  as hang, but the child runs in a session of its own (setsid, out of the
+                      process group a reward worker kills) and ignores SIGTERM
     setsid PIDFILE    on the first request, start such a child, then score as ok
+    spew MIB          write MIB MiB to stderr per request, then 'spew: end of request N', and
+                      score as ok
     chatty            reply two lines per request
     nan               reply NaN (Python's json word) and null
     huge              reply the largest doubles, 1.7e308 and -1.7e308, alternating
@@ -31,13 +34,17 @@ def reply(obj):
     sys.stdout.flush()
 
 
+def write_pid(pidfile, pid):
+    with open(pidfile + ".tmp", "w") as f:
+        f.write("%d\n" % pid)
+    os.rename(pidfile + ".tmp", pidfile)
+
+
 def escapee(pidfile):
     # a process that leaves our process group (what a reward worker kills) and ignores SIGTERM
     child = subprocess.Popen(["sh", "-c", "trap '' TERM; exec sleep 1000"],
                              start_new_session=True)
-    with open(pidfile + ".tmp", "w") as f:
-        f.write("%d\n" % child.pid)
-    os.rename(pidfile + ".tmp", pidfile)
+    write_pid(pidfile, child.pid)
 
 
 n_req = 0
@@ -57,6 +64,10 @@ for line in sys.stdin:
     elif mode == "error":
         reply({"error": "backend unavailable (%d items)" % n})
     elif mode == "hang":
+        child = subprocess.Popen(["sleep", "1000"])
+        write_pid(arg, child.pid)
+        time.sleep(1000)
+    elif mode == "hang_setsid":
         escapee(arg)
         time.sleep(1000)
     elif mode == "setsid":
@@ -68,6 +79,13 @@ for line in sys.stdin:
         reply({"scores": [1.0] * n})
     elif mode == "huge":
         reply({"scores": [1.7e308 if i % 2 == 0 else -1.7e308 for i in range(n)]})
+    elif mode == "spew":
+        line = ("x" * 1023 + "\n").encode()
+        for _ in range(int(arg) * 1024):
+            sys.stderr.buffer.write(line)
+        sys.stderr.buffer.write(b"spew: end of request %d\n" % n_req)
+        sys.stderr.flush()
+        reply({"scores": [1.0] * n})
     elif mode == "nan":
         reply({"scores": [float("nan")] + [None] * (n - 1)})
     else:

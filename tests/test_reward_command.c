@@ -10,6 +10,7 @@
 //      group is killed); a program that cannot start is refused at open;
 //   3. the recipe: paths in `command:` resolve against the recipe's folder (the working
 //      directory for an override) as `plugin:` does, and the printed recipe reads back the same.
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdint.h>
@@ -21,6 +22,7 @@
 #include "rl_config.h"
 #include "rl_err.h"
 #include "rl_reward.h"
+#include "rl_reward_command.h"
 #include "rl_test.h"
 
 #define PY "/usr/bin/python3"
@@ -395,6 +397,49 @@ static void test_protocol(void) {
 // ---------------------------------------------------------------------------------------------
 // 3. the recipe
 
+// A program that writes 20 MiB to stderr: the log (our stderr, a file here) gets the first
+// RL_REWARD_COMMAND_STDERR_CAP bytes, a line saying the rest is dropped, and when the reward
+// closes the count of dropped bytes and the last RL_REWARD_COMMAND_STDERR_TAIL bytes, which end
+// with the program's last line; the reward scores as usual meanwhile.
+static void test_stderr_cap(void) {
+    char path[700];
+    snprintf(path, sizeof path, "%s/stderr.log", s_tmp);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    CHECK(fd >= 0);
+    if (fd < 0) {
+        return;
+    }
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(fd, 2);
+    close(fd);
+    double out[2];
+    rl_reward_t *r = s_mode("spew", "20", 0);
+    int rc = s_score2(r, out);
+    rl_reward_close(&r);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    CHECK_MSG(rc == 0, "spew: %s", s_err);
+    CHECK(out[0] == 1.0 && out[1] == 1.0);
+    size_t n = 0;
+    char *log = rl_test_read_file(path, &n);
+    size_t most = RL_REWARD_COMMAND_STDERR_CAP + RL_REWARD_COMMAND_STDERR_TAIL + 4096;
+    CHECK_MSG(log && n <= most && n > RL_REWARD_COMMAND_STDERR_CAP,
+              "a program's 20 MiB of stderr made a log of %zu bytes (want at most %zu)", n, most);
+    if (log) {
+        // (not CHECK_CONTAINS: it would print megabytes)
+        CHECK_MSG(strstr(log, "the reward command's stderr passed 16 MiB: the rest is dropped"),
+                  "the log does not say where it was cut");
+        CHECK_MSG(strstr(log, "bytes of the reward command's stderr were dropped (past 16 MiB)"),
+                  "the log does not count the dropped bytes");
+        const char *end = "spew: end of request 1\n";
+        CHECK_MSG(n >= strlen(end) && !strcmp(log + n - strlen(end), end),
+                  "the log does not end with the program's last line");
+    }
+    free(log);
+}
+
 static void test_recipe(void) {
     char dir[700], path[800], script[800], cwd[4096];
     snprintf(dir, sizeof dir, "%s/recipe", s_tmp);
@@ -473,6 +518,7 @@ int main(void) {
     }
     test_math_equivalence();
     test_protocol();
+    test_stderr_cap();
     test_recipe();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_tmp);

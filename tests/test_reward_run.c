@@ -213,13 +213,13 @@ static void test_failures(void) {
     snprintf(pidfile, sizeof pidfile, "%s/hang.pid", s_tmp);
     snprintf(extra, sizeof extra,
              "roles.reward_timeout=2 'rewards=[{name: correct, command: [" PY
-             ", ../tests/reward_command.py, hang, %s]}]'",
+             ", ../tests/reward_command.py, hang_setsid, %s]}]'",
              pidfile);
     rc = s_run("hangs", extra);
     out = rl_test_out(s_tmp);
     CHECK_INT(rc, 1);
     CHECK_CONTAINS(out, "reward 'correct' (command " PY " " RL_SOURCE_DIR
-                        "/tests/reward_command.py hang ");
+                        "/tests/reward_command.py hang_setsid ");
     CHECK_CONTAINS(out, "score failed: the command gave no reply within 1.8 s (the reward's "
                         "deadline, just under roles.reward_timeout) and was stopped");
     free(out);
