@@ -25,12 +25,15 @@
 #define S_MAX_TOP 5            // logprobs: 0..5, as OpenAI's
 #define S_MAX_STOP 4           // stop strings, as OpenAI's
 #define S_LOGITS_MAX (1 << 26) // floats of (T, V) logits for top logprobs
+// the smallest positive temperature: below it logits / T overflow a float (inf - inf = NaN)
+#define S_MIN_TEMP 1e-6
 
 struct rl_http {
     struct MHD_Daemon *d;
     const rl_http_backend_t *backend;
     char token[256]; // "" = none
     int port;
+    int64_t max_work;
 };
 
 // ---- the completions request ------------------------------------------------------------------
@@ -171,6 +174,12 @@ static int s_parse(json_t *o, s_req_t *q, char **body_p) {
     if (!st) {
         st = s_num(o, "temperature", 0, 2, &q->temperature, body_p);
     }
+    if (!st && q->temperature > 0 && q->temperature < S_MIN_TEMP) {
+        st = s_error(400, "invalid_request_error", "temperature", body_p,
+                     "'temperature' must be 0 (greedy) or in [%g, 2]: %g divides the logits "
+                     "past what a float holds",
+                     S_MIN_TEMP, q->temperature);
+    }
     if (!st) {
         st = s_num(o, "top_p", 1e-9, 1, &q->top_p, body_p);
     }
@@ -286,21 +295,44 @@ static int s_cut(rl_tokenizer_t *tok, const s_req_t *q, const rl_sampler_result_
     return rc;
 }
 
+// A logprob as a JSON number, or NULL with why when it is not finite (JSON has no NaN or
+// infinity, and jansson returns NULL for them: appended, the value would silently go missing).
+static json_t *s_logprob(double v, int choice, int i, const char *what, char *why, size_t why_len) {
+    if (!isfinite(v)) {
+        snprintf(why, why_len,
+                 "choice %d, token %d: the model's %s is %g, not a finite number: its weights "
+                 "(or adapter) give non-finite logits; no reply is sent rather than one with "
+                 "the value left out",
+                 choice, i, what, v);
+        return NULL;
+    }
+    return json_real(v);
+}
+
 // logprobs of a choice: the sampled tokens, their logprobs, the k most likely at each position
-// and the byte offsets, from one forward over prompt + completion (as `rlctl logprobs`).
-static json_t *s_logprobs(rl_model_t *model, rl_tokenizer_t *tok, const int32_t *prompt, int P,
-                          const rl_sampler_result_t *res, const s_cut_t *c, int k, double temp,
-                          char *why, size_t why_len) {
+// and the byte offsets, from one forward over prompt + completion (as `rlctl logprobs`), into
+// *out_p (caller owns). Returns 0, or the HTTP status of the error with why: 400 (top logprobs
+// of too many logits), 500 (a logprob that is not finite, out of memory).
+static int s_logprobs(rl_model_t *model, rl_tokenizer_t *tok, const int32_t *prompt, int P,
+                      const rl_sampler_result_t *res, const s_cut_t *c, int k, double temp,
+                      int choice, json_t **out_p, char *why, size_t why_len) {
+    *out_p = NULL;
     int C = c->kept, T = P + C, V = rl_model_config(model)->vocab_size;
     // the four arrays belong to out from the start (borrowed below): one decref frees all
     json_t *out = json_object(), *tokens = json_array(), *lps = json_array(), *tops = json_array(),
            *offs = json_array();
-    json_object_set_new(out, "tokens", tokens);
-    json_object_set_new(out, "token_logprobs", lps);
-    json_object_set_new(out, "top_logprobs", tops);
-    json_object_set_new(out, "text_offset", offs);
+    int bad = !out || json_object_set_new(out, "tokens", tokens) ||
+              json_object_set_new(out, "token_logprobs", lps) ||
+              json_object_set_new(out, "top_logprobs", tops) ||
+              json_object_set_new(out, "text_offset", offs);
+    if (bad) {
+        json_decref(out);
+        snprintf(why, why_len, "out of memory");
+        return 500;
+    }
     if (C == 0) {
-        return out;
+        *out_p = out;
+        return 0;
     }
     if (k > 0 && (double)T * V > S_LOGITS_MAX) {
         snprintf(why, why_len,
@@ -308,12 +340,12 @@ static json_t *s_logprobs(rl_model_t *model, rl_tokenizer_t *tok, const int32_t 
                  "logprobs for up to %d of them (use logprobs: 0)",
                  k, T, V, S_LOGITS_MAX);
         json_decref(out);
-        return NULL;
+        return 400;
     }
     int32_t *seq = malloc((size_t)T * sizeof *seq);
     float *logp = malloc((size_t)T * sizeof *logp);
     float *logits = NULL;
-    int rc = seq && logp ? 0 : RL_ENOMEM;
+    int st = 0, rc = seq && logp ? 0 : RL_ENOMEM;
     if (!rc) {
         memcpy(seq, prompt, (size_t)P * sizeof *seq);
         memcpy(seq + P, res->ids, (size_t)C * sizeof *seq);
@@ -322,17 +354,28 @@ static json_t *s_logprobs(rl_model_t *model, rl_tokenizer_t *tok, const int32_t 
     if (!rc && k > 0 && !(logits = rl_model_logits(model))) {
         rc = RL_ENOMEM;
     }
-    for (int i = 0; !rc && i < C; i++) {
+    if (rc) {
+        snprintf(why, why_len, "logprobs: %s", rl_model_errmsg(model));
+        st = 500;
+    }
+    for (int i = 0; !st && i < C; i++) {
         int32_t id = res->ids[i];
         const char *tk = rl_tokenizer_id_to_token(tok, id);
         char *txt = NULL;
         size_t tl = 0;
         rl_tokenizer_decode(tok, &id, 1, 0, &txt, &tl);
-        json_array_append_new(tokens, json_stringn(txt ? txt : (tk ? tk : ""), txt ? tl : 0));
-        json_array_append_new(lps, json_real((double)logp[P + i]));
-        json_array_append_new(offs, json_integer((json_int_t)c->offset[i]));
+        json_t *lp = s_logprob((double)logp[P + i], choice, i, "logprob", why, why_len);
         json_t *top = json_object();
-        if (k > 0) {
+        if (!lp) {
+            st = 500;
+        } else if (json_array_append_new(tokens,
+                                         json_stringn(txt ? txt : (tk ? tk : ""), txt ? tl : 0)) ||
+                   json_array_append(lps, lp) ||
+                   json_array_append_new(offs, json_integer((json_int_t)c->offset[i])) || !top) {
+            snprintf(why, why_len, "out of memory");
+            st = 500;
+        }
+        if (!st && k > 0) {
             // the distribution that predicted token P + i: logits row P + i - 1
             const float *row = logits + (size_t)(P + i - 1) * (size_t)V;
             double mx = -INFINITY, sum = 0;
@@ -357,35 +400,62 @@ static json_t *s_logprobs(rl_model_t *model, rl_tokenizer_t *tok, const int32_t 
                     nb = nb < k ? nb + 1 : k;
                 }
             }
-            for (int b = 0; b < nb; b++) {
+            for (int b = 0; !st && b < nb; b++) {
                 char *bt = NULL;
                 size_t btl = 0;
                 int32_t bid = best[b];
                 rl_tokenizer_decode(tok, &bid, 1, 0, &bt, &btl);
-                json_object_setn_new(top, bt ? bt : "", bt ? btl : 0,
-                                     json_real(row[bid] / temp - lse));
+                json_t *v =
+                    s_logprob(row[bid] / temp - lse, choice, i, "top logprob", why, why_len);
+                if (!v) {
+                    st = 500;
+                } else if (json_object_setn_new(top, bt ? bt : "", bt ? btl : 0, v)) {
+                    snprintf(why, why_len, "out of memory");
+                    st = 500;
+                }
                 free(bt);
             }
         }
         // the sampled token is always there (OpenAI's rule), with the forward's logprob
-        json_object_setn_new(top, txt ? txt : "", txt ? tl : 0, json_real((double)logp[P + i]));
-        json_array_append_new(tops, top);
+        if (!st && json_object_setn(top, txt ? txt : "", txt ? tl : 0, lp)) {
+            snprintf(why, why_len, "out of memory");
+            st = 500;
+        }
+        if (!st && json_array_append(tops, top)) {
+            snprintf(why, why_len, "out of memory");
+            st = 500;
+        }
+        json_decref(top);
+        json_decref(lp);
         free(txt);
     }
     free(seq);
     free(logp);
     free(logits);
-    if (rc) {
-        snprintf(why, why_len, "logprobs: %s", rl_model_errmsg(model));
+    if (st) {
         json_decref(out);
-        return NULL;
+        return st;
     }
-    return out;
+    *out_p = out;
+    return 0;
+}
+
+// A request whose work is over the cap: 400 naming the fields, the work and the cap.
+static int s_too_much(int64_t work, const char *how, int64_t cap, char **body_p) {
+    return s_error(400, "invalid_request_error", "max_tokens", body_p,
+                   "this request asks for %s%lld tokens of work (%s); this server takes at most "
+                   "%lld per request (--http-max-work): send fewer prompts, or a smaller n or "
+                   "max_tokens",
+                   *how == 'n' ? "" : "at least ", (long long)work, how, (long long)cap);
 }
 
 int rl_http_complete(rl_model_t *model, rl_tokenizer_t *tok, const char *model_name,
-                     const char *body, size_t len, int *status, char **body_p) {
+                     const rl_http_call_t *call, const char *body, size_t len, int *status,
+                     char **body_p) {
     *body_p = NULL;
+    const rl_http_call_t none = {0, NULL, NULL};
+    call = call ? call : &none;
+    const int64_t cap = call->max_work > 0 ? call->max_work : RL_HTTP_MAX_WORK;
     json_error_t je;
     json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
     if (!o || !json_is_object(o)) {
@@ -400,6 +470,16 @@ int rl_http_complete(rl_model_t *model, rl_tokenizer_t *tok, const char *model_n
     if (st) {
         json_decref(o);
         *status = st;
+        return 0;
+    }
+    // the work before the prompts are tokenized (at least one token each), then with their tokens
+    char how[160];
+    int64_t work = (int64_t)q.n * q.n_prompts * ((int64_t)q.max_tokens + 1);
+    if (work > cap) {
+        snprintf(how, sizeof how, "%d prompt%s x n %d x (max_tokens %d + at least 1 prompt token)",
+                 q.n_prompts, q.n_prompts == 1 ? "" : "s", q.n, q.max_tokens);
+        json_decref(o);
+        *status = s_too_much(work, how, cap, body_p);
         return 0;
     }
     // the prompts' ids
@@ -423,6 +503,16 @@ int rl_http_complete(rl_model_t *model, rl_tokenizer_t *tok, const char *model_n
         }
         pr[i] = (rl_sampler_prompt_t){ids[i], (int)nids[i], (uint64_t)i};
     }
+    int64_t prompt_sum = 0;
+    for (int i = 0; i < q.n_prompts; i++) {
+        prompt_sum += (int64_t)nids[i];
+    }
+    work = (int64_t)q.n * (prompt_sum + (int64_t)q.n_prompts * q.max_tokens);
+    if (!st && work > cap) {
+        snprintf(how, sizeof how, "n %d x (%lld prompt tokens + %d prompt%s x max_tokens %d)", q.n,
+                 (long long)prompt_sum, q.n_prompts, q.n_prompts == 1 ? "" : "s", q.max_tokens);
+        st = s_too_much(work, how, cap, body_p);
+    }
     rl_sampler_result_t *res = NULL;
     rl_sampler_t *smp = st ? NULL : rl_sampler_new(model);
     if (!st && !smp) {
@@ -436,8 +526,15 @@ int rl_http_complete(rl_model_t *model, rl_tokenizer_t *tok, const char *model_n
         sp.n = q.n;
         sp.max_new_tokens = q.max_tokens;
         sp.seed = q.seed;
-        if (rl_sampler_generate(smp, pr, q.n_prompts, &sp, &res) != 0) {
-            st = s_error(400, "invalid_request_error", NULL, body_p, "%s", rl_sampler_errmsg(smp));
+        sp.cancel = call->cancel;
+        sp.cancel_arg = call->cancel_arg;
+        int rc = rl_sampler_generate(smp, pr, q.n_prompts, &sp, &res);
+        if (rc == RL_ECANCELED) {
+            st = s_error(499, "client_closed_request", NULL, body_p, "%s", rl_sampler_errmsg(smp));
+        } else if (rc) {
+            st = s_error(rc == RL_EINVAL ? 400 : 500,
+                         rc == RL_EINVAL ? "invalid_request_error" : "server_error", NULL, body_p,
+                         "%s", rl_sampler_errmsg(smp));
         }
     }
     json_t *choices = json_array();
@@ -456,19 +553,28 @@ int rl_http_complete(rl_model_t *model, rl_tokenizer_t *tok, const char *model_n
         }
         completion_tokens += res[j].n_ids;
         json_t *lp = json_null();
-        if (q.logprobs >= 0) {
+        if (q.logprobs >= 0 && call->cancel && call->cancel(call->cancel_arg)) {
+            st = s_error(499, "client_closed_request", NULL, body_p,
+                         "cancelled before the logprobs of choice %d", j);
+        } else if (q.logprobs >= 0) {
             char why[512] = "";
             int p = res[j].prompt;
-            lp = s_logprobs(model, tok, ids[p], (int)nids[p], &res[j], &c, q.logprobs, lp_temp, why,
-                            sizeof why);
-            if (!lp) {
-                st = s_error(400, "invalid_request_error", "logprobs", body_p, "%s", why);
+            st = s_logprobs(model, tok, ids[p], (int)nids[p], &res[j], &c, q.logprobs, lp_temp, j,
+                            &lp, why, sizeof why);
+            if (st) {
+                st = s_error(st, st == 400 ? "invalid_request_error" : "server_error",
+                             st == 400 ? "logprobs" : NULL, body_p, "%s", why);
             }
         }
-        if (!st) {
-            json_array_append_new(
-                choices, json_pack("{s:s%,s:i,s:o,s:s}", "text", c.text, c.text_len, "index", j,
-                                   "logprobs", lp, "finish_reason", c.stopped ? "stop" : "length"));
+        if (!st) { // every choice is in the reply, or the reply is an error
+            json_t *ch = json_pack("{s:s%,s:i,s:o,s:s}", "text", c.text, c.text_len, "index", j,
+                                   "logprobs", lp, "finish_reason", c.stopped ? "stop" : "length");
+            if (!ch || json_array_append_new(choices, ch)) {
+                st = s_error(500, "server_error", NULL, body_p,
+                             "choice %d cannot be written as JSON (out of memory, or its text "
+                             "is not UTF-8)",
+                             j);
+            }
         }
         free(c.text);
         free(c.offset);
@@ -595,8 +701,9 @@ static enum MHD_Result s_handler(void *cls, struct MHD_Connection *con, const ch
         } else if (h->backend->acquire(h->backend->ctx, &model, &tok, why, sizeof why) != 0) {
             status = s_error(503, "server_error", NULL, &body, "%s", why);
         } else {
-            rl_http_complete(model, tok, h->backend->model_name, c->buf ? c->buf : "", c->len,
-                             &status, &body);
+            rl_http_call_t call = {h->max_work, NULL, NULL};
+            rl_http_complete(model, tok, h->backend->model_name, &call, c->buf ? c->buf : "",
+                             c->len, &status, &body);
             h->backend->release(h->backend->ctx);
         }
     } else {
@@ -621,9 +728,10 @@ static void s_completed(void *cls, struct MHD_Connection *con, void **con_cls,
     *con_cls = NULL;
 }
 
-int rl_http_start(const char *addr, const char *token_file, const rl_http_backend_t *backend,
-                  rl_http_t **out, char *err, size_t err_len) {
+int rl_http_start(const rl_http_opts_t *opts, const rl_http_backend_t *backend, rl_http_t **out,
+                  char *err, size_t err_len) {
     *out = NULL;
+    const char *addr = opts->addr, *token_file = opts->token_file;
     char host[128];
     const char *colon = addr ? strrchr(addr, ':') : NULL;
     if (!colon || colon == addr || (size_t)(colon - addr) >= sizeof host) {
@@ -647,12 +755,17 @@ int rl_http_start(const char *addr, const char *token_file, const rl_http_backen
         return rl_errf(err, err_len, RL_EINVAL, "--http '%s': '%s' is not an IPv4 address", addr,
                        host);
     }
+    if (opts->max_work < 0) {
+        return rl_errf(err, err_len, RL_EINVAL, "--http-max-work %lld: must be >= 1",
+                       (long long)opts->max_work);
+    }
     int loopback = (ntohl(sa.sin_addr.s_addr) >> 24) == 127;
     rl_http_t *h = calloc(1, sizeof *h);
     if (!h) {
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
     h->backend = backend;
+    h->max_work = opts->max_work > 0 ? opts->max_work : RL_HTTP_MAX_WORK;
     if (token_file) {
         FILE *f = fopen(token_file, "r");
         size_t n = f ? fread(h->token, 1, sizeof h->token - 1, f) : 0;

@@ -9,9 +9,12 @@
 // first stop string or stop token; `logprobs: k` (0..5) returns the sampled tokens, their
 // logprobs (log_softmax(logits / T), T = 1 when temperature is 0: the convention of `rlctl
 // logprobs`), and for each token the k most likely tokens with theirs plus the sampled one.
-// Errors are OpenAI's error objects with the HTTP status: 400 (a bad request, naming the field),
-// 401 (a bearer token is configured and the request lacks it), 404, 405, 413 (a body over
-// 1 MiB), 503 (the backend has no model now: a sampler between runs).
+// Errors are OpenAI's error objects with the HTTP status: 400 (a bad request, naming the field;
+// a request whose work, n x the sum over its prompts of (prompt tokens + max_tokens), is over
+// max_work, naming the fields and the cap), 401 (a bearer token is configured and the request
+// lacks it), 404, 405, 413 (a body over 1 MiB), 500 (a non-finite logprob: the model is broken,
+// and a reply never leaves a value out), 503 (the backend has no model now: a sampler between
+// runs).
 #ifndef RL_HTTP_H
 #define RL_HTTP_H
 
@@ -19,10 +22,13 @@
 #include "rl_tokenizer.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+#define RL_HTTP_MAX_WORK 65536 // default max_work, tokens
 
 typedef struct {
     void *ctx;
@@ -35,21 +41,38 @@ typedef struct {
 
 typedef struct rl_http rl_http_t;
 
-// Serves at addr ("HOST:PORT", an IPv4 address or "localhost"; port 0 picks a free one, see
-// rl_http_port). token_file: a file holding the bearer token every request must carry
-// ("Authorization: Bearer <token>"), or NULL: then addr must be a loopback address (anyone who
-// can reach another address could use the model). backend is borrowed (must outlive the
-// server). caller owns *out; free with rl_http_stop. Returns 0 or an error.
-int rl_http_start(const char *addr, const char *token_file, const rl_http_backend_t *backend,
-                  rl_http_t **out, char *err, size_t err_len);
+typedef struct {
+    const char *addr;       // "HOST:PORT" (an IPv4 address or "localhost"; port 0 picks a free
+                            // one, see rl_http_port)
+    const char *token_file; // a file holding the bearer token every request must carry
+                            // ("Authorization: Bearer <token>"), or NULL: then addr must be a
+                            // loopback address (anyone who can reach another could use the model)
+    int64_t max_work;       // the most tokens of work one completions request may ask for
+                            // (n x the sum over its prompts of prompt tokens + max_tokens);
+                            // 0: RL_HTTP_MAX_WORK
+} rl_http_opts_t;
+
+// Serves as opts says. backend is borrowed (must outlive the server). caller owns *out; free
+// with rl_http_stop. Returns 0 or an error (a bad address, a token file that is missing or
+// short, an address in use).
+int rl_http_start(const rl_http_opts_t *opts, const rl_http_backend_t *backend, rl_http_t **out,
+                  char *err, size_t err_len);
 int rl_http_port(const rl_http_t *self);
 void rl_http_stop(rl_http_t **self_p);
 
-// One completions request body (JSON) against model/tok, without HTTP: *status (200 or the
-// error's) and the response body (JSON; caller owns *body_p; free with free()). The server calls
-// it; tests call it directly.
+// How one completions call is bounded; all zero: the default cap, never cancelled.
+typedef struct {
+    int64_t max_work;         // as rl_http_opts_t's (0: RL_HTTP_MAX_WORK)
+    int (*cancel)(void *arg); // NULL, or asked before every model step: non-zero stops the call
+    void *cancel_arg;         // with status 499 (the client went away: nothing to answer)
+} rl_http_call_t;
+
+// One completions request body (JSON) against model/tok, without HTTP: *status (200, 400, 499
+// when call->cancel stopped it, or 500) and the response body (JSON; caller owns *body_p; free
+// with free()). call may be NULL (all zero). The server calls it; tests call it directly.
 int rl_http_complete(rl_model_t *model, rl_tokenizer_t *tok, const char *model_name,
-                     const char *body, size_t len, int *status, char **body_p);
+                     const rl_http_call_t *call, const char *body, size_t len, int *status,
+                     char **body_p);
 
 #ifdef __cplusplus
 }

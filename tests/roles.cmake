@@ -36,3 +36,6 @@ add_test(NAME roles.http COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/ht
 set_tests_properties(roles.http PROPERTIES TIMEOUT 300 LABELS integration)
 # the spread of a step's prompts over the samplers (roles.balance: even, speed)
 rl_add_test(NAME roles.split SOURCES test_split.c LIBS rl_roles LABELS unit TIMEOUT 60)
+# rl_http_complete without HTTP: a reply never leaves a value out (a NaN model: 500; an
+# overflowing temperature: 400), the work cap, the cancel callback
+rl_add_test(NAME roles.http_complete SOURCES test_http.c LIBS rl_roles LABELS unit TIMEOUT 60)
