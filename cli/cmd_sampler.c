@@ -40,6 +40,7 @@ static void s_serve_help(FILE *out) {
             "                   of the run being served (503 between runs); HOST must be a\n"
             "                   loopback address unless --http-token is given\n"
             "  --http-token F   a file holding the bearer token HTTP requests must carry\n"
+            "                   (ours, mode 0600)\n"
             "  --http-max-work N  the most tokens one HTTP request may ask for: n x the sum\n"
             "                   over its prompts of prompt tokens + max_tokens (default 65536)\n\n"
             "Keys are only ever read from files: an argument that is a key is refused.\n");
