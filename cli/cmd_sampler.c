@@ -13,7 +13,8 @@ static void s_serve_help(FILE *out) {
             "usage: rlctl sampler serve --bind tcp://HOST:PORT --key FILE --allow FILE|DIR\n"
             "                           [--model DIR | --cache DIR] [--threads N] [--samplers N]\n"
             "                           [--heartbeat SECONDS]\n"
-            "                           [--sessions N] [--http HOST:PORT [--http-token FILE]]\n\n"
+            "                           [--sessions N] [--http HOST:PORT [--http-token FILE]\n"
+            "                           [--http-max-work N]]\n\n"
             "Serves the runs of controllers whose public key is allowed, one run at a time, as\n"
             "a sampler of the model in DIR (a run's model.path must be the same model: its\n"
             "fingerprint is checked) or, without --model, of each run's own model, which the\n"
@@ -38,7 +39,10 @@ static void s_serve_help(FILE *out) {
             "  --http HOST:PORT also answer OpenAI-compatible /v1/completions with the policy\n"
             "                   of the run being served (503 between runs); HOST must be a\n"
             "                   loopback address unless --http-token is given\n"
-            "  --http-token F   a file holding the bearer token HTTP requests must carry\n\n"
+            "  --http-token F   a file holding the bearer token HTTP requests must carry\n"
+            "                   (ours, mode 0600)\n"
+            "  --http-max-work N  the most tokens one HTTP request may ask for: n x the sum\n"
+            "                   over its prompts of prompt tokens + max_tokens (default 65536)\n\n"
             "Keys are only ever read from files: an argument that is a key is refused.\n");
 }
 
@@ -81,6 +85,8 @@ static int s_serve(int argc, char **argv) {
             o.http = v;
         } else if (!strcmp(a, "--http-token")) {
             o.http_token = v;
+        } else if (!strcmp(a, "--http-max-work")) {
+            bad = rl_cli_int("sampler serve", a, v, 1, 1 << 30, &o.http_max_work);
         } else if (!strcmp(a, "--threads")) {
             bad = rl_cli_int("sampler serve", a, v, 0, 4096, &o.threads);
         } else if (!strcmp(a, "--logs")) {

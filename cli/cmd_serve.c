@@ -16,12 +16,15 @@
 static void s_help(FILE *out) {
     fprintf(out,
             "usage: rlctl serve --model DIR [--adapter DIR] [--http HOST:PORT]\n"
-            "                   [--http-token FILE] [--threads N] [--name NAME]\n\n"
+            "                   [--http-token FILE] [--http-max-work N] [--threads N]\n"
+            "                   [--name NAME]\n\n"
             "Serves the model (with a PEFT LoRA adapter, e.g. a run's final/) as an\n"
             "OpenAI-compatible text completions endpoint: POST /v1/completions (prompt,\n"
             "max_tokens, temperature, top_p, n, stop, seed, logprobs 0..5) and GET /v1/models.\n"
-            "Logprobs are `rlctl logprobs`' numbers for the same text. Requests are served one\n"
-            "at a time. Runs until SIGINT/SIGTERM. docs/remote.md has examples.\n\n"
+            "Logprobs are `rlctl logprobs`' numbers for the same text. Completions are generated\n"
+            "one at a time, in order; a client has at most 4 waiting or running (429 beyond),\n"
+            "16 connections, and 10 s to send a request's head. Runs until SIGINT/SIGTERM.\n"
+            "docs/remote.md has examples and every limit.\n\n"
             "  --model DIR        Hugging Face model folder (config.json, weights,\n"
             "                     tokenizer.json)\n"
             "  --adapter DIR      PEFT LoRA adapter folder to apply\n"
@@ -29,7 +32,10 @@ static void s_help(FILE *out) {
             "                     as \"http on http://HOST:PORT/v1\"); HOST must be a loopback\n"
             "                     address unless --http-token is given\n"
             "  --http-token FILE  a file holding the bearer token every request must carry\n"
-            "                     (Authorization: Bearer ...)\n"
+            "                     (Authorization: Bearer ...); ours, mode 0600\n"
+            "  --http-max-work N  the most tokens one request may ask for: n x the sum over\n"
+            "                     its prompts of prompt tokens + max_tokens (default 65536;\n"
+            "                     more: 400)\n"
             "  --threads N        compute threads (default 0 = every core)\n"
             "  --name NAME        the model id /v1/models lists (default: the folder's name)\n");
 }
@@ -63,7 +69,7 @@ int rl_cmd_serve(int argc, char **argv) {
     }
     const char *model = NULL, *adapter = NULL, *http = "127.0.0.1:8000", *token = NULL,
                *name = NULL;
-    int threads = 0;
+    int threads = 0, max_work = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
@@ -83,6 +89,8 @@ int rl_cmd_serve(int argc, char **argv) {
             name = v;
         } else if (!strcmp(a, "--threads")) {
             bad = rl_cli_int("serve", a, v, 0, 4096, &threads);
+        } else if (!strcmp(a, "--http-max-work")) {
+            bad = rl_cli_int("serve", a, v, 1, 1 << 30, &max_work);
         } else {
             fprintf(stderr, "rlctl serve: unknown option '%s' (--help)\n", a);
             return RL_EXIT_USAGE;
@@ -116,9 +124,10 @@ int rl_cmd_serve(int argc, char **argv) {
         name = nm;
     }
     rl_http_backend_t be = {&b, s_acquire, s_release, name};
+    rl_http_opts_t ho = {http, token, max_work};
     rl_http_t *h = NULL;
     char err[1024];
-    if (rl_http_start(http, token, &be, &h, err, sizeof err) != 0) {
+    if (rl_http_start(&ho, &be, &h, err, sizeof err) != 0) {
         fprintf(stderr, "rlctl serve: %s\n", err);
         rl_model_destroy(&b.model);
         rl_tokenizer_destroy(&b.tok);

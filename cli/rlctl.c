@@ -47,10 +47,10 @@ static const s_command_t s_commands[] = {
     {"plot", rl_cmd_plot, "draw runs' metrics.jsonl curves as an SVG file",
      "metric= out= title= width= height= smooth="},
     {"sampler", rl_cmd_sampler, "serve as a remote sampler of runs (sampler serve)",
-     "bind= key= allow= model= cache= http= http-token= threads= logs= samplers= sessions= "
-     "heartbeat="},
+     "bind= key= allow= model= cache= http= http-token= http-max-work= threads= logs= samplers= "
+     "sessions= heartbeat="},
     {"serve", rl_cmd_serve, "serve a model over OpenAI-compatible HTTP (/v1/completions)",
-     "model= adapter= http= http-token= name= threads="},
+     "model= adapter= http= http-token= http-max-work= name= threads="},
     {"keygen", rl_cmd_keygen, "write a CURVE key pair for remote samplers", "out= force"},
     {"worker", rl_cmd_worker, "a worker process of a run (started by rlctl run)",
      "role= rank= connect= parent= secret-fd= max-frame= mesh= secret-file= log-dir= heartbeat= "

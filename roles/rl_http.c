@@ -6,18 +6,24 @@
 #include "rl_sampler.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #define S_BODY_MAX (1u << 20)  // request bodies above this are refused (413)
 #define S_MAX_N 64             // completions per prompt
@@ -25,13 +31,8 @@
 #define S_MAX_TOP 5            // logprobs: 0..5, as OpenAI's
 #define S_MAX_STOP 4           // stop strings, as OpenAI's
 #define S_LOGITS_MAX (1 << 26) // floats of (T, V) logits for top logprobs
-
-struct rl_http {
-    struct MHD_Daemon *d;
-    const rl_http_backend_t *backend;
-    char token[256]; // "" = none
-    int port;
-};
+// the smallest positive temperature: below it logits / T overflow a float (inf - inf = NaN)
+#define S_MIN_TEMP 1e-6
 
 // ---- the completions request ------------------------------------------------------------------
 
@@ -171,6 +172,12 @@ static int s_parse(json_t *o, s_req_t *q, char **body_p) {
     if (!st) {
         st = s_num(o, "temperature", 0, 2, &q->temperature, body_p);
     }
+    if (!st && q->temperature > 0 && q->temperature < S_MIN_TEMP) {
+        st = s_error(400, "invalid_request_error", "temperature", body_p,
+                     "'temperature' must be 0 (greedy) or in [%g, 2]: %g divides the logits "
+                     "past what a float holds",
+                     S_MIN_TEMP, q->temperature);
+    }
     if (!st) {
         st = s_num(o, "top_p", 1e-9, 1, &q->top_p, body_p);
     }
@@ -286,21 +293,44 @@ static int s_cut(rl_tokenizer_t *tok, const s_req_t *q, const rl_sampler_result_
     return rc;
 }
 
+// A logprob as a JSON number, or NULL with why when it is not finite (JSON has no NaN or
+// infinity, and jansson returns NULL for them: appended, the value would silently go missing).
+static json_t *s_logprob(double v, int choice, int i, const char *what, char *why, size_t why_len) {
+    if (!isfinite(v)) {
+        snprintf(why, why_len,
+                 "choice %d, token %d: the model's %s is %g, not a finite number: its weights "
+                 "(or adapter) give non-finite logits; no reply is sent rather than one with "
+                 "the value left out",
+                 choice, i, what, v);
+        return NULL;
+    }
+    return json_real(v);
+}
+
 // logprobs of a choice: the sampled tokens, their logprobs, the k most likely at each position
-// and the byte offsets, from one forward over prompt + completion (as `rlctl logprobs`).
-static json_t *s_logprobs(rl_model_t *model, rl_tokenizer_t *tok, const int32_t *prompt, int P,
-                          const rl_sampler_result_t *res, const s_cut_t *c, int k, double temp,
-                          char *why, size_t why_len) {
+// and the byte offsets, from one forward over prompt + completion (as `rlctl logprobs`), into
+// *out_p (caller owns). Returns 0, or the HTTP status of the error with why: 400 (top logprobs
+// of too many logits), 500 (a logprob that is not finite, out of memory).
+static int s_logprobs(rl_model_t *model, rl_tokenizer_t *tok, const int32_t *prompt, int P,
+                      const rl_sampler_result_t *res, const s_cut_t *c, int k, double temp,
+                      int choice, json_t **out_p, char *why, size_t why_len) {
+    *out_p = NULL;
     int C = c->kept, T = P + C, V = rl_model_config(model)->vocab_size;
     // the four arrays belong to out from the start (borrowed below): one decref frees all
     json_t *out = json_object(), *tokens = json_array(), *lps = json_array(), *tops = json_array(),
            *offs = json_array();
-    json_object_set_new(out, "tokens", tokens);
-    json_object_set_new(out, "token_logprobs", lps);
-    json_object_set_new(out, "top_logprobs", tops);
-    json_object_set_new(out, "text_offset", offs);
+    int bad = !out || json_object_set_new(out, "tokens", tokens) ||
+              json_object_set_new(out, "token_logprobs", lps) ||
+              json_object_set_new(out, "top_logprobs", tops) ||
+              json_object_set_new(out, "text_offset", offs);
+    if (bad) {
+        json_decref(out);
+        snprintf(why, why_len, "out of memory");
+        return 500;
+    }
     if (C == 0) {
-        return out;
+        *out_p = out;
+        return 0;
     }
     if (k > 0 && (double)T * V > S_LOGITS_MAX) {
         snprintf(why, why_len,
@@ -308,12 +338,12 @@ static json_t *s_logprobs(rl_model_t *model, rl_tokenizer_t *tok, const int32_t 
                  "logprobs for up to %d of them (use logprobs: 0)",
                  k, T, V, S_LOGITS_MAX);
         json_decref(out);
-        return NULL;
+        return 400;
     }
     int32_t *seq = malloc((size_t)T * sizeof *seq);
     float *logp = malloc((size_t)T * sizeof *logp);
     float *logits = NULL;
-    int rc = seq && logp ? 0 : RL_ENOMEM;
+    int st = 0, rc = seq && logp ? 0 : RL_ENOMEM;
     if (!rc) {
         memcpy(seq, prompt, (size_t)P * sizeof *seq);
         memcpy(seq + P, res->ids, (size_t)C * sizeof *seq);
@@ -322,17 +352,28 @@ static json_t *s_logprobs(rl_model_t *model, rl_tokenizer_t *tok, const int32_t 
     if (!rc && k > 0 && !(logits = rl_model_logits(model))) {
         rc = RL_ENOMEM;
     }
-    for (int i = 0; !rc && i < C; i++) {
+    if (rc) {
+        snprintf(why, why_len, "logprobs: %s", rl_model_errmsg(model));
+        st = 500;
+    }
+    for (int i = 0; !st && i < C; i++) {
         int32_t id = res->ids[i];
         const char *tk = rl_tokenizer_id_to_token(tok, id);
         char *txt = NULL;
         size_t tl = 0;
         rl_tokenizer_decode(tok, &id, 1, 0, &txt, &tl);
-        json_array_append_new(tokens, json_stringn(txt ? txt : (tk ? tk : ""), txt ? tl : 0));
-        json_array_append_new(lps, json_real((double)logp[P + i]));
-        json_array_append_new(offs, json_integer((json_int_t)c->offset[i]));
+        json_t *lp = s_logprob((double)logp[P + i], choice, i, "logprob", why, why_len);
         json_t *top = json_object();
-        if (k > 0) {
+        if (!lp) {
+            st = 500;
+        } else if (json_array_append_new(tokens,
+                                         json_stringn(txt ? txt : (tk ? tk : ""), txt ? tl : 0)) ||
+                   json_array_append(lps, lp) ||
+                   json_array_append_new(offs, json_integer((json_int_t)c->offset[i])) || !top) {
+            snprintf(why, why_len, "out of memory");
+            st = 500;
+        }
+        if (!st && k > 0) {
             // the distribution that predicted token P + i: logits row P + i - 1
             const float *row = logits + (size_t)(P + i - 1) * (size_t)V;
             double mx = -INFINITY, sum = 0;
@@ -357,35 +398,62 @@ static json_t *s_logprobs(rl_model_t *model, rl_tokenizer_t *tok, const int32_t 
                     nb = nb < k ? nb + 1 : k;
                 }
             }
-            for (int b = 0; b < nb; b++) {
+            for (int b = 0; !st && b < nb; b++) {
                 char *bt = NULL;
                 size_t btl = 0;
                 int32_t bid = best[b];
                 rl_tokenizer_decode(tok, &bid, 1, 0, &bt, &btl);
-                json_object_setn_new(top, bt ? bt : "", bt ? btl : 0,
-                                     json_real(row[bid] / temp - lse));
+                json_t *v =
+                    s_logprob(row[bid] / temp - lse, choice, i, "top logprob", why, why_len);
+                if (!v) {
+                    st = 500;
+                } else if (json_object_setn_new(top, bt ? bt : "", bt ? btl : 0, v)) {
+                    snprintf(why, why_len, "out of memory");
+                    st = 500;
+                }
                 free(bt);
             }
         }
         // the sampled token is always there (OpenAI's rule), with the forward's logprob
-        json_object_setn_new(top, txt ? txt : "", txt ? tl : 0, json_real((double)logp[P + i]));
-        json_array_append_new(tops, top);
+        if (!st && json_object_setn(top, txt ? txt : "", txt ? tl : 0, lp)) {
+            snprintf(why, why_len, "out of memory");
+            st = 500;
+        }
+        if (!st && json_array_append(tops, top)) {
+            snprintf(why, why_len, "out of memory");
+            st = 500;
+        }
+        json_decref(top);
+        json_decref(lp);
         free(txt);
     }
     free(seq);
     free(logp);
     free(logits);
-    if (rc) {
-        snprintf(why, why_len, "logprobs: %s", rl_model_errmsg(model));
+    if (st) {
         json_decref(out);
-        return NULL;
+        return st;
     }
-    return out;
+    *out_p = out;
+    return 0;
+}
+
+// A request whose work is over the cap: 400 naming the fields, the work and the cap.
+static int s_too_much(int64_t work, const char *how, int64_t cap, char **body_p) {
+    return s_error(400, "invalid_request_error", "max_tokens", body_p,
+                   "this request asks for %s%lld tokens of work (%s); this server takes at most "
+                   "%lld per request (--http-max-work): send fewer prompts, or a smaller n or "
+                   "max_tokens",
+                   *how == 'n' ? "" : "at least ", (long long)work, how, (long long)cap);
 }
 
 int rl_http_complete(rl_model_t *model, rl_tokenizer_t *tok, const char *model_name,
-                     const char *body, size_t len, int *status, char **body_p) {
+                     const rl_http_call_t *call, const char *body, size_t len, int *status,
+                     char **body_p) {
     *body_p = NULL;
+    const rl_http_call_t none = {0, NULL, NULL};
+    call = call ? call : &none;
+    const int64_t cap = call->max_work > 0 ? call->max_work : RL_HTTP_MAX_WORK;
     json_error_t je;
     json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
     if (!o || !json_is_object(o)) {
@@ -400,6 +468,16 @@ int rl_http_complete(rl_model_t *model, rl_tokenizer_t *tok, const char *model_n
     if (st) {
         json_decref(o);
         *status = st;
+        return 0;
+    }
+    // the work before the prompts are tokenized (at least one token each), then with their tokens
+    char how[160];
+    int64_t work = (int64_t)q.n * q.n_prompts * ((int64_t)q.max_tokens + 1);
+    if (work > cap) {
+        snprintf(how, sizeof how, "%d prompt%s x n %d x (max_tokens %d + at least 1 prompt token)",
+                 q.n_prompts, q.n_prompts == 1 ? "" : "s", q.n, q.max_tokens);
+        json_decref(o);
+        *status = s_too_much(work, how, cap, body_p);
         return 0;
     }
     // the prompts' ids
@@ -423,6 +501,16 @@ int rl_http_complete(rl_model_t *model, rl_tokenizer_t *tok, const char *model_n
         }
         pr[i] = (rl_sampler_prompt_t){ids[i], (int)nids[i], (uint64_t)i};
     }
+    int64_t prompt_sum = 0;
+    for (int i = 0; i < q.n_prompts; i++) {
+        prompt_sum += (int64_t)nids[i];
+    }
+    work = (int64_t)q.n * (prompt_sum + (int64_t)q.n_prompts * q.max_tokens);
+    if (!st && work > cap) {
+        snprintf(how, sizeof how, "n %d x (%lld prompt tokens + %d prompt%s x max_tokens %d)", q.n,
+                 (long long)prompt_sum, q.n_prompts, q.n_prompts == 1 ? "" : "s", q.max_tokens);
+        st = s_too_much(work, how, cap, body_p);
+    }
     rl_sampler_result_t *res = NULL;
     rl_sampler_t *smp = st ? NULL : rl_sampler_new(model);
     if (!st && !smp) {
@@ -436,8 +524,15 @@ int rl_http_complete(rl_model_t *model, rl_tokenizer_t *tok, const char *model_n
         sp.n = q.n;
         sp.max_new_tokens = q.max_tokens;
         sp.seed = q.seed;
-        if (rl_sampler_generate(smp, pr, q.n_prompts, &sp, &res) != 0) {
-            st = s_error(400, "invalid_request_error", NULL, body_p, "%s", rl_sampler_errmsg(smp));
+        sp.cancel = call->cancel;
+        sp.cancel_arg = call->cancel_arg;
+        int rc = rl_sampler_generate(smp, pr, q.n_prompts, &sp, &res);
+        if (rc == RL_ECANCELED) {
+            st = s_error(499, "client_closed_request", NULL, body_p, "%s", rl_sampler_errmsg(smp));
+        } else if (rc) {
+            st = s_error(rc == RL_EINVAL ? 400 : 500,
+                         rc == RL_EINVAL ? "invalid_request_error" : "server_error", NULL, body_p,
+                         "%s", rl_sampler_errmsg(smp));
         }
     }
     json_t *choices = json_array();
@@ -456,19 +551,28 @@ int rl_http_complete(rl_model_t *model, rl_tokenizer_t *tok, const char *model_n
         }
         completion_tokens += res[j].n_ids;
         json_t *lp = json_null();
-        if (q.logprobs >= 0) {
+        if (q.logprobs >= 0 && call->cancel && call->cancel(call->cancel_arg)) {
+            st = s_error(499, "client_closed_request", NULL, body_p,
+                         "cancelled before the logprobs of choice %d", j);
+        } else if (q.logprobs >= 0) {
             char why[512] = "";
             int p = res[j].prompt;
-            lp = s_logprobs(model, tok, ids[p], (int)nids[p], &res[j], &c, q.logprobs, lp_temp, why,
-                            sizeof why);
-            if (!lp) {
-                st = s_error(400, "invalid_request_error", "logprobs", body_p, "%s", why);
+            st = s_logprobs(model, tok, ids[p], (int)nids[p], &res[j], &c, q.logprobs, lp_temp, j,
+                            &lp, why, sizeof why);
+            if (st) {
+                st = s_error(st, st == 400 ? "invalid_request_error" : "server_error",
+                             st == 400 ? "logprobs" : NULL, body_p, "%s", why);
             }
         }
-        if (!st) {
-            json_array_append_new(
-                choices, json_pack("{s:s%,s:i,s:o,s:s}", "text", c.text, c.text_len, "index", j,
-                                   "logprobs", lp, "finish_reason", c.stopped ? "stop" : "length"));
+        if (!st) { // every choice is in the reply, or the reply is an error
+            json_t *ch = json_pack("{s:s%,s:i,s:o,s:s}", "text", c.text, c.text_len, "index", j,
+                                   "logprobs", lp, "finish_reason", c.stopped ? "stop" : "length");
+            if (!ch || json_array_append_new(choices, ch)) {
+                st = s_error(500, "server_error", NULL, body_p,
+                             "choice %d cannot be written as JSON (out of memory, or its text "
+                             "is not UTF-8)",
+                             j);
+            }
         }
         free(c.text);
         free(c.offset);
@@ -506,18 +610,82 @@ int rl_http_complete(rl_model_t *model, rl_tokenizer_t *tok, const char *model_n
 }
 
 // ---- the server -------------------------------------------------------------------------------
+//
+// Three threads: MHD's I/O thread (reads every request, answers all but completions at once),
+// the generation thread (completions, one at a time from a FIFO queue: the backend lends one
+// model) and the watchdog (the head and body deadlines). A completion suspends its connection
+// (MHD then neither reads nor times it out) until the generation thread has its answer and
+// resumes it; meanwhile the generation thread asks the socket, before every model step, whether
+// the client is still there. h->mu guards the socket list, the queue and the requests' states.
 
-typedef struct {
+// A connection's phase, for its deadline.
+enum {
+    S_HEAD, // waiting for a request's head (since the accept or the previous response)
+    S_BODY, // the head is in: waiting for the body
+    S_BUSY, // the request is in: answered, or queued, or generating (no deadline)
+    S_SHUT, // over its deadline: shut down, MHD closes it
+};
+
+typedef struct s_sock { // one connection (MHD's socket_context)
+    int fd;
+    int phase;
+    double since; // monotonic seconds when the phase began
+    struct s_sock *prev, *next;
+} s_sock_t;
+
+typedef enum { S_READING, S_QUEUED, S_RUNNING, S_DONE } s_state_t;
+
+typedef struct s_conn { // one request (MHD's con_cls)
     char *buf;
     size_t len;
     int too_big;
+    // a completion: queued, then generated, then answered by the I/O thread
+    rl_http_t *h;
+    s_state_t state;
+    struct MHD_Connection *con;
+    int fd;
+    uint32_t ip; // the client's IPv4 address
+    int status;  // once DONE: the answer (499: the client left; close without one)
+    char *body;
+    struct s_conn *next;
 } s_conn_t;
+
+struct rl_http {
+    struct MHD_Daemon *d;
+    const rl_http_backend_t *backend;
+    char token[256]; // "" = none
+    int port;
+    int64_t max_work;
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv; // the generation thread's: a completion is queued, or stop
+    pthread_cond_t dog_cv;  // the watchdog's (monotonic clock): stop
+    s_sock_t *socks;        // the live connections
+    s_conn_t *head, *tail;  // completions waiting
+    int n_wait;
+    s_conn_t *running; // the completion generating
+    atomic_int stopping;
+    pthread_t gen, dog;
+    int gen_up, dog_up;
+};
+
+static double s_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 static enum MHD_Result s_send(struct MHD_Connection *con, int status, char *body) {
     const char *b = body ? body : "{}";
     struct MHD_Response *r = MHD_create_response_from_buffer(
         strlen(b), (void *)b, body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
     MHD_add_response_header(r, "Content-Type", "application/json");
+    if (status == 429) {
+        MHD_add_response_header(r, "Retry-After", "1");
+    }
     enum MHD_Result ret = MHD_queue_response(con, (unsigned)status, r);
     MHD_destroy_response(r);
     return ret;
@@ -540,18 +708,260 @@ static int s_authorized(const rl_http_t *h, struct MHD_Connection *con) {
     return d == 0;
 }
 
+// ---- deadlines
+
+// Moves con's connection to phase (its deadline restarts), unless the watchdog shut it.
+static void s_phase(rl_http_t *h, struct MHD_Connection *con, int phase) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(con, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    s_sock_t *s = ci ? ci->socket_context : NULL;
+    if (s) {
+        pthread_mutex_lock(&h->mu);
+        if (s->phase != S_SHUT) {
+            s->phase = phase;
+            s->since = s_now();
+        }
+        pthread_mutex_unlock(&h->mu);
+    }
+}
+
+// MHD's connection start and close: the list the watchdog walks. MHD calls CLOSED before it
+// closes the socket, so under h->mu a listed fd is always this connection's own.
+static void s_notify(void *cls, struct MHD_Connection *con, void **socket_context,
+                     enum MHD_ConnectionNotificationCode toe) {
+    rl_http_t *h = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(con, MHD_CONNECTION_INFO_CONNECTION_FD);
+        s_sock_t *s = calloc(1, sizeof *s);
+        if (!s || !ci) { // no deadline could be kept: not served
+            free(s);
+            if (ci) {
+                shutdown(ci->connect_fd, SHUT_RDWR);
+            }
+            return;
+        }
+        s->fd = ci->connect_fd;
+        s->phase = S_HEAD;
+        s->since = s_now();
+        pthread_mutex_lock(&h->mu);
+        s->next = h->socks;
+        if (h->socks) {
+            h->socks->prev = s;
+        }
+        h->socks = s;
+        pthread_mutex_unlock(&h->mu);
+        *socket_context = s;
+    } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED && *socket_context) {
+        s_sock_t *s = *socket_context;
+        pthread_mutex_lock(&h->mu);
+        if (s->prev) {
+            s->prev->next = s->next;
+        } else {
+            h->socks = s->next;
+        }
+        if (s->next) {
+            s->next->prev = s->prev;
+        }
+        pthread_mutex_unlock(&h->mu);
+        free(s);
+        *socket_context = NULL;
+    }
+}
+
+// The watchdog: four times a second, shuts down the connections past their head or body
+// deadline (MHD's own timeout restarts at every byte, so a client trickling one byte at a time
+// would hold a connection for ever). MHD then reads the end of the stream and closes them.
+static void *s_watchdog(void *arg) {
+    rl_http_t *h = arg;
+    pthread_mutex_lock(&h->mu);
+    while (!atomic_load(&h->stopping)) {
+        double now = s_now();
+        for (s_sock_t *s = h->socks; s; s = s->next) {
+            double limit = s->phase == S_HEAD   ? RL_HTTP_HEAD_S
+                           : s->phase == S_BODY ? RL_HTTP_BODY_S
+                                                : 0;
+            if (limit > 0 && now - s->since > limit) {
+                shutdown(s->fd, SHUT_RDWR);
+                s->phase = S_SHUT;
+            }
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += 250000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&h->dog_cv, &h->mu, &ts);
+    }
+    pthread_mutex_unlock(&h->mu);
+    return NULL;
+}
+
+// ---- completions: the queue and the generation thread
+
+// 1 when the client of a suspended connection is gone: it closed its side (or the connection
+// broke). Bytes it sent after its request (a pipelined next one) do not count as gone.
+static int s_gone(int fd) {
+    char b;
+    ssize_t r = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+// The sampler's cancel question: the server stops, or the client left.
+static int s_cancelled(void *arg) {
+    s_conn_t *c = arg;
+    return atomic_load(&c->h->stopping) || s_gone(c->fd);
+}
+
+// Completions of this address waiting or running. Under h->mu.
+static int s_outstanding(const rl_http_t *h, uint32_t ip) {
+    int n = h->running && h->running->ip == ip;
+    for (const s_conn_t *c = h->head; c; c = c->next) {
+        n += c->ip == ip;
+    }
+    return n;
+}
+
+// One completion on the generation thread: c->status and c->body.
+static void s_generate(rl_http_t *h, s_conn_t *c) {
+    rl_model_t *model = NULL;
+    rl_tokenizer_t *tok = NULL;
+    char why[512] = "";
+    double t0 = s_now();
+    if (atomic_load(&h->stopping)) {
+        c->status = s_error(503, "server_error", NULL, &c->body, "the server is stopping");
+    } else if (s_gone(c->fd)) {
+        c->status = 499; // left while it waited: nothing to do, nobody to answer
+    } else if (h->backend->acquire(h->backend->ctx, &model, &tok, why, sizeof why) != 0) {
+        c->status = s_error(503, "server_error", NULL, &c->body, "%s", why);
+    } else {
+        rl_http_call_t call = {h->max_work, s_cancelled, c};
+        rl_http_complete(model, tok, h->backend->model_name, &call, c->buf ? c->buf : "", c->len,
+                         &c->status, &c->body);
+        h->backend->release(h->backend->ctx);
+        if (c->status == 499 && atomic_load(&h->stopping)) {
+            free(c->body);
+            c->status = s_error(503, "server_error", NULL, &c->body, "the server is stopping");
+        } else if (c->status == 499) {
+            rl_log_info("http: a client left; its completion stopped after %.1f s", s_now() - t0);
+        }
+    }
+}
+
+static void *s_generator(void *arg) {
+    rl_http_t *h = arg;
+    pthread_mutex_lock(&h->mu);
+    for (;;) {
+        while (!h->head && !atomic_load(&h->stopping)) {
+            pthread_cond_wait(&h->work_cv, &h->mu);
+        }
+        s_conn_t *c = h->head;
+        if (!c) {
+            break; // stopping, and nothing waits
+        }
+        h->head = c->next;
+        h->tail = h->head ? h->tail : NULL;
+        h->n_wait--;
+        c->state = S_RUNNING;
+        h->running = c;
+        pthread_mutex_unlock(&h->mu);
+        s_generate(h, c);
+        pthread_mutex_lock(&h->mu);
+        h->running = NULL;
+        c->state = S_DONE;
+        pthread_mutex_unlock(&h->mu);
+        MHD_resume_connection(c->con); // c is the I/O thread's again
+        pthread_mutex_lock(&h->mu);
+    }
+    pthread_mutex_unlock(&h->mu);
+    return NULL;
+}
+
+// A completion whose body is in: refused (429, 503) or queued with its connection suspended.
+static enum MHD_Result s_enqueue(rl_http_t *h, struct MHD_Connection *con, s_conn_t *c) {
+    const union MHD_ConnectionInfo *ai =
+        MHD_get_connection_info(con, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const union MHD_ConnectionInfo *fi =
+        MHD_get_connection_info(con, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ai || !fi) {
+        return MHD_NO;
+    }
+    const struct sockaddr_in *sa = (const struct sockaddr_in *)(const void *)ai->client_addr;
+    c->h = h;
+    c->con = con;
+    c->fd = fi->connect_fd;
+    c->ip = sa->sin_family == AF_INET ? ntohl(sa->sin_addr.s_addr) : 0;
+    pthread_mutex_lock(&h->mu);
+    int stopping = atomic_load(&h->stopping), mine = s_outstanding(h, c->ip), all = h->n_wait;
+    pthread_mutex_unlock(&h->mu);
+    char *body = NULL, addr[INET_ADDRSTRLEN] = "?";
+    inet_ntop(AF_INET, &sa->sin_addr, addr, sizeof addr);
+    int status = 0;
+    if (stopping) {
+        status = s_error(503, "server_error", NULL, &body, "the server is stopping");
+    } else if (mine >= RL_HTTP_QUEUE_PER_CLIENT) {
+        status = s_error(429, "rate_limit_error", NULL, &body,
+                         "%s already has %d completions waiting or running (at most %d per "
+                         "client): retry when one is answered",
+                         addr, mine, RL_HTTP_QUEUE_PER_CLIENT);
+    } else if (all >= RL_HTTP_QUEUE) {
+        status =
+            s_error(429, "rate_limit_error", NULL, &body,
+                    "%d completions are waiting (at most %d): retry later", all, RL_HTTP_QUEUE);
+    }
+    if (status) {
+        return s_send(con, status, body);
+    }
+    // suspended before the generation thread can see it: its resume must come after this
+    MHD_suspend_connection(con);
+    pthread_mutex_lock(&h->mu);
+    if (atomic_load(&h->stopping)) { // the generation thread may be gone: answer it here
+        pthread_mutex_unlock(&h->mu);
+        c->status = s_error(503, "server_error", NULL, &c->body, "the server is stopping");
+        c->state = S_DONE;
+        MHD_resume_connection(con);
+        return MHD_YES;
+    }
+    c->state = S_QUEUED;
+    c->next = NULL;
+    if (h->tail) {
+        h->tail->next = c;
+    } else {
+        h->head = c;
+    }
+    h->tail = c;
+    h->n_wait++;
+    pthread_cond_signal(&h->work_cv);
+    pthread_mutex_unlock(&h->mu);
+    return MHD_YES;
+}
+
+// ---- requests
+
 static enum MHD_Result s_handler(void *cls, struct MHD_Connection *con, const char *url,
                                  const char *method, const char *version, const char *upload,
                                  size_t *upload_size, void **con_cls) {
     (void)version;
     rl_http_t *h = cls;
     s_conn_t *c = *con_cls;
-    if (!c) { // the headers: keep state for the body
+    if (!c) { // the head is in: keep state for the body, whose deadline starts now
         if (!(c = calloc(1, sizeof *c))) {
             return MHD_NO;
         }
+        c->fd = -1;
         *con_cls = c;
+        s_phase(h, con, S_BODY);
         return MHD_YES;
+    }
+    if (c->state == S_DONE) { // a completion, back from the generation thread
+        if (c->status == 499) {
+            return MHD_NO; // its client left: close
+        }
+        char *b = c->body;
+        c->body = NULL;
+        return s_send(con, c->status, b);
     }
     if (*upload_size > 0) {
         if (c->len + *upload_size > S_BODY_MAX) {
@@ -568,6 +978,7 @@ static enum MHD_Result s_handler(void *cls, struct MHD_Connection *con, const ch
         *upload_size = 0;
         return MHD_YES;
     }
+    s_phase(h, con, S_BUSY);
     char *body = NULL;
     int status;
     if (!s_authorized(h, con)) {
@@ -584,20 +995,13 @@ static enum MHD_Result s_handler(void *cls, struct MHD_Connection *con, const ch
                                   h->backend->model_name, "object", "model", "owned_by", "rlctl");
             body = r ? json_dumps(r, JSON_COMPACT) : NULL;
             json_decref(r);
-            status = 200;
+            status = body ? 200 : s_error(500, "server_error", NULL, &body, "out of memory");
         }
     } else if (!strcmp(url, "/v1/completions")) {
-        rl_model_t *model = NULL;
-        rl_tokenizer_t *tok = NULL;
-        char why[512] = "";
         if (strcmp(method, "POST")) {
             status = s_error(405, "invalid_request_error", NULL, &body, "use POST");
-        } else if (h->backend->acquire(h->backend->ctx, &model, &tok, why, sizeof why) != 0) {
-            status = s_error(503, "server_error", NULL, &body, "%s", why);
         } else {
-            rl_http_complete(model, tok, h->backend->model_name, c->buf ? c->buf : "", c->len,
-                             &status, &body);
-            h->backend->release(h->backend->ctx);
+            return s_enqueue(h, con, c);
         }
     } else {
         status = s_error(404, "invalid_request_error", NULL, &body,
@@ -608,22 +1012,108 @@ static enum MHD_Result s_handler(void *cls, struct MHD_Connection *con, const ch
     return s_send(con, status, body);
 }
 
+// A request is over (answered, or its connection closed): the connection waits for the next
+// request's head, under the head deadline again.
 static void s_completed(void *cls, struct MHD_Connection *con, void **con_cls,
                         enum MHD_RequestTerminationCode toe) {
-    (void)cls;
-    (void)con;
     (void)toe;
+    rl_http_t *h = cls;
     s_conn_t *c = *con_cls;
     if (c) {
         free(c->buf);
+        free(c->body);
         free(c);
     }
     *con_cls = NULL;
+    s_phase(h, con, S_HEAD);
 }
 
-int rl_http_start(const char *addr, const char *token_file, const rl_http_backend_t *backend,
-                  rl_http_t **out, char *err, size_t err_len) {
+// libmicrohttpd's own messages (a connection refused at the per-client limit, a client gone):
+// one per event, which a flood of connections would turn into a flood of lines; debug level.
+static void s_mhd_log(void *cls, const char *fmt, va_list ap) {
+    (void)cls;
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n > 0 && msg[n - 1] == '\n') {
+        msg[--n] = '\0';
+    }
+    rl_log_debug("http: %s", msg);
+}
+
+// Reads the bearer token file, refused unless it is ours and readable by us alone (as a secret
+// key file: rl_curve_load_secret). Returns 0 or an error naming the file.
+static int s_read_token(const char *path, char *token, size_t cap, char *err, size_t err_len) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+        int e = errno;
+        return rl_errf(err, err_len, RL_EINVAL, "--http-token %s: cannot read it (%s)", path,
+                       strerror(e));
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return rl_errf(err, err_len, RL_EINVAL, "--http-token %s: not a regular file", path);
+    }
+    if (st.st_uid != geteuid() || (st.st_mode & 077)) {
+        close(fd);
+        return rl_errf(err, err_len, RL_EINVAL,
+                       "--http-token %s: a bearer token file must be ours and readable by us "
+                       "alone (mode %04o; chmod 600 %s)",
+                       path, (unsigned)(st.st_mode & 07777), path);
+    }
+    size_t n = 0;
+    while (n < cap - 1) {
+        ssize_t r = read(fd, token + n, cap - 1 - n);
+        if (r < 0 && errno == EINTR) {
+            continue;
+        }
+        if (r <= 0) {
+            break;
+        }
+        n += (size_t)r;
+    }
+    close(fd);
+    while (n > 0 && (token[n - 1] == '\n' || token[n - 1] == '\r' || token[n - 1] == ' ')) {
+        n--;
+    }
+    token[n] = '\0';
+    if (n < 16) {
+        memset(token, 0, cap);
+        return rl_errf(err, err_len, RL_EINVAL,
+                       "--http-token %s: a token of at least 16 characters", path);
+    }
+    return 0;
+}
+
+// Stops the threads (the generation thread answers what waits and resumes every connection it
+// held), then MHD, then frees. Any part may be missing (a failed start).
+static void s_free(rl_http_t *h) {
+    pthread_mutex_lock(&h->mu);
+    atomic_store(&h->stopping, 1);
+    pthread_cond_broadcast(&h->work_cv);
+    pthread_cond_broadcast(&h->dog_cv);
+    pthread_mutex_unlock(&h->mu);
+    if (h->gen_up) {
+        pthread_join(h->gen, NULL);
+    }
+    if (h->dog_up) {
+        pthread_join(h->dog, NULL);
+    }
+    if (h->d) {
+        MHD_stop_daemon(h->d); // no connection is suspended now
+    }
+    pthread_mutex_destroy(&h->mu);
+    pthread_cond_destroy(&h->work_cv);
+    pthread_cond_destroy(&h->dog_cv);
+    memset(h->token, 0, sizeof h->token);
+    free(h);
+}
+
+int rl_http_start(const rl_http_opts_t *opts, const rl_http_backend_t *backend, rl_http_t **out,
+                  char *err, size_t err_len) {
     *out = NULL;
+    const char *addr = opts->addr;
     char host[128];
     const char *colon = addr ? strrchr(addr, ':') : NULL;
     if (!colon || colon == addr || (size_t)(colon - addr) >= sizeof host) {
@@ -647,44 +1137,59 @@ int rl_http_start(const char *addr, const char *token_file, const rl_http_backen
         return rl_errf(err, err_len, RL_EINVAL, "--http '%s': '%s' is not an IPv4 address", addr,
                        host);
     }
-    int loopback = (ntohl(sa.sin_addr.s_addr) >> 24) == 127;
-    rl_http_t *h = calloc(1, sizeof *h);
-    if (!h) {
-        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    if (opts->max_work < 0) {
+        return rl_errf(err, err_len, RL_EINVAL, "--http-max-work %lld: must be >= 1",
+                       (long long)opts->max_work);
     }
-    h->backend = backend;
-    if (token_file) {
-        FILE *f = fopen(token_file, "r");
-        size_t n = f ? fread(h->token, 1, sizeof h->token - 1, f) : 0;
-        if (f) {
-            fclose(f);
-        }
-        while (n > 0 &&
-               (h->token[n - 1] == '\n' || h->token[n - 1] == '\r' || h->token[n - 1] == ' ')) {
-            n--;
-        }
-        h->token[n] = '\0';
-        if (n < 16) {
-            free(h);
-            return rl_errf(err, err_len, RL_EINVAL, "--http-token %s: %s", token_file,
-                           f ? "a token of at least 16 characters" : "cannot read it");
-        }
-    } else if (!loopback) {
-        free(h);
+    int loopback = (ntohl(sa.sin_addr.s_addr) >> 24) == 127;
+    if (!opts->token_file && !loopback) {
         return rl_errf(err, err_len, RL_EINVAL,
                        "--http %s is not a loopback address: give --http-token FILE (a bearer "
                        "token every request must carry), or serve on 127.0.0.1",
                        addr);
     }
-    h->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-                            s_handler, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-                            MHD_OPTION_NOTIFY_COMPLETED, s_completed, NULL,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60, MHD_OPTION_END);
-    if (!h->d) {
-        memset(h->token, 0, sizeof h->token);
-        free(h);
-        return rl_errf(err, err_len, RL_EIO, "cannot serve HTTP at %s (address in use?)", addr);
+    rl_http_t *h = calloc(1, sizeof *h);
+    if (!h) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    h->backend = backend;
+    h->max_work = opts->max_work > 0 ? opts->max_work : RL_HTTP_MAX_WORK;
+    atomic_init(&h->stopping, 0);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&h->mu, NULL);
+    pthread_cond_init(&h->work_cv, NULL);
+    pthread_cond_init(&h->dog_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    int rc = opts->token_file
+                 ? s_read_token(opts->token_file, h->token, sizeof h->token, err, err_len)
+                 : 0;
+    if (!rc) {
+        h->gen_up = pthread_create(&h->gen, NULL, s_generator, h) == 0;
+        h->dog_up = h->gen_up && pthread_create(&h->dog, NULL, s_watchdog, h) == 0;
+        rc = h->dog_up ? 0 : rl_errf(err, err_len, RL_ENOMEM, "cannot start the HTTP threads");
+    }
+    if (!rc) {
+        // epoll (or the best poller there is) on MHD's own thread; suspend/resume for
+        // completions; the per-address and total connection limits; MHD's idle timeout is the
+        // bound on a client that stops reading its response
+        h->d = MHD_start_daemon(
+            MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_ALLOW_SUSPEND_RESUME |
+                MHD_USE_ERROR_LOG,
+            0, NULL, NULL, s_handler, h, MHD_OPTION_EXTERNAL_LOGGER, s_mhd_log, NULL,
+            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED, s_completed,
+            h, MHD_OPTION_NOTIFY_CONNECTION, s_notify, h, MHD_OPTION_CONNECTION_LIMIT,
+            (unsigned)RL_HTTP_CONNS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+            (unsigned)RL_HTTP_CONNS_PER_CLIENT, MHD_OPTION_CONNECTION_TIMEOUT,
+            (unsigned)RL_HTTP_IDLE_S, MHD_OPTION_END);
+        if (!h->d) {
+            rc = rl_errf(err, err_len, RL_EIO, "cannot serve HTTP at %s (address in use?)", addr);
+        }
+    }
+    if (rc) {
+        s_free(h);
+        return rc;
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
     h->port = di ? di->port : (int)port;
@@ -697,12 +1202,9 @@ int rl_http_port(const rl_http_t *self) {
 }
 
 void rl_http_stop(rl_http_t **self_p) {
-    rl_http_t *h = *self_p;
-    if (!h) {
+    if (!self_p || !*self_p) {
         return;
     }
-    MHD_stop_daemon(h->d);
-    memset(h->token, 0, sizeof h->token);
-    free(h);
+    s_free(*self_p);
     *self_p = NULL;
 }

@@ -692,6 +692,7 @@ int rl_serve_main(const rl_serve_opts_t *o) {
     gethostname(s.host, sizeof s.host - 1);
     rl_http_t *http = NULL;
     rl_http_backend_t be = {&s, s_http_acquire, s_http_release, s.http_name};
+    rl_http_opts_t ho = {o->http, o->http_token, o->http_max_work};
     if (o->http) {
         const char *base = strrchr(s.model, '/');
         snprintf(s.http_name, sizeof s.http_name, "%.200s",
@@ -700,7 +701,7 @@ int rl_serve_main(const rl_serve_opts_t *o) {
                              : s.model);
         s.tok = s.model[0] ? rl_tokenizer_new_dir(s.model, err, sizeof err) : NULL;
         if ((s.model[0] && !s.tok) ||
-            rl_http_start(o->http, o->http_token, &be, &http, err, sizeof err) != 0) {
+            rl_http_start(&ho, &be, &http, err, sizeof err) != 0) {
             rl_log_error("sampler serve: %s", err);
             rl_tokenizer_destroy(&s.tok);
             rl_chan_close(&s.chan, 0);

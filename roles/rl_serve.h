@@ -45,6 +45,8 @@ typedef struct {
     const char *http;  // "HOST:PORT": also answer OpenAI-compatible completions with the
                        // policy of the run being served (rl_http.h); NULL: no HTTP
     const char *http_token; // bearer token file (required unless http is a loopback address)
+    int http_max_work;      // the most tokens of work one HTTP request may ask for (0: the
+                            // default, RL_HTTP_MAX_WORK)
 } rl_serve_opts_t;
 
 // With opts->http, completions are answered from the session's model (503 between runs) under

@@ -188,6 +188,7 @@ typedef struct {
     int32_t *idx;          // [V] scratch
     int32_t *stop;         // [n_stop_all]
     int n_stop;
+    const rl_sampler_params_t *p; // the call's (borrowed)
 } s_work_t;
 
 static void s_work_free(s_work_t *w) {
@@ -240,8 +241,13 @@ static void s_draw(s_work_t *w, int k, const float *row, int V, const rl_sampler
     }
 }
 
-// One rl_model_step over rows [at, at + n) of the work arrays.
+// One rl_model_step over rows [at, at + n) of the work arrays, unless the caller cancels (a
+// client that left: the question costs a system call, nothing next to a step).
 static int s_step(rl_sampler_t *self, s_work_t *w, int at, int n, float *logits) {
+    if (w->p->cancel && w->p->cancel(w->p->cancel_arg)) {
+        return s_fail(self, RL_ECANCELED, "cancelled by the caller after %lld model steps",
+                      (long long)self->stats.steps);
+    }
     int rc = rl_model_step(self->model, self->cache, w->tokens + at, w->slots + at, w->pos + at,
                            n, NULL, logits);
     self->stats.steps++;
@@ -287,6 +293,7 @@ int rl_sampler_generate(rl_sampler_t *self, const rl_sampler_prompt_t *prompts, 
 
     s_work_t w;
     memset(&w, 0, sizeof w);
+    w.p = p;
     rl_sampler_result_t *res = calloc((size_t)total, sizeof(*res));
     w.seq = calloc((size_t)total, sizeof(*w.seq));
     w.slot_seq = malloc((size_t)S * sizeof(int));

@@ -49,10 +49,12 @@ typedef struct {
     int n_stop;
     int no_eos;              // 1: the config's eos ids do not stop (only stop_ids do)
     int max_batch;           // most sequences decoded at once (KV cache slots); 0 = 64
+    int (*cancel)(void *arg); // NULL, or asked before every rl_model_step: non-zero stops the
+    void *cancel_arg;         // call (RL_ECANCELED); it never changes what is computed
 } rl_sampler_params_t;
 
 // Defaults: rl_sample_opts_default, n 1, max_new_tokens 256, seed 0, no extra stop ids, eos
-// ids stop, max_batch 0 (64).
+// ids stop, max_batch 0 (64), no cancel.
 void rl_sampler_params_default(rl_sampler_params_t *params);
 
 typedef struct {
@@ -84,7 +86,8 @@ int rl_sampler_context(const rl_sampler_t *self);
 // *results_p to n_prompts * n results, prompt-major (result p*n + s is sample s of prompt p).
 // Returns RL_EINVAL (bad params; an empty prompt; a token id outside the vocabulary; a prompt
 // whose len + max_new_tokens exceeds the context, the message naming the prompt and the
-// numbers), RL_ENOMEM, or an error of rl_model_step; the message is in rl_sampler_errmsg.
+// numbers), RL_ENOMEM, RL_ECANCELED (params->cancel said so; no results), or an error of
+// rl_model_step; the message is in rl_sampler_errmsg.
 // caller owns *results_p; free with rl_sampler_results_free.
 int rl_sampler_generate(rl_sampler_t *self, const rl_sampler_prompt_t *prompts, int n_prompts,
                         const rl_sampler_params_t *params, rl_sampler_result_t **results_p);

@@ -10,7 +10,8 @@ token and k others, and sum to at most 1 in probability; n and a list of prompts
 prompt-major choices; stop strings cut the text and finish with "stop"; max_tokens cuts with
 "length"; a seed makes sampling repeatable; the errors (401 without or with a wrong token, 400
 naming the field, 404, 405, 413); /v1/models; the same request through curl; a non-loopback
-address without a token refused at start. Exits 1 on any failure, printing what differs."""
+address without a token, and a token file others can read, refused at start. The limits
+(deadlines, per-client, the queue, the work cap) are roles.http_limits. Exits 1 on any failure, printing what differs."""
 import json
 import math
 import os
@@ -60,6 +61,19 @@ def main():
     r = subprocess.run([RLCTL, "serve", "--model", MODEL, "--http", "0.0.0.0:0"],
                        capture_output=True, text=True, timeout=60)
     check(r.returncode == 2 and "--http-token" in r.stderr, "0.0.0.0 without a token: %r" % r.stderr)
+    # refused: a token file others can read (as a secret key file is)
+    os.chmod(tfile, 0o644)
+    r = subprocess.Popen([RLCTL, "serve", "--model", MODEL, "--http", "127.0.0.1:0",
+                          "--http-token", tfile], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        out, err = r.communicate(timeout=20)
+    except subprocess.TimeoutExpired:  # it serves: accepted
+        r.kill()
+        out, err = r.communicate()
+    check(r.returncode == 2 and tfile in err and "mode 0644; chmod 600" in err,
+          "a token file of mode 0644: exit %d %r %r" % (r.returncode, out, err))
+    os.chmod(tfile, 0o600)
 
     srv = subprocess.Popen([RLCTL, "serve", "--model", MODEL, "--http", "127.0.0.1:0",
                             "--http-token", tfile, "--threads", "1"],

@@ -36,3 +36,12 @@ add_test(NAME roles.http COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/ht
 set_tests_properties(roles.http PROPERTIES TIMEOUT 300 LABELS integration)
 # the spread of a step's prompts over the samplers (roles.balance: even, speed)
 rl_add_test(NAME roles.split SOURCES test_split.c LIBS rl_roles LABELS unit TIMEOUT 60)
+# rl_http_complete without HTTP: a reply never leaves a value out (a NaN model: 500; an
+# overflowing temperature: 400), the work cap, the cancel callback
+rl_add_test(NAME roles.http_complete SOURCES test_http.c LIBS rl_roles LABELS unit TIMEOUT 60)
+# the endpoint's limits from outside, each client an address of its own on loopback: Slowloris
+# (per-client connections, the head and body deadlines), generation off the I/O thread, the
+# queue and its 429s, a client that leaves mid-generation, the work cap
+add_test(NAME roles.http_limits COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/http_limits.py
+         $<TARGET_FILE:rlctl> ${CMAKE_SOURCE_DIR})
+set_tests_properties(roles.http_limits PROPERTIES TIMEOUT 120 LABELS integration)

@@ -327,8 +327,8 @@ int main(void) {
     }
     snprintf(cmd, sizeof cmd,
              "cp %s/ctl/key.pub %s/allow.txt && echo "
-             "0123456789abcdef-test-token > %s/http.token",
-             s_tmp, s_tmp, s_tmp);
+             "0123456789abcdef-test-token > %s/http.token && chmod 600 %s/http.token",
+             s_tmp, s_tmp, s_tmp, s_tmp);
     CHECK_INT(system(cmd), 0);
     if (geteuid() == 0) {
         s_netns_up();

@@ -2,7 +2,8 @@
 // shapes): the logprobs the sampler reports against rl_model_forward over the same prompt +
 // completion at the same temperature (the trainer/sampler gap, which must be rounding only),
 // greedy against the argmax of the full forward's logits step by step, determinism across calls,
-// prompt orders and batch compositions, slot recycling, stop / length finishes and refusals.
+// prompt orders and batch compositions, slot recycling, stop / length finishes and refusals, a
+// cancel callback (changes nothing until it cancels; then RL_ECANCELED at that step).
 // The kernels are tested in test_sample.c.
 #include "rl_err.h"
 #include "rl_hf.h"
@@ -380,6 +381,15 @@ static void s_test_engine(int which) {
     rl_model_destroy(&m);
 }
 
+// A cancel callback: counts its calls in *arg; cancels once asked more than s_cancel_at times
+// (-1: never).
+static int s_cancel_calls, s_cancel_at;
+static int s_cancel(void *arg) {
+    int *calls = arg;
+    (*calls)++;
+    return s_cancel_at >= 0 && *calls > s_cancel_at;
+}
+
 // Many prompts, more than max_batch slots, n > max_batch: slots are recycled as sequences
 // finish, and every result still matches the forward pass and its alone-in-a-batch twin.
 static void s_test_scheduling(void) {
@@ -423,6 +433,38 @@ static void s_test_scheduling(void) {
         CHECK(rc == 0);
         for (int k = 0; rc == 0 && k < NP * p.n; k++) {
             CHECK_MSG(s_same(&res[k], &w[k], 0), "max_batch 4 vs 64 differ at %d", k);
+        }
+        rl_sampler_results_free(&w, NP * p.n);
+        // a cancel callback that never cancels changes nothing, bit for bit; one that cancels
+        // before the 4th model step stops the call there with RL_ECANCELED and no results,
+        // and the sampler serves the next call as before
+        s_cancel_calls = 0;
+        s_cancel_at = -1;
+        rl_sampler_params_t pc = p;
+        pc.cancel = s_cancel;
+        pc.cancel_arg = &s_cancel_calls;
+        rl_sampler_stats_t st1;
+        rc = rl_sampler_generate(s, prompts, NP, &pc, &w);
+        rl_sampler_stats(s, &st1);
+        CHECK(rc == 0);
+        CHECK_MSG(s_cancel_calls == st1.steps, "cancel asked %d times for %lld steps",
+                  s_cancel_calls, (long long)st1.steps);
+        for (int k = 0; rc == 0 && k < NP * p.n; k++) {
+            CHECK_MSG(s_same(&res[k], &w[k], 1), "with a cancel callback: differs at %d", k);
+        }
+        rl_sampler_results_free(&w, NP * p.n);
+        s_cancel_calls = 0;
+        s_cancel_at = 3;
+        rc = rl_sampler_generate(s, prompts, NP, &pc, &w);
+        rl_sampler_stats(s, &st1);
+        CHECK_MSG(rc == RL_ECANCELED && w == NULL && st1.steps == 3 &&
+                      strstr(rl_sampler_errmsg(s), "cancelled") != NULL,
+                  "cancel at step 3: rc %d, %lld steps, '%s'", rc, (long long)st1.steps,
+                  rl_sampler_errmsg(s));
+        rc = rl_sampler_generate(s, prompts, NP, &p, &w);
+        CHECK(rc == 0);
+        for (int k = 0; rc == 0 && k < NP * p.n; k++) {
+            CHECK_MSG(s_same(&res[k], &w[k], 1), "after a cancelled call: differs at %d", k);
         }
         rl_sampler_results_free(&w, NP * p.n);
     }
