@@ -6,7 +6,8 @@
 //     byte for byte; the same for LoRA (adapter bytes);
 //   - accumulation: micro-batches 2 x 2 == one micro-batch of 4 within float tolerance;
 //   - the run folder rules (refuse, --force, lock; a folder of another uid or writable by
-//     others, or a link inside, refused with nothing written), a NaN loss naming the step,
+//     others, or a link inside, refused with nothing written), a NaN weight refused at load
+//     naming the tensor, a NaN loss naming the step,
 //     usage errors.
 #include "rl_test.h"
 #include "rl_test_run.h"
@@ -91,8 +92,8 @@ static double s_weights_maxdiff(const char *a, const char *b) {
     return md;
 }
 
-// Sets model.norm.weight[0] of a model folder to NaN (every logit becomes NaN).
-static int s_poison(const char *model_dir) {
+// Sets element `at` of F32 tensor `name` in <model_dir>/model.safetensors to v.
+static int s_poison(const char *model_dir, const char *name, size_t at, float v) {
     char p[600];
     snprintf(p, sizeof(p), "%s/%s/model.safetensors", s_tmp, model_dir);
     size_t n;
@@ -103,12 +104,11 @@ static int s_poison(const char *model_dir) {
     uint64_t h;
     memcpy(&h, b, 8);
     json_t *hdr = json_loadb(b + 8, h, 0, NULL);
-    json_t *t = json_object_get(hdr, "model.norm.weight");
+    json_t *t = json_object_get(hdr, name);
     json_t *off = json_array_get(json_object_get(t, "data_offsets"), 0);
     int rc = -1;
     if (json_is_integer(off)) {
-        float nan = NAN;
-        memcpy(b + 8 + h + json_integer_value(off), &nan, 4);
+        memcpy(b + 8 + h + json_integer_value(off) + 4 * at, &v, 4);
         FILE *f = fopen(p, "wb");
         if (f) {
             rc = fwrite(b, 1, n, f) == n ? 0 : -1;
@@ -579,12 +579,23 @@ int main(void) {
         json_decref(m);
     }
 
-    // ---- 6. a NaN loss stops the run naming the step -------------------------------------------
+    // ---- 6. a NaN weight is refused at load naming the tensor; a NaN loss (finite weights
+    // whose product overflows: the final norm's first weight and token 259's first embedding
+    // entry, tied to its logit, both 1e30) stops the run naming the step ------------------------
     snprintf(args, sizeof(args), "init --config %s/tiny_config.json --tokenizer "
              "%s/tok/tokenizer.json --out %s/nanmodel --seed 1", FIX, FIX, s_tmp);
     CHECK_INT(s_rlctl(args), 0);
-    CHECK_INT(s_poison("nanmodel"), 0);
+    CHECK_INT(s_poison("nanmodel", "model.norm.weight", 0, NAN), 0);
     snprintf(args, sizeof(args), "run %s/sft.yaml run.dir=%s/n model.path=%s/nanmodel", s_tmp,
+             s_tmp, s_tmp);
+    CHECK_INT(s_rlctl(args), 1);
+    out = s_out();
+    CHECK_CONTAINS(out, "nanmodel: tensor 'model.norm.weight' holds a non-finite value (nan at "
+                        "element 0 of [32])");
+    free(out);
+    CHECK_INT(s_poison("nanmodel", "model.norm.weight", 0, 1e30f), 0);
+    CHECK_INT(s_poison("nanmodel", "model.embed_tokens.weight", 259 * 32, 1e30f), 0);
+    snprintf(args, sizeof(args), "run %s/sft.yaml run.dir=%s/n2 model.path=%s/nanmodel", s_tmp,
              s_tmp, s_tmp);
     CHECK_INT(s_rlctl(args), 1);
     out = s_out();
