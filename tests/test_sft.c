@@ -3,7 +3,8 @@
 //   - the loss falls over 30 steps (and eval/loss with it); final/ is a usable HF folder;
 //   - resume is exact: 30 steps in one go == stop at 13 + --resume, and == resuming from the
 //     older step-10 checkpoint (metrics lines after it are dropped), metrics and final weights
-//     byte for byte; the same for LoRA (adapter bytes);
+//     byte for byte; the same for LoRA (adapter bytes); damaged checkpoints are skipped or, named
+//     with --resume, refused (a file cut short or with one bit flipped, a NaN weight);
 //   - accumulation: micro-batches 2 x 2 == one micro-batch of 4 within float tolerance;
 //   - the run folder rules (refuse, --force, lock; a folder of another uid or writable by
 //     others, or a link inside, refused with nothing written), a NaN weight refused at load
@@ -213,6 +214,29 @@ static void s_test_resume_fallback(void) {
     CHECK(s_files_equal("h3ref/final/model.safetensors", "h3fb/final/model.safetensors"));
     json_decref(ref);
     json_decref(fb);
+    // full tuning's model/ damaged, each checkpoint named with --resume (it fails, naming the
+    // file or the tensor): one bit of a weight (it resumed and silently diverged), a NaN in a
+    // checkpoint without a manifest (an older rlctl's: the actor refuses the tensor)
+    CHECK_INT(rl_test_damage(s_tmp, "h3fb/checkpoints/step-25/model/model.safetensors", 4, 0),
+              0);
+    snprintf(args, sizeof(args), "run %s/sft.yaml %s --resume %s/h3fb/checkpoints/step-25",
+             s_tmp, over, s_tmp);
+    CHECK_INT(s_rlctl(args), 1);
+    out = s_out();
+    CHECK_CONTAINS(out, "/checkpoints/step-25/model/model.safetensors: checksum mismatch");
+    free(out);
+    CHECK_INT(rl_test_unmanifest(s_tmp, "h3fb/checkpoints/step-20"), 0);
+    CHECK_INT(rl_test_damage(s_tmp, "h3fb/checkpoints/step-20/model/model.safetensors", 4,
+                             0x7fc00000u), 0);
+    snprintf(args, sizeof(args), "run %s/sft.yaml %s --resume %s/h3fb/checkpoints/step-20",
+             s_tmp, over, s_tmp);
+    CHECK_INT(s_rlctl(args), 1);
+    out = s_out();
+    CHECK_CONTAINS(out, "/checkpoints/step-20 has no manifest.json (an older rlctl wrote it)");
+    CHECK_CONTAINS(out, "/checkpoints/step-20/model: tensor '");
+    CHECK_CONTAINS(out, "' holds a non-finite value (nan at element ");
+    free(out);
+    CHECK(s_exists("h3fb/checkpoints/step-25/DONE")); // nothing moved
 }
 
 // Resuming from an older checkpoint starts a branch: the newer checkpoints are moved into
