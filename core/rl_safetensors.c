@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -239,6 +240,68 @@ static uint64_t s_le64(const uint8_t *p) {
         v = (v << 8) | p[i];
     }
     return v;
+}
+
+// A value is NaN or +-inf when its exponent bits are all ones: F32 0x7f800000, BF16 0x7f80,
+// F16 0x7c00. The scan ORs a flag over blocks of elements (a loop the compiler vectorises, as
+// fast as reading the bytes) and looks for the index only inside a block that has one.
+int64_t rl_st_nonfinite(const rl_st_tensor_t *t) {
+    const uint8_t *p = t->data;
+    const size_t n = (size_t)t->numel, es = rl_dtype_size(t->dtype), blk = 4096;
+    const uint32_t mask = t->dtype == RL_DTYPE_F32   ? 0x7f800000u
+                          : t->dtype == RL_DTYPE_BF16 ? 0x7f80u
+                                                      : 0x7c00u;
+    for (size_t b = 0; b < n; b += blk) {
+        size_t e = b + blk < n ? b + blk : n;
+        uint32_t any = 0;
+        if (es == 4) {
+            for (size_t i = b; i < e; i++) {
+                uint32_t u = (uint32_t)p[4 * i] | (uint32_t)p[4 * i + 1] << 8 |
+                             (uint32_t)p[4 * i + 2] << 16 | (uint32_t)p[4 * i + 3] << 24;
+                any |= (uint32_t)((u & mask) == mask);
+            }
+        } else {
+            for (size_t i = b; i < e; i++) {
+                uint32_t u = s_le16(p + 2 * i);
+                any |= (uint32_t)((u & mask) == mask);
+            }
+        }
+        if (!any) {
+            continue;
+        }
+        for (size_t i = b; i < e; i++) {
+            uint32_t u = es == 4 ? (uint32_t)p[4 * i] | (uint32_t)p[4 * i + 1] << 8 |
+                                       (uint32_t)p[4 * i + 2] << 16 | (uint32_t)p[4 * i + 3] << 24
+                                 : s_le16(p + 2 * i);
+            if ((u & mask) == mask) {
+                return (int64_t)i;
+            }
+        }
+    }
+    return -1;
+}
+
+int rl_st_check_finite(const rl_st_tensor_t *t, const char *where, char *err, size_t err_len) {
+    int64_t i = rl_st_nonfinite(t);
+    if (i < 0) {
+        return 0;
+    }
+    rl_st_tensor_t one = *t;
+    one.numel = 1;
+    one.data = (const uint8_t *)t->data + (size_t)i * rl_dtype_size(t->dtype);
+    float v;
+    rl_st_to_f32(&v, &one);
+    char shape[160] = "";
+    size_t o = 0;
+    for (int d = 0; d < t->ndim && o < sizeof shape; d++) {
+        o += (size_t)snprintf(shape + o, sizeof shape - o, "%s%lld", d ? ", " : "",
+                              (long long)t->shape[d]);
+    }
+    return rl_errf(err, err_len, RL_EINVAL,
+                   "%s: tensor '%s' holds a non-finite value (%s at element %lld of [%s]); the "
+                   "weights are damaged",
+                   where, t->name, isnan(v) ? "nan" : v > 0 ? "inf" : "-inf", (long long)i,
+                   shape);
 }
 
 void rl_st_to_f32(float *dst, const rl_st_tensor_t *t) {

@@ -95,6 +95,13 @@ void rl_st_model_destroy(rl_st_model_t **self_p);
 // Copies a tensor into `dst` as F32 (numel floats): F32 copies, BF16 is a 16-bit shift, F16
 // converts exactly (subnormals, inf, nan).
 void rl_st_to_f32(float *dst, const rl_st_tensor_t *t);
+// The index of the first element of t that is NaN or +-inf (read from its bytes, in its own
+// dtype: any alignment), or -1 when every element is finite. One pass over the data; callers
+// that load weights refuse such a tensor by name.
+int64_t rl_st_nonfinite(const rl_st_tensor_t *t);
+// 0 when every element of t is finite; else RL_EINVAL with "<where>: tensor '<name>' holds a
+// non-finite value (nan at element 1234 of [64, 32]); the weights are damaged" in err.
+int rl_st_check_finite(const rl_st_tensor_t *t, const char *where, char *err, size_t err_len);
 // F32 -> BF16 with round-to-nearest-even (NaN stays NaN). F32 -> F16 likewise.
 uint16_t rl_f32_to_bf16(float x);
 float rl_bf16_to_f32(uint16_t x);

@@ -1,6 +1,7 @@
 // fuzz_safetensors — libFuzzer target for the safetensors header parser (rl_st_parse): any
 // input must give either a valid handle whose tensors all lie inside the input, or an error
-// with a message; never a crash, a leak or an out-of-bounds read.
+// with a message; never a crash, a leak or an out-of-bounds read; and rl_st_nonfinite names the
+// first NaN or inf the conversion gives.
 #include "rl_safetensors.h"
 
 #include <stdint.h>
@@ -36,6 +37,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             }
             if (t->numel <= 64) {
                 rl_st_to_f32(tmp, t); // touches every byte of the tensor
+                // the non-finite scan reads the same bytes and agrees with the conversion: the
+                // first element whose x - x is not 0 (NaN or inf) is the one it names
+                int64_t first = -1, at = rl_st_nonfinite(t);
+                for (int64_t k = t->numel; k-- > 0;) {
+                    first = tmp[k] - tmp[k] != 0.0f ? k : first;
+                }
+                if (at != first ||
+                    (at >= 0) != (rl_st_check_finite(t, "fuzz", err, sizeof err) != 0)) {
+                    abort();
+                }
             }
         }
         rl_st_file_metadata(f, "format");

@@ -570,6 +570,12 @@ static int s_parse_config(const char *path, int *r, float *alpha, float *dropout
         goto fail;
     }
     *alpha = (float)json_number_value(v);
+    if (!isfinite(*alpha)) { // 1e39 parses as a double but is inf as the float the model scales by
+        rc = rl_errf(err, err_len, RL_EINVAL,
+                     "%s: 'lora_alpha' is %g, not a finite float (|lora_alpha| < 3.4e38)", path,
+                     json_number_value(v));
+        goto fail;
+    }
     v = json_object_get(root, "lora_dropout");
     *dropout = 0.0f;
     if (v && !json_is_null(v)) {
@@ -725,6 +731,9 @@ int rl_lora_load(const rl_hf_config_t *cfg, const char *dir, int with_grads, rl_
                          "%d -> %d)",
                          path, t->name, got, (long long)want0, (long long)want1, r,
                          rl_lora_module_name(m), in, o);
+            goto fail;
+        }
+        if ((rc = rl_st_check_finite(t, path, err, err_len)) != 0) {
             goto fail;
         }
         rl_st_to_f32(ab == 'A' ? rl_lora_A(self, l, m) : rl_lora_B(self, l, m), t);

@@ -119,7 +119,8 @@ int rl_lora_save(const rl_lora_t *self, const char *dir, const char *base_model,
 // lora_bias, modules_to_save, layers_to_transform, layer_replication, exclude_modules,
 // target_parameters, rank/alpha patterns, fan_in_fan_out) with err naming
 // the key, the module (a target that is not one of the 7 Linears) or the tensor (missing,
-// unexpected, misshapen). F16/BF16 tensors are converted. with_grads as in rl_lora_new.
+// unexpected, misshapen, or holding a NaN or inf), and a lora_alpha that is no finite float
+// (1e39). F16/BF16 tensors are converted. with_grads as in rl_lora_new.
 // Returns 0 and *out, or an error (RL_ENOTFOUND when a file is missing). caller owns *out;
 // free with rl_lora_destroy.
 int rl_lora_load(const rl_hf_config_t *cfg, const char *dir, int with_grads, rl_lora_t **out,

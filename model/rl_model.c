@@ -378,6 +378,10 @@ rl_model_t *rl_model_load(const char *dir, const rl_model_opts_t *opts, char *er
         RL_ASSERT(slot);
         int in_place = !full && !S_BIG_ENDIAN && t->dtype == RL_DTYPE_F32 &&
                        ((uintptr_t)t->data % sizeof(float)) == 0;
+        // a NaN or inf weight would make every logprob NaN: refused here, naming the tensor
+        if (rl_st_check_finite(t, dir, err, err_len) != 0) {
+            goto fail;
+        }
         if (in_place) {
             *slot = (float *)(uintptr_t)t->data; // read-only mapping: frozen weights only
             self->params_in_map = 1;

@@ -91,8 +91,10 @@ typedef struct rl_model rl_model_t;
 // the mapping stays open until destroy); F16/BF16 (and F32 data a foreign writer left
 // unaligned) are converted once into one allocation. With
 // tune FULL the parameters are copied into one writable allocation and gradients are
-// allocated. On failure returns NULL and writes why into err (missing file, weights that do not
-// match the config). caller owns result; free with rl_model_destroy.
+// allocated. Every weight is checked once for NaN and inf (a pass over the data at memory speed).
+// On failure returns NULL and writes why into err (missing file, weights that do not match the
+// config, a tensor holding a non-finite value, named). caller owns result; free with
+// rl_model_destroy.
 rl_model_t *rl_model_load(const char *dir, const rl_model_opts_t *opts, char *err,
                           size_t err_len);
 

@@ -120,6 +120,9 @@ static int s_create(const rl_reward_host_t *host, const char *config_json, void 
         } else if (!s->w) {
             snprintf(err, err_len, "out of memory");
             rc = -1;
+        } else if (rl_st_check_finite(t, path, msg, sizeof msg) != 0) {
+            snprintf(err, err_len, "%s", msg);
+            rc = -1;
         } else {
             rl_st_to_f32(s->w, t);
         }

@@ -590,18 +590,27 @@ static int s_checkpoint(s_ctl_t *s, char *err, size_t err_len) {
     return 0;
 }
 
-// Restores the run from checkpoint folder `dir`: state.json, the data position, the actor's
-// weights and optimizer. Returns 0, or an error that leaves the run's state untouched;
-// *mismatch is set when the checkpoint does not fit the recipe (another tuning, a data position
-// outside the dataset), which an older checkpoint would not fix either.
+// Restores the run from checkpoint folder `dir`: every file checked against the manifest
+// (rl_checkpoint_verify; a checkpoint of an rlctl before manifests is taken with a warning),
+// state.json (its own rules, then the recipe's), the data position, the actor's weights and
+// optimizer (the workers refuse NaN or inf weights). Returns 0, or an error that leaves the
+// run's state untouched; *mismatch is set when the checkpoint does not fit the recipe (another
+// tuning, a step past train.steps, a data position outside the dataset), which an older
+// checkpoint would not fix either.
 static int s_load_checkpoint(s_ctl_t *s, const char *dir, int *mismatch, char *err,
                              size_t err_len) {
     rl_run_t *run = &s->run;
     *mismatch = 0;
     rl_ckpt_state_t st;
-    int rc = rl_checkpoint_read_state(dir, &st, err, err_len);
-    if (rc) {
+    int legacy = 0;
+    int rc = rl_checkpoint_verify(dir, &legacy, err, err_len);
+    if (rc || (rc = rl_checkpoint_read_state(dir, &st, err, err_len)) != 0) {
         return rc;
+    }
+    if (legacy) {
+        rl_log_warn("%s has no manifest.json (an older rlctl wrote it): its files cannot be "
+                    "checked against checksums; loading it with the other checks only "
+                    "(optimizer.bin's own checksum, finite weights, state.json's rules)", dir);
     }
     const char *tune = run->r->lora.enabled ? "lora" : "full";
     if (strcmp(st.tune, tune) != 0) {
@@ -609,6 +618,14 @@ static int s_load_checkpoint(s_ctl_t *s, const char *dir, int *mismatch, char *e
         return rl_errf(err, err_len, RL_EINVAL,
                        "%s: the checkpoint is of %s tuning, the recipe asks for %s", dir, st.tune,
                        tune);
+    }
+    if (st.step > run->r->train.steps) { // raising train.steps continues a run; lowering it:
+        *mismatch = 1;
+        return rl_errf(err, err_len, RL_EINVAL,
+                       "%s: the checkpoint is of step %lld, past train.steps %d: raise "
+                       "train.steps to continue it, or --resume a checkpoint of step %d or "
+                       "earlier (that starts a new branch)",
+                       dir, (long long)st.step, run->r->train.steps, run->r->train.steps);
     }
     rl_data_pos_t pos = {st.data_epoch, st.data_index}, before = rl_data_sampler_pos(run->order);
     if (rl_data_sampler_seek(run->order, pos) != 0) {
@@ -624,7 +641,20 @@ static int s_load_checkpoint(s_ctl_t *s, const char *dir, int *mismatch, char *e
         rl_data_sampler_seek(run->order, before);
         return rc;
     }
+    rl_proto_save_reply_t x = {0};
+    char why[256] = "";
+    rc = rl_proto_save_reply_decode(rep, &x, why, sizeof why);
     rl_msg_free(&rep);
+    if (rc) {
+        rl_data_sampler_seek(run->order, before);
+        return rl_errf(err, err_len, rc, "worker %s: %s", run->actor.names[0], why);
+    }
+    if (x.n_trainable != st.n_trainable) { // the weights loaded, but state.json disagrees
+        rl_data_sampler_seek(run->order, before);
+        return rl_errf(err, err_len, RL_EPROTO,
+                       "%s/state.json: 'n_trainable' is %lld, the loaded weights have %lld", dir,
+                       (long long)st.n_trainable, (long long)x.n_trainable);
+    }
     if (run->critic.n > 0) {
         rl_proto_save_reply_t cx;
         if (!st.has_critic) {

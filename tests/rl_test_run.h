@@ -1,7 +1,8 @@
 // rl_test_run — helpers for suites that run the rlctl binary on run folders under a temporary
 // directory `tmp`: run a command (output kept in <tmp>/out.txt) or start one in the background,
-// read that output, test paths, compare files, watch processes (children, exits, whether gone),
-// and read a run's metrics.jsonl without the values that differ run to run.
+// read that output, test paths, compare files, damage a checkpoint's files, watch processes
+// (children, exits, whether gone), and read a run's metrics.jsonl without the values that differ
+// run to run.
 #ifndef RL_TEST_RUN_H
 #define RL_TEST_RUN_H
 
@@ -9,6 +10,7 @@
 
 #include <jansson.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,6 +140,64 @@ static inline int rl_test_files_equal(const char *tmp, const char *a, const char
     free(x);
     free(y);
     return eq;
+}
+
+// Damages <tmp>/<rel> in place: the 4 bytes `back` bytes before its end become `word` (a float's
+// bits: 0x7fc00000 is a NaN), or, with word 0, the lowest bit of that byte flips. Returns 0 or -1.
+static inline int rl_test_damage(const char *tmp, const char *rel, size_t back, uint32_t word) {
+    char p[1400];
+    snprintf(p, sizeof(p), "%s/%s", tmp, rel);
+    size_t n = 0;
+    char *b = rl_test_read_file(p, &n);
+    FILE *f = b && n >= back && back >= 4 ? fopen(p, "wb") : NULL;
+    if (f) {
+        unsigned char *at = (unsigned char *)b + n - back;
+        if (word) {
+            for (int i = 0; i < 4; i++) {
+                at[i] = (unsigned char)(word >> (8 * i)); // safetensors data is little-endian
+            }
+        } else {
+            at[0] ^= 1;
+        }
+    }
+    int rc = f && fwrite(b, 1, n, f) == n ? 0 : -1;
+    if (f && fclose(f) != 0) {
+        rc = -1;
+    }
+    free(b);
+    return rc;
+}
+
+// Replaces the first `from` in <tmp>/<rel> by `to`. Returns 0, or -1 when from is not there.
+static inline int rl_test_edit(const char *tmp, const char *rel, const char *from,
+                               const char *to) {
+    char p[1400];
+    snprintf(p, sizeof(p), "%s/%s", tmp, rel);
+    char *b = rl_test_read_file(p, NULL), *at = b ? strstr(b, from) : NULL;
+    FILE *f = at ? fopen(p, "wb") : NULL;
+    int rc = f && fwrite(b, 1, (size_t)(at - b), f) == (size_t)(at - b) && fputs(to, f) >= 0 &&
+                     fputs(at + strlen(from), f) >= 0
+                 ? 0
+                 : -1;
+    if (f && fclose(f) != 0) {
+        rc = -1;
+    }
+    free(b);
+    return rc;
+}
+
+// Makes checkpoint folder <tmp>/<rel> look as an rlctl before manifests wrote it: no
+// manifest.json, an empty DONE. Returns 0 or -1.
+static inline int rl_test_unmanifest(const char *tmp, const char *rel) {
+    char p[1400];
+    snprintf(p, sizeof(p), "%s/%s/manifest.json", tmp, rel);
+    int rc = unlink(p);
+    snprintf(p, sizeof(p), "%s/%s/DONE", tmp, rel);
+    FILE *f = fopen(p, "wb");
+    if (!f || fclose(f) != 0) {
+        rc = -1;
+    }
+    return rc;
 }
 
 // <tmp>/<run>/metrics.jsonl as a JSON array of its lines, without "time", "timing/*" and

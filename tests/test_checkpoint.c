@@ -4,13 +4,18 @@
 // commit protocol (write into step-<N>.tmp, publish by rename: a .tmp is never a checkpoint,
 // crash leftovers are cleaned or restored), the list newest first, abandoned branches, and
 // publishing a folder over an existing one. (fsync itself is not observable without a power
-// loss; these tests check the order and the renames around it.)
+// loss; these tests check the order and the renames around it.) Integrity: commit writes
+// manifest.json and a DONE naming its CRC; verify finds a changed file, a missing manifest, a
+// damaged marker, and tells an older rlctl's checkpoint (no manifest) apart; read_state refuses
+// a state whose step is not its folder's or whose fields are out of range, naming the field, and
+// commit refuses to write one.
 #include "rl_checkpoint.h"
 #include "rl_err.h"
 #include "rl_rundir.h"
 #include "rl_test.h"
 
 #include <dirent.h>
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -30,12 +35,22 @@ static void s_write(const char *path, const char *text) {
     }
 }
 
+// A state of `step` that every rule of rl_checkpoint_read_state accepts (a seeded RNG, one
+// trainable parameter at least).
+static rl_ckpt_state_t s_state(int64_t step, const char *tune) {
+    rl_ckpt_state_t st;
+    memset(&st, 0, sizeof st);
+    st.step = step;
+    st.n_trainable = 10;
+    rl_rng_seed(&st.rng, (uint64_t)step + 1);
+    snprintf(st.tune, sizeof st.tune, "%s", tune);
+    return st;
+}
+
 static void s_commit(const char *run, int64_t step, rl_optim_t *o) {
     char tmp[1024], dir[1024], err[512];
     CHECK_INT(rl_checkpoint_prepare(run, step, tmp, sizeof(tmp), err, sizeof(err)), 0);
-    rl_ckpt_state_t st = {0};
-    st.step = step;
-    strcpy(st.tune, "full");
+    rl_ckpt_state_t st = s_state(step, "full");
     CHECK_INT(rl_checkpoint_commit(tmp, &st, o, dir, sizeof(dir), err, sizeof(err)), 0);
 }
 
@@ -66,10 +81,8 @@ static int s_count_prefix(const char *dir, const char *prefix) {
 static void s_commit_index(const char *run, int64_t step, int64_t index) {
     char tmp[1024], dir[1024], err[512];
     CHECK_INT(rl_checkpoint_prepare(run, step, tmp, sizeof(tmp), err, sizeof(err)), 0);
-    rl_ckpt_state_t st = {0};
-    st.step = step;
+    rl_ckpt_state_t st = s_state(step, "full");
     st.data_index = index;
-    strcpy(st.tune, "full");
     CHECK_INT(rl_checkpoint_commit(tmp, &st, NULL, dir, sizeof(dir), err, sizeof(err)), 0);
 }
 
@@ -87,10 +100,8 @@ static void s_test_commit_protocol(void) {
     CHECK_INT(rl_checkpoint_mkdirs(path), 0);
     snprintf(path, sizeof(path), "%s/adapter/adapter_config.json", tmp);
     s_write(path, "{\"r\": 4}");
-    rl_ckpt_state_t st = {0}, back;
-    st.step = 7;
+    rl_ckpt_state_t st = s_state(7, "lora"), back;
     st.data_index = 1;
-    strcpy(st.tune, "lora");
     CHECK_INT(rl_checkpoint_commit(tmp, &st, NULL, dir, sizeof(dir), err, sizeof(err)), 0);
     snprintf(path, sizeof(path), "%s/checkpoints/step-7", run);
     CHECK_STR(dir, path);
@@ -149,9 +160,6 @@ static void s_test_crash_leftovers(void) {
     s_commit_index(run, 4, 0);
     // step-9 fully written, DONE included, but the run died before the rename
     CHECK_INT(rl_checkpoint_prepare(run, 9, tmp, sizeof(tmp), err, sizeof(err)), 0);
-    rl_ckpt_state_t st = {0};
-    st.step = 9;
-    strcpy(st.tune, "full");
     snprintf(path, sizeof(path), "%s/state.json", tmp);
     s_write(path, "{}");
     snprintf(path, sizeof(path), "%s/DONE", tmp);
@@ -316,6 +324,184 @@ static void s_test_publish_dir(void) {
     CHECK_INT(rl_checkpoint_rmtree(run), 0);
 }
 
+// ---- integrity: the manifest and state.json's rules ---------------------------------------------
+
+// Sets key (or "outer.inner") of <dir>/state.json to v (stolen), keeping the rest.
+static void s_patch(const char *dir, const char *key, json_t *v) {
+    char path[1200], outer[64];
+    snprintf(path, sizeof path, "%s/state.json", dir);
+    json_t *o = json_load_file(path, 0, NULL), *at = o;
+    const char *dot = strchr(key, '.');
+    if (o && dot) {
+        snprintf(outer, sizeof outer, "%.*s", (int)(dot - key), key);
+        at = json_object_get(o, outer);
+        key = dot + 1;
+    }
+    CHECK(at != NULL && json_object_set_new(at, key, v) == 0 &&
+          json_dump_file(o, path, JSON_INDENT(2)) == 0);
+    json_decref(o);
+}
+
+// Flips the lowest bit of the byte `back` bytes before the end of <dir>/<rel>.
+static void s_flip(const char *dir, const char *rel, long back) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s", dir, rel);
+    FILE *f = fopen(path, "r+b");
+    int c = f && fseek(f, -back, SEEK_END) == 0 ? fgetc(f) : EOF;
+    CHECK(c != EOF && fseek(f, -back, SEEK_END) == 0 && fputc(c ^ 1, f) != EOF);
+    if (f) {
+        fclose(f);
+    }
+}
+
+// commit's manifest and marker; verify on a good checkpoint, a damaged file, a lost manifest, a
+// damaged marker, and an older rlctl's checkpoint (DONE empty, no manifest: *legacy).
+static void s_test_verify(void) {
+    char run[64], tmp[1024], dir[1024], err[1024], path[1200];
+    s_mktemp(run, sizeof(run));
+    CHECK_INT(rl_checkpoint_prepare(run, 6, tmp, sizeof(tmp), err, sizeof(err)), 0);
+    snprintf(path, sizeof(path), "%s/critic", tmp);
+    CHECK_INT(rl_checkpoint_mkdirs(path), 0);
+    snprintf(path, sizeof(path), "%s/critic/value_head.safetensors", tmp);
+    s_write(path, "the critic's head, as its worker wrote it");
+    rl_optim_hparams_t hp = {0.9, 0.999, 1e-8, 0.0};
+    rl_optim_t *o = rl_optim_new(10, &hp);
+    rl_ckpt_state_t st = s_state(6, "lora");
+    CHECK_INT(rl_checkpoint_commit(tmp, &st, o, dir, sizeof(dir), err, sizeof(err)), 0);
+    rl_optim_destroy(&o);
+    snprintf(path, sizeof(path), "%s/DONE", dir);
+    char *done = rl_test_read_file(path, NULL), *man = NULL;
+    CHECK(done && strncmp(done, "rlctl-checkpoint manifest.json crc32c ", 38) == 0 &&
+          strlen(done) == 47 && done[46] == '\n');
+    free(done);
+    snprintf(path, sizeof(path), "%s/manifest.json", dir);
+    man = rl_test_read_file(path, NULL);
+    CHECK(man && strstr(man, "\"critic/value_head.safetensors\"") &&
+          strstr(man, "\"optimizer.bin\"") && strstr(man, "\"state.json\"") &&
+          !strstr(man, "DONE"));
+    free(man);
+    int legacy = -1;
+    CHECK_INT(rl_checkpoint_verify(dir, &legacy, err, sizeof(err)), 0);
+    CHECK_INT(legacy, 0);
+    // one bit of optimizer.bin's data, of the critic's head: named
+    s_flip(dir, "optimizer.bin", 3);
+    CHECK_INT(rl_checkpoint_verify(dir, &legacy, err, sizeof(err)), RL_EPROTO);
+    CHECK_CONTAINS(err, "/checkpoints/step-6/optimizer.bin: checksum mismatch");
+    s_flip(dir, "optimizer.bin", 3);
+    s_flip(dir, "critic/value_head.safetensors", 1);
+    CHECK_INT(rl_checkpoint_verify(dir, &legacy, err, sizeof(err)), RL_EPROTO);
+    CHECK_CONTAINS(err, "/checkpoints/step-6/critic/value_head.safetensors: checksum mismatch");
+    s_flip(dir, "critic/value_head.safetensors", 1);
+    CHECK_INT(rl_checkpoint_verify(dir, &legacy, err, sizeof(err)), 0);
+    // the manifest lost (DONE names it): damaged, not an older rlctl's
+    char saved[1200];
+    snprintf(saved, sizeof(saved), "%s/../manifest.saved", dir);
+    CHECK_INT(rename(path, saved), 0);
+    CHECK_INT(rl_checkpoint_verify(dir, &legacy, err, sizeof(err)), RL_EPROTO);
+    CHECK_CONTAINS(err, "/checkpoints/step-6/manifest.json: missing (the DONE marker names it)");
+    // a damaged marker
+    snprintf(path, sizeof(path), "%s/DONE", dir);
+    s_write(path, "rlctl-checkpoint manifest.json crc32c xyz\n");
+    CHECK_INT(rl_checkpoint_verify(dir, &legacy, err, sizeof(err)), RL_EPROTO);
+    CHECK_CONTAINS(err, "/DONE: not a marker this rlctl reads");
+    // an older rlctl's: an empty DONE, no manifest: nothing to check, said so
+    s_write(path, "");
+    legacy = 0;
+    CHECK_INT(rl_checkpoint_verify(dir, &legacy, err, sizeof(err)), 0);
+    CHECK_INT(legacy, 1);
+    // an empty DONE beside a manifest: the manifest is checked all the same
+    snprintf(path, sizeof(path), "%s/manifest.json", dir);
+    CHECK_INT(rename(saved, path), 0);
+    s_flip(dir, "state.json", 2);
+    CHECK_INT(rl_checkpoint_verify(dir, &legacy, err, sizeof(err)), RL_EPROTO);
+    CHECK_INT(legacy, 0);
+    CHECK_CONTAINS(err, "/state.json: checksum mismatch");
+    // incomplete: as read_state says
+    CHECK_INT(rl_checkpoint_prepare(run, 8, tmp, sizeof(tmp), err, sizeof(err)), 0);
+    CHECK_INT(rl_checkpoint_verify(tmp, &legacy, err, sizeof(err)), RL_ENOTFOUND);
+    CHECK_INT(rl_checkpoint_rmtree(run), 0);
+}
+
+// state.json's rules, each refused naming the field (the run resumed at step 1e15 and did
+// nothing, moved its own folder aside for a step of another folder, took num_tokens -5), and
+// commit refuses to write such a state.
+static void s_test_state_rules(void) {
+    char run[64], tmp[1024], dir[1024], err[1024], best[1200], cmd[2600];
+    s_mktemp(run, sizeof(run));
+    CHECK_INT(rl_checkpoint_prepare(run, 7, tmp, sizeof(tmp), err, sizeof(err)), 0);
+    rl_ckpt_state_t st = s_state(7, "lora"), back;
+    st.policy_version = 7;
+    st.num_tokens = 100;
+    st.has_critic = 1;
+    st.n_algo = 1;
+    strcpy(st.algo_key[0], "kl_coef");
+    st.algo_value[0] = 0.05;
+    CHECK_INT(rl_checkpoint_commit(tmp, &st, NULL, dir, sizeof(dir), err, sizeof(err)), 0);
+    CHECK_INT(rl_checkpoint_read_state(dir, &back, err, sizeof(err)), 0);
+    struct {
+        const char *key;
+        json_t *v;
+        const char *want;
+    } bad[] = {
+        {"step", json_integer(1000000000000000LL),
+         "state.json: 'step' is 1000000000000000, but the folder is step-7"},
+        {"step", json_integer(3), "'step' is 3, but the folder is step-7"},
+        {"policy_version", json_integer(8), "'policy_version' is 8, outside 0..7"},
+        {"num_tokens", json_integer(-5), "'num_tokens' is -5, outside 0.."},
+        {"n_trainable", json_integer(0), "'n_trainable' is 0, outside 1.."},
+        {"model_train_step", json_integer(-1), "'model_train_step' is -1"},
+        {"critic_train_step", json_integer(-2), "'critic_train_step' is -2"},
+        {"data.epoch", json_integer(-1), "'data.epoch' is -1"},
+        {"num_tokens", json_integer(9007199254740993LL), "'num_tokens' is 9007199254740993"},
+        {"tune", json_string("xx"), "'tune' is \"xx\", not \"full\" or \"lora\""},
+        {"rng.has_spare", json_integer(2), "'rng.has_spare' is 2, not 0 or 1"},
+        {"rng.s", json_pack("[ssss]", "0000000000000000", "0000000000000000",
+                            "0000000000000000", "0000000000000000"),
+         "'rng.s' is all zero"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char keep[1200], path[1200];
+        snprintf(path, sizeof(path), "%s/state.json", dir);
+        snprintf(keep, sizeof(keep), "%s/state.keep", run);
+        snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", path, keep);
+        CHECK_INT(system(cmd), 0);
+        s_patch(dir, bad[i].key, bad[i].v);
+        err[0] = '\0';
+        CHECK_INT(rl_checkpoint_read_state(dir, &back, err, sizeof(err)), RL_EPROTO);
+        CHECK_CONTAINS(err, bad[i].want);
+        CHECK_CONTAINS(err, "/checkpoints/step-7/state.json: ");
+        CHECK_INT(rename(keep, path), 0);
+    }
+    CHECK_INT(rl_checkpoint_read_state(dir, &back, err, sizeof(err)), 0);
+    // a copy named otherwise has no name to check its step against: the recipe's bound is the
+    // caller's (the controller: train.steps); a trailing slash still names the folder
+    snprintf(best, sizeof(best), "%s/best", run);
+    snprintf(cmd, sizeof(cmd), "cp -a '%s' '%s'", dir, best);
+    CHECK_INT(system(cmd), 0);
+    s_patch(best, "step", json_integer(1000000000000000LL));
+    CHECK_INT(rl_checkpoint_read_state(best, &back, err, sizeof(err)), 0);
+    CHECK_INT(back.step, 1000000000000000LL);
+    s_patch(dir, "step", json_integer(8));
+    char slash[1100];
+    snprintf(slash, sizeof(slash), "%s//", dir);
+    CHECK_INT(rl_checkpoint_read_state(slash, &back, err, sizeof(err)), RL_EPROTO);
+    CHECK_CONTAINS(err, "'step' is 8, but the folder is step-7");
+    // commit refuses a state read_state would refuse: nothing published
+    CHECK_INT(rl_checkpoint_prepare(run, 9, tmp, sizeof(tmp), err, sizeof(err)), 0);
+    st = s_state(9, "full");
+    st.policy_version = 10;
+    CHECK_INT(rl_checkpoint_commit(tmp, &st, NULL, dir, sizeof(dir), err, sizeof(err)),
+              RL_EPROTO);
+    CHECK_CONTAINS(err, "'policy_version' is 10, outside 0..9");
+    st = s_state(8, "full"); // into step-9.tmp: not the folder's step
+    CHECK_INT(rl_checkpoint_commit(tmp, &st, NULL, dir, sizeof(dir), err, sizeof(err)),
+              RL_EPROTO);
+    CHECK_CONTAINS(err, "'step' is 8, but the folder is step-9");
+    snprintf(cmd, sizeof(cmd), "%s/checkpoints/step-9", run);
+    CHECK(access(cmd, F_OK) != 0);
+    CHECK_INT(rl_checkpoint_rmtree(run), 0);
+}
+
 int main(void) {
     char run[] = "/tmp/rl_test_ckpt_XXXXXX";
     RL_TEST_ASSERT_FILE(mkdtemp(run), "a temporary directory");
@@ -477,6 +663,8 @@ int main(void) {
     s_test_list();
     s_test_abandon();
     s_test_publish_dir();
+    s_test_verify();
+    s_test_state_rules();
 
     CHECK_INT(rl_checkpoint_rmtree(run), 0);
     struct stat sb;

@@ -17,6 +17,12 @@
 //      undisturbed run; a sampler that stops (SIGSTOP) is lost after 10 heartbeats;
 //   5. resuming from an older checkpoint moves the newer ones aside (a new branch), a plain
 //      --resume continues the new branch, and a corrupt newest checkpoint is skipped (named);
+//      a NaN or one flipped bit in the newest adapter fails its checksum, an inf in one without
+//      a manifest (an older rlctl's) is refused by the actor, a state.json whose step is not its
+//      folder's, whose num_tokens is negative or whose n_trainable is not the size of the loaded
+//      weights is refused: each skipped naming the file (and tensor or field), the run
+//      resuming from the one before; a step past train.steps (a copy named otherwise, or
+//      train.steps lowered) stops the resume, moving nothing;
 //   6. SIGTERM while a reward hangs: the run is gone within roles.stop_grace (the step could
 //      not finish), names the newest checkpoint, and the process the plugin started is gone
 //      too; a second SIGTERM stops at once.
@@ -534,6 +540,76 @@ static void test_branches(void) {
     s_out_has("checkpoints/step-2 at step 2");
 }
 
+// The newest checkpoint damaged in the ways a disk, a tool or a hand can damage it: each time a
+// plain --resume skips step-3 naming the file and why, resumes from step-2 and stops at 3,
+// writing a whole step-3 for the next case (the damaged one goes to abandoned-*).
+static void test_damaged_checkpoints(void) {
+    char args[2048], resume[2048];
+    const char *ad = "dm/checkpoints/step-3/adapter/adapter_model.safetensors";
+    const char *ck = "dm/checkpoints/step-3", *state = "dm/checkpoints/step-3/state.json";
+    snprintf(args, sizeof args, "run %s/g.yaml run.dir=%s/dm train.save_every=1 --stop-at 3",
+             s_tmp, s_tmp);
+    s_run(args, NULL, 0);
+    snprintf(resume, sizeof resume,
+             "run %s/g.yaml run.dir=%s/dm train.save_every=1 --resume --stop-at 3", s_tmp, s_tmp);
+    // a NaN written over the adapter's last weight, then one bit flipped in it (finite: it
+    // resumed silently before): the manifest's checksum
+    for (int k = 0; k < 2; k++) {
+        CHECK_INT(rl_test_damage(s_tmp, ad, 4, k == 0 ? 0x7fc00000u : 0), 0);
+        s_run(resume, NULL, 0);
+        s_out_has("skipping checkpoints/step-3: ");
+        s_out_has("/checkpoints/step-3/adapter/adapter_model.safetensors: checksum mismatch");
+        s_out_has("checkpoints/step-2 at step 2");
+    }
+    // an inf in a checkpoint without a manifest (an older rlctl's): taken with a warning, and
+    // the actor refuses the tensor
+    CHECK_INT(rl_test_unmanifest(s_tmp, ck), 0);
+    CHECK_INT(rl_test_damage(s_tmp, ad, 4, 0x7f800000u), 0);
+    s_run(resume, NULL, 0);
+    s_out_has("/checkpoints/step-3 has no manifest.json (an older rlctl wrote it)");
+    s_out_has("skipping checkpoints/step-3: worker actor/0: ");
+    s_out_has("lora_B.weight' holds a non-finite value (inf at element 255 of [64, 4])");
+    s_out_has("checkpoints/step-2 at step 2");
+    // state.json's rules: a step that is not the folder's (it resumed at step 1e15 and did
+    // nothing; step 2 inside step-3 moved step-3 itself aside), a negative count
+    CHECK_INT(rl_test_unmanifest(s_tmp, ck), 0);
+    CHECK_INT(rl_test_edit(s_tmp, state, "\"step\": 3,", "\"step\": 1000000000000000,"), 0);
+    s_run(resume, NULL, 0);
+    s_out_has("state.json: 'step' is 1000000000000000, but the folder is step-3");
+    s_out_has("checkpoints/step-2 at step 2");
+    CHECK_INT(rl_test_unmanifest(s_tmp, ck), 0);
+    CHECK_INT(rl_test_edit(s_tmp, state, "\"num_tokens\": ", "\"num_tokens\": -"), 0);
+    s_run(resume, NULL, 0);
+    s_out_has("state.json: 'num_tokens' is -");
+    s_out_has("checkpoints/step-2 at step 2");
+    // n_trainable that is not the size of the weights the actor loaded
+    CHECK_INT(rl_test_unmanifest(s_tmp, ck), 0);
+    CHECK_INT(rl_test_edit(s_tmp, state, "\"n_trainable\": ", "\"n_trainable\": 1"), 0);
+    s_run(resume, NULL, 0);
+    s_out_has("state.json: 'n_trainable' is 1");
+    s_out_has(", the loaded weights have ");
+    s_out_has("checkpoints/step-2 at step 2");
+    // a step past train.steps: a copy named otherwise (no folder name to check it against), or
+    // train.steps lowered below the newest: the resume stops, nothing is moved
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "cp -a %s/%s %s/dm/checkpoints/best", s_tmp, ck, s_tmp);
+    CHECK_INT(system(cmd), 0);
+    CHECK_INT(rl_test_unmanifest(s_tmp, "dm/checkpoints/best"), 0);
+    CHECK_INT(rl_test_edit(s_tmp, "dm/checkpoints/best/state.json", "\"step\": 3,",
+                           "\"step\": 1000000000000000,"), 0);
+    CHECK_INT(rl_test_edit(s_tmp, "dm/checkpoints/best/state.json", "\"policy_version\": 3,",
+                           "\"policy_version\": 0,"), 0);
+    snprintf(args, sizeof args, "run %s/g.yaml --resume %s/dm/checkpoints/best", s_tmp, s_tmp);
+    s_run(args, NULL, 1);
+    s_out_has("best: the checkpoint is of step 1000000000000000, past train.steps 4");
+    snprintf(args, sizeof args, "run %s/g.yaml run.dir=%s/dm train.steps=2 --resume", s_tmp,
+             s_tmp);
+    s_run(args, NULL, 1);
+    s_out_has("step-3: the checkpoint is of step 3, past train.steps 2: raise train.steps");
+    CHECK(s_exists("dm/checkpoints/step-3/DONE"));
+    CHECK(s_exists("dm/checkpoints/step-3/manifest.json"));
+}
+
 // ---- 6. signals -----------------------------------------------------------------------------
 
 // Starts a run whose reward hangs (and starts a child) on its 3rd call, waits until it hangs.
@@ -670,6 +746,7 @@ int main(void) {
     test_sync_fault();
     test_silent_worker();
     test_branches();
+    test_damaged_checkpoints();
     test_signals();
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_tmp);

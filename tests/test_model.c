@@ -6,7 +6,8 @@
 // scalar head (rl_head: critic values, reward scores) through rl_model_backward_hidden against
 // finite differences of every parameter / LoRA entry and the head weight, and the logp path
 // bit for bit unchanged by forwards without the vocabulary head.
-// `unit` group: PEFT folders (round trip, refusals naming the tensor/module), merged export,
+// `unit` group: PEFT folders (round trip, refusals naming the tensor/module, the field or tensor
+// that is not finite; a base folder with a NaN weight refused naming it), merged export,
 // argument errors, zero-copy loading of F32 weights, `rlctl export`.
 // Usage: test_model [numeric|unit] (no argument: both).
 #include "rl_test.h"
@@ -1377,6 +1378,31 @@ static void s_path(char *buf, size_t cap, const char *rel) {
     snprintf(buf, cap, "%s/%s", s_tmp, rel);
 }
 
+// Replaces the first `from` in file path by `to` (a hand edit of a config).
+static void s_replace(const char *path, const char *from, const char *to) {
+    char *txt = rl_test_read_file(path, NULL), *at = txt ? strstr(txt, from) : NULL;
+    FILE *f = at ? fopen(path, "wb") : NULL;
+    CHECK_MSG(f != NULL, "%s: no '%s' to replace", path, from);
+    if (f) {
+        fwrite(txt, 1, (size_t)(at - txt), f);
+        fputs(to, f);
+        fputs(at + strlen(from), f);
+        fclose(f);
+    }
+    free(txt);
+}
+
+// Overwrites the last 4 bytes of a safetensors file (its last F32 weight) with the bits `u`.
+static void s_poke_last(const char *path, uint32_t u) {
+    FILE *f = fopen(path, "r+b");
+    unsigned char b[4] = {(unsigned char)u, (unsigned char)(u >> 8), (unsigned char)(u >> 16),
+                          (unsigned char)(u >> 24)};
+    CHECK(f && fseek(f, -4, SEEK_END) == 0 && fwrite(b, 1, 4, f) == 4);
+    if (f) {
+        fclose(f);
+    }
+}
+
 static void s_forward(rl_model_t *m, float *lp) {
     CHECK_INT(rl_model_forward(m, s_tok, s_len, S_B, S_T, 1.0f, 0, lp, NULL), 0);
 }
@@ -1459,6 +1485,24 @@ static void s_test_peft(void) {
     s_forward(m, lp_base);
     CHECK(s_max_abs_diff(lp_base, lp_m, S_B * S_T) > 1e-3); // the adapter does something
     CHECK_INT(rl_model_save_hf(m, base, 0, err, sizeof err), 0);
+    // a base folder with a NaN or inf weight is refused at load, naming the tensor (every
+    // logprob would be NaN)
+    char nanbase[512], stp[700];
+    s_path(nanbase, sizeof nanbase, "nanbase");
+    CHECK_INT(rl_model_save_hf(m, nanbase, 0, err, sizeof err), 0);
+    snprintf(stp, sizeof stp, "%s/model.safetensors", nanbase);
+    rl_model_opts_t no;
+    rl_model_opts_default(&no);
+    for (int k = 0; k < 2; k++) {
+        s_poke_last(stp, k ? 0x7f800000u : 0x7fc00000u);
+        err[0] = '\0';
+        rl_model_t *bad = rl_model_load(nanbase, &no, err, sizeof err);
+        CHECK(bad == NULL);
+        rl_model_destroy(&bad);
+        CHECK_CONTAINS(err, "nanbase: tensor '");
+        CHECK_CONTAINS(err, k ? "' holds a non-finite value (inf at element "
+                              : "' holds a non-finite value (nan at element ");
+    }
     rl_model_set_adapter_disabled(m, 0);
 
     // save -> load into a NONE model over the saved base: the same forward
@@ -1598,6 +1642,28 @@ static void s_test_peft(void) {
         s_path(bad, sizeof bad, "zero");
         s_write_adapter(bad, &cfg, "\"all-linear\"", RL_LORA_ALL, 0);
         CHECK_INT(rl_model_load_adapter(none, bad, err, sizeof err), 0);
+        s_forward(none, lp);
+        CHECK(s_max_abs_diff(lp, lp_base, S_B * S_T) == 0.0);
+        // non-finite adapters (they gave logprob -nan): a lora_alpha no float holds, a NaN or
+        // -inf weight; refused naming the field or the tensor
+        char acfg[600], ast[600];
+        s_path(bad, sizeof bad, "nonfinite");
+        s_write_adapter(bad, &cfg, "\"all-linear\"", RL_LORA_ALL, 0);
+        snprintf(acfg, sizeof acfg, "%s/adapter_config.json", bad);
+        snprintf(ast, sizeof ast, "%s/adapter_model.safetensors", bad);
+        s_replace(acfg, "\"lora_alpha\":4", "\"lora_alpha\":1e39");
+        CHECK_INT(rl_model_load_adapter(none, bad, err, sizeof err), RL_EINVAL);
+        CHECK_CONTAINS(err, "adapter_config.json: 'lora_alpha' is 1e+39, not a finite float");
+        s_replace(acfg, "\"lora_alpha\":1e39", "\"lora_alpha\":4");
+        CHECK_INT(rl_model_load_adapter(none, bad, err, sizeof err), 0);
+        s_poke_last(ast, 0x7fc00000u);
+        CHECK_INT(rl_model_load_adapter(none, bad, err, sizeof err), RL_EINVAL);
+        CHECK_CONTAINS(err, "adapter_model.safetensors: tensor 'base_model.model.model.layers.");
+        CHECK_CONTAINS(err, "' holds a non-finite value (nan at element ");
+        s_poke_last(ast, 0xff800000u);
+        CHECK_INT(rl_model_load_adapter(none, bad, err, sizeof err), RL_EINVAL);
+        CHECK_CONTAINS(err, "(-inf at element ");
+        // the adapter that loaded last is still the one in use
         s_forward(none, lp);
         CHECK(s_max_abs_diff(lp, lp_base, S_B * S_T) == 0.0);
         // (6) F32 frozen weights are used in place from the read-only mapping

@@ -275,6 +275,32 @@ static void test_crc32c(void) {
     CHECK_INT(rl_crc32c(0, inc, 32), 0x46DD794Eu);
     CHECK_INT(rl_crc32c(rl_crc32c(0, "1234", 4), "56789", 5), 0xE3069283u);
     CHECK_INT(rl_crc32c(0, "", 0), 0u);
+    // the 8-bytes-a-step loop against the bit-by-bit definition: every length 0..300 at every
+    // alignment 0..7, and split at every point (the continuation argument)
+    unsigned char buf[320];
+    uint32_t x = 7;
+    for (size_t i = 0; i < sizeof buf; i++) {
+        x = x * 1664525u + 1013904223u;
+        buf[i] = (unsigned char)(x >> 24);
+    }
+    int bad = 0;
+    for (size_t off = 0; off < 8 && !bad; off++) {
+        for (size_t len = 0; len <= 300 && !bad; len++) {
+            uint32_t ref = 0xffffffffu;
+            for (size_t i = 0; i < len; i++) {
+                ref ^= buf[off + i];
+                for (int k = 0; k < 8; k++) {
+                    ref = (ref & 1u) ? (ref >> 1) ^ 0x82F63B78u : ref >> 1;
+                }
+            }
+            ref = ~ref;
+            size_t cut = len / 3;
+            bad = rl_crc32c(0, buf + off, len) != ref ||
+                  rl_crc32c(rl_crc32c(0, buf + off, cut), buf + off + cut, len - cut) != ref;
+            CHECK_MSG(!bad, "crc32c of %zu bytes at offset %zu differs from the bitwise one", len,
+                      off);
+        }
+    }
 }
 
 // Several parts (a model's flat view and a scalar head) are one optimizer: the same bits as one

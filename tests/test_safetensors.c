@@ -3,7 +3,8 @@
 // reference rounding written here; the reader against files built byte by byte by
 // tests/fixtures/safetensors/make_fixtures.py (good files with exact values, a bad corpus with
 // the expected messages, bad model folders), and the built `rlctl inspect` on the same corpus;
-// the writer by byte identity with the python writer and by round trips.
+// the writer by byte identity with the python writer and by round trips; rl_st_nonfinite finds
+// the first NaN/inf of each dtype (every 16-bit pattern, and F32 across blocks, unaligned).
 #include "rl_err.h"
 #include "rl_safetensors.h"
 #include "rl_test.h"
@@ -11,6 +12,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <float.h>
+#include <math.h>
 #include <spawn.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -861,6 +863,61 @@ static void s_rm_tree(const char *dir) {
     rmdir(dir);
 }
 
+// rl_st_nonfinite: every F16 and BF16 pattern alone (-1 exactly when the value is finite), and a
+// NaN / +-inf placed after the first block of a long F32 tensor read from an unaligned address.
+static void test_nonfinite(void) {
+    uint8_t b2[4];
+    for (uint32_t h = 0; h < 65536; h++) {
+        b2[1] = (uint8_t)h;
+        b2[2] = (uint8_t)(h >> 8);
+        rl_st_tensor_t t = {.dtype = RL_DTYPE_F16, .numel = 1, .data = b2 + 1, .nbytes = 2};
+        int64_t want = isfinite(rl_f16_to_f32((uint16_t)h)) ? -1 : 0;
+        if (rl_st_nonfinite(&t) != want) {
+            CHECK_MSG(0, "F16 0x%04x: rl_st_nonfinite %lld, want %lld", h,
+                      (long long)rl_st_nonfinite(&t), (long long)want);
+            break;
+        }
+        t.dtype = RL_DTYPE_BF16;
+        want = isfinite(rl_bf16_to_f32((uint16_t)h)) ? -1 : 0;
+        if (rl_st_nonfinite(&t) != want) {
+            CHECK_MSG(0, "BF16 0x%04x: rl_st_nonfinite %lld, want %lld", h,
+                      (long long)rl_st_nonfinite(&t), (long long)want);
+            break;
+        }
+    }
+    enum { N = 10000 };
+    uint8_t *buf = malloc(4 * N + 1);
+    float special[] = {NAN, INFINITY, -INFINITY};
+    for (int k = 0; buf && k < 4; k++) {
+        for (int i = 0; i < N; i++) { // large, tiny, subnormal, zero and negative: all finite
+            float x = i % 4 == 0 ? FLT_MAX : i % 4 == 1 ? -FLT_MIN : i % 4 == 2 ? 1e-45f : -0.0f;
+            memcpy(buf + 1 + 4 * (size_t)i, &x, 4);
+        }
+        if (k < 3) {
+            memcpy(buf + 1 + 4 * 9000, &special[k], 4);
+            memcpy(buf + 1 + 4 * 9500, &special[k], 4);
+        }
+        rl_st_tensor_t t = {.dtype = RL_DTYPE_F32, .numel = N, .data = buf + 1, .nbytes = 4 * N};
+        CHECK_INT(rl_st_nonfinite(&t), k < 3 ? 9000 : -1);
+        char err[256] = "";
+        t.name = "w";
+        t.ndim = 2;
+        t.shape[0] = 100;
+        t.shape[1] = 100;
+        CHECK_INT(rl_st_check_finite(&t, "f.safetensors", err, sizeof err), k < 3 ? RL_EINVAL : 0);
+        if (k < 3) {
+            const char *what[] = {"(nan at element 9000 of [100, 100])",
+                                  "(inf at element 9000 of [100, 100])",
+                                  "(-inf at element 9000 of [100, 100])"};
+            CHECK_CONTAINS(err, "f.safetensors: tensor 'w' holds a non-finite value ");
+            CHECK_CONTAINS(err, what[k]);
+        }
+    }
+    free(buf);
+    rl_st_tensor_t empty = {.dtype = RL_DTYPE_F32, .numel = 0, .data = NULL};
+    CHECK_INT(rl_st_nonfinite(&empty), -1);
+}
+
 int main(void) {
     snprintf(s_tmpdir, sizeof s_tmpdir, "/tmp/rl_test_safetensors.XXXXXX");
     if (!mkdtemp(s_tmpdir)) {
@@ -876,6 +933,7 @@ int main(void) {
     test_writer_roundtrip();
     test_writer_sharded();
     test_many_tensors();
+    test_nonfinite();
     s_rm_tree(s_tmpdir);
     RL_TEST_DONE();
 }

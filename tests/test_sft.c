@@ -3,10 +3,12 @@
 //   - the loss falls over 30 steps (and eval/loss with it); final/ is a usable HF folder;
 //   - resume is exact: 30 steps in one go == stop at 13 + --resume, and == resuming from the
 //     older step-10 checkpoint (metrics lines after it are dropped), metrics and final weights
-//     byte for byte; the same for LoRA (adapter bytes);
+//     byte for byte; the same for LoRA (adapter bytes); damaged checkpoints are skipped or, named
+//     with --resume, refused (a file cut short or with one bit flipped, a NaN weight);
 //   - accumulation: micro-batches 2 x 2 == one micro-batch of 4 within float tolerance;
 //   - the run folder rules (refuse, --force, lock; a folder of another uid or writable by
-//     others, or a link inside, refused with nothing written), a NaN loss naming the step,
+//     others, or a link inside, refused with nothing written), a NaN weight refused at load
+//     naming the tensor, a NaN loss naming the step,
 //     usage errors.
 #include "rl_test.h"
 #include "rl_test_run.h"
@@ -91,8 +93,8 @@ static double s_weights_maxdiff(const char *a, const char *b) {
     return md;
 }
 
-// Sets model.norm.weight[0] of a model folder to NaN (every logit becomes NaN).
-static int s_poison(const char *model_dir) {
+// Sets element `at` of F32 tensor `name` in <model_dir>/model.safetensors to v.
+static int s_poison(const char *model_dir, const char *name, size_t at, float v) {
     char p[600];
     snprintf(p, sizeof(p), "%s/%s/model.safetensors", s_tmp, model_dir);
     size_t n;
@@ -103,12 +105,11 @@ static int s_poison(const char *model_dir) {
     uint64_t h;
     memcpy(&h, b, 8);
     json_t *hdr = json_loadb(b + 8, h, 0, NULL);
-    json_t *t = json_object_get(hdr, "model.norm.weight");
+    json_t *t = json_object_get(hdr, name);
     json_t *off = json_array_get(json_object_get(t, "data_offsets"), 0);
     int rc = -1;
     if (json_is_integer(off)) {
-        float nan = NAN;
-        memcpy(b + 8 + h + json_integer_value(off), &nan, 4);
+        memcpy(b + 8 + h + json_integer_value(off) + 4 * at, &v, 4);
         FILE *f = fopen(p, "wb");
         if (f) {
             rc = fwrite(b, 1, n, f) == n ? 0 : -1;
@@ -213,6 +214,29 @@ static void s_test_resume_fallback(void) {
     CHECK(s_files_equal("h3ref/final/model.safetensors", "h3fb/final/model.safetensors"));
     json_decref(ref);
     json_decref(fb);
+    // full tuning's model/ damaged, each checkpoint named with --resume (it fails, naming the
+    // file or the tensor): one bit of a weight (it resumed and silently diverged), a NaN in a
+    // checkpoint without a manifest (an older rlctl's: the actor refuses the tensor)
+    CHECK_INT(rl_test_damage(s_tmp, "h3fb/checkpoints/step-25/model/model.safetensors", 4, 0),
+              0);
+    snprintf(args, sizeof(args), "run %s/sft.yaml %s --resume %s/h3fb/checkpoints/step-25",
+             s_tmp, over, s_tmp);
+    CHECK_INT(s_rlctl(args), 1);
+    out = s_out();
+    CHECK_CONTAINS(out, "/checkpoints/step-25/model/model.safetensors: checksum mismatch");
+    free(out);
+    CHECK_INT(rl_test_unmanifest(s_tmp, "h3fb/checkpoints/step-20"), 0);
+    CHECK_INT(rl_test_damage(s_tmp, "h3fb/checkpoints/step-20/model/model.safetensors", 4,
+                             0x7fc00000u), 0);
+    snprintf(args, sizeof(args), "run %s/sft.yaml %s --resume %s/h3fb/checkpoints/step-20",
+             s_tmp, over, s_tmp);
+    CHECK_INT(s_rlctl(args), 1);
+    out = s_out();
+    CHECK_CONTAINS(out, "/checkpoints/step-20 has no manifest.json (an older rlctl wrote it)");
+    CHECK_CONTAINS(out, "/checkpoints/step-20/model: tensor '");
+    CHECK_CONTAINS(out, "' holds a non-finite value (nan at element ");
+    free(out);
+    CHECK(s_exists("h3fb/checkpoints/step-25/DONE")); // nothing moved
 }
 
 // Resuming from an older checkpoint starts a branch: the newer checkpoints are moved into
@@ -579,12 +603,23 @@ int main(void) {
         json_decref(m);
     }
 
-    // ---- 6. a NaN loss stops the run naming the step -------------------------------------------
+    // ---- 6. a NaN weight is refused at load naming the tensor; a NaN loss (finite weights
+    // whose product overflows: the final norm's first weight and token 259's first embedding
+    // entry, tied to its logit, both 1e30) stops the run naming the step ------------------------
     snprintf(args, sizeof(args), "init --config %s/tiny_config.json --tokenizer "
              "%s/tok/tokenizer.json --out %s/nanmodel --seed 1", FIX, FIX, s_tmp);
     CHECK_INT(s_rlctl(args), 0);
-    CHECK_INT(s_poison("nanmodel"), 0);
+    CHECK_INT(s_poison("nanmodel", "model.norm.weight", 0, NAN), 0);
     snprintf(args, sizeof(args), "run %s/sft.yaml run.dir=%s/n model.path=%s/nanmodel", s_tmp,
+             s_tmp, s_tmp);
+    CHECK_INT(s_rlctl(args), 1);
+    out = s_out();
+    CHECK_CONTAINS(out, "nanmodel: tensor 'model.norm.weight' holds a non-finite value (nan at "
+                        "element 0 of [32])");
+    free(out);
+    CHECK_INT(s_poison("nanmodel", "model.norm.weight", 0, 1e30f), 0);
+    CHECK_INT(s_poison("nanmodel", "model.embed_tokens.weight", 259 * 32, 1e30f), 0);
+    snprintf(args, sizeof(args), "run %s/sft.yaml run.dir=%s/n2 model.path=%s/nanmodel", s_tmp,
              s_tmp, s_tmp);
     CHECK_INT(s_rlctl(args), 1);
     out = s_out();

@@ -7,6 +7,8 @@ rl_add_test(NAME trainer.data SOURCES test_data.c LIBS rl_trainer LABELS unit TI
 rl_add_test(NAME trainer.metrics SOURCES test_metrics.c LIBS rl_trainer LABELS unit TIMEOUT 60)
 rl_add_test(NAME trainer.checkpoint SOURCES test_checkpoint.c LIBS rl_trainer LABELS unit
             TIMEOUT 60)
+# a folder's manifest.json (sizes and CRC-32C): every kind of damage found and named
+rl_add_test(NAME trainer.manifest SOURCES test_manifest.c LIBS rl_trainer LABELS unit TIMEOUT 60)
 # the run folder is ours: ownership/mode rules, no links followed (other-uid cases need root)
 rl_add_test(NAME trainer.rundir SOURCES test_rundir.c LIBS rl_trainer LABELS unit TIMEOUT 60)
 # `rlctl run` end to end on a tiny random model (runs the rlctl binary)

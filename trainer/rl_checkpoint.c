@@ -1,16 +1,20 @@
 // rl_checkpoint — checkpoint folders, state.json and the DONE marker. The commit point is the
 // rename of step-<N>.tmp (DONE inside) to step-<N>, after every file and folder in it was
 // fsynced (llm.c's DONE habit, plus the rename that makes it atomic): a crash or power loss at
-// any moment leaves either a complete checkpoint or a step-<N>.tmp that nothing reads.
+// any moment leaves either a complete checkpoint or a step-<N>.tmp that nothing reads. What
+// happens to a complete one later (a bit flipped on disk, a file cut short or edited) is found
+// by its manifest (rl_manifest, named with its CRC in DONE) and by state.json's rules.
 #include "rl_checkpoint.h"
 
 #include "rl_err.h"
+#include "rl_manifest.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -358,6 +362,79 @@ int rl_checkpoint_publish_dir(const char *tmp, const char *dst, char *err, size_
     return rc ? rc : s_swap(tmp, dst, err, err_len);
 }
 
+// ---- state.json's rules -------------------------------------------------------------------------
+
+// The DONE marker of a checkpoint with a manifest: this prefix, its CRC-32C as 8 hex digits, and
+// a newline. An older rlctl wrote DONE empty (and no manifest).
+#define S_DONE_PREFIX "rlctl-checkpoint " RL_MANIFEST_FILE " crc32c "
+static const char *const s_skip_done[] = {"DONE", NULL};
+
+// Counts past 2^53 are no real run's (and not exact as the doubles most JSON readers use).
+#define S_MAX_COUNT 9007199254740992LL
+
+// Checks a state against its folder `dir` (when it is named step-<N>, step must be N) and the
+// ranges every real run's state is in. where names the state in messages (state.json's path).
+// Returns 0 or RL_EPROTO naming the field.
+static int s_check_state(const rl_ckpt_state_t *st, const char *dir, const char *where,
+                         char *err, size_t err_len) {
+    size_t dl = strlen(dir);
+    while (dl > 1 && dir[dl - 1] == '/') {
+        dl--;
+    }
+    const char *b = dir + dl;
+    while (b > dir && b[-1] != '/') {
+        b--;
+    }
+    char base[64] = "";
+    if ((size_t)(dir + dl - b) < sizeof base) {
+        memcpy(base, b, (size_t)(dir + dl - b));
+        base[dir + dl - b] = '\0';
+    }
+    int64_t n;
+    if (s_parse_step(base, &n) && st->step != n) {
+        return rl_errf(err, err_len, RL_EPROTO, "%s: 'step' is %lld, but the folder is %s", where,
+                       (long long)st->step, base);
+    }
+    struct {
+        const char *name;
+        int64_t v, lo, hi;
+    } f[] = {{"step", st->step, 0, S_MAX_COUNT},
+             {"policy_version", st->policy_version, 0, st->step},
+             {"n_trainable", st->n_trainable, 1, S_MAX_COUNT},
+             {"num_tokens", st->num_tokens, 0, S_MAX_COUNT},
+             {"model_train_step", st->model_train_step, 0, S_MAX_COUNT},
+             {"critic_train_step", st->critic_train_step, 0, S_MAX_COUNT},
+             {"data.epoch", st->data_epoch, 0, S_MAX_COUNT},
+             {"data.index", st->data_index, 0, S_MAX_COUNT},
+             {"rng.has_spare", st->rng.has_spare, 0, 1}};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        if (f[i].v < f[i].lo || f[i].v > f[i].hi) {
+            return rl_errf(err, err_len, RL_EPROTO, "%s: '%s' is %lld, outside %lld..%lld%s",
+                           where, f[i].name, (long long)f[i].v, (long long)f[i].lo,
+                           (long long)f[i].hi,
+                           strcmp(f[i].name, "policy_version") == 0 ? " (0..step)" : "");
+        }
+    }
+    if (strcmp(st->tune, "full") != 0 && strcmp(st->tune, "lora") != 0) {
+        return rl_errf(err, err_len, RL_EPROTO, "%s: 'tune' is \"%s\", not \"full\" or \"lora\"",
+                       where, st->tune);
+    }
+    if ((st->rng.s[0] | st->rng.s[1] | st->rng.s[2] | st->rng.s[3]) == 0) {
+        return rl_errf(err, err_len, RL_EPROTO,
+                       "%s: 'rng.s' is all zero (xoshiro256** never reaches that state)", where);
+    }
+    if (!isfinite(st->rng.spare)) {
+        return rl_errf(err, err_len, RL_EPROTO, "%s: 'rng.spare' is not finite", where);
+    }
+    for (int i = 0; i < st->n_algo && i < RL_CHECKPOINT_MAX_ALGO; i++) {
+        if (!isfinite(st->algo_value[i])) {
+            return rl_errf(err, err_len, RL_EPROTO, "%s: 'algo.%s' is not finite", where,
+                           st->algo_key[i]);
+        }
+    }
+    return 0;
+}
+
 // ---- writing --------------------------------------------------------------------------------
 
 int rl_checkpoint_prepare(const char *run_dir, int64_t step, char *tmp_dir, size_t cap,
@@ -395,7 +472,11 @@ int rl_checkpoint_commit(const char *tmp_dir, const rl_ckpt_state_t *st, const r
     }
     memcpy(dst, tmp_dir, tl - 4);
     dst[tl - 4] = '\0';
-    int rc;
+    // a state that rl_checkpoint_read_state would refuse is never written
+    int rc = s_check_state(st, dst, "the state to write", err, err_len);
+    if (rc) {
+        return rc;
+    }
     if (optim) {
         snprintf(path, sizeof(path), "%s/optimizer.bin", tmp_dir);
         rc = rl_optim_save(optim, path, err, err_len);
@@ -453,13 +534,21 @@ int rl_checkpoint_commit(const char *tmp_dir, const rl_ckpt_state_t *st, const r
     if (rc) {
         return rl_errf(err, err_len, rc, "%s: cannot write: %s", path, strerror(rc));
     }
+    // every file's size and CRC-32C, read back from what the callers and we wrote; the marker
+    // below carries the manifest's own CRC
+    uint32_t mcrc = 0;
+    if ((rc = rl_manifest_write(tmp_dir, s_skip_done, &mcrc, err, err_len)) != 0) {
+        return rc;
+    }
     // what the callers wrote without syncing (the weights, from other modules or processes),
     // then every folder, before the marker
     if ((rc = rl_checkpoint_sync_tree(tmp_dir, err, err_len)) != 0) {
         return rc;
     }
+    char marker[64];
+    int ml = snprintf(marker, sizeof marker, S_DONE_PREFIX "%08x\n", mcrc);
     snprintf(path, sizeof(path), "%s/DONE", tmp_dir);
-    rc = s_write_synced(path, "", 0);
+    rc = s_write_synced(path, marker, (size_t)ml);
     if (!rc) {
         rc = s_sync_path(tmp_dir, 1);
     }
@@ -487,8 +576,8 @@ static int s_get_int(json_t *o, const char *key, int64_t *v, const char *path, c
     return 0;
 }
 
-int rl_checkpoint_read_state(const char *dir, rl_ckpt_state_t *st, char *err, size_t err_len) {
-    char path[4200];
+// RL_ENOTFOUND with err set unless dir is a complete checkpoint (DONE inside, not a .tmp).
+static int s_complete(const char *dir, char *err, size_t err_len) {
     size_t dl = strlen(dir);
     while (dl > 1 && dir[dl - 1] == '/') {
         dl--;
@@ -502,6 +591,64 @@ int rl_checkpoint_read_state(const char *dir, rl_ckpt_state_t *st, char *err, si
         return rl_errf(err, err_len, RL_ENOTFOUND,
                        "%s: incomplete checkpoint (no DONE marker: the run stopped while "
                        "writing it)", dir);
+    }
+    return 0;
+}
+
+int rl_checkpoint_verify(const char *dir, int *legacy, char *err, size_t err_len) {
+    *legacy = 0;
+    int rc = s_complete(dir, err, err_len);
+    if (rc) {
+        return rc;
+    }
+    char path[4200], marker[128];
+    int w = snprintf(path, sizeof path, "%s/DONE", dir);
+    if (w < 0 || (size_t)w >= sizeof path) {
+        return rl_errf(err, err_len, ENAMETOOLONG, "%s: path too long", dir);
+    }
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        return rl_errf(err, err_len, e, "%s: %s", path, strerror(e));
+    }
+    ssize_t n = read(fd, marker, sizeof marker - 1);
+    close(fd);
+    if (n < 0) {
+        int e = errno;
+        return rl_errf(err, err_len, e, "%s: cannot read: %s", path, strerror(e));
+    }
+    marker[n] = '\0';
+    if (n == 0 && !s_exists(dir, RL_MANIFEST_FILE)) {
+        *legacy = 1; // an rlctl before manifests: nothing to check the files against
+        return 0;
+    }
+    // the marker names the manifest and its CRC: exactly S_DONE_PREFIX, 8 hex digits, "\n"
+    const size_t pl = strlen(S_DONE_PREFIX);
+    unsigned long crc = 0;
+    int has_crc = n > 0;
+    if (has_crc) {
+        char *end = NULL;
+        if ((size_t)n != pl + 9 || strncmp(marker, S_DONE_PREFIX, pl) != 0 ||
+            marker[pl + 8] != '\n' || marker[pl] == '-' || marker[pl] == '+' ||
+            marker[pl] == ' ' || (crc = strtoul(marker + pl, &end, 16), end != marker + pl + 8)) {
+            return rl_errf(err, err_len, RL_EPROTO,
+                           "%s: not a marker this rlctl reads (damaged, or written by a newer "
+                           "rlctl)", path);
+        }
+    }
+    rc = rl_manifest_verify(dir, s_skip_done, has_crc, (uint32_t)crc, err, err_len);
+    if (rc == RL_ENOTFOUND) { // DONE names a manifest that is not there
+        rc = rl_errf(err, err_len, RL_EPROTO, "%s/" RL_MANIFEST_FILE ": missing (the DONE "
+                     "marker names it)", dir);
+    }
+    return rc;
+}
+
+int rl_checkpoint_read_state(const char *dir, rl_ckpt_state_t *st, char *err, size_t err_len) {
+    char path[4200];
+    int rc0 = s_complete(dir, err, err_len);
+    if (rc0) {
+        return rc0;
     }
     snprintf(path, sizeof(path), "%s/state.json", dir);
     json_error_t jerr;
@@ -594,11 +741,14 @@ int rl_checkpoint_read_state(const char *dir, rl_ckpt_state_t *st, char *err, si
         }
         st->rng.s[i] = (uint64_t)v;
     }
+    if (has_spare < 0 || has_spare > 1) {
+        rc = rl_errf(err, err_len, RL_EPROTO, "%s: 'rng.has_spare' is %lld, not 0 or 1", path,
+                     (long long)has_spare);
+        goto done;
+    }
     st->rng.has_spare = (int)has_spare;
     st->rng.spare = json_number_value(spare);
-    if (st->step < 0 || st->data_epoch < 0 || st->data_index < 0) {
-        rc = rl_errf(err, err_len, RL_EPROTO, "%s: negative step or data position", path);
-    }
+    rc = s_check_state(st, dir, path, err, err_len);
 done:
     json_decref(o);
     return rc;

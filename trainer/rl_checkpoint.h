@@ -3,7 +3,10 @@
 //       model/ or adapter/   the weights, written by the caller (rl_model_save_hf / _adapter)
 //       optimizer.bin        rl_optim state (magic, version, reserved space, CRC-32C)
 //       state.json           step, data position, RNG state, policy version (below)
-//       DONE                 written last: a checkpoint without it is incomplete and ignored
+//       critic/              PPO's critic (its adapter/ or model/, value_head, optimizer.bin)
+//       manifest.json        every other file's size and CRC-32C (rl_manifest)
+//       DONE                 written last: a checkpoint without it is incomplete and ignored;
+//                            it names manifest.json and holds its CRC-32C
 // and the helpers around them: the complete checkpoints newest first, pruning to
 // keep_checkpoints, moving an abandoned branch aside, publishing a folder in one rename,
 // recursive removal and mkdir -p. Not a model writer: what goes into model/ or adapter/ is the
@@ -13,12 +16,19 @@
 // complete checkpoint or none):
 //   1. rl_checkpoint_prepare -> an empty checkpoints/step-<N>.tmp/; the caller (or another
 //      process) writes the weights into it with ordinary writes, no fsync needed;
-//   2. rl_checkpoint_commit writes optimizer.bin and state.json, fsyncs every file and folder
-//      in step-<N>.tmp/, writes DONE (fsynced), renames step-<N>.tmp to step-<N> and fsyncs
-//      checkpoints/.
+//   2. rl_checkpoint_commit writes optimizer.bin and state.json, then manifest.json (every
+//      file read back and checksummed), fsyncs every file and folder in step-<N>.tmp/, writes
+//      DONE (fsynced), renames step-<N>.tmp to step-<N> and fsyncs checkpoints/.
 // A folder named step-<N>.tmp is never a checkpoint, even with DONE inside: it is what a crash
 // left between steps 1 and 2, and prepare and prune remove it. A checkpoint folder holds DONE
 // from the moment it has its name.
+//
+// Reading one: rl_checkpoint_verify checks every file against the manifest, then
+// rl_checkpoint_read_state reads state.json; the loaders of the weights refuse NaN and inf
+// (rl_model_load, rl_lora_load). A checkpoint that an rlctl before manifests wrote (DONE empty,
+// no manifest.json) has nothing to check its files against: verify says so (*legacy) and the
+// caller decides (a resume takes it with a warning: optimizer.bin carries its own CRC, the
+// weights are checked for non-finite values and state.json for its rules).
 //
 // Branches: resuming from step-<M> while newer checkpoints exist starts a new branch; the newer
 // ones are moved into checkpoints/abandoned-<unix seconds>/ (rl_checkpoint_abandon_after), so
@@ -78,9 +88,11 @@ typedef struct {
 int rl_checkpoint_prepare(const char *run_dir, int64_t step, char *tmp_dir, size_t cap,
                           char *err, size_t err_len);
 
-// Completes the checkpoint in tmp_dir (a path rl_checkpoint_prepare gave): writes
-// optimizer.bin (when optim is non-NULL) and state.json, fsyncs every file and folder under
-// tmp_dir (rl_checkpoint_sync_tree), writes DONE (fsynced), renames tmp_dir to its name without
+// Completes the checkpoint in tmp_dir (a path rl_checkpoint_prepare gave): refuses (RL_EPROTO) a
+// state that rl_checkpoint_read_state would refuse, writes optimizer.bin (when optim is
+// non-NULL), state.json and manifest.json (every file under tmp_dir with its size and CRC-32C),
+// fsyncs every file and folder under tmp_dir (rl_checkpoint_sync_tree), writes DONE naming the
+// manifest and its CRC-32C (fsynced), renames tmp_dir to its name without
 // ".tmp" (an existing folder of that name is replaced: rl_checkpoint_publish_dir's way) and
 // fsyncs checkpoints/. dir_out gets the final step-<N> path (cap bytes). Returns 0, or an error
 // with err set. On error step-<N> names the old folder or (when only a sync after the rename
@@ -102,10 +114,22 @@ int rl_checkpoint_sync_tree(const char *path, char *err, size_t err_len);
 // names the old folder or (when only the sync after the rename failed) the new one, in whole.
 int rl_checkpoint_publish_dir(const char *tmp, const char *dst, char *err, size_t err_len);
 
-// Reads dir/state.json of a complete checkpoint. Returns 0, RL_ENOTFOUND (no DONE, or a
-// step-<N>.tmp folder: incomplete), RL_EPROTO (malformed, with the field named), RL_EVERSION,
-// or an errno; err says which. It reads state.json only: the weights and optimizer.bin are
-// checked by whoever loads them.
+// Checks every file of the complete checkpoint dir against its manifest.json (rl_manifest_verify:
+// sizes, CRC-32C, no file missing or added) and the manifest against the CRC in DONE. Returns 0
+// (*legacy = 0); 0 with *legacy = 1 when an rlctl before manifests wrote it (DONE empty and no
+// manifest.json: nothing was checked); RL_ENOTFOUND (no DONE, or a step-<N>.tmp folder:
+// incomplete); RL_EPROTO with err naming the file and what differs ("<dir>/adapter/
+// adapter_model.safetensors: checksum mismatch (...)", "<dir>/manifest.json: missing (the DONE
+// marker names it)"); RL_EVERSION, RL_EINVAL (a link in the folder) or an errno.
+int rl_checkpoint_verify(const char *dir, int *legacy, char *err, size_t err_len);
+
+// Reads dir/state.json of a complete checkpoint and checks it against its folder's name and
+// the ranges of a real run: when dir is named step-<N>, step must be N; counts in 0..2^53
+// (n_trainable from 1), policy_version in 0..step, tune "full" or "lora", an RNG state that is
+// not all zero with has_spare 0 or 1 and a finite spare, finite algo numbers. Returns 0,
+// RL_ENOTFOUND (no DONE, or a step-<N>.tmp folder: incomplete), RL_EPROTO (malformed or out of
+// range, with the field named), RL_EVERSION, or an errno; err says which. It reads state.json
+// only: run rl_checkpoint_verify first; the weights are checked by whoever loads them.
 int rl_checkpoint_read_state(const char *dir, rl_ckpt_state_t *st, char *err, size_t err_len);
 
 // Finds the complete checkpoint with the largest step under <run_dir>/checkpoints/. Returns 0

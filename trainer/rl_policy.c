@@ -168,8 +168,12 @@ static int s_head_from_folder(rl_policy_t *p, const char *dir, const char *key, 
     const rl_st_tensor_t *t = rl_st_model_find(st, "score.weight");
     int rc = 0;
     if (t && t->ndim == 2 && t->shape[0] == 1 && t->shape[1] == p->C) {
-        rl_st_to_f32(p->head, t);
-        *found = 1;
+        if ((rc = rl_st_check_finite(t, dir, msg, sizeof msg)) != 0) {
+            rc = rl_errf(err, err_len, rc, "%s: %s", key, msg);
+        } else {
+            rl_st_to_f32(p->head, t);
+            *found = 1;
+        }
     } else if (!optional || t) {
         rc = rl_errf(err, err_len, RL_EINVAL,
                      "%s: %s has no score.weight [1, %d]: not a reward model (an HF sequence "
@@ -1010,6 +1014,10 @@ static int s_head_load(rl_policy_t *self, const char *dir, char *err, size_t err
         rl_st_file_destroy(&f);
         return rl_errf(err, err_len, RL_EINVAL, "%s: no tensor %s of shape [1, %d]", path,
                        S_HEAD_NAME, self->C);
+    }
+    if ((rc = rl_st_check_finite(t, path, err, err_len)) != 0) {
+        rl_st_file_destroy(&f);
+        return rc;
     }
     rl_st_to_f32(self->head, t);
     rl_st_file_destroy(&f);
