@@ -7,7 +7,8 @@
 // update (rl_traj_put_pending, then rl_traj_put_step); when the map is full it grows (doubling)
 // and the transaction is retried.
 // A handle is used by one thread at a time; other processes (rlctl traj) may read the same
-// environment while a run writes it.
+// environment while a run writes it. A failed write names <path>/data.mdb, and a full disk says
+// "disk full".
 #ifndef RL_TRAJ_H
 #define RL_TRAJ_H
 

@@ -4,7 +4,10 @@
 // last_step; a map that starts tiny grows; a store reopened read-only reads the same and refuses
 // writes; another schema version is refused; corrupt values give RL_EPROTO naming the key;
 // the decoder refuses each kind of malformed map with the field's name; and the time of a
-// 128-record put (printed; the figure in docs/trajectories.md).
+// 128-record put (printed; the figure in docs/trajectories.md). A full disk (a tmpfs in a user
+// namespace; RLCTL_FAULT=traj_enospc where none can be made) says "disk full" and names
+// data.mdb; a dead reader's slot is freed.
+#define _GNU_SOURCE // unshare, CLONE_*
 #include "rl_err.h"
 #include "rl_test.h"
 #include "rl_traj.h"
@@ -12,8 +15,12 @@
 #include <errno.h>
 #include <lmdb.h>
 #include <msgpack.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdint.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -792,7 +799,172 @@ static void test_eval_table(void) {
     rl_traj_close(&t);
 }
 
-int main(void) {
+// ---- the environment ------------------------------------------------------------------------
+
+// A reader that dies inside a read transaction while the run has the store open (`rlctl traj`
+// killed, or stopped by a damaged page) leaves its slot in lock.mdb; the writer's next step
+// frees it (else the pages freed after its snapshot are never reused).
+static void test_dead_reader(void) {
+    char path[128], err[512];
+    s_path(path, sizeof path, "readers");
+    rl_traj_t *t = NULL;
+    CHECK_INT(rl_traj_open(path, 0, &t, err, sizeof err), 0);
+    CHECK_INT(s_put(t, 1, 0, 1, 2, 5, 0), 0);
+    int fd[2];
+    RL_ASSERT(pipe(fd) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        MDB_env *env;
+        MDB_txn *txn;
+        if (mdb_env_create(&env) || mdb_env_set_maxdbs(env, 3) ||
+            mdb_env_open(env, path, MDB_RDONLY, 0) ||
+            mdb_txn_begin(env, NULL, MDB_RDONLY, &txn)) {
+            _exit(1);
+        }
+        (void)!write(fd[1], "r", 1);
+        pause();
+        _exit(0);
+    }
+    char c = 0;
+    CHECK_INT(read(fd[0], &c, 1), 1);
+    close(fd[0]);
+    close(fd[1]);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    CHECK_INT(s_put(t, 2, 0, 1, 2, 5, 0), 0);
+    // counted from another process: a second environment of this one would take the lock file
+    // as its first user and clear the table itself
+    pid = fork();
+    if (pid == 0) {
+        MDB_env *env;
+        int dead = 100;
+        if (mdb_env_create(&env) || mdb_env_set_maxdbs(env, 3) ||
+            mdb_env_open(env, path, MDB_RDONLY, 0) || mdb_reader_check(env, &dead)) {
+            _exit(100);
+        }
+        _exit(dead);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%d dead readers left after a step was "
+              "written", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    rl_traj_close(&t);
+}
+
+// Steps of 64 records of 200 tokens into `path` until a put fails; its code and message.
+static int s_fill_until_full(const char *path, char *err, size_t err_len) {
+    rl_traj_t *t = NULL;
+    int rc = rl_traj_open(path, 0, &t, err, err_len);
+    for (uint64_t s = 1; !rc && s <= 200; s++) {
+        rl_traj_record_t recs[64];
+        for (int i = 0; i < 64; i++) {
+            recs[i] = s_make(s, (uint32_t)(i / 8), (uint32_t)(i % 8), 9, 200, 1);
+        }
+        rc = rl_traj_put_step(t, s, recs, 64, err, err_len);
+        for (int i = 0; i < 64; i++) {
+            rl_traj_record_clear(&recs[i]);
+        }
+    }
+    rl_traj_close(&t);
+    return rc;
+}
+
+// A full disk says so and names the file: really (a 1 MiB tmpfs mounted in a user and mount
+// namespace of a child process), and through RLCTL_FAULT=traj_enospc (ENOSPC at a commit), which
+// is all that can be done where no namespace can be made.
+static void test_disk_full(const char *self) {
+    char path[128], err[1024], cmd[4400];
+    s_path(path, sizeof path, "enospc");
+    // RLCTL_FAULT is read once per process: the injected case runs in a process of its own
+    snprintf(cmd, sizeof cmd, "RLCTL_FAULT=traj_enospc@3 '%s' --enospc '%s'", self, path);
+    static char out[4096];
+    int rc = rl_test_shell(cmd, out, sizeof out);
+    CHECK_MSG(rc == 0, "the injected ENOSPC: exit %d: %s", rc, out);
+    char want[256];
+    snprintf(want, sizeof want, "%s/data.mdb: step 2: disk full (", path);
+    CHECK_CONTAINS(out, want);
+    CHECK(strstr(out, "nput/output") == NULL);
+
+    int fd[2];
+    RL_ASSERT(pipe(fd) == 0);
+    char mnt[128];
+    s_path(mnt, sizeof mnt, "tmpfs");
+    RL_ASSERT(mkdir(mnt, 0700) == 0);
+    uid_t uid = geteuid();
+    gid_t gid = getegid();
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fd[0]);
+        char map[64];
+        if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) {
+            _exit(77);
+        }
+        FILE *f = fopen("/proc/self/setgroups", "w");
+        if (f) {
+            fputs("deny", f);
+            fclose(f);
+        }
+        snprintf(map, sizeof map, "0 %u 1", (unsigned)uid);
+        f = fopen("/proc/self/uid_map", "w");
+        int ok = f && fputs(map, f) >= 0;
+        ok = f && fclose(f) == 0 && ok;
+        snprintf(map, sizeof map, "0 %u 1", (unsigned)gid);
+        f = fopen("/proc/self/gid_map", "w");
+        ok = ok && f && fputs(map, f) >= 0;
+        ok = f && fclose(f) == 0 && ok;
+        if (!ok || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+            mount("tmpfs", mnt, "tmpfs", 0, "size=1m") != 0) {
+            _exit(77);
+        }
+        char store[192];
+        snprintf(store, sizeof store, "%s/store", mnt);
+        int full = s_fill_until_full(store, err, sizeof err);
+        (void)!write(fd[1], err, strlen(err));
+        _exit(full == ENOSPC ? 0 : 1);
+    }
+    close(fd[1]);
+    char msg[1024] = "";
+    ssize_t got = read(fd[0], msg, sizeof msg - 1);
+    msg[got > 0 ? got : 0] = '\0';
+    close(fd[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 77) {
+        printf("test_disk_full: no user and mount namespace here: the real full disk is "
+               "skipped (RLCTL_FAULT=traj_enospc was tested)\n");
+        return;
+    }
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "a full tmpfs: status %d: %s", st, msg);
+    snprintf(want, sizeof want, "%s/store/data.mdb: step ", mnt);
+    CHECK_CONTAINS(msg, want);
+    CHECK_CONTAINS(msg, "disk full (");
+    fprintf(stderr, "a full tmpfs: %s\n", msg);
+}
+
+// With RLCTL_FAULT=traj_enospc@3 (test_disk_full): step 1 is written, step 2's commit fails
+// with ENOSPC and leaves nothing of it, and step 2 then goes in. Prints step 2's error; exits 0
+// when all that held.
+static int s_enospc_child(const char *path) {
+    char err[1024];
+    rl_traj_t *t = NULL;
+    int ok = rl_traj_open(path, 0, &t, err, sizeof err) == 0 && s_put(t, 1, 0, 1, 2, 5, 0) == 0;
+    rl_traj_record_t r = s_make(2, 0, 0, 9, 5, 0);
+    ok = ok && rl_traj_put_step(t, 2, &r, 1, err, sizeof err) == ENOSPC;
+    printf("%s\n", err);
+    ok = ok && rl_traj_last_step(t) == 1 && rl_traj_put_step(t, 2, &r, 1, err, sizeof err) == 0;
+    rl_traj_record_clear(&r);
+    rl_traj_close(&t);
+    return ok ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && strcmp(argv[1], "--enospc") == 0) {
+        return s_enospc_child(argv[2]);
+    }
+    char self[4096];
+    ssize_t n_self = readlink("/proc/self/exe", self, sizeof self - 1);
+    RL_TEST_ASSERT_FILE(n_self > 0, "/proc/self/exe");
+    self[n_self] = '\0';
     snprintf(s_dir, sizeof s_dir, "/tmp/rl_test_traj_XXXXXX");
     RL_TEST_ASSERT_FILE(mkdtemp(s_dir), s_dir);
     test_codec();
@@ -802,6 +974,8 @@ int main(void) {
     test_corrupt();
     test_put_time();
     test_eval_table();
+    test_dead_reader();
+    test_disk_full(self);
     char cmd[256];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_dir);
     if (system(cmd) != 0) {
