@@ -992,7 +992,9 @@ int rl_traj_open_sized(const char *path, unsigned flags, size_t map_size, rl_tra
     }
     // Synced commits: a step is on disk when put_step returns, so a resumed run finds every
     // step it was told about (the cost, about a millisecond a step, is in docs/trajectories.md).
-    rc = mdb_env_open(self->env, path, ro ? MDB_RDONLY : 0, 0664);
+    // RL_TRAJ_NOSYNC is for a bulk copy that syncs once (rl_traj_salvage).
+    rc = mdb_env_open(self->env, path,
+                      ro ? MDB_RDONLY : (flags & RL_TRAJ_NOSYNC) ? MDB_NOSYNC : 0, 0664);
     if (rc) {
         rc = rl_errf(err, err_len, rl_lmdb_code(rc), "%s: %s", path, mdb_strerror(rc));
         goto fail;
@@ -1013,6 +1015,11 @@ fail:
 
 int rl_traj_open(const char *path, unsigned flags, rl_traj_t **out, char *err, size_t err_len) {
     return rl_traj_open_sized(path, flags, 0, out, err, err_len);
+}
+
+int rl_traj_sync(rl_traj_t *self, char *err, size_t err_len) {
+    int rc = self->flags & RL_TRAJ_READONLY ? 0 : mdb_env_sync(self->env, 1);
+    return rc ? s_write_err(self, rc, "sync", err, err_len) : 0;
 }
 
 void rl_traj_close(rl_traj_t **self_p) {
@@ -1261,6 +1268,14 @@ int rl_traj_read_step(rl_traj_t *self, uint64_t step, rl_traj_record_t **recs_p,
         if (s_be(k.mv_data, 8) != step) {
             break;
         }
+        if (n > 0 && (recs[n - 1].prompt_index > s_be((const uint8_t *)k.mv_data + 8, 4) ||
+                      (recs[n - 1].prompt_index == s_be((const uint8_t *)k.mv_data + 8, 4) &&
+                       recs[n - 1].sample_index >= s_be((const uint8_t *)k.mv_data + 12, 4)))) {
+            // LMDB walks keys in order; going back is a damaged page (docs/trajectories.md)
+            rc = rl_errf(err, err_len, RL_EPROTO, "%s: keys out of order: the store is damaged",
+                         name);
+            goto fail;
+        }
         if (n == cap) {
             int ncap = cap ? 2 * cap : 64;
             rl_traj_record_t *grown = realloc(recs, (size_t)ncap * sizeof(*recs));
@@ -1337,6 +1352,13 @@ int rl_traj_steps(rl_traj_t *self, uint64_t **steps_p, int *n_p, char *err, size
             goto fail;
         }
         uint64_t s = s_be(k.mv_data, 8);
+        if (n > 0 && s <= steps[n - 1]) { // a seek past step steps[n-1] went back: damaged
+            char name[96];
+            s_key_name(&k, name, sizeof name);
+            rc = rl_errf(err, err_len, RL_EPROTO, "%s: keys out of order: the store is damaged",
+                         name);
+            goto fail;
+        }
         if (n == cap) {
             int ncap = cap ? 2 * cap : 256;
             uint64_t *grown = realloc(steps, (size_t)ncap * sizeof(*steps));
