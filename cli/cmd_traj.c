@@ -448,6 +448,7 @@ static int s_ls(rl_traj_t *traj, const char *run) {
         }
         printf("%8llu %8d %12.4f %15.4f  %s\n", (unsigned long long)steps[s], n,
                nr ? sr / nr : NAN, na ? sa / na : NAN, ver);
+        fflush(stdout); // whole steps out before a damaged page can stop the reader
         total += n;
         rl_traj_records_free(&recs, n);
     }
@@ -527,6 +528,7 @@ static int s_read(const s_opts_t *o) {
     for (int s = 0; s < n_steps && !rc; s++) {
         rc = s_step(traj, tok, o->run, steps ? steps[s] : o->step,
                     o->jsonl || o->sub == S_EXPORT, o->sub == S_EXPORT);
+        fflush(stdout); // whole steps out before a damaged page can stop the reader
     }
     if (!rc && fflush(stdout) != 0) {
         rc = RL_EXIT_FAIL;
