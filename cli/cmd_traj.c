@@ -1,27 +1,37 @@
 // cmd_traj — `rlctl traj`: reads a run's trajectory store (rollout/rl_traj, format in
 // docs/trajectories.md). `ls` gives one line per step, `show` one step's records as text,
-// `export` every field as JSON Lines. It only reads: the store is opened read-only, so it can
-// look at a run that is still writing. Token ids become text with the tokenizer named by the
-// run's recipe.yaml.
+// `export` every field as JSON Lines; `check` walks the whole store for damage and `salvage`
+// copies what can be read of a damaged one into a new store. The readers open the store
+// read-only, so they can look at a run that is still writing; they run in a child process, since
+// LMDB trusts its pages and a damaged one can crash whoever reads it: the parent then reports
+// the damage instead of dying (docs/trajectories.md, "A damaged store"). Token ids become text
+// with the tokenizer named by the run's recipe.yaml.
 #include "rl_cli.h"
 
 #include "rl_config.h"
 #include "rl_err.h"
+#include "rl_rundir.h"
 #include "rl_tokenizer.h"
 #include "rl_traj.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static const char s_help[] =
     "usage: rlctl traj ls RUN [--eval]\n"
     "       rlctl traj show RUN --step N [--jsonl] [--eval]\n"
-    "       rlctl traj export RUN [--step N] [--jsonl] [--eval]\n\n"
+    "       rlctl traj export RUN [--step N] [--jsonl] [--eval]\n"
+    "       rlctl traj check RUN\n"
+    "       rlctl traj salvage RUN\n\n"
     "Reads RUN/trajectories.lmdb: the completions a run sampled, with their rewards and\n"
     "advantages (format: docs/trajectories.md). Token ids are decoded with the tokenizer that\n"
     "RUN/recipe.yaml names (model.tokenizer); special tokens are kept in the text.\n\n"
@@ -33,7 +43,13 @@ static const char s_help[] =
     "           the finish reason, and the mean |old - sampler| logprob gap over the\n"
     "           completion's tokens when the actor's old logprobs are stored\n"
     "  export   every record (of step N with --step) as one JSON object per line: the stored\n"
-    "           fields (ids, mask, logprob arrays, rewards) plus the prompt and completion text\n\n"
+    "           fields (ids, mask, logprob arrays, rewards) plus the prompt and completion text\n"
+    "  check    reads the whole store (every page LMDB reaches, every record decoded) and says\n"
+    "           whether it is whole; a resume runs the same check before it appends\n"
+    "  salvage  for a damaged store: copies every record that can still be read into a new\n"
+    "           store, keeps the old one as RUN/trajectories.lmdb.damaged-<unix time>, and\n"
+    "           says what was lost; then rlctl run --resume continues. A whole store is left\n"
+    "           as it is. Takes the run folder's lock (not while a run writes there)\n\n"
     "options:\n"
     "  --step N     the step (from 1; with --eval, the step an evaluation followed: 0 before\n"
     "               training)\n"
@@ -43,10 +59,11 @@ static const char s_help[] =
     "               (JSON Lines is export's only one). Numbers carry 9 significant digits\n"
     "               (exact for the float32 arrays); a NaN reward (unscorable) is null\n"
     "  -h, --help   this help\n\n"
-    "exit status: 0 ok, 1 an unreadable store or no records at step N, 2 usage or RUN is not a\n"
-    "run folder (no trajectories.lmdb, bad recipe.yaml)\n";
+    "exit status: 0 ok (check: whole; salvage: done, or nothing to do), 1 a damaged or\n"
+    "unreadable store (named, with what to do) or no records at step N, 2 usage or RUN is not\n"
+    "a run folder (no trajectories.lmdb, bad recipe.yaml)\n";
 
-typedef enum { S_LS, S_SHOW, S_EXPORT } s_sub_t;
+typedef enum { S_LS, S_SHOW, S_EXPORT, S_CHECK, S_SALVAGE } s_sub_t;
 
 typedef struct {
     s_sub_t sub;
@@ -58,8 +75,8 @@ typedef struct {
 static int s_parse(int argc, char **argv, s_opts_t *o) {
     memset(o, 0, sizeof(*o));
     if (argc < 2) {
-        fprintf(stderr, "rlctl traj: a subcommand is required: ls, show or export (see "
-                        "--help)\n");
+        fprintf(stderr, "rlctl traj: a subcommand is required: ls, show, export, check or "
+                        "salvage (see --help)\n");
         return RL_EXIT_USAGE;
     }
     const char *sub = argv[1];
@@ -69,18 +86,23 @@ static int s_parse(int argc, char **argv, s_opts_t *o) {
         o->sub = S_SHOW;
     } else if (strcmp(sub, "export") == 0) {
         o->sub = S_EXPORT;
+    } else if (strcmp(sub, "check") == 0) {
+        o->sub = S_CHECK;
+    } else if (strcmp(sub, "salvage") == 0) {
+        o->sub = S_SALVAGE;
     } else {
-        fprintf(stderr, "rlctl traj: unknown subcommand '%s': expected ls, show or export\n",
-                sub);
+        fprintf(stderr, "rlctl traj: unknown subcommand '%s': expected ls, show, export, check "
+                        "or salvage\n", sub);
         return RL_EXIT_USAGE;
     }
+    int reads = o->sub == S_LS || o->sub == S_SHOW || o->sub == S_EXPORT; // records, not pages
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "--jsonl") == 0 && o->sub != S_LS) {
+        if (strcmp(a, "--jsonl") == 0 && reads && o->sub != S_LS) {
             o->jsonl = 1;
-        } else if (strcmp(a, "--eval") == 0) {
+        } else if (strcmp(a, "--eval") == 0 && reads) {
             o->eval = 1;
-        } else if (strcmp(a, "--step") == 0 && o->sub != S_LS) {
+        } else if (strcmp(a, "--step") == 0 && reads && o->sub != S_LS) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "rlctl traj: --step needs a value\n");
                 return RL_EXIT_USAGE;
@@ -114,21 +136,56 @@ static int s_parse(int argc, char **argv, s_opts_t *o) {
 
 // ---- loading --------------------------------------------------------------------------------
 
-static int s_open(const char *run, rl_traj_t **traj) {
-    char path[4096], err[1024];
+// What to do about a damaged store, after the message that found it.
+static void s_hint(const char *run) {
+    fprintf(stderr, "rlctl traj: the store looks damaged: `rlctl traj check %s` reads all of it; "
+                    "`rlctl traj salvage %s` copies the records that can still be read into a "
+                    "new store and keeps the old one aside (docs/trajectories.md, \"A damaged "
+                    "store\")\n", run, run);
+}
+
+// A failed read: the message and, for damage (RL_EPROTO: a page LMDB refuses, keys out of
+// order, a record that does not decode), s_hint.
+static void s_read_err(const char *run, const char *sub, int rc, const char *err) {
+    if (rc == RL_EPROTO && !strstr(err, "trajectories.lmdb")) {
+        fprintf(stderr, "rlctl traj%s%s: %s/trajectories.lmdb is damaged: %s\n", sub ? " " : "",
+                sub ? sub : "", run, err);
+    } else {
+        fprintf(stderr, "rlctl traj%s%s: %s\n", sub ? " " : "", sub ? sub : "", err);
+    }
+    if (rc == RL_EPROTO) {
+        s_hint(run);
+    }
+}
+
+// RUN/trajectories.lmdb into path (cap bytes), when RUN is a folder that holds one. Returns 0 or
+// RL_EXIT_USAGE (printed).
+static int s_store_path(const char *run, char *path, size_t cap) {
     struct stat st;
     if (stat(run, &st) != 0 || !S_ISDIR(st.st_mode)) {
         fprintf(stderr, "rlctl traj: %s is not a folder\n", run);
         return RL_EXIT_USAGE;
     }
-    snprintf(path, sizeof path, "%s/trajectories.lmdb", run);
+    if (snprintf(path, cap, "%s/trajectories.lmdb", run) >= (int)cap) {
+        fprintf(stderr, "rlctl traj: %s: path too long\n", run);
+        return RL_EXIT_USAGE;
+    }
     if (stat(path, &st) != 0) {
         fprintf(stderr, "rlctl traj: %s holds no trajectories.lmdb (not a run folder, or a run "
                         "that has not finished a step)\n", run);
         return RL_EXIT_USAGE;
     }
-    if (rl_traj_open(path, RL_TRAJ_READONLY, traj, err, sizeof err) != 0) {
-        fprintf(stderr, "rlctl traj: %s\n", err);
+    return 0;
+}
+
+static int s_open(const char *run, rl_traj_t **traj) {
+    char path[4096], err[1024];
+    int rc = s_store_path(run, path, sizeof path);
+    if (rc) {
+        return rc;
+    }
+    if ((rc = rl_traj_open(path, RL_TRAJ_READONLY, traj, err, sizeof err)) != 0) {
+        s_read_err(run, NULL, rc, err);
         return RL_EXIT_FAIL;
     }
     return 0;
@@ -345,12 +402,13 @@ static void s_print_record(const rl_traj_record_t *r, const char *prompt,
 
 // ---- subcommands ----------------------------------------------------------------------------
 
-static int s_ls(rl_traj_t *traj) {
+static int s_ls(rl_traj_t *traj, const char *run) {
     char err[1024];
     uint64_t *steps = NULL;
     int n_steps = 0;
-    if (rl_traj_steps(traj, &steps, &n_steps, err, sizeof err) != 0) {
-        fprintf(stderr, "rlctl traj ls: %s\n", err);
+    int e = rl_traj_steps(traj, &steps, &n_steps, err, sizeof err);
+    if (e) {
+        s_read_err(run, "ls", e, err);
         return RL_EXIT_FAIL;
     }
     printf("%8s %8s %12s %15s  %s\n", "step", "records", "mean_reward", "mean_advantage",
@@ -360,8 +418,8 @@ static int s_ls(rl_traj_t *traj) {
     for (int s = 0; s < n_steps && !rc; s++) {
         rl_traj_record_t *recs = NULL;
         int n = 0;
-        if (rl_traj_read_step(traj, steps[s], &recs, &n, err, sizeof err) != 0) {
-            fprintf(stderr, "rlctl traj ls: %s\n", err);
+        if ((e = rl_traj_read_step(traj, steps[s], &recs, &n, err, sizeof err)) != 0) {
+            s_read_err(run, "ls", e, err);
             rc = RL_EXIT_FAIL;
             break;
         }
@@ -390,6 +448,7 @@ static int s_ls(rl_traj_t *traj) {
         }
         printf("%8llu %8d %12.4f %15.4f  %s\n", (unsigned long long)steps[s], n,
                nr ? sr / nr : NAN, na ? sa / na : NAN, ver);
+        fflush(stdout); // whole steps out before a damaged page can stop the reader
         total += n;
         rl_traj_records_free(&recs, n);
     }
@@ -408,8 +467,9 @@ static int s_step(rl_traj_t *traj, const rl_tokenizer_t *tok, const char *run, u
     char err[1024];
     rl_traj_record_t *recs = NULL;
     int n = 0;
-    if (rl_traj_read_step(traj, step, &recs, &n, err, sizeof err) != 0) {
-        fprintf(stderr, "rlctl traj: %s\n", err);
+    int e = rl_traj_read_step(traj, step, &recs, &n, err, sizeof err);
+    if (e) {
+        s_read_err(run, NULL, e, err);
         return RL_EXIT_FAIL;
     }
     if (n == 0) {
@@ -437,44 +497,38 @@ static int s_step(rl_traj_t *traj, const rl_tokenizer_t *tok, const char *run, u
     return rc;
 }
 
-int rl_cmd_traj(int argc, char **argv) {
-    if (rl_cli_wants_help(argc, argv)) {
-        fputs(s_help, stdout);
-        return RL_EXIT_OK;
-    }
-    s_opts_t o;
-    int rc = s_parse(argc, argv, &o);
-    if (rc) {
-        return rc;
-    }
+// ls, show and export, in this process.
+static int s_read(const s_opts_t *o) {
     rl_traj_t *traj = NULL;
     rl_tokenizer_t *tok = NULL;
     uint64_t *steps = NULL;
-    rc = s_open(o.run, &traj);
+    int rc = s_open(o->run, &traj);
     if (rc) {
         goto done;
     }
-    rl_traj_use_eval(traj, o.eval);
-    if (o.sub == S_LS) {
-        rc = s_ls(traj);
+    rl_traj_use_eval(traj, o->eval);
+    if (o->sub == S_LS) {
+        rc = s_ls(traj, o->run);
         goto done;
     }
-    rc = s_tokenizer(o.run, &tok);
+    rc = s_tokenizer(o->run, &tok);
     if (rc) {
         goto done;
     }
     int n_steps = 1;
-    if (!o.has_step) {
+    if (!o->has_step) {
         char err[1024];
-        if (rl_traj_steps(traj, &steps, &n_steps, err, sizeof err) != 0) {
-            fprintf(stderr, "rlctl traj export: %s\n", err);
+        int e = rl_traj_steps(traj, &steps, &n_steps, err, sizeof err);
+        if (e) {
+            s_read_err(o->run, "export", e, err);
             rc = RL_EXIT_FAIL;
             goto done;
         }
     }
     for (int s = 0; s < n_steps && !rc; s++) {
-        rc = s_step(traj, tok, o.run, steps ? steps[s] : o.step,
-                    o.jsonl || o.sub == S_EXPORT, o.sub == S_EXPORT);
+        rc = s_step(traj, tok, o->run, steps ? steps[s] : o->step,
+                    o->jsonl || o->sub == S_EXPORT, o->sub == S_EXPORT);
+        fflush(stdout); // whole steps out before a damaged page can stop the reader
     }
     if (!rc && fflush(stdout) != 0) {
         rc = RL_EXIT_FAIL;
@@ -485,4 +539,165 @@ done:
     rl_tokenizer_destroy(&tok);
     rl_traj_close(&traj);
     return rc;
+}
+
+// ls, show and export in a child process: LMDB believes its pages, and a damaged one can make
+// it read through a wild pointer or abort on an assertion. The child's death is then reported
+// here, naming the store, instead of killing rlctl. Output already printed stays printed.
+static int s_read_forked(const s_opts_t *o) {
+    static const char *const subs[] = {"ls", "show", "export"};
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) { // no child to spare: read here
+        return s_read(o);
+    }
+    if (pid == 0) {
+        int rc = s_read(o);
+        fflush(NULL);
+        _exit(rc);
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0) {
+        if (errno != EINTR) {
+            fprintf(stderr, "rlctl traj: waitpid: %s\n", strerror(errno));
+            return RL_EXIT_FAIL;
+        }
+    }
+    if (WIFEXITED(st)) {
+        return WEXITSTATUS(st);
+    }
+    int sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+    if (sig == SIGPIPE) { // whoever read the output went away
+        return RL_EXIT_FAIL;
+    }
+    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT || sig == SIGKILL) {
+        fprintf(stderr, "rlctl traj: stopped by signal %d (%s)\n", sig, strsignal(sig));
+        return RL_EXIT_FAIL;
+    }
+    fprintf(stderr, "rlctl traj %s: %s/trajectories.lmdb is damaged: reading it crashed "
+                    "(signal %d, %s); the output stops where it did\n", subs[o->sub], o->run,
+            sig, strsignal(sig));
+    s_hint(o->run);
+    return RL_EXIT_FAIL;
+}
+
+static void s_size(uint64_t n, char *out, size_t cap) {
+    if (n >= (1u << 30)) {
+        snprintf(out, cap, "%.2f GiB", (double)n / (double)(1u << 30));
+    } else {
+        snprintf(out, cap, "%.1f MiB", (double)n / (double)(1u << 20));
+    }
+}
+
+// check: the walk of rl_traj_check, without a time limit.
+static int s_check(const s_opts_t *o) {
+    char path[4096], err[2048];
+    int rc = s_store_path(o->run, path, sizeof path);
+    if (rc) {
+        return rc;
+    }
+    rl_traj_check_t c;
+    rc = rl_traj_check(path, 0, NULL, &c, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "rlctl traj check: %s\n", err);
+        if (rc == RL_EPROTO) {
+            fprintf(stderr, "rlctl traj check: `rlctl traj salvage %s` copies the records that "
+                            "can still be read into a new store and keeps this one aside\n",
+                    o->run);
+        }
+        return RL_EXIT_FAIL;
+    }
+    char size[32], pending[64] = "";
+    s_size(c.bytes, size, sizeof size);
+    if (c.pending_step) {
+        snprintf(pending, sizeof pending, ", pending step %llu",
+                 (unsigned long long)c.pending_step);
+    }
+    printf("%s is whole: %llu records in %llu steps (last step %llu%s), %llu evaluation records, "
+           "%llu free pages; read %s in %.2f s\n", path, (unsigned long long)c.records,
+           (unsigned long long)c.steps, (unsigned long long)c.last_step, pending,
+           (unsigned long long)c.evals, (unsigned long long)c.free_pages, size, c.seconds);
+    return RL_EXIT_OK;
+}
+
+// salvage: under the run folder's lock, the check, then rl_traj_salvage when it finds damage.
+static int s_salvage(const s_opts_t *o) {
+    char path[4096], err[2048];
+    int rc = s_store_path(o->run, path, sizeof path);
+    if (rc) {
+        return rc;
+    }
+    int code = 0;
+    rl_rundir_t *rd = rl_rundir_open(o->run, RL_RUNDIR_RESUME, &code, err, sizeof err);
+    if (!rd) {
+        fprintf(stderr, "rlctl traj salvage: %s\n", err);
+        return code == RL_EINVAL ? RL_EXIT_USAGE : RL_EXIT_FAIL;
+    }
+    rl_traj_check_t c;
+    rc = rl_traj_check(path, 0, NULL, &c, err, sizeof err);
+    if (rc == 0) {
+        printf("%s is whole (%llu records, %llu evaluation records): nothing to salvage\n", path,
+               (unsigned long long)c.records, (unsigned long long)c.evals);
+        rl_rundir_destroy(&rd);
+        return RL_EXIT_OK;
+    }
+    if (rc != RL_EPROTO) {
+        fprintf(stderr, "rlctl traj salvage: %s\n", err);
+        rl_rundir_destroy(&rd);
+        return RL_EXIT_FAIL;
+    }
+    printf("%s\n", err);
+    fflush(stdout);
+    rl_traj_salvage_t sv;
+    rc = rl_traj_salvage(path, &sv, err, sizeof err);
+    rl_rundir_destroy(&rd);
+    if (rc) {
+        fprintf(stderr, "rlctl traj salvage: %s\n", err);
+        return RL_EXIT_FAIL;
+    }
+    char lost[64] = "", lost_eval[64] = "";
+    if (sv.counted != UINT64_MAX && sv.counted >= sv.kept) {
+        snprintf(lost, sizeof lost, " of %llu (%llu lost)", (unsigned long long)sv.counted,
+                 (unsigned long long)(sv.counted - sv.kept));
+    }
+    if (sv.counted_eval != UINT64_MAX && sv.counted_eval >= sv.kept_eval) {
+        snprintf(lost_eval, sizeof lost_eval, " of %llu (%llu lost)",
+                 (unsigned long long)sv.counted_eval,
+                 (unsigned long long)(sv.counted_eval - sv.kept_eval));
+    }
+    printf("salvaged %llu records%s and %llu evaluation records%s into a new %s (%d child "
+           "processes read the old one)\n", (unsigned long long)sv.kept, lost,
+           (unsigned long long)sv.kept_eval, lost_eval, path, sv.children);
+    if (sv.unreadable) {
+        printf("  %llu of the lost records were reached but could not be read\n",
+               (unsigned long long)sv.unreadable);
+    }
+    for (int i = 0; i < sv.gaps && i < RL_TRAJ_SALVAGE_GAPS; i++) {
+        printf("  lost: %s\n", sv.gap[i]);
+    }
+    if (sv.gaps > RL_TRAJ_SALVAGE_GAPS) {
+        printf("  lost: and %d more\n", sv.gaps - RL_TRAJ_SALVAGE_GAPS);
+    }
+    printf("the damaged store is kept as %s (yours to delete); rlctl run --resume continues the "
+           "run\n", sv.aside);
+    return RL_EXIT_OK;
+}
+
+int rl_cmd_traj(int argc, char **argv) {
+    if (rl_cli_wants_help(argc, argv)) {
+        fputs(s_help, stdout);
+        return RL_EXIT_OK;
+    }
+    s_opts_t o;
+    int rc = s_parse(argc, argv, &o);
+    if (rc) {
+        return rc;
+    }
+    if (o.sub == S_CHECK) {
+        return s_check(&o);
+    }
+    if (o.sub == S_SALVAGE) {
+        return s_salvage(&o);
+    }
+    return s_read_forked(&o);
 }

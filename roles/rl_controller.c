@@ -989,7 +989,19 @@ int rl_controller_run(const rl_recipe_t *r, const rl_controller_opts_t *o, char 
     }
     if (!rc && s.algo->stores) {
         snprintf(path, sizeof(path), "%s/trajectories.lmdb", o->run_dir);
-        rc = rl_traj_open(path, 0, &run->traj, err, err_len);
+        // never append into a damaged store (docs/trajectories.md, "A damaged store")
+        rc = o->resume ? rl_traj_check(path, -1, o->interrupt, NULL, err, err_len) : 0;
+        if (rc == ENOENT) {
+            rc = 0; // no store yet
+        } else if (rc == RL_EPROTO || rc == RL_ETIMEOUT) {
+            size_t n = strlen(err);
+            snprintf(err + n, err_len > n ? err_len - n : 0, "; nothing was written. `rlctl "
+                     "traj salvage %s` copies its readable records into a new store (the old "
+                     "one is kept), then resume again", o->run_dir);
+        }
+        if (!rc) {
+            rc = rl_traj_open(path, 0, &run->traj, err, err_len);
+        }
     }
     if (!rc) {
         rc = s_max_frame(&s, data_frame, err, err_len);

@@ -7,6 +7,7 @@
 #include "rl_traj.h"
 
 #include "rl_err.h"
+#include "rl_fault.h"
 #include "rl_lmdb.h"
 #include "rl_mpack.h"
 
@@ -17,11 +18,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #define S_KEY_LEN 16
 #define S_MAP_MAX ((size_t)1 << 40) // the map doubles up to 1 TiB, then a step fails
 #define S_MAX_FIELDS 256            // entries of a record map, unknown keys included
 #define S_MAX_DEPTH 16              // nesting of an unknown value that is skipped
+#define S_FULL_BELOW ((uint64_t)16 << 20) // EIO with less free than this: a full disk (below)
 
 struct rl_traj {
     MDB_env *env;
@@ -29,6 +33,7 @@ struct rl_traj {
     int has_eval;             // the store has the eval table (older ones do not)
     int use_eval;             // the record calls read and write the eval table
     unsigned flags;
+    char *path;           // the environment's folder, for messages
     msgpack_sbuffer sbuf; // encode scratch, reused by every put
 };
 
@@ -72,6 +77,49 @@ static void s_key_name(const MDB_val *k, char *out, size_t cap) {
 
 static int s_mdb_err(char *err, size_t err_len, int rc, const char *what) {
     return rl_errf(err, err_len, rl_lmdb_code(rc), "%s: %s", what, mdb_strerror(rc));
+}
+
+// "1.5 MiB": a byte count for a message.
+static void s_bytes(uint64_t n, char *out, size_t cap) {
+    static const char *const unit[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+    double x = (double)n;
+    int u = 0;
+    while (x >= 1024.0 && u < 4) {
+        x /= 1024.0;
+        u++;
+    }
+    snprintf(out, cap, u ? "%.1f %s" : "%.0f %s", x, unit[u]);
+}
+
+// A failed write transaction (an LMDB code or an errno from its writes), named by the store's
+// data file. A full disk says so: ENOSPC or EDQUOT, or EIO with under S_FULL_BELOW left on the
+// filesystem, which is what LMDB returns when the disk fills during a write (a write of fewer
+// bytes than asked: liblmdb's "short write, filesystem full?"). Returns ENOSPC for a full disk,
+// else the code as RL_E* or errno.
+static int s_write_err(const rl_traj_t *self, int rc, const char *what, char *err,
+                       size_t err_len) {
+    const char *path = self->path ? self->path : "trajectory store";
+    struct statvfs vfs;
+    int full = rc == ENOSPC || rc == EDQUOT;
+    if ((full || rc == EIO) && statvfs(path, &vfs) == 0) {
+        // root may also use the blocks reserved for it
+        uint64_t blocks = geteuid() == 0 ? (uint64_t)vfs.f_bfree : (uint64_t)vfs.f_bavail;
+        uint64_t left = blocks * (uint64_t)vfs.f_frsize;
+        full = full || left < S_FULL_BELOW;
+        if (full) {
+            char b[32];
+            s_bytes(left, b, sizeof b);
+            return rl_errf(err, err_len, ENOSPC, "%s/data.mdb: %s: disk full (%s; %s left on "
+                           "its filesystem)", path, what, rc == EIO ? "a write stopped short" :
+                           strerror(rc), b);
+        }
+    }
+    if (full) {
+        return rl_errf(err, err_len, ENOSPC, "%s/data.mdb: %s: disk full (%s)", path, what,
+                       strerror(rc));
+    }
+    return rl_errf(err, err_len, rl_lmdb_code(rc), "%s/data.mdb: %s: %s", path, what,
+                   mdb_strerror(rc));
 }
 
 // ---- msgpack writing ------------------------------------------------------------------------
@@ -782,14 +830,22 @@ static int s_write(rl_traj_t *self, s_write_fn fn, const void *ctx, const char *
     if (self->flags & RL_TRAJ_READONLY) {
         return rl_errf(err, err_len, RL_EINVAL, "%s: the store is open read-only", what);
     }
+    // Frees the reader slots of processes that died reading (a `rlctl traj` killed, or stopped
+    // by a damaged page, while the run writes): a slot left would keep every page freed after its
+    // snapshot from being reused, and the file would grow. A scan of the lock file's table.
+    int dead = 0;
+    mdb_reader_check(self->env, &dead);
     for (;;) {
         MDB_txn *txn = NULL;
         int rc = s_txn_begin(self, 0, &txn);
         if (rc) {
-            return s_mdb_err(err, err_len, rc, what);
+            return s_write_err(self, rc, what, err, err_len);
         }
         rc = fn(self, txn, ctx, err, err_len);
-        if (rc == 0) {
+        if (rc == 0 && rl_fault("traj_enospc")) { // tests: the disk fills as this commits
+            mdb_txn_abort(txn);
+            rc = ENOSPC;
+        } else if (rc == 0) {
             rc = mdb_txn_commit(txn); // frees txn, also on failure
         } else {
             mdb_txn_abort(txn);
@@ -797,14 +853,14 @@ static int s_write(rl_traj_t *self, s_write_fn fn, const void *ctx, const char *
         if (rc == MDB_MAP_FULL) {
             size_t cur = rl_traj_map_size(self);
             if (cur >= S_MAP_MAX || (rc = mdb_env_set_mapsize(self->env, cur * 2)) != 0) {
-                return rl_errf(err, err_len, RL_EIO, "%s: the map is full at %zu bytes and "
-                               "cannot grow (%s)", what, cur,
+                return rl_errf(err, err_len, RL_EIO, "%s/data.mdb: %s: the map is full at %zu "
+                               "bytes and cannot grow (%s)", self->path, what, cur,
                                mdb_strerror(rc ? rc : MDB_MAP_FULL));
             }
             continue;
         }
         if (rc > -1001 || rc < -1099) { // an LMDB code or errno, not yet described
-            return rc ? s_mdb_err(err, err_len, rc, what) : 0;
+            return rc ? s_write_err(self, rc, what, err, err_len) : 0;
         }
         return rc;
     }
@@ -912,13 +968,18 @@ int rl_traj_open_sized(const char *path, unsigned flags, size_t map_size, rl_tra
         int e = errno;
         return rl_errf(err, err_len, e, "%s: %s", path, strerror(e));
     }
+    int rc;
     rl_traj_t *self = calloc(1, sizeof(*self));
     if (!self) {
         return rl_errf(err, err_len, RL_ENOMEM, "%s: out of memory", path);
     }
     self->flags = flags;
     msgpack_sbuffer_init(&self->sbuf);
-    int rc = mdb_env_create(&self->env);
+    if (!(self->path = strdup(path))) {
+        rc = rl_errf(err, err_len, RL_ENOMEM, "%s: out of memory", path);
+        goto fail;
+    }
+    rc = mdb_env_create(&self->env);
     if (!rc) {
         rc = mdb_env_set_maxdbs(self->env, 3);
     }
@@ -931,7 +992,9 @@ int rl_traj_open_sized(const char *path, unsigned flags, size_t map_size, rl_tra
     }
     // Synced commits: a step is on disk when put_step returns, so a resumed run finds every
     // step it was told about (the cost, about a millisecond a step, is in docs/trajectories.md).
-    rc = mdb_env_open(self->env, path, ro ? MDB_RDONLY : 0, 0664);
+    // RL_TRAJ_NOSYNC is for a bulk copy that syncs once (rl_traj_salvage).
+    rc = mdb_env_open(self->env, path,
+                      ro ? MDB_RDONLY : (flags & RL_TRAJ_NOSYNC) ? MDB_NOSYNC : 0, 0664);
     if (rc) {
         rc = rl_errf(err, err_len, rl_lmdb_code(rc), "%s: %s", path, mdb_strerror(rc));
         goto fail;
@@ -954,6 +1017,11 @@ int rl_traj_open(const char *path, unsigned flags, rl_traj_t **out, char *err, s
     return rl_traj_open_sized(path, flags, 0, out, err, err_len);
 }
 
+int rl_traj_sync(rl_traj_t *self, char *err, size_t err_len) {
+    int rc = self->flags & RL_TRAJ_READONLY ? 0 : mdb_env_sync(self->env, 1);
+    return rc ? s_write_err(self, rc, "sync", err, err_len) : 0;
+}
+
 void rl_traj_close(rl_traj_t **self_p) {
     if (!self_p || !*self_p) {
         return;
@@ -963,6 +1031,7 @@ void rl_traj_close(rl_traj_t **self_p) {
         mdb_env_close(self->env);
     }
     msgpack_sbuffer_destroy(&self->sbuf);
+    free(self->path);
     free(self);
     *self_p = NULL;
 }
@@ -1199,6 +1268,14 @@ int rl_traj_read_step(rl_traj_t *self, uint64_t step, rl_traj_record_t **recs_p,
         if (s_be(k.mv_data, 8) != step) {
             break;
         }
+        if (n > 0 && (recs[n - 1].prompt_index > s_be((const uint8_t *)k.mv_data + 8, 4) ||
+                      (recs[n - 1].prompt_index == s_be((const uint8_t *)k.mv_data + 8, 4) &&
+                       recs[n - 1].sample_index >= s_be((const uint8_t *)k.mv_data + 12, 4)))) {
+            // LMDB walks keys in order; going back is a damaged page (docs/trajectories.md)
+            rc = rl_errf(err, err_len, RL_EPROTO, "%s: keys out of order: the store is damaged",
+                         name);
+            goto fail;
+        }
         if (n == cap) {
             int ncap = cap ? 2 * cap : 64;
             rl_traj_record_t *grown = realloc(recs, (size_t)ncap * sizeof(*recs));
@@ -1275,6 +1352,13 @@ int rl_traj_steps(rl_traj_t *self, uint64_t **steps_p, int *n_p, char *err, size
             goto fail;
         }
         uint64_t s = s_be(k.mv_data, 8);
+        if (n > 0 && s <= steps[n - 1]) { // a seek past step steps[n-1] went back: damaged
+            char name[96];
+            s_key_name(&k, name, sizeof name);
+            rc = rl_errf(err, err_len, RL_EPROTO, "%s: keys out of order: the store is damaged",
+                         name);
+            goto fail;
+        }
         if (n == cap) {
             int ncap = cap ? 2 * cap : 256;
             uint64_t *grown = realloc(steps, (size_t)ncap * sizeof(*steps));

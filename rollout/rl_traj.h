@@ -7,10 +7,13 @@
 // update (rl_traj_put_pending, then rl_traj_put_step); when the map is full it grows (doubling)
 // and the transaction is retried.
 // A handle is used by one thread at a time; other processes (rlctl traj) may read the same
-// environment while a run writes it.
+// environment while a run writes it. A failed write names <path>/data.mdb, and a full disk says
+// "disk full". LMDB has no checksums: rl_traj_check and rl_traj_salvage (below) find damaged
+// pages and copy what is left, reading only in child processes.
 #ifndef RL_TRAJ_H
 #define RL_TRAJ_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -57,12 +60,16 @@ typedef struct {
 
 typedef struct rl_traj rl_traj_t;
 
-enum { RL_TRAJ_READONLY = 1u << 0 };
+enum {
+    RL_TRAJ_READONLY = 1u << 0,
+    RL_TRAJ_NOSYNC = 1u << 1, // commits are not synced: rl_traj_sync does it (a bulk copy)
+};
 
 // Opens (creating when absent, unless RL_TRAJ_READONLY) the environment at `path` (a directory:
 // LMDB's data.mdb and lock.mdb live inside). A store written with another schema version is
 // refused (RL_EVERSION). Read-only: a missing store gives ENOENT, a folder that is not a
-// trajectory store RL_EPROTO. Commits are synced (a crash loses no committed step).
+// trajectory store RL_EPROTO. Commits are synced (a crash loses no committed step), unless
+// RL_TRAJ_NOSYNC.
 // caller owns *out; free with rl_traj_close.
 int rl_traj_open(const char *path, unsigned flags, rl_traj_t **out, char *err, size_t err_len);
 // As rl_traj_open, with the map size of a new environment given (0 = RL_TRAJ_MAP_INITIAL); an
@@ -78,6 +85,10 @@ int rl_traj_open_sized(const char *path, unsigned flags, size_t map_size, rl_tra
 // none; a read-only one cannot take any). rl_traj_truncate_after drops evaluations after its
 // step too.
 void rl_traj_use_eval(rl_traj_t *self, int on);
+
+// Writes every commit to disk (fdatasync): what a store opened with RL_TRAJ_NOSYNC needs before
+// it is relied on. Returns 0 or an error naming data.mdb.
+int rl_traj_sync(rl_traj_t *self, char *err, size_t err_len);
 
 // Closes the environment; a no-op when *self_p is NULL; sets *self_p to NULL.
 void rl_traj_close(rl_traj_t **self_p);
@@ -134,6 +145,72 @@ int rl_traj_decode(const void *buf, size_t len, rl_traj_record_t *out, char *err
 // empty, long or repeated reward name, finish other than 0/1) or RL_ENOMEM.
 // caller owns *buf_p; free with free().
 int rl_traj_encode(const rl_traj_record_t *rec, void **buf_p, size_t *len_p);
+
+// ---- damage (rollout/rl_traj_check.c; docs/trajectories.md, "A damaged store") ------------
+// LMDB keeps no checksums and trusts its pages: a damaged page makes a cursor call read through
+// a wild pointer (SIGSEGV, SIGBUS) or abort on one of liblmdb's assertions. These two calls read
+// a store only in forked child processes, each of which opens the environment itself read-only
+// and ends with _exit; the calling process never maps the file, so a crash costs a child. They
+// use fork(): call them before starting threads of your own that hold locks malloc does not
+// know of (glibc's fork makes malloc and stdio safe in the child).
+
+// What rl_traj_check read.
+typedef struct {
+    uint64_t records;      // `traj` records read and decoded
+    uint64_t steps;        // distinct steps among them
+    uint64_t evals;        // `eval` records read and decoded
+    uint64_t free_pages;   // page numbers on LMDB's free list (each checked against the file)
+    uint64_t last_step;    // meta last_step (0 when absent)
+    uint64_t pending_step; // meta pending_step (0 when absent)
+    uint64_t bytes;        // the size of data.mdb
+    double seconds;        // the walk's wall time
+} rl_traj_check_t;
+
+// Checks the store at `path` (an environment folder) in a child process: it walks LMDB's free
+// list (every page number inside the file) and each table with a cursor, `meta` (a msgpack uint
+// each; schema_version present), `traj` and `eval` (16-byte keys in ascending order, every
+// record decoded by rl_traj_decode and its fields equal to its key), compares each table's count
+// with the count LMDB keeps, and checks that no record is of a step after meta's last and
+// pending steps. It reads the whole file; docs/trajectories.md gives the cost. timeout_s > 0
+// bounds the walk (the child is killed then); cancel (may be NULL) is polled every 50 ms and a
+// non-zero value kills the child. Other processes may read and write the store meanwhile.
+// Returns 0 (whole; *out, which may be NULL, filled), RL_EPROTO when the store is damaged (err:
+// "<path> is damaged: <what the child found, or how it died, and where>"), ENOENT when there
+// is no store (no data.mdb), RL_EVERSION for another schema version, RL_ETIMEOUT,
+// RL_ECANCELED, or another error (it could not fork, open, ...), err filled in every case.
+int rl_traj_check(const char *path, double timeout_s, const volatile sig_atomic_t *cancel,
+                  rl_traj_check_t *out, char *err, size_t err_len);
+
+#define RL_TRAJ_SALVAGE_GAPS 8 // ranges of unreadable keys that rl_traj_salvage_t describes
+
+// What rl_traj_salvage did.
+typedef struct {
+    uint64_t kept, kept_eval;         // records copied into the new store (traj, eval)
+    uint64_t counted, counted_eval;   // the records LMDB counted in each table, or UINT64_MAX
+                                      // when its count could not be read
+    uint64_t unreadable;              // records reached whose value or decoding failed
+    int gaps;                         // ranges of keys that could not be reached (a damaged
+                                      // page's); the first RL_TRAJ_SALVAGE_GAPS are below
+    char gap[RL_TRAJ_SALVAGE_GAPS][160]; // "traj: after step 2, prompt 1, sample 3, before
+                                      // step 3, prompt 0, sample 0"
+    int children;                     // child processes it took
+    char aside[4200];                 // where the old store went: <path>.damaged-<unix time>
+} rl_traj_salvage_t;
+
+// Copies every record of the store at `path` that can be read into a new store, then moves the
+// old one aside (renamed to <path>.damaged-<unix time>, never deleted) and the new one into its
+// place. Children read: one walks a table from a key and sends each record's bytes through a
+// pipe; when it dies or LMDB reports damage, the record it had reached is given up and the next
+// child starts after it, or, when it died moving between pages, probes (a seek each, in a
+// child) find the first key after the damaged page that can be reached (by doubling, then
+// halving, the distance in the 16-byte key space), so a damaged page loses only the records
+// under it. The parent decodes each record (rl_traj_decode) and writes whole steps
+// (rl_traj_put_step; the pending step with rl_traj_put_pending), and restores meta's last step.
+// The new store is built at <path>.salvage (one left by an interrupted salvage is replaced).
+// Nothing else may use the store meanwhile (rlctl holds the run folder's lock). Returns 0 with
+// *out filled (records lost is counted - kept, when counted), or an error with err filled and
+// the old store where it was.
+int rl_traj_salvage(const char *path, rl_traj_salvage_t *out, char *err, size_t err_len);
 
 // Frees the arrays of a record filled by rl_traj_decode and zeroes it.
 void rl_traj_record_clear(rl_traj_record_t *rec);

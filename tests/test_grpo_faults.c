@@ -12,7 +12,9 @@
 //      the update) and its metrics line, a checkpoint of it is written, and the resumed run ends
 //      with the undisturbed run's metrics and trajectories (that step's old logprobs aside);
 //   4. writing final/ failing: the rescue checkpoint of the last step is written, no half
-//      final/ is left, and a resume writes final/ byte-identical to the undisturbed one; the
+//      final/ is left, and a resume writes final/ byte-identical to the undisturbed one (after
+//      a resume into a damaged trajectory store was refused, naming it and changing nothing,
+//      and `rlctl traj salvage` copied what was readable into a new store); the
 //      weight sync failing after an update leaves the step whole, and a resume ends as the
 //      undisturbed run; a sampler that stops (SIGSTOP) is lost after 10 heartbeats;
 //   5. resuming from an older checkpoint moves the newer ones aside (a new branch), a plain
@@ -27,6 +29,7 @@
 //      not finish), names the newest checkpoint, and the process the plugin started is gone
 //      too; a second SIGTERM stops at once.
 #include "rl_test.h"
+#include "rl_test_lmdb.h"
 #include "rl_test_run.h"
 #include "rl_traj.h"
 #include "rl_wire.h"
@@ -431,6 +434,28 @@ static void test_final_fault(void) {
     s_out_has("checkpoint of step 4 written");
     CHECK(!s_exists("fi/final"));
     CHECK(s_exists("fi/checkpoints/step-4/DONE"));
+    // a page of the trajectory store lost (zeroed): the resume refuses to append to it, names
+    // it and the way out, and leaves the run folder as it was; salvage, then the resume goes on
+    char p[700], list[700], before[1 << 14], after[1 << 14];
+    snprintf(p, sizeof p, "%s/fi/trajectories.lmdb", s_tmp);
+    int lost = 0;
+    CHECK(rl_test_traj_zero_leaf(p, &lost, NULL) > 0);
+    // (LMDB's lock.mdb aside: every reader writes its table of readers there)
+    snprintf(list, sizeof list, "cd '%s/fi' && find . ! -name .lock ! -name lock.mdb -printf "
+             "'%%p %%s %%T@\\n' | sort", s_tmp);
+    CHECK_INT(rl_test_shell(list, before, sizeof before), 0);
+    snprintf(args, sizeof args, "run %s/g.yaml run.dir=%s/fi --resume", s_tmp, s_tmp);
+    s_run(args, NULL, 1);
+    s_out_has("/fi/trajectories.lmdb is damaged: ");
+    s_out_has("nothing was written. `rlctl traj salvage ");
+    CHECK_INT(rl_test_shell(list, after, sizeof after), 0);
+    CHECK_MSG(strcmp(before, after) == 0, "the refused resume changed the run folder:\n%s\n"
+              "now:\n%s", before, after);
+    snprintf(args, sizeof args, "traj salvage %s/fi", s_tmp);
+    s_run(args, NULL, 0);
+    char want[64];
+    snprintf(want, sizeof want, "(%d lost)", lost);
+    s_out_has(want);
     snprintf(args, sizeof args, "run %s/g.yaml run.dir=%s/fi --resume", s_tmp, s_tmp);
     s_run(args, NULL, 0);
     CHECK(rl_test_files_equal(s_tmp, "a/final/adapter_model.safetensors",

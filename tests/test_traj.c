@@ -4,16 +4,27 @@
 // last_step; a map that starts tiny grows; a store reopened read-only reads the same and refuses
 // writes; another schema version is refused; corrupt values give RL_EPROTO naming the key;
 // the decoder refuses each kind of malformed map with the field's name; and the time of a
-// 128-record put (printed; the figure in docs/trajectories.md).
+// 128-record put (printed; the figure in docs/trajectories.md). Damage (rl_traj_check.c): a
+// whole store checks whole; a zeroed leaf page, a branch naming a page past the file, are found
+// and named without harm to the caller; salvage keeps every record but the lost page's, with
+// meta's last and pending steps and the evaluations, and keeps the old store aside; a check can
+// be cancelled and timed out. A full disk (a tmpfs in a user namespace; RLCTL_FAULT=traj_enospc
+// where none can be made) says "disk full" and names data.mdb; a dead reader's slot is freed.
+#define _GNU_SOURCE // unshare, CLONE_*
 #include "rl_err.h"
 #include "rl_test.h"
+#include "rl_test_lmdb.h"
 #include "rl_traj.h"
 
 #include <errno.h>
 #include <lmdb.h>
 #include <msgpack.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdint.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -792,7 +803,297 @@ static void test_eval_table(void) {
     rl_traj_close(&t);
 }
 
-int main(void) {
+// ---- damage ---------------------------------------------------------------------------------
+
+enum { D_STEPS = 12, D_PER = 16, D_NC = 40 }; // 3 records of ~1.2 KB a page: 64 leaves
+
+// Steps 1..11 whole, step 12 pending, evaluations after steps 0 and 6.
+static void s_damage_store(const char *path) {
+    char err[512];
+    rl_traj_t *t = NULL;
+    CHECK_INT(rl_traj_open(path, 0, &t, err, sizeof err), 0);
+    RL_ASSERT(t);
+    for (uint64_t s = 1; s < D_STEPS; s++) {
+        CHECK_INT(s_put(t, s, 0, 4, 4, D_NC, 1), 0);
+    }
+    rl_traj_record_t recs[D_PER];
+    for (int i = 0; i < D_PER; i++) {
+        recs[i] = s_make(D_STEPS, (uint32_t)(i / 4), (uint32_t)(i % 4), 9, D_NC, 1);
+    }
+    CHECK_INT(rl_traj_put_pending(t, D_STEPS, recs, D_PER, err, sizeof err), 0);
+    for (int i = 0; i < D_PER; i++) {
+        rl_traj_record_clear(&recs[i]);
+    }
+    rl_traj_use_eval(t, 1);
+    CHECK_INT(s_put(t, 0, 0, 2, 2, 10, 0), 0);
+    CHECK_INT(s_put(t, 6, 0, 2, 2, 10, 0), 0);
+    rl_traj_close(&t);
+}
+
+static void s_copy_store(const char *from, const char *to) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'.* && cp -r '%s' '%s'", to, to, from, to);
+    RL_ASSERT(system(cmd) == 0);
+}
+
+// After a salvage: the store checks whole, every record it holds is the one written under its
+// key, `kept` of them; meta's steps and the evaluations are back.
+static void s_check_salvaged(const char *path, uint64_t kept) {
+    char err[512];
+    rl_traj_check_t c;
+    CHECK_INT(rl_traj_check(path, 0, NULL, &c, err, sizeof err), 0);
+    CHECK_INT(c.records, kept);
+    CHECK_INT(c.last_step, D_STEPS - 1);
+    CHECK_INT(c.pending_step, D_STEPS);
+    CHECK_INT(c.evals, 8);
+    rl_traj_t *t = NULL;
+    CHECK_INT(rl_traj_open(path, RL_TRAJ_READONLY, &t, err, sizeof err), 0);
+    RL_ASSERT(t);
+    uint64_t n_all = 0;
+    for (uint64_t s = 1; s <= D_STEPS; s++) {
+        rl_traj_record_t *recs = NULL;
+        int n = 0;
+        CHECK_INT(rl_traj_read_step(t, s, &recs, &n, err, sizeof err), 0);
+        for (int i = 0; i < n; i++) {
+            rl_traj_record_t want = s_make(s, recs[i].prompt_index, recs[i].sample_index, 9,
+                                           D_NC, 1);
+            CHECK_MSG(s_equal(&recs[i], &want), "salvaged step %llu record %d",
+                      (unsigned long long)s, i);
+            rl_traj_record_clear(&want);
+        }
+        n_all += (uint64_t)n;
+        rl_traj_records_free(&recs, n);
+    }
+    CHECK_INT(n_all, kept);
+    CHECK_INT(rl_traj_pending_step(t), D_STEPS);
+    rl_traj_use_eval(t, 1);
+    s_check_steps(t, (const uint64_t[]){0, 6}, 2);
+    s_check_step(t, 6, 0, 2, 2, 10, 0);
+    rl_traj_close(&t);
+}
+
+static void test_damage(void) {
+    char whole[128], path[128], err[1024];
+    s_path(whole, sizeof whole, "whole");
+    s_path(path, sizeof path, "damaged");
+    s_damage_store(whole);
+    rl_traj_check_t c;
+    CHECK_INT(rl_traj_check(whole, 0, NULL, &c, err, sizeof err), 0);
+    CHECK_INT(c.records, D_STEPS * D_PER);
+    CHECK_INT(c.steps, D_STEPS);
+    CHECK_INT(c.evals, 8);
+    CHECK_INT(c.last_step, D_STEPS - 1);
+    CHECK_INT(c.pending_step, D_STEPS);
+    CHECK(c.bytes > 96 * 4096);
+    fprintf(stderr, "check of %llu bytes: %.4f s\n", (unsigned long long)c.bytes, c.seconds);
+    volatile sig_atomic_t stop = 1;
+    CHECK_INT(rl_traj_check(whole, 0, &stop, &c, err, sizeof err), RL_ECANCELED);
+    CHECK_INT(rl_traj_check(whole, 1e-9, NULL, &c, err, sizeof err), RL_ETIMEOUT);
+    CHECK_CONTAINS(err, "did not finish within");
+    CHECK_INT(rl_traj_check(s_dir, 0, NULL, &c, err, sizeof err), ENOENT);
+
+    // a leaf page zeroed (a block the disk lost): liblmdb asserts on it when a cursor moves
+    // there; the check names the store and the last record before it
+    s_copy_store(whole, path);
+    int lost = 0;
+    CHECK(rl_test_traj_zero_leaf(path, &lost, NULL) > 0);
+    CHECK_MSG(lost >= 1 && lost <= 3, "the leaf held %d records", lost);
+    CHECK_INT(rl_traj_check(path, 0, NULL, &c, err, sizeof err), RL_EPROTO);
+    CHECK_CONTAINS(err, path);
+    CHECK_CONTAINS(err, "is damaged");
+    CHECK_CONTAINS(err, "table traj, after record (step ");
+    fprintf(stderr, "zeroed leaf: %s\n", err);
+    rl_traj_salvage_t sv;
+    CHECK_INT(rl_traj_salvage(path, &sv, err, sizeof err), 0);
+    CHECK_INT(sv.counted, D_STEPS * D_PER);
+    CHECK_INT(sv.kept, D_STEPS * D_PER - lost);
+    CHECK_INT(sv.kept_eval, 8);
+    CHECK_INT(sv.counted_eval, 8);
+    CHECK_INT(sv.gaps, 1);
+    CHECK_CONTAINS(sv.gap[0], "could not be reached");
+    fprintf(stderr, "salvage: %s (%d children)\n", sv.gap[0], sv.children);
+    char aside_data[4300];
+    snprintf(aside_data, sizeof aside_data, "%s/data.mdb", sv.aside);
+    CHECK_MSG(strncmp(sv.aside, path, strlen(path)) == 0 && strstr(sv.aside, ".damaged-") &&
+              access(aside_data, F_OK) == 0, "the old store: %s", sv.aside);
+    s_check_salvaged(path, D_STEPS * D_PER - (uint64_t)lost);
+    // the one moved aside is still the damaged one
+    CHECK_INT(rl_traj_check(sv.aside, 0, NULL, &c, err, sizeof err), RL_EPROTO);
+
+    // a branch naming a page past the end of the file: LMDB's MDB_PAGE_NOTFOUND, named
+    s_copy_store(whole, path);
+    CHECK(rl_test_traj_lose_leaf(path, &lost) > 0);
+    CHECK_INT(rl_traj_check(path, 0, NULL, &c, err, sizeof err), RL_EPROTO);
+    CHECK_CONTAINS(err, "MDB_PAGE_NOTFOUND");
+    CHECK_INT(rl_traj_salvage(path, &sv, err, sizeof err), 0);
+    CHECK_INT(sv.kept, D_STEPS * D_PER - lost);
+    s_check_salvaged(path, D_STEPS * D_PER - (uint64_t)lost);
+}
+
+// A reader that dies inside a read transaction while the run has the store open (`rlctl traj`
+// killed, or stopped by a damaged page) leaves its slot in lock.mdb; the writer's next step
+// frees it (else the pages freed after its snapshot are never reused).
+static void test_dead_reader(void) {
+    char path[128], err[512];
+    s_path(path, sizeof path, "readers");
+    rl_traj_t *t = NULL;
+    CHECK_INT(rl_traj_open(path, 0, &t, err, sizeof err), 0);
+    CHECK_INT(s_put(t, 1, 0, 1, 2, 5, 0), 0);
+    int fd[2];
+    RL_ASSERT(pipe(fd) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        MDB_env *env;
+        MDB_txn *txn;
+        if (mdb_env_create(&env) || mdb_env_set_maxdbs(env, 3) ||
+            mdb_env_open(env, path, MDB_RDONLY, 0) ||
+            mdb_txn_begin(env, NULL, MDB_RDONLY, &txn)) {
+            _exit(1);
+        }
+        (void)!write(fd[1], "r", 1);
+        pause();
+        _exit(0);
+    }
+    char c = 0;
+    CHECK_INT(read(fd[0], &c, 1), 1);
+    close(fd[0]);
+    close(fd[1]);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    CHECK_INT(s_put(t, 2, 0, 1, 2, 5, 0), 0);
+    // counted from another process: a second environment of this one would take the lock file
+    // as its first user and clear the table itself
+    pid = fork();
+    if (pid == 0) {
+        MDB_env *env;
+        int dead = 100;
+        if (mdb_env_create(&env) || mdb_env_set_maxdbs(env, 3) ||
+            mdb_env_open(env, path, MDB_RDONLY, 0) || mdb_reader_check(env, &dead)) {
+            _exit(100);
+        }
+        _exit(dead);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%d dead readers left after a step was "
+              "written", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    rl_traj_close(&t);
+}
+
+// Steps of 64 records of 200 tokens into `path` until a put fails; its code and message.
+static int s_fill_until_full(const char *path, char *err, size_t err_len) {
+    rl_traj_t *t = NULL;
+    int rc = rl_traj_open(path, 0, &t, err, err_len);
+    for (uint64_t s = 1; !rc && s <= 200; s++) {
+        rl_traj_record_t recs[64];
+        for (int i = 0; i < 64; i++) {
+            recs[i] = s_make(s, (uint32_t)(i / 8), (uint32_t)(i % 8), 9, 200, 1);
+        }
+        rc = rl_traj_put_step(t, s, recs, 64, err, err_len);
+        for (int i = 0; i < 64; i++) {
+            rl_traj_record_clear(&recs[i]);
+        }
+    }
+    rl_traj_close(&t);
+    return rc;
+}
+
+// A full disk says so and names the file: really (a 1 MiB tmpfs mounted in a user and mount
+// namespace of a child process), and through RLCTL_FAULT=traj_enospc (ENOSPC at a commit), which
+// is all that can be done where no namespace can be made.
+static void test_disk_full(const char *self) {
+    char path[128], err[1024], cmd[4400];
+    s_path(path, sizeof path, "enospc");
+    // RLCTL_FAULT is read once per process: the injected case runs in a process of its own
+    snprintf(cmd, sizeof cmd, "RLCTL_FAULT=traj_enospc@3 '%s' --enospc '%s'", self, path);
+    static char out[4096];
+    int rc = rl_test_shell(cmd, out, sizeof out);
+    CHECK_MSG(rc == 0, "the injected ENOSPC: exit %d: %s", rc, out);
+    char want[256];
+    snprintf(want, sizeof want, "%s/data.mdb: step 2: disk full (", path);
+    CHECK_CONTAINS(out, want);
+    CHECK(strstr(out, "nput/output") == NULL);
+
+    int fd[2];
+    RL_ASSERT(pipe(fd) == 0);
+    char mnt[128];
+    s_path(mnt, sizeof mnt, "tmpfs");
+    RL_ASSERT(mkdir(mnt, 0700) == 0);
+    uid_t uid = geteuid();
+    gid_t gid = getegid();
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fd[0]);
+        char map[64];
+        if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) {
+            _exit(77);
+        }
+        FILE *f = fopen("/proc/self/setgroups", "w");
+        if (f) {
+            fputs("deny", f);
+            fclose(f);
+        }
+        snprintf(map, sizeof map, "0 %u 1", (unsigned)uid);
+        f = fopen("/proc/self/uid_map", "w");
+        int ok = f && fputs(map, f) >= 0;
+        ok = f && fclose(f) == 0 && ok;
+        snprintf(map, sizeof map, "0 %u 1", (unsigned)gid);
+        f = fopen("/proc/self/gid_map", "w");
+        ok = ok && f && fputs(map, f) >= 0;
+        ok = f && fclose(f) == 0 && ok;
+        if (!ok || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+            mount("tmpfs", mnt, "tmpfs", 0, "size=1m") != 0) {
+            _exit(77);
+        }
+        char store[192];
+        snprintf(store, sizeof store, "%s/store", mnt);
+        int full = s_fill_until_full(store, err, sizeof err);
+        (void)!write(fd[1], err, strlen(err));
+        _exit(full == ENOSPC ? 0 : 1);
+    }
+    close(fd[1]);
+    char msg[1024] = "";
+    ssize_t got = read(fd[0], msg, sizeof msg - 1);
+    msg[got > 0 ? got : 0] = '\0';
+    close(fd[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 77) {
+        printf("test_disk_full: no user and mount namespace here: the real full disk is "
+               "skipped (RLCTL_FAULT=traj_enospc was tested)\n");
+        return;
+    }
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "a full tmpfs: status %d: %s", st, msg);
+    snprintf(want, sizeof want, "%s/store/data.mdb: step ", mnt);
+    CHECK_CONTAINS(msg, want);
+    CHECK_CONTAINS(msg, "disk full (");
+    fprintf(stderr, "a full tmpfs: %s\n", msg);
+}
+
+// With RLCTL_FAULT=traj_enospc@3 (test_disk_full): step 1 is written, step 2's commit fails
+// with ENOSPC and leaves nothing of it, and step 2 then goes in. Prints step 2's error; exits 0
+// when all that held.
+static int s_enospc_child(const char *path) {
+    char err[1024];
+    rl_traj_t *t = NULL;
+    int ok = rl_traj_open(path, 0, &t, err, sizeof err) == 0 && s_put(t, 1, 0, 1, 2, 5, 0) == 0;
+    rl_traj_record_t r = s_make(2, 0, 0, 9, 5, 0);
+    ok = ok && rl_traj_put_step(t, 2, &r, 1, err, sizeof err) == ENOSPC;
+    printf("%s\n", err);
+    ok = ok && rl_traj_last_step(t) == 1 && rl_traj_put_step(t, 2, &r, 1, err, sizeof err) == 0;
+    rl_traj_record_clear(&r);
+    rl_traj_close(&t);
+    return ok ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && strcmp(argv[1], "--enospc") == 0) {
+        return s_enospc_child(argv[2]);
+    }
+    char self[4096];
+    ssize_t n_self = readlink("/proc/self/exe", self, sizeof self - 1);
+    RL_TEST_ASSERT_FILE(n_self > 0, "/proc/self/exe");
+    self[n_self] = '\0';
     snprintf(s_dir, sizeof s_dir, "/tmp/rl_test_traj_XXXXXX");
     RL_TEST_ASSERT_FILE(mkdtemp(s_dir), s_dir);
     test_codec();
@@ -802,6 +1103,9 @@ int main(void) {
     test_corrupt();
     test_put_time();
     test_eval_table();
+    test_damage();
+    test_dead_reader();
+    test_disk_full(self);
     char cmd[256];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_dir);
     if (system(cmd) != 0) {

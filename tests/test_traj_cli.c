@@ -5,9 +5,14 @@
 // the old/sampler logprob gap; `show --jsonl` and `export --jsonl` parse as JSON with the same
 // values; tests/reference/read_traj.py (python3-lmdb + python3-msgpack, written from
 // docs/trajectories.md) must read back exactly what was written; a corrupt record makes the
-// commands fail naming its key; and the refusals exit 2.
+// commands fail naming its key; and the refusals exit 2. A damaged page (a zeroed leaf, on
+// which liblmdb aborts; a node pointing past the end of the file: SIGBUS) no longer kills
+// `rlctl traj`: the readers report the damage, naming the store and what to do; `check` finds
+// it; `salvage` keeps every record but the page's, moves the old store aside, and afterwards
+// the store checks whole and reads again.
 #include "rl_err.h"
 #include "rl_test.h"
+#include "rl_test_lmdb.h"
 #include "rl_tokenizer.h"
 #include "rl_traj.h"
 
@@ -425,7 +430,113 @@ static void test_corrupt(void) {
     CHECK_INT(s_rlctl(args), 0);
 }
 
+// A run folder "dmg" whose store holds 40 steps of 4 records (the records of s_recs again, under
+// other steps), so that `traj` has branch pages; its recipe.yaml is the run's.
+static void s_damaged_run(const char *name) {
+    char run[192], cmd[1024], path[256], err[1024];
+    snprintf(run, sizeof run, "%s/%s", s_dir, name);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -m 0700 '%s' && cp '%s/recipe.yaml' '%s/'",
+             run, run, s_run, run);
+    RL_ASSERT(system(cmd) == 0);
+    snprintf(path, sizeof path, "%s/trajectories.lmdb", run);
+    rl_traj_t *t = NULL;
+    CHECK_INT(rl_traj_open(path, 0, &t, err, sizeof err), 0);
+    RL_ASSERT(t);
+    for (int s = 1; s <= 40; s++) {
+        rl_traj_record_t recs[N];
+        for (int i = 0; i < N; i++) {
+            recs[i] = s_recs[(s - 1) % STEPS][i];
+            recs[i].step = (uint64_t)s;
+        }
+        CHECK_INT(rl_traj_put_step(t, (uint64_t)s, recs, N, err, sizeof err), 0);
+    }
+    rl_traj_close(&t);
+}
+
+static void test_damaged(void) {
+    char args[512], path[256];
+    // a zeroed leaf: a seek into it gives MDB_CORRUPTED, a cursor moving onto it makes
+    // liblmdb abort (SIGABRT killed `rlctl traj show` before); no step may kill rlctl now
+    s_damaged_run("dmg");
+    snprintf(path, sizeof path, "%s/dmg/trajectories.lmdb", s_dir);
+    int lost = 0;
+    uint64_t first = 0;
+    CHECK(rl_test_traj_zero_leaf(path, &lost, &first) > 0);
+    snprintf(args, sizeof args, "traj ls '%s/dmg'", s_dir);
+    CHECK_INT(s_rlctl(args), 1);
+    CHECK_CONTAINS(s_out, "/dmg/trajectories.lmdb is damaged: ");
+    CHECK_CONTAINS(s_out, "rlctl traj salvage");
+    // the steps around the page: its first record's, the one before and the two after (4
+    // records a step: the page's at most 3 records span at most 2 steps)
+    int crashed = 0, damaged = 0, fine = 0;
+    for (int s = (int)first - 1; s <= (int)first + 2; s++) {
+        snprintf(args, sizeof args, "traj show '%s/dmg' --step %d", s_dir, s);
+        int rc = s_rlctl(args);
+        CHECK_MSG(rc == 0 || rc == 1, "traj show --step %d: exit %d: %s", s, rc, s_out);
+        crashed += strstr(s_out, "is damaged: reading it crashed (signal") != NULL;
+        damaged += rc == 1 && strstr(s_out, "/dmg/trajectories.lmdb is damaged: ") &&
+                   strstr(s_out, "rlctl traj salvage");
+        fine += rc == 0;
+    }
+    CHECK_MSG(crashed >= 1 && damaged >= 1 && damaged + fine == 4, "of steps %d..%d %d "
+              "crashed, %d were reported damaged, %d read", (int)first - 1, (int)first + 2,
+              crashed, damaged, fine);
+    snprintf(args, sizeof args, "traj check '%s/dmg'", s_dir);
+    CHECK_INT(s_rlctl(args), 1);
+    CHECK_CONTAINS(s_out, "/dmg/trajectories.lmdb is damaged: table traj, after record (step ");
+    CHECK_CONTAINS(s_out, "rlctl traj salvage");
+    snprintf(args, sizeof args, "traj salvage '%s/dmg'", s_dir);
+    CHECK_INT(s_rlctl(args), 0);
+    char want[128];
+    snprintf(want, sizeof want, "salvaged %d records of 160 (%d lost)", 160 - lost, lost);
+    CHECK_CONTAINS(s_out, want);
+    CHECK_CONTAINS(s_out, "lost: traj: the records after (step ");
+    CHECK_CONTAINS(s_out, "the damaged store is kept as ");
+    CHECK_CONTAINS(s_out, "/dmg/trajectories.lmdb.damaged-");
+    snprintf(args, sizeof args, "traj check '%s/dmg'", s_dir);
+    CHECK_INT(s_rlctl(args), 0);
+    snprintf(want, sizeof want, "is whole: %d records in ", 160 - lost);
+    CHECK_CONTAINS(s_out, want);
+    CHECK_CONTAINS(s_out, "(last step 40)");
+    snprintf(args, sizeof args, "traj ls '%s/dmg'", s_dir);
+    CHECK_INT(s_rlctl(args), 0);
+    snprintf(want, sizeof want, " steps, %d records, last step 40", 160 - lost);
+    CHECK_CONTAINS(s_out, want);
+    snprintf(args, sizeof args, "traj salvage '%s/dmg'", s_dir); // whole: nothing to do
+    CHECK_INT(s_rlctl(args), 0);
+    CHECK_CONTAINS(s_out, "nothing to salvage");
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "ls -d '%s'/dmg/trajectories.lmdb.damaged-* | wc -l", s_dir);
+    CHECK_INT(rl_test_shell(cmd, s_out, sizeof s_out), 0);
+    CHECK_INT(atoi(s_out), 1);
+
+    // a node pointing past the end of the file: reading it faults (SIGBUS killed ls before)
+    s_damaged_run("wild");
+    snprintf(path, sizeof path, "%s/wild/trajectories.lmdb", s_dir);
+    CHECK(rl_test_traj_wild_node(path) > 0);
+    snprintf(args, sizeof args, "traj ls '%s/wild'", s_dir);
+    CHECK_INT(s_rlctl(args), 1);
+    CHECK_CONTAINS(s_out, "is damaged: reading it crashed (signal");
+    snprintf(args, sizeof args, "traj check '%s/wild'", s_dir);
+    CHECK_INT(s_rlctl(args), 1);
+    CHECK_CONTAINS(s_out, "/wild/trajectories.lmdb is damaged: ");
+    snprintf(args, sizeof args, "traj salvage '%s/wild'", s_dir);
+    CHECK_INT(s_rlctl(args), 0);
+    CHECK_CONTAINS(s_out, "salvaged ");
+    snprintf(args, sizeof args, "traj check '%s/wild'", s_dir);
+    CHECK_INT(s_rlctl(args), 0);
+    // check and salvage take no record options; salvage needs a store
+    snprintf(args, sizeof args, "traj check '%s/wild' --step 1", s_dir);
+    CHECK_INT(s_rlctl(args), 2);
+    snprintf(args, sizeof args, "traj salvage '%s'", s_dir);
+    CHECK_INT(s_rlctl(args), 2);
+    CHECK_CONTAINS(s_out, "holds no trajectories.lmdb");
+}
+
 int main(void) {
+    // a sanitized rlctl: faults on a damaged page must stay signals (AddressSanitizer would turn
+    // them into exit status 1), which is what the reader's parent reports
+    setenv("ASAN_OPTIONS", "handle_segv=0:handle_sigbus=0", 0);
     snprintf(s_dir, sizeof s_dir, "/tmp/rl_test_traj_cli_XXXXXX");
     RL_TEST_ASSERT_FILE(mkdtemp(s_dir), s_dir);
     snprintf(s_run, sizeof s_run, "%s/run", s_dir);
@@ -461,6 +572,7 @@ int main(void) {
     test_python();
     test_refusals();
     test_corrupt();
+    test_damaged();
     s_free();
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_dir);
     if (system(cmd) != 0) {
