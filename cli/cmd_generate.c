@@ -111,6 +111,12 @@ static int s_parse(int argc, char **argv, s_opts_t *o) {
             o->max_new_set = 1;
         } else if (strcmp(a, "--temperature") == 0) {
             rc = s_float(a, v, 0.0, 1e6, &o->temperature);
+            if (!rc && o->temperature > 0.0f &&
+                o->temperature < (float)RL_SAMPLE_MIN_TEMPERATURE) {
+                fprintf(stderr, "rlctl generate: --temperature %s: expected 0 (greedy) or at "
+                                "least %g\n", v, RL_SAMPLE_MIN_TEMPERATURE);
+                rc = RL_EXIT_USAGE;
+            }
         } else if (strcmp(a, "--top-p") == 0) {
             rc = s_float(a, v, 0.0, 1.0, &o->top_p);
             if (!rc && o->top_p <= 0.0f) {

@@ -7,6 +7,7 @@
 #include "rl_chat.h"
 #include "rl_err.h"
 #include "rl_model.h"
+#include "rl_sample.h"
 #include "rl_tokenizer.h"
 
 #include <errno.h>
@@ -80,9 +81,10 @@ static int s_parse(int argc, char **argv, s_opts_t *o) {
             errno = 0;
             if (strcmp(a, "--temperature") == 0) {
                 double t = strtod(num, &end);
-                if (end == num || *end || errno || !(t >= 0.0 && t <= 1e6)) {
-                    fprintf(stderr, "rlctl logprobs: --temperature '%s': expected a number "
-                                    ">= 0\n", num);
+                if (end == num || *end || errno || !(t >= 0.0 && t <= 1e6) ||
+                    (t > 0.0 && t < RL_SAMPLE_MIN_TEMPERATURE)) {
+                    fprintf(stderr, "rlctl logprobs: --temperature '%s': expected 0 or a number "
+                                    "in [%g, 1e6]\n", num, RL_SAMPLE_MIN_TEMPERATURE);
                     return RL_EXIT_USAGE;
                 }
                 o->temperature = t == 0.0 ? 1.0f : (float)t;

@@ -322,8 +322,9 @@ static const rl_recipe_key_t s_keys[] = {
      .doc = "first steps train only the critic; the policy waits (verl critic_warmup)"},
     // sampling -------------------------------------------------------------------------------
     {.section = "sampling", .key = "temperature", .type = RL_RECIPE_T_FLOAT,
-     .offset = OFF(sampling.temperature), DEF("1.0"), .flags = MIN_EXCL, .max = 100,
-     .doc = "softmax temperature T (logprobs use the same T)"},
+     .offset = OFF(sampling.temperature), DEF("1.0"), .min = 1e-6, .max = 100,
+     .doc = "softmax temperature T (logprobs use the same T; below 1e-6 the logits / T "
+            "overflow a float)"},
     {.section = "sampling", .key = "top_p", .type = RL_RECIPE_T_FLOAT,
      .offset = OFF(sampling.top_p), DEF("1.0"), .flags = MIN_EXCL, .max = 1,
      .doc = "nucleus sampling mass; 1.0 = off"},

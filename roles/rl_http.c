@@ -32,7 +32,7 @@
 #define S_MAX_STOP 4           // stop strings, as OpenAI's
 #define S_LOGITS_MAX (1 << 26) // floats of (T, V) logits for top logprobs
 // the smallest positive temperature: below it logits / T overflow a float (inf - inf = NaN)
-#define S_MIN_TEMP 1e-6
+#define S_MIN_TEMP RL_SAMPLE_MIN_TEMPERATURE
 
 // ---- the completions request ------------------------------------------------------------------
 

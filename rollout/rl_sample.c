@@ -15,9 +15,12 @@ void rl_sample_opts_default(rl_sample_opts_t *opts) {
 }
 
 int rl_sample_opts_check(const rl_sample_opts_t *o, char *err, size_t err_len) {
-    if (!(o->temperature >= 0.0f) || !isfinite(o->temperature)) {
-        return rl_errf(err, err_len, RL_EINVAL, "temperature %g: must be >= 0 (0 = greedy)",
-                       (double)o->temperature);
+    if (!(o->temperature >= 0.0f) || !isfinite(o->temperature) ||
+        (o->temperature > 0.0f && o->temperature < (float)RL_SAMPLE_MIN_TEMPERATURE)) {
+        return rl_errf(err, err_len, RL_EINVAL,
+                       "temperature %g: must be 0 (greedy) or at least %g (the logits divided "
+                       "by less overflow a float)",
+                       (double)o->temperature, RL_SAMPLE_MIN_TEMPERATURE);
     }
     if (o->top_k < 0) {
         return rl_errf(err, err_len, RL_EINVAL, "top_k %d: must be >= 0 (0 = off)", o->top_k);

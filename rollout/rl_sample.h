@@ -30,8 +30,12 @@ typedef struct {
 // Defaults: temperature 1, top_k 0 (off), top_p 1 (off).
 void rl_sample_opts_default(rl_sample_opts_t *opts);
 
-// Returns 0 when opts is usable, RL_EINVAL otherwise (temperature < 0 or not finite, top_k < 0,
-// top_p outside (0, 1]) with the reason in err.
+// The smallest temperature above 0 (greedy): logits divided by less can pass what a float holds
+// (|logit| 100 / 3e-37) and every logprob turns NaN; 1e-6 keeps a margin of thirty decades.
+#define RL_SAMPLE_MIN_TEMPERATURE 1e-6
+
+// Returns 0 when opts is usable, RL_EINVAL otherwise (temperature < 0, not finite, or between 0
+// and RL_SAMPLE_MIN_TEMPERATURE, top_k < 0, top_p outside (0, 1]) with the reason in err.
 int rl_sample_opts_check(const rl_sample_opts_t *opts, char *err, size_t err_len);
 
 // logp (V) = log_softmax(logits (V) / temperature), the normaliser summed in double; and, when

@@ -230,6 +230,18 @@ static void s_test_roundtrip(void) {
     CHECK_INT(r5.code, 0);
     CHECK_CONTAINS(r5.out, "sum\t");
     s_free(&r5);
+    // a temperature above 0 but so small that logits / T overflow a float (every logprob was
+    // -nan): refused, as the HTTP front and the recipe do
+    const char *e[] = {"generate", "--model", S_MODEL, "--prompt", "1+1=", "--temperature",
+                       "1e-40", NULL};
+    s_run_t r6 = s_rlctl(e);
+    CHECK_INT(r6.code, 2);
+    s_free(&r6);
+    const char *f[] = {"logprobs", "--model", S_MODEL, "--prompt", "1+1=", "--completion", "2",
+                       "--temperature", "1e-40", NULL};
+    s_run_t r7 = s_rlctl(f);
+    CHECK_INT(r7.code, 2);
+    s_free(&r7);
 }
 
 // Writes a PEFT adapter for arith-base into dir with random A and B (B = 0 would be a no-op).

@@ -106,6 +106,11 @@ static void s_test_opts_check(void) {
     o.temperature = -1.0f;
     CHECK_INT(rl_sample_opts_check(&o, err, sizeof err), RL_EINVAL);
     CHECK_CONTAINS(err, "temperature");
+    o.temperature = 1e-40f; // logits / T overflow a float: every logprob NaN
+    CHECK_INT(rl_sample_opts_check(&o, err, sizeof err), RL_EINVAL);
+    CHECK_CONTAINS(err, "must be 0 (greedy) or at least 1e-06");
+    o.temperature = 1e-6f;
+    CHECK_INT(rl_sample_opts_check(&o, err, sizeof err), 0);
     rl_sample_opts_default(&o);
     o.top_p = 0.0f;
     CHECK_INT(rl_sample_opts_check(&o, err, sizeof err), RL_EINVAL);
