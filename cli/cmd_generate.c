@@ -235,6 +235,21 @@ int rl_cmd_generate(int argc, char **argv) {
         rc = r == RL_EINVAL ? RL_EXIT_USAGE : RL_EXIT_FAIL;
         goto done;
     }
+    // a logprob that is not a number (a model whose forward overflows: finite but huge weights
+    // or lora_alpha) is an error, never printed: JSON has no NaN, and a sum of NaN says nothing
+    for (int s = 0; s < o.n; s++) {
+        for (int i = 0; i < res[s].n_ids; i++) {
+            if (!isfinite(res[s].logprobs[i])) {
+                fprintf(stderr,
+                        "rlctl generate: sample %d, token %d: the logprob is %g: the model's "
+                        "logits are not finite numbers (its weights or adapter overflow a "
+                        "float); nothing printed\n",
+                        s, i, (double)res[s].logprobs[i]);
+                rc = RL_EXIT_FAIL;
+                goto done;
+            }
+        }
+    }
     if (o.json) {
         fputs("{\"prompt_ids\": [", stdout);
         for (size_t i = 0; i < n_prompt; i++) {

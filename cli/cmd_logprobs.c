@@ -11,6 +11,7 @@
 #include "rl_tokenizer.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -191,6 +192,15 @@ int rl_cmd_logprobs(int argc, char **argv) {
     double sum = 0.0;
     for (size_t i = 0; i < C; i++) {
         sum += logp[P + i];
+        if (!isfinite(logp[P + i])) { // never printed: JSON has no NaN (see rlctl generate)
+            fprintf(stderr,
+                    "rlctl logprobs: completion token %zu: the logprob is %g: the model's "
+                    "logits are not finite numbers (its weights or adapter overflow a float); "
+                    "nothing printed\n",
+                    i, (double)logp[P + i]);
+            rc = RL_EXIT_FAIL;
+            goto done;
+        }
     }
     if (o.json) {
         fputs("{\"prompt_ids\": [", stdout);

@@ -297,6 +297,33 @@ static void s_test_adapter_and_chat(void) {
         // the adapter changes the distribution
         double base = s_first_logprob(NULL, "45+6="), tuned = s_first_logprob(adapter, "45+6=");
         CHECK_MSG(fabs(base - tuned) > 1e-3, "adapter had no effect: %g vs %g", base, tuned);
+        // the same adapter with lora_alpha 1e38: finite (so loaded), but the forward overflows;
+        // generate and logprobs fail naming it instead of printing nan (not JSON)
+        char huge[600], path[700], cfg_path[700];
+        snprintf(huge, sizeof huge, "%s/lora_huge", s_tmp);
+        mkdir(huge, 0755);
+        snprintf(path, sizeof path, "%s/adapter_model.safetensors", adapter);
+        snprintf(cfg_path, sizeof cfg_path, "%s/adapter_model.safetensors", huge);
+        CHECK(symlink(path, cfg_path) == 0);
+        snprintf(path, sizeof path, "%s/adapter_config.json", adapter);
+        json_t *cfg = json_load_file(path, 0, NULL);
+        json_object_set_new(cfg, "lora_alpha", json_real(1e38));
+        snprintf(cfg_path, sizeof cfg_path, "%s/adapter_config.json", huge);
+        CHECK(cfg && json_dump_file(cfg, cfg_path, 0) == 0);
+        json_decref(cfg);
+        const char *hg[] = {"generate", "--model", S_MODEL, "--adapter", huge, "--prompt",
+                            "45+6=", "--max-new-tokens", "4", "--json", NULL};
+        s_run_t h = s_rlctl(hg);
+        CHECK_MSG(h.code == 1 && strstr(h.err, "the logits are not finite") == NULL &&
+                      strstr(h.err, "logits are not finite numbers"),
+                  "generate with lora_alpha 1e38: exit %d\n%s%s", h.code, h.out, h.err);
+        s_free(&h);
+        const char *hl[] = {"logprobs", "--model", S_MODEL, "--adapter", huge, "--prompt",
+                            "45+6=", "--completion", "51", "--json", NULL};
+        h = s_rlctl(hl);
+        CHECK_MSG(h.code == 1 && strstr(h.err, "logits are not finite numbers"),
+                  "logprobs with lora_alpha 1e38: exit %d\n%s%s", h.code, h.out, h.err);
+        s_free(&h);
     }
     // --chat: a copy of arith-base whose tokenizer_config.json has a ChatML template (the
     // tokenizer has <|im_start|> and <|im_end|>; letters it lacks are dropped)
