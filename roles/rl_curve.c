@@ -39,8 +39,7 @@ static int s_read(const char *path, char **buf_p, struct stat *st, char *err, si
     }
     if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode) || st->st_size > S_FILE_MAX) {
         close(fd);
-        return rl_errf(err, err_len, RL_EINVAL, "%s: not a key file (a regular file under 1 MiB)",
-                       path);
+        return rl_errf(err, err_len, RL_EINVAL, "%s: not a regular file under 1 MiB", path);
     }
     char *b = malloc((size_t)st->st_size + 1);
     if (!b) {
@@ -87,20 +86,30 @@ static int s_one_key(const char *path, const char *text, char out[RL_CURVE_Z85_L
     return 0;
 }
 
-int rl_curve_load_secret(const char *path, rl_curve_key_t *out, char *err, size_t err_len) {
-    memset(out, 0, sizeof *out);
-    char *b;
+int rl_curve_read_secret(const char *path, const char *what, char **buf_p, char *err,
+                         size_t err_len) {
     struct stat st;
-    int rc = s_read(path, &b, &st, err, err_len);
+    int rc = s_read(path, buf_p, &st, err, err_len);
     if (rc) {
         return rc;
     }
     if (st.st_uid != geteuid() || (st.st_mode & 077)) {
-        free(b);
+        memset(*buf_p, 0, strlen(*buf_p));
+        free(*buf_p);
+        *buf_p = NULL;
         return rl_errf(err, err_len, RL_EINVAL,
-                       "%s: a secret key must be ours and readable by us alone (mode %04o; "
-                       "chmod 600 %s)",
-                       path, (unsigned)(st.st_mode & 07777), path);
+                       "%s: a %s must be ours and readable by us alone (mode %04o; chmod 600 %s)",
+                       path, what, (unsigned)(st.st_mode & 07777), path);
+    }
+    return 0;
+}
+
+int rl_curve_load_secret(const char *path, rl_curve_key_t *out, char *err, size_t err_len) {
+    memset(out, 0, sizeof *out);
+    char *b;
+    int rc = rl_curve_read_secret(path, "secret key", &b, err, err_len);
+    if (rc) {
+        return rc;
     }
     rc = s_one_key(path, b, out->sec, err, err_len);
     memset(b, 0, strlen(b));

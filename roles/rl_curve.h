@@ -39,6 +39,14 @@ int rl_curve_load_public(const char *path, rl_curve_key_t *out, char *err, size_
 int rl_curve_load_allow(const char *path, char (**keys_p)[RL_CURVE_Z85_LEN + 1], int *n_p,
                         char *err, size_t err_len);
 
+// Reads a small secret file (a secret key, a bearer token: at most 1 MiB, a regular file,
+// opened without following a link) that must be ours and readable by us alone; `what` names it
+// in the refusal ("%s: a <what> must be ours and readable by us alone (mode 0644; chmod 600
+// %s)"). *buf_p: its bytes, NUL-terminated (caller owns; wipe and free with free()). Returns 0
+// or an error naming the file.
+int rl_curve_read_secret(const char *path, const char *what, char **buf_p, char *err,
+                         size_t err_len);
+
 // 1 when text[0..len) is a well-formed Z85 key (40 characters of the Z85 alphabet that decode).
 int rl_curve_key_valid(const char *text, size_t len);
 

@@ -1,6 +1,7 @@
 // rl_http — OpenAI-compatible completions over libmicrohttpd (see rl_http.h).
 #include "rl_http.h"
 
+#include "rl_curve.h"
 #include "rl_err.h"
 #include "rl_log.h"
 #include "rl_sampler.h"
@@ -1042,48 +1043,27 @@ static void s_mhd_log(void *cls, const char *fmt, va_list ap) {
 }
 
 // Reads the bearer token file, refused unless it is ours and readable by us alone (as a secret
-// key file: rl_curve_load_secret). Returns 0 or an error naming the file.
+// key file: rl_curve_read_secret). Returns 0 or an error naming the file.
 static int s_read_token(const char *path, char *token, size_t cap, char *err, size_t err_len) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) {
-        int e = errno;
-        return rl_errf(err, err_len, RL_EINVAL, "--http-token %s: cannot read it (%s)", path,
-                       strerror(e));
+    char *b = NULL, e[600];
+    if (rl_curve_read_secret(path, "bearer token file", &b, e, sizeof e) != 0) {
+        return rl_errf(err, err_len, RL_EINVAL, "--http-token %s", e);
     }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return rl_errf(err, err_len, RL_EINVAL, "--http-token %s: not a regular file", path);
-    }
-    if (st.st_uid != geteuid() || (st.st_mode & 077)) {
-        close(fd);
-        return rl_errf(err, err_len, RL_EINVAL,
-                       "--http-token %s: a bearer token file must be ours and readable by us "
-                       "alone (mode %04o; chmod 600 %s)",
-                       path, (unsigned)(st.st_mode & 07777), path);
-    }
-    size_t n = 0;
-    while (n < cap - 1) {
-        ssize_t r = read(fd, token + n, cap - 1 - n);
-        if (r < 0 && errno == EINTR) {
-            continue;
-        }
-        if (r <= 0) {
-            break;
-        }
-        n += (size_t)r;
-    }
-    close(fd);
-    while (n > 0 && (token[n - 1] == '\n' || token[n - 1] == '\r' || token[n - 1] == ' ')) {
+    size_t n = strlen(b);
+    while (n > 0 && (b[n - 1] == '\n' || b[n - 1] == '\r' || b[n - 1] == ' ')) {
         n--;
     }
-    token[n] = '\0';
-    if (n < 16) {
-        memset(token, 0, cap);
-        return rl_errf(err, err_len, RL_EINVAL,
-                       "--http-token %s: a token of at least 16 characters", path);
+    int rc = 0;
+    if (n < 16 || n >= cap) {
+        rc = rl_errf(err, err_len, RL_EINVAL, "--http-token %s: a token of %s", path,
+                     n < 16 ? "at least 16 characters" : "at most 255 characters");
+    } else {
+        memcpy(token, b, n);
+        token[n] = '\0';
     }
-    return 0;
+    memset(b, 0, strlen(b));
+    free(b);
+    return rc;
 }
 
 // Stops the threads (the generation thread answers what waits and resumes every connection it
