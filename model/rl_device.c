@@ -1,0 +1,175 @@
+// rl_device — device names and the CUDA module's loading and checks (see rl_device.h).
+#include "rl_device.h"
+
+#include "cuda/rl_cuda_module.h"
+#include "rl_err.h"
+
+#include <dlfcn.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef RL_CUDA_MODULE_DIR
+#define RL_CUDA_MODULE_DIR ""
+#endif
+
+int rl_device_parse(const char *text, rl_device_t *out, char *err, size_t err_len) {
+    memset(out, 0, sizeof *out);
+    if (text && strcmp(text, "cpu") == 0) {
+        return 0;
+    }
+    if (text && strcmp(text, "cuda") == 0) {
+        out->cuda = 1;
+        return 0;
+    }
+    if (text && strncmp(text, "cuda:", 5) == 0 && text[5] >= '0' && text[5] <= '9') {
+        char *end = NULL;
+        long n = strtol(text + 5, &end, 10);
+        if (*end == '\0' && n >= 0 && n < 1024 && (text[5] != '0' || text[6] == '\0')) {
+            out->cuda = 1;
+            out->index = (int)n;
+            return 0;
+        }
+    }
+    return rl_errf(err, err_len, RL_EINVAL,
+                   "device '%s' is not one; allowed: cpu, cuda, cuda:N (N the GPU's index)",
+                   text ? text : "(null)");
+}
+
+char *rl_device_name(const rl_device_t *d, char *buf, size_t cap) {
+    if (d->cuda) {
+        snprintf(buf, cap, "cuda:%d", d->index);
+    } else {
+        snprintf(buf, cap, "cpu");
+    }
+    return buf;
+}
+
+// ---------------------------------------------------------------------------------------------
+// the module
+
+static pthread_once_t s_once = PTHREAD_ONCE_INIT;
+static const rl_cuda_module_t *s_mod;
+static char s_why[1536];
+
+// Opens the module beside the running binary, else where the build put it (as rl_coll opens
+// the MPI module).
+static void s_load(void) {
+    char exe[PATH_MAX], path[PATH_MAX + 64];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    const char *dirs[2] = {NULL, RL_CUDA_MODULE_DIR};
+    if (n > 0) {
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = '\0';
+            dirs[0] = exe;
+        }
+    }
+    char tried[1200] = "";
+    void *dl = NULL;
+    int found_file = 0;
+    for (int i = 0; i < 2 && !dl; i++) {
+        if (!dirs[i] || !dirs[i][0]) {
+            continue;
+        }
+        snprintf(path, sizeof path, "%s/" RL_CUDA_MODULE_FILE, dirs[i]);
+        if (access(path, F_OK) != 0) {
+            continue;
+        }
+        found_file = 1;
+        dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        if (!dl) {
+            const char *e = dlerror();
+            size_t l = strlen(tried);
+            snprintf(tried + l, sizeof tried - l, "%s%.500s", l ? "; " : "", e ? e : path);
+        }
+    }
+    if (!dl) {
+        if (!found_file) {
+            snprintf(s_why, sizeof s_why,
+                     "this rlctl was built without its CUDA module (" RL_CUDA_MODULE_FILE
+                     " is not beside the binary: CMake found no CUDA toolkit, or "
+                     "-DRLCTL_CUDA=OFF)");
+        } else {
+            snprintf(s_why, sizeof s_why,
+                     "the CUDA module cannot be loaded (its CUDA libraries, cuBLASLt among them, "
+                     "are missing here?): %s",
+                     tried);
+        }
+        return;
+    }
+    rl_cuda_module_fn fn = NULL;
+    *(void **)&fn = dlsym(dl, RL_CUDA_MODULE_SYMBOL);
+    const rl_cuda_module_t *m = fn ? fn() : NULL;
+    if (!m || m->abi != RL_CUDA_MODULE_ABI || m->struct_size < (int)sizeof(rl_cuda_module_t)) {
+        snprintf(s_why, sizeof s_why,
+                 RL_CUDA_MODULE_FILE " is not this rlctl's CUDA module (ABI %d, want %d)",
+                 m ? m->abi : -1, RL_CUDA_MODULE_ABI);
+        dlclose(dl);
+        return;
+    }
+    s_mod = m; // kept open until exit
+}
+
+const rl_cuda_module_t *rl_device_cuda(char *err, size_t err_len) {
+    pthread_once(&s_once, s_load);
+    if (!s_mod) {
+        rl_errf(err, err_len, RL_ENOTFOUND, "%s", s_why);
+    }
+    return s_mod;
+}
+
+int rl_device_check(const rl_device_t *d, size_t min_free, rl_device_info_t *info, char *err,
+                    size_t err_len) {
+    rl_device_info_t local;
+    rl_device_info_t *o = info ? info : &local;
+    memset(o, 0, sizeof *o);
+    if (!d->cuda) {
+        snprintf(o->name, sizeof o->name, "cpu");
+        return 0;
+    }
+    char why[1536];
+    const rl_cuda_module_t *m = rl_device_cuda(why, sizeof why);
+    if (!m) {
+        return rl_errf(err, err_len, RL_ENOTFOUND, "cuda:%d: %s", d->index, why);
+    }
+    char msg[512] = "";
+    if (m->probe(&o->n_devices, &o->driver_version, &o->runtime_version, msg, sizeof msg) != 0) {
+        return rl_errf(err, err_len, RL_ENOTFOUND, "cuda:%d: %s", d->index, msg);
+    }
+    if (d->index >= o->n_devices) {
+        if (o->n_devices == 1) {
+            return rl_errf(err, err_len, RL_ENOTFOUND,
+                           "cuda:%d: there is 1 visible GPU (cuda:0)", d->index);
+        }
+        return rl_errf(err, err_len, RL_ENOTFOUND,
+                       "cuda:%d: there are %d visible GPUs (cuda:0 .. cuda:%d)", d->index,
+                       o->n_devices, o->n_devices - 1);
+    }
+    rl_cuda_device_info_t di;
+    if (m->device_info(d->index, &di, msg, sizeof msg) != 0) {
+        return rl_errf(err, err_len, RL_ENOTFOUND, "cuda:%d: %s", d->index, msg);
+    }
+    snprintf(o->name, sizeof o->name, "%s", di.name);
+    o->mem_total = di.mem_total;
+    o->mem_free = di.mem_free;
+    o->cc_major = di.cc_major;
+    o->cc_minor = di.cc_minor;
+    if (di.cc_major < 8) {
+        return rl_errf(err, err_len, RL_EUNSUPPORTED,
+                       "cuda:%d (%s) has compute capability %d.%d; rlctl's CUDA module needs 8.0 "
+                       "or newer (A100, H100, H200: bf16 tensor cores)",
+                       d->index, di.name, di.cc_major, di.cc_minor);
+    }
+    if (min_free > 0 && di.mem_free < min_free) {
+        return rl_errf(err, err_len, RL_ENOMEM,
+                       "cuda:%d (%s) has %.2f GiB free of %.2f GiB; this needs %.2f GiB",
+                       d->index, di.name, (double)di.mem_free / (1 << 30),
+                       (double)di.mem_total / (1 << 30), (double)min_free / (1 << 30));
+    }
+    return 0;
+}
