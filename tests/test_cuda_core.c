@@ -3,7 +3,8 @@
 // subnormals); device memory (an allocation past the device's memory is refused naming the
 // bytes asked and free, and the context goes on working); the cuBLASLt matmul in all four
 // transpose combinations, with strides wider than the rows, beta 0 and 1, and shapes that are
-// not multiples of 8/16/64, against the same product in double of the bf16-rounded inputs.
+// not multiples of 8/16/64, against the same product in double of the bf16-rounded inputs; a
+// Linear's bias rows and the bias gradient (column sums).
 //
 // Tolerance of the matmul: the inputs are exactly the bf16 values both sides use, so the only
 // difference is fp32 accumulation order against double: |d| <= K * 2^-23 * sum |a_k b_k| bounds
@@ -174,11 +175,69 @@ static void test_gemm(void) {
     }
 }
 
+// A bias written into rows (with a stride wider than the row: the gap keeps its poison) and
+// its gradient as column sums against double (fp32 sums of N terms in row order: relative error
+// within N * 2^-24 of the sum of magnitudes).
+static void test_bias(void) {
+    const int shapes[][2] = {{1, 1}, {37, 200}, {300, 1001}, {4096, 64}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int N = shapes[s][0], OC = shapes[s][1], ld = OC + 5;
+        float *bias = malloc((size_t)OC * 4), *dout = malloc((size_t)N * ld * 4);
+        float *db0 = malloc((size_t)OC * 4);
+        for (int j = 0; j < OC; j++) {
+            bias[j] = s_uniform();
+            db0[j] = s_uniform();
+        }
+        for (size_t i = 0; i < (size_t)N * ld; i++) {
+            dout[i] = s_uniform();
+        }
+        float *dbias = rl_test_dup(bias, (size_t)OC * 4);
+        float *drows = rl_test_poisoned((size_t)N * ld * 4);
+        CHECK_INT(rl_test_cu->bias_rows(rl_test_ctx, drows, ld, dbias, N, OC), 0);
+        float *rows = rl_test_back(drows, (size_t)N * ld * 4);
+        size_t bad = 0;
+        for (int i = 0; i < N; i++) {
+            for (int j = 0; j < ld; j++) {
+                float v = rows[(size_t)i * ld + j];
+                bad += j < OC ? v != bias[j] : !isnan(v);
+            }
+        }
+        CHECK_MSG(bad == 0, "bias_rows %dx%d: %zu elements wrong", N, OC, bad);
+        float *ddout = rl_test_dup(dout, (size_t)N * ld * 4), *ddb = rl_test_dup(db0, (size_t)OC * 4);
+        CHECK_INT(rl_test_cu->bias_grad(rl_test_ctx, ddb, ddout, ld, N, OC), 0);
+        float *db = rl_test_back(ddb, (size_t)OC * 4);
+        double *want = malloc((size_t)OC * 8), mag = 0;
+        for (int j = 0; j < OC; j++) {
+            double sum = db0[j], m = fabs(db0[j]);
+            for (int i = 0; i < N; i++) {
+                sum += dout[(size_t)i * ld + j];
+                m += fabs(dout[(size_t)i * ld + j]);
+            }
+            want[j] = sum;
+            mag = m > mag ? m : mag;
+        }
+        char what[64];
+        snprintf(what, sizeof what, "bias_grad %dx%d", N, OC);
+        rl_test_close(what, db, want, (size_t)OC, (N + 1) * ldexp(1.0, -24) * mag, 0);
+        rl_test_dfree(dbias);
+        rl_test_dfree(drows);
+        rl_test_dfree(ddout);
+        rl_test_dfree(ddb);
+        free(bias);
+        free(dout);
+        free(db0);
+        free(rows);
+        free(db);
+        free(want);
+    }
+}
+
 int main(void) {
     rl_test_cuda_open("model.cuda_core");
     test_conversions();
     test_memory();
     test_gemm();
+    test_bias();
     rl_test_cuda_close();
     RL_TEST_DONE();
 }

@@ -2,6 +2,7 @@
 // memory, bf16 conversions and the cuBLASLt matmul, and the module's one export. The kernels of
 // the layers live in their own files beside it, each with its launch function.
 #include "rl_cuda_common.cuh"
+#include "rl_cuda_lin.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -312,6 +313,8 @@ static const rl_cuda_module_t s_module = {
     s_f32_to_bf16,
     s_bf16_to_f32,
     s_gemm,
+    rl_cuda_bias_rows,
+    rl_cuda_bias_grad,
 };
 
 extern "C" __attribute__((visibility("default"))) const rl_cuda_module_t *rl_cuda_module(void) {

@@ -90,6 +90,12 @@ typedef struct rl_cuda_api {
     // g's C (fp32) = alpha op(A) op(B) + beta C; A, B bf16 (see rl_cuda_gemm_t).
     int (*gemm)(rl_cuda_ctx_t *ctx, const rl_cuda_gemm_t *g, const uint16_t *A,
                 const uint16_t *B, float *C);
+
+    // ---- a Linear's bias (rl_cuda_lin.h) ----
+    // out (N, OC) fp32, row stride ldo: every row = bias (OC) fp32 (then a gemm with beta 1).
+    int (*bias_rows)(rl_cuda_ctx_t *ctx, float *out, int ldo, const float *bias, int N, int OC);
+    // dbias (OC) fp32 += column sums of dout (N, OC) fp32 (row stride ldd), in row order.
+    int (*bias_grad)(rl_cuda_ctx_t *ctx, float *dbias, const float *dout, int ldd, int N, int OC);
 } rl_cuda_module_t;
 
 // The module's one export (RL_CUDA_MODULE_SYMBOL).
