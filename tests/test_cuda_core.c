@@ -112,8 +112,8 @@ static void s_gemm_case(int M, int N, int K, int ta, int tb, int pad, float beta
     int rc = rl_test_cu->gemm(rl_test_ctx, &g, dA, dB, dC);
     CHECK_MSG(rc == 0, "gemm %dx%dx%d: %s", M, N, K, rl_test_cu->errmsg(rl_test_ctx));
     float *C = rl_test_back(dC, (size_t)M * ldc * 4);
-    float *got = malloc((size_t)M * N * 4);
-    double *want = malloc((size_t)M * N * 8), worst_bound = 0;
+    float *got = calloc((size_t)M * N, sizeof *got);
+    double *want = calloc((size_t)M * N, sizeof *want), worst_bound = 0;
     size_t bad = 0;
     for (int i = 0; i < M; i++) {
         for (int j = 0; j < N; j++) {
@@ -206,7 +206,7 @@ static void test_bias(void) {
         float *ddout = rl_test_dup(dout, (size_t)N * ld * 4), *ddb = rl_test_dup(db0, (size_t)OC * 4);
         CHECK_INT(rl_test_cu->bias_grad(rl_test_ctx, ddb, ddout, ld, N, OC), 0);
         float *db = rl_test_back(ddb, (size_t)OC * 4);
-        double *want = malloc((size_t)OC * 8), mag = 0;
+        double *want = calloc((size_t)OC, sizeof *want), mag = 0;
         for (int j = 0; j < OC; j++) {
             double sum = db0[j], m = fabs(db0[j]);
             for (int i = 0; i < N; i++) {
