@@ -2,6 +2,7 @@
 // memory, bf16 conversions and the cuBLASLt matmul, and the module's one export. The kernels of
 // the layers live in their own files beside it, each with its launch function.
 #include "rl_cuda_common.cuh"
+#include "rl_cuda_head.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -312,6 +313,12 @@ static const rl_cuda_module_t s_module = {
     s_f32_to_bf16,
     s_bf16_to_f32,
     s_gemm,
+    // ---- vocabulary head and sampling (rl_cuda_head.cu) ----
+    rl_cuda_logprob_scratch_bytes,
+    rl_cuda_logprob_forward,
+    rl_cuda_logprob_backward,
+    rl_cuda_logits,
+    rl_cuda_sample,
 };
 
 extern "C" __attribute__((visibility("default"))) const rl_cuda_module_t *rl_cuda_module(void) {
