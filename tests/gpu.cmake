@@ -23,3 +23,9 @@ endfunction()
 # the module's core: bf16 conversions, device memory and its errors, the cuBLASLt matmul in every
 # transpose against the CPU in double
 rl_add_gpu_test(NAME model.cuda_core SOURCES test_cuda_core.c)
+
+# the vocabulary head and the sampler's draw (model/cuda/rl_cuda_head.cu): the chunked logprob
+# head forward/backward against rl_logprob_*_ref and the CPU fp32 head (same bf16 h and w), full
+# logits, sampling (every draw against a host model, chi-square against rollout/rl_sample.c's
+# distribution, exclusion, greedy ties, reproducibility); host-side checks run everywhere first
+rl_add_gpu_test(NAME model.cuda_head SOURCES test_cuda_head.c LIBS rl_rollout)

@@ -3,6 +3,7 @@
 // the layers live in their own files beside it, each with its launch function.
 #include "rl_cuda_common.cuh"
 #include "rl_cuda_lin.h"
+#include "rl_cuda_head.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -315,6 +316,12 @@ static const rl_cuda_module_t s_module = {
     s_gemm,
     rl_cuda_bias_rows,
     rl_cuda_bias_grad,
+    // ---- vocabulary head and sampling (rl_cuda_head.cu) ----
+    rl_cuda_logprob_scratch_bytes,
+    rl_cuda_logprob_forward,
+    rl_cuda_logprob_backward,
+    rl_cuda_logits,
+    rl_cuda_sample,
 };
 
 extern "C" __attribute__((visibility("default"))) const rl_cuda_module_t *rl_cuda_module(void) {

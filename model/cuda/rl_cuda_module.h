@@ -96,6 +96,40 @@ typedef struct rl_cuda_api {
     int (*bias_rows)(rl_cuda_ctx_t *ctx, float *out, int ldo, const float *bias, int N, int OC);
     // dbias (OC) fp32 += column sums of dout (N, OC) fp32 (row stride ldd), in row order.
     int (*bias_grad)(rl_cuda_ctx_t *ctx, float *dbias, const float *dout, int ldd, int N, int OC);
+
+    // ---- vocabulary head and sampling (rl_cuda_head.cu; contracts in rl_cuda_head.h) ----
+    // Bytes of the head's scratch for `chunk` rows: (chunk,V) fp32 logits + (chunk,V) bf16
+    // dlogits + (chunk,C) bf16 h rows + (chunk,C) fp32 dh rows, each 256-aligned; 0 if an arg < 1.
+    size_t (*logprob_scratch_bytes)(int chunk, int C, int V);
+    // The fused chunked logprob head (rl_logprob_forward's semantics): for rows with
+    // targets[i] >= 0, z = h_i @ w^T / temperature, logp[i] = log_softmax(z)[targets[i]],
+    // entropy[i] = -sum p log p; rows with targets < 0 get 0. logp (N) fp32 =, entropy (N)
+    // fp32 = or NULL, h (N,C) bf16, w (V,C) bf16 (lm_head), targets (N) int32, temperature > 0,
+    // scratch: logprob_scratch_bytes(chunk, C, V) bytes. Nothing is saved (backward recomputes).
+    int (*logprob_forward)(rl_cuda_ctx_t *ctx, float *logp, float *entropy, const uint16_t *h,
+                           const uint16_t *w, const int32_t *targets, float temperature, int N,
+                           int C, int V, void *scratch, int chunk);
+    // Its backward (rl_logprob_backward's semantics), logits recomputed chunk by chunk:
+    // dz = dlogp_i (onehot - p) - dentropy_i p (log p + H_i), dlogits = dz / T rounded to bf16;
+    // dh (N,C) fp32 += dlogits @ w; dw (V,C) fp32 += dlogits^T @ h (NULL skips either).
+    // dlogp (N) fp32, dentropy (N) fp32 or NULL; rows with targets < 0, or dlogp 0 and no
+    // dentropy, contribute nothing (their dh rows are untouched).
+    int (*logprob_backward)(rl_cuda_ctx_t *ctx, float *dh, float *dw, const float *dlogp,
+                            const float *dentropy, const uint16_t *h, const uint16_t *w,
+                            const int32_t *targets, float temperature, int N, int C, int V,
+                            void *scratch, int chunk);
+    // logits (S,V) fp32 = h (S,C) bf16, row stride ldh, @ w (V,C) bf16 ^T; divided by
+    // temperature when > 0, raw when 0 (the sampler's decode step).
+    int (*logits)(rl_cuda_ctx_t *ctx, float *logits, const uint16_t *h, int ldh,
+                  const uint16_t *w, float temperature, int S, int C, int V);
+    // One token per row of raw logits (S,V) fp32: greedy at temperature 0 (argmax, lowest id on
+    // ties), else temperature -> top-k -> top-p (renormalised) -> draw with u =
+    // rl_cuda_uniform(keys[s], steps[s]) (Philox4x32-10; keys, steps (S) uint64). tokens (S)
+    // int32 =; logprobs (S) fp32 = log_softmax(logits / T)[token] over the full vocabulary (T = 1
+    // when greedy), or NULL.
+    int (*sample)(rl_cuda_ctx_t *ctx, int32_t *tokens, float *logprobs, const float *logits,
+                  float temperature, int top_k, float top_p, const uint64_t *keys,
+                  const uint64_t *steps, int S, int V);
 } rl_cuda_module_t;
 
 // The module's one export (RL_CUDA_MODULE_SYMBOL).
