@@ -23,3 +23,9 @@ endfunction()
 # the module's core: bf16 conversions, device memory and its errors, the cuBLASLt matmul in every
 # transpose against the CPU in double
 rl_add_gpu_test(NAME model.cuda_core SOURCES test_cuda_core.c)
+
+# the element-wise and small kernels (rl_cuda_elt.cu): embedding (+ backward and its plan),
+# RMSNorm (+ per head), RoPE, SwiGLU, residual, dropout, AdamW, the clip's sum of squares and
+# scale, the scalar head; against the CPU kernels (bit for bit where the CPU's arithmetic is a
+# fixed sequence of IEEE operations) and double sums, fp32 and bf16 outputs, = and +=
+rl_add_gpu_test(NAME model.cuda_elt SOURCES test_cuda_elt.c LIBS rl_trainer)

@@ -2,6 +2,7 @@
 // memory, bf16 conversions and the cuBLASLt matmul, and the module's one export. The kernels of
 // the layers live in their own files beside it, each with its launch function.
 #include "rl_cuda_common.cuh"
+#include "rl_cuda_elt.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -312,6 +313,26 @@ static const rl_cuda_module_t s_module = {
     s_f32_to_bf16,
     s_bf16_to_f32,
     s_gemm,
+    // ---- element-wise and small kernels (rl_cuda_elt.cu) ----
+    rl_cuda_elt_scratch_doubles,
+    rl_cuda_elt_embedding_forward,
+    rl_cuda_elt_embedding_plan,
+    rl_cuda_elt_embedding_backward,
+    rl_cuda_elt_rmsnorm_forward,
+    rl_cuda_elt_rmsnorm_backward,
+    rl_cuda_elt_rope_forward,
+    rl_cuda_elt_rope_backward,
+    rl_cuda_elt_swiglu_forward,
+    rl_cuda_elt_swiglu_backward,
+    rl_cuda_elt_residual_forward,
+    rl_cuda_elt_accumulate,
+    rl_cuda_elt_dropout_forward,
+    rl_cuda_elt_dropout_backward,
+    rl_cuda_elt_adamw_step,
+    rl_cuda_elt_sumsq,
+    rl_cuda_elt_scale,
+    rl_cuda_elt_head_forward,
+    rl_cuda_elt_head_backward,
 };
 
 extern "C" __attribute__((visibility("default"))) const rl_cuda_module_t *rl_cuda_module(void) {
