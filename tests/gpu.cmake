@@ -29,3 +29,9 @@ rl_add_gpu_test(NAME model.cuda_core SOURCES test_cuda_core.c)
 # logits, sampling (every draw against a host model, chi-square against rollout/rl_sample.c's
 # distribution, exclusion, greedy ties, reproducibility); host-side checks run everywhere first
 rl_add_gpu_test(NAME model.cuda_head SOURCES test_cuda_head.c LIBS rl_rollout)
+
+# the element-wise and small kernels (rl_cuda_elt.cu): embedding (+ backward and its plan),
+# RMSNorm (+ per head), RoPE, SwiGLU, residual, dropout, AdamW, the clip's sum of squares and
+# scale, the scalar head; against the CPU kernels (bit for bit where the CPU's arithmetic is a
+# fixed sequence of IEEE operations) and double sums, fp32 and bf16 outputs, = and +=
+rl_add_gpu_test(NAME model.cuda_elt SOURCES test_cuda_elt.c LIBS rl_trainer)

@@ -4,6 +4,7 @@
 #include "rl_cuda_common.cuh"
 #include "rl_cuda_lin.h"
 #include "rl_cuda_head.h"
+#include "rl_cuda_elt.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -322,6 +323,26 @@ static const rl_cuda_module_t s_module = {
     rl_cuda_logprob_backward,
     rl_cuda_logits,
     rl_cuda_sample,
+    // ---- element-wise and small kernels (rl_cuda_elt.cu) ----
+    rl_cuda_elt_scratch_doubles,
+    rl_cuda_elt_embedding_forward,
+    rl_cuda_elt_embedding_plan,
+    rl_cuda_elt_embedding_backward,
+    rl_cuda_elt_rmsnorm_forward,
+    rl_cuda_elt_rmsnorm_backward,
+    rl_cuda_elt_rope_forward,
+    rl_cuda_elt_rope_backward,
+    rl_cuda_elt_swiglu_forward,
+    rl_cuda_elt_swiglu_backward,
+    rl_cuda_elt_residual_forward,
+    rl_cuda_elt_accumulate,
+    rl_cuda_elt_dropout_forward,
+    rl_cuda_elt_dropout_backward,
+    rl_cuda_elt_adamw_step,
+    rl_cuda_elt_sumsq,
+    rl_cuda_elt_scale,
+    rl_cuda_elt_head_forward,
+    rl_cuda_elt_head_backward,
 };
 
 extern "C" __attribute__((visibility("default"))) const rl_cuda_module_t *rl_cuda_module(void) {

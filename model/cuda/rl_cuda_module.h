@@ -130,6 +130,109 @@ typedef struct rl_cuda_api {
     int (*sample)(rl_cuda_ctx_t *ctx, int32_t *tokens, float *logprobs, const float *logits,
                   float temperature, int top_k, float top_p, const uint64_t *keys,
                   const uint64_t *steps, int S, int V);
+
+    // ---- element-wise and small kernels (rl_cuda_elt.cu; numerics in rl_cuda_elt.h) ----
+    // Each matches its CPU kernel (rl_layers.h, rl_optim.h, rl_head.h). All buffers are device
+    // buffers except where an entry says host; ints are int32. n = 0 / N = 0 does nothing
+    // (a set output of sumsq is still written). Outputs must not alias inputs unless allowed.
+    //
+    // Doubles of device scratch that rmsnorm_backward (with dw), head_backward (with dw) for rows
+    // of C columns, and sumsq need (RL_CUDA_ELT_CHUNKS * C, at least RL_CUDA_ELT_SUMSQ_BLOCKS
+    // + 1); one buffer, allocated once for the largest C, serves every call on one stream.
+    size_t (*elt_scratch_doubles)(int C);
+    // out (N,C) fp32 = wte[ids[i]], wte (V,C) bf16, ids (N) int32; a row with ids[i] < 0 is
+    // zeros (rl_embedding_forward), one with ids[i] >= V is NaN (a caller's bug made visible
+    // instead of a read outside wte).
+    int (*embedding_forward)(rl_cuda_ctx_t *ctx, float *out, const int32_t *ids,
+                             const uint16_t *wte, int N, int C, int V);
+    // HOST, no device work: the plan of embedding_backward from the host's copy of ids (N):
+    // rows (N, host int32) = the rows i with ids[i] >= 0, sorted by (ids[i], i); seg (N + 1,
+    // host int32): run u of equal ids is rows[seg[u] .. seg[u+1]-1]; *n_seg runs. Upload rows
+    // and seg (the first *n_seg + 1 entries) for embedding_backward. -1 when an id is >= V.
+    int (*embedding_plan)(rl_cuda_ctx_t *ctx, const int32_t *ids, int N, int V, int32_t *rows,
+                          int32_t *seg, int *n_seg);
+    // dwte (V,C) fp32 += dout (N,C) fp32 row i into row ids[i], for the rows of the plan (ids,
+    // rows, seg: device copies; ids < 0 skipped): rl_embedding_backward bit for bit (each
+    // vocabulary row adds its rows in increasing order; no atomics).
+    int (*embedding_backward)(rl_cuda_ctx_t *ctx, float *dwte, const float *dout,
+                              const int32_t *ids, const int32_t *rows, const int32_t *seg,
+                              int n_seg, int C);
+    // RMSNorm over N rows of C (per head: N = rows * heads, C = D): y = w * (x * rstd),
+    // rstd = 1/sqrt(mean(x^2) + eps). inp (N,C) fp32, w (C) fp32. Writes out (N,C) fp32 and/or
+    // out_bf16 (N,C) bf16 (= round-to-nearest-even of the fp32 y; either may be NULL), saves
+    // rstd (N) fp32 (NULL: not saved). out may equal inp.
+    int (*rmsnorm_forward)(rl_cuda_ctx_t *ctx, float *out, uint16_t *out_bf16, float *rstd,
+                           const float *inp, const float *w, float eps, int N, int C);
+    // Backward of rmsnorm_forward from dout (N,C) fp32, the forward's inp (N,C) and rstd (N)
+    // fp32, w (C): dinp (N,C) fp32 += (accumulate) or = (the old contents unread) dx;
+    // dw (C) fp32 += sum over rows of dout * x * rstd. NULL skips dinp / dw. scratch: device,
+    // elt_scratch_doubles(C) doubles, needed with dw.
+    int (*rmsnorm_backward)(rl_cuda_ctx_t *ctx, float *dinp, float *dw, const float *dout,
+                            const float *inp, const float *w, const float *rstd, int N, int C,
+                            int accumulate, double *scratch);
+    // RoPE (rotate_half, pairs (j, j + D/2)) from rl_rope_table's table cs (n_pos, D) fp32
+    // (cos in the first D/2 floats of a row, sin in the rest): out (N,H,D) fp32 = R(pos[i]) inp
+    // (N,H,D) fp32, row i at position pos (N) int32, |pos| < n_pos (negative: the inverse
+    // rotation; past n_pos: NaN). rl_rope_forward_table bit for bit. out may equal inp. D even.
+    int (*rope_forward)(rl_cuda_ctx_t *ctx, float *out, const float *inp, const float *cs,
+                        const int32_t *pos, int N, int H, int D, int n_pos);
+    // Its backward: dinp (N,H,D) fp32 += (accumulate: rl_rope_backward bit for bit) or =
+    // (rl_rope_forward_table at -pos bit for bit) R(pos)^T dout (N,H,D) fp32. dinp may equal
+    // dout when setting (in place).
+    int (*rope_backward)(rl_cuda_ctx_t *ctx, float *dinp, const float *dout, const float *cs,
+                         const int32_t *pos, int N, int H, int D, int n_pos, int accumulate);
+    // out (n) = silu(gate) * up, gate and up fp32 (rl_swiglu_forward): out fp32 and/or out_bf16
+    // bf16 (either may be NULL). out may equal gate or up.
+    int (*swiglu_forward)(rl_cuda_ctx_t *ctx, float *out, uint16_t *out_bf16, const float *gate,
+                          const float *up, size_t n);
+    // Its backward from dout (n) fp32 and the forward's gate, up (n) fp32: dgate, dup (n) fp32
+    // += (accumulate: rl_swiglu_backward) or = (rl_swiglu_backward_set); dgate_bf16 / dup_bf16
+    // (n) bf16 = the rounded final dgate / dup (for the matmuls behind; the gradient itself when
+    // dgate / dup is NULL). Any output may be NULL.
+    int (*swiglu_backward)(rl_cuda_ctx_t *ctx, float *dgate, float *dup, uint16_t *dgate_bf16,
+                           uint16_t *dup_bf16, const float *dout, const float *gate,
+                           const float *up, size_t n, int accumulate);
+    // out (n) fp32 = a + b, a and b fp32 (out may equal a or b).
+    int (*residual_forward)(rl_cuda_ctx_t *ctx, float *out, const float *a, const float *b,
+                            size_t n);
+    // dst (n) fp32 += src (n) fp32 (the residual's backward, gradient sums).
+    int (*accumulate)(rl_cuda_ctx_t *ctx, float *dst, const float *src, size_t n);
+    // LoRA dropout: out (n) = inp * mask, inp and mask (n) fp32 (mask in {0, 1/(1-p)}, the
+    // caller's): out fp32 and/or out_bf16 bf16 (either NULL). out may equal inp.
+    int (*dropout_forward)(rl_cuda_ctx_t *ctx, float *out, uint16_t *out_bf16, const float *inp,
+                           const float *mask, size_t n);
+    // dinp (n) fp32 += (accumulate: rl_dropout_backward) or = dout * mask, both (n) fp32.
+    int (*dropout_backward)(rl_cuda_ctx_t *ctx, float *dinp, const float *dout,
+                            const float *mask, size_t n, int accumulate);
+    // One AdamW update (rl_optim.h's formula, bit for bit rl_optim_step): params, m, v (n) fp32
+    // updated in place from grads (n) fp32 (read only), at rate lr, for step count `step` >= 1
+    // (the count after incrementing: rl_optim_steps after the CPU's step).
+    int (*adamw_step)(rl_cuda_ctx_t *ctx, float *params, const float *grads, float *m, float *v,
+                      size_t n, double lr, double beta1, double beta2, double eps,
+                      double weight_decay, int64_t step);
+    // *out (one device double) = (or += with accumulate) sum of x[i]^2, x (n) fp32, summed in
+    // double in a fixed order (the same bits every run): the clip's norm is sqrt of the sum of
+    // every part's (read *out back with d2h). scratch: elt_scratch_doubles(.) doubles.
+    int (*sumsq)(rl_cuda_ctx_t *ctx, double *out, const float *x, size_t n, int accumulate,
+                 double *scratch);
+    // x (n) fp32 *= c (the clip: c = (float)(max_norm / (norm + 1e-6)) when below 1).
+    int (*scale)(rl_cuda_ctx_t *ctx, float *x, float c, size_t n);
+    // The scalar head (rl_head.h): out (n_out) fp32 = hidden[r] . w + bias with r = rows[k]
+    // (rows (n_out) int32, NULL: r = k), 0 where r < 0; hidden (N,C) fp32, w (C) fp32, bias
+    // one fp32 or NULL (0). The dot product in double, rounded once. Critic values: rows[b*T+t]
+    // = b*T+t-1 for 1 <= t < lengths[b], else -1; reward scores: rows[b] = b*T+lengths[b]-1.
+    int (*head_forward)(rl_cuda_ctx_t *ctx, float *out, const float *hidden, const float *w,
+                        const float *bias, const int32_t *rows, int n_out, int C);
+    // Its backward from dout (n_out) fp32; each row of hidden (N,C) is read by at most one
+    // output. dhidden (N,C) fp32: row r(k) += (accumulate) dout[k] * w, or, without
+    // accumulate, row r(k) = dout[k] * w and every other row 0 (rl_head_*_backward);
+    // dw (C) fp32 += sum_k dout[k] hidden[r(k)] (double, rounded once; terms with dout 0
+    // skipped); dbias (1) fp32 += sum_k dout[k] over r(k) >= 0. NULL skips a gradient.
+    // scratch: elt_scratch_doubles(C) doubles, needed with dw.
+    int (*head_backward)(rl_cuda_ctx_t *ctx, float *dhidden, float *dw, float *dbias,
+                         const float *dout, const float *hidden, const float *w,
+                         const int32_t *rows, int n_out, int N, int C, int accumulate,
+                         double *scratch);
 } rl_cuda_module_t;
 
 // The module's one export (RL_CUDA_MODULE_SYMBOL).
