@@ -1264,7 +1264,9 @@ static void s_derive(rl_cfg_ctx_t *c) {
         r->run.dir = rl_cfg_strdupf("%s/runs/%s", strcmp(c->cwd, "/") ? c->cwd : "", r->run.name);
     }
     if (!r->model.tokenizer && r->model.path) {
-        r->model.tokenizer = rl_cfg_strdupf("%s/tokenizer.json", r->model.path);
+        size_t n = strlen(r->model.path); // "/" + "/tokenizer.json" would read back as one /
+        r->model.tokenizer = rl_cfg_strdupf("%s%stokenizer.json", r->model.path,
+                                            n > 0 && r->model.path[n - 1] == '/' ? "" : "/");
     }
     if (!r->run.dir || (r->model.path && !r->model.tokenizer)) {
         c->oom = 1;

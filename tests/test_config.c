@@ -812,6 +812,30 @@ static void test_round_trip(void) {
         rl_recipe_destroy(&r);
         rl_recipe_destroy(&r2);
     }
+    // a model.path ending in '/' derives model.tokenizer without a double slash, which the
+    // printed recipe would read back as another path (fuzz.config found "//tokenizer.json")
+    {
+        const char *y = "model: {path: /}\ndata: {train: t.jsonl}\nalgorithm: {name: sft}\n"
+                        "optim: {lr: 1e-3}\ntrain: {steps: 2}\n";
+        rl_recipe_t *a = NULL, *b = NULL;
+        char *ya = NULL, *yb = NULL;
+        int rc = rl_recipe_load_string(y, strlen(y), "/tmp/slash.yaml", NULL, 0,
+                                       RL_RECIPE_NO_FILE_CHECKS, &a, s_err, ERRLEN);
+        CHECK_MSG(rc == 0, "%s", s_err);
+        if (a) {
+            CHECK_STR(a->model.tokenizer, "/tokenizer.json");
+            CHECK_INT(rl_recipe_to_yaml(a, &ya), 0);
+            rc = rl_recipe_load_string(ya, strlen(ya), "/tmp/slash2.yaml", NULL, 0,
+                                       RL_RECIPE_NO_FILE_CHECKS, &b, s_err, ERRLEN);
+            CHECK_MSG(rc == 0, "%s", s_err);
+            CHECK_INT(b ? rl_recipe_to_yaml(b, &yb) : -1, 0);
+            CHECK_STR(ya, yb);
+        }
+        free(ya);
+        free(yb);
+        rl_recipe_destroy(&a);
+        rl_recipe_destroy(&b);
+    }
     // awkward strings survive printing
     const char *ovr[] = {"sampling.stop=[\"a: b\", \"#x\", \"tab\\there\", '', \"\\u0085\","
                          " \"\\u2028\", \"\\x7f\", \"\\u00e9\", yes, '1e3', 'null']",
