@@ -23,3 +23,9 @@ endfunction()
 # the module's core: bf16 conversions, device memory and its errors, the cuBLASLt matmul in every
 # transpose against the CPU in double
 rl_add_gpu_test(NAME model.cuda_core SOURCES test_cuda_core.c)
+
+# attention (model/cuda/rl_cuda_attn.cu): the packed training forward and backward against
+# rl_attention_*_packed (fp32) and the double twins (head_dim 40/64/128/256 and odd ones, GQA and
+# not, lengths 1..4096, edges), determinism, the KV cache write, batched decode and prefill
+# against rl_attention_decode / rl_attention_prefill, their twins and the training forward's rows
+rl_add_gpu_test(NAME model.cuda_attn SOURCES test_cuda_attn.c)

@@ -1,6 +1,7 @@
 // rl_cuda — the CUDA module's core (see rl_cuda_module.h): device probing, contexts, device
 // memory, bf16 conversions and the cuBLASLt matmul, and the module's one export. The kernels of
 // the layers live in their own files beside it, each with its launch function.
+#include "rl_cuda_attn.h"
 #include "rl_cuda_common.cuh"
 
 #include <stdint.h>
@@ -312,6 +313,12 @@ static const rl_cuda_module_t s_module = {
     s_f32_to_bf16,
     s_bf16_to_f32,
     s_gemm,
+    // ---- attention ----
+    rl_cuda_attn_forward,
+    rl_cuda_attn_backward,
+    rl_cuda_attn_cache_write,
+    rl_cuda_attn_decode,
+    rl_cuda_attn_prefill,
 };
 
 extern "C" __attribute__((visibility("default"))) const rl_cuda_module_t *rl_cuda_module(void) {
