@@ -35,3 +35,9 @@ rl_add_gpu_test(NAME model.cuda_head SOURCES test_cuda_head.c LIBS rl_rollout)
 # scale, the scalar head; against the CPU kernels (bit for bit where the CPU's arithmetic is a
 # fixed sequence of IEEE operations) and double sums, fp32 and bf16 outputs, = and +=
 rl_add_gpu_test(NAME model.cuda_elt SOURCES test_cuda_elt.c LIBS rl_trainer)
+
+# attention (model/cuda/rl_cuda_attn.cu): the packed training forward and backward against
+# rl_attention_*_packed (fp32) and the double twins (head_dim 40/64/128/256 and odd ones, GQA and
+# not, lengths 1..4096, edges), determinism, the KV cache write, batched decode and prefill
+# against rl_attention_decode / rl_attention_prefill, their twins and the training forward's rows
+rl_add_gpu_test(NAME model.cuda_attn SOURCES test_cuda_attn.c)

@@ -1,6 +1,7 @@
 // rl_cuda — the CUDA module's core (see rl_cuda_module.h): device probing, contexts, device
 // memory, bf16 conversions and the cuBLASLt matmul, and the module's one export. The kernels of
 // the layers live in their own files beside it, each with its launch function.
+#include "rl_cuda_attn.h"
 #include "rl_cuda_common.cuh"
 #include "rl_cuda_lin.h"
 #include "rl_cuda_head.h"
@@ -343,6 +344,12 @@ static const rl_cuda_module_t s_module = {
     rl_cuda_elt_scale,
     rl_cuda_elt_head_forward,
     rl_cuda_elt_head_backward,
+    // ---- attention ----
+    rl_cuda_attn_forward,
+    rl_cuda_attn_backward,
+    rl_cuda_attn_cache_write,
+    rl_cuda_attn_decode,
+    rl_cuda_attn_prefill,
 };
 
 extern "C" __attribute__((visibility("default"))) const rl_cuda_module_t *rl_cuda_module(void) {

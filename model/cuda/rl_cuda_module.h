@@ -233,6 +233,43 @@ typedef struct rl_cuda_api {
                          const float *dout, const float *hidden, const float *w,
                          const int32_t *rows, int n_out, int N, int C, int accumulate,
                          double *scratch);
+
+    // ---- attention (rl_cuda_attn.h: causal GQA, fp32; scale 1/sqrt(D); 1 <= D <= 256) ----
+    // Training forward over B >= 1 packed sequences: sequence b is rows starts[b]..starts[b+1]-1
+    // (starts (B+1) int32 on the device, N = starts[B]) of q (N,NH,D), k/v (N,NKV,D), all fp32.
+    // Writes (=) out (N,NH,D) fp32 and lse (N*NH) fp32 in the CPU's packed layout
+    // (lse[starts[b]*NH + h*len_b + t]; NULL: not written). Saved for backward: q k v out lse.
+    // rl_attention_forward_packed's semantics; no (T,T) matrix.
+    int (*attn_forward)(rl_cuda_ctx_t *ctx, float *out, float *lse, const float *q,
+                        const float *k, const float *v, const int *starts, int B, int N, int NH,
+                        int NKV, int D);
+    // Training backward: accumulates (+=) dq (N,NH,D), dk, dv (N,NKV,D) fp32 (NULL: skipped) from
+    // dout (N,NH,D) and the forward's q, k, v, out, lse (all fp32); delta (N*NH) fp32 is scratch
+    // (overwritten). rl_attention_backward_packed's semantics; deterministic (no atomics).
+    int (*attn_backward)(rl_cuda_ctx_t *ctx, float *dq, float *dk, float *dv, float *delta,
+                         const float *dout, const float *q, const float *k, const float *v,
+                         const float *out, const float *lse, const int *starts, int B, int N,
+                         int NH, int NKV, int D);
+    // KV cache (per layer: K and V each (n_slots, max_len, NKV, D) fp32, not transposed): writes
+    // (=) row i of k/v (n,NKV,D) fp32 at slot slots[i], position pos[i] (int32 (n) on the device;
+    // rows out of range are not written).
+    int (*attn_cache_write)(rl_cuda_ctx_t *ctx, float *kcache, float *vcache, const float *k,
+                            const float *v, const int *slots, const int *pos, int n, int n_slots,
+                            int max_len, int NKV, int D);
+    // Batched decode: writes (=) out (S,NH,D) fp32, row s = attention of q row s (S,NH,D) over
+    // positions 0..n_ctx[s]-1 of slot slots[s] (slots NULL: slot s; int32 (S) on the device);
+    // rl_attention_decode's semantics. Rows with a bad slot or n_ctx outside 1..max_len: NaN.
+    int (*attn_decode)(rl_cuda_ctx_t *ctx, float *out, const float *q, const float *kcache,
+                       const float *vcache, const int *slots, const int *n_ctx, int S, int NH,
+                       int NKV, int D, int n_slots, int max_len);
+    // Batched prefill: run b is q rows q_starts[b]..q_starts[b+1]-1 (q (N,NH,D) fp32) at
+    // positions pos0[b].. of slot slots[b], attending to cached positions 0..pos0[b]+i (int32
+    // arrays on the device); writes (=) out (N,NH,D) fp32. rl_attention_prefill's semantics.
+    // Runs with a bad slot or pos0 + n_b > max_len: NaN.
+    int (*attn_prefill)(rl_cuda_ctx_t *ctx, float *out, const float *q, const float *kcache,
+                        const float *vcache, const int *q_starts, const int *slots,
+                        const int *pos0, int B, int N, int NH, int NKV, int D, int n_slots,
+                        int max_len);
 } rl_cuda_module_t;
 
 // The module's one export (RL_CUDA_MODULE_SYMBOL).

@@ -1,0 +1,992 @@
+// rl_cuda_attn — causal GQA attention (see rl_cuda_attn.h): the training forward and backward
+// over packed sequences, the KV cache write, batched decode and batched prefill. fp32 on the
+// CUDA cores, FlashAttention's tiling (Dao et al. 2022, algorithms 1 and 2) written plainly:
+// correctness first; a bf16 tensor-core version (mma, K/V tiles double-buffered, GQA heads
+// packed into one tile, split-K decode for long contexts) is a later optimisation, measured.
+//
+// Notation, per sequence and query head h (kv head g = h / (NH/NKV)), as in rl_layers.c:
+//   S = scale Q K^T (causal: query t sees keys j <= t),  P = softmax(S) row-wise,  O = P V,
+//   lse_t = log sum_j exp(S_tj)  (so that P_tj = exp(S_tj - lse_t), recomputed in backward).
+//
+// Forward (online softmax). A block owns a tile of query rows and walks the key tiles; per row
+// it keeps the running max m, the running sum l = sum_j exp(S_tj - m) and the unnormalised
+// O~ = sum_j exp(S_tj - m) v_j. A new tile with scores s_j and m' = max(m, max_j s_j) rescales:
+//   l <- e^(m - m') l + sum_j e^(s_j - m'),   O~ <- e^(m - m') O~ + sum_j e^(s_j - m') v_j;
+// at the end O = O~ / l and lse = m + log l. Key 0 is visible to every row and lies in the
+// first tile, so m is finite after it, and l >= 1 (the max's own term is e^0).
+//
+// Backward. With dO given and P recomputed:
+//   dV = P^T dO;   dP = dO V^T;   dS = P * (dP - D),  D_t = rowsum(P * dP)_t;
+//   dQ = scale dS K;   dK = scale dS^T Q.
+// (dS is the softmax's backward: dS_tj = P_tj (dP_tj - sum_i P_ti dP_ti).) And
+// rowsum(P * dP)_t = sum_j P_tj (dO_t . v_j) = dO_t . (sum_j P_tj v_j) = dO_t . O_t, so D comes
+// from the forward's output in one pass (s_delta_kernel) instead of a (T,T) product. Two kernels
+// then split the work so that no two blocks add into the same gradient element (no atomics, a
+// fixed summation order, the same bits every run): s_bwd_dkdv_kernel owns a tile of keys of one
+// kv head and loops over the query heads of its group and the query tiles at or after it;
+// s_bwd_dq_kernel owns a tile of queries of one head and loops over the key tiles up to it. Both
+// recompute S and P (twice the forward's score work: fine for a first version).
+//
+// Geometry. Blocks of 256 threads seen as 16 x 16: ty = tid / 16 picks rows ty + 16 i, tx = tid
+// % 16 picks columns tx + 16 j, so a row's 16 threads are one half-warp and its max and sum are
+// half-warp shuffles. Tiles live in dynamic shared memory with rows of ld = D | 1 floats: an odd
+// stride puts element d of 16 consecutive rows in 16 different banks. A head dimension D <= DMAX
+// (64, 128 or 256, a template argument) keeps each thread's output columns tx + 16 c, c < DMAX/16,
+// in registers. Sequences are found from the device's starts without the host reading them:
+// sequence b's tiles are numbered from starts[b] / tile + b, which leaves room for its
+// ceil(len_b / tile) tiles before sequence b+1's first (floor((s + len) / tile) + 1 >=
+// floor(s / tile) + ceil(len / tile)), so N / tile + B blocks cover every tile and a block finds
+// its sequence by binary search; blocks past a sequence's last tile exit at once.
+#include "rl_cuda_attn.h"
+
+#include "rl_cuda_common.cuh"
+
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+
+// ---------------------------------------------------------------------------------------------
+// shared helpers
+
+enum {
+    S_THREADS = 256,     // threads of the training and prefill kernels: 16 x 16
+    S_FWD_BR = 64,       // forward and prefill: query rows per tile
+    S_FWD_BC = 32,       // forward and prefill: keys per tile
+    S_BWD_BR = 32,       // backward: query rows per tile
+    S_BWD_BC = 32,       // backward: keys per tile
+    S_DEC_THREADS = 128, // decode: threads
+    S_DEC_BK = 32,       // decode: keys per tile (a key per lane in the softmax)
+    S_DEC_HPB = 8,       // decode: query heads per block
+    S_DMAX = 256,        // the largest head dimension
+};
+
+// Row stride of a (rows, D) tile in shared memory: odd (see the top).
+__host__ __device__ static inline int s_ld(int D) {
+    return D | 1;
+}
+
+// Row stride of a (rows, BC) probability tile: two rows of one warp (ty, ty + 1) 16 banks apart.
+__host__ __device__ static inline int s_pld(int BC) {
+    return BC + 16;
+}
+
+__device__ static inline int s_imin(int a, int b) {
+    return a < b ? a : b;
+}
+
+// The block's dynamic shared memory (launch argument), as floats.
+__device__ static inline float *s_smem(void) {
+    extern __shared__ float s_dyn[];
+    return s_dyn;
+}
+
+// Max and sum over the 16 lanes of a half-warp (every lane of the warp calls it).
+__device__ static inline float s_half_max(float x) {
+    for (int o = 8; o > 0; o >>= 1) {
+        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+    }
+    return x;
+}
+
+__device__ static inline float s_half_sum(float x) {
+    for (int o = 8; o > 0; o >>= 1) {
+        x += __shfl_xor_sync(0xffffffffu, x, o);
+    }
+    return x;
+}
+
+// Over the 32 lanes of a warp.
+__device__ static inline float s_warp_max(float x) {
+    for (int o = 16; o > 0; o >>= 1) {
+        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+    }
+    return x;
+}
+
+__device__ static inline float s_warp_sum(float x) {
+    for (int o = 16; o > 0; o >>= 1) {
+        x += __shfl_xor_sync(0xffffffffu, x, o);
+    }
+    return x;
+}
+
+// The sequence of tile x (tiles of `tile` rows numbered as at the top): returns b and sets *t to
+// the tile's index within it, or returns -1 when x is past its sequence's last tile.
+__device__ static int s_find(const int *starts, int B, int tile, int x, int *t) {
+    int lo = 0, hi = B - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (starts[mid] / tile + mid <= x) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    int i = x - (starts[lo] / tile + lo), len = starts[lo + 1] - starts[lo];
+    if (i < 0 || i >= (len + tile - 1) / tile) {
+        return -1;
+    }
+    *t = i;
+    return lo;
+}
+
+// rows (n, D) at src (row stride rs) into dst (rows, ld), zeros for rows n..rows-1; a warp per
+// row, lanes along it (reads of D consecutive floats).
+__device__ static inline void s_load_rows(float *dst, const float *src, size_t rs, int n, int rows,
+                                          int D, int ld, int nthreads) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = nthreads / 32;
+    for (int r = warp; r < rows; r += nw) {
+        if (r < n) {
+            const float *s = src + (size_t)r * rs;
+            for (int d = lane; d < D; d += 32) {
+                dst[r * ld + d] = s[d];
+            }
+        } else {
+            for (int d = lane; d < D; d += 32) {
+                dst[r * ld + d] = 0.0f;
+            }
+        }
+    }
+}
+
+// Launch geometry helpers (host).
+static int s_dmax(int D) {
+    return D <= 64 ? 64 : D <= 128 ? 128 : 256;
+}
+
+static size_t s_fwd_smem(int D) {
+    return sizeof(float) *
+           ((size_t)(S_FWD_BR + 2 * S_FWD_BC) * s_ld(D) + (size_t)S_FWD_BR * s_pld(S_FWD_BC));
+}
+
+static size_t s_bwd_smem(int D) {
+    return sizeof(float) * ((size_t)(2 * S_BWD_BR + 2 * S_BWD_BC) * s_ld(D) +
+                            2 * (size_t)S_BWD_BR * s_pld(S_BWD_BC) + 2 * (size_t)S_BWD_BR);
+}
+
+static size_t s_dec_smem(int D) {
+    return sizeof(float) * ((size_t)S_DEC_HPB * D + 2 * (size_t)S_DEC_BK * s_ld(D) +
+                            (size_t)S_DEC_HPB * S_DEC_BK + 2 * (size_t)S_DEC_HPB);
+}
+
+// Allows `kernel` its dynamic shared memory (past 48 KiB it must be asked for), or says that the
+// device has too little.
+template <typename K>
+static int s_smem_attr(rl_cuda_ctx_t *ctx, K kernel, size_t bytes, const char *what, int D) {
+    int optin = 0;
+    RL_CUDA_CHECK(
+        ctx, cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx->device));
+    if (bytes > (size_t)optin) {
+        return rl_cuda_fail(ctx,
+                            "%s: head_dim %d needs %zu bytes of shared memory per block; cuda:%d "
+                            "allows %d",
+                            what, D, bytes, ctx->device, optin);
+    }
+    RL_CUDA_CHECK(
+        ctx, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    return 0;
+}
+
+static int s_check_heads(rl_cuda_ctx_t *ctx, const char *what, int NH, int NKV, int D) {
+    if (NH < 1 || NKV < 1 || NH % NKV != 0 || NH > 65535) {
+        return rl_cuda_fail(ctx, "%s: %d query heads cannot share %d kv heads", what, NH, NKV);
+    }
+    if (D < 1 || D > S_DMAX) {
+        return rl_cuda_fail(ctx, "%s: head_dim %d is not in 1..%d", what, D, S_DMAX);
+    }
+    return 0;
+}
+
+// Blocks covering the tiles of B packed sequences of N rows (see the top), or -1.
+static long long s_tiles(int N, int B, int tile) {
+    long long n = (long long)N / tile + B;
+    return n <= INT_MAX ? n : -1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// forward: one tile of query rows against the key tiles up to its last row
+
+// Queries i in [q0, q0 + BR) ∩ [0, nq) of one head at positions p0 + i, rows q + i*qs (out
+// alike); keys and values at k + j*ks, v + j*ks for positions j <= p0 + i; lse[i] (lse may be
+// NULL). Every thread of the block calls it.
+template <int DMAX>
+__device__ static void s_fwd_tile(float *out, float *lse, const float *q, const float *k,
+                                  const float *v, int p0, int nq, int q0, int qs, int ks, int D,
+                                  float scale) {
+    constexpr int BR = S_FWD_BR, BC = S_FWD_BC, RI = BR / 16, CJ = BC / 16, CD = DMAX / 16;
+    const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16;
+    const int ld = s_ld(D), pld = s_pld(BC);
+    float *sq = s_smem();               // (BR, ld) the tile's queries, 0 past nq
+    float *sk = sq + BR * ld;           // (BC, ld) keys of the current tile, 0 past kend
+    float *sv = sk + BC * ld;           // (BC, ld) values alike
+    float *sp = sv + BC * ld;           // (BR, pld) probabilities of the current tile
+    const int nr = s_imin(BR, nq - q0); // real rows, >= 1
+    const int kend = p0 + q0 + nr;      // keys 0..kend-1 are seen by some row
+    s_load_rows(sq, q + (size_t)q0 * qs, (size_t)qs, nr, BR, D, ld, S_THREADS);
+    // a row past nq (never written) sees what the last real row sees: its scores stay finite
+    int tpos[RI];
+    float m[RI], l[RI], o[RI][CD];
+#pragma unroll
+    for (int i = 0; i < RI; i++) {
+        tpos[i] = p0 + q0 + s_imin(ty + 16 * i, nr - 1);
+        m[i] = -INFINITY;
+        l[i] = 0.0f;
+#pragma unroll
+        for (int c = 0; c < CD; c++) {
+            o[i][c] = 0.0f;
+        }
+    }
+    for (int k0 = 0; k0 < kend; k0 += BC) {
+        __syncthreads(); // the previous tile's sk, sv, sp are read (and sq is written)
+        const int nk = s_imin(BC, kend - k0);
+        s_load_rows(sk, k + (size_t)k0 * ks, (size_t)ks, nk, BC, D, ld, S_THREADS);
+        s_load_rows(sv, v + (size_t)k0 * ks, (size_t)ks, nk, BC, D, ld, S_THREADS);
+        __syncthreads();
+        float s[RI][CJ];
+#pragma unroll
+        for (int i = 0; i < RI; i++) {
+#pragma unroll
+            for (int j = 0; j < CJ; j++) {
+                s[i][j] = 0.0f;
+            }
+        }
+#pragma unroll 4
+        for (int d = 0; d < D; d++) {
+            float a[RI], b[CJ];
+#pragma unroll
+            for (int i = 0; i < RI; i++) {
+                a[i] = sq[(ty + 16 * i) * ld + d];
+            }
+#pragma unroll
+            for (int j = 0; j < CJ; j++) {
+                b[j] = sk[(tx + 16 * j) * ld + d];
+            }
+#pragma unroll
+            for (int i = 0; i < RI; i++) {
+#pragma unroll
+                for (int j = 0; j < CJ; j++) {
+                    s[i][j] += a[i] * b[j];
+                }
+            }
+        }
+        // online softmax of each row over this tile (a row's 16 threads hold its BC scores)
+#pragma unroll
+        for (int i = 0; i < RI; i++) {
+            float mx = -INFINITY;
+#pragma unroll
+            for (int j = 0; j < CJ; j++) {
+                s[i][j] = k0 + tx + 16 * j <= tpos[i] ? s[i][j] * scale : -INFINITY;
+                mx = fmaxf(mx, s[i][j]);
+            }
+            const float mnew = fmaxf(m[i], s_half_max(mx)); // finite: key 0 is in tile 0
+            const float alpha = expf(m[i] - mnew);          // 0 on the first tile
+            float sum = 0.0f;
+#pragma unroll
+            for (int j = 0; j < CJ; j++) {
+                const float p = expf(s[i][j] - mnew); // 0 where masked
+                sp[(ty + 16 * i) * pld + tx + 16 * j] = p;
+                sum += p;
+            }
+            l[i] = alpha * l[i] + s_half_sum(sum);
+            m[i] = mnew;
+#pragma unroll
+            for (int c = 0; c < CD; c++) {
+                o[i][c] *= alpha;
+            }
+        }
+        __syncthreads(); // sp complete
+        for (int j = 0; j < nk; j++) {
+            float p[RI];
+#pragma unroll
+            for (int i = 0; i < RI; i++) {
+                p[i] = sp[(ty + 16 * i) * pld + j];
+            }
+#pragma unroll
+            for (int c = 0; c < CD; c++) {
+                const int col = tx + 16 * c;
+                if (col < D) {
+                    const float vv = sv[j * ld + col];
+#pragma unroll
+                    for (int i = 0; i < RI; i++) {
+                        o[i][c] += p[i] * vv;
+                    }
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < RI; i++) {
+        const int r = ty + 16 * i;
+        if (r < nr) {
+            const float inv = 1.0f / l[i];
+            float *dst = out + (size_t)(q0 + r) * qs;
+#pragma unroll
+            for (int c = 0; c < CD; c++) {
+                const int col = tx + 16 * c;
+                if (col < D) {
+                    dst[col] = o[i][c] * inv;
+                }
+            }
+            if (lse && tx == 0) {
+                lse[q0 + r] = m[i] + logf(l[i]);
+            }
+        }
+    }
+}
+
+// grid (N / BR + B, NH): tile blockIdx.x (see s_find) of query head blockIdx.y.
+template <int DMAX>
+__global__ void __launch_bounds__(S_THREADS)
+    s_fwd_kernel(float *out, float *lse, const float *q, const float *k, const float *v,
+                 const int *starts, int B, int NH, int NKV, int D, float scale) {
+    int t;
+    const int b = s_find(starts, B, S_FWD_BR, (int)blockIdx.x, &t);
+    if (b < 0) {
+        return;
+    }
+    const int h = (int)blockIdx.y, g = h / (NH / NKV);
+    const int row0 = starts[b], len = starts[b + 1] - row0, qs = NH * D, ks = NKV * D;
+    const size_t qo = (size_t)row0 * qs + (size_t)h * D, ko = (size_t)row0 * ks + (size_t)g * D;
+    float *lb = lse ? lse + (size_t)row0 * NH + (size_t)h * len : NULL;
+    s_fwd_tile<DMAX>(out + qo, lb, q + qo, k + ko, v + ko, 0, len, t * S_FWD_BR, qs, ks, D, scale);
+}
+
+// grid (N / BR + B, NH): as s_fwd_kernel, run b's keys from its cache slot.
+template <int DMAX>
+__global__ void __launch_bounds__(S_THREADS)
+    s_prefill_kernel(float *out, const float *q, const float *kc, const float *vc,
+                     const int *q_starts, const int *slots, const int *pos0, int B, int NH, int NKV,
+                     int D, int n_slots, int max_len, float scale) {
+    int t;
+    const int b = s_find(q_starts, B, S_FWD_BR, (int)blockIdx.x, &t);
+    if (b < 0) {
+        return;
+    }
+    const int h = (int)blockIdx.y, g = h / (NH / NKV);
+    const int row0 = q_starts[b], nq = q_starts[b + 1] - row0, qs = NH * D, ks = NKV * D;
+    const int slot = slots[b], p0 = pos0[b], q0 = t * S_FWD_BR;
+    const size_t qo = (size_t)row0 * qs + (size_t)h * D;
+    if (slot < 0 || slot >= n_slots || p0 < 0 || p0 > max_len - nq) {
+        const int nr = s_imin(S_FWD_BR, nq - q0);
+        for (int i = (int)threadIdx.x; i < nr * D; i += S_THREADS) {
+            out[qo + (size_t)(q0 + i / D) * qs + i % D] = NAN;
+        }
+        return;
+    }
+    const size_t ko = (size_t)slot * max_len * ks + (size_t)g * D;
+    s_fwd_tile<DMAX>(out + qo, NULL, q + qo, kc + ko, vc + ko, p0, nq, q0, qs, ks, D, scale);
+}
+
+// ---------------------------------------------------------------------------------------------
+// backward
+
+// delta[w] = dout_w . out_w for each of the rows (N*NH) rows of D floats: a warp per row.
+__global__ void s_delta_kernel(float *delta, const float *dout, const float *out, size_t rows,
+                               int D) {
+    const size_t w = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32;
+    const int lane = (int)(threadIdx.x % 32);
+    if (w >= rows) {
+        return; // the whole warp: w is the same in its 32 lanes
+    }
+    const float *a = dout + w * D, *b = out + w * D;
+    float s = 0.0f;
+    for (int d = lane; d < D; d += 32) {
+        s += a[d] * b[d];
+    }
+    s = s_warp_sum(s);
+    if (lane == 0) {
+        delta[w] = s;
+    }
+}
+
+// Scores and dP of one (BR queries) x (BC keys) tile: s[i][j] = q_r . k_c, dp[i][j] = do_r . v_c
+// for rows r = ty + 16 i and keys c = tx + 16 j, from the tiles in shared memory.
+template <int RI, int CJ>
+__device__ static inline void s_bwd_scores(float (&s)[RI][CJ], float (&dp)[RI][CJ], const float *sq,
+                                           const float *sdo, const float *sk, const float *sv,
+                                           int ld, int D) {
+    const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+#pragma unroll
+    for (int i = 0; i < RI; i++) {
+#pragma unroll
+        for (int j = 0; j < CJ; j++) {
+            s[i][j] = 0.0f;
+            dp[i][j] = 0.0f;
+        }
+    }
+#pragma unroll 2
+    for (int d = 0; d < D; d++) {
+        float a[RI], g[RI], b[CJ], w[CJ];
+#pragma unroll
+        for (int i = 0; i < RI; i++) {
+            a[i] = sq[(ty + 16 * i) * ld + d];
+            g[i] = sdo[(ty + 16 * i) * ld + d];
+        }
+#pragma unroll
+        for (int j = 0; j < CJ; j++) {
+            b[j] = sk[(tx + 16 * j) * ld + d];
+            w[j] = sv[(tx + 16 * j) * ld + d];
+        }
+#pragma unroll
+        for (int i = 0; i < RI; i++) {
+#pragma unroll
+            for (int j = 0; j < CJ; j++) {
+                s[i][j] += a[i] * b[j];
+                dp[i][j] += g[i] * w[j];
+            }
+        }
+    }
+}
+
+// Query rows q0.. (nr real) of head h into shared memory: q, dout, lse, delta (zeros past nr).
+__device__ static inline void s_bwd_load_queries(float *sq, float *sdo, float *slse, float *sdl,
+                                                 const float *q, const float *dout,
+                                                 const float *lse, const float *delta, int row0,
+                                                 int len, int q0, int nr, int h, int NH, int D,
+                                                 int ld) {
+    const size_t qs = (size_t)NH * D, qo = ((size_t)row0 + q0) * qs + (size_t)h * D;
+    s_load_rows(sq, q + qo, qs, nr, S_BWD_BR, D, ld, S_THREADS);
+    s_load_rows(sdo, dout + qo, qs, nr, S_BWD_BR, D, ld, S_THREADS);
+    for (int r = (int)threadIdx.x; r < S_BWD_BR; r += S_THREADS) {
+        slse[r] = r < nr ? lse[(size_t)row0 * NH + (size_t)h * len + q0 + r] : 0.0f;
+        sdl[r] = r < nr ? delta[((size_t)row0 + q0 + r) * NH + h] : 0.0f;
+    }
+}
+
+// grid (N / BC + B, NKV): key tile blockIdx.x of kv head blockIdx.y. dK and dV of the tile's
+// keys are summed over the group's query heads and every query at or after the tile's first
+// key, in registers (keys ty + 16 i, columns tx + 16 c), then added once.
+template <int DMAX>
+__global__ void __launch_bounds__(S_THREADS)
+    s_bwd_dkdv_kernel(float *dk, float *dv, const float *dout, const float *q, const float *k,
+                      const float *v, const float *lse, const float *delta, const int *starts,
+                      int B, int NH, int NKV, int D, float scale) {
+    constexpr int BR = S_BWD_BR, BC = S_BWD_BC, RI = BR / 16, CJ = BC / 16, KI = BC / 16;
+    constexpr int CD = DMAX / 16;
+    int t;
+    const int b = s_find(starts, B, BC, (int)blockIdx.x, &t);
+    if (b < 0) {
+        return;
+    }
+    const int g = (int)blockIdx.y, grp = NH / NKV, tid = (int)threadIdx.x;
+    const int ty = tid / 16, tx = tid % 16, ld = s_ld(D), pld = s_pld(BC);
+    const int row0 = starts[b], len = starts[b + 1] - row0, k0 = t * BC;
+    const int nk = s_imin(BC, len - k0), ks = NKV * D;
+    float *sk = s_smem();         // (BC, ld) the tile's keys (0 past nk)
+    float *sv = sk + BC * ld;     // (BC, ld) values
+    float *sq = sv + BC * ld;     // (BR, ld) queries of the current query tile (0 past nr)
+    float *sdo = sq + BR * ld;    // (BR, ld) their dout
+    float *sp = sdo + BR * ld;    // (BR, pld) P
+    float *sds = sp + BR * pld;   // (BR, pld) dS
+    float *slse = sds + BR * pld; // (BR) lse
+    float *sdl = slse + BR;       // (BR) delta
+    const size_t ko = ((size_t)row0 + k0) * ks + (size_t)g * D;
+    s_load_rows(sk, k + ko, (size_t)ks, nk, BC, D, ld, S_THREADS);
+    s_load_rows(sv, v + ko, (size_t)ks, nk, BC, D, ld, S_THREADS);
+    float ak[KI][CD], av[KI][CD];
+#pragma unroll
+    for (int i = 0; i < KI; i++) {
+#pragma unroll
+        for (int c = 0; c < CD; c++) {
+            ak[i][c] = 0.0f;
+            av[i][c] = 0.0f;
+        }
+    }
+    for (int h = g * grp; h < (g + 1) * grp; h++) {
+        for (int q0 = (k0 / BR) * BR; q0 < len; q0 += BR) {
+            const int nr = s_imin(BR, len - q0);
+            __syncthreads(); // sq, sdo, sp, sds of the previous tile are read
+            s_bwd_load_queries(sq, sdo, slse, sdl, q, dout, lse, delta, row0, len, q0, nr, h, NH, D,
+                               ld);
+            __syncthreads(); // (the first time: sk, sv too)
+            float s[RI][CJ], dp[RI][CJ];
+            s_bwd_scores<RI, CJ>(s, dp, sq, sdo, sk, sv, ld, D);
+#pragma unroll
+            for (int i = 0; i < RI; i++) {
+                const int r = ty + 16 * i;
+#pragma unroll
+                for (int j = 0; j < CJ; j++) {
+                    const int c = tx + 16 * j;
+                    float p = 0.0f, ds = 0.0f;
+                    if (r < nr && k0 + c <= q0 + r) { // causal (and so c < nk)
+                        p = expf(s[i][j] * scale - slse[r]);
+                        ds = p * (dp[i][j] - sdl[r]);
+                    }
+                    sp[r * pld + c] = p;
+                    sds[r * pld + c] = ds;
+                }
+            }
+            __syncthreads(); // sp, sds complete
+            // dV += P^T dO,  dK += dS^T Q  (scale applied once at the end)
+            for (int r = 0; r < nr; r++) {
+                float pk[KI], dk_[KI];
+#pragma unroll
+                for (int i = 0; i < KI; i++) {
+                    pk[i] = sp[r * pld + ty + 16 * i];
+                    dk_[i] = sds[r * pld + ty + 16 * i];
+                }
+#pragma unroll
+                for (int c = 0; c < CD; c++) {
+                    const int col = tx + 16 * c;
+                    if (col < D) {
+                        const float gq = sdo[r * ld + col], qq = sq[r * ld + col];
+#pragma unroll
+                        for (int i = 0; i < KI; i++) {
+                            av[i][c] += pk[i] * gq;
+                            ak[i][c] += dk_[i] * qq;
+                        }
+                    }
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < KI; i++) {
+        const int key = ty + 16 * i;
+        if (key < nk) {
+            const size_t o = ((size_t)row0 + k0 + key) * ks + (size_t)g * D;
+#pragma unroll
+            for (int c = 0; c < CD; c++) {
+                const int col = tx + 16 * c;
+                if (col < D) {
+                    if (dk) {
+                        dk[o + col] += scale * ak[i][c];
+                    }
+                    if (dv) {
+                        dv[o + col] += av[i][c];
+                    }
+                }
+            }
+        }
+    }
+}
+
+// grid (N / BR + B, NH): query tile blockIdx.x of head blockIdx.y. dQ of the tile's rows summed
+// over the key tiles up to its last row, in registers (rows ty + 16 i, columns tx + 16 c).
+template <int DMAX>
+__global__ void __launch_bounds__(S_THREADS)
+    s_bwd_dq_kernel(float *dq, const float *dout, const float *q, const float *k, const float *v,
+                    const float *lse, const float *delta, const int *starts, int B, int NH, int NKV,
+                    int D, float scale) {
+    constexpr int BR = S_BWD_BR, BC = S_BWD_BC, RI = BR / 16, CJ = BC / 16, CD = DMAX / 16;
+    int t;
+    const int b = s_find(starts, B, BR, (int)blockIdx.x, &t);
+    if (b < 0) {
+        return;
+    }
+    const int h = (int)blockIdx.y, g = h / (NH / NKV), tid = (int)threadIdx.x;
+    const int ty = tid / 16, tx = tid % 16, ld = s_ld(D), pld = s_pld(BC);
+    const int row0 = starts[b], len = starts[b + 1] - row0, q0 = t * BR;
+    const int nr = s_imin(BR, len - q0), ks = NKV * D, kend = q0 + nr;
+    float *sq = s_smem();         // (BR, ld) the tile's queries (0 past nr)
+    float *sdo = sq + BR * ld;    // (BR, ld) their dout
+    float *sk = sdo + BR * ld;    // (BC, ld) keys of the current key tile (0 past kend)
+    float *sv = sk + BC * ld;     // (BC, ld) values
+    float *sds = sv + BC * ld;    // (BR, pld) dS
+    float *slse = sds + BR * pld; // (BR) lse
+    float *sdl = slse + BR;       // (BR) delta
+    s_bwd_load_queries(sq, sdo, slse, sdl, q, dout, lse, delta, row0, len, q0, nr, h, NH, D, ld);
+    float acc[RI][CD];
+#pragma unroll
+    for (int i = 0; i < RI; i++) {
+#pragma unroll
+        for (int c = 0; c < CD; c++) {
+            acc[i][c] = 0.0f;
+        }
+    }
+    for (int k0 = 0; k0 < kend; k0 += BC) {
+        const int nk = s_imin(BC, kend - k0);
+        __syncthreads(); // sk, sv, sds of the previous tile are read (sq, sdo, slse, sdl written)
+        const size_t ko = ((size_t)row0 + k0) * ks + (size_t)g * D;
+        s_load_rows(sk, k + ko, (size_t)ks, nk, BC, D, ld, S_THREADS);
+        s_load_rows(sv, v + ko, (size_t)ks, nk, BC, D, ld, S_THREADS);
+        __syncthreads();
+        float s[RI][CJ], dp[RI][CJ];
+        s_bwd_scores<RI, CJ>(s, dp, sq, sdo, sk, sv, ld, D);
+#pragma unroll
+        for (int i = 0; i < RI; i++) {
+            const int r = ty + 16 * i;
+#pragma unroll
+            for (int j = 0; j < CJ; j++) {
+                const int c = tx + 16 * j;
+                float ds = 0.0f;
+                if (r < nr && k0 + c <= q0 + r) {
+                    const float p = expf(s[i][j] * scale - slse[r]);
+                    ds = p * (dp[i][j] - sdl[r]);
+                }
+                sds[r * pld + c] = ds;
+            }
+        }
+        __syncthreads(); // sds complete
+        // dQ += dS K  (scale at the end)
+        for (int j = 0; j < nk; j++) {
+            float a[RI];
+#pragma unroll
+            for (int i = 0; i < RI; i++) {
+                a[i] = sds[(ty + 16 * i) * pld + j];
+            }
+#pragma unroll
+            for (int c = 0; c < CD; c++) {
+                const int col = tx + 16 * c;
+                if (col < D) {
+                    const float kk = sk[j * ld + col];
+#pragma unroll
+                    for (int i = 0; i < RI; i++) {
+                        acc[i][c] += a[i] * kk;
+                    }
+                }
+            }
+        }
+    }
+    const size_t qs = (size_t)NH * D;
+#pragma unroll
+    for (int i = 0; i < RI; i++) {
+        const int r = ty + 16 * i;
+        if (r < nr) {
+            float *dst = dq + ((size_t)row0 + q0 + r) * qs + (size_t)h * D;
+#pragma unroll
+            for (int c = 0; c < CD; c++) {
+                const int col = tx + 16 * c;
+                if (col < D) {
+                    dst[col] += scale * acc[i][c];
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// KV cache: write and batched decode
+
+__global__ void s_cache_write_kernel(float *kc, float *vc, const float *k, const float *v,
+                                     const int *slots, const int *pos, size_t total, int KVD,
+                                     int n_slots, int max_len) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const size_t r = i / (size_t)KVD, e = i % (size_t)KVD;
+        const int s = slots[r], p = pos[r];
+        if (s < 0 || s >= n_slots || p < 0 || p >= max_len) {
+            continue;
+        }
+        const size_t dst = ((size_t)s * max_len + p) * KVD + e;
+        kc[dst] = k[i];
+        vc[dst] = v[i];
+    }
+}
+
+// grid (S, NKV, ceil(grp / HPB)), 128 threads: row s, the query heads h0..h0+nh-1 (nh <= HPB) of
+// kv head blockIdx.y, against tiles of BK keys of its slot: each K and V row is read once for
+// all the heads that share it. Scores: thread per (head, key); softmax: warp w owns heads w and
+// w + 4 (BK = 32: a key per lane); output: thread per (head, column) elements tid + 128 e.
+template <int DMAX>
+__global__ void __launch_bounds__(S_DEC_THREADS)
+    s_decode_kernel(float *out, const float *q, const float *kc, const float *vc, const int *slots,
+                    const int *n_ctx, int NH, int NKV, int D, int n_slots, int max_len,
+                    float scale) {
+    constexpr int BK = S_DEC_BK, HPB = S_DEC_HPB, NT = S_DEC_THREADS, E = HPB * DMAX / NT;
+    constexpr int HW = HPB / (NT / 32); // heads per warp in the softmax
+    static_assert(BK == 32, "a key per lane");
+    const int s = (int)blockIdx.x, g = (int)blockIdx.y, grp = NH / NKV;
+    const int h0 = g * grp + (int)blockIdx.z * HPB, nh = s_imin(HPB, grp - (int)blockIdx.z * HPB);
+    const int tid = (int)threadIdx.x, warp = tid / 32, lane = tid % 32, ld = s_ld(D);
+    const int slot = slots ? slots[s] : s, n = n_ctx[s], ks = NKV * D;
+    float *orow = out + ((size_t)s * NH + h0) * D; // heads h0.. are consecutive: nh * D floats
+    if (slot < 0 || slot >= n_slots || n < 1 || n > max_len) {
+        for (int i = tid; i < nh * D; i += NT) {
+            orow[i] = NAN;
+        }
+        return;
+    }
+    float *sq = s_smem();      // (HPB, D) the queries
+    float *sk = sq + HPB * D;  // (BK, ld) keys of the tile (0 past n)
+    float *sv = sk + BK * ld;  // (BK, ld) values
+    float *sp = sv + BK * ld;  // (HPB, BK) scores, then probabilities
+    float *sa = sp + HPB * BK; // (HPB) the tile's rescale factors
+    float *sl = sa + HPB;      // (HPB) the final sums
+    const float *qrow = q + ((size_t)s * NH + h0) * D;
+    for (int i = tid; i < nh * D; i += NT) {
+        sq[i] = qrow[i];
+    }
+    const size_t base = (size_t)slot * max_len * ks + (size_t)g * D;
+    float m[HW], l[HW], o[E];
+#pragma unroll
+    for (int u = 0; u < HW; u++) {
+        m[u] = -INFINITY;
+        l[u] = 0.0f;
+    }
+#pragma unroll
+    for (int e = 0; e < E; e++) {
+        o[e] = 0.0f;
+    }
+    for (int k0 = 0; k0 < n; k0 += BK) {
+        const int nk = s_imin(BK, n - k0);
+        __syncthreads(); // the previous tile is read (sq written)
+        s_load_rows(sk, kc + base + (size_t)k0 * ks, (size_t)ks, nk, BK, D, ld, NT);
+        s_load_rows(sv, vc + base + (size_t)k0 * ks, (size_t)ks, nk, BK, D, ld, NT);
+        __syncthreads();
+        for (int i = tid; i < nh * BK; i += NT) {
+            const int hh = i / BK, j = i % BK;
+            float acc = 0.0f;
+            for (int d = 0; d < D; d++) {
+                acc += sq[hh * D + d] * sk[j * ld + d];
+            }
+            sp[i] = j < nk ? acc * scale : -INFINITY;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int u = 0; u < HW; u++) {
+            const int hh = warp + (NT / 32) * u;
+            if (hh < nh) { // the same in the whole warp
+                const float x = sp[hh * BK + lane];
+                const float mnew = fmaxf(m[u], s_warp_max(x)); // finite: key k0 < n
+                const float alpha = expf(m[u] - mnew), p = expf(x - mnew);
+                sp[hh * BK + lane] = p;
+                l[u] = alpha * l[u] + s_warp_sum(p);
+                m[u] = mnew;
+                if (lane == 0) {
+                    sa[hh] = alpha;
+                }
+            }
+        }
+        __syncthreads();
+#pragma unroll
+        for (int e = 0; e < E; e++) {
+            const int i = tid + NT * e;
+            if (i < nh * D) {
+                const int hh = i / D, d = i % D;
+                float acc = o[e] * sa[hh];
+                for (int j = 0; j < nk; j++) {
+                    acc += sp[hh * BK + j] * sv[j * ld + d];
+                }
+                o[e] = acc;
+            }
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < HW; u++) {
+        const int hh = warp + (NT / 32) * u;
+        if (hh < nh && lane == 0) {
+            sl[hh] = l[u];
+        }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int e = 0; e < E; e++) {
+        const int i = tid + NT * e;
+        if (i < nh * D) {
+            orow[i] = o[e] / sl[i / D];
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// launches
+
+template <int DMAX>
+static int s_forward_launch(rl_cuda_ctx_t *ctx, float *out, float *lse, const float *q,
+                            const float *k, const float *v, const int *starts, int B, int NH,
+                            int NKV, int D, unsigned tiles) {
+    const size_t smem = s_fwd_smem(D);
+    if (s_smem_attr(ctx, s_fwd_kernel<DMAX>, smem, "attention forward", D) != 0) {
+        return -1;
+    }
+    s_fwd_kernel<DMAX><<<dim3(tiles, (unsigned)NH), S_THREADS, smem, ctx->stream>>>(
+        out, lse, q, k, v, starts, B, NH, NKV, D, 1.0f / sqrtf((float)D));
+    RL_CUDA_LAUNCHED(ctx, "attention forward");
+    return 0;
+}
+
+extern "C" int rl_cuda_attn_forward(rl_cuda_ctx_t *ctx, float *out, float *lse, const float *q,
+                                    const float *k, const float *v, const int *starts, int B, int N,
+                                    int NH, int NKV, int D) {
+    if (s_check_heads(ctx, "attention forward", NH, NKV, D) != 0) {
+        return -1;
+    }
+    const long long tiles = s_tiles(N, B, S_FWD_BR);
+    if (B < 1 || N < 0 || tiles < 0) {
+        return rl_cuda_fail(ctx, "attention forward: %d sequences of %d rows", B, N);
+    }
+    if (N == 0) {
+        return 0;
+    }
+    switch (s_dmax(D)) {
+    case 64:
+        return s_forward_launch<64>(ctx, out, lse, q, k, v, starts, B, NH, NKV, D, (unsigned)tiles);
+    case 128:
+        return s_forward_launch<128>(ctx, out, lse, q, k, v, starts, B, NH, NKV, D,
+                                     (unsigned)tiles);
+    default:
+        return s_forward_launch<256>(ctx, out, lse, q, k, v, starts, B, NH, NKV, D,
+                                     (unsigned)tiles);
+    }
+}
+
+template <int DMAX>
+static int s_backward_launch(rl_cuda_ctx_t *ctx, float *dq, float *dk, float *dv,
+                             const float *delta, const float *dout, const float *q, const float *k,
+                             const float *v, const float *lse, const int *starts, int B, int N,
+                             int NH, int NKV, int D) {
+    const size_t smem = s_bwd_smem(D);
+    const float scale = 1.0f / sqrtf((float)D);
+    if (dk || dv) {
+        const long long tiles = s_tiles(N, B, S_BWD_BC);
+        if (s_smem_attr(ctx, s_bwd_dkdv_kernel<DMAX>, smem, "attention backward", D) != 0) {
+            return -1;
+        }
+        s_bwd_dkdv_kernel<DMAX>
+            <<<dim3((unsigned)tiles, (unsigned)NKV), S_THREADS, smem, ctx->stream>>>(
+                dk, dv, dout, q, k, v, lse, delta, starts, B, NH, NKV, D, scale);
+        RL_CUDA_LAUNCHED(ctx, "attention backward dk dv");
+    }
+    if (dq) {
+        const long long tiles = s_tiles(N, B, S_BWD_BR);
+        if (s_smem_attr(ctx, s_bwd_dq_kernel<DMAX>, smem, "attention backward", D) != 0) {
+            return -1;
+        }
+        s_bwd_dq_kernel<DMAX>
+            <<<dim3((unsigned)tiles, (unsigned)NH), S_THREADS, smem, ctx->stream>>>(
+                dq, dout, q, k, v, lse, delta, starts, B, NH, NKV, D, scale);
+        RL_CUDA_LAUNCHED(ctx, "attention backward dq");
+    }
+    return 0;
+}
+
+extern "C" int rl_cuda_attn_backward(rl_cuda_ctx_t *ctx, float *dq, float *dk, float *dv,
+                                     float *delta, const float *dout, const float *q,
+                                     const float *k, const float *v, const float *out,
+                                     const float *lse, const int *starts, int B, int N, int NH,
+                                     int NKV, int D) {
+    if (s_check_heads(ctx, "attention backward", NH, NKV, D) != 0) {
+        return -1;
+    }
+    if (B < 1 || N < 0 || s_tiles(N, B, S_BWD_BR) < 0) {
+        return rl_cuda_fail(ctx, "attention backward: %d sequences of %d rows", B, N);
+    }
+    if (N == 0 || (!dq && !dk && !dv)) {
+        return 0;
+    }
+    const size_t rows = (size_t)N * NH;
+    s_delta_kernel<<<rl_cuda_blocks(rows * 32, 256), 256, 0, ctx->stream>>>(delta, dout, out, rows,
+                                                                            D);
+    RL_CUDA_LAUNCHED(ctx, "attention backward delta");
+    switch (s_dmax(D)) {
+    case 64:
+        return s_backward_launch<64>(ctx, dq, dk, dv, delta, dout, q, k, v, lse, starts, B, N, NH,
+                                     NKV, D);
+    case 128:
+        return s_backward_launch<128>(ctx, dq, dk, dv, delta, dout, q, k, v, lse, starts, B, N, NH,
+                                      NKV, D);
+    default:
+        return s_backward_launch<256>(ctx, dq, dk, dv, delta, dout, q, k, v, lse, starts, B, N, NH,
+                                      NKV, D);
+    }
+}
+
+extern "C" int rl_cuda_attn_cache_write(rl_cuda_ctx_t *ctx, float *kcache, float *vcache,
+                                        const float *k, const float *v, const int *slots,
+                                        const int *pos, int n, int n_slots, int max_len, int NKV,
+                                        int D) {
+    if (n < 0 || n_slots < 1 || max_len < 1 || NKV < 1 || D < 1) {
+        return rl_cuda_fail(ctx,
+                            "attention cache write: %d rows into %d slots of %d positions "
+                            "of %d x %d",
+                            n, n_slots, max_len, NKV, D);
+    }
+    if (n == 0) {
+        return 0;
+    }
+    const size_t total = (size_t)n * NKV * D;
+    unsigned blocks = rl_cuda_blocks(total, 256);
+    blocks = blocks < 65535u * 8u ? blocks : 65535u * 8u; // a grid-stride loop does the rest
+    s_cache_write_kernel<<<blocks, 256, 0, ctx->stream>>>(kcache, vcache, k, v, slots, pos, total,
+                                                          NKV * D, n_slots, max_len);
+    RL_CUDA_LAUNCHED(ctx, "attention cache write");
+    return 0;
+}
+
+template <int DMAX>
+static int s_decode_launch(rl_cuda_ctx_t *ctx, float *out, const float *q, const float *kc,
+                           const float *vc, const int *slots, const int *n_ctx, int S, int NH,
+                           int NKV, int D, int n_slots, int max_len) {
+    const size_t smem = s_dec_smem(D);
+    if (s_smem_attr(ctx, s_decode_kernel<DMAX>, smem, "attention decode", D) != 0) {
+        return -1;
+    }
+    const int grp = NH / NKV;
+    dim3 grid((unsigned)S, (unsigned)NKV, (unsigned)((grp + S_DEC_HPB - 1) / S_DEC_HPB));
+    s_decode_kernel<DMAX><<<grid, S_DEC_THREADS, smem, ctx->stream>>>(
+        out, q, kc, vc, slots, n_ctx, NH, NKV, D, n_slots, max_len, 1.0f / sqrtf((float)D));
+    RL_CUDA_LAUNCHED(ctx, "attention decode");
+    return 0;
+}
+
+extern "C" int rl_cuda_attn_decode(rl_cuda_ctx_t *ctx, float *out, const float *q,
+                                   const float *kcache, const float *vcache, const int *slots,
+                                   const int *n_ctx, int S, int NH, int NKV, int D, int n_slots,
+                                   int max_len) {
+    if (s_check_heads(ctx, "attention decode", NH, NKV, D) != 0) {
+        return -1;
+    }
+    if (S < 0 || n_slots < 1 || max_len < 1) {
+        return rl_cuda_fail(ctx, "attention decode: %d rows, %d slots of %d positions", S, n_slots,
+                            max_len);
+    }
+    if (S == 0) {
+        return 0;
+    }
+    switch (s_dmax(D)) {
+    case 64:
+        return s_decode_launch<64>(ctx, out, q, kcache, vcache, slots, n_ctx, S, NH, NKV, D,
+                                   n_slots, max_len);
+    case 128:
+        return s_decode_launch<128>(ctx, out, q, kcache, vcache, slots, n_ctx, S, NH, NKV, D,
+                                    n_slots, max_len);
+    default:
+        return s_decode_launch<256>(ctx, out, q, kcache, vcache, slots, n_ctx, S, NH, NKV, D,
+                                    n_slots, max_len);
+    }
+}
+
+template <int DMAX>
+static int s_prefill_launch(rl_cuda_ctx_t *ctx, float *out, const float *q, const float *kc,
+                            const float *vc, const int *q_starts, const int *slots, const int *pos0,
+                            int B, int NH, int NKV, int D, int n_slots, int max_len,
+                            unsigned tiles) {
+    const size_t smem = s_fwd_smem(D);
+    if (s_smem_attr(ctx, s_prefill_kernel<DMAX>, smem, "attention prefill", D) != 0) {
+        return -1;
+    }
+    s_prefill_kernel<DMAX><<<dim3(tiles, (unsigned)NH), S_THREADS, smem, ctx->stream>>>(
+        out, q, kc, vc, q_starts, slots, pos0, B, NH, NKV, D, n_slots, max_len,
+        1.0f / sqrtf((float)D));
+    RL_CUDA_LAUNCHED(ctx, "attention prefill");
+    return 0;
+}
+
+extern "C" int rl_cuda_attn_prefill(rl_cuda_ctx_t *ctx, float *out, const float *q,
+                                    const float *kcache, const float *vcache, const int *q_starts,
+                                    const int *slots, const int *pos0, int B, int N, int NH,
+                                    int NKV, int D, int n_slots, int max_len) {
+    if (s_check_heads(ctx, "attention prefill", NH, NKV, D) != 0) {
+        return -1;
+    }
+    const long long tiles = s_tiles(N, B, S_FWD_BR);
+    if (B < 1 || N < 0 || tiles < 0 || n_slots < 1 || max_len < 1) {
+        return rl_cuda_fail(ctx, "attention prefill: %d runs of %d rows, %d slots of %d positions",
+                            B, N, n_slots, max_len);
+    }
+    if (N == 0) {
+        return 0;
+    }
+    switch (s_dmax(D)) {
+    case 64:
+        return s_prefill_launch<64>(ctx, out, q, kcache, vcache, q_starts, slots, pos0, B, NH, NKV,
+                                    D, n_slots, max_len, (unsigned)tiles);
+    case 128:
+        return s_prefill_launch<128>(ctx, out, q, kcache, vcache, q_starts, slots, pos0, B, NH, NKV,
+                                     D, n_slots, max_len, (unsigned)tiles);
+    default:
+        return s_prefill_launch<256>(ctx, out, q, kcache, vcache, q_starts, slots, pos0, B, NH, NKV,
+                                     D, n_slots, max_len, (unsigned)tiles);
+    }
+}
