@@ -11,8 +11,12 @@ cd "$(dirname "$0")/.."
 root="$(pwd)"
 out="${OUT:-$root/gpu_check.out}"
 mkdir -p "$out"
-[ -d .gpu/bin ] || { echo "gpu_check: no .gpu/ (run scripts/gpu_pack.sh here first)"; exit 2; }
-export LD_LIBRARY_PATH="$root/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+[ -f .gpu/pack.tar.xz ] ||
+  { echo "gpu_check: no .gpu/pack.tar.xz (run scripts/gpu_pack.sh here first)"; exit 2; }
+pack=/tmp/rlctl-gpu
+rm -rf "$pack" && mkdir -p "$pack" && tar -C "$pack" -xJf .gpu/pack.tar.xz ||
+  { echo "gpu_check: cannot unpack .gpu/pack.tar.xz"; exit 2; }
+export LD_LIBRARY_PATH="$pack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 per_suite="${RL_GPU_SUITE_SECONDS:-240}"
 {
   date -u +"date %Y-%m-%dT%H:%M:%SZ"
@@ -24,7 +28,7 @@ status=0
 rows=()
 while read -r suite; do
   [ -n "$suite" ] || continue
-  exe=".gpu/bin/test_${suite//./_}"
+  exe="$pack/bin/test_${suite//./_}"
   log="$out/${suite}.log"
   t0=$(date +%s%N)
   (cd "$root" && timeout "$per_suite" "$exe") >"$log" 2>&1
@@ -39,7 +43,7 @@ while read -r suite; do
   checks=$(grep -Eo '[0-9]+ checks, [0-9]+ failed' "$log" | tail -n 1)
   rows+=("$(printf '%-28s %-10s %5d.%01d s  %s' "$suite" "$res" $((dt_ms / 1000)) \
     $(((dt_ms % 1000) / 100)) "$checks")")
-done < .gpu/gpu_tests.txt
+done < "$pack/gpu_tests.txt"
 echo
 echo "=== gpu_check: $(sed -n 's/^gpu //p' "$out/device.txt" | head -n 1)"
 printf '%-28s %-10s %9s  %s\n' suite result time checks

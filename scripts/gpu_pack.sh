@@ -15,16 +15,13 @@ grep -q "building the CUDA module" build/gpu.configure.log ||
   { echo "gpu_pack: CMake found no CUDA toolkit: nothing to pack" >&2; exit 1; }
 cmake --build build/gpu -j "${RL_JOBS:-$(nproc)}" 2>&1 | tail -n 5
 rm -rf .gpu && mkdir -p .gpu/bin .gpu/lib
-cp build/gpu/rlctl build/gpu/librlctl_cuda.so .gpu/bin/
-n=0
-for t in build/gpu/tests/test_*; do
-  [ -x "$t" ] || continue
-  # the gpu suites are the ones ctest labels gpu
-  name=$(basename "$t")
-  cp "$t" .gpu/bin/ && n=$((n + 1))
-done
 ctest --test-dir build/gpu -L gpu -N 2>/dev/null | sed -nE 's/^ *Test +#[0-9]+: (.*)$/\1/p' \
   > .gpu/gpu_tests.txt
+cp build/gpu/rlctl build/gpu/librlctl_cuda.so .gpu/bin/
+while read -r suite; do
+  cp "build/gpu/tests/test_${suite//./_}" .gpu/bin/
+done < .gpu/gpu_tests.txt
+strip --strip-unneeded .gpu/bin/* 2>/dev/null || true
 # shared libraries: everything ldd resolves that a bare CUDA machine may lack
 skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libutil\.|libresolv\.|libcuda\.|libcublas|libcudart|libnvidia)'
 for f in .gpu/bin/*; do
@@ -33,6 +30,16 @@ done | sort -u | while read -r lib path; do
   [[ "$lib" =~ $skip ]] && continue
   cp -L "$path" .gpu/lib/ 2>/dev/null || true
 done
-cp -r cookbook/models .gpu/models
-echo "gpu_pack: $(ls .gpu/bin | wc -l) programs, $(ls .gpu/lib | wc -l) libraries," \
-     "$(du -sh .gpu | cut -f1) in .gpu/ ($(wc -l < .gpu/gpu_tests.txt) gpu suites)"
+strip --strip-unneeded .gpu/lib/* 2>/dev/null || true
+# the device tool carries at most 64 MiB with the working tree (~28 MiB of tracked files): the
+# pack travels as one .tar.xz in .gpu/ (gpu_check.sh unpacks it)
+nb=$(ls .gpu/bin | wc -l)
+nl=$(ls .gpu/lib | wc -l)
+tar -C .gpu -cJf /tmp/rlctl-gpu.tar.xz bin lib gpu_tests.txt
+rm -rf .gpu && mkdir .gpu && mv /tmp/rlctl-gpu.tar.xz .gpu/pack.tar.xz
+size=$(du -sm .gpu/pack.tar.xz | cut -f1)
+tree=$(git ls-files -z | du -cm --files0-from=- | tail -n 1 | cut -f1)
+echo "gpu_pack: $nb programs, $nl libraries in .gpu/pack.tar.xz, ${size} MiB" \
+     "(the working tree: ${tree} MiB)"
+[ $((size + tree)) -lt 62 ] ||
+  { echo "gpu_pack: pack and working tree together pass the device tool's 64 MiB" >&2; exit 1; }
