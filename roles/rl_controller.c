@@ -17,6 +17,7 @@
 #include "rl_policy.h"
 #include "rl_progress.h"
 #include "rl_refcache.h"
+#include "rl_role.h"
 #include "rl_run.h"
 
 #include <dirent.h>
@@ -173,6 +174,12 @@ static int s_connect_remote(s_ctl_t *s, int first, int n, char *err, size_t err_
     return rc;
 }
 
+// Whether a role's workers run programs we did not write (rl_role_t.reaps).
+static int s_reaps(const char *role) {
+    const rl_role_t *rr = rl_role_find(role);
+    return rr && rr->reaps;
+}
+
 // Starts a role's group on the mesh (the actor; a reference or critic with roles.X: mesh) through
 // its launcher: on this host, or (mesh.hostfile) on the hosts of the hostfile, which reach us at
 // mesh.endpoint with the keys of the recipe.
@@ -184,7 +191,8 @@ static int s_spawn_mesh(s_ctl_t *s, const char *role, int threads, char *err, si
                               .n_launcher_args = m->launcher_args.n,
                               .hostfile = m->hostfile,
                               .endpoint = m->endpoint,
-                              .rank_key = m->rank_key};
+                              .rank_key = m->rank_key,
+                              .reaps = s_reaps(role)};
     rl_curve_key_t me;
     memset(&me, 0, sizeof me);
     char(*allow)[RL_CURVE_Z85_LEN + 1] = NULL;
@@ -409,7 +417,8 @@ static int s_setup_workers(s_ctl_t *s, char *err, size_t err_len) {
             continue;
         }
         for (int i = 0; !rc && i < local; i++) {
-            rc = rl_group_spawn(run->g, groups[k]->role, i, threads[k], err, err_len);
+            rc = rl_group_spawn(run->g, groups[k]->role, i, threads[k], s_reaps(groups[k]->role),
+                                err, err_len);
         }
     }
     if (!rc && nremote > 0) {
