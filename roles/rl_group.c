@@ -217,7 +217,8 @@ void rl_group_destroy(rl_group_t **self_p, double timeout_s) {
         }
     }
     for (int i = 0; i < g->n; i++) {
-        rl_grp_kill(g, &g->w[i]); // rl_grp_reap already killed the process groups of those that exited
+        // rl_grp_reap already killed the process groups of those that exited
+        rl_grp_kill(g, &g->w[i]);
         rl_chan_close(&g->w[i].chan, 0);
     }
     for (int i = 0; i < g->n_launch; i++) { // the ranks are gone: their launchers exit

@@ -46,9 +46,9 @@ int rl_group_new(const char *log_dir, double heartbeat, int64_t max_frame, rl_gr
 // frees.
 void rl_group_destroy(rl_group_t **self_p, double timeout_s);
 
-// A cancel check polled (at least every 100 ms) while rl_group_wait_ready and rl_group_call wait; when it returns non-zero they return
-// RL_ECANCELED and the workers they waited for are left running (their state is unknown:
-// destroy the group). NULL: none.
+// A cancel check polled (at least every 100 ms) while rl_group_wait_ready and rl_group_call wait;
+// when it returns non-zero they return RL_ECANCELED and the workers they waited for are left
+// running (their state is unknown: destroy the group). NULL: none.
 void rl_group_set_cancel(rl_group_t *self, int (*cancel)(void *ctx), void *ctx);
 
 // Messages dropped because they did not come from a worker of this group (unknown identity,

@@ -213,8 +213,8 @@ void rl_grp_remote_events(rl_group_t *g) {
 
 // Waits up to timeout_ms for a message on the ROUTER or any remote sampler's connection.
 // *remote: the remote it came from (NULL: the ROUTER; peer is then its connection).
-int rl_grp_recv_any(rl_group_t *g, int timeout_ms, rl_msg_t **m, rl_grp_worker_t **remote, char *peer,
-                      size_t peer_len, char *e, size_t e_len) {
+int rl_grp_recv_any(rl_group_t *g, int timeout_ms, rl_msg_t **m, rl_grp_worker_t **remote,
+                    char *peer, size_t peer_len, char *e, size_t e_len) {
     *remote = NULL;
     g->last_via = g->chan;
     rl_chan_t *chans[64];

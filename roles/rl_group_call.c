@@ -138,7 +138,8 @@ int rl_group_post(rl_group_t *g, int n, const char *const *peers, rl_msg_t **req
             rc = rl_errf(err, err_len, RL_ENOTFOUND, "no worker %s", peers[i]);
         }
         if (!rc && s_post_one(g, w, &reqs[i], &ids[i]) != 0) {
-            rc = rl_errf(err, err_len, RL_EINVAL, "more than %d requests in flight", RL_GRP_MAX_PENDING);
+            rc = rl_errf(err, err_len, RL_EINVAL, "more than %d requests in flight",
+                         RL_GRP_MAX_PENDING);
         }
         rl_msg_free(&reqs[i]);
     }

@@ -131,8 +131,8 @@ int rl_grp_cancelled(rl_group_t *g);
 void rl_grp_remote_events(rl_group_t *g);
 // Waits up to timeout_ms for a message on the ROUTER or any remote sampler's connection.
 // *remote: the remote it came from (NULL: the ROUTER; peer is then its connection).
-int rl_grp_recv_any(rl_group_t *g, int timeout_ms, rl_msg_t **m, rl_grp_worker_t **remote, char *peer,
-                      size_t peer_len, char *e, size_t e_len);
+int rl_grp_recv_any(rl_group_t *g, int timeout_ms, rl_msg_t **m, rl_grp_worker_t **remote,
+                    char *peer, size_t peer_len, char *e, size_t e_len);
 // A message from remote sampler w: only replies of this run's session count; its attach reply
 // makes it ready. Returns 1 when consumed (dropped, or the attach reply), 0 when it is a reply
 // for the caller to match.

@@ -41,8 +41,8 @@ static int s_setup(const rl_recipe_t *recipe, const rl_role_env_t *env, void **s
                   : rl_policy_new(recipe, env->threads, &a->policy, err, err_len);
     if (!rc && recipe->algorithm.name == RL_RECIPE_ALGO_PPO &&
         recipe->roles.critic == RL_RECIPE_REF_ACTOR) {
-        rc = mesh ? rl_policy_new_sharded(recipe, env->threads, RL_POLICY_CRITIC, mesh, &a->critic, err,
-                                          err_len)
+        rc = mesh ? rl_policy_new_sharded(recipe, env->threads, RL_POLICY_CRITIC, mesh, &a->critic,
+                                          err, err_len)
                   : rl_policy_new_critic(recipe, env->threads, &a->critic, err, err_len);
     }
     if (rc) {

@@ -169,8 +169,8 @@ static int s_setup(const rl_recipe_t *recipe, const rl_role_env_t *env, void **s
     c->recipe = recipe;
     // a rank of the critic's own mesh (roles.critic: mesh) shards it over that mesh
     rl_coll_t *mesh = env->mesh;
-    int rc = mesh ? rl_policy_new_sharded(recipe, env->threads, RL_POLICY_CRITIC, mesh, &c->critic, err,
-                                          err_len)
+    int rc = mesh ? rl_policy_new_sharded(recipe, env->threads, RL_POLICY_CRITIC, mesh, &c->critic,
+                                          err, err_len)
                   : rl_policy_new_critic(recipe, env->threads, &c->critic, err, err_len);
     if (rc) {
         free(c);
