@@ -285,8 +285,8 @@ int main(int argc, char **argv) {
         perror("mkdtemp");
         return 1;
     }
-    test_calls();
-    test_unknown_role();
+    RL_TEST_RUN(test_calls);
+    RL_TEST_RUN(test_unknown_role);
     if (rl_test_failed == 0) {
         char cmd[300];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_dir);
