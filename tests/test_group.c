@@ -280,19 +280,9 @@ int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "worker") == 0) {
         return s_worker(argc, argv);
     }
-    snprintf(s_dir, sizeof s_dir, "/tmp/rlctl-group-XXXXXX");
-    if (!mkdtemp(s_dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    rl_test_tmpdir(s_dir, sizeof s_dir, "group");
     RL_TEST_RUN(test_calls);
     RL_TEST_RUN(test_unknown_role);
-    if (rl_test_failed == 0) {
-        char cmd[300];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_dir);
-        CHECK(system(cmd) == 0);
-    } else {
-        fprintf(stderr, "logs kept in %s\n", s_dir);
-    }
+    rl_test_tmpdir_done(s_dir);
     RL_TEST_DONE();
 }
