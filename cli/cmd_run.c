@@ -203,8 +203,15 @@ int rl_cmd_run(int argc, char **argv) {
     }
     // the model folder and its tokenizer (ids below vocab_size), then what the algorithm checks
     // before anything is written (GRPO: its prompts, eval answers and reward plugins)
+    const rl_algo_t *algo = rl_algo_find(rl_recipe_enum_name("algorithm.name",
+                                                             r->algorithm.name));
+    if (!algo) { // the schema lists only algorithms that exist: a build without one
+        fprintf(stderr, "rlctl run: algorithm.name: this build has no such algorithm\n");
+        code = RL_EXIT_USAGE;
+        goto done;
+    }
     if ((rc = rl_cli_check_model(r, err, sizeof(err))) != 0 ||
-        (rc = rl_controller_preflight(r, err, sizeof(err))) != 0) {
+        (rc = rl_controller_preflight(algo, r, err, sizeof(err))) != 0) {
         fprintf(stderr, "%s%s", err, err[0] && err[strlen(err) - 1] == '\n' ? "" : "\n");
         code = rc == RL_EINVAL || rc == RL_EUNSUPPORTED ? RL_EXIT_USAGE : RL_EXIT_FAIL;
         goto done;
@@ -269,7 +276,7 @@ int rl_cmd_run(int argc, char **argv) {
     rl_controller_opts_t co = {run_dir, resume, ckpt[0] ? ckpt : NULL, stop_at, tensorboard,
                                &s_interrupt};
     s_catch_signals();
-    rc = rl_controller_run(r, &co, err, sizeof(err));
+    rc = rl_controller_run(algo, r, &co, err, sizeof(err));
     if (rc) {
         fprintf(stderr, "rlctl run: %s\n", err);
         code = RL_EXIT_FAIL;

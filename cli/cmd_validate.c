@@ -146,7 +146,11 @@ int rl_cmd_validate(int argc, char **argv) {
     // GRPO and PPO: the prompts, eval answers and reward plugins, as `rlctl run` checks them
     if (rc == 0 && !(flags & RL_RECIPE_NO_FILE_CHECKS) &&
         (r->algorithm.name == RL_RECIPE_ALGO_GRPO || r->algorithm.name == RL_RECIPE_ALGO_PPO)) {
-        rc = rl_controller_preflight(r, err, err_len);
+        const rl_algo_t *algo = rl_algo_find(rl_recipe_enum_name("algorithm.name",
+                                                                 r->algorithm.name));
+        rc = algo ? rl_controller_preflight(algo, r, err, err_len)
+                  : rl_errf(err, err_len, RL_EINVAL, "algorithm.name: this build has no such "
+                            "algorithm");
     }
     if (rc == RL_EINVAL) {
         int lines = 1;

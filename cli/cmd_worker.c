@@ -1,6 +1,7 @@
 // rlctl worker — a worker process of a run (roles/rl_worker.h). Started by the controller of
 // `rlctl run`; not meant to be typed by hand, but runnable by hand to debug a role.
 #include "rl_cli.h"
+#include "rl_role.h"
 #include "rl_worker.h"
 
 #include <stdio.h>
@@ -97,5 +98,6 @@ int rl_cmd_worker(int argc, char **argv) {
         s_help(stderr);
         return RL_EXIT_USAGE;
     }
+    o.serves = rl_role_find(o.role);
     return rl_worker_main(&o) == 0 ? RL_EXIT_OK : RL_EXIT_FAIL;
 }

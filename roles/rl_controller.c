@@ -17,6 +17,7 @@
 #include "rl_policy.h"
 #include "rl_progress.h"
 #include "rl_refcache.h"
+#include "rl_role.h"
 #include "rl_run.h"
 
 #include <dirent.h>
@@ -52,6 +53,7 @@ typedef struct {
     double t_step_start;    // monotonic start of the step in progress
     double t_step_est;      // seconds the last step took (0: none finished yet)
     int stop_now;           // 1: the step would not fit in roles.stop_grace; 2: a second signal
+    int do_eval;            // the algorithm evaluates and the recipe has held-out data
 } s_ctl_t;
 
 // ---- setup ------------------------------------------------------------------------------------
@@ -91,12 +93,8 @@ static int s_setup_tokenizer(rl_run_t *run, char *err, size_t err_len) {
     return 0;
 }
 
-int rl_controller_preflight(const rl_recipe_t *r, char *err, size_t err_len) {
-    const rl_algo_t *algo = rl_algo_find(rl_recipe_enum_name("algorithm.name",
-                                                             r->algorithm.name));
-    if (!algo) {
-        return rl_errf(err, err_len, RL_EINVAL, "unsupported algorithm");
-    }
+int rl_controller_preflight(const rl_algo_t *algo, const rl_recipe_t *r, char *err,
+                            size_t err_len) {
     return algo->preflight ? algo->preflight(r, err, err_len) : 0;
 }
 
@@ -173,6 +171,12 @@ static int s_connect_remote(s_ctl_t *s, int first, int n, char *err, size_t err_
     return rc;
 }
 
+// Whether a role's workers run programs we did not write (rl_role_t.reaps).
+static int s_reaps(const char *role) {
+    const rl_role_t *rr = rl_role_find(role);
+    return rr && rr->reaps;
+}
+
 // Starts a role's group on the mesh (the actor; a reference or critic with roles.X: mesh) through
 // its launcher: on this host, or (mesh.hostfile) on the hosts of the hostfile, which reach us at
 // mesh.endpoint with the keys of the recipe.
@@ -184,7 +188,8 @@ static int s_spawn_mesh(s_ctl_t *s, const char *role, int threads, char *err, si
                               .n_launcher_args = m->launcher_args.n,
                               .hostfile = m->hostfile,
                               .endpoint = m->endpoint,
-                              .rank_key = m->rank_key};
+                              .rank_key = m->rank_key,
+                              .reaps = s_reaps(role)};
     rl_curve_key_t me;
     memset(&me, 0, sizeof me);
     char(*allow)[RL_CURVE_Z85_LEN + 1] = NULL;
@@ -409,7 +414,8 @@ static int s_setup_workers(s_ctl_t *s, char *err, size_t err_len) {
             continue;
         }
         for (int i = 0; !rc && i < local; i++) {
-            rc = rl_group_spawn(run->g, groups[k]->role, i, threads[k], err, err_len);
+            rc = rl_group_spawn(run->g, groups[k]->role, i, threads[k], s_reaps(groups[k]->role),
+                                err, err_len);
         }
     }
     if (!rc && nremote > 0) {
@@ -957,62 +963,59 @@ static int s_evaluate(s_ctl_t *s, char *note, size_t note_len, char *err, size_t
     return rc;
 }
 
-int rl_controller_run(const rl_recipe_t *r, const rl_controller_opts_t *o, char *err,
-                      size_t err_len) {
-    s_ctl_t s;
-    memset(&s, 0, sizeof(s));
-    rl_run_t *run = &s.run;
-    run->r = r;
-    run->run_dir = o->run_dir;
-    run->actor_consistent = 1;
-    s.o = o;
-    s.eval_first[0] = s.eval_first[1] = NAN;
-    s.eval_last[0] = s.eval_last[1] = NAN;
-    s.last_ckpt = -1;
-    s.t_start = rl_clock_now();
-    rl_rng_seed(&run->rng, (uint64_t)r->run.seed);
-    char path[4200], msg[1024];
-    int rc = 0;
-    s.algo = rl_algo_find(rl_recipe_enum_name("algorithm.name", r->algorithm.name));
-    if (!s.algo) {
-        return rl_errf(err, err_len, RL_EINVAL, "unsupported algorithm");
+// The store of trajectories (an algorithm that stores them), opened for appending: on resume it is
+// checked first, and a damaged one is refused with the way out (docs/trajectories.md, "A damaged
+// store"). Returns 0 or an error.
+static int s_open_store(s_ctl_t *s, char *err, size_t err_len) {
+    const rl_controller_opts_t *o = s->o;
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/trajectories.lmdb", o->run_dir);
+    int rc = o->resume ? rl_traj_check(path, -1, o->interrupt, NULL, err, err_len) : 0;
+    if (rc == ENOENT) {
+        rc = 0; // no store yet
+    } else if (rc == RL_EPROTO || rc == RL_ETIMEOUT) {
+        size_t n = strlen(err);
+        snprintf(err + n, err_len > n ? err_len - n : 0, "; nothing was written. `rlctl "
+                 "traj salvage %s` copies its readable records into a new store (the old "
+                 "one is kept), then resume again", o->run_dir);
     }
+    if (!rc) {
+        rc = rl_traj_open(path, 0, &s->run.traj, err, err_len);
+    }
+    return rc;
+}
+
+// Everything before the first step: the tokenizer, the algorithm's data and state, the data
+// order, the store, the workers, the resume, the metrics and progress, the first weight sync,
+// the evaluation before training. *last: the step the run stops after. Returns 0 or an error
+// (the phase stays as it was: s_stop_cancelled says where a stop came).
+static int s_start(s_ctl_t *s, int64_t *last, char *err, size_t err_len) {
+    rl_run_t *run = &s->run;
+    const rl_recipe_t *r = run->r;
+    const rl_controller_opts_t *o = s->o;
+    char path[4200], msg[1024];
     size_t n_train = 0;
     double data_frame = 0;
-    rc = s_setup_tokenizer(run, err, err_len);
+    int rc = s_setup_tokenizer(run, err, err_len);
     if (!rc) {
-        rc = s.algo->create(run, &s.state, &n_train, &data_frame, err, err_len);
+        rc = s->algo->create(run, &s->state, &n_train, &data_frame, err, err_len);
     }
     if (!rc) {
         run->order = rl_data_sampler_new_count(n_train, (uint64_t)r->run.seed, r->data.shuffle);
         rc = run->order ? 0 : rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
-    if (!rc && s.algo->stores) {
-        snprintf(path, sizeof(path), "%s/trajectories.lmdb", o->run_dir);
-        // never append into a damaged store (docs/trajectories.md, "A damaged store")
-        rc = o->resume ? rl_traj_check(path, -1, o->interrupt, NULL, err, err_len) : 0;
-        if (rc == ENOENT) {
-            rc = 0; // no store yet
-        } else if (rc == RL_EPROTO || rc == RL_ETIMEOUT) {
-            size_t n = strlen(err);
-            snprintf(err + n, err_len > n ? err_len - n : 0, "; nothing was written. `rlctl "
-                     "traj salvage %s` copies its readable records into a new store (the old "
-                     "one is kept), then resume again", o->run_dir);
-        }
-        if (!rc) {
-            rc = rl_traj_open(path, 0, &run->traj, err, err_len);
-        }
+    if (!rc && s->algo->stores) {
+        rc = s_open_store(s, err, err_len);
     }
     if (!rc) {
-        rc = s_max_frame(&s, data_frame, err, err_len);
+        rc = s_max_frame(s, data_frame, err, err_len);
     }
     if (!rc) {
-        rc = s_setup_workers(&s, err, err_len);
+        rc = s_setup_workers(s, err, err_len);
     }
     if (!rc && o->resume) {
-        rc = s_resume(&s, err, err_len);
+        rc = s_resume(s, err, err_len);
     }
-    int64_t total = r->train.steps;
     run->sched = rl_sched_from_recipe(r);
     if (!rc) {
         snprintf(path, sizeof(path), "%s/metrics.jsonl", o->run_dir);
@@ -1024,7 +1027,7 @@ int rl_controller_run(const rl_recipe_t *r, const rl_controller_opts_t *o, char 
         rc = rl_traj_truncate_after(run->traj, (uint64_t)run->step, err, err_len);
     }
     if (!rc && run->step > 0) {
-        s_first_eval(&s, path); // the "before" of the closing summary
+        s_first_eval(s, path); // the "before" of the closing summary
     }
     if (!rc) {
         run->metrics = rl_metrics_new(o->run_dir, o->tensorboard, msg, sizeof(msg));
@@ -1033,23 +1036,23 @@ int rl_controller_run(const rl_recipe_t *r, const rl_controller_opts_t *o, char 
         }
     }
     if (!rc) {
-        s.progress = rl_progress_new(stderr, total, r->train.log_every, RL_PROGRESS_AUTO);
-        if (!s.progress) {
+        s->progress = rl_progress_new(stderr, r->train.steps, r->train.log_every,
+                                      RL_PROGRESS_AUTO);
+        if (!s->progress) {
             rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
         }
     }
     // weights version run->step to every sampler (the adapter only, with LoRA)
     if (!rc) {
         run->version = run->step;
-        rc = s_sync_from_actor(&s, err, err_len);
+        rc = s_sync_from_actor(s, err, err_len);
     }
     // evaluation: every train.eval_every steps, and with the algorithm's bookends before
     // training and after the last step
-    int do_eval = s.algo->evaluate && (r->data.eval || r->data.eval_pairs);
-    if (!rc && do_eval && s.algo->bookends && run->step == 0) {
+    if (!rc && s->do_eval && s->algo->bookends && run->step == 0) {
         char note[128] = "";
-        s.phase = S_PHASE_EVAL;
-        if ((rc = s_evaluate(&s, note, sizeof(note), err, err_len)) == 0) {
+        s->phase = S_PHASE_EVAL;
+        if ((rc = s_evaluate(s, note, sizeof(note), err, err_len)) == 0) {
             if (note[0]) {
                 rl_log_info("before training: %s", note);
             }
@@ -1058,27 +1061,192 @@ int rl_controller_run(const rl_recipe_t *r, const rl_controller_opts_t *o, char 
             }
         }
     }
-    int64_t last = total;
-    if (o->stop_at > 0 && o->stop_at < last) {
-        last = o->stop_at;
+    *last = r->train.steps;
+    if (o->stop_at > 0 && o->stop_at < *last) {
+        *last = o->stop_at;
     }
     if (!rc && o->interrupt && *o->interrupt) {
         // Ctrl-C during start-up or the first evaluation: nothing new to save
         rc = rl_errf(err, err_len, RL_CONTROLLER_INTERRUPTED,
                      "interrupted before step %lld; nothing was trained in this run%s",
-                     (long long)run->step + 1, s.last_ckpt > 0 ? "; continue with rlctl run "
-                                                                "--resume" : "");
+                     (long long)run->step + 1, s->last_ckpt > 0 ? "; continue with rlctl run "
+                                                                 "--resume" : "");
     }
+    return rc;
+}
+
+// After the algorithm's step: the evaluation when it is due, the metrics line, progress, and
+// the checkpoint, stop or --stop-at that follow. t0: when the step started; note: its progress
+// note. *done = 1 when the run stops here without an error (--stop-at). Returns 0 or an error
+// (RL_CONTROLLER_INTERRUPTED after a signal's checkpoint).
+static int s_after_step(s_ctl_t *s, double t0, const char *note, int64_t last, int *done,
+                        char *err, size_t err_len) {
+    rl_run_t *run = &s->run;
+    const rl_recipe_t *r = run->r;
+    const rl_controller_opts_t *o = s->o;
+    int64_t total = r->train.steps, step = run->step;
+    char enote[128] = "";
+    s->phase = S_PHASE_IDLE;
+    s->t_step_est = rl_clock_now() - t0;
+    int log_now = step % r->train.log_every == 0 || step == last;
+    int interrupted = o->interrupt && *o->interrupt;
+    int rc = 0;
+    if (!interrupted && s->do_eval &&
+        ((r->train.eval_every > 0 && step % r->train.eval_every == 0) ||
+         (s->algo->bookends && step == total))) {
+        s->phase = S_PHASE_EVAL;
+        rc = s_evaluate(s, enote, sizeof(enote), err, err_len);
+        if (rc) {
+            if (rc == RL_ECANCELED) {
+                rl_metrics_write(run->metrics, step, rl_clock_wall()); // the step's own line
+            }
+            return rc;
+        }
+        s->phase = S_PHASE_IDLE;
+        log_now = 1;
+    }
+    rl_metrics_add(run->metrics, "timing/step_total", rl_clock_now() - t0);
+    if (log_now && (rc = rl_metrics_write(run->metrics, step, rl_clock_wall())) != 0) {
+        return rl_errf(err, err_len, rc, "%s", rl_metrics_errmsg(run->metrics));
+    }
+    if (!log_now) {
+        rl_metrics_clear(run->metrics);
+    }
+    rl_progress_update(s->progress, step, "%s%s%s", note, enote[0] ? " | " : "", enote);
+    int stop = interrupted && step < last;
+    int save = (r->train.save_every > 0 && step % r->train.save_every == 0 && step < total) ||
+               (step == last && last < total) || stop;
+    if (save && s->algo->quiesce && (rc = s->algo->quiesce(s->state, run, err, err_len))) {
+        return rc;
+    }
+    if (save && (rc = s_checkpoint(s, err, err_len))) {
+        return rc;
+    }
+    if (stop) {
+        rl_progress_finish(s->progress);
+        return rl_errf(err, err_len, RL_CONTROLLER_INTERRUPTED,
+                       "interrupted after step %lld; checkpoint written; continue with "
+                       "rlctl run --resume", (long long)step);
+    }
+    if (step == last && last < total) {
+        rl_progress_finish(s->progress);
+        rl_log_info("stopped after step %lld (--stop-at); checkpoint written; continue "
+                    "with rlctl run --resume", (long long)step);
+        *done = 1;
+    }
+    return 0;
+}
+
+// Appends to err where the run can continue from: "(checkpoint of step N written; ...)" or
+// "(the newest checkpoint is of step N; ...)".
+static void s_note_resume(char *err, size_t err_len, const char *fmt, int64_t step) {
+    size_t l = strlen(err);
+    snprintf(err + l, err_len - l, fmt, (long long)step);
+}
+
+// The end of the run, whatever happened: a signal's stop explained, final/ and the summary when
+// every step is done, or, after a failure, a resumable checkpoint of the last finished step when
+// the actor still can (else the newest one named). Returns the run's result.
+static int s_finish(s_ctl_t *s, int rc, char *err, size_t err_len) {
+    rl_run_t *run = &s->run;
+    int64_t total = run->r->train.steps;
+    if (s->progress) {
+        rl_progress_finish(s->progress);
+    }
+    if (rc == RL_ECANCELED) {
+        rc = s_stop_cancelled(s, err, err_len);
+    }
+    if (!rc && run->step >= total) {
+        char why[2048];
+        if ((rc = s_final(s, why, sizeof why)) != 0) {
+            rl_errf(err, err_len, rc, "final/ could not be written: %s", why);
+        }
+        if (!rc && !isnan(s->eval_first[0])) {
+            fprintf(stderr,
+                    "eval/accuracy         %5.1f%% -> %5.1f%% (%+.1f points)\n"
+                    "eval/accuracy_greedy  %5.1f%% -> %5.1f%% (%+.1f points)\n",
+                    100 * s->eval_first[0], 100 * s->eval_last[0],
+                    100 * (s->eval_last[0] - s->eval_first[0]), 100 * s->eval_first[1],
+                    100 * s->eval_last[1], 100 * (s->eval_last[1] - s->eval_first[1]));
+        }
+        if (!rc) {
+            rl_log_info("%lld steps in %.0f s", (long long)total, rl_clock_now() - s->t_start);
+        }
+    }
+    // a failure (final/ included) leaves the rescue checkpoint below
+    if (rc && rc != RL_CONTROLLER_INTERRUPTED && run->g && run->actor_consistent &&
+        run->step > s->last_ckpt && run->step > 0) {
+        // leave a resumable checkpoint of the last finished step when the actor still can
+        char e2[1024];
+        if (s_checkpoint(s, e2, sizeof(e2)) == 0) {
+            s_note_resume(err, err_len,
+                          "\n(checkpoint of step %lld written; continue with rlctl run --resume)",
+                          run->step);
+        } else {
+            rl_log_warn("no checkpoint after the failure: %s", e2);
+            if (s->last_ckpt > 0) {
+                s_note_resume(err, err_len,
+                              "\n(the newest checkpoint is of step %lld; continue with rlctl "
+                              "run --resume)", s->last_ckpt);
+            }
+        }
+    } else if (rc && rc != RL_CONTROLLER_INTERRUPTED && s->last_ckpt > 0) {
+        s_note_resume(err, err_len,
+                      "\n(the newest checkpoint is of step %lld; continue with rlctl run "
+                      "--resume)", s->last_ckpt);
+    }
+    return rc;
+}
+
+// Stops the workers (at once when a signal came during start-up or a second signal came, else
+// within what is left of roles.stop_grace) and frees the run.
+static void s_teardown(s_ctl_t *s) {
+    rl_run_t *run = &s->run;
+    double grace = s_grace_left(s) - 0.5; // stopping: what is left of roles.stop_grace
+    grace = grace < 5.0 ? (grace > 0.1 ? grace : 0.1) : 5.0;
+    // stopped on a signal during start-up: workers still loading cannot answer shutdown, and
+    // nothing of theirs is worth waiting for: killed at once
+    int at_once = s->stop_now == 2 || (s->t_signal > 0 && s->phase == S_PHASE_START);
+    rl_group_destroy(&run->g, at_once ? 0.0 : grace);
+    rl_progress_destroy(&s->progress);
+    rl_metrics_destroy(&run->metrics);
+    rl_traj_close(&run->traj);
+    if (s->algo && s->state) {
+        s->algo->destroy(&s->state);
+    }
+    rl_data_sampler_destroy(&run->order);
+    rl_tokenizer_destroy(&run->tok);
+}
+
+int rl_controller_run(const rl_algo_t *algo, const rl_recipe_t *r, const rl_controller_opts_t *o,
+                      char *err, size_t err_len) {
+    s_ctl_t s;
+    memset(&s, 0, sizeof(s));
+    rl_run_t *run = &s.run;
+    run->r = r;
+    run->run_dir = o->run_dir;
+    run->actor_consistent = 1;
+    s.o = o;
+    s.algo = algo;
+    s.do_eval = algo->evaluate && (r->data.eval || r->data.eval_pairs);
+    s.eval_first[0] = s.eval_first[1] = NAN;
+    s.eval_last[0] = s.eval_last[1] = NAN;
+    s.last_ckpt = -1;
+    s.t_start = rl_clock_now();
+    rl_rng_seed(&run->rng, (uint64_t)r->run.seed);
+    int64_t last = 0;
+    int rc = s_start(&s, &last, err, err_len);
     if (!rc) { // a failure keeps the phase: s_stop_cancelled says where the stop came
         s.phase = S_PHASE_IDLE;
     }
-    while (!rc && run->step < last) {
+    int done = 0;
+    while (!rc && !done && run->step < last) {
         double t0 = rl_clock_now();
-        char note[256] = "", enote[128] = "";
+        char note[256] = "";
         int advanced = 0;
         s.phase = S_PHASE_STEP;
         s.t_step_start = t0;
-        rc = s.algo->step(s.state, run, &advanced, note, sizeof(note), err, err_len);
+        rc = algo->step(s.state, run, &advanced, note, sizeof(note), err, err_len);
         if (rc) { // s.phase stays: s_stop_cancelled says where the stop came
             // the step's line still goes out when the update was taken: no hole on resume
             if (advanced && rl_metrics_write(run->metrics, run->step, rl_clock_wall()) != 0) {
@@ -1087,119 +1255,9 @@ int rl_controller_run(const rl_recipe_t *r, const rl_controller_opts_t *o, char 
             }
             break;
         }
-        s.phase = S_PHASE_IDLE;
-        s.t_step_est = rl_clock_now() - t0;
-        int64_t step = run->step;
-        int log_now = step % r->train.log_every == 0 || step == last;
-        int interrupted = o->interrupt && *o->interrupt;
-        if (!interrupted && do_eval &&
-            ((r->train.eval_every > 0 && step % r->train.eval_every == 0) ||
-             (s.algo->bookends && step == total))) {
-            s.phase = S_PHASE_EVAL;
-            rc = s_evaluate(&s, enote, sizeof(enote), err, err_len);
-            if (rc) {
-                if (rc == RL_ECANCELED) {
-                    rl_metrics_write(run->metrics, step, rl_clock_wall()); // the step's own line
-                }
-                break;
-            }
-            s.phase = S_PHASE_IDLE;
-            log_now = 1;
-        }
-        rl_metrics_add(run->metrics, "timing/step_total", rl_clock_now() - t0);
-        if (log_now && (rc = rl_metrics_write(run->metrics, step, rl_clock_wall())) != 0) {
-            rc = rl_errf(err, err_len, rc, "%s", rl_metrics_errmsg(run->metrics));
-            break;
-        }
-        if (!log_now) {
-            rl_metrics_clear(run->metrics);
-        }
-        rl_progress_update(s.progress, step, "%s%s%s", note, enote[0] ? " | " : "", enote);
-        int stop = interrupted && step < last;
-        int save = (r->train.save_every > 0 && step % r->train.save_every == 0 &&
-                    step < total) ||
-                   (step == last && last < total) || stop;
-        if (save && s.algo->quiesce && (rc = s.algo->quiesce(s.state, run, err, err_len))) {
-            break;
-        }
-        if (save && (rc = s_checkpoint(&s, err, err_len))) {
-            break;
-        }
-        if (stop) {
-            rl_progress_finish(s.progress);
-            rc = rl_errf(err, err_len, RL_CONTROLLER_INTERRUPTED,
-                         "interrupted after step %lld; checkpoint written; continue with "
-                         "rlctl run --resume", (long long)step);
-            break;
-        }
-        if (step == last && last < total) {
-            rl_progress_finish(s.progress);
-            rl_log_info("stopped after step %lld (--stop-at); checkpoint written; continue "
-                        "with rlctl run --resume", (long long)step);
-            break;
-        }
+        rc = s_after_step(&s, t0, note, last, &done, err, err_len);
     }
-    if (s.progress) {
-        rl_progress_finish(s.progress);
-    }
-    if (rc == RL_ECANCELED) {
-        rc = s_stop_cancelled(&s, err, err_len);
-    }
-    if (!rc && run->step >= total) {
-        char why[2048];
-        if ((rc = s_final(&s, why, sizeof why)) != 0) {
-            rl_errf(err, err_len, rc, "final/ could not be written: %s", why);
-        }
-        if (!rc && !isnan(s.eval_first[0])) {
-            fprintf(stderr,
-                    "eval/accuracy         %5.1f%% -> %5.1f%% (%+.1f points)\n"
-                    "eval/accuracy_greedy  %5.1f%% -> %5.1f%% (%+.1f points)\n",
-                    100 * s.eval_first[0], 100 * s.eval_last[0],
-                    100 * (s.eval_last[0] - s.eval_first[0]), 100 * s.eval_first[1],
-                    100 * s.eval_last[1], 100 * (s.eval_last[1] - s.eval_first[1]));
-        }
-        if (!rc) {
-            rl_log_info("%lld steps in %.0f s", (long long)total, rl_clock_now() - s.t_start);
-        }
-    }
-    // a failure (final/ included) leaves the rescue checkpoint below
-    if (rc && rc != RL_CONTROLLER_INTERRUPTED && run->g && run->actor_consistent &&
-        run->step > s.last_ckpt && run->step > 0) {
-        // leave a resumable checkpoint of the last finished step when the actor still can
-        char e2[1024];
-        if (s_checkpoint(&s, e2, sizeof(e2)) == 0) {
-            size_t l = strlen(err);
-            snprintf(err + l, err_len - l,
-                     "\n(checkpoint of step %lld written; continue with rlctl run --resume)",
-                     (long long)run->step);
-        } else {
-            rl_log_warn("no checkpoint after the failure: %s", e2);
-            if (s.last_ckpt > 0) {
-                size_t l = strlen(err);
-                snprintf(err + l, err_len - l,
-                         "\n(the newest checkpoint is of step %lld; continue with rlctl run "
-                         "--resume)", (long long)s.last_ckpt);
-            }
-        }
-    } else if (rc && rc != RL_CONTROLLER_INTERRUPTED && s.last_ckpt > 0) {
-        size_t l = strlen(err);
-        snprintf(err + l, err_len - l,
-                 "\n(the newest checkpoint is of step %lld; continue with rlctl run --resume)",
-                 (long long)s.last_ckpt);
-    }
-    double grace = s_grace_left(&s) - 0.5; // stopping: what is left of roles.stop_grace
-    grace = grace < 5.0 ? (grace > 0.1 ? grace : 0.1) : 5.0;
-    // stopped on a signal during start-up: workers still loading cannot answer shutdown, and
-    // nothing of theirs is worth waiting for: killed at once
-    int at_once = s.stop_now == 2 || (s.t_signal > 0 && s.phase == S_PHASE_START);
-    rl_group_destroy(&run->g, at_once ? 0.0 : grace);
-    rl_progress_destroy(&s.progress);
-    rl_metrics_destroy(&run->metrics);
-    rl_traj_close(&run->traj);
-    if (s.algo && s.state) {
-        s.algo->destroy(&s.state);
-    }
-    rl_data_sampler_destroy(&run->order);
-    rl_tokenizer_destroy(&run->tok);
+    rc = s_finish(&s, rc, err, err_len);
+    s_teardown(&s);
     return rc;
 }

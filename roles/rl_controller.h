@@ -11,6 +11,7 @@
 #ifndef RL_CONTROLLER_H
 #define RL_CONTROLLER_H
 
+#include "rl_algo.h"
 #include "rl_config.h"
 
 #include <signal.h>
@@ -36,12 +37,14 @@ typedef struct {
 // The algorithm's checks that need files but no worker, run before the run folder is touched
 // (GRPO: the tokenizer, every training and eval prompt, the eval answers, every reward plugin).
 // Returns 0 or RL_EINVAL with err filled.
-int rl_controller_preflight(const rl_recipe_t *recipe, char *err, size_t err_len);
+int rl_controller_preflight(const rl_algo_t *algo, const rl_recipe_t *recipe, char *err,
+                            size_t err_len);
 
-// Runs the recipe. Returns 0 when train.steps are done and final/ is written,
+// Runs the recipe with the algorithm `algo` (the caller looks it up: rl_algo_find of the recipe's
+// algorithm.name). Returns 0 when train.steps are done and final/ is written,
 // RL_CONTROLLER_INTERRUPTED after an interrupt, or an error with err filled.
-int rl_controller_run(const rl_recipe_t *recipe, const rl_controller_opts_t *opts, char *err,
-                      size_t err_len);
+int rl_controller_run(const rl_algo_t *algo, const rl_recipe_t *recipe,
+                      const rl_controller_opts_t *opts, char *err, size_t err_len);
 
 #ifdef __cplusplus
 }

@@ -46,9 +46,9 @@ int rl_group_new(const char *log_dir, double heartbeat, int64_t max_frame, rl_gr
 // frees.
 void rl_group_destroy(rl_group_t **self_p, double timeout_s);
 
-// A cancel check polled (at least every 100 ms) while rl_group_wait_ready and rl_group_call wait; when it returns non-zero they return
-// RL_ECANCELED and the workers they waited for are left running (their state is unknown:
-// destroy the group). NULL: none.
+// A cancel check polled (at least every 100 ms) while rl_group_wait_ready and rl_group_call wait;
+// when it returns non-zero they return RL_ECANCELED and the workers they waited for are left
+// running (their state is unknown: destroy the group). NULL: none.
 void rl_group_set_cancel(rl_group_t *self, int (*cancel)(void *ctx), void *ctx);
 
 // Messages dropped because they did not come from a worker of this group (unknown identity,
@@ -58,9 +58,11 @@ uint64_t rl_group_dropped(const rl_group_t *self);
 // Spawns `rlctl worker` for role/rank in its own process group, with its secret (token and
 // identity) on fd 3. The process gets OPENBLAS_NUM_THREADS=threads (0: every core) and a short
 // OPENBLAS_THREAD_TIMEOUT so idle BLAS threads sleep (roles share cores; DESIGN.md §5); it
-// learns the recipe from `configure`. Returns 0 or an error.
-int rl_group_spawn(rl_group_t *self, const char *role, int rank, int threads, char *err,
-                   size_t err_len);
+// learns the recipe from `configure`. reaps: the role runs programs we did not write and kills
+// what they started when it gets SIGTERM (rl_role_t.reaps): stopping it sends SIGTERM first and
+// waits up to 1 s before the SIGKILL of its process group. Returns 0 or an error.
+int rl_group_spawn(rl_group_t *self, const char *role, int rank, int threads, int reaps,
+                   char *err, size_t err_len);
 
 // How rl_group_spawn_mesh starts a mesh's ranks.
 typedef struct {
@@ -74,6 +76,7 @@ typedef struct {
     const char (*allow)[RL_CURVE_Z85_LEN + 1]; // the ranks' public keys admitted
     int n_allow;
     const char *rank_key; // the ranks' secret key file on their hosts
+    int reaps;            // as rl_group_spawn's
 } rl_group_mesh_opts_t;
 
 // Starts `role` as the dp·fsdp ranks of a mesh (docs/mesh.md): spawns the MPI launcher in its

@@ -11,6 +11,7 @@
 #ifndef RL_ROLE_H
 #define RL_ROLE_H
 
+#include "rl_coll.h"
 #include "rl_config.h"
 #include "rl_policy.h"
 #include "rl_proto.h"
@@ -26,6 +27,14 @@ extern "C" {
 typedef int (*rl_role_handler_t)(void *state, const rl_msg_t *req, rl_msg_t **reply, char *err,
                                  size_t err_len);
 
+// What the worker gives its role at setup: it is passed down, never looked up (no global). A
+// role keeps what it needs of it in its state.
+typedef struct {
+    int threads;     // compute threads (BLAS and the model's loops)
+    rl_coll_t *mesh; // the collectives of the worker's mesh, borrowed while the worker runs; NULL
+                     // when it is not a rank of one. A rank shards its models over them.
+} rl_role_env_t;
+
 typedef struct {
     rl_proto_verb_t verb;
     rl_role_handler_t handler;
@@ -33,9 +42,9 @@ typedef struct {
 
 typedef struct {
     const char *name;            // "actor", "sampler", "reward"
-    // Loads what the role needs from the recipe with `threads` compute threads; *state is the
+    // Loads what the role needs from the recipe in the worker's environment; *state is the
     // role's (caller owns; free with teardown). Returns 0 or an error with err filled.
-    int (*setup)(const rl_recipe_t *recipe, int threads, void **state, char *err,
+    int (*setup)(const rl_recipe_t *recipe, const rl_role_env_t *env, void **state, char *err,
                  size_t err_len);
     void (*teardown)(void **state);
     const rl_role_verb_t *verbs; // the verbs it serves besides shutdown

@@ -12,7 +12,6 @@
 #include "rl_fault.h"
 #include "rl_model.h"
 #include "rl_policy.h"
-#include "rl_worker.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,27 +21,29 @@ typedef struct {
     const rl_recipe_t *recipe; // borrowed from the worker
     rl_policy_t *policy;
     rl_policy_t *critic;       // PPO with roles.critic: actor, else NULL
+    rl_coll_t *mesh;           // the worker's mesh (borrowed), or NULL: not a rank of one
 } s_actor_t;
 
-static int s_setup(const rl_recipe_t *recipe, int threads, void **state, char *err,
-                   size_t err_len) {
+static int s_setup(const rl_recipe_t *recipe, const rl_role_env_t *env, void **state,
+                   char *err, size_t err_len) {
     s_actor_t *a = calloc(1, sizeof *a);
     if (!a) {
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
     a->recipe = recipe;
+    a->mesh = env->mesh;
     // a rank of a mesh shards its models over the mesh (the critic it holds too)
-    rl_coll_t *mesh = rl_worker_mesh();
+    rl_coll_t *mesh = env->mesh;
     int rm = recipe->algorithm.name == RL_RECIPE_ALGO_RM;
-    int rc = mesh ? rl_policy_new_sharded(recipe, threads, rm ? RL_POLICY_RM : RL_POLICY_ACTOR,
+    int rc = mesh ? rl_policy_new_sharded(recipe, env->threads, rm ? RL_POLICY_RM : RL_POLICY_ACTOR,
                                           mesh, &a->policy, err, err_len)
-             : rm ? rl_policy_new_rm(recipe, threads, &a->policy, err, err_len)
-                  : rl_policy_new(recipe, threads, &a->policy, err, err_len);
+             : rm ? rl_policy_new_rm(recipe, env->threads, &a->policy, err, err_len)
+                  : rl_policy_new(recipe, env->threads, &a->policy, err, err_len);
     if (!rc && recipe->algorithm.name == RL_RECIPE_ALGO_PPO &&
         recipe->roles.critic == RL_RECIPE_REF_ACTOR) {
-        rc = mesh ? rl_policy_new_sharded(recipe, threads, RL_POLICY_CRITIC, mesh, &a->critic, err,
-                                          err_len)
-                  : rl_policy_new_critic(recipe, threads, &a->critic, err, err_len);
+        rc = mesh ? rl_policy_new_sharded(recipe, env->threads, RL_POLICY_CRITIC, mesh, &a->critic,
+                                          err, err_len)
+                  : rl_policy_new_critic(recipe, env->threads, &a->critic, err, err_len);
     }
     if (rc) {
         rl_policy_destroy(&a->policy);
@@ -67,7 +68,7 @@ static void s_teardown(void **state) {
 // tuning), rank 0 alone sends them (the others' replies carry none). *n_p = 0 with NULL.
 static const float *s_weights(s_actor_t *a, size_t *n_p) {
     const float *w = rl_policy_weights(a->policy, n_p);
-    rl_coll_t *mesh = rl_worker_mesh();
+    rl_coll_t *mesh = a->mesh;
     if (mesh && rl_coll_rank(mesh) != 0) {
         *n_p = 0;
         return NULL;
@@ -118,7 +119,7 @@ static int s_train(void *state, const rl_msg_t *req, rl_msg_t **reply, char *err
     if (rc) {
         return rc;
     }
-    rl_coll_t *mesh = rl_worker_mesh();
+    rl_coll_t *mesh = a->mesh;
     char point[32];
     snprintf(point, sizeof point, "train_rank%d", mesh ? rl_coll_rank(mesh) : 0);
     if (mesh && rl_fault(point)) { // one rank fails while its peers wait in a collective
@@ -245,7 +246,7 @@ static int s_export(void *state, const rl_msg_t *req, rl_msg_t **reply, char *er
     s_actor_t *a = state;
     size_t n;
     const float *w = s_weights(a, &n);
-    if (!w && !rl_worker_mesh()) {
+    if (!w && !a->mesh) {
         return rl_errf(err, err_len, RL_ENOMEM, "export_weights: out of memory");
     }
     rl_proto_export_weights_reply_t r = {rl_policy_is_lora(a->policy) ? "lora" : "full", w,

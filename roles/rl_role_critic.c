@@ -6,7 +6,6 @@
 
 #include "rl_err.h"
 #include "rl_model.h"
-#include "rl_worker.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -161,18 +160,18 @@ int rl_role_critic_save_final(rl_policy_t *critic, const rl_recipe_t *r, const r
 
 // ---- the role ----------------------------------------------------------------------------------
 
-static int s_setup(const rl_recipe_t *recipe, int threads, void **state, char *err,
-                   size_t err_len) {
+static int s_setup(const rl_recipe_t *recipe, const rl_role_env_t *env, void **state,
+                   char *err, size_t err_len) {
     s_critic_t *c = calloc(1, sizeof *c);
     if (!c) {
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
     c->recipe = recipe;
     // a rank of the critic's own mesh (roles.critic: mesh) shards it over that mesh
-    rl_coll_t *mesh = rl_worker_mesh();
-    int rc = mesh ? rl_policy_new_sharded(recipe, threads, RL_POLICY_CRITIC, mesh, &c->critic, err,
-                                          err_len)
-                  : rl_policy_new_critic(recipe, threads, &c->critic, err, err_len);
+    rl_coll_t *mesh = env->mesh;
+    int rc = mesh ? rl_policy_new_sharded(recipe, env->threads, RL_POLICY_CRITIC, mesh, &c->critic,
+                                          err, err_len)
+                  : rl_policy_new_critic(recipe, env->threads, &c->critic, err, err_len);
     if (rc) {
         free(c);
         return rc;

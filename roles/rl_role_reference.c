@@ -10,7 +10,6 @@
 #include "rl_fsdp.h"
 #include "rl_model.h"
 #include "rl_policy.h"
-#include "rl_worker.h"
 
 #include <stdlib.h>
 
@@ -29,17 +28,17 @@ static void s_teardown(void **state) {
     *state = NULL;
 }
 
-static int s_setup(const rl_recipe_t *recipe, int threads, void **state, char *err,
-                   size_t err_len) {
+static int s_setup(const rl_recipe_t *recipe, const rl_role_env_t *env, void **state,
+                   char *err, size_t err_len) {
     s_reference_t *s = calloc(1, sizeof *s);
     if (!s) {
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
     *state = s;
     rl_model_opts_t mo;
-    rl_policy_model_opts(recipe, threads, &mo);
+    rl_policy_model_opts(recipe, env->threads, &mo);
     mo.tune = RL_TUNE_NONE;
-    rl_coll_t *mesh = rl_worker_mesh();
+    rl_coll_t *mesh = env->mesh;
     mo.sharded = mesh != NULL;
     char msg[2048];
     s->model = rl_model_load(recipe->model.path, &mo, msg, sizeof msg);

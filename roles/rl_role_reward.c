@@ -29,8 +29,8 @@ static void s_teardown(void **state) {
     *state = NULL;
 }
 
-static int s_setup(const rl_recipe_t *recipe, int threads, void **state, char *err,
-                   size_t err_len) {
+static int s_setup(const rl_recipe_t *recipe, const rl_role_env_t *env, void **state,
+                   char *err, size_t err_len) {
     s_reward_t *s = calloc(1, sizeof *s);
     if (!s || !(s->rewards = calloc((size_t)recipe->n_rewards + 1, sizeof(*s->rewards)))) {
         free(s);
@@ -38,7 +38,7 @@ static int s_setup(const rl_recipe_t *recipe, int threads, void **state, char *e
     }
     *state = s;
     for (int i = 0; i < recipe->n_rewards; i++) {
-        int rc = rl_reward_open(&recipe->rewards[i], threads, &s->rewards[i], err, err_len);
+        int rc = rl_reward_open(&recipe->rewards[i], env->threads, &s->rewards[i], err, err_len);
         if (rc) {
             s_teardown(state);
             return rc;

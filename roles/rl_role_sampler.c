@@ -31,15 +31,15 @@ static void s_teardown(void **state) {
     *state = NULL;
 }
 
-static int s_setup(const rl_recipe_t *recipe, int threads, void **state, char *err,
-                   size_t err_len) {
+static int s_setup(const rl_recipe_t *recipe, const rl_role_env_t *env, void **state,
+                   char *err, size_t err_len) {
     s_sampler_t *s = calloc(1, sizeof *s);
     if (!s) {
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
     *state = s;
     rl_model_opts_t mo;
-    rl_policy_model_opts(recipe, threads, &mo);
+    rl_policy_model_opts(recipe, env->threads, &mo);
     mo.lora_dropout = 0.0f;
     char msg[2048];
     s->model = rl_model_load(recipe->model.path, &mo, msg, sizeof(msg));

@@ -363,7 +363,8 @@ static int s_workers_start(s_serve_t *s, char *err, size_t err_len) {
     rl_group_destroy(&s->grp, 5.0);
     int rc = rl_group_new(s->logs, s->o->heartbeat, 0, &s->grp, err, err_len);
     for (int i = 0; !rc && i < s->o->samplers; i++) {
-        rc = rl_group_spawn(s->grp, "sampler", i, s->o->threads, err, err_len);
+        rc = rl_group_spawn(s->grp, "sampler", i, s->o->threads, rl_role_sampler()->reaps, err,
+                            err_len);
     }
     if (!rc) {
         rc = rl_group_wait_ready(s->grp, 600, err, err_len);
@@ -527,7 +528,8 @@ static int s_configure(s_serve_t *s, const rl_msg_t *req, char *err, size_t err_
                                RL_RECIPE_NO_FILE_CHECKS, &s->recipe, err, err_len);
     // the in-process model samples with one sampler; with several it serves HTTP only
     if (!rc && (s->o->samplers <= 1 || s->o->http)) {
-        rc = s->role->setup(s->recipe, s->o->threads, &s->state, err, err_len);
+        rl_role_env_t env = {s->o->threads, NULL};
+        rc = s->role->setup(s->recipe, &env, &s->state, err, err_len);
     }
     if (!rc && s->o->samplers > 1) {
         rc = s_workers_start(s, err, err_len);

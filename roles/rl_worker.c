@@ -27,6 +27,7 @@ typedef struct {
     const rl_role_t *role;
     rl_recipe_t *recipe;
     void *state; // the role's
+    rl_coll_t *mesh; // this process's mesh (a rank started by the launcher), or NULL
     rl_chan_t *chan;
     int done;
 } s_worker_t;
@@ -57,7 +58,8 @@ static int s_configure(s_worker_t *w, const rl_msg_t *req, char *err, size_t err
     rc = rl_recipe_load_string(q.recipe, q.recipe_len, "<configure>", NULL, 0,
                                RL_RECIPE_NO_FILE_CHECKS, &w->recipe, err, err_len);
     if (!rc) {
-        rc = w->role->setup(w->recipe, (int)q.threads, &w->state, err, err_len);
+        rl_role_env_t env = {(int)q.threads, w->mesh};
+        rc = w->role->setup(w->recipe, &env, &w->state, err, err_len);
     }
     if (rc) {
         rl_log_error("%s/%d: configure: %s", w->o->role, w->o->rank, err);
@@ -91,12 +93,6 @@ static void s_handle(s_worker_t *w, const rl_msg_t *req) {
         }
     }
     s_send(w, &out);
-}
-
-static rl_coll_t *s_mesh; // this process's mesh (a rank started by the launcher), or NULL
-
-rl_coll_t *rl_worker_mesh(void) {
-    return s_mesh;
 }
 
 // A rank's secret from the controller's file: "token <hex>" and the line "identity
@@ -228,15 +224,15 @@ static int s_far_events(rl_chan_t *chan, int *up, int *bad_handshakes, char *err
 
 // A rank of a mesh: joins the MPI world (its rank is the world rank) and points stderr at its
 // own log. Returns 0 or an error.
-static int s_join_mesh(rl_worker_opts_t *o, char *err, size_t err_len) {
+static int s_join_mesh(rl_worker_opts_t *o, rl_coll_t **mesh_p, char *err, size_t err_len) {
     rl_mesh_t mesh = {o->mesh_dp, o->mesh_fsdp};
     int argc = 0;
     char **argv = NULL;
-    int rc = rl_coll_mpi(&mesh, &argc, &argv, &s_mesh, err, err_len);
+    int rc = rl_coll_mpi(&mesh, &argc, &argv, mesh_p, err, err_len);
     if (rc) {
         return rc;
     }
-    o->rank = rl_coll_rank(s_mesh);
+    o->rank = rl_coll_rank(*mesh_p);
     if (o->log_dir) {
         char path[4300];
         snprintf(path, sizeof path, "%s/%s-%d.log", o->log_dir, o->role, o->rank);
@@ -259,8 +255,7 @@ int rl_worker_main(const rl_worker_opts_t *opts) {
     // a role that runs programs we did not write answers for every process they start: a
     // subreaper that kills them all when it ends, on SIGTERM and at its parent's death (then
     // SIGTERM instead of SIGKILL); before any thread starts, so SIGTERM is blocked in all
-    const rl_role_t *early = rl_role_find(o->role);
-    int reaps = early && early->reaps;
+    int reaps = o->serves && o->serves->reaps;
     if (reaps) {
         char e[256];
         if (rl_reaper_start(e, sizeof e) != 0) {
@@ -282,14 +277,14 @@ int rl_worker_main(const rl_worker_opts_t *opts) {
     memset(&key, 0, sizeof key);
     int rc = 0, far = oo.mesh_dp > 0 && oo.key_file, up = 0, bad_hs = 0;
     if (far) {
-        rc = s_join_mesh(&oo, err, sizeof err);
+        rc = s_join_mesh(&oo, &w.mesh, err, sizeof err);
         if (!rc) {
             rc = s_far_secret(&oo, &key, server_pub, identity, sizeof identity, err, sizeof err);
         }
         gethostname(host, sizeof host - 1);
     } else if (oo.mesh_dp > 0) {
         char buf[1024];
-        rc = s_join_mesh(&oo, err, sizeof err);
+        rc = s_join_mesh(&oo, &w.mesh, err, sizeof err);
         if (!rc) {
             rc = s_secret_file(oo.secret_file, oo.role, oo.rank, buf, sizeof buf, err, sizeof err);
         }
@@ -320,7 +315,7 @@ int rl_worker_main(const rl_worker_opts_t *opts) {
     memset(&key, 0, sizeof key);
     // hello at once: the controller then sends `configure` (the recipe and threads), which
     // loads the role's model or rewards
-    w.role = rl_role_find(o->role);
+    w.role = o->serves;
     if (!rc && !w.role) {
         rc = rl_errf(err, sizeof(err), RL_EINVAL, "unknown role '%s'", o->role);
     }
@@ -396,6 +391,6 @@ int rl_worker_main(const rl_worker_opts_t *opts) {
         }
     }
     rl_recipe_destroy(&w.recipe);
-    rl_coll_destroy(&s_mesh);
+    rl_coll_destroy(&w.mesh);
     return rc ? 1 : 0;
 }

@@ -16,6 +16,7 @@
 #define RL_WORKER_H
 
 #include "rl_coll.h"
+#include "rl_role.h"
 
 #include <stdint.h>
 
@@ -25,6 +26,9 @@ extern "C" {
 
 typedef struct {
     const char *role;     // "actor", "sampler", "reward"
+    const rl_role_t *serves; // that role's table (rl_role_find(role)): passed in, so the loop
+                             // serves any table (a test's fake roles too); NULL: an unknown
+                             // role, which the worker reports in its hello
     int rank;
     const char *endpoint; // the controller's ROUTER
     int parent;           // the controller's pid (0: do not watch, accept any sender of our uid)
@@ -44,10 +48,6 @@ typedef struct {
     const char *key_file;
     const char *mesh_nonce;
 } rl_worker_opts_t;
-
-// The collectives of this worker's mesh (borrowed; valid while the worker runs), or NULL when it is
-// not a rank of a mesh: a role's setup shards its model over them.
-rl_coll_t *rl_worker_mesh(void);
 
 // Runs the worker until shutdown (returns 0) or a fatal error (returns non-zero after logging
 // it: no secret, cannot connect, an unknown role).

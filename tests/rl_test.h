@@ -1,24 +1,52 @@
-// rl_test — tiny check macros for the ctest suites. Each failed check prints file:line and
-// what differed, and is counted; a suite ends with RL_TEST_DONE(), which prints a summary and
-// returns non-zero when anything failed.
+// rl_test — the kit every ctest suite shares: check macros (each failed check prints its test
+// case, function, file:line and what differed, and is counted; a suite ends with RL_TEST_DONE(),
+// which prints a summary and returns non-zero when anything failed), temporary folders and their
+// removal, files written from a format, a shell command's output, a whole file read back.
 #ifndef RL_TEST_H
 #define RL_TEST_H
 
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 static int rl_test_failed = 0;
 static int rl_test_checks = 0;
+// The test case RL_TEST_RUN is running (NULL: none). Every FAIL line names it and the function
+// whose check failed: "FAIL [test_calls] file:line: ..." or, for a check in a helper,
+// "FAIL [test_calls > s_check_reply] file:line: ...".
+static const char *rl_test_case = NULL;
+
+static inline void rl_test_fail_at(const char *func, const char *file, int line) {
+    if (rl_test_case && strcmp(rl_test_case, func) != 0) {
+        fprintf(stderr, "FAIL [%s > %s] %s:%d: ", rl_test_case, func, file, line);
+    } else {
+        fprintf(stderr, "FAIL [%s] %s:%d: ", func, file, line);
+    }
+}
+
+// Runs the test case `fn(...)` under its name (for the FAIL lines).
+#define RL_TEST_RUN(fn, ...)                                                          \
+    do {                                                                              \
+        rl_test_case = #fn;                                                           \
+        fn(__VA_ARGS__);                                                              \
+        rl_test_case = NULL;                                                          \
+    } while (0)
 
 #define CHECK(cond)                                                                   \
     do {                                                                              \
         rl_test_checks++;                                                             \
         if (!(cond)) {                                                                \
             rl_test_failed++;                                                         \
-            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);           \
+            rl_test_fail_at(__func__, __FILE__, __LINE__);                            \
+            fprintf(stderr, "%s\n", #cond);                                           \
         }                                                                             \
     } while (0)
 
@@ -27,7 +55,8 @@ static int rl_test_checks = 0;
         rl_test_checks++;                                                             \
         if (!(cond)) {                                                                \
             rl_test_failed++;                                                         \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);           \
+            rl_test_fail_at(__func__, __FILE__, __LINE__);                            \
+            fprintf(stderr, "%s: ", #cond);                                           \
             fprintf(stderr, __VA_ARGS__);                                             \
             fputc('\n', stderr);                                                      \
         }                                                                             \
@@ -39,8 +68,8 @@ static int rl_test_checks = 0;
         rl_test_checks++;                                                             \
         if (rl_a_ != rl_b_) {                                                         \
             rl_test_failed++;                                                         \
-            fprintf(stderr, "FAIL %s:%d: %s == %s: %lld != %lld\n", __FILE__, __LINE__, \
-                    #a, #b, rl_a_, rl_b_);                                            \
+            rl_test_fail_at(__func__, __FILE__, __LINE__);                            \
+            fprintf(stderr, "%s == %s: %lld != %lld\n", #a, #b, rl_a_, rl_b_);        \
         }                                                                             \
     } while (0)
 
@@ -50,8 +79,9 @@ static int rl_test_checks = 0;
         rl_test_checks++;                                                             \
         if (!rl_a_ || !rl_b_ || strcmp(rl_a_, rl_b_) != 0) {                          \
             rl_test_failed++;                                                         \
-            fprintf(stderr, "FAIL %s:%d: %s == %s: \"%s\" != \"%s\"\n", __FILE__,     \
-                    __LINE__, #a, #b, rl_a_ ? rl_a_ : "(null)", rl_b_ ? rl_b_ : "(null)"); \
+            rl_test_fail_at(__func__, __FILE__, __LINE__);                            \
+            fprintf(stderr, "%s == %s: \"%s\" != \"%s\"\n", #a, #b, rl_a_ ? rl_a_ : "(null)", \
+                    rl_b_ ? rl_b_ : "(null)");                                        \
         }                                                                             \
     } while (0)
 
@@ -62,8 +92,8 @@ static int rl_test_checks = 0;
         rl_test_checks++;                                                             \
         if (!rl_h_ || !strstr(rl_h_, rl_n_)) {                                        \
             rl_test_failed++;                                                         \
-            fprintf(stderr, "FAIL %s:%d: \"%s\" does not contain \"%s\"\n", __FILE__, \
-                    __LINE__, rl_h_ ? rl_h_ : "(null)", rl_n_);                       \
+            rl_test_fail_at(__func__, __FILE__, __LINE__);                            \
+            fprintf(stderr, "\"%s\" does not contain \"%s\"\n", rl_h_ ? rl_h_ : "(null)", rl_n_); \
         }                                                                             \
     } while (0)
 
@@ -75,8 +105,9 @@ static int rl_test_checks = 0;
         rl_test_checks++;                                                             \
         if (!(fabs(rl_a_ - rl_b_) <= (tol) * rl_s_)) {                                \
             rl_test_failed++;                                                         \
-            fprintf(stderr, "FAIL %s:%d: %s ~ %s: %.9g vs %.9g (tol %g)\n", __FILE__, \
-                    __LINE__, #a, #b, rl_a_, rl_b_, (double)(tol));                   \
+            rl_test_fail_at(__func__, __FILE__, __LINE__);                            \
+            fprintf(stderr, "%s ~ %s: %.9g vs %.9g (tol %g)\n", #a, #b, rl_a_, rl_b_, \
+                    (double)(tol));                                                   \
         }                                                                             \
     } while (0)
 
@@ -134,14 +165,93 @@ static inline char *rl_test_read_file(const char *path, size_t *len_p) {
     return s;
 }
 
+// ---- temporary folders and files ------------------------------------------------------------
+
+// A fresh folder "/tmp/rl_test_<tag>_XXXXXX" (mkdtemp: new, mode 0700) into dir (cap bytes), or
+// the suite stops: nothing can run without it.
+static inline void rl_test_tmpdir(char *dir, size_t cap, const char *tag) {
+    snprintf(dir, cap, "/tmp/rl_test_%s_XXXXXX", tag);
+    if (!mkdtemp(dir)) {
+        fprintf(stderr, "FAIL: cannot create a temporary folder %s: %s\n", dir, strerror(errno));
+        exit(1);
+    }
+}
+
+// Removes what is inside the folder open at fd (never following a link), then closes fd.
+// Returns 0 or -1 (errno set) at the first thing that could not be removed.
+static inline int rl_test_rm_inside(int fd) {
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return -1;
+    }
+    int rc = 0;
+    struct dirent *e;
+    while (rc == 0 && (e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) {
+            continue;
+        }
+        struct stat st;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+            rc = -1;
+        } else if (S_ISDIR(st.st_mode)) {
+            int sub = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            rc = sub < 0 || rl_test_rm_inside(sub) != 0 ||
+                         unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR) != 0
+                     ? -1
+                     : 0;
+        } else {
+            rc = unlinkat(dirfd(d), e->d_name, 0);
+        }
+    }
+    closedir(d);
+    return rc;
+}
+
+// The end of a suite's temporary folder: removed with everything in it when every check passed
+// so far; kept when one failed (what the run left there is the evidence), saying where.
+static inline void rl_test_tmpdir_done(const char *dir);
+
+// Writes a file from a printf format, or the suite stops (a fixture it cannot write).
+static inline void rl_test_write(const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static inline void rl_test_write(const char *path, const char *fmt, ...) {
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "FAIL: cannot write %s: %s\n", path, strerror(errno));
+        exit(1);
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+    if (fclose(f) != 0) {
+        fprintf(stderr, "FAIL: cannot write %s: %s\n", path, strerror(errno));
+        exit(1);
+    }
+}
+
 // Stops the suite when a setup step (a fixture file, a temp dir) failed: nothing after it can run.
 #define RL_TEST_ASSERT_FILE(ptr, what)                                                \
     do {                                                                              \
         if (!(ptr)) {                                                                 \
-            fprintf(stderr, "FAIL %s:%d: cannot open %s\n", __FILE__, __LINE__, (what)); \
+            rl_test_fail_at(__func__, __FILE__, __LINE__);                            \
+            fprintf(stderr, "cannot open %s\n", (what));                              \
             return 1;                                                                 \
         }                                                                             \
     } while (0)
+
+static inline void rl_test_tmpdir_done(const char *dir) {
+    if (rl_test_failed) {
+        fprintf(stderr, "what the suite left is kept in %s\n", dir);
+        return;
+    }
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 || rl_test_rm_inside(fd) != 0 || rmdir(dir) != 0) {
+        rl_test_failed++;
+        fprintf(stderr, "FAIL: cannot remove %s: %s\n", dir, strerror(errno));
+    }
+}
 
 #define RL_TEST_DONE()                                                                \
     do {                                                                              \

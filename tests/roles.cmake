@@ -16,6 +16,10 @@ rl_add_test(NAME roles.grpo_faults SOURCES test_grpo_faults.c LIBS rl_roles
 target_compile_definitions(test_roles_grpo_faults PRIVATE
   RL_TEST_PLUGIN_DIR="$<TARGET_FILE_DIR:rl_test_plugin_ok>")
 add_dependencies(test_roles_grpo_faults rlctl ${rl_plugin_targets})
+# the controller's request/reply group against fake workers (the suite spawns itself as their
+# worker process, serving fake roles through the real worker loop): calls, overlapping posts,
+# one failure in call_each, a timeout, a worker exiting mid-request, an unknown role, destroy
+rl_add_test(NAME roles.group SOURCES test_group.c LIBS rl_roles LABELS unit TIMEOUT 120)
 # CURVE key files and the authenticated tcp:// chan of remote samplers (allowlist, refusals,
 # rebind on a removed key)
 rl_add_test(NAME roles.curve SOURCES test_curve.c LIBS rl_roles LABELS unit TIMEOUT 60)

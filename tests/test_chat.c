@@ -245,9 +245,9 @@ static void s_test_cli(void) {
 }
 
 int main(void) {
-    s_test_render();
-    s_test_detect();
-    s_test_goldens();
-    s_test_cli();
+    RL_TEST_RUN(s_test_render);
+    RL_TEST_RUN(s_test_detect);
+    RL_TEST_RUN(s_test_goldens);
+    RL_TEST_RUN(s_test_cli);
     RL_TEST_DONE();
 }

@@ -658,13 +658,13 @@ int main(void) {
     CHECK(s_exists(rd, ".lock"));
     rl_rundir_destroy(&h);
 
-    s_test_commit_protocol();
-    s_test_crash_leftovers();
-    s_test_list();
-    s_test_abandon();
-    s_test_publish_dir();
-    s_test_verify();
-    s_test_state_rules();
+    RL_TEST_RUN(s_test_commit_protocol);
+    RL_TEST_RUN(s_test_crash_leftovers);
+    RL_TEST_RUN(s_test_list);
+    RL_TEST_RUN(s_test_abandon);
+    RL_TEST_RUN(s_test_publish_dir);
+    RL_TEST_RUN(s_test_verify);
+    RL_TEST_RUN(s_test_state_rules);
 
     CHECK_INT(rl_checkpoint_rmtree(run), 0);
     struct stat sb;

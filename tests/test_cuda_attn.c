@@ -632,10 +632,10 @@ static void test_cache(void) {
 
 int main(void) {
     rl_test_cuda_open("model.cuda_attn");
-    test_train();
-    test_edges();
-    test_long();
-    test_cache();
+    RL_TEST_RUN(test_train);
+    RL_TEST_RUN(test_edges);
+    RL_TEST_RUN(test_long);
+    RL_TEST_RUN(test_cache);
     rl_test_cuda_close();
     RL_TEST_DONE();
 }

@@ -234,10 +234,10 @@ static void test_bias(void) {
 
 int main(void) {
     rl_test_cuda_open("model.cuda_core");
-    test_conversions();
-    test_memory();
-    test_gemm();
-    test_bias();
+    RL_TEST_RUN(test_conversions);
+    RL_TEST_RUN(test_memory);
+    RL_TEST_RUN(test_gemm);
+    RL_TEST_RUN(test_bias);
     rl_test_cuda_close();
     RL_TEST_DONE();
 }

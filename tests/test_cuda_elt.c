@@ -1087,14 +1087,14 @@ static void test_head(void) {
 
 int main(void) {
     rl_test_cuda_open("model.cuda_elt");
-    test_embedding();
-    test_rmsnorm();
-    test_rope();
-    test_swiglu();
-    test_elementwise();
-    test_adamw();
-    test_clip();
-    test_head();
+    RL_TEST_RUN(test_embedding);
+    RL_TEST_RUN(test_rmsnorm);
+    RL_TEST_RUN(test_rope);
+    RL_TEST_RUN(test_swiglu);
+    RL_TEST_RUN(test_elementwise);
+    RL_TEST_RUN(test_adamw);
+    RL_TEST_RUN(test_clip);
+    RL_TEST_RUN(test_head);
     rl_test_cuda_close();
     RL_TEST_DONE();
 }

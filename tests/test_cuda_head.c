@@ -1373,8 +1373,8 @@ static void test_table(void) {
 }
 
 int main(void) {
-    test_philox();
-    test_table();
+    RL_TEST_RUN(test_philox);
+    RL_TEST_RUN(test_table);
     char err[2048];
     rl_device_t d = {1, 0};
     rl_device_info_t info;
@@ -1384,14 +1384,14 @@ int main(void) {
     } else {
         printf("model.cuda_head: no GPU (%s): the host-side checks only\n", err);
     }
-    test_head();
-    test_sample_distribution();
-    test_sample_exact();
-    test_sample_greedy();
+    RL_TEST_RUN(test_head);
+    RL_TEST_RUN(test_sample_distribution);
+    RL_TEST_RUN(test_sample_exact);
+    RL_TEST_RUN(test_sample_greedy);
     if (s_gpu) {
-        test_head_edges();
-        test_logits();
-        test_sample_stream();
+        RL_TEST_RUN(test_head_edges);
+        RL_TEST_RUN(test_logits);
+        RL_TEST_RUN(test_sample_stream);
         rl_test_cuda_close();
     }
     if (!s_gpu && rl_test_failed == 0) {

@@ -277,9 +277,9 @@ int main(void) {
         perror("mkdtemp");
         return 1;
     }
-    test_keys();
-    test_key_paths();
-    test_chan();
+    RL_TEST_RUN(test_keys);
+    RL_TEST_RUN(test_key_paths);
+    RL_TEST_RUN(test_chan);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf %s", s_dir);
     if (system(cmd) != 0) {

@@ -435,16 +435,16 @@ int main(void) {
     s_tok = rl_tokenizer_new_dir(FIX "tok", err, sizeof(err));
     RL_TEST_ASSERT_FILE(s_tok, err);
     CHECK_INT(rl_tokenizer_eos_id(s_tok), EOS);
-    test_prompt_completion();
-    test_text();
-    test_messages();
-    test_prompt_messages();
-    test_prompt_completion_chat();
-    test_preference();
-    test_max_length();
-    test_errors();
-    test_sampler();
-    test_batch();
+    RL_TEST_RUN(test_prompt_completion);
+    RL_TEST_RUN(test_text);
+    RL_TEST_RUN(test_messages);
+    RL_TEST_RUN(test_prompt_messages);
+    RL_TEST_RUN(test_prompt_completion_chat);
+    RL_TEST_RUN(test_preference);
+    RL_TEST_RUN(test_max_length);
+    RL_TEST_RUN(test_errors);
+    RL_TEST_RUN(test_sampler);
+    RL_TEST_RUN(test_batch);
     rl_tokenizer_destroy(&s_tok);
     RL_TEST_DONE();
 }

@@ -65,7 +65,7 @@ static void test_check(void) {
 }
 
 int main(void) {
-    test_parse();
-    test_check();
+    RL_TEST_RUN(test_parse);
+    RL_TEST_RUN(test_check);
     RL_TEST_DONE();
 }

@@ -454,9 +454,9 @@ static void s_test_refusals(void) {
 
 int main(void) {
     RL_TEST_ASSERT_FILE(mkdtemp(s_tmp), "a temporary folder");
-    s_test_roundtrip();
-    s_test_adapter_and_chat();
-    s_test_refusals();
+    RL_TEST_RUN(s_test_roundtrip);
+    RL_TEST_RUN(s_test_adapter_and_chat);
+    RL_TEST_RUN(s_test_refusals);
     char path[600];
     snprintf(path, sizeof path, "%s/stderr", s_tmp);
     unlink(path);

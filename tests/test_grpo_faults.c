@@ -763,16 +763,16 @@ int main(void) {
     RL_TEST_ASSERT_FILE(mkdtemp(s_tmp), "a temporary directory");
     chmod(s_tmp, 0755); // the other-uid intruder must be able to look for the socket
     s_recipe("g.yaml", NULL, NULL);
-    test_intruders();
-    test_reference_worker();
-    test_bad_replies();
-    test_store_fault();
-    test_final_fault();
-    test_sync_fault();
-    test_silent_worker();
-    test_branches();
-    test_damaged_checkpoints();
-    test_signals();
+    RL_TEST_RUN(test_intruders);
+    RL_TEST_RUN(test_reference_worker);
+    RL_TEST_RUN(test_bad_replies);
+    RL_TEST_RUN(test_store_fault);
+    RL_TEST_RUN(test_final_fault);
+    RL_TEST_RUN(test_sync_fault);
+    RL_TEST_RUN(test_silent_worker);
+    RL_TEST_RUN(test_branches);
+    RL_TEST_RUN(test_damaged_checkpoints);
+    RL_TEST_RUN(test_signals);
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_tmp);
     if (!rl_test_failed && system(cmd) != 0) {

@@ -590,13 +590,13 @@ static void s_test_cookbook_model(void) {
 }
 
 int main(void) {
-    s_test_llama();
-    s_test_qwen2();
-    s_test_qwen3();
-    s_test_rope_parameters();
-    s_test_refusals();
-    s_test_load_errors();
-    s_test_check_weights();
-    s_test_cookbook_model();
+    RL_TEST_RUN(s_test_llama);
+    RL_TEST_RUN(s_test_qwen2);
+    RL_TEST_RUN(s_test_qwen3);
+    RL_TEST_RUN(s_test_rope_parameters);
+    RL_TEST_RUN(s_test_refusals);
+    RL_TEST_RUN(s_test_load_errors);
+    RL_TEST_RUN(s_test_check_weights);
+    RL_TEST_RUN(s_test_cookbook_model);
     RL_TEST_DONE();
 }

@@ -189,9 +189,9 @@ int main(void) {
         fprintf(stderr, "FAIL: %s\n", err);
         return 1;
     }
-    s_test_work();
-    s_test_cancel();
-    s_test_values();
+    RL_TEST_RUN(s_test_work);
+    RL_TEST_RUN(s_test_cancel);
+    RL_TEST_RUN(s_test_values);
     rl_tokenizer_destroy(&s_tok);
     rl_model_destroy(&s_model);
     RL_TEST_DONE();

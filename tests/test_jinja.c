@@ -961,13 +961,13 @@ int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "all";
     int all = strcmp(mode, "all") == 0;
     if (all || strcmp(mode, "unit") == 0) {
-        s_test_constructs();
-        s_test_errors();
-        s_test_limits();
-        s_test_api();
+        RL_TEST_RUN(s_test_constructs);
+        RL_TEST_RUN(s_test_errors);
+        RL_TEST_RUN(s_test_limits);
+        RL_TEST_RUN(s_test_api);
     }
     if (all || strcmp(mode, "goldens") == 0) {
-        s_test_goldens();
+        RL_TEST_RUN(s_test_goldens);
     }
     RL_TEST_DONE();
 }

@@ -337,11 +337,11 @@ static void test_folder(void) {
 
 int main(void) {
     RL_TEST_ASSERT_FILE(mkdtemp(s_dir), s_dir);
-    test_folder();
-    test_lines();
-    test_errors();
-    test_big();
-    test_fields();
+    RL_TEST_RUN(test_folder);
+    RL_TEST_RUN(test_lines);
+    RL_TEST_RUN(test_errors);
+    RL_TEST_RUN(test_big);
+    RL_TEST_RUN(test_fields);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_dir);
     if (system(cmd) != 0) {

@@ -1010,17 +1010,17 @@ int main(void) {
     setvbuf(stdout, NULL, _IONBF, 0); // keep our lines and the CHECK failures (stderr) in order
     rl_layers_set_threads(1);
     rng_t r = {12345};
-    test_embedding(&r);
-    test_rmsnorm(&r);
-    test_linear(&r);
-    test_lora(&r);
-    test_rope(&r);
-    test_attention(&r);
-    test_attention_long(&r);
-    test_attention_decode_blocks(&r);
-    test_swiglu(&r);
-    test_logprob(&r);
-    test_fast_paths(&r);
+    RL_TEST_RUN(test_embedding, &r);
+    RL_TEST_RUN(test_rmsnorm, &r);
+    RL_TEST_RUN(test_linear, &r);
+    RL_TEST_RUN(test_lora, &r);
+    RL_TEST_RUN(test_rope, &r);
+    RL_TEST_RUN(test_attention, &r);
+    RL_TEST_RUN(test_attention_long, &r);
+    RL_TEST_RUN(test_attention_decode_blocks, &r);
+    RL_TEST_RUN(test_swiglu, &r);
+    RL_TEST_RUN(test_logprob, &r);
+    RL_TEST_RUN(test_fast_paths, &r);
     printf("worst finite-difference error over all backward passes: %.3g (tol %g)\n", g_fd_worst,
            TOL_FD);
     fflush(stdout);

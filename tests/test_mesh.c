@@ -61,7 +61,7 @@ static void test_single(void) {
 }
 
 int main(void) {
-    test_layout();
-    test_single();
+    RL_TEST_RUN(test_layout);
+    RL_TEST_RUN(test_single);
     RL_TEST_DONE();
 }

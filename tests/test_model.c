@@ -1831,19 +1831,19 @@ int main(int argc, char **argv) {
     const char *group = argc > 1 ? argv[1] : "all";
     int all = strcmp(group, "all") == 0;
     if (all || strcmp(group, "numeric") == 0) {
-        s_test_grads();
-        s_test_head();
-        s_test_recompute();
-        s_test_lanes();
-        s_test_step_lanes();
-        s_test_kvcache();
-        s_test_prefill();
+        RL_TEST_RUN(s_test_grads);
+        RL_TEST_RUN(s_test_head);
+        RL_TEST_RUN(s_test_recompute);
+        RL_TEST_RUN(s_test_lanes);
+        RL_TEST_RUN(s_test_step_lanes);
+        RL_TEST_RUN(s_test_kvcache);
+        RL_TEST_RUN(s_test_prefill);
     }
     if (all || strcmp(group, "unit") == 0) {
-        s_test_errors();
+        RL_TEST_RUN(s_test_errors);
         snprintf(s_tmp, sizeof s_tmp, "/tmp/rl_test_model_XXXXXX");
         RL_TEST_ASSERT_FILE(mkdtemp(s_tmp), "a temporary folder");
-        s_test_peft();
+        RL_TEST_RUN(s_test_peft);
         char cmd[512];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_tmp);
         if (system(cmd) != 0) {

@@ -845,14 +845,14 @@ int main(void) {
                    rl_hf_arch_name(cfg.arch), cfg.hidden_size, cfg.num_hidden_layers,
                    cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim,
                    cfg.vocab_size, bt.B, bt.T);
-            s_test_full(model, dir, g, &bt);
-            s_test_lora(model, dir, g, &bt);
-            s_test_adamw(model, dir, g, &bt);
-            s_test_head(model, dir, &bt, cfg.hidden_size);
+            RL_TEST_RUN(s_test_full, model, dir, g, &bt);
+            RL_TEST_RUN(s_test_lora, model, dir, g, &bt);
+            RL_TEST_RUN(s_test_adamw, model, dir, g, &bt);
+            RL_TEST_RUN(s_test_head, model, dir, &bt, cfg.hidden_size);
             s_batch_free(&bt);
         }
         rl_st_file_destroy(&g);
     }
-    s_test_seq_cls();
+    RL_TEST_RUN(s_test_seq_cls);
     RL_TEST_DONE();
 }

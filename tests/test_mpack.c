@@ -432,11 +432,11 @@ static void test_copy(void) {
 }
 
 int main(void) {
-    test_ints();
-    test_floats_and_others();
-    test_past_the_end();
-    test_truncation_everywhere();
-    test_depth();
-    test_copy();
+    RL_TEST_RUN(test_ints);
+    RL_TEST_RUN(test_floats_and_others);
+    RL_TEST_RUN(test_past_the_end);
+    RL_TEST_RUN(test_truncation_everywhere);
+    RL_TEST_RUN(test_depth);
+    RL_TEST_RUN(test_copy);
     RL_TEST_DONE();
 }

@@ -350,12 +350,12 @@ static void test_parts(void) {
 int main(void) {
     char dir[] = "/tmp/rl_test_optim_XXXXXX";
     RL_TEST_ASSERT_FILE(mkdtemp(dir), "a temporary directory");
-    test_crc32c();
-    test_adamw();
-    test_schedules();
-    test_clip();
-    test_parts();
-    test_state_file(dir);
+    RL_TEST_RUN(test_crc32c);
+    RL_TEST_RUN(test_adamw);
+    RL_TEST_RUN(test_schedules);
+    RL_TEST_RUN(test_clip);
+    RL_TEST_RUN(test_parts);
+    RL_TEST_RUN(test_state_file, dir);
     char cmd[600];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     if (system(cmd) != 0) {

@@ -617,15 +617,15 @@ static void s_test_xml_check(void) {
 }
 
 int main(void) {
-    s_test_svg_math();
-    s_test_xml_check();
+    RL_TEST_RUN(s_test_svg_math);
+    RL_TEST_RUN(s_test_xml_check);
 
     snprintf(s_dir, sizeof s_dir, "/tmp/rl_plot_XXXXXX");
     RL_TEST_ASSERT_FILE(mkdtemp(s_dir), "a temp folder");
     s_fixtures();
-    s_test_two_runs();
-    s_test_smooth_and_choice();
-    s_test_refusals();
+    RL_TEST_RUN(s_test_two_runs);
+    RL_TEST_RUN(s_test_smooth_and_choice);
+    RL_TEST_RUN(s_test_refusals);
 
     if (!rl_test_failed) {
         char cmd[128];

@@ -180,12 +180,12 @@ static void test_parent_death(void) {
 }
 
 int main(void) {
-    test_without();
-    test_sweep();
-    test_sigterm();
+    RL_TEST_RUN(test_without);
+    RL_TEST_RUN(test_sweep);
+    RL_TEST_RUN(test_sigterm);
     // from here on orphans of ours are adopted by this process (the runner whose parent dies),
     // which reaps them: no zombie waits on an init that may not reap
     RL_ASSERT(prctl(PR_SET_CHILD_SUBREAPER, 1) == 0);
-    test_parent_death();
+    RL_TEST_RUN(test_parent_death);
     RL_TEST_DONE();
 }

@@ -142,8 +142,8 @@ static void test_cache(void) {
 
 int main(void) {
     RL_TEST_ASSERT_FILE(mkdtemp(s_dir), "a temporary directory");
-    test_hash();
-    test_cache();
+    RL_TEST_RUN(test_hash);
+    RL_TEST_RUN(test_cache);
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_dir);
     if (!rl_test_failed && system(cmd) != 0) {

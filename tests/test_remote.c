@@ -404,8 +404,8 @@ int main(void) {
         s_expect_out("read from files only");
         free(sec);
     }
-    test_old_session();
-    test_sessions();
+    RL_TEST_RUN(test_old_session);
+    RL_TEST_RUN(test_sessions);
     // SIGHUP with our key gone from the list: refused; back on it: served
     snprintf(cmd, sizeof cmd, "cp %s/intruder/key.pub %s/allow.txt", s_tmp, s_tmp);
     CHECK_INT(system(cmd), 0);

@@ -489,15 +489,15 @@ static void test_model_reward(void) {
 }
 
 int main(void) {
-    test_model_reward();
-    test_refusals();
-    test_ok_plugin();
-    test_plugin_errors();
-    test_math_answer();
-    test_regex_format();
-    test_length();
+    RL_TEST_RUN(test_model_reward);
+    RL_TEST_RUN(test_refusals);
+    RL_TEST_RUN(test_ok_plugin);
+    RL_TEST_RUN(test_plugin_errors);
+    RL_TEST_RUN(test_math_answer);
+    RL_TEST_RUN(test_regex_format);
+    RL_TEST_RUN(test_length);
     test_example(RL_EXAMPLE_PLUGIN);    // built as a MODULE with the project's flags
     test_example(RL_EXAMPLE_PLUGIN_CC); // built with the documented cc line
-    test_arith_gold();
+    RL_TEST_RUN(test_arith_gold);
     RL_TEST_DONE();
 }

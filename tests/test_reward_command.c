@@ -516,10 +516,10 @@ int main(void) {
         fprintf(stderr, "FAIL: mkdtemp\n");
         return 1;
     }
-    test_math_equivalence();
-    test_protocol();
-    test_stderr_cap();
-    test_recipe();
+    RL_TEST_RUN(test_math_equivalence);
+    RL_TEST_RUN(test_protocol);
+    RL_TEST_RUN(test_stderr_cap);
+    RL_TEST_RUN(test_recipe);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_tmp);
     if (system(cmd) != 0) {

@@ -471,9 +471,9 @@ static void test_recipe(void) {
 }
 
 int main(void) {
-    test_urls();
-    test_replies();
-    test_recipe();
+    RL_TEST_RUN(test_urls);
+    RL_TEST_RUN(test_replies);
+    RL_TEST_RUN(test_recipe);
     if (access(PY, X_OK) != 0) {
         fprintf(stderr, "note: %s missing; the live tests were skipped\n", PY);
         RL_TEST_DONE();
@@ -482,7 +482,7 @@ int main(void) {
         fprintf(stderr, "FAIL: mkdtemp\n");
         return 1;
     }
-    test_live();
+    RL_TEST_RUN(test_live);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_tmp);
     if (system(cmd) != 0) {

@@ -147,7 +147,7 @@ static void test_replies(void) {
 }
 
 int main(void) {
-    test_requests();
-    test_replies();
+    RL_TEST_RUN(test_requests);
+    RL_TEST_RUN(test_replies);
     RL_TEST_DONE();
 }

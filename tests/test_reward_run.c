@@ -281,9 +281,9 @@ int main(void) {
         fprintf(stderr, "FAIL: mkdtemp\n");
         return 1;
     }
-    test_same_metrics();
-    test_unscorable();
-    test_failures();
+    RL_TEST_RUN(test_same_metrics);
+    RL_TEST_RUN(test_unscorable);
+    RL_TEST_RUN(test_failures);
     if (!rl_test_failed) {
         snprintf(s_cmd, sizeof s_cmd, "rm -rf '%s'", s_tmp);
         if (system(s_cmd) != 0) {

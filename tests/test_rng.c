@@ -132,10 +132,10 @@ static void s_test_moments(void) {
 }
 
 int main(void) {
-    s_test_golden();
-    s_test_bit_exact();
-    s_test_determinism();
-    s_test_below();
-    s_test_moments();
+    RL_TEST_RUN(s_test_golden);
+    RL_TEST_RUN(s_test_bit_exact);
+    RL_TEST_RUN(s_test_determinism);
+    RL_TEST_RUN(s_test_below);
+    RL_TEST_RUN(s_test_moments);
     RL_TEST_DONE();
 }

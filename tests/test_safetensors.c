@@ -924,16 +924,16 @@ int main(void) {
         perror("mkdtemp");
         return 1;
     }
-    test_f16_exhaustive();
-    test_bf16_exhaustive();
-    test_rounding_vs_reference();
-    test_good_fixtures();
-    test_bad_corpus();
-    test_writer_matches_python();
-    test_writer_roundtrip();
-    test_writer_sharded();
-    test_many_tensors();
-    test_nonfinite();
+    RL_TEST_RUN(test_f16_exhaustive);
+    RL_TEST_RUN(test_bf16_exhaustive);
+    RL_TEST_RUN(test_rounding_vs_reference);
+    RL_TEST_RUN(test_good_fixtures);
+    RL_TEST_RUN(test_bad_corpus);
+    RL_TEST_RUN(test_writer_matches_python);
+    RL_TEST_RUN(test_writer_roundtrip);
+    RL_TEST_RUN(test_writer_sharded);
+    RL_TEST_RUN(test_many_tensors);
+    RL_TEST_RUN(test_nonfinite);
     s_rm_tree(s_tmpdir);
     RL_TEST_DONE();
 }

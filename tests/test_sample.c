@@ -266,11 +266,11 @@ static void s_test_chi2(void) {
 }
 
 int main(void) {
-    s_test_log_softmax();
-    s_test_argmax_top_k();
-    s_test_top_p_categorical();
-    s_test_opts_check();
-    s_test_dist_hand();
-    s_test_chi2();
+    RL_TEST_RUN(s_test_log_softmax);
+    RL_TEST_RUN(s_test_argmax_top_k);
+    RL_TEST_RUN(s_test_top_p_categorical);
+    RL_TEST_RUN(s_test_opts_check);
+    RL_TEST_RUN(s_test_dist_hand);
+    RL_TEST_RUN(s_test_chi2);
     RL_TEST_DONE();
 }

@@ -475,9 +475,9 @@ static void s_test_scheduling(void) {
 
 int main(void) {
     for (int i = 0; i < (int)(sizeof s_configs / sizeof s_configs[0]); i++) {
-        s_test_engine(i);
+        RL_TEST_RUN(s_test_engine, i);
     }
-    s_test_scheduling();
+    RL_TEST_RUN(s_test_scheduling);
     printf("worst sampler/forward logprob gap: %.3g\n", s_worst_gap);
     RL_TEST_DONE();
 }

@@ -635,10 +635,10 @@ int main(void) {
     CHECK_CONTAINS(out, "optim.lr");
     free(out);
 
-    s_test_resume_fallback();
-    s_test_resume_fallback_lora();
-    s_test_resume_branch();
-    s_test_final_rescue();
+    RL_TEST_RUN(s_test_resume_fallback);
+    RL_TEST_RUN(s_test_resume_fallback_lora);
+    RL_TEST_RUN(s_test_resume_branch);
+    RL_TEST_RUN(s_test_final_rescue);
 
     json_decref(a);
     snprintf(s_cmd, sizeof(s_cmd), "rm -rf '%s'", s_tmp);

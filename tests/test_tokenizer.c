@@ -746,27 +746,27 @@ int main(int argc, char **argv) {
     if (strcmp(which, "goldens") == 0) {
         rl_tokenizer_t *qwen = s_load_real("qwen3"), *llama = s_load_real("llama3");
         if (qwen && llama) {
-            s_test_reference_vectors(qwen, llama);
+            RL_TEST_RUN(s_test_reference_vectors, qwen, llama);
             s_fast_vs_onig(qwen, "qwen3", 3000);
             s_fast_vs_onig(llama, "llama3", 3000);
             s_test_real(qwen, "qwen3", 0); // NFC normalizer: the round trip gives NFC(text)
-            s_test_real(llama, "llama3", 1);
-            s_test_gpt2_split();
+            RL_TEST_RUN(s_test_real, llama, "llama3", 1);
+            RL_TEST_RUN(s_test_gpt2_split);
         }
         rl_tokenizer_destroy(&qwen);
         rl_tokenizer_destroy(&llama);
     } else {
-        s_test_fixture(TOKFIX "bpe_string_merges.json");
-        s_test_fixture(TOKFIX "bpe_list_merges.json");
-        s_test_errors();
-        s_test_id_bound();
-        s_test_huge_id_cli();
-        s_test_from_json();
-        s_test_refused_stage();
-        s_test_dir_vocab();
-        s_test_prefix_space();
-        s_test_utf8();
-        s_test_cli();
+        RL_TEST_RUN(s_test_fixture, TOKFIX "bpe_string_merges.json");
+        RL_TEST_RUN(s_test_fixture, TOKFIX "bpe_list_merges.json");
+        RL_TEST_RUN(s_test_errors);
+        RL_TEST_RUN(s_test_id_bound);
+        RL_TEST_RUN(s_test_huge_id_cli);
+        RL_TEST_RUN(s_test_from_json);
+        RL_TEST_RUN(s_test_refused_stage);
+        RL_TEST_RUN(s_test_dir_vocab);
+        RL_TEST_RUN(s_test_prefix_space);
+        RL_TEST_RUN(s_test_utf8);
+        RL_TEST_RUN(s_test_cli);
     }
     RL_TEST_DONE();
 }

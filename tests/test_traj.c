@@ -1096,16 +1096,16 @@ int main(int argc, char **argv) {
     self[n_self] = '\0';
     snprintf(s_dir, sizeof s_dir, "/tmp/rl_test_traj_XXXXXX");
     RL_TEST_ASSERT_FILE(mkdtemp(s_dir), s_dir);
-    test_codec();
-    test_malformed();
-    test_store();
-    test_growth();
-    test_corrupt();
-    test_put_time();
-    test_eval_table();
-    test_damage();
-    test_dead_reader();
-    test_disk_full(self);
+    RL_TEST_RUN(test_codec);
+    RL_TEST_RUN(test_malformed);
+    RL_TEST_RUN(test_store);
+    RL_TEST_RUN(test_growth);
+    RL_TEST_RUN(test_corrupt);
+    RL_TEST_RUN(test_put_time);
+    RL_TEST_RUN(test_eval_table);
+    RL_TEST_RUN(test_damage);
+    RL_TEST_RUN(test_dead_reader);
+    RL_TEST_RUN(test_disk_full, self);
     char cmd[256];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_dir);
     if (system(cmd) != 0) {

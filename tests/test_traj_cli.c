@@ -566,13 +566,13 @@ int main(void) {
     }
     rl_traj_close(&t);
 
-    test_ls();
-    test_show();
-    test_export();
-    test_python();
-    test_refusals();
-    test_corrupt();
-    test_damaged();
+    RL_TEST_RUN(test_ls);
+    RL_TEST_RUN(test_show);
+    RL_TEST_RUN(test_export);
+    RL_TEST_RUN(test_python);
+    RL_TEST_RUN(test_refusals);
+    RL_TEST_RUN(test_corrupt);
+    RL_TEST_RUN(test_damaged);
     s_free();
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_dir);
     if (system(cmd) != 0) {

@@ -564,14 +564,14 @@ int main(void) {
     }
     s_make_batch();
     float ref_logp[24] = {0};
-    test_sampler(ep, yaml);
-    test_actor(ep, yaml, dir, ref_logp);
-    test_reward(ep, yaml);
-    test_reference(ep, yaml, ref_logp);
+    RL_TEST_RUN(test_sampler, ep, yaml);
+    RL_TEST_RUN(test_actor, ep, yaml, dir, ref_logp);
+    RL_TEST_RUN(test_reward, ep, yaml);
+    RL_TEST_RUN(test_reference, ep, yaml, ref_logp);
     zmq_close(s_sock);
     zmq_ctx_term(ctx);
     free(yaml);
-    test_foreign_controller(dir);
+    RL_TEST_RUN(test_foreign_controller, dir);
     char cmd[200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) {
