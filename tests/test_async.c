@@ -55,11 +55,7 @@ static int s_check_staleness(const char *run, int k, int steps, int *at_step) {
 }
 
 int main(void) {
-    snprintf(s_tmp, sizeof s_tmp, "/tmp/rl_test_async_XXXXXX");
-    if (!mkdtemp(s_tmp)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    rl_test_tmpdir(s_tmp, sizeof s_tmp, "async");
     int at[16];
     for (int k = 1; k <= 2; k++) {
         char run[32];
@@ -126,10 +122,6 @@ int main(void) {
     json_decref(b);
     json_decref(ta);
     json_decref(tb);
-    if (!rl_test_failed) {
-        char cmd[400];
-        snprintf(cmd, sizeof cmd, "rm -rf %s", s_tmp);
-        CHECK_INT(system(cmd), 0);
-    }
+    rl_test_tmpdir_done(s_tmp);
     RL_TEST_DONE();
 }

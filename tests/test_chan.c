@@ -527,7 +527,7 @@ static void test_bad_args(const char *dir) {
 
 int main(void) {
     char dir[] = "/tmp/rl_test_chan.XXXXXX";
-    RL_TEST_ASSERT_FILE(mkdtemp(dir), "a temp dir");
+    rl_test_tmpdir(dir, sizeof dir, "chan");
     char ep[600];
     snprintf(ep, sizeof ep, "ipc://%s/ctl", dir);
     RL_TEST_RUN(test_request_reply, ep);
@@ -547,10 +547,6 @@ int main(void) {
     RL_TEST_RUN(test_max_frame, ep);
     RL_TEST_RUN(test_other_uid, dir);
     RL_TEST_RUN(test_bad_args, dir);
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "could not remove %s\n", dir);
-    }
+    rl_test_tmpdir_done(dir);
     RL_TEST_DONE();
 }

@@ -57,11 +57,7 @@ static void s_commit(const char *run, int64_t step, rl_optim_t *o) {
 // ---- the commit protocol ---------------------------------------------------------------------
 
 static void s_mktemp(char *buf, size_t cap) {
-    snprintf(buf, cap, "/tmp/rl_test_ckpt2_XXXXXX");
-    if (!mkdtemp(buf)) {
-        fprintf(stderr, "cannot create a temporary directory\n");
-        exit(1);
-    }
+    rl_test_tmpdir(buf, cap, "ckpt2");
 }
 
 // The names in folder dir that start with prefix, counted.
@@ -504,7 +500,7 @@ static void s_test_state_rules(void) {
 
 int main(void) {
     char run[] = "/tmp/rl_test_ckpt_XXXXXX";
-    RL_TEST_ASSERT_FILE(mkdtemp(run), "a temporary directory");
+    rl_test_tmpdir(run, sizeof run, "ckpt");
     char dir[1024], tmp[1024], err[512], latest[1024], path[1200];
     int64_t step = -1;
 

@@ -272,18 +272,10 @@ static void test_chan(void) {
 }
 
 int main(void) {
-    snprintf(s_dir, sizeof s_dir, "/tmp/rl_test_curve_XXXXXX");
-    if (!mkdtemp(s_dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    rl_test_tmpdir(s_dir, sizeof s_dir, "curve");
     RL_TEST_RUN(test_keys);
     RL_TEST_RUN(test_key_paths);
     RL_TEST_RUN(test_chan);
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", s_dir);
-    if (system(cmd) != 0) {
-        printf("could not remove %s\n", s_dir);
-    }
+    rl_test_tmpdir_done(s_dir);
     RL_TEST_DONE();
 }

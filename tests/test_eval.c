@@ -47,7 +47,7 @@ static void s_write(const char *path, const char *text) {
 
 int main(void) {
     char dir[] = "/tmp/rl_test_eval_XXXXXX";
-    RL_TEST_ASSERT_FILE(mkdtemp(dir), dir);
+    rl_test_tmpdir(dir, sizeof dir, "eval");
     char good[256], bad_field[256], bad_json[256], err[1024];
     snprintf(good, sizeof good, "%s/good.jsonl", dir);
     snprintf(bad_field, sizeof bad_field, "%s/bad_field.jsonl", dir);
@@ -148,7 +148,6 @@ int main(void) {
     snprintf(cmd, sizeof cmd, "'%s/rlctl' eval --model /nonexistent --data '%s' 2>&1",
              RL_BINARY_DIR, good);
     CHECK_INT(rl_test_shell(cmd, out, sizeof out), 2);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    CHECK_INT(system(cmd), 0);
+    rl_test_tmpdir_done(dir);
     RL_TEST_DONE();
 }

@@ -453,13 +453,10 @@ static void s_test_refusals(void) {
 }
 
 int main(void) {
-    RL_TEST_ASSERT_FILE(mkdtemp(s_tmp), "a temporary folder");
+    rl_test_tmpdir(s_tmp, sizeof s_tmp, "generate");
     RL_TEST_RUN(s_test_roundtrip);
     RL_TEST_RUN(s_test_adapter_and_chat);
     RL_TEST_RUN(s_test_refusals);
-    char path[600];
-    snprintf(path, sizeof path, "%s/stderr", s_tmp);
-    unlink(path);
-    rmdir(s_tmp);
+    rl_test_tmpdir_done(s_tmp);
     RL_TEST_DONE();
 }

@@ -760,7 +760,7 @@ static void test_signals(void) {
 }
 
 int main(void) {
-    RL_TEST_ASSERT_FILE(mkdtemp(s_tmp), "a temporary directory");
+    rl_test_tmpdir(s_tmp, sizeof s_tmp, "faults");
     chmod(s_tmp, 0755); // the other-uid intruder must be able to look for the socket
     s_recipe("g.yaml", NULL, NULL);
     RL_TEST_RUN(test_intruders);
@@ -773,10 +773,6 @@ int main(void) {
     RL_TEST_RUN(test_branches);
     RL_TEST_RUN(test_damaged_checkpoints);
     RL_TEST_RUN(test_signals);
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_tmp);
-    if (!rl_test_failed && system(cmd) != 0) {
-        fprintf(stderr, "could not remove %s\n", s_tmp);
-    }
+    rl_test_tmpdir_done(s_tmp);
     RL_TEST_DONE();
 }

@@ -260,7 +260,7 @@ static void s_check_run(const char *run) {
 }
 
 int main(void) {
-    RL_TEST_ASSERT_FILE(mkdtemp(s_tmp), "a temporary directory");
+    rl_test_tmpdir(s_tmp, sizeof s_tmp, "grpo");
     char args[8192];
     char *out;
     s_recipe("g.yaml", NULL, NULL);
@@ -676,9 +676,6 @@ int main(void) {
     free(out);
     CHECK_MSG(s_all_gone(kids, nk, 5), "workers left after a failed run");
 
-    snprintf(s_cmd, sizeof(s_cmd), "rm -rf '%s'", s_tmp);
-    if (!rl_test_failed && system(s_cmd) != 0) {
-        fprintf(stderr, "warning: could not remove %s\n", s_tmp);
-    }
+    rl_test_tmpdir_done(s_tmp);
     RL_TEST_DONE();
 }

@@ -437,7 +437,7 @@ static void s_test_load_errors(void) {
 
     // a broken generation_config.json is reported by its own name
     char dir[] = "/tmp/rl_test_hf_XXXXXX";
-    RL_ASSERT(mkdtemp(dir));
+    rl_test_tmpdir(dir, sizeof dir, "hf");
     char path[256];
     snprintf(path, sizeof path, "%s/config.json", dir);
     FILE *f = fopen(path, "w");
@@ -525,7 +525,7 @@ static void s_test_check_weights(void) {
     rl_hf_tensor_spec_t specs[64];
     int n = rl_hf_tensor_specs(&c, specs, 64);
     char dir[] = "/tmp/rl_test_hfw_XXXXXX";
-    RL_ASSERT(mkdtemp(dir));
+    rl_test_tmpdir(dir, sizeof dir, "hf");
 
     s_write_model(dir, specs, n, NULL, NULL, NULL, 0);
     CHECK_INT(s_check_dir(dir, &c, err, sizeof err), 0);

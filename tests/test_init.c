@@ -117,7 +117,7 @@ static void s_check_folder(const char *dir, rl_dtype_t want_dtype) {
 }
 
 int main(void) {
-    RL_ASSERT(mkdtemp(s_tmp));
+    rl_test_tmpdir(s_tmp, sizeof s_tmp, "init");
     s_write("config.json", s_config);
     s_write("tokenizer.json", s_tokenizer);
     char args[1024], a[512], b[512];
@@ -237,7 +237,6 @@ int main(void) {
     snprintf(cmd, sizeof cmd, "test $(ls -A '%s' | wc -l) -eq 4", a);
     CHECK_MSG(system(cmd) == 0, "%s holds files other than the model's four", a);
 
-    snprintf(args, sizeof args, "rm -rf '%s'", s_tmp);
-    CHECK(system(args) == 0);
+    rl_test_tmpdir_done(s_tmp);
     RL_TEST_DONE();
 }

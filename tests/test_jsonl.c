@@ -336,16 +336,12 @@ static void test_folder(void) {
 }
 
 int main(void) {
-    RL_TEST_ASSERT_FILE(mkdtemp(s_dir), s_dir);
+    rl_test_tmpdir(s_dir, sizeof s_dir, "jsonl");
     RL_TEST_RUN(test_folder);
     RL_TEST_RUN(test_lines);
     RL_TEST_RUN(test_errors);
     RL_TEST_RUN(test_big);
     RL_TEST_RUN(test_fields);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_dir);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "warning: could not remove %s\n", s_dir);
-    }
+    rl_test_tmpdir_done(s_dir);
     RL_TEST_DONE();
 }

@@ -61,7 +61,7 @@ int main(int argc, char **argv) {
     }
     const char *recipe = argv[1];
     long steps = strtol(argv[2], NULL, 10);
-    RL_TEST_ASSERT_FILE(mkdtemp(s_tmp), "a temporary directory");
+    rl_test_tmpdir(s_tmp, sizeof s_tmp, "learning");
     // set:KEY=VALUE arguments are overrides of the recipe
     char sets[1024] = "";
     for (int i = 3; i < argc; i++) {
@@ -114,10 +114,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s\n", out ? out : "");
         free(out);
     } else {
-        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", s_tmp);
-        if (system(cmd) != 0) {
-            fprintf(stderr, "warning: could not remove %s\n", s_tmp);
-        }
+        rl_test_tmpdir_done(s_tmp);
     }
     RL_TEST_DONE();
 }

@@ -49,7 +49,7 @@ static int s_verify(int has_crc, uint32_t crc, char *err, size_t cap) {
 }
 
 int main(void) {
-    RL_TEST_ASSERT_FILE(mkdtemp(s_dir), "a temporary directory");
+    rl_test_tmpdir(s_dir, sizeof s_dir, "manifest");
     char err[1024];
     mkdir(s_at("adapter"), 0755);
     mkdir(s_at("critic"), 0755);
@@ -160,10 +160,6 @@ int main(void) {
     CHECK_INT(s_verify(0, 0, err, sizeof err), RL_ENOTFOUND);
     CHECK_CONTAINS(err, "manifest.json: missing");
 
-    char cmd[200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_dir);
-    if (!rl_test_failed && system(cmd) != 0) {
-        fprintf(stderr, "could not remove %s\n", s_dir);
-    }
+    rl_test_tmpdir_done(s_dir);
     RL_TEST_DONE();
 }

@@ -458,10 +458,7 @@ static void s_across_hosts(void) {
 }
 
 int main(void) {
-    if (!mkdtemp(s_tmp)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    rl_test_tmpdir(s_tmp, sizeof s_tmp, "mesh");
     // a 1×1 run never loads MPI: rlctl does not link it (the backend is a module of its own)
     char cmd[1200], out[4096] = "";
     snprintf(cmd, sizeof cmd, "ldd %s/rlctl", RL_BINARY_DIR);
@@ -497,11 +494,6 @@ int main(void) {
     s_rank_fails();
     printf("across hosts\n");
     s_across_hosts();
-    if (!rl_test_failed) {
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_tmp);
-        if (system(cmd) != 0) {
-            fprintf(stderr, "warning: could not remove %s\n", s_tmp);
-        }
-    }
+    rl_test_tmpdir_done(s_tmp);
     RL_TEST_DONE();
 }

@@ -156,7 +156,7 @@ static int s_json_lines(const char *path) {
 
 int main(void) {
     char dir[] = "/tmp/rl_test_metrics_XXXXXX";
-    RL_TEST_ASSERT_FILE(mkdtemp(dir), "a temporary directory");
+    rl_test_tmpdir(dir, sizeof dir, "metrics");
     char err[512], path[600];
     // masking of a known CRC (TFRecord: rotate right 15, add 0xa282ead8)
     CHECK_INT(rl_crc32c_mask(0), 0xa282ead8u);
@@ -313,10 +313,6 @@ int main(void) {
     CHECK(m == NULL);
     CHECK_CONTAINS(err, "metrics.jsonl: cannot open");
 
-    char cmd[700];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "warning: could not remove %s\n", dir);
-    }
+    rl_test_tmpdir_done(dir);
     RL_TEST_DONE();
 }

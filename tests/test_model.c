@@ -1841,14 +1841,9 @@ int main(int argc, char **argv) {
     }
     if (all || strcmp(group, "unit") == 0) {
         RL_TEST_RUN(s_test_errors);
-        snprintf(s_tmp, sizeof s_tmp, "/tmp/rl_test_model_XXXXXX");
-        RL_TEST_ASSERT_FILE(mkdtemp(s_tmp), "a temporary folder");
+        rl_test_tmpdir(s_tmp, sizeof s_tmp, "model");
         RL_TEST_RUN(s_test_peft);
-        char cmd[512];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_tmp);
-        if (system(cmd) != 0) {
-            fprintf(stderr, "could not remove %s\n", s_tmp);
-        }
+        rl_test_tmpdir_done(s_tmp);
     }
     RL_TEST_DONE();
 }

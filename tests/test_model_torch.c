@@ -786,7 +786,7 @@ static void s_test_seq_cls(void) {
               worst / top);
     // our writer: the same tensors, the classifier's config
     char out[] = "/tmp/rl_test_seqcls_out_XXXXXX";
-    CHECK(mkdtemp(out) != NULL);
+    rl_test_tmpdir(out, sizeof out, "seqcls_out");
     CHECK_INT(rl_model_save_seq_cls(m, out, w, 0, 0, err, sizeof err), 0);
     rl_st_model_t *o = rl_st_model_open(out, err, sizeof err);
     CHECK_MSG(o && rl_st_model_count(o) == rl_st_model_count(st),
@@ -820,8 +820,7 @@ static void s_test_seq_cls(void) {
     CHECK(c1.hidden_size == c2.hidden_size && c1.num_hidden_layers == c2.num_hidden_layers &&
           c1.vocab_size == c2.vocab_size && c1.rope_type == c2.rope_type &&
           c1.tie_word_embeddings == c2.tie_word_embeddings);
-    snprintf(path, sizeof path, "rm -rf '%s'", out);
-    CHECK_INT(system(path), 0);
+    rl_test_tmpdir_done(out);
     free(w);
     json_decref(g);
     rl_model_destroy(&m);

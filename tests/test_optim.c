@@ -349,17 +349,13 @@ static void test_parts(void) {
 
 int main(void) {
     char dir[] = "/tmp/rl_test_optim_XXXXXX";
-    RL_TEST_ASSERT_FILE(mkdtemp(dir), "a temporary directory");
+    rl_test_tmpdir(dir, sizeof dir, "optim");
     RL_TEST_RUN(test_crc32c);
     RL_TEST_RUN(test_adamw);
     RL_TEST_RUN(test_schedules);
     RL_TEST_RUN(test_clip);
     RL_TEST_RUN(test_parts);
     RL_TEST_RUN(test_state_file, dir);
-    char cmd[600];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "warning: could not remove %s\n", dir);
-    }
+    rl_test_tmpdir_done(dir);
     RL_TEST_DONE();
 }

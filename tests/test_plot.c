@@ -620,19 +620,12 @@ int main(void) {
     RL_TEST_RUN(s_test_svg_math);
     RL_TEST_RUN(s_test_xml_check);
 
-    snprintf(s_dir, sizeof s_dir, "/tmp/rl_plot_XXXXXX");
-    RL_TEST_ASSERT_FILE(mkdtemp(s_dir), "a temp folder");
+    rl_test_tmpdir(s_dir, sizeof s_dir, "plot");
     s_fixtures();
     RL_TEST_RUN(s_test_two_runs);
     RL_TEST_RUN(s_test_smooth_and_choice);
     RL_TEST_RUN(s_test_refusals);
 
-    if (!rl_test_failed) {
-        char cmd[128];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_dir);
-        rl_test_shell(cmd, s_out, sizeof s_out);
-    } else {
-        fprintf(stderr, "kept %s for a look\n", s_dir);
-    }
+    rl_test_tmpdir_done(s_dir);
     RL_TEST_DONE();
 }

@@ -173,7 +173,7 @@ static void s_check_records(const char *name) {
 }
 
 int main(void) {
-    RL_TEST_ASSERT_FILE(mkdtemp(s_tmp), "a temporary directory");
+    rl_test_tmpdir(s_tmp, sizeof s_tmp, "ppo");
     s_recipe();
     // 1. one go
     CHECK_INT(s_run("a", ""), 0);
@@ -287,11 +287,6 @@ int main(void) {
     CHECK_CONTAINS(bg, "continue with rlctl run --resume");
     free(bg);
     CHECK_MSG(rl_test_all_gone(kids, nk, 5), "workers left after the critic died");
-    if (!rl_test_failed) {
-        snprintf(s_cmd, sizeof(s_cmd), "rm -rf '%s'", s_tmp);
-        if (system(s_cmd) != 0) {
-            fprintf(stderr, "warning: could not remove %s\n", s_tmp);
-        }
-    }
+    rl_test_tmpdir_done(s_tmp);
     RL_TEST_DONE();
 }

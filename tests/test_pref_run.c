@@ -568,15 +568,10 @@ static void s_rm(void) {
 }
 
 int main(void) {
-    RL_TEST_ASSERT_FILE(mkdtemp(s_tmp), "a temporary directory");
+    rl_test_tmpdir(s_tmp, sizeof s_tmp, "pref");
     s_files();
     s_dpo();
     s_rm();
-    if (!rl_test_failed) {
-        snprintf(s_cmd, sizeof s_cmd, "rm -rf '%s'", s_tmp);
-        if (system(s_cmd) != 0) {
-            fprintf(stderr, "warning: could not remove %s\n", s_tmp);
-        }
-    }
+    rl_test_tmpdir_done(s_tmp);
     RL_TEST_DONE();
 }

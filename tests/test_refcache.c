@@ -141,13 +141,9 @@ static void test_cache(void) {
 }
 
 int main(void) {
-    RL_TEST_ASSERT_FILE(mkdtemp(s_dir), "a temporary directory");
+    rl_test_tmpdir(s_dir, sizeof s_dir, "refcache");
     RL_TEST_RUN(test_hash);
     RL_TEST_RUN(test_cache);
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_dir);
-    if (!rl_test_failed && system(cmd) != 0) {
-        fprintf(stderr, "warning: could not remove %s\n", s_dir);
-    }
+    rl_test_tmpdir_done(s_dir);
     RL_TEST_DONE();
 }

@@ -314,11 +314,7 @@ static int s_http_ask(const char *token) {
 // ---- main ---------------------------------------------------------------------------------------
 
 int main(void) {
-    snprintf(s_tmp, sizeof s_tmp, "/tmp/rl_test_remote_XXXXXX");
-    if (!mkdtemp(s_tmp)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    rl_test_tmpdir(s_tmp, sizeof s_tmp, "remote");
     char err[512], path[400], cmd[1400];
     const char *who[] = {"ctl", "s0", "s1", "s2", "intruder"};
     for (int i = 0; i < 5; i++) {
@@ -514,8 +510,7 @@ out:
     }
     s_netns_down();
     if (!rl_test_failed && !getenv("RL_TEST_KEEP")) {
-        snprintf(cmd, sizeof cmd, "rm -rf %s", s_tmp);
-        CHECK_INT(system(cmd), 0);
+        rl_test_tmpdir_done(s_tmp);
     }
     RL_TEST_DONE();
 }

@@ -512,18 +512,11 @@ int main(void) {
         fprintf(stderr, "note: %s missing; command rewards not tested\n", PY);
         return 0;
     }
-    if (!mkdtemp(s_tmp)) {
-        fprintf(stderr, "FAIL: mkdtemp\n");
-        return 1;
-    }
+    rl_test_tmpdir(s_tmp, sizeof s_tmp, "reward_command");
     RL_TEST_RUN(test_math_equivalence);
     RL_TEST_RUN(test_protocol);
     RL_TEST_RUN(test_stderr_cap);
     RL_TEST_RUN(test_recipe);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_tmp);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "note: could not remove %s\n", s_tmp);
-    }
+    rl_test_tmpdir_done(s_tmp);
     RL_TEST_DONE();
 }

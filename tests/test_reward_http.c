@@ -478,15 +478,8 @@ int main(void) {
         fprintf(stderr, "note: %s missing; the live tests were skipped\n", PY);
         RL_TEST_DONE();
     }
-    if (!mkdtemp(s_tmp)) {
-        fprintf(stderr, "FAIL: mkdtemp\n");
-        return 1;
-    }
+    rl_test_tmpdir(s_tmp, sizeof s_tmp, "reward_http");
     RL_TEST_RUN(test_live);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_tmp);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "note: could not remove %s\n", s_tmp);
-    }
+    rl_test_tmpdir_done(s_tmp);
     RL_TEST_DONE();
 }

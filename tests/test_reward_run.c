@@ -277,18 +277,10 @@ int main(void) {
         fprintf(stderr, "note: %s missing; command and http runs not tested\n", PY);
         return 0;
     }
-    if (!mkdtemp(s_tmp)) {
-        fprintf(stderr, "FAIL: mkdtemp\n");
-        return 1;
-    }
+    rl_test_tmpdir(s_tmp, sizeof s_tmp, "reward_run");
     RL_TEST_RUN(test_same_metrics);
     RL_TEST_RUN(test_unscorable);
     RL_TEST_RUN(test_failures);
-    if (!rl_test_failed) {
-        snprintf(s_cmd, sizeof s_cmd, "rm -rf '%s'", s_tmp);
-        if (system(s_cmd) != 0) {
-            fprintf(stderr, "note: could not remove %s\n", s_tmp);
-        }
-    }
+    rl_test_tmpdir_done(s_tmp);
     RL_TEST_DONE();
 }

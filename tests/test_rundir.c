@@ -112,7 +112,7 @@ static int s_fd_cloexec(const char *path) {
 }
 
 int main(void) {
-    RL_TEST_ASSERT_FILE(mkdtemp(s_base), "a temporary directory");
+    rl_test_tmpdir(s_base, sizeof s_base, "rundir");
     char err[2048], victim[1200], run[1200];
     int code = 0;
     int root = geteuid() == 0;

@@ -919,11 +919,7 @@ static void test_nonfinite(void) {
 }
 
 int main(void) {
-    snprintf(s_tmpdir, sizeof s_tmpdir, "/tmp/rl_test_safetensors.XXXXXX");
-    if (!mkdtemp(s_tmpdir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    rl_test_tmpdir(s_tmpdir, sizeof s_tmpdir, "safetensors");
     RL_TEST_RUN(test_f16_exhaustive);
     RL_TEST_RUN(test_bf16_exhaustive);
     RL_TEST_RUN(test_rounding_vs_reference);

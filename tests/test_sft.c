@@ -341,7 +341,7 @@ static void s_test_resume_fallback_lora(void) {
 }
 
 int main(void) {
-    RL_TEST_ASSERT_FILE(mkdtemp(s_tmp), "a temporary directory");
+    rl_test_tmpdir(s_tmp, sizeof s_tmp, "sft");
     char args[4096];
     snprintf(args, sizeof(args),
              "init --config %s/tiny_config.json --tokenizer %s/tok/tokenizer.json --out %s/model "
@@ -641,9 +641,6 @@ int main(void) {
     RL_TEST_RUN(s_test_final_rescue);
 
     json_decref(a);
-    snprintf(s_cmd, sizeof(s_cmd), "rm -rf '%s'", s_tmp);
-    if (!rl_test_failed && system(s_cmd) != 0) {
-        fprintf(stderr, "warning: could not remove %s\n", s_tmp);
-    }
+    rl_test_tmpdir_done(s_tmp);
     RL_TEST_DONE();
 }

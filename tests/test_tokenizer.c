@@ -353,7 +353,7 @@ static void s_test_from_json(void) {
 // '<w>'): rl_tokenizer_new_dir refuses it naming both files; fewer ids than vocab_size is fine.
 static void s_test_dir_vocab(void) {
     char dir[] = "/tmp/rl_test_tokenizer_XXXXXX", cmd[1024], err[1024] = "";
-    CHECK(mkdtemp(dir) != NULL);
+    rl_test_tmpdir(dir, sizeof dir, "tokenizer");
     snprintf(cmd, sizeof(cmd), "cp '%sbpe_string_merges.json' '%s/tokenizer.json'", TOKFIX, dir);
     CHECK_INT(system(cmd), 0);
     const struct {
@@ -402,8 +402,7 @@ static void s_test_dir_vocab(void) {
             rl_tokenizer_destroy(&tok);
         }
     }
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    CHECK_INT(system(cmd), 0);
+    rl_test_tmpdir_done(dir);
 }
 
 static void s_test_utf8(void) {

@@ -1094,8 +1094,7 @@ int main(int argc, char **argv) {
     ssize_t n_self = readlink("/proc/self/exe", self, sizeof self - 1);
     RL_TEST_ASSERT_FILE(n_self > 0, "/proc/self/exe");
     self[n_self] = '\0';
-    snprintf(s_dir, sizeof s_dir, "/tmp/rl_test_traj_XXXXXX");
-    RL_TEST_ASSERT_FILE(mkdtemp(s_dir), s_dir);
+    rl_test_tmpdir(s_dir, sizeof s_dir, "traj");
     RL_TEST_RUN(test_codec);
     RL_TEST_RUN(test_malformed);
     RL_TEST_RUN(test_store);
@@ -1106,10 +1105,6 @@ int main(int argc, char **argv) {
     RL_TEST_RUN(test_damage);
     RL_TEST_RUN(test_dead_reader);
     RL_TEST_RUN(test_disk_full, self);
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_dir);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "could not remove %s\n", s_dir);
-    }
+    rl_test_tmpdir_done(s_dir);
     RL_TEST_DONE();
 }

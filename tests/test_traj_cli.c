@@ -537,8 +537,7 @@ int main(void) {
     // a sanitized rlctl: faults on a damaged page must stay signals (AddressSanitizer would turn
     // them into exit status 1), which is what the reader's parent reports
     setenv("ASAN_OPTIONS", "handle_segv=0:handle_sigbus=0", 0);
-    snprintf(s_dir, sizeof s_dir, "/tmp/rl_test_traj_cli_XXXXXX");
-    RL_TEST_ASSERT_FILE(mkdtemp(s_dir), s_dir);
+    rl_test_tmpdir(s_dir, sizeof s_dir, "traj_cli");
     snprintf(s_run, sizeof s_run, "%s/run", s_dir);
     RL_ASSERT(mkdir(s_run, 0775) == 0);
     // the run's recipe.yaml is the resolved cookbook recipe, as `rlctl run` writes it
@@ -574,9 +573,6 @@ int main(void) {
     RL_TEST_RUN(test_corrupt);
     RL_TEST_RUN(test_damaged);
     s_free();
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_dir);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "could not remove %s\n", s_dir);
-    }
+    rl_test_tmpdir_done(s_dir);
     RL_TEST_DONE();
 }

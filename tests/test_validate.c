@@ -66,8 +66,7 @@ static int s_case(const char *edit, char *err, size_t len) {
     "for i in range(10)]; json.dump(t, open('tokenizer.json', 'w'))\""
 
 int main(void) {
-    snprintf(s_dir, sizeof s_dir, "/tmp/rl_test_validate_XXXXXX");
-    RL_TEST_ASSERT_FILE(mkdtemp(s_dir), s_dir);
+    rl_test_tmpdir(s_dir, sizeof s_dir, "validate");
     char err[4096];
 
     CHECK_INT(s_case("true", err, sizeof err), 0);
@@ -153,7 +152,6 @@ int main(void) {
     snprintf(args, sizeof args, "validate --no-file-checks '%s/r.yaml'", s_dir);
     CHECK_INT(s_rlctl(args, err, sizeof err), 0);
 
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_dir);
-    CHECK_INT(system(cmd), 0);
+    rl_test_tmpdir_done(s_dir);
     RL_TEST_DONE();
 }
