@@ -38,6 +38,12 @@
 
 // ---- roles and data -----------------------------------------------------------------------------
 
+// The loss the actor trains with (the registry's, rl_loss.h).
+static const char *s_loss(const rl_recipe_t *r) {
+    (void)r;
+    return "grpo";
+}
+
 static void s_roles(const rl_recipe_t *r, rl_algo_roles_t *out) {
     out->sampling = 1;
     out->samplers = out->sampling ? r->roles.samplers : 0;
@@ -131,7 +137,7 @@ static void s_metrics(rl_run_t *run, const rl_rollout_data_t *d, const s_step_t 
         rl_metrics_add(mt, "rewards/unscorable", as->unscorable);
     }
     if (x) {
-        rl_rollout_loss_metrics(run, x);
+        rl_run_loss_metrics(run, s_loss(run->r), x);
     }
 }
 
@@ -296,7 +302,7 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
         t_pending = rl_clock_now() - ta;
         t3 = rl_clock_now();
         if (!rc) {
-            rl_proto_train_t q = {.loss = "grpo",
+            rl_proto_train_t q = {.loss = s_loss(r),
                                   .step = run->step + 1,
                                   .lr = lr,
                                   .temperature = r->sampling.temperature,
@@ -367,7 +373,7 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
         rl_metrics_add(mt, "timing/actor_idle", waited);
         rl_metrics_add(mt, "tokens_per_second", len_sum / (t1 - t0 > 0 ? t1 - t0 : 1));
         snprintf(note, note_len, "reward %.3f kl %.4f gen %.0f tok/s", rmean,
-                 have_x ? x.kl / (x.tokens > 0 ? x.tokens : 1) : 0.0,
+                 have_x ? rl_run_loss_metric(s_loss(r), &x, "kl") : 0.0,
                  len_sum / (t1 - t0 > 0 ? t1 - t0 : 1));
     }
     // 9. sync (after the metrics: a failed sync still leaves the step whole; a resumed run syncs
