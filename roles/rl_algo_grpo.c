@@ -10,8 +10,8 @@
 //   5. the reference's logprobs of the kept completions (beta > 0);
 //   6. the records go to the store before the update (pending), so that nothing after it can
 //      lose them;
-//   7. the actor's update (rl_grpo_loss over micro-batches, num_iterations passes; its first
-//      forward is logπ_old);
+//   7. the actor's update (the recipe's policy_loss, rl_grpo_loss by default, over
+//      micro-batches, num_iterations passes; its first forward is logπ_old);
 //   8. the records again with logπ_old; the metrics (TRL's names, REFERENCE.md §6);
 //   9. the updated weights to the samplers (the train reply carries them).
 // With algorithm.max_staleness = k > 0 the rollouts are asynchronous: the generations of the next
@@ -28,6 +28,7 @@
 #include "rl_err.h"
 #include "rl_fault.h"
 #include "rl_grpo.h"
+#include "rl_loss.h"
 #include "rl_completions.h"
 #include "rl_rollout.h"
 
@@ -38,10 +39,24 @@
 
 // ---- roles and data -----------------------------------------------------------------------------
 
-// The loss the actor trains with (the registry's, rl_loss.h).
+// The loss the actor trains with: the recipe's algorithm.policy_loss, a policy loss of the
+// registry (rl_loss.h).
 static const char *s_loss(const rl_recipe_t *r) {
-    (void)r;
-    return "grpo";
+    return r->algorithm.policy_loss;
+}
+
+// The recipe's policy_loss names a policy loss of the registry (the choices are the
+// registry's), then the checks every sampling algorithm shares.
+static int s_preflight(const rl_recipe_t *r, char *err, size_t err_len) {
+    const rl_loss_t *L = rl_loss_find(r->algorithm.policy_loss);
+    if (!L || !L->policy_loss) {
+        char names[256];
+        return rl_recipe_errorf(r, "algorithm.policy_loss", err, err_len, RL_EINVAL,
+                                "'%.64s' is not a policy loss; choices: %s",
+                                r->algorithm.policy_loss ? r->algorithm.policy_loss : "",
+                                rl_loss_names(1, names, sizeof names));
+    }
+    return rl_rollout_preflight(r, err, err_len);
 }
 
 static void s_roles(const rl_recipe_t *r, rl_algo_roles_t *out) {
@@ -415,7 +430,7 @@ static int s_evaluate(void *state, rl_run_t *run, double *acc, double *acc_greed
 static const rl_algo_t s_algo = {
     .name = "grpo",
     .roles = s_roles,
-    .preflight = rl_rollout_preflight,
+    .preflight = s_preflight,
     .create = s_create,
     .destroy = s_destroy,
     .step = s_step,

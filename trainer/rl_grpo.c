@@ -143,7 +143,7 @@ double rl_grpo_overlong_penalty(int len, int max_new_tokens, int buffer, double 
 
 // ---- the policy loss ---------------------------------------------------------------------------
 
-static int s_check(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *alg, const float *dlogp) {
+int rl_grpo_check(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *alg, const float *dlogp) {
     if (!b || !alg || !dlogp || !b->logp || !b->mask || (!b->adv && !b->adv_tok) || b->B < 1 ||
         b->T < 1) {
         return RL_EINVAL;
@@ -187,7 +187,7 @@ static int s_check(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *alg, c
 // The KL estimator k(d) of d = logp - ref and dk/dlogp (REFERENCE §1; Schulman's k1/k2/k3).
 // k3 = exp(ref - logp) - (ref - logp) - 1 = exp(-d) + d - 1 >= 0, so only its upper clamp can
 // bind; torch.clamp passes the gradient on the closed interval, hence <= 10.
-static double s_kl(int estimator, double d, double *dk) {
+double rl_grpo_kl(int estimator, double d, double *dk) {
     if (estimator == RL_RECIPE_KL_K1) {
         *dk = 1.0;
         return d;
@@ -212,7 +212,7 @@ static double s_kl(int estimator, double d, double *dk) {
 
 int rl_grpo_loss(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *alg, float *dlogp,
                  rl_grpo_loss_stats_t *stats) {
-    int rc = s_check(b, alg, dlogp);
+    int rc = rl_grpo_check(b, alg, dlogp);
     if (rc) {
         return rc;
     }
@@ -303,7 +303,7 @@ int rl_grpo_loss(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *alg, flo
 
             double k = 0.0, dk = 0.0;
             if (b->ref_logp) {
-                k = s_kl(alg->kl_estimator, lp - (double)b->ref_logp[i], &dk);
+                k = rl_grpo_kl(alg->kl_estimator, lp - (double)b->ref_logp[i], &dk);
                 s.kl += k;
             }
 

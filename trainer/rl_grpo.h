@@ -135,6 +135,13 @@ typedef struct {
 int rl_grpo_loss(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *alg, float *dlogp,
                  rl_grpo_loss_stats_t *stats);
 
+// The checks of rl_grpo_loss's inputs (its RL_EINVAL cases), which the family's other losses
+// share: 0 or RL_EINVAL.
+int rl_grpo_check(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *alg, const float *dlogp);
+// The KL estimator k(d) of d = logp - ref (RL_RECIPE_KL_*: k1 = d, k2 = d^2 / 2, k3 = exp(-d) + d
+// - 1 clamped to [-10, 10]) and *dk = dk/dlogp (0 where the clamp binds), as rl_grpo_loss adds it.
+double rl_grpo_kl(int estimator, double d, double *dk);
+
 // ---- the family's adapter (the losses "grpo", "ppo", "gspo", "cispo") ---------------------------
 // A policy-gradient loss of GRPO's family is its per-micro-batch math with rl_grpo_loss's
 // contract (the same batch, the same statistics, each with its own meaning), run by the one
