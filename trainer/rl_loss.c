@@ -15,6 +15,7 @@
 #define S_LOSSES(X)                                                                            \
     X(rl_grpo_def)                                                                             \
     X(rl_loss_gspo_def)                                                                        \
+    X(rl_loss_cispo_def)                                                                       \
     X(rl_ppo_def)                                                                              \
     X(rl_ppo_value_def)                                                                        \
     X(rl_loss_sft_def)                                                                         \

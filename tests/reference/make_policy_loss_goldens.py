@@ -16,6 +16,12 @@ GSPO (sequence-level ratio; TRL importance_sampling_level="sequence"):
     then dual clip, TIS, the KL term and the aggregation exactly as make_grpo_goldens.py's GRPO,
 and dL/dlogp from loss.backward(): the gradient flows through s_i into every token of the row.
 
+CISPO (the clipped importance weight, detached; verl's bounds, both sides):
+    r = exp(clamp(logp - old, -20, 20))
+    l = -clamp(r, 1 - eps_low, 1 + eps_high).detach() * A * logp
+    then TIS, the KL term and the aggregation as GRPO's (no dual clip),
+and dL/dlogp from loss.backward(): no gradient through the weight.
+
 Precision and kinks: the loss runs in float64 on the stored float32 inputs; a case is drawn
 again until every row's log s_i lies at least 0.02 from the clip bounds' logs (and from ln c
 with the dual clip), so that an ulp cannot flip a branch.
@@ -33,7 +39,7 @@ import make_grpo_goldens as g  # noqa: E402  (its input generators and KL estima
 
 FIXTURES = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
                                          "fixtures"))
-SEEDS = {"gspo": 20261128}
+SEEDS = {"gspo": 20261128, "cispo": 20261129}
 
 
 def tensors(c):
@@ -124,6 +130,49 @@ def gspo_far_from_kinks(c):
     return all(all(abs(x - k) > 0.02 for k in kinks) for x, cnt in zip(ls, n) if cnt > 0)
 
 
+# ---- CISPO --------------------------------------------------------------------------------------
+
+def torch_cispo(c):
+    logp, old, ref, mu, mask, A = tensors(c)
+    alg = c["alg"]
+    el, eh = alg["epsilon_low"], alg["epsilon_high"]
+    r = torch.exp(torch.clamp(logp - old, -20.0, 20.0))
+    l = -torch.clamp(r, 1.0 - el, 1.0 + eh).detach() * A * logp
+    on = mask > 0
+    extra = {
+        "clip_low": ((r < 1.0 - el) & on).sum().item(),
+        "clip_high": ((r > 1.0 + eh) & on).sum().item(),
+        "dual_clip": 0,
+    }
+    return finish(c, logp, old, ref, mu, mask, A, l, r, extra)
+
+
+def cispo_cases():
+    def case(*a, **k):
+        return loss_case("cispo", torch_cispo, lambda c: True, *a, **k)
+    return [
+        case("agg_token_mean", "token_mean; ref given with beta 0 (stats.kl only)"),
+        case("agg_seq_mean_token_mean", "seq_mean_token_mean with an empty row", empty_row=True,
+             loss_agg="seq_mean_token_mean"),
+        case("agg_seq_mean_token_sum_norm", "Dr.GRPO sum / (B L_max)",
+             loss_agg="seq_mean_token_sum_norm"),
+        case("kl_k3", "beta 0.1, k3", B=5, beta=0.1, kl_estimator="k3"),
+        case("kl_k1", "beta 0.1, k1", beta=0.1, kl_estimator="k1"),
+        case("clip_higher", "eps_high 0.28", B=6, epsilon_high=0.28),
+        case("upper_only", "TRL's form: no lower bound to speak of, upper bound 5", B=6,
+             epsilon_low=0.999, epsilon_high=4.0),
+        case("tis_token", "token TIS, cap 2", tis="token"),
+        case("tis_sequence", "sequence TIS, cap 2, k1", B=6, tis="sequence", beta=0.05,
+             kl_estimator="k1"),
+        case("old_null", "old_logp null (w = 1), k3, token TIS, seq_mean_token_mean", old=False,
+             beta=0.04, tis="token", loss_agg="seq_mean_token_mean"),
+        case("no_ref_no_mu", "neither ref nor mu given", ref=False, mu=False),
+        case("all_knobs", "eps 0.2/0.28, k2, token TIS, seq_mean_token_mean", B=6, T=9,
+             epsilon_high=0.28, beta=0.05, kl_estimator="k2", tis="token", tis_cap=1.8,
+             loss_agg="seq_mean_token_mean", empty_row=True),
+    ]
+
+
 # ---- the cases ----------------------------------------------------------------------------------
 
 def loss_case(loss, fn, ok, name, what, B=4, T=7, old=True, ref=True, mu=True, empty_row=False,
@@ -172,7 +221,7 @@ def gspo_cases():
     ]
 
 
-LOSSES = {"gspo": gspo_cases}
+LOSSES = {"gspo": gspo_cases, "cispo": cispo_cases}
 
 
 def write(loss, cases):
