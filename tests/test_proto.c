@@ -521,8 +521,53 @@ static void test_envelopes(void) {
     rl_msg_free(&m);
 }
 
+// The fuzz target's seeds of the train reply's statistics (fuzz/corpus/wire/train_reply_stats*,
+// one frame each: byte 0 = 0, then the msgpack map): the good one decodes to its list, each bad
+// one is refused for its own reason.
+static void test_corpus_train_reply(void) {
+    static const struct {
+        const char *file, *want; // want NULL: decodes
+    } seeds[] = {
+        {"train_reply_stats.bin", NULL},
+        {"train_reply_stats_twice.bin", "statistic 'loss' twice"},
+        {"train_reply_stats_badname.bin", "statistic 1 is not a name"},
+        {"train_reply_stats_count.bin", "'stats' has 3 in dimension 0, 4 expected"},
+    };
+    for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
+        char path[512], err[512] = "";
+        snprintf(path, sizeof path, "%s/fuzz/corpus/wire/%s", RL_SOURCE_DIR, seeds[i].file);
+        size_t len = 0;
+        char *bytes = rl_test_read_file(path, &len);
+        CHECK_MSG(bytes && len > 1 && bytes[0] == 0, "%s: unreadable", path);
+        if (!bytes || len < 2) {
+            free(bytes);
+            continue;
+        }
+        rl_frame_t fr = {bytes + 1, len - 1};
+        rl_msg_t *m = NULL;
+        CHECK_INT(rl_msg_decode(&fr, 1, &m, err, sizeof err), 0);
+        rl_proto_train_reply_t x;
+        int rc = m ? rl_proto_train_reply_decode(m, &x, err, sizeof err) : -1;
+        if (!seeds[i].want) {
+            CHECK_MSG(rc == 0, "%s: %s", seeds[i].file, err);
+            rl_loss_stats_t st;
+            double v = 0;
+            if (rc == 0) {
+                rl_proto_train_reply_stats(&x, &st);
+                CHECK(st.n == 4 && rl_loss_stats_get(&st, "grad_norm", &v) && v == 1.5);
+            }
+        } else {
+            CHECK_INT(rc, RL_EPROTO);
+            CHECK_CONTAINS(err, seeds[i].want);
+        }
+        rl_msg_free(&m);
+        free(bytes);
+    }
+}
+
 int main(void) {
     test_verbs();
+    test_corpus_train_reply();
     test_hello_hb_configure();
     test_sampler();
     test_actor();
