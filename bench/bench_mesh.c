@@ -11,6 +11,7 @@
 #include "rl_bench.h"
 #include "rl_coll.h"
 #include "rl_config.h"
+#include "rl_loss.h"
 #include "rl_mesh.h"
 #include "rl_policy.h"
 
@@ -93,13 +94,17 @@ int main(int argc, char **argv) {
     for (int s = 0; s < steps; s++) {
         rl_policy_bytes(p, &by);
         double c0 = by.coll_seconds, t0 = rl_bench_now();
-        rl_policy_step_stats_t st;
         if (sharded && rl_coll_barrier(coll, RL_MESH_WORLD, err, sizeof err) != 0) {
             s_die("barrier", err);
         }
         t0 = rl_bench_now();
-        rc = rl_policy_train_sft(p, &rw, n_tok, rw.B > 0 ? rw.B : 1, 1e-4, 1.0, s + 1, &st, err,
-                                 sizeof err);
+        const rl_loss_t *L = rl_loss_find("sft");
+        rl_loss_batch_t lb = {.B = rw.B, .T = T, .tokens = rw.tokens, .lengths = rw.lengths,
+                              .mask = rw.mask, .denom = (double)n_tok, .lr = 1e-4,
+                              .temperature = 1.0, .step = s + 1,
+                              .micro_batch = rw.B > 0 ? rw.B : 1, .iterations = 1};
+        rl_loss_out_t out = {0};
+        rc = L->train(L, p, r, &lb, &out, err, sizeof err);
         if (rc) {
             s_die("step", err);
         }

@@ -248,6 +248,8 @@ typedef struct {
     int num_iterations;
     bool drop_zero_std_groups;
     int max_staleness;   // asynchronous rollouts: weights at most this many versions old
+    char *policy_loss;   // the policy-gradient loss: a name of the loss registry
+                         // (trainer/rl_loss.h), checked by the algorithm's preflight
     // SFT
     bool completion_only_loss;
     // PPO (the clip, beta, loss_agg and TIS keys above apply too)

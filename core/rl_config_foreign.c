@@ -56,6 +56,8 @@ static const s_foreign_t s_names[] = {
      "the same: most tokens generated per completion"},
     {"epsilon", "TRL", "algorithm.epsilon_low",
      "TRL's epsilon is both clip bounds: set algorithm.epsilon_low and algorithm.epsilon_high"},
+    {"importance_sampling_level", "TRL", "algorithm.policy_loss",
+     "token is grpo; sequence (GSPO's sequence-level ratio) is gspo"},
     {"reward_funcs", "TRL", "rewards",
      "a list of entries, each a builtin, plugin, model, command or http reward"},
     {"reward_weights", "TRL", "rewards[].weight", "one weight per rewards entry"},
@@ -102,6 +104,8 @@ static const s_foreign_t s_names[] = {
     {"clip_ratio_low", "verl", "algorithm.epsilon_low", "the same"},
     {"clip_ratio_high", "verl", "algorithm.epsilon_high", "the same"},
     {"clip_ratio_c", "verl", "algorithm.dual_clip", "the same dual-clip constant"},
+    {"loss_mode", "verl", "algorithm.policy_loss",
+     "verl's policy_loss.loss_mode: vanilla is grpo; gspo and cispo keep their names"},
     {"loss_agg_mode", "verl", "algorithm.loss_agg",
      "token-mean = token_mean, seq-mean-token-mean = seq_mean_token_mean, "
      "seq-mean-token-sum-norm = seq_mean_token_sum_norm"},
@@ -146,6 +150,38 @@ int rl_cfg_foreign(const char *name, char *out, size_t cap) {
             snprintf(out, cap, "'%s' is %s's; rlctl has no such key: %s", name, f->who, f->how);
         }
         return 1;
+    }
+    return 0;
+}
+
+// Values of a key rlctl has too, that mean something rlctl keeps under another key: TRL's GRPO
+// loss_type names an aggregation or a loss, where rlctl's algorithm.loss_type is DPO's.
+typedef struct {
+    const char *key, *value; // their key (the last path component) and value
+    const char *who;         // whose
+    const char *ours;        // "key: value" in a recipe
+    const char *how;         // how the meanings differ
+} s_foreign_value_t;
+
+static const s_foreign_value_t s_values[] = {
+    {"loss_type", "grpo", "TRL's GRPOConfig", "algorithm.loss_agg: seq_mean_token_mean",
+     "TRL's GRPO loss_type is the aggregation; algorithm.loss_type is DPO's"},
+    {"loss_type", "dapo", "TRL's GRPOConfig", "algorithm.loss_agg: token_mean",
+     "TRL's GRPO loss_type is the aggregation; algorithm.loss_type is DPO's"},
+    {"loss_type", "dr_grpo", "TRL's GRPOConfig", "algorithm.loss_agg: seq_mean_token_sum_norm",
+     "TRL's GRPO loss_type is the aggregation; algorithm.loss_type is DPO's"},
+    {"loss_type", "cispo", "TRL's GRPOConfig", "algorithm.policy_loss: cispo",
+     "the loss, with rlctl's clip bounds: algorithm.epsilon_low, epsilon_high"},
+};
+
+int rl_cfg_foreign_value(const char *key, const char *value, char *out, size_t cap) {
+    for (size_t i = 0; key && value && i < sizeof s_values / sizeof s_values[0]; i++) {
+        const s_foreign_value_t *f = &s_values[i];
+        if (strcmp(f->key, key) == 0 && strcmp(f->value, value) == 0) {
+            snprintf(out, cap, "%s: %s is %s value; rlctl's is %s (%s)", key, value, f->who,
+                     f->ours, f->how);
+            return 1;
+        }
     }
     return 0;
 }

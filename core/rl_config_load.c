@@ -447,8 +447,9 @@ static int s_number(rl_cfg_ctx_t *c, const rl_recipe_key_t *k, const rl_yaml_nod
     return 0;
 }
 
-static int s_choice(rl_cfg_ctx_t *c, const char *const *choices, const rl_yaml_node_t *v,
-                    const rl_yaml_node_t *at, const char *path) {
+// key: the schema key (for a value TRL or verl users write there: rl_cfg_foreign_value), or NULL
+static int s_choice(rl_cfg_ctx_t *c, const char *key, const char *const *choices,
+                    const rl_yaml_node_t *v, const rl_yaml_node_t *at, const char *path) {
     char all[512], f[300];
     s_join(choices, all, sizeof all);
     if (v->kind != RL_YAML_SCALAR || rl_yaml_scalar_type(v) == RL_YAML_T_NULL) {
@@ -464,7 +465,10 @@ static int s_choice(rl_cfg_ctx_t *c, const char *const *choices, const rl_yaml_n
     }
     const char *near = s_closest(v->str, choices, n);
     rl_cfg_quote_short(v->str, f, sizeof f);
-    if (near) {
+    char theirs[512];
+    if (key && rl_cfg_foreign_value(key, v->str, theirs, sizeof theirs)) {
+        rl_cfg_err(c, at, path, "'%s' is not one of %s; %s", f, all, theirs);
+    } else if (near) {
         rl_cfg_err(c, at, path, "'%s' is not one of %s; did you mean '%s'?", f, all, near);
     } else {
         rl_cfg_err(c, at, path, "'%s' is not one of %s", f, all);
@@ -689,7 +693,7 @@ static int s_convert_http(rl_cfg_ctx_t *c, const rl_recipe_key_t *k, const rl_cf
         } else if (which == 1) {
             bad |= s_number(c, &timeout_k, vn, kn, kp, &h.timeout) != 0;
         } else if (which == 2) {
-            int i = s_choice(c, k->choices, vn, kn, kp);
+            int i = s_choice(c, k->key, k->choices, vn, kn, kp);
             bad |= i < 0;
             h.format = i < 0 ? h.format : i;
         } else if (s_number(c, &retries_k, vn, kn, kp, &x) == 0) {
@@ -747,7 +751,7 @@ static int s_convert(rl_cfg_ctx_t *c, const rl_recipe_key_t *k, const rl_cfg_dst
         return 0;
     }
     case RL_RECIPE_T_ENUM: {
-        int i = s_choice(c, k->choices, v, at, path);
+        int i = s_choice(c, k->key, k->choices, v, at, path);
         if (i < 0) {
             return -1;
         }
@@ -811,7 +815,7 @@ static int s_convert(rl_cfg_ctx_t *c, const rl_recipe_key_t *k, const rl_cfg_dst
                 bad = 1;
                 continue;
             }
-            if (k->choices && s_choice(c, k->choices, it, it_at, item_path) < 0) {
+            if (k->choices && s_choice(c, k->key, k->choices, it, it_at, item_path) < 0) {
                 bad = 1;
                 continue;
             }

@@ -127,6 +127,11 @@ void rl_cfg_quote_short(const char *s, char *out, size_t n);
 // OpenRLHF that rlctl does not use, writes into out "'name' is TRL's name; rlctl's is optim.lr
 // (how the meanings differ)" and returns 1; else 0.
 int rl_cfg_foreign(const char *name, char *out, size_t cap);
+// rl_config_foreign.c: when `value` of the key named `key` (its last component) is a value TRL or
+// verl users write there for something rlctl keeps under another key (TRL's loss_type: cispo is
+// rlctl's algorithm.policy_loss), writes into out "loss_type: cispo is TRL's GRPOConfig value;
+// rlctl's is algorithm.policy_loss: cispo (...)" and returns 1; else 0.
+int rl_cfg_foreign_value(const char *key, const char *value, char *out, size_t cap);
 
 // A printf into a new string, or NULL when out of memory. caller owns result; free with free().
 char *rl_cfg_strdupf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -250,6 +250,10 @@ static const rl_recipe_key_t s_keys[] = {
     {.section = "algorithm", .key = "kl_estimator", .type = RL_RECIPE_T_ENUM,
      .offset = OFF(algorithm.kl_estimator), DEF("k3"), .choices = s_kls, .algos = GRPO,
      .doc = "per-token KL estimator"},
+    {.section = "algorithm", .key = "policy_loss", .type = RL_RECIPE_T_STRING,
+     .offset = OFF(algorithm.policy_loss), DEF("grpo"), .algos = GRPO,
+     .doc = "the policy-gradient loss: a policy loss of the loss registry (grpo; rlctl validate "
+            "names the others)"},
     {.section = "algorithm", .key = "loss_agg", .type = RL_RECIPE_T_ENUM,
      .offset = OFF(algorithm.loss_agg), DEF("token_mean"), .choices = s_aggs, .algos = RL,
      .doc = "how token losses are averaged (REFERENCE §1)"},

@@ -35,6 +35,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+// The loss DPO trains with (the registry's, rl_loss.h).
+#define S_LOSS "dpo"
+
 typedef struct {
     rl_data_t *train;       // preference rows: 2 examples a pair
     rl_data_t *eval;        // data.eval_pairs, or NULL
@@ -232,19 +235,6 @@ static int s_reference(rl_run_t *run, s_dpo_t *s, uint64_t data_hash, s_step_t *
 
 // TRL's per-pair means of st under prefix ("" or "eval/"): rewards/chosen, rewards/rejected,
 // rewards/accuracies, rewards/margins, logps/chosen, logps/rejected.
-static void s_pref_metrics(rl_metrics_t *mt, const char *prefix, const rl_pref_dpo_stats_t *st) {
-    static const char *const names[] = {"rewards/chosen",  "rewards/rejected", "rewards/accuracies",
-                                        "rewards/margins", "logps/chosen",     "logps/rejected"};
-    double pairs = st->pairs > 0 ? st->pairs : 1;
-    double v[6] = {st->reward_chosen, st->reward_rejected, st->accuracy,
-                   st->margin,        st->logp_chosen,     st->logp_rejected};
-    char key[64];
-    for (int i = 0; i < 6; i++) {
-        snprintf(key, sizeof key, "%s%s", prefix, names[i]);
-        rl_metrics_add(mt, key, v[i] / pairs);
-    }
-}
-
 static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_t note_len,
                   char *err, size_t err_len) {
     s_dpo_t *s = state;
@@ -277,7 +267,7 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
     rl_proto_train_reply_t x;
     rl_msg_t *rep = NULL;
     if (!rc) {
-        rc = rl_pairs_train(run, "dpo", &t.rows, t.ref, NULL, lr, &x, &rep, err, err_len);
+        rc = rl_pairs_train(run, S_LOSS, &t.rows, t.ref, NULL, lr, &x, &rep, err, err_len);
     }
     s_step_free(&t);
     if (rc) {
@@ -288,28 +278,17 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
     *advanced_p = 1; // run->version stays: the samplers are synced before an evaluation only
     // 4. the metrics (TRL's names)
     rl_metrics_t *mt = run->metrics;
-    double pairs = x.pref_pairs > 0 ? x.pref_pairs : 1;
-    rl_metrics_add(mt, "loss", x.loss);
-    rl_metrics_add(mt, "grad_norm", x.grad_norm);
+    rl_run_loss_metrics(run, S_LOSS, &x);
     rl_metrics_add(mt, "learning_rate", lr);
-    rl_pref_dpo_stats_t st = {.pairs = x.pref_pairs,
-                              .reward_chosen = x.pref_chosen,
-                              .reward_rejected = x.pref_rejected,
-                              .accuracy = x.pref_accuracy,
-                              .margin = x.pref_margin,
-                              .logp_chosen = x.pref_logp_chosen,
-                              .logp_rejected = x.pref_logp_rejected};
-    s_pref_metrics(mt, "", &st);
-    if (r->algorithm.rpo_alpha > 0) {
-        rl_metrics_add(mt, "nll_loss", x.pref_nll);
-    }
     rl_metrics_add(mt, "num_tokens", (double)run->num_tokens);
     rl_metrics_add(mt, "ref/computed", computed);
     rl_metrics_add(mt, "timing/reference", t1 - t0);
     rl_metrics_add(mt, "timing/train", rl_clock_now() - t1);
     rl_metrics_add(mt, "timing/step", rl_clock_now() - t0);
-    snprintf(note, note_len, "loss %.4f acc %.2f margin %.3f", x.loss, x.pref_accuracy / pairs,
-             x.pref_margin / pairs);
+    snprintf(note, note_len, "loss %.4f acc %.2f margin %.3f",
+             rl_run_loss_metric(S_LOSS, &x, "loss"),
+             rl_run_loss_metric(S_LOSS, &x, "rewards/accuracies"),
+             rl_run_loss_metric(S_LOSS, &x, "rewards/margins"));
     rl_msg_free(&rep);
     return 0;
 }
@@ -394,13 +373,17 @@ static int s_eval_pairs(s_dpo_t *s, rl_run_t *run, char *note, size_t note_len, 
     if (rc) {
         return rc;
     }
-    double pairs = st.pairs > 0 ? st.pairs : 1;
+    // the update's statistics of the held-out pairs, logged as the update's under eval/
+    const rl_loss_t *L = rl_loss_find(S_LOSS);
+    rl_loss_stats_t list;
+    memset(&list, 0, sizeof list);
+    rl_pref_dpo_stats_list(&st, loss, 0, &list);
     rl_metrics_t *mt = run->metrics;
-    rl_metrics_add(mt, "eval/loss", loss);
-    s_pref_metrics(mt, "eval/", &st);
+    rl_loss_metrics(L, &list, "eval/", mt);
     rl_metrics_add(mt, "eval/ref/computed", computed_all);
     rl_metrics_add(mt, "timing/eval_pairs", rl_clock_now() - t0);
-    snprintf(note, note_len, "eval loss %.4f acc %.2f", loss, st.accuracy / pairs);
+    snprintf(note, note_len, "eval loss %.4f acc %.2f", loss,
+             rl_loss_metric(L, &list, "rewards/accuracies"));
     return 0;
 }
 

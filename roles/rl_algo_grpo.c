@@ -10,8 +10,8 @@
 //   5. the reference's logprobs of the kept completions (beta > 0);
 //   6. the records go to the store before the update (pending), so that nothing after it can
 //      lose them;
-//   7. the actor's update (rl_grpo_loss over micro-batches, num_iterations passes; its first
-//      forward is logπ_old);
+//   7. the actor's update (the recipe's policy_loss, rl_grpo_loss by default, over
+//      micro-batches, num_iterations passes; its first forward is logπ_old);
 //   8. the records again with logπ_old; the metrics (TRL's names, REFERENCE.md §6);
 //   9. the updated weights to the samplers (the train reply carries them).
 // With algorithm.max_staleness = k > 0 the rollouts are asynchronous: the generations of the next
@@ -28,6 +28,7 @@
 #include "rl_err.h"
 #include "rl_fault.h"
 #include "rl_grpo.h"
+#include "rl_loss.h"
 #include "rl_completions.h"
 #include "rl_rollout.h"
 
@@ -37,6 +38,26 @@
 #include <string.h>
 
 // ---- roles and data -----------------------------------------------------------------------------
+
+// The loss the actor trains with: the recipe's algorithm.policy_loss, a policy loss of the
+// registry (rl_loss.h).
+static const char *s_loss(const rl_recipe_t *r) {
+    return r->algorithm.policy_loss;
+}
+
+// The recipe's policy_loss names a policy loss of the registry (the choices are the
+// registry's), then the checks every sampling algorithm shares.
+static int s_preflight(const rl_recipe_t *r, char *err, size_t err_len) {
+    const rl_loss_t *L = rl_loss_find(r->algorithm.policy_loss);
+    if (!L || !L->policy_loss) {
+        char names[256];
+        return rl_recipe_errorf(r, "algorithm.policy_loss", err, err_len, RL_EINVAL,
+                                "'%.64s' is not a policy loss; choices: %s",
+                                r->algorithm.policy_loss ? r->algorithm.policy_loss : "",
+                                rl_loss_names(1, names, sizeof names));
+    }
+    return rl_rollout_preflight(r, err, err_len);
+}
 
 static void s_roles(const rl_recipe_t *r, rl_algo_roles_t *out) {
     out->sampling = 1;
@@ -131,7 +152,7 @@ static void s_metrics(rl_run_t *run, const rl_rollout_data_t *d, const s_step_t 
         rl_metrics_add(mt, "rewards/unscorable", as->unscorable);
     }
     if (x) {
-        rl_rollout_loss_metrics(run, x);
+        rl_run_loss_metrics(run, s_loss(run->r), x);
     }
 }
 
@@ -296,7 +317,7 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
         t_pending = rl_clock_now() - ta;
         t3 = rl_clock_now();
         if (!rc) {
-            rl_proto_train_t q = {.loss = "grpo",
+            rl_proto_train_t q = {.loss = s_loss(r),
                                   .step = run->step + 1,
                                   .lr = lr,
                                   .temperature = r->sampling.temperature,
@@ -367,7 +388,7 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
         rl_metrics_add(mt, "timing/actor_idle", waited);
         rl_metrics_add(mt, "tokens_per_second", len_sum / (t1 - t0 > 0 ? t1 - t0 : 1));
         snprintf(note, note_len, "reward %.3f kl %.4f gen %.0f tok/s", rmean,
-                 have_x ? x.kl / (x.tokens > 0 ? x.tokens : 1) : 0.0,
+                 have_x ? rl_run_loss_metric(s_loss(r), &x, "kl") : 0.0,
                  len_sum / (t1 - t0 > 0 ? t1 - t0 : 1));
     }
     // 9. sync (after the metrics: a failed sync still leaves the step whole; a resumed run syncs
@@ -409,7 +430,7 @@ static int s_evaluate(void *state, rl_run_t *run, double *acc, double *acc_greed
 static const rl_algo_t s_algo = {
     .name = "grpo",
     .roles = s_roles,
-    .preflight = rl_rollout_preflight,
+    .preflight = s_preflight,
     .create = s_create,
     .destroy = s_destroy,
     .step = s_step,

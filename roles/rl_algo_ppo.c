@@ -33,6 +33,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+// The losses PPO trains with (the registry's, rl_loss.h): the actor's and the critic's.
+#define S_ACTOR_LOSS "ppo"
+#define S_CRITIC_LOSS "value"
+
 typedef struct {
     rl_rollout_data_t *d;
     double beta;       // the KL coefficient (moves with the adaptive controller)
@@ -187,28 +191,21 @@ static double s_gather(const rl_run_t *run, s_step_t *t, int k0, int n) {
     return denom > 0 ? denom : 1;
 }
 
-// Sums of the updates of one rollout (every mini-batch of every epoch).
+// The statistics of the updates of one rollout (every mini-batch of every epoch), merged as
+// their losses define (rl_loss_stats_merge_update).
 typedef struct {
-    int actor_steps, critic_steps;
-    double loss, grad_norm, tokens, kl, entropy, clip_low, clip_high, dual_clip, ratio, tis_weight,
-        tis_masked, approx_kl;
-    double v_loss, v_grad_norm, v_tokens, v_clipped;
+    rl_loss_stats_t actor, critic;
 } s_sums_t;
 
-static void s_add_actor(s_sums_t *u, const rl_proto_train_reply_t *x) {
-    u->actor_steps++;
-    u->loss += x->loss;
-    u->grad_norm += x->grad_norm;
-    u->tokens += x->tokens;
-    u->kl += x->kl;
-    u->entropy += x->entropy;
-    u->clip_low += x->clip_low;
-    u->clip_high += x->clip_high;
-    u->dual_clip += x->dual_clip;
-    u->ratio += x->ratio;
-    u->tis_weight += x->tis_weight;
-    u->tis_masked += x->tis_masked;
-    u->approx_kl += x->approx_kl;
+static int s_add(rl_loss_stats_t *acc, const char *loss, const rl_proto_train_reply_t *x,
+                 char *err, size_t err_len) {
+    rl_loss_stats_t xs;
+    rl_proto_train_reply_stats(x, &xs);
+    if (rl_loss_stats_merge_update(rl_loss_find(loss), acc, &xs) != 0) {
+        return rl_errf(err, err_len, RL_EPROTO, "train reply: the %s loss's statistics changed",
+                       loss);
+    }
+    return 0;
 }
 
 // 7. the updates: epochs x mini-batches, critic then actor. *weights: the last actor reply's
@@ -238,7 +235,7 @@ static int s_update(rl_run_t *run, s_ppo_t *s, s_step_t *t, int train_actor, s_s
             rl_proto_train_reply_t x;
             rl_msg_t *rep = NULL;
             double c0 = rl_clock_now();
-            rl_proto_train_t q = {.loss = "value",
+            rl_proto_train_t q = {.loss = S_CRITIC_LOSS,
                                   .step = run->step + 1,
                                   .lr = clr,
                                   .temperature = 1.0,
@@ -255,11 +252,7 @@ static int s_update(rl_run_t *run, s_ppo_t *s, s_step_t *t, int train_actor, s_s
                                   .want_weights = 0};
             rc = rl_run_train(run, &run->critic, &q, &x, &rep, err, err_len);
             if (!rc) {
-                u->critic_steps++;
-                u->v_loss += x.loss;
-                u->v_grad_norm += x.grad_norm;
-                u->v_tokens += x.tokens;
-                u->v_clipped += x.value_clipped;
+                rc = s_add(&u->critic, q.loss, &x, err, err_len);
             }
             rl_msg_free(&rep);
             *t_critic += rl_clock_now() - c0;
@@ -267,7 +260,7 @@ static int s_update(rl_run_t *run, s_ppo_t *s, s_step_t *t, int train_actor, s_s
                 continue;
             }
             c0 = rl_clock_now();
-            q = (rl_proto_train_t){.loss = "ppo",
+            q = (rl_proto_train_t){.loss = S_ACTOR_LOSS,
                                    .step = run->step + 1,
                                    .lr = lr,
                                    .temperature = r->sampling.temperature,
@@ -286,7 +279,7 @@ static int s_update(rl_run_t *run, s_ppo_t *s, s_step_t *t, int train_actor, s_s
                                    .want_weights = final};
             rc = rl_run_train(run, &run->actor, &q, &x, &rep, err, err_len);
             if (!rc) {
-                s_add_actor(u, &x);
+                rc = s_add(&u->actor, q.loss, &x, err, err_len);
             }
             if (!rc && final) {
                 *last = x;
@@ -317,35 +310,17 @@ static void s_metrics(rl_run_t *run, s_ppo_t *s, const s_step_t *t, const s_sums
     }
     double rm = n > 0 ? rs / n : 0;
     double rv = n > 1 ? (rss - n * rm * rm) / (n - 1) : 0;
-    if (u->actor_steps > 0) {
-        double d = u->tokens > 0 ? u->tokens : 1;
-        rl_metrics_add(mt, "loss", u->loss / u->actor_steps);
-        rl_metrics_add(mt, "grad_norm", u->grad_norm / u->actor_steps);
-        rl_metrics_add(mt, "entropy", u->entropy / d);
-        rl_metrics_add(mt, "approx_kl", u->approx_kl / d);
-        rl_metrics_add(mt, "clip_ratio/low_mean", u->clip_low / d);
-        rl_metrics_add(mt, "clip_ratio/high_mean", u->clip_high / d);
-        rl_metrics_add(mt, "clip_ratio/region_mean", (u->clip_low + u->clip_high) / d);
-        if (run->r->algorithm.dual_clip > 0) {
-            rl_metrics_add(mt, "clip_ratio/dual_mean", u->dual_clip / d);
-        }
-        rl_metrics_add(mt, "ratio/mean", u->ratio / d);
-        if (run->r->algorithm.tis != RL_RECIPE_TIS_NONE) {
-            rl_metrics_add(mt, "tis/weight_mean", u->tis_weight / d);
-            rl_metrics_add(mt, "tis/masked_sequences", u->tis_masked);
-        }
+    if (u->actor.updates > 0) {
+        rl_loss_metrics(rl_loss_find(S_ACTOR_LOSS), &u->actor, "", mt);
     }
     rl_metrics_add(mt, "kl", kl_mean);
     rl_metrics_add(mt, "kl_coef", beta);
-    rl_metrics_add(mt, "value_loss", u->critic_steps ? u->v_loss / u->critic_steps : NAN);
-    rl_metrics_add(mt, "value_clip_fraction", u->v_tokens > 0 ? u->v_clipped / u->v_tokens : 0);
+    rl_loss_metrics(rl_loss_find(S_CRITIC_LOSS), &u->critic, "", mt);
     rl_metrics_add(mt, "explained_variance", ev);
     rl_metrics_add(mt, "returns/mean", rm);
     rl_metrics_add(mt, "returns/std", sqrt(rv > 0 ? rv : 0));
     rl_metrics_add(mt, "advantages/mean", adv_mean);
     rl_metrics_add(mt, "advantages/std", adv_std);
-    rl_metrics_add(mt, "critic/grad_norm",
-                   u->critic_steps ? u->v_grad_norm / u->critic_steps : NAN);
     rl_metrics_add(mt, "critic/learning_rate", rl_sched_lr(&s->critic, run->step - 1));
     if (unscorable) {
         rl_metrics_add(mt, "rewards/unscorable", unscorable);
@@ -488,7 +463,7 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
         rl_metrics_add(mt, "timing/store", (t6 - t5) + (t8 - t7));
         rl_metrics_add(mt, "tokens_per_second", gen / (t1 - t0 > 0 ? t1 - t0 : 1));
         snprintf(note, note_len, "reward %.3f value_loss %.4f ev %.2f%s", rmean,
-                 u.critic_steps ? u.v_loss / u.critic_steps : NAN, ev,
+                 rl_loss_metric(rl_loss_find(S_CRITIC_LOSS), &u.critic, "value_loss"), ev,
                  train_actor ? "" : " (critic warmup)");
     }
     // 9. sync

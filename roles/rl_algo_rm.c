@@ -28,6 +28,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+// The loss a reward model trains with (the registry's, rl_loss.h).
+#define S_LOSS "rm"
+
 typedef struct {
     rl_data_t *train; // preference rows: 2 examples a pair
     rl_data_t *eval;  // data.eval_pairs, or NULL
@@ -110,7 +113,7 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
     rl_proto_train_reply_t x;
     rl_msg_t *rep = NULL;
     if (!rc) {
-        rc = rl_pairs_train(run, "rm", &w, NULL, has_margin ? margin : NULL, lr, &x, &rep, err,
+        rc = rl_pairs_train(run, S_LOSS, &w, NULL, has_margin ? margin : NULL, lr, &x, &rep, err,
                             err_len);
     }
     rl_pairs_rows_free(&w);
@@ -123,18 +126,13 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
     *advanced_p = 1;
     // 3. the metrics
     rl_metrics_t *mt = run->metrics;
-    double pairs = x.pref_pairs > 0 ? x.pref_pairs : 1;
-    rl_metrics_add(mt, "loss", x.loss);
-    rl_metrics_add(mt, "grad_norm", x.grad_norm);
+    rl_run_loss_metrics(run, S_LOSS, &x);
     rl_metrics_add(mt, "learning_rate", lr);
-    rl_metrics_add(mt, "rm/accuracy", x.pref_accuracy / pairs);
-    rl_metrics_add(mt, "rm/margin", x.pref_margin / pairs);
-    rl_metrics_add(mt, "rm/chosen", x.pref_chosen / pairs);
-    rl_metrics_add(mt, "rm/rejected", x.pref_rejected / pairs);
     rl_metrics_add(mt, "num_tokens", (double)run->num_tokens);
     rl_metrics_add(mt, "timing/step", rl_clock_now() - t0);
-    snprintf(note, note_len, "loss %.4f acc %.2f margin %.3f", x.loss, x.pref_accuracy / pairs,
-             x.pref_margin / pairs);
+    snprintf(note, note_len, "loss %.4f acc %.2f margin %.3f",
+             rl_run_loss_metric(S_LOSS, &x, "loss"), rl_run_loss_metric(S_LOSS, &x, "rm/accuracy"),
+             rl_run_loss_metric(S_LOSS, &x, "rm/margin"));
     rl_msg_free(&rep);
     return 0;
 }
@@ -198,13 +196,17 @@ static int s_evaluate(void *state, rl_run_t *run, double *acc, double *acc_greed
     if (rc) {
         return rc;
     }
-    double pairs = st.pairs > 0 ? st.pairs : 1;
+    // the update's statistics of the held-out pairs, logged as the update's under eval/ (the
+    // loss and the ranking: accuracy and margin)
+    const rl_loss_t *L = rl_loss_find(S_LOSS);
+    rl_loss_stats_t list;
+    memset(&list, 0, sizeof list);
+    rl_pref_rm_stats_list(&st, loss, 0, &list); // the scores' means are training's only
     rl_metrics_t *mt = run->metrics;
-    rl_metrics_add(mt, "eval/loss", loss);
-    rl_metrics_add(mt, "eval/rm/accuracy", st.accuracy / pairs);
-    rl_metrics_add(mt, "eval/rm/margin", st.margin / pairs);
+    rl_loss_metrics(L, &list, "eval/", mt);
     rl_metrics_add(mt, "timing/eval", rl_clock_now() - t0);
-    snprintf(note, note_len, "eval loss %.4f acc %.3f", loss, st.accuracy / pairs);
+    snprintf(note, note_len, "eval loss %.4f acc %.3f", loss,
+             rl_loss_metric(L, &list, "rm/accuracy"));
     return 0;
 }
 

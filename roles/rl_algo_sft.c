@@ -25,6 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+// The loss SFT trains with (the registry's, rl_loss.h).
+#define S_LOSS "sft"
+
 typedef struct {
     rl_data_t *train, *eval;
     // accuracy: the eval rows' prompts (tokenized as written) and normalised answers
@@ -235,7 +238,7 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
     rl_msg_t *rep = NULL;
     rl_proto_train_reply_t x;
     if (!rc) {
-        rl_proto_train_t q = {.loss = "sft", .step = run->step + 1, .lr = lr, .temperature = 1.0,
+        rl_proto_train_t q = {.loss = S_LOSS, .step = run->step + 1, .lr = lr, .temperature = 1.0,
                               .tokens = tok, .lengths = len, .mask = mask, .B = B, .T = T,
                               .denom = (double)n_loss, .micro_batch = r->train.micro_batch_size,
                               .iterations = 1, .want_weights = 0};
@@ -258,15 +261,15 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
     *advanced_p = 1;
     rl_metrics_t *mt = run->metrics;
     rl_data_pos_t pos = rl_data_sampler_pos(run->order);
-    rl_metrics_add(mt, "loss", x.loss);
-    rl_metrics_add(mt, "grad_norm", x.grad_norm);
+    rl_run_loss_metrics(run, S_LOSS, &x);
     rl_metrics_add(mt, "learning_rate", lr);
     rl_metrics_add(mt, "num_tokens", (double)run->num_tokens);
     rl_metrics_add(mt, "epoch",
                    (double)pos.epoch + (double)pos.index / (double)rl_data_count(s->train));
     rl_metrics_add(mt, "timing/train", rl_clock_now() - t0);
     rl_metrics_add(mt, "timing/step", rl_clock_now() - t0);
-    snprintf(note, note_len, "loss %.4f lr %.3g gnorm %.3g", x.loss, lr, x.grad_norm);
+    snprintf(note, note_len, "loss %.4f lr %.3g gnorm %.3g", rl_run_loss_metric(S_LOSS, &x, "loss"),
+             lr, rl_run_loss_metric(S_LOSS, &x, "grad_norm"));
     rl_msg_free(&rep);
     return 0;
 }

@@ -206,32 +206,12 @@ static const s_field_t s_train[] = {
 };
 static const s_field_t s_train_reply[] = {
     F_T2(rl_proto_train_reply_t, "old_logp", old_logp, RL_DT_F32, B, T),
-    F_FLOAT(rl_proto_train_reply_t, "loss", loss),
-    F_FLOAT(rl_proto_train_reply_t, "tokens", tokens),
-    F_FLOAT(rl_proto_train_reply_t, "kl", kl),
-    F_FLOAT(rl_proto_train_reply_t, "clip_low", clip_low),
-    F_FLOAT(rl_proto_train_reply_t, "clip_high", clip_high),
-    F_FLOAT(rl_proto_train_reply_t, "dual_clip", dual_clip),
-    F_FLOAT(rl_proto_train_reply_t, "ratio", ratio),
-    F_FLOAT(rl_proto_train_reply_t, "tis_weight", tis_weight),
-    F_FLOAT(rl_proto_train_reply_t, "tis_masked", tis_masked),
-    F_FLOAT(rl_proto_train_reply_t, "logprob_gap", logprob_gap),
-    F_FLOAT(rl_proto_train_reply_t, "grad_norm", grad_norm),
-    F_FLOAT(rl_proto_train_reply_t, "entropy", entropy),
+    F_STRS(rl_proto_train_reply_t, "stat_names", stat_names, stat_lens, n_stats),
+    // [n_stats]: a dimension held by the names' int count
+    {.key = "stats", .kind = S_TENSOR, .off = offsetof(rl_proto_train_reply_t, stats),
+     .count_off = offsetof(rl_proto_train_reply_t, n_stats), .dtype = RL_DT_F64, .ndim = 1,
+     .dim_off = {S_NONE, S_NONE}},
     F_INT(rl_proto_train_reply_t, "iterations", iterations),
-    F_FLOAT_OPT(rl_proto_train_reply_t, "approx_kl", approx_kl, 0),
-    F_FLOAT_OPT(rl_proto_train_reply_t, "value_clipped", value_clipped, 0),
-    F_FLOAT_OPT(rl_proto_train_reply_t, "value_sq_err", value_sq_err, 0),
-    F_FLOAT_OPT(rl_proto_train_reply_t, "value_sum", value_sum, 0),
-    F_FLOAT_OPT(rl_proto_train_reply_t, "return_sum", return_sum, 0),
-    F_FLOAT_OPT(rl_proto_train_reply_t, "pref_chosen", pref_chosen, 0),
-    F_FLOAT_OPT(rl_proto_train_reply_t, "pref_rejected", pref_rejected, 0),
-    F_FLOAT_OPT(rl_proto_train_reply_t, "pref_accuracy", pref_accuracy, 0),
-    F_FLOAT_OPT(rl_proto_train_reply_t, "pref_margin", pref_margin, 0),
-    F_FLOAT_OPT(rl_proto_train_reply_t, "pref_logp_chosen", pref_logp_chosen, 0),
-    F_FLOAT_OPT(rl_proto_train_reply_t, "pref_logp_rejected", pref_logp_rejected, 0),
-    F_FLOAT_OPT(rl_proto_train_reply_t, "pref_nll", pref_nll, 0),
-    F_FLOAT_OPT(rl_proto_train_reply_t, "pref_pairs", pref_pairs, 0),
     F_T1_OPT(rl_proto_train_reply_t, "weights", weights, RL_DT_F32, n),
 };
 static const s_field_t s_export_reply[] = {
@@ -368,32 +348,81 @@ static int s_check_save_final(const void *st, char *err, size_t err_len) {
 
 static int s_check_train(const void *st, char *err, size_t err_len) {
     const rl_proto_train_t *t = st;
-    int grpo = !strcmp(t->loss, "grpo"), ppo = !strcmp(t->loss, "ppo");
-    int value = !strcmp(t->loss, "value"), dpo = !strcmp(t->loss, "dpo");
-    int rm = !strcmp(t->loss, "rm");
-    if (!grpo && !ppo && !value && !dpo && !rm && strcmp(t->loss, "sft") != 0) {
-        return rl_errf(err, err_len, RL_EPROTO,
-                       "train: unknown loss '%s' (grpo, ppo, sft, value, dpo, rm)", t->loss);
+    const rl_loss_t *L = rl_loss_find(t->loss);
+    if (!L) {
+        char names[256];
+        return rl_errf(err, err_len, RL_EPROTO, "train: unknown loss '%.64s' (%s)", t->loss,
+                       rl_loss_names(0, names, sizeof names));
     }
-    if (rm && t->B % 2 != 0) {
-        return rl_errf(err, err_len, RL_EPROTO, "train: the rm loss needs rows in pairs");
+    // what the loss's definition says a request carries
+    const char *need = NULL;
+    if ((L->needs & RL_LOSS_NEEDS_ADV) && !t->adv && !t->token_adv) {
+        need = "'adv' or 'token_adv'";
+    } else if ((L->needs & (RL_LOSS_NEEDS_TOKEN_ADV | RL_LOSS_NEEDS_OLD)) ==
+                   (RL_LOSS_NEEDS_TOKEN_ADV | RL_LOSS_NEEDS_OLD) &&
+               (!t->token_adv || !t->old_logp)) {
+        need = "'token_adv' and 'old_logp'";
+    } else if ((L->needs & RL_LOSS_NEEDS_TOKEN_ADV) && !t->token_adv) {
+        need = "'token_adv'";
+    } else if ((L->needs & RL_LOSS_NEEDS_OLD) && !t->old_logp) {
+        need = "'old_logp'";
+    } else if ((L->needs & RL_LOSS_NEEDS_VALUES) && (!t->values || !t->returns)) {
+        need = "'values' and 'returns'";
+    } else if ((L->needs & RL_LOSS_NEEDS_REF_SUM) && (!t->ref_sum || t->B % L->rows != 0)) {
+        need = L->rows == 2 ? "'ref_sum' and rows in pairs" : "'ref_sum'";
+    } else if (L->rows > 1 && t->B % L->rows != 0) {
+        need = L->rows == 2 ? "rows in pairs" : "whole groups of rows";
     }
-    if (dpo && (!t->ref_sum || t->B % 2 != 0)) {
-        return rl_errf(err, err_len, RL_EPROTO,
-                       "train: the dpo loss needs 'ref_sum' and rows in pairs");
-    }
-    if (grpo && !t->adv && !t->token_adv) {
-        return rl_errf(err, err_len, RL_EPROTO, "train: the grpo loss needs 'adv' or 'token_adv'");
-    }
-    if (ppo && (!t->token_adv || !t->old_logp)) {
-        return rl_errf(err, err_len, RL_EPROTO,
-                       "train: the ppo loss needs 'token_adv' and 'old_logp'");
-    }
-    if (value && (!t->values || !t->returns)) {
-        return rl_errf(err, err_len, RL_EPROTO,
-                       "train: the value loss needs 'values' and 'returns'");
+    if (need) {
+        return rl_errf(err, err_len, RL_EPROTO, "train: the %s loss needs %s", L->name, need);
     }
     return s_check_batch("train", t->B, t->T, t->lengths, err, err_len);
+}
+
+// the statistics list: bounded, names of [a-z0-9_], no name twice
+static int s_check_train_reply(const void *st, char *err, size_t err_len) {
+    const rl_proto_train_reply_t *x = st;
+    if (x->n_stats > RL_LOSS_MAX_STATS) {
+        return rl_errf(err, err_len, RL_EPROTO, "train reply: %d statistics, at most %d",
+                       x->n_stats, RL_LOSS_MAX_STATS);
+    }
+    for (int i = 0; i < x->n_stats; i++) {
+        size_t n = x->stat_lens[i];
+        int bad = n < 1 || n > RL_LOSS_MAX_STAT_NAME;
+        for (size_t k = 0; !bad && k < n; k++) {
+            char c = x->stat_names[i][k];
+            bad = !((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_');
+        }
+        if (bad) {
+            return rl_errf(err, err_len, RL_EPROTO,
+                           "train reply: statistic %d is not a name of 1..%d bytes of [a-z0-9_]",
+                           i, RL_LOSS_MAX_STAT_NAME);
+        }
+        for (int j = 0; j < i; j++) {
+            if (x->stat_lens[j] == n && memcmp(x->stat_names[j], x->stat_names[i], n) == 0) {
+                return rl_errf(err, err_len, RL_EPROTO, "train reply: statistic '%s' twice",
+                               x->stat_names[i]);
+            }
+        }
+    }
+    return 0;
+}
+
+void rl_proto_train_reply_stats(const rl_proto_train_reply_t *x, rl_loss_stats_t *out) {
+    memset(out, 0, sizeof *out);
+    for (int i = 0; i < x->n_stats && i < RL_LOSS_MAX_STATS; i++) {
+        out->name[i] = x->stat_names[i];
+        out->value[i] = x->stats[i];
+    }
+    out->n = x->n_stats < RL_LOSS_MAX_STATS ? x->n_stats : RL_LOSS_MAX_STATS;
+    out->updates = 1;
+}
+
+void rl_proto_train_reply_set_stats(rl_proto_train_reply_t *x, const rl_loss_stats_t *st) {
+    x->stat_names = st->name;
+    x->stat_lens = NULL;
+    x->n_stats = st->n;
+    x->stats = st->value;
 }
 
 static int s_check_score(const void *st, char *err, size_t err_len) {
@@ -643,7 +672,7 @@ S_SPEC(generate_reply, "generate reply", s_check_generate_reply);
 S_SPEC(logprobs, "logprobs", s_check_logprobs);
 S_SPEC(logprobs_reply, "logprobs reply", NULL);
 S_SPEC(train, "train", s_check_train);
-S_SPEC(train_reply, "train reply", NULL);
+S_SPEC(train_reply, "train reply", s_check_train_reply);
 static const s_spec_t s_spec_export_weights_reply = {"export_weights reply", s_export_reply,
                                                      S_N(s_export_reply), NULL};
 S_SPEC(save, "save", s_check_save);

@@ -18,16 +18,12 @@
 //                                        stop_ids[S]?                       decode_tokens
 //  logprobs        ctl -> actor,         tokens[B,T] lengths[B] adapter?    logp[B,T]
 //                         reference      temperature
-//  train           ctl -> actor, critic  loss step lr temperature           old_logp[B,T] loss
-//                                        tokens[B,T] lengths[B] mask[B,T]   tokens kl clip_low
-//                                        adv[B]? token_adv[B,T]?            clip_high dual_clip
-//                                        mu_logp[B,T]?
-//                                        ref_logp[B,T]? denom micro_batch   ratio tis_weight
-//                                        iterations want_weights?
-//                                                                           tis_masked
-//                                                                           logprob_gap grad_norm
-//                                                                           entropy iterations
-//                                                                           weights[n]
+//  train           ctl -> actor, critic  loss step lr temperature           old_logp[B,T]
+//                                        tokens[B,T] lengths[B] mask[B,T]   stat_names(strs)
+//                                        adv[B]? token_adv[B,T]?            stats[k] iterations
+//                                        mu_logp[B,T]? ref_logp[B,T]?       weights[n]?
+//                                        denom micro_batch iterations
+//                                        want_weights?
 //  export_weights  ctl -> actor          —                                  kind weights[n]
 //  save            ctl -> actor          dir                                model_train_step
 //                                                                           n_trainable
@@ -44,11 +40,15 @@
 //  values          ctl -> critic         tokens[B,T] lengths[B] scores?     values[B,T]
 //                                                                           (scores: [B,1])
 //
-// train also carries old_logp[B,T]? (loss ppo), values[B,T]? returns[B,T]? (loss value; the
-// reply then adds value_clipped value_sq_err value_sum return_sum); save, load and save_final
-// carry part? ("policy" or "critic": the actor holds the critic with roles.critic: actor).
-// A reward model (algorithm rm) is an actor whose policy has a score head: train with loss "rm"
-// (rows in pairs, margin[B]? each pair's margin on both its rows), values with scores.
+// train's `loss` names a loss of the registry (trainer/rl_loss.h), which says which of the
+// optional inputs it needs: old_logp[B,T]? (the given logπ_old), values[B,T]? returns[B,T]? (a
+// critic's), ref_sum[B]? (DPO's reference sums), margin[B]? (a reward model's pair margins, on
+// both rows of a pair), and whether rows come in pairs. The reply's statistics are that loss's
+// open list: stat_names (k names) and stats (f64 [k]), in its order; the controller merges and
+// logs them through the loss's definitions, so no field of this module names them. save, load
+// and save_final carry part? ("policy" or "critic": the actor holds the critic with
+// roles.critic: actor). A reward model (algorithm rm) is an actor whose policy has a score head:
+// values with scores.
 //
 // A reply is op "reply" with the request's id, `ok` and, when ok is false, `error`; an ok reply
 // carries the verb's reply fields. Decoders check every field's presence, type, dtype and rank,
@@ -59,6 +59,7 @@
 #ifndef RL_PROTO_H
 #define RL_PROTO_H
 
+#include "rl_loss.h"
 #include "rl_wire.h"
 
 #include <stddef.h>
@@ -211,12 +212,8 @@ typedef struct {
 } rl_proto_logprobs_reply_t;
 
 typedef struct {
-    const char *loss;         // "grpo" (GRPO's policy-gradient loss), "ppo" (the same clipped
-                              // loss with per-token advantages, the given old_logp and no KL
-                              // term: PPO's KL is in its rewards), "sft" (negative
-                              // log-likelihood of the masked tokens), "value" (a critic's
-                              // clipped value loss against returns) or "dpo" (rows in pairs
-                              // against ref_sum; the recipe's loss_type, beta, smoothing, rpo)
+    const char *loss;         // a loss of the registry (rl_loss_find): which inputs it needs,
+                              // how its rows group, what it trains and reports
     int64_t step;             // the optimizer step this update makes (1-based)
     double lr;
     double temperature;     // the forward's (the sampling temperature; SFT: 1)
@@ -243,17 +240,16 @@ typedef struct {
 } rl_proto_train_t;
 
 typedef struct {
-    const float *old_logp;    // f32 [B,T]: logπ_old from the first forward
+    const float *old_logp;    // f32 [B,T]: logπ_old from the first forward (0 for a loss
+                              // without one)
     int64_t B, T;
-    double loss, tokens, kl, clip_low, clip_high, dual_clip, ratio, tis_weight, tis_masked,
-        logprob_gap, grad_norm, entropy; // sums over the batch (rl_policy_train_stats_t)
-    int64_t iterations;
-    double approx_kl;         // sum (logp - old)^2 / 2 over the trained tokens (ppo)
-    double value_clipped, value_sq_err, value_sum, return_sum; // value: rl_ppo_value_stats_t
-    double pref_chosen, pref_rejected, pref_accuracy, pref_margin, pref_logp_chosen,
-        pref_logp_rejected, pref_nll, pref_pairs; // dpo: rl_pref_dpo_stats_t sums; rm:
-                                                  // chosen, rejected, accuracy, margin, pairs of
-                                                  // rl_pref_rm_stats_t
+    // the loss's statistics (rl_loss_stats_t): n_stats names (at most RL_LOSS_MAX_STATS, each
+    // 1..RL_LOSS_MAX_STAT_NAME bytes of [a-z0-9_], no repeats) and their values, in its order
+    const char *const *stat_names;
+    const size_t *stat_lens;  // decoded: their lengths; NULL to encode NUL-terminated names
+    int n_stats;
+    const double *stats;      // f64 [n_stats]
+    int64_t iterations;       // passes made
     const float *weights; // f32 [n] or NULL (not asked for): the updated trainable weights
     int64_t n;
 } rl_proto_train_reply_t;
@@ -353,6 +349,13 @@ RL_PROTO_CODEC(values_reply, rl_proto_values_reply_t)
 RL_PROTO_CODEC(attach, rl_proto_attach_t)
 RL_PROTO_CODEC(attach_reply, rl_proto_attach_reply_t)
 RL_PROTO_CODEC(model_file, rl_proto_model_file_t)
+
+// The statistics of a train reply as a list: names and values borrowed from x (valid until its
+// message is freed), updates = 1. x holds at most RL_LOSS_MAX_STATS (the decoder's bound).
+void rl_proto_train_reply_stats(const rl_proto_train_reply_t *x, rl_loss_stats_t *out);
+// The reply's fields of an update's statistics: x->stat_names, n_stats and stats point into st
+// (borrowed; valid as long as st).
+void rl_proto_train_reply_set_stats(rl_proto_train_reply_t *x, const rl_loss_stats_t *st);
 
 // A request without fields (shutdown, export_weights): caller owns *out; free with rl_msg_free.
 // Returns 0 or RL_ENOMEM.

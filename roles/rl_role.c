@@ -30,3 +30,28 @@ int rl_role_dispatch(const rl_role_t *role, void *state, const rl_msg_t *req, rl
     }
     return rl_errf(err, err_len, RL_EPROTO, "a %s worker does not serve '%s'", role->name, op);
 }
+
+void rl_role_loss_batch(const rl_proto_train_t *q, const int *lengths, rl_loss_batch_t *out) {
+    *out = (rl_loss_batch_t){
+        .B = (int)q->B,
+        .T = (int)q->T,
+        .tokens = q->tokens,
+        .lengths = lengths,
+        .mask = q->mask,
+        .adv = q->adv,
+        .token_adv = q->token_adv,
+        .mu_logp = q->mu_logp,
+        .ref_logp = q->ref_logp,
+        .old_logp = q->old_logp,
+        .values = q->values,
+        .returns = q->returns,
+        .ref_sum = q->ref_sum,
+        .margin = q->margin,
+        .denom = q->denom,
+        .lr = q->lr,
+        .temperature = q->temperature,
+        .step = q->step,
+        .micro_batch = (int)(q->micro_batch < 1 ? 1 : q->micro_batch),
+        .iterations = (int)(q->iterations < 1 ? 1 : q->iterations),
+    };
+}

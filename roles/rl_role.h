@@ -13,6 +13,7 @@
 
 #include "rl_coll.h"
 #include "rl_config.h"
+#include "rl_loss.h"
 #include "rl_policy.h"
 #include "rl_proto.h"
 
@@ -63,6 +64,10 @@ const rl_role_t *rl_role_find(const char *name);
 int rl_role_dispatch(const rl_role_t *role, void *state, const rl_msg_t *req, rl_msg_t **reply,
                      char *err, size_t err_len);
 
+// A decoded train request as its loss's inputs (rl_loss.h): every field copied (pointers
+// borrowed from q; lengths: q's as int, caller's), micro_batch and iterations at least 1.
+void rl_role_loss_batch(const rl_proto_train_t *q, const int *lengths, rl_loss_batch_t *out);
+
 // The roles, one per file (borrowed; valid until program exit).
 const rl_role_t *rl_role_actor(void);
 const rl_role_t *rl_role_sampler(void);
@@ -78,7 +83,8 @@ rl_model_t *rl_role_sampler_model(void *state);
 // actor also calls for the critic it holds (roles.critic: actor) and, values with scores, for a
 // reward model (rl_policy_new_rm) it trains. save, load and save_final
 // write and read the folder the request names (created by save and save_final: one level);
-// train takes a decoded request of loss "value" (recipe: value_clip, loss_agg, max_grad_norm).
+// train takes a decoded request of a critic's loss (rl_loss_t.model, the registry's "value":
+// recipe: value_clip, loss_agg, max_grad_norm).
 int rl_role_critic_values(rl_policy_t *critic, const rl_msg_t *req, rl_msg_t **reply, char *err,
                           size_t err_len);
 int rl_role_critic_train(rl_policy_t *critic, const rl_recipe_t *r, const rl_proto_train_t *q,

@@ -2,14 +2,15 @@
 // the policy, or of the reference = the policy with adapters disabled), train (one update over a
 // batch), export_weights, and checkpoint save / load / save_final. With PPO and roles.critic:
 // actor it also holds the critic (a second model in this process) and serves its verbs: values,
-// train with loss "value", and save / load / save_final with part "critic" (the handlers of
-// rl_role_critic.c). With algorithm rm its policy is a reward model (a score head): train with
-// loss "rm" and values with scores. The arithmetic is rl_policy's; this file decodes requests and
-// encodes replies.
+// train with a critic's loss, and save / load / save_final with part "critic" (the handlers of
+// rl_role_critic.c). With algorithm rm its policy is a reward model (a score head): values with
+// scores. A train request's loss is looked up in the registry (rl_loss.h): the loss's adapter
+// trains the model it names; this file decodes requests and encodes replies.
 #include "rl_role.h"
 
 #include "rl_err.h"
 #include "rl_fault.h"
+#include "rl_loss.h"
 #include "rl_model.h"
 #include "rl_policy.h"
 
@@ -125,7 +126,8 @@ static int s_train(void *state, const rl_msg_t *req, rl_msg_t **reply, char *err
     if (mesh && rl_fault(point)) { // one rank fails while its peers wait in a collective
         return rl_errf(err, err_len, RL_EIO, "train: injected fault %s", point);
     }
-    if (strcmp(q.loss, "value") == 0) {
+    const rl_loss_t *L = rl_loss_find(q.loss); // the decoder refused any other name
+    if (L->model == RL_LOSS_CRITIC) {
         if (!a->critic) {
             return rl_errf(err, err_len, RL_EINVAL, "train: this actor holds no critic");
         }
@@ -133,105 +135,23 @@ static int s_train(void *state, const rl_msg_t *req, rl_msg_t **reply, char *err
                                     err_len);
     }
     int *len = s_lengths(q.lengths, q.B);
-    float *old = malloc((size_t)q.B * (size_t)q.T * sizeof(float));
+    float *old = malloc((size_t)q.B * (size_t)q.T * sizeof(float) + 1);
     if (!len || !old) {
         free(len);
         free(old);
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
-    const rl_recipe_t *r = a->recipe;
-    int mb = (int)(q.micro_batch < 1 ? 1 : q.micro_batch);
-    rl_proto_train_reply_t t = {.old_logp = old, .B = q.B, .T = q.T};
-    if (strcmp(q.loss, "dpo") == 0) {
-        rl_policy_rows_t rows = {(int)q.B, (int)q.T, q.tokens, len, q.mask, 2};
-        rl_pref_dpo_t cfg = {r->algorithm.loss_type, r->algorithm.beta,
-                             r->algorithm.label_smoothing, r->algorithm.rpo_alpha};
-        rl_pref_dpo_stats_t ds;
-        rl_policy_step_stats_t st;
-        memset(old, 0, (size_t)q.B * (size_t)q.T * sizeof(float));
-        rc = rl_policy_train_dpo(a->policy, &rows, q.ref_sum, &cfg, mb, q.lr,
-                                 r->optim.max_grad_norm, q.step, &ds, &st, err, err_len);
-        t.loss = st.loss;
-        t.grad_norm = st.grad_norm;
-        t.iterations = st.iterations;
-        t.pref_chosen = ds.reward_chosen;
-        t.pref_rejected = ds.reward_rejected;
-        t.pref_accuracy = ds.accuracy;
-        t.pref_margin = ds.margin;
-        t.pref_logp_chosen = ds.logp_chosen;
-        t.pref_logp_rejected = ds.logp_rejected;
-        t.pref_nll = ds.nll;
-        t.pref_pairs = ds.pairs;
-    } else if (strcmp(q.loss, "rm") == 0) {
-        rl_policy_rows_t rows = {(int)q.B, (int)q.T, q.tokens, len, q.mask, 2};
-        double *margin = q.margin ? malloc((size_t)(q.B / 2 + 1) * sizeof(double)) : NULL;
-        for (int64_t i = 0; margin && i < q.B / 2; i++) {
-            margin[i] = q.margin[2 * i]; // a pair's margin rides on both of its rows
-        }
-        rl_pref_rm_stats_t rs;
-        rl_policy_step_stats_t st;
-        memset(&rs, 0, sizeof rs);
-        memset(&st, 0, sizeof st);
-        memset(old, 0, (size_t)q.B * (size_t)q.T * sizeof(float));
-        if (q.margin && !margin) {
-            rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
-        } else {
-            rc = rl_policy_train_rm(a->policy, &rows, margin,
-                                    r->algorithm.center_rewards_coefficient, mb, q.lr,
-                                    r->optim.max_grad_norm, q.step, &rs, &st, err, err_len);
-        }
-        free(margin);
-        t.loss = st.loss;
-        t.grad_norm = st.grad_norm;
-        t.iterations = st.iterations;
-        t.pref_chosen = rs.chosen;
-        t.pref_rejected = rs.rejected;
-        t.pref_accuracy = rs.accuracy;
-        t.pref_margin = rs.margin;
-        t.pref_pairs = rs.pairs;
-    } else if (strcmp(q.loss, "sft") == 0) {
-        rl_policy_rows_t rows = {(int)q.B, (int)q.T, q.tokens, len, q.mask, 1};
-        rl_policy_step_stats_t st;
-        memset(old, 0, (size_t)q.B * (size_t)q.T * sizeof(float)); // no logπ_old in SFT
-        rc = rl_policy_train_sft(a->policy, &rows, (int64_t)q.denom, mb, q.lr,
-                                 r->optim.max_grad_norm, q.step, &st, err, err_len);
-        t.loss = st.loss;
-        t.grad_norm = st.grad_norm;
-        t.iterations = st.iterations;
-    } else {
-        // grpo: the recipe's loss; ppo: the same clipped loss on per-token advantages with the
-        // rollout's logπ_old, and no KL term (PPO puts the KL in its rewards; ref_logp, when
-        // given, is read for the kl statistic only)
-        rl_recipe_algorithm_t alg = r->algorithm;
-        if (strcmp(q.loss, "ppo") == 0) {
-            alg.beta = 0;
-            alg.kl_estimator = RL_RECIPE_KL_K1;
-        }
-        rl_policy_batch_t b = {(int)q.B, (int)q.T, q.tokens, len, q.mask, q.adv, q.mu_logp,
-                               q.ref_logp, q.denom, q.token_adv, q.old_logp};
-        rl_policy_train_stats_t st;
-        rc = rl_policy_train(a->policy, &b, &alg, (float)q.temperature, mb,
-                             (int)(q.iterations < 1 ? 1 : q.iterations), q.lr,
-                             r->optim.max_grad_norm, old, &st, err, err_len);
-        t.loss = st.loss.loss;
-        t.tokens = st.loss.tokens;
-        t.kl = st.loss.kl;
-        t.clip_low = st.loss.clip_low;
-        t.clip_high = st.loss.clip_high;
-        t.dual_clip = st.loss.dual_clip;
-        t.ratio = st.loss.ratio;
-        t.tis_weight = st.loss.tis_weight;
-        t.tis_masked = st.loss.tis_masked;
-        t.logprob_gap = st.loss.logprob_gap;
-        t.approx_kl = st.loss.approx_kl;
-        t.grad_norm = st.grad_norm;
-        t.entropy = st.entropy;
-        t.iterations = st.iterations;
-    }
+    rl_loss_batch_t b;
+    rl_role_loss_batch(&q, len, &b);
+    rl_loss_out_t out = {.old_logp = old};
+    rc = L->train(L, a->policy, a->recipe, &b, &out, err, err_len);
     free(len);
     if (!rc) {
         // the updated trainable weights ride along: the controller syncs the samplers from them
         // without another round trip (export_weights)
+        rl_proto_train_reply_t t = {.old_logp = old, .B = q.B, .T = q.T,
+                                    .iterations = out.iterations};
+        rl_proto_train_reply_set_stats(&t, &out.stats);
         size_t nw = 0;
         t.weights = q.want_weights ? s_weights(a, &nw) : NULL;
         t.n = (int64_t)nw;

@@ -56,43 +56,30 @@ int rl_role_critic_values(rl_policy_t *critic, const rl_msg_t *req, rl_msg_t **r
 
 int rl_role_critic_train(rl_policy_t *critic, const rl_recipe_t *r, const rl_proto_train_t *q,
                          uint64_t id, rl_msg_t **reply, char *err, size_t err_len) {
-    if (strcmp(q->loss, "value") != 0) {
-        return rl_errf(err, err_len, RL_EINVAL, "train: the critic trains the value loss, not %s",
+    const rl_loss_t *L = rl_loss_find(q->loss);
+    if (!L || L->model != RL_LOSS_CRITIC) {
+        return rl_errf(err, err_len, RL_EINVAL, "train: the critic trains a critic's loss, not %s",
                        q->loss);
     }
     int *len = s_lengths(q->lengths, q->B);
-    float *zeros = calloc((size_t)q->B * (size_t)q->T, sizeof(float));
-    if (!len || !zeros) {
+    float *old = calloc((size_t)q->B * (size_t)q->T + 1, sizeof(float));
+    if (!len || !old) {
         free(len);
-        free(zeros);
+        free(old);
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
-    rl_policy_rows_t rows = {(int)q->B, (int)q->T, q->tokens, len, q->mask, 1};
-    rl_policy_value_batch_t vb = {q->values, q->returns, r->algorithm.value_clip, q->denom,
-                                  r->algorithm.loss_agg};
-    rl_ppo_value_stats_t vs;
-    rl_policy_step_stats_t st;
-    int rc =
-        rl_policy_train_value(critic, &rows, &vb, (int)(q->micro_batch < 1 ? 1 : q->micro_batch),
-                              (int)(q->iterations < 1 ? 1 : q->iterations), q->lr,
-                              r->optim.max_grad_norm, q->step, &vs, &st, err, err_len);
+    rl_loss_batch_t b;
+    rl_role_loss_batch(q, len, &b);
+    rl_loss_out_t out = {.old_logp = old}; // a policy's field: a critic's loss answers zeros
+    int rc = L->train(L, critic, r, &b, &out, err, err_len);
     if (!rc) {
-        // old_logp is a policy's field; a critic answers zeros
-        rl_proto_train_reply_t t = {.old_logp = zeros,
-                                    .B = q->B,
-                                    .T = q->T,
-                                    .loss = vs.loss,
-                                    .tokens = vs.tokens,
-                                    .grad_norm = st.grad_norm,
-                                    .iterations = st.iterations,
-                                    .value_clipped = vs.clipped,
-                                    .value_sq_err = vs.sq_err,
-                                    .value_sum = vs.value,
-                                    .return_sum = vs.ret};
+        rl_proto_train_reply_t t = {.old_logp = old, .B = q->B, .T = q->T,
+                                    .iterations = out.iterations};
+        rl_proto_train_reply_set_stats(&t, &out.stats);
         rc = rl_proto_train_reply_encode(&t, id, reply, err, err_len);
     }
     free(len);
-    free(zeros);
+    free(old);
     return rc;
 }
 

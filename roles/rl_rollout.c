@@ -660,27 +660,6 @@ void rl_rollout_metrics(rl_run_t *run, const rl_rollout_data_t *d, const rl_roll
     }
 }
 
-void rl_rollout_loss_metrics(rl_run_t *run, const rl_proto_train_reply_t *x) {
-    const rl_recipe_algorithm_t *alg = &run->r->algorithm;
-    rl_metrics_t *mt = run->metrics;
-    double d = x->tokens > 0 ? x->tokens : 1;
-    rl_metrics_add(mt, "loss", x->loss);
-    rl_metrics_add(mt, "grad_norm", x->grad_norm);
-    rl_metrics_add(mt, "kl", x->kl / d);
-    rl_metrics_add(mt, "entropy", x->entropy / d);
-    rl_metrics_add(mt, "clip_ratio/low_mean", x->clip_low / d);
-    rl_metrics_add(mt, "clip_ratio/high_mean", x->clip_high / d);
-    rl_metrics_add(mt, "clip_ratio/region_mean", (x->clip_low + x->clip_high) / d);
-    if (alg->dual_clip > 0) {
-        rl_metrics_add(mt, "clip_ratio/dual_mean", x->dual_clip / d);
-    }
-    rl_metrics_add(mt, "ratio/mean", x->ratio / d);
-    if (alg->tis != RL_RECIPE_TIS_NONE) {
-        rl_metrics_add(mt, "tis/weight_mean", x->tis_weight / d);
-        rl_metrics_add(mt, "tis/masked_sequences", x->tis_masked);
-    }
-}
-
 // ---- evaluation ---------------------------------------------------------------------------------
 
 // One evaluation pass scored by the recipe's rewards: n completions of each eval prompt at

@@ -154,10 +154,6 @@ int rl_rollout_store(rl_run_t *run, const rl_rollout_data_t *d, const rl_rollout
 void rl_rollout_metrics(rl_run_t *run, const rl_rollout_data_t *d, const rl_rollout_t *t,
                         const float *old, double lr, double *reward_mean, double *gen_tokens);
 
-// The policy loss statistics of a train reply (loss, grad_norm, kl, entropy, clip ratios, ratio,
-// TIS) as the metrics GRPO and PPO share.
-void rl_rollout_loss_metrics(rl_run_t *run, const rl_proto_train_reply_t *x);
-
 // The held-out evaluation: the eval prompts at the recipe's temperature and greedily, scored by
 // the task's rule (math_answer against data.answer_field), with the same draws at every
 // evaluation: eval/accuracy, eval/accuracy_greedy, eval/format_rate, timing/eval. No data.eval:

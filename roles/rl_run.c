@@ -873,18 +873,21 @@ static rl_proto_train_t s_train_share(const rl_proto_train_t *q, int64_t lo, int
     return s;
 }
 
-// A mesh's train: each rank its rows (pairs stay whole), then one reply as a 1×1 actor would
-// give: the statistics summed over the ranks (each rank's share of the batch's sums), logπ_old
-// laid back in row order, the gradient norm, pass count and weights of rank 0 (the norm is the
-// mesh's; the weights are whole on rank 0).
+// A mesh's train: each rank its rows (a loss's groups stay whole), then one reply as a 1×1 actor
+// would give: the statistics merged over the ranks as the loss defines (each rank's share of the
+// batch's sums added; the gradient norm, the mesh's, rank 0's), logπ_old laid back in row order,
+// the pass count and weights of rank 0 (the weights are whole on rank 0).
 static int s_train_mesh(rl_run_t *run, const rl_run_group_t *grp, const rl_proto_train_t *q,
                         rl_msg_t **rep, char *err, size_t err_len) {
     int n = grp->n, rc = 0;
-    int group = !strcmp(q->loss, "dpo") || !strcmp(q->loss, "rm") ? 2 : 1;
+    const rl_loss_t *L = rl_loss_find(q->loss);
+    if (!L) {
+        return rl_errf(err, err_len, RL_EINVAL, "train: unknown loss '%s'", q->loss);
+    }
     rl_msg_t *reqs[RL_RUN_MAX_RANKS] = {0}, *reps[RL_RUN_MAX_RANKS] = {0};
     int64_t lo[RL_RUN_MAX_RANKS], hi[RL_RUN_MAX_RANKS];
     for (int i = 0; !rc && i < n; i++) {
-        s_rows_of(n, q->B, group, i, &lo[i], &hi[i]);
+        s_rows_of(n, q->B, L->rows, i, &lo[i], &hi[i]);
         rl_proto_train_t s = s_train_share(q, lo[i], hi[i]);
         rc = rl_proto_train_encode(&s, rl_run_id(run), &reqs[i], err, err_len);
     }
@@ -898,8 +901,10 @@ static int s_train_mesh(rl_run_t *run, const rl_run_group_t *grp, const rl_proto
     }
     rl_proto_train_reply_t m;
     memset(&m, 0, sizeof m);
+    rl_loss_stats_t acc;
     for (int i = 0; !rc && i < n; i++) {
         rl_proto_train_reply_t x;
+        rl_loss_stats_t xs;
         char why[512] = "";
         if (rl_proto_train_reply_decode(reps[i], &x, why, sizeof why) != 0 ||
             x.B != hi[i] - lo[i] || x.T != q->T || (i == 0 && q->want_weights && !x.weights)) {
@@ -908,41 +913,21 @@ static int s_train_mesh(rl_run_t *run, const rl_run_group_t *grp, const rl_proto
             break;
         }
         memcpy(old + lo[i] * q->T, x.old_logp, (size_t)(x.B * x.T) * sizeof(float));
+        rl_proto_train_reply_stats(&x, &xs);
         if (i == 0) {
             m = x;
-        } else {
-#define S_SUM(f) m.f += x.f
-            S_SUM(loss);
-            S_SUM(tokens);
-            S_SUM(kl);
-            S_SUM(clip_low);
-            S_SUM(clip_high);
-            S_SUM(dual_clip);
-            S_SUM(ratio);
-            S_SUM(tis_weight);
-            S_SUM(tis_masked);
-            S_SUM(logprob_gap);
-            S_SUM(entropy);
-            S_SUM(approx_kl);
-            S_SUM(value_clipped);
-            S_SUM(value_sq_err);
-            S_SUM(value_sum);
-            S_SUM(return_sum);
-            S_SUM(pref_chosen);
-            S_SUM(pref_rejected);
-            S_SUM(pref_accuracy);
-            S_SUM(pref_margin);
-            S_SUM(pref_logp_chosen);
-            S_SUM(pref_logp_rejected);
-            S_SUM(pref_nll);
-            S_SUM(pref_pairs);
-#undef S_SUM
+            acc = xs;
+        } else if (rl_loss_stats_merge_rank(L, &acc, &xs) != 0) {
+            rc = rl_errf(err, err_len, RL_EPROTO,
+                         "worker %s: its train reply lacks statistics of rank 0's",
+                         grp->names[i]);
         }
     }
     if (!rc) {
         m.old_logp = old;
         m.B = q->B;
         m.T = q->T;
+        rl_proto_train_reply_set_stats(&m, &acc);
         rc = rl_proto_train_reply_encode(&m, rl_msg_id(reps[0]), rep, err, err_len);
     }
     free(old);
@@ -973,6 +958,22 @@ int rl_run_train(rl_run_t *run, const rl_run_group_t *grp, const rl_proto_train_
                        grp->names[0], why[0] ? ": " : "", why);
     }
     return 0;
+}
+
+void rl_run_loss_metrics(rl_run_t *run, const char *loss, const rl_proto_train_reply_t *x) {
+    const rl_loss_t *L = rl_loss_find(loss);
+    rl_loss_stats_t st;
+    rl_proto_train_reply_stats(x, &st);
+    if (L) {
+        rl_loss_metrics(L, &st, "", run->metrics);
+    }
+}
+
+double rl_run_loss_metric(const char *loss, const rl_proto_train_reply_t *x, const char *metric) {
+    const rl_loss_t *L = rl_loss_find(loss);
+    rl_loss_stats_t st;
+    rl_proto_train_reply_stats(x, &st);
+    return L ? rl_loss_metric(L, &st, metric) : NAN;
 }
 
 // ---- evaluation -------------------------------------------------------------------------------

@@ -190,11 +190,18 @@ int rl_run_scores(rl_run_t *run, const rl_run_group_t *grp, const int32_t *token
 
 // Sends a train request to grp (the actor, or the critic) and decodes its reply into *x, checking
 // its shape against (B,T) (and the weights when want_weights). On a mesh each rank gets its rows
-// (DPO's and RM's pairs whole) and the replies are merged into one: statistics summed, logπ_old
-// in row order, rank 0's gradient norm and weights. *rep holds the views of *x (caller owns;
+// (the loss's groups whole: DPO's and RM's pairs) and the replies are merged into one: the
+// statistics as the loss defines (rl_loss_stats_merge_rank), logπ_old in row order, rank 0's
+// weights. *rep holds the views of *x (caller owns;
 // free with rl_msg_free). Errors name the worker.
 int rl_run_train(rl_run_t *run, const rl_run_group_t *grp, const rl_proto_train_t *q,
                  rl_proto_train_reply_t *x, rl_msg_t **rep, char *err, size_t err_len);
+
+// The metrics of the train reply x of loss `loss` (every statistic its definition turns into a
+// metric, in its order: rl_loss_metrics) into run->metrics.
+void rl_run_loss_metrics(rl_run_t *run, const char *loss, const rl_proto_train_reply_t *x);
+// The value of one of those metrics (NaN when the reply has none): a progress note's numbers.
+double rl_run_loss_metric(const char *loss, const rl_proto_train_reply_t *x, const char *metric);
 
 // Accuracy of `answers` (normalised reference answers, one per prompt) on prompts[0..P) at
 // `temperature` (0 = greedy), one sample each, scored by the task's math rule; *fmt the share of

@@ -165,6 +165,7 @@ static void test_grpo(void) {
     CHECK_INT(r->lora.target_modules.n, 7);
     CHECK_STR(r->lora.target_modules.items[6], "down_proj");
     CHECK_INT(r->algorithm.num_generations, 4);
+    CHECK_STR(r->algorithm.policy_loss, "grpo"); // the default; the registry checks the name
     CHECK_INT(r->sampling.stop.n, 2);
     CHECK_STR(r->sampling.stop.items[0], "\n\n");
     CHECK_INT(r->n_rewards, 3);
@@ -738,6 +739,22 @@ static void test_overrides(void) {
                           "rlctl has no such key: rlctl has no entropy bonus");
     CHECK_CONTAINS(s_err, "max_completion_length: unknown key; 'max_completion_length' is "
                           "TRL's name; rlctl's is sampling.max_new_tokens");
+    // GSPO's and CISPO's names in TRL and verl: answered with algorithm.policy_loss, also where
+    // TRL's value sits under a key rlctl has for something else (DPO's loss_type)
+    const char *gspo[] = {"algorithm.importance_sampling_level=sequence",
+                          "algorithm.loss_mode=gspo", "algorithm.loss_type=cispo"};
+    rc = rl_recipe_load_file(RECIPES "/good/grpo.yaml", gspo, 3, 0, &r, s_err, ERRLEN);
+    CHECK_INT(rc, RL_EINVAL);
+    CHECK_CONTAINS(s_err, "algorithm.importance_sampling_level: unknown key; "
+                          "'importance_sampling_level' is TRL's name; rlctl's is "
+                          "algorithm.policy_loss (token is grpo; sequence (GSPO's sequence-level "
+                          "ratio) is gspo)");
+    CHECK_CONTAINS(s_err, "algorithm.loss_mode: unknown key; 'loss_mode' is verl's name; rlctl's "
+                          "is algorithm.policy_loss (verl's policy_loss.loss_mode: vanilla is "
+                          "grpo; gspo and cispo keep their names)");
+    CHECK_CONTAINS(s_err, "algorithm.loss_type: 'cispo' is not one of sigmoid, hinge, ipo; "
+                          "loss_type: cispo is TRL's GRPOConfig value; rlctl's is "
+                          "algorithm.policy_loss: cispo");
     t = "model: {path: ../model}\ndata: {train: ../data/train.jsonl}\n"
         "algorithm: {name: sft}\ntrainer:\n  total_epochs: 3\nnum_train_epochs: 3\n";
     CHECK_INT(s_load_str("trl.yaml", t, NULL, 0, &r), RL_EINVAL);
@@ -927,6 +944,17 @@ static void test_cli(void) {
                     sizeof out),
               2);
     CHECK_CONTAINS(out, "<override 1>:1:1: optim.lr: expected a number");
+    // algorithm.policy_loss: its choices are the loss registry's policy losses
+    CHECK_INT(s_run("validate '" RL_SOURCE_DIR "/cookbook/grpo_lora.yaml' "
+                    "algorithm.policy_loss=nope 2>&1 >/dev/null",
+                    out, sizeof out),
+              2);
+    CHECK_CONTAINS(out, "algorithm.policy_loss: 'nope' is not a policy loss; choices: grpo");
+    CHECK_INT(s_run("validate '" RL_SOURCE_DIR "/cookbook/grpo_lora.yaml' "
+                    "algorithm.policy_loss=dpo 2>&1 >/dev/null",
+                    out, sizeof out),
+              2);
+    CHECK_CONTAINS(out, "algorithm.policy_loss: 'dpo' is not a policy loss; choices: grpo");
     CHECK_INT(s_run("validate '" RECIPES "/good/sft.yaml' 2>/dev/null", out, sizeof out), 0);
     CHECK_CONTAINS(out, "algorithm:\n  name: sft\n");
     CHECK_INT(s_run("validate --help", out, sizeof out), 0);

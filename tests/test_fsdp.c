@@ -20,6 +20,7 @@
 #include "rl_coll.h"
 #include "rl_config.h"
 #include "rl_err.h"
+#include "rl_loss.h"
 #include "rl_mesh.h"
 #include "rl_policy.h"
 
@@ -148,6 +149,18 @@ static rl_policy_rows_t s_rows(int lo, int hi) {
     return (rl_policy_rows_t){hi - lo, S_T, s_tok + lo * S_T, s_len + lo, s_mask + lo * S_T, 1};
 }
 
+// One update with the registry's loss `name` (rl_loss.h): its loss and gradient norm into *st.
+static int s_train(const char *name, rl_policy_t *p, const rl_recipe_t *r, const rl_loss_batch_t *b,
+                   rl_policy_step_stats_t *st, char *err, size_t err_len) {
+    const rl_loss_t *L = rl_loss_find(name);
+    rl_loss_out_t out;
+    memset(&out, 0, sizeof out);
+    int rc = L->train(L, p, r, b, &out, err, err_len);
+    rl_loss_stats_get(&out.stats, "loss", &st->loss);
+    rl_loss_stats_get(&out.stats, "grad_norm", &st->grad_norm);
+    return rc;
+}
+
 static int s_run(int dp, int fsdp, const char *tune, const char *algo, const char *dir, int *argc,
                  char ***argv) {
     char err[4096];
@@ -192,9 +205,12 @@ static int s_run(int dp, int fsdp, const char *tune, const char *algo, const cha
         }
         rows += hi - lo;
         rl_policy_step_stats_t st = {0};
+        rl_loss_batch_t lb = {.B = rw.B, .T = S_T, .tokens = rw.tokens, .lengths = rw.lengths,
+                              .mask = rw.mask, .lr = 1e-3, .temperature = 1.0, .step = step + 1,
+                              .micro_batch = S_MB, .iterations = 1};
         if (strcmp(algo, "sft") == 0) {
-            rc =
-                rl_policy_train_sft(p, &rw, n_tok, S_MB, 1e-3, 1.0, step + 1, &st, err, sizeof err);
+            lb.denom = (double)n_tok;
+            rc = s_train("sft", p, r, &lb, &st, err, sizeof err);
         } else if (!critic) {
             rc = rl_policy_logprobs(p, rw.tokens, rw.lengths, rw.B, S_T, 1.0f, 0, ref, err,
                                     sizeof err);
@@ -202,32 +218,27 @@ static int s_run(int dp, int fsdp, const char *tune, const char *algo, const cha
             for (int b = 0; b < s_b; b++) {
                 adv[b] = ((b * 3 + step) % 5 - 2) * 0.5;
             }
-            rl_policy_batch_t gb = {0};
-            gb.B = rw.B;
-            gb.T = S_T;
-            gb.tokens = rw.tokens;
-            gb.lengths = rw.lengths;
-            gb.mask = rw.mask;
-            gb.adv = adv + lo;
-            gb.ref_logp = ref;
-            gb.denom = (double)n_tok;
-            rl_policy_train_stats_t ts;
+            lb.adv = adv + lo;
+            lb.ref_logp = ref;
+            lb.denom = (double)n_tok;
+            lb.step = 0; // errors name the pass
+            lb.iterations = 2;
             if (!rc) {
-                rc = rl_policy_train(p, &gb, &r->algorithm, 1.0f, S_MB, 2, 1e-3, 1.0, NULL, &ts,
-                                     err, sizeof err);
+                rc = s_train("grpo", p, r, &lb, &st, err, sizeof err);
             }
-            st.loss = ts.loss.loss;
-            st.grad_norm = ts.grad_norm;
         } else {
             rc = rl_policy_values(p, rw.tokens, rw.lengths, rw.B, S_T, old, err, sizeof err);
             for (int i = 0; i < s_b * S_T; i++) { // returns of the global batch's rows
                 ret[i] = (float)((i * 7 % 11) - 5) * 0.1f;
             }
-            rl_policy_value_batch_t vb = {old, ret + lo * S_T, 0.2, (double)n_tok,
-                                          RL_RECIPE_AGG_TOKEN_MEAN};
+            r->algorithm.value_clip = 0.2;
+            r->algorithm.loss_agg = RL_RECIPE_AGG_TOKEN_MEAN;
+            lb.values = old;
+            lb.returns = ret + lo * S_T;
+            lb.denom = (double)n_tok;
+            lb.iterations = 2;
             if (!rc) {
-                rc = rl_policy_train_value(p, &rw, &vb, S_MB, 2, 1e-3, 1.0, step + 1, NULL, &st,
-                                           err, sizeof err);
+                rc = s_train("value", p, r, &lb, &st, err, sizeof err);
             }
         }
         // the losses are each rank's share: the caller sums them

@@ -3,20 +3,22 @@
 // batch whose rows are not whole groups is refused, every micro-batch is trimmed to its longest
 // row, the loss callback sees each micro-batch once per pass (entropy on the first pass only
 // when asked), a non-finite loss stops the step naming it with no update made, and the SFT
-// step (rl_policy_train_sft) equals the generic step with the SFT loss written out here. The
-// critic (PPO's value model, cookbook/ppo_lora.yaml): values aligned like logprobs (0 at column
-// 0 and at padding), reproducible, the value step drives the clipped value loss down toward fixed
-// returns (the gradient's sign through head and model), a checkpoint round trip restores values
-// and optimizer bit for bit, and critic.init from a reward model's folder (an HF sequence
-// classifier: no lm_head, score.weight) gives that folder's decoder and head. DPO's step
-// (rl_policy_train_dpo): ln 2 when the policy is its reference, learning three pairs, the same
-// update in micro-batches of one pair. The reward model's step (rl_policy_train_rm): its loss
+// step (the registry's "sft", rl_loss.h) equals the generic step with the SFT loss written out
+// here. The critic (PPO's value model, cookbook/ppo_lora.yaml): values aligned like logprobs (0
+// at column 0 and at padding), reproducible, the value step drives the clipped value loss down
+// toward fixed returns (the gradient's sign through head and model), a checkpoint round trip
+// restores values and optimizer bit for bit, and critic.init from a reward model's folder (an HF
+// sequence classifier: no lm_head, score.weight) gives that folder's decoder and head. DPO's step
+// (the registry's "dpo"): ln 2 when the policy is its reference, learning three pairs, the same
+// update in micro-batches of one pair. The reward model's step (the registry's "rm"): its loss
 // from the scores, learning three pairs, the same update in micro-batches of one pair.
 #include "rl_config.h"
 #include "rl_err.h"
 #include "rl_head.h"
 #include "rl_hf.h"
+#include "rl_loss.h"
 #include "rl_loss_sft.h"
+#include "rl_pref.h"
 #include "rl_policy.h"
 #include "rl_safetensors.h"
 #include "rl_test.h"
@@ -73,6 +75,37 @@ static void s_batch(void) {
             s_mask[b * 12 + t] = t >= s_len[b] - 4;
         }
     }
+}
+
+// The batch above as a loss's inputs (rl_loss.h): B rows, micro-batches of mb rows.
+static rl_loss_batch_t s_lb(int B, int mb, double lr, int64_t step) {
+    return (rl_loss_batch_t){.B = B, .T = 12, .tokens = s_tok, .lengths = s_len, .mask = s_mask,
+                             .lr = lr, .temperature = 1.0, .step = step, .micro_batch = mb,
+                             .iterations = 1};
+}
+
+// One update with the registry's loss `name`: *st gets its loss and gradient norm, *ls (may be
+// NULL) its statistics.
+static int s_train(const char *name, rl_policy_t *p, const rl_recipe_t *r, const rl_loss_batch_t *b,
+                   rl_policy_step_stats_t *st, rl_loss_stats_t *ls, char *err, size_t err_len) {
+    const rl_loss_t *L = rl_loss_find(name);
+    rl_loss_out_t out;
+    memset(&out, 0, sizeof out);
+    int rc = L->train(L, p, r, b, &out, err, err_len);
+    st->loss = st->grad_norm = NAN;
+    rl_loss_stats_get(&out.stats, "loss", &st->loss);
+    rl_loss_stats_get(&out.stats, "grad_norm", &st->grad_norm);
+    if (ls) {
+        *ls = out.stats;
+    }
+    return rc;
+}
+
+// The value of statistic `name` of ls (NaN when absent).
+static double s_stat(const rl_loss_stats_t *ls, const char *name) {
+    double v = NAN;
+    rl_loss_stats_get(ls, name, &v);
+    return v;
 }
 
 static rl_policy_t *s_policy(rl_recipe_t **r) {
@@ -311,47 +344,53 @@ static void test_critic(void) {
         ret[i] = s_mask[i] ? 1.0f : 0.0f;
         old[i] = va[i];
     }
-    rl_policy_rows_t rows = {6, 12, s_tok, s_len, s_mask, 1};
-    rl_policy_value_batch_t vbat = {old, ret, 0.0, 24, RL_RECIPE_AGG_TOKEN_MEAN};
+    rl_loss_batch_t vbat = s_lb(6, 3, 1e-2, 1);
+    vbat.values = old;
+    vbat.returns = ret;
+    vbat.denom = 24;
+    r->algorithm.value_clip = r2->algorithm.value_clip = 0.0;
+    r->algorithm.loss_agg = r2->algorithm.loss_agg = RL_RECIPE_AGG_TOKEN_MEAN;
+    r->optim.max_grad_norm = r2->optim.max_grad_norm = 1.0;
     double l0 = s_value_loss(a, ret, old, 0.0);
     rl_policy_step_stats_t st;
-    rl_ppo_value_stats_t vs;
+    rl_loss_stats_t vs;
     for (int k = 0; k < 20; k++) {
-        CHECK_INT(rl_policy_train_value(a, &rows, &vbat, 3, 1, 1e-2, 1.0, k + 1, &vs, &st, err,
-                                        sizeof err),
-                  0);
+        vbat.step = k + 1;
+        CHECK_INT(s_train("value", a, r, &vbat, &st, &vs, err, sizeof err), 0);
     }
     double l1 = s_value_loss(a, ret, old, 0.0);
     fprintf(stderr, "critic: value loss %.4f -> %.4f over 20 steps (tokens %g)\n", l0, l1,
-            vs.tokens);
+            s_stat(&vs, "tokens"));
     CHECK_MSG(l1 < 0.25 * l0, "the value step did not drive the loss down: %g -> %g", l0, l1);
-    CHECK(vs.tokens == 24 && vs.clipped == 0 && st.grad_norm > 0 && isfinite(st.grad_norm));
+    CHECK(s_stat(&vs, "tokens") == 24 && s_stat(&vs, "clipped") == 0 && st.grad_norm > 0 &&
+          isfinite(st.grad_norm));
     // with the clip 0.2: tokens whose value left the band around the old one are counted as
     // clipped (the band does not bound the values: AdamW's momentum and the shared weights move
     // them on)
     rl_recipe_t *rc2 = NULL;
     rl_policy_t *cc = s_critic(&rc2, NULL, 0, 0, err, sizeof err);
-    vbat.value_clip = 0.2;
     double clipped = 0;
+    if (rc2) {
+        rc2->algorithm.value_clip = 0.2;
+        rc2->algorithm.loss_agg = RL_RECIPE_AGG_TOKEN_MEAN;
+        rc2->optim.max_grad_norm = 1.0;
+    }
     for (int k = 0; cc && k < 20; k++) {
-        CHECK_INT(rl_policy_train_value(cc, &rows, &vbat, 3, 1, 1e-2, 1.0, k + 1, &vs, &st, err,
-                                        sizeof err),
-                  0);
-        clipped += vs.clipped;
+        vbat.step = k + 1;
+        CHECK_INT(s_train("value", cc, rc2, &vbat, &st, &vs, err, sizeof err), 0);
+        clipped += s_stat(&vs, "clipped");
     }
     CHECK_MSG(!cc || clipped > 0, "clip 0.2: no token was ever clipped");
     rl_policy_destroy(&cc);
     rl_recipe_destroy(&rc2);
-    vbat.value_clip = 0.0;
     // the policy has no head: values are refused
     rl_recipe_t *rp = NULL;
     rl_policy_t *pol = s_policy(&rp);
     if (pol) {
         CHECK_INT(rl_policy_has_head(pol), 0);
         CHECK_INT(rl_policy_values(pol, s_tok, s_len, 6, 12, vb, err, sizeof err), RL_EINVAL);
-        CHECK_INT(rl_policy_train_value(pol, &rows, &vbat, 3, 1, 1e-2, 1.0, 1, NULL, &st, err,
-                                        sizeof err),
-                  RL_EINVAL);
+        vbat.step = 1;
+        CHECK_INT(s_train("value", pol, r, &vbat, &st, NULL, err, sizeof err), RL_EINVAL);
     }
     rl_policy_destroy(&pol);
     rl_recipe_destroy(&rp);
@@ -363,12 +402,9 @@ static void test_critic(void) {
     CHECK_INT(rl_policy_values(a, s_tok, s_len, 6, 12, va, err, sizeof err), 0);
     CHECK_INT(rl_policy_values(b, s_tok, s_len, 6, 12, vb, err, sizeof err), 0);
     CHECK_MSG(memcmp(va, vb, sizeof va) == 0, "a loaded critic's values differ");
-    CHECK_INT(rl_policy_train_value(a, &rows, &vbat, 3, 1, 1e-2, 1.0, 21, NULL, &st, err,
-                                    sizeof err),
-              0);
-    CHECK_INT(rl_policy_train_value(b, &rows, &vbat, 3, 1, 1e-2, 1.0, 21, NULL, &st, err,
-                                    sizeof err),
-              0);
+    vbat.step = 21;
+    CHECK_INT(s_train("value", a, r, &vbat, &st, NULL, err, sizeof err), 0);
+    CHECK_INT(s_train("value", b, r2, &vbat, &st, NULL, err, sizeof err), 0);
     CHECK_INT(rl_policy_values(a, s_tok, s_len, 6, 12, va, err, sizeof err), 0);
     CHECK_INT(rl_policy_values(b, s_tok, s_len, 6, 12, vb, err, sizeof err), 0);
     CHECK_MSG(memcmp(va, vb, sizeof va) == 0, "the optimizer state did not round-trip");
@@ -413,17 +449,25 @@ static void test_dpo(void) {
     for (int i = 0; i < 6; i++) {
         CHECK_CLOSE(ref4[i], ref[i], 1e-5 * fabs(ref[i]) + 1e-6);
     }
-    rl_pref_dpo_t cfg = {RL_PREF_SIGMOID, 0.1, 0.0, 0.0};
-    rl_pref_dpo_stats_t ds;
+    for (int i = 0; i < 2; i++) { // sigmoid DPO, beta 0.1, no smoothing, no RPO
+        rl_recipe_t *rr = i ? r2 : r1;
+        rr->algorithm.loss_type = RL_PREF_SIGMOID;
+        rr->algorithm.beta = 0.1;
+        rr->algorithm.label_smoothing = 0.0;
+        rr->algorithm.rpo_alpha = 0.0;
+        rr->optim.max_grad_norm = 1.0;
+    }
+    rl_loss_batch_t lb = s_lb(6, 6, 5e-3, 1);
+    lb.ref_sum = ref;
+    rl_loss_stats_t ds;
     rl_policy_step_stats_t st, st2;
-    CHECK_INT(rl_policy_train_dpo(a, &rows, ref, &cfg, 6, 5e-3, 1.0, 1, &ds, &st, err,
-                                  sizeof err),
-              0);
+    CHECK_INT(s_train("dpo", a, r1, &lb, &st, &ds, err, sizeof err), 0);
     CHECK_MSG(fabs(st.loss - log(2.0)) < 1e-12, "first DPO loss %.17g, want ln 2", st.loss);
-    CHECK(ds.pairs == 3 && ds.accuracy == 0 && st.grad_norm > 0);
-    CHECK_INT(rl_policy_train_dpo(b, &rows, ref, &cfg, 2, 5e-3, 1.0, 1, NULL, &st2, err,
-                                  sizeof err),
-              0);
+    CHECK(s_stat(&ds, "pairs") == 3 && s_stat(&ds, "accuracy") == 0 && st.grad_norm > 0);
+    CHECK(isnan(s_stat(&ds, "nll"))); // RPO's statistic only with rpo_alpha > 0
+    lb.micro_batch = 2;
+    CHECK_INT(s_train("dpo", b, r2, &lb, &st2, NULL, err, sizeof err), 0);
+    lb.micro_batch = 6;
     // the same loss and gradient up to float rounding (a micro-batch is trimmed to its longest
     // row, so its matrix shapes and rounding differ; AdamW's first step, ~sign(g), would amplify
     // that in the weights, so they are not compared)
@@ -435,18 +479,17 @@ static void test_dpo(void) {
               "micro-batches of one pair changed the step: loss %g vs %g, grad norm %g vs %g",
               st.loss, st2.loss, st.grad_norm, st2.grad_norm);
     for (int k = 2; k <= 15; k++) {
-        CHECK_INT(rl_policy_train_dpo(a, &rows, ref, &cfg, 6, 5e-3, 1.0, k, &ds, &st, err,
-                                      sizeof err),
-                  0);
+        lb.step = k;
+        CHECK_INT(s_train("dpo", a, r1, &lb, &st, &ds, err, sizeof err), 0);
     }
     fprintf(stderr, "dpo: after 15 steps loss %.4f, accuracy %g/3, margin %.4f\n", st.loss,
-            ds.accuracy, ds.margin / 3);
-    CHECK_MSG(st.loss < 0.6 && ds.accuracy == 3 && ds.margin > 0,
-              "DPO did not learn the pairs: loss %g, %g of 3 ranked right", st.loss, ds.accuracy);
-    rows.group = 1;
-    CHECK_INT(rl_policy_train_dpo(a, &rows, ref, &cfg, 6, 5e-3, 1.0, 16, NULL, &st, err,
-                                  sizeof err),
-              RL_EINVAL);
+            s_stat(&ds, "accuracy"), s_stat(&ds, "margin") / 3);
+    CHECK_MSG(st.loss < 0.6 && s_stat(&ds, "accuracy") == 3 && s_stat(&ds, "margin") > 0,
+              "DPO did not learn the pairs: loss %g, %g of 3 ranked right", st.loss,
+              s_stat(&ds, "accuracy"));
+    lb.B = 5; // rows not in pairs
+    lb.step = 16;
+    CHECK_INT(s_train("dpo", a, r1, &lb, &st, NULL, err, sizeof err), RL_EINVAL);
     CHECK_CONTAINS(err, "pairs");
     rl_policy_destroy(&a);
     rl_policy_destroy(&b);
@@ -454,7 +497,7 @@ static void test_dpo(void) {
     rl_recipe_destroy(&r2);
 }
 
-// The reward model's step (rl_policy_train_rm) on 3 pairs, with a critic-shaped model (the
+// The reward model's step (the registry's "rm") on 3 pairs, with a critic-shaped model (the
 // arith base, a fresh score head): it learns to rank every pair, one pair per micro-batch gives
 // the same loss and gradient norm, the scores it trains are rl_policy_scores', rows not in pairs
 // and a model without a head are refused.
@@ -470,7 +513,6 @@ static void test_rm(void) {
         rl_recipe_destroy(&r2);
         return;
     }
-    rl_policy_rows_t rows = {6, 12, s_tok, s_len, s_mask, 2};
     float q[6];
     CHECK_INT(rl_policy_scores(a, s_tok, s_len, 6, 12, q, err, sizeof err), 0);
     double x = 0;
@@ -478,37 +520,43 @@ static void test_rm(void) {
         double d = (double)q[2 * i] - (double)q[2 * i + 1];
         x += log1p(exp(-d)) / 3;
     }
-    rl_pref_rm_stats_t rs;
+    for (int i = 0; i < 2; i++) {
+        rl_recipe_t *rr = i ? r2 : r1;
+        rr->algorithm.center_rewards_coefficient = 0.0;
+        rr->optim.max_grad_norm = 1.0;
+    }
+    rl_loss_batch_t lb = s_lb(6, 6, 1e-2, 1);
+    rl_loss_stats_t rs;
     rl_policy_step_stats_t st, st2;
-    CHECK_INT(rl_policy_train_rm(a, &rows, NULL, 0.0, 6, 1e-2, 1.0, 1, &rs, &st, err, sizeof err),
-              0);
+    CHECK_INT(s_train("rm", a, r1, &lb, &st, &rs, err, sizeof err), 0);
     CHECK_MSG(fabs(st.loss - x) < 1e-6, "first RM loss %.9g, want %.9g from the scores", st.loss,
               x);
-    CHECK_INT(rl_policy_train_rm(b, &rows, NULL, 0.0, 2, 1e-2, 1.0, 1, NULL, &st2, err,
-                                 sizeof err),
-              0);
+    lb.micro_batch = 2;
+    CHECK_INT(s_train("rm", b, r2, &lb, &st2, NULL, err, sizeof err), 0);
+    lb.micro_batch = 6;
     CHECK_MSG(fabs(st.loss - st2.loss) < 1e-6 &&
                   fabs(st.grad_norm - st2.grad_norm) <= 1e-4 * st.grad_norm,
               "one pair per micro-batch changed the RM step: loss %g / %g, grad norm %g / %g",
               st.loss, st2.loss, st.grad_norm, st2.grad_norm);
-    double margin[3] = {0.5, 0.5, 0.5};
+    double margin[6] = {0.5, 0.5, 0.5, 0.5, 0.5, 0.5}; // a pair's margin on both of its rows
+    lb.margin = margin;
+    r1->algorithm.center_rewards_coefficient = 0.01;
     for (int k = 2; k <= 20; k++) {
-        CHECK_INT(rl_policy_train_rm(a, &rows, margin, 0.01, 6, 1e-2, 1.0, k, &rs, &st, err,
-                                     sizeof err),
-                  0);
+        lb.step = k;
+        CHECK_INT(s_train("rm", a, r1, &lb, &st, &rs, err, sizeof err), 0);
     }
     fprintf(stderr, "rm: after 20 steps loss %.4f, accuracy %g/3, margin %.3f\n", st.loss,
-            rs.accuracy, rs.margin / 3);
-    CHECK_MSG(rs.accuracy == 3 && rs.margin > 0, "the RM did not learn the pairs: %g of 3",
-              rs.accuracy);
-    rows.group = 1;
-    CHECK_INT(rl_policy_train_rm(a, &rows, NULL, 0.0, 6, 1e-2, 1.0, 21, NULL, &st, err,
-                                 sizeof err),
-              RL_EINVAL);
+            s_stat(&rs, "accuracy"), s_stat(&rs, "margin") / 3);
+    CHECK_MSG(s_stat(&rs, "accuracy") == 3 && s_stat(&rs, "margin") > 0,
+              "the RM did not learn the pairs: %g of 3", s_stat(&rs, "accuracy"));
+    lb.margin = NULL;
+    lb.B = 5; // rows not in pairs
+    lb.step = 21;
+    CHECK_INT(s_train("rm", a, r1, &lb, &st, NULL, err, sizeof err), RL_EINVAL);
     rl_policy_t *p = s_policy(&rp);
-    rows.group = 2;
-    CHECK(p && rl_policy_train_rm(p, &rows, NULL, 0.0, 6, 1e-2, 1.0, 1, NULL, &st, err,
-                                  sizeof err) == RL_EINVAL);
+    lb.B = 6;
+    lb.step = 1;
+    CHECK(p && s_train("rm", p, rp, &lb, &st, NULL, err, sizeof err) == RL_EINVAL);
     rl_policy_destroy(&p);
     rl_recipe_destroy(&rp);
     rl_policy_destroy(&a);
@@ -574,14 +622,17 @@ int main(void) {
     rl_policy_destroy(&p);
     rl_recipe_destroy(&r); // the policy borrowed it
 
-    // rl_policy_train_sft == rl_policy_step with the SFT loss, on two fresh policies
+    // the registry's "sft" == rl_policy_step with the SFT loss, on two fresh policies
     int64_t n_tok = 24;
     rl_policy_t *a = s_policy(&r), *b = NULL;
     rl_recipe_t *r2 = NULL;
     b = s_policy(&r2);
     rl_policy_step_stats_t sa, sb;
     rows.group = 1;
-    CHECK_INT(rl_policy_train_sft(a, &rows, n_tok, 2, 1e-3, 1.0, 1, &sa, err, sizeof err), 0);
+    rl_loss_batch_t lb = s_lb(6, 2, 1e-3, 1);
+    lb.denom = (double)n_tok;
+    r->optim.max_grad_norm = 1.0;
+    CHECK_INT(s_train("sft", a, r, &lb, &sa, NULL, err, sizeof err), 0);
     rl_policy_step_opts_t os = {1.0f, 2, 1, 1e-3, 1.0, 0, 1, 0};
     CHECK_INT(rl_policy_step(b, &rows, &os, s_sft, &n_tok, &sb, err, sizeof err), 0);
     size_t na = 0, nb = 0;

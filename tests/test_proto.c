@@ -230,14 +230,26 @@ static void test_actor(void) {
     rl_msg_free(&m);
 
     float old[6] = {0, -1, -1, 0, -2, 0}, w[3] = {0.1f, 0.2f, 0.3f};
-    rl_proto_train_reply_t tr = {.old_logp = old, .B = 2, .T = 3, .loss = 0.25, .tokens = 3,
-                                 .kl = 0.01, .grad_norm = 1.5, .entropy = 2.0, .iterations = 2,
+    rl_loss_stats_t st0 = {0};
+    rl_loss_stats_put(&st0, "loss", 0.25);
+    rl_loss_stats_put(&st0, "tokens", 3);
+    rl_loss_stats_put(&st0, "kl", 0.01);
+    rl_loss_stats_put(&st0, "grad_norm", 1.5);
+    rl_loss_stats_put(&st0, "entropy", 2.0);
+    rl_proto_train_reply_t tr = {.old_logp = old, .B = 2, .T = 3, .iterations = 2,
                                  .weights = w, .n = 3},
                            trd;
+    rl_proto_train_reply_set_stats(&tr, &st0);
     CHECK_INT(rl_proto_train_reply_encode(&tr, 2, &m, err, sizeof err), 0);
     m = s_wire(m);
     CHECK_INT(rl_proto_train_reply_decode(m, &trd, err, sizeof err), 0);
-    CHECK(trd.B == 2 && trd.T == 3 && trd.loss == 0.25 && trd.grad_norm == 1.5);
+    rl_loss_stats_t std_;
+    rl_proto_train_reply_stats(&trd, &std_);
+    double v1 = 0, v2 = 0;
+    CHECK(trd.B == 2 && trd.T == 3 && trd.n_stats == 5 && std_.n == 5 && std_.updates == 1);
+    CHECK(rl_loss_stats_get(&std_, "loss", &v1) && v1 == 0.25);
+    CHECK(rl_loss_stats_get(&std_, "grad_norm", &v2) && v2 == 1.5);
+    CHECK(strcmp(std_.name[3], "grad_norm") == 0 && !rl_loss_stats_get(&std_, "ratio", &v1));
     CHECK(trd.iterations == 2 && trd.n == 3 && trd.weights[2] == 0.3f);
     rl_msg_free(&m);
     tr.weights = NULL; // want_weights = 0
@@ -245,6 +257,56 @@ static void test_actor(void) {
     CHECK_INT(rl_proto_train_reply_encode(&tr, 2, &m, err, sizeof err), 0);
     CHECK_INT(rl_proto_train_reply_decode(m, &trd, err, sizeof err), 0);
     CHECK(trd.weights == NULL && trd.n == 0);
+    rl_msg_free(&m);
+    // an empty list is a list; a hostile one is refused naming what is wrong: past the bound,
+    // a name of other bytes, too long, empty, twice, and names and values of different counts
+    rl_loss_stats_t none = {0};
+    rl_proto_train_reply_set_stats(&tr, &none);
+    CHECK_INT(rl_proto_train_reply_encode(&tr, 2, &m, err, sizeof err), 0);
+    m = s_wire(m);
+    CHECK_INT(rl_proto_train_reply_decode(m, &trd, err, sizeof err), 0);
+    CHECK(trd.n_stats == 0);
+    rl_msg_free(&m);
+    static const char *const names[] = {"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k",
+                                        "l", "m", "n", "o", "p", "q", "r", "s", "t", "u", "v",
+                                        "w", "x", "y", "z", "aa", "ab", "ac", "ad", "ae", "af",
+                                        "ag"};
+    double vals[33] = {0};
+    const struct {
+        const char *first; // names[0] replaced, or NULL
+        int n;
+        const char *want;
+    } bad[] = {
+        {NULL, 33, "33 statistics, at most 32"},
+        {"Loss", 2, "statistic 0 is not a name"},
+        {"clip-low", 2, "statistic 0 is not a name"},
+        {"a_name_of_forty_nine_bytes_is_one_byte_too_long_x", 2, "statistic 0 is not a name"},
+        {"", 2, "statistic 0 is not a name"},
+        {"b", 2, "statistic 'b' twice"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *nm[33];
+        memcpy(nm, names, sizeof nm);
+        if (bad[i].first) {
+            nm[0] = bad[i].first;
+        }
+        tr.stat_names = nm;
+        tr.stat_lens = NULL;
+        tr.n_stats = bad[i].n;
+        tr.stats = vals;
+        CHECK_INT(rl_proto_train_reply_encode(&tr, 2, &m, err, sizeof err), 0);
+        m = s_wire(m);
+        CHECK_INT(rl_proto_train_reply_decode(m, &trd, err, sizeof err), RL_EPROTO);
+        CHECK_CONTAINS(err, bad[i].want);
+        rl_msg_free(&m);
+    }
+    tr.stat_names = names;
+    tr.n_stats = 2;
+    CHECK_INT(rl_proto_train_reply_encode(&tr, 2, &m, err, sizeof err), 0);
+    int64_t three = 3;
+    rl_msg_set_tensor(m, "stats", RL_DT_F64, 1, &three, vals); // 2 names, 3 values
+    CHECK_INT(rl_proto_train_reply_decode(m, &trd, err, sizeof err), RL_EPROTO);
+    CHECK_CONTAINS(err, "'stats' has 3 in dimension 0, 2 expected");
     rl_msg_free(&m);
 
     rl_proto_export_weights_reply_t ex = {"full", w, 3}, exd;
@@ -341,23 +403,22 @@ static void test_critic(void) {
     CHECK_INT(rl_proto_train_decode(m, &td, err, sizeof err), 0);
     CHECK(td.values[2] == 0.25f && td.returns[4] == 2 && !td.old_logp);
     rl_msg_free(&m);
-    rl_proto_train_reply_t tr = {.old_logp = old, .B = 2, .T = 3, .loss = 0.5, .tokens = 3,
-                                 .iterations = 1, .value_clipped = 1, .value_sq_err = 2.5,
-                                 .value_sum = -0.25, .return_sum = 4},
-                           trd;
+    // the value loss's statistics travel as any loss's list
+    rl_loss_stats_t vst = {0};
+    rl_loss_stats_put(&vst, "loss", 0.5);
+    rl_loss_stats_put(&vst, "clipped", 1);
+    rl_loss_stats_put(&vst, "value_sum", -0.25);
+    rl_proto_train_reply_t tr = {.old_logp = old, .B = 2, .T = 3, .iterations = 1}, trd;
+    rl_proto_train_reply_set_stats(&tr, &vst);
     CHECK_INT(rl_proto_train_reply_encode(&tr, 12, &m, err, sizeof err), 0);
     m = s_wire(m);
     CHECK_INT(rl_proto_train_reply_decode(m, &trd, err, sizeof err), 0);
-    CHECK(trd.value_clipped == 1 && trd.value_sq_err == 2.5 && trd.value_sum == -0.25 &&
-          trd.return_sum == 4);
+    rl_loss_stats_t vls;
+    rl_proto_train_reply_stats(&trd, &vls);
+    double c = 0, vs = 0;
+    CHECK(rl_loss_stats_get(&vls, "clipped", &c) && c == 1);
+    CHECK(rl_loss_stats_get(&vls, "value_sum", &vs) && vs == -0.25);
     rl_msg_free(&m);
-    // a reply without the value statistics (a policy's) decodes them as 0
-    rl_msg_t *bare = NULL;
-    tr.value_clipped = tr.value_sq_err = tr.value_sum = tr.return_sum = 0;
-    CHECK_INT(rl_proto_train_reply_encode(&tr, 12, &bare, err, sizeof err), 0);
-    CHECK_INT(rl_proto_train_reply_decode(bare, &trd, err, sizeof err), 0);
-    CHECK(trd.value_sum == 0);
-    rl_msg_free(&bare);
 
     // dpo: rows in pairs with the reference sums; the reply's preference statistics
     double rs[2] = {-3.5, -7.25};
@@ -374,15 +435,6 @@ static void test_critic(void) {
     CHECK_INT(rl_proto_train_decode(m, &td, err, sizeof err), 0);
     CHECK(td.ref_sum && td.ref_sum[1] == -7.25);
     rl_msg_free(&m);
-    rl_proto_train_reply_t dr = {.old_logp = old, .B = 2, .T = 3, .loss = 0.69, .iterations = 1,
-                                 .pref_accuracy = 1, .pref_margin = 0.25, .pref_pairs = 1},
-                           drd;
-    CHECK_INT(rl_proto_train_reply_encode(&dr, 15, &m, err, sizeof err), 0);
-    m = s_wire(m);
-    CHECK_INT(rl_proto_train_reply_decode(m, &drd, err, sizeof err), 0);
-    CHECK(drd.pref_accuracy == 1 && drd.pref_margin == 0.25 && drd.pref_pairs == 1);
-    rl_msg_free(&m);
-
     rl_proto_save_t sv = {"/x/step-3.tmp/critic", 7, "critic"}, svd;
     CHECK_INT(rl_proto_save_encode(&sv, 13, &m, err, sizeof err), 0);
     m = s_wire(m);
@@ -469,8 +521,53 @@ static void test_envelopes(void) {
     rl_msg_free(&m);
 }
 
+// The fuzz target's seeds of the train reply's statistics (fuzz/corpus/wire/train_reply_stats*,
+// one frame each: byte 0 = 0, then the msgpack map): the good one decodes to its list, each bad
+// one is refused for its own reason.
+static void test_corpus_train_reply(void) {
+    static const struct {
+        const char *file, *want; // want NULL: decodes
+    } seeds[] = {
+        {"train_reply_stats.bin", NULL},
+        {"train_reply_stats_twice.bin", "statistic 'loss' twice"},
+        {"train_reply_stats_badname.bin", "statistic 1 is not a name"},
+        {"train_reply_stats_count.bin", "'stats' has 3 in dimension 0, 4 expected"},
+    };
+    for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
+        char path[512], err[512] = "";
+        snprintf(path, sizeof path, "%s/fuzz/corpus/wire/%s", RL_SOURCE_DIR, seeds[i].file);
+        size_t len = 0;
+        char *bytes = rl_test_read_file(path, &len);
+        CHECK_MSG(bytes && len > 1 && bytes[0] == 0, "%s: unreadable", path);
+        if (!bytes || len < 2) {
+            free(bytes);
+            continue;
+        }
+        rl_frame_t fr = {bytes + 1, len - 1};
+        rl_msg_t *m = NULL;
+        CHECK_INT(rl_msg_decode(&fr, 1, &m, err, sizeof err), 0);
+        rl_proto_train_reply_t x;
+        int rc = m ? rl_proto_train_reply_decode(m, &x, err, sizeof err) : -1;
+        if (!seeds[i].want) {
+            CHECK_MSG(rc == 0, "%s: %s", seeds[i].file, err);
+            rl_loss_stats_t st;
+            double v = 0;
+            if (rc == 0) {
+                rl_proto_train_reply_stats(&x, &st);
+                CHECK(st.n == 4 && rl_loss_stats_get(&st, "grad_norm", &v) && v == 1.5);
+            }
+        } else {
+            CHECK_INT(rc, RL_EPROTO);
+            CHECK_CONTAINS(err, seeds[i].want);
+        }
+        rl_msg_free(&m);
+        free(bytes);
+    }
+}
+
 int main(void) {
     test_verbs();
+    test_corpus_train_reply();
     test_hello_hb_configure();
     test_sampler();
     test_actor();

@@ -12,6 +12,8 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
 
 // ---- advantages -------------------------------------------------------------------------------
 
@@ -141,7 +143,7 @@ double rl_grpo_overlong_penalty(int len, int max_new_tokens, int buffer, double 
 
 // ---- the policy loss ---------------------------------------------------------------------------
 
-static int s_check(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *alg, const float *dlogp) {
+int rl_grpo_check(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *alg, const float *dlogp) {
     if (!b || !alg || !dlogp || !b->logp || !b->mask || (!b->adv && !b->adv_tok) || b->B < 1 ||
         b->T < 1) {
         return RL_EINVAL;
@@ -185,7 +187,7 @@ static int s_check(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *alg, c
 // The KL estimator k(d) of d = logp - ref and dk/dlogp (REFERENCE §1; Schulman's k1/k2/k3).
 // k3 = exp(ref - logp) - (ref - logp) - 1 = exp(-d) + d - 1 >= 0, so only its upper clamp can
 // bind; torch.clamp passes the gradient on the closed interval, hence <= 10.
-static double s_kl(int estimator, double d, double *dk) {
+double rl_grpo_kl(int estimator, double d, double *dk) {
     if (estimator == RL_RECIPE_KL_K1) {
         *dk = 1.0;
         return d;
@@ -210,7 +212,7 @@ static double s_kl(int estimator, double d, double *dk) {
 
 int rl_grpo_loss(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *alg, float *dlogp,
                  rl_grpo_loss_stats_t *stats) {
-    int rc = s_check(b, alg, dlogp);
+    int rc = rl_grpo_check(b, alg, dlogp);
     if (rc) {
         return rc;
     }
@@ -301,7 +303,7 @@ int rl_grpo_loss(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *alg, flo
 
             double k = 0.0, dk = 0.0;
             if (b->ref_logp) {
-                k = s_kl(alg->kl_estimator, lp - (double)b->ref_logp[i], &dk);
+                k = rl_grpo_kl(alg->kl_estimator, lp - (double)b->ref_logp[i], &dk);
                 s.kl += k;
             }
 
@@ -339,3 +341,190 @@ int rl_grpo_loss(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *alg, flo
     }
     return 0;
 }
+
+// ---- the family's adapter ---------------------------------------------------------------------
+// The first pass's forward runs with the weights that sampled the batch: its logprobs are
+// logπ_old, kept for the later passes and returned. Scratch: the batch's logπ_old (B,T) and
+// the micro-batch's rows of the per-token inputs, allocated once per update.
+
+const rl_loss_stat_t rl_grpo_stats[] = {
+    {"loss", RL_LOSS_SHARE, "loss", NULL},
+    {"grad_norm", RL_LOSS_GLOBAL, "grad_norm", NULL},
+    {"tokens", RL_LOSS_SUM, NULL, NULL},
+    {"kl", RL_LOSS_SUM, "kl", "tokens"},
+    {"entropy", RL_LOSS_SUM, "entropy", "tokens"},
+    {"clip_low", RL_LOSS_SUM, "clip_ratio/low_mean", "tokens"},
+    {"clip_high", RL_LOSS_SUM, "clip_ratio/high_mean", "tokens"},
+    {"clip_region", RL_LOSS_SUM, "clip_ratio/region_mean", "tokens"},
+    {"dual_clip", RL_LOSS_SUM, "clip_ratio/dual_mean", "tokens"},
+    {"ratio", RL_LOSS_SUM, "ratio/mean", "tokens"},
+    {"tis_weight", RL_LOSS_SUM, "tis/weight_mean", "tokens"},
+    {"tis_masked", RL_LOSS_SUM, "tis/masked_sequences", NULL},
+    {"logprob_gap", RL_LOSS_SUM, NULL, NULL},
+    {"approx_kl", RL_LOSS_SUM, NULL, NULL},
+    {0},
+};
+
+rl_grpo_math_fn rl_grpo_math(const rl_loss_t *L) {
+    // the family's members are the ones trained by its adapter (PPO's through rl_ppo_train)
+    return L && L->impl && (L->train == rl_grpo_train || L->policy_loss)
+               ? ((const rl_grpo_family_t *)L->impl)->loss
+               : NULL;
+}
+
+typedef struct {
+    rl_grpo_math_fn math;
+    const rl_loss_batch_t *b;
+    const rl_recipe_algorithm_t *alg;
+    float *old_all;            // (B,T) logπ_old of the batch (the first pass's logprobs)
+    float *old, *mu, *ref, *tadv; // (mb,T) the micro-batch's rows
+    rl_grpo_loss_stats_t ls;   // of the pass in progress
+    double entropy;            // first pass: sum over active tokens
+} s_family_ctx_t;
+
+// Copies rows [b0, b0+n) of a (B,T) array into a dense (n,Tm) one.
+static void s_rows_f(float *dst, const float *src, int b0, int n, int T, int Tm) {
+    for (int i = 0; i < n; i++) {
+        memcpy(dst + (size_t)i * Tm, src + (size_t)(b0 + i) * T, (size_t)Tm * sizeof(float));
+    }
+}
+
+static void s_add_entropy(s_family_ctx_t *c, const rl_policy_micro_t *m) {
+    for (int i = 0; i < m->n; i++) {
+        for (int t = 0; t < m->T; t++) {
+            c->entropy += (double)m->mask[(size_t)i * m->T + t] *
+                          (double)m->entropy[(size_t)i * m->T + t];
+        }
+    }
+}
+
+static int s_family_loss(void *ctx, const rl_policy_micro_t *m, float *dlogp, double *loss) {
+    s_family_ctx_t *c = ctx;
+    const rl_loss_batch_t *b = c->b;
+    int n = m->n, Tm = m->T, b0 = m->b0;
+    if (m->b0 == 0) {
+        memset(&c->ls, 0, sizeof(c->ls)); // a new pass: its own statistics
+    }
+    rl_grpo_batch_t g = {0};
+    g.B = n;
+    g.T = Tm;
+    g.logp = m->logp;
+    g.mask = m->mask;
+    g.adv = b->adv ? b->adv + b0 : NULL;
+    g.denom = b->denom;
+    if (b->token_adv) {
+        s_rows_f(c->tadv, b->token_adv, b0, n, b->T, Tm);
+        g.adv_tok = c->tadv;
+    }
+    if (b->old_logp) {
+        // logπ_old given (PPO: the rollout policy's, for every pass and mini-batch)
+        s_rows_f(c->old, b->old_logp, b0, n, b->T, Tm);
+        g.old_logp = c->old;
+        if (m->iteration == 0) {
+            s_add_entropy(c, m);
+        }
+    } else if (m->iteration == 0) {
+        for (int i = 0; i < n; i++) {
+            float *o = c->old_all + (size_t)(b0 + i) * b->T;
+            memcpy(o, m->logp + (size_t)i * Tm, (size_t)Tm * sizeof(float));
+            memset(o + Tm, 0, (size_t)(b->T - Tm) * sizeof(float));
+        }
+        s_add_entropy(c, m);
+        g.old_logp = NULL; // the weights that sampled: ratio 1, gradient A dlogp
+    } else {
+        s_rows_f(c->old, c->old_all, b0, n, b->T, Tm);
+        g.old_logp = c->old;
+    }
+    if (b->mu_logp) {
+        s_rows_f(c->mu, b->mu_logp, b0, n, b->T, Tm);
+        g.mu_logp = c->mu;
+    }
+    if (b->ref_logp) {
+        s_rows_f(c->ref, b->ref_logp, b0, n, b->T, Tm);
+        g.ref_logp = c->ref;
+    }
+    double before = c->ls.loss;
+    int rc = c->math(&g, c->alg, dlogp, &c->ls);
+    *loss = c->ls.loss - before;
+    return rc;
+}
+
+int rl_grpo_train_alg(const rl_loss_t *self, rl_policy_t *model, const rl_recipe_algorithm_t *alg,
+                      double max_grad_norm, const rl_loss_batch_t *b, rl_loss_out_t *out,
+                      char *err, size_t err_len) {
+    memset(&out->stats, 0, sizeof out->stats);
+    out->iterations = 0;
+    s_family_ctx_t c;
+    memset(&c, 0, sizeof c);
+    c.math = self->impl ? ((const rl_grpo_family_t *)self->impl)->loss : NULL;
+    c.b = b;
+    c.alg = alg;
+    if (!c.math) {
+        return rl_errf(err, err_len, RL_EINVAL, "train: %s is not a policy-gradient loss",
+                       self->name);
+    }
+    size_t bt = (size_t)(b->B > 0 ? b->B : 0) * (size_t)(b->T > 0 ? b->T : 0);
+    size_t mbt = (size_t)(b->micro_batch > 0 ? b->micro_batch : 1) * (size_t)(b->T > 0 ? b->T : 0);
+    mbt = mbt < bt ? mbt : bt;
+    float *buf = malloc((bt + 4 * mbt + 1) * sizeof(float));
+    if (!buf) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    c.old_all = buf;
+    c.old = buf + bt;
+    c.mu = c.old + mbt;
+    c.ref = c.mu + mbt;
+    c.tadv = c.ref + mbt;
+    rl_policy_rows_t rows = {b->B, b->T, b->tokens, b->lengths, b->mask, 1};
+    rl_policy_step_opts_t o = {(float)b->temperature, b->micro_batch, b->iterations, b->lr,
+                               max_grad_norm, 1, 0, 0};
+    rl_policy_step_stats_t st;
+    int rc = rl_policy_step(model, &rows, &o, s_family_loss, &c, &st, err, err_len);
+    if (!rc) {
+        rl_loss_stats_t *s = &out->stats;
+        rl_loss_stats_put(s, "loss", c.ls.loss);
+        rl_loss_stats_put(s, "grad_norm", st.grad_norm);
+        rl_loss_stats_put(s, "tokens", c.ls.tokens);
+        rl_loss_stats_put(s, "kl", c.ls.kl);
+        rl_loss_stats_put(s, "entropy", c.entropy);
+        rl_loss_stats_put(s, "clip_low", c.ls.clip_low);
+        rl_loss_stats_put(s, "clip_high", c.ls.clip_high);
+        rl_loss_stats_put(s, "clip_region", c.ls.clip_low + c.ls.clip_high);
+        if (alg->dual_clip > 0) {
+            rl_loss_stats_put(s, "dual_clip", c.ls.dual_clip);
+        }
+        rl_loss_stats_put(s, "ratio", c.ls.ratio);
+        if (alg->tis != RL_RECIPE_TIS_NONE) {
+            rl_loss_stats_put(s, "tis_weight", c.ls.tis_weight);
+            rl_loss_stats_put(s, "tis_masked", c.ls.tis_masked);
+        }
+        rl_loss_stats_put(s, "logprob_gap", c.ls.logprob_gap);
+        rl_loss_stats_put(s, "approx_kl", c.ls.approx_kl);
+        out->iterations = st.iterations;
+        if (out->old_logp) {
+            memcpy(out->old_logp, b->old_logp ? b->old_logp : c.old_all, bt * sizeof(float));
+        }
+    }
+    free(buf);
+    return rc;
+}
+
+int rl_grpo_train(const rl_loss_t *self, rl_policy_t *model, const rl_recipe_t *r,
+                  const rl_loss_batch_t *b, rl_loss_out_t *out, char *err, size_t err_len) {
+    return rl_grpo_train_alg(self, model, &r->algorithm, r->optim.max_grad_norm, b, out, err,
+                             err_len);
+}
+
+static const rl_grpo_family_t s_grpo_family = {rl_grpo_loss};
+
+const rl_loss_t rl_grpo_def = {
+    .name = "grpo",
+    .rows = 1,
+    .needs = RL_LOSS_NEEDS_ADV,
+    .model = RL_LOSS_POLICY,
+    .policy_loss = 1,
+    .train = rl_grpo_train,
+    .impl = &s_grpo_family,
+    .stats = rl_grpo_stats,
+    .doc = "GRPO's clipped policy-gradient loss (per-token ratio; rl_grpo_loss)",
+};

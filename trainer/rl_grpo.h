@@ -11,6 +11,8 @@
 #define RL_GRPO_H
 
 #include "rl_config.h"
+#include "rl_loss.h"
+#include "rl_policy.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -132,6 +134,49 @@ typedef struct {
 // < 0; beta < 0; dual_clip other than 0 or > 1; an unknown kl_estimator, loss_agg or tis).
 int rl_grpo_loss(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *alg, float *dlogp,
                  rl_grpo_loss_stats_t *stats);
+
+// The checks of rl_grpo_loss's inputs (its RL_EINVAL cases), which the family's other losses
+// share: 0 or RL_EINVAL.
+int rl_grpo_check(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *alg, const float *dlogp);
+// The KL estimator k(d) of d = logp - ref (RL_RECIPE_KL_*: k1 = d, k2 = d^2 / 2, k3 = exp(-d) + d
+// - 1 clamped to [-10, 10]) and *dk = dk/dlogp (0 where the clamp binds), as rl_grpo_loss adds it.
+double rl_grpo_kl(int estimator, double d, double *dk);
+
+// ---- the family's adapter (the losses "grpo", "ppo", "gspo", "cispo") ---------------------------
+// A policy-gradient loss of GRPO's family is its per-micro-batch math with rl_grpo_loss's
+// contract (the same batch, the same statistics, each with its own meaning), run by the one
+// adapter below. Its rl_loss_t.impl points to an rl_grpo_family_t.
+
+typedef int (*rl_grpo_math_fn)(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *alg,
+                               float *dlogp, rl_grpo_loss_stats_t *stats);
+typedef struct {
+    rl_grpo_math_fn loss;
+} rl_grpo_family_t;
+
+// The family's math of loss L (one selectable as algorithm.policy_loss, or trained by
+// rl_grpo_train), or NULL.
+rl_grpo_math_fn rl_grpo_math(const rl_loss_t *L);
+
+// The family's statistics (ending with {0}): loss (the last pass's), grad_norm, tokens, kl,
+// entropy (the first pass's), clip_low, clip_high, clip_region (their sum), dual_clip (only
+// with alg->dual_clip > 0), ratio, tis_weight and tis_masked (only with alg->tis), logprob_gap,
+// approx_kl: rl_grpo_loss_stats_t's sums over the batch, as GRPO's metrics show them.
+extern const rl_loss_stat_t rl_grpo_stats[];
+
+// The update of a loss of the family: b->iterations passes; in each, micro-batches of
+// b->micro_batch sequences run forward (at b->temperature) -> the loss's math (alg) ->
+// backward, then the gradient is clipped to max_grad_norm and AdamW steps at rate b->lr. The
+// first pass's forward runs with the weights that produced the batch, so its logprobs are
+// logπ_old: written to out->old_logp (may be NULL) and used as the old policy by the later
+// passes (with one pass, old = logp detached, ratio 1) -- unless b->old_logp gives logπ_old
+// (PPO: the rollout policy's, for every pass and mini-batch; then it is what out->old_logp
+// gets). A non-finite loss or gradient norm is RL_EINVAL naming the pass, and no update is made.
+// rl_grpo_train: alg = r->algorithm, max_grad_norm = r->optim.max_grad_norm.
+int rl_grpo_train(const rl_loss_t *self, rl_policy_t *model, const rl_recipe_t *r,
+                  const rl_loss_batch_t *b, rl_loss_out_t *out, char *err, size_t err_len);
+int rl_grpo_train_alg(const rl_loss_t *self, rl_policy_t *model, const rl_recipe_algorithm_t *alg,
+                      double max_grad_norm, const rl_loss_batch_t *b, rl_loss_out_t *out,
+                      char *err, size_t err_len);
 
 #ifdef __cplusplus
 }

@@ -1,14 +1,13 @@
 // rl_policy — a trainable model (the actor's policy, or a critic: the same with a value head),
-// its optimizer and one training step for every loss. Read top to bottom: options, setup,
-// logprobs and values, the step, the losses, weights and checkpoints.
+// its optimizer and the one training step every loss runs (each loss's adapter, beside its math,
+// calls rl_policy_step with its callback: rl_loss.h). Read top to bottom: options, setup,
+// logprobs and values, the step, scores and sums, weights and checkpoints.
 #include "rl_policy.h"
 
 #include "rl_err.h"
 #include "rl_fsdp.h"
 #include "rl_head.h"
-#include "rl_loss_sft.h"
 #include "rl_optim.h"
-#include "rl_ppo.h"
 #include "rl_rng.h"
 #include "rl_safetensors.h"
 
@@ -28,10 +27,8 @@ struct rl_policy {
     // micro-batch scratch, grown to the largest (mb, T) seen
     int32_t *tok;
     int *len;
-    float *logp, *ent, *dlogp, *old, *mu, *refl, *mask, *tadv;
+    float *logp, *ent, *dlogp, *mask;
     size_t cap;
-    float *old_all;         // (B,T) logπ_old of the batch, grown
-    size_t cap_all;
     int kind; // S_POLICY, S_CRITIC, S_RM
     // a critic's value head or a reward model's score head (NULL for the policy): w (C), its
     // gradient, and dL/dhidden scratch
@@ -293,6 +290,14 @@ void rl_policy_bytes(const rl_policy_t *self, rl_policy_bytes_t *out) {
 
 int rl_policy_has_head(const rl_policy_t *self) { return self->head != NULL; }
 
+int rl_policy_sharded(const rl_policy_t *self) { return self->coll != NULL; }
+
+int rl_policy_sum_global(rl_policy_t *self, double *v, int n, char *err, size_t err_len) {
+    return self->coll ? rl_coll_all_reduce_f64(self->coll, RL_MESH_WORLD, v, (size_t)n, err,
+                                               err_len)
+                      : 0;
+}
+
 void rl_policy_destroy(rl_policy_t **self_p) {
     rl_policy_t *p = *self_p;
     if (!p) {
@@ -309,12 +314,7 @@ void rl_policy_destroy(rl_policy_t **self_p) {
     free(p->logp);
     free(p->ent);
     free(p->dlogp);
-    free(p->old);
-    free(p->mu);
-    free(p->refl);
     free(p->mask);
-    free(p->tadv);
-    free(p->old_all);
     free(p->head);
     free(p->dhead);
     free(p->dhidden);
@@ -428,22 +428,12 @@ static int s_scratch(rl_policy_t *p, size_t bt, int mb) {
     }
     if (s_grow((void **)&p->tok, bt, sizeof(int32_t)) || s_grow((void **)&p->logp, bt, 4) ||
         s_grow((void **)&p->ent, bt, 4) || s_grow((void **)&p->dlogp, bt, 4) ||
-        s_grow((void **)&p->old, bt, 4) || s_grow((void **)&p->mu, bt, 4) ||
-        s_grow((void **)&p->refl, bt, 4) || s_grow((void **)&p->mask, bt, 4) ||
-        s_grow((void **)&p->tadv, bt, 4) ||
-        s_grow((void **)&p->len, (size_t)mb, sizeof(int)) ||
+        s_grow((void **)&p->mask, bt, 4) || s_grow((void **)&p->len, (size_t)mb, sizeof(int)) ||
         (p->head && s_grow((void **)&p->dhidden, bt * (size_t)p->C, sizeof(float)))) {
         return RL_ENOMEM;
     }
     p->cap = bt;
     return 0;
-}
-
-// Copies rows [b0, b0+n) of a (B,T) array into a dense (n,Tm) one.
-static void s_rows_f(float *dst, const float *src, int b0, int n, int T, int Tm) {
-    for (int i = 0; i < n; i++) {
-        memcpy(dst + (size_t)i * Tm, src + (size_t)(b0 + i) * T, (size_t)Tm * sizeof(float));
-    }
 }
 
 // One micro-batch: rows [b0, b0+n) forward -> loss -> backward; *part gets its share of the
@@ -608,265 +598,6 @@ int rl_policy_step(rl_policy_t *self, const rl_policy_rows_t *rows,
     return 0;
 }
 
-// ---- the GRPO loss ---------------------------------------------------------------------------
-// The first iteration's forward runs with the weights that sampled the batch: its logprobs are
-// logπ_old, kept for the later iterations and returned.
-
-typedef struct {
-    rl_policy_t *p;
-    const rl_policy_batch_t *b;
-    const rl_recipe_algorithm_t *alg;
-    rl_grpo_loss_stats_t ls;   // of the iteration in progress
-    double entropy;            // first iteration: sum over active tokens
-} s_grpo_ctx_t;
-
-static int s_grpo_loss(void *ctx, const rl_policy_micro_t *m, float *dlogp, double *loss) {
-    s_grpo_ctx_t *c = ctx;
-    rl_policy_t *self = c->p;
-    const rl_policy_batch_t *b = c->b;
-    int n = m->n, Tm = m->T, b0 = m->b0;
-    if (m->b0 == 0) {
-        memset(&c->ls, 0, sizeof(c->ls)); // a new iteration: its own statistics
-    }
-    rl_grpo_batch_t g = {0};
-    g.B = n;
-    g.T = Tm;
-    g.logp = m->logp;
-    g.mask = m->mask;
-    g.adv = b->adv ? b->adv + b0 : NULL;
-    g.denom = b->denom;
-    if (b->token_adv) {
-        s_rows_f(self->tadv, b->token_adv, b0, n, b->T, Tm);
-        g.adv_tok = self->tadv;
-    }
-    if (b->old_in) {
-        // logπ_old given (PPO: the rollout policy's, for every pass and mini-batch)
-        s_rows_f(self->old, b->old_in, b0, n, b->T, Tm);
-        g.old_logp = self->old;
-        for (int i = 0; m->iteration == 0 && i < n; i++) {
-            for (int t = 0; t < Tm; t++) {
-                c->entropy += (double)m->mask[(size_t)i * Tm + t] *
-                              (double)m->entropy[(size_t)i * Tm + t];
-            }
-        }
-    } else if (m->iteration == 0) {
-        for (int i = 0; i < n; i++) {
-            float *o = self->old_all + (size_t)(b0 + i) * b->T;
-            memcpy(o, m->logp + (size_t)i * Tm, (size_t)Tm * sizeof(float));
-            memset(o + Tm, 0, (size_t)(b->T - Tm) * sizeof(float));
-            for (int t = 0; t < Tm; t++) {
-                c->entropy += (double)m->mask[(size_t)i * Tm + t] *
-                              (double)m->entropy[(size_t)i * Tm + t];
-            }
-        }
-        g.old_logp = NULL; // the weights that sampled: ratio 1, gradient A dlogp
-    } else {
-        s_rows_f(self->old, self->old_all, b0, n, b->T, Tm);
-        g.old_logp = self->old;
-    }
-    if (b->mu_logp) {
-        s_rows_f(self->mu, b->mu_logp, b0, n, b->T, Tm);
-        g.mu_logp = self->mu;
-    }
-    if (b->ref_logp) {
-        s_rows_f(self->refl, b->ref_logp, b0, n, b->T, Tm);
-        g.ref_logp = self->refl;
-    }
-    double before = c->ls.loss;
-    int rc = rl_grpo_loss(&g, c->alg, dlogp, &c->ls);
-    *loss = c->ls.loss - before;
-    return rc;
-}
-
-int rl_policy_train(rl_policy_t *self, const rl_policy_batch_t *b,
-                    const rl_recipe_algorithm_t *alg, float temperature, int micro_batch,
-                    int iterations, double lr, double max_grad_norm, float *old_logp,
-                    rl_policy_train_stats_t *stats, char *err, size_t err_len) {
-    memset(stats, 0, sizeof(*stats));
-    size_t bt_all = (size_t)(b->B > 0 ? b->B : 0) * (size_t)(b->T > 0 ? b->T : 0);
-    if (bt_all > self->cap_all) {
-        if (s_grow((void **)&self->old_all, bt_all, sizeof(float))) {
-            return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
-        }
-        self->cap_all = bt_all;
-    }
-    rl_policy_rows_t rows = {b->B, b->T, b->tokens, b->lengths, b->mask, 1};
-    rl_policy_step_opts_t o = {temperature, micro_batch, iterations, lr, max_grad_norm, 1, 0, 0};
-    s_grpo_ctx_t c;
-    memset(&c, 0, sizeof c);
-    c.p = self;
-    c.b = b;
-    c.alg = alg;
-    rl_policy_step_stats_t st;
-    int rc = rl_policy_step(self, &rows, &o, s_grpo_loss, &c, &st, err, err_len);
-    if (rc) {
-        return rc;
-    }
-    stats->loss = c.ls;
-    stats->grad_norm = st.grad_norm;
-    stats->entropy = c.entropy;
-    stats->iterations = st.iterations;
-    if (old_logp) {
-        memcpy(old_logp, b->old_in ? b->old_in : self->old_all, bt_all * sizeof(float));
-    }
-    return 0;
-}
-
-// ---- the value loss (a critic) -----------------------------------------------------------------
-
-typedef struct {
-    rl_policy_t *p;
-    const rl_policy_rows_t *rows;
-    const rl_policy_value_batch_t *vb;
-    rl_ppo_value_stats_t vs;   // of the pass in progress
-} s_value_ctx_t;
-
-static int s_value_loss(void *ctx, const rl_policy_micro_t *m, float *dvalues, double *loss) {
-    s_value_ctx_t *c = ctx;
-    rl_policy_t *self = c->p;
-    int n = m->n, Tm = m->T, T = c->rows->T;
-    if (m->b0 == 0) {
-        memset(&c->vs, 0, sizeof(c->vs)); // a new pass: its own statistics
-    }
-    // old values and returns of the micro-batch's rows (scratch of the policy's GRPO arrays)
-    s_rows_f(self->old, c->vb->old_values, m->b0, n, T, Tm);
-    s_rows_f(self->mu, c->vb->returns, m->b0, n, T, Tm);
-    rl_ppo_value_batch_t b = {n, Tm, m->values, self->old, self->mu, m->mask, c->vb->denom};
-    double before = c->vs.loss;
-    int rc = rl_ppo_value_loss(&b, c->vb->value_clip, c->vb->loss_agg, dvalues, &c->vs);
-    *loss = c->vs.loss - before;
-    return rc;
-}
-
-int rl_policy_train_value(rl_policy_t *self, const rl_policy_rows_t *rows,
-                          const rl_policy_value_batch_t *vb, int micro_batch, int iterations,
-                          double lr, double max_grad_norm, int64_t step,
-                          rl_ppo_value_stats_t *value_stats, rl_policy_step_stats_t *stats,
-                          char *err, size_t err_len) {
-    if (!self->head) {
-        return rl_errf(err, err_len, RL_EINVAL, "train: the value loss needs a critic");
-    }
-    rl_policy_step_opts_t o = {1.0f, micro_batch, iterations, lr, max_grad_norm, 0, step, 0};
-    s_value_ctx_t c;
-    memset(&c, 0, sizeof c);
-    c.p = self;
-    c.rows = rows;
-    c.vb = vb;
-    int rc = rl_policy_step(self, rows, &o, s_value_loss, &c, stats, err, err_len);
-    if (!rc && value_stats) {
-        *value_stats = c.vs;
-    }
-    return rc;
-}
-
-// ---- the SFT loss ----------------------------------------------------------------------------
-
-static int s_sft_loss(void *ctx, const rl_policy_micro_t *m, float *dlogp, double *loss) {
-    int64_t n_tok = *(const int64_t *)ctx;
-    *loss = rl_loss_sft_forward(m->logp, m->mask, m->n, m->T, n_tok);
-    rl_loss_sft_backward(dlogp, m->mask, m->n, m->T, n_tok);
-    return 0;
-}
-
-int rl_policy_train_sft(rl_policy_t *self, const rl_policy_rows_t *rows, int64_t n_tok,
-                        int micro_batch, double lr, double max_grad_norm, int64_t step,
-                        rl_policy_step_stats_t *stats, char *err, size_t err_len) {
-    rl_policy_step_opts_t o = {1.0f, micro_batch, 1, lr, max_grad_norm, 0, step, 0};
-    return rl_policy_step(self, rows, &o, s_sft_loss, &n_tok, stats, err, err_len);
-}
-
-// ---- the DPO loss ------------------------------------------------------------------------------
-// A micro-batch holds whole pairs (rows.group = 2): per row the summed masked logprobs, then
-// rl_pref_dpo_loss per pair, then dL/ds broadcast over the row's mask.
-
-typedef struct {
-    const rl_policy_rows_t *rows;
-    const double *ref_sum;
-    const rl_pref_dpo_t *cfg;
-    double pairs, nll_denom;
-    rl_pref_dpo_stats_t st; // of the pass
-} s_dpo_ctx_t;
-
-static int s_dpo_loss(void *ctx, const rl_policy_micro_t *m, float *dlogp, double *loss) {
-    s_dpo_ctx_t *c = ctx;
-    int n = m->n / 2, T = m->T;
-    double *buf = calloc((size_t)(n > 0 ? n : 1) * 8, sizeof(double));
-    int *cnt = calloc((size_t)(n > 0 ? n : 1) * 2, sizeof(int));
-    if (!buf || !cnt) {
-        free(buf);
-        free(cnt);
-        return RL_ENOMEM;
-    }
-    double *s_w = buf, *s_l = buf + n, *r_w = buf + 2 * n, *r_l = buf + 3 * n;
-    double *ds_w = buf + 4 * n, *ds_l = buf + 5 * n;
-    for (int i = 0; i < m->n; i++) {
-        double sum = 0;
-        int k = 0;
-        for (int t = 0; t < T; t++) {
-            float mk = m->mask[(size_t)i * T + t];
-            sum += mk != 0.0f ? (double)m->logp[(size_t)i * T + t] : 0.0;
-            k += mk != 0.0f;
-        }
-        int pair = i / 2, rej = i % 2;
-        (rej ? s_l : s_w)[pair] = sum;
-        (rej ? r_l : r_w)[pair] = c->ref_sum[m->b0 + i];
-        cnt[rej * n + pair] = k;
-    }
-    rl_pref_batch_t b = {n, s_w, s_l, r_w, r_l, cnt, cnt + n, c->pairs, c->nll_denom};
-    double part = 0;
-    int rc = rl_pref_dpo_loss(&b, c->cfg, &part, ds_w, ds_l, &c->st);
-    for (int i = 0; !rc && i < m->n; i++) {
-        double g = (i % 2 ? ds_l : ds_w)[i / 2];
-        for (int t = 0; t < T; t++) {
-            size_t j = (size_t)i * T + t;
-            dlogp[j] = m->mask[j] != 0.0f ? (float)g : 0.0f;
-        }
-    }
-    *loss = part;
-    free(buf);
-    free(cnt);
-    return rc;
-}
-
-int rl_policy_train_dpo(rl_policy_t *self, const rl_policy_rows_t *rows, const double *ref_sum,
-                        const rl_pref_dpo_t *cfg, int micro_batch, double lr, double max_grad_norm,
-                        int64_t step, rl_pref_dpo_stats_t *stats, rl_policy_step_stats_t *st,
-                        char *err, size_t err_len) {
-    if (rows->B < (self->coll ? 0 : 2) || rows->B % 2 != 0 || rows->group != 2) {
-        return rl_errf(err, err_len, RL_EINVAL,
-                       "train: DPO takes rows in pairs (chosen, rejected), groups of 2");
-    }
-    s_dpo_ctx_t c;
-    memset(&c, 0, sizeof c);
-    c.rows = rows;
-    c.ref_sum = ref_sum;
-    c.cfg = cfg;
-    c.pairs = rows->B / 2;
-    for (int b = 0; b < rows->B; b += 2) { // the chosen completions' tokens (RPO's divisor)
-        for (int t = 0; t < rows->T; t++) {
-            c.nll_denom += rows->mask[(size_t)b * rows->T + t] != 0;
-        }
-    }
-    if (self->coll) { // the divisors are the mesh's whole batch's
-        double d[2] = {c.pairs, c.nll_denom};
-        int rc = rl_coll_all_reduce_f64(self->coll, RL_MESH_WORLD, d, 2, err, err_len);
-        if (rc) {
-            return rc;
-        }
-        c.pairs = d[0];
-        c.nll_denom = d[1];
-    }
-    if (!(c.nll_denom > 0)) {
-        c.nll_denom = 1; // read only with rpo_alpha > 0, where an empty chosen side is an error
-    }
-    rl_policy_step_opts_t o = {1.0f, micro_batch, 1, lr, max_grad_norm, 0, step, 0};
-    int rc = rl_policy_step(self, rows, &o, s_dpo_loss, &c, st, err, err_len);
-    if (!rc && stats) {
-        *stats = c.st;
-    }
-    return rc;
-}
-
 int rl_policy_sum_logprobs(rl_policy_t *self, const rl_policy_rows_t *rows, int adapter,
                            int micro_batch, double *sums, char *err, size_t err_len) {
     int mb = micro_batch < 1 ? 1 : micro_batch;
@@ -894,70 +625,6 @@ int rl_policy_sum_logprobs(rl_policy_t *self, const rl_policy_rows_t *rows, int 
         }
     }
     free(logp);
-    return rc;
-}
-
-// ---- the reward model's loss ------------------------------------------------------------------
-
-typedef struct {
-    const double *margin;
-    double center, pairs;
-    rl_pref_rm_stats_t st;
-} s_rm_ctx_t;
-
-static int s_rm_loss(void *ctx, const rl_policy_micro_t *m, float *dscores, double *loss) {
-    s_rm_ctx_t *c = ctx;
-    int n = m->n / 2;
-    double *buf = calloc((size_t)(n > 0 ? n : 1) * 5, sizeof(double));
-    if (!buf) {
-        return RL_ENOMEM;
-    }
-    double *q_w = buf, *q_l = buf + n, *mg = buf + 2 * n, *dw = buf + 3 * n, *dl = buf + 4 * n;
-    for (int i = 0; i < n; i++) {
-        q_w[i] = m->values[2 * i];
-        q_l[i] = m->values[2 * i + 1];
-        mg[i] = c->margin ? c->margin[m->b0 / 2 + i] : 0.0;
-    }
-    rl_pref_rm_batch_t b = {n, q_w, q_l, c->margin ? mg : NULL, c->pairs};
-    double part = 0;
-    int rc = rl_pref_rm_loss(&b, c->center, &part, dw, dl, &c->st);
-    for (int i = 0; !rc && i < n; i++) {
-        dscores[2 * i] = (float)dw[i];
-        dscores[2 * i + 1] = (float)dl[i];
-    }
-    *loss = part;
-    free(buf);
-    return rc;
-}
-
-int rl_policy_train_rm(rl_policy_t *self, const rl_policy_rows_t *rows, const double *margin,
-                       double center_coef, int micro_batch, double lr, double max_grad_norm,
-                       int64_t step, rl_pref_rm_stats_t *stats, rl_policy_step_stats_t *st,
-                       char *err, size_t err_len) {
-    if (!self->head) {
-        return rl_errf(err, err_len, RL_EINVAL, "train: a reward model needs a score head");
-    }
-    if (rows->B < (self->coll ? 0 : 2) || rows->B % 2 != 0 || rows->group != 2) {
-        return rl_errf(err, err_len, RL_EINVAL,
-                       "train: a reward model takes rows in pairs (chosen, rejected), groups "
-                       "of 2");
-    }
-    s_rm_ctx_t c;
-    memset(&c, 0, sizeof c);
-    c.margin = margin;
-    c.center = center_coef;
-    c.pairs = rows->B / 2;
-    if (self->coll) { // the divisor is the mesh's whole batch's
-        int rc = rl_coll_all_reduce_f64(self->coll, RL_MESH_WORLD, &c.pairs, 1, err, err_len);
-        if (rc) {
-            return rc;
-        }
-    }
-    rl_policy_step_opts_t o = {1.0f, micro_batch, 1, lr, max_grad_norm, 0, step, 1};
-    int rc = rl_policy_step(self, rows, &o, s_rm_loss, &c, st, err, err_len);
-    if (!rc && stats) {
-        *stats = c.st;
-    }
     return rc;
 }
 

@@ -1,18 +1,16 @@
-// rl_policy — the trainable policy of a run: the model (LoRA or full), its AdamW state and one
-// training step for every loss (rl_policy_step with a loss callback: GRPO's, SFT's). The actor
-// worker (roles/) holds one and serves its verbs with it: logprobs (of the policy, or of the
-// reference = the same model with adapters disabled), train (micro-batches: forward -> loss ->
-// backward, clip, AdamW), export of the trainable weights for the samplers, and checkpoint
-// save/load. Read top to bottom in rl_policy.c. No processes, no protocol.
+// rl_policy — the trainable policy of a run: the model (LoRA or full), its AdamW state and the one
+// training step every loss runs (rl_policy_step with a loss callback; each loss's adapter, next
+// to its math, is registered in rl_loss.h). The actor worker (roles/) holds one and serves its
+// verbs with it: logprobs (of the policy, or of the reference = the same model with adapters
+// disabled), train (micro-batches: forward -> loss -> backward, clip, AdamW), export of the
+// trainable weights for the samplers, and checkpoint save/load. Read top to bottom in
+// rl_policy.c. No processes, no protocol, no loss.
 #ifndef RL_POLICY_H
 #define RL_POLICY_H
 
 #include "rl_coll.h"
 #include "rl_config.h"
-#include "rl_grpo.h"
 #include "rl_model.h"
-#include "rl_ppo.h"
-#include "rl_pref.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -37,21 +35,6 @@ void rl_policy_destroy(rl_policy_t **self_p);
 // borrowed; valid until destroy.
 rl_model_t *rl_policy_model(rl_policy_t *self);
 
-// One batch of B right-padded sequences (prompt + completion), rl_model_forward's layout.
-typedef struct {
-    int B, T;
-    const int32_t *tokens;  // (B,T)
-    const int *lengths;     // (B)
-    const uint8_t *mask;    // (B,T) 1 on the completion tokens the loss looks at
-    const double *adv;      // (B) sequence advantages, or NULL with token_adv
-    const float *mu_logp;   // (B,T) sampler logprobs (logprob-aligned), or NULL
-    const float *ref_logp;  // (B,T) reference logprobs, or NULL
-    double denom;           // rl_grpo_batch_t.denom for the whole global batch
-    const float *token_adv; // (B,T) per-token advantages (PPO), or NULL: adv
-    const float *old_in;    // (B,T) logπ_old given (PPO: the rollout policy's, for every pass
-                            // and every mini-batch), or NULL: the first pass's forward
-} rl_policy_batch_t;
-
 // ---- the critic: the same decoder with a value head -----------------------------------------
 // PPO's value model: critic.init's weights, tuned as critic.lora says (the lora section's rank,
 // alpha and targets), and a value head w (C) on the final norm's output. `base`: model.path with
@@ -66,7 +49,8 @@ int rl_policy_new_critic(const rl_recipe_t *recipe, int threads, rl_policy_t **o
 // A reward model (algorithm rm): model.path in the recipe's tuning mode (lora section) with a
 // score head w (C): the folder's own `score.weight` when model.path is a reward model (an HF
 // sequence classifier: training goes on from it), else a fresh head drawn as the critic's. Its
-// optimizer, training (rl_policy_train_rm) and scores (rl_policy_scores) are the head model's.
+// optimizer, training (the registry's "rm": rl_pref_rm_train) and scores (rl_policy_scores) are
+// the head model's.
 // Same ownership as rl_policy_new.
 int rl_policy_new_rm(const rl_recipe_t *recipe, int threads, rl_policy_t **out, char *err,
                      size_t err_len);
@@ -95,6 +79,11 @@ void rl_policy_bytes(const rl_policy_t *self, rl_policy_bytes_t *out);
 
 // 1 for a critic or a reward model (a head), 0 for the policy.
 int rl_policy_has_head(const rl_policy_t *self);
+// 1 on a mesh (rl_policy_new_sharded), 0 for 1×1.
+int rl_policy_sharded(const rl_policy_t *self);
+// On a mesh: v[0..n) summed over every rank (collective: each rank calls it in the same order),
+// the global batch's divisors a loss needs; 1×1: nothing to do. Returns 0 or an error.
+int rl_policy_sum_global(rl_policy_t *self, double *v, int n, char *err, size_t err_len);
 // values (B,T) of a critic, aligned like logprobs (rl_head.h: column t is the value of the state
 // before token t), no gradients. RL_EINVAL for the policy.
 int rl_policy_values(rl_policy_t *self, const int32_t *tokens, const int *lengths, int B, int T,
@@ -105,13 +94,6 @@ int rl_policy_values(rl_policy_t *self, const int32_t *tokens, const int *length
 int rl_policy_logprobs(rl_policy_t *self, const int32_t *tokens, const int *lengths, int B,
                        int T, float temperature, int adapter, float *logp, char *err,
                        size_t err_len);
-
-typedef struct {
-    rl_grpo_loss_stats_t loss; // sums over the last iteration's micro-batches
-    double grad_norm;          // before clipping, of the last iteration
-    double entropy;            // sum over active tokens of the policy entropy (first iteration)
-    int iterations;
-} rl_policy_train_stats_t;
 
 // ---- one training step for every loss ---------------------------------------------------------
 // The step of every loss: `iterations` passes over the batch; in each, micro-batches (whole
@@ -168,64 +150,6 @@ typedef struct {
 int rl_policy_step(rl_policy_t *self, const rl_policy_rows_t *rows,
                    const rl_policy_step_opts_t *opts, rl_policy_loss_fn loss, void *ctx,
                    rl_policy_step_stats_t *stats, char *err, size_t err_len);
-
-// SFT: one pass of the negative log-likelihood of the masked tokens over n_tok, the step's loss
-// tokens (token_mean over the whole step: REFERENCE.md §1), at temperature 1
-// (rl_loss_sft_forward/backward).
-int rl_policy_train_sft(rl_policy_t *self, const rl_policy_rows_t *rows, int64_t n_tok,
-                        int micro_batch, double lr, double max_grad_norm, int64_t step,
-                        rl_policy_step_stats_t *stats, char *err, size_t err_len);
-
-// The GRPO update: `iterations` times, micro-batches of micro_batch sequences run forward ->
-// rl_grpo_loss (alg) -> backward, then the gradient is clipped to max_grad_norm and AdamW steps
-// at rate lr. The first iteration's forward runs with the weights that produced the batch, so
-// its logprobs are logπ_old: they are written to old_logp (B,T) (may be NULL) and used as the
-// old policy by the later iterations (with one iteration, old = logp detached, ratio 1).
-// A non-finite loss or gradient norm is RL_EINVAL naming the iteration, and no update is made.
-int rl_policy_train(rl_policy_t *self, const rl_policy_batch_t *b,
-                    const rl_recipe_algorithm_t *alg, float temperature, int micro_batch,
-                    int iterations, double lr, double max_grad_norm, float *old_logp,
-                    rl_policy_train_stats_t *stats, char *err, size_t err_len);
-
-// The critic's update (a critic only): `iterations` passes of the clipped value loss
-// (rl_ppo_value_loss: values against returns, clipped by value_clip around old_values, loss_agg
-// over denom) over micro-batches, then clip and AdamW at rate lr. old_values and returns (B,T) in
-// the rows' layout. value_stats (may be NULL) gets the last pass's sums; grad_norm and loss as
-// rl_policy_step.
-typedef struct {
-    const float *old_values, *returns; // (B,T)
-    double value_clip, denom;
-    int loss_agg;                      // RL_RECIPE_AGG_*
-} rl_policy_value_batch_t;
-
-int rl_policy_train_value(rl_policy_t *self, const rl_policy_rows_t *rows,
-                          const rl_policy_value_batch_t *vb, int micro_batch, int iterations,
-                          double lr, double max_grad_norm, int64_t step,
-                          rl_ppo_value_stats_t *value_stats, rl_policy_step_stats_t *stats,
-                          char *err, size_t err_len);
-
-// DPO (a preference dataset's rows in pairs: row 2i the prompt + chosen completion, row 2i + 1
-// the prompt + rejected one, rl_data's layout): one pass of rl_pref_dpo_loss over micro-batches
-// of whole pairs, then clip and AdamW at rate lr. Per row, the policy's summed completion
-// logprobs s (in double, at temperature 1) meet the reference's ref_sum[row] (computed once,
-// e.g. rl_policy_sum_logprobs of the frozen reference, and cached); dL/ds is broadcast to every
-// masked token of the row. The divisors are the whole batch's: pairs (rows / 2) and, for RPO,
-// its chosen completion tokens. stats (may be NULL) gets the pass's rl_pref_dpo_stats_t sums.
-// Returns 0 or an error with err filled (rows not in pairs, a non-finite loss: no update).
-int rl_policy_train_dpo(rl_policy_t *self, const rl_policy_rows_t *rows, const double *ref_sum,
-                        const rl_pref_dpo_t *cfg, int micro_batch, double lr, double max_grad_norm,
-                        int64_t step, rl_pref_dpo_stats_t *stats, rl_policy_step_stats_t *st,
-                        char *err, size_t err_len);
-
-// The reward model's update (a model with a head, rows in pairs as rl_policy_train_dpo's): one
-// pass of rl_pref_rm_loss (Bradley-Terry, margin[pair] or none, center_coef) on the rows'
-// scores (rl_head_score_forward: the head at each row's last real token), micro-batches of whole
-// pairs, then clip and AdamW at rate lr; the divisor is the batch's pairs. stats (may be NULL)
-// gets the pass's sums. Returns 0 or an error with err filled.
-int rl_policy_train_rm(rl_policy_t *self, const rl_policy_rows_t *rows, const double *margin,
-                       double center_coef, int micro_batch, double lr, double max_grad_norm,
-                       int64_t step, rl_pref_rm_stats_t *stats, rl_policy_step_stats_t *st,
-                       char *err, size_t err_len);
 
 // The scores (B) of a model with a head: the head at each row's last real token, no gradients.
 int rl_policy_scores(rl_policy_t *self, const int32_t *tokens, const int *lengths, int B, int T,

@@ -9,10 +9,13 @@
 
 #include "rl_config.h"
 #include "rl_err.h"
+#include "rl_grpo.h"
 
 #include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
 
 // ---- shared checks -----------------------------------------------------------------------------
 
@@ -335,3 +338,142 @@ int rl_ppo_kl_coef_update(double *beta, double kl, double target, int n_steps, d
     *beta = f > 0.0 ? *beta * f : 0.0;
     return 0;
 }
+
+// ---- the losses' adapters ------------------------------------------------------------------------
+
+int rl_ppo_train(const rl_loss_t *self, rl_policy_t *model, const rl_recipe_t *r,
+                 const rl_loss_batch_t *b, rl_loss_out_t *out, char *err, size_t err_len) {
+    rl_recipe_algorithm_t alg = r->algorithm;
+    alg.beta = 0;
+    alg.kl_estimator = RL_RECIPE_KL_K1;
+    return rl_grpo_train_alg(self, model, &alg, r->optim.max_grad_norm, b, out, err, err_len);
+}
+
+// PPO's metrics of the actor: as GRPO's, but its KL is measured at rollout (the controller's
+// `kl`), and approx_kl tells how far the update moved from the rollout policy.
+static const rl_loss_stat_t s_ppo_stats[] = {
+    {"loss", RL_LOSS_SHARE, "loss", NULL},
+    {"grad_norm", RL_LOSS_GLOBAL, "grad_norm", NULL},
+    {"tokens", RL_LOSS_SUM, NULL, NULL},
+    {"entropy", RL_LOSS_SUM, "entropy", "tokens"},
+    {"approx_kl", RL_LOSS_SUM, "approx_kl", "tokens"},
+    {"clip_low", RL_LOSS_SUM, "clip_ratio/low_mean", "tokens"},
+    {"clip_high", RL_LOSS_SUM, "clip_ratio/high_mean", "tokens"},
+    {"clip_region", RL_LOSS_SUM, "clip_ratio/region_mean", "tokens"},
+    {"dual_clip", RL_LOSS_SUM, "clip_ratio/dual_mean", "tokens"},
+    {"ratio", RL_LOSS_SUM, "ratio/mean", "tokens"},
+    {"tis_weight", RL_LOSS_SUM, "tis/weight_mean", "tokens"},
+    {"tis_masked", RL_LOSS_SUM, "tis/masked_sequences", NULL},
+    {"kl", RL_LOSS_SUM, NULL, NULL},
+    {"logprob_gap", RL_LOSS_SUM, NULL, NULL},
+    {0},
+};
+
+static const rl_grpo_family_t s_ppo_family = {rl_grpo_loss};
+
+const rl_loss_t rl_ppo_def = {
+    .name = "ppo",
+    .rows = 1,
+    .needs = RL_LOSS_NEEDS_TOKEN_ADV | RL_LOSS_NEEDS_OLD,
+    .model = RL_LOSS_POLICY,
+    .train = rl_ppo_train,
+    .impl = &s_ppo_family,
+    .stats = s_ppo_stats,
+    .doc = "PPO's clipped policy loss on GAE advantages, without a KL term (it is in the rewards)",
+};
+
+typedef struct {
+    const rl_loss_batch_t *b;
+    double value_clip;
+    int loss_agg;
+    float *old, *ret;         // (mb,T) the micro-batch's rows
+    rl_ppo_value_stats_t vs;  // of the pass in progress
+} s_value_ctx_t;
+
+// Copies rows [b0, b0+n) of a (B,T) array into a dense (n,Tm) one.
+static void s_rows_f(float *dst, const float *src, int b0, int n, int T, int Tm) {
+    for (int i = 0; i < n; i++) {
+        memcpy(dst + (size_t)i * Tm, src + (size_t)(b0 + i) * T, (size_t)Tm * sizeof(float));
+    }
+}
+
+static int s_value_loss(void *ctx, const rl_policy_micro_t *m, float *dvalues, double *loss) {
+    s_value_ctx_t *c = ctx;
+    int n = m->n, Tm = m->T, T = c->b->T;
+    if (m->b0 == 0) {
+        memset(&c->vs, 0, sizeof(c->vs)); // a new pass: its own statistics
+    }
+    s_rows_f(c->old, c->b->values, m->b0, n, T, Tm);
+    s_rows_f(c->ret, c->b->returns, m->b0, n, T, Tm);
+    rl_ppo_value_batch_t vb = {n, Tm, m->values, c->old, c->ret, m->mask, c->b->denom};
+    double before = c->vs.loss;
+    int rc = rl_ppo_value_loss(&vb, c->value_clip, c->loss_agg, dvalues, &c->vs);
+    *loss = c->vs.loss - before;
+    return rc;
+}
+
+int rl_ppo_value_train(const rl_loss_t *self, rl_policy_t *model, const rl_recipe_t *r,
+                       const rl_loss_batch_t *b, rl_loss_out_t *out, char *err, size_t err_len) {
+    (void)self;
+    memset(&out->stats, 0, sizeof out->stats);
+    out->iterations = 0;
+    if (!rl_policy_has_head(model)) {
+        return rl_errf(err, err_len, RL_EINVAL, "train: the value loss needs a critic");
+    }
+    size_t bt = (size_t)(b->B > 0 ? b->B : 0) * (size_t)(b->T > 0 ? b->T : 0);
+    size_t mbt = (size_t)(b->micro_batch > 0 ? b->micro_batch : 1) * (size_t)(b->T > 0 ? b->T : 0);
+    mbt = mbt < bt ? mbt : bt;
+    s_value_ctx_t c;
+    memset(&c, 0, sizeof c);
+    c.b = b;
+    c.value_clip = r->algorithm.value_clip;
+    c.loss_agg = r->algorithm.loss_agg;
+    c.old = malloc((2 * mbt + 1) * sizeof(float));
+    if (!c.old) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    c.ret = c.old + mbt;
+    rl_policy_rows_t rows = {b->B, b->T, b->tokens, b->lengths, b->mask, 1};
+    rl_policy_step_opts_t o = {1.0f, b->micro_batch, b->iterations, b->lr,
+                               r->optim.max_grad_norm, 0, b->step, 0};
+    rl_policy_step_stats_t st;
+    int rc = rl_policy_step(model, &rows, &o, s_value_loss, &c, &st, err, err_len);
+    free(c.old);
+    if (!rc) {
+        rl_loss_stats_t *s = &out->stats;
+        rl_loss_stats_put(s, "loss", c.vs.loss);
+        rl_loss_stats_put(s, "grad_norm", st.grad_norm);
+        rl_loss_stats_put(s, "tokens", c.vs.tokens);
+        rl_loss_stats_put(s, "clipped", c.vs.clipped);
+        rl_loss_stats_put(s, "sq_err", c.vs.sq_err);
+        rl_loss_stats_put(s, "value_sum", c.vs.value);
+        rl_loss_stats_put(s, "return_sum", c.vs.ret);
+        out->iterations = st.iterations;
+        if (out->old_logp) {
+            memset(out->old_logp, 0, bt * sizeof(float));
+        }
+    }
+    return rc;
+}
+
+// The critic's metrics: PPO logs them beside the actor's, under their own names.
+static const rl_loss_stat_t s_value_stats[] = {
+    {"loss", RL_LOSS_SHARE, "value_loss", NULL},
+    {"grad_norm", RL_LOSS_GLOBAL, "critic/grad_norm", NULL},
+    {"tokens", RL_LOSS_SUM, NULL, NULL},
+    {"clipped", RL_LOSS_SUM, "value_clip_fraction", "tokens"},
+    {"sq_err", RL_LOSS_SUM, NULL, NULL},
+    {"value_sum", RL_LOSS_SUM, NULL, NULL},
+    {"return_sum", RL_LOSS_SUM, NULL, NULL},
+    {0},
+};
+
+const rl_loss_t rl_ppo_value_def = {
+    .name = "value",
+    .rows = 1,
+    .needs = RL_LOSS_NEEDS_VALUES,
+    .model = RL_LOSS_CRITIC,
+    .train = rl_ppo_value_train,
+    .stats = s_value_stats,
+    .doc = "PPO's clipped value loss of the critic against the returns",
+};

@@ -19,8 +19,13 @@
 //   rl_ppo_whiten (A)                                   -> adv_tok for rl_grpo_loss (as float)
 //   per epoch / micro-batch: rl_grpo_loss (actor), rl_ppo_value_loss (critic; R as float)
 //   rl_ppo_kl_coef_update (mean of the per-row KL sums) -> beta for the next step
+// The losses' adapters at the end ("ppo": the actor's; "value": the critic's) run these through
+// the policy's training step (rl_loss.h).
 #ifndef RL_PPO_H
 #define RL_PPO_H
+
+#include "rl_loss.h"
+#include "rl_policy.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -171,6 +176,24 @@ int rl_ppo_value_loss(const rl_ppo_value_batch_t *b, double eps_v, int loss_agg,
 // target < 0 or not finite, horizon not finite or not > 0, n_steps < 0): a NaN KL (a broken
 // logprob) must not poison every later step.
 int rl_ppo_kl_coef_update(double *beta, double kl, double target, int n_steps, double horizon);
+
+// ---- the losses' adapters ------------------------------------------------------------------------
+
+// "ppo": the actor's update, rl_grpo_train_alg with the recipe's algorithm but no KL term (beta
+// 0: PPO puts its KL in the rewards; ref_logp, when given, is read for the kl statistic only, as
+// k1), on b->token_adv (the whitened GAE advantages) with b->old_logp (the rollout policy's, for
+// every pass and mini-batch). Statistics as rl_grpo_stats; PPO's metrics show approx_kl, not kl.
+int rl_ppo_train(const rl_loss_t *self, rl_policy_t *model, const rl_recipe_t *r,
+                 const rl_loss_batch_t *b, rl_loss_out_t *out, char *err, size_t err_len);
+
+// "value": the critic's update (a model with a head): b->iterations passes of rl_ppo_value_loss
+// (b->values = the values at rollout time, b->returns; the recipe's value_clip and loss_agg
+// over b->denom) over micro-batches of b->micro_batch rows, then clip to optim.max_grad_norm and
+// AdamW at rate b->lr. Statistics (the last pass's sums): loss (the `value_loss` metric),
+// grad_norm, tokens, clipped, sq_err, value_sum, return_sum. out->old_logp (a policy's field)
+// gets zeros. RL_EINVAL for a model without a head.
+int rl_ppo_value_train(const rl_loss_t *self, rl_policy_t *model, const rl_recipe_t *r,
+                       const rl_loss_batch_t *b, rl_loss_out_t *out, char *err, size_t err_len);
 
 #ifdef __cplusplus
 }

@@ -14,6 +14,8 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
 
 // ---- stable pieces -----------------------------------------------------------------------------
 
@@ -233,3 +235,264 @@ int rl_pref_rm_loss(const rl_pref_rm_batch_t *b, double center_coef, double *los
     }
     return 0;
 }
+
+// ---- the losses' adapters ------------------------------------------------------------------------
+
+// rows in pairs: on a mesh a rank may hold none (it keeps its peers company)
+static int s_check_pairs(rl_policy_t *model, const rl_loss_batch_t *b, const char *what,
+                         char *err, size_t err_len) {
+    if (b->B < (rl_policy_sharded(model) ? 0 : 2) || b->B % 2 != 0) {
+        return rl_errf(err, err_len, RL_EINVAL,
+                       "train: %s takes rows in pairs (chosen, rejected), groups of 2", what);
+    }
+    return 0;
+}
+
+static void s_zero_old(const rl_loss_batch_t *b, rl_loss_out_t *out) {
+    if (out->old_logp) {
+        memset(out->old_logp, 0,
+               (size_t)(b->B > 0 ? b->B : 0) * (size_t)(b->T > 0 ? b->T : 0) * sizeof(float));
+    }
+}
+
+// A micro-batch holds whole pairs: per row the summed masked logprobs, then rl_pref_dpo_loss
+// per pair, then dL/ds broadcast over the row's mask.
+typedef struct {
+    const double *ref_sum;
+    const rl_pref_dpo_t *cfg;
+    double pairs, nll_denom;
+    rl_pref_dpo_stats_t st; // of the pass
+} s_dpo_ctx_t;
+
+static int s_dpo_loss(void *ctx, const rl_policy_micro_t *m, float *dlogp, double *loss) {
+    s_dpo_ctx_t *c = ctx;
+    int n = m->n / 2, T = m->T;
+    double *buf = calloc((size_t)(n > 0 ? n : 1) * 8, sizeof(double));
+    int *cnt = calloc((size_t)(n > 0 ? n : 1) * 2, sizeof(int));
+    if (!buf || !cnt) {
+        free(buf);
+        free(cnt);
+        return RL_ENOMEM;
+    }
+    double *s_w = buf, *s_l = buf + n, *r_w = buf + 2 * n, *r_l = buf + 3 * n;
+    double *ds_w = buf + 4 * n, *ds_l = buf + 5 * n;
+    for (int i = 0; i < m->n; i++) {
+        double sum = 0;
+        int k = 0;
+        for (int t = 0; t < T; t++) {
+            float mk = m->mask[(size_t)i * T + t];
+            sum += mk != 0.0f ? (double)m->logp[(size_t)i * T + t] : 0.0;
+            k += mk != 0.0f;
+        }
+        int pair = i / 2, rej = i % 2;
+        (rej ? s_l : s_w)[pair] = sum;
+        (rej ? r_l : r_w)[pair] = c->ref_sum[m->b0 + i];
+        cnt[rej * n + pair] = k;
+    }
+    rl_pref_batch_t b = {n, s_w, s_l, r_w, r_l, cnt, cnt + n, c->pairs, c->nll_denom};
+    double part = 0;
+    int rc = rl_pref_dpo_loss(&b, c->cfg, &part, ds_w, ds_l, &c->st);
+    for (int i = 0; !rc && i < m->n; i++) {
+        double g = (i % 2 ? ds_l : ds_w)[i / 2];
+        for (int t = 0; t < T; t++) {
+            size_t j = (size_t)i * T + t;
+            dlogp[j] = m->mask[j] != 0.0f ? (float)g : 0.0f;
+        }
+    }
+    *loss = part;
+    free(buf);
+    free(cnt);
+    return rc;
+}
+
+int rl_pref_dpo_train(const rl_loss_t *self, rl_policy_t *model, const rl_recipe_t *r,
+                      const rl_loss_batch_t *b, rl_loss_out_t *out, char *err, size_t err_len) {
+    (void)self;
+    memset(&out->stats, 0, sizeof out->stats);
+    out->iterations = 0;
+    int rc = s_check_pairs(model, b, "DPO", err, err_len);
+    if (rc) {
+        return rc;
+    }
+    rl_pref_dpo_t cfg = {r->algorithm.loss_type, r->algorithm.beta, r->algorithm.label_smoothing,
+                         r->algorithm.rpo_alpha};
+    s_dpo_ctx_t c;
+    memset(&c, 0, sizeof c);
+    c.ref_sum = b->ref_sum;
+    c.cfg = &cfg;
+    double d[2] = {b->B / 2, 0}; // pairs; the chosen completions' tokens (RPO's divisor)
+    for (int i = 0; i < b->B; i += 2) {
+        for (int t = 0; t < b->T; t++) {
+            d[1] += b->mask[(size_t)i * b->T + t] != 0;
+        }
+    }
+    if ((rc = rl_policy_sum_global(model, d, 2, err, err_len)) != 0) {
+        return rc; // the divisors are the mesh's whole batch's
+    }
+    c.pairs = d[0];
+    c.nll_denom = d[1] > 0 ? d[1] : 1; // read only with rpo_alpha > 0, where an empty chosen
+                                       // side is an error
+    rl_policy_rows_t rows = {b->B, b->T, b->tokens, b->lengths, b->mask, 2};
+    rl_policy_step_opts_t o = {1.0f, b->micro_batch, 1, b->lr, r->optim.max_grad_norm, 0,
+                               b->step, 0};
+    rl_policy_step_stats_t st;
+    rc = rl_policy_step(model, &rows, &o, s_dpo_loss, &c, &st, err, err_len);
+    if (!rc) {
+        rl_loss_stats_t *s = &out->stats;
+        rl_loss_stats_put(s, "loss", st.loss);
+        rl_loss_stats_put(s, "grad_norm", st.grad_norm);
+        rl_pref_dpo_stats_list(&c.st, st.loss, r->algorithm.rpo_alpha > 0, s);
+        out->iterations = st.iterations;
+        s_zero_old(b, out);
+    }
+    return rc;
+}
+
+void rl_pref_dpo_stats_list(const rl_pref_dpo_stats_t *st, double loss, int nll,
+                            rl_loss_stats_t *out) {
+    rl_loss_stats_put(out, "loss", loss);
+    rl_loss_stats_put(out, "pairs", st->pairs);
+    rl_loss_stats_put(out, "reward_chosen", st->reward_chosen);
+    rl_loss_stats_put(out, "reward_rejected", st->reward_rejected);
+    rl_loss_stats_put(out, "accuracy", st->accuracy);
+    rl_loss_stats_put(out, "margin", st->margin);
+    rl_loss_stats_put(out, "logp_chosen", st->logp_chosen);
+    rl_loss_stats_put(out, "logp_rejected", st->logp_rejected);
+    if (nll) {
+        rl_loss_stats_put(out, "nll", st->nll);
+    }
+    out->updates = 1;
+}
+
+static const rl_loss_stat_t s_dpo_stats[] = {
+    {"loss", RL_LOSS_SHARE, "loss", NULL},
+    {"grad_norm", RL_LOSS_GLOBAL, "grad_norm", NULL},
+    {"pairs", RL_LOSS_SUM, NULL, NULL},
+    {"reward_chosen", RL_LOSS_SUM, "rewards/chosen", "pairs"},
+    {"reward_rejected", RL_LOSS_SUM, "rewards/rejected", "pairs"},
+    {"accuracy", RL_LOSS_SUM, "rewards/accuracies", "pairs"},
+    {"margin", RL_LOSS_SUM, "rewards/margins", "pairs"},
+    {"logp_chosen", RL_LOSS_SUM, "logps/chosen", "pairs"},
+    {"logp_rejected", RL_LOSS_SUM, "logps/rejected", "pairs"},
+    {"nll", RL_LOSS_SUM, "nll_loss", NULL},
+    {0},
+};
+
+const rl_loss_t rl_pref_dpo_def = {
+    .name = "dpo",
+    .rows = 2,
+    .needs = RL_LOSS_NEEDS_REF_SUM,
+    .model = RL_LOSS_POLICY,
+    .train = rl_pref_dpo_train,
+    .stats = s_dpo_stats,
+    .doc = "DPO (sigmoid, cDPO, hinge, IPO; RPO's NLL) on pairs against the reference's sums",
+};
+
+typedef struct {
+    const double *margin; // (pairs) or NULL
+    double center, pairs;
+    rl_pref_rm_stats_t st;
+} s_rm_ctx_t;
+
+static int s_rm_loss(void *ctx, const rl_policy_micro_t *m, float *dscores, double *loss) {
+    s_rm_ctx_t *c = ctx;
+    int n = m->n / 2;
+    double *buf = calloc((size_t)(n > 0 ? n : 1) * 5, sizeof(double));
+    if (!buf) {
+        return RL_ENOMEM;
+    }
+    double *q_w = buf, *q_l = buf + n, *mg = buf + 2 * n, *dw = buf + 3 * n, *dl = buf + 4 * n;
+    for (int i = 0; i < n; i++) {
+        q_w[i] = m->values[2 * i];
+        q_l[i] = m->values[2 * i + 1];
+        mg[i] = c->margin ? c->margin[m->b0 / 2 + i] : 0.0;
+    }
+    rl_pref_rm_batch_t b = {n, q_w, q_l, c->margin ? mg : NULL, c->pairs};
+    double part = 0;
+    int rc = rl_pref_rm_loss(&b, c->center, &part, dw, dl, &c->st);
+    for (int i = 0; !rc && i < n; i++) {
+        dscores[2 * i] = (float)dw[i];
+        dscores[2 * i + 1] = (float)dl[i];
+    }
+    *loss = part;
+    free(buf);
+    return rc;
+}
+
+int rl_pref_rm_train(const rl_loss_t *self, rl_policy_t *model, const rl_recipe_t *r,
+                     const rl_loss_batch_t *b, rl_loss_out_t *out, char *err, size_t err_len) {
+    (void)self;
+    memset(&out->stats, 0, sizeof out->stats);
+    out->iterations = 0;
+    if (!rl_policy_has_head(model)) {
+        return rl_errf(err, err_len, RL_EINVAL, "train: a reward model needs a score head");
+    }
+    int rc = s_check_pairs(model, b, "a reward model", err, err_len);
+    if (rc) {
+        return rc;
+    }
+    s_rm_ctx_t c;
+    memset(&c, 0, sizeof c);
+    double *margin = b->margin ? malloc((size_t)(b->B / 2 + 1) * sizeof(double)) : NULL;
+    if (b->margin && !margin) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    for (int i = 0; margin && i < b->B / 2; i++) {
+        margin[i] = b->margin[2 * i]; // a pair's margin rides on both of its rows
+    }
+    c.margin = margin;
+    c.center = r->algorithm.center_rewards_coefficient;
+    c.pairs = b->B / 2;
+    rc = rl_policy_sum_global(model, &c.pairs, 1, err, err_len); // the mesh's whole batch's
+    rl_policy_rows_t rows = {b->B, b->T, b->tokens, b->lengths, b->mask, 2};
+    rl_policy_step_opts_t o = {1.0f, b->micro_batch, 1, b->lr, r->optim.max_grad_norm, 0,
+                               b->step, 1};
+    rl_policy_step_stats_t st;
+    if (!rc) {
+        rc = rl_policy_step(model, &rows, &o, s_rm_loss, &c, &st, err, err_len);
+    }
+    free(margin);
+    if (!rc) {
+        rl_loss_stats_t *s = &out->stats;
+        rl_loss_stats_put(s, "loss", st.loss);
+        rl_loss_stats_put(s, "grad_norm", st.grad_norm);
+        rl_pref_rm_stats_list(&c.st, st.loss, 1, s);
+        out->iterations = st.iterations;
+        s_zero_old(b, out);
+    }
+    return rc;
+}
+
+void rl_pref_rm_stats_list(const rl_pref_rm_stats_t *st, double loss, int scores,
+                           rl_loss_stats_t *out) {
+    rl_loss_stats_put(out, "loss", loss);
+    rl_loss_stats_put(out, "pairs", st->pairs);
+    rl_loss_stats_put(out, "accuracy", st->accuracy);
+    rl_loss_stats_put(out, "margin", st->margin);
+    if (scores) {
+        rl_loss_stats_put(out, "chosen", st->chosen);
+        rl_loss_stats_put(out, "rejected", st->rejected);
+    }
+    out->updates = 1;
+}
+
+static const rl_loss_stat_t s_rm_stats[] = {
+    {"loss", RL_LOSS_SHARE, "loss", NULL},
+    {"grad_norm", RL_LOSS_GLOBAL, "grad_norm", NULL},
+    {"pairs", RL_LOSS_SUM, NULL, NULL},
+    {"accuracy", RL_LOSS_SUM, "rm/accuracy", "pairs"},
+    {"margin", RL_LOSS_SUM, "rm/margin", "pairs"},
+    {"chosen", RL_LOSS_SUM, "rm/chosen", "pairs"},
+    {"rejected", RL_LOSS_SUM, "rm/rejected", "pairs"},
+    {0},
+};
+
+const rl_loss_t rl_pref_rm_def = {
+    .name = "rm",
+    .rows = 2,
+    .needs = 0,
+    .model = RL_LOSS_POLICY,
+    .train = rl_pref_rm_train,
+    .stats = s_rm_stats,
+    .doc = "the reward model's Bradley-Terry loss on pairs of scores (margin, centering)",
+};

@@ -33,8 +33,15 @@
 // clamps the token count to >= 1, and its rewards/* and logps/* metrics use the unnormalised sums
 // even for IPO. We follow v0.28.0 throughout (the recipe's keys are its keys), so for IPO the
 // statistics are those of the per-token means the IPO loss compares.
+//
+// The losses' adapters at the end ("dpo", "rm") run these through the policy's training step
+// (rl_loss.h): per row the summed logprobs (or the score), per pair the loss, the per-pair
+// gradients broadcast back.
 #ifndef RL_PREF_H
 #define RL_PREF_H
+
+#include "rl_loss.h"
+#include "rl_policy.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -158,6 +165,38 @@ typedef struct {
 // loss that overflows.
 int rl_pref_rm_loss(const rl_pref_rm_batch_t *b, double center_coef, double *loss, double *dq_w,
                     double *dq_l, rl_pref_rm_stats_t *stats);
+
+// ---- the losses' adapters ------------------------------------------------------------------------
+
+// "dpo": one pass of rl_pref_dpo_loss (the recipe's loss_type, beta, label_smoothing,
+// rpo_alpha) over micro-batches of whole pairs (rows 2i: prompt + chosen, 2i + 1: prompt +
+// rejected, rl_data's layout; b->micro_batch rows), then clip to optim.max_grad_norm and AdamW
+// at rate b->lr. Per row, the policy's summed completion logprobs s (in double, at temperature 1)
+// meet the reference's b->ref_sum[row] (computed once, e.g. rl_policy_sum_logprobs of the frozen
+// reference, and cached); dL/ds is broadcast to every masked token of the row. The divisors are
+// the whole batch's (the mesh's): pairs and, for RPO, its chosen completion tokens. Statistics
+// (rl_pref_dpo_stats_t's sums): loss, grad_norm, pairs, reward_chosen, reward_rejected,
+// accuracy, margin, logp_chosen, logp_rejected, and nll with rpo_alpha > 0. out->old_logp gets
+// zeros. Returns 0 or an error with err filled (rows not in pairs, a non-finite loss: no update).
+int rl_pref_dpo_train(const rl_loss_t *self, rl_policy_t *model, const rl_recipe_t *r,
+                      const rl_loss_batch_t *b, rl_loss_out_t *out, char *err, size_t err_len);
+
+// "rm": the reward model's update (a model with a head, rows in pairs as "dpo"'s): one pass of
+// rl_pref_rm_loss (Bradley-Terry; b->margin's pair margins, on both rows of a pair, or none;
+// the recipe's center_rewards_coefficient) on the rows' scores (the head at each row's last real
+// token), micro-batches of whole pairs, then clip and AdamW at rate b->lr; the divisor is the
+// batch's (the mesh's) pairs. Statistics (rl_pref_rm_stats_t's sums): loss, grad_norm, pairs,
+// accuracy, margin, chosen, rejected. out->old_logp gets zeros.
+int rl_pref_rm_train(const rl_loss_t *self, rl_policy_t *model, const rl_recipe_t *r,
+                     const rl_loss_batch_t *b, rl_loss_out_t *out, char *err, size_t err_len);
+
+// The statistics of st as the losses' lists name them, with `loss` (an evaluation on held-out
+// pairs: the set's total, for rl_loss_metrics with prefix "eval/"); nll: add RPO's nll;
+// scores: add the scores' sums (chosen, rejected).
+void rl_pref_dpo_stats_list(const rl_pref_dpo_stats_t *st, double loss, int nll,
+                            rl_loss_stats_t *out);
+void rl_pref_rm_stats_list(const rl_pref_rm_stats_t *st, double loss, int scores,
+                           rl_loss_stats_t *out);
 
 #ifdef __cplusplus
 }
