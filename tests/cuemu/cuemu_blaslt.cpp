@@ -320,5 +320,6 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
             }
         }
     }
+    cuemu::check_canaries("cublasLtMatmul");
     return CUBLAS_STATUS_SUCCESS;
 }

@@ -1,20 +1,24 @@
 // cuemu_block — how cuemu runs a kernel (see cuemu_device.h): the blocks one after another on
 // the launching host thread, and within a block every CUDA thread as a fiber (cuemu_fiber.h)
 // that runs until it exits or waits: at __syncthreads, or at a warp operation (shuffle, ballot,
-// __syncwarp). When no thread can run, the warp operations whose lanes have all arrived complete
-// (each lane gets its source lane's value), else the barrier opens when every thread waits at
-// it; anything else is a bug of the kernel that a GPU would hang on or answer with undefined
-// values, and cuemu reports it (kernel, block, thread, what each waits at) and aborts:
+// __syncwarp). The warps of a block run one after another, each as far as it can: its lanes run
+// until they wait, the warp operations whose lanes have all arrived complete (each lane gets its
+// source lane's value) and the lanes run on, until all of them wait at the barrier or exited;
+// then the next warp. When every warp is there, the barrier opens. So one warp gets as far ahead
+// of the others as a GPU may let it, and a barrier the kernel misses shows whichever way it was
+// needed. Anything else is a bug of the kernel that a GPU would hang on or answer with undefined
+// values; cuemu reports it (kernel, block, thread, what each waits at) and aborts:
 //   - a __syncthreads that not every thread of the block reaches (some exited, or wait at a
 //     warp operation that cannot complete);
 //   - a warp operation whose mask names a lane that exited, waits elsewhere, does not exist or
 //     has another mask; a shuffle reading a lane outside the mask.
-// CUEMU_ORDER=forward (default) | reverse | random[:seed] sets the order in which threads run
-// between two waits and the order of the blocks: a kernel that misses a barrier reads what the
-// order left there, so the same test under another order fails. Shared memory is poisoned
-// (0xff: NaN) before each block; the dynamic part ends at a guard page. A fault during a kernel
-// (a guard page: past a buffer's end, or a stack overflow) names the kernel, block and thread.
-// Not the runtime's memory or streams (cuemu_runtime.cpp).
+// CUEMU_ORDER=forward (default) | reverse | random[:seed] sets the order of the warps, of the
+// lanes within a warp and of the blocks: a kernel that misses a barrier reads what the order
+// left there, so the same test under another order fails. Shared memory is poisoned (0xff: NaN)
+// before each block; the dynamic part ends at a guard page. A fault during a kernel (a guard
+// page: past a buffer's end, or a stack overflow) names the kernel, block and thread; after each
+// kernel the canaries around every buffer are checked (cuemu_runtime.cpp). Not the runtime's
+// memory or streams (cuemu_runtime.cpp).
 #include "cuemu_fiber.h"
 #include "cuemu_internal.h"
 
@@ -209,8 +213,8 @@ void s_read_order(void) {
 // ---------------------------------------------------------------------------------------------
 // the threads' side
 
-// The round: threads run in s_order_p's order from s_pos on, each until it waits or exits, and
-// hands over directly to the next (one switch per thread, not two); the last one of the round
+// A pass: threads run in s_order_p's order from s_pos on, each until it waits or exits, and
+// hands over directly to the next (one switch per thread, not two); the last one of the pass
 // hands back to the scheduler. A thread that exits cannot free its own stack while it runs on
 // it: it leaves it in s_zombie, which whoever runs next frees (s_reap).
 std::vector<int> *s_order_p;
@@ -228,8 +232,8 @@ inline void s_reap(void) {
 
 void s_entry(void);
 
-// Leaves `from` (a thread that waits or exited, or the scheduler starting a round) for the
-// round's next ready thread, else for the scheduler; returns when `from` is resumed.
+// Leaves `from` (a thread that waits or exited, or the scheduler starting a pass) for the
+// pass's next ready thread, else for the scheduler; returns when `from` is resumed.
 void s_switch_on(fiber_t *from) {
     const std::vector<int> &order = *s_order_p;
     while (s_pos < order.size()) {
@@ -277,12 +281,13 @@ thread_t *s_self(const char *what) {
 // ---------------------------------------------------------------------------------------------
 // the scheduler's side
 
-// Completes every warp operation whose lanes have all arrived; returns whether any did. A
-// group that can never complete is fatal.
-bool s_resolve_warps(void) {
+// Completes the warp operations of warp `wi` whose lanes have all arrived (none of its lanes can
+// run); returns whether any did. A group that can never complete is fatal.
+bool s_resolve_warp(int wi) {
     bool any = false;
     const int n = s_l.n;
-    for (int lo = 0; lo < n; lo += 32) {
+    {
+        const int lo = 32 * wi;
         const int cnt = n - lo < 32 ? n - lo : 32;
         thread_t *w = &s_l.threads[(size_t)lo];
         unsigned waiting = 0;
@@ -424,8 +429,22 @@ int s_stack(void) {
     return (int)s_stacks.size() - 1;
 }
 
-void s_run_block(std::vector<int> &order) {
-    const int n = s_l.n;
+void s_shuffle(std::vector<int> &v) {
+    for (size_t i = v.size(); i > 1; i--) {
+        size_t j = (size_t)(s_next() % (uint64_t)i);
+        int x = v[i - 1];
+        v[i - 1] = v[j];
+        v[j] = x;
+    }
+}
+
+// A block: warp after warp (in the order's sequence), each running until all its threads wait
+// at the barrier or exited, its warp operations completing as soon as their lanes are all there;
+// then the barrier opens. One warp thus gets as far ahead of the others as a GPU may let it, so
+// that a missing barrier shows whichever way it was needed (the write of a later warp not yet
+// done, or a value another warp still had to read already overwritten).
+void s_run_block(void) {
+    const int n = s_l.n, nw = (n + 31) / 32;
     const uint3 bd = {block_dim.x, block_dim.y, block_dim.z};
     for (int i = 0; i < n; i++) {
         thread_t *t = &s_l.threads[(size_t)i];
@@ -440,25 +459,34 @@ void s_run_block(std::vector<int> &order) {
     if (s_l.dyn_bytes) {
         memset(s_l.dyn, 0xff, s_l.dyn_bytes);
     }
+    std::vector<int> warps((size_t)nw), lanes;
+    for (int w = 0; w < nw; w++) {
+        warps[(size_t)w] = s_order == REVERSE ? nw - 1 - w : w;
+    }
     s_done = 0;
-    s_order_p = &order;
+    s_order_p = &lanes;
     for (;;) {
         if (s_order == RANDOM) {
-            for (int i = n - 1; i > 0; i--) {
-                int j = (int)(s_next() % (uint64_t)(i + 1));
-                int x = order[(size_t)i];
-                order[(size_t)i] = order[(size_t)j];
-                order[(size_t)j] = x;
-            }
+            s_shuffle(warps);
         }
-        s_pos = 0;
-        s_switch_on(&s_l.sched); // the round
+        for (int w : warps) {
+            const int lo = 32 * w, cnt = n - lo < 32 ? n - lo : 32;
+            do {
+                lanes.resize((size_t)cnt);
+                for (int l = 0; l < cnt; l++) {
+                    lanes[(size_t)l] = lo + (s_order == REVERSE ? cnt - 1 - l : l);
+                }
+                if (s_order == RANDOM) {
+                    s_shuffle(lanes);
+                }
+                s_pos = 0;
+                s_switch_on(&s_l.sched); // the warp's ready lanes, each until it waits
+            } while (s_resolve_warp(w));
+        }
         if (s_done == n) {
             return;
         }
-        if (!s_resolve_warps()) {
-            s_barrier_or_fail();
-        }
+        s_barrier_or_fail();
     }
 }
 
@@ -547,10 +575,6 @@ void run(const char *name, const void *kernel, const launch_config_t &c, void (*
     s_l.cur = -1;
     grid_dim = g;
     block_dim = b;
-    std::vector<int> order((size_t)threads);
-    for (int i = 0; i < (int)threads; i++) {
-        order[(size_t)i] = s_order == REVERSE ? (int)threads - 1 - i : i;
-    }
     // blocks: in order, reversed, or along a random stride coprime with their number
     const unsigned long long nb = (unsigned long long)g.x * g.y * g.z;
     unsigned long long start = 0, step = 1;
@@ -574,9 +598,12 @@ void run(const char *name, const void *kernel, const launch_config_t &c, void (*
     for (unsigned long long i = 0; i < nb; i++) {
         unsigned long long k = s_order == REVERSE ? nb - 1 - i : (start + i * step) % nb;
         block_idx = {(unsigned)(k % g.x), (unsigned)(k / g.x % g.y), (unsigned)(k / g.x / g.y)};
-        s_run_block(order);
+        s_run_block();
     }
     s_l.running = false;
+    char who[300];
+    snprintf(who, sizeof who, "kernel %s", name);
+    check_canaries(who);
 }
 
 [[noreturn]] void fatal(const char *fmt, ...) {

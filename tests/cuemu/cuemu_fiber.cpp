@@ -30,7 +30,7 @@ void stack_free(fiber_stack_t *s) {
     }
 }
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !defined(CUEMU_UCONTEXT)
 
 // cuemu_fiber_swap(void **save_sp, void *to_sp): pushes the System V callee-saved registers,
 // saves rsp, loads the other stack's and pops its registers; `ret` resumes it. The FP control

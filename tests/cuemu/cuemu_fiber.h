@@ -2,21 +2,21 @@
 // and a switch that saves one context and resumes another, so that a CUDA thread can stop at a
 // barrier or a warp shuffle and let the others of its block run. A hand-written switch of the
 // callee-saved registers on x86-64 (ucontext's swapcontext makes a system call per switch, and
-// a block switches 1024 times per barrier); ucontext elsewhere. Not a scheduler
-// (cuemu_block.cpp is).
+// a block switches 1024 times per barrier); ucontext elsewhere, or with -DCUEMU_UCONTEXT (how
+// the fallback is tested on x86-64). Not a scheduler (cuemu_block.cpp is).
 #ifndef CUEMU_FIBER_H
 #define CUEMU_FIBER_H
 
 #include <stddef.h>
 
-#if !defined(__x86_64__)
+#if !defined(__x86_64__) || defined(CUEMU_UCONTEXT)
 #include <ucontext.h>
 #endif
 
 namespace cuemu {
 
 struct fiber_t {
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !defined(CUEMU_UCONTEXT)
     void *sp; // the saved stack pointer; the registers lie on that stack
 #else
     ucontext_t uc;

@@ -31,6 +31,12 @@ cudaError_t set_error(cudaError_t e);
 // Whether [p, p + bytes) lies inside one live cudaMalloc'd buffer.
 bool device_range(const void *p, size_t bytes);
 
+// Checks the canaries around every live buffer (cudaMalloc): the 16 bytes before it and the
+// bytes from its end to the next multiple of 16 (the guard page catches anything further). A
+// changed one is fatal, naming `who` (the kernel or call that just ran): it wrote outside the
+// buffer, which on a GPU silently overwrites a neighbour.
+void check_canaries(const char *who);
+
 // Whether s is the default stream (0) or a live one.
 bool stream_ok(cudaStream_t s);
 

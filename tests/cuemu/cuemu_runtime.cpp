@@ -1,8 +1,9 @@
 // cuemu_runtime — the CUDA runtime calls of cuda_runtime.h (cuemu's) on the host: versions,
-// devices and their properties, device memory (host mappings ending at a guard page, counted
-// against a fake device size so that refusals can be tested), copies and sets that check their
-// device side against the live buffers, streams (checked handles; the work is done when it is
-// queued), kernels' shared memory attribute, and the last error. Environment:
+// devices and their properties, device memory (host mappings ending at a guard page, with
+// canaries just around each buffer, counted against a fake device size so that refusals can be
+// tested), copies and sets that check their device side against the live buffers, streams
+// (checked handles; the work is done when it is queued), kernels' shared memory attribute, and
+// the last error. Environment:
 //   CUEMU_DEVICES  how many devices (default 1; 0: the driver sees none)
 //   CUEMU_MEMORY   each device's memory in bytes, or with K/M/G/T (default 16G)
 // Not the kernels' execution (cuemu_block.cpp) nor cuBLASLt (cuemu_blaslt.cpp).
@@ -33,6 +34,11 @@ struct alloc_t {
     size_t map_bytes;
     int device;
 };
+
+// The bytes around a buffer that no kernel may write: S_FRONT before it, and after it up to the
+// next multiple of 16 (the guard page follows).
+const unsigned char S_CANARY = 0xcd;
+const size_t S_FRONT = 16;
 
 std::mutex s_mutex; // the tables below
 std::map<uintptr_t, alloc_t> s_allocs; // by address
@@ -131,6 +137,23 @@ cudaError_t set_error(cudaError_t e) {
         s_last = e;
     }
     return e;
+}
+
+void check_canaries(const char *who) {
+    std::lock_guard<std::mutex> lock(s_mutex);
+    for (const auto &a : s_allocs) {
+        const unsigned char *data = (const unsigned char *)a.first;
+        const size_t tail = (a.second.bytes + 15) / 16 * 16 - a.second.bytes;
+        for (size_t i = 0; i < S_FRONT + tail; i++) {
+            const long at = i < S_FRONT ? (long)i - (long)S_FRONT
+                                        : (long)(a.second.bytes + (i - S_FRONT));
+            if (data[at] != S_CANARY) {
+                fatal("%s wrote outside a cudaMalloc'd buffer of %zu bytes at %p: at byte "
+                      "offset %ld (on a GPU: another buffer silently overwritten)",
+                      who, a.second.bytes, (const void *)data, at);
+            }
+        }
+    }
 }
 
 bool device_range(const void *p, size_t bytes) {
@@ -338,7 +361,7 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes) {
         return s_ret(cudaErrorMemoryAllocation);
     }
     const size_t rounded = (bytes + 15) / 16 * 16;
-    const size_t map_bytes = (rounded + page - 1) / page * page + page;
+    const size_t map_bytes = (rounded + S_FRONT + page - 1) / page * page + page;
     void *m = mmap(NULL, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) {
         return s_ret(cudaErrorMemoryAllocation);
@@ -349,7 +372,9 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes) {
         return s_ret(cudaErrorMemoryAllocation);
     }
     char *data = guard - rounded;
-    memset(data, 0xff, rounded);
+    memset(data - S_FRONT, S_CANARY, S_FRONT);
+    memset(data, 0xff, bytes);
+    memset(data + bytes, S_CANARY, rounded - bytes);
     s_allocs[(uintptr_t)data] = alloc_t{bytes, (char *)m, map_bytes, s_device};
     s_used[s_device] += bytes;
     *ptr = data;

@@ -85,8 +85,10 @@ cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device);
 // Host memory standing for device memory, filled with 0xff bytes (NaN: uninitialised device
 // memory may hold anything) and ending at a guard page, so that a kernel reading past a buffer's
 // end faults and cuemu names the kernel. Aligned to 16 bytes, not the GPU's 256: the buffer's
-// size is rounded up to 16 bytes only, so that the guard page sits close behind its end.
-// Refused with cudaErrorMemoryAllocation past the device's CUEMU_MEMORY.
+// size is rounded up to 16 bytes only, so that the guard page sits close behind its end; the
+// bytes between (and 16 before the buffer) are canaries checked after every kernel, so that a
+// write just past either end is reported too. Refused with cudaErrorMemoryAllocation past the
+// device's CUEMU_MEMORY.
 cudaError_t cudaMalloc(void **ptr, size_t bytes);
 template <typename T> inline cudaError_t cudaMalloc(T **ptr, size_t bytes) {
     return cudaMalloc(reinterpret_cast<void **>(ptr), bytes);
