@@ -55,9 +55,49 @@ static pthread_once_t s_once = PTHREAD_ONCE_INIT;
 static const rl_cuda_module_t *s_mod;
 static char s_why[1536];
 
-// Opens the module beside the running binary, else where the build put it (as rl_coll opens
-// the MPI module).
+// The table of an opened module, checked (symbol, ABI, size), or NULL with s_why naming
+// `what` (the file, or RLCTL_CUDA_MODULE=path) and dl closed.
+static const rl_cuda_module_t *s_table(void *dl, const char *what) {
+    rl_cuda_module_fn fn = NULL;
+    *(void **)&fn = dlsym(dl, RL_CUDA_MODULE_SYMBOL);
+    const rl_cuda_module_t *m = fn ? fn() : NULL;
+    if (!m || m->abi != RL_CUDA_MODULE_ABI || m->struct_size < (int)sizeof(rl_cuda_module_t)) {
+        snprintf(s_why, sizeof s_why, "%.1000s is not this rlctl's CUDA module (%s %d, want %d)",
+                 what, fn ? "ABI" : "no " RL_CUDA_MODULE_SYMBOL " symbol: ABI", m ? m->abi : -1,
+                 RL_CUDA_MODULE_ABI);
+        dlclose(dl);
+        return NULL;
+    }
+    return m;
+}
+
+// The module named by RLCTL_CUDA_MODULE, and only it: a path that does not load is an error
+// naming it, never a quiet fall back to the default module.
+static void s_load_named(const char *path) {
+    char what[1100];
+    snprintf(what, sizeof what, "RLCTL_CUDA_MODULE=%.1000s", path);
+    if (access(path, F_OK) != 0) {
+        snprintf(s_why, sizeof s_why, "%s: no such file", what);
+        return;
+    }
+    void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!dl) {
+        const char *e = dlerror();
+        snprintf(s_why, sizeof s_why, "%s cannot be loaded: %.400s", what,
+                 e ? e : "dlopen failed");
+        return;
+    }
+    s_mod = s_table(dl, what); // kept open until exit
+}
+
+// Opens the module named by RLCTL_CUDA_MODULE when it is set; else the one beside the running
+// binary, else the one where the build put it (as rl_coll opens the MPI module).
 static void s_load(void) {
+    const char *named = getenv("RLCTL_CUDA_MODULE");
+    if (named && named[0]) {
+        s_load_named(named);
+        return;
+    }
     char exe[PATH_MAX], path[PATH_MAX + 64];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     const char *dirs[2] = {NULL, RL_CUDA_MODULE_DIR};
@@ -102,17 +142,7 @@ static void s_load(void) {
         }
         return;
     }
-    rl_cuda_module_fn fn = NULL;
-    *(void **)&fn = dlsym(dl, RL_CUDA_MODULE_SYMBOL);
-    const rl_cuda_module_t *m = fn ? fn() : NULL;
-    if (!m || m->abi != RL_CUDA_MODULE_ABI || m->struct_size < (int)sizeof(rl_cuda_module_t)) {
-        snprintf(s_why, sizeof s_why,
-                 RL_CUDA_MODULE_FILE " is not this rlctl's CUDA module (ABI %d, want %d)",
-                 m ? m->abi : -1, RL_CUDA_MODULE_ABI);
-        dlclose(dl);
-        return;
-    }
-    s_mod = m; // kept open until exit
+    s_mod = s_table(dl, RL_CUDA_MODULE_FILE); // kept open until exit
 }
 
 const rl_cuda_module_t *rl_device_cuda(char *err, size_t err_len) {

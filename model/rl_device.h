@@ -34,8 +34,9 @@ typedef struct {
     int n_devices;                        // visible devices
 } rl_device_info_t;
 
-// Checks that device d can be used: for the CPU, always. For a GPU: the CUDA module loads (it
-// is looked for beside the running binary, then where the build put it), the driver is there
+// Checks that device d can be used: for the CPU, always. For a GPU: the CUDA module loads (the
+// file RLCTL_CUDA_MODULE names, else it is looked for beside the running binary, then where the
+// build put it: rl_device_cuda), the driver is there
 // and new enough, the index is among the visible devices, its compute capability is one the
 // module was built for (8.0 or above), and at least `min_free` bytes of its memory are free
 // (0: no check). info (may be NULL) gets what was found. Returns 0, or RL_ENOTFOUND (no module,
@@ -46,6 +47,11 @@ int rl_device_check(const rl_device_t *d, size_t min_free, rl_device_info_t *inf
 
 // The CUDA module's table (model/cuda/rl_cuda_module.h), loaded once per process and kept until
 // exit; NULL with err filled when it cannot be loaded (not built, or its libraries missing).
+// The environment variable RLCTL_CUDA_MODULE, when set and not empty, names the module file to
+// load instead of the default (that path and no other: one that does not exist, does not load
+// or has no rl_cuda_module table of this ABI is refused with a message naming
+// RLCTL_CUDA_MODULE=<path>). It is how the tests point at the CPU emulation of the module,
+// librlctl_cuda_emu.so (tests/cuemu/, docs/gpu.md). Read once, at the first call.
 // borrowed; valid until program exit.
 const struct rl_cuda_api *rl_device_cuda(char *err, size_t err_len);
 

@@ -2,21 +2,44 @@
 # everywhere (label unit): names, and cuda:0 usable or refused with its reason. The `gpu` suites
 # need a GPU: without one (no module in this build, no driver, no device) they exit 77, which
 # ctest reports as skipped, never as passed (scripts/test.sh counts them apart);
-# scripts/gpu_check.sh runs them on a GPU machine.
+# scripts/gpu_check.sh runs them on a GPU machine. Each also runs as <name>.emu against the
+# module emulated on the CPU (tests/cuemu/), where the build has it.
 rl_add_test(NAME model.device SOURCES test_device.c LIBS rl_model rl_core LABELS unit TIMEOUT 60)
+# ... and once more against the emulated module, where cuda:0 is usable: the checks of a usable
+# device (its properties, a refusal for too little free memory) run in every build
+if(RL_CUEMU_BUILT)
+  add_dependencies(test_model_device rlctl_cuda_emu)
+  add_test(NAME model.device.emu COMMAND test_model_device)
+  set_tests_properties(model.device.emu PROPERTIES TIMEOUT 60 LABELS unit
+                       ENVIRONMENT "RLCTL_CUDA_MODULE=${RL_CUEMU_MODULE}")
+endif()
 
-# rl_add_gpu_test(NAME ... SOURCES ... [LIBS ...] [TIMEOUT s])
+# rl_add_gpu_test(NAME ... SOURCES ... [LIBS ...] [TIMEOUT s] [EMU_TIMEOUT s])
+# Registers the suite (label gpu) and, where this build has the CUDA module emulated on the CPU
+# (tests/cuemu/, librlctl_cuda_emu.so), its twin <NAME>.emu: the same executable with
+# RLCTL_CUDA_MODULE pointing at the emulation, label numeric. The twin never skips: exit 77
+# (no usable module) is a failure there. It shows the host logic, indexing, barriers and exact
+# arithmetic right on every build; it never stands in for the GPU run (docs/gpu.md).
 function(rl_add_gpu_test)
-  cmake_parse_arguments(G "" "NAME;TIMEOUT" "SOURCES;LIBS" ${ARGN})
+  cmake_parse_arguments(G "" "NAME;TIMEOUT;EMU_TIMEOUT" "SOURCES;LIBS" ${ARGN})
   if(NOT G_TIMEOUT)
     set(G_TIMEOUT 300)
+  endif()
+  if(NOT G_EMU_TIMEOUT)
+    set(G_EMU_TIMEOUT 300)
   endif()
   rl_add_test(NAME ${G_NAME} SOURCES ${G_SOURCES} LIBS rl_model rl_core ${G_LIBS} LABELS gpu
               TIMEOUT ${G_TIMEOUT})
   set_tests_properties(${G_NAME} PROPERTIES SKIP_RETURN_CODE 77)
+  string(REPLACE "." "_" exe "test_${G_NAME}")
   if(RL_CUDA_BUILT)
-    string(REPLACE "." "_" exe "test_${G_NAME}")
     add_dependencies(${exe} rlctl_cuda)
+  endif()
+  if(RL_CUEMU_BUILT)
+    add_dependencies(${exe} rlctl_cuda_emu)
+    add_test(NAME ${G_NAME}.emu COMMAND ${exe})
+    set_tests_properties(${G_NAME}.emu PROPERTIES TIMEOUT ${G_EMU_TIMEOUT} LABELS numeric
+                         ENVIRONMENT "RLCTL_CUDA_MODULE=${RL_CUEMU_MODULE}")
   endif()
 endfunction()
 

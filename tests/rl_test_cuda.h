@@ -1,6 +1,7 @@
 // rl_test_cuda — the harness of the `gpu` suites: the CUDA module and a context on cuda:0, or
 // the suite is skipped (exit 77, which ctest reports as skipped, never as passed) saying why:
-// no module in this build, no driver, no device. Also device buffers filled from and read back
+// no module in this build, no driver, no device. With RLCTL_CUDA_MODULE naming the module
+// emulated on the CPU (the suites' .emu twins) cuda:0 is the emulation (rl_test_emulated). Also device buffers filled from and read back
 // to the host, and the comparisons the kernel tests share.
 #ifndef RL_TEST_CUDA_H
 #define RL_TEST_CUDA_H
@@ -19,16 +20,31 @@
 
 static const rl_cuda_module_t *rl_test_cu;
 static rl_cuda_ctx_t *rl_test_ctx;
+static int rl_test_emu; // cuda:0 is cuemu, the module emulated on the CPU (tests/cuemu/)
 
-// Opens the module and a context on cuda:0, or exits 77 saying why.
+// Whether the device the suite opened is the CPU emulation of the module (its name is
+// "cuemu (CPU emulation)": tests/cuemu/cuemu_internal.h). Suites shrink their largest cases
+// under it, saying so, and never on a GPU.
+static inline int rl_test_emulated(void) {
+    return rl_test_emu;
+}
+
+// Opens the module and a context on cuda:0, or exits 77 saying why. A module named by
+// RLCTL_CUDA_MODULE that cannot be used fails the suite instead: it was asked for.
 static inline void rl_test_cuda_open(const char *suite) {
     char err[2048];
     rl_device_t d = {1, 0};
     rl_device_info_t info;
     if (rl_device_check(&d, 0, &info, err, sizeof err) != 0) {
+        const char *named = getenv("RLCTL_CUDA_MODULE");
+        if (named && named[0]) {
+            fprintf(stderr, "FAIL %s: %s\n", suite, err);
+            exit(1);
+        }
         printf("%s: skipped: %s\n", suite, err);
         exit(RL_TEST_SKIP);
     }
+    rl_test_emu = strncmp(info.name, "cuemu ", 6) == 0;
     rl_test_cu = rl_device_cuda(err, sizeof err);
     char msg[512];
     if (!rl_test_cu || rl_test_cu->ctx_new(0, &rl_test_ctx, msg, sizeof msg) != 0) {
@@ -38,6 +54,11 @@ static inline void rl_test_cuda_open(const char *suite) {
     printf("%s: cuda:0 %s, compute capability %d.%d, %.1f GiB, driver %d, runtime %d\n", suite,
            info.name, info.cc_major, info.cc_minor, (double)info.mem_total / (1 << 30),
            info.driver_version, info.runtime_version);
+    if (rl_test_emu) {
+        printf("%s: EMULATED on the CPU (tests/cuemu): this checks the module's logic, not a "
+               "GPU\n",
+               suite);
+    }
 }
 
 static inline void rl_test_cuda_close(void) {

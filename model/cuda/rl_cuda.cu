@@ -14,7 +14,9 @@
 // ---------------------------------------------------------------------------------------------
 // devices
 
+// Also clears the thread's last error that the failed call left (see RL_CUDA_CHECK).
 static int s_msg(char *msg, size_t msg_len, const char *what, cudaError_t e) {
+    (void)cudaGetLastError();
     snprintf(msg, msg_len, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
     return -1;
 }
@@ -145,6 +147,9 @@ static int s_dmalloc(rl_cuda_ctx_t *ctx, size_t bytes, void **out) {
     RL_CUDA_CHECK(ctx, cudaSetDevice(ctx->device));
     cudaError_t e = cudaMalloc(out, bytes ? bytes : 1);
     if (e != cudaSuccess) {
+        // a refused allocation is the caller's to handle, and the context goes on: the error
+        // must not stay the thread's last one, or the next launch reports it as its own
+        (void)cudaGetLastError();
         *out = NULL;
         size_t free_b = 0, total_b = 0;
         cudaMemGetInfo(&free_b, &total_b);

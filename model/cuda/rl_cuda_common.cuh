@@ -35,11 +35,15 @@ static inline int rl_cuda_fail(rl_cuda_ctx_t *ctx, const char *fmt, ...) {
 }
 
 // Checks a CUDA runtime call: on failure fills the context's message with the call's text,
-// file:line and the error's name and string, and returns -1 from the enclosing function.
+// file:line and the error's name and string, and returns -1 from the enclosing function. The
+// failed call also left its error as the thread's last error, which the next launch's
+// cudaGetLastError (RL_CUDA_LAUNCHED) would report as that kernel's: it is read here, and so
+// cleared (an error that spoils the context stays: every later call reports it anyway).
 #define RL_CUDA_CHECK(ctx, call)                                                                 \
     do {                                                                                         \
         cudaError_t rl_e_ = (call);                                                              \
         if (rl_e_ != cudaSuccess) {                                                              \
+            (void)cudaGetLastError();                                                            \
             return rl_cuda_fail((ctx), "%s (%s:%d): %s: %s", #call, __FILE__, __LINE__,          \
                                 cudaGetErrorName(rl_e_), cudaGetErrorString(rl_e_));            \
         }                                                                                        \

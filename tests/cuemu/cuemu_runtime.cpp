@@ -1,0 +1,478 @@
+// cuemu_runtime — the CUDA runtime calls of cuda_runtime.h (cuemu's) on the host: versions,
+// devices and their properties, device memory (host mappings ending at a guard page, counted
+// against a fake device size so that refusals can be tested), copies and sets that check their
+// device side against the live buffers, streams (checked handles; the work is done when it is
+// queued), kernels' shared memory attribute, and the last error. Environment:
+//   CUEMU_DEVICES  how many devices (default 1; 0: the driver sees none)
+//   CUEMU_MEMORY   each device's memory in bytes, or with K/M/G/T (default 16G)
+// Not the kernels' execution (cuemu_block.cpp) nor cuBLASLt (cuemu_blaslt.cpp).
+#include "cuemu_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <map>
+#include <mutex>
+#include <set>
+
+struct CUstream_st {
+    unsigned flags;
+};
+
+namespace {
+
+using namespace cuemu;
+
+struct alloc_t {
+    size_t bytes;    // as asked
+    char *map;       // the mapping: map_bytes, its last page the guard
+    size_t map_bytes;
+    int device;
+};
+
+std::mutex s_mutex; // the tables below
+std::map<uintptr_t, alloc_t> s_allocs; // by address
+std::set<CUstream_st *> s_streams;
+std::map<const void *, size_t> s_kernel_smem;
+size_t s_used[16];
+
+thread_local cudaError_t s_last = cudaSuccess;
+thread_local int s_device = 0;
+
+struct config_t {
+    int devices;
+    size_t memory;
+};
+
+const config_t &s_config(void) {
+    static config_t c;
+    static std::once_flag once;
+    std::call_once(once, [] {
+        c.devices = 1;
+        c.memory = (size_t)16 << 30;
+        const char *d = getenv("CUEMU_DEVICES");
+        if (d && d[0]) {
+            char *end = NULL;
+            long n = strtol(d, &end, 10);
+            if (!end || *end || n < 0 || n > 16) {
+                fatal("CUEMU_DEVICES=%s is not a number of devices in 0..16", d);
+            }
+            c.devices = (int)n;
+        }
+        const char *m = getenv("CUEMU_MEMORY");
+        if (m && m[0]) {
+            char *end = NULL;
+            errno = 0;
+            unsigned long long v = strtoull(m, &end, 10);
+            int shift = 0;
+            if (end && *end) {
+                const char *units = "KMGT";
+                const char *u = strchr(units, *end);
+                if (!u || end[1]) {
+                    fatal("CUEMU_MEMORY=%s is not bytes, or a number with K, M, G or T", m);
+                }
+                shift = 10 * (int)(u - units + 1);
+            }
+            if (errno || end == m || v == 0 || v > (~0ull >> shift)) {
+                fatal("CUEMU_MEMORY=%s is not a memory size", m);
+            }
+            c.memory = (size_t)(v << shift);
+        }
+    });
+    return c;
+}
+
+cudaError_t s_ret(cudaError_t e) {
+    return set_error(e);
+}
+
+bool s_device_ok(int d) {
+    return d >= 0 && d < s_config().devices;
+}
+
+// The live buffer holding [p, p + bytes), or NULL. Caller holds s_mutex.
+const alloc_t *s_find(const void *p, size_t bytes) {
+    uintptr_t a = (uintptr_t)p;
+    auto it = s_allocs.upper_bound(a);
+    if (it == s_allocs.begin()) {
+        return NULL;
+    }
+    --it;
+    if (a - it->first > it->second.bytes || bytes > it->second.bytes - (a - it->first)) {
+        return NULL;
+    }
+    return &it->second;
+}
+
+cudaError_t s_check_range(const char *call, const char *side, const void *p, size_t bytes) {
+    if (bytes == 0 || device_range(p, bytes)) {
+        return cudaSuccess;
+    }
+    fprintf(stderr,
+            "cuemu: %s: the %s [%p, +%zu bytes) is not inside one cudaMalloc'd buffer (on a "
+            "GPU: an illegal address, or another buffer overwritten)\n",
+            call, side, p, bytes);
+    return s_ret(cudaErrorInvalidValue);
+}
+
+} // namespace
+
+// ---------------------------------------------------------------------------------------------
+// shared with the other parts (cuemu_internal.h)
+
+namespace cuemu {
+
+cudaError_t set_error(cudaError_t e) {
+    if (e != cudaSuccess) {
+        s_last = e;
+    }
+    return e;
+}
+
+bool device_range(const void *p, size_t bytes) {
+    std::lock_guard<std::mutex> lock(s_mutex);
+    return s_find(p, bytes) != NULL;
+}
+
+bool stream_ok(cudaStream_t s) {
+    std::lock_guard<std::mutex> lock(s_mutex);
+    return s == NULL || s_streams.count(s) > 0;
+}
+
+size_t kernel_smem_limit(const void *kernel) {
+    std::lock_guard<std::mutex> lock(s_mutex);
+    auto it = s_kernel_smem.find(kernel);
+    return it == s_kernel_smem.end() ? (size_t)SMEM_DEFAULT : it->second;
+}
+
+} // namespace cuemu
+
+// ---------------------------------------------------------------------------------------------
+// errors
+
+namespace {
+struct error_name_t {
+    cudaError_t e;
+    const char *name, *text;
+};
+const error_name_t s_errors[] = {
+    {cudaSuccess, "cudaSuccess", "no error"},
+    {cudaErrorInvalidValue, "cudaErrorInvalidValue", "invalid argument"},
+    {cudaErrorMemoryAllocation, "cudaErrorMemoryAllocation", "out of memory"},
+    {cudaErrorInitializationError, "cudaErrorInitializationError", "initialization error"},
+    {cudaErrorInvalidConfiguration, "cudaErrorInvalidConfiguration",
+     "invalid configuration argument"},
+    {cudaErrorInvalidDevicePointer, "cudaErrorInvalidDevicePointer", "invalid device pointer"},
+    {cudaErrorInvalidMemcpyDirection, "cudaErrorInvalidMemcpyDirection",
+     "invalid copy direction for memcpy"},
+    {cudaErrorInsufficientDriver, "cudaErrorInsufficientDriver",
+     "CUDA driver version is insufficient for CUDA runtime version"},
+    {cudaErrorNoDevice, "cudaErrorNoDevice", "no CUDA-capable device is detected"},
+    {cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal"},
+    {cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle",
+     "invalid resource handle"},
+    {cudaErrorLaunchOutOfResources, "cudaErrorLaunchOutOfResources",
+     "too many resources requested for launch"},
+    {cudaErrorNotSupported, "cudaErrorNotSupported", "operation not supported"},
+};
+} // namespace
+
+const char *cudaGetErrorName(cudaError_t e) {
+    for (const auto &x : s_errors) {
+        if (x.e == e) {
+            return x.name;
+        }
+    }
+    return "cudaErrorUnknown";
+}
+
+const char *cudaGetErrorString(cudaError_t e) {
+    for (const auto &x : s_errors) {
+        if (x.e == e) {
+            return x.text;
+        }
+    }
+    return "unrecognized error code";
+}
+
+cudaError_t cudaGetLastError(void) {
+    cudaError_t e = s_last;
+    s_last = cudaSuccess;
+    return e;
+}
+
+cudaError_t cudaPeekAtLastError(void) {
+    return s_last;
+}
+
+// ---------------------------------------------------------------------------------------------
+// versions and devices
+
+cudaError_t cudaDriverGetVersion(int *version) {
+    if (!version) {
+        return s_ret(cudaErrorInvalidValue);
+    }
+    *version = VERSION;
+    return cudaSuccess;
+}
+
+cudaError_t cudaRuntimeGetVersion(int *version) {
+    if (!version) {
+        return s_ret(cudaErrorInvalidValue);
+    }
+    *version = VERSION;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceCount(int *count) {
+    if (!count) {
+        return s_ret(cudaErrorInvalidValue);
+    }
+    *count = s_config().devices;
+    return *count > 0 ? cudaSuccess : s_ret(cudaErrorNoDevice);
+}
+
+cudaError_t cudaSetDevice(int device) {
+    if (!s_device_ok(device)) {
+        return s_ret(s_config().devices ? cudaErrorInvalidDevice : cudaErrorNoDevice);
+    }
+    s_device = device;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int *device) {
+    if (!device) {
+        return s_ret(cudaErrorInvalidValue);
+    }
+    *device = s_device;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void) {
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int device) {
+    if (!p) {
+        return s_ret(cudaErrorInvalidValue);
+    }
+    if (!s_device_ok(device)) {
+        return s_ret(cudaErrorInvalidDevice);
+    }
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "%s", CUEMU_DEVICE_NAME);
+    p->totalGlobalMem = s_config().memory;
+    p->sharedMemPerBlock = SMEM_DEFAULT;
+    p->sharedMemPerBlockOptin = SMEM_OPTIN;
+    p->regsPerBlock = 65536;
+    p->warpSize = 32;
+    p->maxThreadsPerBlock = MAX_THREADS;
+    p->maxThreadsDim[0] = MAX_THREADS;
+    p->maxThreadsDim[1] = MAX_THREADS;
+    p->maxThreadsDim[2] = MAX_BLOCK_Z;
+    p->maxGridSize[0] = 2147483647;
+    p->maxGridSize[1] = MAX_GRID_YZ;
+    p->maxGridSize[2] = MAX_GRID_YZ;
+    p->major = CC_MAJOR;
+    p->minor = CC_MINOR;
+    p->multiProcessorCount = SMS;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device) {
+    if (!value) {
+        return s_ret(cudaErrorInvalidValue);
+    }
+    if (!s_device_ok(device)) {
+        return s_ret(cudaErrorInvalidDevice);
+    }
+    switch (attr) {
+    case cudaDevAttrMaxThreadsPerBlock:
+        *value = MAX_THREADS;
+        return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerBlock:
+        *value = SMEM_DEFAULT;
+        return cudaSuccess;
+    case cudaDevAttrWarpSize:
+        *value = 32;
+        return cudaSuccess;
+    case cudaDevAttrMultiProcessorCount:
+        *value = SMS;
+        return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMajor:
+        *value = CC_MAJOR;
+        return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMinor:
+        *value = CC_MINOR;
+        return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin:
+        *value = SMEM_OPTIN;
+        return cudaSuccess;
+    }
+    not_emulated("cudaDeviceGetAttribute(%d)", (int)attr);
+    return s_ret(cudaErrorInvalidValue);
+}
+
+// ---------------------------------------------------------------------------------------------
+// memory
+
+cudaError_t cudaMalloc(void **ptr, size_t bytes) {
+    if (!ptr) {
+        return s_ret(cudaErrorInvalidValue);
+    }
+    *ptr = NULL;
+    if (!s_device_ok(s_device)) {
+        return s_ret(cudaErrorNoDevice);
+    }
+    if (bytes == 0) {
+        return cudaSuccess;
+    }
+    static const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    const size_t total = s_config().memory;
+    std::lock_guard<std::mutex> lock(s_mutex);
+    if (bytes > total - s_used[s_device] || bytes > ((size_t)1 << 46)) {
+        return s_ret(cudaErrorMemoryAllocation);
+    }
+    const size_t rounded = (bytes + 15) / 16 * 16;
+    const size_t map_bytes = (rounded + page - 1) / page * page + page;
+    void *m = mmap(NULL, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
+        return s_ret(cudaErrorMemoryAllocation);
+    }
+    char *guard = (char *)m + map_bytes - page;
+    if (mprotect(guard, page, PROT_NONE) != 0) {
+        munmap(m, map_bytes);
+        return s_ret(cudaErrorMemoryAllocation);
+    }
+    char *data = guard - rounded;
+    memset(data, 0xff, rounded);
+    s_allocs[(uintptr_t)data] = alloc_t{bytes, (char *)m, map_bytes, s_device};
+    s_used[s_device] += bytes;
+    *ptr = data;
+    return cudaSuccess;
+}
+
+cudaError_t cudaFree(void *ptr) {
+    if (!ptr) {
+        return cudaSuccess;
+    }
+    std::lock_guard<std::mutex> lock(s_mutex);
+    auto it = s_allocs.find((uintptr_t)ptr);
+    if (it == s_allocs.end()) {
+        fprintf(stderr, "cuemu: cudaFree(%p): not a pointer cudaMalloc returned, or freed twice\n",
+                ptr);
+        return s_ret(cudaErrorInvalidValue);
+    }
+    s_used[it->second.device] -= it->second.bytes;
+    munmap(it->second.map, it->second.map_bytes);
+    s_allocs.erase(it);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
+    if (!free_bytes || !total_bytes) {
+        return s_ret(cudaErrorInvalidValue);
+    }
+    if (!s_device_ok(s_device)) {
+        return s_ret(cudaErrorNoDevice);
+    }
+    std::lock_guard<std::mutex> lock(s_mutex);
+    *total_bytes = s_config().memory;
+    *free_bytes = *total_bytes - s_used[s_device];
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t stream) {
+    if (!stream_ok(stream)) {
+        return s_ret(cudaErrorInvalidResourceHandle);
+    }
+    const bool dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+    const bool src_dev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+    if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault) {
+        return s_ret(cudaErrorInvalidMemcpyDirection);
+    }
+    if ((dst_dev && s_check_range("cudaMemcpy", "destination", dst, bytes)) ||
+        (src_dev && s_check_range("cudaMemcpy", "source", src, bytes))) {
+        return cudaErrorInvalidValue;
+    }
+    if (bytes) {
+        memmove(dst, src, bytes);
+    }
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
+    return cudaMemcpyAsync(dst, src, bytes, kind, NULL);
+}
+
+cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t stream) {
+    if (!stream_ok(stream)) {
+        return s_ret(cudaErrorInvalidResourceHandle);
+    }
+    if (s_check_range("cudaMemset", "destination", dst, bytes)) {
+        return cudaErrorInvalidValue;
+    }
+    if (bytes) {
+        memset(dst, value, bytes);
+    }
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemset(void *dst, int value, size_t bytes) {
+    return cudaMemsetAsync(dst, value, bytes, NULL);
+}
+
+// ---------------------------------------------------------------------------------------------
+// streams
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags) {
+    if (!stream || flags > cudaStreamNonBlocking) {
+        return s_ret(cudaErrorInvalidValue);
+    }
+    CUstream_st *s = new CUstream_st{flags};
+    std::lock_guard<std::mutex> lock(s_mutex);
+    s_streams.insert(s);
+    *stream = s;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t *stream) {
+    return cudaStreamCreateWithFlags(stream, cudaStreamDefault);
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+    std::lock_guard<std::mutex> lock(s_mutex);
+    if (!stream || !s_streams.erase(stream)) {
+        return s_ret(cudaErrorInvalidResourceHandle);
+    }
+    delete stream;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+    return stream_ok(stream) ? cudaSuccess : s_ret(cudaErrorInvalidResourceHandle);
+}
+
+// ---------------------------------------------------------------------------------------------
+// kernels' attributes
+
+cudaError_t cuemu_func_set_attribute(const void *kernel, cudaFuncAttribute attr, int value) {
+    if (!kernel) {
+        return s_ret(cudaErrorInvalidDevicePointer);
+    }
+    if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) {
+        not_emulated("cudaFuncSetAttribute(%d)", (int)attr);
+        return s_ret(cudaErrorInvalidValue);
+    }
+    if (value < 0 || value > SMEM_OPTIN) {
+        return s_ret(cudaErrorInvalidValue);
+    }
+    std::lock_guard<std::mutex> lock(s_mutex);
+    s_kernel_smem[kernel] = (size_t)value;
+    return cudaSuccess;
+}

@@ -1,0 +1,136 @@
+// cuda_runtime.h of cuemu, the CPU emulation of the CUDA module (tests/cuemu/, docs/gpu.md): the
+// subset of the CUDA runtime API that model/cuda uses, with CUDA's names, types and error
+// numbers, implemented on the host (cuemu_runtime.cpp). "Device" memory is host memory, each
+// buffer ending at a guard page; every call runs synchronously, so a stream is ordered by
+// construction. The emulated device is "cuemu (CPU emulation)", compute capability 9.0, with an
+// H100's launch limits. What the module does not use is not here: it fails to compile, loudly.
+// Not the toolkit's header: nothing here needs CUDA.
+#ifndef CUEMU_CUDA_RUNTIME_H
+#define CUEMU_CUDA_RUNTIME_H
+
+#include "cuemu_device.h"
+
+#include <stddef.h>
+
+// ---------------------------------------------------------------------------------------------
+// errors (CUDA's numbers)
+
+enum cudaError {
+    cudaSuccess = 0,
+    cudaErrorInvalidValue = 1,
+    cudaErrorMemoryAllocation = 2,
+    cudaErrorInitializationError = 3,
+    cudaErrorInvalidConfiguration = 9,
+    cudaErrorInvalidDevicePointer = 17,
+    cudaErrorInvalidMemcpyDirection = 21,
+    cudaErrorInsufficientDriver = 35,
+    cudaErrorNoDevice = 100,
+    cudaErrorInvalidDevice = 101,
+    cudaErrorInvalidResourceHandle = 400,
+    cudaErrorLaunchOutOfResources = 701,
+    cudaErrorNotSupported = 801,
+};
+typedef enum cudaError cudaError_t;
+
+// The error's name ("cudaErrorInvalidValue") and text; "unrecognized error code" otherwise.
+const char *cudaGetErrorName(cudaError_t e);
+const char *cudaGetErrorString(cudaError_t e);
+// The last error any runtime call or launch of this host thread set, and clears it.
+cudaError_t cudaGetLastError(void);
+// The same, without clearing it.
+cudaError_t cudaPeekAtLastError(void);
+
+// ---------------------------------------------------------------------------------------------
+// versions and devices
+
+// CUDA 13.0 (13000), the version of the toolkit the module is built with.
+cudaError_t cudaDriverGetVersion(int *version);
+cudaError_t cudaRuntimeGetVersion(int *version);
+// CUEMU_DEVICES (default 1) emulated devices, each with CUEMU_MEMORY bytes (default 16 GiB).
+cudaError_t cudaGetDeviceCount(int *count);
+cudaError_t cudaSetDevice(int device);
+cudaError_t cudaGetDevice(int *device);
+cudaError_t cudaDeviceSynchronize(void);
+
+struct cudaDeviceProp {
+    char name[256];
+    size_t totalGlobalMem;
+    size_t sharedMemPerBlock;
+    size_t sharedMemPerBlockOptin;
+    int regsPerBlock;
+    int warpSize;
+    int maxThreadsPerBlock;
+    int maxThreadsDim[3];
+    int maxGridSize[3];
+    int major, minor;
+    int multiProcessorCount;
+};
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device);
+
+enum cudaDeviceAttr {
+    cudaDevAttrMaxThreadsPerBlock = 1,
+    cudaDevAttrMaxSharedMemoryPerBlock = 8,
+    cudaDevAttrWarpSize = 10,
+    cudaDevAttrMultiProcessorCount = 16,
+    cudaDevAttrComputeCapabilityMajor = 75,
+    cudaDevAttrComputeCapabilityMinor = 76,
+    cudaDevAttrMaxSharedMemoryPerBlockOptin = 97,
+};
+// Those above; any other is refused (cudaErrorInvalidValue) with a message on stderr.
+cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device);
+
+// ---------------------------------------------------------------------------------------------
+// memory
+
+// Host memory standing for device memory, filled with 0xff bytes (NaN: uninitialised device
+// memory may hold anything) and ending at a guard page, so that a kernel reading past a buffer's
+// end faults and cuemu names the kernel. Aligned to 16 bytes, not the GPU's 256: the buffer's
+// size is rounded up to 16 bytes only, so that the guard page sits close behind its end.
+// Refused with cudaErrorMemoryAllocation past the device's CUEMU_MEMORY.
+cudaError_t cudaMalloc(void **ptr, size_t bytes);
+template <typename T> inline cudaError_t cudaMalloc(T **ptr, size_t bytes) {
+    return cudaMalloc(reinterpret_cast<void **>(ptr), bytes);
+}
+// A pointer cudaMalloc did not return is refused (cudaErrorInvalidValue).
+cudaError_t cudaFree(void *ptr);
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes);
+
+enum cudaMemcpyKind {
+    cudaMemcpyHostToHost = 0,
+    cudaMemcpyHostToDevice = 1,
+    cudaMemcpyDeviceToHost = 2,
+    cudaMemcpyDeviceToDevice = 3,
+    cudaMemcpyDefault = 4,
+};
+// The device side(s) must lie inside one cudaMalloc'd buffer, else cudaErrorInvalidValue with a
+// message on stderr (on a GPU: an illegal address, or worse).
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind);
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t stream = 0);
+cudaError_t cudaMemset(void *dst, int value, size_t bytes);
+cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t stream = 0);
+
+// ---------------------------------------------------------------------------------------------
+// streams: handles checked, work done when queued
+
+enum { cudaStreamDefault = 0, cudaStreamNonBlocking = 1 };
+cudaError_t cudaStreamCreate(cudaStream_t *stream);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags);
+cudaError_t cudaStreamDestroy(cudaStream_t stream);
+cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+
+// ---------------------------------------------------------------------------------------------
+// kernels' attributes
+
+enum cudaFuncAttribute {
+    cudaFuncAttributeMaxDynamicSharedMemorySize = 8,
+};
+// Allows a kernel up to `value` bytes of dynamic shared memory (at most the opt-in limit);
+// a launch with more than 48 KiB needs it, as on the GPU.
+cudaError_t cuemu_func_set_attribute(const void *kernel, cudaFuncAttribute attr, int value);
+template <typename T> inline cudaError_t cudaFuncSetAttribute(T *kernel, cudaFuncAttribute attr,
+                                                             int value) {
+    return cuemu_func_set_attribute(reinterpret_cast<const void *>(kernel), attr, value);
+}
+
+#endif
