@@ -1494,6 +1494,32 @@ int rl_model_device_pull(rl_model_t *self, int grads) {
     return rc ? s_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda)) : 0;
 }
 
+int rl_model_device_clip(rl_model_t *self, double max_norm, double *norm) {
+    *norm = 0.0;
+    if (!self->cuda) {
+        return s_err(self, RL_EINVAL, "rl_model_device_clip: the model is not on a GPU");
+    }
+    int rc = rl_model_cuda_clip(self->cuda, max_norm, norm);
+    return rc ? s_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda)) : 0;
+}
+
+int rl_model_device_adamw(rl_model_t *self, double lr, double beta1, double beta2, double eps,
+                          double weight_decay, int64_t step) {
+    if (!self->cuda) {
+        return s_err(self, RL_EINVAL, "rl_model_device_adamw: the model is not on a GPU");
+    }
+    int rc = rl_model_cuda_adamw(self->cuda, lr, beta1, beta2, eps, weight_decay, step);
+    return rc ? s_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda)) : 0;
+}
+
+int rl_model_device_optim_state(rl_model_t *self, float *m, float *v, int upload) {
+    if (!self->cuda) {
+        return s_err(self, RL_EINVAL, "rl_model_device_optim_state: the model is not on a GPU");
+    }
+    int rc = rl_model_cuda_optim_state(self->cuda, m, v, upload);
+    return rc ? s_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda)) : 0;
+}
+
 float *rl_model_logits(rl_model_t *self) {
     if (self->cuda) {
         s_err(self, RL_EUNSUPPORTED, "rl_model_logits: not on a model on a GPU yet");

@@ -5,8 +5,10 @@
 // computes dL/dlogp, backward accumulates parameter gradients (full tuning) or LoRA gradients.
 // A critic or reward model is the same decoder with a scalar head (rl_head) on the final norm's
 // output instead: forward with logp = NULL, rl_model_hidden, rl_model_backward_hidden.
-// The layer kernels live in rl_layers; LoRA state and PEFT I/O in rl_lora. This module knows
-// nothing about processes, collectives, optimizers or losses.
+// The layer kernels live in rl_layers; LoRA state and PEFT I/O in rl_lora; the half of a model on
+// a GPU in rl_model_cuda. This module knows nothing about processes, collectives or losses, nor
+// optimizers beyond a GPU model's AdamW step run where its parameters are (rl_optim's semantics,
+// hyperparameters given by the caller).
 #ifndef RL_MODEL_H
 #define RL_MODEL_H
 
@@ -319,6 +321,17 @@ void rl_model_drop_weights(rl_model_t *self);
 // On a CPU model both do nothing and return 0. Return 0, or RL_EIO with rl_model_errmsg.
 int rl_model_device_push(rl_model_t *self, int all);
 int rl_model_device_pull(rl_model_t *self, int grads);
+// The optimizer's step where the parameters are, so that a step moves nothing between host and
+// device: trainer/rl_optim's semantics on the device's trainable parameters (the caller keeps
+// the hyperparameters, the schedule and the step count). clip: rl_optim_clip_grad_norm (*norm:
+// the norm before clipping); adamw: one rl_optim_step with step count `step` (>= 1, after
+// incrementing); optim_state: AdamW's m and v to (upload 0) or from (upload 1) host arrays laid
+// out as rl_model_trainable (rl_optim_m / _v), for checkpoints. A CPU model or tune NONE:
+// RL_EINVAL. Return 0, RL_EINVAL or RL_EIO with rl_model_errmsg.
+int rl_model_device_clip(rl_model_t *self, double max_norm, double *norm);
+int rl_model_device_adamw(rl_model_t *self, double lr, double beta1, double beta2, double eps,
+                          double weight_decay, int64_t step);
+int rl_model_device_optim_state(rl_model_t *self, float *m, float *v, int upload);
 
 // Detail of the last error on this handle. borrowed; valid until the next call.
 const char *rl_model_errmsg(const rl_model_t *self);

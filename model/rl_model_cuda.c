@@ -12,6 +12,7 @@
 #include "rl_layers.h"
 #include "rl_lora.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -100,6 +101,7 @@ struct rl_model_cuda {
     int n_tensors;
     void *wmem;         // frozen tensors: bf16 (2-D) or fp32 (1-D), each aligned
     float *tmem, *gmem; // trainable masters and gradients (t_n floats each; gaps 0)
+    float *mmem, *vmem; // AdamW's moments (t_n floats each, the same offsets; gaps 0)
     uint16_t *tbf;      // bf16 copies of tmem (the same element offsets)
     size_t t_n, w_bytes;
 
@@ -124,6 +126,7 @@ struct rl_model_cuda {
     float *dgate, *dup, *dact, *dlx, *delta;
     uint16_t *dgate_h, *dup_h, *dout_h; // bf16 copies of the gradients the matmuls read
     int32_t *d_ids, *d_targets, *d_pos, *d_starts, *d_erows, *d_eseg;
+    double *d_sumsq; // (1) the clip's sum of squares
 
     // ---- host staging, allocated once
     int32_t *ids, *targets, *pos, *starts, *erows, *eseg;
@@ -170,7 +173,8 @@ const char *rl_model_cuda_errmsg(const rl_model_cuda_t *self) {
 }
 
 size_t rl_model_cuda_bytes(const rl_model_cuda_t *self) {
-    size_t t = self->t_n * (sizeof(float) + sizeof(uint16_t) + (self->gmem ? sizeof(float) : 0));
+    size_t t =
+        self->t_n * (sizeof(float) + sizeof(uint16_t) + (self->gmem ? 3 * sizeof(float) : 0));
     return self->w_bytes + t + self->a_bytes;
 }
 
@@ -683,6 +687,71 @@ int rl_model_cuda_pull(rl_model_cuda_t *self, int grads) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// the optimizer's step: rl_optim's clip_grad_norm_ and AdamW on the device
+
+int rl_model_cuda_clip(rl_model_cuda_t *self, double max_norm, double *norm) {
+    const rl_cuda_module_t *cu = self->cu;
+    double ss = 0.0;
+    *norm = 0.0;
+    if (!self->gmem) {
+        return s_err(self, RL_EINVAL, "clip: the model has no gradients (tune NONE)");
+    }
+    // the gaps between tensors are zeros: the sum of squares of the trainable gradients
+    S_TRY(cu->sumsq(self->ctx, self->d_sumsq, self->gmem, self->t_n, 0, self->escratch));
+    S_TRY(cu->d2h(self->ctx, &ss, self->d_sumsq, sizeof ss));
+    *norm = sqrt(ss);
+    if (max_norm > 0.0 && isfinite(*norm)) {
+        double coef = max_norm / (*norm + 1e-6);
+        if (coef < 1.0) {
+            S_TRY(cu->scale(self->ctx, self->gmem, (float)coef, self->t_n));
+            S_TRY(cu->sync(self->ctx));
+        }
+    }
+    return 0;
+}
+
+int rl_model_cuda_adamw(rl_model_cuda_t *self, double lr, double beta1, double beta2, double eps,
+                        double weight_decay, int64_t step) {
+    const rl_cuda_module_t *cu = self->cu;
+    if (!self->gmem) {
+        return s_err(self, RL_EINVAL, "AdamW: the model has no gradients (tune NONE)");
+    }
+    if (step < 1) {
+        return s_err(self, RL_EINVAL, "AdamW: step %lld must be >= 1", (long long)step);
+    }
+    // the gaps stay zeros: g = m = v = p = 0 gives p = 0 - lr' 0 / (0 + eps)
+    S_TRY(cu->adamw_step(self->ctx, self->tmem, self->gmem, self->mmem, self->vmem, self->t_n, lr,
+                         beta1, beta2, eps, weight_decay, step));
+    S_TRY(cu->f32_to_bf16(self->ctx, self->tbf, self->tmem, self->t_n));
+    S_TRY(cu->sync(self->ctx));
+    return 0;
+}
+
+int rl_model_cuda_optim_state(rl_model_cuda_t *self, float *m, float *v, int upload) {
+    const rl_cuda_module_t *cu = self->cu;
+    if (!self->mmem) {
+        return s_err(self, RL_EINVAL, "the model has no optimizer state (tune NONE)");
+    }
+    size_t off = 0; // the host's flat layout: the trainable tensors back to back
+    for (int i = 0; i < self->n_tensors; i++) {
+        const s_tensor_t *t = &self->tensors[i];
+        if (!t->trainable) {
+            continue;
+        }
+        size_t at = (size_t)(t->dt->f - self->tmem), bytes = t->n * sizeof(float);
+        if (upload) {
+            S_TRY(cu->h2d(self->ctx, self->mmem + at, m + off, bytes));
+            S_TRY(cu->h2d(self->ctx, self->vmem + at, v + off, bytes));
+        } else {
+            S_TRY(cu->d2h(self->ctx, m + off, self->mmem + at, bytes));
+            S_TRY(cu->d2h(self->ctx, v + off, self->vmem + at, bytes));
+        }
+        off += t->n;
+    }
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
 // creation
 
 // Lays out (base NULL: counts) the activations, scratch and index buffers for `rows` tokens.
@@ -759,6 +828,7 @@ static size_t s_layout(rl_model_cuda_t *self, char *base) {
     self->d_starts = s_take(&y, (n + 1) * i32);
     self->d_erows = s_take(&y, grads ? n * i32 : 0);
     self->d_eseg = s_take(&y, grads ? (n + 1) * i32 : 0);
+    self->d_sumsq = s_take(&y, grads ? sizeof(double) : 0);
     return y.off;
 }
 
@@ -942,7 +1012,8 @@ int rl_model_cuda_new(rl_model_t *host, const rl_model_opts_t *opts, rl_model_cu
     const int grads = self->tune != RL_TUNE_NONE;
     size_t t_bytes = self->t_n * (sizeof(float) + sizeof(uint16_t));
     size_t g_bytes = grads ? self->t_n * sizeof(float) : 0;
-    size_t need = self->w_bytes + t_bytes + g_bytes + self->a_bytes;
+    size_t o_bytes = 2 * g_bytes;
+    size_t need = self->w_bytes + t_bytes + g_bytes + o_bytes + self->a_bytes;
     rl_cuda_device_info_t di;
     if (cu->device_info(self->device, &di, msg, sizeof msg) != 0) {
         rc = rl_errf(err, err_len, RL_EIO, "cuda:%d: %s", self->device, msg);
@@ -952,9 +1023,10 @@ int rl_model_cuda_new(rl_model_t *host, const rl_model_opts_t *opts, rl_model_cu
         rc = rl_errf(err, err_len, RL_ENOMEM,
                      "cuda:%d (%s): the model needs %zu bytes of device memory (frozen weights "
                      "%zu, trainable parameters and their bf16 copies %zu, gradients %zu, "
-                     "activations and scratch %zu for %d tokens) and %zu of %zu are free",
-                     self->device, di.name, need, self->w_bytes, t_bytes, g_bytes, self->a_bytes,
-                     self->rows, di.mem_free, di.mem_total);
+                     "AdamW moments %zu, activations and scratch %zu for %d tokens) and %zu of "
+                     "%zu are free",
+                     self->device, di.name, need, self->w_bytes, t_bytes, g_bytes, o_bytes,
+                     self->a_bytes, self->rows, di.mem_free, di.mem_total);
         goto fail;
     }
     if ((self->w_bytes && cu->dmalloc(self->ctx, self->w_bytes, &self->wmem) != 0) ||
@@ -962,7 +1034,9 @@ int rl_model_cuda_new(rl_model_t *host, const rl_model_opts_t *opts, rl_model_cu
          (cu->dmalloc(self->ctx, self->t_n * sizeof(float), (void **)&self->tmem) ||
           cu->dmalloc(self->ctx, self->t_n * sizeof(uint16_t), (void **)&self->tbf))) ||
         (self->t_n && grads &&
-         cu->dmalloc(self->ctx, self->t_n * sizeof(float), (void **)&self->gmem) != 0) ||
+         (cu->dmalloc(self->ctx, self->t_n * sizeof(float), (void **)&self->gmem) ||
+          cu->dmalloc(self->ctx, self->t_n * sizeof(float), (void **)&self->mmem) ||
+          cu->dmalloc(self->ctx, self->t_n * sizeof(float), (void **)&self->vmem))) ||
         cu->dmalloc(self->ctx, self->a_bytes, &self->amem) != 0) {
         rc = rl_errf(err, err_len, RL_ENOMEM, "cuda:%d (%s): the model needs %zu bytes: %s",
                      self->device, di.name, need, cu->errmsg(self->ctx));
@@ -1002,7 +1076,9 @@ int rl_model_cuda_new(rl_model_t *host, const rl_model_opts_t *opts, rl_model_cu
     free(cs);
     // the gaps between trainable tensors stay zeros (whole-array kernels read them)
     if (bad || (self->tmem && cu->dset(self->ctx, self->tmem, 0, self->t_n * sizeof(float))) ||
-        (self->gmem && cu->dset(self->ctx, self->gmem, 0, self->t_n * sizeof(float)))) {
+        (self->gmem && cu->dset(self->ctx, self->gmem, 0, self->t_n * sizeof(float))) ||
+        (self->mmem && cu->dset(self->ctx, self->mmem, 0, self->t_n * sizeof(float))) ||
+        (self->vmem && cu->dset(self->ctx, self->vmem, 0, self->t_n * sizeof(float)))) {
         rc = rl_errf(err, err_len, RL_EIO, "cuda:%d: %s", self->device, cu->errmsg(self->ctx));
         goto fail;
     }
@@ -1027,6 +1103,8 @@ void rl_model_cuda_destroy(rl_model_cuda_t **self_p) {
         self->cu->dfree(self->ctx, self->tmem);
         self->cu->dfree(self->ctx, self->tbf);
         self->cu->dfree(self->ctx, self->gmem);
+        self->cu->dfree(self->ctx, self->mmem);
+        self->cu->dfree(self->ctx, self->vmem);
         self->cu->dfree(self->ctx, self->amem);
         self->cu->ctx_free(self->ctx);
     }

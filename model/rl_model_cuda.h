@@ -11,7 +11,8 @@
 //   of each for the matmuls (refreshed at every push), fp32 gradients; each tensor starts
 //   256-byte aligned (cuBLASLt's assumption), the gaps between tensors are zeros;
 // - activations and scratch for opts.device_rows packed tokens, allocated once at creation and
-//   reused: no device allocation in a step.
+//   reused: no device allocation in a step;
+// - AdamW's moments (fp32, the trainable tensors' layout), for the optimizer's step on the device.
 // The forward and backward mirror rl_model.c's s_layer_forward / s_layer_backward line for line:
 // the same layers in the same order, matmuls bf16 x bf16 -> fp32 (cuBLASLt), everything else
 // fp32; every reduction deterministic, so the same inputs give the same bits run after run.
@@ -67,6 +68,20 @@ int rl_model_cuda_push(rl_model_cuda_t *self, int all);
 // Device -> host: the trainable parameters (grads = 0) or their gradients (grads = 1) into the
 // host model's arrays (rl_model_trainable / rl_model_trainable_grads). Returns 0 or RL_EIO.
 int rl_model_cuda_pull(rl_model_cuda_t *self, int grads);
+
+// The optimizer's step on the device, over the trainable parameters in place (tune FULL or
+// LORA; RL_EINVAL otherwise), with trainer/rl_optim's semantics:
+// - clip: *norm = the gradients' global L2 norm (a sum of squares in double, in a fixed order);
+//   when max_norm > 0 and max_norm / (norm + 1e-6) < 1, every gradient times (float) that;
+// - adamw: one AdamW update (rl_optim.h's formula, the CPU's operations in its order) with step
+//   count `step` (>= 1, after incrementing), then the bf16 copies refreshed;
+// - optim_state: AdamW's m and v to (upload 0) or from (upload 1) host arrays laid out as the
+//   host's trainable array (rl_model_trainable), for checkpoints.
+// Return 0, RL_EINVAL or RL_EIO.
+int rl_model_cuda_clip(rl_model_cuda_t *self, double max_norm, double *norm);
+int rl_model_cuda_adamw(rl_model_cuda_t *self, double lr, double beta1, double beta2, double eps,
+                        double weight_decay, int64_t step);
+int rl_model_cuda_optim_state(rl_model_cuda_t *self, float *m, float *v, int upload);
 
 // Bytes of device memory the device half holds. (For messages and tests.)
 size_t rl_model_cuda_bytes(const rl_model_cuda_t *self);

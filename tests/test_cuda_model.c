@@ -44,6 +44,7 @@
 #include "rl_err.h"
 #include "rl_hf.h"
 #include "rl_model.h"
+#include "rl_optim.h"
 #include "rl_rng.h"
 
 #include <math.h>
@@ -552,6 +553,83 @@ static void s_test_load(int T) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// the optimizer's step on the device: the clip and AdamW against trainer/rl_optim on the host,
+// from the same gradients (pulled): the same operations in the same order, so the same bits
+
+static void s_test_optim(const s_case_t *k, int T) {
+    rl_hf_config_t cfg = s_cfg(k->shape);
+    printf("%s, tune %s: the clip and AdamW on the device against rl_optim\n", k->shape->name,
+           k->tune == RL_TUNE_FULL ? "FULL" : "LORA");
+    rl_model_t *cpu = s_new(&cfg, k, 0, 0), *gpu = s_new(&cfg, k, 1, S_B * T);
+    s_prepare(cpu, k);
+    s_copy_params(gpu, cpu);
+    s_batch_t b = s_batch(T, cfg.vocab_size, cfg.hidden_size);
+    size_t n;
+    float *p = rl_model_trainable(gpu, &n), *g = rl_model_trainable_grads(gpu);
+    const rl_optim_hparams_t hp = {0.9, 0.95, 1e-8, 0.1};
+    rl_optim_t *opt = rl_optim_new(n, &hp);
+    float *ph = malloc(n * sizeof *ph), *gh = malloc(n * sizeof *gh);
+    float *m = malloc(n * sizeof *m), *v = malloc(n * sizeof *v);
+    float *lp = malloc((size_t)S_B * T * sizeof *lp);
+    double clip[3] = {-1.0, 1e9, 0.0}; // step 1 clips to half the norm, step 2 does not, 3 is off
+    for (int step = 1; step <= 3; step++) {
+        rl_model_zero_grad(gpu);
+        int rc = rl_model_forward(gpu, b.tok, b.len, S_B, T, 1.0f, 1, lp, NULL);
+        rc = rc ? rc : rl_model_backward(gpu, b.dlogp);
+        rc = rc ? rc : rl_model_device_pull(gpu, 1);
+        rc = rc ? rc : rl_model_device_pull(gpu, 0);
+        CHECK_MSG(rc == 0, "step %d: %s", step, rl_model_errmsg(gpu));
+        memcpy(ph, p, n * sizeof *ph);
+        memcpy(gh, g, n * sizeof *gh);
+        double max_norm = clip[step - 1];
+        if (max_norm < 0) {
+            max_norm = 0.5 * rl_optim_clip_grad_norm(gh, n, 0.0);
+        }
+        double nh = rl_optim_clip_grad_norm(gh, n, max_norm), nd = 0.0;
+        rl_optim_step(opt, ph, gh, 1e-3);
+        rc = rl_model_device_clip(gpu, max_norm, &nd);
+        rc = rc ? rc
+                : rl_model_device_adamw(gpu, 1e-3, hp.beta1, hp.beta2, hp.eps, hp.weight_decay,
+                                        rl_optim_steps(opt));
+        rc = rc ? rc : rl_model_device_pull(gpu, 1);
+        rc = rc ? rc : rl_model_device_pull(gpu, 0);
+        rc = rc ? rc : rl_model_device_optim_state(gpu, m, v, 0);
+        CHECK_MSG(rc == 0, "step %d: %s", step, rl_model_errmsg(gpu));
+        int same_g = s_same_bits(g, gh, n * sizeof *g), same_p = s_same_bits(p, ph, n * sizeof *p);
+        int same_mv = s_same_bits(m, rl_optim_m(opt), n * sizeof *m) &&
+                      s_same_bits(v, rl_optim_v(opt), n * sizeof *v);
+        printf("  step %d: max_norm %-9.4g norm %.17g (host %.17g); clipped grads %s, params %s, "
+               "m and v %s\n",
+               step, max_norm, nd, nh, same_g ? "equal" : "DIFFER", same_p ? "equal" : "DIFFER",
+               same_mv ? "equal" : "DIFFER");
+        CHECK(fabs(nd - nh) <= 1e-12 * nh && same_g && same_p && same_mv);
+    }
+    // the moments back onto the device (a resumed checkpoint) and out again
+    for (size_t i = 0; i < n; i++) {
+        m[i] = (float)i * 1e-3f;
+        v[i] = (float)(n - i) * 1e-6f;
+    }
+    float *m2 = malloc(n * sizeof *m2), *v2 = malloc(n * sizeof *v2);
+    CHECK(rl_model_device_optim_state(gpu, m, v, 1) == 0 &&
+          rl_model_device_optim_state(gpu, m2, v2, 0) == 0);
+    CHECK(s_same_bits(m, m2, n * sizeof *m) && s_same_bits(v, v2, n * sizeof *v));
+    // a CPU model has no device step
+    double nn;
+    CHECK(rl_model_device_clip(cpu, 1.0, &nn) == RL_EINVAL);
+    free(m2);
+    free(v2);
+    free(ph);
+    free(gh);
+    free(m);
+    free(v);
+    free(lp);
+    rl_optim_destroy(&opt);
+    s_batch_free(&b);
+    rl_model_destroy(&cpu);
+    rl_model_destroy(&gpu);
+}
+
+// ---------------------------------------------------------------------------------------------
 // refusals
 
 static void s_test_refusals(void) {
@@ -645,6 +723,13 @@ int main(void) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         s_run_case(&cases[i], T);
+    }
+    const s_case_t optim_cases[] = {
+        {&S_LLAMA, RL_TUNE_LORA, RL_LORA_Q | RL_LORA_V, 8, 0.0f, 0, 1.0f, 0},
+        {&S_QWEN3, RL_TUNE_FULL, 0, 8, 0.0f, 0, 1.0f, 0},
+    };
+    for (size_t i = 0; i < sizeof optim_cases / sizeof *optim_cases; i++) {
+        s_test_optim(&optim_cases[i], T);
     }
     s_test_load(T);
     s_test_refusals();
