@@ -8,8 +8,10 @@
 // Each case checks logp, entropy, the hidden states (rl_model_hidden), and every gradient after
 // rl_model_backward (dlogp) and, separately, after rl_model_backward_hidden (dhidden), against
 // the CPU fp32 model; then determinism (a second forward and backward on the device gives the
-// same bits); then the refusals (too little device memory, bad tokens, more tokens than the
-// buffers hold, backward without a training forward, a sharded model, rl_model_logits).
+// same bits). Then the optimizer's step on the device against trainer/rl_optim (the same bits),
+// a BF16 folder loaded on the device, and the refusals (too little device memory, bad tokens,
+// more tokens than the buffers hold, backward without a training forward, a sharded model,
+// rl_model_logits). On the emulation T is 24 instead of 96 (the same cases).
 //
 // Tolerances, and why. The weights are rounded to bf16 values first (on both models), so the
 // device's bf16 copies are the same numbers as the CPU's fp32 ones (one case keeps raw fp32
