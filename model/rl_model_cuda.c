@@ -230,22 +230,26 @@ static int s_gemm(rl_model_cuda_t *self, int M, int N, int K, int ta, int tb, co
 // ---------------------------------------------------------------------------------------------
 // projections: a Linear plus its LoRA branch (rl_model.c's s_proj / s_proj_backward)
 
-// The LoRA branch's input of module m in a training forward with dropout: lx_h (N,IC) bf16 =
-// bf16(x * mask), x the module's bf16 input and mask rl_lora_dropout_mask_rows(seed, key) of the
-// caller's rows, made on the host and uploaded (the CPU's masks, the same function). Returns
-// lx_h, or NULL after a failure (message set).
-static const uint16_t *s_dropped(rl_model_cuda_t *self, const uint16_t *x, int IC, float p,
-                                 uint64_t key) {
+// The LoRA branch's input of module m in a training forward with dropout: *lx = lx_h (N,IC)
+// bf16 = bf16(x * mask), x the module's bf16 input and mask rl_lora_dropout_mask_rows(seed, key)
+// of the caller's rows, made on the host and uploaded (the CPU's masks, the same function).
+// Returns 0, RL_EINVAL (no mask buffers) or RL_EIO, message set.
+static int s_dropped(rl_model_cuda_t *self, const uint16_t *x, int IC, float p, uint64_t key,
+                     const uint16_t **lx) {
     const rl_cuda_module_t *cu = self->cu;
     const size_t cnt = (size_t)self->N * (size_t)IC;
-    rl_lora_dropout_mask_rows(self->mask_h, self->grow, self->N, IC, p, self->seed, key);
-    if (cu->h2d(self->ctx, self->mask, self->mask_h, cnt * sizeof(float)) != 0 ||
-        cu->bf16_to_f32(self->ctx, self->xin, x, cnt) != 0 ||
-        cu->dropout_forward(self->ctx, NULL, self->lx_h, self->xin, self->mask, cnt) != 0) {
-        s_cufail(self, __LINE__);
-        return NULL;
+    if (!self->mask) { // rl_lora_set_dropout after the buffers were laid out without dropout
+        return s_err(self, RL_EINVAL,
+                     "cuda:%d: LoRA dropout %g, but the device model was made with dropout 0 (no "
+                     "mask buffers)",
+                     self->device, (double)p);
     }
-    return self->lx_h;
+    rl_lora_dropout_mask_rows(self->mask_h, self->grow, self->N, IC, p, self->seed, key);
+    S_TRY(cu->h2d(self->ctx, self->mask, self->mask_h, cnt * sizeof(float)));
+    S_TRY(cu->bf16_to_f32(self->ctx, self->xin, x, cnt));
+    S_TRY(cu->dropout_forward(self->ctx, NULL, self->lx_h, self->xin, self->mask, cnt));
+    *lx = self->lx_h;
+    return 0;
 }
 
 static float s_lora_p(const rl_model_cuda_t *self) {
@@ -276,8 +280,9 @@ static int s_proj(rl_model_cuda_t *self, int l, int m, float *out, uint16_t *xa,
                  *Bm = &self->lora_b[l * RL_LORA_NMOD + m];
     const float p = s_lora_p(self);
     const uint16_t *lx = x;
-    if (key && p > 0.0f && !(lx = s_dropped(self, x, IC, p, key))) {
-        return RL_EIO;
+    int rc = key && p > 0.0f ? s_dropped(self, x, IC, p, key, &lx) : 0;
+    if (rc) {
+        return rc;
     }
     if (s_gemm(self, N, R, IC, 0, 1, lx, IC, A->h, IC, self->xa32, R, 1.0f, 0.0f)) {
         return RL_EIO;
@@ -316,8 +321,9 @@ static int s_proj_backward(rl_model_cuda_t *self, int l, int m, float *dinp, con
     const int drop = key && p > 0.0f;
     const uint16_t *lx = x;
     // the branch saw drop(x): regenerate it (the same mask, the same bits)
-    if (drop && !(lx = s_dropped(self, x, IC, p, key))) {
-        return RL_EIO;
+    int rc = drop ? s_dropped(self, x, IC, p, key, &lx) : 0;
+    if (rc) {
+        return rc;
     }
     // dxa (N,R) = scale * dout @ B; dA (R,IC) += dxa^T @ lx; dB (OC,R) += scale * dout^T @ xa
     if (s_gemm(self, N, R, OC, 0, 0, dout_h, OC, Bm->h, R, self->dxa, R, scale, 0.0f)) {

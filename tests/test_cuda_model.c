@@ -697,6 +697,13 @@ static void s_test_refusals(void) {
     // an evaluation forward leaves nothing for a backward
     CHECK(rl_model_forward(m, tok, len, 2, 40, 1.0f, 0, lp, NULL) == 0);
     CHECK(rl_model_backward(m, dl) == RL_EINVAL);
+    // dropout switched on after the buffers were laid out without it: refused, not ignored
+    rl_lora_set_dropout(rl_model_lora(m), 0.1f);
+    rc = rl_model_forward(m, tok, len, 2, 40, 1.0f, 1, lp, NULL);
+    printf("  dropout set later: %s\n", rl_model_errmsg(m));
+    CHECK(rc == RL_EINVAL && strstr(rl_model_errmsg(m), "dropout"));
+    rl_lora_set_dropout(rl_model_lora(m), 0.0f);
+    CHECK(rl_model_forward(m, tok, len, 2, 40, 1.0f, 1, lp, NULL) == 0);
     // logits are the CPU's only
     CHECK(rl_model_logits(m) == NULL && strstr(rl_model_errmsg(m), "GPU"));
     rl_model_destroy(&m);
