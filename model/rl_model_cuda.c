@@ -110,7 +110,8 @@ struct rl_model_cuda {
     size_t a_bytes;
     s_act_t *acts; // [sets]: one per layer when a backward follows, else one
     int sets;
-    float *x;              // (L+1, N, C) fp32 layer inputs; x[L] the final norm's input
+    float *x;              // (L+1) x (N,C) fp32 layer inputs, each slot aligned (s_x); x[L] the
+                           // final norm's input
     float *lnf, *rstdf;    // (N,C), (N) fp32 final norm
     uint16_t *lnf_h;       // (N,C) bf16 its copy (the vocabulary head's input)
     float *lp, *ent, *dlp; // (N) fp32 head outputs per row (row t predicts token t+1), dlogp
@@ -213,6 +214,10 @@ static int s_lora_on(const rl_model_cuda_t *self, int m) {
 static int s_gemm(rl_model_cuda_t *self, int M, int N, int K, int ta, int tb, const uint16_t *A,
                   int lda, const uint16_t *Bm, int ldb, float *C, int ldc, float alpha,
                   float beta) {
+    // cuBLASLt's heuristics assume 256-byte aligned operands: a misaligned one is this file's
+    // bug (the emulation would not notice it; a GPU would fail or pick no algorithm)
+    RL_ASSERT((uintptr_t)A % S_ALIGN == 0 && (uintptr_t)Bm % S_ALIGN == 0 &&
+              (uintptr_t)C % S_ALIGN == 0);
     rl_cuda_gemm_t g = {.M = M,
                         .N = N,
                         .K = K,
@@ -460,8 +465,10 @@ static int s_layer_backward(rl_model_cuda_t *self, int l, const s_act_t *a, cons
     return 0;
 }
 
+// Layer l's input (N,C): each layer's slot starts S_ALIGN-aligned (down_proj's gemm writes it).
 static float *s_x(rl_model_cuda_t *self, int l) {
-    return self->x + (size_t)l * (size_t)self->N * (size_t)self->C;
+    return self->x +
+           (size_t)l * s_up((size_t)self->rows * (size_t)self->C, S_ALIGN / sizeof(float));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -794,7 +801,7 @@ static size_t s_layout(rl_model_cuda_t *self, char *base) {
             a->xa[m] = s_take(&y, (self->lora_targets & (1 << m)) ? n * R * h : 0);
         }
     }
-    self->x = s_take(&y, (size_t)(self->L + 1) * n * C * f);
+    self->x = s_take(&y, (size_t)(self->L + 1) * s_up(n * C, S_ALIGN / f) * f);
     self->lnf = s_take(&y, n * C * f);
     self->lnf_h = s_take(&y, n * C * h);
     self->rstdf = s_take(&y, n * f);
