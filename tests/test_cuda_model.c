@@ -491,6 +491,19 @@ static void s_run_case(const s_case_t *k, int T) {
     printf("  %-40s %s\n", "second run (logp, entropy, hidden, grads)",
            same ? "the same bits" : "DIFFERS FAIL");
     CHECK_MSG(same, "%s: a second forward and backward gave other bits", sh->name);
+    // ---- a forward without the vocabulary head (a critic's) keeps the same hidden states, and
+    // a backward from dlogp after it recomputes the head: the same gradients
+    rl_model_zero_grad(gpu);
+    rl_model_set_train_step(gpu, rl_model_train_step(gpu) - 1);
+    rc = rl_model_forward(gpu, b.tok, b.len, S_B, T, k->temperature, 1, NULL, NULL);
+    CHECK(rc == 0 && rl_model_backward(gpu, b.dlogp) == 0 && rl_model_device_pull(gpu, 1) == 0);
+    hg2 = rl_model_hidden(gpu);
+    same = hg2 && s_same_bits(hg2, hid_g, BT * C * sizeof(float)) &&
+           s_same_bits(rl_model_trainable_grads(gpu), g1, ng * sizeof(float));
+    printf("  %-40s %s\n", "no head, then backward (hidden, grads)",
+           same ? "the same bits" : "DIFFERS FAIL");
+    CHECK_MSG(same, "%s: a forward without the head changed the hidden states or gradients",
+              sh->name);
     free(lp2);
     free(en2);
     free(g1);
