@@ -8,9 +8,10 @@
 // Each case checks logp, entropy, the hidden states (rl_model_hidden), and every gradient after
 // rl_model_backward (dlogp) and, separately, after rl_model_backward_hidden (dhidden), against
 // the CPU fp32 model; then determinism (a second forward and backward on the device gives the
-// same bits). Then the optimizer's step on the device against trainer/rl_optim (the same bits),
-// a BF16 folder loaded on the device, and the refusals (too little device memory, bad tokens,
-// more tokens than the buffers hold, backward without a training forward, a sharded model,
+// same bits) and a forward without the head. Then the optimizer's step on the device against
+// trainer/rl_optim (the same bits), a BF16 folder loaded on the device, a PEFT adapter loaded into
+// a tune NONE model on the device (and disabled), and the refusals (too little device memory, bad
+// tokens, more tokens than the buffers hold, backward without a training forward, a sharded model,
 // rl_model_logits). On the emulation T is 24 instead of 96 (the same cases).
 //
 // Tolerances, and why. The weights are rounded to bf16 values first (on both models), so the
@@ -191,14 +192,15 @@ static void s_perturb(rl_model_t *m) {
     }
 }
 
-// dst's host parameters := src's, then pushed (when dst is on a device).
+// dst's host parameters (and trainable ones, unless dst has none) := src's, then pushed (when
+// dst is on a device).
 static void s_copy_params(rl_model_t *dst, rl_model_t *src) {
     size_t n1, n2;
     float *a = rl_model_weights_flat(dst, &n1), *b = rl_model_weights_flat(src, &n2);
     RL_ASSERT(a && b && n1 == n2);
     memcpy(a, b, n1 * sizeof *a);
     float *ta = rl_model_trainable(dst, &n1), *tb = rl_model_trainable(src, &n2);
-    RL_ASSERT(n1 == n2);
+    RL_ASSERT(n1 == n2 || n1 == 0); // a tune NONE dst takes the weights only
     if (n1) {
         memcpy(ta, tb, n1 * sizeof *ta);
     }
@@ -645,6 +647,61 @@ static void s_test_optim(const s_case_t *k, int T) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// an adapter loaded into a tune NONE model on the device (its device half made anew for it) gives
+// the bits of a LORA model holding the same adapter; disabled, the bits of the bare model
+
+static void s_test_adapter(int T) {
+    const s_case_t k = {
+        &S_LLAMA, RL_TUNE_LORA, RL_LORA_Q | RL_LORA_V | RL_LORA_DOWN, 8, 0.0f, 0, 1.0f, 0};
+    const s_case_t kn = {&S_LLAMA, RL_TUNE_NONE, 0, 8, 0.0f, 0, 1.0f, 0};
+    rl_hf_config_t cfg = s_cfg(k.shape);
+    printf("%s: a PEFT adapter loaded into a tune NONE model on the device\n", k.shape->name);
+    rl_model_t *cpu = s_new(&cfg, &k, 0, 0), *lora = s_new(&cfg, &k, 1, S_B * T);
+    rl_model_t *none = s_new(&cfg, &kn, 1, S_B * T);
+    s_prepare(cpu, &k);
+    s_copy_params(lora, cpu);
+    s_copy_params(none, cpu);
+    char dir[] = "/tmp/rl_cuda_adapter_XXXXXX", err[2048] = "";
+    RL_ASSERT(mkdtemp(dir));
+    CHECK_MSG(rl_model_save_adapter(cpu, dir, NULL, err, sizeof err) == 0, "save: %s", err);
+    s_batch_t b = s_batch(T, cfg.vocab_size, cfg.hidden_size);
+    const size_t BT = (size_t)S_B * T;
+    float *l0 = malloc(BT * sizeof(float)), *l1 = malloc(BT * sizeof(float));
+    float *l2 = malloc(BT * sizeof(float)), *l3 = malloc(BT * sizeof(float));
+    int rc = rl_model_forward(none, b.tok, b.len, S_B, T, 1.0f, 0, l0, NULL);
+    rc |= rl_model_load_adapter(none, dir, err, sizeof err);
+    CHECK_MSG(rc == 0, "load_adapter: %s", err);
+    rc |= rl_model_forward(none, b.tok, b.len, S_B, T, 1.0f, 0, l1, NULL);
+    rc |= rl_model_forward(lora, b.tok, b.len, S_B, T, 1.0f, 0, l2, NULL);
+    rl_model_set_adapter_disabled(none, 1);
+    rc |= rl_model_forward(none, b.tok, b.len, S_B, T, 1.0f, 0, l3, NULL);
+    CHECK_MSG(rc == 0, "forwards: %s / %s", rl_model_errmsg(none), rl_model_errmsg(lora));
+    int with = s_same_bits(l1, l2, BT * sizeof(float)),
+        without = s_same_bits(l3, l0, BT * sizeof(float));
+    int moved = !s_same_bits(l1, l0, BT * sizeof(float));
+    printf("  %-40s %s\n", "logp with the adapter vs LORA model",
+           with ? "the same bits" : "DIFFER FAIL");
+    printf("  %-40s %s\n", "logp, adapter disabled vs none loaded",
+           without ? "the same bits" : "DIFFER FAIL");
+    CHECK(with && without && moved);
+    char path[512];
+    const char *files[] = {"adapter_model.safetensors", "adapter_config.json"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        unlink(path);
+    }
+    rmdir(dir);
+    free(l0);
+    free(l1);
+    free(l2);
+    free(l3);
+    s_batch_free(&b);
+    rl_model_destroy(&cpu);
+    rl_model_destroy(&lora);
+    rl_model_destroy(&none);
+}
+
+// ---------------------------------------------------------------------------------------------
 // refusals
 
 static void s_test_refusals(void) {
@@ -754,6 +811,7 @@ int main(void) {
         s_test_optim(&optim_cases[i], T);
     }
     s_test_load(T);
+    s_test_adapter(T);
     s_test_refusals();
     rl_test_cuda_close();
     RL_TEST_DONE();
