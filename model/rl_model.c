@@ -8,6 +8,7 @@
 #include "rl_err.h"
 #include "rl_layers.h"
 #include "rl_lora.h"
+#include "rl_model_cuda.h"
 #include "rl_pool.h"
 #include "rl_rng.h"
 #include "rl_safetensors.h"
@@ -132,6 +133,9 @@ struct rl_model {
     int fwd_B, fwd_T;                  // the caller's batch (B,T) (all lanes)
     float temperature;
     uint64_t fwd_step;
+
+    // ---- a GPU (opts.device): the device half, which runs forward and backward (rl_model_cuda.h)
+    rl_model_cuda_t *cuda;
 
     char errmsg[512];
 };
@@ -259,6 +263,11 @@ static rl_model_t *s_new(const rl_hf_config_t *cfg, const rl_model_opts_t *opts,
     }
     if (cfg->head_dim % 2 != 0) {
         rl_errf(err, err_len, RL_EINVAL, "head_dim %d must be even for RoPE", cfg->head_dim);
+        return NULL;
+    }
+    if (opts->device.cuda && opts->sharded) {
+        rl_errf(err, err_len, RL_EINVAL,
+                "cuda:%d: a sharded model (FSDP) cannot run on a GPU yet", opts->device.index);
         return NULL;
     }
     rl_model_t *self = calloc(1, sizeof *self);
@@ -401,6 +410,10 @@ rl_model_t *rl_model_load(const char *dir, const rl_model_opts_t *opts, char *er
     if (!self->params_in_map) {
         rl_st_model_destroy(&self->st); // nothing borrows the mapping
     }
+    if (self->opts.device.cuda && rl_model_cuda_new(self, &self->opts, &self->cuda, err,
+                                                    err_len) != 0) {
+        goto fail;
+    }
     free(specs);
     return self;
 fail:
@@ -453,6 +466,10 @@ rl_model_t *rl_model_new_random(const rl_hf_config_t *cfg, const rl_model_opts_t
         s_alloc_grads(self, specs, n, err, err_len) != 0) {
         goto fail;
     }
+    if (self->opts.device.cuda && rl_model_cuda_new(self, &self->opts, &self->cuda, err,
+                                                    err_len) != 0) {
+        goto fail;
+    }
     free(specs);
     return self;
 fail:
@@ -467,6 +484,7 @@ void rl_model_destroy(rl_model_t **self_p) {
     }
     rl_model_t *self = *self_p;
     RL_ASSERT(!self->shadow);
+    rl_model_cuda_destroy(&self->cuda);
     s_lanes_free(self);
     rl_pool_destroy(&self->pool);
     free(self->hid);
@@ -528,6 +546,9 @@ float *rl_model_trainable_grads(rl_model_t *self) {
 }
 
 void rl_model_zero_grad(rl_model_t *self) {
+    if (self->cuda && rl_model_cuda_zero_grad(self->cuda) != 0) {
+        snprintf(self->errmsg, sizeof self->errmsg, "%s", rl_model_cuda_errmsg(self->cuda));
+    }
     if (self->grad_mem) {
         memset(self->grad_mem, 0, self->param_n * sizeof *self->grad_mem);
     }
@@ -1129,6 +1150,7 @@ static rl_model_t *s_shadow_new(rl_model_t *self) {
     sh->grad_mem = NULL;
     sh->glayers = NULL;
     sh->lora = NULL;
+    sh->cuda = NULL;
     memset(sh->lanes, 0, sizeof sh->lanes);
     sh->n_lanes = 1;
     if (self->grad_mem) {
@@ -1330,6 +1352,10 @@ int rl_model_forward(rl_model_t *self, const int32_t *tokens, const int *lengths
                      "entropy needs logp (logp = NULL skips the vocabulary "
                      "head)");
     }
+    if (self->opts.device.cuda && !self->cuda) {
+        return s_err(self, RL_EIO, "cuda:%d: the model's device half is gone (an adapter load "
+                     "failed to rebuild it)", self->opts.device.index);
+    }
     for (int b = 0; b < B; b++) {
         if (lengths[b] < 1 || lengths[b] > T) {
             return s_err(self, RL_EINVAL, "lengths[%d] = %d is outside [1, %d]", b, lengths[b], T);
@@ -1356,9 +1382,20 @@ int rl_model_forward(rl_model_t *self, const int32_t *tokens, const int *lengths
     }
     self->fwd_B = B;
     self->fwd_T = T;
-    const int P = s_lane_count(self, B);
     self->n_lanes = 1;
     int rc;
+    if (self->cuda) { // the device half runs it all (rl_model_cuda.h)
+        self->temperature = temperature;
+        rc = rl_model_cuda_forward(self->cuda, tokens, lengths, B, T, temperature, train,
+                                   self->fwd_step, self->lora_disabled, logp, entropy);
+        if (rc) {
+            return s_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda));
+        }
+        self->fwd_valid = 1;
+        self->fwd_train = train && self->opts.tune != RL_TUNE_NONE;
+        return 0;
+    }
+    const int P = s_lane_count(self, B);
     if (P == 1) {
         rc = s_fwd(self, tokens, lengths, B, T, 0, temperature, train, logp, entropy, self->hid);
     } else {
@@ -1417,12 +1454,19 @@ int rl_model_backward(rl_model_t *self, const float *dlogp) {
                      "this model has no vocabulary head (a sequence classifier): no dlogp");
     }
     int rc = s_backward_check(self);
-    return rc ? rc : s_lanes_backward(self, S_OP_BWD, dlogp, 1);
+    if (!rc && self->cuda && (rc = rl_model_cuda_backward(self->cuda, dlogp)) != 0) {
+        return s_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda));
+    }
+    return rc || self->cuda ? rc : s_lanes_backward(self, S_OP_BWD, dlogp, 1);
 }
 
 int rl_model_backward_hidden(rl_model_t *self, const float *dhidden) {
     int rc = s_backward_check(self);
-    return rc ? rc : s_lanes_backward(self, S_OP_BWD_HIDDEN, dhidden, (size_t)self->C);
+    if (!rc && self->cuda && (rc = rl_model_cuda_backward_hidden(self->cuda, dhidden)) != 0) {
+        return s_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda));
+    }
+    return rc || self->cuda ? rc
+                            : s_lanes_backward(self, S_OP_BWD_HIDDEN, dhidden, (size_t)self->C);
 }
 
 void rl_model_set_lanes(rl_model_t *self, int n) {
@@ -1434,10 +1478,53 @@ void rl_model_set_step_lanes(rl_model_t *self, int n) {
 }
 
 const float *rl_model_hidden(const rl_model_t *self) {
+    if (self->cuda && self->fwd_valid) { // brought from the device on the first call
+        return rl_model_cuda_hidden(self->cuda, self->hid) == 0 ? self->hid : NULL;
+    }
     return self->fwd_valid ? self->hid : NULL;
 }
 
+int rl_model_device_push(rl_model_t *self, int all) {
+    int rc = self->cuda ? rl_model_cuda_push(self->cuda, all) : 0;
+    return rc ? s_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda)) : 0;
+}
+
+int rl_model_device_pull(rl_model_t *self, int grads) {
+    int rc = self->cuda ? rl_model_cuda_pull(self->cuda, grads) : 0;
+    return rc ? s_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda)) : 0;
+}
+
+int rl_model_device_clip(rl_model_t *self, double max_norm, double *norm) {
+    *norm = 0.0;
+    if (!self->cuda) {
+        return s_err(self, RL_EINVAL, "rl_model_device_clip: the model is not on a GPU");
+    }
+    int rc = rl_model_cuda_clip(self->cuda, max_norm, norm);
+    return rc ? s_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda)) : 0;
+}
+
+int rl_model_device_adamw(rl_model_t *self, double lr, double beta1, double beta2, double eps,
+                          double weight_decay, int64_t step) {
+    if (!self->cuda) {
+        return s_err(self, RL_EINVAL, "rl_model_device_adamw: the model is not on a GPU");
+    }
+    int rc = rl_model_cuda_adamw(self->cuda, lr, beta1, beta2, eps, weight_decay, step);
+    return rc ? s_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda)) : 0;
+}
+
+int rl_model_device_optim_state(rl_model_t *self, float *m, float *v, int upload) {
+    if (!self->cuda) {
+        return s_err(self, RL_EINVAL, "rl_model_device_optim_state: the model is not on a GPU");
+    }
+    int rc = rl_model_cuda_optim_state(self->cuda, m, v, upload);
+    return rc ? s_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda)) : 0;
+}
+
 float *rl_model_logits(rl_model_t *self) {
+    if (self->cuda) {
+        s_err(self, RL_EUNSUPPORTED, "rl_model_logits: not on a model on a GPU yet");
+        return NULL;
+    }
     if (!self->fwd_valid || !self->params.lm_head) {
         s_err(self, RL_EINVAL, "no forward to take logits from, or no vocabulary head");
         return NULL;
@@ -1844,6 +1931,9 @@ int rl_model_load_adapter(rl_model_t *self, const char *dir, char *err, size_t e
         if (rc) {
             return rl_errf(err, err_len, rc, "%s: %s", dir, why);
         }
+        if (self->cuda && (rc = rl_model_cuda_push(self->cuda, 0)) != 0) {
+            return rl_errf(err, err_len, rc, "%s: %s", dir, rl_model_cuda_errmsg(self->cuda));
+        }
     } else {
         rl_lora_destroy(&self->lora);
         self->lora = lo;
@@ -1857,6 +1947,12 @@ int rl_model_load_adapter(rl_model_t *self, const char *dir, char *err, size_t e
         self->acts = NULL;
         self->N_cap = self->T_cap = self->B_cap = self->sets_cap = 0;
         self->fwd_valid = 0;
+        if (self->cuda) { // the device half is laid out for the adapter too: made anew
+            rl_model_cuda_destroy(&self->cuda);
+            if ((rc = rl_model_cuda_new(self, &self->opts, &self->cuda, err, err_len)) != 0) {
+                return rc;
+            }
+        }
     }
     return 0;
 }

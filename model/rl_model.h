@@ -5,11 +5,14 @@
 // computes dL/dlogp, backward accumulates parameter gradients (full tuning) or LoRA gradients.
 // A critic or reward model is the same decoder with a scalar head (rl_head) on the final norm's
 // output instead: forward with logp = NULL, rl_model_hidden, rl_model_backward_hidden.
-// The layer kernels live in rl_layers; LoRA state and PEFT I/O in rl_lora. This module knows
-// nothing about processes, collectives, optimizers or losses.
+// The layer kernels live in rl_layers; LoRA state and PEFT I/O in rl_lora; the half of a model on
+// a GPU in rl_model_cuda. This module knows nothing about processes, collectives or losses, nor
+// optimizers beyond a GPU model's AdamW step run where its parameters are (rl_optim's semantics,
+// hyperparameters given by the caller).
 #ifndef RL_MODEL_H
 #define RL_MODEL_H
 
+#include "rl_device.h"
 #include "rl_hf.h"
 #include "rl_lora.h"
 
@@ -78,10 +81,20 @@ typedef struct {
                            // as for a frozen model and allocates no gradients; the caller copies
                            // its shards, calls rl_model_drop_weights, and points each unit's
                            // tensors at gathered buffers from a unit hook (below)
+    rl_device_t device;    // where forward and backward compute (rl_device.h; default the CPU).
+                           // A GPU: load and new_random also build the model's device half
+                           // (model/rl_model_cuda.h, docs/gpu.md): every parameter uploaded,
+                           // every buffer allocated for device_rows tokens; forward, backward,
+                           // backward_hidden and hidden then run there. The host keeps its fp32
+                           // parameters and gradient arrays, which rl_model_device_push / _pull
+                           // move. Not with sharded. rl_model_step and rl_model_logits stay on
+                           // the CPU (the host's parameters)
+    int device_rows;       // a GPU: the most tokens (the sum of lengths) one forward holds
+                           // (0: 4096); a forward with more is refused
 } rl_model_opts_t;
 
 // Defaults: tune NONE, r 8, alpha 16, dropout 0, targets q|v, no rslora, seed 0, no recompute,
-// not seq_cls.
+// not seq_cls, the CPU.
 void rl_model_opts_default(rl_model_opts_t *opts);
 
 typedef struct rl_model rl_model_t;
@@ -296,6 +309,29 @@ int rl_model_units_idle(rl_model_t *self, int train);
 // Frees what load kept of the parameters (the mapping, converted copies) and sets every tensor
 // pointer of rl_model_params to NULL: from now on the unit hook provides them. opts.sharded only.
 void rl_model_drop_weights(rl_model_t *self);
+
+// ---- a model on a GPU (opts.device) -------------------------------------------------------------
+// The device holds the parameters a forward reads and the gradients a backward writes; the host's
+// arrays (rl_model_params, rl_model_trainable, rl_model_trainable_grads, the adapter) are what
+// was last pushed or pulled. Push: host -> device, the trainable parameters (all = 0: after an
+// optimizer step on the host) or every parameter (all = 1: after code changed frozen weights in
+// rl_model_params). Pull: device -> host, the trainable parameters (grads = 0: before saving an
+// adapter or checkpoint) or their gradients (grads = 1: before an optimizer step on the host).
+// rl_model_zero_grad zeroes both sides; rl_model_load_adapter pushes what it loaded.
+// On a CPU model both do nothing and return 0. Return 0, or RL_EIO with rl_model_errmsg.
+int rl_model_device_push(rl_model_t *self, int all);
+int rl_model_device_pull(rl_model_t *self, int grads);
+// The optimizer's step where the parameters are, so that a step moves nothing between host and
+// device: trainer/rl_optim's semantics on the device's trainable parameters (the caller keeps
+// the hyperparameters, the schedule and the step count). clip: rl_optim_clip_grad_norm (*norm:
+// the norm before clipping); adamw: one rl_optim_step with step count `step` (>= 1, after
+// incrementing); optim_state: AdamW's m and v to (upload 0) or from (upload 1) host arrays laid
+// out as rl_model_trainable (rl_optim_m / _v), for checkpoints. A CPU model or tune NONE:
+// RL_EINVAL. Return 0, RL_EINVAL or RL_EIO with rl_model_errmsg.
+int rl_model_device_clip(rl_model_t *self, double max_norm, double *norm);
+int rl_model_device_adamw(rl_model_t *self, double lr, double beta1, double beta2, double eps,
+                          double weight_decay, int64_t step);
+int rl_model_device_optim_state(rl_model_t *self, float *m, float *v, int upload);
 
 // Detail of the last error on this handle. borrowed; valid until the next call.
 const char *rl_model_errmsg(const rl_model_t *self);

@@ -64,3 +64,10 @@ rl_add_gpu_test(NAME model.cuda_elt SOURCES test_cuda_elt.c LIBS rl_trainer)
 # not, lengths 1..4096, edges), determinism, the KV cache write, batched decode and prefill
 # against rl_attention_decode / rl_attention_prefill, their twins and the training forward's rows
 rl_add_gpu_test(NAME model.cuda_attn SOURCES test_cuda_attn.c)
+
+# the device model (model/rl_model_cuda.c, rl_model_t with opts.device a GPU) against the CPU
+# model on the same bf16-valued weights: llama, qwen2, qwen3, tied and untied, GQA and not, tune
+# NONE / LORA (dropout, recompute) / FULL; logp, entropy, hidden and every gradient from dlogp and
+# from dhidden within bf16 tolerances, determinism, the clip and AdamW on the device against
+# rl_optim (the same bits), a BF16 folder loaded on the device, refusals
+rl_add_gpu_test(NAME model.cuda_model SOURCES test_cuda_model.c LIBS rl_trainer EMU_TIMEOUT 600)

@@ -1,0 +1,1144 @@
+// rl_model_cuda — the device half of rl_model_t (see rl_model_cuda.h): rl_model.c's forward and
+// backward, layer for layer, queued on one CUDA context through the module's table. Host C: it
+// never includes a CUDA header. The layer functions below read side by side with rl_model.c's
+// s_layer_forward / s_layer_backward: the same calls in the same order, with the dtypes of the
+// device (docs/gpu.md): a matmul's input is bf16, produced by the kernel before it (the norms and
+// SwiGLU write it, the rest is converted once), its output fp32; everything else is fp32.
+#include "rl_model_cuda.h"
+
+#include "cuda/rl_cuda_module.h"
+#include "rl_device.h"
+#include "rl_err.h"
+#include "rl_layers.h"
+#include "rl_lora.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// Every device buffer, and every tensor inside one, starts at a multiple of S_ALIGN bytes: the
+// alignment cuBLASLt's heuristics assume for its operands (and cudaMalloc gives).
+#define S_ALIGN ((size_t)256)
+// A trainable tensor starts at a multiple of S_TALIGN elements, so that its fp32 master and its
+// bf16 copy (at the same element offset) both start S_ALIGN-aligned.
+#define S_TALIGN ((size_t)128)
+// Host rows of bf16 a frozen tensor is converted and uploaded in (4 MiB).
+#define S_STAGE ((size_t)1 << 21)
+
+enum { S_Q = 0, S_K, S_V, S_O, S_GATE, S_UP, S_DOWN };
+
+// A tensor on the device: fp32 values (norms and biases; with a trainable tensor its master),
+// the bf16 copy the matmuls read (matmul weights; NULL otherwise), and its fp32 gradient (a
+// trainable tensor of a model that trains; NULL otherwise). All NULL: absent (a bias the
+// architecture lacks).
+typedef struct {
+    float *f;
+    uint16_t *h;
+    float *g;
+} s_dt_t;
+
+// The fields of rl_layer_params_t by index (all float *): a device layer is an array of them.
+enum { S_NF = (int)(sizeof(rl_layer_params_t) / sizeof(float *)) };
+#define S_FI(field) ((int)(offsetof(rl_layer_params_t, field) / sizeof(float *)))
+
+typedef struct {
+    s_dt_t t[S_NF];
+} s_dlayer_t;
+#define S_W(dl, field) (&(dl)->t[S_FI(field)])
+
+// One tensor of the host model and where it lives on the device, for push and pull.
+typedef struct {
+    float *host;      // the host's fp32 values
+    float *host_grad; // the host's gradient array (a trainable tensor with gradients) or NULL
+    size_t n;         // elements
+    int trainable;    // in the trainable allocations (fp32 master, bf16 copy, gradient)
+    s_dt_t *dt;       // its device pointers
+} s_tensor_t;
+
+// One layer's saved activations on the device. N = packed rows; QD = NH*D, KVD = NKV*D. The
+// fp32 tensors are rl_model.c's s_act_t; the matmul inputs are kept only in bf16 (ln1, att_h,
+// ln2, act), which is what the weight gradients read.
+typedef struct {
+    uint16_t *ln1;              // (N,C) bf16   input_layernorm output
+    float *rstd1;               // (N) fp32
+    float *q, *k;               // (N,QD), (N,KVD) fp32 before q_norm/k_norm (qwen3 only)
+    float *rstdq, *rstdk;       // (N*NH), (N*NKV) fp32 (qwen3 only)
+    float *qr, *kr, *v;         // (N,QD), (N,KVD), (N,KVD) fp32 after norm and RoPE; v
+    float *lse;                 // (N*NH) fp32 attention log-sum-exp (the CPU's packed layout)
+    float *att;                 // (N,QD) fp32 attention output
+    uint16_t *att_h;            // (N,QD) bf16 its copy (o_proj's input)
+    float *h;                   // (N,C) fp32 residual stream after attention
+    uint16_t *ln2;              // (N,C) bf16 post_attention_layernorm output
+    float *rstd2;               // (N) fp32
+    float *gate, *up;           // (N,I) fp32 each
+    uint16_t *act;              // (N,I) bf16 silu(gate) * up (down_proj's input)
+    uint16_t *xa[RL_LORA_NMOD]; // (N,R) bf16 LoRA x A^T per targeted module
+} s_act_t;
+
+struct rl_model_cuda {
+    const rl_cuda_module_t *cu;
+    rl_cuda_ctx_t *ctx;
+    int device;
+    rl_model_t *host;
+    rl_hf_config_t cfg;
+    int tune, recompute;
+    int C, I, NH, NKV, D, QD, KVD, V, L, R, maxin;
+    int rows;  // packed tokens the buffers hold (opts.device_rows)
+    int chunk; // rows of the vocabulary head at a time
+    int has_head;
+    int lora_targets; // the adapter's modules (0: no adapter)
+    uint64_t seed;    // LoRA dropout masks (rl_model_opts_t.seed)
+
+    // ---- parameters
+    s_dt_t embed, norm, head; // head = embed when tied (the same pointers)
+    s_dlayer_t *layers;       // [L]
+    s_dt_t *lora_a, *lora_b;  // [L * 7]: A (R,in) and B (out,R) of module m of layer l
+    s_tensor_t *tensors;      // [n_tensors] every tensor, for push and pull
+    int n_tensors;
+    void *wmem;         // frozen tensors: bf16 (2-D) or fp32 (1-D), each aligned
+    float *tmem, *gmem; // trainable masters and gradients (t_n floats each; gaps 0)
+    float *mmem, *vmem; // AdamW's moments (t_n floats each, the same offsets; gaps 0)
+    uint16_t *tbf;      // bf16 copies of tmem (the same element offsets)
+    size_t t_n, w_bytes;
+
+    // ---- activations and scratch: one allocation (amem) for `rows` tokens
+    void *amem;
+    size_t a_bytes;
+    s_act_t *acts; // [sets]: one per layer when a backward follows, else one
+    int sets;
+    float *x;              // (L+1) x (N,C) fp32 layer inputs, each slot aligned (s_x); x[L] the
+                           // final norm's input
+    float *lnf, *rstdf;    // (N,C), (N) fp32 final norm
+    uint16_t *lnf_h;       // (N,C) bf16 its copy (the vocabulary head's input)
+    float *lp, *ent, *dlp; // (N) fp32 head outputs per row (row t predicts token t+1), dlogp
+    float *rope_cs;        // (rows, D) fp32 cos and sin per position (rl_rope_table)
+    void *head_scratch;    // logprob_scratch_bytes(chunk, C, V)
+    double *escratch;      // elt_scratch_doubles(max(C, D))
+    float *xin;            // (N,maxin) fp32 a dropped module's input, back from bf16
+    uint16_t *lx_h;        // (N,maxin) bf16 the LoRA branch's input after dropout
+    float *mask;           // (N,maxin) fp32 the dropout mask (from the host's generator)
+    float *xa32, *dxa;     // (N,R) fp32 x A^T before rounding; dL/dxa
+    uint16_t *dxa_h;       // (N,R) bf16
+    float *dres, *dln, *datt, *dqr, *dkr, *dq, *dk, *dv; // gradients (rl_model.c's names)
+    float *dgate, *dup, *dact, *dlx, *delta;
+    uint16_t *dgate_h, *dup_h, *dout_h; // bf16 copies of the gradients the matmuls read
+    int32_t *d_ids, *d_targets, *d_pos, *d_starts, *d_erows, *d_eseg;
+    double *d_sumsq; // (1) the clip's sum of squares
+
+    // ---- host staging, allocated once
+    int32_t *ids, *targets, *pos, *starts, *erows, *eseg;
+    int *grow; // (N) the row's index b*T+t in the caller's batch (dropout masks)
+    float *lp_h, *ent_h, *dlp_h, *packed, *mask_h;
+    uint16_t *stage; // S_STAGE bf16
+
+    // ---- the last forward
+    int B, T, N, valid, train, lora_off, hid_done;
+    float temperature;
+    uint64_t step;
+
+    char errmsg[512];
+};
+
+// ---------------------------------------------------------------------------------------------
+// errors
+
+static int s_err(rl_model_cuda_t *self, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int s_err(rl_model_cuda_t *self, int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(self->errmsg, sizeof self->errmsg, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+// A device call failed: the module's message, and where.
+static int s_cufail(rl_model_cuda_t *self, int line) {
+    return s_err(self, RL_EIO, "cuda:%d: %s (rl_model_cuda.c:%d)", self->device,
+                 self->cu->errmsg(self->ctx), line);
+}
+
+#define S_TRY(call)                                                                                \
+    do {                                                                                           \
+        if ((call) != 0) {                                                                         \
+            return s_cufail(self, __LINE__);                                                       \
+        }                                                                                          \
+    } while (0)
+
+const char *rl_model_cuda_errmsg(const rl_model_cuda_t *self) {
+    return self->errmsg;
+}
+
+size_t rl_model_cuda_bytes(const rl_model_cuda_t *self) {
+    size_t t =
+        self->t_n * (sizeof(float) + sizeof(uint16_t) + (self->gmem ? 3 * sizeof(float) : 0));
+    return self->w_bytes + t + self->a_bytes;
+}
+
+// ---------------------------------------------------------------------------------------------
+// small helpers
+
+static size_t s_up(size_t n, size_t a) {
+    return (n + a - 1) / a * a;
+}
+
+// Carves aligned pieces out of one allocation: with base NULL it only counts bytes.
+typedef struct {
+    char *base;
+    size_t off;
+} s_lay_t;
+
+static void *s_take(s_lay_t *y, size_t bytes) {
+    void *p = y->base && bytes ? y->base + y->off : NULL;
+    y->off += s_up(bytes, S_ALIGN);
+    return p;
+}
+
+// bf16 bits of x, rounded to nearest even (the module's f32_to_bf16; weights are finite).
+static uint16_t s_bf16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+static int s_lora_on(const rl_model_cuda_t *self, int m) {
+    return !self->lora_off && (self->lora_targets & (1 << m));
+}
+
+// C (M,N) fp32 = alpha op(A) op(B) + beta C; A, B bf16 (rl_cuda_gemm_t, row-major).
+static int s_gemm(rl_model_cuda_t *self, int M, int N, int K, int ta, int tb, const uint16_t *A,
+                  int lda, const uint16_t *Bm, int ldb, float *C, int ldc, float alpha,
+                  float beta) {
+    // cuBLASLt's heuristics assume 256-byte aligned operands: a misaligned one is this file's
+    // bug (the emulation would not notice it; a GPU would fail or pick no algorithm)
+    RL_ASSERT((uintptr_t)A % S_ALIGN == 0 && (uintptr_t)Bm % S_ALIGN == 0 &&
+              (uintptr_t)C % S_ALIGN == 0);
+    rl_cuda_gemm_t g = {.M = M,
+                        .N = N,
+                        .K = K,
+                        .trans_a = ta,
+                        .trans_b = tb,
+                        .lda = lda,
+                        .ldb = ldb,
+                        .ldc = ldc,
+                        .alpha = alpha,
+                        .beta = beta};
+    S_TRY(self->cu->gemm(self->ctx, &g, A, Bm, C));
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// projections: a Linear plus its LoRA branch (rl_model.c's s_proj / s_proj_backward)
+
+// The LoRA branch's input of module m in a training forward with dropout: *lx = lx_h (N,IC)
+// bf16 = bf16(x * mask), x the module's bf16 input and mask rl_lora_dropout_mask_rows(seed, key)
+// of the caller's rows, made on the host and uploaded (the CPU's masks, the same function).
+// Returns 0, RL_EINVAL (no mask buffers) or RL_EIO, message set.
+static int s_dropped(rl_model_cuda_t *self, const uint16_t *x, int IC, float p, uint64_t key,
+                     const uint16_t **lx) {
+    const rl_cuda_module_t *cu = self->cu;
+    const size_t cnt = (size_t)self->N * (size_t)IC;
+    if (!self->mask) { // rl_lora_set_dropout after the buffers were laid out without dropout
+        return s_err(self, RL_EINVAL,
+                     "cuda:%d: LoRA dropout %g, but the device model was made with dropout 0 (no "
+                     "mask buffers)",
+                     self->device, (double)p);
+    }
+    rl_lora_dropout_mask_rows(self->mask_h, self->grow, self->N, IC, p, self->seed, key);
+    S_TRY(cu->h2d(self->ctx, self->mask, self->mask_h, cnt * sizeof(float)));
+    S_TRY(cu->bf16_to_f32(self->ctx, self->xin, x, cnt));
+    S_TRY(cu->dropout_forward(self->ctx, NULL, self->lx_h, self->xin, self->mask, cnt));
+    *lx = self->lx_h;
+    return 0;
+}
+
+static float s_lora_p(const rl_model_cuda_t *self) {
+    rl_lora_t *lo = rl_model_lora(self->host);
+    return lo ? rl_lora_dropout(lo) : 0.0f;
+}
+
+static float s_lora_scale(const rl_model_cuda_t *self) {
+    return rl_lora_scale(rl_model_lora(self->host));
+}
+
+// Module m of layer l: out (N,OC) fp32 = x W^T + b + scale * drop(x) A^T B^T, x (N,IC) bf16;
+// saves xa (N,R) bf16. Dropout only when `key` is non-zero (a training forward).
+static int s_proj(rl_model_cuda_t *self, int l, int m, float *out, uint16_t *xa, const uint16_t *x,
+                  const s_dt_t *W, const s_dt_t *bias, int IC, int OC, uint64_t key) {
+    const int N = self->N;
+    if (bias->f) {
+        S_TRY(self->cu->bias_rows(self->ctx, out, OC, bias->f, N, OC));
+    }
+    if (s_gemm(self, N, OC, IC, 0, 1, x, IC, W->h, IC, out, OC, 1.0f, bias->f ? 1.0f : 0.0f)) {
+        return RL_EIO;
+    }
+    if (!s_lora_on(self, m)) {
+        return 0;
+    }
+    const int R = self->R;
+    const s_dt_t *A = &self->lora_a[l * RL_LORA_NMOD + m],
+                 *Bm = &self->lora_b[l * RL_LORA_NMOD + m];
+    const float p = s_lora_p(self);
+    const uint16_t *lx = x;
+    int rc = key && p > 0.0f ? s_dropped(self, x, IC, p, key, &lx) : 0;
+    if (rc) {
+        return rc;
+    }
+    if (s_gemm(self, N, R, IC, 0, 1, lx, IC, A->h, IC, self->xa32, R, 1.0f, 0.0f)) {
+        return RL_EIO;
+    }
+    S_TRY(self->cu->f32_to_bf16(self->ctx, xa, self->xa32, (size_t)N * R));
+    return s_gemm(self, N, OC, R, 0, 1, xa, R, Bm->h, R, out, OC, s_lora_scale(self), 1.0f);
+}
+
+// Backward of s_proj: dinp (N,IC) fp32 = (set) or += dout W + the LoRA branch's; dW, dbias
+// (FULL) and dA, dB (LORA) +=. dout (N,OC) fp32 and dout_h its bf16 copy (NULL: made here).
+static int s_proj_backward(rl_model_cuda_t *self, int l, int m, float *dinp, const s_dt_t *W,
+                           const s_dt_t *bias, const float *dout, const uint16_t *dout_h,
+                           const uint16_t *x, const uint16_t *xa, int IC, int OC, uint64_t key,
+                           int set) {
+    const rl_cuda_module_t *cu = self->cu;
+    const int N = self->N;
+    if (!dout_h) {
+        S_TRY(cu->f32_to_bf16(self->ctx, self->dout_h, dout, (size_t)N * OC));
+        dout_h = self->dout_h;
+    }
+    // dinp (N,IC) = dout (N,OC) @ W (OC,IC); dW (OC,IC) += dout^T @ x; dbias += column sums
+    if (s_gemm(self, N, IC, OC, 0, 0, dout_h, OC, W->h, IC, dinp, IC, 1.0f, set ? 0.0f : 1.0f) ||
+        (W->g && s_gemm(self, OC, IC, N, 1, 0, dout_h, OC, x, IC, W->g, IC, 1.0f, 1.0f))) {
+        return RL_EIO;
+    }
+    if (bias->g) {
+        S_TRY(cu->bias_grad(self->ctx, bias->g, dout, OC, N, OC));
+    }
+    if (!s_lora_on(self, m)) {
+        return 0;
+    }
+    const int R = self->R;
+    const float scale = s_lora_scale(self), p = s_lora_p(self);
+    const s_dt_t *A = &self->lora_a[l * RL_LORA_NMOD + m],
+                 *Bm = &self->lora_b[l * RL_LORA_NMOD + m];
+    const int drop = key && p > 0.0f;
+    const uint16_t *lx = x;
+    // the branch saw drop(x): regenerate it (the same mask, the same bits)
+    int rc = drop ? s_dropped(self, x, IC, p, key, &lx) : 0;
+    if (rc) {
+        return rc;
+    }
+    // dxa (N,R) = scale * dout @ B; dA (R,IC) += dxa^T @ lx; dB (OC,R) += scale * dout^T @ xa
+    if (s_gemm(self, N, R, OC, 0, 0, dout_h, OC, Bm->h, R, self->dxa, R, scale, 0.0f)) {
+        return RL_EIO;
+    }
+    S_TRY(cu->f32_to_bf16(self->ctx, self->dxa_h, self->dxa, (size_t)N * R));
+    if ((A->g && s_gemm(self, R, IC, N, 1, 0, self->dxa_h, R, lx, IC, A->g, IC, 1.0f, 1.0f)) ||
+        (Bm->g && s_gemm(self, OC, R, N, 1, 0, dout_h, OC, xa, R, Bm->g, R, scale, 1.0f))) {
+        return RL_EIO;
+    }
+    // dlx (N,IC) = dxa @ A: into dinp directly, or through the mask (d drop(x) / dx = mask)
+    if (!drop) {
+        return s_gemm(self, N, IC, R, 0, 0, self->dxa_h, R, A->h, IC, dinp, IC, 1.0f, 1.0f);
+    }
+    if (s_gemm(self, N, IC, R, 0, 0, self->dxa_h, R, A->h, IC, self->dlx, IC, 1.0f, 0.0f)) {
+        return RL_EIO;
+    }
+    S_TRY(cu->dropout_backward(self->ctx, dinp, self->dlx, self->mask, (size_t)N * IC, 1));
+    return 0;
+}
+
+static uint64_t s_key(const rl_model_cuda_t *self, int train, int l, int m) {
+    return train ? rl_lora_dropout_key(self->step, l, m) : 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// one decoder layer
+
+// x_out (N,C) = layer l (x_in), saving into a (rl_model.c's s_layer_forward).
+static int s_layer_forward(rl_model_cuda_t *self, int l, s_act_t *a, const float *x_in,
+                           float *x_out, int train) {
+    const rl_cuda_module_t *cu = self->cu;
+    rl_cuda_ctx_t *ctx = self->ctx;
+    const s_dlayer_t *w = &self->layers[l];
+    const int B = self->B, N = self->N, C = self->C, I = self->I;
+    const int NH = self->NH, NKV = self->NKV, D = self->D, QD = self->QD, KVD = self->KVD;
+    const float eps = self->cfg.rms_norm_eps;
+    const int qkn = self->cfg.qk_norm;
+    int rc;
+#define S_PROJ(m, out, x, W, b, IC, OC)                                                            \
+    if ((rc = s_proj(self, l, m, out, a->xa[m], x, S_W(w, W), S_W(w, b), IC, OC,                   \
+                     s_key(self, train, l, m))) != 0) {                                            \
+        return rc;                                                                                 \
+    }
+
+    S_TRY(cu->rmsnorm_forward(ctx, NULL, a->ln1, a->rstd1, x_in, S_W(w, input_layernorm)->f, eps, N,
+                              C));
+    S_PROJ(S_Q, qkn ? a->q : a->qr, a->ln1, q_proj, q_bias, C, QD);
+    S_PROJ(S_K, qkn ? a->k : a->kr, a->ln1, k_proj, k_bias, C, KVD);
+    S_PROJ(S_V, a->v, a->ln1, v_proj, v_bias, C, KVD);
+    if (qkn) { // Qwen3: RMSNorm over each head of q and k, before RoPE
+        S_TRY(cu->rmsnorm_forward(ctx, a->qr, NULL, a->rstdq, a->q, S_W(w, q_norm)->f, eps, N * NH,
+                                  D));
+        S_TRY(cu->rmsnorm_forward(ctx, a->kr, NULL, a->rstdk, a->k, S_W(w, k_norm)->f, eps, N * NKV,
+                                  D));
+    }
+    S_TRY(cu->rope_forward(ctx, a->qr, a->qr, self->rope_cs, self->d_pos, N, NH, D, self->rows));
+    S_TRY(cu->rope_forward(ctx, a->kr, a->kr, self->rope_cs, self->d_pos, N, NKV, D, self->rows));
+    S_TRY(cu->attn_forward(ctx, a->att, a->lse, a->qr, a->kr, a->v, self->d_starts, B, N, NH, NKV,
+                           D));
+    S_TRY(cu->f32_to_bf16(ctx, a->att_h, a->att, (size_t)N * QD));
+    S_PROJ(S_O, a->h, a->att_h, o_proj, o_bias, QD, C);
+    S_TRY(cu->residual_forward(ctx, a->h, a->h, x_in, (size_t)N * C));
+
+    S_TRY(cu->rmsnorm_forward(ctx, NULL, a->ln2, a->rstd2, a->h,
+                              S_W(w, post_attention_layernorm)->f, eps, N, C));
+    S_PROJ(S_GATE, a->gate, a->ln2, gate_proj, gate_bias, C, I);
+    S_PROJ(S_UP, a->up, a->ln2, up_proj, up_bias, C, I);
+    S_TRY(cu->swiglu_forward(ctx, NULL, a->act, a->gate, a->up, (size_t)N * I));
+    S_PROJ(S_DOWN, x_out, a->act, down_proj, down_bias, I, C);
+    S_TRY(cu->residual_forward(ctx, x_out, x_out, a->h, (size_t)N * C));
+#undef S_PROJ
+    return 0;
+}
+
+// Backward of s_layer_forward. On entry dres (N,C) = dL/dx_out; on return dL/dx_in
+// (rl_model.c's s_layer_backward).
+static int s_layer_backward(rl_model_cuda_t *self, int l, const s_act_t *a, const float *x_in) {
+    const rl_cuda_module_t *cu = self->cu;
+    rl_cuda_ctx_t *ctx = self->ctx;
+    const s_dlayer_t *w = &self->layers[l];
+    const int B = self->B, N = self->N, C = self->C, I = self->I;
+    const int NH = self->NH, NKV = self->NKV, D = self->D, QD = self->QD, KVD = self->KVD;
+    const int qkn = self->cfg.qk_norm;
+    const size_t nI = (size_t)N * I, nQ = (size_t)N * QD, nK = (size_t)N * KVD;
+    float *dres = self->dres;
+    int rc;
+#define S_PROJ_BWD(m, dinp, W, b, dout, dout_h, x, IC, OC, set)                                    \
+    if ((rc = s_proj_backward(self, l, m, dinp, S_W(w, W), S_W(w, b), dout, dout_h, x, a->xa[m],   \
+                              IC, OC, s_key(self, 1, l, m), set)) != 0) {                          \
+        return rc;                                                                                 \
+    }
+
+    // x_out = h + down(swiglu(gate(ln2), up(ln2))): dh = dres + (through the MLP). The first
+    // writer of each gradient buffer sets it (no zeroing pass); the others add.
+    S_PROJ_BWD(S_DOWN, self->dact, down_proj, down_bias, dres, NULL, a->act, I, C, 1);
+    S_TRY(cu->swiglu_backward(ctx, self->dgate, self->dup, self->dgate_h, self->dup_h, self->dact,
+                              a->gate, a->up, nI, 0));
+    S_PROJ_BWD(S_UP, self->dln, up_proj, up_bias, self->dup, self->dup_h, a->ln2, C, I, 1);
+    S_PROJ_BWD(S_GATE, self->dln, gate_proj, gate_bias, self->dgate, self->dgate_h, a->ln2, C, I,
+               0);
+    S_TRY(cu->rmsnorm_backward(ctx, dres, S_W(w, post_attention_layernorm)->g, self->dln, a->h,
+                               S_W(w, post_attention_layernorm)->f, a->rstd2, N, C, 1,
+                               self->escratch)); // dres is now dL/dh
+
+    // h = x_in + o(attention(rope(norm(q)), rope(norm(k)), v))
+    S_PROJ_BWD(S_O, self->datt, o_proj, o_bias, dres, NULL, a->att_h, QD, C, 1);
+    S_TRY(cu->dset(ctx, self->dqr, 0, nQ * sizeof(float)));
+    S_TRY(cu->dset(ctx, self->dkr, 0, nK * sizeof(float)));
+    S_TRY(cu->dset(ctx, self->dv, 0, nK * sizeof(float)));
+    S_TRY(cu->attn_backward(ctx, self->dqr, self->dkr, self->dv, self->delta, self->datt, a->qr,
+                            a->kr, a->v, a->att, a->lse, self->d_starts, B, N, NH, NKV, D));
+    // RoPE is a rotation: its backward is the rotation by -angle, in place
+    S_TRY(cu->rope_backward(ctx, self->dqr, self->dqr, self->rope_cs, self->d_pos, N, NH, D,
+                            self->rows, 0));
+    S_TRY(cu->rope_backward(ctx, self->dkr, self->dkr, self->rope_cs, self->d_pos, N, NKV, D,
+                            self->rows, 0));
+    float *dQ = self->dqr, *dK = self->dkr;
+    if (qkn) {
+        S_TRY(cu->rmsnorm_backward(ctx, self->dq, S_W(w, q_norm)->g, self->dqr, a->q,
+                                   S_W(w, q_norm)->f, a->rstdq, N * NH, D, 0, self->escratch));
+        S_TRY(cu->rmsnorm_backward(ctx, self->dk, S_W(w, k_norm)->g, self->dkr, a->k,
+                                   S_W(w, k_norm)->f, a->rstdk, N * NKV, D, 0, self->escratch));
+        dQ = self->dq;
+        dK = self->dk;
+    }
+    S_PROJ_BWD(S_Q, self->dln, q_proj, q_bias, dQ, NULL, a->ln1, C, QD, 1);
+    S_PROJ_BWD(S_K, self->dln, k_proj, k_bias, dK, NULL, a->ln1, C, KVD, 0);
+    S_PROJ_BWD(S_V, self->dln, v_proj, v_bias, self->dv, NULL, a->ln1, C, KVD, 0);
+    S_TRY(cu->rmsnorm_backward(ctx, dres, S_W(w, input_layernorm)->g, self->dln, x_in,
+                               S_W(w, input_layernorm)->f, a->rstd1, N, C, 1,
+                               self->escratch)); // dres is now dL/dx_in
+#undef S_PROJ_BWD
+    return 0;
+}
+
+// Layer l's input (N,C): each layer's slot starts S_ALIGN-aligned (down_proj's gemm writes it).
+static float *s_x(rl_model_cuda_t *self, int l) {
+    return self->x +
+           (size_t)l * s_up((size_t)self->rows * (size_t)self->C, S_ALIGN / sizeof(float));
+}
+
+// ---------------------------------------------------------------------------------------------
+// forward / backward (the API)
+
+int rl_model_cuda_forward(rl_model_cuda_t *self, const int32_t *tokens, const int *lengths, int B,
+                          int T, float temperature, int train, uint64_t step, int lora_off,
+                          float *logp, float *entropy) {
+    const rl_cuda_module_t *cu = self->cu;
+    rl_cuda_ctx_t *ctx = self->ctx;
+    self->valid = 0;
+    self->hid_done = 0;
+    int64_t n = 0;
+    for (int b = 0; b < B; b++) {
+        n += lengths[b];
+    }
+    if (n > self->rows) {
+        return s_err(self, RL_EINVAL,
+                     "cuda:%d: this forward has %lld tokens (%d sequences of up to %d), more than "
+                     "the %d the device model's buffers hold (rl_model_opts_t.device_rows)",
+                     self->device, (long long)n, B, T, self->rows);
+    }
+    const int N = (int)n, C = self->C;
+    self->B = B;
+    self->T = T;
+    self->N = N;
+    self->temperature = temperature;
+    self->step = step;
+    self->lora_off = lora_off;
+    self->train = train && self->tune != RL_TUNE_NONE;
+    for (int b = 0, r = 0; b < B; b++) {
+        const int32_t *tk = tokens + (size_t)b * T;
+        self->starts[b] = r;
+        for (int t = 0; t < lengths[b]; t++, r++) {
+            self->ids[r] = tk[t];
+            self->targets[r] = t + 1 < lengths[b] ? tk[t + 1] : -1; // row t predicts token t+1
+            self->pos[r] = t;
+            self->grow[r] = b * T + t;
+        }
+    }
+    self->starts[B] = N;
+    S_TRY(cu->h2d(ctx, self->d_ids, self->ids, (size_t)N * sizeof(int32_t)));
+    S_TRY(cu->h2d(ctx, self->d_targets, self->targets, (size_t)N * sizeof(int32_t)));
+    S_TRY(cu->h2d(ctx, self->d_pos, self->pos, (size_t)N * sizeof(int32_t)));
+    S_TRY(cu->h2d(ctx, self->d_starts, self->starts, (size_t)(B + 1) * sizeof(int32_t)));
+
+    // stored activations for every layer only when a backward can follow
+    const int per_layer = self->train && !self->recompute;
+    S_TRY(cu->embedding_forward(ctx, s_x(self, 0), self->d_ids, self->embed.h, N, C, self->V));
+    for (int l = 0; l < self->L; l++) {
+        int rc = s_layer_forward(self, l, &self->acts[per_layer ? l : 0], s_x(self, l),
+                                 s_x(self, l + 1), train);
+        if (rc) {
+            return rc;
+        }
+    }
+    S_TRY(cu->rmsnorm_forward(ctx, self->lnf, self->lnf_h, self->rstdf, s_x(self, self->L),
+                              self->norm.f, self->cfg.rms_norm_eps, N, C));
+    if (logp) { // no logp: a critic or reward model reads the hidden states instead
+        S_TRY(cu->logprob_forward(ctx, self->lp, entropy ? self->ent : NULL, self->lnf_h,
+                                  self->head.h, self->d_targets, temperature, N, C, self->V,
+                                  self->head_scratch, self->chunk));
+        S_TRY(cu->d2h(ctx, self->lp_h, self->lp, (size_t)N * sizeof(float)));
+        if (entropy) {
+            S_TRY(cu->d2h(ctx, self->ent_h, self->ent, (size_t)N * sizeof(float)));
+        }
+        // logp[b,t] is the prediction of token t by row t-1
+        for (int b = 0; b < B; b++) {
+            float *lp = logp + (size_t)b * T, *en = entropy ? entropy + (size_t)b * T : NULL;
+            const int r0 = self->starts[b] - 1;
+            for (int t = 0; t < T; t++) {
+                int ok = t >= 1 && t < lengths[b];
+                lp[t] = ok ? self->lp_h[r0 + t] : 0.0f;
+                if (en) {
+                    en[t] = ok ? self->ent_h[r0 + t] : 0.0f;
+                }
+            }
+        }
+    } else {
+        S_TRY(cu->sync(ctx)); // a kernel's failure shows here, not in a later call
+    }
+    self->valid = 1;
+    return 0;
+}
+
+int rl_model_cuda_hidden(rl_model_cuda_t *self, float *hid) {
+    if (!self->valid) {
+        return s_err(self, RL_EINVAL, "no forward on the device");
+    }
+    if (self->hid_done) {
+        return 0;
+    }
+    const int C = self->C, T = self->T;
+    S_TRY(self->cu->d2h(self->ctx, self->packed, self->lnf,
+                        (size_t)self->N * (size_t)C * sizeof(float)));
+    for (int b = 0; b < self->B; b++) {
+        size_t len = (size_t)(self->starts[b + 1] - self->starts[b]);
+        float *hb = hid + (size_t)b * T * C;
+        memcpy(hb, self->packed + (size_t)self->starts[b] * C, len * C * sizeof *hb);
+        memset(hb + len * C, 0, ((size_t)T - len) * C * sizeof *hb);
+    }
+    self->hid_done = 1;
+    return 0;
+}
+
+// The part of backward below the final norm's output (rl_model.c's s_backward_trunk). On entry
+// dln (N,C) = dL/d(final norm output); accumulates every gradient of the final norm, the layers
+// and (full tuning) the embedding.
+static int s_backward_trunk(rl_model_cuda_t *self) {
+    const rl_cuda_module_t *cu = self->cu;
+    rl_cuda_ctx_t *ctx = self->ctx;
+    const int N = self->N, C = self->C;
+    S_TRY(cu->rmsnorm_backward(ctx, self->dres, self->norm.g, self->dln, s_x(self, self->L),
+                               self->norm.f, self->rstdf, N, C, 0, self->escratch));
+    for (int l = self->L - 1; l >= 0; l--) {
+        s_act_t *a = &self->acts[self->recompute ? 0 : l];
+        int rc;
+        // the same inputs, masks and kernels give the same activations bit for bit; x[l+1] is
+        // rewritten with the value it already holds
+        if (self->recompute &&
+            (rc = s_layer_forward(self, l, a, s_x(self, l), s_x(self, l + 1), 1)) != 0) {
+            return rc;
+        }
+        if ((rc = s_layer_backward(self, l, a, s_x(self, l))) != 0) {
+            return rc;
+        }
+    }
+    if (self->embed.g) {
+        // the rows of each id in row order, planned on the host from the ids it holds
+        int n_seg = 0;
+        S_TRY(cu->embedding_plan(ctx, self->ids, N, self->V, self->erows, self->eseg, &n_seg));
+        S_TRY(cu->h2d(ctx, self->d_erows, self->erows, (size_t)N * sizeof(int32_t)));
+        S_TRY(cu->h2d(ctx, self->d_eseg, self->eseg, (size_t)(n_seg + 1) * sizeof(int32_t)));
+        S_TRY(cu->embedding_backward(ctx, self->embed.g, self->dres, self->d_ids, self->d_erows,
+                                     self->d_eseg, n_seg, C));
+    }
+    S_TRY(cu->sync(ctx)); // a kernel's failure shows here
+    return 0;
+}
+
+int rl_model_cuda_backward(rl_model_cuda_t *self, const float *dlogp) {
+    const rl_cuda_module_t *cu = self->cu;
+    if (!self->valid || !self->train) {
+        return s_err(self, RL_EINVAL, "backward needs a preceding training forward (train = 1)");
+    }
+    if (!self->has_head) {
+        return s_err(self, RL_EINVAL, "this model has no vocabulary head: no dlogp");
+    }
+    const int B = self->B, T = self->T, N = self->N, C = self->C;
+    for (int b = 0; b < B; b++) {
+        const float *dl = dlogp + (size_t)b * T;
+        float *dr = self->dlp_h + self->starts[b];
+        const int len = self->starts[b + 1] - self->starts[b];
+        for (int t = 0; t < len; t++) {
+            // row t's logprob is logp[b,t+1]; rows without a target stay 0
+            dr[t] = t + 1 < len ? dl[t + 1] : 0.0f;
+        }
+    }
+    S_TRY(cu->h2d(self->ctx, self->dlp, self->dlp_h, (size_t)N * sizeof(float)));
+    // the head recomputes its logits from lnf, so this also follows a forward with logp NULL
+    S_TRY(cu->dset(self->ctx, self->dln, 0, (size_t)N * C * sizeof(float)));
+    S_TRY(cu->logprob_backward(self->ctx, self->dln, self->head.g, self->dlp, NULL, self->lnf_h,
+                               self->head.h, self->d_targets, self->temperature, N, C, self->V,
+                               self->head_scratch, self->chunk));
+    return s_backward_trunk(self);
+}
+
+int rl_model_cuda_backward_hidden(rl_model_cuda_t *self, const float *dhidden) {
+    if (!self->valid || !self->train) {
+        return s_err(self, RL_EINVAL, "backward needs a preceding training forward (train = 1)");
+    }
+    const int B = self->B, T = self->T, C = self->C;
+    for (int b = 0; b < B; b++) { // padding rows are not read
+        memcpy(self->packed + (size_t)self->starts[b] * C, dhidden + (size_t)b * T * C,
+               (size_t)(self->starts[b + 1] - self->starts[b]) * C * sizeof(float));
+    }
+    S_TRY(self->cu->h2d(self->ctx, self->dln, self->packed,
+                        (size_t)self->N * (size_t)C * sizeof(float)));
+    return s_backward_trunk(self);
+}
+
+// ---------------------------------------------------------------------------------------------
+// parameters: push and pull
+
+int rl_model_cuda_zero_grad(rl_model_cuda_t *self) {
+    if (self->gmem) {
+        S_TRY(self->cu->dset(self->ctx, self->gmem, 0, self->t_n * sizeof(float)));
+        S_TRY(self->cu->sync(self->ctx));
+    }
+    return 0;
+}
+
+int rl_model_cuda_push(rl_model_cuda_t *self, int all) {
+    const rl_cuda_module_t *cu = self->cu;
+    rl_cuda_ctx_t *ctx = self->ctx;
+    for (int i = 0; i < self->n_tensors; i++) {
+        const s_tensor_t *t = &self->tensors[i];
+        if (t->trainable) {
+            S_TRY(cu->h2d(ctx, t->dt->f, t->host, t->n * sizeof(float)));
+        } else if (all && t->dt->h) { // a frozen matmul weight: rounded here, uploaded in bf16
+            for (size_t o = 0; o < t->n; o += S_STAGE) {
+                size_t k = t->n - o < S_STAGE ? t->n - o : S_STAGE;
+                for (size_t j = 0; j < k; j++) {
+                    self->stage[j] = s_bf16(t->host[o + j]);
+                }
+                S_TRY(cu->h2d(ctx, t->dt->h + o, self->stage, k * sizeof(uint16_t)));
+            }
+        } else if (all) {
+            S_TRY(cu->h2d(ctx, t->dt->f, t->host, t->n * sizeof(float)));
+        }
+    }
+    if (self->t_n) { // every bf16 copy at once: the gaps are zeros in both
+        S_TRY(cu->f32_to_bf16(ctx, self->tbf, self->tmem, self->t_n));
+    }
+    S_TRY(cu->sync(ctx));
+    return 0;
+}
+
+int rl_model_cuda_pull(rl_model_cuda_t *self, int grads) {
+    for (int i = 0; i < self->n_tensors; i++) {
+        const s_tensor_t *t = &self->tensors[i];
+        if (!t->trainable || (grads && (!t->host_grad || !t->dt->g))) {
+            continue;
+        }
+        S_TRY(self->cu->d2h(self->ctx, grads ? t->host_grad : t->host, grads ? t->dt->g : t->dt->f,
+                            t->n * sizeof(float)));
+    }
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// the optimizer's step: rl_optim's clip_grad_norm_ and AdamW on the device
+
+int rl_model_cuda_clip(rl_model_cuda_t *self, double max_norm, double *norm) {
+    const rl_cuda_module_t *cu = self->cu;
+    double ss = 0.0;
+    *norm = 0.0;
+    if (!self->gmem) {
+        return s_err(self, RL_EINVAL, "clip: the model has no gradients (tune NONE)");
+    }
+    // the gaps between tensors are zeros: the sum of squares of the trainable gradients
+    S_TRY(cu->sumsq(self->ctx, self->d_sumsq, self->gmem, self->t_n, 0, self->escratch));
+    S_TRY(cu->d2h(self->ctx, &ss, self->d_sumsq, sizeof ss));
+    *norm = sqrt(ss);
+    if (max_norm > 0.0 && isfinite(*norm)) {
+        double coef = max_norm / (*norm + 1e-6);
+        if (coef < 1.0) {
+            S_TRY(cu->scale(self->ctx, self->gmem, (float)coef, self->t_n));
+            S_TRY(cu->sync(self->ctx));
+        }
+    }
+    return 0;
+}
+
+int rl_model_cuda_adamw(rl_model_cuda_t *self, double lr, double beta1, double beta2, double eps,
+                        double weight_decay, int64_t step) {
+    const rl_cuda_module_t *cu = self->cu;
+    if (!self->gmem) {
+        return s_err(self, RL_EINVAL, "AdamW: the model has no gradients (tune NONE)");
+    }
+    if (step < 1) {
+        return s_err(self, RL_EINVAL, "AdamW: step %lld must be >= 1", (long long)step);
+    }
+    // the gaps stay zeros: g = m = v = p = 0 gives p = 0 - lr' 0 / (0 + eps)
+    S_TRY(cu->adamw_step(self->ctx, self->tmem, self->gmem, self->mmem, self->vmem, self->t_n, lr,
+                         beta1, beta2, eps, weight_decay, step));
+    S_TRY(cu->f32_to_bf16(self->ctx, self->tbf, self->tmem, self->t_n));
+    S_TRY(cu->sync(self->ctx));
+    return 0;
+}
+
+int rl_model_cuda_optim_state(rl_model_cuda_t *self, float *m, float *v, int upload) {
+    const rl_cuda_module_t *cu = self->cu;
+    if (!self->mmem) {
+        return s_err(self, RL_EINVAL, "the model has no optimizer state (tune NONE)");
+    }
+    size_t off = 0; // the host's flat layout: the trainable tensors back to back
+    for (int i = 0; i < self->n_tensors; i++) {
+        const s_tensor_t *t = &self->tensors[i];
+        if (!t->trainable) {
+            continue;
+        }
+        size_t at = (size_t)(t->dt->f - self->tmem), bytes = t->n * sizeof(float);
+        if (upload) {
+            S_TRY(cu->h2d(self->ctx, self->mmem + at, m + off, bytes));
+            S_TRY(cu->h2d(self->ctx, self->vmem + at, v + off, bytes));
+        } else {
+            S_TRY(cu->d2h(self->ctx, m + off, self->mmem + at, bytes));
+            S_TRY(cu->d2h(self->ctx, v + off, self->vmem + at, bytes));
+        }
+        off += t->n;
+    }
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// creation
+
+// Lays out (base NULL: counts) the activations, scratch and index buffers for `rows` tokens.
+static size_t s_layout(rl_model_cuda_t *self, char *base) {
+    s_lay_t y = {base, 0};
+    const size_t n = (size_t)self->rows, C = (size_t)self->C, I = (size_t)self->I;
+    const size_t QD = (size_t)self->QD, KVD = (size_t)self->KVD, R = (size_t)self->R;
+    const size_t f = sizeof(float), h = sizeof(uint16_t), i32 = sizeof(int32_t);
+    const int qkn = self->cfg.qk_norm;
+    const int grads = self->tune != RL_TUNE_NONE;
+    const int dropout = self->lora_targets && s_lora_p(self) > 0.0f;
+    const size_t maxin = (size_t)self->maxin;
+    for (int s = 0; s < self->sets; s++) {
+        s_act_t dummy, *a = base ? &self->acts[s] : &dummy;
+        a->ln1 = s_take(&y, n * C * h);
+        a->rstd1 = s_take(&y, n * f);
+        a->q = s_take(&y, qkn ? n * QD * f : 0);
+        a->k = s_take(&y, qkn ? n * KVD * f : 0);
+        a->rstdq = s_take(&y, qkn ? n * (size_t)self->NH * f : 0);
+        a->rstdk = s_take(&y, qkn ? n * (size_t)self->NKV * f : 0);
+        a->qr = s_take(&y, n * QD * f);
+        a->kr = s_take(&y, n * KVD * f);
+        a->v = s_take(&y, n * KVD * f);
+        a->lse = s_take(&y, n * (size_t)self->NH * f);
+        a->att = s_take(&y, n * QD * f);
+        a->att_h = s_take(&y, n * QD * h);
+        a->h = s_take(&y, n * C * f);
+        a->ln2 = s_take(&y, n * C * h);
+        a->rstd2 = s_take(&y, n * f);
+        a->gate = s_take(&y, n * I * f);
+        a->up = s_take(&y, n * I * f);
+        a->act = s_take(&y, n * I * h);
+        for (int m = 0; m < RL_LORA_NMOD; m++) {
+            a->xa[m] = s_take(&y, (self->lora_targets & (1 << m)) ? n * R * h : 0);
+        }
+    }
+    self->x = s_take(&y, (size_t)(self->L + 1) * s_up(n * C, S_ALIGN / f) * f);
+    self->lnf = s_take(&y, n * C * f);
+    self->lnf_h = s_take(&y, n * C * h);
+    self->rstdf = s_take(&y, n * f);
+    self->lp = s_take(&y, n * f);
+    self->ent = s_take(&y, n * f);
+    self->dlp = s_take(&y, n * f);
+    self->rope_cs = s_take(&y, n * (size_t)self->D * f);
+    self->head_scratch = s_take(
+        &y, self->has_head ? self->cu->logprob_scratch_bytes(self->chunk, self->C, self->V) : 0);
+    int ec = self->C > self->D ? self->C : self->D;
+    self->escratch = s_take(&y, self->cu->elt_scratch_doubles(ec) * sizeof(double));
+    self->xin = s_take(&y, dropout ? n * maxin * f : 0);
+    self->lx_h = s_take(&y, dropout ? n * maxin * h : 0);
+    self->mask = s_take(&y, dropout ? n * maxin * f : 0);
+    self->xa32 = s_take(&y, n * R * f);
+    self->dxa = s_take(&y, grads ? n * R * f : 0);
+    self->dxa_h = s_take(&y, grads ? n * R * h : 0);
+    self->dres = s_take(&y, grads ? n * C * f : 0);
+    self->dln = s_take(&y, grads ? n * C * f : 0);
+    self->datt = s_take(&y, grads ? n * QD * f : 0);
+    self->dqr = s_take(&y, grads ? n * QD * f : 0);
+    self->dkr = s_take(&y, grads ? n * KVD * f : 0);
+    self->dq = s_take(&y, grads && qkn ? n * QD * f : 0);
+    self->dk = s_take(&y, grads && qkn ? n * KVD * f : 0);
+    self->dv = s_take(&y, grads ? n * KVD * f : 0);
+    self->dact = s_take(&y, grads ? n * I * f : 0);
+    self->dgate = s_take(&y, grads ? n * I * f : 0);
+    self->dup = s_take(&y, grads ? n * I * f : 0);
+    self->dgate_h = s_take(&y, grads ? n * I * h : 0);
+    self->dup_h = s_take(&y, grads ? n * I * h : 0);
+    self->dout_h = s_take(&y, grads ? n * maxin * h : 0);
+    self->dlx = s_take(&y, grads && dropout ? n * maxin * f : 0);
+    self->delta = s_take(&y, grads ? n * (size_t)self->NH * f : 0);
+    self->d_ids = s_take(&y, n * i32);
+    self->d_targets = s_take(&y, n * i32);
+    self->d_pos = s_take(&y, n * i32);
+    self->d_starts = s_take(&y, (n + 1) * i32);
+    self->d_erows = s_take(&y, grads ? n * i32 : 0);
+    self->d_eseg = s_take(&y, grads ? (n + 1) * i32 : 0);
+    self->d_sumsq = s_take(&y, grads ? sizeof(double) : 0);
+    return y.off;
+}
+
+// Every tensor of the host model into self->tensors, with its device placement: trainable
+// tensors at element offsets of the trainable allocations (*t_n elements so far), frozen ones at
+// byte offsets of wmem (*w_bytes so far). Pointers are offsets from NULL until s_bind.
+static int s_plan(rl_model_cuda_t *self, char *err, size_t err_len) {
+    const int full = self->tune == RL_TUNE_FULL;
+    rl_model_params_t *hp = rl_model_params(self->host);
+    rl_model_params_t *hg = rl_model_grads(self->host);
+    rl_lora_t *lo = rl_model_lora(self->host);
+    const int L = self->L;
+    int n_specs = rl_hf_tensor_specs(&self->cfg, NULL, 0);
+    rl_hf_tensor_spec_t *specs = calloc((size_t)n_specs, sizeof *specs);
+    self->tensors = calloc((size_t)n_specs + 2 * (size_t)L * RL_LORA_NMOD, sizeof *self->tensors);
+    if (!specs || !self->tensors) {
+        free(specs);
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    rl_hf_tensor_specs(&self->cfg, specs, n_specs);
+    for (int i = 0; i < n_specs; i++) {
+        float **slot = rl_model_params_find(hp, L, specs[i].name);
+        RL_ASSERT(slot);
+        if (!*slot) {
+            continue; // a sequence classifier's missing lm_head
+        }
+        s_dt_t *dt;
+        if (slot == &hp->embed_tokens) {
+            dt = &self->embed;
+        } else if (slot == &hp->norm) {
+            dt = &self->norm;
+        } else if (slot == &hp->lm_head) {
+            dt = &self->head;
+        } else {
+            ptrdiff_t k = slot - (float **)hp->layers;
+            RL_ASSERT(k >= 0 && k < (ptrdiff_t)L * S_NF);
+            dt = &self->layers[k / S_NF].t[k % S_NF];
+        }
+        s_tensor_t *t = &self->tensors[self->n_tensors++];
+        t->host = *slot;
+        t->n = (size_t)(specs[i].ndim == 1 ? specs[i].shape[0]
+                                           : specs[i].shape[0] * specs[i].shape[1]);
+        t->dt = dt;
+        t->trainable = full;
+        if (full) {
+            float **gslot = rl_model_params_find(hg, L, specs[i].name);
+            t->host_grad = gslot ? *gslot : NULL;
+            // offsets, made pointers by s_bind: the master, its bf16 copy, its gradient
+            dt->f = (float *)(uintptr_t)(self->t_n + 1);
+            self->t_n += s_up(t->n, S_TALIGN);
+        } else if (specs[i].ndim == 2) {
+            dt->h = (uint16_t *)(uintptr_t)(self->w_bytes + 1);
+            self->w_bytes += s_up(t->n * sizeof(uint16_t), S_ALIGN);
+        } else {
+            dt->f = (float *)(uintptr_t)(self->w_bytes + 1);
+            self->w_bytes += s_up(t->n * sizeof(float), S_ALIGN);
+        }
+    }
+    free(specs);
+    for (int l = 0; lo && l < L; l++) {
+        for (int m = 0; m < RL_LORA_NMOD; m++) {
+            if (!(self->lora_targets & (1 << m))) {
+                continue;
+            }
+            int in, out;
+            rl_lora_module_dims(&self->cfg, m, &in, &out);
+            for (int ab = 0; ab < 2; ab++) {
+                s_tensor_t *t = &self->tensors[self->n_tensors++];
+                t->host = ab ? rl_lora_B(lo, l, m) : rl_lora_A(lo, l, m);
+                t->host_grad = ab ? rl_lora_dB(lo, l, m) : rl_lora_dA(lo, l, m);
+                t->n = (size_t)self->R * (size_t)(ab ? out : in);
+                t->trainable = 1;
+                t->dt =
+                    ab ? &self->lora_b[l * RL_LORA_NMOD + m] : &self->lora_a[l * RL_LORA_NMOD + m];
+                t->dt->f = (float *)(uintptr_t)(self->t_n + 1);
+                self->t_n += s_up(t->n, S_TALIGN);
+            }
+        }
+    }
+    return 0;
+}
+
+// The offsets s_plan left in the tensors' device pointers, made pointers into the allocations.
+static void s_bind(rl_model_cuda_t *self) {
+    const int grads = self->tune != RL_TUNE_NONE;
+    for (int i = 0; i < self->n_tensors; i++) {
+        s_dt_t *dt = self->tensors[i].dt;
+        if (self->tensors[i].trainable) {
+            size_t off = (size_t)(uintptr_t)dt->f - 1;
+            dt->f = self->tmem + off;
+            dt->h = self->tbf + off;
+            // a LoRA adapter of a model that does not train (tune NONE) has no gradients
+            dt->g = grads ? self->gmem + off : NULL;
+        } else if (dt->h) {
+            dt->h = (uint16_t *)((char *)self->wmem + ((size_t)(uintptr_t)dt->h - 1));
+        } else {
+            dt->f = (float *)((char *)self->wmem + ((size_t)(uintptr_t)dt->f - 1));
+        }
+    }
+    if (self->cfg.tie_word_embeddings) {
+        self->head = self->embed; // one tensor: both uses read it and add into its gradient
+    }
+}
+
+// Rows of the vocabulary head at a time: about 4M logits (16 MiB fp32), 64..256 rows.
+static int s_head_chunk(int V) {
+    int c = (int)(((size_t)1 << 22) / (size_t)V);
+    return c < 64 ? 64 : c > 256 ? 256 : c;
+}
+
+int rl_model_cuda_new(rl_model_t *host, const rl_model_opts_t *opts, rl_model_cuda_t **out,
+                      char *err, size_t err_len) {
+    *out = NULL;
+    char why[1536];
+    if (opts->sharded) {
+        return rl_errf(err, err_len, RL_EINVAL,
+                       "cuda:%d: a sharded model (FSDP) cannot run on a GPU yet",
+                       opts->device.index);
+    }
+    if (opts->device_rows < 0) {
+        return rl_errf(err, err_len, RL_EINVAL, "device_rows %d must be >= 0 (0: 4096)",
+                       opts->device_rows);
+    }
+    rl_device_info_t info;
+    int rc = rl_device_check(&opts->device, 0, &info, err, err_len);
+    if (rc) {
+        return rc;
+    }
+    const rl_cuda_module_t *cu = rl_device_cuda(why, sizeof why);
+    if (!cu) {
+        return rl_errf(err, err_len, RL_ENOTFOUND, "cuda:%d: %s", opts->device.index, why);
+    }
+    rl_model_cuda_t *self = calloc(1, sizeof *self);
+    if (!self) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    const rl_hf_config_t *cfg = rl_model_config(host);
+    rl_lora_t *lo = rl_model_lora(host);
+    self->cu = cu;
+    self->device = opts->device.index;
+    self->host = host;
+    self->cfg = *cfg;
+    self->tune = opts->tune;
+    self->recompute = opts->recompute;
+    self->C = cfg->hidden_size;
+    self->I = cfg->intermediate_size;
+    self->NH = cfg->num_attention_heads;
+    self->NKV = cfg->num_key_value_heads;
+    self->D = cfg->head_dim;
+    self->QD = self->NH * self->D;
+    self->KVD = self->NKV * self->D;
+    self->V = cfg->vocab_size;
+    self->L = cfg->num_hidden_layers;
+    self->R = lo ? rl_lora_rank(lo) : 0;
+    self->lora_targets = lo ? rl_lora_targets(lo) : 0;
+    self->seed = opts->seed;
+    self->rows = opts->device_rows ? opts->device_rows : 4096;
+    self->chunk = s_head_chunk(self->V);
+    self->has_head = rl_model_params(host)->lm_head != NULL;
+    int mx = self->C > self->I ? self->C : self->I;
+    self->maxin = mx > self->QD ? mx : self->QD;
+    self->sets = self->tune != RL_TUNE_NONE && !self->recompute ? self->L : 1;
+    self->layers = calloc((size_t)self->L, sizeof *self->layers);
+    self->lora_a = calloc((size_t)self->L * RL_LORA_NMOD, sizeof *self->lora_a);
+    self->lora_b = calloc((size_t)self->L * RL_LORA_NMOD, sizeof *self->lora_b);
+    self->acts = calloc((size_t)self->sets, sizeof *self->acts);
+    char msg[512] = "";
+    if (!self->layers || !self->lora_a || !self->lora_b || !self->acts) {
+        rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if ((rc = s_plan(self, err, err_len)) != 0) {
+        goto fail;
+    }
+    if (cu->ctx_new(self->device, &self->ctx, msg, sizeof msg) != 0) {
+        rc = rl_errf(err, err_len, RL_EIO, "cuda:%d (%s): %s", self->device, info.name, msg);
+        goto fail;
+    }
+    self->a_bytes = s_layout(self, NULL);
+    // what the device must hold, checked against its free memory before anything is allocated
+    const int grads = self->tune != RL_TUNE_NONE;
+    size_t t_bytes = self->t_n * (sizeof(float) + sizeof(uint16_t));
+    size_t g_bytes = grads ? self->t_n * sizeof(float) : 0;
+    size_t o_bytes = 2 * g_bytes;
+    size_t need = self->w_bytes + t_bytes + g_bytes + o_bytes + self->a_bytes;
+    rl_cuda_device_info_t di;
+    if (cu->device_info(self->device, &di, msg, sizeof msg) != 0) {
+        rc = rl_errf(err, err_len, RL_EIO, "cuda:%d: %s", self->device, msg);
+        goto fail;
+    }
+    if (need > di.mem_free) {
+        rc = rl_errf(err, err_len, RL_ENOMEM,
+                     "cuda:%d (%s): the model needs %zu bytes of device memory (frozen weights "
+                     "%zu, trainable parameters and their bf16 copies %zu, gradients %zu, "
+                     "AdamW moments %zu, activations and scratch %zu for %d tokens) and %zu of "
+                     "%zu are free",
+                     self->device, di.name, need, self->w_bytes, t_bytes, g_bytes, o_bytes,
+                     self->a_bytes, self->rows, di.mem_free, di.mem_total);
+        goto fail;
+    }
+    if ((self->w_bytes && cu->dmalloc(self->ctx, self->w_bytes, &self->wmem) != 0) ||
+        (self->t_n &&
+         (cu->dmalloc(self->ctx, self->t_n * sizeof(float), (void **)&self->tmem) ||
+          cu->dmalloc(self->ctx, self->t_n * sizeof(uint16_t), (void **)&self->tbf))) ||
+        (self->t_n && grads &&
+         (cu->dmalloc(self->ctx, self->t_n * sizeof(float), (void **)&self->gmem) ||
+          cu->dmalloc(self->ctx, self->t_n * sizeof(float), (void **)&self->mmem) ||
+          cu->dmalloc(self->ctx, self->t_n * sizeof(float), (void **)&self->vmem))) ||
+        cu->dmalloc(self->ctx, self->a_bytes, &self->amem) != 0) {
+        rc = rl_errf(err, err_len, RL_ENOMEM, "cuda:%d (%s): the model needs %zu bytes: %s",
+                     self->device, di.name, need, cu->errmsg(self->ctx));
+        goto fail;
+    }
+    s_layout(self, self->amem);
+    s_bind(self);
+    // host staging for `rows` tokens
+    const size_t n = (size_t)self->rows;
+    self->ids = malloc(n * sizeof(int32_t));
+    self->targets = malloc(n * sizeof(int32_t));
+    self->pos = malloc(n * sizeof(int32_t));
+    self->starts = malloc((n + 1) * sizeof(int32_t));
+    self->erows = malloc(n * sizeof(int32_t));
+    self->eseg = malloc((n + 1) * sizeof(int32_t));
+    self->grow = malloc(n * sizeof(int));
+    self->lp_h = malloc(n * sizeof(float));
+    self->ent_h = malloc(n * sizeof(float));
+    self->dlp_h = malloc(n * sizeof(float));
+    self->packed = malloc(n * (size_t)self->C * sizeof(float));
+    self->mask_h = self->mask ? malloc(n * (size_t)self->maxin * sizeof(float)) : NULL;
+    self->stage = malloc(S_STAGE * sizeof(uint16_t));
+    float *inv = malloc((size_t)(self->D / 2) * sizeof(float));
+    float *cs = malloc(n * (size_t)self->D * sizeof(float));
+    if (!self->ids || !self->targets || !self->pos || !self->starts || !self->erows ||
+        !self->eseg || !self->grow || !self->lp_h || !self->ent_h || !self->dlp_h ||
+        !self->packed || (self->mask && !self->mask_h) || !self->stage || !inv || !cs) {
+        free(inv);
+        free(cs);
+        rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory for the device model's staging");
+        goto fail;
+    }
+    rl_rope_inv_freq(inv, cfg);
+    rl_rope_table(cs, inv, self->rows, self->D);
+    int bad = cu->h2d(self->ctx, self->rope_cs, cs, n * (size_t)self->D * sizeof(float)) != 0;
+    free(inv);
+    free(cs);
+    // the gaps between trainable tensors stay zeros (whole-array kernels read them)
+    if (bad || (self->tmem && cu->dset(self->ctx, self->tmem, 0, self->t_n * sizeof(float))) ||
+        (self->gmem && cu->dset(self->ctx, self->gmem, 0, self->t_n * sizeof(float))) ||
+        (self->mmem && cu->dset(self->ctx, self->mmem, 0, self->t_n * sizeof(float))) ||
+        (self->vmem && cu->dset(self->ctx, self->vmem, 0, self->t_n * sizeof(float)))) {
+        rc = rl_errf(err, err_len, RL_EIO, "cuda:%d: %s", self->device, cu->errmsg(self->ctx));
+        goto fail;
+    }
+    if ((rc = rl_model_cuda_push(self, 1)) != 0) {
+        rl_errf(err, err_len, rc, "%s", self->errmsg);
+        goto fail;
+    }
+    *out = self;
+    return 0;
+fail:
+    rl_model_cuda_destroy(&self);
+    return rc;
+}
+
+void rl_model_cuda_destroy(rl_model_cuda_t **self_p) {
+    if (!self_p || !*self_p) {
+        return;
+    }
+    rl_model_cuda_t *self = *self_p;
+    if (self->ctx) {
+        self->cu->dfree(self->ctx, self->wmem);
+        self->cu->dfree(self->ctx, self->tmem);
+        self->cu->dfree(self->ctx, self->tbf);
+        self->cu->dfree(self->ctx, self->gmem);
+        self->cu->dfree(self->ctx, self->mmem);
+        self->cu->dfree(self->ctx, self->vmem);
+        self->cu->dfree(self->ctx, self->amem);
+        self->cu->ctx_free(self->ctx);
+    }
+    free(self->layers);
+    free(self->lora_a);
+    free(self->lora_b);
+    free(self->tensors);
+    free(self->acts);
+    free(self->ids);
+    free(self->targets);
+    free(self->pos);
+    free(self->starts);
+    free(self->erows);
+    free(self->eseg);
+    free(self->grow);
+    free(self->lp_h);
+    free(self->ent_h);
+    free(self->dlp_h);
+    free(self->packed);
+    free(self->mask_h);
+    free(self->stage);
+    free(self);
+    *self_p = NULL;
+}

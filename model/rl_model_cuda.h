@@ -1,0 +1,94 @@
+// rl_model_cuda — the device half of rl_model_t: the decoder's training and scoring path on an
+// NVIDIA GPU through the CUDA module's table (model/cuda/rl_cuda_module.h, loaded by rl_device;
+// this is host C and never links CUDA). rl_model.c creates it when rl_model_opts_t.device is a
+// GPU and routes rl_model_forward / _backward / _backward_hidden / _hidden to it; nothing else
+// calls it. It is not the sampler (no KV cache or cached step yet) and not the optimizer.
+//
+// What lives on the device (docs/gpu.md, "The design of the device model"):
+// - frozen weights: matmul weights (2-D) bf16, converted from the host model's fp32 copy (a bf16
+//   file's values round-trip exactly: its bits); norms and biases (1-D) fp32;
+// - trainable parameters (LoRA A/B, or every tensor with tune FULL): fp32 masters, a bf16 copy
+//   of each for the matmuls (refreshed at every push), fp32 gradients; each tensor starts
+//   256-byte aligned (cuBLASLt's assumption), the gaps between tensors are zeros;
+// - activations and scratch for opts.device_rows packed tokens, allocated once at creation and
+//   reused: no device allocation in a step;
+// - AdamW's moments (fp32, the trainable tensors' layout), for the optimizer's step on the device.
+// The forward and backward mirror rl_model.c's s_layer_forward / s_layer_backward line for line:
+// the same layers in the same order, matmuls bf16 x bf16 -> fp32 (cuBLASLt), everything else
+// fp32; every reduction deterministic, so the same inputs give the same bits run after run.
+#ifndef RL_MODEL_CUDA_H
+#define RL_MODEL_CUDA_H
+
+#include "rl_model.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rl_model_cuda rl_model_cuda_t;
+
+// The device half of `host` (a model whose parameters, and LoRA adapter, are on the host) on
+// opts->device (a GPU), for forwards of at most opts->device_rows packed tokens (0: 4096).
+// Uploads every parameter and allocates every buffer. Refuses (RL_EINVAL) sharded models, and
+// (RL_ENOMEM) when the device has less free memory than the model needs, naming the bytes of
+// each part; RL_ENOTFOUND / RL_EUNSUPPORTED as rl_device_check says. Returns 0 and *out, or an
+// error with err filled. host must outlive the result (its config, adapter and parameters are
+// read at every push). caller owns *out; free with rl_model_cuda_destroy.
+int rl_model_cuda_new(rl_model_t *host, const rl_model_opts_t *opts, rl_model_cuda_t **out,
+                      char *err, size_t err_len);
+void rl_model_cuda_destroy(rl_model_cuda_t **self_p);
+
+// rl_model_forward on the device, inputs already checked by it (ids in [0, V), lengths in
+// [1, T], temperature > 0, entropy only with logp). step: the host's training-forward count
+// (the LoRA dropout masks' k, already incremented for a training forward); lora_off: the
+// adapter is disabled. Returns 0, or RL_EINVAL (more packed tokens than device_rows) or RL_EIO
+// (a device call failed), message in rl_model_cuda_errmsg.
+int rl_model_cuda_forward(rl_model_cuda_t *self, const int32_t *tokens, const int *lengths, int B,
+                          int T, float temperature, int train, uint64_t step, int lora_off,
+                          float *logp, float *entropy);
+// The final norm's output (B*T, C) of the last forward, zeros at padding, written into hid
+// (host, B*T*C floats) on the first call after a forward (later calls leave it). Returns 0 or
+// RL_EIO.
+int rl_model_cuda_hidden(rl_model_cuda_t *self, float *hid);
+// Backward of the last training forward (the caller checked there was one) from dlogp (B,T) or
+// dhidden (B*T,C) (host), rl_model_backward's and _backward_hidden's semantics: += into the
+// device gradients. Returns 0, RL_EINVAL (no vocabulary head) or RL_EIO.
+int rl_model_cuda_backward(rl_model_cuda_t *self, const float *dlogp);
+int rl_model_cuda_backward_hidden(rl_model_cuda_t *self, const float *dhidden);
+
+// Zeroes the device gradients. Returns 0 or RL_EIO.
+int rl_model_cuda_zero_grad(rl_model_cuda_t *self);
+// Host -> device: the trainable parameters from the host model's arrays (all = 0: after a host
+// optimizer step or an adapter load), or every parameter (all = 1), bf16 copies refreshed.
+// Returns 0 or RL_EIO.
+int rl_model_cuda_push(rl_model_cuda_t *self, int all);
+// Device -> host: the trainable parameters (grads = 0) or their gradients (grads = 1) into the
+// host model's arrays (rl_model_trainable / rl_model_trainable_grads). Returns 0 or RL_EIO.
+int rl_model_cuda_pull(rl_model_cuda_t *self, int grads);
+
+// The optimizer's step on the device, over the trainable parameters in place (tune FULL or
+// LORA; RL_EINVAL otherwise), with trainer/rl_optim's semantics:
+// - clip: *norm = the gradients' global L2 norm (a sum of squares in double, in a fixed order);
+//   when max_norm > 0 and max_norm / (norm + 1e-6) < 1, every gradient times (float) that;
+// - adamw: one AdamW update (rl_optim.h's formula, the CPU's operations in its order) with step
+//   count `step` (>= 1, after incrementing), then the bf16 copies refreshed;
+// - optim_state: AdamW's m and v to (upload 0) or from (upload 1) host arrays laid out as the
+//   host's trainable array (rl_model_trainable), for checkpoints.
+// Return 0, RL_EINVAL or RL_EIO.
+int rl_model_cuda_clip(rl_model_cuda_t *self, double max_norm, double *norm);
+int rl_model_cuda_adamw(rl_model_cuda_t *self, double lr, double beta1, double beta2, double eps,
+                        double weight_decay, int64_t step);
+int rl_model_cuda_optim_state(rl_model_cuda_t *self, float *m, float *v, int upload);
+
+// Bytes of device memory the device half holds. (For messages and tests.)
+size_t rl_model_cuda_bytes(const rl_model_cuda_t *self);
+// Detail of the last error. borrowed; valid until the next call.
+const char *rl_model_cuda_errmsg(const rl_model_cuda_t *self);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

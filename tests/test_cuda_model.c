@@ -1,0 +1,818 @@
+// test_cuda_model — the device model (model/rl_model_cuda.c: rl_model_t with opts.device a GPU)
+// against the CPU model on the same weights (label gpu; skipped without a GPU; its .emu twin runs
+// it on the module emulated on the CPU). Small random models: llama (head_dim 40, no GQA, untied;
+// and head_dim 64, GQA, tied), qwen2 (q/k/v biases, GQA, tied), qwen3 (q/k norm, head_dim 40
+// with NH*D != C, GQA, untied); hidden 192..256, vocabulary 1001, 2 or 3 layers; tune NONE, LORA
+// (several target sets, ranks 8 and 16, dropout 0 and > 0, recompute) and FULL. Batches of B = 5
+// right-padded sequences of lengths 1, T and in between, with out-of-range ids at the padding.
+// Each case checks logp, entropy, the hidden states (rl_model_hidden), and every gradient after
+// rl_model_backward (dlogp) and, separately, after rl_model_backward_hidden (dhidden), against
+// the CPU fp32 model; then determinism (a second forward and backward on the device gives the
+// same bits) and a forward without the head. Then the optimizer's step on the device against
+// trainer/rl_optim (the same bits), a BF16 folder loaded on the device, a PEFT adapter loaded into
+// a tune NONE model on the device (and disabled), and the refusals (too little device memory, bad
+// tokens, more tokens than the buffers hold, backward without a training forward, a sharded model,
+// rl_model_logits). On the emulation T is 24 instead of 96 (the same cases).
+//
+// Tolerances, and why. The weights are rounded to bf16 values first (on both models), so the
+// device's bf16 copies are the same numbers as the CPU's fp32 ones (one case keeps raw fp32
+// weights, which the device rounds). What remains is the device's rounding of every matmul input
+// to bf16 (activations in the forward, gradients in the backward): a relative error of at most
+// u = 2^-9 per element at every matmul. How far such roundings move a result depends on the model
+// and the tensor: a first version allowed sqrt(number of roundings) u times one conditioning
+// factor, and attention's q/k gradients (the softmax backward cancels) came out 2-4 times above
+// the other tensors, more with dropout, so one factor was too loose for most tensors or too tight
+// for those. So each case measures the sensitivity on the CPU: a second CPU fp32 model whose
+// matmul weights (and LoRA A, B) are each multiplied by (1 + e), e uniform in [-u, u] (a
+// perturbation of a bf16 rounding's size at every matmul), gives per tensor the difference
+// D = perturbed - reference that roundings of size u cause there. The device's difference
+// d = device - reference must satisfy:
+// - normwise, per tensor: ||d|| <= 4 ||D||. The device rounds activations and gradients rather
+//   than weights, about as many per matmul; measured on the emulation: median 1.3, worst 2.7
+//   (LoRA on every module with dropout, layer 0's q/k), over about 400 tensors;
+// - every element: |d_i| <= 32 max(rms(D over i's row), rms(D)), 8 sigma of that allowance (a
+//   row is an output unit of a weight gradient, a position of the hidden states; the row's scale
+//   follows the sparse rows of the embedding and vocabulary gradients), and exactly 0 in a row
+//   where the reference is all 0 (an embedding row no token uses, padding, lm_head from dhidden).
+//   Rows are few-mode: the device's error of one row measures 1.2 times D's at the median, 3.5 at
+//   the 99th percentile and 5 at worst (the embedding rows of a FULL case, as the same sequence
+//   alone in a batch of one: so no other sequence leaks in), hence 8 sigma rather than 6;
+// - logp and entropy, per real position: rms(d) <= 4 rms(D) and |d| <= 32 rms(D); exactly 0 at
+//   t = 0 and at padding.
+// The measured D of logp is 0.5-2e-2 at logits of rms 1.5-2 (a trained model's scale), of the
+// hidden states and gradients about 1e-2 normwise. A bug in indexing, a dropped term or a wrong
+// mask shows as errors the size of the values themselves: 10-100 times these bounds.
+#include "rl_test_cuda.h"
+
+#include "rl_err.h"
+#include "rl_hf.h"
+#include "rl_model.h"
+#include "rl_optim.h"
+#include "rl_rng.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const double S_U = 1.0 / 512.0; // bf16's unit roundoff, 2^-9
+
+// ---------------------------------------------------------------------------------------------
+// models
+
+typedef struct {
+    const char *name;
+    const char *arch; // model_type
+    int tied, C, I, L, NH, NKV, D, V;
+} s_shape_t;
+
+static const s_shape_t S_LLAMA = {"llama D40 MHA untied", "llama", 0, 200, 344, 2, 5, 5, 40, 1001};
+static const s_shape_t S_LLAMA_T = {"llama D64 GQA tied", "llama", 1, 256, 416, 2, 4, 2, 64, 1001};
+static const s_shape_t S_QWEN2 = {"qwen2 D64 GQA tied", "qwen2", 1, 192, 320, 3, 3, 1, 64, 1001};
+static const s_shape_t S_QWEN3 = {"qwen3 D40 GQA untied", "qwen3", 0, 200, 336, 2, 6, 2, 40, 1001};
+
+static rl_hf_config_t s_cfg(const s_shape_t *s) {
+    char json[1024];
+    snprintf(json, sizeof json,
+             "{\"model_type\":\"%s\",\"hidden_size\":%d,\"intermediate_size\":%d,"
+             "\"num_hidden_layers\":%d,\"num_attention_heads\":%d,\"num_key_value_heads\":%d,"
+             "\"head_dim\":%d,\"vocab_size\":%d,\"rms_norm_eps\":1e-6,\"rope_theta\":10000.0,"
+             "\"max_position_embeddings\":4096,\"initializer_range\":0.1,"
+             "\"tie_word_embeddings\":%s}",
+             s->arch, s->C, s->I, s->L, s->NH, s->NKV, s->D, s->V, s->tied ? "true" : "false");
+    rl_hf_config_t cfg;
+    char err[512];
+    if (rl_hf_config_parse(json, strlen(json), "test", &cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "FAIL config: %s\n", err);
+        exit(1);
+    }
+    return cfg;
+}
+
+typedef struct {
+    const s_shape_t *shape;
+    rl_tune_t tune;
+    int targets, r;
+    float dropout;
+    int recompute;
+    float temperature;
+    int raw_weights; // 1: weights left fp32 (the device rounds them), else rounded to bf16 first
+} s_case_t;
+
+static rl_model_t *s_new(const rl_hf_config_t *cfg, const s_case_t *k, int cuda, int rows) {
+    rl_model_opts_t o;
+    rl_model_opts_default(&o);
+    o.tune = k->tune;
+    o.lora_r = k->r;
+    o.lora_alpha = 2.0f * (float)k->r;
+    o.lora_targets = k->targets;
+    o.lora_dropout = k->dropout;
+    o.recompute = k->recompute;
+    o.seed = 77;
+    o.threads = 1;
+    o.device.cuda = cuda;
+    o.device_rows = rows;
+    char err[2048] = "";
+    rl_model_t *m = rl_model_new_random(cfg, &o, 1234, err, sizeof err);
+    if (!m) {
+        fprintf(stderr, "FAIL new_random (%s): %s\n", cuda ? "cuda:0" : "cpu", err);
+        exit(1);
+    }
+    return m;
+}
+
+static float s_round_bf16(float x) {
+    return rl_test_from_bf16(rl_test_bf16(x));
+}
+
+// Norms and biases away from 1 and 0 (where gradient paths vanish), LoRA A and B non-zero
+// (PEFT's B = 0 makes dA = 0); then, unless raw, every parameter rounded to a bf16 value.
+static void s_prepare(rl_model_t *m, const s_case_t *k) {
+    const rl_hf_config_t *c = rl_model_config(m);
+    rl_model_params_t *p = rl_model_params(m);
+    rl_rng_t rng;
+    rl_rng_seed(&rng, 99);
+    int n_specs = rl_hf_tensor_specs(c, NULL, 0);
+    rl_hf_tensor_spec_t *specs = calloc((size_t)n_specs, sizeof *specs);
+    rl_hf_tensor_specs(c, specs, n_specs);
+    for (int i = 0; i < n_specs; i++) {
+        float *t = *rl_model_params_find(p, c->num_hidden_layers, specs[i].name);
+        size_t n = (size_t)specs[i].shape[0] * (size_t)(specs[i].ndim == 2 ? specs[i].shape[1] : 1);
+        const char *nm = specs[i].name;
+        size_t len = strlen(nm);
+        int is_bias = len > 5 && strcmp(nm + len - 5, ".bias") == 0;
+        int is_norm = len > 11 && strcmp(nm + len - 11, "norm.weight") == 0;
+        for (size_t j = 0; is_bias && j < n; j++) {
+            t[j] = 0.3f * (float)rl_rng_normal(&rng);
+        }
+        for (size_t j = 0; is_norm && j < n; j++) {
+            t[j] = 1.0f + 0.3f * (float)rl_rng_normal(&rng);
+        }
+        for (size_t j = 0; !k->raw_weights && j < n; j++) {
+            t[j] = s_round_bf16(t[j]);
+        }
+    }
+    free(specs);
+    if (k->tune == RL_TUNE_LORA) {
+        size_t n;
+        float *t = rl_model_trainable(m, &n);
+        rl_rng_fill_normal(&rng, t, n, 0.0f, 0.1f);
+        for (size_t j = 0; j < n; j++) {
+            t[j] = s_round_bf16(t[j]);
+        }
+    }
+}
+
+// Every matmul weight (and LoRA A, B) of m times (1 + e), e uniform in [-u, u]: the reference
+// for how much roundings of a bf16's size move each result (see the top).
+static void s_perturb(rl_model_t *m) {
+    const rl_hf_config_t *c = rl_model_config(m);
+    rl_rng_t rng;
+    rl_rng_seed(&rng, 31337);
+    int n_specs = rl_hf_tensor_specs(c, NULL, 0);
+    rl_hf_tensor_spec_t *specs = calloc((size_t)n_specs, sizeof *specs);
+    rl_hf_tensor_specs(c, specs, n_specs);
+    for (int i = 0; i < n_specs; i++) {
+        if (specs[i].ndim != 2) {
+            continue;
+        }
+        float *t = *rl_model_params_find(rl_model_params(m), c->num_hidden_layers, specs[i].name);
+        size_t n = (size_t)specs[i].shape[0] * (size_t)specs[i].shape[1];
+        for (size_t j = 0; j < n; j++) {
+            t[j] *= (float)(1.0 + S_U * (2.0 * rl_rng_uniform(&rng) - 1.0));
+        }
+    }
+    free(specs);
+    size_t n;
+    float *t = rl_model_trainable(m, &n);
+    for (size_t j = 0; rl_model_lora(m) && j < n; j++) {
+        t[j] *= (float)(1.0 + S_U * (2.0 * rl_rng_uniform(&rng) - 1.0));
+    }
+}
+
+// dst's host parameters (and trainable ones, unless dst has none) := src's, then pushed (when
+// dst is on a device).
+static void s_copy_params(rl_model_t *dst, rl_model_t *src) {
+    size_t n1, n2;
+    float *a = rl_model_weights_flat(dst, &n1), *b = rl_model_weights_flat(src, &n2);
+    RL_ASSERT(a && b && n1 == n2);
+    memcpy(a, b, n1 * sizeof *a);
+    float *ta = rl_model_trainable(dst, &n1), *tb = rl_model_trainable(src, &n2);
+    RL_ASSERT(n1 == n2 || n1 == 0); // a tune NONE dst takes the weights only
+    if (n1) {
+        memcpy(ta, tb, n1 * sizeof *ta);
+    }
+    CHECK_MSG(rl_model_device_push(dst, 1) == 0, "push: %s", rl_model_errmsg(dst));
+}
+
+// ---------------------------------------------------------------------------------------------
+// comparisons
+
+static double s_rms(const float *x, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) {
+        s += (double)x[i] * x[i];
+    }
+    return n ? sqrt(s / (double)n) : 0.0;
+}
+
+// got against want (n, rows of `cols`), with alt the perturbed CPU's result (see the top):
+// ||got - want|| <= 4 ||alt - want||; every element within 32 max(rms(alt - want) over its row,
+// over all); a row of want all zero: got's exactly zero. Prints the worst element.
+static int s_cmp(const char *what, const float *got, const float *want, const float *alt, size_t n,
+                 size_t cols) {
+    double d2 = 0, a2 = 0, worst_r = -1;
+    size_t wi = 0, bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)got[i] - want[i], e = (double)alt[i] - want[i];
+        d2 += d * d;
+        a2 += e * e;
+    }
+    const double rms_all = sqrt(a2 / (double)(n ? n : 1));
+    for (size_t r0 = 0; r0 < n; r0 += cols) {
+        size_t r1 = r0 + cols < n ? r0 + cols : n;
+        double e2 = 0;
+        int zero = 1;
+        for (size_t i = r0; i < r1; i++) {
+            double e = (double)alt[i] - want[i];
+            e2 += e * e;
+            zero &= want[i] == 0.0f;
+        }
+        double rms_row = sqrt(e2 / (double)(r1 - r0));
+        double lim = zero ? 0.0 : 32.0 * (rms_row > rms_all ? rms_row : rms_all);
+        for (size_t i = r0; i < r1; i++) {
+            double d = fabs((double)got[i] - want[i]);
+            double r = lim > 0 ? d / lim : (d > 0 ? INFINITY : 0.0);
+            if (!isfinite(got[i])) {
+                r = INFINITY;
+            }
+            bad += !(r <= 1.0);
+            if (!(r <= worst_r)) {
+                worst_r = r;
+                wi = i;
+            }
+        }
+    }
+    double ratio = a2 > 0 ? sqrt(d2 / a2) : (d2 > 0 ? INFINITY : 0.0);
+    int ok = bad == 0 && ratio <= 4.0;
+    printf("  %-40s n %-7zu |d|/|D| %.2f (of 4)  worst %.2e at %zu (got %.6g, want %.6g; %.2f "
+           "of its bound)%s\n",
+           what, n, ratio, n ? fabs((double)got[wi] - want[wi]) : 0.0, wi,
+           n ? (double)got[wi] : 0.0, n ? (double)want[wi] : 0.0, worst_r, ok ? "" : " FAIL");
+    CHECK_MSG(ok, "%s: |d|/|D| %.3g (allowed 4), %zu elements beyond their bounds", what, ratio,
+              bad);
+    return ok;
+}
+
+// logp / entropy (B,T) at real positions against want, alt the perturbed CPU's: rms(d) <=
+// 4 rms(D), |d| <= 32 rms(D); exactly 0 (both) at t = 0 and padding.
+static void s_cmp_rows(const char *what, const float *got, const float *want, const float *alt,
+                       const int *len, int B, int T) {
+    double worst = 0, d2 = 0, a2 = 0;
+    int wb = 0, wt = 0, bad0 = 0, n = 0;
+    for (int b = 0; b < B; b++) {
+        for (int t = 0; t < T; t++) {
+            size_t i = (size_t)b * T + t;
+            if (t >= 1 && t < len[b]) {
+                double d = fabs((double)got[i] - want[i]), e = (double)alt[i] - want[i];
+                d2 += d * d;
+                a2 += e * e;
+                n++;
+                if (!(d <= worst)) {
+                    worst = d;
+                    wb = b;
+                    wt = t;
+                }
+            } else {
+                bad0 += got[i] != 0.0f || want[i] != 0.0f;
+            }
+        }
+    }
+    double rms_d = sqrt(d2 / n), rms_a = sqrt(a2 / n), lim = 32.0 * rms_a;
+    size_t wi = (size_t)wb * T + wt;
+    int ok = rms_d <= 4.0 * rms_a && worst <= lim && bad0 == 0;
+    printf("  %-40s rms d %.2e, D %.2e (%.2f of 4)  worst |d| %.2e at [%d,%d] (got %.6g, want "
+           "%.6g; %.2f of %.2e)%s\n",
+           what, rms_d, rms_a, rms_d / rms_a, worst, wb, wt, (double)got[wi], (double)want[wi],
+           worst / lim, lim, ok ? "" : " FAIL");
+    CHECK_MSG(ok, "%s: rms %.3g vs D %.3g, worst %.3g beyond %.3g, %d non-zero outside", what,
+              rms_d, rms_a, worst, lim, bad0);
+}
+
+// Every gradient of the CPU model against the device model's (pulled), alt the perturbed CPU
+// model's: per tensor (FULL) or per LoRA A and B.
+static void s_cmp_grads(const char *when, rl_model_t *gpu, rl_model_t *cpu, rl_model_t *alt) {
+    CHECK_MSG(rl_model_device_pull(gpu, 1) == 0, "pull: %s", rl_model_errmsg(gpu));
+    const rl_hf_config_t *c = rl_model_config(cpu);
+    const int L = c->num_hidden_layers;
+    char what[160];
+    rl_model_params_t *gg = rl_model_grads(gpu), *gc = rl_model_grads(cpu),
+                      *ga = rl_model_grads(alt);
+    if (gg) {
+        int n_specs = rl_hf_tensor_specs(c, NULL, 0);
+        rl_hf_tensor_spec_t *specs = calloc((size_t)n_specs, sizeof *specs);
+        rl_hf_tensor_specs(c, specs, n_specs);
+        for (int i = 0; i < n_specs; i++) {
+            const char *nm = specs[i].name;
+            size_t cols = (size_t)(specs[i].ndim == 2 ? specs[i].shape[1] : specs[i].shape[0]);
+            size_t n = (size_t)specs[i].shape[0] * (specs[i].ndim == 2 ? cols : 1);
+            snprintf(what, sizeof what, "%s d%s", when, strncmp(nm, "model.", 6) ? nm : nm + 6);
+            s_cmp(what, *rl_model_params_find(gg, L, nm), *rl_model_params_find(gc, L, nm),
+                  *rl_model_params_find(ga, L, nm), n, cols);
+        }
+        free(specs);
+        return;
+    }
+    rl_lora_t *lg = rl_model_lora(gpu), *lc = rl_model_lora(cpu), *la = rl_model_lora(alt);
+    const int R = rl_lora_rank(lc);
+    for (int l = 0; l < L; l++) {
+        for (int m = 0; m < RL_LORA_NMOD; m++) {
+            if (!(rl_lora_targets(lc) & (1 << m))) {
+                continue;
+            }
+            int in, out;
+            rl_lora_module_dims(c, m, &in, &out);
+            snprintf(what, sizeof what, "%s dA %d.%s", when, l, rl_lora_module_name(m));
+            s_cmp(what, rl_lora_dA(lg, l, m), rl_lora_dA(lc, l, m), rl_lora_dA(la, l, m),
+                  (size_t)R * in, (size_t)in);
+            snprintf(what, sizeof what, "%s dB %d.%s", when, l, rl_lora_module_name(m));
+            s_cmp(what, rl_lora_dB(lg, l, m), rl_lora_dB(lc, l, m), rl_lora_dB(la, l, m),
+                  (size_t)R * out, (size_t)R);
+        }
+    }
+}
+
+static int s_same_bits(const void *a, const void *b, size_t bytes) {
+    return memcmp(a, b, bytes) == 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// a case
+
+#define S_B 5
+
+typedef struct {
+    int T, len[S_B];
+    int32_t *tok;   // (B,T)
+    float *dlogp;   // (B,T): NaN where rl_model_backward must not read
+    float *dhidden; // (B*T,C): NaN at padding rows
+} s_batch_t;
+
+static s_batch_t s_batch(int T, int V, int C) {
+    s_batch_t b;
+    b.T = T;
+    const int lens[S_B] = {1, T, T / 2 + 3, 2, T - 5};
+    memcpy(b.len, lens, sizeof lens);
+    b.tok = malloc((size_t)S_B * T * sizeof *b.tok);
+    b.dlogp = malloc((size_t)S_B * T * sizeof *b.dlogp);
+    b.dhidden = malloc((size_t)S_B * T * C * sizeof *b.dhidden);
+    rl_rng_t rng;
+    rl_rng_seed(&rng, 4242 + (uint64_t)T);
+    for (int i = 0; i < S_B; i++) {
+        for (int t = 0; t < T; t++) {
+            size_t j = (size_t)i * T + t;
+            int real = t < b.len[i];
+            // padding holds ids outside the vocabulary: never read
+            b.tok[j] = real ? (int32_t)rl_rng_below(&rng, (uint64_t)V) : (t % 2 ? V + 7 : -3);
+            b.dlogp[j] = real && t >= 1 ? (float)rl_rng_normal(&rng) : NAN;
+            for (int c = 0; c < C; c++) {
+                b.dhidden[j * C + c] = real ? 0.05f * (float)rl_rng_normal(&rng) : NAN;
+            }
+        }
+    }
+    return b;
+}
+
+static void s_batch_free(s_batch_t *b) {
+    free(b->tok);
+    free(b->dlogp);
+    free(b->dhidden);
+}
+
+// rms of the CPU's logits / temperature over the batch's real rows.
+static double s_logit_rms(rl_model_t *cpu, const s_batch_t *b, int V, float temp) {
+    float *lg = rl_model_logits(cpu);
+    RL_ASSERT(lg);
+    double s = 0;
+    size_t n = 0;
+    for (int i = 0; i < S_B; i++) {
+        const float *row = lg + (size_t)i * b->T * V;
+        double r = s_rms(row, (size_t)b->len[i] * V);
+        s += r * r * (double)b->len[i] * V;
+        n += (size_t)b->len[i] * V;
+    }
+    free(lg);
+    return sqrt(s / (double)n) / temp;
+}
+
+static void s_run_case(const s_case_t *k, int T) {
+    const s_shape_t *sh = k->shape;
+    rl_hf_config_t cfg = s_cfg(sh);
+    const int C = sh->C, V = sh->V;
+    const int trains = k->tune != RL_TUNE_NONE;
+    printf("%s, tune %s%s", sh->name,
+           k->tune == RL_TUNE_NONE   ? "NONE"
+           : k->tune == RL_TUNE_FULL ? "FULL"
+                                     : "LORA",
+           k->raw_weights ? ", raw fp32 weights" : "");
+    if (k->tune == RL_TUNE_LORA) {
+        printf(" r %d targets 0x%02x dropout %.2f", k->r, (unsigned)k->targets, (double)k->dropout);
+    }
+    printf("%s, temperature %.2f, B %d T %d\n", k->recompute ? ", recompute" : "",
+           (double)k->temperature, S_B, T);
+
+    // the reference, the perturbed reference and the device model, on the same weights
+    rl_model_t *cpu = s_new(&cfg, k, 0, 0), *alt = s_new(&cfg, k, 0, 0);
+    s_prepare(cpu, k);
+    s_copy_params(alt, cpu);
+    s_perturb(alt);
+    rl_model_t *gpu = s_new(&cfg, k, 1, S_B * T);
+    s_copy_params(gpu, cpu);
+    s_batch_t b = s_batch(T, V, C);
+    const size_t BT = (size_t)S_B * T;
+
+    float *lp_c = malloc(BT * sizeof(float)), *en_c = malloc(BT * sizeof(float));
+    float *lp_a = malloc(BT * sizeof(float)), *en_a = malloc(BT * sizeof(float));
+    float *lp_g = malloc(BT * sizeof(float)), *en_g = malloc(BT * sizeof(float));
+    float *hid_g = malloc(BT * C * sizeof(float));
+    int rc = rl_model_forward(cpu, b.tok, b.len, S_B, T, k->temperature, trains, lp_c, en_c);
+    rc |= rl_model_forward(alt, b.tok, b.len, S_B, T, k->temperature, trains, lp_a, en_a);
+    CHECK_MSG(rc == 0, "cpu forward: %s", rl_model_errmsg(cpu));
+    memset(lp_g, 0xff, BT * sizeof(float)); // poisoned: every element must be written
+    memset(en_g, 0xff, BT * sizeof(float));
+    rc = rl_model_forward(gpu, b.tok, b.len, S_B, T, k->temperature, trains, lp_g, en_g);
+    CHECK_MSG(rc == 0, "gpu forward: %s", rl_model_errmsg(gpu));
+    if (rc) {
+        goto done;
+    }
+    printf("  (rms of the logits / T: %.3f)\n", s_logit_rms(cpu, &b, V, k->temperature));
+    s_cmp_rows("logp", lp_g, lp_c, lp_a, b.len, S_B, T);
+    s_cmp_rows("entropy", en_g, en_c, en_a, b.len, S_B, T);
+    const float *hc = rl_model_hidden(cpu), *ha = rl_model_hidden(alt), *hg = rl_model_hidden(gpu);
+    CHECK(hc && ha && hg);
+    if (!hc || !ha || !hg) {
+        goto done;
+    }
+    s_cmp("hidden", hg, hc, ha, BT * C, (size_t)C);
+    memcpy(hid_g, hg, BT * C * sizeof(float));
+    if (!trains) {
+        goto done;
+    }
+
+    // ---- backward from dlogp, then (after zero_grad) from dhidden
+    CHECK(rl_model_backward(cpu, b.dlogp) == 0 && rl_model_backward(alt, b.dlogp) == 0);
+    rc = rl_model_backward(gpu, b.dlogp);
+    CHECK_MSG(rc == 0, "gpu backward: %s", rl_model_errmsg(gpu));
+    s_cmp_grads("logp:", gpu, cpu, alt);
+    size_t ng;
+    rl_model_trainable(gpu, &ng);
+    float *g1 = malloc(ng * sizeof *g1);
+    memcpy(g1, rl_model_trainable_grads(gpu), ng * sizeof *g1);
+    rl_model_zero_grad(cpu);
+    rl_model_zero_grad(alt);
+    rl_model_zero_grad(gpu);
+    CHECK(rl_model_backward_hidden(cpu, b.dhidden) == 0);
+    CHECK(rl_model_backward_hidden(alt, b.dhidden) == 0);
+    rc = rl_model_backward_hidden(gpu, b.dhidden);
+    CHECK_MSG(rc == 0, "gpu backward_hidden: %s", rl_model_errmsg(gpu));
+    s_cmp_grads("hidden:", gpu, cpu, alt);
+
+    // ---- determinism: the same forward (the same dropout masks) and backward, the same bits
+    rl_model_zero_grad(gpu);
+    rl_model_set_train_step(gpu, rl_model_train_step(gpu) - 1);
+    float *lp2 = malloc(BT * sizeof(float)), *en2 = malloc(BT * sizeof(float));
+    rc = rl_model_forward(gpu, b.tok, b.len, S_B, T, k->temperature, 1, lp2, en2);
+    CHECK(rc == 0 && rl_model_backward(gpu, b.dlogp) == 0 && rl_model_device_pull(gpu, 1) == 0);
+    const float *hg2 = rl_model_hidden(gpu);
+    int same = s_same_bits(lp2, lp_g, BT * sizeof(float)) &&
+               s_same_bits(en2, en_g, BT * sizeof(float)) && hg2 &&
+               s_same_bits(hg2, hid_g, BT * C * sizeof(float)) &&
+               s_same_bits(rl_model_trainable_grads(gpu), g1, ng * sizeof(float));
+    printf("  %-40s %s\n", "second run (logp, entropy, hidden, grads)",
+           same ? "the same bits" : "DIFFERS FAIL");
+    CHECK_MSG(same, "%s: a second forward and backward gave other bits", sh->name);
+    // ---- a forward without the vocabulary head (a critic's) keeps the same hidden states, and
+    // a backward from dlogp after it recomputes the head: the same gradients
+    rl_model_zero_grad(gpu);
+    rl_model_set_train_step(gpu, rl_model_train_step(gpu) - 1);
+    rc = rl_model_forward(gpu, b.tok, b.len, S_B, T, k->temperature, 1, NULL, NULL);
+    CHECK(rc == 0 && rl_model_backward(gpu, b.dlogp) == 0 && rl_model_device_pull(gpu, 1) == 0);
+    hg2 = rl_model_hidden(gpu);
+    same = hg2 && s_same_bits(hg2, hid_g, BT * C * sizeof(float)) &&
+           s_same_bits(rl_model_trainable_grads(gpu), g1, ng * sizeof(float));
+    printf("  %-40s %s\n", "no head, then backward (hidden, grads)",
+           same ? "the same bits" : "DIFFERS FAIL");
+    CHECK_MSG(same, "%s: a forward without the head changed the hidden states or gradients",
+              sh->name);
+    free(lp2);
+    free(en2);
+    free(g1);
+done:
+    free(lp_c);
+    free(en_c);
+    free(lp_a);
+    free(en_a);
+    free(lp_g);
+    free(en_g);
+    free(hid_g);
+    s_batch_free(&b);
+    rl_model_destroy(&cpu);
+    rl_model_destroy(&alt);
+    rl_model_destroy(&gpu);
+}
+
+// ---------------------------------------------------------------------------------------------
+// the same bf16 weights through a file: rl_model_load on the device from a BF16 folder gives the
+// bits of the pushed weights
+
+static void s_test_load(int T) {
+    const s_case_t k = {&S_QWEN2, RL_TUNE_NONE, 0, 8, 0.0f, 0, 1.0f, 0};
+    rl_hf_config_t cfg = s_cfg(k.shape);
+    printf("%s: rl_model_load from a BF16 folder\n", k.shape->name);
+    rl_model_t *cpu = s_new(&cfg, &k, 0, 0);
+    s_prepare(cpu, &k);
+    char dir[] = "/tmp/rl_cuda_model_XXXXXX", err[2048] = "";
+    RL_ASSERT(mkdtemp(dir));
+    CHECK_MSG(rl_model_save_hf(cpu, dir, 1, err, sizeof err) == 0, "save_hf: %s", err);
+    rl_model_opts_t o;
+    rl_model_opts_default(&o);
+    o.device.cuda = 1;
+    o.device_rows = S_B * T;
+    rl_model_t *g1 = rl_model_load(dir, &o, err, sizeof err);
+    CHECK_MSG(g1 != NULL, "load on cuda:0: %s", err);
+    rl_model_t *g2 = s_new(&cfg, &k, 1, S_B * T);
+    s_copy_params(g2, cpu);
+    s_batch_t b = s_batch(T, cfg.vocab_size, cfg.hidden_size);
+    const size_t BT = (size_t)S_B * T;
+    float *l1 = malloc(BT * sizeof(float)), *l2 = malloc(BT * sizeof(float));
+    if (g1) {
+        CHECK(rl_model_forward(g1, b.tok, b.len, S_B, T, 1.0f, 0, l1, NULL) == 0);
+        CHECK(rl_model_forward(g2, b.tok, b.len, S_B, T, 1.0f, 0, l2, NULL) == 0);
+        int same = s_same_bits(l1, l2, BT * sizeof(float));
+        printf("  %-34s %s\n", "logp, loaded vs pushed", same ? "the same bits" : "DIFFER FAIL");
+        CHECK(same);
+    }
+    char path[512];
+    const char *files[] = {"model.safetensors", "config.json"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        unlink(path);
+    }
+    rmdir(dir);
+    free(l1);
+    free(l2);
+    s_batch_free(&b);
+    rl_model_destroy(&g1);
+    rl_model_destroy(&g2);
+    rl_model_destroy(&cpu);
+}
+
+// ---------------------------------------------------------------------------------------------
+// the optimizer's step on the device: the clip and AdamW against trainer/rl_optim on the host,
+// from the same gradients (pulled): the same operations in the same order, so the same bits
+
+static void s_test_optim(const s_case_t *k, int T) {
+    rl_hf_config_t cfg = s_cfg(k->shape);
+    printf("%s, tune %s: the clip and AdamW on the device against rl_optim\n", k->shape->name,
+           k->tune == RL_TUNE_FULL ? "FULL" : "LORA");
+    rl_model_t *cpu = s_new(&cfg, k, 0, 0), *gpu = s_new(&cfg, k, 1, S_B * T);
+    s_prepare(cpu, k);
+    s_copy_params(gpu, cpu);
+    s_batch_t b = s_batch(T, cfg.vocab_size, cfg.hidden_size);
+    size_t n;
+    float *p = rl_model_trainable(gpu, &n), *g = rl_model_trainable_grads(gpu);
+    const rl_optim_hparams_t hp = {0.9, 0.95, 1e-8, 0.1};
+    rl_optim_t *opt = rl_optim_new(n, &hp);
+    float *ph = malloc(n * sizeof *ph), *gh = malloc(n * sizeof *gh);
+    float *m = malloc(n * sizeof *m), *v = malloc(n * sizeof *v);
+    float *lp = malloc((size_t)S_B * T * sizeof *lp);
+    double clip[3] = {-1.0, 1e9, 0.0}; // step 1 clips to half the norm, step 2 does not, 3 is off
+    for (int step = 1; step <= 3; step++) {
+        rl_model_zero_grad(gpu);
+        int rc = rl_model_forward(gpu, b.tok, b.len, S_B, T, 1.0f, 1, lp, NULL);
+        rc = rc ? rc : rl_model_backward(gpu, b.dlogp);
+        rc = rc ? rc : rl_model_device_pull(gpu, 1);
+        rc = rc ? rc : rl_model_device_pull(gpu, 0);
+        CHECK_MSG(rc == 0, "step %d: %s", step, rl_model_errmsg(gpu));
+        memcpy(ph, p, n * sizeof *ph);
+        memcpy(gh, g, n * sizeof *gh);
+        double max_norm = clip[step - 1];
+        if (max_norm < 0) {
+            max_norm = 0.5 * rl_optim_clip_grad_norm(gh, n, 0.0);
+        }
+        double nh = rl_optim_clip_grad_norm(gh, n, max_norm), nd = 0.0;
+        rl_optim_step(opt, ph, gh, 1e-3);
+        rc = rl_model_device_clip(gpu, max_norm, &nd);
+        rc = rc ? rc
+                : rl_model_device_adamw(gpu, 1e-3, hp.beta1, hp.beta2, hp.eps, hp.weight_decay,
+                                        rl_optim_steps(opt));
+        rc = rc ? rc : rl_model_device_pull(gpu, 1);
+        rc = rc ? rc : rl_model_device_pull(gpu, 0);
+        rc = rc ? rc : rl_model_device_optim_state(gpu, m, v, 0);
+        CHECK_MSG(rc == 0, "step %d: %s", step, rl_model_errmsg(gpu));
+        int same_g = s_same_bits(g, gh, n * sizeof *g), same_p = s_same_bits(p, ph, n * sizeof *p);
+        int same_mv = s_same_bits(m, rl_optim_m(opt), n * sizeof *m) &&
+                      s_same_bits(v, rl_optim_v(opt), n * sizeof *v);
+        printf("  step %d: max_norm %-9.4g norm %.17g (host %.17g); clipped grads %s, params %s, "
+               "m and v %s\n",
+               step, max_norm, nd, nh, same_g ? "equal" : "DIFFER", same_p ? "equal" : "DIFFER",
+               same_mv ? "equal" : "DIFFER");
+        CHECK(fabs(nd - nh) <= 1e-12 * nh && same_g && same_p && same_mv);
+    }
+    // the moments back onto the device (a resumed checkpoint) and out again
+    for (size_t i = 0; i < n; i++) {
+        m[i] = (float)i * 1e-3f;
+        v[i] = (float)(n - i) * 1e-6f;
+    }
+    float *m2 = malloc(n * sizeof *m2), *v2 = malloc(n * sizeof *v2);
+    CHECK(rl_model_device_optim_state(gpu, m, v, 1) == 0 &&
+          rl_model_device_optim_state(gpu, m2, v2, 0) == 0);
+    CHECK(s_same_bits(m, m2, n * sizeof *m) && s_same_bits(v, v2, n * sizeof *v));
+    // a CPU model has no device step
+    double nn;
+    CHECK(rl_model_device_clip(cpu, 1.0, &nn) == RL_EINVAL);
+    free(m2);
+    free(v2);
+    free(ph);
+    free(gh);
+    free(m);
+    free(v);
+    free(lp);
+    rl_optim_destroy(&opt);
+    s_batch_free(&b);
+    rl_model_destroy(&cpu);
+    rl_model_destroy(&gpu);
+}
+
+// ---------------------------------------------------------------------------------------------
+// an adapter loaded into a tune NONE model on the device (its device half made anew for it) gives
+// the bits of a LORA model holding the same adapter; disabled, the bits of the bare model
+
+static void s_test_adapter(int T) {
+    const s_case_t k = {
+        &S_LLAMA, RL_TUNE_LORA, RL_LORA_Q | RL_LORA_V | RL_LORA_DOWN, 8, 0.0f, 0, 1.0f, 0};
+    const s_case_t kn = {&S_LLAMA, RL_TUNE_NONE, 0, 8, 0.0f, 0, 1.0f, 0};
+    rl_hf_config_t cfg = s_cfg(k.shape);
+    printf("%s: a PEFT adapter loaded into a tune NONE model on the device\n", k.shape->name);
+    rl_model_t *cpu = s_new(&cfg, &k, 0, 0), *lora = s_new(&cfg, &k, 1, S_B * T);
+    rl_model_t *none = s_new(&cfg, &kn, 1, S_B * T);
+    s_prepare(cpu, &k);
+    s_copy_params(lora, cpu);
+    s_copy_params(none, cpu);
+    char dir[] = "/tmp/rl_cuda_adapter_XXXXXX", err[2048] = "";
+    RL_ASSERT(mkdtemp(dir));
+    CHECK_MSG(rl_model_save_adapter(cpu, dir, NULL, err, sizeof err) == 0, "save: %s", err);
+    s_batch_t b = s_batch(T, cfg.vocab_size, cfg.hidden_size);
+    const size_t BT = (size_t)S_B * T;
+    float *l0 = malloc(BT * sizeof(float)), *l1 = malloc(BT * sizeof(float));
+    float *l2 = malloc(BT * sizeof(float)), *l3 = malloc(BT * sizeof(float));
+    int rc = rl_model_forward(none, b.tok, b.len, S_B, T, 1.0f, 0, l0, NULL);
+    rc |= rl_model_load_adapter(none, dir, err, sizeof err);
+    CHECK_MSG(rc == 0, "load_adapter: %s", err);
+    rc |= rl_model_forward(none, b.tok, b.len, S_B, T, 1.0f, 0, l1, NULL);
+    rc |= rl_model_forward(lora, b.tok, b.len, S_B, T, 1.0f, 0, l2, NULL);
+    rl_model_set_adapter_disabled(none, 1);
+    rc |= rl_model_forward(none, b.tok, b.len, S_B, T, 1.0f, 0, l3, NULL);
+    CHECK_MSG(rc == 0, "forwards: %s / %s", rl_model_errmsg(none), rl_model_errmsg(lora));
+    int with = s_same_bits(l1, l2, BT * sizeof(float)),
+        without = s_same_bits(l3, l0, BT * sizeof(float));
+    int moved = !s_same_bits(l1, l0, BT * sizeof(float));
+    printf("  %-40s %s\n", "logp with the adapter vs LORA model",
+           with ? "the same bits" : "DIFFER FAIL");
+    printf("  %-40s %s\n", "logp, adapter disabled vs none loaded",
+           without ? "the same bits" : "DIFFER FAIL");
+    CHECK(with && without && moved);
+    char path[512];
+    const char *files[] = {"adapter_model.safetensors", "adapter_config.json"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        unlink(path);
+    }
+    rmdir(dir);
+    free(l0);
+    free(l1);
+    free(l2);
+    free(l3);
+    s_batch_free(&b);
+    rl_model_destroy(&cpu);
+    rl_model_destroy(&lora);
+    rl_model_destroy(&none);
+}
+
+// ---------------------------------------------------------------------------------------------
+// refusals
+
+static void s_test_refusals(void) {
+    printf("refusals\n");
+    const s_case_t k = {&S_LLAMA, RL_TUNE_LORA, RL_LORA_Q | RL_LORA_V, 8, 0.0f, 0, 1.0f, 0};
+    rl_hf_config_t cfg = s_cfg(k.shape);
+    rl_model_opts_t o;
+    rl_model_opts_default(&o);
+    o.tune = RL_TUNE_LORA;
+    o.device.cuda = 1;
+    char err[2048] = "";
+
+    // too little memory: buffers for 2^30 tokens, refused before anything is allocated
+    o.device_rows = 1 << 30;
+    rl_model_t *m = rl_model_new_random(&cfg, &o, 1, err, sizeof err);
+    printf("  device_rows 2^30: %s\n", err);
+    CHECK(m == NULL && strstr(err, "bytes of device memory") && strstr(err, "free"));
+    rl_model_destroy(&m);
+
+    // a sharded model
+    o.device_rows = 64;
+    o.sharded = 1;
+    m = rl_model_new_random(&cfg, &o, 1, err, sizeof err);
+    printf("  sharded: %s\n", err);
+    CHECK(m == NULL && strstr(err, "sharded"));
+    rl_model_destroy(&m);
+    o.sharded = 0;
+
+    m = rl_model_new_random(&cfg, &o, 1, err, sizeof err);
+    CHECK_MSG(m != NULL, "new_random: %s", err);
+    if (!m) {
+        return;
+    }
+    int32_t tok[2 * 40];
+    int len[2] = {40, 24};
+    float lp[80], dl[80];
+    for (int i = 0; i < 80; i++) {
+        tok[i] = (i * 37) % 1001;
+        dl[i] = 0.5f;
+    }
+    // backward before any training forward
+    int rc = rl_model_backward(m, dl);
+    printf("  backward first: %s\n", rl_model_errmsg(m));
+    CHECK(rc == RL_EINVAL);
+    // a bad token id, and a negative one
+    tok[3] = 1001;
+    rc = rl_model_forward(m, tok, len, 2, 40, 1.0f, 1, lp, NULL);
+    printf("  token 1001: %s\n", rl_model_errmsg(m));
+    CHECK(rc == RL_EINVAL && strstr(rl_model_errmsg(m), "1001"));
+    tok[3] = -1;
+    CHECK(rl_model_forward(m, tok, len, 2, 40, 1.0f, 1, lp, NULL) == RL_EINVAL);
+    tok[3] = 5;
+    // 64 tokens fit; 65 do not
+    len[1] = 25;
+    rc = rl_model_forward(m, tok, len, 2, 40, 1.0f, 1, lp, NULL);
+    printf("  65 tokens of 64: %s\n", rl_model_errmsg(m));
+    CHECK(rc == RL_EINVAL && strstr(rl_model_errmsg(m), "device_rows"));
+    CHECK(rl_model_backward(m, dl) == RL_EINVAL); // the refused forward left nothing to go back
+    len[1] = 24;
+    rc = rl_model_forward(m, tok, len, 2, 40, 1.0f, 1, lp, NULL);
+    CHECK_MSG(rc == 0, "64 tokens: %s", rl_model_errmsg(m));
+    CHECK(rl_model_backward(m, dl) == 0);
+    // an evaluation forward leaves nothing for a backward
+    CHECK(rl_model_forward(m, tok, len, 2, 40, 1.0f, 0, lp, NULL) == 0);
+    CHECK(rl_model_backward(m, dl) == RL_EINVAL);
+    // dropout switched on after the buffers were laid out without it: refused, not ignored
+    rl_lora_set_dropout(rl_model_lora(m), 0.1f);
+    rc = rl_model_forward(m, tok, len, 2, 40, 1.0f, 1, lp, NULL);
+    printf("  dropout set later: %s\n", rl_model_errmsg(m));
+    CHECK(rc == RL_EINVAL && strstr(rl_model_errmsg(m), "dropout"));
+    rl_lora_set_dropout(rl_model_lora(m), 0.0f);
+    CHECK(rl_model_forward(m, tok, len, 2, 40, 1.0f, 1, lp, NULL) == 0);
+    // logits are the CPU's only
+    CHECK(rl_model_logits(m) == NULL && strstr(rl_model_errmsg(m), "GPU"));
+    rl_model_destroy(&m);
+}
+
+int main(void) {
+    rl_test_cuda_open("model.cuda_model");
+    const int emu = rl_test_emulated();
+    const int T = emu ? 24 : 96;
+    if (emu) {
+        printf("model.cuda_model: emulated: T %d instead of 96\n", T);
+    }
+    const int ALL = RL_LORA_ALL;
+    const s_case_t cases[] = {
+        {&S_LLAMA, RL_TUNE_NONE, 0, 8, 0.0f, 0, 1.0f, 0},
+        {&S_LLAMA, RL_TUNE_NONE, 0, 8, 0.0f, 0, 1.0f, 1},
+        {&S_LLAMA, RL_TUNE_LORA, RL_LORA_Q | RL_LORA_V, 8, 0.0f, 0, 1.0f, 0},
+        {&S_LLAMA, RL_TUNE_FULL, 0, 8, 0.0f, 0, 0.7f, 0},
+        {&S_LLAMA_T, RL_TUNE_FULL, 0, 8, 0.0f, 1, 1.0f, 0},
+        {&S_LLAMA_T, RL_TUNE_LORA, ALL, 8, 0.1f, 0, 1.0f, 0},
+        {&S_QWEN2, RL_TUNE_LORA, ALL, 16, 0.1f, 0, 1.0f, 0},
+        {&S_QWEN2, RL_TUNE_FULL, 0, 8, 0.0f, 0, 1.0f, 0},
+        {&S_QWEN3, RL_TUNE_LORA, RL_LORA_Q | RL_LORA_K | RL_LORA_O | RL_LORA_DOWN, 8, 0.2f, 1, 1.0f,
+         0},
+        {&S_QWEN3, RL_TUNE_FULL, 0, 8, 0.0f, 0, 1.0f, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        s_run_case(&cases[i], T);
+    }
+    const s_case_t optim_cases[] = {
+        {&S_LLAMA, RL_TUNE_LORA, RL_LORA_Q | RL_LORA_V, 8, 0.0f, 0, 1.0f, 0},
+        {&S_QWEN3, RL_TUNE_FULL, 0, 8, 0.0f, 0, 1.0f, 0},
+    };
+    for (size_t i = 0; i < sizeof optim_cases / sizeof *optim_cases; i++) {
+        s_test_optim(&optim_cases[i], T);
+    }
+    s_test_load(T);
+    s_test_adapter(T);
+    s_test_refusals();
+    rl_test_cuda_close();
+    RL_TEST_DONE();
+}
