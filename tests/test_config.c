@@ -1023,23 +1023,23 @@ static void test_cookbook(void) {
 }
 
 int main(void) {
-    test_yaml_tree();
-    test_defaults();
-    test_grpo();
-    test_generation_defaults();
-    test_enum_names();
-    test_schema();
-    test_name_lists();
-    test_default_by_algo();
-    test_ppo();
-    test_dpo();
-    test_docs_cover_schema();
-    test_errors_inline();
-    test_overrides();
-    test_float_range();
-    test_round_trip();
-    test_bad_corpus();
-    test_cli();
-    test_cookbook();
+    RL_TEST_RUN(test_yaml_tree);
+    RL_TEST_RUN(test_defaults);
+    RL_TEST_RUN(test_grpo);
+    RL_TEST_RUN(test_generation_defaults);
+    RL_TEST_RUN(test_enum_names);
+    RL_TEST_RUN(test_schema);
+    RL_TEST_RUN(test_name_lists);
+    RL_TEST_RUN(test_default_by_algo);
+    RL_TEST_RUN(test_ppo);
+    RL_TEST_RUN(test_dpo);
+    RL_TEST_RUN(test_docs_cover_schema);
+    RL_TEST_RUN(test_errors_inline);
+    RL_TEST_RUN(test_overrides);
+    RL_TEST_RUN(test_float_range);
+    RL_TEST_RUN(test_round_trip);
+    RL_TEST_RUN(test_bad_corpus);
+    RL_TEST_RUN(test_cli);
+    RL_TEST_RUN(test_cookbook);
     RL_TEST_DONE();
 }

@@ -1106,22 +1106,22 @@ static void test_token_advantages(void) {
 }
 
 int main(void) {
-    test_advantages_modes();
-    test_advantages_unscorable();
-    test_advantages_zero_variance();
-    test_advantages_einval();
-    test_overlong();
-    test_loss_policy_term();
-    test_loss_kl();
-    test_loss_tis_token();
-    test_loss_tis_sequence();
-    test_loss_aggregation();
-    test_loss_mask();
-    test_loss_einval();
-    test_fd_all_knobs();
-    test_old_null_is_detached_copy();
-    test_micro_batches();
-    test_token_advantages();
-    test_goldens();
+    RL_TEST_RUN(test_advantages_modes);
+    RL_TEST_RUN(test_advantages_unscorable);
+    RL_TEST_RUN(test_advantages_zero_variance);
+    RL_TEST_RUN(test_advantages_einval);
+    RL_TEST_RUN(test_overlong);
+    RL_TEST_RUN(test_loss_policy_term);
+    RL_TEST_RUN(test_loss_kl);
+    RL_TEST_RUN(test_loss_tis_token);
+    RL_TEST_RUN(test_loss_tis_sequence);
+    RL_TEST_RUN(test_loss_aggregation);
+    RL_TEST_RUN(test_loss_mask);
+    RL_TEST_RUN(test_loss_einval);
+    RL_TEST_RUN(test_fd_all_knobs);
+    RL_TEST_RUN(test_old_null_is_detached_copy);
+    RL_TEST_RUN(test_micro_batches);
+    RL_TEST_RUN(test_token_advantages);
+    RL_TEST_RUN(test_goldens);
     RL_TEST_DONE();
 }

@@ -426,13 +426,13 @@ static void test_goldens(void) {
 }
 
 int main(void) {
-    test_registry();
+    RL_TEST_RUN(test_registry);
     if (!s_loss) {
         RL_TEST_DONE();
     }
-    test_hand();
-    test_fd_all_knobs();
-    test_old_null_and_micro_batches();
-    test_goldens();
+    RL_TEST_RUN(test_hand);
+    RL_TEST_RUN(test_fd_all_knobs);
+    RL_TEST_RUN(test_old_null_and_micro_batches);
+    RL_TEST_RUN(test_goldens);
     RL_TEST_DONE();
 }

@@ -643,8 +643,8 @@ int main(void) {
     rl_policy_destroy(&b);
     rl_recipe_destroy(&r);
     rl_recipe_destroy(&r2);
-    test_critic();
-    test_dpo();
-    test_rm();
+    RL_TEST_RUN(test_critic);
+    RL_TEST_RUN(test_dpo);
+    RL_TEST_RUN(test_rm);
     RL_TEST_DONE();
 }

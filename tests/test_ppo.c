@@ -1010,17 +1010,17 @@ static void test_goldens(void) {
 }
 
 int main(void) {
-    test_hand_gae();
-    test_rewards_edges();
-    test_rewards_gae_einval();
-    test_whiten();
-    test_explained_variance();
-    test_value_branches();
-    test_value_aggregation();
-    test_value_einval();
-    test_value_fd();
-    test_value_micro_batches();
-    test_kl_controller();
-    test_goldens();
+    RL_TEST_RUN(test_hand_gae);
+    RL_TEST_RUN(test_rewards_edges);
+    RL_TEST_RUN(test_rewards_gae_einval);
+    RL_TEST_RUN(test_whiten);
+    RL_TEST_RUN(test_explained_variance);
+    RL_TEST_RUN(test_value_branches);
+    RL_TEST_RUN(test_value_aggregation);
+    RL_TEST_RUN(test_value_einval);
+    RL_TEST_RUN(test_value_fd);
+    RL_TEST_RUN(test_value_micro_batches);
+    RL_TEST_RUN(test_kl_controller);
+    RL_TEST_RUN(test_goldens);
     RL_TEST_DONE();
 }

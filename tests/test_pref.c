@@ -902,16 +902,16 @@ static void test_goldens(void) {
 }
 
 int main(void) {
-    test_hand_sigmoid();
-    test_hand_hinge();
-    test_hand_ipo_rpo();
-    test_hand_extremes();
-    test_hand_rm();
-    test_dpo_einval();
-    test_rm_einval();
-    test_dpo_fd();
-    test_rm_fd();
-    test_micro_batches();
-    test_goldens();
+    RL_TEST_RUN(test_hand_sigmoid);
+    RL_TEST_RUN(test_hand_hinge);
+    RL_TEST_RUN(test_hand_ipo_rpo);
+    RL_TEST_RUN(test_hand_extremes);
+    RL_TEST_RUN(test_hand_rm);
+    RL_TEST_RUN(test_dpo_einval);
+    RL_TEST_RUN(test_rm_einval);
+    RL_TEST_RUN(test_dpo_fd);
+    RL_TEST_RUN(test_rm_fd);
+    RL_TEST_RUN(test_micro_batches);
+    RL_TEST_RUN(test_goldens);
     RL_TEST_DONE();
 }

@@ -566,13 +566,13 @@ static void test_corpus_train_reply(void) {
 }
 
 int main(void) {
-    test_verbs();
-    test_corpus_train_reply();
-    test_hello_hb_configure();
-    test_sampler();
-    test_actor();
-    test_critic();
-    test_reward();
-    test_envelopes();
+    RL_TEST_RUN(test_verbs);
+    RL_TEST_RUN(test_corpus_train_reply);
+    RL_TEST_RUN(test_hello_hb_configure);
+    RL_TEST_RUN(test_sampler);
+    RL_TEST_RUN(test_actor);
+    RL_TEST_RUN(test_critic);
+    RL_TEST_RUN(test_reward);
+    RL_TEST_RUN(test_envelopes);
     RL_TEST_DONE();
 }

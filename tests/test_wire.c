@@ -937,12 +937,12 @@ static void test_malformed(void) {
 }
 
 int main(void) {
-    test_scalars();
-    test_tensors();
-    test_owned();
-    test_setter_errors();
-    test_getter_errors();
-    test_truncations();
-    test_malformed();
+    RL_TEST_RUN(test_scalars);
+    RL_TEST_RUN(test_tensors);
+    RL_TEST_RUN(test_owned);
+    RL_TEST_RUN(test_setter_errors);
+    RL_TEST_RUN(test_getter_errors);
+    RL_TEST_RUN(test_truncations);
+    RL_TEST_RUN(test_malformed);
     RL_TEST_DONE();
 }

@@ -556,7 +556,7 @@ static void test_foreign_controller(const char *dir) {
 
 int main(void) {
     char dir[] = "/tmp/rl_test_worker.XXXXXX";
-    RL_TEST_ASSERT_FILE(mkdtemp(dir), "a temp dir");
+    rl_test_tmpdir(dir, sizeof dir, "worker");
     // the cookbook GRPO recipe, resolved, as the controller's configure carries it
     rl_recipe_t *r = NULL;
     char err[4096];
@@ -584,10 +584,6 @@ int main(void) {
     zmq_ctx_term(ctx);
     free(yaml);
     RL_TEST_RUN(test_foreign_controller, dir);
-    char cmd[200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "could not remove %s\n", dir);
-    }
+    rl_test_tmpdir_done(dir);
     RL_TEST_DONE();
 }
