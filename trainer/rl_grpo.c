@@ -210,6 +210,33 @@ double rl_grpo_kl(int estimator, double d, double *dk) {
     return k;
 }
 
+rl_grpo_row_t rl_grpo_row(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *alg, int bi,
+                          double log_cap) {
+    const int T = b->T;
+    const size_t row = (size_t)bi * (size_t)T;
+    const float *m = b->mask + row;
+    double n_b = 0.0, seq_log_w = 0.0;
+    for (int t = 0; t < T; t++) {
+        if (m[t] != 0.0f) {
+            n_b += 1.0;
+            if (alg->tis == RL_RECIPE_TIS_SEQUENCE) {
+                double old = b->old_logp ? b->old_logp[row + t] : b->logp[row + t];
+                seq_log_w += old - (double)b->mu_logp[row + t];
+            }
+        }
+    }
+    rl_grpo_row_t r = {n_b, 0.0, 1};
+    if (n_b > 0.0) {
+        r.scale = alg->loss_agg == RL_RECIPE_AGG_SEQ_MEAN_TOKEN_MEAN ? 1.0 / (n_b * b->denom)
+                                                                     : 1.0 / b->denom;
+    }
+    // NaN sums compare false both ways and keep the row: the NaN then shows in the gap.
+    if (alg->tis == RL_RECIPE_TIS_SEQUENCE && (seq_log_w < -log_cap || seq_log_w > log_cap)) {
+        r.keep = 0;
+    }
+    return r;
+}
+
 int rl_grpo_loss(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *alg, float *dlogp,
                  rl_grpo_loss_stats_t *stats) {
     int rc = rl_grpo_check(b, alg, dlogp);
@@ -228,28 +255,10 @@ int rl_grpo_loss(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *alg, flo
         const size_t row = (size_t)bi * (size_t)T;
         const float *m = b->mask + row;
         const double A_seq = b->adv_tok ? 0.0 : b->adv[bi];
-        double n_b = 0.0, seq_log_w = 0.0;
-        for (int t = 0; t < T; t++) {
-            if (m[t] != 0.0f) {
-                n_b += 1.0;
-                if (alg->tis == RL_RECIPE_TIS_SEQUENCE) {
-                    double old = b->old_logp ? b->old_logp[row + t] : b->logp[row + t];
-                    seq_log_w += old - (double)b->mu_logp[row + t];
-                }
-            }
-        }
-        // Every token's loss of this row is multiplied by `scale` (the aggregation).
-        double scale = 0.0;
-        if (n_b > 0.0) {
-            scale = alg->loss_agg == RL_RECIPE_AGG_SEQ_MEAN_TOKEN_MEAN ? 1.0 / (n_b * b->denom)
-                                                                       : 1.0 / b->denom;
-        }
-        // NaN sums compare false both ways and keep the row: the NaN then shows in the gap.
-        bool keep = true;
-        if (alg->tis == RL_RECIPE_TIS_SEQUENCE && (seq_log_w < -log_cap || seq_log_w > log_cap)) {
-            keep = false;
-            s.tis_masked += 1.0;
-        }
+        const rl_grpo_row_t rw = rl_grpo_row(b, alg, bi, log_cap);
+        const double scale = rw.scale;
+        const bool keep = rw.keep;
+        s.tis_masked += keep ? 0.0 : 1.0;
         double row_loss = 0.0;
         for (int t = 0; t < T; t++) {
             const size_t i = row + t;

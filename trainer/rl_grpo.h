@@ -141,6 +141,17 @@ int rl_grpo_check(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *alg, co
 // The KL estimator k(d) of d = logp - ref (RL_RECIPE_KL_*: k1 = d, k2 = d^2 / 2, k3 = exp(-d) + d
 // - 1 clamped to [-10, 10]) and *dk = dk/dlogp (0 where the clamp binds), as rl_grpo_loss adds it.
 double rl_grpo_kl(int estimator, double d, double *dk);
+// What a loss of the family computes first for row bi: its completion tokens n (the mask's 1s),
+// the aggregation's factor on each token's loss (scale: 1 / (n denom) for seq_mean_token_mean,
+// else 1 / denom; 0 when n is 0), and whether sequence TIS keeps the row (keep = 0 when the log
+// of its sequence weight, sum of logp_old - mu_logp, lies outside [-log_cap, log_cap]; a NaN sum
+// keeps it, so the NaN shows in the gap). log_cap: log(tis_cap), 0 without TIS.
+typedef struct {
+    double n, scale;
+    int keep;
+} rl_grpo_row_t;
+rl_grpo_row_t rl_grpo_row(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *alg, int bi,
+                          double log_cap);
 
 // ---- the family's adapter (the losses "grpo", "ppo", "gspo", "cispo") ---------------------------
 // A policy-gradient loss of GRPO's family is its per-micro-batch math with rl_grpo_loss's

@@ -45,26 +45,10 @@ static int s_cispo_loss(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *a
         const size_t row = (size_t)bi * (size_t)T;
         const float *m = b->mask + row;
         const double A_seq = b->adv_tok ? 0.0 : b->adv[bi];
-        double n_b = 0.0, seq_log_w = 0.0;
-        for (int t = 0; t < T; t++) {
-            if (m[t] != 0.0f) {
-                n_b += 1.0;
-                if (alg->tis == RL_RECIPE_TIS_SEQUENCE) {
-                    double old = b->old_logp ? b->old_logp[row + t] : b->logp[row + t];
-                    seq_log_w += old - (double)b->mu_logp[row + t];
-                }
-            }
-        }
-        double scale = 0.0;
-        if (n_b > 0.0) {
-            scale = alg->loss_agg == RL_RECIPE_AGG_SEQ_MEAN_TOKEN_MEAN ? 1.0 / (n_b * b->denom)
-                                                                       : 1.0 / b->denom;
-        }
-        bool keep = true;
-        if (alg->tis == RL_RECIPE_TIS_SEQUENCE && (seq_log_w < -log_cap || seq_log_w > log_cap)) {
-            keep = false;
-            s.tis_masked += 1.0;
-        }
+        const rl_grpo_row_t rw = rl_grpo_row(b, alg, bi, log_cap);
+        const double scale = rw.scale;
+        const bool keep = rw.keep;
+        s.tis_masked += keep ? 0.0 : 1.0;
         double row_loss = 0.0;
         for (int t = 0; t < T; t++) {
             const size_t i = row + t;
