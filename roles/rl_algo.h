@@ -45,9 +45,12 @@ typedef struct {
     int (*create)(rl_run_t *run, void **state, size_t *n_train, double *data_frame, char *err,
                   size_t err_len);
     void (*destroy)(void **state);
-    // One optimizer step: the actor's update and everything around it; run->step is advanced
-    // when the actor took the update (*advanced = 1), and the step's metrics are added to
-    // run->metrics (also when a later part of the step failed: the caller writes that line).
+    // One optimizer step: the actor's update and everything around it, in the paper's order.
+    // When the actor took the update the step calls rl_run_advance (run->step + 1, the data it
+    // trained on) and sets *advanced = 1; the step's metrics go to run->metrics (also when a
+    // later part of the step failed: the caller writes that line). A failed step leaves the data
+    // order to the run, which takes it back to the examples not trained on (rl_run_t.trained).
+    // Faults injected for tests (rl_fault.h) live in the run's calls, not in the step.
     int (*step)(void *state, rl_run_t *run, int *advanced, char *note, size_t note_len,
                 char *err, size_t err_len);
     // Held-out evaluation at the current weights (NULL: none): adds eval/* metrics; *acc and

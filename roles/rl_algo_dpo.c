@@ -244,7 +244,6 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
     *advanced_p = 0;
     s_step_t t;
     memset(&t, 0, sizeof t);
-    rl_data_pos_t pos0 = rl_data_sampler_pos(run->order);
     // 1. the step's pairs
     int64_t *ex = malloc((size_t)B * sizeof(int64_t));
     int rc = ex ? 0 : RL_ENOMEM;
@@ -272,7 +271,6 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
     s_step_free(&t);
     if (rc) {
         rl_msg_free(&rep);
-        rl_data_sampler_seek(run->order, pos0); // the step's pairs are taken again on resume
         return rc;
     }
     *advanced_p = 1; // run->version stays: the samplers are synced before an evaluation only

@@ -26,7 +26,6 @@
 
 #include "rl_clock.h"
 #include "rl_err.h"
-#include "rl_fault.h"
 #include "rl_grpo.h"
 #include "rl_loss.h"
 #include "rl_completions.h"
@@ -119,9 +118,18 @@ typedef struct {
     rl_rollout_t ro;      // prompts, completions, scores, the actor's batch
     double *adv;          // (n_res) sequence advantages
     int *keep;            // (n_res) 1 = in the update
+    int kept;             // completions in the update
+    rl_grpo_adv_stats_t as;
     double *badv;         // (B) advantages of the batch rows
     float *ref;           // (B,T) reference logprobs, or NULL
     float *old;           // (B,T) logπ_old from the train reply
+    rl_msg_t *rep;        // the train reply (x's views)
+    rl_proto_train_reply_t x;
+    int have_x;           // 1: x holds the reply of this step's update
+    double lr;
+    int64_t staleness;    // versions between the sampling weights and the ones updated
+    double waited;        // seconds the actor waited for the step's completions
+    double t_gen, t_reward, t_ref, t_train, t_store; // seconds of each phase
 } s_step_t;
 
 static void s_step_free(s_step_t *t) {
@@ -131,29 +139,17 @@ static void s_step_free(s_step_t *t) {
     free(t->badv);
     free(t->ref);
     free(t->old);
+    rl_msg_free(&t->rep);
     memset(t, 0, sizeof(*t));
 }
 
-static int s_store(rl_run_t *run, const rl_rollout_data_t *d, int64_t step, const s_step_t *t,
+static int s_store(rl_run_t *run, const rl_rollout_data_t *d, int64_t step, s_step_t *t,
                    int pending, char *err, size_t err_len) {
+    double t0 = rl_clock_now();
     rl_rollout_extra_t x = {.old = t->old, .ref = t->ref, .seq_adv = t->adv};
-    return rl_rollout_store(run, d, &t->ro, step, &x, pending, err, err_len);
-}
-
-static void s_metrics(rl_run_t *run, const rl_rollout_data_t *d, const s_step_t *t,
-                      const rl_grpo_adv_stats_t *as, const rl_proto_train_reply_t *x, double lr,
-                      double *rmean, double *gen_tokens) {
-    rl_metrics_t *mt = run->metrics;
-    rl_rollout_metrics(run, d, &t->ro, x ? t->old : NULL, lr, rmean, gen_tokens);
-    rl_completions_print(run, d->train, &t->ro, t->adv);
-    rl_metrics_add(mt, "reward_std", as->reward_std);
-    rl_metrics_add(mt, "frac_reward_zero_std", (double)as->zero_std_groups / t->ro.P);
-    if (as->unscorable) { // totals that are NaN (a reward trained on had no score), as PPO's
-        rl_metrics_add(mt, "rewards/unscorable", as->unscorable);
-    }
-    if (x) {
-        rl_run_loss_metrics(run, s_loss(run->r), x);
-    }
+    int rc = rl_rollout_store(run, d, &t->ro, step, &x, pending, err, err_len);
+    t->t_store += rl_clock_now() - t0;
+    return rc;
 }
 
 // Posts the generation of step g->next_step (the weights the samplers hold: run->version); the
@@ -177,11 +173,13 @@ static int s_post(s_grpo_t *g, rl_run_t *run, char *err, size_t err_len) {
 
 // 1-2. The step's prompts and completions: the oldest generation posted ahead, or one posted
 // now; then the generations of the next steps up to k ahead (none across a checkpoint or past
-// the last step). *staleness: versions between the sampling weights and the ones updated now.
-static int s_rollout(s_grpo_t *g, rl_run_t *run, rl_rollout_t *ro, int64_t *staleness,
-                     double *waited, rl_data_pos_t *pos0, char *err, size_t err_len) {
+// the last step). A failure leaves the queue to the step (which drops it) and the data order to
+// the run (which takes it back to the prompts not trained on).
+static int s_rollout(s_grpo_t *g, rl_run_t *run, s_step_t *t, char *err, size_t err_len) {
     const rl_recipe_t *r = run->r;
     int k = r->algorithm.max_staleness, rc = 0;
+    double t0 = rl_clock_now();
+    g->sampler_idle = 0;
     if (g->nq == 0) {
         g->next_step = run->step + 1;
         rc = s_post(g, run, err, err_len);
@@ -191,22 +189,18 @@ static int s_rollout(s_grpo_t *g, rl_run_t *run, rl_rollout_t *ro, int64_t *stal
     }
     double w0 = rl_clock_now();
     rl_rollout_job_t *head = &g->q[0];
-    *pos0 = head->pos0; // where the step's prompts were taken
-    rc = rl_rollout_collect(run, head, ro, err, err_len);
-    *waited = rl_clock_now() - w0;
+    rc = rl_rollout_collect(run, head, &t->ro, err, err_len);
+    t->waited = rl_clock_now() - w0;
     double done = rl_run_genjob_done(head->job);
     g->last_done = done > g->last_done ? done : g->last_done;
-    *staleness = run->step - rl_run_genjob_version(head->job);
+    t->staleness = run->step - rl_run_genjob_version(head->job);
     if (!rc) {
         rc = rl_run_sync_collect(run, &g->sync, err, err_len); // queued behind it
     }
     if (rc) {
-        // the data order goes back to the oldest prompts not trained on
-        rl_data_sampler_seek(run->order, head->pos0);
-        s_drop_queue(g);
         return rc;
     }
-    RL_ASSERT(*staleness >= 0 && *staleness <= k); // at most k posted ahead
+    RL_ASSERT(t->staleness >= 0 && t->staleness <= k); // at most k posted ahead
     rl_rollout_job_free(head);
     memmove(&g->q[0], &g->q[1], (size_t)(g->nq - 1) * sizeof g->q[0]);
     g->nq--;
@@ -217,6 +211,150 @@ static int s_rollout(s_grpo_t *g, rl_run_t *run, rl_rollout_t *ro, int64_t *stal
             break; // a checkpoint comes first
         }
         rc = s_post(g, run, err, err_len);
+    }
+    t->t_gen = rl_clock_now() - t0;
+    return rc;
+}
+
+// 4. Group advantages; with drop_zero_std_groups the groups whose advantages are all 0 (equal
+// rewards) leave the update.
+static int s_advantages(const rl_recipe_t *r, s_step_t *t, char *err, size_t err_len) {
+    const rl_recipe_algorithm_t *alg = &r->algorithm;
+    int P = r->train.batch_size, G = alg->num_generations, n = t->ro.gen.n_res;
+    t->adv = calloc((size_t)n, sizeof(double));
+    t->keep = calloc((size_t)n, sizeof(int));
+    if (!t->adv || !t->keep) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    int rc = rl_grpo_advantages(t->ro.total, P, G, alg, t->adv, &t->as);
+    if (rc) {
+        return rl_errf(err, err_len, rc, "advantages: the rewards' mean or std overflows");
+    }
+    for (int g = 0; g < P; g++) {
+        int zero = 1;
+        for (int i = 0; i < G; i++) {
+            zero &= t->adv[g * G + i] == 0.0;
+        }
+        for (int i = 0; i < G; i++) {
+            t->keep[g * G + i] = !(alg->drop_zero_std_groups && zero);
+            t->kept += t->keep[g * G + i];
+        }
+    }
+    return 0;
+}
+
+// 5-7. The kept completions as the actor's batch; the reference's logprobs (beta > 0); the
+// records to the store before the update (pending), so that nothing after it can lose them; the
+// actor's update (the recipe's policy_loss over micro-batches, num_iterations passes; its first
+// forward is logπ_old, kept for the records).
+static int s_update(rl_run_t *run, rl_rollout_data_t *d, s_step_t *t, char *err,
+                    size_t err_len) {
+    const rl_recipe_t *r = run->r;
+    rl_rollout_t *ro = &t->ro;
+    double t0 = rl_clock_now();
+    if (rl_rollout_batch(run, d, ro, t->keep) != 0 ||
+        !(t->badv = calloc((size_t)ro->B, sizeof(double)))) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    for (int b = 0; b < ro->B; b++) {
+        t->badv[b] = t->adv[ro->row_of[b]];
+    }
+    size_t bt = (size_t)ro->B * (size_t)ro->T;
+    int rc = 0;
+    if (r->algorithm.beta > 0) {
+        t->ref = malloc(bt * sizeof(float));
+        rc = t->ref ? rl_run_logprobs(run, 1, ro->tok, ro->len, ro->B, ro->T,
+                                      r->sampling.temperature, t->ref, err, err_len)
+                    : rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    t->t_ref = rl_clock_now() - t0;
+    if (!rc) {
+        rc = s_store(run, d, run->step + 1, t, 1, err, err_len);
+    }
+    double t1 = rl_clock_now();
+    if (!rc) {
+        rl_proto_train_t q = {.loss = s_loss(r),
+                              .step = run->step + 1,
+                              .lr = t->lr,
+                              .temperature = r->sampling.temperature,
+                              .tokens = ro->tok,
+                              .lengths = ro->len,
+                              .mask = ro->mask,
+                              .adv = t->badv,
+                              .mu_logp = ro->mu,
+                              .ref_logp = t->ref,
+                              .B = ro->B,
+                              .T = ro->T,
+                              .denom = ro->denom,
+                              .micro_batch = r->train.micro_batch_size,
+                              .iterations = r->algorithm.num_iterations,
+                              .want_weights = 1};
+        rc = rl_run_train(run, &run->actor, &q, &t->x, &t->rep, err, err_len);
+    }
+    t->t_train = rl_clock_now() - t1;
+    if (!rc) {
+        if (!(t->old = malloc(bt * sizeof(float)))) {
+            return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+        }
+        memcpy(t->old, t->x.old_logp, bt * sizeof(float));
+        t->have_x = 1;
+    }
+    return rc;
+}
+
+// 8. The metrics (TRL's names, REFERENCE.md §6) and the progress note.
+static void s_metrics(rl_run_t *run, const s_grpo_t *gs, const s_step_t *t, char *note,
+                      size_t note_len) {
+    const rl_recipe_t *r = run->r;
+    const rl_rollout_t *ro = &t->ro;
+    const rl_proto_train_reply_t *x = t->have_x ? &t->x : NULL;
+    rl_metrics_t *mt = run->metrics;
+    double rmean = NAN, len_sum = 0;
+    rl_rollout_metrics(run, gs->d, ro, x ? t->old : NULL, t->lr, &rmean, &len_sum);
+    rl_completions_print(run, gs->d->train, ro, t->adv);
+    rl_metrics_add(mt, "reward_std", t->as.reward_std);
+    rl_metrics_add(mt, "frac_reward_zero_std", (double)t->as.zero_std_groups / ro->P);
+    if (t->as.unscorable) { // totals that are NaN (a reward trained on had no score), as PPO's
+        rl_metrics_add(mt, "rewards/unscorable", t->as.unscorable);
+    }
+    if (x) {
+        rl_run_loss_metrics(run, s_loss(r), x);
+    }
+    rl_metrics_add(mt, "timing/generate", t->t_gen);
+    rl_metrics_add(mt, "timing/reward", t->t_reward);
+    rl_metrics_add(mt, "timing/reference", t->t_ref);
+    rl_metrics_add(mt, "timing/train", t->t_train);
+    rl_metrics_add(mt, "timing/store", t->t_store);
+    int k = r->algorithm.max_staleness;
+    if (k > 0) {
+        rl_metrics_add(mt, "async/staleness", (double)t->staleness);
+        // the step's completions by how many versions older their weights were than the ones
+        // updated (a share regenerated after a remote sampler left is newer)
+        int nr = ro->gen.n_res;
+        for (int sv = 0; sv <= k && ro->gen.ver; sv++) {
+            int c = 0;
+            for (int j = 0; j < nr; j++) {
+                c += (run->step - 1) - ro->gen.ver[j] == sv;
+            }
+            char key[48];
+            snprintf(key, sizeof key, "async/staleness_%d", sv);
+            rl_metrics_add(mt, key, nr > 0 ? (double)c / nr : 0.0);
+        }
+    }
+    double gen_s = t->t_gen > 0 ? t->t_gen : 1;
+    rl_metrics_add(mt, "timing/actor_idle", t->waited);
+    rl_metrics_add(mt, "tokens_per_second", len_sum / gen_s);
+    snprintf(note, note_len, "reward %.3f kl %.4f gen %.0f tok/s", rmean,
+             x ? rl_run_loss_metric(s_loss(r), x, "kl") : 0.0, len_sum / gen_s);
+}
+
+// 9. The updated weights to the samplers (the train reply carries them); part of this step
+// unless generations are queued ahead, which the sync then queues behind.
+static int s_sync(s_grpo_t *gs, rl_run_t *run, const s_step_t *t, char *err, size_t err_len) {
+    run->version = run->step;
+    int rc = rl_run_sync_post(run, t->x.weights, t->x.n, &gs->sync, err, err_len);
+    if (!rc && gs->nq == 0) {
+        rc = rl_run_sync_collect(run, &gs->sync, err, err_len);
     }
     return rc;
 }
@@ -241,182 +379,57 @@ static int s_quiesce(void *state, rl_run_t *run, char *err, size_t err_len) {
     return rc ? rc : r3;
 }
 
-static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_t note_len,
+// One GRPO step, as the header's list. On a failure the generations posted ahead are dropped
+// (the run takes the data order back to the prompts not trained on).
+static int s_step(void *state, rl_run_t *run, int *advanced, char *note, size_t note_len,
                   char *err, size_t err_len) {
     s_grpo_t *gs = state;
-    rl_rollout_data_t *d = gs->d;
-    const rl_recipe_t *r = run->r;
-    const rl_recipe_algorithm_t *alg = &r->algorithm;
-    int P = r->train.batch_size, G = alg->num_generations;
     s_step_t t;
     memset(&t, 0, sizeof(t));
-    rl_rollout_t *ro = &t.ro;
-    rl_metrics_t *mt = run->metrics;
     double t0 = rl_clock_now();
-    *advanced_p = 0;
-    // 1. the step's prompts, 2. generate (or collect what was generated ahead)
-    rl_data_pos_t pos0 = rl_data_sampler_pos(run->order); // restored if the step fails
-    int64_t staleness = 0;
-    double waited = 0;
-    gs->sampler_idle = 0;
-    int rc = s_rollout(gs, run, ro, &staleness, &waited, &pos0, err, err_len);
-    double t1 = rl_clock_now();
+    *advanced = 0;
+    t.lr = rl_sched_lr(&run->sched, run->step);
+    // 1. the step's prompts, 2. their completions
+    int rc = s_rollout(gs, run, &t, err, err_len);
     // 3. rewards
+    double t1 = rl_clock_now();
     if (!rc) {
-        rc = rl_rollout_score(run, d, ro, err, err_len);
+        rc = rl_rollout_score(run, gs->d, &t.ro, err, err_len);
     }
-    double t2 = rl_clock_now();
-    int n = ro->gen.n_res;
+    t.t_reward = rl_clock_now() - t1;
     // 4. advantages
-    rl_grpo_adv_stats_t as;
     if (!rc) {
-        t.adv = calloc((size_t)n, sizeof(double));
-        t.keep = calloc((size_t)n, sizeof(int));
-        if (!t.adv || !t.keep) {
-            rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
-        }
+        rc = s_advantages(run->r, &t, err, err_len);
     }
-    if (!rc && (rc = rl_grpo_advantages(ro->total, P, G, alg, t.adv, &as)) != 0) {
-        rc = rl_errf(err, err_len, rc, "advantages: the rewards' mean or std overflows");
+    // 5. reference, 6. the records before the update, 7. the actor's update (none when every
+    // group was dropped)
+    if (!rc && t.kept > 0) {
+        rc = s_update(run, gs->d, &t, err, err_len);
     }
-    int kept = 0;
-    for (int g = 0; !rc && g < P; g++) {
-        int zero = 1;
-        for (int i = 0; i < G; i++) {
-            zero &= t.adv[g * G + i] == 0.0;
-        }
-        for (int i = 0; i < G; i++) {
-            t.keep[g * G + i] = !(alg->drop_zero_std_groups && zero);
-            kept += t.keep[g * G + i];
-        }
-    }
-    // 5. reference, 6. the records before the update, 7. train
-    double lr = rl_sched_lr(&run->sched, run->step), t3 = rl_clock_now(), t4 = t3;
-    double t_pending = 0;
-    rl_msg_t *rep = NULL;
-    rl_proto_train_reply_t x;
-    int have_x = 0;
-    if (!rc && kept > 0) {
-        if (rl_rollout_batch(run, d, ro, t.keep) != 0 ||
-            !(t.badv = calloc((size_t)ro->B, sizeof(double)))) {
-            rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
-        }
-        for (int b = 0; !rc && b < ro->B; b++) {
-            t.badv[b] = t.adv[ro->row_of[b]];
-        }
-        if (!rc && alg->beta > 0) {
-            t.ref = malloc((size_t)ro->B * (size_t)ro->T * sizeof(float));
-            rc = t.ref ? rl_run_logprobs(run, 1, ro->tok, ro->len, ro->B, ro->T,
-                                         r->sampling.temperature, t.ref, err, err_len)
-                       : rl_errf(err, err_len, RL_ENOMEM, "out of memory");
-        }
-        double ta = rl_clock_now();
-        if (!rc) {
-            rc = s_store(run, d, run->step + 1, &t, 1, err, err_len);
-        }
-        t_pending = rl_clock_now() - ta;
-        t3 = rl_clock_now();
-        if (!rc) {
-            rl_proto_train_t q = {.loss = s_loss(r),
-                                  .step = run->step + 1,
-                                  .lr = lr,
-                                  .temperature = r->sampling.temperature,
-                                  .tokens = ro->tok,
-                                  .lengths = ro->len,
-                                  .mask = ro->mask,
-                                  .adv = t.badv,
-                                  .mu_logp = ro->mu,
-                                  .ref_logp = t.ref,
-                                  .B = ro->B,
-                                  .T = ro->T,
-                                  .denom = ro->denom,
-                                  .micro_batch = r->train.micro_batch_size,
-                                  .iterations = alg->num_iterations,
-                                  .want_weights = 1};
-            run->actor_consistent = 0;
-            rc = rl_run_train(run, &run->actor, &q, &x, &rep, err, err_len);
-        }
-        t4 = rl_clock_now();
-        if (!rc) {
-            if (!(t.old = malloc((size_t)ro->B * (size_t)ro->T * sizeof(float)))) {
-                rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
-            } else {
-                memcpy(t.old, x.old_logp, (size_t)ro->B * (size_t)ro->T * sizeof(float));
-                have_x = 1;
-            }
-        }
-    }
-    int advanced = 0; // the actor took this step's update (or there was none to take)
     if (!rc) {
-        run->step++;
-        run->actor_consistent = 1;
-        run->num_tokens += ro->ntok;
-        advanced = 1;
+        rl_run_advance(run, t.ro.ntok, gs->nq > 0 ? &gs->q[0].pos0 : NULL);
+        *advanced = 1;
     }
     // 8. the records with logπ_old (completing the pending ones), the metrics
-    double t5 = rl_clock_now();
-    if (!rc && rl_fault("store")) {
-        rc = rl_errf(err, err_len, RL_EIO, "trajectory store: step %lld could not be written "
-                     "(RLCTL_FAULT=store)", (long long)run->step);
-    } else if (!rc) {
-        rc = s_store(run, d, run->step, &t, 0, err, err_len);
+    if (!rc) {
+        rc = s_store(run, gs->d, run->step, &t, 0, err, err_len);
     }
-    double t6 = rl_clock_now();
-    if (advanced) {
-        double rmean = NAN, len_sum = 0;
-        s_metrics(run, d, &t, &as, have_x ? &x : NULL, lr, &rmean, &len_sum);
-        rl_metrics_add(mt, "timing/generate", t1 - t0);
-        rl_metrics_add(mt, "timing/reward", t2 - t1);
-        rl_metrics_add(mt, "timing/reference", t3 - t2);
-        rl_metrics_add(mt, "timing/train", t4 - t3);
-        rl_metrics_add(mt, "timing/store", t_pending + (t6 - t5));
-        if (alg->max_staleness > 0) {
-            rl_metrics_add(mt, "async/staleness", (double)staleness);
-            // the step's completions by how many versions older their weights were than the
-            // ones updated (a share regenerated after a remote sampler left is newer)
-            int nr = ro->gen.n_res;
-            for (int sv = 0; sv <= alg->max_staleness && ro->gen.ver; sv++) {
-                int c = 0;
-                for (int j = 0; j < nr; j++) {
-                    c += (run->step - 1) - ro->gen.ver[j] == sv;
-                }
-                char key[48];
-                snprintf(key, sizeof key, "async/staleness_%d", sv);
-                rl_metrics_add(mt, key, nr > 0 ? (double)c / nr : 0.0);
-            }
-        }
-        rl_metrics_add(mt, "timing/actor_idle", waited);
-        rl_metrics_add(mt, "tokens_per_second", len_sum / (t1 - t0 > 0 ? t1 - t0 : 1));
-        snprintf(note, note_len, "reward %.3f kl %.4f gen %.0f tok/s", rmean,
-                 have_x ? rl_run_loss_metric(s_loss(r), &x, "kl") : 0.0,
-                 len_sum / (t1 - t0 > 0 ? t1 - t0 : 1));
+    if (*advanced) {
+        s_metrics(run, gs, &t, note, note_len);
     }
     // 9. sync (after the metrics: a failed sync still leaves the step whole; a resumed run syncs
     // the samplers from the actor anyway)
-    if (!rc && kept > 0) {
-        run->version = run->step;
-        rc = rl_run_sync_post(run, x.weights, x.n, &gs->sync, err, err_len);
-        if (!rc && gs->nq == 0) { // nothing generating ahead: the sync is part of this step
-            rc = rl_run_sync_collect(run, &gs->sync, err, err_len);
-        }
+    double t2 = rl_clock_now();
+    if (!rc && t.kept > 0) {
+        rc = s_sync(gs, run, &t, err, err_len);
     }
-    double t7 = rl_clock_now();
     if (!rc) {
-        rl_metrics_add(mt, "timing/sync", t7 - t6);
-        rl_metrics_add(mt, "timing/step", t7 - t0);
-        rl_metrics_add(mt, "timing/sampler_idle", gs->sampler_idle);
-    }
-    *advanced_p = advanced;
-    if (rc && !advanced) {
-        rl_data_sampler_seek(run->order, pos0); // the step's prompts are taken again on resume
-        s_drop_queue(gs);                       // and those of the steps generated ahead
-    } else if (rc) {
-        if (gs->nq > 0) {
-            rl_data_sampler_seek(run->order, gs->q[0].pos0);
-        }
+        rl_metrics_add(run->metrics, "timing/sync", rl_clock_now() - t2);
+        rl_metrics_add(run->metrics, "timing/step", rl_clock_now() - t0);
+        rl_metrics_add(run->metrics, "timing/sampler_idle", gs->sampler_idle);
+    } else {
         s_drop_queue(gs);
     }
-    rl_msg_free(&rep);
     s_step_free(&t);
     return rc;
 }

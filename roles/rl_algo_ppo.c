@@ -22,7 +22,6 @@
 
 #include "rl_clock.h"
 #include "rl_err.h"
-#include "rl_fault.h"
 #include "rl_log.h"
 #include "rl_ppo.h"
 #include "rl_completions.h"
@@ -117,6 +116,12 @@ typedef struct {
     uint8_t *m_mask;
     float *m_adv, *m_old, *m_mu, *m_ref, *m_val, *m_ret;
     int *perm;
+    // what the step measured
+    int unscorable;          // rows whose score was NaN (0 in the rewards)
+    double kl_mean;          // k1 per token
+    double ev;               // explained variance of the returns by V
+    double adv_mean, adv_std; // the advantages before whitening
+    double t_gen, t_reward, t_ref, t_values, t_adv, t_store, t_actor, t_critic; // seconds
 } s_step_t;
 
 static void s_step_free(s_step_t *t) {
@@ -293,12 +298,83 @@ static int s_update(rl_run_t *run, s_ppo_t *s, s_step_t *t, int train_actor, s_s
     return rc;
 }
 
-static void s_metrics(rl_run_t *run, s_ppo_t *s, const s_step_t *t, const s_sums_t *u, double beta,
-                      double kl_mean, double ev, double adv_mean, double adv_std, int unscorable,
-                      double lr, double *rmean, double *gen_tokens) {
+// 4. The rollout policy's logprobs logπ_old (the actor's), the reference's (beta > 0) and the
+// critic's values of every completion token.
+static int s_score_tokens(rl_run_t *run, s_step_t *t, double beta, char *err, size_t err_len) {
+    const rl_rollout_t *ro = &t->ro;
+    double temp = run->r->sampling.temperature, t0 = rl_clock_now();
+    int rc = rl_run_logprobs(run, 0, ro->tok, ro->len, ro->B, ro->T, temp, t->old, err, err_len);
+    if (!rc && beta > 0) {
+        t->ref = malloc((size_t)ro->B * (size_t)ro->T * sizeof(float));
+        rc = t->ref ? rl_run_logprobs(run, 1, ro->tok, ro->len, ro->B, ro->T, temp, t->ref, err,
+                                      err_len)
+                    : rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    double t1 = rl_clock_now();
+    t->t_ref = t1 - t0;
+    if (!rc) {
+        rc = rl_run_values(run, ro->tok, ro->len, ro->B, ro->T, t->values, err, err_len);
+    }
+    t->t_values = rl_clock_now() - t1;
+    return rc;
+}
+
+// 5. Per-token rewards, GAE, whitening (rl_ppo.h); the explained variance and k1 per token.
+static int s_advantages(const rl_run_t *run, s_step_t *t, double beta, char *err,
+                        size_t err_len) {
+    const rl_recipe_algorithm_t *alg = &run->r->algorithm;
+    const rl_rollout_t *ro = &t->ro;
+    int B = ro->B, T = ro->T;
+    size_t bt = (size_t)B * (size_t)T;
+    double t0 = rl_clock_now();
+    for (size_t i = 0; i < bt; i++) {
+        t->maskf[i] = ro->mask[i];
+    }
+    for (int b = 0; b < B; b++) {
+        t->score[b] = ro->total[ro->row_of[b]];
+    }
+    if (rl_ppo_token_rewards(t->maskf, t->old, t->ref, t->score, beta, B, T, t->rew,
+                             t->ref ? t->kl_row : NULL, &t->unscorable) != 0 ||
+        rl_ppo_gae(t->maskf, t->rew, t->values, alg->gamma, alg->lam, B, T, t->adv, t->ret) != 0 ||
+        rl_ppo_whiten(t->maskf, t->adv, B, T, t->adv, &t->adv_mean, &t->adv_std) != 0 ||
+        rl_ppo_explained_variance(t->maskf, t->ret, t->values, B, T, &t->ev) != 0) {
+        return rl_errf(err, err_len, RL_EINVAL,
+                       "step %lld: advantages: a non-finite logprob or value in the rollout",
+                       (long long)run->step + 1);
+    }
+    double ntok = 0;
+    for (size_t i = 0; i < bt; i++) {
+        t->advf[i] = (float)t->adv[i];
+        t->retf[i] = (float)t->ret[i];
+        t->rewf[i] = (float)t->rew[i];
+        ntok += ro->mask[i];
+    }
+    for (int b = 0; b < B; b++) {
+        t->kl_mean += t->kl_row[b];
+    }
+    t->kl_mean = ntok > 0 ? t->kl_mean / ntok : 0; // per token, as GRPO's `kl`
+    t->t_adv = rl_clock_now() - t0;
+    return 0;
+}
+
+// 6, 8. The step's records: before any update (pending), then complete.
+static int s_store(rl_run_t *run, s_ppo_t *s, s_step_t *t, int64_t step, int pending, char *err,
+                   size_t err_len) {
+    double t0 = rl_clock_now();
+    rl_rollout_extra_t ex = {
+        .old = t->old, .ref = t->ref, .values = t->values, .adv = t->advf, .rewards = t->rewf};
+    int rc = rl_rollout_store(run, s->d, &t->ro, step, &ex, pending, err, err_len);
+    t->t_store += rl_clock_now() - t0;
+    return rc;
+}
+
+// 8. The metrics (REFERENCE.md §6 names) and the progress note.
+static void s_metrics(rl_run_t *run, s_ppo_t *s, const s_step_t *t, const s_sums_t *u,
+                      double beta, int train_actor, double lr, char *note, size_t note_len) {
     rl_metrics_t *mt = run->metrics;
     const rl_rollout_t *ro = &t->ro;
-    rl_rollout_metrics(run, s->d, ro, t->old, lr, rmean, gen_tokens);
+    double rmean = NAN, gen = 0;
+    rl_rollout_metrics(run, s->d, ro, t->old, lr, &rmean, &gen);
     rl_completions_print(run, s->d->train, ro, NULL);
     double n = 0, rs = 0, rss = 0;
     for (size_t i = 0; i < (size_t)ro->B * (size_t)ro->T; i++) {
@@ -313,103 +389,68 @@ static void s_metrics(rl_run_t *run, s_ppo_t *s, const s_step_t *t, const s_sums
     if (u->actor.updates > 0) {
         rl_loss_metrics(rl_loss_find(S_ACTOR_LOSS), &u->actor, "", mt);
     }
-    rl_metrics_add(mt, "kl", kl_mean);
+    rl_metrics_add(mt, "kl", t->kl_mean);
     rl_metrics_add(mt, "kl_coef", beta);
     rl_loss_metrics(rl_loss_find(S_CRITIC_LOSS), &u->critic, "", mt);
-    rl_metrics_add(mt, "explained_variance", ev);
+    rl_metrics_add(mt, "explained_variance", t->ev);
     rl_metrics_add(mt, "returns/mean", rm);
     rl_metrics_add(mt, "returns/std", sqrt(rv > 0 ? rv : 0));
-    rl_metrics_add(mt, "advantages/mean", adv_mean);
-    rl_metrics_add(mt, "advantages/std", adv_std);
+    rl_metrics_add(mt, "advantages/mean", t->adv_mean);
+    rl_metrics_add(mt, "advantages/std", t->adv_std);
     rl_metrics_add(mt, "critic/learning_rate", rl_sched_lr(&s->critic, run->step - 1));
-    if (unscorable) {
-        rl_metrics_add(mt, "rewards/unscorable", unscorable);
+    if (t->unscorable) {
+        rl_metrics_add(mt, "rewards/unscorable", t->unscorable);
     }
+    rl_metrics_add(mt, "timing/generate", t->t_gen);
+    rl_metrics_add(mt, "timing/reward", t->t_reward);
+    rl_metrics_add(mt, "timing/reference", t->t_ref);
+    rl_metrics_add(mt, "timing/values", t->t_values);
+    rl_metrics_add(mt, "timing/advantages", t->t_adv);
+    rl_metrics_add(mt, "timing/train", t->t_actor);
+    rl_metrics_add(mt, "timing/train_critic", t->t_critic);
+    rl_metrics_add(mt, "timing/store", t->t_store);
+    rl_metrics_add(mt, "tokens_per_second", gen / (t->t_gen > 0 ? t->t_gen : 1));
+    snprintf(note, note_len, "reward %.3f value_loss %.4f ev %.2f%s", rmean,
+             rl_loss_metric(rl_loss_find(S_CRITIC_LOSS), &u->critic, "value_loss"), t->ev,
+             train_actor ? "" : " (critic warmup)");
 }
 
-static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_t note_len,
+// One PPO step, as the header's list.
+static int s_step(void *state, rl_run_t *run, int *advanced, char *note, size_t note_len,
                   char *err, size_t err_len) {
     s_ppo_t *s = state;
     const rl_recipe_t *r = run->r;
     const rl_recipe_algorithm_t *alg = &r->algorithm;
-    int P = r->train.batch_size;
     s_step_t t;
     memset(&t, 0, sizeof(t));
     rl_rollout_t *ro = &t.ro;
-    rl_metrics_t *mt = run->metrics;
-    double t0 = rl_clock_now();
-    *advanced_p = 0;
+    double t0 = rl_clock_now(), beta = s->beta, lr = rl_sched_lr(&run->sched, run->step);
+    *advanced = 0;
     // 1-2. prompts, one completion each
-    rl_data_pos_t pos0 = rl_data_sampler_pos(run->order); // restored if the step fails
-    int rc = rl_rollout_generate(run, s->d, P, 1, ro, err, err_len);
+    int rc = rl_rollout_generate(run, s->d, r->train.batch_size, 1, ro, err, err_len);
     double t1 = rl_clock_now();
+    t.t_gen = t1 - t0;
     // 3. scores
     if (!rc) {
         rc = rl_rollout_score(run, s->d, ro, err, err_len);
     }
-    double t2 = rl_clock_now();
+    t.t_reward = rl_clock_now() - t1;
     if (!rc && (rl_rollout_batch(run, s->d, ro, NULL) != 0 ||
                 s_alloc(&t, ro->B / alg->mini_batches) != 0)) {
         rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
-    int B = ro->B, T = ro->T;
-    size_t bt = (size_t)B * (size_t)T;
     // 4. logπ_old, logπ_ref, V
-    double beta = s->beta;
     if (!rc) {
-        rc = rl_run_logprobs(run, 0, ro->tok, ro->len, B, T, r->sampling.temperature, t.old, err,
-                             err_len);
+        rc = s_score_tokens(run, &t, beta, err, err_len);
     }
-    if (!rc && beta > 0) {
-        t.ref = malloc(bt * sizeof(float));
-        rc = t.ref ? rl_run_logprobs(run, 1, ro->tok, ro->len, B, T, r->sampling.temperature, t.ref,
-                                     err, err_len)
-                   : rl_errf(err, err_len, RL_ENOMEM, "out of memory");
-    }
-    double t3 = rl_clock_now();
-    if (!rc) {
-        rc = rl_run_values(run, ro->tok, ro->len, B, T, t.values, err, err_len);
-    }
-    double t4 = rl_clock_now();
     // 5. rewards per token, GAE, whitening
-    int unscorable = 0;
-    double adv_mean = 0, adv_std = 0, ev = NAN, kl_mean = 0;
     if (!rc) {
-        for (size_t i = 0; i < bt; i++) {
-            t.maskf[i] = ro->mask[i];
-        }
-        for (int b = 0; b < B; b++) {
-            t.score[b] = ro->total[ro->row_of[b]];
-        }
-        if (rl_ppo_token_rewards(t.maskf, t.old, t.ref, t.score, beta, B, T, t.rew,
-                                 t.ref ? t.kl_row : NULL, &unscorable) != 0 ||
-            rl_ppo_gae(t.maskf, t.rew, t.values, alg->gamma, alg->lam, B, T, t.adv, t.ret) != 0 ||
-            rl_ppo_whiten(t.maskf, t.adv, B, T, t.adv, &adv_mean, &adv_std) != 0 ||
-            rl_ppo_explained_variance(t.maskf, t.ret, t.values, B, T, &ev) != 0) {
-            rc = rl_errf(err, err_len, RL_EINVAL,
-                         "step %lld: advantages: a non-finite logprob or value in the rollout",
-                         (long long)run->step + 1);
-        }
-        double ntok = 0;
-        for (size_t i = 0; !rc && i < bt; i++) {
-            t.advf[i] = (float)t.adv[i];
-            t.retf[i] = (float)t.ret[i];
-            t.rewf[i] = (float)t.rew[i];
-            ntok += ro->mask[i];
-        }
-        for (int b = 0; b < B; b++) {
-            kl_mean += t.kl_row[b];
-        }
-        kl_mean = ntok > 0 ? kl_mean / ntok : 0; // per token, as GRPO's `kl`
+        rc = s_advantages(run, &t, beta, err, err_len);
     }
-    double t5 = rl_clock_now();
     // 6. the records before any update
-    rl_rollout_extra_t ex = {
-        .old = t.old, .ref = t.ref, .values = t.values, .adv = t.advf, .rewards = t.rewf};
     if (!rc) {
-        rc = rl_rollout_store(run, s->d, ro, run->step + 1, &ex, 1, err, err_len);
+        rc = s_store(run, s, &t, run->step + 1, 1, err, err_len);
     }
-    double t6 = rl_clock_now();
     // 7. the updates (the actor waits for the critic's warmup)
     int train_actor = run->step >= alg->critic_warmup_steps;
     s_sums_t u;
@@ -417,68 +458,39 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
     rl_msg_t *last_rep = NULL;
     rl_proto_train_reply_t last;
     memset(&last, 0, sizeof last);
-    double t_actor = 0, t_critic = 0, lr = rl_sched_lr(&run->sched, run->step);
     if (!rc) {
-        run->actor_consistent = 0;
-        rc = s_update(run, s, &t, train_actor, &u, &last_rep, &last, &t_actor, &t_critic, err,
+        rc = s_update(run, s, &t, train_actor, &u, &last_rep, &last, &t.t_actor, &t.t_critic, err,
                       err_len);
     }
-    int advanced = 0;
     if (!rc) {
-        run->step++;
-        run->actor_consistent = 1;
-        run->num_tokens += train_actor ? ro->ntok : 0;
-        advanced = 1;
+        rl_run_advance(run, train_actor ? ro->ntok : 0, NULL);
+        *advanced = 1;
         // the adaptive controller (Ziegler et al.): beta follows the rollout's KL per sequence
         if (alg->kl_target > 0 && t.ref) {
             double kl_seq = 0;
-            for (int b = 0; b < B; b++) {
+            for (int b = 0; b < ro->B; b++) {
                 kl_seq += t.kl_row[b];
             }
-            rl_ppo_kl_coef_update(&s->beta, kl_seq / B, alg->kl_target, B, alg->kl_horizon);
+            rl_ppo_kl_coef_update(&s->beta, kl_seq / ro->B, alg->kl_target, ro->B,
+                                  alg->kl_horizon);
         }
     }
     // 8. the records complete, the metrics
-    double t7 = rl_clock_now();
-    if (!rc && rl_fault("store")) {
-        rc = rl_errf(err, err_len, RL_EIO,
-                     "trajectory store: step %lld could not be written "
-                     "(RLCTL_FAULT=store)",
-                     (long long)run->step);
-    } else if (!rc) {
-        rc = rl_rollout_store(run, s->d, ro, run->step, &ex, 0, err, err_len);
+    if (!rc) {
+        rc = s_store(run, s, &t, run->step, 0, err, err_len);
     }
-    double t8 = rl_clock_now();
-    if (advanced) {
-        double rmean = NAN, gen = 0;
-        s_metrics(run, s, &t, &u, beta, kl_mean, ev, adv_mean, adv_std, unscorable, lr, &rmean,
-                  &gen);
-        rl_metrics_add(mt, "timing/generate", t1 - t0);
-        rl_metrics_add(mt, "timing/reward", t2 - t1);
-        rl_metrics_add(mt, "timing/reference", t3 - t2);
-        rl_metrics_add(mt, "timing/values", t4 - t3);
-        rl_metrics_add(mt, "timing/advantages", t5 - t4);
-        rl_metrics_add(mt, "timing/train", t_actor);
-        rl_metrics_add(mt, "timing/train_critic", t_critic);
-        rl_metrics_add(mt, "timing/store", (t6 - t5) + (t8 - t7));
-        rl_metrics_add(mt, "tokens_per_second", gen / (t1 - t0 > 0 ? t1 - t0 : 1));
-        snprintf(note, note_len, "reward %.3f value_loss %.4f ev %.2f%s", rmean,
-                 rl_loss_metric(rl_loss_find(S_CRITIC_LOSS), &u.critic, "value_loss"), ev,
-                 train_actor ? "" : " (critic warmup)");
+    if (*advanced) {
+        s_metrics(run, s, &t, &u, beta, train_actor, lr, note, note_len);
     }
     // 9. sync
+    double t2 = rl_clock_now();
     if (!rc && train_actor) {
         run->version = run->step;
         rc = rl_run_sync(run, last.weights, last.n, err, err_len);
     }
-    double t9 = rl_clock_now();
     if (!rc) {
-        rl_metrics_add(mt, "timing/sync", t9 - t8);
-        rl_metrics_add(mt, "timing/step", t9 - t0);
-    }
-    *advanced_p = advanced;
-    if (rc && !advanced) {
-        rl_data_sampler_seek(run->order, pos0);
+        rl_metrics_add(run->metrics, "timing/sync", rl_clock_now() - t2);
+        rl_metrics_add(run->metrics, "timing/step", rl_clock_now() - t0);
     }
     rl_msg_free(&last_rep);
     s_step_free(&t);

@@ -89,7 +89,6 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
     int P = r->train.batch_size, B = 2 * P;
     double t0 = rl_clock_now();
     *advanced_p = 0;
-    rl_data_pos_t pos0 = rl_data_sampler_pos(run->order);
     // 1. the step's pairs (and their margins, on both rows of a pair)
     rl_pairs_rows_t w;
     memset(&w, 0, sizeof w);
@@ -120,7 +119,6 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
     free(margin);
     if (rc) {
         rl_msg_free(&rep);
-        rl_data_sampler_seek(run->order, pos0); // the step's pairs are taken again on resume
         return rc;
     }
     *advanced_p = 1;

@@ -203,7 +203,6 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
     // 1. the step's examples; N_tok over the whole step, counted before any forward
-    rl_data_pos_t pos0 = rl_data_sampler_pos(run->order); // restored if the step fails
     int64_t n_loss = 0, n_all = 0;
     for (int i = 0; i < B; i++) {
         idx[i] = rl_data_sampler_next(run->order);
@@ -242,7 +241,6 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
                               .tokens = tok, .lengths = len, .mask = mask, .B = B, .T = T,
                               .denom = (double)n_loss, .micro_batch = r->train.micro_batch_size,
                               .iterations = 1, .want_weights = 0};
-        run->actor_consistent = 0;
         rc = rl_run_train(run, &run->actor, &q, &x, &rep, err, err_len);
     }
     free(tok);
@@ -251,13 +249,10 @@ static int s_step(void *state, rl_run_t *run, int *advanced_p, char *note, size_
     free(idx);
     if (rc) {
         rl_msg_free(&rep);
-        rl_data_sampler_seek(run->order, pos0); // the step's examples are taken again on resume
         return rc;
     }
-    run->step++;
+    rl_run_advance(run, n_all, NULL);
     run->version = run->step; // the samplers are synced before an evaluation
-    run->actor_consistent = 1;
-    run->num_tokens += n_all;
     *advanced_p = 1;
     rl_metrics_t *mt = run->metrics;
     rl_data_pos_t pos = rl_data_sampler_pos(run->order);

@@ -1016,6 +1016,9 @@ static int s_start(s_ctl_t *s, int64_t *last, char *err, size_t err_len) {
     if (!rc && o->resume) {
         rc = s_resume(s, err, err_len);
     }
+    if (run->order) { // where a failure takes the data order back to (rl_run_t.trained)
+        run->trained = rl_data_sampler_pos(run->order);
+    }
     run->sched = rl_sched_from_recipe(r);
     if (!rc) {
         snprintf(path, sizeof(path), "%s/metrics.jsonl", o->run_dir);
@@ -1150,6 +1153,11 @@ static void s_note_resume(char *err, size_t err_len, const char *fmt, int64_t st
 static int s_finish(s_ctl_t *s, int rc, char *err, size_t err_len) {
     rl_run_t *run = &s->run;
     int64_t total = run->r->train.steps;
+    if (rc && run->order) {
+        // the examples of a step that failed or stopped, and any taken ahead of it, are taken
+        // again on resume: the checkpoint below keeps the position after the last trained on
+        rl_data_sampler_seek(run->order, run->trained);
+    }
     if (s->progress) {
         rl_progress_finish(s->progress);
     }

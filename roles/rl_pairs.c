@@ -116,15 +116,14 @@ int rl_pairs_train(rl_run_t *run, const char *loss, const rl_pairs_rows_t *w, co
                           .micro_batch = run->r->train.micro_batch_size,
                           .iterations = 1,
                           .want_weights = 0};
-    run->actor_consistent = 0;
     int rc = rl_run_train(run, &run->actor, &q, x, rep, err, err_len);
     if (rc) {
         return rc;
     }
-    run->step++;
-    run->actor_consistent = 1;
+    int64_t tokens = 0;
     for (int b = 0; b < w->B; b++) {
-        run->num_tokens += w->len[b];
+        tokens += w->len[b];
     }
+    rl_run_advance(run, tokens, NULL);
     return 0;
 }

@@ -47,8 +47,8 @@ void rl_pairs_rows_free(rl_pairs_rows_t *rows);
 // train.micro_batch_size, the divisor the step's pairs. On success the run has advanced: step + 1,
 // num_tokens + the rows' tokens, actor_consistent (the weights version stays: these algorithms
 // sample nothing in training); *x holds the reply's numbers, views into *rep (caller owns; free
-// with rl_msg_free). On failure the caller puts the data order back (its pairs are taken again
-// on resume).
+// with rl_msg_free). On failure the run's data order goes back (rl_run_t.trained: the pairs are
+// taken again on resume).
 int rl_pairs_train(rl_run_t *run, const char *loss, const rl_pairs_rows_t *w, const double *ref_sum,
                    const double *margin, double lr, rl_proto_train_reply_t *x, rl_msg_t **rep,
                    char *err, size_t err_len);

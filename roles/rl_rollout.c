@@ -5,6 +5,7 @@
 #include "rl_chat.h"
 #include "rl_clock.h"
 #include "rl_err.h"
+#include "rl_fault.h"
 #include "rl_jsonl.h"
 #include "rl_log.h"
 #include "rl_grpo.h"
@@ -513,6 +514,11 @@ int rl_rollout_batch(rl_run_t *run, const rl_rollout_data_t *d, rl_rollout_t *t,
 int rl_rollout_store(rl_run_t *run, const rl_rollout_data_t *d, const rl_rollout_t *t, int64_t step,
                      const rl_rollout_extra_t *ex, int pending, char *err, size_t err_len) {
     const rl_recipe_t *r = run->r;
+    if (!pending && rl_fault("store")) { // docs/reliability.md; tests only
+        return rl_errf(err, err_len, RL_EIO,
+                       "trajectory store: step %lld could not be written (RLCTL_FAULT=store)",
+                       (long long)step);
+    }
     int n = t->gen.n_res, G = t->G;
     size_t n_tok = (size_t)(t->gen.off[n - 1] + t->gen.lens[n - 1]);
     size_t nt = n_tok ? n_tok : 1;

@@ -143,7 +143,8 @@ typedef struct {
 
 // The step's records (every completion, kept or not) for the trajectory store, as `step`:
 // pending = 1 writes them before the update (rl_traj_put_pending), 0 completes them
-// (rl_traj_put_step). Per-token arrays are stored for the kept completions.
+// (rl_traj_put_step). Per-token arrays are stored for the kept completions. RLCTL_FAULT=store
+// fails the completing write (rl_fault.h: tests of a store that fails after the update).
 int rl_rollout_store(rl_run_t *run, const rl_rollout_data_t *d, const rl_rollout_t *t, int64_t step,
                      const rl_rollout_extra_t *x, int pending, char *err, size_t err_len);
 

@@ -942,6 +942,7 @@ int rl_run_train(rl_run_t *run, const rl_run_group_t *grp, const rl_proto_train_
     rl_msg_t *req = NULL;
     *rep = NULL;
     int rc = 0;
+    run->actor_consistent = 0; // until rl_run_advance: the trained models are ahead of `step`
     if (grp->n > 1) {
         rc = s_train_mesh(run, grp, q, rep, err, err_len);
     } else if ((rc = rl_proto_train_encode(q, rl_run_id(run), &req, err, err_len)) == 0) {
@@ -958,6 +959,13 @@ int rl_run_train(rl_run_t *run, const rl_run_group_t *grp, const rl_proto_train_
                        grp->names[0], why[0] ? ": " : "", why);
     }
     return 0;
+}
+
+void rl_run_advance(rl_run_t *run, int64_t tokens, const rl_data_pos_t *through) {
+    run->step++;
+    run->actor_consistent = 1;
+    run->num_tokens += tokens;
+    run->trained = through ? *through : rl_data_sampler_pos(run->order);
 }
 
 void rl_run_loss_metrics(rl_run_t *run, const char *loss, const rl_proto_train_reply_t *x) {

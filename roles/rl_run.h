@@ -55,7 +55,12 @@ typedef struct rl_run {
     double sampler_speed[RL_RUN_MAX_RANKS];      // tokens/s of each (roles.balance: speed)
     int64_t num_tokens;            // tokens trained on so far
     int64_t n_trainable;           // size of the actor's trainable flat view
-    int actor_consistent;          // the actor's weights/optimizer are those of `step`
+    int actor_consistent;          // the actor's weights/optimizer are those of `step` (0 from
+                                   // a train call until rl_run_advance)
+    rl_data_pos_t trained;         // the data order's position after the examples the actor
+                                   // has trained on: when a step fails the controller takes the
+                                   // order back here (the step's examples, and any taken ahead
+                                   // of it, are taken again on resume)
     int32_t stop_ids[64];          // the tokenizer's EOS and one-token sampling.stop strings
     int n_stop;
     const char *stop_str[64];      // sampling.stop strings of several tokens (cut afterwards)
@@ -74,6 +79,11 @@ rl_chat_format_t rl_run_chat_format(const rl_recipe_t *r, rl_tokenizer_t *tok);
 
 // A fresh request id.
 uint64_t rl_run_id(rl_run_t *run);
+
+// The actor took the step's update: run->step + 1, the actor consistent again, `tokens` more
+// trained on, and the data order's examples up to `through` trained on (NULL: up to the order's
+// position now; an algorithm that takes examples ahead of its steps passes where those begin).
+void rl_run_advance(rl_run_t *run, int64_t tokens, const rl_data_pos_t *through);
 // Sends req (taken) to rank `rank` of group `grp` and waits for its reply (caller owns *reply;
 // free with rl_msg_free) up to timeout_s (shortened by run->deadline). Returns 0 or an error
 // naming the worker; *timed_out (may be NULL) as rl_group_call.
@@ -193,7 +203,8 @@ int rl_run_scores(rl_run_t *run, const rl_run_group_t *grp, const int32_t *token
 // (the loss's groups whole: DPO's and RM's pairs) and the replies are merged into one: the
 // statistics as the loss defines (rl_loss_stats_merge_rank), logπ_old in row order, rank 0's
 // weights. *rep holds the views of *x (caller owns;
-// free with rl_msg_free). Errors name the worker.
+// free with rl_msg_free). Errors name the worker. The actor is not consistent with run->step
+// from here until rl_run_advance (a rescue checkpoint is not written in between).
 int rl_run_train(rl_run_t *run, const rl_run_group_t *grp, const rl_proto_train_t *q,
                  rl_proto_train_reply_t *x, rl_msg_t **rep, char *err, size_t err_len);
 
