@@ -9,6 +9,7 @@
 // step spent in collectives. The ceiling of tokens/s at dp 2 is twice the 1×1 figure (the same
 // run's 1×1 invocation in bench/mesh.sh); bytes are compared with 1/fsdp of the 1×1 figure.
 #include "rl_bench.h"
+#include "rl_algo.h"
 #include "rl_coll.h"
 #include "rl_config.h"
 #include "rl_loss.h"
@@ -62,7 +63,8 @@ int main(int argc, char **argv) {
             rows);
     fclose(f);
     rl_recipe_t *r = NULL;
-    int rc = rl_recipe_load_file(path, NULL, 0, RL_RECIPE_NO_FILE_CHECKS, &r, err, sizeof err);
+    int rc = rl_recipe_load_file(rl_algos(), path, NULL, 0, RL_RECIPE_NO_FILE_CHECKS, &r, err,
+                                 sizeof err);
     unlink(path);
     if (rc) {
         s_die("recipe", err);

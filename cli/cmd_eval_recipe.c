@@ -5,6 +5,7 @@
 // eval/rewards/<name>/mean, eval/accuracy, eval/accuracy_greedy, eval/pass@k. The model is the
 // recipe's, or --model/--adapter, or a run folder's final/ (--run).
 #include "rl_chat.h"
+#include "rl_algo.h"
 #include "rl_cli.h"
 #include "rl_config.h"
 #include "rl_err.h"
@@ -131,7 +132,7 @@ int rl_cli_eval_recipe(int argc, char **argv) {
     }
     char err[4096];
     rl_recipe_t *r = NULL;
-    if (rl_recipe_load_file(path, ovr, n_ovr, 0, &r, err, sizeof err) != 0) {
+    if (rl_recipe_load_file(rl_algos(), path, ovr, n_ovr, 0, &r, err, sizeof err) != 0) {
         fprintf(stderr, "%s\nrlctl eval: %s: not a usable recipe\n", err, path);
         return RL_EXIT_USAGE;
     }

@@ -3,6 +3,7 @@
 // recipe.yaml, and starts the controller (roles/rl_controller) with the workers the recipe's
 // algorithm needs (roles/rl_algo_*).
 #include "rl_cli.h"
+#include "rl_algo.h"
 #include "rl_config.h"
 #include "rl_controller.h"
 #include "rl_err.h"
@@ -195,7 +196,8 @@ int rl_cmd_run(int argc, char **argv) {
         goto done;
     }
     static char err[16384];
-    int rc = rl_recipe_load_file(recipe_path, overrides, n_over, 0, &r, err, sizeof(err));
+    int rc =
+        rl_recipe_load_file(rl_algos(), recipe_path, overrides, n_over, 0, &r, err, sizeof(err));
     if (rc) {
         fprintf(stderr, "%s%s", err, err[0] && err[strlen(err) - 1] == '\n' ? "" : "\n");
         code = rc == RL_EINVAL ? RL_EXIT_USAGE : RL_EXIT_FAIL;
@@ -203,8 +205,7 @@ int rl_cmd_run(int argc, char **argv) {
     }
     // the model folder and its tokenizer (ids below vocab_size), then what the algorithm checks
     // before anything is written (GRPO: its prompts, eval answers and reward plugins)
-    const rl_algo_t *algo = rl_algo_find(rl_recipe_enum_name("algorithm.name",
-                                                             r->algorithm.name));
+    const rl_algo_t *algo = rl_algo_find(r->algorithm.def->name);
     if (!algo) { // the schema lists only algorithms that exist: a build without one
         fprintf(stderr, "rlctl run: algorithm.name: this build has no such algorithm\n");
         code = RL_EXIT_USAGE;

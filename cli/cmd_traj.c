@@ -7,6 +7,7 @@
 // the damage instead of dying (docs/trajectories.md, "A damaged store"). Token ids become text
 // with the tokenizer named by the run's recipe.yaml.
 #include "rl_cli.h"
+#include "rl_algo.h"
 
 #include "rl_config.h"
 #include "rl_err.h"
@@ -197,7 +198,7 @@ static int s_tokenizer(const char *run, rl_tokenizer_t **tok) {
     static char err[16384];
     snprintf(path, sizeof path, "%s/recipe.yaml", run);
     rl_recipe_t *recipe = NULL;
-    int rc = rl_recipe_load_file(path, NULL, 0, RL_RECIPE_NO_FILE_CHECKS, &recipe, err,
+    int rc = rl_recipe_load_file(rl_algos(), path, NULL, 0, RL_RECIPE_NO_FILE_CHECKS, &recipe, err,
                                  sizeof err);
     if (rc) {
         // err holds every error of an invalid recipe, one per line, each naming the file

@@ -1,6 +1,7 @@
 // rlctl validate — check a recipe (plus command-line overrides) and print it resolved, or print
 // every error and exit 2. Also prints the key reference (--keys) that docs/recipe.md embeds.
 #include "rl_cli.h"
+#include "rl_algo.h"
 #include "rl_config.h"
 #include "rl_controller.h"
 #include "rl_err.h"
@@ -40,11 +41,12 @@ static void s_choices(FILE *out, const char *const *c) {
 
 // Markdown tables, one per section; docs/recipe.md carries this output.
 static void s_keys(FILE *out) {
-    const rl_recipe_key_t *keys;
-    int n = rl_recipe_schema(&keys);
+    const rl_recipe_algos_t *algos = rl_algos();
     const char *section = "";
-    for (int i = 0; i < n; i++) {
-        const rl_recipe_key_t *k = &keys[i];
+    rl_recipe_keys_t it;
+    rl_recipe_keys_begin(&it, algos, NULL);
+    for (const rl_recipe_key_t *k; (k = rl_recipe_keys_next(&it)) != NULL;) {
+        int i = section[0] != '\0';
         if (strcmp(k->section, section) != 0) {
             section = k->section;
             fprintf(out, "%s### `%s`\n\n| key | type | default | allowed | meaning |\n"
@@ -54,9 +56,9 @@ static void s_keys(FILE *out) {
         int list = !strcmp(section, "rewards");
         char def[256]; // def_doc, or each algorithm's default: "0.0 (grpo), 0.1 (sft)"
         fprintf(out, "| `%s%s.%s` | %s | `%s` | ", section, list ? "[]" : "", k->key,
-                rl_recipe_type_name(k->type), rl_recipe_key_default_doc(k, def, sizeof def));
-        if (k->choices) {
-            s_choices(out, k->choices);
+                rl_recipe_type_name(k->type), rl_recipe_key_default_doc(algos, k, def, sizeof def));
+        if (k->choices || k->type == RL_RECIPE_T_ENUM) {
+            s_choices(out, rl_recipe_key_choices(algos, k));
         } else if (k->type == RL_RECIPE_T_INT || k->type == RL_RECIPE_T_FLOAT ||
                    k->type == RL_RECIPE_T_FLOAT_LIST) {
             int gt = (k->flags & RL_RECIPE_K_MIN_EXCL) != 0;
@@ -79,11 +81,14 @@ static void s_keys(FILE *out) {
         }
         // the algorithms a key applies to, when not all: " *(grpo, ppo)*"
         char algo[96] = "";
-        for (int a = 0; k->algos && a < RL_RECIPE_NALGO; a++) {
-            if (k->algos & (1u << a)) {
+        int all = 1;
+        for (int a = 0; a < algos->n; a++) {
+            all &= rl_recipe_key_for(k, algos->all[a]);
+        }
+        for (int a = 0; !all && a < algos->n; a++) {
+            if (rl_recipe_key_for(k, algos->all[a])) {
                 size_t l = strlen(algo);
-                snprintf(algo + l, sizeof algo - l, "%s%s", l ? ", " : " *(",
-                         rl_recipe_enum_name("algorithm.name", a));
+                snprintf(algo + l, sizeof algo - l, "%s%s", l ? ", " : " *(", algos->all[a]->name);
             }
         }
         if (algo[0]) {
@@ -139,15 +144,14 @@ int rl_cmd_validate(int argc, char **argv) {
         free(ovr);
         return RL_EXIT_FAIL;
     }
-    int rc = rl_recipe_load_file(path, ovr, n_ovr, flags, &r, err, err_len);
+    int rc = rl_recipe_load_file(rl_algos(), path, ovr, n_ovr, flags, &r, err, err_len);
     if (rc == 0 && !(flags & RL_RECIPE_NO_FILE_CHECKS)) {
         rc = rl_cli_check_model(r, err, err_len);
     }
     // GRPO and PPO: the prompts, eval answers and reward plugins, as `rlctl run` checks them
     if (rc == 0 && !(flags & RL_RECIPE_NO_FILE_CHECKS) &&
-        (r->algorithm.name == RL_RECIPE_ALGO_GRPO || r->algorithm.name == RL_RECIPE_ALGO_PPO)) {
-        const rl_algo_t *algo = rl_algo_find(rl_recipe_enum_name("algorithm.name",
-                                                                 r->algorithm.name));
+        (r->algorithm.def->uses & RL_RECIPE_USES_SAMPLES)) {
+        const rl_algo_t *algo = rl_algo_find(r->algorithm.def->name);
         rc = algo ? rl_controller_preflight(algo, r, err, err_len)
                   : rl_errf(err, err_len, RL_EINVAL, "algorithm.name: this build has no such "
                             "algorithm");

@@ -147,7 +147,7 @@ int rl_cli_check_model(const rl_recipe_t *r, char *err, size_t err_len) {
     if (!weights) {
         return rl_recipe_errorf(r, "model.path", err, err_len, RL_EINVAL, "%s", msg);
     }
-    int seq_cls = r->algorithm.name == RL_RECIPE_ALGO_RM;
+    int seq_cls = (r->algorithm.def->uses & RL_RECIPE_USES_SCORE_HEAD) != 0;
     rc = rl_hf_check_weights_ex(&cfg, weights, seq_cls, msg, sizeof msg);
     rl_st_model_destroy(&weights);
     if (rc != 0) {

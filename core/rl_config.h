@@ -11,7 +11,7 @@
 //   rl_config_schema.c    the table, the enums' choice lists, the shared name lists, lookups
 //   rl_config_load.c      YAML -> typed struct: conversions, defaults, error list, positions
 //   rl_config_override.c  command-line `a.b=value` spliced into the YAML tree
-//   rl_config_check.c     cross-key checks (generic, then one function per algorithm), files
+//   rl_config_check.c     cross-key checks (generic, what an algorithm uses, its own check), files
 //   rl_config_write.c     the resolved YAML that `rlctl validate` prints
 #ifndef RL_CONFIG_H
 #define RL_CONFIG_H
@@ -50,15 +50,16 @@ enum {
     RL_RECIPE_K_FOLDER = 1u << 6,   // a file key that may also name a folder (of *.jsonl files)
 };
 
-// Algorithms: the values of algorithm.name (the order of its `choices`). RL_RECIPE_NALGO counts
-// them and sizes rl_recipe_key_t.def_by_algo.
+// What an algorithm does, which decides the keys outside its own that apply to it
+// (rl_recipe_key_t.uses, rl_recipe_algo_def_t.uses).
 enum {
-    RL_RECIPE_ALGO_GRPO = 0,
-    RL_RECIPE_ALGO_SFT = 1,
-    RL_RECIPE_ALGO_PPO = 2,
-    RL_RECIPE_ALGO_DPO = 3,
-    RL_RECIPE_ALGO_RM = 4,
-    RL_RECIPE_NALGO
+    RL_RECIPE_USES_SAMPLES = 1u << 0,    // samples its own policy: prompts, rewards (GRPO, PPO)
+    RL_RECIPE_USES_SEQUENCES = 1u << 1,  // trains on given sequences (SFT, DPO, RM)
+    RL_RECIPE_USES_PAIRS = 1u << 2,      // preference pairs (DPO, RM)
+    RL_RECIPE_USES_MARGINS = 1u << 3,    // a pair's margin (RM)
+    RL_RECIPE_USES_REF_SUMS = 1u << 4,   // the reference's sums of a pair's rows, cached (DPO)
+    RL_RECIPE_USES_CRITIC = 1u << 5,     // a critic (PPO)
+    RL_RECIPE_USES_SCORE_HEAD = 1u << 6, // the actor is a model with a score head (RM)
 };
 
 typedef struct {
@@ -72,37 +73,119 @@ typedef struct {
     double min, max;            // numeric range; for lists, bounds on each item
     int count;                  // FLOAT_LIST: exact number of items
     const char *const *choices; // ENUM values, or allowed STRING_LIST items; NULL-terminated
-    unsigned algos;             // 1 << RL_RECIPE_ALGO_* the key applies to; 0 = every algorithm
+                                // (algorithm.name: NULL, the algorithms of the catalog)
+    unsigned uses;              // RL_RECIPE_USES_*: a shared row applies to the algorithms that
+                                // do one of these (0: every one); an algorithm's own row applies
+                                // to the algorithms that list it
     const char *gate;           // a bool key that must be true for this key to apply, or NULL
     const char *needs;          // PATH_DIR: a file the directory must contain, or NULL
     const char *doc;            // one line of meaning
-    // Default per algorithm, as YAML text: [RL_RECIPE_ALGO_*] = "..." overrides `def` for
-    // recipes of that algorithm; NULL entries (and a recipe whose algorithm is unknown) take
-    // `def`. Only keys with a `def` may have them (see rl_recipe_key_default).
-    const char *def_by_algo[RL_RECIPE_NALGO];
 } rl_recipe_key_t;
 
-// Sets *keys to the schema table (sections in recipe order) and returns its length.
+// Writing rows (an algorithm's own, in its file): where the value lives, a default the docs
+// show as written, and the bounds that mean none (an int key's upper one; a float key's).
+#define RL_RECIPE_AT(field) offsetof(rl_recipe_t, field)
+#define RL_RECIPE_DEF(yaml) .def = yaml, .def_doc = yaml
+#define RL_RECIPE_IMAX 2147483647.0
+#define RL_RECIPE_BIG 1e300
+
+// ---- algorithms ---------------------------------------------------------------------------
+// An algorithm's part of the recipe is declared in the algorithm's own file (roles/rl_algo_*.c):
+// its name, what it does (which shared keys apply), its own keys (fragments of schema rows in
+// section "algorithm"; a fragment several algorithms share, such as the policy-gradient loss's
+// clip knobs, is declared once by its owner and listed by each), its defaults of keys it shares
+// with others, and its checks between keys. The loader is given the catalog of every algorithm
+// (rl_recipe_algos_t) and names none of them.
+
+typedef struct {
+    const char *key;   // "algorithm.beta"
+    const char *value; // YAML text
+} rl_recipe_default_t;
+
+typedef struct rl_cfg_ctx rl_recipe_check_t; // a load in progress (rl_recipe_check_*)
+typedef struct rl_recipe rl_recipe_t;
+
+typedef struct rl_recipe_algo_def {
+    const char *name;                    // algorithm.name
+    const char *title;                   // in messages: "GRPO", "a reward model"
+    const char *doc;                     // one line: what it trains
+    unsigned uses;                       // RL_RECIPE_USES_*
+    const rl_recipe_key_t *const *keys;  // its fragments, NULL-terminated; each fragment's rows
+                                         // end with one whose section is NULL
+    const rl_recipe_default_t *defaults; // its defaults of shared keys (ends {NULL}), or NULL
+    // Its checks between keys (NULL: none), after the checks of what it uses (samples: a prompt
+    // format and a reward; pairs: a pair format), reported with rl_recipe_check_err.
+    void (*check)(rl_recipe_check_t *c, const rl_recipe_t *r);
+} rl_recipe_algo_def_t;
+
+// Every algorithm of a build (the algorithm layer's rl_algos()). borrowed by each recipe loaded
+// with it; valid until program exit.
+typedef struct {
+    const rl_recipe_algo_def_t *const *all;
+    int n;
+    const char *const *names; // the n names, NULL-terminated: algorithm.name's choices
+} rl_recipe_algos_t;
+
+// In an algorithm's check: an error at the key's position ("file:line:col: key: ...", or the
+// file when the key took its default).
+void rl_recipe_check_err(rl_recipe_check_t *c, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+// In an algorithm's check: 1 when the recipe (or an override) set `key`.
+int rl_recipe_check_is_set(rl_recipe_check_t *c, const char *key);
+// In an algorithm's check: the sequences of one optimizer step (`what` says whose, for the
+// error) are what train.micro_batch_size divides; derives train.micro_batch_size when unset.
+void rl_recipe_check_step(rl_recipe_check_t *c, long long per_step, const char *what);
+
+// The algorithm called `name` in the catalog, or NULL.
+const rl_recipe_algo_def_t *rl_recipe_algo_find(const rl_recipe_algos_t *algos, const char *name);
+// 1 when key k can apply to algorithm a: one of a's own rows, or a shared row of what a uses.
+int rl_recipe_key_for(const rl_recipe_key_t *k, const rl_recipe_algo_def_t *a);
+
+// ---- the schema -----------------------------------------------------------------------------
+
+// The schema's rows in recipe order: the shared rows (core/rl_config_schema.c) with the
+// algorithms' own rows after algorithm.name (those of every algorithm of `algos`, or of `only`
+// when not NULL; a row several algorithms list comes once, in the first one's order):
+//   rl_recipe_keys_t it;
+//   rl_recipe_keys_begin(&it, algos, NULL);
+//   for (const rl_recipe_key_t *k; (k = rl_recipe_keys_next(&it)) != NULL;) ...
+typedef struct {
+    const rl_recipe_algos_t *algos;
+    const rl_recipe_algo_def_t *only;
+    int row, algo, frag, item, in_algos;
+} rl_recipe_keys_t;
+void rl_recipe_keys_begin(rl_recipe_keys_t *it, const rl_recipe_algos_t *algos,
+                          const rl_recipe_algo_def_t *only);
+const rl_recipe_key_t *rl_recipe_keys_next(rl_recipe_keys_t *it);
+
+// The row of "optim.lr", "rewards.builtin" or "rewards[3].builtin" among the shared rows and
+// every algorithm's (algos may be NULL: the shared rows only), or NULL.
 // borrowed; valid until program exit.
-int rl_recipe_schema(const rl_recipe_key_t **keys);
+const rl_recipe_key_t *rl_recipe_key_find(const rl_recipe_algos_t *algos, const char *dotted);
 
 // Returns "bool", "int", ... for a type. borrowed; valid until program exit.
 const char *rl_recipe_type_name(rl_recipe_type_t type);
 
-// The default of key k, as YAML text, for a recipe of algorithm `algo` (RL_RECIPE_ALGO_*, or -1
-// when unknown): k->def_by_algo[algo] when set, else k->def (NULL for required, optional and
-// derived keys). borrowed; valid until program exit.
-const char *rl_recipe_key_default(const rl_recipe_key_t *k, int algo);
+// The choices of an ENUM or STRING_LIST row: k->choices, or for algorithm.name the catalog's
+// names. borrowed; valid until program exit.
+const char *const *rl_recipe_key_choices(const rl_recipe_algos_t *algos, const rl_recipe_key_t *k);
+
+// The default of key k, as YAML text, for a recipe of algorithm `a` (NULL when unknown): a's
+// default of it when a has one, else k->def (NULL for required, optional and derived keys).
+// borrowed; valid until program exit.
+const char *rl_recipe_key_default(const rl_recipe_key_t *k, const rl_recipe_algo_def_t *a);
 
 // Writes the default of key k as docs and `rlctl validate --keys` show it into out[0..n)
 // (truncated to n - 1 bytes): k->def_doc when every algorithm the key applies to has the same
-// default, else each one's default with the algorithm in parentheses, in algorithm order
-// ("0.0 (grpo), 0.1 (sft)"). Returns out.
-const char *rl_recipe_key_default_doc(const rl_recipe_key_t *k, char *out, size_t n);
+// default, else each one's default with the algorithm in parentheses, in catalog order
+// ("0.0 (grpo), 0.05 (ppo)"). Returns out.
+const char *rl_recipe_key_default_doc(const rl_recipe_algos_t *algos, const rl_recipe_key_t *k,
+                                      char *out, size_t n);
 
 // Returns the name of value `value` of the ENUM key `dotted_key` ("optim.scheduler",
-// "rewards.builtin"), or NULL when either is unknown. borrowed; valid until program exit.
-const char *rl_recipe_enum_name(const char *dotted_key, int value);
+// "rewards.builtin"; algorithm.name: the catalog's, with algos not NULL), or NULL when either is
+// unknown. borrowed; valid until program exit.
+const char *rl_recipe_enum_name(const rl_recipe_algos_t *algos, const char *dotted_key, int value);
 
 // ---- enum values (the order of each key's `choices`) --------------------------------------
 
@@ -232,7 +315,8 @@ typedef struct {
 } rl_recipe_data_t;
 
 typedef struct {
-    int name;        // RL_RECIPE_ALGO_*
+    int name; // the algorithm's index in the catalog the recipe was loaded with
+    const rl_recipe_algo_def_t *def; // that algorithm (NULL only while loading an unknown name)
     // GRPO
     int num_generations; // G
     int scale_rewards;   // RL_RECIPE_SCALE_*
@@ -376,8 +460,9 @@ typedef struct {
 
 typedef struct rl_recipe_priv rl_recipe_priv_t;
 
-typedef struct {
+struct rl_recipe {
     char *path;        // the recipe's name as given to the loader
+    const rl_recipe_algos_t *algos; // the catalog it was loaded with (borrowed)
     rl_recipe_run_t run;
     rl_recipe_model_t model;
     rl_recipe_lora_t lora;
@@ -393,7 +478,7 @@ typedef struct {
     rl_recipe_mesh_t mesh;
     rl_recipe_log_t log;
     rl_recipe_priv_t *priv; // source positions; use rl_recipe_key_location
-} rl_recipe_t;
+};
 
 // ---- loading --------------------------------------------------------------------------------
 
@@ -411,14 +496,16 @@ enum {
 // ("file:line:col: key: what was found; what is allowed"), into err; RL_ENOMEM when out of
 // memory; a positive errno when the file cannot be read. caller owns *out; free with
 // rl_recipe_destroy.
-int rl_recipe_load_file(const char *path, const char *const *overrides, int n_overrides,
-                        unsigned flags, rl_recipe_t **out, char *err, size_t err_len);
+// `algos` is the catalog of algorithms (rl_algos()), borrowed by the recipe.
+int rl_recipe_load_file(const rl_recipe_algos_t *algos, const char *path,
+                        const char *const *overrides, int n_overrides, unsigned flags,
+                        rl_recipe_t **out, char *err, size_t err_len);
 
 // As rl_recipe_load_file, for recipe text text[0..len) named `name` in messages; relative
 // paths resolve against name's directory (the current one when name has no '/').
-int rl_recipe_load_string(const char *text, size_t len, const char *name,
-                          const char *const *overrides, int n_overrides, unsigned flags,
-                          rl_recipe_t **out, char *err, size_t err_len);
+int rl_recipe_load_string(const rl_recipe_algos_t *algos, const char *text, size_t len,
+                          const char *name, const char *const *overrides, int n_overrides,
+                          unsigned flags, rl_recipe_t **out, char *err, size_t err_len);
 
 // Frees the recipe; a no-op when *recipe_p is NULL; sets *recipe_p to NULL.
 void rl_recipe_destroy(rl_recipe_t **recipe_p);

@@ -13,6 +13,7 @@
 #include "rl_err.h"
 
 #include <dirent.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,10 +28,9 @@
 static void s_check_required(rl_cfg_ctx_t *c) {
     rl_recipe_t *r = c->r;
     char key[96];
-    const rl_recipe_key_t *keys;
-    int nkeys = rl_recipe_schema(&keys);
-    for (int i = 0; i < nkeys; i++) {
-        const rl_recipe_key_t *k = &keys[i];
+    rl_recipe_keys_t it;
+    rl_recipe_keys_begin(&it, c->algos, NULL);
+    for (const rl_recipe_key_t *k; (k = rl_recipe_keys_next(&it)) != NULL;) {
         if (!(k->flags & RL_RECIPE_K_REQUIRED) || rl_cfg_section(k->section)->is_list) {
             continue;
         }
@@ -49,20 +49,21 @@ static void s_check_applies(rl_cfg_ctx_t *c) {
     rl_recipe_t *r = c->r;
     for (int i = 0; i < r->priv->n; i++) {
         const rl_cfg_loc_t *l = &r->priv->locs[i];
-        const rl_recipe_key_t *k = rl_cfg_key_dotted(l->key);
+        const rl_recipe_key_t *k = rl_recipe_key_find(c->algos, l->key);
         if (!k || !strchr(l->key, '.') || rl_cfg_applies(r, k)) {
             continue;
         }
-        if (k->algos && r->algorithm.name >= 0 && !(k->algos & (1u << r->algorithm.name))) {
-            char names[64] = "";
-            for (int a = 0; a < RL_RECIPE_NALGO; a++) {
-                if (k->algos & (1u << a)) {
+        const rl_recipe_algo_def_t *def = r->algorithm.def;
+        if (def && !rl_recipe_key_for(k, def)) {
+            char names[256] = "";
+            for (int a = 0; a < c->algos->n; a++) {
+                if (rl_recipe_key_for(k, c->algos->all[a])) {
                     snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
-                             names[0] ? " or " : "", rl_recipe_enum_name("algorithm.name", a));
+                             names[0] ? " or " : "", c->algos->all[a]->name);
                 }
             }
             rl_cfg_err_key(c, l->key, "applies only when algorithm.name is %s (this recipe: %s)",
-                           names, rl_recipe_enum_name("algorithm.name", r->algorithm.name));
+                           names, def->name);
         } else if (k->gate) {
             rl_cfg_err_key(c, l->key, "set while %s is false; set %s: true or remove %s",
                            k->gate, k->gate, l->key);
@@ -125,7 +126,7 @@ static void s_check_optim(rl_cfg_ctx_t *c) {
 static void s_check_step(rl_cfg_ctx_t *c, long long per_step, const char *what) {
     rl_recipe_t *r = c->r;
     long long ranks = (long long)r->mesh.dp * r->mesh.fsdp;
-    int pairs = r->algorithm.name == RL_RECIPE_ALGO_DPO || r->algorithm.name == RL_RECIPE_ALGO_RM;
+    int pairs = r->algorithm.def && (r->algorithm.def->uses & RL_RECIPE_USES_PAIRS);
     long long units = pairs ? per_step / 2 : per_step; // pairs are never split across ranks
     if (ranks > 1 && units % ranks != 0) {
         rl_cfg_err_key(c, r->mesh.dp > 1 ? "mesh.dp" : "mesh.fsdp",
@@ -154,10 +155,10 @@ static void s_check_step_batch(rl_cfg_ctx_t *c) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// the checks of one algorithm each: they read the whole recipe, report at the key at fault and
-// derive the shape of a step (s_check_step)
+// the checks of what an algorithm does (rl_recipe_algo_def_t.uses); its own checks are in its
+// file (roles/rl_algo_*.c), through the rl_recipe_check_* calls below
 
-// What the algorithms that sample their own policy (GRPO, PPO) share:
+// An algorithm that samples its own policy (GRPO, PPO):
 //   - algorithm.dual_clip is 0 (off) or > 1 (dual-clip PPO bounds the loss of a negative
 //     advantage A by -c A, which needs c > 1)
 //   - algorithm.overlong_buffer < sampling.max_new_tokens: the DAPO shaping window lies inside
@@ -180,7 +181,7 @@ static void s_check_sampling(rl_cfg_ctx_t *c, const char *algo) {
         r->data.format == RL_RECIPE_FORMAT_TEXT) {
         rl_cfg_err_key(c, "data.format",
                        "%s rows hold no prompt to sample from; %s takes auto, prompt or messages",
-                       rl_recipe_enum_name("data.format", r->data.format), algo);
+                       rl_recipe_enum_name(NULL, "data.format", r->data.format), algo);
     }
     if (r->n_rewards == 0) {
         const rl_cfg_loc_t *sl = rl_cfg_loc_find(r->priv, "rewards");
@@ -189,32 +190,7 @@ static void s_check_sampling(rl_cfg_ctx_t *c, const char *algo) {
     }
 }
 
-// GRPO (trainer/rl_grpo.c, roles/rl_algo_grpo.c):
-//   - the checks of s_check_sampling
-//   - a step is train.batch_size prompts x algorithm.num_generations completions; the sequences
-//     of a step (<= 1048576) are what train.micro_batch_size divides
-static void s_check_grpo(rl_cfg_ctx_t *c) {
-    rl_recipe_t *r = c->r;
-    s_check_sampling(c, "GRPO");
-    long long per_step = (long long)r->train.batch_size * r->algorithm.num_generations;
-    char what[160];
-    snprintf(what, sizeof what,
-             "the %lld sequences of a step (train.batch_size %d x algorithm.num_generations %d)",
-             per_step, r->train.batch_size, r->algorithm.num_generations);
-    s_check_step(c, per_step, what);
-}
-
-// SFT (trainer/loss_sft.c): a step is train.batch_size examples, which train.micro_batch_size
-// divides. Its other rules are per key (data.max_length, algorithm.completion_only_loss apply
-// only to SFT; GRPO's knobs are refused by s_check_applies).
-static void s_check_sft(rl_cfg_ctx_t *c) {
-    if (c->r->data.format == RL_RECIPE_FORMAT_PREFERENCE) {
-        rl_cfg_err_key(c, "data.format", "preference rows are data for DPO, not SFT");
-    }
-    s_check_step_batch(c);
-}
-
-// DPO and RM (trainer/rl_pref.c, roles/rl_algo_dpo.c, rl_algo_rm.c) train on pairs:
+// An algorithm that trains on pairs (DPO, RM):
 //   - data.format is auto or preference
 //   - a step is train.batch_size pairs = 2 x batch_size sequences, which train.micro_batch_size
 //     divides (and, being even-sized groups, must be even)
@@ -222,7 +198,7 @@ static void s_check_pairs(rl_cfg_ctx_t *c, const char *who) {
     rl_recipe_t *r = c->r;
     if (r->data.format != RL_RECIPE_FORMAT_AUTO && r->data.format != RL_RECIPE_FORMAT_PREFERENCE) {
         rl_cfg_err_key(c, "data.format", "%s rows hold no pairs; %s takes auto or preference",
-                       rl_recipe_enum_name("data.format", r->data.format), who);
+                       rl_recipe_enum_name(NULL, "data.format", r->data.format), who);
     }
     long long per_step = 2LL * r->train.batch_size;
     char what[160];
@@ -236,34 +212,20 @@ static void s_check_pairs(rl_cfg_ctx_t *c, const char *who) {
     }
 }
 
-// DPO: the pairs' checks and algorithm.beta > 0
-static void s_check_dpo(rl_cfg_ctx_t *c) {
-    s_check_pairs(c, "DPO");
-    if (!(c->r->algorithm.beta > 0)) {
-        rl_cfg_err_key(c, "algorithm.beta", "%g: DPO needs beta > 0 (TRL's default 0.1)",
-                       c->r->algorithm.beta);
-    }
+void rl_recipe_check_err(rl_recipe_check_t *c, const char *key, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    rl_cfg_err_key(c, key, "%s", msg);
 }
 
-// PPO (trainer/rl_ppo.c, roles/rl_algo_ppo.c):
-//   - the checks of s_check_sampling
-//   - a rollout is train.batch_size prompts, one completion each; algorithm.mini_batches divides
-//     it, and an optimizer step (a mini-batch) is the sequences train.micro_batch_size divides
-static void s_check_ppo(rl_cfg_ctx_t *c) {
-    rl_recipe_t *r = c->r;
-    const rl_recipe_algorithm_t *a = &r->algorithm;
-    s_check_sampling(c, "PPO");
-    if (a->mini_batches > 0 && r->train.batch_size % a->mini_batches != 0) {
-        rl_cfg_err_key(c, "algorithm.mini_batches", "%d does not divide train.batch_size (%d)",
-                       a->mini_batches, r->train.batch_size);
-        return;
-    }
-    long long per_step = r->train.batch_size / (a->mini_batches > 0 ? a->mini_batches : 1);
-    char what[160];
-    snprintf(what, sizeof what,
-             "the %lld sequences of a mini-batch (train.batch_size %d / algorithm.mini_batches "
-             "%d)",
-             per_step, r->train.batch_size, a->mini_batches);
+int rl_recipe_check_is_set(rl_recipe_check_t *c, const char *key) {
+    return rl_cfg_is_set(c->r, key);
+}
+
+void rl_recipe_check_step(rl_recipe_check_t *c, long long per_step, const char *what) {
     s_check_step(c, per_step, what);
 }
 
@@ -316,8 +278,7 @@ static void s_check_hosts(rl_cfg_ctx_t *c) {
 static void s_check_roles(rl_cfg_ctx_t *c) {
     const rl_recipe_t *r = c->r;
     int n_remote = r->roles.remote_samplers.n;
-    int rollouts =
-        r->algorithm.name == RL_RECIPE_ALGO_GRPO || r->algorithm.name == RL_RECIPE_ALGO_PPO;
+    int rollouts = r->algorithm.def && (r->algorithm.def->uses & RL_RECIPE_USES_SAMPLES);
     if (r->roles.samplers == 0 && n_remote == 0 && (rollouts || r->data.eval)) {
         rl_cfg_err_key(c, "roles.samplers",
                        "0 leaves the run without a sampler: use 1 or more, or list "
@@ -348,21 +309,23 @@ void rl_cfg_check_recipe(rl_cfg_ctx_t *c) {
     s_check_lora(c);
     s_check_optim(c);
     s_check_roles(c);
-    switch (r->algorithm.name) {
-    case RL_RECIPE_ALGO_GRPO: s_check_grpo(c); break;
-    case RL_RECIPE_ALGO_SFT: s_check_sft(c); break;
-    case RL_RECIPE_ALGO_PPO: s_check_ppo(c); break;
-    case RL_RECIPE_ALGO_DPO: s_check_dpo(c); break;
-    case RL_RECIPE_ALGO_RM:
-        s_check_pairs(c, "a reward model");
-        if (r->data.eval) {
-            rl_cfg_err_key(c, "data.eval",
-                           "a reward model samples nothing; hold pairs out with data.eval_pairs");
+    const rl_recipe_algo_def_t *def = r->algorithm.def;
+    if (!def) {
+        s_check_step_batch(c); // algorithm.name unknown: already an error
+    } else {
+        if (def->uses & RL_RECIPE_USES_SAMPLES) {
+            s_check_sampling(c, def->title);
         }
-        break;
-    default: s_check_step_batch(c); break; // algorithm.name unknown: already an error
+        if (def->uses & RL_RECIPE_USES_PAIRS) {
+            s_check_pairs(c, def->title);
+        }
+        if (def->check) {
+            def->check(c, r); // with its step's shape (rl_recipe_check_step), unless on pairs
+        } else if (!(def->uses & RL_RECIPE_USES_PAIRS)) {
+            s_check_step_batch(c);
+        }
     }
-    int pref = r->algorithm.name == RL_RECIPE_ALGO_DPO || r->algorithm.name == RL_RECIPE_ALGO_RM;
+    int pref = def && (def->uses & RL_RECIPE_USES_PAIRS);
     if (r->train.eval_every > 0 && !r->data.eval && !(pref && r->data.eval_pairs)) {
         rl_cfg_err_key(c, "train.eval_every",
                        pref ? "%d needs data.eval_pairs (held-out pairs) or data.eval; set one "
@@ -431,10 +394,9 @@ static void s_check_path(rl_cfg_ctx_t *c, const rl_recipe_key_t *k, const char *
 void rl_cfg_check_files(rl_cfg_ctx_t *c) {
     rl_recipe_t *r = c->r;
     char key[96];
-    const rl_recipe_key_t *keys;
-    int nkeys = rl_recipe_schema(&keys);
-    for (int i = 0; i < nkeys; i++) {
-        const rl_recipe_key_t *k = &keys[i];
+    rl_recipe_keys_t it;
+    rl_recipe_keys_begin(&it, c->algos, NULL);
+    for (const rl_recipe_key_t *k; (k = rl_recipe_keys_next(&it)) != NULL;) {
         if (!(k->flags & RL_RECIPE_K_EXISTS)) {
             continue;
         }
@@ -453,7 +415,8 @@ void rl_cfg_check_files(rl_cfg_ctx_t *c) {
             }
             // a derived path (model.tokenizer) is reported at the key it came from
             const char *loc_key = key;
-            if (!rl_cfg_is_set(r, key) && k->offset == offsetof(rl_recipe_t, model.tokenizer)) {
+            if (!rl_cfg_is_set(r, key) && !strcmp(k->section, "model") &&
+                !strcmp(k->key, "tokenizer")) {
                 struct stat st;
                 if (!r->model.path || stat(r->model.path, &st) != 0 || !S_ISDIR(st.st_mode)) {
                     continue; // the folder itself is missing: one error is enough
@@ -464,7 +427,7 @@ void rl_cfg_check_files(rl_cfg_ctx_t *c) {
         }
     }
     // each remote sampler's public key file
-    const rl_recipe_key_t *rk = rl_cfg_key("roles", "client_key");
+    const rl_recipe_key_t *rk = rl_cfg_key(c->algos, "roles", "client_key");
     for (int i = 0; i < r->roles.remote_samplers.n; i++) {
         snprintf(key, sizeof key, "roles.remote_samplers[%d].server_key", i);
         s_check_path(c, rk, key, r->roles.remote_samplers.items[i].server_key,
@@ -472,7 +435,7 @@ void rl_cfg_check_files(rl_cfg_ctx_t *c) {
     }
     // a reward command's program, when it is a path (a bare name is searched on PATH when the
     // command starts)
-    rl_recipe_key_t prog = *rl_cfg_key("rewards", "command");
+    rl_recipe_key_t prog = *rl_cfg_key(c->algos, "rewards", "command");
     prog.type = RL_RECIPE_T_PATH_FILE;
     for (int e = 0; e < r->n_rewards; e++) {
         const rl_recipe_strlist_t *cmd = &r->rewards[e].command;
@@ -482,9 +445,9 @@ void rl_cfg_check_files(rl_cfg_ctx_t *c) {
         }
     }
     // critic.init: `base` or an HF folder (a string key: `base` is not a path)
-    if (r->algorithm.name == RL_RECIPE_ALGO_PPO && r->critic.init &&
+    if (r->algorithm.def && (r->algorithm.def->uses & RL_RECIPE_USES_CRITIC) && r->critic.init &&
         strcmp(r->critic.init, "base") != 0) {
-        const rl_recipe_key_t *k = rl_cfg_key("critic", "init");
+        const rl_recipe_key_t *k = rl_cfg_key(c->algos, "critic", "init");
         rl_recipe_key_t dir = *k;
         dir.type = RL_RECIPE_T_PATH_DIR;
         dir.needs = "config.json";

@@ -693,7 +693,7 @@ static int s_convert_http(rl_cfg_ctx_t *c, const rl_recipe_key_t *k, const rl_cf
         } else if (which == 1) {
             bad |= s_number(c, &timeout_k, vn, kn, kp, &h.timeout) != 0;
         } else if (which == 2) {
-            int i = s_choice(c, k->key, k->choices, vn, kn, kp);
+            int i = s_choice(c, k->key, rl_recipe_key_choices(c->algos, k), vn, kn, kp);
             bad |= i < 0;
             h.format = i < 0 ? h.format : i;
         } else if (s_number(c, &retries_k, vn, kn, kp, &x) == 0) {
@@ -751,7 +751,7 @@ static int s_convert(rl_cfg_ctx_t *c, const rl_recipe_key_t *k, const rl_cfg_dst
         return 0;
     }
     case RL_RECIPE_T_ENUM: {
-        int i = s_choice(c, k->key, k->choices, v, at, path);
+        int i = s_choice(c, k->key, rl_recipe_key_choices(c->algos, k), v, at, path);
         if (i < 0) {
             return -1;
         }
@@ -772,7 +772,8 @@ static int s_convert(rl_cfg_ctx_t *c, const rl_recipe_key_t *k, const rl_cfg_dst
         char *s;
         if (is_path) {
             // recipe paths resolve against the recipe; overrides and run.dir against the cwd
-            int from_recipe = v->file == c->file && k->offset != offsetof(rl_recipe_t, run.dir);
+            int run_dir = !strcmp(k->section, "run") && !strcmp(k->key, "dir");
+            int from_recipe = v->file == c->file && !run_dir;
             const char *base = from_recipe ? c->base : c->cwd;
             s = s_path_join_norm(base, v->str);
         } else {
@@ -905,10 +906,9 @@ static void s_default_set(rl_cfg_ctx_t *c, const rl_recipe_key_t *k, const rl_cf
 // Sets every key of `section` to its table default `def` (zero/NULL/-1 when it has none). The
 // algorithm is not known yet: rl_cfg_algo_defaults applies the per-algorithm ones after the walk.
 static void s_defaults(rl_cfg_ctx_t *c, const char *section, const rl_cfg_dst_t *d) {
-    const rl_recipe_key_t *keys;
-    int nkeys = rl_recipe_schema(&keys);
-    for (int i = 0; i < nkeys; i++) {
-        const rl_recipe_key_t *k = &keys[i];
+    rl_recipe_keys_t it;
+    rl_recipe_keys_begin(&it, c->algos, NULL);
+    for (const rl_recipe_key_t *k; (k = rl_recipe_keys_next(&it)) != NULL;) {
         if (strcmp(k->section, section) != 0) {
             continue;
         }
@@ -921,19 +921,13 @@ static void s_defaults(rl_cfg_ctx_t *c, const char *section, const rl_cfg_dst_t 
     }
 }
 
-void rl_cfg_algo_defaults(rl_cfg_ctx_t *c, const rl_recipe_key_t *keys, int n_keys) {
+void rl_cfg_algo_defaults(rl_cfg_ctx_t *c) {
     rl_recipe_t *r = c->r;
-    int algo = r->algorithm.name;
+    const rl_recipe_algo_def_t *a = r->algorithm.def;
     char key[128];
-    if (algo < 0 || algo >= RL_RECIPE_NALGO) {
-        return; // unknown (reported): every key keeps `def`
-    }
-    for (int i = 0; i < n_keys; i++) {
-        const rl_recipe_key_t *k = &keys[i];
-        const char *def = k->def_by_algo[algo];
-        if (!def) {
-            continue;
-        }
+    for (int i = 0; a && a->defaults && a->defaults[i].key; i++) { // unknown: every key keeps def
+        const rl_recipe_key_t *k = rl_recipe_key_find(c->algos, a->defaults[i].key);
+        RL_ASSERT(k); // an algorithm's default of a key the schema lacks
         int list = rl_cfg_section(k->section)->is_list;
         for (int e = 0; e < (list ? r->n_rewards : 1); e++) {
             if (list) {
@@ -945,7 +939,7 @@ void rl_cfg_algo_defaults(rl_cfg_ctx_t *c, const rl_recipe_key_t *keys, int n_ke
                 continue; // written in the recipe or an override (null is not: null = default)
             }
             rl_cfg_dst_t d = {list ? (void *)&r->rewards[e] : (void *)r, list ? e : -1};
-            s_default_set(c, k, &d, def);
+            s_default_set(c, k, &d, a->defaults[i].value);
         }
     }
 }
@@ -999,11 +993,11 @@ static void s_unknown_key(rl_cfg_ctx_t *c, const char *section, const rl_yaml_no
                           const char *path) {
     const char *cands[128];
     int n = 0;
-    const rl_recipe_key_t *keys;
-    int nkeys = rl_recipe_schema(&keys);
-    for (int i = 0; i < nkeys && n < 128; i++) {
-        if (!strcmp(keys[i].section, section)) {
-            cands[n++] = keys[i].key;
+    rl_recipe_keys_t it;
+    rl_recipe_keys_begin(&it, c->algos, NULL);
+    for (const rl_recipe_key_t *x; (x = rl_recipe_keys_next(&it)) != NULL && n < 127;) {
+        if (!strcmp(x->section, section)) {
+            cands[n++] = x->key;
         }
     }
     cands[n] = NULL;
@@ -1017,10 +1011,11 @@ static void s_unknown_key(rl_cfg_ctx_t *c, const char *section, const rl_yaml_no
         rl_cfg_err(c, k, path, "unknown key; did you mean '%s'?", near);
         return;
     }
-    for (int i = 0; i < nkeys; i++) { // a key written under the wrong section
-        if (!strcmp(keys[i].key, k->str) && strcmp(keys[i].section, section) != 0) {
-            rl_cfg_err(c, k, path, "unknown key; did you mean '%s.%s'?", keys[i].section,
-                       keys[i].key);
+    rl_recipe_keys_begin(&it, c->algos, NULL);
+    for (const rl_recipe_key_t *x; (x = rl_recipe_keys_next(&it)) != NULL;) {
+        if (!strcmp(x->key, k->str) && strcmp(x->section, section) != 0) {
+            // a key written under the wrong section
+            rl_cfg_err(c, k, path, "unknown key; did you mean '%s.%s'?", x->section, x->key);
             return;
         }
     }
@@ -1041,7 +1036,7 @@ static void s_apply_map(rl_cfg_ctx_t *c, const char *section, const char *prefix
         }
         rl_cfg_quote_short(kn->str, q, sizeof q);
         snprintf(path, sizeof path, "%s.%s", prefix, q);
-        const rl_recipe_key_t *k = rl_cfg_key(section, kn->str);
+        const rl_recipe_key_t *k = rl_cfg_key(c->algos, section, kn->str);
         if (!k) {
             s_unknown_key(c, section, kn, path);
             continue;
@@ -1064,8 +1059,6 @@ static void s_walk(rl_cfg_ctx_t *c, const rl_yaml_node_t *root) {
     const rl_cfg_section_t *sections;
     int nsections = rl_cfg_sections(&sections);
     RL_ASSERT(nsections <= S_MAX_SECTIONS);
-    const rl_recipe_key_t *keys;
-    int nkeys = rl_recipe_schema(&keys);
     for (int i = 0; i < root->n; i++) {
         const rl_yaml_node_t *kn = root->kids[2 * i], *v = root->kids[2 * i + 1];
         if (s_dup_of(root, i) >= 0) {
@@ -1082,9 +1075,11 @@ static void s_walk(rl_cfg_ctx_t *c, const rl_yaml_node_t *root) {
             names[nsections] = NULL;
             const char *near = s_closest(kn->str, names, nsections);
             const rl_recipe_key_t *elsewhere = NULL;
-            for (int j = 0; j < nkeys && !near; j++) {
-                if (!strcmp(keys[j].key, kn->str)) {
-                    elsewhere = &keys[j];
+            rl_recipe_keys_t it;
+            rl_recipe_keys_begin(&it, c->algos, NULL);
+            for (const rl_recipe_key_t *x; !near && (x = rl_recipe_keys_next(&it)) != NULL;) {
+                if (!strcmp(x->key, kn->str)) {
+                    elsewhere = x;
                     break;
                 }
             }
@@ -1335,7 +1330,7 @@ static void s_derive(rl_cfg_ctx_t *c) {
                            srcs[first]);
         } else if (!n_has && !written) {
             char all[256];
-            s_join(rl_cfg_key("rewards", "builtin")->choices, all, sizeof all);
+            s_join(rl_cfg_key(c->algos, "rewards", "builtin")->choices, all, sizeof all);
             rl_cfg_err_key(c, key,
                            "needs builtin: (%s), plugin: <path of a .so>, model: <a reward "
                            "model's folder>, command: [program, args...] or http: {url: "
@@ -1390,10 +1385,9 @@ static void s_derive(rl_cfg_ctx_t *c) {
 
 static void s_recipe_free_fields(rl_recipe_t *r) {
     rl_cfg_dst_t d = {r, -1};
-    const rl_recipe_key_t *keys;
-    int nkeys = rl_recipe_schema(&keys);
-    for (int i = 0; i < nkeys; i++) {
-        const rl_recipe_key_t *k = &keys[i];
+    rl_recipe_keys_t it;
+    rl_recipe_keys_begin(&it, r->algos, NULL);
+    for (const rl_recipe_key_t *k; (k = rl_recipe_keys_next(&it)) != NULL;) {
         if (rl_cfg_section(k->section)->is_list) {
             for (int e = 0; e < r->n_rewards; e++) {
                 rl_cfg_dst_t de = {&r->rewards[e], e};
@@ -1505,14 +1499,14 @@ static char *s_dirname_abs(const char *cwd, const char *name) {
     return abs;
 }
 
-int rl_recipe_load_string(const char *text, size_t len, const char *name,
-                          const char *const *overrides, int n_overrides, unsigned flags,
-                          rl_recipe_t **out, char *err, size_t err_len) {
+int rl_recipe_load_string(const rl_recipe_algos_t *algos, const char *text, size_t len,
+                          const char *name, const char *const *overrides, int n_overrides,
+                          unsigned flags, rl_recipe_t **out, char *err, size_t err_len) {
     *out = NULL;
     if (err && err_len) {
         err[0] = '\0';
     }
-    rl_cfg_ctx_t c = {.flags = flags};
+    rl_cfg_ctx_t c = {.flags = flags, .algos = algos};
     rl_yaml_node_t *root = NULL;
     int rc = RL_ENOMEM;
     char cwdbuf[4096];
@@ -1523,6 +1517,7 @@ int rl_recipe_load_string(const char *text, size_t len, const char *name,
         goto fail;
     }
     r->priv->nfiles = 1;
+    r->algos = algos;
     c.r = r;
     c.file = r->priv->files[0];
     for (int i = 0; i < n_overrides; i++) {
@@ -1575,9 +1570,10 @@ int rl_recipe_load_string(const char *text, size_t len, const char *name,
         }
         s_check_dups(&c, root, "");
         s_walk(&c, root);
-        const rl_recipe_key_t *keys;
-        int nkeys = rl_recipe_schema(&keys);
-        rl_cfg_algo_defaults(&c, keys, nkeys);
+        if (r->algorithm.name >= 0 && r->algorithm.name < algos->n) {
+            r->algorithm.def = algos->all[r->algorithm.name];
+        }
+        rl_cfg_algo_defaults(&c);
         s_derive(&c);
         rl_cfg_check_recipe(&c);
         if (!(flags & RL_RECIPE_NO_FILE_CHECKS)) {
@@ -1624,8 +1620,9 @@ fail:
     return rc;
 }
 
-int rl_recipe_load_file(const char *path, const char *const *overrides, int n_overrides,
-                        unsigned flags, rl_recipe_t **out, char *err, size_t err_len) {
+int rl_recipe_load_file(const rl_recipe_algos_t *algos, const char *path,
+                        const char *const *overrides, int n_overrides, unsigned flags,
+                        rl_recipe_t **out, char *err, size_t err_len) {
     *out = NULL;
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -1662,8 +1659,8 @@ int rl_recipe_load_file(const char *path, const char *const *overrides, int n_ov
     }
     fclose(f);
     if (rc == 0) {
-        rc = rl_recipe_load_string(buf ? buf : "", n, path, overrides, n_overrides, flags, out,
-                                   err, err_len);
+        rc = rl_recipe_load_string(algos, buf ? buf : "", n, path, overrides, n_overrides, flags,
+                                   out, err, err_len);
     }
     free(buf);
     return rc;

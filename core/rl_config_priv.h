@@ -27,8 +27,8 @@ extern "C" {
 // ---- the schema (rl_config_schema.c) --------------------------------------------------------
 
 // Numeric bounds of schema rows that mean "none": IMAX for int keys, +-BIG for float keys.
-#define RL_CFG_IMAX 2147483647.0
-#define RL_CFG_BIG 1e300
+#define RL_CFG_IMAX RL_RECIPE_IMAX
+#define RL_CFG_BIG RL_RECIPE_BIG
 
 typedef struct {
     const char *name;
@@ -43,17 +43,13 @@ int rl_cfg_sections(const rl_cfg_section_t **sections);
 // The section called `name`, or NULL. borrowed; valid until program exit.
 const rl_cfg_section_t *rl_cfg_section(const char *name);
 
-// The row of section.key, or NULL. borrowed; valid until program exit.
-const rl_recipe_key_t *rl_cfg_key(const char *section, const char *key);
-
-// The row of "optim.lr", "rewards.builtin" or "rewards[3].builtin", or NULL.
+// The row of section.key among the shared rows and every algorithm's, or NULL.
 // borrowed; valid until program exit.
-const rl_recipe_key_t *rl_cfg_key_dotted(const char *dotted);
-
-// 1 when key k applies to recipe r: its algorithm (any, while algorithm.name is unknown) and
+const rl_recipe_key_t *rl_cfg_key(const rl_recipe_algos_t *algos, const char *section,
+                                  const char *key);
+// 1 when key k applies to recipe r: its algorithm's (any, while algorithm.name is unknown) and
 // its gate (a bool key that must be true); else 0.
 int rl_cfg_applies(const rl_recipe_t *r, const rl_recipe_key_t *k);
-
 // ---- a recipe's private state: where each key was set ---------------------------------------
 
 typedef struct {
@@ -83,8 +79,9 @@ typedef struct {
     char *msg;
 } rl_cfg_err_t;
 
-typedef struct {
+struct rl_cfg_ctx {
     rl_recipe_t *r;
+    const rl_recipe_algos_t *algos; // the catalog (== r->algos)
     unsigned flags;   // RL_RECIPE_NO_FILE_CHECKS
     const char *file; // == r->priv->files[0]; nodes from the recipe carry this pointer
     char *base;       // absolute directory of the recipe (relative inputs resolve here)
@@ -92,7 +89,8 @@ typedef struct {
     rl_cfg_err_t *errs;
     int nerr, cap, dropped;
     int oom;
-} rl_cfg_ctx_t;
+};
+typedef struct rl_cfg_ctx rl_cfg_ctx_t;
 
 // Appends msg (takes ownership of msg; NULL means out of memory) as an error at file:line:col.
 void rl_cfg_push(rl_cfg_ctx_t *c, const char *file, int line, int col, char *msg);
@@ -143,12 +141,10 @@ int rl_cfg_is_null(const rl_yaml_node_t *v);
 void rl_cfg_strlist_free(rl_recipe_strlist_t *l);
 void rl_cfg_endpoints_free(rl_recipe_endpoints_t *l);
 
-// Sets every key of the recipe that has a default for its algorithm (def_by_algo) and that the
-// recipe left unset (or null) to that default, in map sections and in every list entry; keys
-// the recipe set keep their value. `keys` is the schema table (a test passes its own rows).
-// A no-op while algorithm.name is unknown.
-void rl_cfg_algo_defaults(rl_cfg_ctx_t *c, const rl_recipe_key_t *keys, int n_keys);
-
+// Sets every key the recipe's algorithm has a default of (rl_recipe_algo_def_t.defaults) and
+// that the recipe left unset (or null) to that default; keys the recipe set keep their value. A
+// no-op while algorithm.name is unknown.
+void rl_cfg_algo_defaults(rl_cfg_ctx_t *c);
 // ---- the stages of the other parts ----------------------------------------------------------
 
 // rl_config_override.c: splices the override `arg` ("a.b.c=<yaml>", named `fname` in

@@ -35,26 +35,11 @@ static const rl_cfg_section_t s_sections[] = {
 #define S_NSECTIONS ((int)(sizeof s_sections / sizeof s_sections[0]))
 
 // Each list is indexed by its enum (rl_config.h), so a name cannot drift from its value.
-static const char *const s_algos[] = {[RL_RECIPE_ALGO_GRPO] = "grpo",
-                                      [RL_RECIPE_ALGO_SFT] = "sft",
-                                      [RL_RECIPE_ALGO_PPO] = "ppo",
-                                      [RL_RECIPE_ALGO_DPO] = "dpo",
-                                      [RL_RECIPE_ALGO_RM] = "rm",
-                                      [RL_RECIPE_NALGO] = NULL};
 static const char *const s_dtypes[] = {"float32", "bfloat16", "float16", "auto", NULL};
 static const char *const s_chats[] = {"auto", "chatml", "llama3", "none", NULL};
 static const char *const s_formats[] = {"auto",     "prompt",     "prompt_completion", "text",
                                         "messages", "preference", NULL};
-static const char *const s_pref_losses[] = {[RL_RECIPE_PREF_SIGMOID] = "sigmoid",
-                                            [RL_RECIPE_PREF_HINGE] = "hinge",
-                                            [RL_RECIPE_PREF_IPO] = "ipo", NULL};
 static const char *const s_truncs[] = {"error", "drop", NULL};
-static const char *const s_scales[] = {"group", "batch", "none", NULL};
-static const char *const s_advs[] = {"grpo", "rloo", NULL};
-static const char *const s_kls[] = {"k1", "k2", "k3", NULL};
-static const char *const s_aggs[] = {"token_mean", "seq_mean_token_mean",
-                                     "seq_mean_token_sum_norm", NULL};
-static const char *const s_tis[] = {"none", "token", "sequence", NULL};
 static const char *const s_optims[] = {"adamw", NULL};
 static const char *const s_scheds[] = {"constant", "linear", "cosine", NULL};
 static const char *const s_refs[] = {"actor", "worker", "mesh", NULL};
@@ -95,13 +80,12 @@ const char *rl_recipe_reward_builtin_name(int which) {
 
 #define OFF(f) offsetof(rl_recipe_t, f)
 #define ROFF(f) offsetof(rl_recipe_reward_t, f) // a rewards entry's keys
-#define GRPO (1u << RL_RECIPE_ALGO_GRPO)
-#define SFT (1u << RL_RECIPE_ALGO_SFT)
-#define PPO (1u << RL_RECIPE_ALGO_PPO)
-#define RL (GRPO | PPO) // the algorithms that sample their own policy
-#define DPO (1u << RL_RECIPE_ALGO_DPO)
-#define RM (1u << RL_RECIPE_ALGO_RM)
-#define PREF (DPO | RM) // the algorithms that train on preference pairs
+#define SAMPLES RL_RECIPE_USES_SAMPLES
+#define SEQUENCES RL_RECIPE_USES_SEQUENCES
+#define PAIRS RL_RECIPE_USES_PAIRS
+#define MARGINS RL_RECIPE_USES_MARGINS
+#define REF_SUMS RL_RECIPE_USES_REF_SUMS
+#define CRITIC RL_RECIPE_USES_CRITIC
 #define REQUIRED RL_RECIPE_K_REQUIRED
 #define OPTIONAL RL_RECIPE_K_OPTIONAL
 #define MIN_EXCL RL_RECIPE_K_MIN_EXCL
@@ -116,8 +100,9 @@ const char *rl_recipe_reward_builtin_name(int which) {
 
 // One row per key; fields left out are 0 / NULL (no flags, min = max = 0, every algorithm, no
 // gate). `def` is YAML text parsed by the same code as a recipe, so a default can never be a
-// value the recipe itself would reject (the tests load an all-defaults recipe). A default that
-// differs by algorithm goes in .def_by_algo = {[RL_RECIPE_ALGO_SFT] = "..."} beside `def`.
+// value the recipe itself would reject (the tests load an all-defaults recipe). An algorithm's
+// own keys are its definition's (roles/rl_algo_*.c), and an algorithm whose default of a shared
+// key differs says so in its definition's `defaults`.
 static const rl_recipe_key_t s_keys[] = {
     // run ------------------------------------------------------------------------------------
     {.section = "run", .key = "name", .type = RL_RECIPE_T_STRING, .offset = OFF(run.name),
@@ -187,31 +172,31 @@ static const rl_recipe_key_t s_keys[] = {
      .doc = "keyword arguments of the chat template (apply_chat_template's), e.g. "
             "{enable_thinking: false} for Qwen3"},
     {.section = "data", .key = "chosen_field", .type = RL_RECIPE_T_STRING,
-     .offset = OFF(data.chosen_field), DEF("chosen"), .algos = PREF,
+     .offset = OFF(data.chosen_field), DEF("chosen"), .uses = PAIRS,
      .doc = "field holding the preferred completion (DPO, RM)"},
     {.section = "data", .key = "rejected_field", .type = RL_RECIPE_T_STRING,
-     .offset = OFF(data.rejected_field), DEF("rejected"), .algos = PREF,
+     .offset = OFF(data.rejected_field), DEF("rejected"), .uses = PAIRS,
      .doc = "field holding the dispreferred completion (DPO, RM)"},
     {.section = "data", .key = "margin_field", .type = RL_RECIPE_T_STRING,
-     .offset = OFF(data.margin_field), DEF("margin"), .algos = RM,
+     .offset = OFF(data.margin_field), DEF("margin"), .uses = MARGINS,
      .doc = "field holding a pair's margin (TRL's margin column), used when the rows have it"},
     {.section = "data", .key = "eval_pairs", .type = RL_RECIPE_T_PATH_FILE,
      .offset = OFF(data.eval_pairs), .def_doc = "null", .flags = OPTIONAL | EXISTS | FOLDER,
-     .algos = PREF,
+     .uses = PAIRS,
      .doc = "held-out preference rows, JSONL: the DPO or RM metrics under eval/ every "
             "train.eval_every steps"},
     {.section = "data", .key = "ref_cache", .type = RL_RECIPE_T_PATH_DIR,
      .offset = OFF(data.ref_cache), .def_doc = "$XDG_CACHE_HOME/rlctl/refcache", .flags = OPTIONAL,
-     .algos = DPO,
+     .uses = REF_SUMS,
      .doc = "where the reference's logprob sums are cached across runs (~/.cache/rlctl/refcache "
             "without XDG_CACHE_HOME)"},
     {.section = "data", .key = "max_length", .type = RL_RECIPE_T_INT,
      .offset = OFF(data.max_length), DEF("1024"), .min = 1, .max = 1048576,
-     .algos = SFT | PREF,
+     .uses = SEQUENCES,
      .doc = "most tokens of one example, prompt + completion (SFT; DPO, RM: each side of a "
             "pair)"},
     {.section = "data", .key = "max_prompt_length", .type = RL_RECIPE_T_INT,
-     .offset = OFF(data.max_prompt_length), DEF("512"), .min = 1, .max = 1048576, .algos = RL,
+     .offset = OFF(data.max_prompt_length), DEF("512"), .min = 1, .max = 1048576, .uses = SAMPLES,
      .doc = "most prompt tokens"},
     {.section = "data", .key = "truncation", .type = RL_RECIPE_T_ENUM,
      .offset = OFF(data.truncation), DEF("drop"), .choices = s_truncs,
@@ -220,110 +205,8 @@ static const rl_recipe_key_t s_keys[] = {
      DEF("true"), .doc = "reshuffle the training set every epoch (seeded by run.seed)"},
     // algorithm ------------------------------------------------------------------------------
     {.section = "algorithm", .key = "name", .type = RL_RECIPE_T_ENUM, .offset = OFF(algorithm.name),
-     .def_doc = "required", .flags = REQUIRED, .choices = s_algos, .doc = "training algorithm"},
-    {.section = "algorithm", .key = "num_generations", .type = RL_RECIPE_T_INT,
-     .offset = OFF(algorithm.num_generations), DEF("8"), .min = 2, .max = 4096, .algos = GRPO,
-     .doc = "completions per prompt (G)"},
-    {.section = "algorithm", .key = "scale_rewards", .type = RL_RECIPE_T_ENUM,
-     .offset = OFF(algorithm.scale_rewards), DEF("group"), .choices = s_scales, .algos = GRPO,
-     .doc = "divide advantages by the group std, the batch std, or not at all (Dr.GRPO)"},
-    {.section = "algorithm", .key = "advantage", .type = RL_RECIPE_T_ENUM,
-     .offset = OFF(algorithm.advantage), DEF("grpo"), .choices = s_advs, .algos = GRPO,
-     .doc = "baseline: group mean (grpo) or leave-one-out mean (rloo)"},
-    {.section = "algorithm", .key = "std_eps", .type = RL_RECIPE_T_FLOAT,
-     .offset = OFF(algorithm.std_eps), DEF("1e-4"), .max = 1, .algos = GRPO,
-     .doc = "added to the std before dividing (TRL 1e-4, verl 1e-6)"},
-    {.section = "algorithm", .key = "epsilon_low", .type = RL_RECIPE_T_FLOAT,
-     .offset = OFF(algorithm.epsilon_low), DEF("0.2"), .flags = MAX_EXCL, .max = 1, .algos = RL,
-     .doc = "lower clip: ratio >= 1 - epsilon_low"},
-    {.section = "algorithm", .key = "epsilon_high", .type = RL_RECIPE_T_FLOAT,
-     .offset = OFF(algorithm.epsilon_high), DEF("0.2"), .max = 10, .algos = RL,
-     .doc = "upper clip: ratio <= 1 + epsilon_high (DAPO clip-higher 0.28)"},
-    {.section = "algorithm", .key = "dual_clip", .type = RL_RECIPE_T_FLOAT,
-     .offset = OFF(algorithm.dual_clip), DEF("0"), .max = 100, .algos = RL,
-     .doc = "dual-clip constant c for negative advantages; 0 = off, else > 1"},
-    {.section = "algorithm", .key = "beta", .type = RL_RECIPE_T_FLOAT,
-     .offset = OFF(algorithm.beta), DEF("0.0"), .max = 100, .algos = RL | DPO,
-     .def_by_algo = {[RL_RECIPE_ALGO_PPO] = "0.05", [RL_RECIPE_ALGO_DPO] = "0.1"},
-     .doc = "KL coefficient; 0 = no reference model (PPO: of the per-token KL reward; DPO: the "
-            "loss's temperature, > 0)"},
-    {.section = "algorithm", .key = "kl_estimator", .type = RL_RECIPE_T_ENUM,
-     .offset = OFF(algorithm.kl_estimator), DEF("k3"), .choices = s_kls, .algos = GRPO,
-     .doc = "per-token KL estimator"},
-    {.section = "algorithm", .key = "policy_loss", .type = RL_RECIPE_T_STRING,
-     .offset = OFF(algorithm.policy_loss), DEF("grpo"), .algos = GRPO,
-     .doc = "the policy-gradient loss: a policy loss of the loss registry (grpo; rlctl validate "
-            "names the others)"},
-    {.section = "algorithm", .key = "loss_agg", .type = RL_RECIPE_T_ENUM,
-     .offset = OFF(algorithm.loss_agg), DEF("token_mean"), .choices = s_aggs, .algos = RL,
-     .doc = "how token losses are averaged (REFERENCE §1)"},
-    {.section = "algorithm", .key = "tis", .type = RL_RECIPE_T_ENUM, .offset = OFF(algorithm.tis),
-     DEF("none"), .choices = s_tis, .algos = RL,
-     .doc = "sampler-mismatch correction: truncated IS per token, or sequence masking"},
-    {.section = "algorithm", .key = "tis_cap", .type = RL_RECIPE_T_FLOAT,
-     .offset = OFF(algorithm.tis_cap), DEF("2.0"), .min = 1, .max = 1000, .algos = RL,
-     .doc = "TIS bound C (token: w <= C; sequence: 1/C <= w <= C)"},
-    {.section = "algorithm", .key = "mask_truncated_completions", .type = RL_RECIPE_T_BOOL,
-     .offset = OFF(algorithm.mask_truncated_completions), DEF("false"), .algos = RL,
-     .doc = "zero the loss of completions cut at max_new_tokens (DAPO)"},
-    {.section = "algorithm", .key = "overlong_buffer", .type = RL_RECIPE_T_INT,
-     .offset = OFF(algorithm.overlong_buffer), DEF("0"), .max = 1048576, .algos = RL,
-     .doc = "DAPO overlong shaping over the last N tokens before max_new_tokens; 0 = off"},
-    {.section = "algorithm", .key = "overlong_penalty", .type = RL_RECIPE_T_FLOAT,
-     .offset = OFF(algorithm.overlong_penalty), DEF("1.0"), .max = BIG, .algos = RL,
-     .doc = "largest overlong penalty (reached at max_new_tokens)"},
-    {.section = "algorithm", .key = "num_iterations", .type = RL_RECIPE_T_INT,
-     .offset = OFF(algorithm.num_iterations), DEF("1"), .min = 1, .max = 64, .algos = GRPO,
-     .doc = "policy updates per generated batch"},
-    {.section = "algorithm", .key = "drop_zero_std_groups", .type = RL_RECIPE_T_BOOL,
-     .offset = OFF(algorithm.drop_zero_std_groups), DEF("false"), .algos = GRPO,
-     .doc = "leave groups whose rewards are all equal out of the update (DAPO dynamic sampling)"},
-    {.section = "algorithm", .key = "max_staleness", .type = RL_RECIPE_T_INT,
-     .offset = OFF(algorithm.max_staleness), DEF("0"), .max = 16, .algos = GRPO,
-     .doc = "asynchronous rollouts: the samplers generate the next steps' completions while the "
-            "actor trains, with weights at most this many versions old; 0 = on-policy (each step "
-            "samples with the weights of the step before)"},
-    {.section = "algorithm", .key = "loss_type", .type = RL_RECIPE_T_ENUM,
-     .offset = OFF(algorithm.loss_type), DEF("sigmoid"), .choices = s_pref_losses, .algos = DPO,
-     .doc = "DPO's loss: sigmoid (DPO, cDPO with label_smoothing), hinge, ipo"},
-    {.section = "algorithm", .key = "label_smoothing", .type = RL_RECIPE_T_FLOAT,
-     .offset = OFF(algorithm.label_smoothing), DEF("0.0"), .flags = MAX_EXCL, .max = 0.5,
-     .algos = DPO, .doc = "cDPO's label noise epsilon (sigmoid only)"},
-    {.section = "algorithm", .key = "rpo_alpha", .type = RL_RECIPE_T_FLOAT,
-     .offset = OFF(algorithm.rpo_alpha), DEF("0.0"), .max = BIG, .algos = DPO,
-     .doc = "weight of RPO's NLL term on the chosen completions; 0 = off"},
-    {.section = "algorithm", .key = "center_rewards_coefficient", .type = RL_RECIPE_T_FLOAT,
-     .offset = OFF(algorithm.center_rewards_coefficient), DEF("0.0"), .max = BIG, .algos = RM,
-     .doc = "weight of the reward model's centering term mean((r_w + r_l)^2) (TRL's "
-            "center_rewards_coefficient); 0 = off"},
-    {.section = "algorithm", .key = "completion_only_loss", .type = RL_RECIPE_T_BOOL,
-     .offset = OFF(algorithm.completion_only_loss), DEF("true"), .algos = SFT,
-     .doc = "prompt/completion rows: loss on completion tokens only"},
-    {.section = "algorithm", .key = "gamma", .type = RL_RECIPE_T_FLOAT,
-     .offset = OFF(algorithm.gamma), DEF("1.0"), .max = 1, .algos = PPO,
-     .doc = "GAE discount (TRL 1.0)"},
-    {.section = "algorithm", .key = "lam", .type = RL_RECIPE_T_FLOAT,
-     .offset = OFF(algorithm.lam), DEF("0.95"), .max = 1, .algos = PPO,
-     .doc = "GAE trace decay lambda (TRL 0.95)"},
-    {.section = "algorithm", .key = "value_clip", .type = RL_RECIPE_T_FLOAT,
-     .offset = OFF(algorithm.value_clip), DEF("0.2"), .max = BIG, .algos = PPO,
-     .doc = "clip range of the value loss around the rollout's values (TRL 0.2, verl 0.5); "
-            "0 = no clipping"},
-    {.section = "algorithm", .key = "epochs", .type = RL_RECIPE_T_INT,
-     .offset = OFF(algorithm.epochs), DEF("4"), .min = 1, .max = 64, .algos = PPO,
-     .doc = "passes over each rollout (TRL num_ppo_epochs)"},
-    {.section = "algorithm", .key = "mini_batches", .type = RL_RECIPE_T_INT,
-     .offset = OFF(algorithm.mini_batches), DEF("1"), .min = 1, .max = 1048576, .algos = PPO,
-     .doc = "optimizer steps per pass; must divide train.batch_size (TRL num_mini_batches)"},
-    {.section = "algorithm", .key = "kl_target", .type = RL_RECIPE_T_FLOAT,
-     .offset = OFF(algorithm.kl_target), DEF("0"), .max = BIG, .algos = PPO,
-     .doc = "adaptive KL controller's target KL per sequence; 0 = beta stays fixed"},
-    {.section = "algorithm", .key = "kl_horizon", .type = RL_RECIPE_T_FLOAT,
-     .offset = OFF(algorithm.kl_horizon), DEF("10000"), .flags = MIN_EXCL, .max = BIG,
-     .algos = PPO, .doc = "adaptive KL controller's horizon, in sequences"},
-    {.section = "algorithm", .key = "critic_warmup_steps", .type = RL_RECIPE_T_INT,
-     .offset = OFF(algorithm.critic_warmup_steps), DEF("0"), .max = IMAX, .algos = PPO,
-     .doc = "first steps train only the critic; the policy waits (verl critic_warmup)"},
+     .def_doc = "required", .flags = REQUIRED, .doc = "training algorithm"},
+    // then the algorithm's own keys: its definition's (rl_recipe_algo_def_t.keys)
     // sampling -------------------------------------------------------------------------------
     {.section = "sampling", .key = "temperature", .type = RL_RECIPE_T_FLOAT,
      .offset = OFF(sampling.temperature), DEF("1.0"), .min = 1e-6, .max = 100,
@@ -393,17 +276,17 @@ static const rl_recipe_key_t s_keys[] = {
      .doc = "linear/cosine decay ends at lr * min_lr_ratio"},
     // critic ---------------------------------------------------------------------------------
     {.section = "critic", .key = "lr", .type = RL_RECIPE_T_FLOAT, .offset = OFF(critic.lr),
-     .def_doc = "optim.lr", .flags = DERIVED | MIN_EXCL, .max = 1, .algos = PPO,
+     .def_doc = "optim.lr", .flags = DERIVED | MIN_EXCL, .max = 1, .uses = CRITIC,
      .doc = "the critic's peak learning rate (its own AdamW; betas, eps, decay from optim)"},
     {.section = "critic", .key = "warmup_steps", .type = RL_RECIPE_T_INT,
-     .offset = OFF(critic.warmup_steps), DEF("0"), .max = IMAX, .algos = PPO,
+     .offset = OFF(critic.warmup_steps), DEF("0"), .max = IMAX, .uses = CRITIC,
      .doc = "the critic's linear warmup steps (then optim.scheduler)"},
     {.section = "critic", .key = "init", .type = RL_RECIPE_T_STRING, .offset = OFF(critic.init),
-     DEF("base"), .algos = PPO,
+     DEF("base"), .uses = CRITIC,
      .doc = "base = model.path with a fresh value head; or a reward model's folder (HF sequence "
             "classifier: score.weight)"},
     {.section = "critic", .key = "lora", .type = RL_RECIPE_T_BOOL, .offset = OFF(critic.lora),
-     .def_doc = "lora.enabled", .flags = DERIVED, .algos = PPO,
+     .def_doc = "lora.enabled", .flags = DERIVED, .uses = CRITIC,
      .doc = "train the critic with LoRA (the lora section's settings) or fully"},
     // train ----------------------------------------------------------------------------------
     {.section = "train", .key = "steps", .type = RL_RECIPE_T_INT, .offset = OFF(train.steps),
@@ -470,7 +353,7 @@ static const rl_recipe_key_t s_keys[] = {
             "frozen copy with full tuning); worker = a process of its own; mesh = processes of its "
             "own on the mesh's shape, sharded like the actor (docs/mesh.md)"},
     {.section = "roles", .key = "critic", .type = RL_RECIPE_T_ENUM, .offset = OFF(roles.critic),
-     DEF("actor"), .choices = s_refs, .algos = PPO,
+     DEF("actor"), .choices = s_refs, .uses = CRITIC,
      .doc = "where PPO's critic runs: actor = a second model in the actor's process(es); worker "
             "= a process of its own; mesh = processes of its own on the mesh's shape, sharded "
             "like the actor"},
@@ -543,8 +426,12 @@ static const rl_recipe_key_t s_keys[] = {
 
 #undef OFF
 #undef ROFF
-#undef GRPO
-#undef SFT
+#undef SAMPLES
+#undef SEQUENCES
+#undef PAIRS
+#undef MARGINS
+#undef REF_SUMS
+#undef CRITIC
 #undef REQUIRED
 #undef OPTIONAL
 #undef MIN_EXCL
@@ -556,17 +443,113 @@ static const rl_recipe_key_t s_keys[] = {
 #undef BIG
 #undef DEF
 
-int rl_recipe_schema(const rl_recipe_key_t **keys) {
-    *keys = s_keys;
-    return S_NKEYS;
-}
-
 const char *rl_recipe_type_name(rl_recipe_type_t type) {
     static const char *const names[] = {"bool",      "int",         "float",      "string",
                                         "enum",      "path (file)", "path (dir)", "string list",
                                         "float list", "map",         "endpoint list",
                                         "http map"};
     return (unsigned)type < sizeof names / sizeof names[0] ? names[type] : "?";
+}
+
+// ---------------------------------------------------------------------------------------------
+// the algorithms
+
+const rl_recipe_algo_def_t *rl_recipe_algo_find(const rl_recipe_algos_t *algos, const char *name) {
+    for (int i = 0; algos && name && i < algos->n; i++) {
+        if (strcmp(algos->all[i]->name, name) == 0) {
+            return algos->all[i];
+        }
+    }
+    return NULL;
+}
+
+// 1 when a lists row k among its own keys.
+static int s_has_key(const rl_recipe_algo_def_t *a, const rl_recipe_key_t *k) {
+    for (int f = 0; a->keys && a->keys[f]; f++) {
+        for (const rl_recipe_key_t *x = a->keys[f]; x->section; x++) {
+            if (x == k) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+// 1 when k is a shared row (the table's), 0 when it is an algorithm's own.
+static int s_shared(const rl_recipe_key_t *k) {
+    return k >= s_keys && k < s_keys + S_NKEYS;
+}
+
+int rl_recipe_key_for(const rl_recipe_key_t *k, const rl_recipe_algo_def_t *a) {
+    if (!s_shared(k)) {
+        return s_has_key(a, k);
+    }
+    return !k->uses || (k->uses & a->uses) != 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// walking the rows
+
+void rl_recipe_keys_begin(rl_recipe_keys_t *it, const rl_recipe_algos_t *algos,
+                          const rl_recipe_algo_def_t *only) {
+    memset(it, 0, sizeof *it);
+    it->algos = algos;
+    it->only = only;
+}
+
+// The algorithm the walk is in (the it->algo-th of those walked), or NULL past the last.
+static const rl_recipe_algo_def_t *s_walk_algo(const rl_recipe_keys_t *it) {
+    if (it->only) {
+        return it->algo == 0 ? it->only : NULL;
+    }
+    return it->algos && it->algo < it->algos->n ? it->algos->all[it->algo] : NULL;
+}
+
+// 1 when row k was listed by an algorithm walked before the it->algo-th.
+static int s_seen(const rl_recipe_keys_t *it, const rl_recipe_key_t *k) {
+    for (int i = 0; !it->only && i < it->algo; i++) {
+        if (s_has_key(it->algos->all[i], k)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+const rl_recipe_key_t *rl_recipe_keys_next(rl_recipe_keys_t *it) {
+    for (;;) {
+        if (it->in_algos) {
+            const rl_recipe_algo_def_t *a = s_walk_algo(it);
+            if (!a) {
+                it->in_algos = 0; // the shared rows after algorithm.name
+                continue;
+            }
+            const rl_recipe_key_t *f = a->keys ? a->keys[it->frag] : NULL;
+            if (!f) {
+                it->algo++;
+                it->frag = it->item = 0;
+                continue;
+            }
+            const rl_recipe_key_t *k = &f[it->item];
+            if (!k->section) {
+                it->frag++;
+                it->item = 0;
+                continue;
+            }
+            it->item++;
+            if (!s_seen(it, k)) {
+                return k;
+            }
+            continue;
+        }
+        if (it->row >= S_NKEYS) {
+            return NULL;
+        }
+        const rl_recipe_key_t *k = &s_keys[it->row++];
+        if (strcmp(k->section, "algorithm") == 0 && strcmp(k->key, "name") == 0) {
+            it->in_algos = 1; // the algorithms' rows come next
+        }
+        return k;
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -586,16 +569,19 @@ const rl_cfg_section_t *rl_cfg_section(const char *name) {
     return NULL;
 }
 
-const rl_recipe_key_t *rl_cfg_key(const char *section, const char *key) {
-    for (int i = 0; i < S_NKEYS; i++) {
-        if (!strcmp(s_keys[i].section, section) && !strcmp(s_keys[i].key, key)) {
-            return &s_keys[i];
+const rl_recipe_key_t *rl_cfg_key(const rl_recipe_algos_t *algos, const char *section,
+                                  const char *key) {
+    rl_recipe_keys_t it;
+    rl_recipe_keys_begin(&it, algos, NULL);
+    for (const rl_recipe_key_t *k; (k = rl_recipe_keys_next(&it)) != NULL;) {
+        if (!strcmp(k->section, section) && !strcmp(k->key, key)) {
+            return k;
         }
     }
     return NULL;
 }
 
-const rl_recipe_key_t *rl_cfg_key_dotted(const char *dotted) {
+const rl_recipe_key_t *rl_recipe_key_find(const rl_recipe_algos_t *algos, const char *dotted) {
     char sec[64];
     const char *dot = strchr(dotted, '.');
     if (!dot) {
@@ -607,28 +593,37 @@ const rl_recipe_key_t *rl_cfg_key_dotted(const char *dotted) {
     }
     memcpy(sec, dotted, n);
     sec[n] = '\0';
-    return rl_cfg_key(sec, dot + 1);
+    return rl_cfg_key(algos, sec, dot + 1);
 }
 
-const char *rl_recipe_enum_name(const char *dotted_key, int value) {
-    const rl_recipe_key_t *k = rl_cfg_key_dotted(dotted_key);
+const char *const *rl_recipe_key_choices(const rl_recipe_algos_t *algos, const rl_recipe_key_t *k) {
+    if (k->choices) {
+        return k->choices;
+    }
+    static const char *const none[] = {NULL};
+    return k->type == RL_RECIPE_T_ENUM && algos ? algos->names : none;
+}
+
+const char *rl_recipe_enum_name(const rl_recipe_algos_t *algos, const char *dotted_key, int value) {
+    const rl_recipe_key_t *k = rl_recipe_key_find(algos, dotted_key);
     if (!k || k->type != RL_RECIPE_T_ENUM || value < 0) {
         return NULL;
     }
-    for (int i = 0; k->choices[i]; i++) {
+    const char *const *ch = rl_recipe_key_choices(algos, k);
+    for (int i = 0; ch[i]; i++) {
         if (i == value) {
-            return k->choices[i];
+            return ch[i];
         }
     }
     return NULL;
 }
 
 int rl_cfg_applies(const rl_recipe_t *r, const rl_recipe_key_t *k) {
-    if (k->algos && r->algorithm.name >= 0 && !(k->algos & (1u << r->algorithm.name))) {
+    if (r->algorithm.def && !rl_recipe_key_for(k, r->algorithm.def)) {
         return 0;
     }
     if (k->gate) {
-        const rl_recipe_key_t *g = rl_cfg_key_dotted(k->gate);
+        const rl_recipe_key_t *g = rl_recipe_key_find(r->algos, k->gate);
         RL_ASSERT(g && g->type == RL_RECIPE_T_BOOL);
         if (!*(const bool *)((const char *)r + g->offset)) {
             return 0;
@@ -640,22 +635,33 @@ int rl_cfg_applies(const rl_recipe_t *r, const rl_recipe_key_t *k) {
 // ---------------------------------------------------------------------------------------------
 // defaults per algorithm
 
-const char *rl_recipe_key_default(const rl_recipe_key_t *k, int algo) {
-    if (algo >= 0 && algo < RL_RECIPE_NALGO && k->def_by_algo[algo]) {
-        return k->def_by_algo[algo];
+// a's default of k ("algorithm.beta"), or NULL
+static const char *s_algo_default(const rl_recipe_algo_def_t *a, const rl_recipe_key_t *k) {
+    for (int i = 0; a && a->defaults && a->defaults[i].key; i++) {
+        const char *d = a->defaults[i].key;
+        size_t ls = strlen(k->section);
+        if (strncmp(d, k->section, ls) == 0 && d[ls] == '.' && strcmp(d + ls + 1, k->key) == 0) {
+            return a->defaults[i].value;
+        }
     }
-    return k->def;
+    return NULL;
 }
 
-const char *rl_recipe_key_default_doc(const rl_recipe_key_t *k, char *out, size_t n) {
+const char *rl_recipe_key_default(const rl_recipe_key_t *k, const rl_recipe_algo_def_t *a) {
+    const char *d = s_algo_default(a, k);
+    return d ? d : k->def;
+}
+
+const char *rl_recipe_key_default_doc(const rl_recipe_algos_t *algos, const rl_recipe_key_t *k,
+                                      char *out, size_t n) {
     if (!n) {
         return out;
     }
     // one text for all unless an algorithm the key applies to has a default of its own
     int differs = 0;
-    for (int a = 0; a < RL_RECIPE_NALGO; a++) {
-        const char *d = k->def_by_algo[a];
-        if ((!k->algos || (k->algos & (1u << a))) && d && (!k->def || strcmp(d, k->def))) {
+    for (int a = 0; algos && a < algos->n; a++) {
+        const char *d = s_algo_default(algos->all[a], k);
+        if (rl_recipe_key_for(k, algos->all[a]) && d && (!k->def || strcmp(d, k->def))) {
             differs = 1;
         }
     }
@@ -665,13 +671,13 @@ const char *rl_recipe_key_default_doc(const rl_recipe_key_t *k, char *out, size_
     }
     size_t o = 0;
     out[0] = '\0';
-    for (int a = 0; a < RL_RECIPE_NALGO && o < n; a++) {
-        if (k->algos && !(k->algos & (1u << a))) {
+    for (int a = 0; a < algos->n && o < n; a++) {
+        if (!rl_recipe_key_for(k, algos->all[a])) {
             continue;
         }
-        const char *d = rl_recipe_key_default(k, a);
+        const char *d = rl_recipe_key_default(k, algos->all[a]);
         int w = snprintf(out + o, n - o, "%s%s (%s)", o ? ", " : "", d ? d : k->def_doc,
-                         s_algos[a]);
+                         algos->all[a]->name);
         o = w < 0 ? n : o + (size_t)w;
     }
     return out;

@@ -165,14 +165,15 @@ static void s_put_json(s_buf_t *b, const json_t *j) {
     }
 }
 
-static void s_put_value(s_buf_t *b, const rl_recipe_key_t *k, const rl_cfg_dst_t *d) {
+static void s_put_value(s_buf_t *b, const rl_recipe_algos_t *algos, const rl_recipe_key_t *k,
+                        const rl_cfg_dst_t *d) {
     switch (k->type) {
     case RL_RECIPE_T_BOOL: s_put(b, "%s", *RL_CFG_FIELD(d, k, bool) ? "true" : "false"); break;
     case RL_RECIPE_T_INT: s_put(b, "%d", *RL_CFG_FIELD(d, k, int)); break;
     case RL_RECIPE_T_FLOAT: s_put_double(b, *RL_CFG_FIELD(d, k, double)); break;
     case RL_RECIPE_T_ENUM: {
         int v = *RL_CFG_FIELD(d, k, int);
-        s_put(b, "%s", v >= 0 ? k->choices[v] : "null");
+        s_put(b, "%s", v >= 0 ? rl_recipe_key_choices(algos, k)[v] : "null");
         break;
     }
     case RL_RECIPE_T_STRING:
@@ -251,8 +252,6 @@ int rl_recipe_to_yaml(const rl_recipe_t *recipe, char **out) {
     rl_cfg_dst_t d = {(void *)recipe, -1};
     const rl_cfg_section_t *sections;
     int nsections = rl_cfg_sections(&sections);
-    const rl_recipe_key_t *keys;
-    int nkeys = rl_recipe_schema(&keys);
     s_put(&b, "# resolved recipe (rlctl validate): every default filled, paths absolute\n");
     for (int si = 0; si < nsections; si++) {
         const rl_cfg_section_t *sec = &sections[si];
@@ -261,8 +260,9 @@ int rl_recipe_to_yaml(const rl_recipe_t *recipe, char **out) {
             for (int e = 0; e < recipe->n_rewards; e++) {
                 rl_cfg_dst_t de = {&recipe->rewards[e], e};
                 int first = 1;
-                for (int i = 0; i < nkeys; i++) {
-                    const rl_recipe_key_t *k = &keys[i];
+                rl_recipe_keys_t it;
+                rl_recipe_keys_begin(&it, recipe->algos, recipe->algorithm.def);
+                for (const rl_recipe_key_t *k; (k = rl_recipe_keys_next(&it)) != NULL;) {
                     if (strcmp(k->section, sec->name) != 0) {
                         continue;
                     }
@@ -276,7 +276,7 @@ int rl_recipe_to_yaml(const rl_recipe_t *recipe, char **out) {
                         continue;
                     }
                     s_put(&b, "  %s %s: ", first ? "-" : " ", k->key);
-                    s_put_value(&b, k, &de);
+                    s_put_value(&b, recipe->algos, k, &de);
                     s_put(&b, "\n");
                     first = 0;
                 }
@@ -284,13 +284,14 @@ int rl_recipe_to_yaml(const rl_recipe_t *recipe, char **out) {
             continue;
         }
         s_put(&b, "%s:\n", sec->name);
-        for (int i = 0; i < nkeys; i++) {
-            const rl_recipe_key_t *k = &keys[i];
+        rl_recipe_keys_t it;
+        rl_recipe_keys_begin(&it, recipe->algos, recipe->algorithm.def);
+        for (const rl_recipe_key_t *k; (k = rl_recipe_keys_next(&it)) != NULL;) {
             if (strcmp(k->section, sec->name) != 0 || !rl_cfg_applies(recipe, k)) {
                 continue;
             }
             s_put(&b, "  %s: ", k->key);
-            s_put_value(&b, k, &d);
+            s_put_value(&b, recipe->algos, k, &d);
             s_put(&b, "\n");
         }
     }

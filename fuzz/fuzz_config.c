@@ -5,6 +5,7 @@
 // skipped; a recipe that then loads must print as YAML that loads again to the same text (the
 // fixed point `rlctl validate` promises), or the target aborts.
 #include "rl_config.h"
+#include "rl_algo.h"
 #include "rl_err.h"
 
 #include <stddef.h>
@@ -37,8 +38,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
     }
     rl_recipe_t *r = NULL;
-    int rc = rl_recipe_load_string((const char *)data, text_len, "fuzz/recipe.yaml", ovr, n_ovr,
-                                   flags, &r, s_err, sizeof s_err);
+    int rc = rl_recipe_load_string(rl_algos(), (const char *)data, text_len, "fuzz/recipe.yaml",
+                                   ovr, n_ovr, flags, &r, s_err, sizeof s_err);
     free(tail);
     RL_ASSERT(rc == 0 || rc == RL_EINVAL || rc == RL_ENOMEM);
     RL_ASSERT((rc == 0) == (r != NULL));
@@ -49,8 +50,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *y1 = NULL, *y2 = NULL;
     rl_recipe_t *r2 = NULL;
     RL_ASSERT(rl_recipe_to_yaml(r, &y1) == 0);
-    rc = rl_recipe_load_string(y1, strlen(y1), "fuzz/resolved.yaml", NULL, 0, flags, &r2, s_err,
-                               sizeof s_err);
+    rc = rl_recipe_load_string(rl_algos(), y1, strlen(y1), "fuzz/resolved.yaml", NULL, 0, flags,
+                               &r2, s_err, sizeof s_err);
     RL_ASSERT(rc == 0);
     RL_ASSERT(rl_recipe_to_yaml(r2, &y2) == 0);
     RL_ASSERT(strcmp(y1, y2) == 0);

@@ -1,11 +1,12 @@
 // rl_algo — the algorithm seam: an algorithm is one file (rl_algo_grpo.c, rl_algo_sft.c,
-// rl_algo_ppo.c, rl_algo_dpo.c, rl_algo_rm.c) that
-// says which roles it needs, loads its data, and writes its step against the typed calls of
-// rl_run (generate -> score -> reference -> advantages -> store -> train -> sync), the way its
-// paper does. The controller (rl_controller) keeps the run's lifecycle for every algorithm: the
-// run folder, starting the workers, the cadence of evaluation, logging and checkpoints, resume,
-// signals, final/. Adding an algorithm: copy the closest sibling, give it its name, add it to
-// rl_algo_find.
+// rl_algo_ppo.c, rl_algo_dpo.c, rl_algo_rm.c) that declares its part of the recipe (its name,
+// its keys, what it uses of the shared ones, its checks: rl_recipe_algo_def_t), says which roles
+// it needs, loads its data, and writes its step against the typed calls of rl_run (generate ->
+// score -> reference -> advantages -> store -> train -> sync), the way its paper does, with the
+// losses of the registry (trainer/rl_loss.h). The controller (rl_controller) keeps the run's
+// lifecycle for every algorithm: the run folder, starting the workers, the cadence of
+// evaluation, logging and checkpoints, resume, signals, final/. Adding an algorithm: copy the
+// closest sibling, give it its name, and add its one line to S_ALGOS in rl_algo.c.
 #ifndef RL_ALGO_H
 #define RL_ALGO_H
 
@@ -32,7 +33,8 @@ typedef struct {
 enum { RL_ALGO_CRITIC_NONE = 0, RL_ALGO_CRITIC_ACTOR = 1, RL_ALGO_CRITIC_WORKER = 2 };
 
 typedef struct {
-    const char *name; // "grpo", the recipe's algorithm.name
+    rl_recipe_algo_def_t recipe; // its part of the recipe: its name (algorithm.name), keys,
+                                 // defaults and checks
     // The roles the run must start for this recipe.
     void (*roles)(const rl_recipe_t *r, rl_algo_roles_t *out);
     // Checks that need files but no worker, before the run folder is touched (prompts, eval
@@ -73,13 +75,19 @@ typedef struct {
                       // only (TRL's SFT default)
 } rl_algo_t;
 
+// Every algorithm of the build, in the order the docs and algorithm.name's choices list them:
+// rl_algo_<a> is defined in rl_algo_<a>.c, whose recipe.name is "<a>". Adding one: one line.
+#define RL_ALGOS(X) X(grpo) X(sft) X(ppo) X(dpo) X(rm)
+
+#define RL_ALGO_DECLARE(a) extern const rl_algo_t rl_algo_##a;
+RL_ALGOS(RL_ALGO_DECLARE)
+#undef RL_ALGO_DECLARE
+
 // The algorithm of a recipe's algorithm.name, or NULL. borrowed; valid until program exit.
 const rl_algo_t *rl_algo_find(const char *name);
-const rl_algo_t *rl_algo_grpo(void);
-const rl_algo_t *rl_algo_sft(void);
-const rl_algo_t *rl_algo_ppo(void);
-const rl_algo_t *rl_algo_dpo(void);
-const rl_algo_t *rl_algo_rm(void);
+// The catalog of every algorithm, which recipes are loaded with (rl_recipe_load_file).
+// borrowed; valid until program exit.
+const rl_recipe_algos_t *rl_algos(void);
 
 #ifdef __cplusplus
 }

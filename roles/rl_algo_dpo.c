@@ -35,6 +35,50 @@
 #include <stdlib.h>
 #include <string.h>
 
+// ---- the recipe: its keys and checks (rl_recipe_algo_def_t) ----------------------------------
+
+static const char *const s_pref_losses[] = {[RL_RECIPE_PREF_SIGMOID] = "sigmoid",
+                                            [RL_RECIPE_PREF_HINGE] = "hinge",
+                                            [RL_RECIPE_PREF_IPO] = "ipo",
+                                            NULL};
+
+static const rl_recipe_key_t s_dpo_keys[] = {
+    {.section = "algorithm",
+     .key = "loss_type",
+     .type = RL_RECIPE_T_ENUM,
+     .offset = RL_RECIPE_AT(algorithm.loss_type),
+     RL_RECIPE_DEF("sigmoid"),
+     .choices = s_pref_losses,
+     .doc = "DPO's loss: sigmoid (DPO, cDPO with label_smoothing), hinge, ipo"},
+    {.section = "algorithm",
+     .key = "label_smoothing",
+     .type = RL_RECIPE_T_FLOAT,
+     .offset = RL_RECIPE_AT(algorithm.label_smoothing),
+     RL_RECIPE_DEF("0.0"),
+     .flags = RL_RECIPE_K_MAX_EXCL,
+     .max = 0.5,
+     .doc = "cDPO's label noise epsilon (sigmoid only)"},
+    {.section = "algorithm",
+     .key = "rpo_alpha",
+     .type = RL_RECIPE_T_FLOAT,
+     .offset = RL_RECIPE_AT(algorithm.rpo_alpha),
+     RL_RECIPE_DEF("0.0"),
+     .max = RL_RECIPE_BIG,
+     .doc = "weight of RPO's NLL term on the chosen completions; 0 = off"},
+    {0},
+};
+
+// beta is DPO's temperature: > 0 (the pairs' shape is checked for every algorithm on pairs).
+static void s_check(rl_recipe_check_t *c, const rl_recipe_t *r) {
+    if (!(r->algorithm.beta > 0)) {
+        rl_recipe_check_err(c, "algorithm.beta", "%g: DPO needs beta > 0 (TRL's default 0.1)",
+                            r->algorithm.beta);
+    }
+}
+
+static const rl_recipe_key_t *const s_keys[] = {rl_loss_beta_keys, s_dpo_keys, NULL};
+static const rl_recipe_default_t s_defaults[] = {{"algorithm.beta", "0.1"}, {NULL, NULL}};
+
 // The loss DPO trains with (the registry's, rl_loss.h).
 #define S_LOSS "dpo"
 
@@ -413,8 +457,18 @@ static int s_evaluate(void *state, rl_run_t *run, double *acc, double *acc_greed
     return rc;
 }
 
-static const rl_algo_t s_algo = {
-    .name = "dpo",
+const rl_algo_t rl_algo_dpo = {
+    .recipe =
+        {
+            .name = "dpo",
+            .title = "DPO",
+            .doc = "direct preference optimization on chosen/rejected pairs against a frozen "
+                   "reference",
+            .uses = RL_RECIPE_USES_SEQUENCES | RL_RECIPE_USES_PAIRS | RL_RECIPE_USES_REF_SUMS,
+            .keys = s_keys,
+            .defaults = s_defaults,
+            .check = s_check,
+        },
     .roles = s_roles,
     .create = s_create,
     .destroy = s_destroy,
@@ -423,7 +477,3 @@ static const rl_algo_t s_algo = {
     .bookends = 1,
     .stores = 0,
 };
-
-const rl_algo_t *rl_algo_dpo(void) {
-    return &s_algo;
-}

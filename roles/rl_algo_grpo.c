@@ -36,26 +36,125 @@
 #include <stdlib.h>
 #include <string.h>
 
+// ---- the recipe: its keys and checks (rl_recipe_algo_def_t) ----------------------------------
+
+static const char *const s_scales[] = {[RL_RECIPE_SCALE_GROUP] = "group",
+                                       [RL_RECIPE_SCALE_BATCH] = "batch",
+                                       [RL_RECIPE_SCALE_NONE] = "none",
+                                       NULL};
+static const char *const s_advs[] = {
+    [RL_RECIPE_ADV_GRPO] = "grpo", [RL_RECIPE_ADV_RLOO] = "rloo", NULL};
+static const char *const s_kls[] = {
+    [RL_RECIPE_KL_K1] = "k1", [RL_RECIPE_KL_K2] = "k2", [RL_RECIPE_KL_K3] = "k3", NULL};
+
+static const rl_recipe_key_t s_grpo_keys[] = {
+    {.section = "algorithm",
+     .key = "num_generations",
+     .type = RL_RECIPE_T_INT,
+     .offset = RL_RECIPE_AT(algorithm.num_generations),
+     RL_RECIPE_DEF("8"),
+     .min = 2,
+     .max = 4096,
+     .doc = "completions per prompt (G)"},
+    {.section = "algorithm",
+     .key = "scale_rewards",
+     .type = RL_RECIPE_T_ENUM,
+     .offset = RL_RECIPE_AT(algorithm.scale_rewards),
+     RL_RECIPE_DEF("group"),
+     .choices = s_scales,
+     .doc = "divide advantages by the group std, the batch std, or not at all (Dr.GRPO)"},
+    {.section = "algorithm",
+     .key = "advantage",
+     .type = RL_RECIPE_T_ENUM,
+     .offset = RL_RECIPE_AT(algorithm.advantage),
+     RL_RECIPE_DEF("grpo"),
+     .choices = s_advs,
+     .doc = "baseline: group mean (grpo) or leave-one-out mean (rloo)"},
+    {.section = "algorithm",
+     .key = "std_eps",
+     .type = RL_RECIPE_T_FLOAT,
+     .offset = RL_RECIPE_AT(algorithm.std_eps),
+     RL_RECIPE_DEF("1e-4"),
+     .max = 1,
+     .doc = "added to the std before dividing (TRL 1e-4, verl 1e-6)"},
+    {0},
+};
+
+static const rl_recipe_key_t s_grpo_loss_keys[] = {
+    {.section = "algorithm",
+     .key = "kl_estimator",
+     .type = RL_RECIPE_T_ENUM,
+     .offset = RL_RECIPE_AT(algorithm.kl_estimator),
+     RL_RECIPE_DEF("k3"),
+     .choices = s_kls,
+     .doc = "per-token KL estimator"},
+    {.section = "algorithm",
+     .key = "policy_loss",
+     .type = RL_RECIPE_T_STRING,
+     .offset = RL_RECIPE_AT(algorithm.policy_loss),
+     RL_RECIPE_DEF("grpo"),
+     .doc = "the policy-gradient loss: a policy loss of the loss registry (grpo; rlctl validate "
+            "names the others)"},
+    {0},
+};
+
+static const rl_recipe_key_t s_grpo_loop_keys[] = {
+    {.section = "algorithm",
+     .key = "num_iterations",
+     .type = RL_RECIPE_T_INT,
+     .offset = RL_RECIPE_AT(algorithm.num_iterations),
+     RL_RECIPE_DEF("1"),
+     .min = 1,
+     .max = 64,
+     .doc = "policy updates per generated batch"},
+    {.section = "algorithm",
+     .key = "drop_zero_std_groups",
+     .type = RL_RECIPE_T_BOOL,
+     .offset = RL_RECIPE_AT(algorithm.drop_zero_std_groups),
+     RL_RECIPE_DEF("false"),
+     .doc = "leave groups whose rewards are all equal out of the update (DAPO dynamic sampling)"},
+    {.section = "algorithm",
+     .key = "max_staleness",
+     .type = RL_RECIPE_T_INT,
+     .offset = RL_RECIPE_AT(algorithm.max_staleness),
+     RL_RECIPE_DEF("0"),
+     .max = 16,
+     .doc = "asynchronous rollouts: the samplers generate the next steps' completions while the "
+            "actor trains, with weights at most this many versions old; 0 = on-policy (each step "
+            "samples with the weights of the step before)"},
+    {0},
+};
+
+// algorithm.policy_loss names a policy loss of the registry (rl_loss.h); a step is
+// train.batch_size prompts x algorithm.num_generations completions: the sequences
+// train.micro_batch_size divides.
+static void s_check(rl_recipe_check_t *c, const rl_recipe_t *r) {
+    const rl_loss_t *L = rl_loss_find(r->algorithm.policy_loss);
+    if (!L || !L->policy_loss) {
+        char names[256];
+        rl_recipe_check_err(c, "algorithm.policy_loss", "'%.64s' is not a policy loss; choices: %s",
+                            r->algorithm.policy_loss ? r->algorithm.policy_loss : "",
+                            rl_loss_names(1, names, sizeof names));
+    }
+    long long per_step = (long long)r->train.batch_size * r->algorithm.num_generations;
+    char what[160];
+    snprintf(what, sizeof what,
+             "the %lld sequences of a step (train.batch_size %d x algorithm.num_generations %d)",
+             per_step, r->train.batch_size, r->algorithm.num_generations);
+    rl_recipe_check_step(c, per_step, what);
+}
+
+// GRPO's keys in the order the resolved recipe prints them
+static const rl_recipe_key_t *const s_keys[] = {
+    s_grpo_keys,        rl_grpo_clip_keys,       rl_loss_beta_keys, s_grpo_loss_keys,
+    rl_grpo_token_keys, rl_rollout_shaping_keys, s_grpo_loop_keys,  NULL};
+
 // ---- roles and data -----------------------------------------------------------------------------
 
 // The loss the actor trains with: the recipe's algorithm.policy_loss, a policy loss of the
 // registry (rl_loss.h).
 static const char *s_loss(const rl_recipe_t *r) {
     return r->algorithm.policy_loss;
-}
-
-// The recipe's policy_loss names a policy loss of the registry (the choices are the
-// registry's), then the checks every sampling algorithm shares.
-static int s_preflight(const rl_recipe_t *r, char *err, size_t err_len) {
-    const rl_loss_t *L = rl_loss_find(r->algorithm.policy_loss);
-    if (!L || !L->policy_loss) {
-        char names[256];
-        return rl_recipe_errorf(r, "algorithm.policy_loss", err, err_len, RL_EINVAL,
-                                "'%.64s' is not a policy loss; choices: %s",
-                                r->algorithm.policy_loss ? r->algorithm.policy_loss : "",
-                                rl_loss_names(1, names, sizeof names));
-    }
-    return rl_rollout_preflight(r, err, err_len);
 }
 
 static void s_roles(const rl_recipe_t *r, rl_algo_roles_t *out) {
@@ -440,10 +539,19 @@ static int s_evaluate(void *state, rl_run_t *run, double *acc, double *acc_greed
     return rl_rollout_evaluate(g->d, run, acc, acc_greedy, note, note_len, err, err_len);
 }
 
-static const rl_algo_t s_algo = {
-    .name = "grpo",
+const rl_algo_t rl_algo_grpo = {
+    .recipe =
+        {
+            .name = "grpo",
+            .title = "GRPO",
+            .doc = "group-relative policy optimization: G completions a prompt, advantages within "
+                   "the group",
+            .uses = RL_RECIPE_USES_SAMPLES,
+            .keys = s_keys,
+            .check = s_check,
+        },
     .roles = s_roles,
-    .preflight = s_preflight,
+    .preflight = rl_rollout_preflight,
     .create = s_create,
     .destroy = s_destroy,
     .step = s_step,
@@ -452,5 +560,3 @@ static const rl_algo_t s_algo = {
     .bookends = 1,
     .stores = 1,
 };
-
-const rl_algo_t *rl_algo_grpo(void) { return &s_algo; }

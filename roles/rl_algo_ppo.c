@@ -23,6 +23,7 @@
 #include "rl_clock.h"
 #include "rl_err.h"
 #include "rl_log.h"
+#include "rl_grpo.h"
 #include "rl_ppo.h"
 #include "rl_completions.h"
 #include "rl_rollout.h"
@@ -31,6 +32,95 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+// ---- the recipe: its keys and checks (rl_recipe_algo_def_t) ----------------------------------
+
+static const rl_recipe_key_t s_ppo_keys[] = {
+    {.section = "algorithm",
+     .key = "gamma",
+     .type = RL_RECIPE_T_FLOAT,
+     .offset = RL_RECIPE_AT(algorithm.gamma),
+     RL_RECIPE_DEF("1.0"),
+     .max = 1,
+     .doc = "GAE discount (TRL 1.0)"},
+    {.section = "algorithm",
+     .key = "lam",
+     .type = RL_RECIPE_T_FLOAT,
+     .offset = RL_RECIPE_AT(algorithm.lam),
+     RL_RECIPE_DEF("0.95"),
+     .max = 1,
+     .doc = "GAE trace decay lambda (TRL 0.95)"},
+    {.section = "algorithm",
+     .key = "value_clip",
+     .type = RL_RECIPE_T_FLOAT,
+     .offset = RL_RECIPE_AT(algorithm.value_clip),
+     RL_RECIPE_DEF("0.2"),
+     .max = RL_RECIPE_BIG,
+     .doc = "clip range of the value loss around the rollout's values (TRL 0.2, verl 0.5); "
+            "0 = no clipping"},
+    {.section = "algorithm",
+     .key = "epochs",
+     .type = RL_RECIPE_T_INT,
+     .offset = RL_RECIPE_AT(algorithm.epochs),
+     RL_RECIPE_DEF("4"),
+     .min = 1,
+     .max = 64,
+     .doc = "passes over each rollout (TRL num_ppo_epochs)"},
+    {.section = "algorithm",
+     .key = "mini_batches",
+     .type = RL_RECIPE_T_INT,
+     .offset = RL_RECIPE_AT(algorithm.mini_batches),
+     RL_RECIPE_DEF("1"),
+     .min = 1,
+     .max = 1048576,
+     .doc = "optimizer steps per pass; must divide train.batch_size (TRL num_mini_batches)"},
+    {.section = "algorithm",
+     .key = "kl_target",
+     .type = RL_RECIPE_T_FLOAT,
+     .offset = RL_RECIPE_AT(algorithm.kl_target),
+     RL_RECIPE_DEF("0"),
+     .max = RL_RECIPE_BIG,
+     .doc = "adaptive KL controller's target KL per sequence; 0 = beta stays fixed"},
+    {.section = "algorithm",
+     .key = "kl_horizon",
+     .type = RL_RECIPE_T_FLOAT,
+     .offset = RL_RECIPE_AT(algorithm.kl_horizon),
+     RL_RECIPE_DEF("10000"),
+     .flags = RL_RECIPE_K_MIN_EXCL,
+     .max = RL_RECIPE_BIG,
+     .doc = "adaptive KL controller's horizon, in sequences"},
+    {.section = "algorithm",
+     .key = "critic_warmup_steps",
+     .type = RL_RECIPE_T_INT,
+     .offset = RL_RECIPE_AT(algorithm.critic_warmup_steps),
+     RL_RECIPE_DEF("0"),
+     .max = RL_RECIPE_IMAX,
+     .doc = "first steps train only the critic; the policy waits (verl critic_warmup)"},
+    {0},
+};
+
+// A rollout is train.batch_size prompts, one completion each; algorithm.mini_batches divides it,
+// and an optimizer step (a mini-batch) is the sequences train.micro_batch_size divides.
+static void s_check(rl_recipe_check_t *c, const rl_recipe_t *r) {
+    const rl_recipe_algorithm_t *a = &r->algorithm;
+    if (a->mini_batches > 0 && r->train.batch_size % a->mini_batches != 0) {
+        rl_recipe_check_err(c, "algorithm.mini_batches", "%d does not divide train.batch_size (%d)",
+                            a->mini_batches, r->train.batch_size);
+        return;
+    }
+    long long per_step = r->train.batch_size / (a->mini_batches > 0 ? a->mini_batches : 1);
+    char what[160];
+    snprintf(what, sizeof what,
+             "the %lld sequences of a mini-batch (train.batch_size %d / algorithm.mini_batches "
+             "%d)",
+             per_step, r->train.batch_size, a->mini_batches);
+    rl_recipe_check_step(c, per_step, what);
+}
+
+static const rl_recipe_key_t *const s_keys[] = {rl_grpo_clip_keys,  rl_loss_beta_keys,
+                                                rl_grpo_token_keys, rl_rollout_shaping_keys,
+                                                s_ppo_keys,         NULL};
+static const rl_recipe_default_t s_defaults[] = {{"algorithm.beta", "0.05"}, {NULL, NULL}};
 
 // The losses PPO trains with (the registry's, rl_loss.h): the actor's and the critic's.
 #define S_ACTOR_LOSS "ppo"
@@ -503,8 +593,17 @@ static int s_evaluate(void *state, rl_run_t *run, double *acc, double *acc_greed
                                err_len);
 }
 
-static const rl_algo_t s_algo = {
-    .name = "ppo",
+const rl_algo_t rl_algo_ppo = {
+    .recipe =
+        {
+            .name = "ppo",
+            .title = "PPO",
+            .doc = "PPO with a critic: GAE advantages per token, clipped policy and value losses",
+            .uses = RL_RECIPE_USES_SAMPLES | RL_RECIPE_USES_CRITIC,
+            .keys = s_keys,
+            .defaults = s_defaults,
+            .check = s_check,
+        },
     .roles = s_roles,
     .preflight = rl_rollout_preflight,
     .create = s_create,
@@ -516,7 +615,3 @@ static const rl_algo_t s_algo = {
     .bookends = 1,
     .stores = 1,
 };
-
-const rl_algo_t *rl_algo_ppo(void) {
-    return &s_algo;
-}

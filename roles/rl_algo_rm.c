@@ -28,6 +28,30 @@
 #include <stdlib.h>
 #include <string.h>
 
+// ---- the recipe: its keys and checks (rl_recipe_algo_def_t) ----------------------------------
+
+static const rl_recipe_key_t s_rm_keys[] = {
+    {.section = "algorithm",
+     .key = "center_rewards_coefficient",
+     .type = RL_RECIPE_T_FLOAT,
+     .offset = RL_RECIPE_AT(algorithm.center_rewards_coefficient),
+     RL_RECIPE_DEF("0.0"),
+     .max = RL_RECIPE_BIG,
+     .doc = "weight of the reward model's centering term mean((r_w + r_l)^2) (TRL's "
+            "center_rewards_coefficient); 0 = off"},
+    {0},
+};
+
+// A reward model samples nothing: its held-out data are pairs.
+static void s_check(rl_recipe_check_t *c, const rl_recipe_t *r) {
+    if (r->data.eval) {
+        rl_recipe_check_err(c, "data.eval",
+                            "a reward model samples nothing; hold pairs out with data.eval_pairs");
+    }
+}
+
+static const rl_recipe_key_t *const s_keys[] = {s_rm_keys, NULL};
+
 // The loss a reward model trains with (the registry's, rl_loss.h).
 #define S_LOSS "rm"
 
@@ -208,8 +232,17 @@ static int s_evaluate(void *state, rl_run_t *run, double *acc, double *acc_greed
     return 0;
 }
 
-static const rl_algo_t s_algo = {
-    .name = "rm",
+const rl_algo_t rl_algo_rm = {
+    .recipe =
+        {
+            .name = "rm",
+            .title = "a reward model",
+            .doc = "a reward model (a score head) trained on preference pairs (Bradley-Terry)",
+            .uses = RL_RECIPE_USES_SEQUENCES | RL_RECIPE_USES_PAIRS | RL_RECIPE_USES_MARGINS |
+                    RL_RECIPE_USES_SCORE_HEAD,
+            .keys = s_keys,
+            .check = s_check,
+        },
     .roles = s_roles,
     .create = s_create,
     .destroy = s_destroy,
@@ -218,7 +251,3 @@ static const rl_algo_t s_algo = {
     .bookends = 1,
     .stores = 0,
 };
-
-const rl_algo_t *rl_algo_rm(void) {
-    return &s_algo;
-}

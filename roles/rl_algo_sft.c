@@ -25,6 +25,31 @@
 #include <stdlib.h>
 #include <string.h>
 
+// ---- the recipe: its keys and checks (rl_recipe_algo_def_t) ----------------------------------
+
+static const rl_recipe_key_t s_sft_keys[] = {
+    {.section = "algorithm",
+     .key = "completion_only_loss",
+     .type = RL_RECIPE_T_BOOL,
+     .offset = RL_RECIPE_AT(algorithm.completion_only_loss),
+     RL_RECIPE_DEF("true"),
+     .doc = "prompt/completion rows: loss on completion tokens only"},
+    {0},
+};
+
+// Preference rows are DPO's; a step is train.batch_size examples, which
+// train.micro_batch_size divides.
+static void s_check(rl_recipe_check_t *c, const rl_recipe_t *r) {
+    if (r->data.format == RL_RECIPE_FORMAT_PREFERENCE) {
+        rl_recipe_check_err(c, "data.format", "preference rows are data for DPO, not SFT");
+    }
+    char what[64];
+    snprintf(what, sizeof what, "train.batch_size (%d)", r->train.batch_size);
+    rl_recipe_check_step(c, r->train.batch_size, what);
+}
+
+static const rl_recipe_key_t *const s_keys[] = {s_sft_keys, NULL};
+
 // The loss SFT trains with (the registry's, rl_loss.h).
 #define S_LOSS "sft"
 
@@ -385,8 +410,16 @@ static int s_preflight(const rl_recipe_t *r, char *err, size_t err_len) {
     return 0; // the data is read (and its errors reported) when the run starts
 }
 
-static const rl_algo_t s_algo = {
-    .name = "sft",
+const rl_algo_t rl_algo_sft = {
+    .recipe =
+        {
+            .name = "sft",
+            .title = "SFT",
+            .doc = "supervised fine-tuning: the next-token loss on given completions or texts",
+            .uses = RL_RECIPE_USES_SEQUENCES,
+            .keys = s_keys,
+            .check = s_check,
+        },
     .roles = s_roles,
     .preflight = s_preflight,
     .create = s_create,
@@ -396,5 +429,3 @@ static const rl_algo_t s_algo = {
     .bookends = 0,
     .stores = 0,
 };
-
-const rl_algo_t *rl_algo_sft(void) { return &s_algo; }

@@ -343,7 +343,7 @@ static void s_print_placement(s_ctl_t *s, int threads) {
                 "  model state");
     char roles[64];
     int ref_here = r->roles.reference == RL_RECIPE_REF_ACTOR &&
-                   (r->algorithm.beta > 0 || r->algorithm.name == RL_RECIPE_ALGO_DPO);
+                   (r->algorithm.beta > 0 || (r->algorithm.def->uses & RL_RECIPE_USES_REF_SUMS));
     snprintf(roles, sizeof roles, "actor%s%s", s->run.critic_in_actor ? ", critic" : "",
              ref_here ? ", reference" : "");
     // the actor's ranks, then a reference's or critic's group of its own on the same shape (a
@@ -818,7 +818,7 @@ static int s_final(s_ctl_t *s, char *err, size_t err_len) {
         bf16 = rl_hf_config_load(r->model.path, &cfg, msg, sizeof(msg)) == 0 &&
                strcmp(cfg.torch_dtype, "bfloat16") == 0;
     }
-    int rm = r->algorithm.name == RL_RECIPE_ALGO_RM;
+    int rm = (r->algorithm.def->uses & RL_RECIPE_USES_SCORE_HEAD) != 0;
     int pad = rl_tokenizer_pad_id(run->tok);
     rl_proto_save_final_t q = {tmp, bf16, NULL, pad};
     rl_msg_t *rep = NULL;

@@ -35,12 +35,12 @@ static int s_setup(const rl_recipe_t *recipe, const rl_role_env_t *env, void **s
     a->mesh = env->mesh;
     // a rank of a mesh shards its models over the mesh (the critic it holds too)
     rl_coll_t *mesh = env->mesh;
-    int rm = recipe->algorithm.name == RL_RECIPE_ALGO_RM;
+    int rm = (recipe->algorithm.def->uses & RL_RECIPE_USES_SCORE_HEAD) != 0;
     int rc = mesh ? rl_policy_new_sharded(recipe, env->threads, rm ? RL_POLICY_RM : RL_POLICY_ACTOR,
                                           mesh, &a->policy, err, err_len)
              : rm ? rl_policy_new_rm(recipe, env->threads, &a->policy, err, err_len)
                   : rl_policy_new(recipe, env->threads, &a->policy, err, err_len);
-    if (!rc && recipe->algorithm.name == RL_RECIPE_ALGO_PPO &&
+    if (!rc && (recipe->algorithm.def->uses & RL_RECIPE_USES_CRITIC) &&
         recipe->roles.critic == RL_RECIPE_REF_ACTOR) {
         rc = mesh ? rl_policy_new_sharded(recipe, env->threads, RL_POLICY_CRITIC, mesh, &a->critic,
                                           err, err_len)

@@ -162,6 +162,10 @@ void rl_rollout_metrics(rl_run_t *run, const rl_rollout_data_t *d, const rl_roll
 int rl_rollout_evaluate(const rl_rollout_data_t *d, rl_run_t *run, double *acc, double *acc_greedy,
                         char *note, size_t note_len, char *err, size_t err_len);
 
+// The recipe's keys of a rollout's shaping, which GRPO and PPO share (rl_recipe_algo_def_t.keys):
+// mask_truncated_completions, overlong_buffer, overlong_penalty.
+extern const rl_recipe_key_t rl_rollout_shaping_keys[];
+
 #ifdef __cplusplus
 }
 #endif

@@ -4,6 +4,8 @@
 // rewards/, the bad-recipe corpus (tests/fixtures/recipes/bad/*.yaml, each carrying its
 // expected messages as "# expect:" lines) and the rlctl binary's exit codes.
 #include "rl_config.h"
+#include "rl_algo.h"
+#include "rl_loss.h"
 #include "rl_config_priv.h" // rl_cfg_algo_defaults with rows of the test's own
 #include "rl_err.h"
 #include "rl_test.h"
@@ -25,7 +27,8 @@ static int s_load_str(const char *name, const char *text, const char *const *ovr
                       rl_recipe_t **out) {
     char path[512];
     snprintf(path, sizeof path, "%s/bad/%s", RECIPES, name);
-    return rl_recipe_load_string(text, strlen(text), path, ovr, n_ovr, 0, out, s_err, ERRLEN);
+    return rl_recipe_load_string(rl_algos(), text, strlen(text), path, ovr, n_ovr, 0, out, s_err,
+                                 ERRLEN);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -83,7 +86,8 @@ static void test_yaml_tree(void) {
 
 static void test_defaults(void) {
     rl_recipe_t *r = NULL;
-    int rc = rl_recipe_load_file(RECIPES "/good/sft.yaml", NULL, 0, 0, &r, s_err, ERRLEN);
+    int rc =
+        rl_recipe_load_file(rl_algos(), RECIPES "/good/sft.yaml", NULL, 0, 0, &r, s_err, ERRLEN);
     CHECK_MSG(rc == 0, "%s", s_err);
     if (!r) {
         return;
@@ -109,7 +113,7 @@ static void test_defaults(void) {
     CHECK_INT(r->data.max_length, 1024);
     CHECK_INT(r->data.truncation, RL_RECIPE_TRUNC_DROP);
     CHECK(r->data.shuffle);
-    CHECK_INT(r->algorithm.name, RL_RECIPE_ALGO_SFT);
+    CHECK_STR(r->algorithm.def->name, "sft");
     CHECK(r->algorithm.completion_only_loss);
     CHECK_INT(r->algorithm.num_generations, 8);
     CHECK_CLOSE(r->algorithm.std_eps, 1e-4, 0);
@@ -155,7 +159,8 @@ static void test_defaults(void) {
 
 static void test_grpo(void) {
     rl_recipe_t *r = NULL;
-    int rc = rl_recipe_load_file(RECIPES "/good/grpo.yaml", NULL, 0, 0, &r, s_err, ERRLEN);
+    int rc =
+        rl_recipe_load_file(rl_algos(), RECIPES "/good/grpo.yaml", NULL, 0, 0, &r, s_err, ERRLEN);
     CHECK_MSG(rc == 0, "%s", s_err);
     if (!r) {
         return;
@@ -209,7 +214,8 @@ static void test_generation_defaults(void) {
         snprintf(ovr, sizeof ovr, "model.path=%s", dir);
         const char *o[] = {ovr};
         rl_recipe_t *r = NULL;
-        int rc = rl_recipe_load_file(RECIPES "/good/grpo.yaml", o, 1, 0, &r, s_err, ERRLEN);
+        int rc =
+            rl_recipe_load_file(rl_algos(), RECIPES "/good/grpo.yaml", o, 1, 0, &r, s_err, ERRLEN);
         CHECK_MSG(rc == 0, "%s", s_err);
         if (r) {
             CHECK_CLOSE(r->sampling.temperature, 1.0, 0); // the recipe's own
@@ -229,35 +235,39 @@ static void test_generation_defaults(void) {
 }
 
 static void test_enum_names(void) {
-    CHECK_STR(rl_recipe_enum_name("optim.scheduler", RL_RECIPE_SCHED_COSINE), "cosine");
-    CHECK_STR(rl_recipe_enum_name("algorithm.name", RL_RECIPE_ALGO_SFT), "sft");
-    CHECK_STR(rl_recipe_enum_name("model.dtype", RL_RECIPE_DTYPE_BFLOAT16), "bfloat16");
-    CHECK_STR(rl_recipe_enum_name("model.chat_template", RL_RECIPE_CHAT_LLAMA3), "llama3");
-    CHECK_STR(rl_recipe_enum_name("data.format", RL_RECIPE_FORMAT_PROMPT_COMPLETION),
+    CHECK_STR(rl_recipe_enum_name(rl_algos(), "optim.scheduler", RL_RECIPE_SCHED_COSINE), "cosine");
+    CHECK_STR(rl_recipe_enum_name(rl_algos(), "algorithm.name", 1), "sft");
+    CHECK_STR(rl_recipe_enum_name(rl_algos(), "model.dtype", RL_RECIPE_DTYPE_BFLOAT16), "bfloat16");
+    CHECK_STR(rl_recipe_enum_name(rl_algos(), "model.chat_template", RL_RECIPE_CHAT_LLAMA3),
+              "llama3");
+    CHECK_STR(rl_recipe_enum_name(rl_algos(), "data.format", RL_RECIPE_FORMAT_PROMPT_COMPLETION),
               "prompt_completion");
-    CHECK_STR(rl_recipe_enum_name("data.truncation", RL_RECIPE_TRUNC_ERROR), "error");
-    CHECK_STR(rl_recipe_enum_name("algorithm.scale_rewards", RL_RECIPE_SCALE_NONE), "none");
-    CHECK_STR(rl_recipe_enum_name("algorithm.advantage", RL_RECIPE_ADV_RLOO), "rloo");
-    CHECK_STR(rl_recipe_enum_name("algorithm.kl_estimator", RL_RECIPE_KL_K2), "k2");
-    CHECK_STR(rl_recipe_enum_name("algorithm.loss_agg", RL_RECIPE_AGG_SEQ_MEAN_TOKEN_SUM_NORM),
+    CHECK_STR(rl_recipe_enum_name(rl_algos(), "data.truncation", RL_RECIPE_TRUNC_ERROR), "error");
+    CHECK_STR(rl_recipe_enum_name(rl_algos(), "algorithm.scale_rewards", RL_RECIPE_SCALE_NONE),
+              "none");
+    CHECK_STR(rl_recipe_enum_name(rl_algos(), "algorithm.advantage", RL_RECIPE_ADV_RLOO), "rloo");
+    CHECK_STR(rl_recipe_enum_name(rl_algos(), "algorithm.kl_estimator", RL_RECIPE_KL_K2), "k2");
+    CHECK_STR(rl_recipe_enum_name(rl_algos(), "algorithm.loss_agg",
+                                  RL_RECIPE_AGG_SEQ_MEAN_TOKEN_SUM_NORM),
               "seq_mean_token_sum_norm");
-    CHECK_STR(rl_recipe_enum_name("algorithm.tis", RL_RECIPE_TIS_SEQUENCE), "sequence");
-    CHECK_STR(rl_recipe_enum_name("optim.name", RL_RECIPE_OPTIM_ADAMW), "adamw");
-    CHECK_STR(rl_recipe_enum_name("rewards.builtin", RL_RECIPE_REWARD_LENGTH), "length");
-    CHECK_STR(rl_recipe_enum_name("rewards[1].builtin", RL_RECIPE_REWARD_REGEX_FORMAT),
+    CHECK_STR(rl_recipe_enum_name(rl_algos(), "algorithm.tis", RL_RECIPE_TIS_SEQUENCE), "sequence");
+    CHECK_STR(rl_recipe_enum_name(rl_algos(), "optim.name", RL_RECIPE_OPTIM_ADAMW), "adamw");
+    CHECK_STR(rl_recipe_enum_name(rl_algos(), "rewards.builtin", RL_RECIPE_REWARD_LENGTH),
+              "length");
+    CHECK_STR(rl_recipe_enum_name(rl_algos(), "rewards[1].builtin", RL_RECIPE_REWARD_REGEX_FORMAT),
               "regex_format");
-    CHECK(rl_recipe_enum_name("optim.lr", 0) == NULL);
-    CHECK(rl_recipe_enum_name("optim.scheduler", 9) == NULL);
-    CHECK(rl_recipe_enum_name("rewards.builtin", RL_RECIPE_REWARD_PLUGIN) == NULL);
+    CHECK(rl_recipe_enum_name(rl_algos(), "optim.lr", 0) == NULL);
+    CHECK(rl_recipe_enum_name(rl_algos(), "optim.scheduler", 9) == NULL);
+    CHECK(rl_recipe_enum_name(rl_algos(), "rewards.builtin", RL_RECIPE_REWARD_PLUGIN) == NULL);
 }
 
 // every schema row: a sane table, and the all-defaults recipe loads (checked in test_defaults)
 static void test_schema(void) {
-    const rl_recipe_key_t *keys;
-    int n = rl_recipe_schema(&keys);
-    CHECK(n > 60);
-    for (int i = 0; i < n; i++) {
-        const rl_recipe_key_t *k = &keys[i];
+    const rl_recipe_algos_t *algos = rl_algos();
+    rl_recipe_keys_t it, it2;
+    rl_recipe_keys_begin(&it, algos, NULL);
+    int n = 0;
+    for (const rl_recipe_key_t *k; (k = rl_recipe_keys_next(&it)) != NULL; n++) {
         int req = (k->flags & RL_RECIPE_K_REQUIRED) != 0;
         int opt = (k->flags & RL_RECIPE_K_OPTIONAL) != 0;
         int der = (k->flags & RL_RECIPE_K_DERIVED) != 0;
@@ -265,26 +275,43 @@ static void test_schema(void) {
                   "%s.%s: exactly one of default, required, optional, derived", k->section,
                   k->key);
         CHECK_MSG(k->def_doc && k->doc && k->doc[0], "%s.%s: undocumented", k->section, k->key);
-        CHECK_MSG(k->type != RL_RECIPE_T_ENUM || k->choices, "%s.%s", k->section, k->key);
+        CHECK_MSG(k->type != RL_RECIPE_T_ENUM || rl_recipe_key_choices(algos, k)[0], "%s.%s",
+                  k->section, k->key);
         if (k->def) {
             CHECK_MSG(!strcmp(k->def, k->def_doc), "%s.%s: docs default '%s' vs '%s'",
                       k->section, k->key, k->def_doc, k->def);
         }
-        for (int j = 0; j < i; j++) {
-            CHECK_MSG(strcmp(k->section, keys[j].section) || strcmp(k->key, keys[j].key),
-                      "%s.%s twice", k->section, k->key);
-        }
-        // a default per algorithm refines `def`, for an algorithm the key applies to (the
-        // loader asserts that each one converts: test_defaults and test_grpo load them)
-        for (int a = 0; a < RL_RECIPE_NALGO; a++) {
-            if (k->def_by_algo[a]) {
-                CHECK_MSG(k->def != NULL, "%s.%s: def_by_algo without def", k->section, k->key);
-                CHECK_MSG(!k->algos || (k->algos & (1u << a)),
-                          "%s.%s: a default for %s, which the key does not apply to",
-                          k->section, k->key, rl_recipe_enum_name("algorithm.name", a));
-            }
+        // a key means one thing: one row of that name among the shared rows and every
+        // algorithm's (an algorithm that shares another's key lists the same row)
+        rl_recipe_keys_begin(&it2, algos, NULL);
+        for (const rl_recipe_key_t *j; (j = rl_recipe_keys_next(&it2)) != k;) {
+            CHECK_MSG(strcmp(k->section, j->section) || strcmp(k->key, j->key), "%s.%s twice",
+                      k->section, k->key);
         }
     }
+    CHECK(n > 60);
+    // each algorithm: named as the catalog lists it, documented, its own rows in section
+    // algorithm, and its defaults of keys it has (the loader asserts that each one converts:
+    // test_defaults and the suites load them)
+    CHECK(algos->n >= 5);
+    for (int a = 0; a < algos->n; a++) {
+        const rl_recipe_algo_def_t *d = algos->all[a];
+        CHECK_STR(algos->names[a], d->name);
+        CHECK(rl_algo_find(d->name) && &rl_algo_find(d->name)->recipe == d);
+        CHECK_MSG(d->title && d->doc && d->doc[0], "%s: undocumented", d->name);
+        for (int f = 0; d->keys && d->keys[f]; f++) {
+            for (const rl_recipe_key_t *k = d->keys[f]; k->section; k++) {
+                CHECK_MSG(!strcmp(k->section, "algorithm") && !k->uses, "%s: %s.%s", d->name,
+                          k->section, k->key);
+            }
+        }
+        for (int i = 0; d->defaults && d->defaults[i].key; i++) {
+            const rl_recipe_key_t *k = rl_recipe_key_find(algos, d->defaults[i].key);
+            CHECK_MSG(k && rl_recipe_key_for(k, d) && k->def,
+                      "%s: a default of %s, which it has not", d->name, d->defaults[i].key);
+        }
+    }
+    CHECK(algos->names[algos->n] == NULL);
 }
 
 // The LoRA module names and the built-in reward names exist once (rl_config.h): the recipe's
@@ -292,16 +319,8 @@ static void test_schema(void) {
 static void test_name_lists(void) {
     static const char *const peft[] = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
                                        "gate_proj", "up_proj", "down_proj"};
-    const rl_recipe_key_t *keys;
-    int n = rl_recipe_schema(&keys);
-    const rl_recipe_key_t *tm = NULL, *builtin = NULL;
-    for (int i = 0; i < n; i++) {
-        if (!strcmp(keys[i].section, "lora") && !strcmp(keys[i].key, "target_modules")) {
-            tm = &keys[i];
-        } else if (!strcmp(keys[i].section, "rewards") && !strcmp(keys[i].key, "builtin")) {
-            builtin = &keys[i];
-        }
-    }
+    const rl_recipe_key_t *tm = rl_recipe_key_find(rl_algos(), "lora.target_modules");
+    const rl_recipe_key_t *builtin = rl_recipe_key_find(rl_algos(), "rewards.builtin");
     CHECK(tm && builtin);
     if (!tm || !builtin) {
         return;
@@ -324,126 +343,151 @@ static void test_name_lists(void) {
     CHECK(builtin->choices[RL_RECIPE_REWARD_NBUILTIN] == NULL);
     CHECK(rl_recipe_reward_builtin_name(RL_RECIPE_REWARD_PLUGIN) == NULL);
     CHECK(rl_recipe_reward_builtin_name(RL_RECIPE_REWARD_NBUILTIN) == NULL);
-    // every algorithm has a name (def_by_algo and the docs index by RL_RECIPE_ALGO_*)
-    for (int a = 0; a < RL_RECIPE_NALGO; a++) {
-        CHECK_MSG(rl_recipe_enum_name("algorithm.name", a) != NULL, "algorithm %d", a);
+    // algorithm.name's values are the catalog's algorithms, in its order
+    const rl_recipe_algos_t *algos = rl_algos();
+    for (int a = 0; a < algos->n; a++) {
+        CHECK_STR(rl_recipe_enum_name(algos, "algorithm.name", a), algos->all[a]->name);
     }
-    CHECK(rl_recipe_enum_name("algorithm.name", RL_RECIPE_NALGO) == NULL);
+    CHECK(rl_recipe_enum_name(algos, "algorithm.name", algos->n) == NULL);
+    CHECK(rl_recipe_enum_name(NULL, "algorithm.name", 0) == NULL); // no catalog: no names
 }
 
-// A key's default per algorithm (rl_recipe_key_t.def_by_algo): the mechanism with rows of this
-// test's own (the resolver, the text of docs and --keys), today's table (algorithm.beta: GRPO
-// 0.0, PPO 0.05, DPO 0.1; every other key has one default), and the loader's stage
-// (rl_cfg_algo_defaults, the function rl_recipe_load_string runs after the walk) on a recipe.
-static void test_default_by_algo(void) {
-    char doc[256];
-    // a key of every algorithm with its own default for SFT
-    rl_recipe_key_t k = {.section = "train", .key = "x", .type = RL_RECIPE_T_INT,
-                         .def = "8", .def_doc = "8", .max = 100, .doc = "test",
-                         .def_by_algo = {[RL_RECIPE_ALGO_SFT] = "16"}};
-    CHECK_STR(rl_recipe_key_default(&k, RL_RECIPE_ALGO_GRPO), "8");
-    CHECK_STR(rl_recipe_key_default(&k, RL_RECIPE_ALGO_SFT), "16");
-    CHECK_STR(rl_recipe_key_default(&k, -1), "8"); // algorithm unknown: def
-    CHECK_STR(rl_recipe_key_default(&k, RL_RECIPE_NALGO), "8");
-    CHECK_STR(rl_recipe_key_default_doc(&k, doc, sizeof doc),
-              "8 (grpo), 16 (sft), 8 (ppo), 8 (dpo), 8 (rm)");
-    char small[8];
-    CHECK_STR(rl_recipe_key_default_doc(&k, small, sizeof small), "8 (grpo");
-    // only the algorithms the key applies to are shown
-    k.algos = 1u << RL_RECIPE_ALGO_SFT;
-    CHECK_STR(rl_recipe_key_default_doc(&k, doc, sizeof doc), "16 (sft)");
-    // a per-algorithm default equal to def changes nothing in the docs
-    k.algos = 0;
-    k.def_by_algo[RL_RECIPE_ALGO_SFT] = "8";
-    CHECK_STR(rl_recipe_key_default_doc(&k, doc, sizeof doc), "8");
-    // today's table: every key but algorithm.beta shows def_doc
-    const rl_recipe_key_t *keys;
-    int n = rl_recipe_schema(&keys);
-    for (int i = 0; i < n; i++) {
-        if (!strcmp(keys[i].section, "algorithm") && !strcmp(keys[i].key, "beta")) {
-            CHECK_STR(rl_recipe_key_default_doc(&keys[i], doc, sizeof doc),
-                      "0.0 (grpo), 0.05 (ppo), 0.1 (dpo)");
-            CHECK_STR(rl_recipe_key_default(&keys[i], RL_RECIPE_ALGO_GRPO), "0.0");
-            CHECK_STR(rl_recipe_key_default(&keys[i], RL_RECIPE_ALGO_PPO), "0.05");
-            CHECK_STR(rl_recipe_key_default(&keys[i], RL_RECIPE_ALGO_DPO), "0.1");
-            continue;
-        }
-        CHECK_STR(rl_recipe_key_default_doc(&keys[i], doc, sizeof doc), keys[i].def_doc);
-        for (int a = 0; a < RL_RECIPE_NALGO; a++) {
-            CHECK(rl_recipe_key_default(&keys[i], a) == keys[i].def);
-        }
+// An algorithm is one definition (rl_recipe_algo_def_t): a catalog with a test's own algorithm
+// "toy" beside the real ones loads toy recipes with toy's own key, its defaults of shared keys
+// (a map section's, a list entry's one by one; keys the recipe or an override set keep theirs)
+// and its check, and refuses toy's key in another algorithm's recipe and another's key in
+// toy's. Then the real catalog's per-algorithm defaults (algorithm.beta: GRPO 0.0, PPO 0.05,
+// DPO 0.1; every other key one default) as the docs and --keys show them.
+static int s_toy_checked;
+static void s_toy_check(rl_recipe_check_t *c, const rl_recipe_t *r) {
+    s_toy_checked++;
+    if (r->algorithm.kl_target > 5) { // the storage toy_knob's row names
+        rl_recipe_check_err(c, "algorithm.toy_knob", "%g: toy wants at most 5",
+                            r->algorithm.kl_target);
     }
+    rl_recipe_check_step(c, r->train.batch_size, "toy's step");
+}
 
-    // the loader's stage on a GRPO recipe: unset keys take the GRPO default, keys the recipe
-    // or an override set keep their value, other algorithms' defaults are not used, and list
-    // entries are handled one by one
-    static const char *const scheds[] = {"constant", "linear", "cosine", NULL};
-    const rl_recipe_key_t rows[] = {
-        {.section = "algorithm", .key = "beta", .type = RL_RECIPE_T_FLOAT,
-         .offset = offsetof(rl_recipe_t, algorithm.beta), .def = "0.0", .def_doc = "0.0",
-         .max = 100, .doc = "unset in the recipe: 0.05",
-         .def_by_algo = {[RL_RECIPE_ALGO_GRPO] = "0.05", [RL_RECIPE_ALGO_SFT] = "0.1"}},
-        {.section = "algorithm", .key = "epsilon_high", .type = RL_RECIPE_T_FLOAT,
-         .offset = offsetof(rl_recipe_t, algorithm.epsilon_high), .def = "0.2",
-         .def_doc = "0.2", .max = 10, .doc = "set by an override: kept",
-         .def_by_algo = {[RL_RECIPE_ALGO_GRPO] = "0.28"}},
-        {.section = "algorithm", .key = "std_eps", .type = RL_RECIPE_T_FLOAT,
-         .offset = offsetof(rl_recipe_t, algorithm.std_eps), .def = "1e-4", .def_doc = "1e-4",
-         .max = 1, .doc = "only SFT's default differs: kept",
-         .def_by_algo = {[RL_RECIPE_ALGO_SFT] = "1e-6"}},
-        {.section = "optim", .key = "scheduler", .type = RL_RECIPE_T_ENUM,
-         .offset = offsetof(rl_recipe_t, optim.scheduler), .def = "constant",
-         .def_doc = "constant", .choices = scheds, .doc = "set in the recipe: kept",
-         .def_by_algo = {[RL_RECIPE_ALGO_GRPO] = "linear"}},
-        {.section = "rewards", .key = "weight", .type = RL_RECIPE_T_FLOAT,
-         .offset = offsetof(rl_recipe_reward_t, weight), .def = "1.0", .def_doc = "1.0",
-         .min = -RL_CFG_BIG, .max = RL_CFG_BIG, .doc = "per entry",
-         .def_by_algo = {[RL_RECIPE_ALGO_GRPO] = "2.0"}},
+static void test_algorithm_unit(void) {
+    static const rl_recipe_key_t toy_keys[] = {
+        {.section = "algorithm",
+         .key = "toy_knob",
+         .type = RL_RECIPE_T_FLOAT,
+         .offset = RL_RECIPE_AT(algorithm.kl_target),
+         RL_RECIPE_DEF("1.5"),
+         .max = 10,
+         .doc = "a test's own key"},
+        {0},
     };
-    int nrows = (int)(sizeof rows / sizeof rows[0]);
-    const char *ovr[] = {"algorithm.epsilon_high=0.3", "rewards.2.weight="};
+    static const rl_recipe_key_t *const toy_frags[] = {toy_keys, rl_loss_beta_keys, NULL};
+    static const rl_recipe_default_t toy_defaults[] = {{"algorithm.beta", "0.25"},
+                                                       {"optim.scheduler", "linear"},
+                                                       {"rewards.weight", "2.0"},
+                                                       {NULL, NULL}};
+    const rl_recipe_algo_def_t toy = {.name = "toy",
+                                      .title = "toy",
+                                      .doc = "a test's algorithm",
+                                      .uses = RL_RECIPE_USES_SEQUENCES,
+                                      .keys = toy_frags,
+                                      .defaults = toy_defaults,
+                                      .check = s_toy_check};
+    const rl_recipe_algos_t *real = rl_algos();
+    const rl_recipe_algo_def_t *defs[16];
+    const char *names[17];
+    int n = 0;
+    for (; n < real->n && n < 15; n++) {
+        defs[n] = real->all[n];
+        names[n] = real->names[n];
+    }
+    defs[n] = &toy;
+    names[n++] = "toy";
+    names[n] = NULL;
+    const rl_recipe_algos_t cat = {defs, n, names};
+    const char *base =
+        "model: {path: ../model}\ndata: {train: ../data/train.jsonl}\n"
+        "optim: {scheduler: cosine, lr: 1e-3}\ntrain: {steps: 3}\n"
+        "rewards:\n  - {builtin: length, name: a}\n  - {builtin: length, name: b, weight: 0.5}\n"
+        "  - {builtin: length, name: c}\n";
+    char text[1024], path[512];
+    snprintf(path, sizeof path, "%s/good/toy.yaml", RECIPES);
     rl_recipe_t *r = NULL;
-    int rc = rl_recipe_load_file(RECIPES "/good/grpo.yaml", ovr, 2, RL_RECIPE_NO_FILE_CHECKS,
-                                 &r, s_err, ERRLEN);
+    // toy's recipe: its key, its defaults, its check
+    snprintf(text, sizeof text, "%salgorithm: {name: toy}\n", base);
+    const char *ovr[] = {"rewards.2.weight="};
+    s_toy_checked = 0;
+    int rc = rl_recipe_load_string(&cat, text, strlen(text), path, ovr, 1, RL_RECIPE_NO_FILE_CHECKS,
+                                   &r, s_err, ERRLEN);
     CHECK_MSG(rc == 0, "%s", s_err);
+    CHECK_INT(s_toy_checked, 1);
     if (r) {
-        CHECK_CLOSE(r->algorithm.beta, 0.0, 0); // the real table: def
-        rl_cfg_ctx_t c = {.r = r, .file = r->priv->files[0]};
-        rl_cfg_algo_defaults(&c, rows, nrows);
-        CHECK_INT(c.nerr, 0);
-        CHECK_INT(c.oom, 0);
-        CHECK_CLOSE(r->algorithm.beta, 0.05, 0);
-        CHECK_CLOSE(r->algorithm.epsilon_high, 0.3, 0);
-        CHECK_CLOSE(r->algorithm.std_eps, 1e-4, 0);
-        CHECK_INT(r->optim.scheduler, RL_RECIPE_SCHED_COSINE);
+        CHECK(r->algorithm.def == &toy);
+        CHECK_CLOSE(r->algorithm.kl_target, 1.5, 0);           // toy_knob's default
+        CHECK_CLOSE(r->algorithm.beta, 0.25, 0);               // toy's default of a shared key
+        CHECK_INT(r->optim.scheduler, RL_RECIPE_SCHED_COSINE); // set in the recipe: kept
         CHECK_INT(r->n_rewards, 3);
         if (r->n_rewards == 3) {
             CHECK_CLOSE(r->rewards[0].weight, 2.0, 0); // not written
             CHECK_CLOSE(r->rewards[1].weight, 0.5, 0); // weight: 0.5
             CHECK_CLOSE(r->rewards[2].weight, 2.0, 0); // written null = the default
         }
-        // while algorithm.name is unknown, nothing changes
-        r->algorithm.name = -1;
-        r->algorithm.beta = 0.5;
-        rl_cfg_algo_defaults(&c, rows, nrows);
-        CHECK_CLOSE(r->algorithm.beta, 0.5, 0);
-        free(c.errs);
+        char *yaml = NULL;
+        CHECK_INT(rl_recipe_to_yaml(r, &yaml), 0);
+        CHECK_CONTAINS(yaml ? yaml : "",
+                       "algorithm:\n  name: toy\n  toy_knob: 1.5\n  beta: 0.25\n");
+        CHECK(yaml && !strstr(yaml, "num_generations"));
+        free(yaml);
         rl_recipe_destroy(&r);
     }
-    // an SFT recipe takes SFT's
-    rc = rl_recipe_load_file(RECIPES "/good/sft.yaml", NULL, 0, RL_RECIPE_NO_FILE_CHECKS, &r,
-                             s_err, ERRLEN);
-    CHECK_MSG(rc == 0, "%s", s_err);
-    if (r) {
-        rl_cfg_ctx_t c = {.r = r, .file = r->priv->files[0]};
-        rl_cfg_algo_defaults(&c, rows, nrows);
-        CHECK_INT(c.nerr, 0);
-        CHECK_CLOSE(r->algorithm.beta, 0.1, 0);
-        CHECK_CLOSE(r->algorithm.epsilon_high, 0.2, 0);
-        CHECK_CLOSE(r->algorithm.std_eps, 1e-6, 0);
-        CHECK_INT(r->optim.scheduler, RL_RECIPE_SCHED_CONSTANT);
-        free(c.errs);
-        rl_recipe_destroy(&r);
+    // its key set, and checked by its own check
+    snprintf(text, sizeof text, "%salgorithm: {name: toy, toy_knob: 7}\n", base);
+    rc = rl_recipe_load_string(&cat, text, strlen(text), path, NULL, 0, RL_RECIPE_NO_FILE_CHECKS,
+                               &r, s_err, ERRLEN);
+    CHECK_INT(rc, RL_EINVAL);
+    CHECK_CONTAINS(s_err, "toy.yaml:9:24: algorithm.toy_knob: 7: toy wants at most 5");
+    // toy's key in a GRPO recipe, GRPO's key in toy's
+    snprintf(text, sizeof text, "%salgorithm: {name: grpo, toy_knob: 1}\n", base);
+    rc = rl_recipe_load_string(&cat, text, strlen(text), path, NULL, 0, RL_RECIPE_NO_FILE_CHECKS,
+                               &r, s_err, ERRLEN);
+    CHECK_INT(rc, RL_EINVAL);
+    CHECK_CONTAINS(s_err, "algorithm.toy_knob: applies only when algorithm.name is toy "
+                          "(this recipe: grpo)");
+    snprintf(text, sizeof text, "%salgorithm: {name: toy, num_generations: 4}\n", base);
+    rc = rl_recipe_load_string(&cat, text, strlen(text), path, NULL, 0, RL_RECIPE_NO_FILE_CHECKS,
+                               &r, s_err, ERRLEN);
+    CHECK_INT(rc, RL_EINVAL);
+    CHECK_CONTAINS(s_err, "algorithm.num_generations: applies only when algorithm.name is grpo "
+                          "(this recipe: toy)");
+    // the catalog without toy does not know it
+    rc = rl_recipe_load_string(rl_algos(), text, strlen(text), path, NULL, 0,
+                               RL_RECIPE_NO_FILE_CHECKS, &r, s_err, ERRLEN);
+    CHECK_INT(rc, RL_EINVAL);
+    CHECK_CONTAINS(s_err, "algorithm.name: 'toy'");
+    // docs: each algorithm's default when they differ, in catalog order
+    char doc[256], small[8];
+    const rl_recipe_key_t *beta = rl_recipe_key_find(&cat, "algorithm.beta");
+    CHECK(beta != NULL);
+    if (beta) {
+        CHECK_STR(rl_recipe_key_default_doc(&cat, beta, doc, sizeof doc),
+                  "0.0 (grpo), 0.05 (ppo), 0.1 (dpo), 0.25 (toy)");
+        CHECK_STR(rl_recipe_key_default_doc(&cat, beta, small, sizeof small), "0.0 (gr");
+        CHECK_STR(rl_recipe_key_default_doc(real, beta, doc, sizeof doc),
+                  "0.0 (grpo), 0.05 (ppo), 0.1 (dpo)");
+        CHECK_STR(rl_recipe_key_default(beta, &rl_algo_grpo.recipe), "0.0");
+        CHECK_STR(rl_recipe_key_default(beta, &rl_algo_ppo.recipe), "0.05");
+        CHECK_STR(rl_recipe_key_default(beta, &rl_algo_dpo.recipe), "0.1");
+        CHECK_STR(rl_recipe_key_default(beta, NULL), "0.0"); // algorithm unknown: def
+    }
+    // the real catalog: every key but algorithm.beta shows its one default
+    rl_recipe_keys_t it;
+    rl_recipe_keys_begin(&it, real, NULL);
+    for (const rl_recipe_key_t *k; (k = rl_recipe_keys_next(&it)) != NULL;) {
+        if (k == beta) {
+            continue;
+        }
+        CHECK_STR(rl_recipe_key_default_doc(real, k, doc, sizeof doc), k->def_doc);
+        for (int a = 0; a < real->n; a++) {
+            CHECK(rl_recipe_key_default(k, real->all[a]) == k->def);
+        }
     }
 }
 
@@ -452,10 +496,11 @@ static void test_default_by_algo(void) {
 // against the recipe (`base` stays a word), and PPO's own errors.
 static void test_ppo(void) {
     rl_recipe_t *r = NULL;
-    int rc = rl_recipe_load_file(RECIPES "/good/ppo.yaml", NULL, 0, 0, &r, s_err, ERRLEN);
+    int rc =
+        rl_recipe_load_file(rl_algos(), RECIPES "/good/ppo.yaml", NULL, 0, 0, &r, s_err, ERRLEN);
     CHECK_MSG(rc == 0, "%s", s_err);
     if (r) {
-        CHECK_INT(r->algorithm.name, RL_RECIPE_ALGO_PPO);
+        CHECK_STR(r->algorithm.def->name, "ppo");
         CHECK_CLOSE(r->algorithm.beta, 0.05, 0);
         CHECK_CLOSE(r->algorithm.gamma, 1.0, 0);
         CHECK_CLOSE(r->algorithm.lam, 0.95, 0);
@@ -475,7 +520,7 @@ static void test_ppo(void) {
     }
     const char *ovr[] = {"critic.init=base", "critic.lr=1e-5", "critic.lora=false",
                          "algorithm.beta=0.1"};
-    rc = rl_recipe_load_file(RECIPES "/good/ppo.yaml", ovr, 4, 0, &r, s_err, ERRLEN);
+    rc = rl_recipe_load_file(rl_algos(), RECIPES "/good/ppo.yaml", ovr, 4, 0, &r, s_err, ERRLEN);
     CHECK_MSG(rc == 0, "%s", s_err);
     if (r) {
         CHECK_STR(r->critic.init, "base");
@@ -498,7 +543,8 @@ static void test_ppo(void) {
         {"algorithm.value_clip=-1", "algorithm.value_clip"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        rc = rl_recipe_load_file(RECIPES "/good/ppo.yaml", &bad[i].ovr, 1, 0, &r, s_err, ERRLEN);
+        rc = rl_recipe_load_file(rl_algos(), RECIPES "/good/ppo.yaml", &bad[i].ovr, 1, 0, &r, s_err,
+                                 ERRLEN);
         CHECK_MSG(rc == RL_EINVAL, "%s: rc %d", bad[i].ovr, rc);
         CHECK_MSG(strstr(s_err, bad[i].want) != NULL, "%s: expected\n  %s\nin\n%s", bad[i].ovr,
                   bad[i].want, s_err);
@@ -506,7 +552,7 @@ static void test_ppo(void) {
     }
     // the critic's keys only with PPO
     const char *g[] = {"critic.lr=1e-5"};
-    rc = rl_recipe_load_file(RECIPES "/good/grpo.yaml", g, 1, 0, &r, s_err, ERRLEN);
+    rc = rl_recipe_load_file(rl_algos(), RECIPES "/good/grpo.yaml", g, 1, 0, &r, s_err, ERRLEN);
     CHECK_MSG(rc == RL_EINVAL && strstr(s_err, "critic.lr: applies only when algorithm.name is "
                                                "ppo (this recipe: grpo)"),
               "%s", s_err);
@@ -517,10 +563,11 @@ static void test_ppo(void) {
 // and DPO's own errors; a reward model's recipe likewise.
 static void test_dpo(void) {
     rl_recipe_t *r = NULL;
-    int rc = rl_recipe_load_file(RECIPES "/good/dpo.yaml", NULL, 0, 0, &r, s_err, ERRLEN);
+    int rc =
+        rl_recipe_load_file(rl_algos(), RECIPES "/good/dpo.yaml", NULL, 0, 0, &r, s_err, ERRLEN);
     CHECK_MSG(rc == 0, "%s", s_err);
     if (r) {
-        CHECK_INT(r->algorithm.name, RL_RECIPE_ALGO_DPO);
+        CHECK_STR(r->algorithm.def->name, "dpo");
         CHECK_CLOSE(r->algorithm.beta, 0.1, 0);
         CHECK_INT(r->algorithm.loss_type, RL_RECIPE_PREF_IPO);
         CHECK_CLOSE(r->algorithm.rpo_alpha, 0.5, 0);
@@ -543,17 +590,18 @@ static void test_dpo(void) {
                                         "dpo)"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        rc = rl_recipe_load_file(RECIPES "/good/dpo.yaml", &bad[i].ovr, 1, 0, &r, s_err, ERRLEN);
+        rc = rl_recipe_load_file(rl_algos(), RECIPES "/good/dpo.yaml", &bad[i].ovr, 1, 0, &r, s_err,
+                                 ERRLEN);
         CHECK_MSG(rc == RL_EINVAL, "%s: rc %d", bad[i].ovr, rc);
         CHECK_MSG(strstr(s_err, bad[i].want) != NULL, "%s: expected\n  %s\nin\n%s", bad[i].ovr,
                   bad[i].want, s_err);
         rl_recipe_destroy(&r);
     }
     // a reward model: the pair keys, its own key, and what it refuses
-    rc = rl_recipe_load_file(RECIPES "/good/rm.yaml", NULL, 0, 0, &r, s_err, ERRLEN);
+    rc = rl_recipe_load_file(rl_algos(), RECIPES "/good/rm.yaml", NULL, 0, 0, &r, s_err, ERRLEN);
     CHECK_MSG(rc == 0, "%s", s_err);
     if (r) {
-        CHECK_INT(r->algorithm.name, RL_RECIPE_ALGO_RM);
+        CHECK_STR(r->algorithm.def->name, "rm");
         CHECK_STR(r->data.margin_field, "gap");
         CHECK_CLOSE(r->algorithm.center_rewards_coefficient, 0.01, 0);
         CHECK_INT(r->train.micro_batch_size, 8);
@@ -571,8 +619,8 @@ static void test_dpo(void) {
         {"data.ref_cache=/tmp", "applies only when algorithm.name is dpo (this recipe: rm)"},
     };
     for (size_t i = 0; i < sizeof bad_rm / sizeof bad_rm[0]; i++) {
-        rc = rl_recipe_load_file(RECIPES "/good/rm.yaml", &bad_rm[i].ovr, 1, 0, &r, s_err,
-                                 ERRLEN);
+        rc = rl_recipe_load_file(rl_algos(), RECIPES "/good/rm.yaml", &bad_rm[i].ovr, 1, 0, &r,
+                                 s_err, ERRLEN);
         CHECK_MSG(rc == RL_EINVAL, "%s: rc %d", bad_rm[i].ovr, rc);
         CHECK_MSG(strstr(s_err, bad_rm[i].want) != NULL, "%s: expected\n  %s\nin\n%s",
                   bad_rm[i].ovr, bad_rm[i].want, s_err);
@@ -580,7 +628,7 @@ static void test_dpo(void) {
     }
     // SFT refuses preference rows
     const char *sft[] = {"data.format=preference"};
-    rc = rl_recipe_load_file(RECIPES "/good/sft.yaml", sft, 1, 0, &r, s_err, ERRLEN);
+    rc = rl_recipe_load_file(rl_algos(), RECIPES "/good/sft.yaml", sft, 1, 0, &r, s_err, ERRLEN);
     CHECK_MSG(rc == RL_EINVAL && strstr(s_err, "preference rows are data for DPO, not SFT"), "%s",
               s_err);
     rl_recipe_destroy(&r);
@@ -593,13 +641,12 @@ static void test_docs_cover_schema(void) {
     if (!doc) {
         return;
     }
-    const rl_recipe_key_t *keys;
-    int n = rl_recipe_schema(&keys);
-    for (int i = 0; i < n; i++) {
+    rl_recipe_keys_t it;
+    rl_recipe_keys_begin(&it, rl_algos(), NULL);
+    for (const rl_recipe_key_t *k; (k = rl_recipe_keys_next(&it)) != NULL;) {
         char name[128], row[160], def[300];
-        int list = !strcmp(keys[i].section, "rewards");
-        snprintf(name, sizeof name, "`%s%s.%s`", keys[i].section, list ? "[]" : "",
-                 keys[i].key);
+        int list = !strcmp(k->section, "rewards");
+        snprintf(name, sizeof name, "`%s%s.%s`", k->section, list ? "[]" : "", k->key);
         snprintf(row, sizeof row, "| %s |", name);
         const char *at = strstr(doc, row);
         CHECK_MSG(at != NULL, "docs/recipe.md has no table row for %s", name);
@@ -611,13 +658,12 @@ static void test_docs_cover_schema(void) {
         char line[1024];
         snprintf(line, sizeof line, "%.*s", (int)(len < 1000 ? len : 1000), at);
         char shown[256]; // def_doc, or each algorithm's default when they differ
-        rl_recipe_key_default_doc(&keys[i], shown, sizeof shown);
+        rl_recipe_key_default_doc(rl_algos(), k, shown, sizeof shown);
         snprintf(def, sizeof def, "| `%s` |", shown);
         CHECK_MSG(strstr(line, def) != NULL, "docs/recipe.md: %s: default should read %s",
                   name, def);
-        CHECK_MSG(strstr(line, rl_recipe_type_name(keys[i].type)) != NULL,
-                  "docs/recipe.md: %s: type should read %s", name,
-                  rl_recipe_type_name(keys[i].type));
+        CHECK_MSG(strstr(line, rl_recipe_type_name(k->type)) != NULL,
+                  "docs/recipe.md: %s: type should read %s", name, rl_recipe_type_name(k->type));
     }
     free(doc);
 }
@@ -672,7 +718,8 @@ static void test_overrides(void) {
                           "data.eval=",
                           "train.eval_every=0",
                           "sampling={temperature: 0.7}"};
-    int rc = rl_recipe_load_file(RECIPES "/good/grpo.yaml", good, 8, 0, &r, s_err, ERRLEN);
+    int rc =
+        rl_recipe_load_file(rl_algos(), RECIPES "/good/grpo.yaml", good, 8, 0, &r, s_err, ERRLEN);
     CHECK_MSG(rc == 0, "%s", s_err);
     if (r) {
         CHECK_CLOSE(r->optim.lr, 1e-4, 0);
@@ -707,7 +754,7 @@ static void test_overrides(void) {
                          "rewards.5.weight=1",   "nokey",
                          "train.stepz=3",        "optim.lr.x=1",
                          "a..b=1",               "sampling.top_p=2"};
-    rc = rl_recipe_load_file(RECIPES "/good/grpo.yaml", bad, 8, 0, &r, s_err, ERRLEN);
+    rc = rl_recipe_load_file(rl_algos(), RECIPES "/good/grpo.yaml", bad, 8, 0, &r, s_err, ERRLEN);
     CHECK_INT(rc, RL_EINVAL);
     CHECK_CONTAINS(s_err, "<override 1>:1:1: optim.lr: expected a number, found string 'fast'");
     CHECK_CONTAINS(s_err, "<override 2>:1:35: YAML syntax error: did not find expected ',' or "
@@ -725,7 +772,8 @@ static void test_overrides(void) {
     const char *theirs[] = {"learning_rate=1e-5", "train.per_device_train_batch_size=8",
                             "kl_loss_coef=0.001", "algorithm.entropy_coeff=0.01",
                             "max_completion_length=64"};
-    rc = rl_recipe_load_file(RECIPES "/good/grpo.yaml", theirs, 5, 0, &r, s_err, ERRLEN);
+    rc =
+        rl_recipe_load_file(rl_algos(), RECIPES "/good/grpo.yaml", theirs, 5, 0, &r, s_err, ERRLEN);
     CHECK_INT(rc, RL_EINVAL);
     CHECK_CONTAINS(s_err, "<override 1>:1:1: learning_rate: unknown key; 'learning_rate' is "
                           "transformers/TRL's name; rlctl's is optim.lr (the same peak learning "
@@ -743,7 +791,7 @@ static void test_overrides(void) {
     // TRL's value sits under a key rlctl has for something else (DPO's loss_type)
     const char *gspo[] = {"algorithm.importance_sampling_level=sequence",
                           "algorithm.loss_mode=gspo", "algorithm.loss_type=cispo"};
-    rc = rl_recipe_load_file(RECIPES "/good/grpo.yaml", gspo, 3, 0, &r, s_err, ERRLEN);
+    rc = rl_recipe_load_file(rl_algos(), RECIPES "/good/grpo.yaml", gspo, 3, 0, &r, s_err, ERRLEN);
     CHECK_INT(rc, RL_EINVAL);
     CHECK_CONTAINS(s_err, "algorithm.importance_sampling_level: unknown key; "
                           "'importance_sampling_level' is TRL's name; rlctl's is "
@@ -786,7 +834,8 @@ static void test_float_range(void) {
                           "overflows to infinity); allowed: a number > 0, at most "
                           "3.402823466e+38 in magnitude");
     const char *ovr[] = {"lora.alpha=1e300", "optim.eps=1e-300", "rewards.0.weight=-3.5e38"};
-    int rc = rl_recipe_load_file(RECIPES "/good/grpo.yaml", ovr, 3, 0, &r, s_err, ERRLEN);
+    int rc =
+        rl_recipe_load_file(rl_algos(), RECIPES "/good/grpo.yaml", ovr, 3, 0, &r, s_err, ERRLEN);
     CHECK_INT(rc, RL_EINVAL);
     CHECK_CONTAINS(s_err, "<override 1>:1:1: lora.alpha: 1e300 is out of range (a 32-bit float "
                           "overflows to infinity)");
@@ -796,7 +845,7 @@ static void test_float_range(void) {
     rl_recipe_destroy(&r);
     const char *edge[] = {"lora.alpha=3.4028234e38", "optim.eps=1e-40",
                           "rewards.0.weight=-3.4e38"};
-    rc = rl_recipe_load_file(RECIPES "/good/grpo.yaml", edge, 3, 0, &r, s_err, ERRLEN);
+    rc = rl_recipe_load_file(rl_algos(), RECIPES "/good/grpo.yaml", edge, 3, 0, &r, s_err, ERRLEN);
     CHECK_MSG(rc == 0, "%s", s_err);
     if (r) {
         CHECK(isfinite((float)r->lora.alpha));
@@ -810,15 +859,15 @@ static void test_round_trip(void) {
     for (int i = 0; i < 2; i++) {
         rl_recipe_t *r = NULL, *r2 = NULL;
         char *y1 = NULL, *y2 = NULL;
-        int rc = rl_recipe_load_file(files[i], NULL, 0, 0, &r, s_err, ERRLEN);
+        int rc = rl_recipe_load_file(rl_algos(), files[i], NULL, 0, 0, &r, s_err, ERRLEN);
         CHECK_MSG(rc == 0, "%s", s_err);
         if (rc) {
             continue;
         }
         CHECK_INT(rl_recipe_to_yaml(r, &y1), 0);
         // from another directory: absolute paths keep working
-        rc = rl_recipe_load_string(y1, strlen(y1), "/tmp/elsewhere/resolved.yaml", NULL, 0, 0,
-                                   &r2, s_err, ERRLEN);
+        rc = rl_recipe_load_string(rl_algos(), y1, strlen(y1), "/tmp/elsewhere/resolved.yaml", NULL,
+                                   0, 0, &r2, s_err, ERRLEN);
         CHECK_MSG(rc == 0, "%s\n%s", s_err, y1);
         if (rc == 0) {
             CHECK_INT(rl_recipe_to_yaml(r2, &y2), 0);
@@ -836,13 +885,13 @@ static void test_round_trip(void) {
                         "optim: {lr: 1e-3}\ntrain: {steps: 2}\n";
         rl_recipe_t *a = NULL, *b = NULL;
         char *ya = NULL, *yb = NULL;
-        int rc = rl_recipe_load_string(y, strlen(y), "/tmp/slash.yaml", NULL, 0,
+        int rc = rl_recipe_load_string(rl_algos(), y, strlen(y), "/tmp/slash.yaml", NULL, 0,
                                        RL_RECIPE_NO_FILE_CHECKS, &a, s_err, ERRLEN);
         CHECK_MSG(rc == 0, "%s", s_err);
         if (a) {
             CHECK_STR(a->model.tokenizer, "/tokenizer.json");
             CHECK_INT(rl_recipe_to_yaml(a, &ya), 0);
-            rc = rl_recipe_load_string(ya, strlen(ya), "/tmp/slash2.yaml", NULL, 0,
+            rc = rl_recipe_load_string(rl_algos(), ya, strlen(ya), "/tmp/slash2.yaml", NULL, 0,
                                        RL_RECIPE_NO_FILE_CHECKS, &b, s_err, ERRLEN);
             CHECK_MSG(rc == 0, "%s", s_err);
             CHECK_INT(b ? rl_recipe_to_yaml(b, &yb) : -1, 0);
@@ -860,12 +909,14 @@ static void test_round_trip(void) {
                          "run.name=a.b-c_d"};
     rl_recipe_t *r = NULL, *r2 = NULL;
     char *y1 = NULL, *y2 = NULL;
-    int rc = rl_recipe_load_file(RECIPES "/good/grpo.yaml", ovr, 3, 0, &r, s_err, ERRLEN);
+    int rc =
+        rl_recipe_load_file(rl_algos(), RECIPES "/good/grpo.yaml", ovr, 3, 0, &r, s_err, ERRLEN);
     CHECK_MSG(rc == 0, "%s", s_err);
     if (rc == 0) {
         CHECK_INT(r->sampling.stop.n, 11);
         CHECK_INT(rl_recipe_to_yaml(r, &y1), 0);
-        rc = rl_recipe_load_string(y1, strlen(y1), "x.yaml", NULL, 0, 0, &r2, s_err, ERRLEN);
+        rc = rl_recipe_load_string(rl_algos(), y1, strlen(y1), "x.yaml", NULL, 0, 0, &r2, s_err,
+                                   ERRLEN);
         CHECK_MSG(rc == 0, "%s\n%s", s_err, y1);
         if (rc == 0) {
             CHECK_INT(rl_recipe_to_yaml(r2, &y2), 0);
@@ -902,7 +953,7 @@ static void test_bad_corpus(void) {
             continue;
         }
         rl_recipe_t *r = NULL;
-        int rc = rl_recipe_load_file(path, NULL, 0, 0, &r, s_err, ERRLEN);
+        int rc = rl_recipe_load_file(rl_algos(), path, NULL, 0, 0, &r, s_err, ERRLEN);
         CHECK_MSG(rc == RL_EINVAL, "%s: rc %d", e->d_name, rc);
         CHECK_MSG(strstr(s_err, e->d_name) != NULL, "%s: %s", e->d_name, s_err);
         int expects = 0;
@@ -996,10 +1047,10 @@ static void test_cookbook(void) {
                            RL_SOURCE_DIR "/cookbook/sft_arith.yaml"};
     for (int i = 0; i < 2; i++) {
         rl_recipe_t *r = NULL;
-        int rc = rl_recipe_load_file(files[i], NULL, 0, 0, &r, s_err, ERRLEN);
+        int rc = rl_recipe_load_file(rl_algos(), files[i], NULL, 0, 0, &r, s_err, ERRLEN);
         CHECK_MSG(rc == 0, "%s: %s", files[i], s_err);
         if (r && i == 0) {
-            CHECK_INT(r->algorithm.name, RL_RECIPE_ALGO_GRPO);
+            CHECK_STR(r->algorithm.def->name, "grpo");
             CHECK(r->lora.enabled);
             CHECK_INT(r->lora.r, 8);
             CHECK_INT(r->lora.target_modules.n, 7);
@@ -1011,7 +1062,7 @@ static void test_cookbook(void) {
             CHECK_CLOSE(r->sampling.temperature, 1.0, 0);
             CHECK(r->n_rewards == 1 && r->rewards[0].builtin == RL_RECIPE_REWARD_MATH_ANSWER);
         } else if (r) {
-            CHECK_INT(r->algorithm.name, RL_RECIPE_ALGO_SFT);
+            CHECK_STR(r->algorithm.def->name, "sft");
             CHECK(!r->lora.enabled);
             CHECK_INT(r->train.batch_size, 64);
             CHECK_CLOSE(r->optim.lr, 2e-3, 0);
@@ -1030,7 +1081,7 @@ int main(void) {
     RL_TEST_RUN(test_enum_names);
     RL_TEST_RUN(test_schema);
     RL_TEST_RUN(test_name_lists);
-    RL_TEST_RUN(test_default_by_algo);
+    RL_TEST_RUN(test_algorithm_unit);
     RL_TEST_RUN(test_ppo);
     RL_TEST_RUN(test_dpo);
     RL_TEST_RUN(test_docs_cover_schema);

@@ -18,6 +18,7 @@
 // figure, each rank trained on its share of the rows, and all ranks together on every token
 // exactly once per step.
 #include "rl_coll.h"
+#include "rl_algo.h"
 #include "rl_config.h"
 #include "rl_err.h"
 #include "rl_loss.h"
@@ -83,7 +84,8 @@ static rl_recipe_t *s_recipe(const char *tune, const char *algo, const char *dir
             S_STEPS, s_b);
     fclose(f);
     rl_recipe_t *r = NULL;
-    if (rl_recipe_load_file(path, NULL, 0, RL_RECIPE_NO_FILE_CHECKS, &r, err, sizeof err) != 0) {
+    if (rl_recipe_load_file(rl_algos(), path, NULL, 0, RL_RECIPE_NO_FILE_CHECKS, &r, err,
+                            sizeof err) != 0) {
         s_die(path, err);
     }
     return r;

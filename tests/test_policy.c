@@ -13,6 +13,7 @@
 // update in micro-batches of one pair. The reward model's step (the registry's "rm"): its loss
 // from the scores, learning three pairs, the same update in micro-batches of one pair.
 #include "rl_config.h"
+#include "rl_algo.h"
 #include "rl_err.h"
 #include "rl_head.h"
 #include "rl_hf.h"
@@ -110,8 +111,8 @@ static double s_stat(const rl_loss_stats_t *ls, const char *name) {
 
 static rl_policy_t *s_policy(rl_recipe_t **r) {
     char err[4096];
-    int rc = rl_recipe_load_file(RL_SOURCE_DIR "/cookbook/grpo_lora.yaml", NULL, 0, 0, r, err,
-                                 sizeof err);
+    int rc = rl_recipe_load_file(rl_algos(), RL_SOURCE_DIR "/cookbook/grpo_lora.yaml", NULL, 0, 0,
+                                 r, err, sizeof err);
     CHECK_MSG(rc == 0, "%s", err);
     rl_policy_t *p = NULL;
     if (rc == 0) {
@@ -143,8 +144,8 @@ static double s_value_loss(rl_policy_t *c, const float *ret, const float *old, d
 
 static rl_policy_t *s_critic(rl_recipe_t **r, const char *const *ovr, int n_ovr, int want_rc,
                              char *err, size_t err_len) {
-    int rc = rl_recipe_load_file(RL_SOURCE_DIR "/cookbook/ppo_lora.yaml", ovr, n_ovr, 0, r, err,
-                                 err_len);
+    int rc = rl_recipe_load_file(rl_algos(), RL_SOURCE_DIR "/cookbook/ppo_lora.yaml", ovr, n_ovr, 0,
+                                 r, err, err_len);
     CHECK_MSG(rc == 0, "%s", err);
     rl_policy_t *c = NULL;
     if (rc == 0) {

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "rl_clock.h"
+#include "rl_algo.h"
 #include "rl_config.h"
 #include "rl_err.h"
 #include "rl_reward.h"
@@ -461,7 +462,8 @@ static void test_recipe(void) {
              "  - {name: b, command: [./score.py]}\n",
              RL_SOURCE_DIR, RL_SOURCE_DIR);
     rl_recipe_t *r = NULL;
-    int rc = rl_recipe_load_string(text, strlen(text), path, NULL, 0, 0, &r, s_err, sizeof s_err);
+    int rc = rl_recipe_load_string(rl_algos(), text, strlen(text), path, NULL, 0, 0, &r, s_err,
+                                   sizeof s_err);
     CHECK_MSG(rc == 0, "%s", s_err);
     if (r) {
         const rl_recipe_reward_t *a = &r->rewards[0], *b = &r->rewards[1];
@@ -483,8 +485,8 @@ static void test_recipe(void) {
         CHECK_INT(rl_recipe_to_yaml(r, &yaml), 0);
         CHECK_CONTAINS(yaml, "command: [python3, ");
         rl_recipe_t *r2 = NULL;
-        rc = yaml ? rl_recipe_load_string(yaml, strlen(yaml), "<printed>", NULL, 0, 0, &r2, s_err,
-                                          sizeof s_err)
+        rc = yaml ? rl_recipe_load_string(rl_algos(), yaml, strlen(yaml), "<printed>", NULL, 0, 0,
+                                          &r2, s_err, sizeof s_err)
                   : -1;
         CHECK_MSG(rc == 0, "%s", s_err);
         for (int i = 0; r2 && i < a->command.n; i++) {
@@ -497,7 +499,8 @@ static void test_recipe(void) {
     // an override resolves against the working directory, as plugin: does
     const char *ovr[] = {"rewards.1.command=[./score.py]"};
     if (getcwd(cwd, sizeof cwd) && chdir(s_tmp) == 0) {
-        rc = rl_recipe_load_string(text, strlen(text), path, ovr, 1, 0, &r, s_err, sizeof s_err);
+        rc = rl_recipe_load_string(rl_algos(), text, strlen(text), path, ovr, 1, 0, &r, s_err,
+                                   sizeof s_err);
         CHECK_INT(rc, RL_EINVAL);
         CHECK_CONTAINS(s_err, "<override 1>:1:");
         CHECK_CONTAINS(s_err, "rewards[1].command: file '");

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "rl_clock.h"
+#include "rl_algo.h"
 #include "rl_config.h"
 #include "rl_err.h"
 #include "rl_reward.h"
@@ -435,8 +436,8 @@ static void test_recipe(void) {
              "      retries: 0\n",
              RL_SOURCE_DIR, RL_SOURCE_DIR);
     rl_recipe_t *r = NULL;
-    int rc =
-        rl_recipe_load_string(text, strlen(text), "h.yaml", NULL, 0, 0, &r, s_err, sizeof s_err);
+    int rc = rl_recipe_load_string(rl_algos(), text, strlen(text), "h.yaml", NULL, 0, 0, &r, s_err,
+                                   sizeof s_err);
     CHECK_MSG(rc == 0, "%s", s_err);
     if (r) {
         const rl_recipe_http_t *a = &r->rewards[0].http, *b = &r->rewards[1].http;
@@ -458,8 +459,8 @@ static void test_recipe(void) {
         CHECK_CONTAINS(yaml, "    http: {url: \"http://rm:5000/get_reward\", timeout: 2.5, "
                              "format: openrlhf, retries: 0}\n");
         rl_recipe_t *r2 = NULL;
-        rc = yaml ? rl_recipe_load_string(yaml, strlen(yaml), "<printed>", NULL, 0, 0, &r2, s_err,
-                                          sizeof s_err)
+        rc = yaml ? rl_recipe_load_string(rl_algos(), yaml, strlen(yaml), "<printed>", NULL, 0, 0,
+                                          &r2, s_err, sizeof s_err)
                   : -1;
         CHECK_MSG(rc == 0, "%s", s_err);
         CHECK(r2 && r2->rewards[1].http.format == RL_RECIPE_HTTP_OPENRLHF &&

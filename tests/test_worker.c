@@ -19,6 +19,7 @@
 //   - a worker whose socket is answered by a process other than its --parent drops every order
 //     from it (no reply, no shutdown) and says so in its log.
 #include "rl_config.h"
+#include "rl_algo.h"
 #include "rl_proto.h"
 #include "rl_test.h"
 #include "rl_wire.h"
@@ -560,8 +561,8 @@ int main(void) {
     // the cookbook GRPO recipe, resolved, as the controller's configure carries it
     rl_recipe_t *r = NULL;
     char err[4096];
-    int rc = rl_recipe_load_file(RL_SOURCE_DIR "/cookbook/grpo_lora.yaml", NULL, 0, 0, &r, err,
-                                 sizeof err);
+    int rc = rl_recipe_load_file(rl_algos(), RL_SOURCE_DIR "/cookbook/grpo_lora.yaml", NULL, 0, 0,
+                                 &r, err, sizeof err);
     CHECK_MSG(rc == 0, "recipe: %s", err);
     char *yaml = NULL;
     CHECK_INT(r ? rl_recipe_to_yaml(r, &yaml) : -1, 0);

@@ -537,3 +537,67 @@ const rl_loss_t rl_grpo_def = {
     .stats = rl_grpo_stats,
     .doc = "GRPO's clipped policy-gradient loss (per-token ratio; rl_grpo_loss)",
 };
+
+// ---- the recipe's keys of the clipped policy loss (GRPO's family and PPO's actor) -----------
+
+static const char *const s_aggs[] = {[RL_RECIPE_AGG_TOKEN_MEAN] = "token_mean",
+                                     [RL_RECIPE_AGG_SEQ_MEAN_TOKEN_MEAN] = "seq_mean_token_mean",
+                                     [RL_RECIPE_AGG_SEQ_MEAN_TOKEN_SUM_NORM] =
+                                         "seq_mean_token_sum_norm",
+                                     NULL};
+static const char *const s_tis[] = {[RL_RECIPE_TIS_NONE] = "none",
+                                    [RL_RECIPE_TIS_TOKEN] = "token",
+                                    [RL_RECIPE_TIS_SEQUENCE] = "sequence",
+                                    NULL};
+
+const rl_recipe_key_t rl_grpo_clip_keys[] = {
+    {.section = "algorithm",
+     .key = "epsilon_low",
+     .type = RL_RECIPE_T_FLOAT,
+     .offset = RL_RECIPE_AT(algorithm.epsilon_low),
+     RL_RECIPE_DEF("0.2"),
+     .flags = RL_RECIPE_K_MAX_EXCL,
+     .max = 1,
+     .doc = "lower clip: ratio >= 1 - epsilon_low"},
+    {.section = "algorithm",
+     .key = "epsilon_high",
+     .type = RL_RECIPE_T_FLOAT,
+     .offset = RL_RECIPE_AT(algorithm.epsilon_high),
+     RL_RECIPE_DEF("0.2"),
+     .max = 10,
+     .doc = "upper clip: ratio <= 1 + epsilon_high (DAPO clip-higher 0.28)"},
+    {.section = "algorithm",
+     .key = "dual_clip",
+     .type = RL_RECIPE_T_FLOAT,
+     .offset = RL_RECIPE_AT(algorithm.dual_clip),
+     RL_RECIPE_DEF("0"),
+     .max = 100,
+     .doc = "dual-clip constant c for negative advantages; 0 = off, else > 1"},
+    {0},
+};
+
+const rl_recipe_key_t rl_grpo_token_keys[] = {
+    {.section = "algorithm",
+     .key = "loss_agg",
+     .type = RL_RECIPE_T_ENUM,
+     .offset = RL_RECIPE_AT(algorithm.loss_agg),
+     RL_RECIPE_DEF("token_mean"),
+     .choices = s_aggs,
+     .doc = "how token losses are averaged (REFERENCE §1)"},
+    {.section = "algorithm",
+     .key = "tis",
+     .type = RL_RECIPE_T_ENUM,
+     .offset = RL_RECIPE_AT(algorithm.tis),
+     RL_RECIPE_DEF("none"),
+     .choices = s_tis,
+     .doc = "sampler-mismatch correction: truncated IS per token, or sequence masking"},
+    {.section = "algorithm",
+     .key = "tis_cap",
+     .type = RL_RECIPE_T_FLOAT,
+     .offset = RL_RECIPE_AT(algorithm.tis_cap),
+     RL_RECIPE_DEF("2.0"),
+     .min = 1,
+     .max = 1000,
+     .doc = "TIS bound C (token: w <= C; sequence: 1/C <= w <= C)"},
+    {0},
+};

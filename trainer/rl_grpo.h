@@ -189,6 +189,12 @@ int rl_grpo_train_alg(const rl_loss_t *self, rl_policy_t *model, const rl_recipe
                       double max_grad_norm, const rl_loss_batch_t *b, rl_loss_out_t *out,
                       char *err, size_t err_len);
 
+// The recipe's keys of the clipped policy loss, which GRPO's family and PPO's actor share
+// (rl_recipe_algo_def_t.keys): the clip bounds (epsilon_low, epsilon_high, dual_clip) and the
+// token aggregation with the sampler-mismatch correction (loss_agg, tis, tis_cap).
+extern const rl_recipe_key_t rl_grpo_clip_keys[];
+extern const rl_recipe_key_t rl_grpo_token_keys[];
+
 #ifdef __cplusplus
 }
 #endif

@@ -163,6 +163,10 @@ double rl_loss_metric(const rl_loss_t *self, const rl_loss_stats_t *s, const cha
 void rl_loss_metrics(const rl_loss_t *self, const rl_loss_stats_t *s, const char *prefix,
                      rl_metrics_t *mt);
 
+// The recipe's KL coefficient algorithm.beta (GRPO, PPO; DPO's temperature), one key that
+// several algorithms list (rl_recipe_algo_def_t.keys).
+extern const rl_recipe_key_t rl_loss_beta_keys[];
+
 #ifdef __cplusplus
 }
 #endif
