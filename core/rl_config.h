@@ -48,6 +48,8 @@ enum {
     RL_RECIPE_K_EXISTS = 1u << 4,   // a path that must exist when loaded
     RL_RECIPE_K_DERIVED = 1u << 5,  // default computed from other keys (see def_doc)
     RL_RECIPE_K_FOLDER = 1u << 6,   // a file key that may also name a folder (of *.jsonl files)
+    RL_RECIPE_K_SETTINGS = 1u << 7, // an algorithm's own key whose value lives in its settings
+                                    // (offset into rl_recipe_algorithm_t.settings)
 };
 
 // What an algorithm does, which decides the keys outside its own that apply to it
@@ -86,6 +88,9 @@ typedef struct {
 // show as written, and the bounds that mean none (an int key's upper one; a float key's).
 #define RL_RECIPE_AT(field) offsetof(rl_recipe_t, field)
 #define RL_RECIPE_DEF(yaml) .def = yaml, .def_doc = yaml
+// A key of an algorithm's own settings struct (its file's; rl_recipe_algo_def_t.settings_size):
+// .offset = RL_RECIPE_IN(s_grpo_settings_t, num_generations), .flags = RL_RECIPE_K_SETTINGS
+#define RL_RECIPE_IN(type, field) offsetof(type, field)
 #define RL_RECIPE_IMAX 2147483647.0
 #define RL_RECIPE_BIG 1e300
 
@@ -113,6 +118,8 @@ typedef struct rl_recipe_algo_def {
     const rl_recipe_key_t *const *keys;  // its fragments, NULL-terminated; each fragment's rows
                                          // end with one whose section is NULL
     const rl_recipe_default_t *defaults; // its defaults of shared keys (ends {NULL}), or NULL
+    size_t settings_size;                // its settings struct (its file's), where the values
+                                         // of its RL_RECIPE_K_SETTINGS keys live; 0: none
     // Its checks between keys (NULL: none), after the checks of what it uses (samples: a prompt
     // format and a reward; pairs: a pair format), reported with rl_recipe_check_err.
     void (*check)(rl_recipe_check_t *c, const rl_recipe_t *r);
@@ -317,39 +324,31 @@ typedef struct {
 typedef struct {
     int name; // the algorithm's index in the catalog the recipe was loaded with
     const rl_recipe_algo_def_t *def; // that algorithm (NULL only while loading an unknown name)
-    // GRPO
-    int num_generations; // G
-    int scale_rewards;   // RL_RECIPE_SCALE_*
-    int advantage;       // RL_RECIPE_ADV_*
-    double std_eps, epsilon_low, epsilon_high, dual_clip, beta;
-    int kl_estimator;    // RL_RECIPE_KL_*
-    int loss_agg;        // RL_RECIPE_AGG_*
-    int tis;             // RL_RECIPE_TIS_*
+    void *settings; // def->settings_size bytes: the algorithm's own struct (its file declares
+                    // it), owned by the recipe; NULL when it has none
+    // The keys the losses and rollouts read in the worker processes too (their rows live
+    // with their owners: trainer/rl_grpo.c, trainer/rl_loss.c, roles/rl_rollout.c, and the
+    // algorithm that alone has them). An algorithm's other keys are in its settings.
+    int scale_rewards;                           // GRPO: RL_RECIPE_SCALE_*
+    int advantage;                               // GRPO: RL_RECIPE_ADV_*
+    double std_eps;                              // GRPO
+    double epsilon_low, epsilon_high, dual_clip; // the clipped policy loss (GRPO, PPO)
+    double beta;                                 // KL coefficient (GRPO, PPO; DPO's temperature)
+    int kl_estimator;                            // GRPO: RL_RECIPE_KL_*
+    int loss_agg;                                // RL_RECIPE_AGG_* (GRPO, PPO)
+    int tis;                                     // RL_RECIPE_TIS_* (GRPO, PPO)
     double tis_cap;
-    bool mask_truncated_completions;
+    bool mask_truncated_completions; // a rollout's shaping (GRPO, PPO)
     int overlong_buffer;
     double overlong_penalty;
-    int num_iterations;
-    bool drop_zero_std_groups;
-    int max_staleness;   // asynchronous rollouts: weights at most this many versions old
-    char *policy_loss;   // the policy-gradient loss: a name of the loss registry
-                         // (trainer/rl_loss.h), checked by the algorithm's preflight
-    // SFT
-    bool completion_only_loss;
-    // PPO (the clip, beta, loss_agg and TIS keys above apply too)
-    double gamma, lam;       // GAE discount and trace decay
-    double value_clip;       // epsilon_v of the clipped value loss
-    int epochs;              // passes over a rollout
-    int mini_batches;        // optimizer steps per pass
-    double kl_target;        // adaptive KL controller's target; 0 = beta stays fixed
-    double kl_horizon;       // the controller's horizon (sequences)
-    int critic_warmup_steps; // first rollouts train only the critic
-    // DPO (beta above is its beta)
-    int loss_type;          // RL_RECIPE_PREF_*
-    double label_smoothing; // cDPO's epsilon (sigmoid)
-    double rpo_alpha;       // weight of RPO's NLL term on chosen; 0 = off
-    // RM
-    double center_rewards_coefficient; // TRL's: weight of mean((r_w + r_l)^2); 0 = off
+    char *policy_loss;         // GRPO: the policy-gradient loss, a name of the loss registry
+                               // (trainer/rl_loss.h), checked by GRPO's recipe check
+    bool completion_only_loss; // SFT
+    double value_clip;         // PPO: epsilon_v of the clipped value loss
+    int loss_type;             // DPO: RL_RECIPE_PREF_*
+    double label_smoothing;    // DPO: cDPO's epsilon (sigmoid)
+    double rpo_alpha;          // DPO: weight of RPO's NLL term on chosen; 0 = off
+    double center_rewards_coefficient; // RM: TRL's weight of mean((r_w + r_l)^2); 0 = off
 } rl_recipe_algorithm_t;
 
 typedef struct {
@@ -527,6 +526,10 @@ int rl_recipe_to_yaml(const rl_recipe_t *recipe, char **out);
 // its default, in which case *file is the recipe's path and *line = *col = 0.
 int rl_recipe_key_location(const rl_recipe_t *recipe, const char *dotted_key, const char **file,
                            int *line, int *col);
+
+// The value of a number, bool or enum key ("algorithm.gamma", "optim.lr") that applies to the
+// recipe, as a double (an enum's index, a bool's 0 or 1): 0 with *out set, or RL_ENOTFOUND.
+int rl_recipe_number(const rl_recipe_t *recipe, const char *dotted_key, double *out);
 
 // Formats "file:line:col: dotted_key: <fmt...>" (or "file: dotted_key: ..." for a defaulted
 // key) into err, for errors found after loading. Returns `code`.

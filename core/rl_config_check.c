@@ -403,9 +403,12 @@ void rl_cfg_check_files(rl_cfg_ctx_t *c) {
         int list = rl_cfg_section(k->section)->is_list;
         int n = list ? r->n_rewards : 1;
         for (int e = 0; e < n; e++) {
-            rl_cfg_dst_t d = {list ? (void *)&r->rewards[e] : (void *)r, list ? e : -1};
+            rl_cfg_dst_t d = list ? (rl_cfg_dst_t){&r->rewards[e], e} : rl_cfg_dst(r, k);
+            if (!d.base || !rl_cfg_applies(r, k)) {
+                continue;
+            }
             const char *p = *RL_CFG_FIELD(&d, k, char *);
-            if (!p || !rl_cfg_applies(r, k)) {
+            if (!p) {
                 continue;
             }
             if (list) {

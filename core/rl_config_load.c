@@ -909,8 +909,8 @@ static void s_defaults(rl_cfg_ctx_t *c, const char *section, const rl_cfg_dst_t 
     rl_recipe_keys_t it;
     rl_recipe_keys_begin(&it, c->algos, NULL);
     for (const rl_recipe_key_t *k; (k = rl_recipe_keys_next(&it)) != NULL;) {
-        if (strcmp(k->section, section) != 0) {
-            continue;
+        if (strcmp(k->section, section) != 0 || (k->flags & RL_RECIPE_K_SETTINGS)) {
+            continue; // an algorithm's settings: s_algo_settings, once it is known
         }
         if (k->type == RL_RECIPE_T_ENUM) {
             *RL_CFG_FIELD(d, k, int) = -1;
@@ -938,8 +938,10 @@ void rl_cfg_algo_defaults(rl_cfg_ctx_t *c) {
             if (rl_cfg_is_set(r, key)) {
                 continue; // written in the recipe or an override (null is not: null = default)
             }
-            rl_cfg_dst_t d = {list ? (void *)&r->rewards[e] : (void *)r, list ? e : -1};
-            s_default_set(c, k, &d, a->defaults[i].value);
+            rl_cfg_dst_t d = list ? (rl_cfg_dst_t){&r->rewards[e], e} : rl_cfg_dst(r, k);
+            if (d.base) {
+                s_default_set(c, k, &d, a->defaults[i].value);
+            }
         }
     }
 }
@@ -1048,7 +1050,10 @@ static void s_apply_map(rl_cfg_ctx_t *c, const char *section, const char *prefix
             }
             continue; // null = the default
         }
-        s_convert(c, k, d, v, kn, path);
+        rl_cfg_dst_t dk = d->entry < 0 ? rl_cfg_dst(c->r, k) : *d;
+        if (dk.base) { // else another algorithm's setting: s_check_applies says so
+            s_convert(c, k, &dk, v, kn, path);
+        }
         s_loc_add(c, path, kn);
     }
 }
@@ -1381,10 +1386,85 @@ static void s_derive(rl_cfg_ctx_t *c) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// the algorithm's settings
+
+rl_cfg_dst_t rl_cfg_dst(const rl_recipe_t *r, const rl_recipe_key_t *k) {
+    if (!(k->flags & RL_RECIPE_K_SETTINGS)) {
+        return (rl_cfg_dst_t){(void *)r, -1};
+    }
+    const rl_recipe_algo_def_t *a = r->algorithm.def;
+    int mine = a && r->algorithm.settings && rl_recipe_key_for(k, a);
+    return (rl_cfg_dst_t){mine ? r->algorithm.settings : NULL, -1};
+}
+
+// The recipe's algorithm, read from the tree before the walk (algorithm.name, overrides spliced
+// in): its settings struct, with the defaults of its keys there. An unknown or missing name
+// leaves none (the walk reports it), and every settings key then has nowhere to go.
+static void s_algo_settings(rl_cfg_ctx_t *c, const rl_yaml_node_t *root) {
+    rl_recipe_t *r = c->r;
+    const rl_yaml_node_t *sec = NULL, *name = NULL;
+    for (int i = 0; root->kind == RL_YAML_MAP && i < root->n; i++) {
+        if (s_dup_of(root, i) < 0 && !strcmp(root->kids[2 * i]->str, "algorithm")) {
+            sec = root->kids[2 * i + 1];
+        }
+    }
+    for (int i = 0; sec && sec->kind == RL_YAML_MAP && i < sec->n; i++) {
+        if (s_dup_of(sec, i) < 0 && !strcmp(sec->kids[2 * i]->str, "name")) {
+            name = sec->kids[2 * i + 1];
+        }
+    }
+    const rl_recipe_algo_def_t *a =
+        name && name->kind == RL_YAML_SCALAR ? rl_recipe_algo_find(c->algos, name->str) : NULL;
+    if (!a) {
+        return;
+    }
+    r->algorithm.def = a;
+    if (!a->settings_size) {
+        return;
+    }
+    if (!(r->algorithm.settings = calloc(1, a->settings_size))) {
+        c->oom = 1;
+        return;
+    }
+    rl_cfg_dst_t d = {r->algorithm.settings, -1};
+    for (int f = 0; a->keys && a->keys[f]; f++) {
+        for (const rl_recipe_key_t *k = a->keys[f]; k->section; k++) {
+            if (!(k->flags & RL_RECIPE_K_SETTINGS)) {
+                continue;
+            }
+            RL_ASSERT(k->offset < a->settings_size); // a row outside the algorithm's struct
+            if (k->type == RL_RECIPE_T_ENUM) {
+                *RL_CFG_FIELD(&d, k, int) = -1;
+            }
+            if (k->def) {
+                s_default_set(c, k, &d, k->def);
+            }
+        }
+    }
+}
+
+int rl_recipe_number(const rl_recipe_t *recipe, const char *dotted_key, double *out) {
+    const rl_recipe_key_t *k = rl_recipe_key_find(recipe->algos, dotted_key);
+    if (!k || rl_cfg_section(k->section)->is_list || !rl_cfg_applies(recipe, k)) {
+        return RL_ENOTFOUND;
+    }
+    rl_cfg_dst_t d = rl_cfg_dst(recipe, k);
+    if (!d.base) {
+        return RL_ENOTFOUND;
+    }
+    switch (k->type) {
+    case RL_RECIPE_T_BOOL: *out = *RL_CFG_FIELD(&d, k, bool); return 0;
+    case RL_RECIPE_T_INT:
+    case RL_RECIPE_T_ENUM: *out = *RL_CFG_FIELD(&d, k, int); return 0;
+    case RL_RECIPE_T_FLOAT: *out = *RL_CFG_FIELD(&d, k, double); return 0;
+    default: return RL_ENOTFOUND;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // load
 
 static void s_recipe_free_fields(rl_recipe_t *r) {
-    rl_cfg_dst_t d = {r, -1};
     rl_recipe_keys_t it;
     rl_recipe_keys_begin(&it, r->algos, NULL);
     for (const rl_recipe_key_t *k; (k = rl_recipe_keys_next(&it)) != NULL;) {
@@ -1393,10 +1473,15 @@ static void s_recipe_free_fields(rl_recipe_t *r) {
                 rl_cfg_dst_t de = {&r->rewards[e], e};
                 s_field_free(k, &de);
             }
-        } else {
+            continue;
+        }
+        rl_cfg_dst_t d = rl_cfg_dst(r, k);
+        if (d.base) {
             s_field_free(k, &d);
         }
     }
+    free(r->algorithm.settings);
+    r->algorithm.settings = NULL;
     free(r->rewards);
     r->rewards = NULL;
     r->n_rewards = 0;
@@ -1569,6 +1654,7 @@ int rl_recipe_load_string(const rl_recipe_algos_t *algos, const char *text, size
             rl_cfg_apply_override(&c, root, overrides[i], r->priv->files[i + 1]);
         }
         s_check_dups(&c, root, "");
+        s_algo_settings(&c, root);
         s_walk(&c, root);
         if (r->algorithm.name >= 0 && r->algorithm.name < algos->n) {
             r->algorithm.def = algos->all[r->algorithm.name];

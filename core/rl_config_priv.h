@@ -117,6 +117,10 @@ typedef struct {
 } rl_cfg_dst_t;
 
 #define RL_CFG_FIELD(d, k, T) ((T *)((char *)(d)->base + (k)->offset))
+// Where the value of key k of a map section lives in r: r itself, or the algorithm's settings
+// (RL_RECIPE_K_SETTINGS; base NULL while the recipe has none, or when they are another
+// algorithm's, whose keys then have nowhere to go).
+rl_cfg_dst_t rl_cfg_dst(const rl_recipe_t *r, const rl_recipe_key_t *k);
 
 // s quoted for a message: control bytes as \xNN, cut after 48 bytes with "...".
 void rl_cfg_quote_short(const char *s, char *out, size_t n);

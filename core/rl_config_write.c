@@ -249,7 +249,6 @@ static void s_put_value(s_buf_t *b, const rl_recipe_algos_t *algos, const rl_rec
 
 int rl_recipe_to_yaml(const rl_recipe_t *recipe, char **out) {
     s_buf_t b = {0};
-    rl_cfg_dst_t d = {(void *)recipe, -1};
     const rl_cfg_section_t *sections;
     int nsections = rl_cfg_sections(&sections);
     s_put(&b, "# resolved recipe (rlctl validate): every default filled, paths absolute\n");
@@ -290,8 +289,12 @@ int rl_recipe_to_yaml(const rl_recipe_t *recipe, char **out) {
             if (strcmp(k->section, sec->name) != 0 || !rl_cfg_applies(recipe, k)) {
                 continue;
             }
+            rl_cfg_dst_t dk = rl_cfg_dst(recipe, k);
+            if (!dk.base) {
+                continue; // (a settings key of no algorithm: not in a loaded recipe)
+            }
             s_put(&b, "  %s: ", k->key);
-            s_put_value(&b, recipe->algos, k, &d);
+            s_put_value(&b, recipe->algos, k, &dk);
             s_put(&b, "\n");
         }
     }

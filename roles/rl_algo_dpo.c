@@ -42,6 +42,7 @@ static const char *const s_pref_losses[] = {[RL_RECIPE_PREF_SIGMOID] = "sigmoid"
                                             [RL_RECIPE_PREF_IPO] = "ipo",
                                             NULL};
 
+// clang-format off (packed rows, as core/rl_config_schema.c)
 static const rl_recipe_key_t s_dpo_keys[] = {
     {.section = "algorithm",
      .key = "loss_type",
@@ -67,6 +68,7 @@ static const rl_recipe_key_t s_dpo_keys[] = {
      .doc = "weight of RPO's NLL term on the chosen completions; 0 = off"},
     {0},
 };
+// clang-format on
 
 // beta is DPO's temperature: > 0 (the pairs' shape is checked for every algorithm on pairs).
 static void s_check(rl_recipe_check_t *c, const rl_recipe_t *r) {

@@ -38,6 +38,18 @@
 
 // ---- the recipe: its keys and checks (rl_recipe_algo_def_t) ----------------------------------
 
+// GRPO's own settings (the recipe's RL_RECIPE_K_SETTINGS keys below; r->algorithm.settings).
+typedef struct {
+    int num_generations;       // G: completions per prompt
+    int num_iterations;        // policy updates per generated batch
+    bool drop_zero_std_groups; // groups of equal rewards leave the update (DAPO)
+    int max_staleness;         // asynchronous rollouts: weights at most this many versions old
+} s_grpo_settings_t;
+
+static const s_grpo_settings_t *s_set(const rl_recipe_t *r) {
+    return r->algorithm.settings;
+}
+
 static const char *const s_scales[] = {[RL_RECIPE_SCALE_GROUP] = "group",
                                        [RL_RECIPE_SCALE_BATCH] = "batch",
                                        [RL_RECIPE_SCALE_NONE] = "none",
@@ -47,11 +59,13 @@ static const char *const s_advs[] = {
 static const char *const s_kls[] = {
     [RL_RECIPE_KL_K1] = "k1", [RL_RECIPE_KL_K2] = "k2", [RL_RECIPE_KL_K3] = "k3", NULL};
 
+// clang-format off (packed rows, as core/rl_config_schema.c)
 static const rl_recipe_key_t s_grpo_keys[] = {
     {.section = "algorithm",
      .key = "num_generations",
      .type = RL_RECIPE_T_INT,
-     .offset = RL_RECIPE_AT(algorithm.num_generations),
+     .offset = RL_RECIPE_IN(s_grpo_settings_t, num_generations),
+     .flags = RL_RECIPE_K_SETTINGS,
      RL_RECIPE_DEF("8"),
      .min = 2,
      .max = 4096,
@@ -79,7 +93,9 @@ static const rl_recipe_key_t s_grpo_keys[] = {
      .doc = "added to the std before dividing (TRL 1e-4, verl 1e-6)"},
     {0},
 };
+// clang-format on
 
+// clang-format off (packed rows, as core/rl_config_schema.c)
 static const rl_recipe_key_t s_grpo_loss_keys[] = {
     {.section = "algorithm",
      .key = "kl_estimator",
@@ -97,12 +113,15 @@ static const rl_recipe_key_t s_grpo_loss_keys[] = {
             "names the others)"},
     {0},
 };
+// clang-format on
 
+// clang-format off (packed rows, as core/rl_config_schema.c)
 static const rl_recipe_key_t s_grpo_loop_keys[] = {
     {.section = "algorithm",
      .key = "num_iterations",
      .type = RL_RECIPE_T_INT,
-     .offset = RL_RECIPE_AT(algorithm.num_iterations),
+     .offset = RL_RECIPE_IN(s_grpo_settings_t, num_iterations),
+     .flags = RL_RECIPE_K_SETTINGS,
      RL_RECIPE_DEF("1"),
      .min = 1,
      .max = 64,
@@ -110,13 +129,15 @@ static const rl_recipe_key_t s_grpo_loop_keys[] = {
     {.section = "algorithm",
      .key = "drop_zero_std_groups",
      .type = RL_RECIPE_T_BOOL,
-     .offset = RL_RECIPE_AT(algorithm.drop_zero_std_groups),
+     .offset = RL_RECIPE_IN(s_grpo_settings_t, drop_zero_std_groups),
+     .flags = RL_RECIPE_K_SETTINGS,
      RL_RECIPE_DEF("false"),
      .doc = "leave groups whose rewards are all equal out of the update (DAPO dynamic sampling)"},
     {.section = "algorithm",
      .key = "max_staleness",
      .type = RL_RECIPE_T_INT,
-     .offset = RL_RECIPE_AT(algorithm.max_staleness),
+     .offset = RL_RECIPE_IN(s_grpo_settings_t, max_staleness),
+     .flags = RL_RECIPE_K_SETTINGS,
      RL_RECIPE_DEF("0"),
      .max = 16,
      .doc = "asynchronous rollouts: the samplers generate the next steps' completions while the "
@@ -124,6 +145,7 @@ static const rl_recipe_key_t s_grpo_loop_keys[] = {
             "samples with the weights of the step before)"},
     {0},
 };
+// clang-format on
 
 // algorithm.policy_loss names a policy loss of the registry (rl_loss.h); a step is
 // train.batch_size prompts x algorithm.num_generations completions: the sequences
@@ -136,11 +158,11 @@ static void s_check(rl_recipe_check_t *c, const rl_recipe_t *r) {
                             r->algorithm.policy_loss ? r->algorithm.policy_loss : "",
                             rl_loss_names(1, names, sizeof names));
     }
-    long long per_step = (long long)r->train.batch_size * r->algorithm.num_generations;
+    long long per_step = (long long)r->train.batch_size * s_set(r)->num_generations;
     char what[160];
     snprintf(what, sizeof what,
              "the %lld sequences of a step (train.batch_size %d x algorithm.num_generations %d)",
-             per_step, r->train.batch_size, r->algorithm.num_generations);
+             per_step, r->train.batch_size, s_set(r)->num_generations);
     rl_recipe_check_step(c, per_step, what);
 }
 
@@ -207,7 +229,7 @@ static int s_create(rl_run_t *run, void **state, size_t *n_train, double *data_f
     }
     *n_train = rl_prompts_count(d->train);
     *data_frame = rl_rollout_data_frame(
-        run, d, (size_t)run->r->train.batch_size * (size_t)run->r->algorithm.num_generations);
+        run, d, (size_t)run->r->train.batch_size * (size_t)s_set(run->r)->num_generations);
     return 0;
 }
 
@@ -256,7 +278,7 @@ static int s_store(rl_run_t *run, const rl_rollout_data_t *d, int64_t step, s_st
 static int s_post(s_grpo_t *g, rl_run_t *run, char *err, size_t err_len) {
     const rl_recipe_t *r = run->r;
     double prev = g->nq == 0 ? g->last_done : rl_run_genjob_done_now(run, g->q[g->nq - 1].job);
-    int rc = rl_rollout_post(run, g->d, r->train.batch_size, r->algorithm.num_generations,
+    int rc = rl_rollout_post(run, g->d, r->train.batch_size, s_set(r)->num_generations,
                              g->next_step, &g->q[g->nq], err, err_len);
     if (!rc) {
         // idle: from the end of the last generation queued before this one to now
@@ -276,7 +298,7 @@ static int s_post(s_grpo_t *g, rl_run_t *run, char *err, size_t err_len) {
 // the run (which takes it back to the prompts not trained on).
 static int s_rollout(s_grpo_t *g, rl_run_t *run, s_step_t *t, char *err, size_t err_len) {
     const rl_recipe_t *r = run->r;
-    int k = r->algorithm.max_staleness, rc = 0;
+    int k = s_set(r)->max_staleness, rc = 0;
     double t0 = rl_clock_now();
     g->sampler_idle = 0;
     if (g->nq == 0) {
@@ -319,7 +341,7 @@ static int s_rollout(s_grpo_t *g, rl_run_t *run, s_step_t *t, char *err, size_t 
 // rewards) leave the update.
 static int s_advantages(const rl_recipe_t *r, s_step_t *t, char *err, size_t err_len) {
     const rl_recipe_algorithm_t *alg = &r->algorithm;
-    int P = r->train.batch_size, G = alg->num_generations, n = t->ro.gen.n_res;
+    int P = r->train.batch_size, G = s_set(r)->num_generations, n = t->ro.gen.n_res;
     t->adv = calloc((size_t)n, sizeof(double));
     t->keep = calloc((size_t)n, sizeof(int));
     if (!t->adv || !t->keep) {
@@ -335,7 +357,7 @@ static int s_advantages(const rl_recipe_t *r, s_step_t *t, char *err, size_t err
             zero &= t->adv[g * G + i] == 0.0;
         }
         for (int i = 0; i < G; i++) {
-            t->keep[g * G + i] = !(alg->drop_zero_std_groups && zero);
+            t->keep[g * G + i] = !(s_set(r)->drop_zero_std_groups && zero);
             t->kept += t->keep[g * G + i];
         }
     }
@@ -386,7 +408,7 @@ static int s_update(rl_run_t *run, rl_rollout_data_t *d, s_step_t *t, char *err,
                               .T = ro->T,
                               .denom = ro->denom,
                               .micro_batch = r->train.micro_batch_size,
-                              .iterations = r->algorithm.num_iterations,
+                              .iterations = s_set(r)->num_iterations,
                               .want_weights = 1};
         rc = rl_run_train(run, &run->actor, &q, &t->x, &t->rep, err, err_len);
     }
@@ -424,7 +446,7 @@ static void s_metrics(rl_run_t *run, const s_grpo_t *gs, const s_step_t *t, char
     rl_metrics_add(mt, "timing/reference", t->t_ref);
     rl_metrics_add(mt, "timing/train", t->t_train);
     rl_metrics_add(mt, "timing/store", t->t_store);
-    int k = r->algorithm.max_staleness;
+    int k = s_set(r)->max_staleness;
     if (k > 0) {
         rl_metrics_add(mt, "async/staleness", (double)t->staleness);
         // the step's completions by how many versions older their weights were than the ones
@@ -549,6 +571,7 @@ const rl_algo_t rl_algo_grpo = {
             .uses = RL_RECIPE_USES_SAMPLES,
             .keys = s_keys,
             .check = s_check,
+            .settings_size = sizeof(s_grpo_settings_t),
         },
     .roles = s_roles,
     .preflight = rl_rollout_preflight,

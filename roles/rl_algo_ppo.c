@@ -35,18 +35,35 @@
 
 // ---- the recipe: its keys and checks (rl_recipe_algo_def_t) ----------------------------------
 
+// PPO's own settings (the recipe's RL_RECIPE_K_SETTINGS keys below; r->algorithm.settings).
+typedef struct {
+    double gamma, lam;       // GAE discount and trace decay
+    int epochs;              // passes over a rollout
+    int mini_batches;        // optimizer steps per pass
+    double kl_target;        // adaptive KL controller's target; 0 = beta stays fixed
+    double kl_horizon;       // the controller's horizon (sequences)
+    int critic_warmup_steps; // first rollouts train only the critic
+} s_ppo_settings_t;
+
+static const s_ppo_settings_t *s_set(const rl_recipe_t *r) {
+    return r->algorithm.settings;
+}
+
+// clang-format off (packed rows, as core/rl_config_schema.c)
 static const rl_recipe_key_t s_ppo_keys[] = {
     {.section = "algorithm",
      .key = "gamma",
      .type = RL_RECIPE_T_FLOAT,
-     .offset = RL_RECIPE_AT(algorithm.gamma),
+     .offset = RL_RECIPE_IN(s_ppo_settings_t, gamma),
+     .flags = RL_RECIPE_K_SETTINGS,
      RL_RECIPE_DEF("1.0"),
      .max = 1,
      .doc = "GAE discount (TRL 1.0)"},
     {.section = "algorithm",
      .key = "lam",
      .type = RL_RECIPE_T_FLOAT,
-     .offset = RL_RECIPE_AT(algorithm.lam),
+     .offset = RL_RECIPE_IN(s_ppo_settings_t, lam),
+     .flags = RL_RECIPE_K_SETTINGS,
      RL_RECIPE_DEF("0.95"),
      .max = 1,
      .doc = "GAE trace decay lambda (TRL 0.95)"},
@@ -61,7 +78,8 @@ static const rl_recipe_key_t s_ppo_keys[] = {
     {.section = "algorithm",
      .key = "epochs",
      .type = RL_RECIPE_T_INT,
-     .offset = RL_RECIPE_AT(algorithm.epochs),
+     .offset = RL_RECIPE_IN(s_ppo_settings_t, epochs),
+     .flags = RL_RECIPE_K_SETTINGS,
      RL_RECIPE_DEF("4"),
      .min = 1,
      .max = 64,
@@ -69,7 +87,8 @@ static const rl_recipe_key_t s_ppo_keys[] = {
     {.section = "algorithm",
      .key = "mini_batches",
      .type = RL_RECIPE_T_INT,
-     .offset = RL_RECIPE_AT(algorithm.mini_batches),
+     .offset = RL_RECIPE_IN(s_ppo_settings_t, mini_batches),
+     .flags = RL_RECIPE_K_SETTINGS,
      RL_RECIPE_DEF("1"),
      .min = 1,
      .max = 1048576,
@@ -77,32 +96,35 @@ static const rl_recipe_key_t s_ppo_keys[] = {
     {.section = "algorithm",
      .key = "kl_target",
      .type = RL_RECIPE_T_FLOAT,
-     .offset = RL_RECIPE_AT(algorithm.kl_target),
+     .offset = RL_RECIPE_IN(s_ppo_settings_t, kl_target),
+     .flags = RL_RECIPE_K_SETTINGS,
      RL_RECIPE_DEF("0"),
      .max = RL_RECIPE_BIG,
      .doc = "adaptive KL controller's target KL per sequence; 0 = beta stays fixed"},
     {.section = "algorithm",
      .key = "kl_horizon",
      .type = RL_RECIPE_T_FLOAT,
-     .offset = RL_RECIPE_AT(algorithm.kl_horizon),
+     .offset = RL_RECIPE_IN(s_ppo_settings_t, kl_horizon),
+     .flags = RL_RECIPE_K_SETTINGS | RL_RECIPE_K_MIN_EXCL,
      RL_RECIPE_DEF("10000"),
-     .flags = RL_RECIPE_K_MIN_EXCL,
      .max = RL_RECIPE_BIG,
      .doc = "adaptive KL controller's horizon, in sequences"},
     {.section = "algorithm",
      .key = "critic_warmup_steps",
      .type = RL_RECIPE_T_INT,
-     .offset = RL_RECIPE_AT(algorithm.critic_warmup_steps),
+     .offset = RL_RECIPE_IN(s_ppo_settings_t, critic_warmup_steps),
+     .flags = RL_RECIPE_K_SETTINGS,
      RL_RECIPE_DEF("0"),
      .max = RL_RECIPE_IMAX,
      .doc = "first steps train only the critic; the policy waits (verl critic_warmup)"},
     {0},
 };
+// clang-format on
 
 // A rollout is train.batch_size prompts, one completion each; algorithm.mini_batches divides it,
 // and an optimizer step (a mini-batch) is the sequences train.micro_batch_size divides.
 static void s_check(rl_recipe_check_t *c, const rl_recipe_t *r) {
-    const rl_recipe_algorithm_t *a = &r->algorithm;
+    const s_ppo_settings_t *a = s_set(r);
     if (a->mini_batches > 0 && r->train.batch_size % a->mini_batches != 0) {
         rl_recipe_check_err(c, "algorithm.mini_batches", "%d does not divide train.batch_size (%d)",
                             a->mini_batches, r->train.batch_size);
@@ -309,14 +331,14 @@ static int s_update(rl_run_t *run, s_ppo_t *s, s_step_t *t, int train_actor, s_s
                     rl_msg_t **last_rep, rl_proto_train_reply_t *last, double *t_actor,
                     double *t_critic, char *err, size_t err_len) {
     const rl_recipe_t *r = run->r;
-    const rl_recipe_algorithm_t *alg = &r->algorithm;
-    int B = t->ro.B, T = t->ro.T, M = alg->mini_batches, mbs = B / M;
+    const s_ppo_settings_t *set = s_set(r);
+    int B = t->ro.B, T = t->ro.T, M = set->mini_batches, mbs = B / M;
     double lr = rl_sched_lr(&run->sched, run->step), clr = rl_sched_lr(&s->critic, run->step);
     int rc = 0;
     for (int i = 0; i < B; i++) {
         t->perm[i] = i;
     }
-    for (int e = 0; !rc && e < alg->epochs; e++) {
+    for (int e = 0; !rc && e < set->epochs; e++) {
         // a fresh order each epoch, from the run's checkpointed stream
         for (int i = B - 1; i > 0; i--) {
             int j = (int)rl_rng_below(&run->rng, (uint64_t)i + 1);
@@ -326,7 +348,7 @@ static int s_update(rl_run_t *run, s_ppo_t *s, s_step_t *t, int train_actor, s_s
         }
         for (int k = 0; !rc && k < M; k++) {
             double denom = s_gather(run, t, k * mbs, mbs);
-            int final = e == alg->epochs - 1 && k == M - 1;
+            int final = e == set->epochs - 1 && k == M - 1;
             rl_proto_train_reply_t x;
             rl_msg_t *rep = NULL;
             double c0 = rl_clock_now();
@@ -412,7 +434,7 @@ static int s_score_tokens(rl_run_t *run, s_step_t *t, double beta, char *err, si
 // 5. Per-token rewards, GAE, whitening (rl_ppo.h); the explained variance and k1 per token.
 static int s_advantages(const rl_run_t *run, s_step_t *t, double beta, char *err,
                         size_t err_len) {
-    const rl_recipe_algorithm_t *alg = &run->r->algorithm;
+    const s_ppo_settings_t *set = s_set(run->r);
     const rl_rollout_t *ro = &t->ro;
     int B = ro->B, T = ro->T;
     size_t bt = (size_t)B * (size_t)T;
@@ -425,7 +447,7 @@ static int s_advantages(const rl_run_t *run, s_step_t *t, double beta, char *err
     }
     if (rl_ppo_token_rewards(t->maskf, t->old, t->ref, t->score, beta, B, T, t->rew,
                              t->ref ? t->kl_row : NULL, &t->unscorable) != 0 ||
-        rl_ppo_gae(t->maskf, t->rew, t->values, alg->gamma, alg->lam, B, T, t->adv, t->ret) != 0 ||
+        rl_ppo_gae(t->maskf, t->rew, t->values, set->gamma, set->lam, B, T, t->adv, t->ret) != 0 ||
         rl_ppo_whiten(t->maskf, t->adv, B, T, t->adv, &t->adv_mean, &t->adv_std) != 0 ||
         rl_ppo_explained_variance(t->maskf, t->ret, t->values, B, T, &t->ev) != 0) {
         return rl_errf(err, err_len, RL_EINVAL,
@@ -510,7 +532,7 @@ static int s_step(void *state, rl_run_t *run, int *advanced, char *note, size_t 
                   char *err, size_t err_len) {
     s_ppo_t *s = state;
     const rl_recipe_t *r = run->r;
-    const rl_recipe_algorithm_t *alg = &r->algorithm;
+    const s_ppo_settings_t *set = s_set(r);
     s_step_t t;
     memset(&t, 0, sizeof(t));
     rl_rollout_t *ro = &t.ro;
@@ -526,7 +548,7 @@ static int s_step(void *state, rl_run_t *run, int *advanced, char *note, size_t 
     }
     t.t_reward = rl_clock_now() - t1;
     if (!rc && (rl_rollout_batch(run, s->d, ro, NULL) != 0 ||
-                s_alloc(&t, ro->B / alg->mini_batches) != 0)) {
+                s_alloc(&t, ro->B / set->mini_batches) != 0)) {
         rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
     // 4. logπ_old, logπ_ref, V
@@ -542,7 +564,7 @@ static int s_step(void *state, rl_run_t *run, int *advanced, char *note, size_t 
         rc = s_store(run, s, &t, run->step + 1, 1, err, err_len);
     }
     // 7. the updates (the actor waits for the critic's warmup)
-    int train_actor = run->step >= alg->critic_warmup_steps;
+    int train_actor = run->step >= set->critic_warmup_steps;
     s_sums_t u;
     memset(&u, 0, sizeof u);
     rl_msg_t *last_rep = NULL;
@@ -556,13 +578,12 @@ static int s_step(void *state, rl_run_t *run, int *advanced, char *note, size_t 
         rl_run_advance(run, train_actor ? ro->ntok : 0, NULL);
         *advanced = 1;
         // the adaptive controller (Ziegler et al.): beta follows the rollout's KL per sequence
-        if (alg->kl_target > 0 && t.ref) {
+        if (set->kl_target > 0 && t.ref) {
             double kl_seq = 0;
             for (int b = 0; b < ro->B; b++) {
                 kl_seq += t.kl_row[b];
             }
-            rl_ppo_kl_coef_update(&s->beta, kl_seq / ro->B, alg->kl_target, ro->B,
-                                  alg->kl_horizon);
+            rl_ppo_kl_coef_update(&s->beta, kl_seq / ro->B, set->kl_target, ro->B, set->kl_horizon);
         }
     }
     // 8. the records complete, the metrics
@@ -603,6 +624,7 @@ const rl_algo_t rl_algo_ppo = {
             .keys = s_keys,
             .defaults = s_defaults,
             .check = s_check,
+            .settings_size = sizeof(s_ppo_settings_t),
         },
     .roles = s_roles,
     .preflight = rl_rollout_preflight,

@@ -30,6 +30,7 @@
 
 // ---- the recipe: its keys and checks (rl_recipe_algo_def_t) ----------------------------------
 
+// clang-format off (packed rows, as core/rl_config_schema.c)
 static const rl_recipe_key_t s_rm_keys[] = {
     {.section = "algorithm",
      .key = "center_rewards_coefficient",
@@ -41,6 +42,7 @@ static const rl_recipe_key_t s_rm_keys[] = {
             "center_rewards_coefficient); 0 = off"},
     {0},
 };
+// clang-format on
 
 // A reward model samples nothing: its held-out data are pairs.
 static void s_check(rl_recipe_check_t *c, const rl_recipe_t *r) {

@@ -27,6 +27,7 @@
 
 // ---- the recipe: its keys and checks (rl_recipe_algo_def_t) ----------------------------------
 
+// clang-format off (packed rows, as core/rl_config_schema.c)
 static const rl_recipe_key_t s_sft_keys[] = {
     {.section = "algorithm",
      .key = "completion_only_loss",
@@ -36,6 +37,7 @@ static const rl_recipe_key_t s_sft_keys[] = {
      .doc = "prompt/completion rows: loss on completion tokens only"},
     {0},
 };
+// clang-format on
 
 // Preference rows are DPO's; a step is train.batch_size examples, which
 // train.micro_batch_size divides.

@@ -841,6 +841,7 @@ int rl_rollout_evaluate(const rl_rollout_data_t *s, rl_run_t *run, double *acc, 
 
 // ---- the recipe's keys of a rollout's shaping (GRPO, PPO) ----------------------------------
 
+// clang-format off (packed rows, as core/rl_config_schema.c)
 const rl_recipe_key_t rl_rollout_shaping_keys[] = {
     {.section = "algorithm",
      .key = "mask_truncated_completions",
@@ -864,3 +865,4 @@ const rl_recipe_key_t rl_rollout_shaping_keys[] = {
      .doc = "largest overlong penalty (reached at max_new_tokens)"},
     {0},
 };
+// clang-format on

@@ -31,6 +31,12 @@ static int s_load_str(const char *name, const char *text, const char *const *ovr
                                  ERRLEN);
 }
 
+// The value of a number key of r (an algorithm's setting or any other): NaN when it has none.
+static double s_num(const rl_recipe_t *r, const char *key) {
+    double v = NAN;
+    return rl_recipe_number(r, key, &v) == 0 ? v : NAN;
+}
+
 // ---------------------------------------------------------------------------------------------
 
 static void test_yaml_tree(void) {
@@ -115,7 +121,7 @@ static void test_defaults(void) {
     CHECK(r->data.shuffle);
     CHECK_STR(r->algorithm.def->name, "sft");
     CHECK(r->algorithm.completion_only_loss);
-    CHECK_INT(r->algorithm.num_generations, 8);
+    CHECK(isnan(s_num(r, "algorithm.num_generations"))); // GRPO's setting: not an SFT recipe's
     CHECK_CLOSE(r->algorithm.std_eps, 1e-4, 0);
     CHECK_CLOSE(r->algorithm.epsilon_low, 0.2, 0);
     CHECK_CLOSE(r->algorithm.epsilon_high, 0.2, 0);
@@ -169,7 +175,7 @@ static void test_grpo(void) {
     CHECK(r->lora.enabled);
     CHECK_INT(r->lora.target_modules.n, 7);
     CHECK_STR(r->lora.target_modules.items[6], "down_proj");
-    CHECK_INT(r->algorithm.num_generations, 4);
+    CHECK_CLOSE(s_num(r, "algorithm.num_generations"), 4, 0);
     CHECK_STR(r->algorithm.policy_loss, "grpo"); // the default; the registry checks the name
     CHECK_INT(r->sampling.stop.n, 2);
     CHECK_STR(r->sampling.stop.items[0], "\n\n");
@@ -303,6 +309,10 @@ static void test_schema(void) {
             for (const rl_recipe_key_t *k = d->keys[f]; k->section; k++) {
                 CHECK_MSG(!strcmp(k->section, "algorithm") && !k->uses, "%s: %s.%s", d->name,
                           k->section, k->key);
+                // a setting lies inside the algorithm's own struct
+                CHECK_MSG(!(k->flags & RL_RECIPE_K_SETTINGS) || k->offset < d->settings_size,
+                          "%s: %s.%s outside its settings (%zu bytes)", d->name, k->section, k->key,
+                          d->settings_size);
             }
         }
         for (int i = 0; d->defaults && d->defaults[i].key; i++) {
@@ -358,27 +368,35 @@ static void test_name_lists(void) {
 // and its check, and refuses toy's key in another algorithm's recipe and another's key in
 // toy's. Then the real catalog's per-algorithm defaults (algorithm.beta: GRPO 0.0, PPO 0.05,
 // DPO 0.1; every other key one default) as the docs and --keys show them.
+typedef struct {
+    int pad;         // (the knob is not at offset 0)
+    double toy_knob; // toy's own setting
+} s_toy_settings_t;
+
 static int s_toy_checked;
 static void s_toy_check(rl_recipe_check_t *c, const rl_recipe_t *r) {
     s_toy_checked++;
-    if (r->algorithm.kl_target > 5) { // the storage toy_knob's row names
-        rl_recipe_check_err(c, "algorithm.toy_knob", "%g: toy wants at most 5",
-                            r->algorithm.kl_target);
+    const s_toy_settings_t *set = r->algorithm.settings;
+    if (set->toy_knob > 5) {
+        rl_recipe_check_err(c, "algorithm.toy_knob", "%g: toy wants at most 5", set->toy_knob);
     }
     rl_recipe_check_step(c, r->train.batch_size, "toy's step");
 }
 
 static void test_algorithm_unit(void) {
+    // clang-format off (packed rows, as core/rl_config_schema.c)
     static const rl_recipe_key_t toy_keys[] = {
         {.section = "algorithm",
          .key = "toy_knob",
          .type = RL_RECIPE_T_FLOAT,
-         .offset = RL_RECIPE_AT(algorithm.kl_target),
+         .offset = RL_RECIPE_IN(s_toy_settings_t, toy_knob),
+         .flags = RL_RECIPE_K_SETTINGS,
          RL_RECIPE_DEF("1.5"),
          .max = 10,
          .doc = "a test's own key"},
         {0},
     };
+    // clang-format on
     static const rl_recipe_key_t *const toy_frags[] = {toy_keys, rl_loss_beta_keys, NULL};
     static const rl_recipe_default_t toy_defaults[] = {{"algorithm.beta", "0.25"},
                                                        {"optim.scheduler", "linear"},
@@ -390,7 +408,8 @@ static void test_algorithm_unit(void) {
                                       .uses = RL_RECIPE_USES_SEQUENCES,
                                       .keys = toy_frags,
                                       .defaults = toy_defaults,
-                                      .check = s_toy_check};
+                                      .check = s_toy_check,
+                                      .settings_size = sizeof(s_toy_settings_t)};
     const rl_recipe_algos_t *real = rl_algos();
     const rl_recipe_algo_def_t *defs[16];
     const char *names[17];
@@ -421,7 +440,8 @@ static void test_algorithm_unit(void) {
     CHECK_INT(s_toy_checked, 1);
     if (r) {
         CHECK(r->algorithm.def == &toy);
-        CHECK_CLOSE(r->algorithm.kl_target, 1.5, 0);           // toy_knob's default
+        CHECK_CLOSE(((const s_toy_settings_t *)r->algorithm.settings)->toy_knob, 1.5, 0);
+        CHECK_CLOSE(s_num(r, "algorithm.toy_knob"), 1.5, 0);   // its default, in its struct
         CHECK_CLOSE(r->algorithm.beta, 0.25, 0);               // toy's default of a shared key
         CHECK_INT(r->optim.scheduler, RL_RECIPE_SCHED_COSINE); // set in the recipe: kept
         CHECK_INT(r->n_rewards, 3);
@@ -502,13 +522,13 @@ static void test_ppo(void) {
     if (r) {
         CHECK_STR(r->algorithm.def->name, "ppo");
         CHECK_CLOSE(r->algorithm.beta, 0.05, 0);
-        CHECK_CLOSE(r->algorithm.gamma, 1.0, 0);
-        CHECK_CLOSE(r->algorithm.lam, 0.95, 0);
+        CHECK_CLOSE(s_num(r, "algorithm.gamma"), 1.0, 0);
+        CHECK_CLOSE(s_num(r, "algorithm.lam"), 0.95, 0);
         CHECK_CLOSE(r->algorithm.value_clip, 0.2, 0);
-        CHECK_INT(r->algorithm.epochs, 4);
-        CHECK_INT(r->algorithm.mini_batches, 2);
-        CHECK_CLOSE(r->algorithm.kl_target, 6, 0);
-        CHECK_CLOSE(r->algorithm.kl_horizon, 10000, 0);
+        CHECK_CLOSE(s_num(r, "algorithm.epochs"), 4, 0);
+        CHECK_CLOSE(s_num(r, "algorithm.mini_batches"), 2, 0);
+        CHECK_CLOSE(s_num(r, "algorithm.kl_target"), 6, 0);
+        CHECK_CLOSE(s_num(r, "algorithm.kl_horizon"), 10000, 0);
         CHECK_CLOSE(r->critic.lr, 2e-4, 0);
         CHECK(r->critic.lora);
         CHECK_INT(r->critic.warmup_steps, 3);
@@ -1054,7 +1074,7 @@ static void test_cookbook(void) {
             CHECK(r->lora.enabled);
             CHECK_INT(r->lora.r, 8);
             CHECK_INT(r->lora.target_modules.n, 7);
-            CHECK_INT(r->algorithm.num_generations, 8);
+            CHECK_CLOSE(s_num(r, "algorithm.num_generations"), 8, 0);
             CHECK_INT(r->train.batch_size, 16);
             CHECK_CLOSE(r->optim.lr, 1e-3, 0);
             CHECK_CLOSE(r->algorithm.beta, 0.0, 0);

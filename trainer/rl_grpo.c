@@ -550,6 +550,7 @@ static const char *const s_tis[] = {[RL_RECIPE_TIS_NONE] = "none",
                                     [RL_RECIPE_TIS_SEQUENCE] = "sequence",
                                     NULL};
 
+// clang-format off (packed rows, as core/rl_config_schema.c)
 const rl_recipe_key_t rl_grpo_clip_keys[] = {
     {.section = "algorithm",
      .key = "epsilon_low",
@@ -575,7 +576,9 @@ const rl_recipe_key_t rl_grpo_clip_keys[] = {
      .doc = "dual-clip constant c for negative advantages; 0 = off, else > 1"},
     {0},
 };
+// clang-format on
 
+// clang-format off (packed rows, as core/rl_config_schema.c)
 const rl_recipe_key_t rl_grpo_token_keys[] = {
     {.section = "algorithm",
      .key = "loss_agg",
@@ -601,3 +604,4 @@ const rl_recipe_key_t rl_grpo_token_keys[] = {
      .doc = "TIS bound C (token: w <= C; sequence: 1/C <= w <= C)"},
     {0},
 };
+// clang-format on

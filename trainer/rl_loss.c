@@ -184,6 +184,7 @@ void rl_loss_metrics(const rl_loss_t *self, const rl_loss_stats_t *s, const char
 
 // ---- the KL coefficient (GRPO, PPO; DPO's temperature) -------------------------------------
 
+// clang-format off (packed rows, as core/rl_config_schema.c)
 const rl_recipe_key_t rl_loss_beta_keys[] = {
     {.section = "algorithm",
      .key = "beta",
@@ -195,3 +196,4 @@ const rl_recipe_key_t rl_loss_beta_keys[] = {
             "loss's temperature, > 0)"},
     {0},
 };
+// clang-format on
