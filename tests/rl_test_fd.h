@@ -112,9 +112,11 @@ static inline double rl_fd_cmp_check_at(const char *func, const char *file, int 
     if (r->n == 0) {
         fprintf(stderr, ": no entry compared\n");
     } else {
-        fprintf(stderr, ": |g - fd| %.3g of max|fd| %.3g: %.3g%s > tol %g; worst at [%ld]: g %.9g "
-                "vs fd %.9g\n", r->max_err, r->max_fd, r->rel,
-                r->max_fd > 0.0 ? "" : " (every fd is 0: absolute)", tol, r->at, r->g, r->fd);
+        fprintf(stderr,
+                ": |g - fd| %.3g of max|fd| %.3g: %.3g%s > tol %g; worst at [%ld]: g %.9g "
+                "vs fd %.9g\n",
+                r->max_err, r->max_fd, r->rel, r->max_fd > 0.0 ? "" : " (every fd is 0: absolute)",
+                tol, r->at, r->g, r->fd);
     }
     return r->rel;
 }
@@ -124,15 +126,13 @@ static inline double rl_fd_cmp_check_at(const char *func, const char *file, int 
 // moved (it may hold NaN) nor compared. x is put back bit for bit. One check (see
 // rl_fd_cmp_check_at): the worst |g - fd| / max |fd| <= tol, the case named by a printf format.
 // Returns the comparison. Use through RL_FD_CHECK, whose FAIL line gives the caller's file:line.
-static inline rl_fd_cmp_t rl_fd_check_at(const char *func, const char *file, int line,
-                                         rl_fd_fn f, void *ctx, float *x, const float *g,
-                                         size_t n, double h, const float *mask, double tol,
-                                         const char *fmt, ...)
+static inline rl_fd_cmp_t rl_fd_check_at(const char *func, const char *file, int line, rl_fd_fn f,
+                                         void *ctx, float *x, const float *g, size_t n, double h,
+                                         const float *mask, double tol, const char *fmt, ...)
     __attribute__((format(printf, 12, 13)));
-static inline rl_fd_cmp_t rl_fd_check_at(const char *func, const char *file, int line,
-                                         rl_fd_fn f, void *ctx, float *x, const float *g,
-                                         size_t n, double h, const float *mask, double tol,
-                                         const char *fmt, ...) {
+static inline rl_fd_cmp_t rl_fd_check_at(const char *func, const char *file, int line, rl_fd_fn f,
+                                         void *ctx, float *x, const float *g, size_t n, double h,
+                                         const float *mask, double tol, const char *fmt, ...) {
     rl_fd_cmp_t r = {0.0, 0.0, 0.0, -1, 0.0, 0.0, 0};
     for (size_t i = 0; i < n; i++) {
         if (!mask || mask[i] != 0.0f) {
@@ -170,11 +170,11 @@ static inline rl_fd_cmp_t rl_fd_check_d_at(const char *func, const char *file, i
 }
 
 // RL_FD_CHECK(f, ctx, x, g, n, h, mask, tol, "case %d", ...): rl_fd_check_at from the caller.
-#define RL_FD_CHECK(f, ctx, x, g, n, h, mask, tol, ...)                                       \
-    rl_fd_check_at(__func__, __FILE__, __LINE__, (f), (ctx), (x), (g), (n), (h), (mask), (tol), \
+#define RL_FD_CHECK(f, ctx, x, g, n, h, mask, tol, ...)                                            \
+    rl_fd_check_at(__func__, __FILE__, __LINE__, (f), (ctx), (x), (g), (n), (h), (mask), (tol),    \
                    __VA_ARGS__)
-#define RL_FD_CHECK_D(f, ctx, x, g, n, h, mask, tol, ...)                                     \
-    rl_fd_check_d_at(__func__, __FILE__, __LINE__, (f), (ctx), (x), (g), (n), (h), (mask),     \
-                     (tol), __VA_ARGS__)
+#define RL_FD_CHECK_D(f, ctx, x, g, n, h, mask, tol, ...)                                          \
+    rl_fd_check_d_at(__func__, __FILE__, __LINE__, (f), (ctx), (x), (g), (n), (h), (mask), (tol),  \
+                     __VA_ARGS__)
 
 #endif

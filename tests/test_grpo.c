@@ -688,8 +688,9 @@ typedef struct {
 static double s_fd_loss(void *ctx, const float *logp) {
     const s_fd_loss_t *c = ctx;
     const s_fd_t *x = c->x;
-    rl_grpo_batch_t b = {FB,    FT,      logp, x->old, c->use_ref ? x->ref : NULL,
-                         x->mu, x->mask, c->adv_tok ? NULL : x->adv, c->denom, c->adv_tok};
+    const float *ref = c->use_ref ? x->ref : NULL;
+    const double *adv = c->adv_tok ? NULL : x->adv;
+    rl_grpo_batch_t b = {FB, FT, logp, x->old, ref, x->mu, x->mask, adv, c->denom, c->adv_tok};
     rl_grpo_loss_stats_t st = {0};
     float scratch[FB * FT];
     CHECK_INT(rl_grpo_loss(&b, c->alg, scratch, &st), 0);
@@ -731,11 +732,10 @@ static void test_fd_all_knobs(void) {
                         CHECK(id == 0 || st.dual_clip > 0);
                         CHECK(it != 2 || st.tis_masked == 2.0);
                         s_fd_loss_t c = {&x, &alg, denoms[ia], ik != 0, NULL};
-                        rl_fd_cmp_t r = RL_FD_CHECK(s_fd_loss, &c, x.logp, g, FB * FT,
-                                                    1.0 / 128.0, NULL, TOL_FD,
-                                                    "agg %d kl %d tis %d dual %g eps_high %g",
-                                                    aggs[ia], ik, tis[it], dual[id],
-                                                    eps_high[ie]);
+                        rl_fd_cmp_t r =
+                            RL_FD_CHECK(s_fd_loss, &c, x.logp, g, FB * FT, 1.0 / 128.0, NULL,
+                                        TOL_FD, "agg %d kl %d tis %d dual %g eps_high %g", aggs[ia],
+                                        ik, tis[it], dual[id], eps_high[ie]);
                         worst = fmax(worst, r.rel);
                         combos++;
                     }
@@ -1053,9 +1053,9 @@ static void test_token_advantages(void) {
             float g3[FB * FT];
             CHECK_INT(rl_grpo_loss(&b3, &alg, g3, &s3), 0);
             s_fd_loss_t c = {&x, &alg, denoms[ia], 1, varied};
-            rl_fd_cmp_t r = RL_FD_CHECK(s_fd_loss, &c, x.logp, g3, FB * FT, 1.0 / 128.0, NULL,
-                                        TOL_FD, "agg %d knobs %d: per-token advantages",
-                                        aggs[ia], k);
+            rl_fd_cmp_t r =
+                RL_FD_CHECK(s_fd_loss, &c, x.logp, g3, FB * FT, 1.0 / 128.0, NULL, TOL_FD,
+                            "agg %d knobs %d: per-token advantages", aggs[ia], k);
             worst = fmax(worst, r.rel);
         }
     }

@@ -92,8 +92,9 @@ typedef struct {
     void *ctx;
 } s_closure_t;
 
-static double s_closure_call(void *p, const double *x) { // an rl_fd_fn_d
-    (void)x; // the closure reads x from its ctx
+// The closure as an rl_fd_fn_d: it reads x, moved in place, from its ctx.
+static double s_closure_call(void *p, const double *x) {
+    (void)x;
     const s_closure_t *c = p;
     return c->f(c->ctx);
 }

@@ -267,10 +267,10 @@ static void test_fd_all_knobs(void) {
                         CHECK(st.dual_clip == (id ? 3 : 0));
                         CHECK(it != 2 || st.tis_masked == 2.0);
                         s_fd_loss_t c = {&x, &alg, denoms[ia], ik != 0};
-                        rl_fd_cmp_t r = RL_FD_CHECK(s_fd_loss, &c, x.logp, g, FB * FT,
-                                                    1.0 / 128.0, NULL, TOL_FD,
-                                                    "agg %d kl %d tis %d dual %d eps_high %d",
-                                                    aggs[ia], ik, tis[it], id, ie);
+                        rl_fd_cmp_t r =
+                            RL_FD_CHECK(s_fd_loss, &c, x.logp, g, FB * FT, 1.0 / 128.0, NULL,
+                                        TOL_FD, "agg %d kl %d tis %d dual %d eps_high %d", aggs[ia],
+                                        ik, tis[it], id, ie);
                         worst = fmax(worst, r.rel);
                         combos++;
                     }

@@ -612,9 +612,8 @@ static void test_value_fd(void) {
             }
             // masked values are NaN: never moved, never compared
             s_fd_knobs_t k = {&x, epss[ie], aggs[ia], denoms[ia]};
-            rl_fd_cmp_t r = RL_FD_CHECK(s_fd_value_loss, &k, x.v, g, FB * FT, 1.0 / 128.0,
-                                        x.mask, TOL_FD, "value fd: eps %g agg %d", epss[ie],
-                                        aggs[ia]);
+            rl_fd_cmp_t r = RL_FD_CHECK(s_fd_value_loss, &k, x.v, g, FB * FT, 1.0 / 128.0, x.mask,
+                                        TOL_FD, "value fd: eps %g agg %d", epss[ie], aggs[ia]);
             worst = fmax(worst, r.rel);
             combos++;
         }

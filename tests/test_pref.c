@@ -523,10 +523,10 @@ static void test_dpo_fd(void) {
                 s_dpo_l(x, x + FN, f_nw, f_nl, FN, &c, D, N, g, g + FN);
                 s_dpo_fd_t k = {&c, D, N};
                 rl_fd_cmp_t r = RL_FD_CHECK_D(s_dpo_fd, &k, x, g, 2 * FN, 1.0 / 64.0, NULL, TOL_FD,
-                                              "dpo fd %s eps %g alpha %g (x = s_w, s_l)",
-                                              tnames[t], epss[e], alphas[a]);
-                CHECK_MSG(r.max_fd > 0.0, "dpo fd %s eps %g alpha %g: the loss is flat",
-                          tnames[t], epss[e], alphas[a]);
+                                              "dpo fd %s eps %g alpha %g (x = s_w, s_l)", tnames[t],
+                                              epss[e], alphas[a]);
+                CHECK_MSG(r.max_fd > 0.0, "dpo fd %s eps %g alpha %g: the loss is flat", tnames[t],
+                          epss[e], alphas[a]);
                 worst = fmax(worst, r.rel);
                 combos++;
             }
@@ -573,9 +573,9 @@ static void test_rm_fd(void) {
             memcpy(x + FN, q_l, sizeof(q_l));
             s_rm_l(x, x + FN, m, centers[k], g, g + FN);
             s_rm_fd_t c = {m, centers[k]};
-            rl_fd_cmp_t r = RL_FD_CHECK_D(s_rm_fd, &c, x, g, 2 * FN, 1.0 / 64.0, NULL, TOL_FD,
-                                          "rm fd margin %d center %g (x = q_w, q_l)", wm,
-                                          centers[k]);
+            rl_fd_cmp_t r =
+                RL_FD_CHECK_D(s_rm_fd, &c, x, g, 2 * FN, 1.0 / 64.0, NULL, TOL_FD,
+                              "rm fd margin %d center %g (x = q_w, q_l)", wm, centers[k]);
             CHECK_MSG(r.max_fd > 0.0, "rm fd margin %d center %g: the loss is flat", wm,
                       centers[k]);
             worst = fmax(worst, r.rel);
