@@ -4,5 +4,6 @@ rl_add_test(NAME core.progress SOURCES test_progress.c LIBS rl_core LABELS unit)
 rl_add_test(NAME core.pool SOURCES test_pool.c LIBS rl_core LABELS unit)
 rl_add_test(NAME core.reaper SOURCES test_reaper.c LIBS rl_core LABELS unit TIMEOUT 30)
 # the shared test kit (tests/rl_test.h): FAIL lines name the test case and function; temporary
-# folders removed when a suite passed (not through links), kept when it failed
-rl_add_test(NAME tests.kit SOURCES test_kit.c LABELS unit TIMEOUT 60)
+# folders removed when a suite passed (not through links), kept when it failed; the finite
+# differences of tests/rl_test_fd.h
+rl_add_test(NAME tests.kit SOURCES test_kit.c LIBS m LABELS unit TIMEOUT 60)

@@ -1,7 +1,10 @@
 // rl_test — the kit every ctest suite shares: check macros (each failed check prints its test
 // case, function, file:line and what differed, and is counted; a suite ends with RL_TEST_DONE(),
 // which prints a summary and returns non-zero when anything failed), temporary folders and their
-// removal, files written from a format, a shell command's output, a whole file read back.
+// removal, files written from a format, a shell command's output, a whole file read back. Beside
+// it: rl_test_fd.h (finite differences, a gradient checked against them), rl_test_golden.h
+// (PyTorch goldens), rl_test_run.h (runs of the binary), rl_test_cuda.h (the gpu suites),
+// rl_test_lmdb.h (a damaged trajectory store).
 #ifndef RL_TEST_H
 #define RL_TEST_H
 

@@ -14,6 +14,7 @@
 #include "rl_err.h"
 #include "rl_grpo.h"
 #include "rl_test.h"
+#include "rl_test_fd.h"
 #include "rl_test_golden.h"
 
 #include <jansson.h>
@@ -675,14 +676,24 @@ static void s_fd_inputs(s_fd_t *x) {
     }
 }
 
-static double s_fd_loss(const s_fd_t *x, const float *logp, const rl_recipe_algorithm_t *alg,
-                        double denom, int use_ref, float *dl) {
-    rl_grpo_batch_t b = {FB,    FT,      logp,   x->old, use_ref ? x->ref : NULL,
-                         x->mu, x->mask, x->adv, denom, NULL};
+// The loss of batch x with its logp replaced (an rl_fd_fn; ctx: s_fd_loss_t).
+typedef struct {
+    const s_fd_t *x;
+    const rl_recipe_algorithm_t *alg;
+    double denom;
+    int use_ref;
+    const float *adv_tok; // NULL: x's sequence advantages
+} s_fd_loss_t;
+
+static double s_fd_loss(void *ctx, const float *logp) {
+    const s_fd_loss_t *c = ctx;
+    const s_fd_t *x = c->x;
+    const float *ref = c->use_ref ? x->ref : NULL;
+    const double *adv = c->adv_tok ? NULL : x->adv;
+    rl_grpo_batch_t b = {FB, FT, logp, x->old, ref, x->mu, x->mask, adv, c->denom, c->adv_tok};
     rl_grpo_loss_stats_t st = {0};
     float scratch[FB * FT];
-    int rc = rl_grpo_loss(&b, alg, dl ? dl : scratch, &st);
-    CHECK_INT(rc, 0);
+    CHECK_INT(rl_grpo_loss(&b, c->alg, scratch, &st), 0);
     return st.loss;
 }
 
@@ -720,40 +731,13 @@ static void test_fd_all_knobs(void) {
                         CHECK(st.clip_low > 0 && st.clip_high > 0);
                         CHECK(id == 0 || st.dual_clip > 0);
                         CHECK(it != 2 || st.tis_masked == 2.0);
-                        double max_fd = 0.0, max_err = 0.0;
-                        int worst_i = -1;
-                        double fd_at[FB * FT];
-                        for (int i = 0; i < FB * FT; i++) {
-                            float p[FB * FT];
-                            memcpy(p, x.logp, sizeof(p));
-                            double d[2];
-                            for (int s = 0; s < 2; s++) {
-                                double h = s ? 1.0 / 256.0 : 1.0 / 128.0;
-                                p[i] = (float)((double)x.logp[i] + h);
-                                double lp = s_fd_loss(&x, p, &alg, denoms[ia], ik != 0, NULL);
-                                p[i] = (float)((double)x.logp[i] - h);
-                                double lm = s_fd_loss(&x, p, &alg, denoms[ia], ik != 0, NULL);
-                                p[i] = x.logp[i];
-                                d[s] = (lp - lm) / (2.0 * h);
-                            }
-                            double fd = (4.0 * d[1] - d[0]) / 3.0; // Richardson: O(h^4)
-                            fd_at[i] = fd;
-                            max_fd = fmax(max_fd, fabs(fd));
-                            double e = fabs((double)g[i] - fd);
-                            if (e > max_err) {
-                                max_err = e;
-                                worst_i = i;
-                            }
-                        }
-                        double rel = max_fd > 0 ? max_err / max_fd : max_err;
-                        worst = fmax(worst, rel);
+                        s_fd_loss_t c = {&x, &alg, denoms[ia], ik != 0, NULL};
+                        rl_fd_cmp_t r =
+                            RL_FD_CHECK(s_fd_loss, &c, x.logp, g, FB * FT, 1.0 / 128.0, NULL,
+                                        TOL_FD, "agg %d kl %d tis %d dual %g eps_high %g", aggs[ia],
+                                        ik, tis[it], dual[id], eps_high[ie]);
+                        worst = fmax(worst, r.rel);
                         combos++;
-                        CHECK_MSG(rel <= TOL_FD,
-                                  "agg %d kl %d tis %d dual %g eps_high %g: |dlogp - fd| "
-                                  "%.3g of max %.3g at [%d,%d]: %.9g vs fd %.9g",
-                                  aggs[ia], ik, tis[it], dual[id], eps_high[ie], max_err, max_fd,
-                                  worst_i / FT, worst_i % FT, worst_i >= 0 ? g[worst_i] : 0.0,
-                                  worst_i >= 0 ? fd_at[worst_i] : 0.0);
                     }
                 }
             }
@@ -864,10 +848,6 @@ static const char *s_golden_cases[] = {
     "no_ref_no_mu",
     "all_knobs",
 };
-
-
-
-
 
 static double s_worst_golden_grad = 0.0, s_worst_golden_loss = 0.0, s_worst_golden_adv = 0.0;
 
@@ -1072,34 +1052,11 @@ static void test_token_advantages(void) {
             rl_grpo_loss_stats_t s3 = {0};
             float g3[FB * FT];
             CHECK_INT(rl_grpo_loss(&b3, &alg, g3, &s3), 0);
-            double max_fd = 0.0, max_err = 0.0;
-            for (int i = 0; i < FB * FT; i++) {
-                float p[FB * FT];
-                memcpy(p, x.logp, sizeof(p));
-                double d[2];
-                for (int sh = 0; sh < 2; sh++) {
-                    double h = sh ? 1.0 / 256.0 : 1.0 / 128.0;
-                    double l[2];
-                    for (int sign = 0; sign < 2; sign++) {
-                        p[i] = (float)((double)x.logp[i] + (sign ? -h : h));
-                        rl_grpo_batch_t bp = {FB,   FT,     p,    x.old,      x.ref,
-                                              x.mu, x.mask, NULL, denoms[ia], varied};
-                        rl_grpo_loss_stats_t sp = {0};
-                        float scratch[FB * FT];
-                        CHECK_INT(rl_grpo_loss(&bp, &alg, scratch, &sp), 0);
-                        l[sign] = sp.loss;
-                    }
-                    p[i] = x.logp[i];
-                    d[sh] = (l[0] - l[1]) / (2.0 * h);
-                }
-                double fd = (4.0 * d[1] - d[0]) / 3.0;
-                max_fd = fmax(max_fd, fabs(fd));
-                max_err = fmax(max_err, fabs((double)g3[i] - fd));
-            }
-            double rel = max_fd > 0 ? max_err / max_fd : max_err;
-            worst = fmax(worst, rel);
-            CHECK_MSG(rel <= TOL_FD, "agg %d knobs %d: per-token advantages: |dlogp - fd| %.3g",
-                      aggs[ia], k, rel);
+            s_fd_loss_t c = {&x, &alg, denoms[ia], 1, varied};
+            rl_fd_cmp_t r =
+                RL_FD_CHECK(s_fd_loss, &c, x.logp, g3, FB * FT, 1.0 / 128.0, NULL, TOL_FD,
+                            "agg %d knobs %d: per-token advantages", aggs[ia], k);
+            worst = fmax(worst, r.rel);
         }
     }
     fprintf(stderr, "per-token advantages: worst |dlogp - fd| / max|fd| = %.3g\n", worst);

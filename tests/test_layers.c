@@ -9,6 +9,7 @@
 #include "rl_hf.h"
 #include "rl_layers.h"
 #include "rl_test.h"
+#include "rl_test_fd.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -82,8 +83,21 @@ static double s_cmp(const char *what, const float *f, const double *d, size_t n,
 }
 
 // ---- finite differences -----------------------------------------------------------------------
-// A loss closure: returns L(params) = sum(dout * forward(params)).
+// A loss closure: returns L(params) = sum(dout * forward(params)), reading the params (one of
+// which s_fd moves in place) from ctx.
 typedef double (*loss_fn)(void *ctx);
+
+typedef struct {
+    loss_fn f;
+    void *ctx;
+} s_closure_t;
+
+// The closure as an rl_fd_fn_d: it reads x, moved in place, from its ctx.
+static double s_closure_call(void *p, const double *x) {
+    (void)x;
+    const s_closure_t *c = p;
+    return c->f(c->ctx);
+}
 
 static double g_fd_worst = 0.0;
 
@@ -91,14 +105,9 @@ static void s_fd(const char *what, double *x, size_t n, const double *grad, loss
                  void *ctx) {
     double worst = 0.0;
     size_t at = 0;
+    s_closure_t c = {f, ctx};
     for (size_t i = 0; i < n; i++) {
-        double x0 = x[i];
-        x[i] = x0 + FD_STEP;
-        double lp = f(ctx);
-        x[i] = x0 - FD_STEP;
-        double lm = f(ctx);
-        x[i] = x0;
-        double num = (lp - lm) / (2.0 * FD_STEP);
+        double num = rl_fd_central_d(s_closure_call, &c, x, i, FD_STEP);
         double s = fabs(num) > 1.0 ? fabs(num) : 1.0;
         double e = fabs(num - grad[i]) / s;
         if (!(e <= worst)) {

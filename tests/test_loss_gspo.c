@@ -15,6 +15,7 @@
 #include "rl_grpo.h"
 #include "rl_loss.h"
 #include "rl_test.h"
+#include "rl_test_fd.h"
 #include "rl_test_golden.h"
 
 #include <jansson.h>
@@ -214,13 +215,22 @@ static void s_fd_inputs(s_fd_t *x) {
     }
 }
 
-static double s_fd_loss(const s_fd_t *x, const float *logp, const rl_recipe_algorithm_t *alg,
-                        double denom, int use_ref) {
-    rl_grpo_batch_t b = {FB,    FT,      logp,   x->old, use_ref ? x->ref : NULL,
-                         x->mu, x->mask, x->adv, denom,  NULL};
+// The loss of batch x with its logp replaced (an rl_fd_fn; ctx: s_fd_loss_t).
+typedef struct {
+    const s_fd_t *x;
+    const rl_recipe_algorithm_t *alg;
+    double denom;
+    int use_ref;
+} s_fd_loss_t;
+
+static double s_fd_loss(void *ctx, const float *logp) {
+    const s_fd_loss_t *c = ctx;
+    const s_fd_t *x = c->x;
+    rl_grpo_batch_t b = {FB,    FT,      logp,   x->old,   c->use_ref ? x->ref : NULL,
+                         x->mu, x->mask, x->adv, c->denom, NULL};
     rl_grpo_loss_stats_t st = {0};
     float scratch[FB * FT];
-    CHECK_INT(s_loss(&b, alg, scratch, &st), 0);
+    CHECK_INT(s_loss(&b, c->alg, scratch, &st), 0);
     return st.loss;
 }
 
@@ -256,40 +266,13 @@ static void test_fd_all_knobs(void) {
                         CHECK(st.clip_low == 5 && st.clip_high == (ie ? 6 : 8));
                         CHECK(st.dual_clip == (id ? 3 : 0));
                         CHECK(it != 2 || st.tis_masked == 2.0);
-                        double max_fd = 0.0, max_err = 0.0;
-                        int worst_i = -1;
-                        double fd_at[FB * FT];
-                        for (int i = 0; i < FB * FT; i++) {
-                            float p[FB * FT];
-                            memcpy(p, x.logp, sizeof(p));
-                            double d[2];
-                            for (int s = 0; s < 2; s++) {
-                                double h = s ? 1.0 / 256.0 : 1.0 / 128.0;
-                                p[i] = (float)((double)x.logp[i] + h);
-                                double lp = s_fd_loss(&x, p, &alg, denoms[ia], ik != 0);
-                                p[i] = (float)((double)x.logp[i] - h);
-                                double lm = s_fd_loss(&x, p, &alg, denoms[ia], ik != 0);
-                                p[i] = x.logp[i];
-                                d[s] = (lp - lm) / (2.0 * h);
-                            }
-                            double fd = (4.0 * d[1] - d[0]) / 3.0; // Richardson: O(h^4)
-                            fd_at[i] = fd;
-                            max_fd = fmax(max_fd, fabs(fd));
-                            double e = fabs((double)g[i] - fd);
-                            if (e > max_err) {
-                                max_err = e;
-                                worst_i = i;
-                            }
-                        }
-                        double rel = max_fd > 0 ? max_err / max_fd : max_err;
-                        worst = fmax(worst, rel);
+                        s_fd_loss_t c = {&x, &alg, denoms[ia], ik != 0};
+                        rl_fd_cmp_t r =
+                            RL_FD_CHECK(s_fd_loss, &c, x.logp, g, FB * FT, 1.0 / 128.0, NULL,
+                                        TOL_FD, "agg %d kl %d tis %d dual %d eps_high %d", aggs[ia],
+                                        ik, tis[it], id, ie);
+                        worst = fmax(worst, r.rel);
                         combos++;
-                        CHECK_MSG(rel <= TOL_FD,
-                                  "agg %d kl %d tis %d dual %d eps_high %d: |dlogp - fd| %.3g "
-                                  "of max %.3g at [%d,%d]: %.9g vs fd %.9g",
-                                  aggs[ia], ik, tis[it], id, ie, max_err, max_fd, worst_i / FT,
-                                  worst_i % FT, worst_i >= 0 ? g[worst_i] : 0.0,
-                                  worst_i >= 0 ? fd_at[worst_i] : 0.0);
                     }
                 }
             }

@@ -3,9 +3,22 @@
 // big batch.
 #include "rl_loss_sft.h"
 #include "rl_test.h"
+#include "rl_test_fd.h"
 
 #include <math.h>
 #include <stdlib.h>
+
+// The loss at logp (an rl_fd_fn; ctx: s_sft_t, the batch's mask and its active-token count).
+typedef struct {
+    const float *mask;
+    int B, T;
+    int64_t n;
+} s_sft_t;
+
+static double s_loss(void *ctx, const float *logp) {
+    const s_sft_t *c = ctx;
+    return rl_loss_sft_forward(logp, c->mask, c->B, c->T, c->n);
+}
 
 int main(void) {
     enum { B = 3, T = 5 };
@@ -27,18 +40,12 @@ int main(void) {
     CHECK_CLOSE(rl_loss_sft_forward(logp, mask, B, T, 0), 0.0, 0);
 
     // Central differences in double: the loss is linear in logp, so the difference quotient
-    // is exact up to rounding of the perturbed float inputs; h = 1e-3 on values ~0.5 gives
-    // ~1e-7 relative rounding in the quotient, so 1e-5 is a loose bound.
+    // (over the step the float logp actually took) is exact up to rounding; h = 1e-3 on values
+    // ~0.5 gives ~1e-7 relative rounding in the quotient, so 1e-5 is a loose bound.
     rl_loss_sft_backward(dlogp, mask, B, T, n);
-    double h = 1e-3;
+    s_sft_t c = {mask, B, T, n};
     for (int i = 0; i < B * T; i++) {
-        float saved = logp[i];
-        logp[i] = (float)(saved + h);
-        double lp = rl_loss_sft_forward(logp, mask, B, T, n);
-        logp[i] = (float)(saved - h);
-        double lm = rl_loss_sft_forward(logp, mask, B, T, n);
-        logp[i] = saved;
-        double fd = (lp - lm) / ((double)(float)(saved + h) - (double)(float)(saved - h));
+        double fd = rl_fd_central(s_loss, &c, logp, (size_t)i, 1e-3);
         CHECK_CLOSE(dlogp[i], fd, 1e-5);
     }
     // masked positions get exactly 0

@@ -11,6 +11,7 @@
 // argument errors, zero-copy loading of F32 weights, `rlctl export`.
 // Usage: test_model [numeric|unit] (no argument: both).
 #include "rl_test.h"
+#include "rl_test_fd.h"
 
 #include "rl_err.h"
 #include "rl_head.h"
@@ -400,17 +401,23 @@ typedef struct {
 static double s_worst_grad_err = 0.0, s_worst_fwd_err = 0.0, s_worst_grad_rel = 0.0;
 static int s_n_grads = 0;
 
+// The reference's loss with weights wts (an rl_fd_fn_d: the parameter moved is one of r's).
+typedef struct {
+    const s_ref_t *r;
+    const double *wts;
+} s_fd_ctx_t;
+
+static double s_fd_loss(void *ctx, const double *x) {
+    (void)x; // a parameter of c->r, moved in place
+    const s_fd_ctx_t *c = ctx;
+    return s_ref_loss(c->r, s_tok, s_len, S_B, S_T, 0.7, c->wts, NULL);
+}
+
 // One parameter: float backward gradient g vs the central difference of the double loss.
 static void s_fd_check(const char *what, s_ref_t *r, double *dp, float g, const double *wts,
                        int *bad) {
-    const double h = 1e-5;
-    double keep = *dp;
-    *dp = keep + h;
-    double lp = s_ref_loss(r, s_tok, s_len, S_B, S_T, 0.7, wts, NULL);
-    *dp = keep - h;
-    double lm = s_ref_loss(r, s_tok, s_len, S_B, S_T, 0.7, wts, NULL);
-    *dp = keep;
-    double fd = (lp - lm) / (2 * h);
+    s_fd_ctx_t c = {r, wts};
+    double fd = rl_fd_central_d(s_fd_loss, &c, dp, 0, 1e-5);
     // Tolerance: the truncation error of the double difference is h^2 f''' / 6 ~ 1e-10 and its
     // rounding 1e-16 / h ~ 1e-11, so fd is exact to ~1e-9; the float backward rounds each of
     // its O(10^2) products per gradient entry at 6e-8 relative, on terms of O(1): expect a few

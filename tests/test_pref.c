@@ -17,6 +17,7 @@
 #include "rl_err.h"
 #include "rl_pref.h"
 #include "rl_test.h"
+#include "rl_test_fd.h"
 #include "rl_test_golden.h"
 
 #include <jansson.h>
@@ -485,21 +486,16 @@ static double s_dpo_l(const double *sw, const double *sl, const int *nw, const i
     return loss;
 }
 
-// Richardson-extrapolated central difference of f along one coordinate x[i].
-#define FD_RICHARDSON(x, i, expr, out)                                                             \
-    do {                                                                                           \
-        double d_[2];                                                                              \
-        for (int s_ = 0; s_ < 2; s_++) {                                                           \
-            const double h_ = s_ ? 1.0 / 128.0 : 1.0 / 64.0, x0_ = (x)[i];                         \
-            (x)[i] = x0_ + h_;                                                                     \
-            const double p_ = (expr);                                                              \
-            (x)[i] = x0_ - h_;                                                                     \
-            const double m_ = (expr);                                                              \
-            (x)[i] = x0_;                                                                          \
-            d_[s_] = (p_ - m_) / (2.0 * h_);                                                       \
-        }                                                                                          \
-        (out) = (4.0 * d_[1] - d_[0]) / 3.0;                                                       \
-    } while (0)
+// The DPO loss at x = (s_w, s_l), 2 FN numbers (an rl_fd_fn_d; ctx: s_dpo_fd_t).
+typedef struct {
+    const rl_pref_dpo_t *c;
+    double D, N;
+} s_dpo_fd_t;
+
+static double s_dpo_fd(void *ctx, const double *x) {
+    const s_dpo_fd_t *k = ctx;
+    return s_dpo_l(x, x + FN, f_nw, f_nl, FN, k->c, k->D, k->N, NULL, NULL);
+}
 
 static void test_dpo_fd(void) {
     const int types[3] = {RL_PREF_SIGMOID, RL_PREF_HINGE, RL_PREF_IPO};
@@ -521,33 +517,18 @@ static void test_dpo_fd(void) {
         for (int e = 0; e < 2; e++) {
             for (int a = 0; a < 2; a++) {
                 rl_pref_dpo_t c = s_cfg(types[t], 0.1, epss[e], alphas[a]);
-                double sw[FN], sl[FN], dw[FN], dl[FN];
-                memcpy(sw, f_sw, sizeof(sw));
-                memcpy(sl, f_sl, sizeof(sl));
-                s_dpo_l(sw, sl, f_nw, f_nl, FN, &c, D, N, dw, dl);
-                double max_fd = 0.0, max_err = 0.0;
-                char where[64] = "";
-                for (int i = 0; i < FN; i++) {
-                    double fw, fl;
-                    FD_RICHARDSON(sw, i, s_dpo_l(sw, sl, f_nw, f_nl, FN, &c, D, N, NULL, NULL), fw);
-                    FD_RICHARDSON(sl, i, s_dpo_l(sw, sl, f_nw, f_nl, FN, &c, D, N, NULL, NULL), fl);
-                    max_fd = fmax(max_fd, fmax(fabs(fw), fabs(fl)));
-                    if (fabs(dw[i] - fw) > max_err) {
-                        max_err = fabs(dw[i] - fw);
-                        snprintf(where, sizeof(where), "ds_w[%d] %.12g vs fd %.12g", i, dw[i], fw);
-                    }
-                    if (fabs(dl[i] - fl) > max_err) {
-                        max_err = fabs(dl[i] - fl);
-                        snprintf(where, sizeof(where), "ds_l[%d] %.12g vs fd %.12g", i, dl[i], fl);
-                    }
-                }
-                const double rel = max_err / max_fd;
-                worst = fmax(worst, rel);
+                double x[2 * FN], g[2 * FN]; // (s_w, s_l) and (ds_w, ds_l)
+                memcpy(x, f_sw, sizeof(f_sw));
+                memcpy(x + FN, f_sl, sizeof(f_sl));
+                s_dpo_l(x, x + FN, f_nw, f_nl, FN, &c, D, N, g, g + FN);
+                s_dpo_fd_t k = {&c, D, N};
+                rl_fd_cmp_t r = RL_FD_CHECK_D(s_dpo_fd, &k, x, g, 2 * FN, 1.0 / 64.0, NULL, TOL_FD,
+                                              "dpo fd %s eps %g alpha %g (x = s_w, s_l)", tnames[t],
+                                              epss[e], alphas[a]);
+                CHECK_MSG(r.max_fd > 0.0, "dpo fd %s eps %g alpha %g: the loss is flat", tnames[t],
+                          epss[e], alphas[a]);
+                worst = fmax(worst, r.rel);
                 combos++;
-                CHECK_MSG(max_fd > 0.0 && rel <= TOL_FD,
-                          "dpo fd %s eps %g alpha %g: %.3g of max "
-                          "%.3g, worst %s",
-                          tnames[t], epss[e], alphas[a], max_err, max_fd, where);
             }
         }
     }
@@ -566,6 +547,17 @@ static double s_rm_l(const double *qw, const double *ql, const double *m, double
     return loss;
 }
 
+// The reward model's loss at x = (q_w, q_l), 2 FN numbers (an rl_fd_fn_d; ctx: s_rm_fd_t).
+typedef struct {
+    const double *m;
+    double center;
+} s_rm_fd_t;
+
+static double s_rm_fd(void *ctx, const double *x) {
+    const s_rm_fd_t *k = ctx;
+    return s_rm_l(x, x + FN, k->m, k->center, NULL, NULL);
+}
+
 static void test_rm_fd(void) {
     static const double q_w[FN] = {1.25, -0.5, 3.0, 0.75, -2.0, 0.125, 4.5};
     static const double q_l[FN] = {0.5, 1.5, -1.25, 0.75, -3.5, 2.0, 1.0};
@@ -576,29 +568,18 @@ static void test_rm_fd(void) {
     for (int wm = 0; wm < 2; wm++) {
         for (int k = 0; k < 2; k++) {
             const double *m = wm ? marg : NULL;
-            double qw[FN], ql[FN], dw[FN], dl[FN];
-            memcpy(qw, q_w, sizeof(qw));
-            memcpy(ql, q_l, sizeof(ql));
-            s_rm_l(qw, ql, m, centers[k], dw, dl);
-            double max_fd = 0.0, max_err = 0.0;
-            for (int i = 0; i < FN; i++) {
-                double fw, fl;
-                FD_RICHARDSON(qw, i, s_rm_l(qw, ql, m, centers[k], NULL, NULL), fw);
-                FD_RICHARDSON(ql, i, s_rm_l(qw, ql, m, centers[k], NULL, NULL), fl);
-                max_fd = fmax(max_fd, fmax(fabs(fw), fabs(fl)));
-                max_err = fmax(max_err, fmax(fabs(dw[i] - fw), fabs(dl[i] - fl)));
-                if (fabs(dw[i] - fw) > TOL_FD * 0.1 || fabs(dl[i] - fl) > TOL_FD * 0.1) {
-                    fprintf(stderr,
-                            "  rm fd margin %d center %g pair %d: dq_w %.12g fd %.12g, "
-                            "dq_l %.12g fd %.12g\n",
-                            wm, centers[k], i, dw[i], fw, dl[i], fl);
-                }
-            }
-            const double rel = max_err / max_fd;
-            worst = fmax(worst, rel);
+            double x[2 * FN], g[2 * FN]; // (q_w, q_l) and (dq_w, dq_l)
+            memcpy(x, q_w, sizeof(q_w));
+            memcpy(x + FN, q_l, sizeof(q_l));
+            s_rm_l(x, x + FN, m, centers[k], g, g + FN);
+            s_rm_fd_t c = {m, centers[k]};
+            rl_fd_cmp_t r =
+                RL_FD_CHECK_D(s_rm_fd, &c, x, g, 2 * FN, 1.0 / 64.0, NULL, TOL_FD,
+                              "rm fd margin %d center %g (x = q_w, q_l)", wm, centers[k]);
+            CHECK_MSG(r.max_fd > 0.0, "rm fd margin %d center %g: the loss is flat", wm,
+                      centers[k]);
+            worst = fmax(worst, r.rel);
             combos++;
-            CHECK_MSG(max_fd > 0.0 && rel <= TOL_FD, "rm fd margin %d center %g: %.3g of max %.3g",
-                      wm, centers[k], max_err, max_fd);
         }
     }
     fprintf(stderr,
