@@ -9,7 +9,7 @@
 // step spent in collectives. The ceiling of tokens/s at dp 2 is twice the 1×1 figure (the same
 // run's 1×1 invocation in bench/mesh.sh); bytes are compared with 1/fsdp of the 1×1 figure.
 #include "rl_bench.h"
-#include "rl_algo.h"
+#include "rl_algos.h"
 #include "rl_coll.h"
 #include "rl_config.h"
 #include "rl_loss.h"

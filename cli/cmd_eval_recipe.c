@@ -5,7 +5,7 @@
 // eval/rewards/<name>/mean, eval/accuracy, eval/accuracy_greedy, eval/pass@k. The model is the
 // recipe's, or --model/--adapter, or a run folder's final/ (--run).
 #include "rl_chat.h"
-#include "rl_algo.h"
+#include "rl_algos.h"
 #include "rl_cli.h"
 #include "rl_config.h"
 #include "rl_err.h"

@@ -3,7 +3,7 @@
 // recipe.yaml, and starts the controller (roles/rl_controller) with the workers the recipe's
 // algorithm needs (roles/rl_algo_*).
 #include "rl_cli.h"
-#include "rl_algo.h"
+#include "rl_algos.h"
 #include "rl_config.h"
 #include "rl_controller.h"
 #include "rl_err.h"

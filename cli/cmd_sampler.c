@@ -1,6 +1,7 @@
 // rlctl sampler serve — a sampler on another host (roles/rl_serve.h, docs/remote.md); rlctl
 // keygen — the CURVE key pair it and the controller authenticate with (roles/rl_curve.h).
 #include "rl_cli.h"
+#include "rl_algos.h"
 #include "rl_curve.h"
 #include "rl_serve.h"
 
@@ -62,6 +63,7 @@ static int s_serve(int argc, char **argv) {
     }
     rl_serve_opts_t o;
     memset(&o, 0, sizeof o);
+    o.algos = rl_algos();
     o.heartbeat = 1.0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;

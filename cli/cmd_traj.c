@@ -7,7 +7,7 @@
 // the damage instead of dying (docs/trajectories.md, "A damaged store"). Token ids become text
 // with the tokenizer named by the run's recipe.yaml.
 #include "rl_cli.h"
-#include "rl_algo.h"
+#include "rl_algos.h"
 
 #include "rl_config.h"
 #include "rl_err.h"

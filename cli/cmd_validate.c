@@ -1,7 +1,7 @@
 // rlctl validate — check a recipe (plus command-line overrides) and print it resolved, or print
 // every error and exit 2. Also prints the key reference (--keys) that docs/recipe.md embeds.
 #include "rl_cli.h"
-#include "rl_algo.h"
+#include "rl_algos.h"
 #include "rl_config.h"
 #include "rl_controller.h"
 #include "rl_err.h"

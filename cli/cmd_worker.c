@@ -1,6 +1,7 @@
 // rlctl worker — a worker process of a run (roles/rl_worker.h). Started by the controller of
 // `rlctl run`; not meant to be typed by hand, but runnable by hand to debug a role.
 #include "rl_cli.h"
+#include "rl_algos.h"
 #include "rl_role.h"
 #include "rl_worker.h"
 
@@ -37,6 +38,7 @@ int rl_cmd_worker(int argc, char **argv) {
     }
     rl_worker_opts_t o;
     memset(&o, 0, sizeof(o));
+    o.algos = rl_algos();
     o.heartbeat = 1.0;
     o.secret_fd = -1;
     for (int i = 1; i < argc; i++) {

@@ -5,7 +5,7 @@
 // skipped; a recipe that then loads must print as YAML that loads again to the same text (the
 // fixed point `rlctl validate` promises), or the target aborts.
 #include "rl_config.h"
-#include "rl_algo.h"
+#include "rl_algos.h"
 #include "rl_err.h"
 
 #include <stddef.h>

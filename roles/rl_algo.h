@@ -5,8 +5,10 @@
 // score -> reference -> advantages -> store -> train -> sync), the way its paper does, with the
 // losses of the registry (trainer/rl_loss.h). The controller (rl_controller) keeps the run's
 // lifecycle for every algorithm: the run folder, starting the workers, the cadence of
-// evaluation, logging and checkpoints, resume, signals, final/. Adding an algorithm: copy the
-// closest sibling, give it its name, and add its one line to S_ALGOS in rl_algo.c.
+// evaluation, logging and checkpoints, resume, signals, final/), given the algorithm by its
+// caller: this header is the seam the controller knows; the catalog of algorithms is rl_algos.h.
+// Adding an algorithm: copy the
+// closest sibling, give it its name, and add its one line to RL_ALGOS (rl_algos.h).
 #ifndef RL_ALGO_H
 #define RL_ALGO_H
 
@@ -74,20 +76,6 @@ typedef struct {
                       // before/after of the closing summary); 0: every train.eval_every steps
                       // only (TRL's SFT default)
 } rl_algo_t;
-
-// Every algorithm of the build, in the order the docs and algorithm.name's choices list them:
-// rl_algo_<a> is defined in rl_algo_<a>.c, whose recipe.name is "<a>". Adding one: one line.
-#define RL_ALGOS(X) X(grpo) X(sft) X(ppo) X(dpo) X(rm)
-
-#define RL_ALGO_DECLARE(a) extern const rl_algo_t rl_algo_##a;
-RL_ALGOS(RL_ALGO_DECLARE)
-#undef RL_ALGO_DECLARE
-
-// The algorithm of a recipe's algorithm.name, or NULL. borrowed; valid until program exit.
-const rl_algo_t *rl_algo_find(const char *name);
-// The catalog of every algorithm, which recipes are loaded with (rl_recipe_load_file).
-// borrowed; valid until program exit.
-const rl_recipe_algos_t *rl_algos(void);
 
 #ifdef __cplusplus
 }

@@ -19,7 +19,7 @@
 //     (rl_rollout_evaluate, as GRPO does);
 //   - with data.eval_pairs, the same loss and metrics as training on the held-out pairs under
 //     eval/ (the policy's sums from the actor, no dropout; the reference's from the cache).
-#include "rl_algo.h"
+#include "rl_algos.h"
 
 #include "rl_chat.h"
 #include "rl_clock.h"

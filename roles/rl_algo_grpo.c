@@ -22,7 +22,7 @@
 // resume from a train.save_every checkpoint continues exactly.
 // Evaluation samples the held-out prompts at the recipe's temperature and greedily and scores
 // the task's rule (math_answer against data.answer_field).
-#include "rl_algo.h"
+#include "rl_algos.h"
 
 #include "rl_clock.h"
 #include "rl_err.h"

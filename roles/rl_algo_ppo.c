@@ -18,7 +18,7 @@
 //      adaptive controller moves beta when algorithm.kl_target > 0;
 //   9. the updated weights to the samplers.
 // Evaluation is GRPO's (rl_rollout_evaluate).
-#include "rl_algo.h"
+#include "rl_algos.h"
 
 #include "rl_clock.h"
 #include "rl_err.h"

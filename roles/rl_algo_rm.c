@@ -15,7 +15,7 @@
 // data.eval_pairs): the same loss and eval/rm/accuracy, eval/rm/margin on the held-out pairs from
 // the actor's scores (no dropout, no update). final/ is an HF sequence classifier
 // (<Arch>ForSequenceClassification, LoRA merged) that `rewards: - model:` and critic.init load.
-#include "rl_algo.h"
+#include "rl_algos.h"
 
 #include "rl_clock.h"
 #include "rl_err.h"

@@ -9,7 +9,7 @@
 // Evaluation: eval/loss over the held-out examples (the same loss, through the actor's logprobs,
 // no dropout), and, when the recipe scores with math_answer, eval/accuracy at the sampling
 // temperature and greedily on the samplers (the actor's weights synced to them first).
-#include "rl_algo.h"
+#include "rl_algos.h"
 
 #include "rl_chat.h"
 #include "rl_clock.h"

@@ -1,7 +1,6 @@
 // rl_serve — a remote sampler: CURVE server, sessions, the sampler role's verbs (see rl_serve.h).
 #define _XOPEN_SOURCE 700 // realpath
 #include "rl_serve.h"
-#include "rl_algo.h"
 
 #include "rl_chan.h"
 #include "rl_config.h"
@@ -525,7 +524,7 @@ static int s_configure(s_serve_t *s, const rl_msg_t *req, char *err, size_t err_
     }
     snprintf(ov + k, sizeof ov - k, "\"");
     const char *ovs[1] = {ov};
-    rc = rl_recipe_load_string(rl_algos(), q.recipe, q.recipe_len, "<configure>", ovs, 1,
+    rc = rl_recipe_load_string(s->o->algos, q.recipe, q.recipe_len, "<configure>", ovs, 1,
                                RL_RECIPE_NO_FILE_CHECKS, &s->recipe, err, err_len);
     // the in-process model samples with one sampler; with several it serves HTTP only
     if (!rc && (s->o->samplers <= 1 || s->o->http)) {

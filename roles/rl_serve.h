@@ -21,6 +21,8 @@
 #ifndef RL_SERVE_H
 #define RL_SERVE_H
 
+#include "rl_config.h"
+
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -47,6 +49,8 @@ typedef struct {
     const char *http_token; // bearer token file (required unless http is a loopback address)
     int http_max_work;      // the most tokens of work one HTTP request may ask for (0: the
                             // default, RL_HTTP_MAX_WORK)
+    const rl_recipe_algos_t *algos; // the algorithms an attached run's recipe is loaded with
+                                    // (the caller's: rl_algos())
 } rl_serve_opts_t;
 
 // With opts->http, completions are answered from the session's model (503 between runs) under

@@ -3,7 +3,6 @@
 // this file is the loop around them: dispatch by the role's verb table, answer every request
 // (ok = false with the handler's error when it fails), drop what the controller did not send.
 #include "rl_worker.h"
-#include "rl_algo.h"
 
 #include "rl_chan.h"
 #include "rl_config.h"
@@ -56,7 +55,7 @@ static int s_configure(s_worker_t *w, const rl_msg_t *req, char *err, size_t err
     rl_recipe_destroy(&w->recipe);
     // the controller checked the recipe's files on its host; a worker loads what its role needs
     // and fails on that if it is missing (a sampler of `sampler serve --samplers N` is on another)
-    rc = rl_recipe_load_string(rl_algos(), q.recipe, q.recipe_len, "<configure>", NULL, 0,
+    rc = rl_recipe_load_string(w->o->algos, q.recipe, q.recipe_len, "<configure>", NULL, 0,
                                RL_RECIPE_NO_FILE_CHECKS, &w->recipe, err, err_len);
     if (!rc) {
         rl_role_env_t env = {(int)q.threads, w->mesh};

@@ -29,6 +29,8 @@ typedef struct {
     const rl_role_t *serves; // that role's table (rl_role_find(role)): passed in, so the loop
                              // serves any table (a test's fake roles too); NULL: an unknown
                              // role, which the worker reports in its hello
+    const rl_recipe_algos_t *algos; // the algorithms its `configure` recipe is loaded with
+                                    // (the caller's: rl_algos())
     int rank;
     const char *endpoint; // the controller's ROUTER
     int parent;           // the controller's pid (0: do not watch, accept any sender of our uid)

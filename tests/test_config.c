@@ -4,7 +4,7 @@
 // rewards/, the bad-recipe corpus (tests/fixtures/recipes/bad/*.yaml, each carrying its
 // expected messages as "# expect:" lines) and the rlctl binary's exit codes.
 #include "rl_config.h"
-#include "rl_algo.h"
+#include "rl_algos.h"
 #include "rl_loss.h"
 #include "rl_config_priv.h" // rl_cfg_algo_defaults with rows of the test's own
 #include "rl_err.h"

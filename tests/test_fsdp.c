@@ -18,7 +18,7 @@
 // figure, each rank trained on its share of the rows, and all ranks together on every token
 // exactly once per step.
 #include "rl_coll.h"
-#include "rl_algo.h"
+#include "rl_algos.h"
 #include "rl_config.h"
 #include "rl_err.h"
 #include "rl_loss.h"

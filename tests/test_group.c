@@ -12,6 +12,7 @@
 //   - an unknown peer name and a second collect of the same id are refused;
 //   - destroy stops every worker (their pids are gone).
 #include "rl_err.h"
+#include "rl_algos.h"
 #include "rl_group.h"
 #include "rl_proto.h"
 #include "rl_role.h"
@@ -120,6 +121,7 @@ static const rl_role_t s_echo = {"echo", s_setup, s_teardown, s_verbs,
 static int s_worker(int argc, char **argv) {
     rl_worker_opts_t o;
     memset(&o, 0, sizeof o);
+    o.algos = rl_algos();
     o.secret_fd = -1;
     o.heartbeat = 1.0;
     for (int i = 2; i + 1 < argc; i += 2) {

@@ -13,7 +13,7 @@
 // update in micro-batches of one pair. The reward model's step (the registry's "rm"): its loss
 // from the scores, learning three pairs, the same update in micro-batches of one pair.
 #include "rl_config.h"
-#include "rl_algo.h"
+#include "rl_algos.h"
 #include "rl_err.h"
 #include "rl_head.h"
 #include "rl_hf.h"

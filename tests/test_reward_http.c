@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "rl_clock.h"
-#include "rl_algo.h"
+#include "rl_algos.h"
 #include "rl_config.h"
 #include "rl_err.h"
 #include "rl_reward.h"

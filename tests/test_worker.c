@@ -19,7 +19,7 @@
 //   - a worker whose socket is answered by a process other than its --parent drops every order
 //     from it (no reply, no shutdown) and says so in its log.
 #include "rl_config.h"
-#include "rl_algo.h"
+#include "rl_algos.h"
 #include "rl_proto.h"
 #include "rl_test.h"
 #include "rl_wire.h"

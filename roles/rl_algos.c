@@ -1,5 +1,6 @@
-// rl_algo — the catalog of the algorithms that RL_ALGOS (rl_algo.h) lists; each is its own file.
-#include "rl_algo.h"
+// rl_algos — the catalog of the algorithms that RL_ALGOS (rl_algos.h) lists; each is its own
+// file.
+#include "rl_algos.h"
 
 #include <string.h>
 
