@@ -2,4 +2,4 @@
 # destination) beside raw ZeroMQ ipc zero-copy transfer of the same bytes, measured in the same
 # run. A program, not a test.
 add_executable(bench_sync ${CMAKE_CURRENT_SOURCE_DIR}/bench_sync.c)
-target_link_libraries(bench_sync PRIVATE rl_roles)
+target_link_libraries(bench_sync PRIVATE rl_algorithms rl_serving)

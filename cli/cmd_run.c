@@ -1,7 +1,7 @@
 // rlctl run — run a recipe: checks it, opens the run folder under the rules of DESIGN.md §3
 // (refuse a folder holding a run unless --resume or --force; a lock file), writes the resolved
-// recipe.yaml, and starts the controller (roles/rl_controller) with the workers the recipe's
-// algorithm needs (roles/rl_algo_*).
+// recipe.yaml, and starts the controller (run/rl_controller) with the workers the recipe's
+// algorithm needs (algorithms/rl_algo_*).
 #include "rl_cli.h"
 #include "rl_algos.h"
 #include "rl_config.h"

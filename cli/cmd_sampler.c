@@ -1,5 +1,5 @@
-// rlctl sampler serve — a sampler on another host (roles/rl_serve.h, docs/remote.md); rlctl
-// keygen — the CURVE key pair it and the controller authenticate with (roles/rl_curve.h).
+// rlctl sampler serve — a sampler on another host (serving/rl_serve.h, docs/remote.md); rlctl
+// keygen — the CURVE key pair it and the controller authenticate with (transport/rl_curve.h).
 #include "rl_cli.h"
 #include "rl_algos.h"
 #include "rl_curve.h"

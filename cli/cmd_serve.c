@@ -1,5 +1,5 @@
 // rlctl serve — a finished model (+ a PEFT adapter) behind the OpenAI-compatible completions
-// endpoint (roles/rl_http.h), so the tools users already have (curl, the openai client) can query
+// endpoint (serving/rl_http.h), so the tools users already have (curl, the openai client) can query
 // it.
 #include "rl_cli.h"
 #include "rl_http.h"

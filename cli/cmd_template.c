@@ -1,5 +1,5 @@
 // rlctl template — renders a conversation with a model's chat template exactly as transformers'
-// apply_chat_template would (model/rl_chat over the Jinja engine), printing the text as it is (no
+// apply_chat_template would (text/rl_chat over the Jinja engine), printing the text as it is (no
 // newline added), so anyone can compare the two byte for byte.
 #include "rl_chat.h"
 #include "rl_cli.h"

@@ -1,5 +1,5 @@
 // cmd_tokenize — `rlctl tokenize` (text -> ids) and `rlctl detokenize` (ids -> text) with a
-// Hugging Face tokenizer.json (model/rl_tokenizer). Not a chat renderer: text goes in as is.
+// Hugging Face tokenizer.json (text/rl_tokenizer). Not a chat renderer: text goes in as is.
 #include "rl_cli.h"
 
 #include "rl_err.h"

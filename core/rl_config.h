@@ -95,7 +95,7 @@ typedef struct {
 #define RL_RECIPE_BIG 1e300
 
 // ---- algorithms ---------------------------------------------------------------------------
-// An algorithm's part of the recipe is declared in the algorithm's own file (roles/rl_algo_*.c):
+// An algorithm's part of the recipe is declared in the algorithm's own file (algorithms/rl_algo_*.c):
 // its name, what it does (which shared keys apply), its own keys (fragments of schema rows in
 // section "algorithm"; a fragment several algorithms share, such as the policy-gradient loss's
 // clip knobs, is declared once by its owner and listed by each), its defaults of keys it shares
@@ -327,7 +327,7 @@ typedef struct {
     void *settings; // def->settings_size bytes: the algorithm's own struct (its file declares
                     // it), owned by the recipe; NULL when it has none
     // The keys the losses and rollouts read in the worker processes too (their rows live
-    // with their owners: trainer/rl_grpo.c, trainer/rl_loss.c, roles/rl_rollout.c, and the
+    // with their owners: trainer/rl_grpo.c, trainer/rl_loss.c, run/rl_rollout.c, and the
     // algorithm that alone has them). An algorithm's other keys are in its settings.
     int scale_rewards;                           // GRPO: RL_RECIPE_SCALE_*
     int advantage;                               // GRPO: RL_RECIPE_ADV_*

@@ -156,7 +156,7 @@ static void s_check_step_batch(rl_cfg_ctx_t *c) {
 
 // ---------------------------------------------------------------------------------------------
 // the checks of what an algorithm does (rl_recipe_algo_def_t.uses); its own checks are in its
-// file (roles/rl_algo_*.c), through the rl_recipe_check_* calls below
+// file (algorithms/rl_algo_*.c), through the rl_recipe_check_* calls below
 
 // An algorithm that samples its own policy (GRPO, PPO):
 //   - algorithm.dual_clip is 0 (off) or > 1 (dual-clip PPO bounds the loss of a negative

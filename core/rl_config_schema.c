@@ -101,7 +101,7 @@ const char *rl_recipe_reward_builtin_name(int which) {
 // One row per key; fields left out are 0 / NULL (no flags, min = max = 0, every algorithm, no
 // gate). `def` is YAML text parsed by the same code as a recipe, so a default can never be a
 // value the recipe itself would reject (the tests load an all-defaults recipe). An algorithm's
-// own keys are its definition's (roles/rl_algo_*.c), and an algorithm whose default of a shared
+// own keys are its definition's (algorithms/rl_algo_*.c), and an algorithm whose default of a shared
 // key differs says so in its definition's `defaults`.
 static const rl_recipe_key_t s_keys[] = {
     // run ------------------------------------------------------------------------------------

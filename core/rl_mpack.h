@@ -5,7 +5,7 @@
 // bytes, a map of n entries 2n) and against the caller's cap, before the caller allocates for it;
 // nothing here allocates. A failure leaves the cursor where it was and records in the cursor what
 // went wrong: the offset of the item, the kind of failure, what was expected and what was found.
-// The role protocol (roles/rl_wire) and the trajectory records (rollout/rl_traj) decode with it
+// The role protocol (transport/rl_wire) and the trajectory records (rollout/rl_traj) decode with it
 // and word their own messages from that record.
 // Not a writer (msgpack-c encodes), not a tree builder, not a validator of whole documents.
 #ifndef RL_MPACK_H

@@ -4,7 +4,9 @@
 file(GLOB rl_public_headers CONFIGURE_DEPENDS
      ${CMAKE_SOURCE_DIR}/core/*.h ${CMAKE_SOURCE_DIR}/model/*.h ${CMAKE_SOURCE_DIR}/trainer/*.h
      ${CMAKE_SOURCE_DIR}/rollout/*.h ${CMAKE_SOURCE_DIR}/rewards/*.h ${CMAKE_SOURCE_DIR}/mesh/*.h
-     ${CMAKE_SOURCE_DIR}/roles/*.h ${CMAKE_SOURCE_DIR}/cli/*.h ${CMAKE_SOURCE_DIR}/include/rlctl/*.h)
+     ${CMAKE_SOURCE_DIR}/roles/*.h ${CMAKE_SOURCE_DIR}/cli/*.h ${CMAKE_SOURCE_DIR}/include/rlctl/*.h
+     ${CMAKE_SOURCE_DIR}/text/*.h ${CMAKE_SOURCE_DIR}/transport/*.h ${CMAKE_SOURCE_DIR}/run/*.h
+     ${CMAKE_SOURCE_DIR}/algorithms/*.h ${CMAKE_SOURCE_DIR}/serving/*.h)
 set(rl_header_srcs "")
 foreach(h ${rl_public_headers})
   get_filename_component(stem ${h} NAME_WE)
@@ -17,4 +19,6 @@ add_library(rl_header_check OBJECT ${rl_header_srcs})
 target_include_directories(rl_header_check PRIVATE ${CMAKE_BINARY_DIR}/generated
   ${CMAKE_SOURCE_DIR}/core ${CMAKE_SOURCE_DIR}/model ${CMAKE_SOURCE_DIR}/trainer
   ${CMAKE_SOURCE_DIR}/rollout ${CMAKE_SOURCE_DIR}/rewards ${CMAKE_SOURCE_DIR}/roles
-  ${CMAKE_SOURCE_DIR}/cli ${CMAKE_SOURCE_DIR}/mesh ${CMAKE_SOURCE_DIR}/include)
+  ${CMAKE_SOURCE_DIR}/cli ${CMAKE_SOURCE_DIR}/mesh ${CMAKE_SOURCE_DIR}/include
+  ${CMAKE_SOURCE_DIR}/text ${CMAKE_SOURCE_DIR}/transport ${CMAKE_SOURCE_DIR}/run
+  ${CMAKE_SOURCE_DIR}/algorithms ${CMAKE_SOURCE_DIR}/serving)

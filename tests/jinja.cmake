@@ -4,7 +4,7 @@
 # and Llama-3.2 templates, written by tests/reference/make_jinja_goldens.py). The templates are
 # fetched by tests/reference/fetch_tokenizers.sh; without them the golden part fails only when
 # CI=true.
-rl_add_test(NAME model.jinja SOURCES test_jinja.c LIBS rl_model LABELS unit ARGS unit
+rl_add_test(NAME text.jinja SOURCES test_jinja.c LIBS rl_text LABELS unit ARGS unit
             TIMEOUT 120)
-rl_add_test(NAME model.jinja_goldens SOURCES test_jinja.c LIBS rl_model LABELS unit
+rl_add_test(NAME text.jinja_goldens SOURCES test_jinja.c LIBS rl_text LABELS unit
             ARGS goldens TIMEOUT 120)

@@ -22,7 +22,7 @@ endforeach()
 add_executable(test_fsdp test_fsdp.c)
 target_include_directories(test_fsdp PRIVATE ${RL_TEST_SOURCE_DIR})
 target_compile_definitions(test_fsdp PRIVATE RL_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
-target_link_libraries(test_fsdp PRIVATE rl_roles)
+target_link_libraries(test_fsdp PRIVATE rl_algorithms rl_serving)
 add_test(NAME mesh.fsdp
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/fsdp_check.sh $<TARGET_FILE:test_fsdp>
                  ${MPIEXEC_EXECUTABLE} ${CMAKE_CURRENT_BINARY_DIR}/fsdp)

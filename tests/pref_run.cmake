@@ -1,4 +1,4 @@
-# roles/: `rlctl run` of the preference algorithms end to end on pairs made by the test. DPO:
+# run/: `rlctl run` of the preference algorithms end to end on pairs made by the test. DPO:
 # TRL's metrics, the reference cache across runs, exact resume, held-out pairs and prompts,
 # refused row layouts. RM: its metrics and held-out accuracy, final/ as an HF sequence classifier
 # that scores as the trained actor did, exact resume, margins, full tuning, training on from a

@@ -1,4 +1,4 @@
-// roles.group — the controller's request/reply group (roles/rl_group*.c) against fake workers.
+// roles.group — the controller's request/reply group (transport/rl_group*.c) against fake workers.
 // The suite is its own worker: rl_group_spawn starts /proc/self/exe, so `test_roles_group worker
 // --role R ...` runs the real worker loop (rl_worker_main) serving the fake roles below instead of
 // rlctl's. Checked, each naming the worker in its error:

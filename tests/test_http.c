@@ -1,4 +1,4 @@
-// tests for roles/rl_http's completions request (rl_http_complete), without HTTP, on
+// tests for serving/rl_http's completions request (rl_http_complete), without HTTP, on
 // cookbook/models/arith-base: a reply never leaves a value out (a model whose logits are NaN
 // gives a 500 naming the choice and token, where jansson used to drop every logprob from a 200;
 // a temperature whose logits / T overflow a float is a 400 naming it), the work cap (n x the sum

@@ -1,4 +1,4 @@
-// test_proto — the typed role messages (roles/rl_proto): every verb's request and reply goes
+// test_proto — the typed role messages (transport/rl_proto): every verb's request and reply goes
 // through encode -> the wire's bytes (rl_msg_encode / rl_msg_decode) -> decode and comes back
 // field for field; decoders refuse a missing field, a wrong type, tensors whose shared dimensions
 // disagree, and each verb's inconsistent sizes, naming the verb and the field; the envelope

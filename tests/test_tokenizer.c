@@ -1,7 +1,7 @@
 // test_tokenizer — rl_tokenizer against hand-made fixtures (unit) and against the goldens of the
 // official JS port on the real Qwen3 / Llama-3 tokenizer.json files (goldens).
-//   test_model_tokenizer            fixtures, errors, UTF-8, the rlctl tokenize/detokenize CLI
-//   test_model_tokenizer_goldens    tests/fixtures/tokenizer/goldens_*.jsonl, decode_*.jsonl
+//   test_text_tokenizer             fixtures, errors, UTF-8, the rlctl tokenize/detokenize CLI
+//   test_text_tokenizer_goldens     tests/fixtures/tokenizer/goldens_*.jsonl, decode_*.jsonl
 // The real tokenizer files are fetched by tests/reference/fetch_tokenizers.sh (never committed);
 // when they are missing the goldens suite fails and says so.
 #include "rl_test.h"

@@ -15,4 +15,4 @@ rl_add_test(NAME trainer.rundir SOURCES test_rundir.c LIBS rl_trainer LABELS uni
 rl_add_test(NAME trainer.sft SOURCES test_sft.c LIBS rl_trainer LABELS integration TIMEOUT 300)
 add_dependencies(test_trainer_sft rlctl)
 # the one training step every loss uses (rl_policy_step), on the cookbook's arith base model
-rl_add_test(NAME trainer.policy SOURCES test_policy.c LIBS rl_roles LABELS unit TIMEOUT 60)
+rl_add_test(NAME trainer.policy SOURCES test_policy.c LIBS rl_algorithms rl_serving LABELS unit TIMEOUT 60)

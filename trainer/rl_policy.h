@@ -1,6 +1,6 @@
 // rl_policy — the trainable policy of a run: the model (LoRA or full), its AdamW state and the one
 // training step every loss runs (rl_policy_step with a loss callback; each loss's adapter, next
-// to its math, is registered in rl_loss.h). The actor worker (roles/) holds one and serves its
+// to its math, is registered in rl_loss.h). The actor worker (roles/rl_role_actor.c) holds one and serves its
 // verbs with it: logprobs (of the policy, or of the reference = the same model with adapters
 // disabled), train (micro-batches: forward -> loss -> backward, clip, AdamW), export of the
 // trainable weights for the samplers, and checkpoint save/load. Read top to bottom in

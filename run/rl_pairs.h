@@ -2,7 +2,7 @@
 // pairs of data.train and data.eval_pairs as rl_data preference rows (example 2i: prompt +
 // chosen, 2i + 1: prompt + rejected, the loss mask on the completions), and the right-padded
 // (B,T) rows of a set of their examples, as a train or logprobs request carries them. Internal
-// to roles/.
+// to run/ and algorithms/.
 #ifndef RL_PAIRS_H
 #define RL_PAIRS_H
 

@@ -2,7 +2,7 @@
 // data order, RNG, tokens), its store and metrics, and typed calls on the role groups (generate
 // over the samplers, score, logprobs of the actor or the reference, train, weight sync,
 // evaluation by sampling). The controller (rl_controller) owns the run's lifecycle and fills
-// this in; an algorithm file (rl_algo_*.c) reads and calls it. Internal to roles/: the struct is
+// this in; an algorithm file (rl_algo_*.c) reads and calls it. Internal to run/ and algorithms/: the struct is
 // open so that an algorithm reads like its paper (`run->r->algorithm.beta`, `run->step`).
 #ifndef RL_RUN_H
 #define RL_RUN_H

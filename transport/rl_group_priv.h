@@ -1,4 +1,4 @@
-// rl_group_priv — what the parts of rl_group share, and nobody outside roles/rl_group*.c uses:
+// rl_group_priv — what the parts of rl_group share, and nobody outside transport/rl_group*.c uses:
 // the group's struct and its workers, launchers and pending requests, and the helpers one part
 // calls in another. Not an API: rl_group.h is. Names are rl_grp_*; everything file-local stays
 // static s_* in its part:

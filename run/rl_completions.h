@@ -1,7 +1,7 @@
 // rl_completions — a few of a step's completions printed as a table beside the metrics
 // (`log.completions: N`, TRL's log_completions): the first sample of each of the step's first N
 // prompts, with its prompt, completion, each reward, the total, the advantage and how it ended.
-// Internal to roles/.
+// Internal to run/ and the algorithms.
 #ifndef RL_COMPLETIONS_H
 #define RL_COMPLETIONS_H
 

@@ -3,7 +3,7 @@
 // completions -> reward scores -> the actor's (B,T) batch), the step's records for the
 // trajectory store, the metrics every such algorithm logs, and the held-out evaluation. An
 // algorithm file (rl_algo_grpo.c, rl_algo_ppo.c) adds its own math between these calls: the
-// advantages, the reference and the critic, the update. Internal to roles/; the structs are open
+// advantages, the reference and the critic, the update. Internal to run/ and algorithms/; the structs are open
 // so that an algorithm reads like its paper.
 #ifndef RL_ROLLOUT_H
 #define RL_ROLLOUT_H

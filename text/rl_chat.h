@@ -1,6 +1,6 @@
 // rl_chat — renders conversations into a chat model's prompt text with the model's own Jinja
 // chat template (tokenizer_config.json's `chat_template`, or chat_template.jinja), exactly as
-// transformers' apply_chat_template does (model/rl_jinja: the engine; docs/templates.md), or
+// transformers' apply_chat_template does (text/rl_jinja: the engine; docs/templates.md), or
 // with one of the built-in templates (`chatml`, `llama3`: template texts of our own, rendered by
 // the same engine). The context a template sees: `messages` (as given: role, content, and any
 // other field such as tool_calls or reasoning_content), `tools` when given,
