@@ -4,6 +4,7 @@
 // list of layer calls, backward the same calls in exact reverse order; the cached step for the
 // sampler shares the projections with forward. No optimizer, loss, process or collective here.
 #include "rl_model.h"
+#include "rl_model_priv.h"
 
 #include "rl_err.h"
 #include "rl_layers.h"
@@ -26,138 +27,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-#define S_BIG_ENDIAN 1
-#else
-#define S_BIG_ENDIAN 0
-#endif
-
-// Rows of logits alive at once in the logprob head and in rl_model_step's sparse logits: as many
-// as keep chunk*V logits within S_HEAD_FLOATS (4 MiB), between 64 and 256 rows (rl_logprob's
-// cap): 256 at V <= 4096, 128 at V = 8192, the floor of 64 from V = 16,384 (V = 151,936: 39 MB
-// of logits, as before). Each chunk re-packs the lm_head in sgemm and (backward) reads and
-// writes its whole gradient; at V = 8192, C = 256, 2048 rows the head's forward + backward
-// took 480 ms at 128 rows vs 560 ms at 64, and no less at 256 (logits no longer in cache).
-#ifndef S_HEAD_FLOATS
-#define S_HEAD_FLOATS ((size_t)1 << 20)
-#endif
-#define S_HEAD_CHUNK_MIN 64
-#define S_HEAD_CHUNK_MAX 256
-
-static int s_head_chunk(int V) {
-    size_t c = S_HEAD_FLOATS / (size_t)V;
-    c = c < S_HEAD_CHUNK_MIN ? S_HEAD_CHUNK_MIN : c;
-    return c > S_HEAD_CHUNK_MAX ? S_HEAD_CHUNK_MAX : (int)c;
-}
-
-// One layer's saved activations of a forward; every pointer lies in the work allocation.
-// N = B*T rows; QD = NH*D, KVD = NKV*D.
-typedef struct {
-    float *ln1, *rstd1;     // (N,C), (N)     input_layernorm output and 1/rms
-    float *q, *k;           // (N,QD), (N,KVD) projections before q_norm/k_norm (qwen3 only)
-    float *rstdq, *rstdk;   // (N*NH), (N*NKV) per-head 1/rms (qwen3 only)
-    float *qr, *kr, *v;     // (N,QD), (N,KVD), (N,KVD) q and k after norm and RoPE; v
-    float *lse;             // (N*NH) attention log-sum-exp (rl_attention_forward_packed)
-    float *att;             // (N,QD) attention output
-    float *h;               // (N,C) residual stream after attention
-    float *ln2, *rstd2;     // (N,C), (N)
-    float *gate, *up, *act; // (N,I) each; act = silu(gate) * up
-    float *xa[RL_LORA_NMOD]; // (N,R) LoRA x A^T per targeted module
-} s_act_t;
-
-// Lanes of one forward at most (threads beyond it leave BLAS threads to each lane).
-enum { S_LANES_MAX = 16 };
-_Static_assert((int)S_LANES_MAX <= (int)RL_POOL_MAX, "a lane per pool worker");
-// Rows of a step per lane at least (below, a lane's GEMMs are too small to gain).
-enum { S_STEP_LANE_ROWS = 16 };
-
-struct rl_model {
-    rl_hf_config_t cfg;
-    rl_model_opts_t opts;
-    int C, I, NH, NKV, D, QD, KVD, V, L;
-
-    // ---- parameters
-    rl_st_model_t *st;        // kept open while tensors point into its mapping
-    float *param_mem;         // owned parameter floats (FULL: every tensor in HF order)
-    size_t param_n;           // floats in param_mem
-    int params_in_map;        // 1: some tensors point into the read-only mmap
-    rl_layer_params_t *layers, *glayers; // [L] each
-    rl_model_params_t params, grads;     // grads: FULL only (pointers NULL otherwise)
-    float *grad_mem;          // FULL: same layout as param_mem
-    float *inv_freq;          // (D/2)
-    int has_head;             // a vocabulary head (lm_head, or the tied embedding) was loaded
-    rl_model_unit_fn hook;    // opts.sharded: gathers and reduces units (rl_model.h)
-    void *hook_ctx;
-
-    // ---- LoRA
-    rl_lora_t *lora;          // NULL when no adapter
-    int lora_disabled;
-    uint64_t dropout_seed;
-
-    // ---- training work buffers (grown on demand, never shrunk). A forward packs its B
-    // sequences without padding: sequence b is rows starts[b]..starts[b+1]-1, N = starts[B].
-    int N_cap, T_cap, B_cap, sets_cap, grads_cap; // capacities of the work allocation
-    float *work;
-    int32_t *iwork;
-    s_act_t *acts;            // [sets_cap]; acts[l] (or acts[0] with recompute / eval)
-    float *x;                 // (L+1, N, C) layer inputs; x[L] is the final norm's input
-    float *lnf, *rstdf;       // (N,C), (N) final norm
-    float *lp_row, *ent_row, *dlp_row; // (N) head outputs per row (row t predicts token t+1)
-    float *mask, *xdrop, *ddrop;       // (N*maxin) LoRA dropout mask, branch input, its grad
-    float *att_scratch, *head_scratch;
-    float *rope_cs; // (T,D) cos and sin of each position's angles (rl_rope_table)
-    int rope_n;     // positions rope_cs holds
-    float *dres, *dln, *datt, *dqr, *dkr, *dq, *dk, *dv, *dact, *dgate, *dup, *dxa; // grads
-    int32_t *ids, *targets;      // (N) embedding ids, head targets (-1: none)
-    int *pos, *negpos, *lengths; // (N) positions, negated positions; (B)
-    int *starts;                 // (B+1) first row of each sequence
-    int *grow;                   // (N) the row's index b*T + t in the caller's padded batch: the
-                                 // LoRA dropout mask of a row is a function of it, not of packing
-    float *hid;                  // (B*T, C) rl_model_hidden: lnf unpacked, zeros at padding
-    size_t hid_cap;
-
-    // ---- lanes: a forward of B >= 2 sequences with T threads runs as P = min(T, B) lanes of
-    // contiguous sequences, each a shadow model (shared weights; its own work buffers and
-    // gradients, added into these after backward) on a thread of its own with one-thread BLAS.
-    // lane 0 is this model itself.
-    int shadow;                     // 1: a lane's shadow (owns only work buffers and gradients)
-    int lanes_max;                  // rl_model_set_lanes (0: the BLAS thread count)
-    int step_lanes;                 // rl_model_set_step_lanes (0: the BLAS thread count)
-    rl_pool_t *pool;                // the workers of rl_model_step (created on first use)
-    int n_lanes;                    // lanes of the last forward (1: no shadows ran)
-    int lane_b0[S_LANES_MAX + 1];   // lane k has sequences lane_b0[k]..lane_b0[k+1]-1
-    rl_model_t *lanes[S_LANES_MAX]; // [1..] shadows (created on first use)
-
-    // ---- last forward
-    int B, T, N, fwd_valid, fwd_train; // this lane's sequences, their T, packed rows
-    int fwd_B, fwd_T;                  // the caller's batch (B,T) (all lanes)
-    float temperature;
-    uint64_t fwd_step;
-
-    // ---- a GPU (opts.device): the device half, which runs forward and backward (rl_model_cuda.h)
-    rl_model_cuda_t *cuda;
-
-    char errmsg[512];
-};
-
-struct rl_kvcache {
-    const rl_model_t *model;
-    int n_slots, max_len;
-    size_t ldk;               // rl_attention_ldk(max_len)
-    float *k;                 // (L, n_slots, KVD, ldk): K transposed, after k_norm and RoPE
-    float *v;                 // (L, n_slots, max_len, KVD)
-    float *rope_cs;           // (max_len, D) RoPE cos and sin of every position (rl_rope_table)
-    // rl_model_step's scratch, grown with n: shared rows, and per worker xa and att_scratch
-    int n_cap, r_cap, p_cap; // rows, LoRA rank and workers the scratch was laid out for
-    float *work;
-    float *x, *ln, *q, *kk, *vv, *att, *o, *gate, *up, *hs, *lg;
-    float *xa[S_LANES_MAX], *att_scratch[S_LANES_MAX];
-};
-
-static int s_err(rl_model_t *self, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void s_lanes_free(rl_model_t *self);
-static int s_err(rl_model_t *self, int code, const char *fmt, ...) {
+int rl_mdl_err(rl_model_t *self, int code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(self->errmsg, sizeof self->errmsg, fmt, ap);
@@ -231,7 +101,7 @@ float **rl_model_params_find(rl_model_params_t *p, int L, const char *name) {
     return NULL;
 }
 
-static int64_t s_numel(const rl_hf_tensor_spec_t *t) {
+int64_t rl_mdl_numel(const rl_hf_tensor_spec_t *t) {
     return t->ndim == 1 ? t->shape[0] : t->shape[0] * t->shape[1];
 }
 
@@ -328,7 +198,7 @@ static int s_alloc_grads(rl_model_t *self, const rl_hf_tensor_spec_t *specs, int
         float **slot = rl_model_params_find(&self->grads, self->L, specs[i].name);
         RL_ASSERT(slot);
         *slot = g;
-        g += s_numel(&specs[i]);
+        g += rl_mdl_numel(&specs[i]);
     }
     if (self->cfg.tie_word_embeddings) {
         self->grads.lm_head = self->grads.embed_tokens; // both uses accumulate into one tensor
@@ -371,9 +241,9 @@ rl_model_t *rl_model_load(const char *dir, const rl_model_opts_t *opts, char *er
     size_t owned = 0;
     for (int i = 0; i < n; i++) {
         const rl_st_tensor_t *t = rl_st_model_find(self->st, specs[i].name);
-        int in_place = !full && !S_BIG_ENDIAN && t->dtype == RL_DTYPE_F32 &&
+        int in_place = !full && !RL_MDL_BIG_ENDIAN && t->dtype == RL_DTYPE_F32 &&
                        ((uintptr_t)t->data % sizeof(float)) == 0;
-        owned += in_place ? 0 : (size_t)s_numel(&specs[i]);
+        owned += in_place ? 0 : (size_t)rl_mdl_numel(&specs[i]);
     }
     if (owned && !(self->param_mem = malloc(owned * sizeof *self->param_mem))) {
         rl_errf(err, err_len, RL_ENOMEM, "out of memory for %zu parameters", owned);
@@ -385,7 +255,7 @@ rl_model_t *rl_model_load(const char *dir, const rl_model_opts_t *opts, char *er
         const rl_st_tensor_t *t = rl_st_model_find(self->st, specs[i].name);
         float **slot = rl_model_params_find(&self->params, self->L, specs[i].name);
         RL_ASSERT(slot);
-        int in_place = !full && !S_BIG_ENDIAN && t->dtype == RL_DTYPE_F32 &&
+        int in_place = !full && !RL_MDL_BIG_ENDIAN && t->dtype == RL_DTYPE_F32 &&
                        ((uintptr_t)t->data % sizeof(float)) == 0;
         // a NaN or inf weight would make every logprob NaN: refused here, naming the tensor
         if (rl_st_check_finite(t, dir, err, err_len) != 0) {
@@ -397,7 +267,7 @@ rl_model_t *rl_model_load(const char *dir, const rl_model_opts_t *opts, char *er
         } else {
             rl_st_to_f32(p, t);
             *slot = p;
-            p += s_numel(&specs[i]);
+            p += rl_mdl_numel(&specs[i]);
         }
     }
     if (cfg.tie_word_embeddings) {
@@ -443,7 +313,7 @@ rl_model_t *rl_model_new_random(const rl_hf_config_t *cfg, const rl_model_opts_t
     rl_rng_seed(&rng, seed);
     float *p = self->param_mem;
     for (int i = 0; i < n; i++) {
-        int64_t numel = s_numel(&specs[i]);
+        int64_t numel = rl_mdl_numel(&specs[i]);
         if (s_ends_with(specs[i].name, ".bias")) {
             memset(p, 0, (size_t)numel * sizeof *p);
         } else if (s_ends_with(specs[i].name, "norm.weight")) {
@@ -485,7 +355,7 @@ void rl_model_destroy(rl_model_t **self_p) {
     rl_model_t *self = *self_p;
     RL_ASSERT(!self->shadow);
     rl_model_cuda_destroy(&self->cuda);
-    s_lanes_free(self);
+    rl_mdl_lanes_free(self);
     rl_pool_destroy(&self->pool);
     free(self->hid);
     rl_lora_destroy(&self->lora);
@@ -591,8 +461,8 @@ static size_t s_layout(rl_model_t *self, float *base, int N, int T, int sets, in
         off += (c_ + 15) & ~(size_t)15; /* 64-byte steps keep rows aligned for BLAS */        \
     } while (0)
     for (int s = 0; s < sets; s++) {
-        s_act_t *a = base ? &self->acts[s] : NULL;
-        s_act_t dummy;
+        rl_mdl_act_t *a = base ? &self->acts[s] : NULL;
+        rl_mdl_act_t dummy;
         if (!a) {
             a = &dummy;
         }
@@ -628,7 +498,8 @@ static size_t s_layout(rl_model_t *self, float *base, int N, int T, int sets, in
     S_TAKE(self->xdrop, dropout ? n * (size_t)s_maxin(self) : 0);
     S_TAKE(self->att_scratch, rl_attention_scratch_floats(T));
     S_TAKE(self->rope_cs, (size_t)T * (size_t)self->D);
-    S_TAKE(self->head_scratch, rl_logprob_scratch_floats(s_head_chunk(self->V), self->C, self->V));
+    S_TAKE(self->head_scratch,
+           rl_logprob_scratch_floats(rl_mdl_head_chunk(self->V), self->C, self->V));
     size_t g = with_grads ? 1 : 0;
     S_TAKE(self->ddrop, g && dropout ? n * (size_t)s_maxin(self) : 0);
     S_TAKE(self->dres, g * n * C);
@@ -675,7 +546,7 @@ static int s_ensure(rl_model_t *self, int N, int B, int T, int sets) {
         self->iwork = NULL;
         self->acts = NULL;
         self->N_cap = self->T_cap = self->B_cap = self->sets_cap = 0;
-        return s_err(self, RL_ENOMEM, "out of memory for activations of %d x %d tokens", B, T);
+        return rl_mdl_err(self, RL_ENOMEM, "out of memory for activations of %d x %d tokens", B, T);
     }
     s_layout(self, self->work, nN, nT, ns, with_grads);
     self->rope_n = 0;
@@ -701,9 +572,9 @@ static int s_ensure(rl_model_t *self, int N, int B, int T, int sets) {
 // (n, ldo) gets inp (n,IC) W[c0:c1]^T + bias[c0:c1] + scale * (lx A^T) B[c0:c1]^T, lx the LoRA
 // branch's input (inp, or inp after dropout); saves xa = lx A^T (n,R). cblas_sgemv for a single
 // row (DESIGN.md §4: sgemm with M = 1 repacks the whole matrix per call).
-static void s_proj_cols(rl_model_t *self, int l, int m, float *out, int ldo, float *xa,
-                        const float *inp, const float *lx, const float *W, const float *bias,
-                        int n, int IC, int c0, int c1) {
+void rl_mdl_proj_cols(rl_model_t *self, int l, int m, float *out, int ldo, float *xa,
+                      const float *inp, const float *lx, const float *W, const float *bias, int n,
+                      int IC, int c0, int c1) {
     const int w = c1 - c0;
     if (w <= 0 || n <= 0) {
         return;
@@ -746,7 +617,7 @@ static void s_proj(rl_model_t *self, int l, int m, float *out, float *xa, const 
         rl_dropout_forward(self->xdrop, inp, self->mask, (size_t)n * (size_t)IC);
         x = self->xdrop;
     }
-    s_proj_cols(self, l, m, out, OC, xa, inp, x, W, bias, n, IC, 0, OC);
+    rl_mdl_proj_cols(self, l, m, out, OC, xa, inp, x, W, bias, n, IC, 0, OC);
 }
 
 // Backward of s_proj: dinp (n,IC) += dout W + LoRA branch; dW, dbias (NULL: frozen) +=.
@@ -786,11 +657,9 @@ static uint64_t s_key(const rl_model_t *self, int train, int l, int m) {
 // ---------------------------------------------------------------------------------------------
 // training forward / backward
 
-enum { S_Q = 0, S_K, S_V, S_O, S_GATE, S_UP, S_DOWN };
-
 // One decoder layer over the batch: x_out (N,C) = layer(x_in), saving into a.
-static void s_layer_forward(rl_model_t *self, int l, s_act_t *a, const float *x_in, float *x_out,
-                            int train) {
+static void s_layer_forward(rl_model_t *self, int l, rl_mdl_act_t *a, const float *x_in,
+                            float *x_out, int train) {
     const rl_layer_params_t *w = &self->layers[l];
     const int B = self->B, N = self->N, C = self->C, I = self->I;
     const int NH = self->NH, NKV = self->NKV, D = self->D, QD = self->QD, KVD = self->KVD;
@@ -798,12 +667,12 @@ static void s_layer_forward(rl_model_t *self, int l, s_act_t *a, const float *x_
     const int qkn = self->cfg.qk_norm;
 
     rl_rmsnorm_forward(a->ln1, a->rstd1, x_in, w->input_layernorm, eps, N, C);
-    s_proj(self, l, S_Q, qkn ? a->q : a->qr, a->xa[S_Q], a->ln1, w->q_proj, w->q_bias, N, C, QD,
-           s_key(self, train, l, S_Q));
-    s_proj(self, l, S_K, qkn ? a->k : a->kr, a->xa[S_K], a->ln1, w->k_proj, w->k_bias, N, C,
-           KVD, s_key(self, train, l, S_K));
-    s_proj(self, l, S_V, a->v, a->xa[S_V], a->ln1, w->v_proj, w->v_bias, N, C, KVD,
-           s_key(self, train, l, S_V));
+    s_proj(self, l, RL_MDL_Q, qkn ? a->q : a->qr, a->xa[RL_MDL_Q], a->ln1, w->q_proj, w->q_bias, N,
+           C, QD, s_key(self, train, l, RL_MDL_Q));
+    s_proj(self, l, RL_MDL_K, qkn ? a->k : a->kr, a->xa[RL_MDL_K], a->ln1, w->k_proj, w->k_bias, N,
+           C, KVD, s_key(self, train, l, RL_MDL_K));
+    s_proj(self, l, RL_MDL_V, a->v, a->xa[RL_MDL_V], a->ln1, w->v_proj, w->v_bias, N, C, KVD,
+           s_key(self, train, l, RL_MDL_V));
     if (qkn) { // Qwen3: RMSNorm over each head of q and k, before RoPE
         rl_rmsnorm_forward(a->qr, a->rstdq, a->q, w->q_norm, eps, N * NH, D);
         rl_rmsnorm_forward(a->kr, a->rstdk, a->k, w->k_norm, eps, N * NKV, D);
@@ -812,23 +681,23 @@ static void s_layer_forward(rl_model_t *self, int l, s_act_t *a, const float *x_
     rl_rope_forward_table(a->kr, a->kr, self->rope_cs, self->pos, N, NKV, D);
     rl_attention_forward_packed(a->att, a->lse, a->qr, a->kr, a->v, self->starts, B, NH, NKV, D,
                                 self->att_scratch);
-    s_proj(self, l, S_O, a->h, a->xa[S_O], a->att, w->o_proj, w->o_bias, N, QD, C,
-           s_key(self, train, l, S_O));
+    s_proj(self, l, RL_MDL_O, a->h, a->xa[RL_MDL_O], a->att, w->o_proj, w->o_bias, N, QD, C,
+           s_key(self, train, l, RL_MDL_O));
     rl_residual_forward(a->h, a->h, x_in, (size_t)N * C);
 
     rl_rmsnorm_forward(a->ln2, a->rstd2, a->h, w->post_attention_layernorm, eps, N, C);
-    s_proj(self, l, S_GATE, a->gate, a->xa[S_GATE], a->ln2, w->gate_proj, w->gate_bias, N, C, I,
-           s_key(self, train, l, S_GATE));
-    s_proj(self, l, S_UP, a->up, a->xa[S_UP], a->ln2, w->up_proj, w->up_bias, N, C, I,
-           s_key(self, train, l, S_UP));
+    s_proj(self, l, RL_MDL_GATE, a->gate, a->xa[RL_MDL_GATE], a->ln2, w->gate_proj, w->gate_bias, N,
+           C, I, s_key(self, train, l, RL_MDL_GATE));
+    s_proj(self, l, RL_MDL_UP, a->up, a->xa[RL_MDL_UP], a->ln2, w->up_proj, w->up_bias, N, C, I,
+           s_key(self, train, l, RL_MDL_UP));
     rl_swiglu_forward(a->act, a->gate, a->up, (size_t)N * I);
-    s_proj(self, l, S_DOWN, x_out, a->xa[S_DOWN], a->act, w->down_proj, w->down_bias, N, I, C,
-           s_key(self, train, l, S_DOWN));
+    s_proj(self, l, RL_MDL_DOWN, x_out, a->xa[RL_MDL_DOWN], a->act, w->down_proj, w->down_bias, N,
+           I, C, s_key(self, train, l, RL_MDL_DOWN));
     rl_residual_forward(x_out, x_out, a->h, (size_t)N * C);
 }
 
 // Backward of s_layer_forward. On entry dres (N,C) = dL/dx_out; on return dL/dx_in.
-static void s_layer_backward(rl_model_t *self, int l, const s_act_t *a, const float *x_in) {
+static void s_layer_backward(rl_model_t *self, int l, const rl_mdl_act_t *a, const float *x_in) {
     const rl_layer_params_t *w = &self->layers[l];
     const int full = self->opts.tune == RL_TUNE_FULL;
     const rl_layer_params_t *g = full ? &self->glayers[l] : NULL;
@@ -841,19 +710,20 @@ static void s_layer_backward(rl_model_t *self, int l, const s_act_t *a, const fl
 
     // x_out = h + down(swiglu(gate(ln2), up(ln2))): dh = dres + (through the MLP). The first
     // writer of each gradient buffer sets it (no zeroing pass); the others add.
-    s_proj_backward(self, l, S_DOWN, self->dact, S_G(down_proj), S_G(down_bias), dres, a->act,
-                    w->down_proj, a->xa[S_DOWN], N, I, C, s_key(self, 1, l, S_DOWN), 1);
+    s_proj_backward(self, l, RL_MDL_DOWN, self->dact, S_G(down_proj), S_G(down_bias), dres, a->act,
+                    w->down_proj, a->xa[RL_MDL_DOWN], N, I, C, s_key(self, 1, l, RL_MDL_DOWN), 1);
     rl_swiglu_backward_set(self->dgate, self->dup, self->dact, a->gate, a->up, nI);
-    s_proj_backward(self, l, S_UP, self->dln, S_G(up_proj), S_G(up_bias), self->dup, a->ln2,
-                    w->up_proj, a->xa[S_UP], N, C, I, s_key(self, 1, l, S_UP), 1);
-    s_proj_backward(self, l, S_GATE, self->dln, S_G(gate_proj), S_G(gate_bias), self->dgate, a->ln2,
-                    w->gate_proj, a->xa[S_GATE], N, C, I, s_key(self, 1, l, S_GATE), 0);
+    s_proj_backward(self, l, RL_MDL_UP, self->dln, S_G(up_proj), S_G(up_bias), self->dup, a->ln2,
+                    w->up_proj, a->xa[RL_MDL_UP], N, C, I, s_key(self, 1, l, RL_MDL_UP), 1);
+    s_proj_backward(self, l, RL_MDL_GATE, self->dln, S_G(gate_proj), S_G(gate_bias), self->dgate,
+                    a->ln2, w->gate_proj, a->xa[RL_MDL_GATE], N, C, I,
+                    s_key(self, 1, l, RL_MDL_GATE), 0);
     rl_rmsnorm_backward(dres, S_G(post_attention_layernorm), self->dln, a->h,
                         w->post_attention_layernorm, a->rstd2, N, C); // dres is now dL/dh
 
     // h = x_in + o(attention(rope(norm(q)), rope(norm(k)), v))
-    s_proj_backward(self, l, S_O, self->datt, S_G(o_proj), S_G(o_bias), dres, a->att, w->o_proj,
-                    a->xa[S_O], N, QD, C, s_key(self, 1, l, S_O), 1);
+    s_proj_backward(self, l, RL_MDL_O, self->datt, S_G(o_proj), S_G(o_bias), dres, a->att,
+                    w->o_proj, a->xa[RL_MDL_O], N, QD, C, s_key(self, 1, l, RL_MDL_O), 1);
     memset(self->dqr, 0, nQ * sizeof(float));
     memset(self->dkr, 0, nK * sizeof(float));
     memset(self->dv, 0, nK * sizeof(float));
@@ -873,12 +743,12 @@ static void s_layer_backward(rl_model_t *self, int l, const s_act_t *a, const fl
         dQ = self->dq;
         dK = self->dk;
     }
-    s_proj_backward(self, l, S_Q, self->dln, S_G(q_proj), S_G(q_bias), dQ, a->ln1, w->q_proj,
-                    a->xa[S_Q], N, C, QD, s_key(self, 1, l, S_Q), 1);
-    s_proj_backward(self, l, S_K, self->dln, S_G(k_proj), S_G(k_bias), dK, a->ln1, w->k_proj,
-                    a->xa[S_K], N, C, KVD, s_key(self, 1, l, S_K), 0);
-    s_proj_backward(self, l, S_V, self->dln, S_G(v_proj), S_G(v_bias), self->dv, a->ln1, w->v_proj,
-                    a->xa[S_V], N, C, KVD, s_key(self, 1, l, S_V), 0);
+    s_proj_backward(self, l, RL_MDL_Q, self->dln, S_G(q_proj), S_G(q_bias), dQ, a->ln1, w->q_proj,
+                    a->xa[RL_MDL_Q], N, C, QD, s_key(self, 1, l, RL_MDL_Q), 1);
+    s_proj_backward(self, l, RL_MDL_K, self->dln, S_G(k_proj), S_G(k_bias), dK, a->ln1, w->k_proj,
+                    a->xa[RL_MDL_K], N, C, KVD, s_key(self, 1, l, RL_MDL_K), 0);
+    s_proj_backward(self, l, RL_MDL_V, self->dln, S_G(v_proj), S_G(v_bias), self->dv, a->ln1,
+                    w->v_proj, a->xa[RL_MDL_V], N, C, KVD, s_key(self, 1, l, RL_MDL_V), 0);
     rl_rmsnorm_backward(dres, S_G(input_layernorm), self->dln, x_in, w->input_layernorm,
                         a->rstd1, N, C); // dres is now dL/dx_in
 #undef S_G
@@ -891,7 +761,7 @@ static int s_unit(rl_model_t *self, int unit, rl_unit_event_t ev) {
     }
     char msg[400] = "";
     int rc = self->hook(self->hook_ctx, unit, ev, msg, sizeof msg);
-    return rc ? s_err(self, RL_EIO, "parameters of unit %d: %s", unit, msg) : 0;
+    return rc ? rl_mdl_err(self, RL_EIO, "parameters of unit %d: %s", unit, msg) : 0;
 }
 
 void rl_model_set_unit_hook(rl_model_t *self, rl_model_unit_fn fn, void *ctx) {
@@ -980,7 +850,7 @@ static int s_fwd(rl_model_t *self, const int32_t *tokens, const int *lengths, in
     }
     rl_embedding_forward(s_x(self, 0), self->ids, self->params.embed_tokens, N, C);
     for (int l = 0; l < self->L; l++) {
-        s_act_t *a = &self->acts[sets == 1 ? 0 : l];
+        rl_mdl_act_t *a = &self->acts[sets == 1 ? 0 : l];
         if ((rc = s_unit(self, l, RL_UNIT_GATHER)) != 0) {
             return rc;
         }
@@ -994,7 +864,7 @@ static int s_fwd(rl_model_t *self, const int32_t *tokens, const int *lengths, in
     if (logp) { // no logp: a critic or reward model reads the hidden states instead
         rl_logprob_forward(self->lp_row, entropy ? self->ent_row : NULL, self->lnf,
                            self->params.lm_head, self->targets, temperature, N, C, self->V,
-                           self->head_scratch, s_head_chunk(self->V));
+                           self->head_scratch, rl_mdl_head_chunk(self->V));
         // logp[b,t] is the prediction of token t by row t-1
         for (int b = 0; b < B; b++) {
             float *lp = logp + (size_t)b * T, *en = entropy ? entropy + (size_t)b * T : NULL;
@@ -1036,7 +906,7 @@ static int s_backward_trunk(rl_model_t *self) {
     const int recompute = self->opts.recompute;
     int rc = 0;
     for (int l = self->L - 1; l >= 0; l--) {
-        s_act_t *a = &self->acts[recompute ? 0 : l];
+        rl_mdl_act_t *a = &self->acts[recompute ? 0 : l];
         if ((rc = s_unit(self, l, RL_UNIT_GATHER)) != 0 ||
             (rc = s_unit(self, l, RL_UNIT_GRADS)) != 0) {
             return rc;
@@ -1078,7 +948,7 @@ static int s_bwd(rl_model_t *self, const float *dlogp) {
     memset(self->dln, 0, (size_t)N * C * sizeof(float));
     rl_logprob_backward(self->dln, full ? self->grads.lm_head : NULL, self->dlp_row, NULL,
                         self->lnf, self->params.lm_head, self->targets, self->temperature, N, C,
-                        self->V, self->head_scratch, s_head_chunk(self->V));
+                        self->V, self->head_scratch, rl_mdl_head_chunk(self->V));
     return s_backward_trunk(self);
 }
 
@@ -1121,8 +991,8 @@ static void s_shadow_free(rl_model_t **p) {
     *p = NULL;
 }
 
-static void s_lanes_free(rl_model_t *self) {
-    for (int k = 1; k < S_LANES_MAX; k++) {
+void rl_mdl_lanes_free(rl_model_t *self) {
+    for (int k = 1; k < RL_MDL_LANES_MAX; k++) {
         s_shadow_free(&self->lanes[k]);
     }
     self->n_lanes = 1;
@@ -1202,7 +1072,7 @@ static int s_lane_count(const rl_model_t *self, int B) {
     }
     int P = self->lanes_max > 0 ? self->lanes_max : openblas_get_num_threads();
     P = P < B ? P : B;
-    P = P < S_LANES_MAX ? P : S_LANES_MAX;
+    P = P < RL_MDL_LANES_MAX ? P : RL_MDL_LANES_MAX;
     return P > 1 ? P : 1;
 }
 
@@ -1251,7 +1121,7 @@ static void s_job_run(s_job_t *j) {
 // Runs fn(arg, k, P') for k < P' on the model's pool (rl_pool.h; created on first use), each
 // with one-thread BLAS (the role's thread count is restored after). Returns P': P, or fewer
 // when threads could not be started (1: fn ran here alone).
-static int s_pool_run(rl_model_t *self, void (*fn)(void *arg, int k, int P), void *arg, int P) {
+int rl_mdl_pool_run(rl_model_t *self, void (*fn)(void *arg, int k, int P), void *arg, int P) {
     if (P > 1 && !self->pool) {
         self->pool = rl_pool_new();
     }
@@ -1279,11 +1149,11 @@ static void s_jobs_worker(void *arg, int k, int P) {
     }
 }
 
-// The lanes' jobs, one per worker (s_pool_run). Returns the first failing job's code, its message
-// copied into self.
+// The lanes' jobs, one per worker (rl_mdl_pool_run). Returns the first failing job's code, its
+// message copied into self.
 static int s_jobs(rl_model_t *self, s_job_t *jobs, int P) {
     s_jobs_t a = {jobs, P};
-    s_pool_run(self, s_jobs_worker, &a, P);
+    rl_mdl_pool_run(self, s_jobs_worker, &a, P);
     for (int k = 0; k < P; k++) {
         if (jobs[k].rc) {
             if (jobs[k].m != self) {
@@ -1318,7 +1188,7 @@ static int s_lanes_backward(rl_model_t *self, int op, const float *grad, size_t 
     if (self->n_lanes == 1) {
         return op == S_OP_BWD ? s_bwd(self, grad) : s_bwd_hidden(self, grad);
     }
-    s_job_t jobs[S_LANES_MAX];
+    s_job_t jobs[RL_MDL_LANES_MAX];
     for (int k = 0; k < self->n_lanes; k++) {
         size_t b0 = (size_t)self->lane_b0[k];
         jobs[k] = (s_job_t){.m = k ? self->lanes[k] : self,
@@ -1337,34 +1207,37 @@ int rl_model_forward(rl_model_t *self, const int32_t *tokens, const int *lengths
                      float temperature, int train, float *logp, float *entropy) {
     self->fwd_valid = 0;
     if (B < 1 || T < 1 || (int64_t)B * T > INT32_MAX / 4) {
-        return s_err(self, RL_EINVAL, "batch %d x %d: B and T must be >= 1", B, T);
+        return rl_mdl_err(self, RL_EINVAL, "batch %d x %d: B and T must be >= 1", B, T);
     }
     if (!(temperature > 0.0f) || !isfinite(temperature)) {
-        return s_err(self, RL_EINVAL, "temperature %g must be a positive number",
-                     (double)temperature);
+        return rl_mdl_err(self, RL_EINVAL, "temperature %g must be a positive number",
+                          (double)temperature);
     }
     if (logp && !self->has_head) {
-        return s_err(self, RL_EINVAL,
-                     "this model has no vocabulary head (a sequence classifier): no logprobs");
+        return rl_mdl_err(self, RL_EINVAL,
+                          "this model has no vocabulary head (a sequence classifier): no logprobs");
     }
     if (!logp && entropy) {
-        return s_err(self, RL_EINVAL,
-                     "entropy needs logp (logp = NULL skips the vocabulary "
-                     "head)");
+        return rl_mdl_err(self, RL_EINVAL,
+                          "entropy needs logp (logp = NULL skips the vocabulary "
+                          "head)");
     }
     if (self->opts.device.cuda && !self->cuda) {
-        return s_err(self, RL_EIO, "cuda:%d: the model's device half is gone (an adapter load "
-                     "failed to rebuild it)", self->opts.device.index);
+        return rl_mdl_err(self, RL_EIO,
+                          "cuda:%d: the model's device half is gone (an adapter load "
+                          "failed to rebuild it)",
+                          self->opts.device.index);
     }
     for (int b = 0; b < B; b++) {
         if (lengths[b] < 1 || lengths[b] > T) {
-            return s_err(self, RL_EINVAL, "lengths[%d] = %d is outside [1, %d]", b, lengths[b], T);
+            return rl_mdl_err(self, RL_EINVAL, "lengths[%d] = %d is outside [1, %d]", b, lengths[b],
+                              T);
         }
         for (int t = 0; t < lengths[b]; t++) {
             int32_t id = tokens[(size_t)b * T + t];
             if (id < 0 || id >= self->V) {
-                return s_err(self, RL_EINVAL, "token id %d at [%d,%d] is outside [0, %d)", (int)id,
-                             b, t, self->V);
+                return rl_mdl_err(self, RL_EINVAL, "token id %d at [%d,%d] is outside [0, %d)",
+                                  (int)id, b, t, self->V);
             }
         }
     }
@@ -1373,7 +1246,7 @@ int rl_model_forward(rl_model_t *self, const int32_t *tokens, const int *lengths
         free(self->hid);
         self->hid_cap = 0;
         if (!(self->hid = malloc(nh * sizeof *self->hid))) {
-            return s_err(self, RL_ENOMEM, "out of memory for %d x %d hidden states", B, T);
+            return rl_mdl_err(self, RL_ENOMEM, "out of memory for %d x %d hidden states", B, T);
         }
         self->hid_cap = nh;
     }
@@ -1389,7 +1262,7 @@ int rl_model_forward(rl_model_t *self, const int32_t *tokens, const int *lengths
         rc = rl_model_cuda_forward(self->cuda, tokens, lengths, B, T, temperature, train,
                                    self->fwd_step, self->lora_disabled, logp, entropy);
         if (rc) {
-            return s_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda));
+            return rl_mdl_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda));
         }
         self->fwd_valid = 1;
         self->fwd_train = train && self->opts.tune != RL_TUNE_NONE;
@@ -1400,11 +1273,11 @@ int rl_model_forward(rl_model_t *self, const int32_t *tokens, const int *lengths
         rc = s_fwd(self, tokens, lengths, B, T, 0, temperature, train, logp, entropy, self->hid);
     } else {
         s_partition(self, lengths, B, P);
-        s_job_t jobs[S_LANES_MAX];
+        s_job_t jobs[RL_MDL_LANES_MAX];
         for (int k = 0; k < P; k++) {
             rl_model_t *m = k ? s_lane(self, k) : self;
             if (!m) {
-                return s_err(self, RL_ENOMEM, "out of memory for lane %d of the forward", k);
+                return rl_mdl_err(self, RL_ENOMEM, "out of memory for lane %d of the forward", k);
             }
             int b0 = self->lane_b0[k];
             size_t o = (size_t)b0 * T;
@@ -1440,22 +1313,23 @@ void rl_model_set_train_step(rl_model_t *self, uint64_t step) {
 // Both backward entry points need a trainable model and the activations of a training forward.
 static int s_backward_check(rl_model_t *self) {
     if (self->opts.tune == RL_TUNE_NONE) {
-        return s_err(self, RL_EINVAL, "backward needs a trainable model (tune FULL or LORA)");
+        return rl_mdl_err(self, RL_EINVAL, "backward needs a trainable model (tune FULL or LORA)");
     }
     if (!self->fwd_valid || !self->fwd_train) {
-        return s_err(self, RL_EINVAL, "backward needs a preceding training forward (train = 1)");
+        return rl_mdl_err(self, RL_EINVAL,
+                          "backward needs a preceding training forward (train = 1)");
     }
     return s_unit(self, self->L, RL_UNIT_GRADS);
 }
 
 int rl_model_backward(rl_model_t *self, const float *dlogp) {
     if (!self->has_head) {
-        return s_err(self, RL_EINVAL,
-                     "this model has no vocabulary head (a sequence classifier): no dlogp");
+        return rl_mdl_err(self, RL_EINVAL,
+                          "this model has no vocabulary head (a sequence classifier): no dlogp");
     }
     int rc = s_backward_check(self);
     if (!rc && self->cuda && (rc = rl_model_cuda_backward(self->cuda, dlogp)) != 0) {
-        return s_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda));
+        return rl_mdl_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda));
     }
     return rc || self->cuda ? rc : s_lanes_backward(self, S_OP_BWD, dlogp, 1);
 }
@@ -1463,7 +1337,7 @@ int rl_model_backward(rl_model_t *self, const float *dlogp) {
 int rl_model_backward_hidden(rl_model_t *self, const float *dhidden) {
     int rc = s_backward_check(self);
     if (!rc && self->cuda && (rc = rl_model_cuda_backward_hidden(self->cuda, dhidden)) != 0) {
-        return s_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda));
+        return rl_mdl_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda));
     }
     return rc || self->cuda ? rc
                             : s_lanes_backward(self, S_OP_BWD_HIDDEN, dhidden, (size_t)self->C);
@@ -1486,53 +1360,54 @@ const float *rl_model_hidden(const rl_model_t *self) {
 
 int rl_model_device_push(rl_model_t *self, int all) {
     int rc = self->cuda ? rl_model_cuda_push(self->cuda, all) : 0;
-    return rc ? s_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda)) : 0;
+    return rc ? rl_mdl_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda)) : 0;
 }
 
 int rl_model_device_pull(rl_model_t *self, int grads) {
     int rc = self->cuda ? rl_model_cuda_pull(self->cuda, grads) : 0;
-    return rc ? s_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda)) : 0;
+    return rc ? rl_mdl_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda)) : 0;
 }
 
 int rl_model_device_clip(rl_model_t *self, double max_norm, double *norm) {
     *norm = 0.0;
     if (!self->cuda) {
-        return s_err(self, RL_EINVAL, "rl_model_device_clip: the model is not on a GPU");
+        return rl_mdl_err(self, RL_EINVAL, "rl_model_device_clip: the model is not on a GPU");
     }
     int rc = rl_model_cuda_clip(self->cuda, max_norm, norm);
-    return rc ? s_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda)) : 0;
+    return rc ? rl_mdl_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda)) : 0;
 }
 
 int rl_model_device_adamw(rl_model_t *self, double lr, double beta1, double beta2, double eps,
                           double weight_decay, int64_t step) {
     if (!self->cuda) {
-        return s_err(self, RL_EINVAL, "rl_model_device_adamw: the model is not on a GPU");
+        return rl_mdl_err(self, RL_EINVAL, "rl_model_device_adamw: the model is not on a GPU");
     }
     int rc = rl_model_cuda_adamw(self->cuda, lr, beta1, beta2, eps, weight_decay, step);
-    return rc ? s_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda)) : 0;
+    return rc ? rl_mdl_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda)) : 0;
 }
 
 int rl_model_device_optim_state(rl_model_t *self, float *m, float *v, int upload) {
     if (!self->cuda) {
-        return s_err(self, RL_EINVAL, "rl_model_device_optim_state: the model is not on a GPU");
+        return rl_mdl_err(self, RL_EINVAL,
+                          "rl_model_device_optim_state: the model is not on a GPU");
     }
     int rc = rl_model_cuda_optim_state(self->cuda, m, v, upload);
-    return rc ? s_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda)) : 0;
+    return rc ? rl_mdl_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda)) : 0;
 }
 
 float *rl_model_logits(rl_model_t *self) {
     if (self->cuda) {
-        s_err(self, RL_EUNSUPPORTED, "rl_model_logits: not on a model on a GPU yet");
+        rl_mdl_err(self, RL_EUNSUPPORTED, "rl_model_logits: not on a model on a GPU yet");
         return NULL;
     }
     if (!self->fwd_valid || !self->params.lm_head) {
-        s_err(self, RL_EINVAL, "no forward to take logits from, or no vocabulary head");
+        rl_mdl_err(self, RL_EINVAL, "no forward to take logits from, or no vocabulary head");
         return NULL;
     }
     const int T = self->fwd_T, C = self->C, V = self->V;
     float *out = calloc((size_t)self->fwd_B * T * V, sizeof *out);
     if (!out) {
-        s_err(self, RL_ENOMEM, "out of memory for %d x %d logits", self->fwd_B * T, V);
+        rl_mdl_err(self, RL_ENOMEM, "out of memory for %d x %d logits", self->fwd_B * T, V);
         return NULL;
     }
     for (int k = 0; k < self->n_lanes; k++) {
@@ -1544,369 +1419,6 @@ float *rl_model_logits(rl_model_t *self) {
         }
     }
     return out;
-}
-
-// ---------------------------------------------------------------------------------------------
-// KV cache and the cached step
-
-rl_kvcache_t *rl_kvcache_new(const rl_model_t *model, int n_slots, int max_len) {
-    if (!model || n_slots < 1 || max_len < 1) {
-        return NULL;
-    }
-    rl_kvcache_t *self = calloc(1, sizeof *self);
-    if (!self) {
-        return NULL;
-    }
-    self->model = model;
-    self->n_slots = n_slots;
-    self->max_len = max_len;
-    self->ldk = rl_attention_ldk(max_len);
-    size_t n = (size_t)model->L * (size_t)n_slots * (size_t)model->KVD;
-    self->k = calloc(n * self->ldk, sizeof *self->k);
-    self->v = calloc(n * (size_t)max_len, sizeof *self->v);
-    self->rope_cs = malloc((size_t)max_len * (size_t)model->D * sizeof *self->rope_cs);
-    if (!self->k || !self->v || !self->rope_cs) {
-        rl_kvcache_destroy(&self);
-        return NULL;
-    }
-    rl_rope_table(self->rope_cs, model->inv_freq, max_len, model->D);
-    return self;
-}
-
-void rl_kvcache_destroy(rl_kvcache_t **self_p) {
-    if (!self_p || !*self_p) {
-        return;
-    }
-    rl_kvcache_t *self = *self_p;
-    free(self->k);
-    free(self->v);
-    free(self->rope_cs);
-    free(self->work);
-    free(self);
-    *self_p = NULL;
-}
-
-// K^T of layer l, slot s: (KVD, ldk).
-static float *s_kt(const rl_kvcache_t *c, int l, int s) {
-    return c->k + ((size_t)l * (size_t)c->n_slots + (size_t)s) * (size_t)c->model->KVD * c->ldk;
-}
-
-// V of layer l, slot s: (max_len, KVD).
-static float *s_v(const rl_kvcache_t *c, int l, int s) {
-    return c->v + ((size_t)l * (size_t)c->n_slots + (size_t)s) * (size_t)c->max_len *
-                      (size_t)c->model->KVD;
-}
-
-void rl_kvcache_copy(rl_kvcache_t *self, int dst, int src, int len) {
-    RL_ASSERT(dst >= 0 && dst < self->n_slots && src >= 0 && src < self->n_slots);
-    RL_ASSERT(len >= 0 && len <= self->max_len);
-    if (dst == src || len == 0) {
-        return;
-    }
-    const int KVD = self->model->KVD;
-    for (int l = 0; l < self->model->L; l++) {
-        float *kd = s_kt(self, l, dst);
-        const float *ks = s_kt(self, l, src);
-        for (int e = 0; e < KVD; e++) {
-            memcpy(kd + (size_t)e * self->ldk, ks + (size_t)e * self->ldk,
-                   (size_t)len * sizeof(float));
-        }
-        memcpy(s_v(self, l, dst), s_v(self, l, src), (size_t)len * (size_t)KVD * sizeof(float));
-    }
-}
-
-static int s_step_ensure(rl_model_t *model, rl_kvcache_t *c, int n, int P) {
-    const int r = model->lora ? rl_lora_rank(model->lora) : 0;
-    if (c->work && n <= c->n_cap && r <= c->r_cap && P <= c->p_cap) {
-        return 0;
-    }
-    const size_t N = (size_t)n, C = (size_t)model->C, I = (size_t)model->I;
-    const size_t QD = (size_t)model->QD, KVD = (size_t)model->KVD, R = (size_t)r;
-    const size_t HC = (size_t)s_head_chunk(model->V);
-    size_t sizes[9 + 2 * S_LANES_MAX] = {N * C,  N * C, N * QD, N * KVD, N * KVD,
-                                         N * QD, N * C, N * I,  N * I};
-    float **ptrs[9 + 2 * S_LANES_MAX] = {&c->x,   &c->ln, &c->q,    &c->kk, &c->vv,
-                                         &c->att, &c->o,  &c->gate, &c->up};
-    int cnt = 9;
-    sizes[cnt] = HC * C, ptrs[cnt++] = &c->hs;
-    sizes[cnt] = HC * (size_t)model->V, ptrs[cnt++] = &c->lg;
-    for (int k = 0; k < P; k++) {
-        sizes[cnt] = N * R, ptrs[cnt++] = &c->xa[k];
-        sizes[cnt] = rl_attention_prefill_scratch_floats(n, c->max_len);
-        ptrs[cnt++] = &c->att_scratch[k];
-    }
-    size_t total = 0;
-    for (int i = 0; i < cnt; i++) {
-        total += (sizes[i] + 15) & ~(size_t)15;
-    }
-    free(c->work);
-    c->n_cap = 0;
-    if (!(c->work = malloc(total * sizeof(float)))) {
-        return s_err(model, RL_ENOMEM, "out of memory for a step of %d tokens", n);
-    }
-    size_t off = 0;
-    for (int i = 0; i < cnt; i++) {
-        *ptrs[i] = c->work + off;
-        off += (sizes[i] + 15) & ~(size_t)15;
-    }
-    c->n_cap = n;
-    c->r_cap = r;
-    c->p_cap = P;
-    return 0;
-}
-
-// ---- the workers of a step (rl_model_set_step_lanes)
-// A step's P workers split every matmul by output columns (each packs only its share of the
-// weights, as multi-threaded BLAS does) and the row-wise work (norms, RoPE, attention) by rows,
-// meeting at a barrier between the two kinds.
-
-typedef struct {
-    rl_model_t *m;
-    rl_kvcache_t *c;
-    const int32_t *tokens;
-    const int *slots, *pos;
-    int n;
-    const unsigned char *want;
-    float *logits;
-    int distinct;     // every row in a slot of its own: a row's attention reads only its own K/V
-    int P;            // workers that run
-    rl_barrier_t bar; // for the P workers
-} s_step_t;
-
-// Worker k's share [*a, *b) of n items: rows (align 1), or columns aligned to 16 floats.
-static void s_share(int n, int k, int P, int align, int *a, int *b) {
-    int64_t u = ((int64_t)n + align - 1) / align; // units
-    *a = (int)(u * k / P) * align;
-    *b = (int)(u * (k + 1) / P) * align;
-    *a = *a < n ? *a : n;
-    *b = *b < n ? *b : n;
-}
-
-
-// Final norm and lm_head: logits (n,V) of every row, or of the rows where want[i] != 0.
-static void s_step_logits(s_step_t *s, int k, const float *h) {
-    rl_model_t *self = s->m;
-    rl_kvcache_t *c = s->c;
-    const int C = self->C, V = self->V, n = s->n, P = s->P;
-    const float eps = self->cfg.rms_norm_eps, *W = self->params.lm_head;
-    int r0, r1, v0, v1;
-    s_share(n, k, P, 1, &r0, &r1);
-    s_share(V, k, P, 16, &v0, &v1);
-    if (!s->want) {
-        rl_rmsnorm_forward(c->ln + (size_t)r0 * C, NULL, h + (size_t)r0 * C, self->params.norm, eps,
-                           r1 - r0, C);
-        rl_barrier_wait(&s->bar);
-        s_proj_cols(self, 0, -1, s->logits, V, NULL, c->ln, c->ln, W, NULL, n, C, v0, v1);
-        return;
-    }
-    // the wanted rows in chunks: one sgemv for a single row, sgemm for several
-    const int chunk = s_head_chunk(V);
-    int rows[S_HEAD_CHUNK_MAX];
-    for (int i = 0; i < n;) {
-        int cnt = 0;
-        for (; i < n && cnt < chunk; i++) {
-            if (s->want[i]) {
-                rows[cnt++] = i;
-            }
-        }
-        if (cnt == 0) {
-            break;
-        }
-        int j0, j1;
-        s_share(cnt, k, P, 1, &j0, &j1);
-        for (int j = j0; j < j1; j++) {
-            rl_rmsnorm_forward(c->hs + (size_t)j * C, NULL, h + (size_t)rows[j] * C,
-                               self->params.norm, eps, 1, C);
-        }
-        rl_barrier_wait(&s->bar);
-        if (cnt == 1) {
-            s_proj_cols(self, 0, -1, s->logits + (size_t)rows[0] * V, V, NULL, c->hs, c->hs, W, NULL, 1, C,
-                        v0, v1);
-        } else {
-            s_proj_cols(self, 0, -1, c->lg, V, NULL, c->hs, c->hs, W, NULL, cnt, C, v0, v1);
-            rl_barrier_wait(&s->bar);
-            for (int j = j0; j < j1; j++) {
-                memcpy(s->logits + (size_t)rows[j] * V, c->lg + (size_t)j * V,
-                       (size_t)V * sizeof(float));
-            }
-        }
-        rl_barrier_wait(&s->bar); // hs and lg are free for the next chunk
-    }
-}
-
-// Worker k of a step (all of the work when P = 1): checked, scratch ready.
-static void s_step_work(s_step_t *s, int k) {
-    rl_model_t *self = s->m;
-    rl_kvcache_t *cache = s->c;
-    const int C = self->C, I = self->I, NH = self->NH, NKV = self->NKV, D = self->D;
-    const int QD = self->QD, KVD = self->KVD, n = s->n, P = s->P;
-    const int *slots = s->slots, *pos = s->pos;
-    const float eps = self->cfg.rms_norm_eps;
-    float *x = cache->x, *ln = cache->ln, *q = cache->q, *kk = cache->kk, *v = cache->vv;
-    float *att = cache->att, *o = cache->o, *gate = cache->gate, *up = cache->up;
-    float *xa = cache->xa[k], *scratch = cache->att_scratch[k];
-    int r0, r1, nr;
-    s_share(n, k, P, 1, &r0, &r1);
-    nr = r1 - r0;
-    int cq[2], ck[2], cc[2], ci[2]; // this worker's columns of QD, KVD, C and I
-    s_share(QD, k, P, 16, &cq[0], &cq[1]);
-    s_share(KVD, k, P, 16, &ck[0], &ck[1]);
-    s_share(C, k, P, 16, &cc[0], &cc[1]);
-    s_share(I, k, P, 16, &ci[0], &ci[1]);
-
-    rl_embedding_forward(x + (size_t)r0 * C, s->tokens + r0, self->params.embed_tokens, nr, C);
-    for (int l = 0; l < self->L; l++) {
-        const rl_layer_params_t *w = &self->layers[l];
-        rl_rmsnorm_forward(ln + (size_t)r0 * C, NULL, x + (size_t)r0 * C, w->input_layernorm, eps,
-                           nr, C);
-        rl_barrier_wait(&s->bar);
-        s_proj_cols(self, l, S_Q, q, QD, xa, ln, ln, w->q_proj, w->q_bias, n, C, cq[0], cq[1]);
-        s_proj_cols(self, l, S_K, kk, KVD, xa, ln, ln, w->k_proj, w->k_bias, n, C, ck[0], ck[1]);
-        s_proj_cols(self, l, S_V, v, KVD, xa, ln, ln, w->v_proj, w->v_bias, n, C, ck[0], ck[1]);
-        rl_barrier_wait(&s->bar);
-        float *qr = q + (size_t)r0 * QD, *kr = kk + (size_t)r0 * KVD;
-        if (self->cfg.qk_norm) {
-            rl_rmsnorm_forward(qr, NULL, qr, w->q_norm, eps, nr * NH, D);
-            rl_rmsnorm_forward(kr, NULL, kr, w->k_norm, eps, nr * NKV, D);
-        }
-        rl_rope_forward_table(qr, qr, cache->rope_cs, pos + r0, nr, NH, D);
-        rl_rope_forward_table(kr, kr, cache->rope_cs, pos + r0, nr, NKV, D);
-        for (int i = r0; i < r1; i++) {
-            float *kt = s_kt(cache, l, slots[i]) + pos[i];
-            const float *ki = kk + (size_t)i * KVD;
-            for (int e = 0; e < KVD; e++) {
-                kt[(size_t)e * cache->ldk] = ki[e];
-            }
-            memcpy(s_v(cache, l, slots[i]) + (size_t)pos[i] * KVD, v + (size_t)i * KVD,
-                   (size_t)KVD * sizeof(float));
-        }
-        // every row's k/v is in the cache before any attends (unless rows have slots of their
-        // own), so a prefill row sees the rows before it. A run of rows i..j-1 of one slot at
-        // consecutive positions (a prompt prefill) attends with blocked sgemm
-        // (rl_attention_prefill); a lone row (decode) with rl_attention_decode. Either way row i
-        // sees the slot's cache 0..pos[i].
-        if (!s->distinct) {
-            rl_barrier_wait(&s->bar);
-        }
-        for (int i = r0, j; i < r1; i = j) {
-            for (j = i + 1; j < r1 && slots[j] == slots[i] && pos[j] == pos[j - 1] + 1; j++) {
-            }
-            const float *kt = s_kt(cache, l, slots[i]), *vc = s_v(cache, l, slots[i]);
-            if (j - i == 1) {
-                rl_attention_decode(att + (size_t)i * QD, q + (size_t)i * QD, kt, cache->ldk, vc,
-                                    (size_t)KVD, pos[i] + 1, NH, NKV, D, scratch);
-            } else {
-                rl_attention_prefill(att + (size_t)i * QD, q + (size_t)i * QD, kt, cache->ldk, vc,
-                                     (size_t)KVD, pos[i], j - i, NH, NKV, D, scratch);
-            }
-        }
-        rl_barrier_wait(&s->bar);
-        s_proj_cols(self, l, S_O, o, C, xa, att, att, w->o_proj, w->o_bias, n, QD, cc[0], cc[1]);
-        for (int i = 0; i < n && cc[1] > cc[0]; i++) {
-            float *xi = x + (size_t)i * C + cc[0];
-            rl_residual_forward(xi, xi, o + (size_t)i * C + cc[0], (size_t)(cc[1] - cc[0]));
-        }
-        rl_barrier_wait(&s->bar);
-        rl_rmsnorm_forward(ln + (size_t)r0 * C, NULL, x + (size_t)r0 * C,
-                           w->post_attention_layernorm, eps, nr, C);
-        rl_barrier_wait(&s->bar);
-        s_proj_cols(self, l, S_GATE, gate, I, xa, ln, ln, w->gate_proj, w->gate_bias, n, C, ci[0],
-                    ci[1]);
-        s_proj_cols(self, l, S_UP, up, I, xa, ln, ln, w->up_proj, w->up_bias, n, C, ci[0], ci[1]);
-        for (int i = 0; i < n && ci[1] > ci[0]; i++) {
-            float *g = gate + (size_t)i * I + ci[0];
-            rl_swiglu_forward(g, g, up + (size_t)i * I + ci[0], (size_t)(ci[1] - ci[0]));
-        }
-        rl_barrier_wait(&s->bar);
-        s_proj_cols(self, l, S_DOWN, o, C, xa, gate, gate, w->down_proj, w->down_bias, n, I, cc[0],
-                    cc[1]);
-        for (int i = 0; i < n && cc[1] > cc[0]; i++) {
-            float *xi = x + (size_t)i * C + cc[0];
-            rl_residual_forward(xi, xi, o + (size_t)i * C + cc[0], (size_t)(cc[1] - cc[0]));
-        }
-        rl_barrier_wait(&s->bar);
-    }
-    if (s->logits) {
-        s_step_logits(s, k, x);
-    }
-}
-
-// Workers of a step: rl_model_set_step_lanes's count (default the BLAS thread count), at most
-// one per S_STEP_LANE_ROWS rows; 1 for a sharded model.
-static int s_step_workers(const rl_model_t *self, int n) {
-    if (self->opts.sharded) {
-        return 1;
-    }
-    int P = self->step_lanes > 0 ? self->step_lanes : openblas_get_num_threads();
-    P = P < S_LANES_MAX ? P : S_LANES_MAX;
-    P = P < n / S_STEP_LANE_ROWS ? P : n / S_STEP_LANE_ROWS;
-    return P > 1 ? P : 1;
-}
-
-// One worker of a step (rl_pool_run's job), with one-thread BLAS set by the caller.
-static void s_step_job(void *arg, int k, int P) {
-    s_step_t *s = arg;
-    if (k == 0) {
-        RL_ASSERT(P == s->P);
-    }
-    s_step_work(s, k);
-}
-
-int rl_model_step(rl_model_t *self, rl_kvcache_t *cache, const int32_t *tokens, const int *slots,
-                  const int *pos, int n, const unsigned char *want, float *logits) {
-    if (cache->model != self) {
-        return s_err(self, RL_EINVAL, "the KV cache belongs to another model");
-    }
-    if (!self->params.lm_head) {
-        return s_err(self, RL_EINVAL, "this model has no vocabulary head (a sequence "
-                                      "classifier): it cannot sample");
-    }
-    if (n < 1) {
-        return s_err(self, RL_EINVAL, "a step needs n >= 1 tokens (got %d)", n);
-    }
-    for (int i = 0; i < n; i++) {
-        if (tokens[i] < 0 || tokens[i] >= self->V) {
-            return s_err(self, RL_EINVAL, "token id %d at row %d is outside [0, %d)",
-                         (int)tokens[i], i, self->V);
-        }
-        if (slots[i] < 0 || slots[i] >= cache->n_slots) {
-            return s_err(self, RL_EINVAL, "slot %d at row %d is outside [0, %d)", slots[i], i,
-                         cache->n_slots);
-        }
-        if (pos[i] < 0 || pos[i] >= cache->max_len) {
-            return s_err(self, RL_EINVAL, "position %d at row %d is outside [0, %d) (max_len)",
-                         pos[i], i, cache->max_len);
-        }
-    }
-    s_step_t s = {.m = self,
-                  .c = cache,
-                  .tokens = tokens,
-                  .slots = slots,
-                  .pos = pos,
-                  .n = n,
-                  .want = want,
-                  .logits = logits,
-                  .P = s_step_workers(self, n)};
-    s.distinct = 1; // slots in increasing order (a batched decode's rows) are distinct
-    for (int i = 1; i < n && s.distinct; i++) {
-        s.distinct = slots[i] > slots[i - 1];
-    }
-    if (s.P > 1 && !self->pool) {
-        self->pool = rl_pool_new();
-    }
-    // the workers' shares depend on P: fewer workers when a thread cannot start, known first
-    s.P = self->pool ? rl_pool_reserve(self->pool, s.P) : 1;
-    int rc = s_step_ensure(self, cache, n, s.P);
-    if (rc) {
-        return rc;
-    }
-    rl_barrier_init(&s.bar, s.P);
-    if (s.P == 1) { // on the role's BLAS threads
-        s_step_work(&s, 0);
-        return 0;
-    }
-    s_pool_run(self, s_step_job, &s, s.P);
-    return 0;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1937,7 +1449,7 @@ int rl_model_load_adapter(rl_model_t *self, const char *dir, char *err, size_t e
     } else {
         rl_lora_destroy(&self->lora);
         self->lora = lo;
-        s_lanes_free(self); // their buffers and adapter shadows follow the old adapter
+        rl_mdl_lanes_free(self); // their buffers and adapter shadows follow the old adapter
         // the work buffers are laid out for the adapter's rank, targets and dropout
         free(self->work);
         free(self->iwork);
@@ -2042,7 +1554,7 @@ static int s_save_hf(const rl_model_t *self, const char *dir, rl_dtype_t dt, siz
     if (merge) { // one buffer as large as the largest Linear, reused (the writer copies)
         size_t mx = 0;
         for (int i = 0; i < n; i++) {
-            mx = (size_t)s_numel(&specs[i]) > mx ? (size_t)s_numel(&specs[i]) : mx;
+            mx = (size_t)rl_mdl_numel(&specs[i]) > mx ? (size_t)rl_mdl_numel(&specs[i]) : mx;
         }
         if (!(tmp = malloc(mx * sizeof *tmp))) {
             rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
@@ -2060,10 +1572,10 @@ static int s_save_hf(const rl_model_t *self, const char *dir, rl_dtype_t dt, siz
         const float *data = *slot;
         int l = 0, m = s_lora_module_of(specs[i].name, &l);
         if (merge && m >= 0 && (rl_lora_targets(self->lora) & (1 << m))) {
-            memcpy(tmp, data, (size_t)s_numel(&specs[i]) * sizeof *tmp);
+            memcpy(tmp, data, (size_t)rl_mdl_numel(&specs[i]) * sizeof *tmp);
             rl_lora_merge(self->lora, l, m, tmp); // W += scale * B A
             rc = rl_st_writer_add_f32(w, specs[i].name, dt, specs[i].ndim, specs[i].shape, tmp);
-        } else if (dt == RL_DTYPE_F32 && !S_BIG_ENDIAN) {
+        } else if (dt == RL_DTYPE_F32 && !RL_MDL_BIG_ENDIAN) {
             rc = rl_st_writer_add(w, specs[i].name, dt, specs[i].ndim, specs[i].shape, data);
         } else {
             rc = rl_st_writer_add_f32(w, specs[i].name, dt, specs[i].ndim, specs[i].shape, data);
