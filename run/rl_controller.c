@@ -1100,9 +1100,9 @@ static int s_after_step(s_ctl_t *s, double t0, const char *note, int64_t last, i
         s->phase = S_PHASE_EVAL;
         rc = s_evaluate(s, enote, sizeof(enote), err, err_len);
         if (rc) {
-            if (rc == RL_ECANCELED) {
-                rl_metrics_write(run->metrics, step, rl_clock_wall()); // the step's own line
-            }
+            // the step's own line still goes out (a rescue checkpoint of this step follows:
+            // without it a resume would leave a hole)
+            rl_metrics_write(run->metrics, step, rl_clock_wall());
             return rc;
         }
         s->phase = S_PHASE_IDLE;

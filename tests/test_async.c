@@ -3,7 +3,9 @@
 // versions older than the ones its step updates (and exactly k once the pipeline is full, except
 // right after a checkpoint, where the pipeline restarts on-policy), async/staleness and the TIS
 // weights are logged, and a run stopped at a checkpoint and resumed ends with the metrics and the
-// adapter of the uninterrupted run.
+// adapter of the uninterrupted run. A run that fails in an evaluation while the next step's
+// generation is queued leaves a rescue checkpoint whose data position is that step's prompts
+// (not past them: rl_run_t.trained), so its resume trains what the uninterrupted run trains.
 #include "rl_test_run.h"
 
 static char s_tmp[256];
@@ -52,6 +54,106 @@ static int s_check_staleness(const char *run, int k, int steps, int *at_step) {
         most = st > most ? st : most;
     }
     return most;
+}
+
+// The training lines of a run's metrics (the evaluations' lines aside, whose values a failed
+// evaluation never wrote), eval/* keys dropped.
+static json_t *s_train_lines(const char *run) {
+    json_t *all = rl_test_metrics(s_tmp, run), *out = json_array();
+    size_t i;
+    json_t *o;
+    json_array_foreach(all, i, o) {
+        if (json_object_get(o, "loss")) {
+            json_t *c = json_deep_copy(o);
+            const char *k;
+            json_t *v;
+            void *it;
+            json_object_foreach_safe(c, it, k, v) {
+                if (strncmp(k, "eval/", 5) == 0 || strcmp(k, "timing/eval") == 0) {
+                    json_object_del(c, k);
+                }
+            }
+            json_array_append_new(out, c);
+        }
+    }
+    json_decref(all);
+    return out;
+}
+
+// The dataset rows of step `step`'s trajectories, in a string ("2080 5311 ..."), sorted.
+static void s_step_rows(const char *run, int step, char *out, size_t n) {
+    char args[600];
+    snprintf(args, sizeof args, "traj export %s/%s --step %d", s_tmp, run, step);
+    CHECK_INT(rl_test_rlctl(s_tmp, args), 0);
+    char *txt = rl_test_out(s_tmp);
+    long rows[512];
+    int k = 0;
+    char *save = NULL;
+    for (char *l = txt ? strtok_r(txt, "\n", &save) : NULL; l && k < 512;
+         l = strtok_r(NULL, "\n", &save)) {
+        json_t *o = json_loads(l, 0, NULL);
+        if (o) {
+            rows[k++] = (long)json_integer_value(json_object_get(o, "data_index"));
+            json_decref(o);
+        }
+    }
+    free(txt);
+    for (int i = 1; i < k; i++) { // insertion sort; duplicates (a prompt's samples) collapse
+        long v = rows[i];
+        int j = i - 1;
+        for (; j >= 0 && rows[j] > v; j--) {
+            rows[j + 1] = rows[j];
+        }
+        rows[j + 1] = v;
+    }
+    size_t o = 0;
+    out[0] = '\0';
+    for (int i = 0; i < k && o < n; i++) {
+        if (i == 0 || rows[i] != rows[i - 1]) {
+            o += (size_t)snprintf(out + o, n - o, "%s%ld", o ? " " : "", rows[i]);
+        }
+    }
+}
+
+// An evaluation after step 2 fails (the 6th generate of each sampler: the two of the evaluation
+// before training, the generations of steps 1-3, then the evaluation's) while step 3's
+// generation is queued: the step's metrics line is written, and the rescue checkpoint of step 2
+// keeps the data position of step 3's prompts (2 x 16; before rl_run_t.trained it said 48 and
+// the resume skipped 16 prompts). The resumed run trains steps 3 and 4 on the uninterrupted
+// run's prompts (sampled on-policy, as after any checkpoint: the numbers of those steps differ).
+static void test_rescue_position(void) {
+    const char *args = "train.steps=4 train.eval_every=2 train.eval_samples=16 train.save_every=0";
+    CHECK_INT(s_run("evk1", 1, args), 0);
+    setenv("RLCTL_FAULT", "generate_bad_id@6", 1);
+    CHECK_INT(s_run("evfail", 1, args), 1);
+    unsetenv("RLCTL_FAULT");
+    char p[700];
+    snprintf(p, sizeof p, "%s/evfail/checkpoints/step-2/state.json", s_tmp);
+    json_t *st = json_load_file(p, 0, NULL);
+    CHECK_MSG(st != NULL, "no rescue checkpoint at %s", p);
+    json_t *data = json_object_get(st, "data");
+    CHECK_INT((int)json_integer_value(json_object_get(data, "epoch")), 0);
+    CHECK_INT((int)json_integer_value(json_object_get(data, "index")), 32);
+    json_decref(st);
+    char more[300];
+    snprintf(more, sizeof more, "%s --resume", args);
+    CHECK_INT(s_run("evfail", 1, more), 0);
+    json_t *a = s_train_lines("evk1"), *b = s_train_lines("evfail");
+    CHECK_MSG(json_array_size(a) == 4 && json_array_size(b) == 4, "%zu and %zu training lines",
+              json_array_size(a), json_array_size(b));
+    for (size_t i = 0; i < 2 && i < json_array_size(b); i++) { // before the failure: the same
+        CHECK_MSG(json_equal(json_array_get(a, i), json_array_get(b, i)), "step %zu differs",
+                  i + 1);
+    }
+    json_decref(a);
+    json_decref(b);
+    for (int step = 3; step <= 4; step++) {
+        char ra[4096], rb[4096];
+        s_step_rows("evk1", step, ra, sizeof ra);
+        s_step_rows("evfail", step, rb, sizeof rb);
+        CHECK_MSG(ra[0] && strcmp(ra, rb) == 0, "step %d trained rows '%s', uninterrupted '%s'",
+                  step, rb, ra);
+    }
 }
 
 int main(void) {
@@ -122,6 +224,7 @@ int main(void) {
     json_decref(b);
     json_decref(ta);
     json_decref(tb);
+    test_rescue_position();
     rl_test_tmpdir_done(s_tmp);
     RL_TEST_DONE();
 }
