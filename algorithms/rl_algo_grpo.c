@@ -157,6 +157,11 @@ static void s_check(rl_recipe_check_t *c, const rl_recipe_t *r) {
         rl_recipe_check_err(c, "algorithm.policy_loss", "'%.64s' is not a policy loss; choices: %s",
                             r->algorithm.policy_loss ? r->algorithm.policy_loss : "",
                             rl_loss_names(1, names, sizeof names));
+    } else if (L->no_dual_clip && r->algorithm.dual_clip > 0) {
+        rl_recipe_check_err(c, "algorithm.dual_clip",
+                            "%g does not apply to policy_loss %s (its loss stays bounded for "
+                            "negative advantages); use 0",
+                            r->algorithm.dual_clip, L->name);
     }
     long long per_step = (long long)r->train.batch_size * s_set(r)->num_generations;
     char what[160];

@@ -1026,6 +1026,17 @@ static void test_cli(void) {
                     out, sizeof out),
               2);
     CHECK_CONTAINS(out, "algorithm.policy_loss: 'dpo' is not a policy loss; choices: grpo");
+    // a knob the loss has no use for is refused, not ignored (CISPO has no dual clip), also
+    // without the file checks
+    CHECK_INT(s_run("validate --no-file-checks '" RL_SOURCE_DIR "/cookbook/grpo_lora.yaml' "
+                    "algorithm.policy_loss=cispo algorithm.dual_clip=3 2>&1 >/dev/null",
+                    out, sizeof out),
+              2);
+    CHECK_CONTAINS(out, "algorithm.dual_clip: 3 does not apply to policy_loss cispo");
+    CHECK_INT(s_run("validate --no-file-checks '" RL_SOURCE_DIR "/cookbook/grpo_lora.yaml' "
+                    "algorithm.policy_loss=gspo algorithm.dual_clip=3 >/dev/null 2>&1",
+                    out, sizeof out),
+              0);
     CHECK_INT(s_run("validate '" RECIPES "/good/sft.yaml' 2>/dev/null", out, sizeof out), 0);
     CHECK_CONTAINS(out, "algorithm:\n  name: sft\n");
     CHECK_INT(s_run("validate --help", out, sizeof out), 0);

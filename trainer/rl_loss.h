@@ -126,6 +126,8 @@ struct rl_loss {
     unsigned needs;               // RL_LOSS_NEEDS_*
     rl_loss_model_t model;
     int policy_loss;              // 1: a choice of the recipe's algorithm.policy_loss
+    int no_dual_clip;             // 1: algorithm.dual_clip does not apply to it (a recipe that
+                                  // sets one with it is refused)
     rl_loss_train_fn train;
     const void *impl;             // the adapter's own table, or NULL (GRPO's family: its
                                   // per-micro-batch math, rl_grpo.h)

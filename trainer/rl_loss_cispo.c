@@ -17,8 +17,8 @@
 // loss_type: cispo clamps at epsilon_high from above only, its epsilon_high being the bound on
 // the ratio itself: epsilon_high_rlctl = epsilon_high_TRL - 1 with epsilon_low near 1; the
 // paper sets no lower bound and tunes the upper). The dual clip does not apply: the loss is
-// linear in logp with a bounded weight, so it stays bounded for A < 0 (algorithm.dual_clip is
-// not used; its statistic stays 0). With one update per batch (old = logp detached) w^ = 1 and
+// linear in logp with a bounded weight, so it stays bounded for A < 0 (its definition says
+// no_dual_clip: a recipe that sets algorithm.dual_clip with it is refused; the statistic stays 0). With one update per batch (old = logp detached) w^ = 1 and
 // the gradient is GRPO's, -A on every token (the loss's value, -A logp, is not).
 //
 // Statistics (rl_grpo_loss_stats_t, per active token as rl_grpo_loss's): clip_low / clip_high
@@ -124,6 +124,7 @@ const rl_loss_t rl_loss_cispo_def = {
     .needs = RL_LOSS_NEEDS_ADV,
     .model = RL_LOSS_POLICY,
     .policy_loss = 1,
+    .no_dual_clip = 1,
     .train = rl_grpo_train,
     .impl = &s_family,
     .stats = rl_grpo_stats,
