@@ -19,8 +19,8 @@
 // paper sets no lower bound and tunes the upper). The dual clip does not apply: the loss is
 // linear in logp with a bounded weight, so it stays bounded for A < 0 (its definition says
 // no_dual_clip: a recipe that sets algorithm.dual_clip with it is refused; the statistic stays
-// 0). With one update per batch (old = logp detached) w^ = 1 and
-// the gradient is GRPO's, -A on every token (the loss's value, -A logp, is not).
+// 0). With one update per batch (old = logp detached) w^ = 1 and the gradient is GRPO's, -A on
+// every token (the loss's value, -A logp, is not).
 //
 // Statistics (rl_grpo_loss_stats_t, per active token as rl_grpo_loss's): clip_low / clip_high
 // count the tokens whose weight was clipped at the lower / upper bound (whatever the sign of
