@@ -138,7 +138,10 @@ static void test_sampler(void) {
     int32_t rl[2] = {2, 1}, rid[3] = {7, 8, 9};
     float rlp[3] = {-0.5f, -1.0f, -2.0f};
     uint8_t fin[2] = {0, 1};
-    rl_proto_generate_reply_t gr = {rl, fin, 2, rid, rlp, 3, 10, 3}, grd;
+    rl_proto_generate_reply_t gr = {.lens = rl, .finish = fin, .n_res = 2, .ids = rid,
+                                    .logprobs = rlp, .n_ids = 3, .prefill_tokens = 10,
+                                    .decode_tokens = 3},
+                              grd;
     CHECK_INT(rl_proto_generate_reply_encode(&gr, 5, &m, err, sizeof err), 0);
     m = s_wire(m);
     CHECK_INT(rl_proto_generate_reply_decode(m, &grd, err, sizeof err), 0);
