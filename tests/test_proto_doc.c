@@ -77,11 +77,11 @@ static void s_diff(char **a, int na, int a0, char **b, int nb) {
         if (i < na && j < nb && strcmp(a[i], b[j]) == 0) {
             i++;
             j++;
-        } else if (j < nb && (i == na || S_L(i, j + 1) >= S_L(i + 1, j))) {
-            fprintf(stderr, "  + %s\n", b[j++]);
-        } else {
+        } else if (i < na && (j == nb || S_L(i + 1, j) >= S_L(i, j + 1))) {
             fprintf(stderr, "  - %s   (doc line %d)\n", a[i], a0 + i + 1);
             i++;
+        } else {
+            fprintf(stderr, "  + %s\n", b[j++]);
         }
     }
 #undef S_L
