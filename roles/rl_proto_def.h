@@ -12,8 +12,8 @@
 //   names the list RL_PROTO_F_<fields>; own is OWN when this message's list makes the struct,
 //   USE when it shares one that another list makes (save sends load's struct but for
 //   model_train_step; load's reply is save's).
-// RL_PROTO_F_<list>(X, S): the fields, in the order they go on the wire. Each entry is X##_KIND
-//   (S is the struct type, for offsetof); the wire kinds:
+// RL_PROTO_F_<list>(X, S): the fields, in the order they go on the wire. Each entry is
+//   X##_KIND(S, ...), S the struct type (for offsetof); the wire kinds and their arguments:
 //     INT, FLOAT, BOOL, STR (name, presence, meaning)   int64_t, double, int, const char *
 //     STRN (name, presence, len, meaning)               a string whose length is in `len`
 //     STRS (name, presence, count, meaning)             a string list of `count` strings
