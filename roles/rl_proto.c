@@ -338,7 +338,7 @@ static const s_check_fn s_checks[S_N_MSGS] = {
 // ---- generic encode ---------------------------------------------------------------------------
 
 #define S_AT(st, off, type) (*(type *)((char *)(st) + (off)))
-#define S_CAT(st, off, type) (*(const type *)((const char *)(st) + (off)))
+#define S_CAT(st, off, type) (*(type const *)((const char *)(st) + (off))) // type may be const
 
 // dimension d of field f: an int64_t (DIM) or an int (COUNT) member
 static int64_t s_dim(const void *st, const s_field_t *f, int d) {
