@@ -36,30 +36,9 @@ static void s_free_hint(void *data, void *hint) {
 
 // Every typed decoder on the message: each must accept or refuse it, never crash.
 static void s_typed(const rl_msg_t *m) {
-    S_TRY(hello, rl_proto_hello_t);
-    S_TRY(hb, rl_proto_hb_t);
-    S_TRY(configure, rl_proto_configure_t);
-    S_TRY(load_weights, rl_proto_load_weights_t);
-    S_TRY(load_weights_reply, rl_proto_load_weights_reply_t);
-    S_TRY(generate, rl_proto_generate_t);
-    S_TRY(generate_reply, rl_proto_generate_reply_t);
-    S_TRY(logprobs, rl_proto_logprobs_t);
-    S_TRY(logprobs_reply, rl_proto_logprobs_reply_t);
-    S_TRY(train, rl_proto_train_t);
-    S_TRY(train_reply, rl_proto_train_reply_t);
-    S_TRY(export_weights_reply, rl_proto_export_weights_reply_t);
-    S_TRY(save, rl_proto_save_t);
-    S_TRY(save_reply, rl_proto_save_reply_t);
-    S_TRY(load, rl_proto_save_t);
-    S_TRY(load_reply, rl_proto_save_reply_t);
-    S_TRY(save_final, rl_proto_save_final_t);
-    S_TRY(score, rl_proto_score_t);
-    S_TRY(score_reply, rl_proto_score_reply_t);
-    S_TRY(values, rl_proto_values_t);
-    S_TRY(values_reply, rl_proto_values_reply_t);
-    S_TRY(attach, rl_proto_attach_t);
-    S_TRY(attach_reply, rl_proto_attach_reply_t);
-    S_TRY(model_file, rl_proto_model_file_t);
+#define S_TRY_OF(name, verb, side, st, fields, own) S_TRY(name, rl_proto_##st##_t);
+    RL_PROTO_MESSAGES(S_TRY_OF) // every message of the definition (transport/rl_proto_def.h)
+#undef S_TRY_OF
     int ok;
     const char *why;
     (void)rl_proto_reply_status(m, &ok, &why);

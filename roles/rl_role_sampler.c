@@ -167,8 +167,14 @@ static int s_generate(void *state, const rl_msg_t *req, rl_msg_t **reply, char *
         }
         rl_sampler_stats_t stats;
         rl_sampler_stats(s->sampler, &stats);
-        rl_proto_generate_reply_t r = {lens, fin, (int64_t)nres, ids, lp, total,
-                                       stats.prefill_tokens, stats.decode_tokens};
+        rl_proto_generate_reply_t r = {.lens = lens,
+                                       .n_res = (int64_t)nres,
+                                       .ids = ids,
+                                       .logprobs = lp,
+                                       .n_ids = total,
+                                       .finish = fin,
+                                       .prefill_tokens = stats.prefill_tokens,
+                                       .decode_tokens = stats.decode_tokens};
         rc = rl_proto_generate_reply_encode(&r, rl_msg_id(req), reply, err, err_len);
     } else {
         rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");

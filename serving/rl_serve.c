@@ -479,7 +479,14 @@ static int s_workers_generate(s_serve_t *s, const rl_msg_t *req, rl_msg_t **out,
         i0 += g[i].n_ids;
     }
     if (!rc) {
-        rl_proto_generate_reply_t all = {lens, fin, n_res, ids, lp, n_ids, prefill, decode};
+        rl_proto_generate_reply_t all = {.lens = lens,
+                                         .n_res = n_res,
+                                         .ids = ids,
+                                         .logprobs = lp,
+                                         .n_ids = n_ids,
+                                         .finish = fin,
+                                         .prefill_tokens = prefill,
+                                         .decode_tokens = decode};
         rc = rl_proto_generate_reply_encode(&all, rl_msg_id(req), out, err, err_len);
     }
     free(lens);

@@ -7,6 +7,7 @@
 #include "rl_test.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -137,7 +138,10 @@ static void test_sampler(void) {
     int32_t rl[2] = {2, 1}, rid[3] = {7, 8, 9};
     float rlp[3] = {-0.5f, -1.0f, -2.0f};
     uint8_t fin[2] = {0, 1};
-    rl_proto_generate_reply_t gr = {rl, fin, 2, rid, rlp, 3, 10, 3}, grd;
+    rl_proto_generate_reply_t gr = {.lens = rl, .finish = fin, .n_res = 2, .ids = rid,
+                                    .logprobs = rlp, .n_ids = 3, .prefill_tokens = 10,
+                                    .decode_tokens = 3},
+                              grd;
     CHECK_INT(rl_proto_generate_reply_encode(&gr, 5, &m, err, sizeof err), 0);
     m = s_wire(m);
     CHECK_INT(rl_proto_generate_reply_decode(m, &grd, err, sizeof err), 0);
@@ -565,6 +569,207 @@ static void test_corpus_train_reply(void) {
     }
 }
 
+// ---- the bytes, pinned ------------------------------------------------------------------------
+// Every message of the protocol, every field set (optional ones too), encoded: frame 0's bytes in
+// hex; then what each decoder says of hostile copies: an empty message of the op, and each key in
+// turn replaced by nil, by a string and by an int, and left out (its name in the bytes changed).
+// tests/fixtures/proto/golden.txt holds the transcript recorded with the hand-written field
+// tables (before the protocol was defined once, transport/rl_proto_def.h), so a change to the bytes
+// or to a decoder's refusals shows as a diff.
+// RL_PROTO_GOLDEN_WRITE=1 rewrites the file instead (then review its diff).
+
+typedef int (*s_decode_fn)(const rl_msg_t *msg, void *out, char *err, size_t err_len);
+
+static void s_golden_one(FILE *out, const char *name, rl_msg_t *m, s_decode_fn dec, size_t size) {
+    const rl_frame_t *fr;
+    int n = 0;
+    CHECK_INT(rl_msg_encode(m, &fr, &n), 0);
+    fprintf(out, "%s frames %d:", name, n);
+    for (int f = 0; f < n; f++) {
+        fprintf(out, " ");
+        for (size_t i = 0; i < fr[f].len; i++) {
+            fprintf(out, "%02x", ((const unsigned char *)fr[f].data)[i]);
+        }
+    }
+    fprintf(out, "\n");
+    rl_msg_t *back = NULL;
+    char err[512] = "";
+    CHECK_INT(rl_msg_decode(fr, n, &back, err, sizeof err), 0);
+    void *st = calloc(1, size);
+    rl_msg_t *empty = rl_msg_new(rl_msg_op(m), rl_msg_id(m));
+    int rc = dec(empty, st, err, sizeof err);
+    fprintf(out, "%s empty: %d %s\n", name, rc, rc ? err : "");
+    rl_msg_free(&empty);
+    for (int k = 0; back && k < rl_msg_count(back); k++) {
+        const char *key = rl_msg_key(back, k);
+        if (strcmp(key, "ok") == 0) {
+            continue;
+        }
+        // gone: the key's name in frame 0 (its first occurrence, a fixstr) renamed "Z..."
+        size_t kl = strlen(key);
+        unsigned char *f0 = malloc(fr[0].len);
+        const unsigned char *src = fr[0].data;
+        memcpy(f0, src, fr[0].len);
+        for (size_t i = 0; kl < 32 && i + 1 + kl <= fr[0].len; i++) {
+            if (src[i] == (0xa0 | kl) && memcmp(src + i + 1, key, kl) == 0) {
+                f0[i + 1] = 'Z';
+                break;
+            }
+        }
+        rl_frame_t gone[RL_WIRE_MAX_FRAMES + 1];
+        for (int f = 0; f < n && f <= RL_WIRE_MAX_FRAMES; f++) {
+            gone[f] = fr[f];
+        }
+        gone[0].data = f0;
+        for (int how = 0; how < 4; how++) {
+            rl_msg_t *c = NULL;
+            CHECK_INT(rl_msg_decode(how == 3 ? gone : fr, n, &c, err, sizeof err), 0);
+            if (!c) {
+                continue;
+            }
+            const char *k2 = rl_msg_key(c, k);
+            if (how == 0) {
+                rl_msg_set_nil(c, k2);
+            } else if (how == 1) {
+                rl_msg_set_str(c, k2, "x");
+            } else if (how == 2) {
+                rl_msg_set_int(c, k2, 3);
+            }
+            static const char *const hows[] = {"nil", "str", "int", "gone"};
+            err[0] = 0;
+            rc = dec(c, st, err, sizeof err);
+            fprintf(out, "%s %s=%s: %d %s\n", name, key, hows[how], rc, rc ? err : "");
+            rl_msg_free(&c);
+        }
+        free(f0);
+    }
+    free(st);
+    rl_msg_free(&back);
+    rl_msg_free(&m);
+}
+
+#define S_GOLDEN(out, name, type, ...)                                                         \
+    do {                                                                                       \
+        type x_ = __VA_ARGS__;                                                                 \
+        rl_msg_t *m_ = NULL;                                                                   \
+        char e_[256] = "";                                                                     \
+        CHECK_MSG(rl_proto_##name##_encode(&x_, 7, &m_, e_, sizeof e_) == 0, "%s: %s", #name,  \
+                  e_);                                                                         \
+        if (m_) {                                                                              \
+            s_golden_one(out, #name, m_, (s_decode_fn)rl_proto_##name##_decode, sizeof x_);    \
+        }                                                                                      \
+    } while (0)
+
+static void s_golden_all(FILE *out) {
+    const char *caps[] = {"generate", "shutdown"};
+    const char *pr[] = {"p0", "p1"}, *co[] = {"c0", "c1"}, *rows[] = {"{}", "{\"a\":1}"};
+    const char *sn[] = {"loss", "grad_norm"};
+    int32_t tok[6] = {1, 2, 3, 4, 5, 0}, len2[2] = {3, 2}, ids[5] = {1, 2, 3, 4, 5};
+    int32_t stop[1] = {9}, rl[2] = {2, 1}, rid[3] = {7, 8, 9}, slen[2] = {1, 2};
+    int64_t idx[2] = {10, 11};
+    uint8_t mask[6] = {0, 1, 1, 0, 1, 0}, fin[2] = {0, 1}, data[4] = {1, 2, 3, 4};
+    float f6[6] = {0, -1, -2, 0, -3, 0}, w[3] = {0.1f, 0.2f, 0.3f}, rlp[3] = {-0.5f, -1, -2};
+    double adv[2] = {0.5, -0.5}, sv[2] = {0.25, 1.5}, sc[2] = {1, NAN};
+    S_GOLDEN(out, hello, rl_proto_hello_t,
+             {.role = "sampler", .rank = 3, .pid = 1234, .token = "t0k", .caps = caps,
+              .n_caps = 2, .error = "no model", .host = "h2"});
+    S_GOLDEN(out, hb, rl_proto_hb_t, {.token = "t0k"});
+    S_GOLDEN(out, configure, rl_proto_configure_t, {.recipe = "run: {}\n", .threads = 2});
+    S_GOLDEN(out, load_weights, rl_proto_load_weights_t,
+             {.version = 4, .kind = "lora", .weights = w, .n = 3, .offset = 3, .total = 6});
+    S_GOLDEN(out, load_weights_reply, rl_proto_load_weights_reply_t, {.version = 4});
+    S_GOLDEN(out, generate, rl_proto_generate_t,
+             {.version = 1, .prompts = ids, .n_prompt_ids = 5, .prompt_lens = len2,
+              .prompt_index = idx, .P = 2, .n = 3, .max_new_tokens = 8, .temperature = 0.7,
+              .top_p = 0.9, .top_k = 5, .seed = 42, .stop_ids = stop, .n_stop = 1});
+    S_GOLDEN(out, generate_reply, rl_proto_generate_reply_t,
+             {.lens = rl, .finish = fin, .n_res = 2, .ids = rid, .logprobs = rlp, .n_ids = 3,
+              .prefill_tokens = 10, .decode_tokens = 3});
+    S_GOLDEN(out, logprobs, rl_proto_logprobs_t,
+             {.tokens = tok, .lengths = len2, .B = 2, .T = 3, .adapter = 0, .temperature = 0.8});
+    S_GOLDEN(out, logprobs_reply, rl_proto_logprobs_reply_t, {.logp = f6, .B = 2, .T = 3});
+    S_GOLDEN(out, train, rl_proto_train_t,
+             {.loss = "grpo", .step = 4, .lr = 1e-3, .temperature = 1.0, .tokens = tok,
+              .lengths = len2, .mask = mask, .adv = adv, .token_adv = f6, .mu_logp = f6,
+              .ref_logp = f6, .old_logp = f6, .values = f6, .returns = f6, .ref_sum = adv,
+              .margin = adv, .B = 2, .T = 3, .denom = 3, .micro_batch = 1, .iterations = 2,
+              .want_weights = 0});
+    S_GOLDEN(out, train_reply, rl_proto_train_reply_t,
+             {.old_logp = f6, .B = 2, .T = 3, .stat_names = sn, .n_stats = 2, .stats = sv,
+              .iterations = 2, .weights = w, .n = 3});
+    S_GOLDEN(out, export_weights_reply, rl_proto_export_weights_reply_t,
+             {.kind = "full", .weights = w, .n = 3});
+    S_GOLDEN(out, save, rl_proto_save_t, {.dir = "/x/step-3.tmp", .part = "critic"});
+    S_GOLDEN(out, save_reply, rl_proto_save_reply_t, {.model_train_step = 12, .n_trainable = 9});
+    S_GOLDEN(out, load, rl_proto_save_t,
+             {.dir = "/x/step-3", .model_train_step = 12, .part = "policy"});
+    S_GOLDEN(out, load_reply, rl_proto_save_reply_t, {.model_train_step = 12, .n_trainable = 9});
+    S_GOLDEN(out, save_final, rl_proto_save_final_t,
+             {.dir = "/x/final.tmp", .bf16 = 1, .part = "critic", .pad_token_id = 21});
+    S_GOLDEN(out, score, rl_proto_score_t,
+             {.reward = 1, .prompts = pr, .completions = co, .rows = rows, .n = 2, .ids = ids,
+              .n_ids = 3, .lens = slen});
+    S_GOLDEN(out, score_reply, rl_proto_score_reply_t, {.scores = sc, .n = 2});
+    S_GOLDEN(out, values, rl_proto_values_t,
+             {.tokens = tok, .lengths = len2, .B = 2, .T = 3, .scores = 1});
+    S_GOLDEN(out, values_reply, rl_proto_values_reply_t, {.values = f6, .B = 2, .T = 3});
+    S_GOLDEN(out, attach, rl_proto_attach_t,
+             {.session = "0123456789abcdef0123456789abcdef", .model_hash = "00ff00ff00ff00ff",
+              .run = "run x of h (pid 1)"});
+    S_GOLDEN(out, attach_reply, rl_proto_attach_reply_t,
+             {.session = "s", .pid = 77, .host = "h", .threads = 4, .needs_model = 1});
+    S_GOLDEN(out, model_file, rl_proto_model_file_t,
+             {.name = "config.json", .offset = 4, .total = 8, .data = data, .n = 4, .last = 1});
+}
+
+static void test_golden(void) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/proto/golden.txt", RL_FIXTURES);
+    char *got = NULL;
+    size_t got_len = 0;
+    FILE *out = open_memstream(&got, &got_len);
+    CHECK(out != NULL);
+    if (!out) {
+        return;
+    }
+    s_golden_all(out);
+    fclose(out);
+    const char *w = getenv("RL_PROTO_GOLDEN_WRITE");
+    if (w && strcmp(w, "1") == 0) {
+        FILE *f = fopen(path, "w");
+        CHECK_MSG(f && fwrite(got, 1, got_len, f) == got_len, "%s: cannot write", path);
+        if (f) {
+            fclose(f);
+        }
+    }
+    size_t want_len = 0;
+    char *want = rl_test_read_file(path, &want_len);
+    CHECK_MSG(want != NULL, "%s: unreadable", path);
+    if (want) {
+        // the first line that differs, both ways
+        const char *a = want, *b = got;
+        int line = 1;
+        while (*a && *b && *a == *b) {
+            line += *a == '\n';
+            a++;
+            b++;
+        }
+        int same = want_len == got_len && memcmp(want, got, got_len) == 0;
+        if (!same) {
+            while (a > want && a[-1] != '\n') {
+                a--;
+            }
+            while (b > got && b[-1] != '\n') {
+                b--;
+            }
+        }
+        CHECK_MSG(same, "%s:%d differs:\n  recorded: %.*s\n  now:      %.*s", path, line,
+                  (int)strcspn(a, "\n"), a, (int)strcspn(b, "\n"), b);
+    }
+    free(want);
+    free(got);
+}
+
 int main(void) {
     RL_TEST_RUN(test_verbs);
     RL_TEST_RUN(test_corpus_train_reply);
@@ -574,5 +779,6 @@ int main(void) {
     RL_TEST_RUN(test_critic);
     RL_TEST_RUN(test_reward);
     RL_TEST_RUN(test_envelopes);
+    RL_TEST_RUN(test_golden);
     RL_TEST_DONE();
 }

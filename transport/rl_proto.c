@@ -1,42 +1,34 @@
-// rl_proto — typed role messages (see rl_proto.h). Each message is described once, by a table
-// of its fields (key, kind, dtype, rank, where it sits in the struct, which struct fields hold
-// its dimensions); one generic encoder and one generic decoder walk the tables, and a verb's own
-// consistency checks run after decoding. The typed functions of the header are thin wrappers.
+// rl_proto — typed role messages (see rl_proto.h). The messages are defined once, in
+// rl_proto_def.h; from its lists this file makes one table of fields per message (key, kind,
+// dtype, rank, where each value and each dimension sits in the struct, presence, meaning), and
+// one generic encoder and one generic decoder walk the tables; a verb's own consistency checks
+// run after decoding. The typed functions of the header are thin wrappers, and rl_proto_doc
+// prints the same tables as docs/protocol.md shows them.
 #include "rl_proto.h"
 
 #include "rl_err.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
 // ---- verbs ------------------------------------------------------------------------------------
 
-static const char *const s_ops[RL_PROTO_N_VERBS] = {
-    [RL_PROTO_HELLO] = "hello",
-    [RL_PROTO_HB] = "hb",
-    [RL_PROTO_CONFIGURE] = "configure",
-    [RL_PROTO_SHUTDOWN] = "shutdown",
-    [RL_PROTO_LOAD_WEIGHTS] = "load_weights",
-    [RL_PROTO_GENERATE] = "generate",
-    [RL_PROTO_LOGPROBS] = "logprobs",
-    [RL_PROTO_TRAIN] = "train",
-    [RL_PROTO_EXPORT_WEIGHTS] = "export_weights",
-    [RL_PROTO_SAVE] = "save",
-    [RL_PROTO_LOAD] = "load",
-    [RL_PROTO_SAVE_FINAL] = "save_final",
-    [RL_PROTO_SCORE] = "score",
-    [RL_PROTO_VALUES] = "values",
-    [RL_PROTO_ATTACH] = "attach",
-    [RL_PROTO_MODEL_FILE] = "model_file",
+static const struct {
+    const char *op, *served_by, *answer; // answer: what answers it when it has no reply message
+} s_verbs[RL_PROTO_N_VERBS] = {
+#define S_VERB(VERB, op, served_by, answer) [RL_PROTO_##VERB] = {#op, served_by, answer},
+    RL_PROTO_VERBS(S_VERB)
+#undef S_VERB
 };
 
 const char *rl_proto_verb_name(rl_proto_verb_t verb) {
-    return (unsigned)verb < RL_PROTO_N_VERBS ? s_ops[verb] : "?";
+    return (unsigned)verb < RL_PROTO_N_VERBS ? s_verbs[verb].op : "?";
 }
 
 int rl_proto_verb_of(const char *op) {
     for (int v = 0; op && v < RL_PROTO_N_VERBS; v++) {
-        if (strcmp(op, s_ops[v]) == 0) {
+        if (strcmp(op, s_verbs[v].op) == 0) {
             return v;
         }
     }
@@ -53,216 +45,86 @@ typedef struct {
     const char *key;
     s_kind_t kind;
     int optional;       // may be absent: tensors and strings NULL, scalars their default
+    int has_def;        // an optional scalar with a default (DEF(v)): for the doc
     double def;         // the default of an optional scalar
     size_t off;         // the value: int64_t, double, int, const char *, const void *
-    size_t len_off;     // S_STR: size_t length (or S_NONE); S_STRS: const size_t * lengths
-    size_t count_off;   // S_STRS: int count; S_TENSOR: the int count that is its dimension
-                        // when dim_off[0] is S_NONE
+    size_t len_off;     // S_STR: size_t length; S_STRS: const size_t * lengths (or S_NONE)
     rl_wire_dtype_t dtype;
-    int ndim;
-    size_t dim_off[2];  // S_TENSOR: the int64_t struct fields that hold its dimensions
+    int ndim;           // S_TENSOR: 1 or 2; S_STRS: 1 (its count is a dimension)
+    size_t dim_off[2];  // the struct members that hold the dimensions: int64_t (DIM) or int
+    size_t dim_size[2]; // (COUNT), told apart by their sizes
+    const char *dim_name[2];
+    const char *doc;    // the field's meaning
 } s_field_t;
 
-typedef struct {
-    const char *what;           // "generate", "generate reply": the prefix of messages
-    const s_field_t *fields;
-    int n;
-    // the verb's own checks after decoding; returns 0 or RL_EPROTO with err filled
-    int (*check)(const void *st, char *err, size_t err_len);
-} s_spec_t;
+// presence: REQ, OPT, DEF(v)
+#define S_P_REQ .optional = 0
+#define S_P_OPT .optional = 1
+#define S_P_DEF(v) .optional = 1, .has_def = 1, .def = (v)
+#define S_DIM0(S, d)                                                                           \
+    .dim_off = {offsetof(S, d)}, .dim_size = {sizeof(((S *)0)->d)}, .dim_name = {#d}
+#define S_DIM01(S, d0, d1)                                                                     \
+    .dim_off = {offsetof(S, d0), offsetof(S, d1)},                                             \
+    .dim_size = {sizeof(((S *)0)->d0), sizeof(((S *)0)->d1)}, .dim_name = {#d0, #d1}
 
-#define F_INT(T, k, f) {.key = k, .kind = S_INT, .off = offsetof(T, f)}
-#define F_INT_OPT(T, k, f, d) {.key = k, .kind = S_INT, .optional = 1, .def = d, .off = offsetof(T, f)}
-#define F_FLOAT(T, k, f) {.key = k, .kind = S_FLOAT, .off = offsetof(T, f)}
-#define F_FLOAT_OPT(T, k, f, d)                                                                \
-    {.key = k, .kind = S_FLOAT, .optional = 1, .def = d, .off = offsetof(T, f)}
-#define F_BOOL_OPT(T, k, f, d) {.key = k, .kind = S_BOOL, .optional = 1, .def = d, .off = offsetof(T, f)}
-#define F_STR(T, k, f) {.key = k, .kind = S_STR, .off = offsetof(T, f), .len_off = S_NONE}
-#define F_STR_OPT(T, k, f)                                                                     \
-    {.key = k, .kind = S_STR, .optional = 1, .off = offsetof(T, f), .len_off = S_NONE}
-#define F_STRN(T, k, f, l) {.key = k, .kind = S_STR, .off = offsetof(T, f), .len_off = offsetof(T, l)}
-#define F_STRS(T, k, f, l, c)                                                                  \
-    {.key = k, .kind = S_STRS, .off = offsetof(T, f), .len_off = offsetof(T, l),               \
-     .count_off = offsetof(T, c)}
-#define F_T1(T, k, f, dt, d0)                                                                  \
-    {.key = k, .kind = S_TENSOR, .off = offsetof(T, f), .dtype = dt, .ndim = 1,                \
-     .dim_off = {offsetof(T, d0), S_NONE}}
-#define F_T1_OPT(T, k, f, dt, d0)                                                              \
-    {.key = k, .kind = S_TENSOR, .optional = 1, .off = offsetof(T, f), .dtype = dt, .ndim = 1, \
-     .dim_off = {offsetof(T, d0), S_NONE}}
-#define F_T2(T, k, f, dt, d0, d1)                                                              \
-    {.key = k, .kind = S_TENSOR, .off = offsetof(T, f), .dtype = dt, .ndim = 2,                \
-     .dim_off = {offsetof(T, d0), offsetof(T, d1)}}
-#define F_T2_OPT(T, k, f, dt, d0, d1)                                                          \
-    {.key = k, .kind = S_TENSOR, .optional = 1, .off = offsetof(T, f), .dtype = dt, .ndim = 2, \
-     .dim_off = {offsetof(T, d0), offsetof(T, d1)}}
+// one row of a table per wire field (m: the meaning); the size members make none
+#define S_F_INT(S, name, p, m)                                                                 \
+    {.key = #name, .kind = S_INT, S_P_##p, .off = offsetof(S, name), .doc = m},
+#define S_F_FLOAT(S, name, p, m)                                                               \
+    {.key = #name, .kind = S_FLOAT, S_P_##p, .off = offsetof(S, name), .doc = m},
+#define S_F_BOOL(S, name, p, m)                                                                \
+    {.key = #name, .kind = S_BOOL, S_P_##p, .off = offsetof(S, name), .doc = m},
+#define S_F_STR(S, name, p, m)                                                                 \
+    {.key = #name, .kind = S_STR, S_P_##p, .off = offsetof(S, name), .len_off = S_NONE,        \
+     .doc = m},
+#define S_F_STRN(S, name, p, len, m)                                                           \
+    {.key = #name, .kind = S_STR, S_P_##p, .off = offsetof(S, name),                           \
+     .len_off = offsetof(S, len), .doc = m},
+#define S_F_STRS(S, name, p, count, m)                                                         \
+    {.key = #name, .kind = S_STRS, S_P_##p, .off = offsetof(S, name), .len_off = S_NONE,       \
+     .ndim = 1, S_DIM0(S, count), .doc = m},
+#define S_F_STRSN(S, name, p, lens, count, m)                                                  \
+    {.key = #name, .kind = S_STRS, S_P_##p, .off = offsetof(S, name),                          \
+     .len_off = offsetof(S, lens), .ndim = 1, S_DIM0(S, count), .doc = m},
+#define S_F_T1(S, name, p, dt, d0, m)                                                          \
+    {.key = #name, .kind = S_TENSOR, S_P_##p, .off = offsetof(S, name), .dtype = RL_DT_##dt,   \
+     .ndim = 1, S_DIM0(S, d0), .doc = m},
+#define S_F_T2(S, name, p, dt, d0, d1, m)                                                      \
+    {.key = #name, .kind = S_TENSOR, S_P_##p, .off = offsetof(S, name), .dtype = RL_DT_##dt,   \
+     .ndim = 2, S_DIM01(S, d0, d1), .doc = m},
+#define S_F_DIM(S, name)
+#define S_F_COUNT(S, name)
+#define S_F_LENS(S, name)
+#define S_F_SIZE(S, name)
+
 #define S_N(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-// -- hello, hb, configure
-static const s_field_t s_hello[] = {
-    F_STR(rl_proto_hello_t, "role", role),
-    F_INT(rl_proto_hello_t, "rank", rank),
-    F_INT(rl_proto_hello_t, "pid", pid),
-    F_STR(rl_proto_hello_t, "token", token),
-    {.key = "caps",
-     .kind = S_STRS,
-     .off = offsetof(rl_proto_hello_t, caps),
-     .len_off = S_NONE,
-     .count_off = offsetof(rl_proto_hello_t, n_caps)},
-    F_STR_OPT(rl_proto_hello_t, "error", error),
-    F_STR_OPT(rl_proto_hello_t, "host", host),
-};
-static const s_field_t s_hb[] = {F_STR(rl_proto_hb_t, "token", token)};
-static const s_field_t s_configure[] = {
-    F_STRN(rl_proto_configure_t, "recipe", recipe, recipe_len),
-    F_INT(rl_proto_configure_t, "threads", threads),
-};
+// s_fields_<message>[]: its fields in wire order
+#define S_FIELDS(name, verb, side, st, fields, own)                                            \
+    static const s_field_t s_fields_##name[] = {RL_PROTO_F_##fields(S_F, rl_proto_##st##_t)};
+RL_PROTO_MESSAGES(S_FIELDS)
 
-// -- remote samplers
-static const s_field_t s_attach[] = {
-    F_STR(rl_proto_attach_t, "session", session),
-    F_STR(rl_proto_attach_t, "model_hash", model_hash),
-    F_STR(rl_proto_attach_t, "run", run),
-};
-static const s_field_t s_attach_reply[] = {
-    F_STR(rl_proto_attach_reply_t, "session", session),
-    F_INT(rl_proto_attach_reply_t, "pid", pid),
-    F_STR(rl_proto_attach_reply_t, "host", host),
-    F_INT(rl_proto_attach_reply_t, "threads", threads),
-    F_BOOL_OPT(rl_proto_attach_reply_t, "needs_model", needs_model, 0),
-};
-static const s_field_t s_model_file[] = {
-    F_STR(rl_proto_model_file_t, "name", name),
-    F_INT(rl_proto_model_file_t, "offset", offset),
-    F_INT(rl_proto_model_file_t, "total", total),
-    F_T1(rl_proto_model_file_t, "data", data, RL_DT_U8, n),
-    F_BOOL_OPT(rl_proto_model_file_t, "last", last, 0),
-};
+// the messages, S_MSG_<message>, in the definition's order
+#define S_ENUM(name, verb, side, st, fields, own) S_MSG_##name,
+enum { RL_PROTO_MESSAGES(S_ENUM) S_N_MSGS };
 
-// -- sampler
-static const s_field_t s_load_weights[] = {
-    F_INT(rl_proto_load_weights_t, "version", version),
-    F_STR(rl_proto_load_weights_t, "kind", kind),
-    F_T1(rl_proto_load_weights_t, "weights", weights, RL_DT_F32, n),
-    F_INT_OPT(rl_proto_load_weights_t, "offset", offset, 0),
-    F_INT_OPT(rl_proto_load_weights_t, "total", total, -1),
-};
-static const s_field_t s_load_weights_reply[] = {
-    F_INT(rl_proto_load_weights_reply_t, "version", version),
-};
-static const s_field_t s_generate[] = {
-    F_INT(rl_proto_generate_t, "version", version),
-    F_T1(rl_proto_generate_t, "prompts", prompts, RL_DT_I32, n_prompt_ids),
-    F_T1(rl_proto_generate_t, "prompt_lens", prompt_lens, RL_DT_I32, P),
-    F_T1(rl_proto_generate_t, "prompt_index", prompt_index, RL_DT_I64, P),
-    F_INT(rl_proto_generate_t, "n", n),
-    F_INT(rl_proto_generate_t, "max_new_tokens", max_new_tokens),
-    F_FLOAT(rl_proto_generate_t, "temperature", temperature),
-    F_FLOAT(rl_proto_generate_t, "top_p", top_p),
-    F_INT(rl_proto_generate_t, "top_k", top_k),
-    F_INT(rl_proto_generate_t, "seed", seed),
-    F_T1_OPT(rl_proto_generate_t, "stop_ids", stop_ids, RL_DT_I32, n_stop),
-};
-static const s_field_t s_generate_reply[] = {
-    F_T1(rl_proto_generate_reply_t, "lens", lens, RL_DT_I32, n_res),
-    F_T1(rl_proto_generate_reply_t, "ids", ids, RL_DT_I32, n_ids),
-    F_T1(rl_proto_generate_reply_t, "logprobs", logprobs, RL_DT_F32, n_ids),
-    F_T1(rl_proto_generate_reply_t, "finish", finish, RL_DT_U8, n_res),
-    F_INT(rl_proto_generate_reply_t, "prefill_tokens", prefill_tokens),
-    F_INT(rl_proto_generate_reply_t, "decode_tokens", decode_tokens),
-};
+typedef struct {
+    const char *name;  // "generate_reply": rl_proto_<name>_encode / _decode
+    const char *what;  // "generate reply": the prefix of errors
+    const char *verb;  // "generate"
+    int reply;         // 1: op "reply" with ok = true; 0: op = verb
+    const s_field_t *fields;
+    int n;
+} s_spec_t;
 
-// -- actor and reference
-static const s_field_t s_logprobs[] = {
-    F_T2(rl_proto_logprobs_t, "tokens", tokens, RL_DT_I32, B, T),
-    F_T1(rl_proto_logprobs_t, "lengths", lengths, RL_DT_I32, B),
-    F_BOOL_OPT(rl_proto_logprobs_t, "adapter", adapter, 1),
-    F_FLOAT(rl_proto_logprobs_t, "temperature", temperature),
-};
-static const s_field_t s_logprobs_reply[] = {
-    F_T2(rl_proto_logprobs_reply_t, "logp", logp, RL_DT_F32, B, T),
-};
-static const s_field_t s_train[] = {
-    F_STR(rl_proto_train_t, "loss", loss),
-    F_INT_OPT(rl_proto_train_t, "step", step, 0),
-    F_FLOAT(rl_proto_train_t, "lr", lr),
-    F_FLOAT(rl_proto_train_t, "temperature", temperature),
-    F_T2(rl_proto_train_t, "tokens", tokens, RL_DT_I32, B, T),
-    F_T1(rl_proto_train_t, "lengths", lengths, RL_DT_I32, B),
-    F_T2(rl_proto_train_t, "mask", mask, RL_DT_U8, B, T),
-    F_T1_OPT(rl_proto_train_t, "adv", adv, RL_DT_F64, B),
-    F_T2_OPT(rl_proto_train_t, "token_adv", token_adv, RL_DT_F32, B, T),
-    F_T2_OPT(rl_proto_train_t, "mu_logp", mu_logp, RL_DT_F32, B, T),
-    F_T2_OPT(rl_proto_train_t, "ref_logp", ref_logp, RL_DT_F32, B, T),
-    F_T2_OPT(rl_proto_train_t, "old_logp", old_logp, RL_DT_F32, B, T),
-    F_T2_OPT(rl_proto_train_t, "values", values, RL_DT_F32, B, T),
-    F_T2_OPT(rl_proto_train_t, "returns", returns, RL_DT_F32, B, T),
-    F_T1_OPT(rl_proto_train_t, "ref_sum", ref_sum, RL_DT_F64, B),
-    F_T1_OPT(rl_proto_train_t, "margin", margin, RL_DT_F64, B),
-    F_FLOAT(rl_proto_train_t, "denom", denom),
-    F_INT(rl_proto_train_t, "micro_batch", micro_batch),
-    F_INT(rl_proto_train_t, "iterations", iterations),
-    F_BOOL_OPT(rl_proto_train_t, "want_weights", want_weights, 1),
-};
-static const s_field_t s_train_reply[] = {
-    F_T2(rl_proto_train_reply_t, "old_logp", old_logp, RL_DT_F32, B, T),
-    F_STRS(rl_proto_train_reply_t, "stat_names", stat_names, stat_lens, n_stats),
-    // [n_stats]: a dimension held by the names' int count
-    {.key = "stats", .kind = S_TENSOR, .off = offsetof(rl_proto_train_reply_t, stats),
-     .count_off = offsetof(rl_proto_train_reply_t, n_stats), .dtype = RL_DT_F64, .ndim = 1,
-     .dim_off = {S_NONE, S_NONE}},
-    F_INT(rl_proto_train_reply_t, "iterations", iterations),
-    F_T1_OPT(rl_proto_train_reply_t, "weights", weights, RL_DT_F32, n),
-};
-static const s_field_t s_export_reply[] = {
-    F_STR(rl_proto_export_weights_reply_t, "kind", kind),
-    F_T1(rl_proto_export_weights_reply_t, "weights", weights, RL_DT_F32, n),
-};
-static const s_field_t s_save[] = {
-    F_STR(rl_proto_save_t, "dir", dir),
-    F_STR_OPT(rl_proto_save_t, "part", part),
-};
-static const s_field_t s_load[] = {
-    F_STR(rl_proto_save_t, "dir", dir),
-    F_INT_OPT(rl_proto_save_t, "model_train_step", model_train_step, 0),
-    F_STR_OPT(rl_proto_save_t, "part", part),
-};
-static const s_field_t s_save_reply[] = {
-    F_INT(rl_proto_save_reply_t, "model_train_step", model_train_step),
-    F_INT(rl_proto_save_reply_t, "n_trainable", n_trainable),
-};
-static const s_field_t s_save_final[] = {
-    F_STR(rl_proto_save_final_t, "dir", dir),
-    F_BOOL_OPT(rl_proto_save_final_t, "bf16", bf16, 0),
-    F_STR_OPT(rl_proto_save_final_t, "part", part),
-    F_INT_OPT(rl_proto_save_final_t, "pad_token_id", pad_token_id, -1),
-};
-
-// -- critic
-static const s_field_t s_values[] = {
-    F_T2(rl_proto_values_t, "tokens", tokens, RL_DT_I32, B, T),
-    F_T1(rl_proto_values_t, "lengths", lengths, RL_DT_I32, B),
-    F_BOOL_OPT(rl_proto_values_t, "scores", scores, 0),
-};
-static const s_field_t s_values_reply[] = {
-    F_T2(rl_proto_values_reply_t, "values", values, RL_DT_F32, B, T),
-};
-
-// -- reward
-static const s_field_t s_score[] = {
-    F_INT(rl_proto_score_t, "reward", reward),
-    F_STRS(rl_proto_score_t, "prompts", prompts, prompt_lens, n),
-    F_STRS(rl_proto_score_t, "completions", completions, completion_lens, n),
-    F_STRS(rl_proto_score_t, "rows", rows, row_lens, n),
-    F_T1(rl_proto_score_t, "ids", ids, RL_DT_I32, n_ids),
-    // [n]: a dimension held by the string lists' int count
-    {.key = "lens", .kind = S_TENSOR, .off = offsetof(rl_proto_score_t, lens),
-     .count_off = offsetof(rl_proto_score_t, n), .dtype = RL_DT_I32, .ndim = 1,
-     .dim_off = {S_NONE, S_NONE}},
-};
-static const s_field_t s_score_reply[] = {
-    F_T1(rl_proto_score_reply_t, "scores", scores, RL_DT_F64, n),
-};
+#define S_WHAT_REQUEST(verb) #verb
+#define S_WHAT_REPLY(verb) #verb " reply"
+#define S_REPLY_REQUEST 0
+#define S_REPLY_REPLY 1
+#define S_SPEC(name, verb, side, st, fields, own)                                              \
+    [S_MSG_##name] = {#name, S_WHAT_##side(verb), #verb, S_REPLY_##side, s_fields_##name,      \
+                      S_N(s_fields_##name)},
+static const s_spec_t s_specs[S_N_MSGS] = {RL_PROTO_MESSAGES(S_SPEC)};
 
 // ---- the verbs' own checks --------------------------------------------------------------------
 
@@ -437,19 +299,69 @@ static int s_check_score(const void *st, char *err, size_t err_len) {
     return 0;
 }
 
+// model_file: a plain file name (no path), a piece inside its file.
+static int s_check_model_file(const void *st, char *err, size_t err_len) {
+    const rl_proto_model_file_t *q = st;
+    size_t l = strlen(q->name);
+    int bad = l == 0 || l > 255 || strchr(q->name, '/') || !strcmp(q->name, ".") ||
+              !strcmp(q->name, "..") || q->name[0] == '.';
+    for (size_t i = 0; !bad && i < l; i++) {
+        bad = (unsigned char)q->name[i] < 0x20 || q->name[i] == 0x7f;
+    }
+    if (bad) {
+        return rl_errf(err, err_len, RL_EPROTO, "model_file: '%.64s' is not a plain file name",
+                       q->name);
+    }
+    if (q->offset < 0 || q->total < 0 || q->n > q->total || q->offset > q->total - q->n) {
+        return rl_errf(err, err_len, RL_EPROTO, "model_file: %lld bytes at %lld of %lld",
+                       (long long)q->n, (long long)q->offset, (long long)q->total);
+    }
+    return 0;
+}
+
+// each message's own checks after decoding (none: only the table's)
+typedef int (*s_check_fn)(const void *st, char *err, size_t err_len);
+static const s_check_fn s_checks[S_N_MSGS] = {
+    [S_MSG_generate] = s_check_generate,
+    [S_MSG_generate_reply] = s_check_generate_reply,
+    [S_MSG_logprobs] = s_check_logprobs,
+    [S_MSG_train] = s_check_train,
+    [S_MSG_train_reply] = s_check_train_reply,
+    [S_MSG_save] = s_check_save,
+    [S_MSG_load] = s_check_load,
+    [S_MSG_save_final] = s_check_save_final,
+    [S_MSG_score] = s_check_score,
+    [S_MSG_values] = s_check_values,
+    [S_MSG_model_file] = s_check_model_file,
+};
+
 // ---- generic encode ---------------------------------------------------------------------------
 
 #define S_AT(st, off, type) (*(type *)((char *)(st) + (off)))
-#define S_CAT(st, off, type) (*(const type *)((const char *)(st) + (off)))
+#define S_CAT(st, off, type) (*(type const *)((const char *)(st) + (off))) // type may be const
 
-static int s_encode(const s_spec_t *spec, const void *st, const char *op, int reply, uint64_t id,
-                    rl_msg_t **out, char *err, size_t err_len) {
+// dimension d of field f: an int64_t (DIM) or an int (COUNT) member
+static int64_t s_dim(const void *st, const s_field_t *f, int d) {
+    return f->dim_size[d] == sizeof(int64_t) ? S_CAT(st, f->dim_off[d], int64_t)
+                                             : (int64_t)S_CAT(st, f->dim_off[d], int);
+}
+
+static void s_dim_set(void *st, const s_field_t *f, int d, int64_t v) {
+    if (f->dim_size[d] == sizeof(int64_t)) {
+        S_AT(st, f->dim_off[d], int64_t) = v;
+    } else {
+        S_AT(st, f->dim_off[d], int) = (int)v;
+    }
+}
+
+static int s_encode(const s_spec_t *spec, const void *st, uint64_t id, rl_msg_t **out, char *err,
+                    size_t err_len) {
     *out = NULL;
-    rl_msg_t *m = rl_msg_new(op, id);
+    rl_msg_t *m = rl_msg_new(spec->reply ? "reply" : spec->verb, id);
     if (!m) {
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
-    int rc = reply ? rl_msg_set_bool(m, "ok", 1) : 0;
+    int rc = spec->reply ? rl_msg_set_bool(m, "ok", 1) : 0;
     for (int i = 0; !rc && i < spec->n; i++) {
         const s_field_t *f = &spec->fields[i];
         switch (f->kind) {
@@ -477,7 +389,7 @@ static int s_encode(const s_spec_t *spec, const void *st, const char *op, int re
             rc = rl_msg_set_strs(m, f->key, S_CAT(st, f->off, const char *const *),
                                  f->len_off != S_NONE ? S_CAT(st, f->len_off, const size_t *)
                                                       : NULL,
-                                 S_CAT(st, f->count_off, int));
+                                 (int)s_dim(st, f, 0));
             break;
         case S_TENSOR: {
             const void *data = S_CAT(st, f->off, const void *);
@@ -486,8 +398,7 @@ static int s_encode(const s_spec_t *spec, const void *st, const char *op, int re
             }
             int64_t shape[2];
             for (int d = 0; d < f->ndim; d++) {
-                shape[d] = f->dim_off[d] != S_NONE ? S_CAT(st, f->dim_off[d], int64_t)
-                                                   : (int64_t)S_CAT(st, f->count_off, int);
+                shape[d] = s_dim(st, f, d);
             }
             rc = rl_msg_set_tensor(m, f->key, f->dtype, f->ndim, shape, data);
             break;
@@ -524,18 +435,14 @@ static const char *s_kind_name(s_kind_t k) {
     }
 }
 
-static int s_decode(const s_spec_t *spec, const rl_msg_t *msg, void *st, size_t size, char *err,
-                    size_t err_len) {
-    memset(st, 0, size);
-    // every dimension field starts unknown (-1): the first tensor sets it, the others must agree
+// *st is zeroed by the caller
+static int s_decode(int which, const rl_msg_t *msg, void *st, char *err, size_t err_len) {
+    const s_spec_t *spec = &s_specs[which];
+    // every dimension starts unknown (-1): the first tensor or string list that has it sets it,
+    // the others must agree
     for (int i = 0; i < spec->n; i++) {
         for (int d = 0; d < spec->fields[i].ndim; d++) {
-            if (spec->fields[i].dim_off[d] != S_NONE) {
-                S_AT(st, spec->fields[i].dim_off[d], int64_t) = -1;
-            }
-        }
-        if (spec->fields[i].kind == S_STRS) {
-            S_AT(st, spec->fields[i].count_off, int) = -1; // string lists share their count
+            s_dim_set(st, &spec->fields[i], d, -1);
         }
     }
     for (int i = 0; i < spec->n; i++) {
@@ -575,17 +482,17 @@ static int s_decode(const s_spec_t *spec, const rl_msg_t *msg, void *st, size_t 
             const size_t *lens = NULL;
             int n = 0;
             rc = rl_msg_get_strs(msg, f->key, &s, &lens, &n);
-            if (rc == 0 && S_AT(st, f->count_off, int) >= 0 &&
-                S_AT(st, f->count_off, int) != n) {
-                return rl_errf(err, err_len, RL_EPROTO, "%s: '%s' holds %d strings, %d expected",
-                               spec->what, f->key, n, S_AT(st, f->count_off, int));
+            int64_t want = s_dim(st, f, 0);
+            if (rc == 0 && want >= 0 && want != n) {
+                return rl_errf(err, err_len, RL_EPROTO, "%s: '%s' holds %d strings, %lld expected",
+                               spec->what, f->key, n, (long long)want);
             }
             S_AT(st, f->off, const char *const *) = s;
             if (f->len_off != S_NONE) {
                 S_AT(st, f->len_off, const size_t *) = lens;
             }
             if (rc == 0) {
-                S_AT(st, f->count_off, int) = n;
+                s_dim_set(st, f, 0, n);
             }
             break;
         }
@@ -597,16 +504,18 @@ static int s_decode(const s_spec_t *spec, const rl_msg_t *msg, void *st, size_t 
                 break;
             }
             for (int d = 0; d < f->ndim; d++) {
-                int64_t want = f->dim_off[d] != S_NONE ? S_AT(st, f->dim_off[d], int64_t)
-                                                       : (int64_t)S_AT(st, f->count_off, int);
+                int64_t want = s_dim(st, f, d);
                 if (want >= 0 && shape[d] != want) {
                     return rl_errf(err, err_len, RL_EPROTO,
                                    "%s: '%s' has %lld in dimension %d, %lld expected", spec->what,
                                    f->key, (long long)shape[d], d, (long long)want);
                 }
-                if (f->dim_off[d] != S_NONE) {
-                    S_AT(st, f->dim_off[d], int64_t) = shape[d];
+                if (f->dim_size[d] != sizeof(int64_t) && shape[d] > INT_MAX) {
+                    return rl_errf(err, err_len, RL_EPROTO,
+                                   "%s: '%s' has %lld in dimension %d, at most %d", spec->what,
+                                   f->key, (long long)shape[d], d, INT_MAX);
                 }
+                s_dim_set(st, f, d, shape[d]);
             }
             S_AT(st, f->off, const void *) = data;
             break;
@@ -623,104 +532,124 @@ static int s_decode(const s_spec_t *spec, const rl_msg_t *msg, void *st, size_t 
             return rl_errf(err, err_len, RL_EPROTO, "%s: %s", spec->what, rl_msg_errmsg(msg));
         }
     }
-    // optional tensors that were absent: their dimensions are 0, not unknown
+    // the dimensions of optional fields that were absent are 0, not unknown
     for (int i = 0; i < spec->n; i++) {
         for (int d = 0; d < spec->fields[i].ndim; d++) {
-            size_t o = spec->fields[i].dim_off[d];
-            if (o != S_NONE && S_AT(st, o, int64_t) < 0) {
-                S_AT(st, o, int64_t) = 0;
+            if (s_dim(st, &spec->fields[i], d) < 0) {
+                s_dim_set(st, &spec->fields[i], d, 0);
             }
         }
-        if (spec->fields[i].kind == S_STRS && S_AT(st, spec->fields[i].count_off, int) < 0) {
-            S_AT(st, spec->fields[i].count_off, int) = 0;
-        }
     }
-    return spec->check ? spec->check(st, err, err_len) : 0;
+    return s_checks[which] ? s_checks[which](st, err, err_len) : 0;
 }
 
 // ---- the typed functions ----------------------------------------------------------------------
 
-// model_file: a plain file name (no path), a piece inside its file.
-static int s_check_model_file(const void *st, char *err, size_t err_len) {
-    const rl_proto_model_file_t *q = st;
-    size_t l = strlen(q->name);
-    int bad = l == 0 || l > 255 || strchr(q->name, '/') || !strcmp(q->name, ".") ||
-              !strcmp(q->name, "..") || q->name[0] == '.';
-    for (size_t i = 0; !bad && i < l; i++) {
-        bad = (unsigned char)q->name[i] < 0x20 || q->name[i] == 0x7f;
+#define S_CODEC(name, verb, side, st, fields, own)                                             \
+    int rl_proto_##name##_encode(const rl_proto_##st##_t *m, uint64_t id, rl_msg_t **out,      \
+                                 char *err, size_t err_len) {                                  \
+        return s_encode(&s_specs[S_MSG_##name], m, id, out, err, err_len);                     \
+    }                                                                                          \
+    int rl_proto_##name##_decode(const rl_msg_t *msg, rl_proto_##st##_t *out, char *err,       \
+                                 size_t err_len) {                                             \
+        memset(out, 0, sizeof *out);                                                           \
+        return s_decode(S_MSG_##name, msg, out, err, err_len);                                 \
     }
-    if (bad) {
-        return rl_errf(err, err_len, RL_EPROTO, "model_file: '%.64s' is not a plain file name",
-                       q->name);
+RL_PROTO_MESSAGES(S_CODEC)
+
+// ---- the doc's tables -------------------------------------------------------------------------
+
+// "int", "bool, optional (default true)", "f32 [B,T], optional", "strs [n]"
+static void s_doc_type(FILE *out, const s_field_t *f) {
+    switch (f->kind) {
+    case S_INT:
+        fputs("int", out);
+        break;
+    case S_FLOAT:
+        fputs("float", out);
+        break;
+    case S_BOOL:
+        fputs("bool", out);
+        break;
+    case S_STR:
+        fputs("str", out);
+        break;
+    case S_STRS:
+        fprintf(out, "strs [%s]", f->dim_name[0]);
+        break;
+    case S_TENSOR:
+        fprintf(out, "%s [%s%s%s]", rl_wire_dtype_name(f->dtype), f->dim_name[0],
+                f->ndim > 1 ? "," : "", f->ndim > 1 ? f->dim_name[1] : "");
+        break;
     }
-    if (q->offset < 0 || q->total < 0 || q->n > q->total || q->offset > q->total - q->n) {
-        return rl_errf(err, err_len, RL_EPROTO, "model_file: %lld bytes at %lld of %lld",
-                       (long long)q->n, (long long)q->offset, (long long)q->total);
+    if (f->optional && !f->has_def) {
+        fputs(", optional", out);
+    } else if (f->has_def && f->kind == S_BOOL) {
+        fprintf(out, ", optional (default %s)", f->def != 0 ? "true" : "false");
+    } else if (f->has_def && f->kind == S_INT) {
+        fprintf(out, ", optional (default %lld)", (long long)f->def);
+    } else if (f->has_def) {
+        fprintf(out, ", optional (default %g)", f->def);
     }
-    return 0;
 }
 
-#define S_SPEC(name, what, check) static const s_spec_t s_spec_##name = {what, s_##name, S_N(s_##name), check}
-
-S_SPEC(hello, "hello", NULL);
-S_SPEC(hb, "hb", NULL);
-S_SPEC(configure, "configure", NULL);
-S_SPEC(load_weights, "load_weights", NULL);
-S_SPEC(load_weights_reply, "load_weights reply", NULL);
-S_SPEC(generate, "generate", s_check_generate);
-S_SPEC(generate_reply, "generate reply", s_check_generate_reply);
-S_SPEC(logprobs, "logprobs", s_check_logprobs);
-S_SPEC(logprobs_reply, "logprobs reply", NULL);
-S_SPEC(train, "train", s_check_train);
-S_SPEC(train_reply, "train reply", s_check_train_reply);
-static const s_spec_t s_spec_export_weights_reply = {"export_weights reply", s_export_reply,
-                                                     S_N(s_export_reply), NULL};
-S_SPEC(save, "save", s_check_save);
-S_SPEC(save_reply, "save reply", NULL);
-S_SPEC(load, "load", s_check_load);
-static const s_spec_t s_spec_load_reply = {"load reply", s_save_reply, S_N(s_save_reply), NULL};
-S_SPEC(save_final, "save_final", s_check_save_final);
-S_SPEC(score, "score", s_check_score);
-S_SPEC(score_reply, "score reply", NULL);
-S_SPEC(values, "values", s_check_values);
-S_SPEC(values_reply, "values reply", NULL);
-S_SPEC(attach, "attach", NULL);
-S_SPEC(attach_reply, "attach reply", NULL);
-S_SPEC(model_file, "model_file", s_check_model_file);
-
-#define S_CODEC(name, type, op, reply)                                                         \
-    int rl_proto_##name##_encode(const type *m, uint64_t id, rl_msg_t **out, char *err,         \
-                                 size_t err_len) {                                             \
-        return s_encode(&s_spec_##name, m, op, reply, id, out, err, err_len);                  \
-    }                                                                                          \
-    int rl_proto_##name##_decode(const rl_msg_t *msg, type *out, char *err, size_t err_len) {   \
-        return s_decode(&s_spec_##name, msg, out, sizeof(*out), err, err_len);                 \
+// `a`, `b`?, ... of a message; "—" for none
+static void s_doc_keys(FILE *out, const s_spec_t *spec, const char *none) {
+    if (!spec) {
+        fputs(none ? none : "—", out);
+        return;
     }
+    for (int i = 0; i < spec->n; i++) {
+        fprintf(out, "%s`%s`%s", i ? ", " : "", spec->fields[i].key,
+                spec->fields[i].optional ? "?" : "");
+    }
+}
 
-S_CODEC(hello, rl_proto_hello_t, "hello", 0)
-S_CODEC(hb, rl_proto_hb_t, "hb", 0)
-S_CODEC(configure, rl_proto_configure_t, "configure", 0)
-S_CODEC(load_weights, rl_proto_load_weights_t, "load_weights", 0)
-S_CODEC(load_weights_reply, rl_proto_load_weights_reply_t, "reply", 1)
-S_CODEC(generate, rl_proto_generate_t, "generate", 0)
-S_CODEC(generate_reply, rl_proto_generate_reply_t, "reply", 1)
-S_CODEC(logprobs, rl_proto_logprobs_t, "logprobs", 0)
-S_CODEC(logprobs_reply, rl_proto_logprobs_reply_t, "reply", 1)
-S_CODEC(train, rl_proto_train_t, "train", 0)
-S_CODEC(train_reply, rl_proto_train_reply_t, "reply", 1)
-S_CODEC(export_weights_reply, rl_proto_export_weights_reply_t, "reply", 1)
-S_CODEC(save, rl_proto_save_t, "save", 0)
-S_CODEC(save_reply, rl_proto_save_reply_t, "reply", 1)
-S_CODEC(load, rl_proto_save_t, "load", 0)
-S_CODEC(load_reply, rl_proto_save_reply_t, "reply", 1)
-S_CODEC(save_final, rl_proto_save_final_t, "save_final", 0)
-S_CODEC(score, rl_proto_score_t, "score", 0)
-S_CODEC(score_reply, rl_proto_score_reply_t, "reply", 1)
-S_CODEC(values, rl_proto_values_t, "values", 0)
-S_CODEC(values_reply, rl_proto_values_reply_t, "reply", 1)
-S_CODEC(attach, rl_proto_attach_t, "attach", 0)
-S_CODEC(attach_reply, rl_proto_attach_reply_t, "reply", 1)
-S_CODEC(model_file, rl_proto_model_file_t, "model_file", 0)
+static const s_spec_t *s_spec_of(const char *verb, int reply) {
+    for (int i = 0; i < S_N_MSGS; i++) {
+        if (s_specs[i].reply == reply && strcmp(s_specs[i].verb, verb) == 0) {
+            return &s_specs[i];
+        }
+    }
+    return NULL;
+}
+
+int rl_proto_doc(FILE *out, const char *name) {
+    if (strcmp(name, "verbs") == 0) {
+        fputs("| verb | served by | request fields | reply fields |\n|---|---|---|---|\n", out);
+        for (int v = 0; v < RL_PROTO_N_VERBS; v++) {
+            fprintf(out, "| `%s` | %s | ", s_verbs[v].op, s_verbs[v].served_by);
+            s_doc_keys(out, s_spec_of(s_verbs[v].op, 0), NULL);
+            fputs(" | ", out);
+            s_doc_keys(out, s_spec_of(s_verbs[v].op, 1), s_verbs[v].answer);
+            fputs(" |\n", out);
+        }
+        for (int i = 0; i < S_N_MSGS; i++) {
+            if (rl_proto_verb_of(s_specs[i].verb) < 0) {
+                return RL_EINVAL; // a message of a verb RL_PROTO_VERBS lacks: no row shows it
+            }
+        }
+        return ferror(out) ? RL_EIO : 0;
+    }
+    for (int i = 0; i < S_N_MSGS; i++) {
+        const s_spec_t *spec = &s_specs[i];
+        if (strcmp(name, spec->name) != 0) {
+            continue;
+        }
+        fprintf(out, "| %s | type | meaning |\n|---|---|---|\n", spec->reply ? "reply" : "request");
+        for (int k = 0; k < spec->n; k++) {
+            fprintf(out, "| `%s` | ", spec->fields[k].key);
+            s_doc_type(out, &spec->fields[k]);
+            fprintf(out, " | %s |\n", spec->fields[k].doc);
+        }
+        return ferror(out) ? RL_EIO : 0;
+    }
+    return RL_ENOTFOUND;
+}
+
+const char *rl_proto_doc_name(int i) {
+    return i == 0 ? "verbs" : i > 0 && i <= S_N_MSGS ? s_specs[i - 1].name : NULL;
+}
 
 // ---- envelopes --------------------------------------------------------------------------------
 
