@@ -42,29 +42,17 @@ static const char *const s_pref_losses[] = {[RL_RECIPE_PREF_SIGMOID] = "sigmoid"
                                             [RL_RECIPE_PREF_IPO] = "ipo",
                                             NULL};
 
-// clang-format off (packed rows, as core/rl_config_schema.c)
+// clang-format off
 static const rl_recipe_key_t s_dpo_keys[] = {
-    {.section = "algorithm",
-     .key = "loss_type",
-     .type = RL_RECIPE_T_ENUM,
-     .offset = RL_RECIPE_AT(algorithm.loss_type),
-     RL_RECIPE_DEF("sigmoid"),
+    {.section = "algorithm", .key = "loss_type", .type = RL_RECIPE_T_ENUM,
+     .offset = RL_RECIPE_AT(algorithm.loss_type), RL_RECIPE_DEF("sigmoid"),
      .choices = s_pref_losses,
      .doc = "DPO's loss: sigmoid (DPO, cDPO with label_smoothing), hinge, ipo"},
-    {.section = "algorithm",
-     .key = "label_smoothing",
-     .type = RL_RECIPE_T_FLOAT,
-     .offset = RL_RECIPE_AT(algorithm.label_smoothing),
-     RL_RECIPE_DEF("0.0"),
-     .flags = RL_RECIPE_K_MAX_EXCL,
-     .max = 0.5,
-     .doc = "cDPO's label noise epsilon (sigmoid only)"},
-    {.section = "algorithm",
-     .key = "rpo_alpha",
-     .type = RL_RECIPE_T_FLOAT,
-     .offset = RL_RECIPE_AT(algorithm.rpo_alpha),
-     RL_RECIPE_DEF("0.0"),
-     .max = RL_RECIPE_BIG,
+    {.section = "algorithm", .key = "label_smoothing", .type = RL_RECIPE_T_FLOAT,
+     .offset = RL_RECIPE_AT(algorithm.label_smoothing), RL_RECIPE_DEF("0.0"),
+     .flags = RL_RECIPE_K_MAX_EXCL, .max = 0.5, .doc = "cDPO's label noise epsilon (sigmoid only)"},
+    {.section = "algorithm", .key = "rpo_alpha", .type = RL_RECIPE_T_FLOAT,
+     .offset = RL_RECIPE_AT(algorithm.rpo_alpha), RL_RECIPE_DEF("0.0"), .max = RL_RECIPE_BIG,
      .doc = "weight of RPO's NLL term on the chosen completions; 0 = off"},
     {0},
 };

@@ -59,87 +59,49 @@ static const char *const s_advs[] = {
 static const char *const s_kls[] = {
     [RL_RECIPE_KL_K1] = "k1", [RL_RECIPE_KL_K2] = "k2", [RL_RECIPE_KL_K3] = "k3", NULL};
 
-// clang-format off (packed rows, as core/rl_config_schema.c)
+// clang-format off
 static const rl_recipe_key_t s_grpo_keys[] = {
-    {.section = "algorithm",
-     .key = "num_generations",
-     .type = RL_RECIPE_T_INT,
-     .offset = RL_RECIPE_IN(s_grpo_settings_t, num_generations),
-     .flags = RL_RECIPE_K_SETTINGS,
-     RL_RECIPE_DEF("8"),
-     .min = 2,
-     .max = 4096,
-     .doc = "completions per prompt (G)"},
-    {.section = "algorithm",
-     .key = "scale_rewards",
-     .type = RL_RECIPE_T_ENUM,
-     .offset = RL_RECIPE_AT(algorithm.scale_rewards),
-     RL_RECIPE_DEF("group"),
-     .choices = s_scales,
+    {.section = "algorithm", .key = "num_generations", .type = RL_RECIPE_T_INT,
+     .offset = RL_RECIPE_IN(s_grpo_settings_t, num_generations), .flags = RL_RECIPE_K_SETTINGS,
+     RL_RECIPE_DEF("8"), .min = 2, .max = 4096, .doc = "completions per prompt (G)"},
+    {.section = "algorithm", .key = "scale_rewards", .type = RL_RECIPE_T_ENUM,
+     .offset = RL_RECIPE_AT(algorithm.scale_rewards), RL_RECIPE_DEF("group"), .choices = s_scales,
      .doc = "divide advantages by the group std, the batch std, or not at all (Dr.GRPO)"},
-    {.section = "algorithm",
-     .key = "advantage",
-     .type = RL_RECIPE_T_ENUM,
-     .offset = RL_RECIPE_AT(algorithm.advantage),
-     RL_RECIPE_DEF("grpo"),
-     .choices = s_advs,
+    {.section = "algorithm", .key = "advantage", .type = RL_RECIPE_T_ENUM,
+     .offset = RL_RECIPE_AT(algorithm.advantage), RL_RECIPE_DEF("grpo"), .choices = s_advs,
      .doc = "baseline: group mean (grpo) or leave-one-out mean (rloo)"},
-    {.section = "algorithm",
-     .key = "std_eps",
-     .type = RL_RECIPE_T_FLOAT,
-     .offset = RL_RECIPE_AT(algorithm.std_eps),
-     RL_RECIPE_DEF("1e-4"),
-     .max = 1,
+    {.section = "algorithm", .key = "std_eps", .type = RL_RECIPE_T_FLOAT,
+     .offset = RL_RECIPE_AT(algorithm.std_eps), RL_RECIPE_DEF("1e-4"), .max = 1,
      .doc = "added to the std before dividing (TRL 1e-4, verl 1e-6)"},
     {0},
 };
 // clang-format on
 
-// clang-format off (packed rows, as core/rl_config_schema.c)
+// clang-format off
 static const rl_recipe_key_t s_grpo_loss_keys[] = {
-    {.section = "algorithm",
-     .key = "kl_estimator",
-     .type = RL_RECIPE_T_ENUM,
-     .offset = RL_RECIPE_AT(algorithm.kl_estimator),
-     RL_RECIPE_DEF("k3"),
-     .choices = s_kls,
+    {.section = "algorithm", .key = "kl_estimator", .type = RL_RECIPE_T_ENUM,
+     .offset = RL_RECIPE_AT(algorithm.kl_estimator), RL_RECIPE_DEF("k3"), .choices = s_kls,
      .doc = "per-token KL estimator"},
-    {.section = "algorithm",
-     .key = "policy_loss",
-     .type = RL_RECIPE_T_STRING,
-     .offset = RL_RECIPE_AT(algorithm.policy_loss),
-     RL_RECIPE_DEF("grpo"),
+    {.section = "algorithm", .key = "policy_loss", .type = RL_RECIPE_T_STRING,
+     .offset = RL_RECIPE_AT(algorithm.policy_loss), RL_RECIPE_DEF("grpo"),
      .doc = "the policy-gradient loss: a policy loss of the loss registry (grpo; rlctl validate "
             "names the others)"},
     {0},
 };
 // clang-format on
 
-// clang-format off (packed rows, as core/rl_config_schema.c)
+// clang-format off
 static const rl_recipe_key_t s_grpo_loop_keys[] = {
-    {.section = "algorithm",
-     .key = "num_iterations",
-     .type = RL_RECIPE_T_INT,
-     .offset = RL_RECIPE_IN(s_grpo_settings_t, num_iterations),
-     .flags = RL_RECIPE_K_SETTINGS,
-     RL_RECIPE_DEF("1"),
-     .min = 1,
-     .max = 64,
-     .doc = "policy updates per generated batch"},
-    {.section = "algorithm",
-     .key = "drop_zero_std_groups",
-     .type = RL_RECIPE_T_BOOL,
-     .offset = RL_RECIPE_IN(s_grpo_settings_t, drop_zero_std_groups),
-     .flags = RL_RECIPE_K_SETTINGS,
+    {.section = "algorithm", .key = "num_iterations", .type = RL_RECIPE_T_INT,
+     .offset = RL_RECIPE_IN(s_grpo_settings_t, num_iterations), .flags = RL_RECIPE_K_SETTINGS,
+     RL_RECIPE_DEF("1"), .min = 1, .max = 64, .doc = "policy updates per generated batch"},
+    {.section = "algorithm", .key = "drop_zero_std_groups", .type = RL_RECIPE_T_BOOL,
+     .offset = RL_RECIPE_IN(s_grpo_settings_t, drop_zero_std_groups), .flags = RL_RECIPE_K_SETTINGS,
      RL_RECIPE_DEF("false"),
      .doc = "leave groups whose rewards are all equal out of the update (DAPO dynamic sampling)"},
-    {.section = "algorithm",
-     .key = "max_staleness",
-     .type = RL_RECIPE_T_INT,
-     .offset = RL_RECIPE_IN(s_grpo_settings_t, max_staleness),
-     .flags = RL_RECIPE_K_SETTINGS,
-     RL_RECIPE_DEF("0"),
-     .max = 16,
+    {.section = "algorithm", .key = "max_staleness", .type = RL_RECIPE_T_INT,
+     .offset = RL_RECIPE_IN(s_grpo_settings_t, max_staleness), .flags = RL_RECIPE_K_SETTINGS,
+     RL_RECIPE_DEF("0"), .max = 16,
      .doc = "asynchronous rollouts: the samplers generate the next steps' completions while the "
             "actor trains, with weights at most this many versions old; 0 = on-policy (each step "
             "samples with the weights of the step before)"},

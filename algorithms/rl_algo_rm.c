@@ -30,13 +30,10 @@
 
 // ---- the recipe: its keys and checks (rl_recipe_algo_def_t) ----------------------------------
 
-// clang-format off (packed rows, as core/rl_config_schema.c)
+// clang-format off
 static const rl_recipe_key_t s_rm_keys[] = {
-    {.section = "algorithm",
-     .key = "center_rewards_coefficient",
-     .type = RL_RECIPE_T_FLOAT,
-     .offset = RL_RECIPE_AT(algorithm.center_rewards_coefficient),
-     RL_RECIPE_DEF("0.0"),
+    {.section = "algorithm", .key = "center_rewards_coefficient", .type = RL_RECIPE_T_FLOAT,
+     .offset = RL_RECIPE_AT(algorithm.center_rewards_coefficient), RL_RECIPE_DEF("0.0"),
      .max = RL_RECIPE_BIG,
      .doc = "weight of the reward model's centering term mean((r_w + r_l)^2) (TRL's "
             "center_rewards_coefficient); 0 = off"},

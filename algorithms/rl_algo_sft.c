@@ -27,13 +27,10 @@
 
 // ---- the recipe: its keys and checks (rl_recipe_algo_def_t) ----------------------------------
 
-// clang-format off (packed rows, as core/rl_config_schema.c)
+// clang-format off
 static const rl_recipe_key_t s_sft_keys[] = {
-    {.section = "algorithm",
-     .key = "completion_only_loss",
-     .type = RL_RECIPE_T_BOOL,
-     .offset = RL_RECIPE_AT(algorithm.completion_only_loss),
-     RL_RECIPE_DEF("true"),
+    {.section = "algorithm", .key = "completion_only_loss", .type = RL_RECIPE_T_BOOL,
+     .offset = RL_RECIPE_AT(algorithm.completion_only_loss), RL_RECIPE_DEF("true"),
      .doc = "prompt/completion rows: loss on completion tokens only"},
     {0},
 };

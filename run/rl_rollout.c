@@ -841,27 +841,16 @@ int rl_rollout_evaluate(const rl_rollout_data_t *s, rl_run_t *run, double *acc, 
 
 // ---- the recipe's keys of a rollout's shaping (GRPO, PPO) ----------------------------------
 
-// clang-format off (packed rows, as core/rl_config_schema.c)
+// clang-format off
 const rl_recipe_key_t rl_rollout_shaping_keys[] = {
-    {.section = "algorithm",
-     .key = "mask_truncated_completions",
-     .type = RL_RECIPE_T_BOOL,
-     .offset = RL_RECIPE_AT(algorithm.mask_truncated_completions),
-     RL_RECIPE_DEF("false"),
+    {.section = "algorithm", .key = "mask_truncated_completions", .type = RL_RECIPE_T_BOOL,
+     .offset = RL_RECIPE_AT(algorithm.mask_truncated_completions), RL_RECIPE_DEF("false"),
      .doc = "zero the loss of completions cut at max_new_tokens (DAPO)"},
-    {.section = "algorithm",
-     .key = "overlong_buffer",
-     .type = RL_RECIPE_T_INT,
-     .offset = RL_RECIPE_AT(algorithm.overlong_buffer),
-     RL_RECIPE_DEF("0"),
-     .max = 1048576,
+    {.section = "algorithm", .key = "overlong_buffer", .type = RL_RECIPE_T_INT,
+     .offset = RL_RECIPE_AT(algorithm.overlong_buffer), RL_RECIPE_DEF("0"), .max = 1048576,
      .doc = "DAPO overlong shaping over the last N tokens before max_new_tokens; 0 = off"},
-    {.section = "algorithm",
-     .key = "overlong_penalty",
-     .type = RL_RECIPE_T_FLOAT,
-     .offset = RL_RECIPE_AT(algorithm.overlong_penalty),
-     RL_RECIPE_DEF("1.0"),
-     .max = RL_RECIPE_BIG,
+    {.section = "algorithm", .key = "overlong_penalty", .type = RL_RECIPE_T_FLOAT,
+     .offset = RL_RECIPE_AT(algorithm.overlong_penalty), RL_RECIPE_DEF("1.0"), .max = RL_RECIPE_BIG,
      .doc = "largest overlong penalty (reached at max_new_tokens)"},
     {0},
 };

@@ -184,14 +184,10 @@ void rl_loss_metrics(const rl_loss_t *self, const rl_loss_stats_t *s, const char
 
 // ---- the KL coefficient (GRPO, PPO; DPO's temperature) -------------------------------------
 
-// clang-format off (packed rows, as core/rl_config_schema.c)
+// clang-format off
 const rl_recipe_key_t rl_loss_beta_keys[] = {
-    {.section = "algorithm",
-     .key = "beta",
-     .type = RL_RECIPE_T_FLOAT,
-     .offset = RL_RECIPE_AT(algorithm.beta),
-     RL_RECIPE_DEF("0.0"),
-     .max = 100,
+    {.section = "algorithm", .key = "beta", .type = RL_RECIPE_T_FLOAT,
+     .offset = RL_RECIPE_AT(algorithm.beta), RL_RECIPE_DEF("0.0"), .max = 100,
      .doc = "KL coefficient; 0 = no reference model (PPO: of the per-token KL reward; DPO: the "
             "loss's temperature, > 0)"},
     {0},
