@@ -27,11 +27,20 @@
 
 // ---- the recipe: its keys and checks (rl_recipe_algo_def_t) ----------------------------------
 
+// SFT's own settings (the recipe's RL_RECIPE_K_SETTINGS keys below; r->algorithm.settings).
+typedef struct {
+    bool completion_only_loss; // prompt/completion rows: the loss on the completion only
+} s_sft_settings_t;
+
+static const s_sft_settings_t *s_set(const rl_recipe_t *r) {
+    return r->algorithm.settings;
+}
+
 // clang-format off
 static const rl_recipe_key_t s_sft_keys[] = {
     {.section = "algorithm", .key = "completion_only_loss", .type = RL_RECIPE_T_BOOL,
-     .offset = RL_RECIPE_AT(algorithm.completion_only_loss), RL_RECIPE_DEF("true"),
-     .doc = "prompt/completion rows: loss on completion tokens only"},
+     .offset = RL_RECIPE_IN(s_sft_settings_t, completion_only_loss), .flags = RL_RECIPE_K_SETTINGS,
+     RL_RECIPE_DEF("true"), .doc = "prompt/completion rows: loss on completion tokens only"},
     {0},
 };
 // clang-format on
@@ -151,7 +160,7 @@ static int s_create(rl_run_t *run, void **state, size_t *n_train, double *data_f
     d.completion_field = r->data.completion_field;
     d.text_field = r->data.text_field;
     d.messages_field = r->data.messages_field;
-    d.completion_only_loss = r->algorithm.completion_only_loss;
+    d.completion_only_loss = s_set(r)->completion_only_loss;
     d.max_length = r->data.max_length;
     d.truncation = r->data.truncation;
     // EOS after each completion / text: tokenizer_config.json's eos_token, else the model's
@@ -418,6 +427,7 @@ const rl_algo_t rl_algo_sft = {
             .uses = RL_RECIPE_USES_SEQUENCES,
             .keys = s_keys,
             .check = s_check,
+            .settings_size = sizeof(s_sft_settings_t),
         },
     .roles = s_roles,
     .preflight = s_preflight,

@@ -343,7 +343,6 @@ typedef struct {
     double overlong_penalty;
     char *policy_loss;         // GRPO: the policy-gradient loss, a name of the loss registry
                                // (trainer/rl_loss.h), checked by GRPO's recipe check
-    bool completion_only_loss; // SFT
     double value_clip;         // PPO: epsilon_v of the clipped value loss
     int loss_type;             // DPO: RL_RECIPE_PREF_*
     double label_smoothing;    // DPO: cDPO's epsilon (sigmoid)

@@ -120,7 +120,7 @@ static void test_defaults(void) {
     CHECK_INT(r->data.truncation, RL_RECIPE_TRUNC_DROP);
     CHECK(r->data.shuffle);
     CHECK_STR(r->algorithm.def->name, "sft");
-    CHECK(r->algorithm.completion_only_loss);
+    CHECK_CLOSE(s_num(r, "algorithm.completion_only_loss"), 1, 0); // SFT's setting
     CHECK(isnan(s_num(r, "algorithm.num_generations"))); // GRPO's setting: not an SFT recipe's
     CHECK_CLOSE(r->algorithm.std_eps, 1e-4, 0);
     CHECK_CLOSE(r->algorithm.epsilon_low, 0.2, 0);
