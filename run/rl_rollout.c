@@ -635,11 +635,28 @@ void rl_rollout_metrics(rl_run_t *run, const rl_rollout_data_t *d, const rl_roll
                 c++;
             }
         }
+        // TRL's nanstd: over the scorable scores, with Bessel's correction (NaN below 2)
+        double mean = c > 0 ? a / c : NAN, ss = 0;
+        for (int j = 0; j < n; j++) {
+            double v = t->raw[(size_t)k * n + j];
+            if (!isnan(v)) {
+                ss += (v - mean) * (v - mean);
+            }
+        }
         char name[300];
         snprintf(name, sizeof(name), "rewards/%s/mean", r->rewards[k].name);
-        rl_metrics_add(mt, name, c > 0 ? a / c : NAN);
+        rl_metrics_add(mt, name, mean);
+        snprintf(name, sizeof(name), "rewards/%s/std", r->rewards[k].name);
+        rl_metrics_add(mt, name, c > 1 ? sqrt(ss / (c - 1)) : NAN);
+    }
+    int min_len = n > 0 ? t->gen.lens[0] : 0, max_len = min_len;
+    for (int j = 1; j < n; j++) {
+        min_len = t->gen.lens[j] < min_len ? t->gen.lens[j] : min_len;
+        max_len = t->gen.lens[j] > max_len ? t->gen.lens[j] : max_len;
     }
     rl_metrics_add(mt, "completions/mean_length", len_sum / n);
+    rl_metrics_add(mt, "completions/min_length", min_len);
+    rl_metrics_add(mt, "completions/max_length", max_len);
     rl_metrics_add(mt, "completions/clipped_ratio", clipped / n);
     if (old) {
         double gap = 0, gn = 0;
@@ -656,6 +673,10 @@ void rl_rollout_metrics(rl_run_t *run, const rl_rollout_data_t *d, const rl_roll
     }
     rl_metrics_add(mt, "learning_rate", lr);
     rl_metrics_add(mt, "num_tokens", (double)run->num_tokens);
+    // epochs of prompts trained on (TRL's epoch): the data order's position after this step's
+    rl_metrics_add(mt, "epoch",
+                   (double)run->trained.epoch +
+                       (double)run->trained.index / (double)rl_prompts_count(d->train));
     rl_metrics_add(mt, "tokens/generated", len_sum);
     rl_metrics_add(mt, "tokens/trained", (double)t->ntok);
     if (reward_mean) {

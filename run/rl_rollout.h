@@ -149,8 +149,9 @@ int rl_rollout_store(rl_run_t *run, const rl_rollout_data_t *d, const rl_rollout
                      const rl_rollout_extra_t *x, int pending, char *err, size_t err_len);
 
 // The metrics of a rollout every sampling algorithm logs (TRL's names): reward, each reward's
-// mean, completions/mean_length and clipped_ratio, sampler/logprob_gap (when old is given),
-// learning_rate, num_tokens, tokens/generated, tokens/trained. *reward_mean, *mean_len (may be
+// mean and std, completions/mean_length, min_length, max_length and clipped_ratio,
+// sampler/logprob_gap (when old is given), learning_rate, num_tokens, epoch (call it after
+// rl_run_advance), tokens/generated, tokens/trained. *reward_mean, *mean_len (may be
 // NULL) get the mean total reward (NaN: none scorable) and the generated tokens.
 void rl_rollout_metrics(rl_run_t *run, const rl_rollout_data_t *d, const rl_rollout_t *t,
                         const float *old, double lr, double *reward_mean, double *gen_tokens);

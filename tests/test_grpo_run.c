@@ -138,12 +138,34 @@ static void s_check_store(const char *run, int steps, int per_step) {
         return;
     }
     CHECK_INT((int)rl_traj_last_step(t), steps);
-    double worst_gap = 0;
+    json_t *m = s_metrics(run); // line s is step s
+    double worst_gap = 0, epoch1 = 0;
     for (int s = 1; s <= steps; s++) {
         rl_traj_record_t *recs = NULL;
         int n = 0;
         CHECK_INT(rl_traj_read_step(t, (uint64_t)s, &recs, &n, err, sizeof(err)), 0);
         CHECK_INT(n, per_step);
+        // TRL's rewards/<name>/std (Bessel), completions/min_length and max_length, epoch: the
+        // step's metrics line against its records
+        json_t *o = json_array_get(m, (size_t)s);
+        double rsum = 0, ss = 0;
+        int lo = n > 0 ? recs[0].n_completion : 0, hi = lo;
+        for (int i = 0; i < n; i++) {
+            rsum += recs[i].rewards[0];
+            lo = recs[i].n_completion < lo ? recs[i].n_completion : lo;
+            hi = recs[i].n_completion > hi ? recs[i].n_completion : hi;
+        }
+        for (int i = 0; i < n; i++) {
+            ss += (recs[i].rewards[0] - rsum / n) * (recs[i].rewards[0] - rsum / n);
+        }
+        CHECK_CLOSE(json_number_value(json_object_get(o, "rewards/correct/std")),
+                    sqrt(ss / (n - 1)), 1e-12);
+        CHECK_INT((int)json_number_value(json_object_get(o, "completions/min_length")), lo);
+        CHECK_INT((int)json_number_value(json_object_get(o, "completions/max_length")), hi);
+        double epoch = json_number_value(json_object_get(o, "epoch"));
+        epoch1 = s == 1 ? epoch : epoch1;
+        CHECK_MSG(epoch1 > 0 && epoch1 < 1 && fabs(epoch - s * epoch1) < 1e-12,
+                  "step %d: epoch %g (step 1: %g)", s, epoch, epoch1);
         for (int i = 0; i < n; i++) {
             rl_traj_record_t *r = &recs[i];
             CHECK_INT((int)r->step, s);
@@ -172,6 +194,7 @@ static void s_check_store(const char *run, int steps, int per_step) {
     }
     // the sampler's and the trainer's logprobs are the same numbers up to float noise
     CHECK_MSG(worst_gap < 1e-4, "worst |logπ_old - logμ| %g", worst_gap);
+    json_decref(m);
     rl_traj_close(&t);
 }
 
@@ -203,8 +226,9 @@ static void s_check_run(const char *run) {
     json_t *m = s_metrics(run);
     CHECK_INT((int)json_array_size(m), 5);
     static const char *const names[] = {
-        "reward", "reward_std", "rewards/correct/mean", "frac_reward_zero_std",
-        "completions/mean_length", "completions/clipped_ratio", "kl", "entropy",
+        "reward", "reward_std", "rewards/correct/mean", "rewards/correct/std",
+        "frac_reward_zero_std", "completions/mean_length", "completions/min_length",
+        "completions/max_length", "completions/clipped_ratio", "epoch", "kl", "entropy",
         "clip_ratio/low_mean", "clip_ratio/high_mean", "loss", "grad_norm", "learning_rate",
         "num_tokens", "sampler/logprob_gap", NULL};
     for (size_t i = 0; i < json_array_size(m); i++) {
