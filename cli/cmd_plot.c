@@ -35,7 +35,8 @@ static const char s_help[] =
     "  --width PX       picture width (default 800)\n"
     "  --height PX      height of each panel (default 300)\n"
     "  --smooth N       draw the trailing mean of the last N points of each curve (the raw\n"
-    "                   values stay, faint; the legend says so)\n"
+    "                   values stay, faint; the legend says so); eval/ metrics are drawn\n"
+    "                   unsmoothed\n"
     "  -h, --help       this help\n\n"
     "Values that are null, or missing from a line, are skipped: a curve joins the points on\n"
     "each side (a metric logged every 25 steps is a line through its points, with markers).\n"
@@ -514,6 +515,7 @@ typedef struct {
 typedef struct {
     const char *metric;
     int percent;
+    int smooth; // the trailing mean's window of this panel (1: none)
     rl_svg_axis_t y;
     s_curve_t *c; // one per run
 } s_panel_t;
@@ -539,6 +541,12 @@ static int s_percent_name(const char *m) {
 }
 
 // Fills p's curves from the runs. Returns 0 or RL_ENOMEM.
+// --smooth's window for a metric: evaluations (eval/...) are drawn as they are, since a trailing
+// mean over a handful of evaluations misstates the last one.
+static int s_smooth_of(const char *metric, int smooth) {
+    return strncmp(metric, "eval/", 5) == 0 ? 1 : smooth;
+}
+
 static int s_panel_data(s_panel_t *p, const s_run_t *runs, int n_runs, int smooth) {
     p->c = calloc((size_t)n_runs, sizeof(*p->c));
     if (!p->c) {
@@ -653,7 +661,8 @@ static void s_polyline(FILE *f, const s_curve_t *c, const double *ys, const rl_s
 }
 
 static void s_draw_panel(FILE *f, const s_panel_t *p, int panel, const rl_svg_axis_t *xa,
-                         const s_run_t *runs, int n_runs, int smooth, const s_layout_t *L) {
+                         const s_run_t *runs, int n_runs, int asked, const s_layout_t *L) {
+    const int smooth = p->smooth;
     int py0 = s_py0(L, panel), py1 = s_py1(L, panel);
     char lab[64];
     fprintf(f, "<g class=\"panel\" id=\"panel%d\">\n", panel + 1);
@@ -745,6 +754,12 @@ static void s_draw_panel(FILE *f, const s_panel_t *p, int panel, const rl_svg_ax
         fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\" fill=\"#555555\">mean of last %d "
                    "points</text>\n<text x=\"%d\" y=\"%d\" font-size=\"11\" fill=\"#555555\">"
                    "faint: raw values</text>\n", lx, y, smooth, lx, y + 15);
+    } else if (asked > 1) {
+        int y = ly + 18 * (n_runs + 1);
+        fprintf(f,
+                "<text x=\"%d\" y=\"%d\" font-size=\"11\" fill=\"#555555\">evaluations: "
+                "not smoothed</text>\n",
+                lx, y);
     }
     fputs("</g>\n</g>\n", f);
 }
@@ -837,7 +852,8 @@ static int s_plan(const s_opts_t *o, const s_run_t *runs, s_panel_t *panels, rl_
     for (int m = 0; m < o->n_metrics; m++) {
         s_panel_t *p = &panels[m];
         p->metric = o->metrics[m];
-        if (s_panel_data(p, runs, o->n_runs, o->smooth) != 0) {
+        p->smooth = s_smooth_of(p->metric, o->smooth);
+        if (s_panel_data(p, runs, o->n_runs, p->smooth) != 0) {
             return RL_ENOMEM;
         }
         double ylo = INFINITY, yhi = -INFINITY;
@@ -875,6 +891,8 @@ static int s_plan(const s_opts_t *o, const s_run_t *runs, s_panel_t *panels, rl_
     if (o->smooth > 1) {
         char note[64];
         int n = snprintf(note, sizeof note, "mean of last %d points", o->smooth) - 3;
+        legend_chars = n > legend_chars ? n : legend_chars;
+        n = (int)strlen("evaluations: not smoothed") - 3;
         legend_chars = n > legend_chars ? n : legend_chars;
     }
     if (xlo > xhi) {

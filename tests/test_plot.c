@@ -490,6 +490,25 @@ static void s_test_smooth_and_choice(void) {
               "first smoothed point at %g", xy[1]);
     free(svg);
 
+    // an evaluation panel is not smoothed (a trailing mean over a few evaluations misstates the
+    // last one): the training panel gets its faint raw line and its mean, eval/accuracy only its
+    // raw points, and the legends say which
+    CHECK_INT(s_rlctl("runA --metric reward --metric eval/accuracy --smooth 4 --out sme.svg"), 0);
+    svg = s_read_out("sme.svg");
+    S_NEED(svg, "sme.svg");
+    CHECK_XML(svg);
+    char *q1 = s_slice(s_elem(svg, "panel1"), "id=\"panel2\"");
+    char *q2 = s_slice(s_elem(svg, "panel2"), "</svg>");
+    CHECK_INT(s_count(q1, "<polyline"), 2);
+    CHECK_CONTAINS(q1, ">mean of last 4 points</text>");
+    CHECK_INT(s_count(q2, "<polyline"), 1);
+    CHECK_INT(s_count(q2, "stroke-opacity=\"0.3\""), 0);
+    CHECK_CONTAINS(q2, ">evaluations: not smoothed</text>");
+    CHECK(q2 == NULL || strstr(q2, "mean of last") == NULL);
+    free(q1);
+    free(q2);
+    free(svg);
+
     // a metrics.jsonl given directly is named after its folder; the other metric by name
     CHECK_INT(s_rlctl("runA/metrics.jsonl --metric loss --metric loss --out f.svg"), 0);
     CHECK_CONTAINS(s_out, "wrote f.svg: 1 panel, 1 run");
