@@ -1,29 +1,36 @@
-// rlctl inspect — lists the tensors of a safetensors file or a Hugging Face model folder (name,
-// dtype, shape, numel) and the total parameter count, as text or JSON. It validates through
-// rl_safetensors, so a bad file gets the reader's one-line message and exit code 1. It does not
-// interpret tensors as a model (that is model/rl_hf).
+// rlctl inspect — lists the tensors of a safetensors file, a Hugging Face model folder or a PEFT
+// adapter folder (name, dtype, shape, numel) and the total parameter count, as text or JSON; for
+// an adapter also its LoRA settings (rl_lora_describe checks them and the tensors' ranks). It
+// validates through rl_safetensors, so a bad file gets the reader's one-line message and exit
+// code 1. It does not interpret tensors as a model (that is model/rl_hf).
 #include "rl_cli.h"
 #include "rl_err.h"
+#include "rl_lora.h"
 #include "rl_safetensors.h"
 
 #include <jansson.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static void s_usage(FILE *out) {
     fprintf(out,
             "usage: rlctl inspect PATH [--json]\n\n"
             "List the tensors of PATH: a .safetensors file, or a model folder holding\n"
             "model.safetensors or model.safetensors.index.json with its shards (the index\n"
-            "itself may be given for its folder). Each file is validated first; a bad file\n"
-            "prints one message naming the file and exits 1.\n\n"
+            "itself may be given for its folder), or a PEFT adapter folder (adapter_config.json\n"
+            "and adapter_model.safetensors: its LoRA settings come first). Each file is\n"
+            "validated first; a bad file prints one message naming the file and exits 1.\n\n"
             "options:\n"
             "  --json       print one JSON object: {\"path\", \"shards\", \"tensors\":\n"
             "               [{\"name\", \"dtype\", \"shape\", \"numel\"}], \"num_tensors\",\n"
-            "               \"num_parameters\"}\n"
+            "               \"num_parameters\"}, with \"adapter\": {\"r\", \"lora_alpha\",\n"
+            "               \"lora_dropout\", \"use_rslora\", \"target_modules\",\n"
+            "               \"base_model_name_or_path\", \"layers\"} for an adapter\n"
             "  -h, --help   this help\n");
 }
 
@@ -52,7 +59,38 @@ static void s_shape(char *buf, size_t len, const rl_st_tensor_t *t) {
 typedef struct {
     rl_st_file_t *file;
     rl_st_model_t *model;
+    const rl_lora_info_t *adapter; // a PEFT folder's settings, or NULL
 } s_src_t;
+
+// The adapter's settings, as PEFT names them.
+static json_t *s_adapter_json(const rl_lora_info_t *a) {
+    json_t *mods = json_array();
+    for (int m = 0; m < RL_LORA_NMOD; m++) {
+        if (a->targets & (1 << m)) {
+            json_array_append_new(mods, json_string(rl_lora_module_name(m)));
+        }
+    }
+    return json_pack("{s:s, s:i, s:f, s:f, s:b, s:o, s:o, s:i}", "peft_type", "LORA", "r", a->r,
+                     "lora_alpha", (double)a->alpha, "lora_dropout", (double)a->dropout,
+                     "use_rslora", a->use_rslora, "target_modules", mods, "base_model_name_or_path",
+                     a->base_model[0] ? json_string(a->base_model) : json_null(), "layers",
+                     a->layers);
+}
+
+static void s_print_adapter(const rl_lora_info_t *a) {
+    printf("adapter: LoRA r %d, lora_alpha %g (scale %g%s), lora_dropout %g, targets", a->r,
+           (double)a->alpha,
+           a->use_rslora ? (double)a->alpha / sqrt((double)a->r) : (double)a->alpha / a->r,
+           a->use_rslora ? ", rsLoRA" : "", (double)a->dropout);
+    for (int m = 0, k = 0; m < RL_LORA_NMOD; m++) {
+        if (a->targets & (1 << m)) {
+            printf("%s %s", k++ ? "," : "", rl_lora_module_name(m));
+        }
+    }
+    printf("; %d layers, %d modules\nbase model: ", a->layers, a->pairs);
+    s_print_name(a->base_model[0] ? a->base_model : "(not named)", 0);
+    printf("\n\n");
+}
 
 static int s_count(const s_src_t *s) {
     return s->model ? rl_st_model_count(s->model) : rl_st_file_count(s->file);
@@ -73,6 +111,9 @@ static int s_print_json(const char *path, const s_src_t *src, long long total) {
         return -1;
     }
     json_object_set_new(root, "path", json_string(path));
+    if (src->adapter) {
+        json_object_set_new(root, "adapter", s_adapter_json(src->adapter));
+    }
     if (src->model) {
         for (int i = 0; i < rl_st_model_shard_count(src->model); i++) {
             json_array_append_new(shards, json_string(rl_st_model_shard_name(src->model, i)));
@@ -135,7 +176,19 @@ int rl_cmd_inspect(int argc, char **argv) {
     int rc;
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+    char adapter_cfg[4096];
+    snprintf(adapter_cfg, sizeof adapter_cfg, "%s/adapter_config.json", path);
+    rl_lora_info_t info;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode) && access(adapter_cfg, F_OK) == 0) {
+        // a PEFT adapter folder: its settings, then its tensors
+        rc = rl_lora_describe(path, &info, err, sizeof err);
+        if (rc == 0) {
+            char file[4096];
+            snprintf(file, sizeof file, "%s/adapter_model.safetensors", path);
+            rc = rl_st_file_load(file, &src.file, err, sizeof err);
+            src.adapter = &info;
+        }
+    } else if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
         rc = rl_st_model_load(path, &src.model, err, sizeof err);
     } else if (strcmp(base, "model.safetensors.index.json") == 0) {
         // The index names a sharded folder: inspect that folder.
@@ -165,6 +218,9 @@ int rl_cmd_inspect(int argc, char **argv) {
             status = RL_EXIT_FAIL;
         }
     } else {
+        if (src.adapter) {
+            s_print_adapter(src.adapter);
+        }
         s_print_name("name", width);
         printf("  %-5s %-24s %s\n", "dtype", "shape", "numel");
         for (int i = 0; i < s_count(&src); i++) {

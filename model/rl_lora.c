@@ -673,6 +673,80 @@ static int s_parse_key(const char *name, int L, int *l, int *m, char *ab) {
     return -1;
 }
 
+int rl_lora_describe(const char *dir, rl_lora_info_t *out, char *err, size_t err_len) {
+    memset(out, 0, sizeof *out);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
+    int rc = s_parse_config(path, &out->r, &out->alpha, &out->dropout, &out->targets,
+                            &out->use_rslora, err, err_len);
+    if (rc != 0) {
+        return rc;
+    }
+    json_t *root = json_load_file(path, 0, NULL);
+    json_t *b = root ? json_object_get(root, "base_model_name_or_path") : NULL;
+    if (json_is_string(b)) {
+        snprintf(out->base_model, sizeof out->base_model, "%s", json_string_value(b));
+    }
+    json_decref(root);
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
+    rl_st_file_t *f = NULL;
+    if ((rc = rl_st_file_load(path, &f, err, err_len)) != 0) {
+        return rc;
+    }
+    // seen[l * NMOD + m]: bit 0 = A, bit 1 = B, over the layers the names hold
+    int n = rl_st_file_count(f), L = 0;
+    for (int i = 0; i < n; i++) {
+        int l, m;
+        char ab;
+        if (s_parse_key(rl_st_file_tensor(f, i)->name, 1 << 20, &l, &m, &ab) == 0) {
+            L = l + 1 > L ? l + 1 : L;
+        }
+    }
+    unsigned char *seen = calloc((size_t)L * RL_LORA_NMOD + 1, 1);
+    if (!seen) {
+        rl_st_file_destroy(&f);
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    for (int i = 0; i < n && rc == 0; i++) {
+        const rl_st_tensor_t *t = rl_st_file_tensor(f, i);
+        int l, m;
+        char ab;
+        if (s_parse_key(t->name, L, &l, &m, &ab) != 0) {
+            rc = rl_errf(err, err_len, RL_EINVAL,
+                         "%s: tensor '%.200s' is not a LoRA weight "
+                         "(%s<layer>.<module>.lora_A|lora_B.weight)",
+                         path, t->name, S_PREFIX);
+        } else if (!(out->targets & (1 << m))) {
+            rc = rl_errf(err, err_len, RL_EINVAL,
+                         "%s: tensor '%.200s' is of %s, which "
+                         "target_modules does not name",
+                         path, t->name, rl_lora_module_name(m));
+        } else if (t->ndim != 2 || t->shape[ab == 'A' ? 0 : 1] != out->r) {
+            rc = rl_errf(err, err_len, RL_EINVAL,
+                         "%s: tensor '%.200s' is not of rank r = %d "
+                         "(lora_A is (r, in), lora_B (out, r))",
+                         path, t->name, out->r);
+        } else if (seen[l * RL_LORA_NMOD + m] & (ab == 'A' ? 1 : 2)) {
+            rc = rl_errf(err, err_len, RL_EINVAL, "%s: tensor '%.200s' appears twice", path,
+                         t->name);
+        } else {
+            seen[l * RL_LORA_NMOD + m] |= ab == 'A' ? 1 : 2;
+        }
+    }
+    for (int k = 0; k < L * RL_LORA_NMOD && rc == 0; k++) {
+        if (seen[k] == 1 || seen[k] == 2) {
+            rc = rl_errf(err, err_len, RL_EINVAL, "%s: layer %d's %s has lora_%c but not lora_%c",
+                         path, k / RL_LORA_NMOD, rl_lora_module_name(k % RL_LORA_NMOD),
+                         seen[k] == 1 ? 'A' : 'B', seen[k] == 1 ? 'B' : 'A');
+        }
+        out->pairs += seen[k] == 3;
+    }
+    out->layers = L;
+    free(seen);
+    rl_st_file_destroy(&f);
+    return rc;
+}
+
 int rl_lora_load(const rl_hf_config_t *cfg, const char *dir, int with_grads, rl_lora_t **out,
                  char *err, size_t err_len) {
     *out = NULL;

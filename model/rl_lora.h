@@ -126,6 +126,24 @@ int rl_lora_save(const rl_lora_t *self, const char *dir, const char *base_model,
 int rl_lora_load(const rl_hf_config_t *cfg, const char *dir, int with_grads, rl_lora_t **out,
                  char *err, size_t err_len);
 
+// What a PEFT folder holds, read without its base model (`rlctl inspect`): adapter_config.json
+// checked as rl_lora_load checks it, and adapter_model.safetensors' names and ranks (every
+// tensor a lora_A (r, in) or lora_B (out, r) of a target module, each A with its B). The
+// shapes against a model's are rl_lora_load's.
+typedef struct {
+    int r;
+    float alpha, dropout;
+    int use_rslora;
+    int targets;           // bit m: module m (rl_lora_module_name) is a target
+    int layers;            // 1 + the highest layer index of a tensor (0: no tensor)
+    int pairs;             // (layer, module) pairs with their A and B
+    char base_model[1024]; // base_model_name_or_path, "" when null or absent
+} rl_lora_info_t;
+
+// Returns 0 and *out, or an error naming the file and the key or tensor (RL_ENOTFOUND when a
+// file is missing).
+int rl_lora_describe(const char *dir, rl_lora_info_t *out, char *err, size_t err_len);
+
 #ifdef __cplusplus
 }
 #endif

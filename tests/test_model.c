@@ -1645,6 +1645,44 @@ static void s_test_peft(void) {
         s_write_adapter(bad, &wide, "[\"q_proj\"]", RL_LORA_Q, 0);
         CHECK_INT(rl_model_load_adapter(none, bad, err, sizeof err), RL_EINVAL);
         CHECK_CONTAINS(err, "self_attn.q_proj.lora_A.weight' has shape [2,16]");
+        // what `rlctl inspect` says of an adapter folder without its base (rl_lora_describe):
+        // the saved adapter's settings; tensors of a module the config does not target, and a
+        // config whose r is not the tensors' rank, refused naming the tensor
+        rl_lora_info_t info;
+        CHECK_INT(rl_lora_describe(ad, &info, err, sizeof err), 0);
+        CHECK_INT(info.r, 3);
+        CHECK_INT(info.layers, 2);
+        CHECK_INT(info.pairs, 6);
+        CHECK_INT(info.use_rslora, 0);
+        CHECK_STR(info.base_model, "org/tiny-qwen3");
+        CHECK_INT(info.targets & RL_LORA_Q, RL_LORA_Q);
+        s_path(bad, sizeof bad, "ins_extra");
+        s_write_adapter(bad, &cfg, "[\"q_proj\"]", RL_LORA_Q | RL_LORA_V, 0);
+        CHECK_INT(rl_lora_describe(bad, &info, err, sizeof err), RL_EINVAL);
+        CHECK_CONTAINS(err, "self_attn.v_proj.lora_A.weight' is of v_proj, which target_modules "
+                            "does not name");
+        s_path(bad, sizeof bad, "ins_rank");
+        s_write_adapter(bad, &cfg, "[\"q_proj\"]", RL_LORA_Q, 0);
+        char rcfg[600];
+        snprintf(rcfg, sizeof rcfg, "%s/adapter_config.json", bad);
+        s_replace(rcfg, "\"r\":2", "\"r\":5");
+        CHECK_INT(rl_lora_describe(bad, &info, err, sizeof err), RL_EINVAL);
+        CHECK_CONTAINS(err, "is not of rank r = 5");
+        if (access(RL_BINARY_DIR "/rlctl", X_OK) == 0) {
+            char cmd[1400], out[8192];
+            snprintf(cmd, sizeof cmd, "%s/rlctl inspect %s 2>&1", RL_BINARY_DIR, ad);
+            CHECK_INT(rl_test_shell(cmd, out, sizeof out), 0);
+            CHECK_CONTAINS(out, "adapter: LoRA r 3, lora_alpha ");
+            CHECK_CONTAINS(out, "; 2 layers, 6 modules\nbase model: org/tiny-qwen3\n");
+            CHECK_CONTAINS(out, "total: 12 tensors, ");
+            snprintf(cmd, sizeof cmd, "%s/rlctl inspect %s --json 2>&1", RL_BINARY_DIR, ad);
+            CHECK_INT(rl_test_shell(cmd, out, sizeof out), 0);
+            CHECK_CONTAINS(out, "\"base_model_name_or_path\": \"org/tiny-qwen3\"");
+            snprintf(cmd, sizeof cmd, "%s/rlctl inspect %s 2>&1", RL_BINARY_DIR, bad);
+            CHECK_INT(rl_test_shell(cmd, out, sizeof out), 1);
+            CHECK_CONTAINS(out, "rlctl inspect: ");
+            CHECK_CONTAINS(out, "is not of rank r = 5");
+        }
         // a good hand-written adapter (all-zero B) leaves the base forward unchanged
         s_path(bad, sizeof bad, "zero");
         s_write_adapter(bad, &cfg, "\"all-linear\"", RL_LORA_ALL, 0);
