@@ -175,7 +175,7 @@ static int s_create(rl_run_t *run, void **state, size_t *n_train, double *data_f
         rl_log_warn("no EOS token known (tokenizer_config.json eos_token, config.json "
                     "eos_token_id): completions are trained without one");
     }
-    d.chat = rl_run_chat_format(r, run->tok);
+    d.chat = rl_run_chat_format(r);
     s->train = rl_data_load(r->data.train, &d, run->tok, msg, sizeof(msg));
     if (!s->train) {
         return rl_errf(err, err_len, RL_EINVAL, "%s", msg);

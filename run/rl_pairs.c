@@ -32,7 +32,7 @@ int rl_pairs_load(const rl_run_t *run, int eos, int with_margin, rl_data_t **tra
             d.eos_id = cfg.eos_token_ids[0];
         }
     }
-    d.chat = rl_run_chat_format(r, run->tok);
+    d.chat = rl_run_chat_format(r);
     const char *paths[2] = {r->data.train, r->data.eval_pairs};
     rl_data_t **outs[2] = {train, eval};
     for (int k = 0; k < 2; k++) {

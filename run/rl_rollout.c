@@ -69,7 +69,7 @@ int rl_rollout_data_new(const rl_recipe_t *r, rl_tokenizer_t *tok, unsigned flag
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
     char msg[2048];
-    rl_chat_format_t chat = rl_run_chat_format(r, tok);
+    rl_chat_format_t chat = rl_run_chat_format(r);
     if (!(flags & RL_ROLLOUT_EVAL_ONLY)) {
         s->train = rl_prompts_load(r->data.train, r->data.prompt_field, tok, chat,
                                    r->data.max_prompt_length, r->data.truncation, msg, sizeof(msg));
