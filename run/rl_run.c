@@ -16,6 +16,24 @@
 
 // ---- calls ------------------------------------------------------------------------------------
 
+rl_tokenizer_t *rl_run_tokenizer(const rl_recipe_t *r, char *err, size_t err_len) {
+    char msg[2048], dir[4096];
+    snprintf(dir, sizeof(dir), "%s", r->model.tokenizer);
+    char *slash = strrchr(dir, '/');
+    const char *base = slash ? slash + 1 : dir;
+    rl_tokenizer_t *tok;
+    if (strcmp(base, "tokenizer.json") == 0 && slash) {
+        *slash = '\0';
+        tok = rl_tokenizer_new_dir(dir, msg, sizeof(msg));
+    } else {
+        tok = rl_tokenizer_new(r->model.tokenizer, msg, sizeof(msg));
+    }
+    if (!tok) {
+        rl_recipe_errorf(r, "model.tokenizer", err, err_len, RL_EINVAL, "%s", msg);
+    }
+    return tok;
+}
+
 rl_chat_format_t rl_run_chat_format(const rl_recipe_t *r) {
     if (r->model.chat_template == RL_RECIPE_CHAT_NONE) {
         return RL_CHAT_NONE;

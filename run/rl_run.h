@@ -68,6 +68,12 @@ typedef struct rl_run {
     double deadline;               // > 0: no call may wait past this monotonic time
 } rl_run_t;
 
+// The tokenizer of a run, loaded as the controller loads it: the folder of model.tokenizer when
+// that is a tokenizer.json (so that tokenizer_config.json's special tokens come along), else the
+// file alone. NULL with err naming model.tokenizer (the recipe's line) on failure. caller owns
+// result; free with rl_tokenizer_destroy.
+rl_tokenizer_t *rl_run_tokenizer(const rl_recipe_t *r, char *err, size_t err_len);
+
 // The chat template a recipe renders messages with: model.chat_template when it names a built-in;
 // `auto`: the model's own, found by rl_chat_model_source in the folder of model.tokenizer
 // (tokenizer_config.json's chat_template, else chat_template.jinja), with tokenizer_config.json's
