@@ -112,7 +112,8 @@ int rl_cmd_template(int argc, char **argv) {
         rc = rl_chat_model_format(model, config, kwargs, &fmt, err, sizeof err);
     }
     if (rc) {
-        fprintf(stderr, "rlctl template: %s\n", err);
+        fprintf(stderr, "rlctl template: %s%s\n", err,
+                builtin ? "" : " (--template chatml|llama3 renders a built-in)");
         return rc == RL_ENOMEM ? RL_EXIT_FAIL : RL_EXIT_USAGE;
     }
     size_t mlen = 0;

@@ -239,8 +239,8 @@ int rl_chat_model_format(const char *dir, const char *config, const char *kwargs
     int rc = rl_chat_model_source(dir, config, &src, err, err_len);
     if (!rc && !src.text) {
         rc = rl_errf(err, err_len, RL_EINVAL,
-                     "%s has no chat template (tokenizer_config.json's chat_template or "
-                     "chat_template.jinja): name a built-in (chatml, llama3)",
+                     "%s has no chat template (no chat_template in tokenizer_config.json, no "
+                     "chat_template.jinja)",
                      config ? config : dir);
     } else if (!rc) {
         rc = rl_chat_template(src.text, src.where, src.bos, src.eos, kwargs_json, fmt_p, err,

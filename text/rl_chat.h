@@ -71,8 +71,8 @@ int rl_chat_model_source(const char *dir, const char *config, rl_chat_source_t *
 void rl_chat_source_free(rl_chat_source_t *src);
 
 // rl_chat_model_source compiled with its bos/eos and the keyword arguments (as
-// rl_chat_template). RL_EINVAL when the folder has no template ("DIR has no chat template
-// (tokenizer_config.json's chat_template or chat_template.jinja): name a built-in ...").
+// rl_chat_template). RL_EINVAL when the folder has no template ("DIR has no chat template (no
+// chat_template in tokenizer_config.json, no chat_template.jinja)").
 int rl_chat_model_format(const char *dir, const char *config, const char *kwargs_json,
                          rl_chat_format_t *fmt_p, char *err, size_t err_len);
 
