@@ -86,6 +86,23 @@ static void s_roles(const rl_recipe_t *r, rl_algo_roles_t *out) {
     out->samplers = out->sampling ? r->roles.samplers : 0;
 }
 
+// What s_create loads, checked before the run and by `rlctl validate` with the run's own
+// messages: the pairs (rl_pairs_preflight) and data.eval's prompts.
+static int s_preflight(const rl_recipe_t *r, char *err, size_t err_len) {
+    int rc = rl_pairs_preflight(r, 1, 0, err, err_len);
+    if (rc || !r->data.eval) {
+        return rc;
+    }
+    rl_tokenizer_t *tok = rl_run_tokenizer(r, err, err_len);
+    rl_rollout_data_t *acc = NULL;
+    rc = tok ? rl_rollout_data_new(r, tok, RL_ROLLOUT_QUIET | RL_ROLLOUT_EVAL_ONLY, &acc, err,
+                                   err_len)
+             : RL_EINVAL;
+    rl_rollout_data_destroy(&acc);
+    rl_tokenizer_destroy(&tok);
+    return rc;
+}
+
 static void s_destroy(void **state) {
     s_dpo_t *s = *state;
     if (s) {
@@ -137,7 +154,7 @@ static int s_create(rl_run_t *run, void **state, size_t *n_train, double *data_f
     if (!s) {
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
-    int rc = rl_pairs_load(run, 1, 0, &s->train, &s->eval, err, err_len);
+    int rc = rl_pairs_load(r, run->tok, 1, 0, 0, &s->train, &s->eval, err, err_len);
     if (rc) {
         return rc;
     }
@@ -460,6 +477,7 @@ const rl_algo_t rl_algo_dpo = {
             .check = s_check,
         },
     .roles = s_roles,
+    .preflight = s_preflight,
     .create = s_create,
     .destroy = s_destroy,
     .step = s_step,

@@ -64,6 +64,12 @@ static void s_roles(const rl_recipe_t *r, rl_algo_roles_t *out) {
     (void)out; // the actor alone
 }
 
+// The pairs s_create loads, checked before the run and by `rlctl validate` with the run's own
+// messages (rl_pairs_preflight).
+static int s_preflight(const rl_recipe_t *r, char *err, size_t err_len) {
+    return rl_pairs_preflight(r, 0, 1, err, err_len);
+}
+
 static void s_destroy(void **state) {
     s_rm_t *s = *state;
     if (s) {
@@ -82,7 +88,7 @@ static int s_create(rl_run_t *run, void **state, size_t *n_train, double *data_f
     if (!s) {
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
-    int rc = rl_pairs_load(run, 0, 1, &s->train, &s->eval, err, err_len);
+    int rc = rl_pairs_load(r, run->tok, 0, 1, 0, &s->train, &s->eval, err, err_len);
     if (rc) {
         return rc;
     }
@@ -243,6 +249,7 @@ const rl_algo_t rl_algo_rm = {
             .check = s_check,
         },
     .roles = s_roles,
+    .preflight = s_preflight,
     .create = s_create,
     .destroy = s_destroy,
     .step = s_step,

@@ -144,14 +144,11 @@ static int s_load_accuracy(const rl_recipe_t *r, rl_tokenizer_t *tok, s_sft_t *s
     return 0;
 }
 
-static int s_create(rl_run_t *run, void **state, size_t *n_train, double *data_frame, char *err,
-                    size_t err_len) {
-    const rl_recipe_t *r = run->r;
-    s_sft_t *s = calloc(1, sizeof *s);
-    *state = s;
-    if (!s) {
-        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
-    }
+// The training data and the held-out rows (data.eval, when evaluations are due) as the run
+// trains on them; quiet: no warnings or info lines (the check before the run, `rlctl validate`,
+// gives the same errors word for word). caller owns *train and *eval (also on failure).
+static int s_load_data(const rl_recipe_t *r, rl_tokenizer_t *tok, int quiet, rl_data_t **train,
+                       rl_data_t **eval, char *err, size_t err_len) {
     char msg[2048];
     rl_data_opts_t d;
     rl_data_opts_default(&d);
@@ -165,40 +162,57 @@ static int s_create(rl_run_t *run, void **state, size_t *n_train, double *data_f
     d.truncation = r->data.truncation;
     // EOS after each completion / text: tokenizer_config.json's eos_token, else the model's
     // first eos_token_id
-    d.eos_id = rl_tokenizer_eos_id(run->tok);
+    d.eos_id = rl_tokenizer_eos_id(tok);
     rl_hf_config_t cfg;
     if (d.eos_id < 0 && rl_hf_config_load(r->model.path, &cfg, msg, sizeof msg) == 0 &&
         cfg.n_eos > 0) {
         d.eos_id = cfg.eos_token_ids[0];
     }
-    if (d.eos_id < 0) {
+    if (d.eos_id < 0 && !quiet) {
         rl_log_warn("no EOS token known (tokenizer_config.json eos_token, config.json "
                     "eos_token_id): completions are trained without one");
     }
-    d.chat = rl_run_chat_format(r, run->tok);
-    s->train = rl_data_load(r->data.train, &d, run->tok, msg, sizeof(msg));
-    if (!s->train) {
+    d.chat = rl_run_chat_format(r);
+    *train = rl_data_load(r->data.train, &d, tok, msg, sizeof(msg));
+    if (!*train) {
         return rl_errf(err, err_len, RL_EINVAL, "%s", msg);
     }
-    if (rl_data_dropped(s->train)) {
-        rl_log_warn("%s: %zu rows dropped (longer than data.max_length %d tokens)",
-                    r->data.train, rl_data_dropped(s->train), r->data.max_length);
+    if (rl_data_dropped(*train) && !quiet) {
+        rl_log_warn("%s: %zu rows dropped (longer than data.max_length %d tokens)", r->data.train,
+                    rl_data_dropped(*train), r->data.max_length);
     }
-    rl_log_info("train data: %zu examples, %lld loss tokens", rl_data_count(s->train),
-                (long long)rl_data_loss_tokens(s->train));
-    int longest = 1;
+    if (!quiet) {
+        rl_log_info("train data: %zu examples, %lld loss tokens", rl_data_count(*train),
+                    (long long)rl_data_loss_tokens(*train));
+    }
     if (r->data.eval && r->train.eval_every > 0) {
-        s->eval = rl_data_load(r->data.eval, &d, run->tok, msg, sizeof(msg));
-        if (!s->eval) {
+        *eval = rl_data_load(r->data.eval, &d, tok, msg, sizeof(msg));
+        if (!*eval) {
             return rl_errf(err, err_len, RL_EINVAL, "%s", msg);
         }
-        if (rl_data_dropped(s->eval)) {
+        if (rl_data_dropped(*eval) && !quiet) {
             rl_log_warn("%s: %zu rows dropped (longer than data.max_length %d tokens)",
-                        r->data.eval, rl_data_dropped(s->eval), r->data.max_length);
+                        r->data.eval, rl_data_dropped(*eval), r->data.max_length);
         }
     }
+    return 0;
+}
+
+static int s_create(rl_run_t *run, void **state, size_t *n_train, double *data_frame, char *err,
+                    size_t err_len) {
+    const rl_recipe_t *r = run->r;
+    s_sft_t *s = calloc(1, sizeof *s);
+    *state = s;
+    if (!s) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    int rc = s_load_data(r, run->tok, 0, &s->train, &s->eval, err, err_len);
+    if (rc) {
+        return rc;
+    }
+    int longest = 1;
     if (s_wants_accuracy(r)) {
-        int rc = s_load_accuracy(r, run->tok, s, err, err_len);
+        rc = s_load_accuracy(r, run->tok, s, err, err_len);
         if (rc) {
             return rc;
         }
@@ -411,11 +425,18 @@ static int s_evaluate(void *state, rl_run_t *run, double *acc, double *acc_greed
     return 0;
 }
 
+// What s_create loads, checked before the run and by `rlctl validate` with the run's messages.
 static int s_preflight(const rl_recipe_t *r, char *err, size_t err_len) {
-    (void)r;
-    (void)err;
-    (void)err_len;
-    return 0; // the data is read (and its errors reported) when the run starts
+    rl_tokenizer_t *tok = rl_run_tokenizer(r, err, err_len);
+    if (!tok) {
+        return RL_EINVAL;
+    }
+    rl_data_t *train = NULL, *eval = NULL;
+    int rc = s_load_data(r, tok, 1, &train, &eval, err, err_len);
+    rl_data_destroy(&train);
+    rl_data_destroy(&eval);
+    rl_tokenizer_destroy(&tok);
+    return rc;
 }
 
 const rl_algo_t rl_algo_sft = {

@@ -161,7 +161,7 @@ int rl_cli_eval_recipe(int argc, char **argv) {
         return rc;
     }
     // the prompts as a run renders them: the recipe's chat template
-    rl_chat_format_t chat = rl_run_chat_format(r, tok);
+    rl_chat_format_t chat = rl_run_chat_format(r);
     rl_prompts_t *ps =
         rl_prompts_load(r->data.eval, r->data.prompt_field, tok, chat, r->data.max_prompt_length,
                         r->data.truncation, err, sizeof err);

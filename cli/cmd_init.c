@@ -1,6 +1,8 @@
 // rlctl init — writes a randomly initialised Hugging Face model folder from a config.json and a
-// tokenizer.json: config.json (normalised by rl_hf), tokenizer.json (copied),
-// generation_config.json (bos and eos ids) and model.safetensors. The init scheme is transformers'
+// tokenizer.json: config.json (normalised by rl_hf), tokenizer.json (copied, with the files beside
+// it that carry its special tokens and chat template: tokenizer_config.json,
+// special_tokens_map.json, chat_template*), generation_config.json (bos and eos ids) and
+// model.safetensors. The init scheme is transformers'
 // _init_weights: every Linear weight and the embedding ~ Normal(0, initializer_range), biases 0,
 // RMSNorm weights 1. Draws come from one rl_rng stream seeded by --seed and consumed tensor by
 // tensor in rl_hf_tensor_specs order, so a seed gives the same bytes on every machine. This command
@@ -26,8 +28,9 @@ static void s_usage(FILE *out) {
             "usage: rlctl init --config FILE --tokenizer FILE --out DIR [--seed S]\n"
             "                  [--dtype fp32|bf16] [--force]\n\n"
             "Write a randomly initialised Hugging Face model folder: DIR/config.json (the\n"
-            "config, checked and normalised), DIR/tokenizer.json (copied), DIR/generation_config"
-            ".json\n"
+            "config, checked and normalised), DIR/tokenizer.json (copied, with the\n"
+            "tokenizer_config.json, special_tokens_map.json and chat_template* files beside\n"
+            "it, so the model's chat template comes along), DIR/generation_config.json\n"
             "(bos/eos ids) and DIR/model.safetensors.\n\n"
             "Init (as transformers does): Linear weights and the embedding ~ Normal(0, std) with\n"
             "std = the config's initializer_range (default 0.02); biases 0; RMSNorm weights 1.\n"
@@ -82,6 +85,51 @@ static int s_read_all(const char *path, char **out, size_t *len, char *err, size
     *out = buf;
     *len = n;
     return 0;
+}
+
+// The files beside the tokenizer that say how it is used (tokenizer_config.json: special tokens
+// and the chat template; special_tokens_map.json; chat_template.jinja and the other
+// chat_template* files): read whole, so that DIR renders conversations as the source folder does.
+enum { S_MAX_EXTRA = 16 };
+typedef struct {
+    char name[256];
+    char *data;
+    size_t len;
+} s_extra_t;
+
+static int s_read_extras(const char *tokenizer, s_extra_t *x, int *n_p, char *err, size_t err_len) {
+    char dir[4096];
+    const char *slash = strrchr(tokenizer, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - tokenizer) : 1,
+             slash ? tokenizer : ".");
+    *n_p = 0;
+    DIR *d = opendir(dir);
+    if (!d) {
+        return 0; // the tokenizer alone
+    }
+    int rc = 0;
+    for (struct dirent *e; rc == 0 && (e = readdir(d)) != NULL;) {
+        const char *nm = e->d_name;
+        int want = !strcmp(nm, "tokenizer_config.json") || !strcmp(nm, "special_tokens_map.json") ||
+                   !strncmp(nm, "chat_template", 13);
+        char path[4400];
+        snprintf(path, sizeof path, "%s/%s", dir, nm);
+        struct stat st;
+        if (!want || stat(path, &st) != 0 || !S_ISREG(st.st_mode) || strlen(nm) >= 200) {
+            continue;
+        }
+        if (*n_p == S_MAX_EXTRA) {
+            rc = rl_errf(err, err_len, RL_EINVAL, "%s: more than %d chat template files", dir,
+                         S_MAX_EXTRA);
+            break;
+        }
+        s_extra_t *x1 = &x[*n_p];
+        snprintf(x1->name, sizeof x1->name, "%s", nm);
+        rc = s_read_all(path, &x1->data, &x1->len, err, err_len);
+        *n_p += rc == 0;
+    }
+    closedir(d);
+    return rc;
 }
 
 // Writes data (and a final newline when `newline`, for the JSON we generate).
@@ -386,6 +434,17 @@ int rl_cmd_init(int argc, char **argv) {
         return RL_EXIT_USAGE;
     }
 
+    s_extra_t extra[S_MAX_EXTRA];
+    int n_extra = 0;
+    if ((rc = s_read_extras(tokenizer, extra, &n_extra, err, sizeof err)) != 0) {
+        fprintf(stderr, "rlctl init: %s\n", err);
+        for (int i = 0; i < n_extra; i++) {
+            free(extra[i].data);
+        }
+        free(tok);
+        return RL_EXIT_USAGE;
+    }
+
     // the folder's config says what the file holds
     snprintf(cfg.torch_dtype, sizeof cfg.torch_dtype, "%s",
              dtype == RL_DTYPE_F32 ? "float32" : "bfloat16");
@@ -397,10 +456,13 @@ int rl_cmd_init(int argc, char **argv) {
     // so a failure (out of memory for the weights, a full disk) leaves no partial folder: the
     // temporary files are removed, and so are the folders this run made (--force into a folder
     // keeps its old files).
-    static const char *const names[] = {"config.json", "generation_config.json", "tokenizer.json",
-                                        "model.safetensors"};
-    enum { N_FILES = 4 };
-    char tmp[N_FILES][4200], made[4096] = "";
+    const char *names[4 + S_MAX_EXTRA] = {"config.json", "generation_config.json", "tokenizer.json",
+                                          "model.safetensors"};
+    const int N_FILES = 4 + n_extra;
+    for (int i = 0; i < n_extra; i++) {
+        names[4 + i] = extra[i].name;
+    }
+    char tmp[4 + S_MAX_EXTRA][4200], made[4096] = "";
     int written = 0;
     rc = cfg_json && gen_json ? 0 : rl_errf(err, sizeof err, RL_ENOMEM, "out of memory");
     if (rc == 0) {
@@ -414,6 +476,8 @@ int rl_cmd_init(int argc, char **argv) {
             rc = s_write_all(tmp[i], gen_json, strlen(gen_json), 1, err, sizeof err);
         } else if (i == 2) {
             rc = s_write_all(tmp[i], tok, tok_len, 0, err, sizeof err);
+        } else if (i > 3) {
+            rc = s_write_all(tmp[i], extra[i - 4].data, extra[i - 4].len, 0, err, sizeof err);
         } else {
             rc = s_write_weights(&cfg, (uint64_t)seed, dtype, tmp[i], &n_params, &n_tensors, err,
                                  sizeof err);
@@ -430,6 +494,9 @@ int rl_cmd_init(int argc, char **argv) {
     free(cfg_json);
     free(gen_json);
     free(tok);
+    for (int i = 0; i < n_extra; i++) {
+        free(extra[i].data);
+    }
     if (rc) {
         for (int i = 0; i < written; i++) {
             unlink(tmp[i]);

@@ -25,7 +25,9 @@ static void s_help(FILE *out) {
             "checkpoints/step-<N>/ and final/ (an HF folder, or a PEFT adapter with LoRA).\n"
             "The run folder must be yours and writable by no one else, and every folder above\n"
             "it yours or root's (sticky if others may write, as /tmp); a new one gets mode\n"
-            "0700, and no symbolic link inside it is followed.\n\n"
+            "0700, and no symbolic link inside it is followed. A run that stopped before it\n"
+            "trained a step (no checkpoint) leaves nothing that blocks the retry: the next run\n"
+            "starts over in its folder.\n\n"
             "options:\n"
             "  --resume [DIR]   continue the run in run.dir (or in DIR, a run folder or one of\n"
             "                   its checkpoints/step-<N>) from its newest complete checkpoint\n"
@@ -258,6 +260,13 @@ int rl_cmd_run(int argc, char **argv) {
     int w = snprintf(run_dir, sizeof(run_dir), "%s", rl_rundir_path(rd));
     if (w < 0 || (size_t)w >= sizeof(run_dir)) {
         fprintf(stderr, "rlctl run: %s: path too long\n", rl_rundir_path(rd));
+        code = RL_EXIT_FAIL;
+        goto done;
+    }
+    // a new run's folder is marked until it trains a step: a start that fails leaves nothing
+    // that blocks the retry (rl_rundir.h)
+    if (!resume && rl_rundir_mark_unstarted(rd, err, sizeof(err)) != 0) {
+        fprintf(stderr, "rlctl run: %s\n", err);
         code = RL_EXIT_FAIL;
         goto done;
     }

@@ -5,38 +5,32 @@
 #include "rl_cli.h"
 #include "rl_err.h"
 
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static void s_usage(FILE *out) {
     fprintf(out,
-            "usage: rlctl template (--model DIR | --tokenizer-config FILE) --messages FILE.json\n"
-            "                      [--add-generation-prompt] [--kwargs JSON]\n\n"
+            "usage: rlctl template (--model DIR | --tokenizer-config FILE | --template NAME)\n"
+            "                      --messages FILE.json [--add-generation-prompt]\n"
+            "                      [--kwargs JSON]\n\n"
             "Render a conversation with a model's chat template as transformers'\n"
             "apply_chat_template does and print the text exactly (no newline added). The\n"
             "template is tokenizer_config.json's chat_template (DIR/tokenizer_config.json, or\n"
             "FILE), else DIR/chat_template.jinja; it sees bos_token and eos_token from the same\n"
-            "tokenizer_config.json. FILE.json holds a list of messages, or an object\n"
+            "tokenizer_config.json (a recipe's model.chat_template: auto finds it the same\n"
+            "way). --template chatml|llama3 renders a built-in instead, as that recipe key\n"
+            "does. FILE.json holds a list of messages, or an object\n"
             "{\"messages\": [...], \"tools\": [...]} as apply_chat_template takes them.\n\n"
             "options:\n"
             "  --model DIR                a Hugging Face model (or tokenizer) folder\n"
             "  --tokenizer-config FILE    a tokenizer_config.json\n"
+            "  --template NAME            a built-in template: chatml or llama3\n"
             "  --messages FILE.json       the conversation (- reads standard input)\n"
             "  --add-generation-prompt    end with the assistant's header\n"
             "  --kwargs JSON              the template's keyword arguments, e.g.\n"
             "                             '{\"enable_thinking\": false}'\n"
             "  -h, --help                 this help\n");
-}
-
-// A special token of tokenizer_config.json: a string, or {"content": string}; NULL when absent.
-static const char *s_token(json_t *cfg, const char *key) {
-    json_t *v = json_object_get(cfg, key);
-    if (json_is_object(v)) {
-        v = json_object_get(v, "content");
-    }
-    return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
 // The whole of a file (or stdin for "-"), NUL-terminated; NULL with err filled.
@@ -79,7 +73,7 @@ int rl_cmd_template(int argc, char **argv) {
         s_usage(stdout);
         return RL_EXIT_OK;
     }
-    const char *model = NULL, *config = NULL, *messages = NULL, *kwargs = NULL;
+    const char *model = NULL, *config = NULL, *messages = NULL, *kwargs = NULL, *builtin = NULL;
     int gen = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], **slot = NULL;
@@ -89,6 +83,7 @@ int rl_cmd_template(int argc, char **argv) {
         }
         slot = !strcmp(a, "--model")              ? &model
                : !strcmp(a, "--tokenizer-config") ? &config
+               : !strcmp(a, "--template")         ? &builtin
                : !strcmp(a, "--messages")         ? &messages
                : !strcmp(a, "--kwargs")           ? &kwargs
                                                   : NULL;
@@ -99,50 +94,27 @@ int rl_cmd_template(int argc, char **argv) {
         }
         *slot = argv[++i];
     }
-    if ((!model == !config) || !messages) {
-        fprintf(stderr, "rlctl template: one of --model and --tokenizer-config, and --messages, "
-                        "are required (rlctl template --help)\n");
+    if ((!!model + !!config + !!builtin) != 1 || !messages) {
+        fprintf(stderr, "rlctl template: one of --model, --tokenizer-config and --template, and "
+                        "--messages, are required (rlctl template --help)\n");
         return RL_EXIT_USAGE;
     }
-    char path[4200], err[2048] = "";
-    if (model) {
-        snprintf(path, sizeof path, "%s/tokenizer_config.json", model);
-    } else {
-        snprintf(path, sizeof path, "%s", config);
-    }
-    json_error_t je;
-    // Llama's model_max_length does not fit 64 bits: numbers as reals
-    json_t *cfg = json_load_file(path, JSON_DECODE_INT_AS_REAL, &je);
-    if (!json_is_object(cfg)) {
-        fprintf(stderr, "rlctl template: %s: %s\n", path, cfg ? "not a JSON object" : je.text);
-        json_decref(cfg);
-        return RL_EXIT_USAGE;
-    }
-    // the template: a string, or the "default" of a list of named ones; else chat_template.jinja
-    json_t *t = json_object_get(cfg, "chat_template");
-    for (size_t k = 0; json_is_array(t) && k < json_array_size(t); k++) {
-        json_t *e = json_array_get(t, k);
-        if (json_is_string(json_object_get(e, "name")) &&
-            !strcmp(json_string_value(json_object_get(e, "name")), "default")) {
-            t = json_object_get(e, "template");
-        }
-    }
-    char *file = NULL, name[4300];
-    size_t flen = 0;
-    const char *text = json_is_string(t) ? json_string_value(t) : NULL;
-    snprintf(name, sizeof name, "%s chat_template", path);
-    if (!text && model) {
-        snprintf(name, sizeof name, "%s/chat_template.jinja", model);
-        text = file = s_slurp(name, &flen, err, sizeof err);
-    }
+    char err[4608] = "";
     rl_chat_format_t fmt = RL_CHAT_NONE;
-    int rc = rl_chat_template(text, name, s_token(cfg, "bos_token"), s_token(cfg, "eos_token"),
-                              kwargs, &fmt, err, sizeof err);
-    free(file);
-    json_decref(cfg);
+    int rc;
+    if (builtin) { // as model.chat_template: chatml|llama3
+        rc = rl_chat_builtin_text(builtin)
+                 ? rl_chat_template(rl_chat_builtin_text(builtin), builtin, NULL, NULL, kwargs,
+                                    &fmt, err, sizeof err)
+                 : rl_errf(err, sizeof err, RL_EINVAL,
+                           "--template '%s': not a built-in (chatml, llama3)", builtin);
+    } else { // as model.chat_template: auto
+        rc = rl_chat_model_format(model, config, kwargs, &fmt, err, sizeof err);
+    }
     if (rc) {
-        fprintf(stderr, "rlctl template: %s\n", err);
-        return RL_EXIT_USAGE;
+        fprintf(stderr, "rlctl template: %s%s\n", err,
+                builtin ? "" : " (--template chatml|llama3 renders a built-in)");
+        return rc == RL_ENOMEM ? RL_EXIT_FAIL : RL_EXIT_USAGE;
     }
     size_t mlen = 0;
     char *msgs = s_slurp(messages, &mlen, err, sizeof err);

@@ -148,9 +148,10 @@ int rl_cmd_validate(int argc, char **argv) {
     if (rc == 0 && !(flags & RL_RECIPE_NO_FILE_CHECKS)) {
         rc = rl_cli_check_model(r, err, err_len);
     }
-    // GRPO and PPO: the prompts, eval answers and reward plugins, as `rlctl run` checks them
-    if (rc == 0 && !(flags & RL_RECIPE_NO_FILE_CHECKS) &&
-        (r->algorithm.def->uses & RL_RECIPE_USES_SAMPLES)) {
+    // what the algorithm loads, as `rlctl run` checks it before it touches the run folder (the
+    // same function, so the same messages): the datasets with the run's tokenizer and chat
+    // template, eval answers, rewards (a command answers one request)
+    if (rc == 0 && !(flags & RL_RECIPE_NO_FILE_CHECKS)) {
         const rl_algo_t *algo = rl_algo_find(r->algorithm.def->name);
         rc = algo ? rl_controller_preflight(algo, r, err, err_len)
                   : rl_errf(err, err_len, RL_EINVAL, "algorithm.name: this build has no such "

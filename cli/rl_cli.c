@@ -90,19 +90,13 @@ int rl_cli_load_model(const char *cmd, const char *model_dir, const char *adapte
 
 int rl_cli_encode(const char *cmd, rl_tokenizer_t *tok, const char *what, const char *model_dir,
                   const char *in, int chat, int32_t **ids_p, size_t *n_p) {
-    char err[512];
+    char err[4608];
     char *text = NULL;
     size_t len = strlen(in);
     if (chat) {
-        const char *tmpl = rl_tokenizer_chat_template(tok);
         rl_chat_format_t fmt;
-        if (!tmpl) {
-            fprintf(stderr, "rlctl %s: %s has no chat_template (tokenizer_config.json); "
-                            "drop --chat\n", cmd, model_dir);
-            return RL_EXIT_USAGE;
-        }
-        if (rl_chat_detect(tmpl, &fmt, err, sizeof err)) {
-            fprintf(stderr, "rlctl %s: %s: %s\n", cmd, model_dir, err);
+        if (rl_chat_model_format(model_dir, NULL, NULL, &fmt, err, sizeof err)) {
+            fprintf(stderr, "rlctl %s: %s; or drop --chat\n", cmd, err);
             return RL_EXIT_USAGE;
         }
         rl_chat_msg_t msg = {"user", in};

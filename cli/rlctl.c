@@ -40,7 +40,7 @@ static const s_command_t s_commands[] = {
      "model= adapter= data= prompt-field= answer-field= limit= n= max-new-tokens= temperature= "
      "top-p= top-k= seed= threads= out="},
     {"template", rl_cmd_template, "render a conversation with a model's chat template",
-     "model= tokenizer-config= messages= add-generation-prompt kwargs="},
+     "model= tokenizer-config= template= messages= add-generation-prompt kwargs="},
     {"logprobs", rl_cmd_logprobs, "per-token logprobs of a completion given a prompt",
      "model= adapter= prompt= completion= chat json temperature= threads="},
     {"traj", rl_cmd_traj,

@@ -19,6 +19,7 @@
 #include "rl_refcache.h"
 #include "rl_role.h"
 #include "rl_run.h"
+#include "rl_rundir.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -44,6 +45,7 @@ typedef struct {
     rl_progress_t *progress;
     int64_t max_frame;      // the largest frame any side of the run receives (s_max_frame)
     int64_t last_ckpt;      // step of the newest checkpoint written or loaded (-1: none)
+    int trained;            // 1 once this process trained a step (the folder's mark removed)
     double t_ckpt;          // seconds the last checkpoint took (0: none written yet)
     double eval_first[2], eval_last[2]; // accuracy, greedy (NaN: not measured)
     double t_start;
@@ -58,22 +60,12 @@ typedef struct {
 
 // ---- setup ------------------------------------------------------------------------------------
 
-// The tokenizer (the folder of model.tokenizer when it is a tokenizer.json, so that
-// tokenizer_config.json's eos and chat template come along) and the stop ids and strings.
+// The tokenizer (rl_run_tokenizer) and the stop ids and strings.
 static int s_setup_tokenizer(rl_run_t *run, char *err, size_t err_len) {
     const rl_recipe_t *r = run->r;
-    char msg[2048], dir[4096];
-    snprintf(dir, sizeof(dir), "%s", r->model.tokenizer);
-    char *slash = strrchr(dir, '/');
-    const char *base = slash ? slash + 1 : dir;
-    if (strcmp(base, "tokenizer.json") == 0 && slash) {
-        *slash = '\0';
-        run->tok = rl_tokenizer_new_dir(dir, msg, sizeof(msg));
-    } else {
-        run->tok = rl_tokenizer_new(r->model.tokenizer, msg, sizeof(msg));
-    }
+    run->tok = rl_run_tokenizer(r, err, err_len);
     if (!run->tok) {
-        return rl_recipe_errorf(r, "model.tokenizer", err, err_len, RL_EINVAL, "%s", msg);
+        return RL_EINVAL;
     }
     int32_t eos = rl_tokenizer_eos_id(run->tok);
     if (eos >= 0) {
@@ -1255,6 +1247,10 @@ int rl_controller_run(const rl_algo_t *algo, const rl_recipe_t *r, const rl_cont
         s.phase = S_PHASE_STEP;
         s.t_step_start = t0;
         rc = algo->step(s.state, run, &advanced, note, sizeof(note), err, err_len);
+        if (advanced && !s.trained) { // the folder now holds what a retry must not remove
+            rl_rundir_mark_started(o->run_dir);
+            s.trained = 1;
+        }
         if (rc) { // s.phase stays: s_stop_cancelled says where the stop came
             // the step's line still goes out when the update was taken: no hole on resume
             if (advanced && rl_metrics_write(run->metrics, run->step, rl_clock_wall()) != 0) {

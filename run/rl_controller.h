@@ -34,8 +34,10 @@ typedef struct {
 // Returned when *opts->interrupt stopped the run after a checkpoint (stop_at returns 0).
 #define RL_CONTROLLER_INTERRUPTED 1
 
-// The algorithm's checks that need files but no worker, run before the run folder is touched
-// (GRPO: the tokenizer, every training and eval prompt, the eval answers, every reward plugin).
+// The algorithm's checks that need files but no worker, run before the run folder is touched and
+// by `rlctl validate` (the data as the algorithm loads it, with the run's tokenizer and chat
+// template: SFT's rows, DPO's and reward models' pairs, GRPO's and PPO's prompts and eval
+// answers and every reward).
 // Returns 0 or RL_EINVAL with err filled.
 int rl_controller_preflight(const rl_algo_t *algo, const rl_recipe_t *recipe, char *err,
                             size_t err_len);

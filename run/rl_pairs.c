@@ -8,9 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-int rl_pairs_load(const rl_run_t *run, int eos, int with_margin, rl_data_t **train,
-                  rl_data_t **eval, char *err, size_t err_len) {
-    const rl_recipe_t *r = run->r;
+int rl_pairs_load(const rl_recipe_t *r, rl_tokenizer_t *tok, int eos, int with_margin,
+                  unsigned flags, rl_data_t **train, rl_data_t **eval, char *err, size_t err_len) {
     char msg[2048];
     *train = *eval = NULL;
     rl_data_opts_t d;
@@ -25,30 +24,43 @@ int rl_pairs_load(const rl_run_t *run, int eos, int with_margin, rl_data_t **tra
     d.truncation = r->data.truncation;
     d.eos_id = -1;
     if (eos) {
-        d.eos_id = rl_tokenizer_eos_id(run->tok);
+        d.eos_id = rl_tokenizer_eos_id(tok);
         rl_hf_config_t cfg;
         if (d.eos_id < 0 && rl_hf_config_load(r->model.path, &cfg, msg, sizeof msg) == 0 &&
             cfg.n_eos > 0) {
             d.eos_id = cfg.eos_token_ids[0];
         }
     }
-    d.chat = rl_run_chat_format(r, run->tok);
+    d.chat = rl_run_chat_format(r);
     const char *paths[2] = {r->data.train, r->data.eval_pairs};
     rl_data_t **outs[2] = {train, eval};
     for (int k = 0; k < 2; k++) {
         if (!paths[k]) {
             continue;
         }
-        *outs[k] = rl_data_load(paths[k], &d, run->tok, msg, sizeof msg);
+        *outs[k] = rl_data_load(paths[k], &d, tok, msg, sizeof msg);
         if (!*outs[k]) {
             return rl_errf(err, err_len, RL_EINVAL, "%s", msg);
         }
-        if (rl_data_dropped(*outs[k])) {
+        if (rl_data_dropped(*outs[k]) && !(flags & RL_PAIRS_QUIET)) {
             rl_log_warn("%s: %zu pairs dropped (a side longer than data.max_length %d tokens)",
                         paths[k], rl_data_dropped(*outs[k]), r->data.max_length);
         }
     }
     return 0;
+}
+
+int rl_pairs_preflight(const rl_recipe_t *r, int eos, int with_margin, char *err, size_t err_len) {
+    rl_tokenizer_t *tok = rl_run_tokenizer(r, err, err_len);
+    if (!tok) {
+        return RL_EINVAL;
+    }
+    rl_data_t *train = NULL, *eval = NULL;
+    int rc = rl_pairs_load(r, tok, eos, with_margin, RL_PAIRS_QUIET, &train, &eval, err, err_len);
+    rl_data_destroy(&train);
+    rl_data_destroy(&eval);
+    rl_tokenizer_destroy(&tok);
+    return rc;
 }
 
 void rl_pairs_take(rl_run_t *run, int P, int64_t *ex) {

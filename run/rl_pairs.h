@@ -20,10 +20,16 @@ extern "C" {
 // the tokenizer's EOS (config.json's when the tokenizer names none) after each completion, as
 // TRL's DPO does; eos = 0 ends each row at its completion's last token (a reward model: the
 // token its head reads, see docs/training.md). with_margin: read data.margin_field. A warning
-// names the pairs dropped. caller owns *train and *eval (also on failure); free with
-// rl_data_destroy.
-int rl_pairs_load(const rl_run_t *run, int eos, int with_margin, rl_data_t **train,
-                  rl_data_t **eval, char *err, size_t err_len);
+// names the pairs dropped (none with flags RL_PAIRS_QUIET). tok: the run's (rl_run_tokenizer).
+// caller owns *train and *eval (also on failure); free with rl_data_destroy.
+enum { RL_PAIRS_QUIET = 1u };
+int rl_pairs_load(const rl_recipe_t *r, rl_tokenizer_t *tok, int eos, int with_margin,
+                  unsigned flags, rl_data_t **train, rl_data_t **eval, char *err, size_t err_len);
+
+// The check before the run (and in `rlctl validate`) of the pairs the run will load: the
+// tokenizer as the run loads it, then rl_pairs_load quietly; its errors are the run's, word for
+// word. Returns 0 or RL_EINVAL with err filled.
+int rl_pairs_preflight(const rl_recipe_t *r, int eos, int with_margin, char *err, size_t err_len);
 
 // Takes P pairs in the run's data order (run->order walks pairs): ex[2i] and ex[2i + 1] get the
 // chosen and rejected examples of the i-th. ex: caller's (2P).

@@ -9,13 +9,18 @@
 #include "rl_jsonl.h"
 #include "rl_log.h"
 #include "rl_grpo.h"
+#include "rl_reaper.h"
 #include "rl_reward.h"
 #include "rl_reward_math.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 uint64_t rl_rollout_mix(uint64_t a, uint64_t b) {
     uint64_t z = a * 0x9E3779B97F4A7C15ull + b + 0x632BE59BD9B4E019ull;
@@ -69,7 +74,7 @@ int rl_rollout_data_new(const rl_recipe_t *r, rl_tokenizer_t *tok, unsigned flag
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
     char msg[2048];
-    rl_chat_format_t chat = rl_run_chat_format(r, tok);
+    rl_chat_format_t chat = rl_run_chat_format(r);
     if (!(flags & RL_ROLLOUT_EVAL_ONLY)) {
         s->train = rl_prompts_load(r->data.train, r->data.prompt_field, tok, chat,
                                    r->data.max_prompt_length, r->data.truncation, msg, sizeof(msg));
@@ -126,20 +131,93 @@ int rl_rollout_data_new(const rl_recipe_t *r, rl_tokenizer_t *tok, unsigned flag
     return 0;
 }
 
+// The check of a `command:` reward: the program started, and a reply to one request (the first
+// training prompt, an empty completion), so that a program that exits before replying is
+// caught before the run. Returns 0 or an error in msg.
+static int s_probe(const rl_recipe_reward_t *w, const rl_prompt_t *p, char *msg, size_t len) {
+    rl_reward_t *rw = NULL;
+    int rc = rl_reward_open(w, 1, &rw, msg, len);
+    if (!rc && p) {
+        static const int32_t none[1] = {0};
+        rl_reward_item_t it = {p->text, p->text_len, "", 0, none, 0, p->row, p->row_len};
+        double v = 0;
+        rc = rl_reward_score(rw, &it, 1, &v, msg, len);
+    }
+    rl_reward_close(&rw);
+    return rc;
+}
+
+// s_probe in a child process that answers for whatever the program starts, as the reward worker
+// of a run does (a child subreaper: a descendant that left the program's process group is
+// killed too, rl_reaper_sweep); the child sends back its result and message through a pipe.
+static int s_probe_command(const rl_recipe_reward_t *w, const rl_prompt_t *p, char *msg,
+                           size_t len) {
+    int fds[2];
+    if (pipe(fds) != 0) {
+        return rl_errf(msg, len, errno, "pipe: %s", strerror(errno));
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(fds[0]);
+        close(fds[1]);
+        return rl_errf(msg, len, e, "fork: %s", strerror(e));
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        char m[2048] = "";
+        int32_t code = prctl(PR_SET_CHILD_SUBREAPER, 1) != 0
+                           ? rl_errf(m, sizeof m, errno, "prctl: %s", strerror(errno))
+                           : s_probe(w, p, m, sizeof m);
+        rl_reaper_sweep(2.0);
+        size_t n = strlen(m);
+        int ok = write(fds[1], &code, sizeof code) == (ssize_t)sizeof code &&
+                 write(fds[1], m, n) == (ssize_t)n;
+        _exit(ok ? 0 : 1);
+    }
+    close(fds[1]);
+    char buf[2048 + sizeof(int32_t)];
+    size_t got = 0;
+    for (ssize_t r;
+         got < sizeof buf - 1 &&
+         ((r = read(fds[0], buf + got, sizeof buf - 1 - got)) > 0 || (r < 0 && errno == EINTR));) {
+        got += r > 0 ? (size_t)r : 0;
+    }
+    close(fds[0]);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    if (got < sizeof(int32_t)) {
+        return rl_errf(msg, len, RL_EIO, "the check of the command died (%s %d)",
+                       WIFSIGNALED(st) ? "signal" : "status",
+                       WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+    }
+    int32_t code;
+    memcpy(&code, buf, sizeof code);
+    buf[got] = '\0';
+    if (code) {
+        snprintf(msg, len, "%s", buf + sizeof code);
+    }
+    return code;
+}
+
 int rl_rollout_preflight(const rl_recipe_t *r, char *err, size_t err_len) {
     char msg[2048];
-    rl_tokenizer_t *tok = rl_tokenizer_new(r->model.tokenizer, msg, sizeof msg);
+    rl_tokenizer_t *tok = rl_run_tokenizer(r, err, err_len);
     if (!tok) {
-        return rl_recipe_errorf(r, "model.tokenizer", err, err_len, RL_EINVAL, "%s", msg);
+        return RL_EINVAL;
     }
     rl_rollout_data_t *s = NULL;
     int rc = rl_rollout_data_new(r, tok, RL_ROLLOUT_QUIET, &s, err, err_len);
-    rl_rollout_data_destroy(&s);
-    rl_tokenizer_destroy(&tok);
+    const rl_prompt_t *first =
+        !rc && s->train && rl_prompts_count(s->train) > 0 ? rl_prompts_get(s->train, 0) : NULL;
     for (int k = 0; !rc && k < r->n_rewards; k++) {
-        if (rl_reward_check(&r->rewards[k], msg, sizeof(msg)) != 0) {
+        const rl_recipe_reward_t *w = &r->rewards[k];
+        int command = !w->plugin && w->builtin == RL_RECIPE_REWARD_COMMAND;
+        if ((command ? s_probe_command(w, first, msg, sizeof msg)
+                     : rl_reward_check(w, msg, sizeof(msg))) != 0) {
             // reported at the key that names what failed
-            const rl_recipe_reward_t *w = &r->rewards[k];
             char where[64];
             snprintf(where, sizeof(where), "rewards[%d].%s", k,
                      w->plugin                                ? "plugin"
@@ -149,6 +227,8 @@ int rl_rollout_preflight(const rl_recipe_t *r, char *err, size_t err_len) {
             rc = rl_recipe_errorf(r, where, err, err_len, RL_EINVAL, "%s", msg);
         }
     }
+    rl_rollout_data_destroy(&s);
+    rl_tokenizer_destroy(&tok);
     return rc;
 }
 

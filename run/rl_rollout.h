@@ -39,8 +39,10 @@ int rl_rollout_data_new(const rl_recipe_t *r, rl_tokenizer_t *tok, unsigned flag
 void rl_rollout_data_destroy(rl_rollout_data_t **self_p);
 
 // The checks that need files but no worker, before the run folder is touched: the tokenizer,
-// the prompts and eval answers, and every reward (plugin ABI, config). Errors name the recipe
-// key. Returns 0 or RL_EINVAL with err filled.
+// the prompts and eval answers, and every reward (plugin ABI, config; a `command:` program is
+// started and must reply to one request, the first training prompt with an empty completion, so
+// that one that exits before replying is caught here). Errors name the recipe key. Returns 0 or
+// RL_EINVAL with err filled.
 int rl_rollout_preflight(const rl_recipe_t *r, char *err, size_t err_len);
 
 // The largest data frame of a step of `per_step` completions: a per-token tensor of the largest

@@ -16,50 +16,54 @@
 
 // ---- calls ------------------------------------------------------------------------------------
 
-rl_chat_format_t rl_run_chat_format(const rl_recipe_t *r, rl_tokenizer_t *tok) {
-    const char *name = r->model.chat_template == RL_RECIPE_CHAT_CHATML   ? "chatml"
-                       : r->model.chat_template == RL_RECIPE_CHAT_LLAMA3 ? "llama3"
-                                                                         : NULL;
+rl_tokenizer_t *rl_run_tokenizer(const rl_recipe_t *r, char *err, size_t err_len) {
+    char msg[2048], dir[4096];
+    snprintf(dir, sizeof(dir), "%s", r->model.tokenizer);
+    char *slash = strrchr(dir, '/');
+    const char *base = slash ? slash + 1 : dir;
+    rl_tokenizer_t *tok;
+    if (strcmp(base, "tokenizer.json") == 0 && slash) {
+        *slash = '\0';
+        tok = rl_tokenizer_new_dir(dir, msg, sizeof(msg));
+    } else {
+        tok = rl_tokenizer_new(r->model.tokenizer, msg, sizeof(msg));
+    }
+    if (!tok) {
+        rl_recipe_errorf(r, "model.tokenizer", err, err_len, RL_EINVAL, "%s", msg);
+    }
+    return tok;
+}
+
+rl_chat_format_t rl_run_chat_format(const rl_recipe_t *r) {
     if (r->model.chat_template == RL_RECIPE_CHAT_NONE) {
         return RL_CHAT_NONE;
     }
-    // the model's own: tokenizer_config.json's chat_template, or chat_template.jinja beside it
-    char *file = NULL, where[4200] = "tokenizer_config.json chat_template";
-    const char *text = name ? rl_chat_builtin_text(name) : rl_tokenizer_chat_template(tok);
-    if (!text && r->model.tokenizer) {
-        const char *slash = strrchr(r->model.tokenizer, '/');
-        int dl = slash ? (int)(slash - r->model.tokenizer) : 1;
-        snprintf(where, sizeof where, "%.*s/chat_template.jinja", dl,
-                 slash ? r->model.tokenizer : ".");
-        FILE *f = fopen(where, "rb");
-        if (f && fseek(f, 0, SEEK_END) == 0) {
-            long n = ftell(f);
-            file = n >= 0 && n < (64L << 20) ? calloc((size_t)n + 1, 1) : NULL;
-            rewind(f);
-            if (file && fread(file, 1, (size_t)n, f) != (size_t)n) {
-                free(file);
-                file = NULL;
-            }
-        }
-        if (f) {
-            fclose(f);
-        }
-        text = file;
-    }
+    const char *name = r->model.chat_template == RL_RECIPE_CHAT_CHATML   ? "chatml"
+                       : r->model.chat_template == RL_RECIPE_CHAT_LLAMA3 ? "llama3"
+                                                                         : NULL;
     rl_chat_format_t fmt = RL_CHAT_NONE;
-    if (text) {
-        int32_t b = rl_tokenizer_bos_id(tok), e = rl_tokenizer_eos_id(tok);
-        char msg[1024];
-        int rc = rl_chat_template(text, name ? name : where,
-                                  b >= 0 ? rl_tokenizer_id_to_token(tok, b) : NULL,
-                                  e >= 0 ? rl_tokenizer_id_to_token(tok, e) : NULL,
+    char msg[1024];
+    int rc = 0;
+    if (name) {
+        rc = rl_chat_template(rl_chat_builtin_text(name), name, NULL, NULL,
+                              r->data.chat_template_kwargs, &fmt, msg, sizeof msg);
+    } else if (r->model.tokenizer) { // the model's own, from the tokenizer's folder
+        char dir[4200];
+        const char *slash = strrchr(r->model.tokenizer, '/');
+        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - r->model.tokenizer) : 1,
+                 slash ? r->model.tokenizer : ".");
+        rl_chat_source_t src;
+        rc = rl_chat_model_source(dir, NULL, &src, msg, sizeof msg);
+        if (!rc && src.text) {
+            rc = rl_chat_template(src.text, src.where, src.bos, src.eos,
                                   r->data.chat_template_kwargs, &fmt, msg, sizeof msg);
-        if (rc) { // a conversational row then says there is no template
-            rl_log_warn("the chat template cannot be used: %s", msg);
-            fmt = RL_CHAT_NONE;
         }
+        rl_chat_source_free(&src);
     }
-    free(file);
+    if (rc) { // a conversational row then says there is no template
+        rl_log_warn("the chat template cannot be used: %s", msg);
+        fmt = RL_CHAT_NONE;
+    }
     return fmt;
 }
 

@@ -68,12 +68,19 @@ typedef struct rl_run {
     double deadline;               // > 0: no call may wait past this monotonic time
 } rl_run_t;
 
+// The tokenizer of a run, loaded as the controller loads it: the folder of model.tokenizer when
+// that is a tokenizer.json (so that tokenizer_config.json's special tokens come along), else the
+// file alone. NULL with err naming model.tokenizer (the recipe's line) on failure. caller owns
+// result; free with rl_tokenizer_destroy.
+rl_tokenizer_t *rl_run_tokenizer(const rl_recipe_t *r, char *err, size_t err_len);
+
 // The chat template a recipe renders messages with: model.chat_template when it names a built-in;
-// `auto`: the model's own (tokenizer_config.json's chat_template, else chat_template.jinja beside
-// the tokenizer), with the tokenizer's bos/eos tokens and data.chat_template_kwargs
+// `auto`: the model's own, found by rl_chat_model_source in the folder of model.tokenizer
+// (tokenizer_config.json's chat_template, else chat_template.jinja), with tokenizer_config.json's
+// bos/eos tokens and data.chat_template_kwargs
 // (RL_CHAT_NONE when there is none, or it does not compile: a warning says why, and a
 // conversational row then says there is no template); `none`: RL_CHAT_NONE.
-rl_chat_format_t rl_run_chat_format(const rl_recipe_t *r, rl_tokenizer_t *tok);
+rl_chat_format_t rl_run_chat_format(const rl_recipe_t *r);
 
 // ---- calls ------------------------------------------------------------------------------------
 

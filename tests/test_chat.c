@@ -35,16 +35,8 @@ static void s_test_goldens(void) {
     for (int i = 0; i < 2; i++) {
         char dir[1024], e[512] = "";
         snprintf(dir, sizeof(dir), THIRD "%s", names[i]);
-        rl_tokenizer_t *tok = rl_tokenizer_new_dir(dir, e, sizeof(e));
-        if (tok) {
-            int32_t b = rl_tokenizer_bos_id(tok), eo = rl_tokenizer_eos_id(tok);
-            CHECK_INT(rl_chat_template(rl_tokenizer_chat_template(tok), names[i],
-                                       b >= 0 ? rl_tokenizer_id_to_token(tok, b) : NULL,
-                                       eo >= 0 ? rl_tokenizer_id_to_token(tok, eo) : NULL, NULL,
-                                       &real[i], e, sizeof e),
-                      0);
-            rl_tokenizer_destroy(&tok);
-        }
+        // the folder's template with its bos/eos, as every algorithm finds it
+        CHECK_INT(rl_chat_model_format(dir, NULL, NULL, &real[i], e, sizeof e), 0);
     }
     while ((len = getline(&line, &cap, f)) > 0) {
         json_t *row = json_loadb(line, (size_t)len, 0, NULL);
@@ -118,7 +110,10 @@ static void s_test_detect(void) {
             continue;
         }
         rl_chat_format_t fmt;
-        CHECK_INT(rl_chat_detect(rl_tokenizer_chat_template(tok), &fmt, err, sizeof(err)), 0);
+        rl_chat_source_t src;
+        CHECK_INT(rl_chat_model_source(dir, NULL, &src, err, sizeof(err)), 0);
+        CHECK_INT(rl_chat_detect(src.text, &fmt, err, sizeof(err)), 0);
+        rl_chat_source_free(&src);
         CHECK(fmt != RL_CHAT_NONE);
         if (i == 0 && fmt) {
             // the rendered prompt tokenizes with the special tokens split out (REFERENCE.md §4)

@@ -654,6 +654,43 @@ int main(void) {
     CHECK(s_exists(rd, ".lock"));
     rl_rundir_destroy(&h);
 
+    // a start that failed before its first step (the mark, no checkpoint) does not block the
+    // retry; once a step is trained (the mark gone), or with a checkpoint, the folder is refused
+    snprintf(rd, sizeof(rd), "%s/rundir/b", run);
+    h = rl_rundir_open(rd, RL_RUNDIR_NEW, &code, err, sizeof(err));
+    CHECK(h != NULL);
+    CHECK_INT(h ? rl_rundir_mark_unstarted(h, err, sizeof(err)) : -1, 0);
+    CHECK(s_exists(rd, ".unstarted"));
+    rl_rundir_destroy(&h);
+    snprintf(path, sizeof(path), "%s/recipe.yaml", rd);
+    s_write(path, "run: {}\n");
+    snprintf(path, sizeof(path), "%s/metrics.jsonl", rd);
+    s_write(path, "{\"step\": 0}\n");
+    snprintf(path, sizeof(path), "%s/notes.txt", rd);
+    s_write(path, "the user's");
+    CHECK(rl_rundir_holds_run(rd));
+    h = rl_rundir_open(rd, RL_RUNDIR_NEW, &code, err, sizeof(err));
+    CHECK_MSG(h != NULL, "the retry after a failed start: %s", err);
+    CHECK(!rl_rundir_holds_run(rd) && !s_exists(rd, ".unstarted"));
+    CHECK(s_exists(rd, "notes.txt"));
+    CHECK_INT(h ? rl_rundir_mark_unstarted(h, err, sizeof(err)) : -1, 0);
+    rl_rundir_destroy(&h);
+    snprintf(path, sizeof(path), "%s/metrics.jsonl", rd);
+    s_write(path, "{\"step\": 1}\n");
+    rl_rundir_mark_started(rd); // a step was trained
+    CHECK(!s_exists(rd, ".unstarted"));
+    h = rl_rundir_open(rd, RL_RUNDIR_NEW, &code, err, sizeof(err));
+    CHECK(h == NULL);
+    CHECK_CONTAINS(err, "already holds a run (metrics.jsonl)");
+    snprintf(path, sizeof(path), "%s/.unstarted", rd); // the mark with a checkpoint: refused
+    s_write(path, "");
+    snprintf(path, sizeof(path), "%s/checkpoints/step-0", rd);
+    CHECK_INT(rl_checkpoint_mkdirs(path), 0);
+    h = rl_rundir_open(rd, RL_RUNDIR_NEW, &code, err, sizeof(err));
+    CHECK(h == NULL);
+    CHECK_CONTAINS(err, "already holds a run (metrics.jsonl, checkpoints/)");
+    rl_rundir_destroy(&h);
+
     RL_TEST_RUN(s_test_commit_protocol);
     RL_TEST_RUN(s_test_crash_leftovers);
     RL_TEST_RUN(s_test_list);

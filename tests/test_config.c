@@ -1037,7 +1037,12 @@ static void test_cli(void) {
                     "algorithm.policy_loss=gspo algorithm.dual_clip=3 >/dev/null 2>&1",
                     out, sizeof out),
               0);
-    CHECK_INT(s_run("validate '" RECIPES "/good/sft.yaml' 2>/dev/null", out, sizeof out), 0);
+    // validate reads the data as the run does: the fixture rows hold the completion in 'answer'
+    CHECK_INT(s_run("validate '" RECIPES "/good/sft.yaml' 2>&1 >/dev/null", out, sizeof out), 2);
+    CHECK_CONTAINS(out, "train.jsonl:1: cannot tell the row layout");
+    CHECK_INT(s_run("validate '" RECIPES "/good/sft.yaml' data.completion_field=answer 2>/dev/null",
+                    out, sizeof out),
+              0);
     CHECK_CONTAINS(out, "algorithm:\n  name: sft\n");
     CHECK_INT(s_run("validate --help", out, sizeof out), 0);
     CHECK_CONTAINS(out, "usage: rlctl validate");

@@ -1,7 +1,8 @@
 // tests for `rlctl init`: runs the built binary on a tiny qwen3 config, reopens the folder with
 // rl_hf_config_load + rl_st_model_open + rl_hf_check_weights, and checks the init scheme
 // (Linear/embedding ~ N(0, initializer_range), biases 0, RMSNorm weights exactly 1), the seed's
-// determinism, bf16 output, and the refusals (non-empty --out, bad flags, small vocab_size).
+// determinism, bf16 output, the tokenizer_config.json and chat_template.jinja copied with the
+// tokenizer, and the refusals (non-empty --out, bad flags, small vocab_size).
 #include "rl_err.h"
 #include "rl_hf.h"
 #include "rl_safetensors.h"
@@ -158,6 +159,29 @@ int main(void) {
     da = rl_test_read_file(pa, &la);
     CHECK(da && la == strlen(s_tokenizer) && memcmp(da, s_tokenizer, la) == 0);
     free(da);
+
+    // the tokenizer's config and chat template files come along (the model's own template)
+    const char *tc = "{\"chat_template\": \"{{ messages[0]['content'] }}!\", \"eos_token\": \"e\"}";
+    const char *jt = "{{ messages[0]['role'] }}";
+    s_write("tokenizer_config.json", tc);
+    s_write("chat_template.jinja", jt);
+    snprintf(fmt, sizeof fmt, "init %s --seed 7", common);
+    char c[512];
+    snprintf(c, sizeof c, "%s/c", s_tmp);
+    snprintf(args, sizeof args, fmt, s_tmp, s_tmp, c);
+    CHECK_INT(s_rlctl(args), 0);
+    const char *want[2][2] = {{"tokenizer_config.json", tc}, {"chat_template.jinja", jt}};
+    for (int i = 0; i < 2; i++) {
+        snprintf(pa, sizeof pa, "%s/%s", c, want[i][0]);
+        da = rl_test_read_file(pa, &la);
+        CHECK_MSG(da && la == strlen(want[i][1]) && memcmp(da, want[i][1], la) == 0,
+                  "%s: '%s', not '%s'", pa, da ? da : "(missing)", want[i][1]);
+        free(da);
+    }
+    snprintf(pa, sizeof pa, "%s/tokenizer_config.json", s_tmp);
+    unlink(pa);
+    snprintf(pa, sizeof pa, "%s/chat_template.jinja", s_tmp);
+    unlink(pa);
 
     // bf16
     snprintf(fmt, sizeof fmt, "init %s --seed 7 --dtype bf16 --force", common);

@@ -171,6 +171,25 @@ static void test_failures(void) {
     out = rl_test_read_file(log, NULL);
     CHECK_CONTAINS(out, "reward_command: exiting on request 3 as asked"); // its stderr
     free(out);
+    // it failed before its first step: the retry in the same folder is not refused
+    rc = s_run("exits", "train.steps=1 train.eval_samples=4");
+    out = rl_test_out(s_tmp);
+    CHECK_MSG(rc == 0, "the retry after a failed start: exit %d:\n%s", rc, out);
+    CHECK_CONTAINS(out, "stopped before its first step (nothing trained, no checkpoint): "
+                        "starting over in it");
+    free(out);
+    // a command that exits before replying is caught by the check before the run (exit 2, no
+    // run folder)
+    rc = s_run("exits1", "'rewards=[{name: correct, command: [" PY ", ../tests/reward_command.py, "
+                         "exit, 1]}]'");
+    out = rl_test_out(s_tmp);
+    CHECK_INT(rc, 2);
+    CHECK_CONTAINS(out, "rewards[0].command: reward 'correct' (command " PY " " RL_SOURCE_DIR
+                        "/tests/reward_command.py exit 1): score failed: the command exited with "
+                        "status 3 before it replied");
+    snprintf(log, sizeof log, "%s/exits1", s_tmp);
+    CHECK_MSG(access(log, F_OK) != 0, "%s was made", log);
+    free(out);
 
     // huge finite scores (+-1.7e308): the run stops before training, naming the reward and the
     // score, instead of a NaN loss that names nothing
@@ -207,9 +226,9 @@ static void test_failures(void) {
     CHECK_CONTAINS(out, "killed 1 process the rewards had started and left behind");
     free(out);
 
-    // a command that hangs: stopped just under roles.reward_timeout (2 s -> 1.8 s), with the
-    // child it started (in a session of its own, ignoring SIGTERM: killed by the reward worker
-    // when the controller stops it)
+    // a command that hangs: stopped just under roles.reward_timeout (2 s -> 1.8 s) by the check
+    // of the command before the run (as `rlctl validate` checks it), with the child it started
+    // (in a session of its own, ignoring SIGTERM: killed, as the reward worker of a run would)
     snprintf(pidfile, sizeof pidfile, "%s/hang.pid", s_tmp);
     snprintf(extra, sizeof extra,
              "roles.reward_timeout=2 'rewards=[{name: correct, command: [" PY
@@ -217,8 +236,8 @@ static void test_failures(void) {
              pidfile);
     rc = s_run("hangs", extra);
     out = rl_test_out(s_tmp);
-    CHECK_INT(rc, 1);
-    CHECK_CONTAINS(out, "reward 'correct' (command " PY " " RL_SOURCE_DIR
+    CHECK_INT(rc, 2);
+    CHECK_CONTAINS(out, "rewards[0].command: reward 'correct' (command " PY " " RL_SOURCE_DIR
                         "/tests/reward_command.py hang_setsid ");
     CHECK_CONTAINS(out, "score failed: the command gave no reply within 1.8 s (the reward's "
                         "deadline, just under roles.reward_timeout) and was stopped");

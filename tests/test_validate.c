@@ -2,6 +2,9 @@
 // weights that do not match the config, and a tokenizer larger than the model's vocabulary are
 // each reported at the recipe line that named the folder (exit 2); the intact folder passes.
 // generate, logprobs and eval refuse a folder whose tokenizer does not fit its vocab_size too.
+// A dataset `rlctl run` refuses (DPO's unpaired row, SFT's missing field, an empty file, in
+// data.train or data.eval) is refused by `rlctl validate` with the same message, and the run
+// refuses it before it makes the run folder.
 #include "rl_test.h"
 
 #include <unistd.h>
@@ -43,6 +46,7 @@ static int s_case_tok(const char *edit, const char *tokenizer, char *err, size_t
              "%s%s%s"
              "data:\n"
              "  train: %s/recipes/data/train.jsonl\n"
+             "  completion_field: answer\n"
              "algorithm: {name: sft}\n"
              "optim: {lr: 1e-3}\n"
              "train: {steps: 10}\n",
@@ -64,6 +68,43 @@ static int s_case(const char *edit, char *err, size_t len) {
     "t['added_tokens'] += [dict(id=24 + i, content='<x%d>' % i, special=True, "              \
     "single_word=False, lstrip=False, rstrip=False, normalized=False) "                      \
     "for i in range(10)]; json.dump(t, open('tokenizer.json', 'w'))\""
+
+// `rlctl validate` and `rlctl run` of a recipe of `algo` over the intact fixture model, with
+// data.train (and data.eval when eval is not NULL) holding `rows`: both refuse it (exit 2) with
+// the message `want`, the same words, and the run makes no run folder.
+static void s_same(const char *algo, const char *keys, const char *rows, int in_eval,
+                   const char *want) {
+    char cmd[2048], v[4096], r[4096];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s/m' '%s/runs' && cp -r '%s/recipes/model' '%s/m'", s_dir,
+             s_dir, RL_FIXTURES, s_dir);
+    CHECK_INT(system(cmd), 0);
+    s_write("bad.jsonl", rows);
+    char recipe[2048];
+    snprintf(recipe, sizeof recipe,
+             "run: {dir: runs/x}\n"
+             "model: {path: m}\n"
+             "data: {train: %s, %s%s}\n"
+             "algorithm: {name: %s}\n"
+             "optim: {lr: 1e-3}\n"
+             "train: {steps: 2, batch_size: 1, eval_every: %d}\n",
+             in_eval ? "good.jsonl" : "bad.jsonl", in_eval ? "eval_pairs: bad.jsonl, " : "", keys,
+             algo, in_eval);
+    s_write("r.yaml", recipe);
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s/rlctl' validate r.yaml 2>&1 >/dev/null", s_dir,
+             RL_BINARY_DIR);
+    CHECK_INT(rl_test_shell(cmd, v, sizeof v), 2);
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s/rlctl' run r.yaml 2>&1 >/dev/null", s_dir,
+             RL_BINARY_DIR);
+    CHECK_INT(rl_test_shell(cmd, r, sizeof r), 2);
+    CHECK_CONTAINS(v, want);
+    CHECK_CONTAINS(r, want);
+    // the run's whole message is validate's first line
+    size_t n = strcspn(r, "\n");
+    CHECK_MSG(strncmp(v, r, n) == 0 && v[n] == '\n', "%s: validate says '%s', run says '%s'", algo,
+              v, r);
+    snprintf(cmd, sizeof cmd, "%s/runs/x", s_dir);
+    CHECK_MSG(access(cmd, F_OK) != 0, "%s: the refused run made %s", algo, cmd);
+}
 
 int main(void) {
     rl_test_tmpdir(s_dir, sizeof s_dir, "validate");
@@ -151,6 +192,20 @@ int main(void) {
     char args[512];
     snprintf(args, sizeof args, "validate --no-file-checks '%s/r.yaml'", s_dir);
     CHECK_INT(s_rlctl(args, err, sizeof err), 0);
+
+    // validate = run on bad data
+    s_write("good.jsonl", "{\"prompt\": \"1+1=\", \"chosen\": \"2\", \"rejected\": \"3\"}\n");
+    s_same("dpo", "format: preference",
+           "{\"prompt\": \"1+1=\", \"chosen\": \"2\", \"rejected\": \"3\"}\n"
+           "{\"prompt\": \"2+2=\", \"chosen\": \"4\"}\n",
+           0, "/bad.jsonl:2: field 'rejected' is missing");
+    s_same("dpo", "format: preference", "{\"prompt\": \"2+2=\", \"rejected\": \"4\"}\n", 1,
+           "/bad.jsonl:1: field 'chosen' is missing");
+    s_same("rm", "format: preference", "{\"prompt\": \"2+2=\", \"chosen\": \"4\"}\n", 0,
+           "/bad.jsonl:1: field 'rejected' is missing");
+    s_same("sft", "format: prompt_completion", "{\"prompt\": \"1+1=\"}\n", 0,
+           "/bad.jsonl:1: field 'completion' is missing");
+    s_same("sft", "format: prompt_completion", "", 0, "/bad.jsonl: no usable example");
 
     rl_test_tmpdir_done(s_dir);
     RL_TEST_DONE();

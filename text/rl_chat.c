@@ -142,6 +142,114 @@ int rl_chat_detect(const char *chat_template, rl_chat_format_t *fmt_p, char *err
                             fmt_p, err, err_len);
 }
 
+// A special token of tokenizer_config.json: a string, or {"content": string}; NULL when absent.
+static char *s_config_token(json_t *cfg, const char *key) {
+    json_t *v = json_object_get(cfg, key);
+    if (json_is_object(v)) {
+        v = json_object_get(v, "content");
+    }
+    return json_is_string(v) ? strdup(json_string_value(v)) : NULL;
+}
+
+// The whole file at path, NUL-terminated, or NULL (*missing set when it does not exist).
+static char *s_read_file(const char *path, int *missing) {
+    FILE *f = fopen(path, "rb");
+    *missing = f == NULL;
+    char *buf = NULL;
+    long n = -1;
+    if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && n < (64L << 20) &&
+        fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1)) != NULL) {
+        if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
+            free(buf);
+            buf = NULL;
+        } else {
+            buf[n] = '\0';
+        }
+    }
+    if (f) {
+        fclose(f);
+    }
+    return buf;
+}
+
+void rl_chat_source_free(rl_chat_source_t *src) {
+    free(src->text);
+    free(src->bos);
+    free(src->eos);
+    src->text = src->bos = src->eos = NULL;
+}
+
+int rl_chat_model_source(const char *dir, const char *config, rl_chat_source_t *src, char *err,
+                         size_t err_len) {
+    memset(src, 0, sizeof *src);
+    char path[4300];
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir ? dir : ".");
+    if (config) {
+        snprintf(path, sizeof path, "%s", config);
+    }
+    json_error_t je;
+    // model_max_length is often 1e30 written as an integer: big numbers as reals
+    json_t *cfg = json_load_file(path, JSON_DECODE_INT_AS_REAL, &je);
+    FILE *probe = cfg ? NULL : fopen(path, "rb");
+    if (!cfg && (probe || config)) {
+        if (probe) {
+            fclose(probe);
+        }
+        return rl_errf(err, err_len, RL_EINVAL, "%s:%d:%d: %s", path, je.line, je.column, je.text);
+    }
+    if (cfg && !json_is_object(cfg)) {
+        json_decref(cfg);
+        return rl_errf(err, err_len, RL_EINVAL, "%s: not a JSON object", path);
+    }
+    json_t *t = json_object_get(cfg, "chat_template");
+    for (size_t k = 0, n = json_array_size(t); json_is_array(t) && k < n; k++) {
+        json_t *e = json_array_get(t, k), *name = json_object_get(e, "name");
+        if (json_is_string(name) && strcmp(json_string_value(name), "default") == 0) {
+            t = json_object_get(e, "template");
+        }
+    }
+    int rc = 0;
+    if (json_is_string(t)) {
+        src->text = strdup(json_string_value(t));
+        rc = src->text ? 0 : RL_ENOMEM;
+        snprintf(src->where, sizeof src->where, "%s chat_template", path);
+    } else if (dir) {
+        int missing = 0;
+        snprintf(src->where, sizeof src->where, "%s/chat_template.jinja", dir);
+        src->text = s_read_file(src->where, &missing);
+        rc = src->text || missing ? 0 : RL_EIO;
+    }
+    src->bos = s_config_token(cfg, "bos_token");
+    src->eos = s_config_token(cfg, "eos_token");
+    json_decref(cfg);
+    if (rc) {
+        return rl_errf(err, err_len, rc, "%s: %s", src->where,
+                       rc == RL_ENOMEM ? "out of memory" : "cannot read");
+    }
+    if (!src->text) {
+        src->where[0] = '\0';
+    }
+    return 0;
+}
+
+int rl_chat_model_format(const char *dir, const char *config, const char *kwargs_json,
+                         rl_chat_format_t *fmt_p, char *err, size_t err_len) {
+    *fmt_p = RL_CHAT_NONE;
+    rl_chat_source_t src;
+    int rc = rl_chat_model_source(dir, config, &src, err, err_len);
+    if (!rc && !src.text) {
+        rc = rl_errf(err, err_len, RL_EINVAL,
+                     "%s has no chat template (no chat_template in tokenizer_config.json, no "
+                     "chat_template.jinja)",
+                     config ? config : dir);
+    } else if (!rc) {
+        rc = rl_chat_template(src.text, src.where, src.bos, src.eos, kwargs_json, fmt_p, err,
+                              err_len);
+    }
+    rl_chat_source_free(&src);
+    return rc;
+}
+
 int rl_chat_format_parse(const char *name, rl_chat_format_t *fmt_p, char *err, size_t err_len) {
     *fmt_p = rl_chat_builtin_text(name) ? rl_chat_builtin(name) : RL_CHAT_NONE;
     return *fmt_p ? 0

@@ -52,6 +52,30 @@ int rl_chat_template(const char *text, const char *name, const char *bos, const 
 int rl_chat_detect(const char *chat_template, rl_chat_format_t *fmt_p, char *err,
                    size_t err_len);
 
+// The model's own chat template, found the one way every algorithm and command finds it:
+// tokenizer_config.json's `chat_template` (a string, or the list of {"name", "template"} that
+// newer models write: the one named "default"), else chat_template.jinja in the same folder.
+typedef struct {
+    char *text;       // the template text, or NULL when the folder has none
+    char where[4400]; // "DIR/tokenizer_config.json chat_template", "DIR/chat_template.jinja"
+    char *bos, *eos;  // tokenizer_config.json's bos_token and eos_token text, or NULL
+} rl_chat_source_t;
+
+// Reads the template of the model folder `dir` (its tokenizer_config.json; `config`, when not
+// NULL, names another tokenizer_config.json to read instead, and dir may then be NULL). A
+// missing tokenizer_config.json is no error. Returns 0 (src->text NULL when there is none), or
+// RL_EINVAL (tokenizer_config.json is not a JSON object: err names file:line:column), RL_EIO or
+// RL_ENOMEM. Free with rl_chat_source_free (also after an error).
+int rl_chat_model_source(const char *dir, const char *config, rl_chat_source_t *src, char *err,
+                         size_t err_len);
+void rl_chat_source_free(rl_chat_source_t *src);
+
+// rl_chat_model_source compiled with its bos/eos and the keyword arguments (as
+// rl_chat_template). RL_EINVAL when the folder has no template ("DIR has no chat template (no
+// chat_template in tokenizer_config.json, no chat_template.jinja)").
+int rl_chat_model_format(const char *dir, const char *config, const char *kwargs_json,
+                         rl_chat_format_t *fmt_p, char *err, size_t err_len);
+
 // Parses a built-in's name ("chatml", "llama3"). Returns 0 or RL_EINVAL (err lists the names).
 int rl_chat_format_parse(const char *name, rl_chat_format_t *fmt_p, char *err, size_t err_len);
 

@@ -477,7 +477,6 @@ struct rl_tokenizer {
     s_ids_t post_prefix, post_suffix;
 
     int32_t bos, eos, pad;
-    char *chat_template;
 
     // scratch (why the handle is single-threaded)
     OnigRegion *region;
@@ -1206,25 +1205,6 @@ rl_tokenizer_t *rl_tokenizer_new_dir(const char *dir, char *err, size_t err_len)
     self->bos = s_config_token(self, cfg, "bos_token");
     self->eos = s_config_token(self, cfg, "eos_token");
     self->pad = s_config_token(self, cfg, "pad_token");
-    json_t *tpl = json_object_get(cfg, "chat_template");
-    if (json_is_array(tpl)) { // [{"name": "default", "template": ...}, ...]
-        size_t i;
-        json_t *v, *pick = NULL;
-        json_array_foreach(tpl, i, v) {
-            const char *name = json_string_value(json_object_get(v, "name"));
-            if (!pick || (name && strcmp(name, "default") == 0)) {
-                pick = json_object_get(v, "template");
-            }
-        }
-        tpl = pick;
-    }
-    if (json_is_string(tpl)) {
-        self->chat_template = strdup(json_string_value(tpl));
-        if (!self->chat_template) {
-            rl_errf(err, err_len, RL_ENOMEM, "out of memory");
-            rl_tokenizer_destroy(&self);
-        }
-    }
     json_decref(cfg);
     return self;
 }
@@ -1253,7 +1233,6 @@ void rl_tokenizer_destroy(rl_tokenizer_t **self_p) {
     }
     free(self->post_prefix.p);
     free(self->post_suffix.p);
-    free(self->chat_template);
     if (self->region) {
         onig_region_free(self->region, 1);
     }
@@ -2188,10 +2167,6 @@ int32_t rl_tokenizer_eos_id(const rl_tokenizer_t *self) {
 
 int32_t rl_tokenizer_pad_id(const rl_tokenizer_t *self) {
     return self->pad;
-}
-
-const char *rl_tokenizer_chat_template(const rl_tokenizer_t *self) {
-    return self->chat_template;
 }
 
 const char *rl_tokenizer_errmsg(const rl_tokenizer_t *self) {

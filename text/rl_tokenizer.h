@@ -53,10 +53,10 @@ rl_tokenizer_t *rl_tokenizer_new(const char *path, char *err, size_t err_len);
 rl_tokenizer_t *rl_tokenizer_new_from_json(const char *json, size_t len, const char *name,
                                            char *err, size_t err_len);
 
-// Loads DIR/tokenizer.json and, when present, DIR/tokenizer_config.json (bos/eos/pad tokens,
-// chat_template). When DIR/config.json gives an integer vocab_size, a tokenizer with an id at
-// or past it is refused (see rl_tokenizer_check_vocab). On failure returns NULL and writes why
-// into err. caller owns result; free with rl_tokenizer_destroy.
+// Loads DIR/tokenizer.json and, when present, DIR/tokenizer_config.json (bos/eos/pad tokens;
+// its chat template is rl_chat_model_source's). When DIR/config.json gives an integer vocab_size, a
+// tokenizer with an id at or past it is refused (see rl_tokenizer_check_vocab). On failure returns
+// NULL and writes why into err. caller owns result; free with rl_tokenizer_destroy.
 rl_tokenizer_t *rl_tokenizer_new_dir(const char *dir, char *err, size_t err_len);
 
 // Checks that every id of the tokenizer (vocab and added tokens) is below `vocab_size`, the
@@ -118,10 +118,6 @@ int rl_tokenizer_is_special(const rl_tokenizer_t *self, int32_t id);
 int32_t rl_tokenizer_bos_id(const rl_tokenizer_t *self);
 int32_t rl_tokenizer_eos_id(const rl_tokenizer_t *self);
 int32_t rl_tokenizer_pad_id(const rl_tokenizer_t *self);
-
-// tokenizer_config.json's chat_template (the string form), or NULL when absent.
-// borrowed; valid until rl_tokenizer_destroy.
-const char *rl_tokenizer_chat_template(const rl_tokenizer_t *self);
 
 // The message of the last failed call on this handle ("" when none).
 // borrowed; valid until the next call on this handle.

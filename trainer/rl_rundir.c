@@ -7,6 +7,7 @@
 
 #include "rl_checkpoint.h"
 #include "rl_err.h"
+#include "rl_log.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -33,6 +34,10 @@ static const char *const s_entries[] = {"recipe.yaml",      "metrics.jsonl", "me
                                         "logs",             "checkpoints",   "final",
                                         "trajectories.lmdb", NULL};
 enum { S_FIRST_FOLDER = 3 };
+
+// Written before a new run writes anything, removed once it has trained a step: a folder that
+// still holds it, and no checkpoint or final/, holds only a start that failed.
+#define S_UNSTARTED ".unstarted"
 
 static int s_has(const char *dir, const char *name) {
     char p[4200];
@@ -63,7 +68,7 @@ static int s_clean(const char *dir, char *err, size_t err_len) {
         int ours = strncmp(n, "events.out.tfevents.", 20) == 0 ||
                    strcmp(n, "trajectories.lmdb") == 0 || strcmp(n, "metrics.jsonl.tmp") == 0 ||
                    strcmp(n, "logs") == 0 || strcmp(n, "final.tmp") == 0 ||
-                   strncmp(n, "final.old-", 10) == 0;
+                   strncmp(n, "final.old-", 10) == 0 || strcmp(n, S_UNSTARTED) == 0;
         for (int i = 0; s_markers[i] && !ours; i++) {
             ours = strcmp(n, s_markers[i]) == 0;
         }
@@ -488,7 +493,16 @@ rl_rundir_t *rl_rundir_open(const char *dir, rl_rundir_mode_t mode, int *code_p,
         code = rl_errf(err, err_len, RL_EIO, "%s/.lock: cannot write", self->path);
         goto fail;
     }
-    if (mode == RL_RUNDIR_FORCE) {
+    // a start that failed before its first step (nothing trained, no checkpoint) does not
+    // block the retry: what it wrote is removed as --force would
+    int failed_start = mode == RL_RUNDIR_NEW && s_has(self->path, S_UNSTARTED) &&
+                       !s_has(self->path, "checkpoints") && !s_has(self->path, "final");
+    if (failed_start && rl_rundir_holds_run(self->path)) {
+        rl_log_info("%s: the run started there stopped before its first step (nothing trained, "
+                    "no checkpoint): starting over in it",
+                    dir);
+    }
+    if (mode == RL_RUNDIR_FORCE || failed_start) {
         rc = s_clean(self->path, err, err_len);
         if (rc) {
             code = rc;
@@ -540,6 +554,20 @@ void rl_rundir_destroy(rl_rundir_t **self_p) {
 }
 
 const char *rl_rundir_path(const rl_rundir_t *self) { return self->path; }
+
+int rl_rundir_mark_unstarted(rl_rundir_t *self, char *err, size_t err_len) {
+    return rl_rundir_write_file(self, S_UNSTARTED, "", 0, err, err_len);
+}
+
+void rl_rundir_mark_started(const char *dir) {
+    char p[4200];
+    int w = snprintf(p, sizeof p, "%s/" S_UNSTARTED, dir);
+    if (w > 0 && (size_t)w < sizeof p && unlink(p) != 0 && errno != ENOENT) {
+        rl_log_warn("%s: cannot remove: %s (a retry with the same run.dir would start over "
+                    "in this run's folder)",
+                    p, strerror(errno));
+    }
+}
 
 int rl_rundir_mkdir(rl_rundir_t *self, const char *name, char *err, size_t err_len) {
     RL_ASSERT(name[0] && !strchr(name, '/') && strcmp(name, ".") && strcmp(name, ".."));

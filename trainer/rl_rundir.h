@@ -66,6 +66,16 @@ const char *rl_rundir_path(const rl_rundir_t *self);
 // 1 when dir holds a run (see above), else 0.
 int rl_rundir_holds_run(const char *dir);
 
+// A start that fails leaves nothing that blocks the retry: a new or forced run marks its folder
+// (<dir>/.unstarted, before it writes anything else) and removes the mark once it has trained a
+// step. RL_RUNDIR_NEW on a folder that still holds the mark and neither checkpoints/ nor final/
+// (nothing trained, no checkpoint) starts over in it as RL_RUNDIR_FORCE would, saying so; a
+// folder without the mark (a run that trained, or one of an rlctl before the mark) is refused as
+// above. Returns 0 or the error of the write.
+int rl_rundir_mark_unstarted(rl_rundir_t *self, char *err, size_t err_len);
+// Removes the mark of the run folder `dir` (a warning when it cannot; no mark is fine).
+void rl_rundir_mark_started(const char *dir);
+
 // Creates folder `name` (one level, e.g. "logs") in the run folder with mode 0700 when it is
 // missing, and checks it as the run folder (a real folder, not a link, ours, not writable by
 // others). Returns 0, RL_EINVAL when refused, or an errno; the message in err.
