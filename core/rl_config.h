@@ -170,6 +170,17 @@ const rl_recipe_key_t *rl_recipe_keys_next(rl_recipe_keys_t *it);
 // borrowed; valid until program exit.
 const rl_recipe_key_t *rl_recipe_key_find(const rl_recipe_algos_t *algos, const char *dotted);
 
+// A name TRL, transformers, PEFT, verl or OpenRLHF users write for a setting (learning_rate,
+// vllm_gpu_memory_utilization), answered for a recipe of algorithm `a` (NULL: not known): writes
+// into out "'learning_rate' is transformers/TRL's name; rlctl's is optim.lr (how the meanings
+// differ)", or "'x' is TRL's; rlctl has no such key: why", or for a setting only other
+// algorithms have "'x' is TRL's name for a setting grpo does not have (algorithm.name ppo: key)",
+// and returns 1; 0 when the name is none of theirs. *key_p (may be NULL) is set to the recipe
+// key named when it is one key that takes their value as it is (learning_rate: optim.lr; not
+// num_train_epochs: train.steps), else NULL. borrowed; valid until program exit.
+int rl_recipe_foreign(const rl_recipe_algos_t *algos, const rl_recipe_algo_def_t *a,
+                      const char *name, char *out, size_t cap, const char **key_p);
+
 // Returns "bool", "int", ... for a type. borrowed; valid until program exit.
 const char *rl_recipe_type_name(rl_recipe_type_t type);
 

@@ -466,7 +466,8 @@ static int s_choice(rl_cfg_ctx_t *c, const char *key, const char *const *choices
     const char *near = s_closest(v->str, choices, n);
     rl_cfg_quote_short(v->str, f, sizeof f);
     char theirs[512];
-    if (key && rl_cfg_foreign_value(key, v->str, theirs, sizeof theirs)) {
+    if (key &&
+        rl_cfg_foreign_value(c->algos, c->r->algorithm.def, key, v->str, theirs, sizeof theirs)) {
         rl_cfg_err(c, at, path, "'%s' is not one of %s; %s", f, all, theirs);
     } else if (near) {
         rl_cfg_err(c, at, path, "'%s' is not one of %s; did you mean '%s'?", f, all, near);
@@ -991,8 +992,26 @@ static void s_check_dups(rl_cfg_ctx_t *c, const rl_yaml_node_t *n, const char *p
     }
 }
 
+// 1 when the recipe's algorithm (any, while it is not known) has key x.
+static int s_mine(const rl_cfg_ctx_t *c, const rl_recipe_key_t *x) {
+    return !c->r->algorithm.def || rl_recipe_key_for(x, c->r->algorithm.def);
+}
+
+// A hint for `name`, a name TRL, verl ... users write, with its value v (or NULL): the value's
+// (loss_type: dr_grpo) before the name's, naming only keys the recipe's algorithm has. 1 when
+// there is one, in out.
+static int s_theirs(const rl_cfg_ctx_t *c, const char *name, const rl_yaml_node_t *v, char *out,
+                    size_t cap) {
+    const rl_recipe_algo_def_t *a = c->r->algorithm.def;
+    if (v && v->kind == RL_YAML_SCALAR &&
+        rl_cfg_foreign_value(c->algos, a, name, v->str, out, cap)) {
+        return 1;
+    }
+    return rl_recipe_foreign(c->algos, a, name, out, cap, NULL);
+}
+
 static void s_unknown_key(rl_cfg_ctx_t *c, const char *section, const rl_yaml_node_t *k,
-                          const char *path) {
+                          const rl_yaml_node_t *v, const char *path) {
     const char *cands[128];
     int n = 0;
     rl_recipe_keys_t it;
@@ -1004,7 +1023,7 @@ static void s_unknown_key(rl_cfg_ctx_t *c, const char *section, const rl_yaml_no
     }
     cands[n] = NULL;
     char theirs[512];
-    if (rl_cfg_foreign(k->str, theirs, sizeof theirs)) { // a name TRL, verl ... users know
+    if (s_theirs(c, k->str, v, theirs, sizeof theirs)) { // a name TRL, verl ... users know
         rl_cfg_err(c, k, path, "unknown key; %s", theirs);
         return;
     }
@@ -1015,7 +1034,7 @@ static void s_unknown_key(rl_cfg_ctx_t *c, const char *section, const rl_yaml_no
     }
     rl_recipe_keys_begin(&it, c->algos, NULL);
     for (const rl_recipe_key_t *x; (x = rl_recipe_keys_next(&it)) != NULL;) {
-        if (!strcmp(x->key, k->str) && strcmp(x->section, section) != 0) {
+        if (!strcmp(x->key, k->str) && strcmp(x->section, section) != 0 && s_mine(c, x)) {
             // a key written under the wrong section
             rl_cfg_err(c, k, path, "unknown key; did you mean '%s.%s'?", x->section, x->key);
             return;
@@ -1039,8 +1058,14 @@ static void s_apply_map(rl_cfg_ctx_t *c, const char *section, const char *prefix
         rl_cfg_quote_short(kn->str, q, sizeof q);
         snprintf(path, sizeof path, "%s.%s", prefix, q);
         const rl_recipe_key_t *k = rl_cfg_key(c->algos, section, kn->str);
+        char theirs[512];
         if (!k) {
-            s_unknown_key(c, section, kn, path);
+            s_unknown_key(c, section, kn, v, path);
+            continue;
+        }
+        if (!s_mine(c, k) && s_theirs(c, kn->str, v, theirs, sizeof theirs)) {
+            // another algorithm's key, written for what TRL means by it (GRPO's loss_type)
+            rl_cfg_err(c, kn, path, "not a key of %s; %s", c->r->algorithm.def->name, theirs);
             continue;
         }
         if (rl_cfg_is_null(v)) {
@@ -1083,14 +1108,14 @@ static void s_walk(rl_cfg_ctx_t *c, const rl_yaml_node_t *root) {
             rl_recipe_keys_t it;
             rl_recipe_keys_begin(&it, c->algos, NULL);
             for (const rl_recipe_key_t *x; !near && (x = rl_recipe_keys_next(&it)) != NULL;) {
-                if (!strcmp(x->key, kn->str)) {
+                if (!strcmp(x->key, kn->str) && s_mine(c, x)) {
                     elsewhere = x;
                     break;
                 }
             }
             char all[256], theirs[512];
             s_join(names, all, sizeof all);
-            if (!elsewhere && rl_cfg_foreign(kn->str, theirs, sizeof theirs)) {
+            if (!elsewhere && s_theirs(c, kn->str, v, theirs, sizeof theirs)) {
                 rl_cfg_err(c, kn, q, "unknown %s; %s",
                            v && v->kind == RL_YAML_MAP ? "section" : "key", theirs);
             } else if (near) {
