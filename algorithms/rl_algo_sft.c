@@ -81,7 +81,7 @@ static int s_wants_accuracy(const rl_recipe_t *r) {
     for (int i = 0; i < r->n_rewards; i++) {
         math |= r->rewards[i].builtin == RL_RECIPE_REWARD_MATH_ANSWER;
     }
-    return math && r->data.eval && r->train.eval_every > 0;
+    return math && r->data.eval.n && r->train.eval_every > 0;
 }
 
 static void s_roles(const rl_recipe_t *r, rl_algo_roles_t *out) {
@@ -114,8 +114,9 @@ static void s_destroy(void **state) {
 static int s_load_accuracy(const rl_recipe_t *r, rl_tokenizer_t *tok, s_sft_t *s, char *err,
                            size_t err_len) {
     char msg[1024];
-    s->acc_data = rl_eval_data_load(r->data.eval, r->data.prompt_field, r->data.answer_field,
-                                    r->train.eval_samples, msg, sizeof msg);
+    s->acc_data =
+        rl_eval_data_load(rl_recipe_paths(&r->data.eval), r->data.eval.n, r->data.prompt_field,
+                          r->data.answer_field, r->train.eval_samples, msg, sizeof msg);
     if (!s->acc_data) {
         return rl_errf(err, err_len, RL_EINVAL, "eval: %s", msg);
     }
@@ -176,25 +177,27 @@ static int s_create(rl_run_t *run, void **state, size_t *n_train, double *data_f
                     "eos_token_id): completions are trained without one");
     }
     d.chat = rl_run_chat_format(r, run->tok);
-    s->train = rl_data_load(r->data.train, &d, run->tok, msg, sizeof(msg));
+    s->train = rl_data_load(rl_recipe_paths(&r->data.train), r->data.train.n, &d, run->tok, msg,
+                            sizeof(msg));
     if (!s->train) {
         return rl_errf(err, err_len, RL_EINVAL, "%s", msg);
     }
     if (rl_data_dropped(s->train)) {
-        rl_log_warn("%s: %zu rows dropped (longer than data.max_length %d tokens)",
-                    r->data.train, rl_data_dropped(s->train), r->data.max_length);
+        rl_log_warn("data.train: %zu rows dropped (longer than data.max_length %d tokens)",
+                    rl_data_dropped(s->train), r->data.max_length);
     }
     rl_log_info("train data: %zu examples, %lld loss tokens", rl_data_count(s->train),
                 (long long)rl_data_loss_tokens(s->train));
     int longest = 1;
-    if (r->data.eval && r->train.eval_every > 0) {
-        s->eval = rl_data_load(r->data.eval, &d, run->tok, msg, sizeof(msg));
+    if (r->data.eval.n && r->train.eval_every > 0) {
+        s->eval = rl_data_load(rl_recipe_paths(&r->data.eval), r->data.eval.n, &d, run->tok, msg,
+                               sizeof(msg));
         if (!s->eval) {
             return rl_errf(err, err_len, RL_EINVAL, "%s", msg);
         }
         if (rl_data_dropped(s->eval)) {
-            rl_log_warn("%s: %zu rows dropped (longer than data.max_length %d tokens)",
-                        r->data.eval, rl_data_dropped(s->eval), r->data.max_length);
+            rl_log_warn("data.eval: %zu rows dropped (longer than data.max_length %d tokens)",
+                        rl_data_dropped(s->eval), r->data.max_length);
         }
     }
     if (s_wants_accuracy(r)) {

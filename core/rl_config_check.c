@@ -279,7 +279,7 @@ static void s_check_roles(rl_cfg_ctx_t *c) {
     const rl_recipe_t *r = c->r;
     int n_remote = r->roles.remote_samplers.n;
     int rollouts = r->algorithm.def && (r->algorithm.def->uses & RL_RECIPE_USES_SAMPLES);
-    if (r->roles.samplers == 0 && n_remote == 0 && (rollouts || r->data.eval)) {
+    if (r->roles.samplers == 0 && n_remote == 0 && (rollouts || r->data.eval.n)) {
         rl_cfg_err_key(c, "roles.samplers",
                        "0 leaves the run without a sampler: use 1 or more, or list "
                        "roles.remote_samplers");
@@ -326,7 +326,7 @@ void rl_cfg_check_recipe(rl_cfg_ctx_t *c) {
         }
     }
     int pref = def && (def->uses & RL_RECIPE_USES_PAIRS);
-    if (r->train.eval_every > 0 && !r->data.eval && !(pref && r->data.eval_pairs)) {
+    if (r->train.eval_every > 0 && !r->data.eval.n && !(pref && r->data.eval_pairs.n)) {
         rl_cfg_err_key(c, "train.eval_every",
                        pref ? "%d needs data.eval_pairs (held-out pairs) or data.eval; set one "
                               "or use 0"
@@ -367,12 +367,12 @@ static void s_check_path(rl_cfg_ctx_t *c, const rl_recipe_key_t *k, const char *
         rl_cfg_err_key(c, loc_key, "'%s' is not a directory", p);
         return;
     }
-    if (k->type == RL_RECIPE_T_PATH_FILE && is_dir && (k->flags & RL_RECIPE_K_FOLDER) &&
-        !s_has_jsonl(p)) {
+    int file = k->type == RL_RECIPE_T_PATH_FILE || k->type == RL_RECIPE_T_PATH_LIST;
+    if (file && is_dir && (k->flags & RL_RECIPE_K_FOLDER) && !s_has_jsonl(p)) {
         rl_cfg_err_key(c, loc_key, "'%s' is a folder with no *.jsonl file", p);
         return;
     }
-    if (k->type == RL_RECIPE_T_PATH_FILE && is_dir && !(k->flags & RL_RECIPE_K_FOLDER)) {
+    if (file && is_dir && !(k->flags & RL_RECIPE_K_FOLDER)) {
         rl_cfg_err_key(c, loc_key, "%s%s'%s' is a directory, expected a file",
                        strcmp(key, loc_key) ? key : "", strcmp(key, loc_key) ? ": " : "", p);
         return;
@@ -405,6 +405,14 @@ void rl_cfg_check_files(rl_cfg_ctx_t *c) {
         for (int e = 0; e < n; e++) {
             rl_cfg_dst_t d = list ? (rl_cfg_dst_t){&r->rewards[e], e} : rl_cfg_dst(r, k);
             if (!d.base || !rl_cfg_applies(r, k)) {
+                continue;
+            }
+            if (k->type == RL_RECIPE_T_PATH_LIST) { // data.train: each of its paths
+                const rl_recipe_strlist_t *l = RL_CFG_FIELD(&d, k, rl_recipe_strlist_t);
+                snprintf(key, sizeof key, "%s.%s", k->section, k->key);
+                for (int i = 0; i < l->n; i++) {
+                    s_check_path(c, k, key, l->items[i], key);
+                }
                 continue;
             }
             const char *p = *RL_CFG_FIELD(&d, k, char *);

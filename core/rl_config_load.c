@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <float.h>
+#include <glob.h>
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
@@ -367,8 +368,7 @@ static void s_field_free(const rl_recipe_key_t *k, const rl_cfg_dst_t *d) {
         break;
     }
     case RL_RECIPE_T_STRING_LIST:
-        rl_cfg_strlist_free(RL_CFG_FIELD(d, k, rl_recipe_strlist_t));
-        break;
+    case RL_RECIPE_T_PATH_LIST: rl_cfg_strlist_free(RL_CFG_FIELD(d, k, rl_recipe_strlist_t)); break;
     case RL_RECIPE_T_ENDPOINTS:
         rl_cfg_endpoints_free(RL_CFG_FIELD(d, k, rl_recipe_endpoints_t));
         break;
@@ -717,6 +717,107 @@ static int s_convert_http(rl_cfg_ctx_t *c, const rl_recipe_key_t *k, const rl_cf
 }
 
 // Converts v into the field of k at d. `at` locates errors (the key, or a list item).
+static int s_str_cmp(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+// Appends s (taken) to l; 0, or -1 out of memory (s freed).
+static int s_strlist_add(rl_cfg_ctx_t *c, rl_recipe_strlist_t *l, char *s) {
+    char **g = s ? realloc(l->items, ((size_t)l->n + 2) * sizeof *g) : NULL;
+    if (!g) {
+        free(s);
+        c->oom = 1;
+        return -1;
+    }
+    l->items = g;
+    l->items[l->n++] = s;
+    l->items[l->n] = NULL;
+    return 0;
+}
+
+// One item of a paths key, made absolute (against the recipe, or the working directory for an
+// override) and, when it is a glob that names no existing path, expanded into the paths it
+// matches in byte order of their names (glob's own order follows the locale). A glob that
+// matches nothing is an error at the item, unless file checks are off (then it stays as
+// written). Returns 0, or -1 after recording an error.
+static int s_path_item(rl_cfg_ctx_t *c, const rl_yaml_node_t *it, const rl_yaml_node_t *at,
+                       const char *path, rl_recipe_strlist_t *l) {
+    if (s_scalar_string(c, it, at, path, "a path")) {
+        return -1;
+    }
+    if (!it->str[0]) {
+        rl_cfg_err(c, at, path, "expected a non-empty path");
+        return -1;
+    }
+    char *p = s_path_join_norm(it->file == c->file ? c->base : c->cwd, it->str);
+    if (!p) {
+        c->oom = 1;
+        return -1;
+    }
+    struct stat st;
+    if (!strpbrk(it->str, "*?[") || stat(p, &st) == 0 || (c->flags & RL_RECIPE_NO_FILE_CHECKS)) {
+        return s_strlist_add(c, l, p);
+    }
+    glob_t g;
+    int rc = glob(p, GLOB_NOSORT, NULL, &g);
+    if (rc == GLOB_NOSPACE) {
+        free(p);
+        c->oom = 1;
+        return -1;
+    }
+    if (rc != 0 || g.gl_pathc == 0) {
+        char q[300];
+        rl_cfg_quote_short(p, q, sizeof q);
+        rl_cfg_err(c, at, path, "no file matches '%s'", q);
+        free(p);
+        if (rc == 0) {
+            globfree(&g);
+        }
+        return -1;
+    }
+    free(p);
+    qsort(g.gl_pathv, g.gl_pathc, sizeof *g.gl_pathv, s_str_cmp);
+    int bad = 0;
+    for (size_t i = 0; i < g.gl_pathc && !bad; i++) {
+        bad = s_strlist_add(c, l, strdup(g.gl_pathv[i]));
+    }
+    globfree(&g);
+    return bad ? -1 : 0;
+}
+
+// A paths key (data.train): one path, a glob or a list of them. Returns 0, or -1 after errors.
+static int s_convert_paths(rl_cfg_ctx_t *c, const rl_recipe_key_t *k, const rl_cfg_dst_t *d,
+                           const rl_yaml_node_t *v, const rl_yaml_node_t *at, const char *path) {
+    char item_path[320];
+    if (v->kind == RL_YAML_MAP) {
+        rl_cfg_err(c, at, path, "expected a path or a list of paths, found a map");
+        return -1;
+    }
+    int n = v->kind == RL_YAML_SEQ ? v->n : 1;
+    if (n == 0) {
+        rl_cfg_err(c, at, path, "expected a path or a list of paths, found an empty list");
+        return -1;
+    }
+    if (n > 4096) {
+        rl_cfg_err(c, at, path, "too many items (%d; limit 4096)", n);
+        return -1;
+    }
+    rl_recipe_strlist_t l = {0};
+    int bad = 0;
+    for (int i = 0; i < n && !c->oom; i++) {
+        const rl_yaml_node_t *it = v->kind == RL_YAML_SEQ ? v->kids[i] : v;
+        snprintf(item_path, sizeof item_path, v->kind == RL_YAML_SEQ ? "%s[%d]" : "%s", path, i);
+        bad |= s_path_item(c, it, it, item_path, &l) != 0; // errors at the path itself
+    }
+    if (bad) {
+        rl_cfg_strlist_free(&l);
+        return -1;
+    }
+    s_field_free(k, d);
+    *RL_CFG_FIELD(d, k, rl_recipe_strlist_t) = l;
+    return 0;
+}
+
 // Returns 0, or -1 after recording an error (the field keeps its previous value).
 static int s_convert(rl_cfg_ctx_t *c, const rl_recipe_key_t *k, const rl_cfg_dst_t *d,
                      const rl_yaml_node_t *v, const rl_yaml_node_t *at, const char *path) {
@@ -837,6 +938,7 @@ static int s_convert(rl_cfg_ctx_t *c, const rl_recipe_key_t *k, const rl_cfg_dst
         *RL_CFG_FIELD(d, k, rl_recipe_strlist_t) = l;
         return 0;
     }
+    case RL_RECIPE_T_PATH_LIST: return s_convert_paths(c, k, d, v, at, path);
     case RL_RECIPE_T_FLOAT_LIST: {
         if (v->kind != RL_YAML_SEQ || v->n != k->count) {
             s_found(v, f, sizeof f);

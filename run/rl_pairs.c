@@ -33,19 +33,21 @@ int rl_pairs_load(const rl_run_t *run, int eos, int with_margin, rl_data_t **tra
         }
     }
     d.chat = rl_run_chat_format(r, run->tok);
-    const char *paths[2] = {r->data.train, r->data.eval_pairs};
+    const rl_recipe_strlist_t *paths[2] = {&r->data.train, &r->data.eval_pairs};
+    const char *keys[2] = {"data.train", "data.eval_pairs"};
     rl_data_t **outs[2] = {train, eval};
     for (int k = 0; k < 2; k++) {
-        if (!paths[k]) {
+        if (!paths[k]->n) {
             continue;
         }
-        *outs[k] = rl_data_load(paths[k], &d, run->tok, msg, sizeof msg);
+        *outs[k] =
+            rl_data_load(rl_recipe_paths(paths[k]), paths[k]->n, &d, run->tok, msg, sizeof msg);
         if (!*outs[k]) {
             return rl_errf(err, err_len, RL_EINVAL, "%s", msg);
         }
         if (rl_data_dropped(*outs[k])) {
             rl_log_warn("%s: %zu pairs dropped (a side longer than data.max_length %d tokens)",
-                        paths[k], rl_data_dropped(*outs[k]), r->data.max_length);
+                        keys[k], rl_data_dropped(*outs[k]), r->data.max_length);
         }
     }
     return 0;

@@ -111,7 +111,7 @@ static void test_defaults(void) {
     CHECK_INT(r->lora.r, 8);
     CHECK_CLOSE(r->lora.alpha, 16.0, 0);
     CHECK_INT(r->lora.target_modules.n, 7);
-    CHECK(r->data.eval == NULL);
+    CHECK(r->data.eval.n == 0);
     CHECK_INT(r->data.format, RL_RECIPE_FORMAT_AUTO);
     CHECK_STR(r->data.prompt_field, "prompt");
     CHECK_STR(r->data.completion_field, "completion");
@@ -748,7 +748,7 @@ static void test_overrides(void) {
         CHECK_CLOSE(r->rewards[1].weight, 2.0, 0);
         CHECK_STR(r->rewards[0].config_json, "{\"x\": [1, {\"y\": \"z\"}]}");
         CHECK_INT(r->run.seed, 3);
-        CHECK(r->data.eval == NULL);
+        CHECK(r->data.eval.n == 0);
         CHECK_CLOSE(r->sampling.temperature, 0.7, 0);
         CHECK_INT(r->sampling.stop.n, 0); // the whole section was replaced
         const char *file;
@@ -931,6 +931,107 @@ static void test_foreign_hints(void) {
                           "name for a setting dpo does not have (algorithm.name grpo, ppo: "
                           "algorithm.epsilon_high)");
     CHECK(strstr(s_err, "did you mean 'algorithm.epsilon_high'") == NULL);
+}
+
+// data.train as users hold it: a list of files and folders read in the order written, a glob
+// expanded in byte order of the names (Z before a, whatever the locale), a glob matching nothing
+// as an error at its line and column, and the resolved recipe loading back unchanged.
+static void test_data_paths(void) {
+    char dir[64], p[128], path[128], text[1024], want[320];
+    rl_test_tmpdir(dir, sizeof dir, "config_paths");
+    const char *files[] = {"b.jsonl", "a.jsonl", "Z.jsonl", "notes.txt"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+        rl_test_write(p, "{\"prompt\": \"%d\", \"completion\": \"x\"}\n", i);
+    }
+    snprintf(p, sizeof p, "%s/shard", dir);
+    CHECK_INT(mkdir(p, 0700), 0);
+    snprintf(p, sizeof p, "%s/shard/c.jsonl", dir);
+    rl_test_write(p, "{\"prompt\": \"c\", \"completion\": \"x\"}\n");
+    snprintf(path, sizeof path, "%s/r.yaml", dir);
+    const char *head = "model: {path: " RECIPES "/model}\nalgorithm: {name: sft}\n"
+                       "optim: {lr: 1e-3}\ntrain: {steps: 2}\n";
+    rl_recipe_t *r = NULL, *r2 = NULL;
+
+    // a list: in the order written, a folder as a folder
+    snprintf(text, sizeof text, "%sdata:\n  train: [b.jsonl, shard, a.jsonl]\n", head);
+    int rc =
+        rl_recipe_load_string(rl_algos(), text, strlen(text), path, NULL, 0, 0, &r, s_err, ERRLEN);
+    CHECK_MSG(rc == 0, "%s", s_err);
+    if (rc == 0) {
+        CHECK_INT(r->data.train.n, 3);
+        const char *order[] = {"b.jsonl", "shard", "a.jsonl"};
+        for (int i = 0; i < 3 && i < r->data.train.n; i++) {
+            snprintf(want, sizeof want, "%s/%s", dir, order[i]);
+            CHECK_STR(r->data.train.items[i], want);
+        }
+        CHECK_INT(r->data.eval.n, 0);
+        rl_recipe_destroy(&r);
+    }
+    // a glob: the .jsonl files only, by name in byte order; in a list too, and from an override
+    // (against the working directory, here given absolute)
+    snprintf(text, sizeof text, "%sdata:\n  train: \"*.jsonl\"\n  eval: [shard, \"[ab].jsonl\"]\n",
+             head);
+    rc = rl_recipe_load_string(rl_algos(), text, strlen(text), path, NULL, 0, 0, &r, s_err, ERRLEN);
+    CHECK_MSG(rc == 0, "%s", s_err);
+    char *y1 = NULL, *y2 = NULL;
+    if (rc == 0) {
+        const char *order[] = {"Z.jsonl", "a.jsonl", "b.jsonl"};
+        CHECK_INT(r->data.train.n, 3);
+        for (int i = 0; i < 3 && i < r->data.train.n; i++) {
+            snprintf(want, sizeof want, "%s/%s", dir, order[i]);
+            CHECK_STR(r->data.train.items[i], want);
+        }
+        CHECK_INT(r->data.eval.n, 3);
+        if (r->data.eval.n == 3) {
+            snprintf(want, sizeof want, "%s/a.jsonl", dir);
+            CHECK_STR(r->data.eval.items[1], want);
+        }
+        // the round trip: the printed recipe lists the files and loads back unchanged
+        CHECK_INT(rl_recipe_to_yaml(r, &y1), 0);
+        snprintf(want, sizeof want, "train: [%s/Z.jsonl, %s/a.jsonl, %s/b.jsonl]", dir, dir, dir);
+        CHECK_CONTAINS(y1, want);
+        rc = rl_recipe_load_string(rl_algos(), y1, strlen(y1), "/tmp/elsewhere/resolved.yaml", NULL,
+                                   0, 0, &r2, s_err, ERRLEN);
+        CHECK_MSG(rc == 0, "%s\n%s", s_err, y1);
+        if (rc == 0) {
+            CHECK_INT(rl_recipe_to_yaml(r2, &y2), 0);
+            CHECK_STR(y1, y2);
+        }
+        rl_recipe_destroy(&r);
+        rl_recipe_destroy(&r2);
+    }
+    free(y1);
+    free(y2);
+    // one file prints as a path, as a recipe writes it
+    snprintf(text, sizeof text, "%sdata: {train: a.jsonl}\n", head);
+    rc = rl_recipe_load_string(rl_algos(), text, strlen(text), path, NULL, 0, 0, &r, s_err, ERRLEN);
+    CHECK_MSG(rc == 0, "%s", s_err);
+    if (rc == 0) {
+        y1 = NULL;
+        CHECK_INT(rl_recipe_to_yaml(r, &y1), 0);
+        snprintf(want, sizeof want, "train: %s/a.jsonl\n", dir);
+        CHECK_CONTAINS(y1, want);
+        free(y1);
+        rl_recipe_destroy(&r);
+    }
+    // a glob that matches nothing: an error at the value (or the list item), file:line:column
+    snprintf(text, sizeof text, "%sdata:\n  train: part-*.jsonl\n  eval: [a.jsonl, q?.jsonl]\n",
+             head);
+    rc = rl_recipe_load_string(rl_algos(), text, strlen(text), path, NULL, 0, 0, &r, s_err, ERRLEN);
+    CHECK_INT(rc, RL_EINVAL);
+    snprintf(want, sizeof want, "r.yaml:6:10: data.train: no file matches '%s/part-*.jsonl'", dir);
+    CHECK_CONTAINS(s_err, want);
+    snprintf(want, sizeof want, "r.yaml:7:19: data.eval[1]: no file matches '%s/q?.jsonl'", dir);
+    CHECK_CONTAINS(s_err, want);
+    // each path must exist; an empty list is refused
+    snprintf(text, sizeof text, "%sdata:\n  train: [a.jsonl, gone.jsonl]\n  eval: []\n", head);
+    rc = rl_recipe_load_string(rl_algos(), text, strlen(text), path, NULL, 0, 0, &r, s_err, ERRLEN);
+    CHECK_INT(rc, RL_EINVAL);
+    CHECK_CONTAINS(s_err, "gone.jsonl' does not exist");
+    CHECK_CONTAINS(s_err, "r.yaml:7:3: data.eval: expected a path or a list of paths, found an "
+                          "empty list");
+    rl_test_tmpdir_done(dir);
 }
 
 // Float keys end up in 32-bit floats: values past FLT_MAX (or nonzero below the smallest
@@ -1239,6 +1340,7 @@ int main(void) {
     RL_TEST_RUN(test_foreign_hints);
     RL_TEST_RUN(test_float_range);
     RL_TEST_RUN(test_round_trip);
+    RL_TEST_RUN(test_data_paths);
     RL_TEST_RUN(test_bad_corpus);
     RL_TEST_RUN(test_cli);
     RL_TEST_RUN(test_cookbook);

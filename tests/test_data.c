@@ -19,7 +19,7 @@ enum { EOS = 258, IM_START = 257, IM_END = 258 };
 static rl_tokenizer_t *s_tok;
 
 static rl_data_t *s_load(const char *file, const rl_data_opts_t *o, char *err, size_t n) {
-    return rl_data_load(file, o, s_tok, err, n);
+    return rl_data_load(&file, 1, o, s_tok, err, n);
 }
 
 static void s_check_example(const rl_data_t *d, size_t i, const int32_t *ids, const char *mask,
@@ -375,8 +375,8 @@ static void test_batch(void) {
 // is never part of the prompt; earlier turns are, and the prompt ends with the assistant header.
 static void test_prompt_messages(void) {
     char err[1024];
-    rl_prompts_t *p = rl_prompts_load(FIX "messages.jsonl", "messages", s_tok, RL_CHAT_CHATML, 1000,
-                                      RL_DATA_TRUNC_ERROR, err, sizeof err);
+    rl_prompts_t *p = rl_prompts_load((const char *[]){FIX "messages.jsonl"}, 1, "messages", s_tok,
+                                      RL_CHAT_CHATML, 1000, RL_DATA_TRUNC_ERROR, err, sizeof err);
     CHECK_MSG(p != NULL, "%s", err);
     if (!p) {
         return;
@@ -394,8 +394,8 @@ static void test_prompt_messages(void) {
               "row 2's prompt leaks or loses a turn: %.*s", (int)b->text_len, b->text);
     rl_prompts_destroy(&p);
     // a row without the prompt field but with messages (TRL's conversational rows): the same
-    p = rl_prompts_load(FIX "messages.jsonl", "prompt", s_tok, RL_CHAT_CHATML, 1000,
-                        RL_DATA_TRUNC_ERROR, err, sizeof err);
+    p = rl_prompts_load((const char *[]){FIX "messages.jsonl"}, 1, "prompt", s_tok, RL_CHAT_CHATML,
+                        1000, RL_DATA_TRUNC_ERROR, err, sizeof err);
     CHECK_MSG(p != NULL, "%s", err);
     if (p) {
         a = rl_prompts_get(p, 0);

@@ -96,11 +96,13 @@ static int s_prompt_text(json_t *v, const char *line, size_t len, const char *wh
                    "%s: field '%s' must be a string or a list of messages", where, field);
 }
 
-rl_prompts_t *rl_prompts_load(const char *path, const char *field, rl_tokenizer_t *tok,
-                              rl_chat_format_t chat, int max_prompt_length, int truncation,
-                              char *err, size_t err_len) {
+rl_prompts_t *rl_prompts_load(const char *const *paths, int n_paths, const char *field,
+                              rl_tokenizer_t *tok, rl_chat_format_t chat, int max_prompt_length,
+                              int truncation, char *err, size_t err_len) {
     rl_jsonl_t *in = NULL;
-    if (rl_jsonl_open(path, 0, &in, err, err_len) != 0) {
+    char path[4200];
+    rl_jsonl_names(paths, n_paths, path, sizeof path);
+    if (rl_jsonl_open_list(paths, n_paths, 0, &in, err, err_len) != 0) {
         return NULL;
     }
     rl_prompts_t *s = calloc(1, sizeof(*s));
