@@ -59,6 +59,18 @@ static void test_prompt_completion(void) {
     CHECK(d == NULL);
     rl_data_destroy(&d);
 
+    // a list (data.train: [a, b]) reads its files one after another: pc.jsonl twice is its
+    // three examples twice, in order
+    d = rl_data_load((const char *[]){FIX "pc.jsonl", FIX "pc.jsonl"}, 2, &o, s_tok, err,
+                     sizeof err);
+    CHECK_MSG(d != NULL, "%s", err);
+    if (d) {
+        CHECK_INT(rl_data_count(d), 6);
+        s_check_example(d, 3, (const int32_t[]){'a', 'b', 'c', 'd', EOS}, "00111", 5, 1);
+        s_check_example(d, 5, (const int32_t[]){0xC3, 0xA9, ' ', 'z', EOS}, "00111", 5, 4);
+        rl_data_destroy(&d);
+    }
+
     // completion_only_loss off: every token after the first; no EOS configured
     o.completion_only_loss = 0;
     o.eos_id = -1;
