@@ -767,7 +767,7 @@ static int s_path_item(rl_cfg_ctx_t *c, const rl_yaml_node_t *it, const rl_yaml_
     }
     if (rc != 0 || g.gl_pathc == 0) {
         char q[300];
-        rl_cfg_quote_short(p, q, sizeof q);
+        rl_cfg_quote_short(it->str, q, sizeof q); // as written: the position says where
         rl_cfg_err(c, at, path, "no file matches '%s'", q);
         free(p);
         if (rc == 0) {

@@ -1020,10 +1020,8 @@ static void test_data_paths(void) {
              head);
     rc = rl_recipe_load_string(rl_algos(), text, strlen(text), path, NULL, 0, 0, &r, s_err, ERRLEN);
     CHECK_INT(rc, RL_EINVAL);
-    snprintf(want, sizeof want, "r.yaml:6:10: data.train: no file matches '%s/part-*.jsonl'", dir);
-    CHECK_CONTAINS(s_err, want);
-    snprintf(want, sizeof want, "r.yaml:7:19: data.eval[1]: no file matches '%s/q?.jsonl'", dir);
-    CHECK_CONTAINS(s_err, want);
+    CHECK_CONTAINS(s_err, "r.yaml:6:10: data.train: no file matches 'part-*.jsonl'");
+    CHECK_CONTAINS(s_err, "r.yaml:7:19: data.eval[1]: no file matches 'q?.jsonl'");
     // each path must exist; an empty list is refused
     snprintf(text, sizeof text, "%sdata:\n  train: [a.jsonl, gone.jsonl]\n  eval: []\n", head);
     rc = rl_recipe_load_string(rl_algos(), text, strlen(text), path, NULL, 0, 0, &r, s_err, ERRLEN);
