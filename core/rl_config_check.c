@@ -352,6 +352,46 @@ static int s_has_jsonl(const char *p) {
     return found;
 }
 
+// A Hugging Face dataset folder names its splits in its file names (train.jsonl, test.jsonl,
+// train-00000-of-00002.jsonl, validation.jsonl). rlctl reads a folder whole, so a folder holding
+// a training split and a held-out one would train on the held-out rows too: 1 when folder p
+// holds both, with their first names in a and b.
+static int s_split(const char *name) { // 1 training, 2 held-out, 0 neither
+    static const char *const held[] = {"test", "validation", "valid", "val", "eval", "dev"};
+    size_t l = strlen(name);
+    if (l <= 6 || name[0] == '.' || strcmp(name + l - 6, ".jsonl") != 0) {
+        return 0;
+    }
+    // the split word ends where the name does, or at a separator
+#define S_WORD(w) (!strncmp(name, w, strlen(w)) && strchr("-._", name[strlen(w)]) != NULL)
+    if (S_WORD("train")) {
+        return 1;
+    }
+    for (size_t i = 0; i < sizeof held / sizeof held[0]; i++) {
+        if (S_WORD(held[i])) {
+            return 2;
+        }
+    }
+#undef S_WORD
+    return 0;
+}
+
+static int s_mixed_splits(const char *p, char *a, char *b, size_t cap) {
+    DIR *d = opendir(p);
+    a[0] = b[0] = '\0';
+    for (struct dirent *e = d ? readdir(d) : NULL; e; e = readdir(d)) {
+        int sp = s_split(e->d_name);
+        char *out = sp == 1 ? a : sp == 2 ? b : NULL;
+        if (out && (!out[0] || strcmp(e->d_name, out) < 0)) {
+            snprintf(out, cap, "%s", e->d_name);
+        }
+    }
+    if (d) {
+        closedir(d);
+    }
+    return a[0] && b[0];
+}
+
 static void s_check_path(rl_cfg_ctx_t *c, const rl_recipe_key_t *k, const char *key, const char *p,
                          const char *loc_key) {
     struct stat st;
@@ -370,6 +410,14 @@ static void s_check_path(rl_cfg_ctx_t *c, const rl_recipe_key_t *k, const char *
     int file = k->type == RL_RECIPE_T_PATH_FILE || k->type == RL_RECIPE_T_PATH_LIST;
     if (file && is_dir && (k->flags & RL_RECIPE_K_FOLDER) && !s_has_jsonl(p)) {
         rl_cfg_err_key(c, loc_key, "'%s' is a folder with no *.jsonl file", p);
+        return;
+    }
+    char tr[256], ho[256];
+    if (file && is_dir && (k->flags & RL_RECIPE_K_FOLDER) && s_mixed_splits(p, tr, ho, sizeof tr)) {
+        rl_cfg_err_key(c, loc_key,
+                       "'%s' holds a dataset's splits (%s, %s) and a folder is read whole; name "
+                       "the split's files, e.g. '%s/train*.jsonl'",
+                       p, tr, ho, p);
         return;
     }
     if (file && is_dir && !(k->flags & RL_RECIPE_K_FOLDER)) {

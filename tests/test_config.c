@@ -1022,6 +1022,32 @@ static void test_data_paths(void) {
     CHECK_INT(rc, RL_EINVAL);
     CHECK_CONTAINS(s_err, "r.yaml:6:10: data.train: no file matches 'part-*.jsonl'");
     CHECK_CONTAINS(s_err, "r.yaml:7:19: data.eval[1]: no file matches 'q?.jsonl'");
+    // a Hugging Face dataset folder with a training and a held-out split is not read whole
+    // (the held-out rows would be trained on); shards of one split are
+    const char *hf[] = {"hf/train-00000-of-00002.jsonl",
+                        "hf/train-00001-of-00002.jsonl",
+                        "hf/test.jsonl",
+                        "shards/train-00000-of-00002.jsonl",
+                        "shards/train-00001-of-00002.jsonl",
+                        "shards/README.md"};
+    snprintf(p, sizeof p, "%s/hf", dir);
+    CHECK_INT(mkdir(p, 0700), 0);
+    snprintf(p, sizeof p, "%s/shards", dir);
+    CHECK_INT(mkdir(p, 0700), 0);
+    for (int i = 0; i < 6; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, hf[i]);
+        rl_test_write(p, "{\"prompt\": \"%d\", \"completion\": \"x\"}\n", i);
+    }
+    snprintf(text, sizeof text, "%sdata: {train: hf, eval: shards}\n", head);
+    rc = rl_recipe_load_string(rl_algos(), text, strlen(text), path, NULL, 0, 0, &r, s_err, ERRLEN);
+    CHECK_INT(rc, RL_EINVAL);
+    snprintf(want, sizeof want,
+             "r.yaml:5:8: data.train: '%s/hf' holds a dataset's splits "
+             "(train-00000-of-00002.jsonl, test.jsonl) and a folder is read whole; name the "
+             "split's files, e.g. '%s/hf/train*.jsonl'",
+             dir, dir);
+    CHECK_CONTAINS(s_err, want);
+    CHECK(strstr(s_err, "data.eval") == NULL);
     // each path must exist; an empty list is refused
     snprintf(text, sizeof text, "%sdata:\n  train: [a.jsonl, gone.jsonl]\n  eval: []\n", head);
     rc = rl_recipe_load_string(rl_algos(), text, strlen(text), path, NULL, 0, 0, &r, s_err, ERRLEN);
