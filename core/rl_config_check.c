@@ -353,10 +353,9 @@ static int s_has_jsonl(const char *p) {
 }
 
 // A Hugging Face dataset folder names its splits in its file names (train.jsonl, test.jsonl,
-// train-00000-of-00002.jsonl, validation.jsonl). rlctl reads a folder whole, so a folder holding
-// a training split and a held-out one would train on the held-out rows too: 1 when folder p
-// holds both, with their first names in a and b.
-static int s_split(const char *name) { // 1 training, 2 held-out, 0 neither
+// train-00000-of-00002.jsonl, validation.jsonl): 1 for a training split's file, 2 for a held-out
+// one's, 0 for neither.
+static int s_split(const char *name) {
     static const char *const held[] = {"test", "validation", "valid", "val", "eval", "dev"};
     size_t l = strlen(name);
     if (l <= 6 || name[0] == '.' || strcmp(name + l - 6, ".jsonl") != 0) {
@@ -376,6 +375,8 @@ static int s_split(const char *name) { // 1 training, 2 held-out, 0 neither
     return 0;
 }
 
+// rlctl reads a folder whole, so a folder holding a training split and a held-out one would
+// train on the held-out rows too: 1 when folder p holds both, their first names in a and b.
 static int s_mixed_splits(const char *p, char *a, char *b, size_t cap) {
     DIR *d = opendir(p);
     a[0] = b[0] = '\0';
