@@ -68,7 +68,7 @@ int rl_rollout_data_new(const rl_recipe_t *r, rl_tokenizer_t *tok, unsigned flag
     if (!s) {
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
-    char msg[2048], names[4200];
+    char msg[2048];
     rl_chat_format_t chat = rl_run_chat_format(r, tok);
     if (!(flags & RL_ROLLOUT_EVAL_ONLY)) {
         s->train = rl_prompts_load(rl_recipe_paths(&r->data.train), r->data.train.n,
@@ -103,9 +103,7 @@ int rl_rollout_data_new(const rl_recipe_t *r, rl_tokenizer_t *tok, unsigned flag
                 return rl_errf(err, err_len, RL_EINVAL,
                                "%s:%d: no field '%s' (data.answer_field) to score the "
                                "evaluation against",
-                               rl_jsonl_names(rl_recipe_paths(&r->data.eval), r->data.eval.n, names,
-                                              sizeof names),
-                               p->line, r->data.answer_field);
+                               p->file, p->line, r->data.answer_field);
             }
         }
         // the prompts evaluated: the first train.eval_samples (0 = all)

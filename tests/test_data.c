@@ -415,6 +415,21 @@ static void test_prompt_messages(void) {
                   "row 1's prompt from messages: %.*s", (int)a->text_len, a->text);
         rl_prompts_destroy(&p);
     }
+    // a list of files (data.train: [a, b]): each prompt knows its file and line
+    p = rl_prompts_load((const char *[]){FIX "messages.jsonl", FIX "pc.jsonl"}, 2, "prompt", s_tok,
+                        RL_CHAT_CHATML, 1000, RL_DATA_TRUNC_ERROR, err, sizeof err);
+    CHECK_MSG(p != NULL, "%s", err);
+    if (p) {
+        CHECK_INT((int)rl_prompts_count(p), 5);
+        a = rl_prompts_get(p, 1);
+        b = rl_prompts_get(p, 3); // pc.jsonl's second row: line 3 (line 2 is blank)
+        CHECK_STR(a->file, FIX "messages.jsonl");
+        CHECK_STR(b->file, FIX "pc.jsonl");
+        CHECK_INT(b->line, 3);
+        CHECK_MSG(b->text_len == 4 && memcmp(b->text, "1+1=", 4) == 0, "%.*s", (int)b->text_len,
+                  b->text);
+        rl_prompts_destroy(&p);
+    }
 }
 
 // TRL's conversational prompt-completion rows for SFT: the prompt's messages and the assistant

@@ -27,6 +27,8 @@ typedef struct {
                         // "\r\n"); rl_jsonl_row_field_text reads a field of it
     size_t row_len;
     int line;           // 1-based line in the file
+    const char *file;   // the file the row is from (of a list or a folder; borrowed; valid
+                        // until rl_prompts_destroy)
 } rl_prompt_t;
 
 typedef struct rl_prompts rl_prompts_t;
