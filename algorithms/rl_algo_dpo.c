@@ -82,7 +82,7 @@ typedef struct {
 
 static void s_roles(const rl_recipe_t *r, rl_algo_roles_t *out) {
     out->reference = r->roles.reference != RL_RECIPE_REF_ACTOR;
-    out->sampling = r->data.eval != NULL; // only to measure eval/accuracy
+    out->sampling = r->data.eval.n > 0; // only to measure eval/accuracy
     out->samplers = out->sampling ? r->roles.samplers : 0;
 }
 
@@ -90,7 +90,7 @@ static void s_roles(const rl_recipe_t *r, rl_algo_roles_t *out) {
 // messages: the pairs (rl_pairs_preflight) and data.eval's prompts.
 static int s_preflight(const rl_recipe_t *r, char *err, size_t err_len) {
     int rc = rl_pairs_preflight(r, 1, 0, err, err_len);
-    if (rc || !r->data.eval) {
+    if (rc || !r->data.eval.n) {
         return rc;
     }
     rl_tokenizer_t *tok = rl_run_tokenizer(r, err, err_len);
@@ -158,7 +158,7 @@ static int s_create(rl_run_t *run, void **state, size_t *n_train, double *data_f
     if (rc) {
         return rc;
     }
-    if (r->data.eval) {
+    if (r->data.eval.n) {
         rc = rl_rollout_data_new(r, run->tok, RL_ROLLOUT_QUIET | RL_ROLLOUT_EVAL_ONLY, &s->acc, err,
                                  err_len);
         if (rc) {
@@ -410,8 +410,8 @@ static int s_eval_pairs(s_dpo_t *s, rl_run_t *run, char *note, size_t note_len, 
                                   (double)(n_ex / 2),
                                   nll_denom > 0 ? nll_denom : 1};
             if (rl_pref_dpo_loss(&pb, &cfg, &part, v + 4 * P, v + 5 * P, &st) != 0) {
-                rc = rl_errf(err, err_len, RL_EINVAL, "eval: a non-finite logprob in %s",
-                             r->data.eval_pairs);
+                rc = rl_errf(err, err_len, RL_EINVAL,
+                             "eval: a non-finite logprob in data.eval_pairs");
             }
             loss += part;
         }

@@ -43,7 +43,7 @@ static const rl_recipe_key_t s_rm_keys[] = {
 
 // A reward model samples nothing: its held-out data are pairs.
 static void s_check(rl_recipe_check_t *c, const rl_recipe_t *r) {
-    if (r->data.eval) {
+    if (r->data.eval.n) {
         rl_recipe_check_err(c, "data.eval",
                             "a reward model samples nothing; hold pairs out with data.eval_pairs");
     }
@@ -210,8 +210,8 @@ static int s_evaluate(void *state, rl_run_t *run, double *acc, double *acc_greed
                                      (double)(n_ex / 2)};
             if (rl_pref_rm_loss(&pb, r->algorithm.center_rewards_coefficient, &part, v + 3 * P,
                                 v + 4 * P, &st) != 0) {
-                rc = rl_errf(err, err_len, RL_EINVAL, "eval: a non-finite score in %s",
-                             r->data.eval_pairs);
+                rc =
+                    rl_errf(err, err_len, RL_EINVAL, "eval: a non-finite score in data.eval_pairs");
             }
             loss += part;
         }

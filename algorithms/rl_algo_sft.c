@@ -81,7 +81,7 @@ static int s_wants_accuracy(const rl_recipe_t *r) {
     for (int i = 0; i < r->n_rewards; i++) {
         math |= r->rewards[i].builtin == RL_RECIPE_REWARD_MATH_ANSWER;
     }
-    return math && r->data.eval && r->train.eval_every > 0;
+    return math && r->data.eval.n && r->train.eval_every > 0;
 }
 
 static void s_roles(const rl_recipe_t *r, rl_algo_roles_t *out) {
@@ -114,8 +114,9 @@ static void s_destroy(void **state) {
 static int s_load_accuracy(const rl_recipe_t *r, rl_tokenizer_t *tok, s_sft_t *s, char *err,
                            size_t err_len) {
     char msg[1024];
-    s->acc_data = rl_eval_data_load(r->data.eval, r->data.prompt_field, r->data.answer_field,
-                                    r->train.eval_samples, msg, sizeof msg);
+    s->acc_data =
+        rl_eval_data_load(rl_recipe_paths(&r->data.eval), r->data.eval.n, r->data.prompt_field,
+                          r->data.answer_field, r->train.eval_samples, msg, sizeof msg);
     if (!s->acc_data) {
         return rl_errf(err, err_len, RL_EINVAL, "eval: %s", msg);
     }
@@ -173,26 +174,28 @@ static int s_load_data(const rl_recipe_t *r, rl_tokenizer_t *tok, int quiet, rl_
                     "eos_token_id): completions are trained without one");
     }
     d.chat = rl_run_chat_format(r);
-    *train = rl_data_load(r->data.train, &d, tok, msg, sizeof(msg));
+    *train = rl_data_load(rl_recipe_paths(&r->data.train), r->data.train.n, &d, tok, msg,
+                          sizeof(msg));
     if (!*train) {
         return rl_errf(err, err_len, RL_EINVAL, "%s", msg);
     }
     if (rl_data_dropped(*train) && !quiet) {
-        rl_log_warn("%s: %zu rows dropped (longer than data.max_length %d tokens)", r->data.train,
+        rl_log_warn("data.train: %zu rows dropped (longer than data.max_length %d tokens)",
                     rl_data_dropped(*train), r->data.max_length);
     }
     if (!quiet) {
         rl_log_info("train data: %zu examples, %lld loss tokens", rl_data_count(*train),
                     (long long)rl_data_loss_tokens(*train));
     }
-    if (r->data.eval && r->train.eval_every > 0) {
-        *eval = rl_data_load(r->data.eval, &d, tok, msg, sizeof(msg));
+    if (r->data.eval.n && r->train.eval_every > 0) {
+        *eval = rl_data_load(rl_recipe_paths(&r->data.eval), r->data.eval.n, &d, tok, msg,
+                             sizeof(msg));
         if (!*eval) {
             return rl_errf(err, err_len, RL_EINVAL, "%s", msg);
         }
         if (rl_data_dropped(*eval) && !quiet) {
-            rl_log_warn("%s: %zu rows dropped (longer than data.max_length %d tokens)",
-                        r->data.eval, rl_data_dropped(*eval), r->data.max_length);
+            rl_log_warn("data.eval: %zu rows dropped (longer than data.max_length %d tokens)",
+                        rl_data_dropped(*eval), r->data.max_length);
         }
     }
     return 0;

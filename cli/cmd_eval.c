@@ -217,7 +217,7 @@ static int s_eval_or_pairs(const char *cmd, int pairs, int argc, char **argv) {
         goto done;
     }
     rc = RL_EXIT_USAGE;
-    if (!(data = rl_eval_data_load(o.data_path, o.prompt_field, o.answer_field, o.limit, err,
+    if (!(data = rl_eval_data_load(&o.data_path, 1, o.prompt_field, o.answer_field, o.limit, err,
                                    sizeof err))) {
         fprintf(stderr, "rlctl %s: %s\n", cmd, err);
         goto done;

@@ -137,7 +137,7 @@ int rl_cli_eval_recipe(int argc, char **argv) {
         return RL_EXIT_USAGE;
     }
     int rc = RL_EXIT_OK;
-    if (!r->data.eval) {
+    if (!r->data.eval.n) {
         fprintf(stderr, "rlctl eval: %s has no data.eval (set it, e.g. data.eval=FILE)\n", path);
         rl_recipe_destroy(&r);
         return RL_EXIT_USAGE;
@@ -163,8 +163,8 @@ int rl_cli_eval_recipe(int argc, char **argv) {
     // the prompts as a run renders them: the recipe's chat template
     rl_chat_format_t chat = rl_run_chat_format(r);
     rl_prompts_t *ps =
-        rl_prompts_load(r->data.eval, r->data.prompt_field, tok, chat, r->data.max_prompt_length,
-                        r->data.truncation, err, sizeof err);
+        rl_prompts_load(rl_recipe_paths(&r->data.eval), r->data.eval.n, r->data.prompt_field, tok,
+                        chat, r->data.max_prompt_length, r->data.truncation, err, sizeof err);
     rl_reward_t *rw[RL_RECIPE_MAX_REWARDS] = {0};
     int R = r->n_rewards;
     if (!ps) {

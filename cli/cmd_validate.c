@@ -74,8 +74,9 @@ static void s_keys(FILE *out) {
         } else if (k->type == RL_RECIPE_T_PATH_DIR && k->needs) {
             fprintf(out, "folder with `%s`", k->needs);
         } else if (k->flags & RL_RECIPE_K_EXISTS) {
-            fprintf(out,
-                    k->flags & RL_RECIPE_K_FOLDER ? "existing file or folder" : "existing file");
+            fprintf(out, k->type == RL_RECIPE_T_PATH_LIST ? "existing files or folders, globs"
+                         : k->flags & RL_RECIPE_K_FOLDER  ? "existing file or folder"
+                                                          : "existing file");
         } else {
             fprintf(out, "—");
         }

@@ -3,8 +3,11 @@
 // (`--thr` for `--threads`), and a clear message for a flag the command does not have (with
 // the nearest one), a missing value, a value given to a flag that takes none, or an ambiguous
 // abbreviation. The subcommand then sees its flags spelled out in full, in their original order
-// among the positional arguments.
+// among the positional arguments. A command that takes recipe overrides (run, validate) answers
+// a flag that is a recipe setting's name, TRL's `--learning_rate 1e-5` or `--optim.lr 1e-5`,
+// with the override to write instead (`optim.lr=1e-5`).
 #include "rl_cli.h"
+#include "rl_algos.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -66,12 +69,56 @@ static size_t s_distance(const char *a, const char *b) {
     return d[lb];
 }
 
-// Why getopt_long refused `arg` ("--name[=value]"), on stderr.
-static void s_refused(const char *cmd, const char *arg, const s_flag_t *flags, int n) {
+// The commands whose arguments after the recipe are KEY=VALUE overrides.
+static int s_takes_overrides(const char *cmd) {
+    return strcmp(cmd, "run") == 0 || strcmp(cmd, "validate") == 0;
+}
+
+// `--want[=value]` (next: the argument after it, or NULL) given to a command that takes recipe
+// overrides, when want is a recipe key (optim.lr) or a name TRL, verl ... users write for one
+// (learning_rate, learning-rate): prints the override to write instead and returns 1; else 0.
+static int s_setting_flag(const char *cmd, const char *want, const char *arg, const char *next) {
+    char name[64];
+    snprintf(name, sizeof name, "%s", want);
+    for (char *p = name; *p; p++) {
+        *p = *p == '-' ? '_' : *p; // HfArgumentParser takes --learning-rate too
+    }
+    const char *eq = strchr(arg, '=');
+    const char *value = eq ? eq + 1 : next && strncmp(next, "--", 2) != 0 ? next : "VALUE";
+    char hint[768];
+    const char *key = NULL;
+    if (strchr(name, '.') && rl_recipe_key_find(rl_algos(), name)) {
+        fprintf(stderr,
+                "rlctl %s: unknown option '--%s'; recipe settings are given after the recipe "
+                "as KEY=VALUE: %s=%s\n",
+                cmd, want, name, value);
+        return 1;
+    }
+    if (!rl_recipe_foreign(rl_algos(), NULL, name, hint, sizeof hint, &key)) {
+        return 0;
+    }
+    if (key) {
+        size_t kl = strcspn(key, ": [");
+        fprintf(stderr,
+                "rlctl %s: unknown option '--%s'; %s; give it after the recipe as %.*s=%s\n", cmd,
+                want, hint, (int)kl, key, value);
+    } else {
+        fprintf(stderr, "rlctl %s: unknown option '--%s'; %s\n", cmd, want, hint);
+    }
+    return 1;
+}
+
+// Why getopt_long refused `arg` ("--name[=value]"; next: the argument after it, or NULL), on
+// stderr.
+static void s_refused(const char *cmd, const char *arg, const char *next, const s_flag_t *flags,
+                      int n) {
     const char *name = arg + 2;
     size_t nl = strcspn(name, "=");
     char want[64];
     snprintf(want, sizeof want, "%.*s", (int)(nl < 60 ? nl : 60), name);
+    if (s_takes_overrides(cmd) && s_setting_flag(cmd, want, arg, next)) {
+        return;
+    }
     int prefix = 0, exact = -1, only = -1;
     char all[512] = "";
     for (int i = 0; i < n; i++) {
@@ -152,7 +199,7 @@ int rl_cli_flags(const char *cmd, const char *spec, int *argc_p, char ***argv_p)
         } else {
             const char *bad = argv[optind - 1];
             if (strncmp(bad, "--", 2) == 0) {
-                s_refused(cmd, bad, flags, n);
+                s_refused(cmd, bad, optind < argc ? argv[optind] : NULL, flags, n);
             } else {
                 fprintf(stderr, "rlctl %s: unknown option '%s' (rlctl %s --help)\n", cmd, bad, cmd);
             }

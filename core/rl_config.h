@@ -38,6 +38,9 @@ typedef enum {
     RL_RECIPE_T_MAP,         // char *: any YAML map, kept as JSON text (reward plugin ABI)
     RL_RECIPE_T_ENDPOINTS,   // rl_recipe_endpoints_t: [{endpoint: tcp://.., server_key: path}]
     RL_RECIPE_T_HTTP,        // rl_recipe_http_t: {url: http://.., timeout, format, retries}
+    RL_RECIPE_T_PATH_LIST,   // rl_recipe_strlist_t: absolute paths of files or folders (of
+                             // *.jsonl), given as one path, a list or a glob (expanded, sorted
+                             // by name); n == 0 when optional and unset
 } rl_recipe_type_t;
 
 enum {
@@ -170,6 +173,17 @@ const rl_recipe_key_t *rl_recipe_keys_next(rl_recipe_keys_t *it);
 // borrowed; valid until program exit.
 const rl_recipe_key_t *rl_recipe_key_find(const rl_recipe_algos_t *algos, const char *dotted);
 
+// A name TRL, transformers, PEFT, verl or OpenRLHF users write for a setting (learning_rate,
+// vllm_gpu_memory_utilization), answered for a recipe of algorithm `a` (NULL: not known): writes
+// into out "'learning_rate' is transformers/TRL's name; rlctl's is optim.lr (how the meanings
+// differ)", or "'x' is TRL's; rlctl has no such key: why", or for a setting only other
+// algorithms have "'x' is TRL's name for a setting grpo does not have (algorithm.name ppo: key)",
+// and returns 1; 0 when the name is none of theirs. *key_p (may be NULL) is set to the recipe
+// key named when it is one key that takes their value as it is (learning_rate: optim.lr; not
+// num_train_epochs: train.steps), else NULL. borrowed; valid until program exit.
+int rl_recipe_foreign(const rl_recipe_algos_t *algos, const rl_recipe_algo_def_t *a,
+                      const char *name, char *out, size_t cap, const char **key_p);
+
 // Returns "bool", "int", ... for a type. borrowed; valid until program exit.
 const char *rl_recipe_type_name(rl_recipe_type_t type);
 
@@ -283,6 +297,12 @@ typedef struct {
     int n;
 } rl_recipe_strlist_t;
 
+// A paths key's items as the dataset readers take them (rl_jsonl_open_list): borrowed; valid
+// until the recipe is destroyed.
+static inline const char *const *rl_recipe_paths(const rl_recipe_strlist_t *l) {
+    return (const char *const *)l->items;
+}
+
 typedef struct {
     char *name;
     char *dir;
@@ -306,15 +326,15 @@ typedef struct {
 } rl_recipe_lora_t;
 
 typedef struct {
-    char *train;
-    char *eval;      // NULL when unset
+    rl_recipe_strlist_t train; // the files and folders of the training set, in reading order
+    rl_recipe_strlist_t eval;  // the held-out set's (n == 0 when unset)
     int format;      // RL_RECIPE_FORMAT_*
     char *prompt_field, *completion_field, *answer_field, *text_field, *messages_field;
     char *chat_template_kwargs; // keyword arguments of the chat template, a JSON object's text
     char *chosen_field, *rejected_field; // DPO's and RM's preference rows
     char *margin_field;                  // RM: a pair's margin (used when the rows have it)
     char *ref_cache;  // DPO: the reference sums' cache folder; NULL: $XDG_CACHE_HOME/rlctl/refcache
-    char *eval_pairs; // DPO, RM: held-out preference rows, or NULL
+    rl_recipe_strlist_t eval_pairs; // DPO, RM: held-out preference rows' (n == 0 when unset)
     int max_length;   // SFT
     int max_prompt_length; // GRPO
     int truncation;  // RL_RECIPE_TRUNC_*

@@ -279,7 +279,7 @@ static void s_check_roles(rl_cfg_ctx_t *c) {
     const rl_recipe_t *r = c->r;
     int n_remote = r->roles.remote_samplers.n;
     int rollouts = r->algorithm.def && (r->algorithm.def->uses & RL_RECIPE_USES_SAMPLES);
-    if (r->roles.samplers == 0 && n_remote == 0 && (rollouts || r->data.eval)) {
+    if (r->roles.samplers == 0 && n_remote == 0 && (rollouts || r->data.eval.n)) {
         rl_cfg_err_key(c, "roles.samplers",
                        "0 leaves the run without a sampler: use 1 or more, or list "
                        "roles.remote_samplers");
@@ -326,7 +326,7 @@ void rl_cfg_check_recipe(rl_cfg_ctx_t *c) {
         }
     }
     int pref = def && (def->uses & RL_RECIPE_USES_PAIRS);
-    if (r->train.eval_every > 0 && !r->data.eval && !(pref && r->data.eval_pairs)) {
+    if (r->train.eval_every > 0 && !r->data.eval.n && !(pref && r->data.eval_pairs.n)) {
         rl_cfg_err_key(c, "train.eval_every",
                        pref ? "%d needs data.eval_pairs (held-out pairs) or data.eval; set one "
                               "or use 0"
@@ -352,6 +352,47 @@ static int s_has_jsonl(const char *p) {
     return found;
 }
 
+// A Hugging Face dataset folder names its splits in its file names (train.jsonl, test.jsonl,
+// train-00000-of-00002.jsonl, validation.jsonl): 1 for a training split's file, 2 for a held-out
+// one's, 0 for neither.
+static int s_split(const char *name) {
+    static const char *const held[] = {"test", "validation", "valid", "val", "eval", "dev"};
+    size_t l = strlen(name);
+    if (l <= 6 || name[0] == '.' || strcmp(name + l - 6, ".jsonl") != 0) {
+        return 0;
+    }
+    // the split word ends where the name does, or at a separator
+#define S_WORD(w) (!strncmp(name, w, strlen(w)) && strchr("-._", name[strlen(w)]) != NULL)
+    if (S_WORD("train")) {
+        return 1;
+    }
+    for (size_t i = 0; i < sizeof held / sizeof held[0]; i++) {
+        if (S_WORD(held[i])) {
+            return 2;
+        }
+    }
+#undef S_WORD
+    return 0;
+}
+
+// rlctl reads a folder whole, so a folder holding a training split and a held-out one would
+// train on the held-out rows too: 1 when folder p holds both, their first names in a and b.
+static int s_mixed_splits(const char *p, char *a, char *b, size_t cap) {
+    DIR *d = opendir(p);
+    a[0] = b[0] = '\0';
+    for (struct dirent *e = d ? readdir(d) : NULL; e; e = readdir(d)) {
+        int sp = s_split(e->d_name);
+        char *out = sp == 1 ? a : sp == 2 ? b : NULL;
+        if (out && (!out[0] || strcmp(e->d_name, out) < 0)) {
+            snprintf(out, cap, "%s", e->d_name);
+        }
+    }
+    if (d) {
+        closedir(d);
+    }
+    return a[0] && b[0];
+}
+
 static void s_check_path(rl_cfg_ctx_t *c, const rl_recipe_key_t *k, const char *key, const char *p,
                          const char *loc_key) {
     struct stat st;
@@ -367,12 +408,20 @@ static void s_check_path(rl_cfg_ctx_t *c, const rl_recipe_key_t *k, const char *
         rl_cfg_err_key(c, loc_key, "'%s' is not a directory", p);
         return;
     }
-    if (k->type == RL_RECIPE_T_PATH_FILE && is_dir && (k->flags & RL_RECIPE_K_FOLDER) &&
-        !s_has_jsonl(p)) {
+    int file = k->type == RL_RECIPE_T_PATH_FILE || k->type == RL_RECIPE_T_PATH_LIST;
+    if (file && is_dir && (k->flags & RL_RECIPE_K_FOLDER) && !s_has_jsonl(p)) {
         rl_cfg_err_key(c, loc_key, "'%s' is a folder with no *.jsonl file", p);
         return;
     }
-    if (k->type == RL_RECIPE_T_PATH_FILE && is_dir && !(k->flags & RL_RECIPE_K_FOLDER)) {
+    char tr[256], ho[256];
+    if (file && is_dir && (k->flags & RL_RECIPE_K_FOLDER) && s_mixed_splits(p, tr, ho, sizeof tr)) {
+        rl_cfg_err_key(c, loc_key,
+                       "'%s' holds a dataset's splits (%s, %s) and a folder is read whole; name "
+                       "the split's files, e.g. '%s/train*.jsonl'",
+                       p, tr, ho, p);
+        return;
+    }
+    if (file && is_dir && !(k->flags & RL_RECIPE_K_FOLDER)) {
         rl_cfg_err_key(c, loc_key, "%s%s'%s' is a directory, expected a file",
                        strcmp(key, loc_key) ? key : "", strcmp(key, loc_key) ? ": " : "", p);
         return;
@@ -405,6 +454,14 @@ void rl_cfg_check_files(rl_cfg_ctx_t *c) {
         for (int e = 0; e < n; e++) {
             rl_cfg_dst_t d = list ? (rl_cfg_dst_t){&r->rewards[e], e} : rl_cfg_dst(r, k);
             if (!d.base || !rl_cfg_applies(r, k)) {
+                continue;
+            }
+            if (k->type == RL_RECIPE_T_PATH_LIST) { // data.train: each of its paths
+                const rl_recipe_strlist_t *l = RL_CFG_FIELD(&d, k, rl_recipe_strlist_t);
+                snprintf(key, sizeof key, "%s.%s", k->section, k->key);
+                for (int i = 0; i < l->n; i++) {
+                    s_check_path(c, k, key, l->items[i], key);
+                }
                 continue;
             }
             const char *p = *RL_CFG_FIELD(&d, k, char *);

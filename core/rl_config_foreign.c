@@ -2,13 +2,17 @@
 // and what each is in a recipe. The loader consults it for a key or section it does not have, so
 // `learning_rate: 1e-5` is answered with optim.lr and how the meanings differ, not a bare
 // "unknown key". The table is facts from those projects' documented configuration names.
+// A hint names only keys the recipe's algorithm has: TRL's GRPO loss_type is answered with
+// algorithm.loss_agg, never with DPO's algorithm.loss_type, and a name whose key belongs to
+// other algorithms says so instead of suggesting it.
 #include "rl_config_priv.h"
 
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 typedef struct {
-    const char *name; // their key (the last path component as users write it)
+    const char *name; // their key (the last path component as users write it); "vllm_*": a prefix
     const char *who;  // whose name it is
     const char *ours; // the recipe key, or NULL: rlctl has no such setting
     const char *how;  // how the meanings differ (or why there is none)
@@ -55,15 +59,30 @@ static const s_foreign_t s_names[] = {
     {"max_completion_length", "TRL", "sampling.max_new_tokens",
      "the same: most tokens generated per completion"},
     {"epsilon", "TRL", "algorithm.epsilon_low",
-     "TRL's epsilon is both clip bounds: set algorithm.epsilon_low and algorithm.epsilon_high"},
+     "TRL's epsilon is the lower clip bound, and the upper one too unless epsilon_high is set; "
+     "rlctl sets the two apart: algorithm.epsilon_low and algorithm.epsilon_high (0.2 each)"},
+    {"epsilon_high", "TRL", "algorithm.epsilon_high", "the same upper clip bound"},
     {"importance_sampling_level", "TRL", "algorithm.policy_loss",
      "token is grpo; sequence (GSPO's sequence-level ratio) is gspo"},
+    {"loss_type", "TRL", "algorithm.loss_agg",
+     "TRL's GRPO loss_type is how token losses are averaged: grpo is seq_mean_token_mean, "
+     "bnpo and dapo are token_mean, dr_grpo is seq_mean_token_sum_norm (Dr. GRPO also sets "
+     "algorithm.scale_rewards: none)"},
+    {"report_to", "transformers/TRL", NULL,
+     "a run writes its metrics to its folder on its own: metrics.jsonl (rlctl plot draws it) "
+     "and a TensorBoard event file (rlctl run --no-tensorboard leaves it out); there is no "
+     "wandb"},
     {"reward_funcs", "TRL", "rewards",
      "a list of entries, each a builtin, plugin, model, command or http reward"},
     {"reward_weights", "TRL", "rewards[].weight", "one weight per rewards entry"},
     {"use_vllm", "TRL", "roles.samplers",
-     "rlctl's samplers are its own worker processes (roles.samplers) or remote ones "
-     "(roles.remote_samplers)"},
+     "rlctl samples with its own sampler processes, not vLLM: roles.samplers of them (threads "
+     "each: roles.sampler_threads) or remote ones (roles.remote_samplers, rlctl sampler serve); "
+     "what they sample is set by sampling.*"},
+    {"vllm_*", "TRL", "roles.samplers",
+     "rlctl samples with its own sampler processes, not vLLM: roles.samplers of them (threads "
+     "each: roles.sampler_threads) or remote ones (roles.remote_samplers, rlctl sampler serve); "
+     "what they sample is set by sampling.* (temperature, top_p, top_k, max_new_tokens)"},
     {"kl_coef", "TRL/verl", "algorithm.beta",
      "PPO's per-token KL penalty in the reward: rlctl's PPO beta"},
     {"num_ppo_epochs", "TRL", "algorithm.epochs", "the same: passes over each rollout"},
@@ -137,25 +156,87 @@ static const s_foreign_t s_names[] = {
     {"remote_rm_url", "OpenRLHF", "rewards", "an entry with http: {url: ..., format: openrlhf}"},
 };
 
-int rl_cfg_foreign(const char *name, char *out, size_t cap) {
-    for (size_t i = 0; i < sizeof s_names / sizeof s_names[0]; i++) {
+// 1 when `name` is `pattern` ("vllm_*": any name with that prefix).
+static int s_is(const char *pattern, const char *name) {
+    size_t n = strlen(pattern);
+    if (n && pattern[n - 1] == '*') {
+        return strncmp(pattern, name, n - 1) == 0 && name[n - 1];
+    }
+    return strcmp(pattern, name) == 0;
+}
+
+// The recipe key `ours` names ("algorithm.loss_agg", "algorithm.loss_agg: token_mean"), or NULL
+// when it names no single key (a section, "rewards[].weight").
+static const rl_recipe_key_t *s_key_of(const rl_recipe_algos_t *algos, const char *ours) {
+    char key[96];
+    size_t n = strcspn(ours, ": [");
+    if (n >= sizeof key) {
+        return NULL;
+    }
+    memcpy(key, ours, n);
+    key[n] = '\0';
+    return rl_recipe_key_find(algos, key);
+}
+
+// 1 when a recipe of algorithm a (NULL: not known) has the key `ours` names (or it names none).
+static int s_has(const rl_recipe_algos_t *algos, const rl_recipe_algo_def_t *a, const char *ours) {
+    const rl_recipe_key_t *k = a ? s_key_of(algos, ours) : NULL;
+    return !k || rl_recipe_key_for(k, a);
+}
+
+// "grpo, ppo": the algorithms that have k.
+static void s_owners(const rl_recipe_algos_t *algos, const rl_recipe_key_t *k, char *out,
+                     size_t cap) {
+    size_t o = 0;
+    out[0] = '\0';
+    for (int i = 0; algos && i < algos->n && o < cap; i++) {
+        if (rl_recipe_key_for(k, algos->all[i])) {
+            int w = snprintf(out + o, cap - o, "%s%s", o ? ", " : "", algos->all[i]->name);
+            o = w < 0 ? cap : o + (size_t)w;
+        }
+    }
+}
+
+int rl_recipe_foreign(const rl_recipe_algos_t *algos, const rl_recipe_algo_def_t *a,
+                      const char *name, char *out, size_t cap, const char **key_p) {
+    const s_foreign_t *other = NULL; // a row whose key only other algorithms have
+    if (key_p) {
+        *key_p = NULL;
+    }
+    for (size_t i = 0; name && i < sizeof s_names / sizeof s_names[0]; i++) {
         const s_foreign_t *f = &s_names[i];
-        if (strcmp(f->name, name) != 0) {
+        if (!s_is(f->name, name)) {
+            continue;
+        }
+        if (f->ours && !s_has(algos, a, f->ours)) {
+            other = other ? other : f;
             continue;
         }
         if (f->ours) {
             snprintf(out, cap, "'%s' is %s's name; rlctl's is %s (%s)", name, f->who, f->ours,
                      f->how);
+            if (key_p && s_key_of(algos, f->ours) && strncmp(f->how, "the same", 8) == 0) {
+                *key_p = f->ours;
+            }
         } else {
             snprintf(out, cap, "'%s' is %s's; rlctl has no such key: %s", name, f->who, f->how);
         }
         return 1;
     }
+    if (other) {
+        char owners[128];
+        s_owners(algos, s_key_of(algos, other->ours), owners, sizeof owners);
+        snprintf(out, cap,
+                 "'%s' is %s's name for a setting %s does not have (algorithm.name %s: %s)", name,
+                 other->who, a->name, owners, other->ours);
+        return 1;
+    }
     return 0;
 }
 
-// Values of a key rlctl has too, that mean something rlctl keeps under another key: TRL's GRPO
-// loss_type names an aggregation or a loss, where rlctl's algorithm.loss_type is DPO's.
+// Values TRL or verl users write under a key, that mean something rlctl keeps under another key
+// or value: TRL's GRPO loss_type names an aggregation or a loss (rlctl's algorithm.loss_type is
+// DPO's), TRL's old boolean scale_rewards a scaling, importance_sampling_level a loss.
 typedef struct {
     const char *key, *value; // their key (the last path component) and value
     const char *who;         // whose
@@ -165,19 +246,35 @@ typedef struct {
 
 static const s_foreign_value_t s_values[] = {
     {"loss_type", "grpo", "TRL's GRPOConfig", "algorithm.loss_agg: seq_mean_token_mean",
-     "TRL's GRPO loss_type is the aggregation; algorithm.loss_type is DPO's"},
+     "the same: each completion's token losses averaged, then the completions (a length bias)"},
+    {"loss_type", "bnpo", "TRL's GRPOConfig", "algorithm.loss_agg: token_mean",
+     "TRL's bnpo divides by the active tokens of each device's micro-batch, token_mean by those "
+     "of the step's whole batch (TRL's dapo); the same when a step is one micro-batch"},
     {"loss_type", "dapo", "TRL's GRPOConfig", "algorithm.loss_agg: token_mean",
-     "TRL's GRPO loss_type is the aggregation; algorithm.loss_type is DPO's"},
+     "the same: the step's token losses summed over its active tokens and divided by their "
+     "count"},
     {"loss_type", "dr_grpo", "TRL's GRPOConfig", "algorithm.loss_agg: seq_mean_token_sum_norm",
-     "TRL's GRPO loss_type is the aggregation; algorithm.loss_type is DPO's"},
+     "the same constant divisor, completions x sampling.max_new_tokens; Dr. GRPO also leaves "
+     "rewards unscaled, algorithm.scale_rewards: none, which TRL sets apart too"},
     {"loss_type", "cispo", "TRL's GRPOConfig", "algorithm.policy_loss: cispo",
      "the loss, with rlctl's clip bounds: algorithm.epsilon_low, epsilon_high"},
+    {"scale_rewards", "true", "TRL's old boolean", "algorithm.scale_rewards: group",
+     "true divided the advantages by their group's std, as group does"},
+    {"scale_rewards", "false", "TRL's old boolean", "algorithm.scale_rewards: none",
+     "false left them unscaled, as none does (Dr. GRPO)"},
+    {"importance_sampling_level", "token", "TRL's GRPOConfig", "algorithm.policy_loss: grpo",
+     "the same token-level ratio"},
+    {"importance_sampling_level", "sequence", "TRL's GRPOConfig", "algorithm.policy_loss: gspo",
+     "the same: GSPO's sequence-level ratio"},
 };
 
-int rl_cfg_foreign_value(const char *key, const char *value, char *out, size_t cap) {
+int rl_cfg_foreign_value(const rl_recipe_algos_t *algos, const rl_recipe_algo_def_t *a,
+                         const char *key, const char *value, char *out, size_t cap) {
     for (size_t i = 0; key && value && i < sizeof s_values / sizeof s_values[0]; i++) {
         const s_foreign_value_t *f = &s_values[i];
-        if (strcmp(f->key, key) == 0 && strcmp(f->value, value) == 0) {
+        // YAML's True/False are booleans as true/false are
+        if (strcmp(f->key, key) == 0 && strcasecmp(f->value, value) == 0 &&
+            s_has(algos, a, f->ours)) {
             snprintf(out, cap, "%s: %s is %s value; rlctl's is %s (%s)", key, value, f->who,
                      f->ours, f->how);
             return 1;

@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <float.h>
+#include <glob.h>
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
@@ -367,8 +368,7 @@ static void s_field_free(const rl_recipe_key_t *k, const rl_cfg_dst_t *d) {
         break;
     }
     case RL_RECIPE_T_STRING_LIST:
-        rl_cfg_strlist_free(RL_CFG_FIELD(d, k, rl_recipe_strlist_t));
-        break;
+    case RL_RECIPE_T_PATH_LIST: rl_cfg_strlist_free(RL_CFG_FIELD(d, k, rl_recipe_strlist_t)); break;
     case RL_RECIPE_T_ENDPOINTS:
         rl_cfg_endpoints_free(RL_CFG_FIELD(d, k, rl_recipe_endpoints_t));
         break;
@@ -466,7 +466,8 @@ static int s_choice(rl_cfg_ctx_t *c, const char *key, const char *const *choices
     const char *near = s_closest(v->str, choices, n);
     rl_cfg_quote_short(v->str, f, sizeof f);
     char theirs[512];
-    if (key && rl_cfg_foreign_value(key, v->str, theirs, sizeof theirs)) {
+    if (key &&
+        rl_cfg_foreign_value(c->algos, c->r->algorithm.def, key, v->str, theirs, sizeof theirs)) {
         rl_cfg_err(c, at, path, "'%s' is not one of %s; %s", f, all, theirs);
     } else if (near) {
         rl_cfg_err(c, at, path, "'%s' is not one of %s; did you mean '%s'?", f, all, near);
@@ -716,6 +717,107 @@ static int s_convert_http(rl_cfg_ctx_t *c, const rl_recipe_key_t *k, const rl_cf
 }
 
 // Converts v into the field of k at d. `at` locates errors (the key, or a list item).
+static int s_str_cmp(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+// Appends s (taken) to l; 0, or -1 out of memory (s freed).
+static int s_strlist_add(rl_cfg_ctx_t *c, rl_recipe_strlist_t *l, char *s) {
+    char **g = s ? realloc(l->items, ((size_t)l->n + 2) * sizeof *g) : NULL;
+    if (!g) {
+        free(s);
+        c->oom = 1;
+        return -1;
+    }
+    l->items = g;
+    l->items[l->n++] = s;
+    l->items[l->n] = NULL;
+    return 0;
+}
+
+// One item of a paths key, made absolute (against the recipe, or the working directory for an
+// override) and, when it is a glob that names no existing path, expanded into the paths it
+// matches in byte order of their names (glob's own order follows the locale). A glob that
+// matches nothing is an error at the item, unless file checks are off (then it stays as
+// written). Returns 0, or -1 after recording an error.
+static int s_path_item(rl_cfg_ctx_t *c, const rl_yaml_node_t *it, const rl_yaml_node_t *at,
+                       const char *path, rl_recipe_strlist_t *l) {
+    if (s_scalar_string(c, it, at, path, "a path")) {
+        return -1;
+    }
+    if (!it->str[0]) {
+        rl_cfg_err(c, at, path, "expected a non-empty path");
+        return -1;
+    }
+    char *p = s_path_join_norm(it->file == c->file ? c->base : c->cwd, it->str);
+    if (!p) {
+        c->oom = 1;
+        return -1;
+    }
+    struct stat st;
+    if (!strpbrk(it->str, "*?[") || stat(p, &st) == 0 || (c->flags & RL_RECIPE_NO_FILE_CHECKS)) {
+        return s_strlist_add(c, l, p);
+    }
+    glob_t g;
+    int rc = glob(p, GLOB_NOSORT, NULL, &g);
+    if (rc == GLOB_NOSPACE) {
+        free(p);
+        c->oom = 1;
+        return -1;
+    }
+    if (rc != 0 || g.gl_pathc == 0) {
+        char q[300];
+        rl_cfg_quote_short(it->str, q, sizeof q); // as written: the position says where
+        rl_cfg_err(c, at, path, "no file matches '%s'", q);
+        free(p);
+        if (rc == 0) {
+            globfree(&g);
+        }
+        return -1;
+    }
+    free(p);
+    qsort(g.gl_pathv, g.gl_pathc, sizeof *g.gl_pathv, s_str_cmp);
+    int bad = 0;
+    for (size_t i = 0; i < g.gl_pathc && !bad; i++) {
+        bad = s_strlist_add(c, l, strdup(g.gl_pathv[i]));
+    }
+    globfree(&g);
+    return bad ? -1 : 0;
+}
+
+// A paths key (data.train): one path, a glob or a list of them. Returns 0, or -1 after errors.
+static int s_convert_paths(rl_cfg_ctx_t *c, const rl_recipe_key_t *k, const rl_cfg_dst_t *d,
+                           const rl_yaml_node_t *v, const rl_yaml_node_t *at, const char *path) {
+    char item_path[320];
+    if (v->kind == RL_YAML_MAP) {
+        rl_cfg_err(c, at, path, "expected a path or a list of paths, found a map");
+        return -1;
+    }
+    int n = v->kind == RL_YAML_SEQ ? v->n : 1;
+    if (n == 0) {
+        rl_cfg_err(c, at, path, "expected a path or a list of paths, found an empty list");
+        return -1;
+    }
+    if (n > 4096) {
+        rl_cfg_err(c, at, path, "too many items (%d; limit 4096)", n);
+        return -1;
+    }
+    rl_recipe_strlist_t l = {0};
+    int bad = 0;
+    for (int i = 0; i < n && !c->oom; i++) {
+        const rl_yaml_node_t *it = v->kind == RL_YAML_SEQ ? v->kids[i] : v;
+        snprintf(item_path, sizeof item_path, v->kind == RL_YAML_SEQ ? "%s[%d]" : "%s", path, i);
+        bad |= s_path_item(c, it, it, item_path, &l) != 0; // errors at the path itself
+    }
+    if (bad) {
+        rl_cfg_strlist_free(&l);
+        return -1;
+    }
+    s_field_free(k, d);
+    *RL_CFG_FIELD(d, k, rl_recipe_strlist_t) = l;
+    return 0;
+}
+
 // Returns 0, or -1 after recording an error (the field keeps its previous value).
 static int s_convert(rl_cfg_ctx_t *c, const rl_recipe_key_t *k, const rl_cfg_dst_t *d,
                      const rl_yaml_node_t *v, const rl_yaml_node_t *at, const char *path) {
@@ -836,6 +938,7 @@ static int s_convert(rl_cfg_ctx_t *c, const rl_recipe_key_t *k, const rl_cfg_dst
         *RL_CFG_FIELD(d, k, rl_recipe_strlist_t) = l;
         return 0;
     }
+    case RL_RECIPE_T_PATH_LIST: return s_convert_paths(c, k, d, v, at, path);
     case RL_RECIPE_T_FLOAT_LIST: {
         if (v->kind != RL_YAML_SEQ || v->n != k->count) {
             s_found(v, f, sizeof f);
@@ -991,8 +1094,26 @@ static void s_check_dups(rl_cfg_ctx_t *c, const rl_yaml_node_t *n, const char *p
     }
 }
 
+// 1 when the recipe's algorithm (any, while it is not known) has key x.
+static int s_mine(const rl_cfg_ctx_t *c, const rl_recipe_key_t *x) {
+    return !c->r->algorithm.def || rl_recipe_key_for(x, c->r->algorithm.def);
+}
+
+// A hint for `name`, a name TRL, verl ... users write, with its value v (or NULL): the value's
+// (loss_type: dr_grpo) before the name's, naming only keys the recipe's algorithm has. 1 when
+// there is one, in out.
+static int s_theirs(const rl_cfg_ctx_t *c, const char *name, const rl_yaml_node_t *v, char *out,
+                    size_t cap) {
+    const rl_recipe_algo_def_t *a = c->r->algorithm.def;
+    if (v && v->kind == RL_YAML_SCALAR &&
+        rl_cfg_foreign_value(c->algos, a, name, v->str, out, cap)) {
+        return 1;
+    }
+    return rl_recipe_foreign(c->algos, a, name, out, cap, NULL);
+}
+
 static void s_unknown_key(rl_cfg_ctx_t *c, const char *section, const rl_yaml_node_t *k,
-                          const char *path) {
+                          const rl_yaml_node_t *v, const char *path) {
     const char *cands[128];
     int n = 0;
     rl_recipe_keys_t it;
@@ -1004,7 +1125,7 @@ static void s_unknown_key(rl_cfg_ctx_t *c, const char *section, const rl_yaml_no
     }
     cands[n] = NULL;
     char theirs[512];
-    if (rl_cfg_foreign(k->str, theirs, sizeof theirs)) { // a name TRL, verl ... users know
+    if (s_theirs(c, k->str, v, theirs, sizeof theirs)) { // a name TRL, verl ... users know
         rl_cfg_err(c, k, path, "unknown key; %s", theirs);
         return;
     }
@@ -1015,7 +1136,7 @@ static void s_unknown_key(rl_cfg_ctx_t *c, const char *section, const rl_yaml_no
     }
     rl_recipe_keys_begin(&it, c->algos, NULL);
     for (const rl_recipe_key_t *x; (x = rl_recipe_keys_next(&it)) != NULL;) {
-        if (!strcmp(x->key, k->str) && strcmp(x->section, section) != 0) {
+        if (!strcmp(x->key, k->str) && strcmp(x->section, section) != 0 && s_mine(c, x)) {
             // a key written under the wrong section
             rl_cfg_err(c, k, path, "unknown key; did you mean '%s.%s'?", x->section, x->key);
             return;
@@ -1039,8 +1160,14 @@ static void s_apply_map(rl_cfg_ctx_t *c, const char *section, const char *prefix
         rl_cfg_quote_short(kn->str, q, sizeof q);
         snprintf(path, sizeof path, "%s.%s", prefix, q);
         const rl_recipe_key_t *k = rl_cfg_key(c->algos, section, kn->str);
+        char theirs[512];
         if (!k) {
-            s_unknown_key(c, section, kn, path);
+            s_unknown_key(c, section, kn, v, path);
+            continue;
+        }
+        if (!s_mine(c, k) && s_theirs(c, kn->str, v, theirs, sizeof theirs)) {
+            // another algorithm's key, written for what TRL means by it (GRPO's loss_type)
+            rl_cfg_err(c, kn, path, "not a key of %s; %s", c->r->algorithm.def->name, theirs);
             continue;
         }
         if (rl_cfg_is_null(v)) {
@@ -1083,14 +1210,14 @@ static void s_walk(rl_cfg_ctx_t *c, const rl_yaml_node_t *root) {
             rl_recipe_keys_t it;
             rl_recipe_keys_begin(&it, c->algos, NULL);
             for (const rl_recipe_key_t *x; !near && (x = rl_recipe_keys_next(&it)) != NULL;) {
-                if (!strcmp(x->key, kn->str)) {
+                if (!strcmp(x->key, kn->str) && s_mine(c, x)) {
                     elsewhere = x;
                     break;
                 }
             }
             char all[256], theirs[512];
             s_join(names, all, sizeof all);
-            if (!elsewhere && rl_cfg_foreign(kn->str, theirs, sizeof theirs)) {
+            if (!elsewhere && s_theirs(c, kn->str, v, theirs, sizeof theirs)) {
                 rl_cfg_err(c, kn, q, "unknown %s; %s",
                            v && v->kind == RL_YAML_MAP ? "section" : "key", theirs);
             } else if (near) {

@@ -125,15 +125,13 @@ rl_cfg_dst_t rl_cfg_dst(const rl_recipe_t *r, const rl_recipe_key_t *k);
 // s quoted for a message: control bytes as \xNN, cut after 48 bytes with "...".
 void rl_cfg_quote_short(const char *s, char *out, size_t n);
 
-// rl_config_foreign.c: when `name` is a key or section name of TRL, transformers, PEFT, verl or
-// OpenRLHF that rlctl does not use, writes into out "'name' is TRL's name; rlctl's is optim.lr
-// (how the meanings differ)" and returns 1; else 0.
-int rl_cfg_foreign(const char *name, char *out, size_t cap);
 // rl_config_foreign.c: when `value` of the key named `key` (its last component) is a value TRL or
 // verl users write there for something rlctl keeps under another key (TRL's loss_type: cispo is
 // rlctl's algorithm.policy_loss), writes into out "loss_type: cispo is TRL's GRPOConfig value;
-// rlctl's is algorithm.policy_loss: cispo (...)" and returns 1; else 0.
-int rl_cfg_foreign_value(const char *key, const char *value, char *out, size_t cap);
+// rlctl's is algorithm.policy_loss: cispo (...)" and returns 1; else 0. Only a key that a
+// recipe of algorithm `a` has is named (a NULL: any).
+int rl_cfg_foreign_value(const rl_recipe_algos_t *algos, const rl_recipe_algo_def_t *a,
+                         const char *key, const char *value, char *out, size_t cap);
 
 // A printf into a new string, or NULL when out of memory. caller owns result; free with free().
 char *rl_cfg_strdupf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

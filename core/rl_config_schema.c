@@ -145,12 +145,14 @@ static const rl_recipe_key_t s_keys[] = {
      .offset = OFF(lora.use_rslora), DEF("false"), .gate = "lora.enabled",
      .doc = "rank-stabilised scaling alpha/sqrt(r)"},
     // data -----------------------------------------------------------------------------------
-    {.section = "data", .key = "train", .type = RL_RECIPE_T_PATH_FILE, .offset = OFF(data.train),
+    {.section = "data", .key = "train", .type = RL_RECIPE_T_PATH_LIST, .offset = OFF(data.train),
      .def_doc = "required", .flags = REQUIRED | EXISTS | FOLDER,
-     .doc = "training set: a JSONL file, or a folder of *.jsonl files read in name order"},
-    {.section = "data", .key = "eval", .type = RL_RECIPE_T_PATH_FILE, .offset = OFF(data.eval),
+     .doc = "training set: a JSONL file, a folder of *.jsonl files read in name order, a glob "
+            "(data/*.jsonl, in name order) or a list of these, read in the order given"},
+    {.section = "data", .key = "eval", .type = RL_RECIPE_T_PATH_LIST, .offset = OFF(data.eval),
      .def_doc = "null", .flags = OPTIONAL | EXISTS | FOLDER,
-     .doc = "held-out set: a JSONL file or a folder of them; needed when train.eval_every > 0"},
+     .doc = "held-out set: as data.train (files, folders, globs); needed when "
+            "train.eval_every > 0"},
     {.section = "data", .key = "format", .type = RL_RECIPE_T_ENUM, .offset = OFF(data.format),
      DEF("auto"), .choices = s_formats,
      .doc = "row layout; auto = decided from the first row's fields"},
@@ -180,7 +182,7 @@ static const rl_recipe_key_t s_keys[] = {
     {.section = "data", .key = "margin_field", .type = RL_RECIPE_T_STRING,
      .offset = OFF(data.margin_field), DEF("margin"), .uses = MARGINS,
      .doc = "field holding a pair's margin (TRL's margin column), used when the rows have it"},
-    {.section = "data", .key = "eval_pairs", .type = RL_RECIPE_T_PATH_FILE,
+    {.section = "data", .key = "eval_pairs", .type = RL_RECIPE_T_PATH_LIST,
      .offset = OFF(data.eval_pairs), .def_doc = "null", .flags = OPTIONAL | EXISTS | FOLDER,
      .uses = PAIRS,
      .doc = "held-out preference rows, JSONL: the DPO or RM metrics under eval/ every "
@@ -447,7 +449,7 @@ const char *rl_recipe_type_name(rl_recipe_type_t type) {
     static const char *const names[] = {"bool",      "int",         "float",      "string",
                                         "enum",      "path (file)", "path (dir)", "string list",
                                         "float list", "map",         "endpoint list",
-                                        "http map"};
+                                        "http map",   "paths"};
     return (unsigned)type < sizeof names / sizeof names[0] ? names[type] : "?";
 }
 

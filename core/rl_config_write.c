@@ -187,6 +187,22 @@ static void s_put_value(s_buf_t *b, const rl_recipe_algos_t *algos, const rl_rec
         }
         break;
     }
+    case RL_RECIPE_T_PATH_LIST: {
+        // one path as a scalar (as a recipe writes it), several as a list: either loads back
+        // into the same paths
+        const rl_recipe_strlist_t *l = RL_CFG_FIELD(d, k, rl_recipe_strlist_t);
+        if (l->n == 0) {
+            s_put(b, "null");
+            break;
+        }
+        s_put(b, "%s", l->n > 1 ? "[" : "");
+        for (int i = 0; i < l->n; i++) {
+            s_put(b, "%s", i ? ", " : "");
+            s_put_str(b, l->items[i]);
+        }
+        s_put(b, "%s", l->n > 1 ? "]" : "");
+        break;
+    }
     case RL_RECIPE_T_STRING_LIST: {
         const rl_recipe_strlist_t *l = RL_CFG_FIELD(d, k, rl_recipe_strlist_t);
         s_put(b, "[");

@@ -130,41 +130,83 @@ static int s_folder(const char *dir, char ***names_p, char *err, size_t err_len)
     return n;
 }
 
-int rl_jsonl_open(const char *path, size_t max_line, rl_jsonl_t **out, char *err, size_t err_len) {
-    *out = NULL;
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) { // a folder: its files one after another
-        char **names;
-        int n = s_folder(path, &names, err, err_len);
-        if (n < 0) {
-            return RL_EINVAL;
-        }
-        int rc = rl_jsonl_open(names[0], max_line, out, err, err_len);
-        if (rc) {
-            for (int i = 0; i < n; i++) {
-                free(names[i]);
-            }
-            free(names);
-            return rc;
-        }
-        free(names[0]);
-        (*out)->more = names;
-        (*out)->n_more = n;
-        (*out)->next = 1;
-        return 0;
+static void s_names_free(char **names, int n) {
+    for (int i = 0; names && i < n; i++) {
+        free(names[i]);
     }
-    FILE *f = fopen(path, "rb");
+    free(names);
+}
+
+int rl_jsonl_open_list(const char *const *paths, int n_paths, size_t max_line, rl_jsonl_t **out,
+                       char *err, size_t err_len) {
+    *out = NULL;
+    // the files in reading order: a file as it is, a folder as its *.jsonl files by name
+    char **names = NULL;
+    int n = 0, cap = 0;
+    for (int p = 0; p < n_paths; p++) {
+        struct stat st;
+        char **dir = NULL;
+        int nd = 1;
+        if (stat(paths[p], &st) == 0 && S_ISDIR(st.st_mode)) {
+            if ((nd = s_folder(paths[p], &dir, err, err_len)) < 0) {
+                s_names_free(names, n);
+                return RL_EINVAL;
+            }
+        }
+        if (n + nd > cap) {
+            cap = n + nd + 16;
+            char **g = realloc(names, (size_t)cap * sizeof *g);
+            if (!g) {
+                s_names_free(dir, nd);
+                s_names_free(names, n);
+                return rl_errf(err, err_len, RL_ENOMEM, "%s: out of memory", paths[p]);
+            }
+            names = g;
+        }
+        for (int i = 0; i < nd; i++) {
+            names[n++] = dir ? dir[i] : strdup(paths[p]);
+            if (!names[n - 1]) {
+                s_names_free(names, n - 1);
+                return rl_errf(err, err_len, RL_ENOMEM, "%s: out of memory", paths[p]);
+            }
+        }
+        free(dir);
+    }
+    if (n == 0) {
+        return rl_errf(err, err_len, RL_EINVAL, "no dataset file given");
+    }
+    FILE *f = fopen(names[0], "rb");
     if (!f) {
         int e = errno;
-        return rl_errf(err, err_len, e, "%s: %s", path, strerror(e));
+        rl_errf(err, err_len, e, "%s: %s", names[0], strerror(e));
+        s_names_free(names, n);
+        return e;
     }
-    int rc = s_new(path, max_line, out, err, err_len);
+    int rc = s_new(names[0], max_line, out, err, err_len);
     if (rc) {
         fclose(f);
+        s_names_free(names, n);
         return rc;
     }
     (*out)->f = f;
+    free(names[0]);
+    (*out)->more = names;
+    (*out)->n_more = n;
+    (*out)->next = 1;
     return 0;
+}
+
+const char *rl_jsonl_names(const char *const *paths, int n_paths, char *out, size_t cap) {
+    if (n_paths > 1) {
+        snprintf(out, cap, "%s (+%d more)", paths[0], n_paths - 1);
+    } else {
+        snprintf(out, cap, "%s", n_paths == 1 ? paths[0] : "");
+    }
+    return out;
+}
+
+int rl_jsonl_open(const char *path, size_t max_line, rl_jsonl_t **out, char *err, size_t err_len) {
+    return rl_jsonl_open_list(&path, 1, max_line, out, err, err_len);
 }
 
 int rl_jsonl_open_mem(const char *name, const void *data, size_t len, size_t max_line,

@@ -4,7 +4,8 @@
 // line (CRLF files read as LF ones), and a last line without "\n" counts. A line longer than the
 // reader's cap is refused as soon as the cap is passed, so a file without newlines cannot make
 // it allocate more than the cap. A folder reads as its *.jsonl files one after another, in name
-// order, each from its line 1 (rl_jsonl_path names the current one). Errors name "path:line".
+// order, each from its line 1 (rl_jsonl_path names the current one); a list of files and folders
+// reads the same way, in the order given. Errors name "path:line".
 // The datasets (trainer/rl_data: SFT rows, trainer/rl_prompts: GRPO prompts, rollout/rl_eval:
 // eval rows) read through it.
 // Not a JSON parser (jansson parses each line) and not a writer.
@@ -27,6 +28,14 @@ typedef struct rl_jsonl rl_jsonl_t;
 // "\r" there counts); 0 = RL_JSONL_MAX_LINE. Returns 0, or the errno of the failed open (err:
 // "path: strerror") or RL_ENOMEM. caller owns *out; free with rl_jsonl_destroy.
 int rl_jsonl_open(const char *path, size_t max_line, rl_jsonl_t **out, char *err, size_t err_len);
+// As rl_jsonl_open, over paths[0..n_paths) read one after another (a dataset given as a list of
+// files or folders; each file from its line 1, rl_jsonl_path naming it). n_paths 0 is RL_EINVAL.
+// caller owns *out; free with rl_jsonl_destroy.
+int rl_jsonl_open_list(const char *const *paths, int n_paths, size_t max_line, rl_jsonl_t **out,
+                       char *err, size_t err_len);
+// The name messages give paths[0..n_paths): "a.jsonl" for one, "a.jsonl (+2 more)" for several,
+// cut to fit out[0..cap). Returns out.
+const char *rl_jsonl_names(const char *const *paths, int n_paths, char *out, size_t cap);
 // As rl_jsonl_open, over data[0..len) in memory (borrowed; valid until rl_jsonl_destroy); `name`
 // stands for the path in messages (copied). caller owns *out; free with rl_jsonl_destroy.
 int rl_jsonl_open_mem(const char *name, const void *data, size_t len, size_t max_line,

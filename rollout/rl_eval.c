@@ -20,10 +20,12 @@ struct rl_eval_data {
 
 // Rows are converted to text once (rl_jsonl_field_text): an answer given as a JSON number is
 // printed the way the scorer will normalise it anyway.
-rl_eval_data_t *rl_eval_data_load(const char *path, const char *prompt_field,
+rl_eval_data_t *rl_eval_data_load(const char *const *paths, int n_paths, const char *prompt_field,
                                   const char *answer_field, int limit, char *err, size_t err_len) {
     rl_jsonl_t *in = NULL;
-    int rc = rl_jsonl_open(path, 0, &in, err, err_len);
+    char path[4200];
+    rl_jsonl_names(paths, n_paths, path, sizeof path);
+    int rc = rl_jsonl_open_list(paths, n_paths, 0, &in, err, err_len);
     if (rc) {
         if (rc > 0) {
             rl_errf(err, err_len, RL_EIO, "%s: %s", path, strerror(rc));

@@ -26,11 +26,12 @@ typedef struct {
 
 typedef struct rl_eval_data rl_eval_data_t;
 
-// Reads rows {prompt_field: text, answer_field: text or number, ...} from a JSONL file through
+// Reads rows {prompt_field: text, answer_field: text or number, ...} from JSONL files and folders
+// paths[0..n_paths), one after another, through
 // rl_jsonl (blank lines skipped; a number becomes text as rl_jsonl_field_text prints it); at most
 // `limit` rows (0 = all). A row without either field, or a line that is not JSON, is an error
 // naming file:line. caller owns result; free with rl_eval_data_destroy. NULL on error.
-rl_eval_data_t *rl_eval_data_load(const char *path, const char *prompt_field,
+rl_eval_data_t *rl_eval_data_load(const char *const *paths, int n_paths, const char *prompt_field,
                                   const char *answer_field, int limit, char *err, size_t err_len);
 int rl_eval_data_count(const rl_eval_data_t *self);
 // borrowed; valid until destroy.

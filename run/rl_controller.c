@@ -629,9 +629,10 @@ static int s_load_checkpoint(s_ctl_t *s, const char *dir, int *mismatch, char *e
     if (rl_data_sampler_seek(run->order, pos) != 0) {
         *mismatch = 1;
         return rl_errf(err, err_len, RL_EINVAL,
-                       "%s: data position (epoch %lld, index %lld) is outside %s: was the "
-                       "dataset changed?",
-                       dir, (long long)pos.epoch, (long long)pos.index, run->r->data.train);
+                       "%s: data position (epoch %lld, index %lld) is outside data.train "
+                       "(%s%s): was the dataset changed?",
+                       dir, (long long)pos.epoch, (long long)pos.index, run->r->data.train.items[0],
+                       run->r->data.train.n > 1 ? ", ..." : "");
     }
     rl_proto_save_t q = {dir, st.model_train_step, NULL};
     rl_msg_t *rep = NULL;
@@ -1228,7 +1229,7 @@ int rl_controller_run(const rl_algo_t *algo, const rl_recipe_t *r, const rl_cont
     run->actor_consistent = 1;
     s.o = o;
     s.algo = algo;
-    s.do_eval = algo->evaluate && (r->data.eval || r->data.eval_pairs);
+    s.do_eval = algo->evaluate && (r->data.eval.n || r->data.eval_pairs.n);
     s.eval_first[0] = s.eval_first[1] = NAN;
     s.eval_last[0] = s.eval_last[1] = NAN;
     s.last_ckpt = -1;

@@ -32,19 +32,20 @@ int rl_pairs_load(const rl_recipe_t *r, rl_tokenizer_t *tok, int eos, int with_m
         }
     }
     d.chat = rl_run_chat_format(r);
-    const char *paths[2] = {r->data.train, r->data.eval_pairs};
+    const rl_recipe_strlist_t *paths[2] = {&r->data.train, &r->data.eval_pairs};
+    const char *keys[2] = {"data.train", "data.eval_pairs"};
     rl_data_t **outs[2] = {train, eval};
     for (int k = 0; k < 2; k++) {
-        if (!paths[k]) {
+        if (!paths[k]->n) {
             continue;
         }
-        *outs[k] = rl_data_load(paths[k], &d, tok, msg, sizeof msg);
+        *outs[k] = rl_data_load(rl_recipe_paths(paths[k]), paths[k]->n, &d, tok, msg, sizeof msg);
         if (!*outs[k]) {
             return rl_errf(err, err_len, RL_EINVAL, "%s", msg);
         }
         if (rl_data_dropped(*outs[k]) && !(flags & RL_PAIRS_QUIET)) {
             rl_log_warn("%s: %zu pairs dropped (a side longer than data.max_length %d tokens)",
-                        paths[k], rl_data_dropped(*outs[k]), r->data.max_length);
+                        keys[k], rl_data_dropped(*outs[k]), r->data.max_length);
         }
     }
     return 0;

@@ -76,19 +76,21 @@ int rl_rollout_data_new(const rl_recipe_t *r, rl_tokenizer_t *tok, unsigned flag
     char msg[2048];
     rl_chat_format_t chat = rl_run_chat_format(r);
     if (!(flags & RL_ROLLOUT_EVAL_ONLY)) {
-        s->train = rl_prompts_load(r->data.train, r->data.prompt_field, tok, chat,
-                                   r->data.max_prompt_length, r->data.truncation, msg, sizeof(msg));
+        s->train = rl_prompts_load(rl_recipe_paths(&r->data.train), r->data.train.n,
+                                   r->data.prompt_field, tok, chat, r->data.max_prompt_length,
+                                   r->data.truncation, msg, sizeof(msg));
         if (!s->train) {
             return rl_errf(err, err_len, RL_EINVAL, "%s", msg);
         }
     }
     if (s->train && rl_prompts_dropped(s->train)) {
-        rl_log_warn("%s: %zu prompts dropped (longer than data.max_prompt_length %d)",
-                    r->data.train, rl_prompts_dropped(s->train), r->data.max_prompt_length);
+        rl_log_warn("data.train: %zu prompts dropped (longer than data.max_prompt_length %d)",
+                    rl_prompts_dropped(s->train), r->data.max_prompt_length);
     }
-    if (r->data.eval) {
-        s->eval = rl_prompts_load(r->data.eval, r->data.prompt_field, tok, chat,
-                                  r->data.max_prompt_length, r->data.truncation, msg, sizeof(msg));
+    if (r->data.eval.n) {
+        s->eval = rl_prompts_load(rl_recipe_paths(&r->data.eval), r->data.eval.n,
+                                  r->data.prompt_field, tok, chat, r->data.max_prompt_length,
+                                  r->data.truncation, msg, sizeof(msg));
         if (!s->eval) {
             return rl_errf(err, err_len, RL_EINVAL, "%s", msg);
         }
@@ -106,7 +108,7 @@ int rl_rollout_data_new(const rl_recipe_t *r, rl_tokenizer_t *tok, unsigned flag
                 return rl_errf(err, err_len, RL_EINVAL,
                                "%s:%d: no field '%s' (data.answer_field) to score the "
                                "evaluation against",
-                               r->data.eval, p->line, r->data.answer_field);
+                               p->file, p->line, r->data.answer_field);
             }
         }
         // the prompts evaluated: the first train.eval_samples (0 = all)

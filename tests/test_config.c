@@ -111,7 +111,7 @@ static void test_defaults(void) {
     CHECK_INT(r->lora.r, 8);
     CHECK_CLOSE(r->lora.alpha, 16.0, 0);
     CHECK_INT(r->lora.target_modules.n, 7);
-    CHECK(r->data.eval == NULL);
+    CHECK(r->data.eval.n == 0);
     CHECK_INT(r->data.format, RL_RECIPE_FORMAT_AUTO);
     CHECK_STR(r->data.prompt_field, "prompt");
     CHECK_STR(r->data.completion_field, "completion");
@@ -748,7 +748,7 @@ static void test_overrides(void) {
         CHECK_CLOSE(r->rewards[1].weight, 2.0, 0);
         CHECK_STR(r->rewards[0].config_json, "{\"x\": [1, {\"y\": \"z\"}]}");
         CHECK_INT(r->run.seed, 3);
-        CHECK(r->data.eval == NULL);
+        CHECK(r->data.eval.n == 0);
         CHECK_CLOSE(r->sampling.temperature, 0.7, 0);
         CHECK_INT(r->sampling.stop.n, 0); // the whole section was replaced
         const char *file;
@@ -814,15 +814,14 @@ static void test_overrides(void) {
     rc = rl_recipe_load_file(rl_algos(), RECIPES "/good/grpo.yaml", gspo, 3, 0, &r, s_err, ERRLEN);
     CHECK_INT(rc, RL_EINVAL);
     CHECK_CONTAINS(s_err, "algorithm.importance_sampling_level: unknown key; "
-                          "'importance_sampling_level' is TRL's name; rlctl's is "
-                          "algorithm.policy_loss (token is grpo; sequence (GSPO's sequence-level "
-                          "ratio) is gspo)");
+                          "importance_sampling_level: sequence is TRL's GRPOConfig value; "
+                          "rlctl's is algorithm.policy_loss: gspo (the same: GSPO's "
+                          "sequence-level ratio)");
     CHECK_CONTAINS(s_err, "algorithm.loss_mode: unknown key; 'loss_mode' is verl's name; rlctl's "
                           "is algorithm.policy_loss (verl's policy_loss.loss_mode: vanilla is "
                           "grpo; gspo and cispo keep their names)");
-    CHECK_CONTAINS(s_err, "algorithm.loss_type: 'cispo' is not one of sigmoid, hinge, ipo; "
-                          "loss_type: cispo is TRL's GRPOConfig value; rlctl's is "
-                          "algorithm.policy_loss: cispo");
+    CHECK_CONTAINS(s_err, "algorithm.loss_type: not a key of grpo; loss_type: cispo is TRL's "
+                          "GRPOConfig value; rlctl's is algorithm.policy_loss: cispo");
     t = "model: {path: ../model}\ndata: {train: ../data/train.jsonl}\n"
         "algorithm: {name: sft}\ntrainer:\n  total_epochs: 3\nnum_train_epochs: 3\n";
     CHECK_INT(s_load_str("trl.yaml", t, NULL, 0, &r), RL_EINVAL);
@@ -838,6 +837,225 @@ static void test_overrides(void) {
     CHECK_INT(s_load_str("order.yaml", t, one, 1, &r), RL_EINVAL);
     const char *a = strstr(s_err, "order.yaml:4:"), *b = strstr(s_err, "<override 1>");
     CHECK(a && b && a < b);
+}
+
+// TRL's names answered with ours and the difference in meaning, naming only keys the recipe's
+// algorithm has: TRL's GRPO loss_type is GRPO's loss_agg, while under DPO loss_type is DPO's own
+// key (no hint there, and none that points to GRPO's loss_agg).
+static void test_foreign_hints(void) {
+    rl_recipe_t *r = NULL;
+    // one override per load: a key given twice keeps its last value
+    static const struct {
+        const char *override, *says;
+    } grpo[] = {
+        {"algorithm.loss_type=grpo",
+         "algorithm.loss_type: not a key of grpo; loss_type: grpo is TRL's GRPOConfig "
+         "value; rlctl's is algorithm.loss_agg: seq_mean_token_mean (the same: each "
+         "completion's token losses averaged, then the completions"},
+        {"algorithm.loss_type=bnpo",
+         "algorithm.loss_type: not a key of grpo; loss_type: bnpo is TRL's GRPOConfig "
+         "value; rlctl's is algorithm.loss_agg: token_mean (TRL's bnpo divides by the "
+         "active tokens of each device's micro-batch"},
+        {"algorithm.loss_type=dr_grpo",
+         "algorithm.loss_type: not a key of grpo; loss_type: dr_grpo is TRL's "
+         "GRPOConfig value; rlctl's is algorithm.loss_agg: seq_mean_token_sum_norm (the "
+         "same constant divisor, completions x sampling.max_new_tokens; Dr. GRPO also "
+         "leaves rewards unscaled, algorithm.scale_rewards: none"},
+        {"loss_type=dapo",
+         "loss_type: unknown key; loss_type: dapo is TRL's GRPOConfig value; rlctl's is "
+         "algorithm.loss_agg: token_mean (the same"},
+        {"algorithm.loss_type=sigmoid",
+         "algorithm.loss_type: not a key of grpo; 'loss_type' is TRL's name; rlctl's is "
+         "algorithm.loss_agg (TRL's GRPO loss_type is how token losses are averaged: "
+         "grpo is seq_mean_token_mean, bnpo and dapo are token_mean, dr_grpo is "
+         "seq_mean_token_sum_norm"},
+        {"algorithm.scale_rewards=true",
+         "algorithm.scale_rewards: 'true' is not one of group, batch, none; "
+         "scale_rewards: true is TRL's old boolean value; rlctl's is "
+         "algorithm.scale_rewards: group (true divided the advantages by their group's "
+         "std"},
+        {"algorithm.scale_rewards=False",
+         "algorithm.scale_rewards: 'False' is not one of group, batch, none; "
+         "scale_rewards: False is TRL's old boolean value; rlctl's is "
+         "algorithm.scale_rewards: none (false left them unscaled"},
+        {"report_to=wandb",
+         "report_to: unknown key; 'report_to' is transformers/TRL's; rlctl has no such "
+         "key: a run writes its metrics to its folder on its own: metrics.jsonl"},
+        {"vllm_gpu_memory_utilization=0.5",
+         "vllm_gpu_memory_utilization: unknown key; 'vllm_gpu_memory_utilization' is "
+         "TRL's name; rlctl's is roles.samplers (rlctl samples with its own sampler "
+         "processes, not vLLM: roles.samplers of them"},
+        {"vllm_mode=server",
+         "vllm_mode: unknown key; 'vllm_mode' is TRL's name; rlctl's is roles.samplers"},
+        {"algorithm.importance_sampling_level=sequence",
+         "algorithm.importance_sampling_level: unknown key; importance_sampling_level: "
+         "sequence is TRL's GRPOConfig value; rlctl's is algorithm.policy_loss: gspo"},
+        {"algorithm.epsilon=0.3",
+         "algorithm.epsilon: unknown key; 'epsilon' is TRL's name; rlctl's is "
+         "algorithm.epsilon_low (TRL's epsilon is the lower clip bound, and the upper "
+         "one too unless epsilon_high is set"},
+        {"algorithm.num_ppo_epochs=2",
+         "algorithm.num_ppo_epochs: unknown key; 'num_ppo_epochs' is TRL's name for a "
+         "setting grpo does not have (algorithm.name ppo: algorithm.epochs)"},
+        {"use_vllm=true",
+         "use_vllm: unknown key; 'use_vllm' is TRL's name; rlctl's is roles.samplers"},
+    };
+    for (size_t i = 0; i < sizeof grpo / sizeof grpo[0]; i++) {
+        int rc = rl_recipe_load_file(rl_algos(), RECIPES "/good/grpo.yaml", &grpo[i].override, 1, 0,
+                                     &r, s_err, ERRLEN);
+        CHECK_INT(rc, RL_EINVAL);
+        CHECK_CONTAINS(s_err, grpo[i].says);
+        // GRPO's hints never name DPO's loss_type
+        CHECK(strstr(s_err, "sigmoid, hinge, ipo") == NULL);
+        CHECK(strstr(s_err, "did you mean 'algorithm.loss_type'") == NULL);
+        CHECK(strstr(s_err, "applies only when algorithm.name is dpo") == NULL);
+    }
+    // under DPO, loss_type is DPO's own key: its values load, TRL's GRPO values are refused with
+    // DPO's choices and no hint towards GRPO's loss_agg; nor does epsilon_high point to GRPO's
+    const char *dpo_ok[] = {"algorithm.loss_type=hinge"};
+    int rc =
+        rl_recipe_load_file(rl_algos(), RECIPES "/good/dpo.yaml", dpo_ok, 1, 0, &r, s_err, ERRLEN);
+    CHECK_MSG(rc == 0, "%s", s_err);
+    if (rc == 0) {
+        CHECK_STR(rl_recipe_enum_name(rl_algos(), "algorithm.loss_type", r->algorithm.loss_type),
+                  "hinge");
+        rl_recipe_destroy(&r);
+    }
+    const char *dpo[] = {"algorithm.loss_type=dapo", "epsilon_high=0.28"};
+    rc = rl_recipe_load_file(rl_algos(), RECIPES "/good/dpo.yaml", dpo, 2, 0, &r, s_err, ERRLEN);
+    CHECK_INT(rc, RL_EINVAL);
+    CHECK_CONTAINS(s_err, "<override 1>:1:1: algorithm.loss_type: 'dapo' is not one of sigmoid, "
+                          "hinge, ipo");
+    CHECK(strstr(s_err, "loss_agg") == NULL);
+    CHECK_CONTAINS(s_err, "<override 2>:1:1: epsilon_high: unknown key; 'epsilon_high' is TRL's "
+                          "name for a setting dpo does not have (algorithm.name grpo, ppo: "
+                          "algorithm.epsilon_high)");
+    CHECK(strstr(s_err, "did you mean 'algorithm.epsilon_high'") == NULL);
+}
+
+// data.train as users hold it: a list of files and folders read in the order written, a glob
+// expanded in byte order of the names (Z before a, whatever the locale), a glob matching nothing
+// as an error at its line and column, and the resolved recipe loading back unchanged.
+static void test_data_paths(void) {
+    char dir[64], p[128], path[128], text[1024], want[320];
+    rl_test_tmpdir(dir, sizeof dir, "config_paths");
+    const char *files[] = {"b.jsonl", "a.jsonl", "Z.jsonl", "notes.txt"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+        rl_test_write(p, "{\"prompt\": \"%d\", \"completion\": \"x\"}\n", i);
+    }
+    snprintf(p, sizeof p, "%s/shard", dir);
+    CHECK_INT(mkdir(p, 0700), 0);
+    snprintf(p, sizeof p, "%s/shard/c.jsonl", dir);
+    rl_test_write(p, "{\"prompt\": \"c\", \"completion\": \"x\"}\n");
+    snprintf(path, sizeof path, "%s/r.yaml", dir);
+    const char *head = "model: {path: " RECIPES "/model}\nalgorithm: {name: sft}\n"
+                       "optim: {lr: 1e-3}\ntrain: {steps: 2}\n";
+    rl_recipe_t *r = NULL, *r2 = NULL;
+
+    // a list: in the order written, a folder as a folder
+    snprintf(text, sizeof text, "%sdata:\n  train: [b.jsonl, shard, a.jsonl]\n", head);
+    int rc =
+        rl_recipe_load_string(rl_algos(), text, strlen(text), path, NULL, 0, 0, &r, s_err, ERRLEN);
+    CHECK_MSG(rc == 0, "%s", s_err);
+    if (rc == 0) {
+        CHECK_INT(r->data.train.n, 3);
+        const char *order[] = {"b.jsonl", "shard", "a.jsonl"};
+        for (int i = 0; i < 3 && i < r->data.train.n; i++) {
+            snprintf(want, sizeof want, "%s/%s", dir, order[i]);
+            CHECK_STR(r->data.train.items[i], want);
+        }
+        CHECK_INT(r->data.eval.n, 0);
+        rl_recipe_destroy(&r);
+    }
+    // a glob: the .jsonl files only, by name in byte order; in a list too, and from an override
+    // (against the working directory, here given absolute)
+    snprintf(text, sizeof text, "%sdata:\n  train: \"*.jsonl\"\n  eval: [shard, \"[ab].jsonl\"]\n",
+             head);
+    rc = rl_recipe_load_string(rl_algos(), text, strlen(text), path, NULL, 0, 0, &r, s_err, ERRLEN);
+    CHECK_MSG(rc == 0, "%s", s_err);
+    char *y1 = NULL, *y2 = NULL;
+    if (rc == 0) {
+        const char *order[] = {"Z.jsonl", "a.jsonl", "b.jsonl"};
+        CHECK_INT(r->data.train.n, 3);
+        for (int i = 0; i < 3 && i < r->data.train.n; i++) {
+            snprintf(want, sizeof want, "%s/%s", dir, order[i]);
+            CHECK_STR(r->data.train.items[i], want);
+        }
+        CHECK_INT(r->data.eval.n, 3);
+        if (r->data.eval.n == 3) {
+            snprintf(want, sizeof want, "%s/a.jsonl", dir);
+            CHECK_STR(r->data.eval.items[1], want);
+        }
+        // the round trip: the printed recipe lists the files and loads back unchanged
+        CHECK_INT(rl_recipe_to_yaml(r, &y1), 0);
+        snprintf(want, sizeof want, "train: [%s/Z.jsonl, %s/a.jsonl, %s/b.jsonl]", dir, dir, dir);
+        CHECK_CONTAINS(y1, want);
+        rc = rl_recipe_load_string(rl_algos(), y1, strlen(y1), "/tmp/elsewhere/resolved.yaml", NULL,
+                                   0, 0, &r2, s_err, ERRLEN);
+        CHECK_MSG(rc == 0, "%s\n%s", s_err, y1);
+        if (rc == 0) {
+            CHECK_INT(rl_recipe_to_yaml(r2, &y2), 0);
+            CHECK_STR(y1, y2);
+        }
+        rl_recipe_destroy(&r);
+        rl_recipe_destroy(&r2);
+    }
+    free(y1);
+    free(y2);
+    // one file prints as a path, as a recipe writes it
+    snprintf(text, sizeof text, "%sdata: {train: a.jsonl}\n", head);
+    rc = rl_recipe_load_string(rl_algos(), text, strlen(text), path, NULL, 0, 0, &r, s_err, ERRLEN);
+    CHECK_MSG(rc == 0, "%s", s_err);
+    if (rc == 0) {
+        y1 = NULL;
+        CHECK_INT(rl_recipe_to_yaml(r, &y1), 0);
+        snprintf(want, sizeof want, "train: %s/a.jsonl\n", dir);
+        CHECK_CONTAINS(y1, want);
+        free(y1);
+        rl_recipe_destroy(&r);
+    }
+    // a glob that matches nothing: an error at the value (or the list item), file:line:column
+    snprintf(text, sizeof text, "%sdata:\n  train: part-*.jsonl\n  eval: [a.jsonl, q?.jsonl]\n",
+             head);
+    rc = rl_recipe_load_string(rl_algos(), text, strlen(text), path, NULL, 0, 0, &r, s_err, ERRLEN);
+    CHECK_INT(rc, RL_EINVAL);
+    CHECK_CONTAINS(s_err, "r.yaml:6:10: data.train: no file matches 'part-*.jsonl'");
+    CHECK_CONTAINS(s_err, "r.yaml:7:19: data.eval[1]: no file matches 'q?.jsonl'");
+    // a Hugging Face dataset folder with a training and a held-out split is not read whole
+    // (the held-out rows would be trained on); shards of one split are
+    const char *hf[] = {"hf/train-00000-of-00002.jsonl",
+                        "hf/train-00001-of-00002.jsonl",
+                        "hf/test.jsonl",
+                        "shards/train-00000-of-00002.jsonl",
+                        "shards/train-00001-of-00002.jsonl",
+                        "shards/README.md"};
+    snprintf(p, sizeof p, "%s/hf", dir);
+    CHECK_INT(mkdir(p, 0700), 0);
+    snprintf(p, sizeof p, "%s/shards", dir);
+    CHECK_INT(mkdir(p, 0700), 0);
+    for (int i = 0; i < 6; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, hf[i]);
+        rl_test_write(p, "{\"prompt\": \"%d\", \"completion\": \"x\"}\n", i);
+    }
+    snprintf(text, sizeof text, "%sdata: {train: hf, eval: shards}\n", head);
+    rc = rl_recipe_load_string(rl_algos(), text, strlen(text), path, NULL, 0, 0, &r, s_err, ERRLEN);
+    CHECK_INT(rc, RL_EINVAL);
+    snprintf(want, sizeof want,
+             "r.yaml:5:8: data.train: '%s/hf' holds a dataset's splits "
+             "(train-00000-of-00002.jsonl, test.jsonl) and a folder is read whole; name the "
+             "split's files, e.g. '%s/hf/train*.jsonl'",
+             dir, dir);
+    CHECK_CONTAINS(s_err, want);
+    CHECK(strstr(s_err, "data.eval") == NULL);
+    // each path must exist; an empty list is refused
+    snprintf(text, sizeof text, "%sdata:\n  train: [a.jsonl, gone.jsonl]\n  eval: []\n", head);
+    rc = rl_recipe_load_string(rl_algos(), text, strlen(text), path, NULL, 0, 0, &r, s_err, ERRLEN);
+    CHECK_INT(rc, RL_EINVAL);
+    CHECK_CONTAINS(s_err, "gone.jsonl' does not exist");
+    CHECK_CONTAINS(s_err, "r.yaml:7:3: data.eval: expected a path or a list of paths, found an "
+                          "empty list");
+    rl_test_tmpdir_done(dir);
 }
 
 // Float keys end up in 32-bit floats: values past FLT_MAX (or nonzero below the smallest
@@ -1050,6 +1268,31 @@ static void test_cli(void) {
     CHECK_INT(s_run("validate /nonexistent/r.yaml", out, sizeof out), 2);
     CHECK_CONTAINS(out, "/nonexistent/r.yaml: No such file or directory");
     CHECK_INT(s_run("validate --bogus x.yaml", out, sizeof out), 2);
+    // TRL's argument names (and recipe keys) as flags: the override to write instead
+    CHECK_INT(s_run("run '" RECIPES "/good/grpo.yaml' --learning_rate 1e-5", out, sizeof out), 2);
+    CHECK_CONTAINS(out, "rlctl run: unknown option '--learning_rate'; 'learning_rate' is "
+                        "transformers/TRL's name; rlctl's is optim.lr (the same peak learning "
+                        "rate; its schedule is optim.scheduler); give it after the recipe as "
+                        "optim.lr=1e-5");
+    CHECK_INT(s_run("run --learning-rate=2e-5 '" RECIPES "/good/grpo.yaml'", out, sizeof out), 2);
+    CHECK_CONTAINS(out, "unknown option '--learning-rate'; 'learning_rate' is "
+                        "transformers/TRL's name; rlctl's is optim.lr");
+    CHECK_CONTAINS(out, "give it after the recipe as optim.lr=2e-5");
+    CHECK_INT(s_run("validate '" RECIPES "/good/grpo.yaml' --max_steps=3", out, sizeof out), 2);
+    CHECK_CONTAINS(out, "rlctl validate: unknown option '--max_steps'; 'max_steps' is "
+                        "transformers/TRL's name; rlctl's is train.steps (the same: optimizer "
+                        "steps); give it after the recipe as train.steps=3");
+    // a name whose meaning differs gets the hint but no value to copy
+    CHECK_INT(s_run("run '" RECIPES "/good/grpo.yaml' --num_train_epochs 3", out, sizeof out), 2);
+    CHECK_CONTAINS(out, "'num_train_epochs' is transformers/TRL's name; rlctl's is train.steps "
+                        "(rlctl counts optimizer steps, not epochs");
+    CHECK(strstr(out, "train.steps=3") == NULL);
+    CHECK_INT(s_run("validate --optim.lr 1e-5 '" RECIPES "/good/grpo.yaml'", out, sizeof out), 2);
+    CHECK_CONTAINS(out, "rlctl validate: unknown option '--optim.lr'; recipe settings are given "
+                        "after the recipe as KEY=VALUE: optim.lr=1e-5");
+    // a command without overrides keeps its plain answer
+    CHECK_INT(s_run("plot --learning_rate 1e-5", out, sizeof out), 2);
+    CHECK_CONTAINS(out, "rlctl plot: unknown option '--learning_rate' (rlctl plot --help)");
     CHECK_INT(s_run("validate --keys", out, sizeof out), 0);
     CHECK_CONTAINS(out, "| `optim.lr` | float | `required` |");
     // the printed recipe is a fixed point of validate
@@ -1123,8 +1366,10 @@ int main(void) {
     RL_TEST_RUN(test_docs_cover_schema);
     RL_TEST_RUN(test_errors_inline);
     RL_TEST_RUN(test_overrides);
+    RL_TEST_RUN(test_foreign_hints);
     RL_TEST_RUN(test_float_range);
     RL_TEST_RUN(test_round_trip);
+    RL_TEST_RUN(test_data_paths);
     RL_TEST_RUN(test_bad_corpus);
     RL_TEST_RUN(test_cli);
     RL_TEST_RUN(test_cookbook);

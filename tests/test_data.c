@@ -19,7 +19,7 @@ enum { EOS = 258, IM_START = 257, IM_END = 258 };
 static rl_tokenizer_t *s_tok;
 
 static rl_data_t *s_load(const char *file, const rl_data_opts_t *o, char *err, size_t n) {
-    return rl_data_load(file, o, s_tok, err, n);
+    return rl_data_load(&file, 1, o, s_tok, err, n);
 }
 
 static void s_check_example(const rl_data_t *d, size_t i, const int32_t *ids, const char *mask,
@@ -58,6 +58,18 @@ static void test_prompt_completion(void) {
     rl_data_destroy(&d);
     CHECK(d == NULL);
     rl_data_destroy(&d);
+
+    // a list (data.train: [a, b]) reads its files one after another: pc.jsonl twice is its
+    // three examples twice, in order
+    d = rl_data_load((const char *[]){FIX "pc.jsonl", FIX "pc.jsonl"}, 2, &o, s_tok, err,
+                     sizeof err);
+    CHECK_MSG(d != NULL, "%s", err);
+    if (d) {
+        CHECK_INT(rl_data_count(d), 6);
+        s_check_example(d, 3, (const int32_t[]){'a', 'b', 'c', 'd', EOS}, "00111", 5, 1);
+        s_check_example(d, 5, (const int32_t[]){0xC3, 0xA9, ' ', 'z', EOS}, "00111", 5, 4);
+        rl_data_destroy(&d);
+    }
 
     // completion_only_loss off: every token after the first; no EOS configured
     o.completion_only_loss = 0;
@@ -375,8 +387,8 @@ static void test_batch(void) {
 // is never part of the prompt; earlier turns are, and the prompt ends with the assistant header.
 static void test_prompt_messages(void) {
     char err[1024];
-    rl_prompts_t *p = rl_prompts_load(FIX "messages.jsonl", "messages", s_tok, RL_CHAT_CHATML, 1000,
-                                      RL_DATA_TRUNC_ERROR, err, sizeof err);
+    rl_prompts_t *p = rl_prompts_load((const char *[]){FIX "messages.jsonl"}, 1, "messages", s_tok,
+                                      RL_CHAT_CHATML, 1000, RL_DATA_TRUNC_ERROR, err, sizeof err);
     CHECK_MSG(p != NULL, "%s", err);
     if (!p) {
         return;
@@ -394,13 +406,28 @@ static void test_prompt_messages(void) {
               "row 2's prompt leaks or loses a turn: %.*s", (int)b->text_len, b->text);
     rl_prompts_destroy(&p);
     // a row without the prompt field but with messages (TRL's conversational rows): the same
-    p = rl_prompts_load(FIX "messages.jsonl", "prompt", s_tok, RL_CHAT_CHATML, 1000,
-                        RL_DATA_TRUNC_ERROR, err, sizeof err);
+    p = rl_prompts_load((const char *[]){FIX "messages.jsonl"}, 1, "prompt", s_tok, RL_CHAT_CHATML,
+                        1000, RL_DATA_TRUNC_ERROR, err, sizeof err);
     CHECK_MSG(p != NULL, "%s", err);
     if (p) {
         a = rl_prompts_get(p, 0);
         CHECK_MSG(a->text_len == strlen(want_a) && memcmp(a->text, want_a, a->text_len) == 0,
                   "row 1's prompt from messages: %.*s", (int)a->text_len, a->text);
+        rl_prompts_destroy(&p);
+    }
+    // a list of files (data.train: [a, b]): each prompt knows its file and line
+    p = rl_prompts_load((const char *[]){FIX "messages.jsonl", FIX "pc.jsonl"}, 2, "prompt", s_tok,
+                        RL_CHAT_CHATML, 1000, RL_DATA_TRUNC_ERROR, err, sizeof err);
+    CHECK_MSG(p != NULL, "%s", err);
+    if (p) {
+        CHECK_INT((int)rl_prompts_count(p), 5);
+        a = rl_prompts_get(p, 1);
+        b = rl_prompts_get(p, 3); // pc.jsonl's second row: line 3 (line 2 is blank)
+        CHECK_STR(a->file, FIX "messages.jsonl");
+        CHECK_STR(b->file, FIX "pc.jsonl");
+        CHECK_INT(b->line, 3);
+        CHECK_MSG(b->text_len == 4 && memcmp(b->text, "1+1=", 4) == 0, "%.*s", (int)b->text_len,
+                  b->text);
         rl_prompts_destroy(&p);
     }
 }

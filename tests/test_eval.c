@@ -60,7 +60,8 @@ int main(void) {
     s_write(bad_json, "{\"prompt\": \"1+1=\", \"answer\": \"2\"}\n{\"prompt\": \n");
 
     // ---- reader
-    rl_eval_data_t *d = rl_eval_data_load(good, "prompt", "answer", 0, err, sizeof err);
+    rl_eval_data_t *d =
+        rl_eval_data_load((const char *[]){good}, 1, "prompt", "answer", 0, err, sizeof err);
     CHECK_MSG(d != NULL, "%s", err);
     if (d) {
         CHECK_INT(rl_eval_data_count(d), 3);
@@ -70,20 +71,23 @@ int main(void) {
         rl_eval_data_destroy(&d);
         CHECK(d == NULL);
     }
-    d = rl_eval_data_load(good, "q", "a", 0, err, sizeof err);
+    d = rl_eval_data_load((const char *[]){good}, 1, "q", "a", 0, err, sizeof err);
     CHECK_MSG(d == NULL, "rows 1-2 have no 'q'");
     CHECK_CONTAINS(err, "good.jsonl:1: the row has no text field 'q'");
-    d = rl_eval_data_load(good, "prompt", "answer", 2, err, sizeof err);
+    d = rl_eval_data_load((const char *[]){good}, 1, "prompt", "answer", 2, err, sizeof err);
     CHECK(d && rl_eval_data_count(d) == 2);
     rl_eval_data_destroy(&d);
     err[0] = '\0';
-    CHECK(rl_eval_data_load(bad_field, "prompt", "answer", 0, err, sizeof err) == NULL);
+    CHECK(rl_eval_data_load((const char *[]){bad_field}, 1, "prompt", "answer", 0, err,
+                            sizeof err) == NULL);
     CHECK_CONTAINS(err, "bad_field.jsonl:2: the row has no text or number field 'answer'");
     err[0] = '\0';
-    CHECK(rl_eval_data_load(bad_json, "prompt", "answer", 0, err, sizeof err) == NULL);
+    CHECK(rl_eval_data_load((const char *[]){bad_json}, 1, "prompt", "answer", 0, err,
+                            sizeof err) == NULL);
     CHECK_CONTAINS(err, "bad_json.jsonl:2: ");
     err[0] = '\0';
-    CHECK(rl_eval_data_load("/nonexistent.jsonl", "prompt", "answer", 0, err, sizeof err) == NULL);
+    CHECK(rl_eval_data_load((const char *[]){"/nonexistent.jsonl"}, 1, "prompt", "answer", 0, err,
+                            sizeof err) == NULL);
     CHECK_CONTAINS(err, "/nonexistent.jsonl: ");
 
     // ---- run: every completion scored once, against its own row's answer
@@ -91,7 +95,7 @@ int main(void) {
     rl_model_opts_default(&mo);
     rl_model_t *model = rl_model_load(MODEL, &mo, err, sizeof err);
     rl_tokenizer_t *tok = rl_tokenizer_new_dir(MODEL, err, sizeof err);
-    d = rl_eval_data_load(good, "prompt", "answer", 0, err, sizeof err);
+    d = rl_eval_data_load((const char *[]){good}, 1, "prompt", "answer", 0, err, sizeof err);
     CHECK_MSG(model && tok && d, "%s", err);
     if (model && tok && d) {
         rl_sampler_t *sampler = rl_sampler_new(model);

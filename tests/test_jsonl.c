@@ -335,9 +335,64 @@ static void test_folder(void) {
     CHECK_CONTAINS(err, "/empty: a folder with no *.jsonl file");
 }
 
+// A list reads its files and folders one after another in the order given (a folder as its
+// *.jsonl files by name), each file from line 1; a missing file fails the open; no path is
+// refused; rl_jsonl_names gives the list's name in messages.
+static void test_list(void) {
+    char one[200], two[200], dir[200], cmd[1600], err[1024];
+    snprintf(one, sizeof one, "%s/list_one.jsonl", s_dir);
+    snprintf(two, sizeof two, "%s/list_two.jsonl", s_dir);
+    snprintf(dir, sizeof dir, "%s/list_dir", s_dir);
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p %s && printf '{\"a\": 1}\\n{\"a\": 2}\\n' > %s && printf '{\"a\": 3}' > %s "
+             "&& printf '{\"a\": 5}\\n' > %s/y.jsonl && printf '{\"a\": 4}\\n' > %s/x.jsonl",
+             dir, two, one, dir, dir);
+    CHECK_INT(system(cmd), 0);
+    const char *paths[] = {two, dir, one};
+    rl_jsonl_t *r = NULL;
+    CHECK_INT(rl_jsonl_open_list(paths, 3, 0, &r, err, sizeof err), 0);
+    if (!r) {
+        return;
+    }
+    const int a[] = {1, 2, 4, 5, 3};
+    const char *from[] = {"list_two.jsonl", "list_two.jsonl", "x.jsonl", "y.jsonl",
+                          "list_one.jsonl"};
+    const long lines[] = {1, 2, 1, 1, 1};
+    for (int i = 0; i < 5; i++) {
+        json_t *row = NULL;
+        CHECK_INT(rl_jsonl_next(r, &row), 1);
+        CHECK_MSG(row && json_integer_value(json_object_get(row, "a")) == a[i], "row %d", i);
+        const char *p = rl_jsonl_path(r);
+        size_t lp = strlen(p), lf = strlen(from[i]);
+        CHECK_MSG(lp > lf && !strcmp(p + lp - lf, from[i]), "row %d from %s", i, p);
+        CHECK_INT((int)rl_jsonl_lineno(r), (int)lines[i]);
+        json_decref(row);
+    }
+    json_t *row = NULL;
+    CHECK_INT(rl_jsonl_next(r, &row), 0);
+    rl_jsonl_destroy(&r);
+    char gone[220];
+    snprintf(gone, sizeof gone, "%s/list_gone.jsonl", s_dir);
+    const char *bad[] = {one, gone};
+    CHECK_INT(rl_jsonl_open_list(bad, 2, 0, &r, err, sizeof err), 0); // opened lazily
+    if (r) {
+        CHECK_INT(rl_jsonl_next(r, &row), 1);
+        json_decref(row);
+        CHECK_INT(rl_jsonl_next(r, &row), ENOENT);
+        CHECK_CONTAINS(rl_jsonl_errmsg(r), "list_gone.jsonl: No such file or directory");
+        rl_jsonl_destroy(&r);
+    }
+    CHECK_INT(rl_jsonl_open_list(paths, 0, 0, &r, err, sizeof err), RL_EINVAL);
+    char name[1600];
+    CHECK_STR(rl_jsonl_names(paths, 1, name, sizeof name), two);
+    snprintf(cmd, sizeof cmd, "%s (+2 more)", two);
+    CHECK_STR(rl_jsonl_names(paths, 3, name, sizeof name), cmd);
+}
+
 int main(void) {
     rl_test_tmpdir(s_dir, sizeof s_dir, "jsonl");
     RL_TEST_RUN(test_folder);
+    RL_TEST_RUN(test_list);
     RL_TEST_RUN(test_lines);
     RL_TEST_RUN(test_errors);
     RL_TEST_RUN(test_big);

@@ -319,7 +319,7 @@ static int s_score_pairs(const char *dir, const char *pairs, double *acc, double
         rl_data_opts_t o;
         rl_data_opts_default(&o);
         o.pairs = 1; // no EOS: the reward model's rows end at the completion
-        d = rl_data_load(pairs, &o, f.tok, err, sizeof err);
+        d = rl_data_load((const char *[]){pairs}, 1, &o, f.tok, err, sizeof err);
         CHECK_MSG(d != NULL, "%s", err);
     }
     int rc = d ? 0 : -1;

@@ -556,11 +556,12 @@ static int s_push(rl_data_t *d, size_t start, const rl_data_opts_t *o, int line,
     return 0;
 }
 
-rl_data_t *rl_data_load(const char *path, const rl_data_opts_t *o, rl_tokenizer_t *tok, char *err,
-                        size_t err_len) {
+rl_data_t *rl_data_load(const char *const *paths, int n_paths, const rl_data_opts_t *o,
+                        rl_tokenizer_t *tok, char *err, size_t err_len) {
     rl_data_t *d = calloc(1, sizeof(*d));
     rl_jsonl_t *in = NULL;
-    char where[600];
+    char where[600], path[4200];
+    rl_jsonl_names(paths, n_paths, path, sizeof path);
     if (!d) {
         rl_errf(err, err_len, RL_ENOMEM, "out of memory");
         return NULL;
@@ -582,7 +583,7 @@ rl_data_t *rl_data_load(const char *path, const rl_data_opts_t *o, rl_tokenizer_
         goto fail;
     }
     d->format = o->format;
-    int rc = rl_jsonl_open(path, 0, &in, err, err_len);
+    int rc = rl_jsonl_open_list(paths, n_paths, 0, &in, err, err_len);
     if (rc) {
         if (rc > 0) {
             rl_errf(err, err_len, rc, "%s: cannot open: %s", path, strerror(rc));

@@ -78,14 +78,15 @@ void rl_data_opts_default(rl_data_opts_t *opts);
 
 typedef struct rl_data rl_data_t;
 
-// Reads and tokenizes every row of JSONL file `path` through rl_jsonl (blank lines skipped, CRLF
+// Reads and tokenizes every row of JSONL files and folders paths[0..n_paths), one after another,
+// through rl_jsonl (blank lines skipped, CRLF
 // read as LF, lines of at most RL_JSONL_MAX_LINE bytes). Errors name "path:line": bad JSON (with
 // the column), a row that is not an object, a missing or non-string field ("path:3: field
 // 'completion' is missing"), an over-long example under policy error, a file with no usable
 // example. tok is borrowed for the call only. On failure returns NULL with the message in err.
 // caller owns result; free with rl_data_destroy.
-rl_data_t *rl_data_load(const char *path, const rl_data_opts_t *opts, rl_tokenizer_t *tok,
-                        char *err, size_t err_len);
+rl_data_t *rl_data_load(const char *const *paths, int n_paths, const rl_data_opts_t *opts,
+                        rl_tokenizer_t *tok, char *err, size_t err_len);
 
 void rl_data_destroy(rl_data_t **self_p);
 

@@ -15,6 +15,8 @@ struct rl_prompts {
     rl_prompt_t *p;
     size_t n, cap;
     size_t dropped;
+    char **files; // the files read, in order (rl_prompt_t.file points at one)
+    int n_files;
 };
 
 void rl_prompts_destroy(rl_prompts_t **self_p) {
@@ -27,6 +29,10 @@ void rl_prompts_destroy(rl_prompts_t **self_p) {
         free((void *)s->p[i].text);
         free((void *)s->p[i].row);
     }
+    for (int i = 0; i < s->n_files; i++) {
+        free(s->files[i]);
+    }
+    free(s->files);
     free(s->p);
     free(s);
     *self_p = NULL;
@@ -96,11 +102,13 @@ static int s_prompt_text(json_t *v, const char *line, size_t len, const char *wh
                    "%s: field '%s' must be a string or a list of messages", where, field);
 }
 
-rl_prompts_t *rl_prompts_load(const char *path, const char *field, rl_tokenizer_t *tok,
-                              rl_chat_format_t chat, int max_prompt_length, int truncation,
-                              char *err, size_t err_len) {
+rl_prompts_t *rl_prompts_load(const char *const *paths, int n_paths, const char *field,
+                              rl_tokenizer_t *tok, rl_chat_format_t chat, int max_prompt_length,
+                              int truncation, char *err, size_t err_len) {
     rl_jsonl_t *in = NULL;
-    if (rl_jsonl_open(path, 0, &in, err, err_len) != 0) {
+    char path[4200];
+    rl_jsonl_names(paths, n_paths, path, sizeof path);
+    if (rl_jsonl_open_list(paths, n_paths, 0, &in, err, err_len) != 0) {
         return NULL;
     }
     rl_prompts_t *s = calloc(1, sizeof(*s));
@@ -186,7 +194,22 @@ rl_prompts_t *rl_prompts_load(const char *path, const char *field, rl_tokenizer_
         }
         memcpy(rowtext, line, len);
         rowtext[len] = '\0';
+        const char *file = rl_jsonl_path(in);
+        if (!s->n_files || strcmp(s->files[s->n_files - 1], file) != 0) {
+            char **g = realloc(s->files, ((size_t)s->n_files + 1) * sizeof *g);
+            char *f = g ? strdup(file) : NULL;
+            s->files = g ? g : s->files;
+            if (!f) {
+                free(rowtext);
+                free(text);
+                free(ids);
+                rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+                break;
+            }
+            s->files[s->n_files++] = f;
+        }
         rl_prompt_t *p = &s->p[s->n++];
+        p->file = s->files[s->n_files - 1];
         p->ids = ids;
         p->len = (int)n_ids;
         p->text = text;

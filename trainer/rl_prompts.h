@@ -27,20 +27,23 @@ typedef struct {
                         // "\r\n"); rl_jsonl_row_field_text reads a field of it
     size_t row_len;
     int line;           // 1-based line in the file
+    const char *file;   // the file the row is from (of a list or a folder; borrowed; valid
+                        // until rl_prompts_destroy)
 } rl_prompt_t;
 
 typedef struct rl_prompts rl_prompts_t;
 
-// Reads `path` through rl_jsonl (blank lines skipped, CRLF read as LF, lines of at most
-// RL_JSONL_MAX_LINE bytes). field: the prompt's key; chat: how message lists render
-// (RL_CHAT_NONE refuses them); truncation: RL_DATA_TRUNC_ERROR or _DROP (rl_data.h values).
-// Errors name path:line: bad JSON, a row that is not an object, a missing prompt field
+// Reads paths[0..n_paths) (files or folders, one after another) through rl_jsonl (blank lines
+// skipped, CRLF read as LF, lines of at most RL_JSONL_MAX_LINE bytes). field: the prompt's key;
+// chat: how message lists render (RL_CHAT_NONE refuses them); truncation: RL_DATA_TRUNC_ERROR or
+// _DROP (rl_data.h values). Errors name path:line: bad JSON, a row that is not an object, a missing
+// prompt field
 // ("path:3: no field 'prompt' (data.prompt_field)"), an empty prompt, an over-long prompt under
 // policy error, a file with no prompt. caller owns result; free with rl_prompts_destroy. NULL on
 // error (err filled).
-rl_prompts_t *rl_prompts_load(const char *path, const char *field, rl_tokenizer_t *tok,
-                              rl_chat_format_t chat, int max_prompt_length, int truncation,
-                              char *err, size_t err_len);
+rl_prompts_t *rl_prompts_load(const char *const *paths, int n_paths, const char *field,
+                              rl_tokenizer_t *tok, rl_chat_format_t chat, int max_prompt_length,
+                              int truncation, char *err, size_t err_len);
 void rl_prompts_destroy(rl_prompts_t **self_p);
 size_t rl_prompts_count(const rl_prompts_t *self);
 size_t rl_prompts_dropped(const rl_prompts_t *self);
