@@ -1,0 +1,5 @@
+# env/: the environments of multi-turn rollouts. The calc tool against Python's goldens
+# (tests/reference/make_calc_goldens.py).
+rl_add_test(NAME env.calc SOURCES test_env_calc.c LIBS rl_env rl_core LABELS unit TIMEOUT 60)
+# the tool-call formats (hermes, llama3_json) on the shapes models write and on broken ones
+rl_add_test(NAME env.toolcall SOURCES test_env_toolcall.c LIBS rl_env rl_core LABELS unit TIMEOUT 60)
