@@ -3,3 +3,6 @@
 rl_add_test(NAME env.calc SOURCES test_env_calc.c LIBS rl_env rl_core LABELS unit TIMEOUT 60)
 # the tool-call formats (hermes, llama3_json) on the shapes models write and on broken ones
 rl_add_test(NAME env.toolcall SOURCES test_env_toolcall.c LIBS rl_env rl_core LABELS unit TIMEOUT 60)
+# the environment protocol's requests and checked replies, the built-in calc environment and its
+# twin in Python (cookbook/envs/calc_env.py) on the same requests
+rl_add_test(NAME env.proto SOURCES test_env_proto.c LIBS rl_env rl_core LABELS unit TIMEOUT 120)
