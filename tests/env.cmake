@@ -6,3 +6,5 @@ rl_add_test(NAME env.toolcall SOURCES test_env_toolcall.c LIBS rl_env rl_core LA
 # the environment protocol's requests and checked replies, the built-in calc environment and its
 # twin in Python (cookbook/envs/calc_env.py) on the same requests
 rl_add_test(NAME env.proto SOURCES test_env_proto.c LIBS rl_env rl_core LABELS unit TIMEOUT 120)
+# token-in-token-out turns with the real Qwen3 template and tokenizer (fetched fixtures)
+rl_add_test(NAME env.turns SOURCES test_env_turns.c LIBS rl_env rl_text rl_core LABELS unit TIMEOUT 60)
