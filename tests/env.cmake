@@ -8,3 +8,6 @@ rl_add_test(NAME env.toolcall SOURCES test_env_toolcall.c LIBS rl_env rl_core LA
 rl_add_test(NAME env.proto SOURCES test_env_proto.c LIBS rl_env rl_core LABELS unit TIMEOUT 120)
 # token-in-token-out turns with the real Qwen3 template and tokenizer (fetched fixtures)
 rl_add_test(NAME env.turns SOURCES test_env_turns.c LIBS rl_env rl_text rl_core LABELS unit TIMEOUT 60)
+# multi-turn episodes against the built-in calc environment with the real Qwen3 template and a
+# scripted policy: masks, turns, limits, a wrong environment
+rl_add_test(NAME env.episode SOURCES test_env_episode.c LIBS rl_env rl_text rl_core LABELS unit TIMEOUT 60)
