@@ -25,6 +25,7 @@ void rl_episodes_free(rl_episode_t *eps, int n) {
         free(eps[k].mask);
         free(eps[k].logp);
         free(eps[k].turn_start);
+        free(eps[k].turn_reward);
         json_decref(eps[k].messages);
         json_decref(eps[k].tools);
         memset(&eps[k], 0, sizeof eps[k]);
@@ -123,10 +124,15 @@ static int s_reset(rl_episode_t *eps, int n, const rl_episode_opts_t *o, rl_epis
 static int s_take_turn(rl_episode_t *ep, const rl_episode_opts_t *o, rl_episode_turn_t *t,
                        char *err, size_t err_len) {
     int *ts = realloc(ep->turn_start, (size_t)(ep->n_turns + 1) * sizeof *ts);
-    if (!ts) {
+    if (ts) {
+        ep->turn_start = ts;
+    }
+    double *tr = ts ? realloc(ep->turn_reward, (size_t)(ep->n_turns + 1) * sizeof *tr) : NULL;
+    if (!tr) {
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
-    ep->turn_start = ts;
+    ep->turn_reward = tr;
+    ep->turn_reward[ep->n_turns] = 0.0;
     ep->turn_start[ep->n_turns++] = ep->n;
     int rc = s_append(ep, t->ids, t->n, 1, t->logp);
     char *text = NULL;
@@ -193,6 +199,7 @@ static int s_step(rl_episode_t **act, int na, const rl_episode_opts_t *o, rl_epi
     for (int k = 0; !rc && k < na; k++) {
         rl_episode_t *ep = act[k];
         ep->env_reward += rep[k].reward;
+        ep->turn_reward[ep->n_turns - 1] = rep[k].reward;
         if (rep[k].done) {
             ep->done = 1;
             continue;

@@ -41,6 +41,7 @@ typedef struct {
     float *logp; // the sampler's logprob of each policy token (0 elsewhere)
     int n, cap, prompt_len;
     int *turn_start; // where each policy turn starts in ids
+    double *turn_reward; // the environment's step reward after each turn (0: not stepped)
     int n_turns;
     json_t *messages;  // the conversation (the environment's and the policy's as parsed)
     json_t *tools;     // reset's tools, or NULL

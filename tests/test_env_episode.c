@@ -125,6 +125,7 @@ static void s_test_batch(void) {
     CHECK_INT(a->n_turns, 2);
     CHECK(a->done && !a->truncated);
     CHECK_INT(a->tool_calls, 1);
+    CHECK(a->turn_reward[0] == 0.0 && a->turn_reward[1] == 0.0); // calc rewards nothing itself
     CHECK_INT((int)json_array_size(a->messages), 4); // user, assistant, tool, assistant
     CHECK_STR(json_string_value(json_object_get(json_array_get(a->messages, 2), "content")), "84");
     // the tokens up to the last turn are the conversation before it, as the template writes it
