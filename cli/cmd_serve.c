@@ -1,6 +1,7 @@
 // rlctl serve — a finished model (+ a PEFT adapter) behind the OpenAI-compatible completions
 // endpoint (serving/rl_http.h), so the tools users already have (curl, the openai client) can query
 // it.
+#include "rl_chat.h"
 #include "rl_cli.h"
 #include "rl_http.h"
 #include "rl_model.h"
@@ -17,10 +18,13 @@ static void s_help(FILE *out) {
     fprintf(out,
             "usage: rlctl serve --model DIR [--adapter DIR] [--http HOST:PORT]\n"
             "                   [--http-token FILE] [--http-max-work N] [--threads N]\n"
-            "                   [--name NAME]\n\n"
+            "                   [--name NAME] [--chat-template chatml|llama3]\n"
+            "                   [--tool-parser hermes|llama3_json]\n\n"
             "Serves the model (with a PEFT LoRA adapter, e.g. a run's final/) as an\n"
-            "OpenAI-compatible text completions endpoint: POST /v1/completions (prompt,\n"
-            "max_tokens, temperature, top_p, n, stop, seed, logprobs 0..5) and GET /v1/models.\n"
+            "OpenAI-compatible endpoint: POST /v1/completions (prompt, max_tokens, temperature,\n"
+            "top_p, n, stop, seed, logprobs 0..5), POST /v1/chat/completions (messages and\n"
+            "tools through the model's chat template, tool_calls parsed back, stream,\n"
+            "logprobs/top_logprobs; return_token_ids gives the token ids) and GET /v1/models.\n"
             "Logprobs are `rlctl logprobs`' numbers for the same text. Completions are generated\n"
             "one at a time, in order; a client has at most 4 waiting or running (429 beyond),\n"
             "16 connections, and 10 s to send a request's head. Runs until SIGINT/SIGTERM.\n"
@@ -37,7 +41,11 @@ static void s_help(FILE *out) {
             "                     its prompts of prompt tokens + max_tokens (default 65536;\n"
             "                     more: 400)\n"
             "  --threads N        compute threads (default 0 = every core)\n"
-            "  --name NAME        the model id /v1/models lists (default: the folder's name)\n");
+            "  --name NAME        the model id /v1/models lists (default: the folder's name)\n"
+            "  --chat-template T  chat completions' template: a built-in (chatml, llama3)\n"
+            "                     instead of the model's own (tokenizer_config.json's)\n"
+            "  --tool-parser P    how tool calls are read from the text: hermes (default;\n"
+            "                     Qwen's <tool_call> blocks) or llama3_json\n");
 }
 
 typedef struct {
@@ -68,7 +76,7 @@ int rl_cmd_serve(int argc, char **argv) {
         return RL_EXIT_OK;
     }
     const char *model = NULL, *adapter = NULL, *http = "127.0.0.1:8000", *token = NULL,
-               *name = NULL;
+               *name = NULL, *chat_template = NULL, *tool_parser = NULL;
     int threads = 0, max_work = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -87,6 +95,10 @@ int rl_cmd_serve(int argc, char **argv) {
             token = v;
         } else if (!strcmp(a, "--name")) {
             name = v;
+        } else if (!strcmp(a, "--chat-template")) {
+            chat_template = v;
+        } else if (!strcmp(a, "--tool-parser")) {
+            tool_parser = v;
         } else if (!strcmp(a, "--threads")) {
             bad = rl_cli_int("serve", a, v, 0, 4096, &threads);
         } else if (!strcmp(a, "--http-max-work")) {
@@ -123,12 +135,23 @@ int rl_cmd_serve(int argc, char **argv) {
         snprintf(nm, sizeof nm, "%s", base && base[1] ? base + 1 : model);
         name = nm;
     }
-    rl_http_backend_t be = {&b, s_acquire, s_release, name};
-    rl_http_opts_t ho = {http, token, max_work};
+    // the model's own chat template, found as every command finds it (chat completions)
+    rl_chat_source_t src;
+    char serr[1024];
+    if (rl_chat_model_source(model, NULL, &src, serr, sizeof serr) != 0) {
+        fprintf(stderr, "rlctl serve: %s\n", serr);
+        rl_chat_source_free(&src);
+        rl_model_destroy(&b.model);
+        rl_tokenizer_destroy(&b.tok);
+        return RL_EXIT_USAGE;
+    }
+    rl_http_backend_t be = {&b, s_acquire, s_release, name, src.text};
+    rl_http_opts_t ho = {http, token, max_work, chat_template, tool_parser};
     rl_http_t *h = NULL;
     char err[1024];
     if (rl_http_start(&ho, &be, &h, err, sizeof err) != 0) {
         fprintf(stderr, "rlctl serve: %s\n", err);
+        rl_chat_source_free(&src);
         rl_model_destroy(&b.model);
         rl_tokenizer_destroy(&b.tok);
         return RL_EXIT_USAGE;
@@ -139,6 +162,7 @@ int rl_cmd_serve(int argc, char **argv) {
     int sig = 0;
     sigwait(&set, &sig);
     rl_http_stop(&h);
+    rl_chat_source_free(&src);
     rl_model_destroy(&b.model);
     rl_tokenizer_destroy(&b.tok);
     pthread_mutex_destroy(&b.mu);

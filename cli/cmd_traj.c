@@ -275,6 +275,25 @@ static json_t *s_jfloats(const float *v, int n) {
     return a;
 }
 
+// A multi-turn episode's turns (docs/envs.md), when the record is one.
+static void s_jepisode(json_t *o, const rl_traj_record_t *r) {
+    const rl_traj_episode_t *e = r->episode;
+    if (!e) {
+        return;
+    }
+    json_t *turns = json_array(), *rewards = json_array();
+    for (int t = 0; t < e->n_turns; t++) {
+        json_array_append_new(turns, json_integer(e->turn_starts[t]));
+        json_array_append_new(rewards, s_jnum(e->turn_rewards[t]));
+    }
+    json_t *conv = e->conversation ? json_loads(e->conversation, 0, NULL) : NULL;
+    json_object_set_new(o, "episode",
+                        json_pack("{s:o,s:o,s:s,s:i,s:i,s:o}", "turns", turns, "turn_rewards",
+                                  rewards, "end", e->truncated ? "truncated" : "done", "tool_calls",
+                                  e->tool_calls, "parse_errors", e->parse_errors, "conversation",
+                                  conv ? conv : json_null()));
+}
+
 static json_t *s_jrecord(const rl_traj_record_t *r, const char *prompt, const char *completion,
                          int full) {
     json_t *o = json_object();
@@ -300,6 +319,7 @@ static json_t *s_jrecord(const rl_traj_record_t *r, const char *prompt, const ch
         json_object_set_new(o, "n_prompt", json_integer(r->n_prompt));
         json_object_set_new(o, "n_completion", json_integer(r->n_completion));
         json_object_set_new(o, "logprob_gap", s_jnum(s_gap(r)));
+        s_jepisode(o, r);
         return o;
     }
     uint8_t *m = r->mask;
@@ -318,6 +338,7 @@ static json_t *s_jrecord(const rl_traj_record_t *r, const char *prompt, const ch
     if (r->token_rewards) { // optional in the store: exported when stored
         json_object_set_new(o, "token_rewards", s_jfloats(r->token_rewards, r->n_completion));
     }
+    s_jepisode(o, r);
     return o;
 }
 
@@ -352,7 +373,35 @@ static void s_print_quoted(const char *s) {
     fputc('"', stdout);
 }
 
-static void s_print_record(const rl_traj_record_t *r, const char *prompt,
+// An episode turn by turn: each run of the completion's tokens with one mask value, the
+// policy's (trained: [policy]) and the environment's (context: [env]), with each turn's reward.
+static void s_print_episode(const rl_tokenizer_t *tok, const rl_traj_record_t *r) {
+    const rl_traj_episode_t *e = r->episode;
+    printf("  episode: %d turns, %s, %d tool calls, %d parse errors\n", e->n_turns,
+           e->truncated ? "truncated" : "done", e->tool_calls, e->parse_errors);
+    int t = 0; // policy turns seen: each run of mask 1 is one (the environment's answers,
+               // never empty, lie between them)
+    for (int i = 0; i < r->n_completion;) {
+        int j = i;
+        while (j < r->n_completion && r->mask[j] == r->mask[i]) {
+            j++;
+        }
+        t += r->mask[i] != 0;
+        char *text = s_text(tok, r->completion_ids + i, j - i);
+        if (r->mask[i]) {
+            printf("  [policy] turn %d, %d tokens trained: ", t, j - i);
+        } else {
+            printf("  [env]    %d tokens of context (after turn %d, reward %.6g): ", j - i, t,
+                   t > 0 ? e->turn_rewards[t - 1] : 0.0);
+        }
+        s_print_quoted(text);
+        fputc('\n', stdout);
+        free(text);
+        i = j;
+    }
+}
+
+static void s_print_record(const rl_tokenizer_t *tok, const rl_traj_record_t *r, const char *prompt,
                            const char *completion) {
     int trained = 0;
     for (int i = 0; i < r->n_completion; i++) {
@@ -368,9 +417,15 @@ static void s_print_record(const rl_traj_record_t *r, const char *prompt,
     }
     fputs("  prompt:     ", stdout);
     s_print_quoted(prompt);
-    fputs("\n  completion: ", stdout);
-    s_print_quoted(completion);
-    fputs("\n  rewards:   ", stdout);
+    if (r->episode) {
+        fputc('\n', stdout);
+        s_print_episode(tok, r);
+        fputs("  rewards:   ", stdout);
+    } else {
+        fputs("\n  completion: ", stdout);
+        s_print_quoted(completion);
+        fputs("\n  rewards:   ", stdout);
+    }
     for (int i = 0; i < r->n_rewards; i++) {
         printf(" %s=%.6g", r->reward_names[i], r->rewards[i]);
     }
@@ -489,7 +544,7 @@ static int s_step(rl_traj_t *traj, const rl_tokenizer_t *tok, const char *run, u
         if (jsonl) {
             rc = s_print_json(s_jrecord(&recs[i], prompt, completion, full));
         } else {
-            s_print_record(&recs[i], prompt, completion);
+            s_print_record(tok, &recs[i], prompt, completion);
         }
         free(prompt);
         free(completion);

@@ -51,8 +51,10 @@ static const s_command_t s_commands[] = {
     {"sampler", rl_cmd_sampler, "serve as a remote sampler of runs (sampler serve)",
      "bind= key= allow= model= cache= http= http-token= http-max-work= threads= logs= samplers= "
      "sessions= heartbeat="},
-    {"serve", rl_cmd_serve, "serve a model over OpenAI-compatible HTTP (/v1/completions)",
-     "model= adapter= http= http-token= http-max-work= name= threads="},
+    {"serve", rl_cmd_serve,
+     "serve a model over OpenAI-compatible HTTP (/v1/completions, /v1/chat/completions)",
+     "model= adapter= http= http-token= http-max-work= name= threads= chat-template= "
+     "tool-parser="},
     {"keygen", rl_cmd_keygen, "write a CURVE key pair for remote samplers", "out= force"},
     {"worker", rl_cmd_worker, "a worker process of a run (started by rlctl run)",
      "role= rank= connect= parent= secret-fd= max-frame= mesh= secret-file= log-dir= heartbeat= "

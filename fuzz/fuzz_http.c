@@ -1,9 +1,14 @@
-// fuzz_http — libFuzzer on the OpenAI-compatible completions endpoint's request handling
-// (rl_http_complete: the JSON body, its fields, prompts through the tokenizer, stop strings,
-// logprobs) against cookbook/models/arith-base. Every input must give a status of 200, 400 or
-// 500 and a JSON body, never a crash. The work cap is 2048 tokens, so that each input stays fast
-// (a request over it is a 400, which the fuzzer explores too). Seeds in fuzz/corpus/http/.
+// fuzz_http — libFuzzer on the OpenAI-compatible endpoint's request handling (rl_http_complete:
+// the JSON body, its fields, prompts through the tokenizer, stop strings, logprobs; and, for an
+// input whose first byte is 0x01, rl_http_chat on the rest: messages and tools through the
+// chatml template, the chat fields, tool calls read back, streaming) against
+// cookbook/models/arith-base. Every input must give a status of 200, 400 or 500 and a JSON body
+// (server-sent events ending in [DONE] for a streamed chat), never a crash. The work cap is 2048
+// tokens, so that each input stays fast (a request over it is a 400, which the fuzzer explores
+// too). Seeds in fuzz/corpus/http/.
+#include "rl_chat.h"
 #include "rl_http.h"
+#include "rl_toolcall.h"
 
 #include <jansson.h>
 #include <stdint.h>
@@ -38,7 +43,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int status = 0;
     char *body = NULL;
     rl_http_call_t call = {S_WORK, NULL, NULL};
-    rl_http_complete(s_model, s_tok, "fuzz", &call, (const char *)data, size, &status, &body);
+    int sse = 0;
+    if (size > 0 && data[0] == 0x01) {
+        rl_http_chat_t chat = {rl_chat_builtin_text("chatml"), "chatml", RL_TOOL_PARSER_HERMES};
+        rl_http_chat(s_model, s_tok, &chat, "fuzz", &call, (const char *)data + 1, size - 1,
+                     &status, &body, &sse);
+    } else {
+        rl_http_complete(s_model, s_tok, "fuzz", &call, (const char *)data, size, &status, &body);
+    }
+    if (sse) {
+        size_t n = body ? strlen(body) : 0;
+        if (status != 200 || n < 20 || strncmp(body, "data: {", 7) != 0 ||
+            strcmp(body + n - 14, "data: [DONE]\n\n") != 0) {
+            fprintf(stderr, "fuzz_http: bad events: %s\n", body ? body : "(null)");
+            abort();
+        }
+        free(body);
+        return 0;
+    }
     if (status != 200 && status != 400 && status != 500) {
         fprintf(stderr, "fuzz_http: status %d\n", status);
         abort();

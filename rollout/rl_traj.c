@@ -209,6 +209,24 @@ static int s_check_record(const rl_traj_record_t *r, char *err, size_t err_len) 
         return rl_errf(err, err_len, RL_EINVAL, "sampler name empty or longer than %d bytes",
                        RL_TRAJ_MAX_NAME);
     }
+    const rl_traj_episode_t *e = r->episode;
+    if (e) {
+        if (e->n_turns < 1 || e->n_turns > nc || !e->turn_starts || !e->turn_rewards ||
+            e->turn_starts[0] != 0 || (e->truncated != 0 && e->truncated != 1) ||
+            e->tool_calls < 0 || e->parse_errors < 0 ||
+            (e->conversation && strlen(e->conversation) > RL_TRAJ_MAX_CONVERSATION)) {
+            return rl_errf(err, err_len, RL_EINVAL,
+                           "episode: %d turns for %d tokens, turns from 0, end 0 or 1, counts "
+                           ">= 0, a conversation of at most %d bytes",
+                           e->n_turns, nc, RL_TRAJ_MAX_CONVERSATION);
+        }
+        for (int t = 1; t < e->n_turns; t++) {
+            if (e->turn_starts[t] <= e->turn_starts[t - 1] || e->turn_starts[t] >= nc) {
+                return rl_errf(err, err_len, RL_EINVAL, "episode: turn %d starts at %d", t,
+                               (int)e->turn_starts[t]);
+            }
+        }
+    }
     return 0;
 }
 
@@ -223,7 +241,8 @@ static int s_encode(const rl_traj_record_t *r, msgpack_sbuffer *sbuf, char *err,
     msgpack_packer pk;
     msgpack_packer_init(&pk, sbuf, msgpack_sbuffer_write);
     int nc = r->n_completion;
-    int w = msgpack_pack_map(&pk, 18 + (r->token_rewards != NULL) + (r->sampler != NULL));
+    int w = msgpack_pack_map(&pk, 18 + (r->token_rewards != NULL) + (r->sampler != NULL) +
+                                      (r->episode != NULL));
     w |= s_pack_key(&pk, "v") | msgpack_pack_uint32(&pk, RL_TRAJ_SCHEMA_VERSION);
     w |= s_pack_key(&pk, "step") | msgpack_pack_uint64(&pk, r->step);
     w |= s_pack_key(&pk, "prompt_index") | msgpack_pack_uint32(&pk, r->prompt_index);
@@ -256,6 +275,24 @@ static int s_encode(const rl_traj_record_t *r, msgpack_sbuffer *sbuf, char *err,
     }
     if (r->sampler) { // optional: absent in stores written before it existed
         w |= s_pack_key(&pk, "sampler") | s_pack_key(&pk, r->sampler);
+    }
+    const rl_traj_episode_t *e = r->episode;
+    if (e) { // optional: a multi-turn episode
+        w |= s_pack_key(&pk, "episode") | msgpack_pack_map(&pk, 5 + (e->conversation != NULL));
+        w |= s_pack_key(&pk, "turns") | msgpack_pack_array(&pk, (size_t)e->n_turns);
+        for (int t = 0; t < e->n_turns; t++) {
+            w |= msgpack_pack_uint32(&pk, (uint32_t)e->turn_starts[t]);
+        }
+        w |= s_pack_key(&pk, "turn_rewards") | msgpack_pack_array(&pk, (size_t)e->n_turns);
+        for (int t = 0; t < e->n_turns; t++) {
+            w |= msgpack_pack_double(&pk, e->turn_rewards[t]);
+        }
+        w |= s_pack_key(&pk, "end") | s_pack_key(&pk, e->truncated ? "truncated" : "done");
+        w |= s_pack_key(&pk, "tool_calls") | msgpack_pack_uint32(&pk, (uint32_t)e->tool_calls);
+        w |= s_pack_key(&pk, "parse_errors") | msgpack_pack_uint32(&pk, (uint32_t)e->parse_errors);
+        if (e->conversation) {
+            w |= s_pack_key(&pk, "conversation") | s_pack_key(&pk, e->conversation);
+        }
     }
     return w ? rl_errf(err, err_len, RL_ENOMEM, "out of memory encoding a record") : 0;
 }
@@ -380,6 +417,7 @@ enum {
     F_FINISH,
     F_TOKEN_REWARDS,
     F_SAMPLER,
+    F_EPISODE,
     F_COUNT
 };
 #define F_REQUIRED F_TOKEN_REWARDS // the fields before it must be present; the others may not
@@ -405,6 +443,7 @@ static const char *const s_fields[F_COUNT] = {
     "finish",
     "token_rewards",
     "sampler",
+    "episode",
 };
 
 static int s_field_index(const uint8_t *k, size_t n) {
@@ -497,6 +536,113 @@ static int s_fail_at(rl_traj_record_t *out, char *err, size_t err_len, int code,
         return rl_errf(err, err_len, code, "field '%s': %s%s", field, why, found);
     }
     return rl_errf(err, err_len, code, "%s%s", why, found);
+}
+
+static void s_episode_free(rl_traj_episode_t *e) {
+    if (e) {
+        free(e->turn_starts);
+        free(e->turn_rewards);
+        free(e->conversation);
+        free(e);
+    }
+}
+
+// The episode's map: turns and turn_rewards (arrays of one length), end, and optionally
+// tool_calls, parse_errors, conversation; unknown keys skipped. Turn starts are checked against
+// the completion's length by the caller.
+static const char *s_rd_episode(rl_mpack_t *r, rl_traj_episode_t **out, int *oom) {
+    uint64_t n;
+    const char *why = s_rd_map(r, &n);
+    if (why) {
+        return why;
+    }
+    if (n > 16) {
+        return "more than 16 entries in the episode's map";
+    }
+    rl_traj_episode_t *e = calloc(1, sizeof *e);
+    if (!e) {
+        *oom = 1;
+        return "out of memory";
+    }
+    *out = e;
+    int have = 0, nr = -1;
+    for (uint64_t i = 0; i < n && !why; i++) {
+        const uint8_t *k;
+        size_t kl;
+        if ((why = s_rd_bytes(r, 's', &k, &kl)) != NULL) {
+            break;
+        }
+        uint64_t m = 0;
+        if (kl == 5 && !memcmp(k, "turns", 5) && !(have & 1)) {
+            have |= 1;
+            if (rl_mpack_read_array(r, RL_TRAJ_MAX_TOKENS, &m) != 0) {
+                why = s_is_trunc(r) ? s_truncated : "episode.turns: expected an array";
+            } else if (m == 0) {
+                why = "episode.turns: empty";
+            } else if (!(e->turn_starts = malloc(m * sizeof *e->turn_starts))) {
+                why = "out of memory";
+                *oom = 1;
+            }
+            for (uint64_t t = 0; !why && t < m; t++) {
+                uint64_t v;
+                why = s_rd_uint(r, RL_TRAJ_MAX_TOKENS, &v);
+                e->turn_starts[t] = (int32_t)v;
+            }
+            e->n_turns = (int)m;
+        } else if (kl == 12 && !memcmp(k, "turn_rewards", 12) && !(have & 2)) {
+            have |= 2;
+            if (rl_mpack_read_array(r, RL_TRAJ_MAX_TOKENS, &m) != 0) {
+                why = s_is_trunc(r) ? s_truncated : "episode.turn_rewards: expected an array";
+            } else if (!(e->turn_rewards = malloc((m ? m : 1) * sizeof *e->turn_rewards))) {
+                why = "out of memory";
+                *oom = 1;
+            }
+            for (uint64_t t = 0; !why && t < m; t++) {
+                why = s_rd_num(r, &e->turn_rewards[t]);
+            }
+            nr = (int)m;
+        } else if (kl == 3 && !memcmp(k, "end", 3) && !(have & 4)) {
+            have |= 4;
+            const uint8_t *v;
+            size_t vl;
+            why = s_rd_bytes(r, 's', &v, &vl);
+            if (!why && vl == 4 && !memcmp(v, "done", 4)) {
+                e->truncated = 0;
+            } else if (!why && vl == 9 && !memcmp(v, "truncated", 9)) {
+                e->truncated = 1;
+            } else if (!why) {
+                why = "episode.end: expected \"done\" or \"truncated\"";
+            }
+        } else if (kl == 10 && !memcmp(k, "tool_calls", 10)) {
+            why = s_rd_uint(r, INT32_MAX, &m);
+            e->tool_calls = (int)m;
+        } else if (kl == 12 && !memcmp(k, "parse_errors", 12)) {
+            why = s_rd_uint(r, INT32_MAX, &m);
+            e->parse_errors = (int)m;
+        } else if (kl == 12 && !memcmp(k, "conversation", 12) && !e->conversation) {
+            const uint8_t *v;
+            size_t vl;
+            why = s_rd_bytes(r, 's', &v, &vl);
+            if (!why && (vl > RL_TRAJ_MAX_CONVERSATION || memchr(v, 0, vl))) {
+                why = "episode.conversation: longer than 16 MiB, or a NUL inside";
+            } else if (!why && !(e->conversation = malloc(vl + 1))) {
+                why = "out of memory";
+                *oom = 1;
+            } else if (!why) {
+                memcpy(e->conversation, v, vl);
+                e->conversation[vl] = '\0';
+            }
+        } else {
+            why = s_skip(r, S_MAX_DEPTH);
+        }
+    }
+    if (!why && have != 7) {
+        why = "episode: turns, turn_rewards and end are required";
+    }
+    if (!why && nr != e->n_turns) {
+        why = "episode: turns and turn_rewards differ in length";
+    }
+    return why;
 }
 
 static int s_fail(rl_traj_record_t *out, char *err, size_t err_len, int code, const char *field,
@@ -632,6 +778,7 @@ int rl_traj_decode(const void *buf, size_t len, rl_traj_record_t *out, char *err
             }
             break;
         }
+        case F_EPISODE: why = s_rd_episode(&r, &out->episode, &oom); break;
         case F_FINISH: {
             const uint8_t *s;
             size_t sl;
@@ -725,6 +872,14 @@ int rl_traj_decode(const void *buf, size_t len, rl_traj_record_t *out, char *err
             return s_fail(out, err, err_len, RL_EPROTO, "completion_ids", "a negative id");
         }
     }
+    const rl_traj_episode_t *e = out->episode;
+    for (int t = 0; e && t < e->n_turns; t++) {
+        int32_t at = e->turn_starts[t];
+        if ((t == 0 && at != 0) || (t > 0 && at <= e->turn_starts[t - 1]) || at >= nc) {
+            return s_fail(out, err, err_len, RL_EPROTO, "episode",
+                          "turns do not start at 0 and increase within the completion");
+        }
+    }
     return 0;
 }
 
@@ -742,6 +897,7 @@ void rl_traj_record_clear(rl_traj_record_t *rec) {
     free(rec->advantages);
     free(rec->token_rewards);
     free(rec->sampler);
+    s_episode_free(rec->episode);
     for (int i = 0; rec->reward_names && i < rec->n_rewards; i++) {
         free(rec->reward_names[i]);
     }

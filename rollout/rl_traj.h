@@ -25,7 +25,21 @@ extern "C" {
 #define RL_TRAJ_MAX_TOKENS (1 << 20)   // n_prompt, n_completion: larger records are refused
 #define RL_TRAJ_MAX_REWARDS 64         // n_rewards (the recipe's cap, RL_RECIPE_MAX_REWARDS)
 #define RL_TRAJ_MAX_NAME 255           // bytes of a reward name (no NUL inside)
+#define RL_TRAJ_MAX_CONVERSATION (16 << 20) // bytes of an episode's conversation (JSON text)
 #define RL_TRAJ_MAP_INITIAL (64u << 20) // map size of a new environment; doubles when full
+
+// A multi-turn episode's extra (docs/envs.md): the completion is everything after the first
+// prompt — the policy's turns (mask 1) and the environment's answers (mask 0) — and this says
+// where each policy turn starts, what the environment gave after it, and how the episode ended.
+typedef struct {
+    int n_turns;
+    int32_t *turn_starts; // (n_turns) offsets into completion_ids, increasing, from 0
+    double *turn_rewards; // (n_turns) the environment's step reward after each turn (0: none)
+    int truncated;        // 0: the environment said done; 1: a limit ended it
+    int tool_calls;       // calls parsed from the policy's turns
+    int parse_errors;     // what looked like a call and did not parse
+    char *conversation;   // {"messages": [...], "tools": [...]} as JSON text, or NULL
+} rl_traj_episode_t;
 
 // One completion. For rl_traj_put_step and rl_traj_encode the arrays are borrowed for the call;
 // rl_traj_read_step and rl_traj_decode allocate them (caller owns; free with
@@ -56,6 +70,7 @@ typedef struct {
     int finish;               // rl_sampler_finish_t: 0 stop, 1 length ("stop"/"length" on disk)
     char *sampler;            // who sampled it ("sampler/0", "sampler/2@tcp://host:5555"), or
                               // NULL (not recorded: stores written before the field existed)
+    rl_traj_episode_t *episode; // a multi-turn episode's turns, or NULL (one completion)
 } rl_traj_record_t;
 
 typedef struct rl_traj rl_traj_t;

@@ -14,6 +14,7 @@ fuzz_s="${RL_FUZZ_SECONDS:-30}"
 
 bash scripts/setup.sh --tests || { echo "test: setup failed"; exit 1; }
 bash tests/reference/fetch_tokenizers.sh || { echo "test: could not fetch the third-party tokenizers"; exit 1; }
+bash tests/reference/fetch_openai.sh || { echo "test: could not fetch the openai npm client"; exit 1; }
 
 status=0
 total_pass=0

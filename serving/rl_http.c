@@ -5,6 +5,8 @@
 #include "rl_err.h"
 #include "rl_log.h"
 #include "rl_sampler.h"
+#include "rl_chat.h"
+#include "rl_toolcall.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -67,6 +69,7 @@ typedef struct {
     uint64_t seed;
     s_str_t stop[S_MAX_STOP];
     int n_stop;
+    int token_ids; // return_token_ids (vLLM's): the prompt's and each choice's token ids
 } s_req_t;
 
 // Reads an optional number field; returns 0, or an error status with *body_p.
@@ -135,11 +138,25 @@ static int s_parse(json_t *o, s_req_t *q, char **body_p) {
     q->logprobs = -1;
     q->temperature = 1.0;
     q->top_p = 1.0;
-    static const char *const known[] = {
-        "model",   "prompt",     "max_tokens", "temperature",      "top_p",
-        "n",       "stop",       "seed",       "logprobs",         "stream",
-        "echo",    "user",       "suffix",     "presence_penalty", "frequency_penalty",
-        "best_of", "logit_bias", NULL};
+    static const char *const known[] = {"model",
+                                        "prompt",
+                                        "max_tokens",
+                                        "temperature",
+                                        "top_p",
+                                        "n",
+                                        "stop",
+                                        "seed",
+                                        "logprobs",
+                                        "stream",
+                                        "echo",
+                                        "user",
+                                        "suffix",
+                                        "presence_penalty",
+                                        "frequency_penalty",
+                                        "best_of",
+                                        "logit_bias",
+                                        "return_token_ids",
+                                        NULL};
     const char *k;
     json_t *v;
     json_object_foreach(o, k, v) {
@@ -182,6 +199,12 @@ static int s_parse(json_t *o, s_req_t *q, char **body_p) {
     if (!st) {
         st = s_num(o, "top_p", 1e-9, 1, &q->top_p, body_p);
     }
+    json_t *rti = json_object_get(o, "return_token_ids");
+    if (!st && rti && !json_is_null(rti) && !json_is_boolean(rti)) {
+        st = s_error(400, "invalid_request_error", "return_token_ids", body_p,
+                     "'return_token_ids' must be true or false");
+    }
+    q->token_ids = json_is_true(rti);
     json_t *stop = json_object_get(o, "stop");
     if (!st && stop && !json_is_null(stop)) {
         st = s_strings(stop, "stop", q->stop, S_MAX_STOP, &q->n_stop, body_p);
@@ -568,6 +591,24 @@ int rl_http_complete(rl_model_t *model, rl_tokenizer_t *tok, const char *model_n
         if (!st) { // every choice is in the reply, or the reply is an error
             json_t *ch = json_pack("{s:s%,s:i,s:o,s:s}", "text", c.text, c.text_len, "index", j,
                                    "logprobs", lp, "finish_reason", c.stopped ? "stop" : "length");
+            if (ch && q.token_ids) {
+                // what the text came from: the kept tokens, and the stop token that ended them
+                int p = res[j].prompt;
+                int nt = c.kept +
+                         (c.kept == res[j].n_ids - 1 && res[j].finish == RL_SAMPLER_FINISH_STOP);
+                json_t *pt = json_array(), *ct = json_array();
+                for (size_t i = 0; pt && i < nids[p]; i++) {
+                    json_array_append_new(pt, json_integer(ids[p][i]));
+                }
+                for (int i = 0; ct && i < nt; i++) {
+                    json_array_append_new(ct, json_integer(res[j].ids[i]));
+                }
+                if (json_object_set_new(ch, "prompt_token_ids", pt) ||
+                    json_object_set_new(ch, "token_ids", ct)) {
+                    json_decref(ch);
+                    ch = NULL;
+                }
+            }
             if (!ch || json_array_append_new(choices, ch)) {
                 st = s_error(500, "server_error", NULL, body_p,
                              "choice %d cannot be written as JSON (out of memory, or its text "
@@ -640,6 +681,8 @@ typedef struct s_conn { // one request (MHD's con_cls)
     char *buf;
     size_t len;
     int too_big;
+    int chat; // /v1/chat/completions (else /v1/completions)
+    int sse;  // the answer is server-sent events
     // a completion: queued, then generated, then answered by the I/O thread
     rl_http_t *h;
     s_state_t state;
@@ -657,6 +700,9 @@ struct rl_http {
     char token[256]; // "" = none
     int port;
     int64_t max_work;
+    const char *chat_builtin; // a built-in template's text, or NULL: the tokenizer's
+    const char *chat_name;
+    int tool_parser;
     pthread_mutex_t mu;
     pthread_cond_t work_cv; // the generation thread's: a completion is queued, or stop
     pthread_cond_t dog_cv;  // the watchdog's (monotonic clock): stop
@@ -675,7 +721,7 @@ static double s_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static enum MHD_Result s_send(struct MHD_Connection *con, int status, char *body) {
+static enum MHD_Result s_send_as(struct MHD_Connection *con, int status, char *body, int sse) {
     const char *b = body ? body : "{}";
     struct MHD_Response *r = MHD_create_response_from_buffer(
         strlen(b), (void *)b, body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
@@ -683,13 +729,20 @@ static enum MHD_Result s_send(struct MHD_Connection *con, int status, char *body
         free(body);
         return MHD_NO;
     }
-    MHD_add_response_header(r, "Content-Type", "application/json");
+    MHD_add_response_header(r, "Content-Type", sse ? "text/event-stream" : "application/json");
+    if (sse) {
+        MHD_add_response_header(r, "Cache-Control", "no-cache");
+    }
     if (status == 429) {
         MHD_add_response_header(r, "Retry-After", "1");
     }
     enum MHD_Result ret = MHD_queue_response(con, (unsigned)status, r);
     MHD_destroy_response(r);
     return ret;
+}
+
+static enum MHD_Result s_send(struct MHD_Connection *con, int status, char *body) {
+    return s_send_as(con, status, body, 0);
 }
 
 // 1 when the request carries the configured bearer token (constant time), or none is needed.
@@ -839,8 +892,16 @@ static void s_generate(rl_http_t *h, s_conn_t *c) {
         c->status = s_error(503, "server_error", NULL, &c->body, "%s", why);
     } else {
         rl_http_call_t call = {h->max_work, s_cancelled, c};
-        rl_http_complete(model, tok, h->backend->model_name, &call, c->buf ? c->buf : "", c->len,
-                         &c->status, &c->body);
+        if (c->chat) {
+            rl_http_chat_t chat = {
+                h->chat_builtin ? h->chat_builtin : h->backend->chat_template,
+                h->chat_builtin ? h->chat_name : "the model's chat template", h->tool_parser};
+            rl_http_chat(model, tok, &chat, h->backend->model_name, &call, c->buf ? c->buf : "",
+                         c->len, &c->status, &c->body, &c->sse);
+        } else {
+            rl_http_complete(model, tok, h->backend->model_name, &call, c->buf ? c->buf : "",
+                             c->len, &c->status, &c->body);
+        }
         h->backend->release(h->backend->ctx);
         if (c->status == 499 && atomic_load(&h->stopping)) {
             free(c->body);
@@ -962,7 +1023,7 @@ static enum MHD_Result s_handler(void *cls, struct MHD_Connection *con, const ch
         }
         char *b = c->body;
         c->body = NULL;
-        return s_send(con, c->status, b);
+        return s_send_as(con, c->status, b, c->sse && c->status == 200);
     }
     if (*upload_size > 0) {
         if (c->len + *upload_size > S_BODY_MAX) {
@@ -998,16 +1059,17 @@ static enum MHD_Result s_handler(void *cls, struct MHD_Connection *con, const ch
             json_decref(r);
             status = body ? 200 : s_error(500, "server_error", NULL, &body, "out of memory");
         }
-    } else if (!strcmp(url, "/v1/completions")) {
+    } else if (!strcmp(url, "/v1/completions") || !strcmp(url, "/v1/chat/completions")) {
         if (strcmp(method, "POST")) {
             status = s_error(405, "invalid_request_error", NULL, &body, "use POST");
         } else {
+            c->chat = !strcmp(url, "/v1/chat/completions");
             return s_enqueue(h, con, c);
         }
     } else {
         status = s_error(404, "invalid_request_error", NULL, &body,
-                         "no such path: %s (this "
-                         "server has /v1/completions and /v1/models)",
+                         "no such path: %s (this server has /v1/completions, "
+                         "/v1/chat/completions and /v1/models)",
                          url);
     }
     return s_send(con, status, body);
@@ -1121,6 +1183,16 @@ int rl_http_start(const rl_http_opts_t *opts, const rl_http_backend_t *backend, 
         return rl_errf(err, err_len, RL_EINVAL, "--http-max-work %lld: must be >= 1",
                        (long long)opts->max_work);
     }
+    rl_tool_parser_t parser = RL_TOOL_PARSER_HERMES;
+    if (opts->tool_parser && rl_tool_parser_find(opts->tool_parser, &parser) != 0) {
+        return rl_errf(err, err_len, RL_EINVAL, "--tool-parser '%s': one of %s", opts->tool_parser,
+                       rl_tool_parser_names());
+    }
+    const char *builtin = opts->chat_template ? rl_chat_builtin_text(opts->chat_template) : NULL;
+    if (opts->chat_template && !builtin) {
+        return rl_errf(err, err_len, RL_EINVAL, "--chat-template '%s': chatml or llama3",
+                       opts->chat_template);
+    }
     int loopback = (ntohl(sa.sin_addr.s_addr) >> 24) == 127;
     if (!opts->token_file && !loopback) {
         return rl_errf(err, err_len, RL_EINVAL,
@@ -1134,6 +1206,9 @@ int rl_http_start(const rl_http_opts_t *opts, const rl_http_backend_t *backend, 
     }
     h->backend = backend;
     h->max_work = opts->max_work > 0 ? opts->max_work : RL_HTTP_MAX_WORK;
+    h->chat_builtin = builtin;
+    h->chat_name = opts->chat_template;
+    h->tool_parser = (int)parser;
     atomic_init(&h->stopping, 0);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);

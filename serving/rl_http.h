@@ -60,6 +60,8 @@ typedef struct {
     int (*acquire)(void *ctx, rl_model_t **model, rl_tokenizer_t **tok, char *why, size_t why_len);
     void (*release)(void *ctx);
     const char *model_name; // the id /v1/models lists and responses carry
+    const char *chat_template; // the model's chat template text (rl_chat_model_source), or
+                               // NULL: chat completions need opts.chat_template
 } rl_http_backend_t;
 
 typedef struct rl_http rl_http_t;
@@ -74,6 +76,9 @@ typedef struct {
     int64_t max_work;       // the most tokens of work one completions request may ask for
                             // (n x the sum over its prompts of prompt tokens + max_tokens);
                             // 0: RL_HTTP_MAX_WORK
+    const char *chat_template; // chat completions' template: a built-in's name (chatml, llama3),
+                               // or NULL: the model's own (tokenizer_config.json's)
+    const char *tool_parser;   // how tool calls are read back: "hermes" (NULL) or "llama3_json"
 } rl_http_opts_t;
 
 // Serves as opts says. backend is borrowed (must outlive the server). caller owns *out; free
@@ -99,6 +104,26 @@ typedef struct {
 int rl_http_complete(rl_model_t *model, rl_tokenizer_t *tok, const char *model_name,
                      const rl_http_call_t *call, const char *body, size_t len, int *status,
                      char **body_p);
+
+// The chat side of a model: its template and how its tool calls are written.
+typedef struct {
+    const char *template_text; // the Jinja chat template (the model's, or a built-in's text);
+                               // NULL: chat completions are refused (400) naming the cure
+    const char *template_name; // for messages ("tokenizer_config.json", "chatml")
+    int tool_parser;           // rl_tool_parser_t (env/rl_toolcall.h): hermes, llama3_json
+} rl_http_chat_t;
+
+// One chat completions request body (POST /v1/chat/completions) against model/tok: the
+// messages (and tools) rendered with the chat template (data.chat_template_kwargs' counterpart:
+// chat_template_kwargs), generated as rl_http_complete generates, and answered in OpenAI's
+// chat.completion shape: tool calls parsed back (finish_reason "tool_calls"), logprobs as
+// {"content": [{token, logprob, bytes, top_logprobs}]}, and with return_token_ids (vLLM's) the
+// prompt's and each choice's token ids. stream: true answers the same choices as server-sent
+// events (chat.completion.chunk objects, then "data: [DONE]"), written once generation is done;
+// *sse is then 1 (the body's content type is text/event-stream). As rl_http_complete otherwise.
+int rl_http_chat(rl_model_t *model, rl_tokenizer_t *tok, const rl_http_chat_t *chat,
+                 const char *model_name, const rl_http_call_t *call, const char *body, size_t len,
+                 int *status, char **body_p, int *sse);
 
 #ifdef __cplusplus
 }

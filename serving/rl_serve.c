@@ -700,8 +700,8 @@ int rl_serve_main(const rl_serve_opts_t *o) {
     }
     gethostname(s.host, sizeof s.host - 1);
     rl_http_t *http = NULL;
-    rl_http_backend_t be = {&s, s_http_acquire, s_http_release, s.http_name};
-    rl_http_opts_t ho = {o->http, o->http_token, o->http_max_work};
+    rl_http_backend_t be = {&s, s_http_acquire, s_http_release, s.http_name, NULL};
+    rl_http_opts_t ho = {o->http, o->http_token, o->http_max_work, NULL, NULL};
     if (o->http) {
         const char *base = strrchr(s.model, '/');
         snprintf(s.http_name, sizeof s.http_name, "%.200s",

@@ -5,10 +5,16 @@
 // of prompt tokens + max_tokens: the bound itself is accepted, one more is a 400 naming the
 // fields and the cap, before or after tokenizing), and a cancel callback (status 499 at the step
 // it says so; the next request is served as before). The server around it (threads, deadlines,
-// per-client limits) is roles.http_limits.
+// per-client limits) is roles.http_limits. And the chat completions request (rl_http_chat): no
+// template is a 400 naming the cure; greedy content and token ids equal the completion of the
+// chatml-rendered prompt; a stream is server-sent events ending in [DONE]; keyword arguments the
+// template does not use, and a completion's own refusal, are 400s naming the field. The client's
+// view of it is roles.http_chat.
+#include "rl_chat.h"
 #include "rl_err.h"
 #include "rl_http.h"
 #include "rl_test.h"
+#include "rl_toolcall.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -177,6 +183,85 @@ static void s_test_values(void) {
     json_decref(o);
 }
 
+// ---- chat completions
+
+static int s_chat(const rl_http_chat_t *chat, const char *req, json_t **reply_p, int *sse) {
+    int status = 0;
+    char *body = NULL;
+    CHECK_INT(
+        rl_http_chat(s_model, s_tok, chat, "arith", NULL, req, strlen(req), &status, &body, sse),
+        0);
+    if (*sse) {
+        size_t n = body ? strlen(body) : 0;
+        CHECK_MSG(n > 20 && !strncmp(body, "data: {", 7) &&
+                      !strcmp(body + n - 14, "data: [DONE]\n\n"),
+                  "events: %s", body ? body : "(null)");
+        *reply_p = NULL;
+    } else {
+        *reply_p = body ? json_loads(body, 0, NULL) : NULL;
+        CHECK_MSG(*reply_p != NULL, "the reply to %s is not JSON: %s", req, body ? body : "(null)");
+    }
+    free(body);
+    return status;
+}
+
+static void s_test_chat(void) {
+    rl_http_chat_t none = {NULL, NULL, RL_TOOL_PARSER_HERMES};
+    rl_http_chat_t chatml = {rl_chat_builtin_text("chatml"), "chatml", RL_TOOL_PARSER_HERMES};
+    const char *req = "{\"messages\": [{\"role\": \"user\", \"content\": \"12+30=\"}], "
+                      "\"max_tokens\": 8, \"temperature\": 0, \"return_token_ids\": true}";
+    json_t *o = NULL;
+    int sse = 0;
+    CHECK_INT(s_chat(&none, req, &o, &sse), 400);
+    CHECK_CONTAINS(s_message(o), "--chat-template chatml|llama3");
+    json_decref(o);
+    CHECK_INT(s_chat(&chatml, req, &o, &sse), 200);
+    json_t *c = NULL;
+    CHECK_INT(s_ask(NULL,
+                    "{\"prompt\": \"<|im_start|>user\\n12+30=<|im_end|>\\n<|im_start|>assistant"
+                    "\\n\", \"max_tokens\": 8, \"temperature\": 0, \"return_token_ids\": true}",
+                    &c),
+              200);
+    json_t *ch = json_array_get(json_object_get(o, "choices"), 0);
+    json_t *cc = json_array_get(json_object_get(c, "choices"), 0);
+    CHECK_STR(json_string_value(json_object_get(json_object_get(ch, "message"), "content")),
+              json_string_value(json_object_get(cc, "text")));
+    CHECK(json_equal(json_object_get(ch, "token_ids"), json_object_get(cc, "token_ids")));
+    CHECK(json_equal(json_object_get(o, "prompt_token_ids"),
+                     json_object_get(cc, "prompt_token_ids")));
+    CHECK_STR(json_string_value(json_object_get(o, "object")), "chat.completion");
+    json_decref(o);
+    json_decref(c);
+    // a stream; tools with tool_choice auto
+    CHECK_INT(
+        s_chat(&chatml,
+               "{\"messages\": [{\"role\": \"user\", \"content\": \"1+1=\"}], \"max_tokens\": "
+               "3, \"stream\": true, \"n\": 2, \"tools\": [{\"type\": \"function\", "
+               "\"function\": {\"name\": \"calc\"}}]}",
+               &o, &sse),
+        200);
+    CHECK_INT(sse, 1);
+    // refusals: keyword arguments the template does not use; a completion's own, passed on
+    sse = 0;
+    CHECK_INT(s_chat(&chatml,
+                     "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], "
+                     "\"chat_template_kwargs\": {\"enable_thinking\": false}}",
+                     &o, &sse),
+              400);
+    CHECK_STR(s_param(o), "chat_template_kwargs");
+    json_decref(o);
+    CHECK_INT(
+        s_chat(&chatml,
+               "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"max_tokens\": 0}", &o,
+               &sse),
+        400);
+    CHECK_STR(s_param(o), "max_tokens");
+    json_decref(o);
+    CHECK_INT(s_chat(&chatml, "{\"messages\": [{\"role\": \"user\"}]}", &o, &sse), 400);
+    CHECK_STR(s_param(o), "messages");
+    json_decref(o);
+}
+
 int main(void) {
     char err[1024];
     rl_model_opts_t mo;
@@ -191,6 +276,7 @@ int main(void) {
     }
     RL_TEST_RUN(s_test_work);
     RL_TEST_RUN(s_test_cancel);
+    RL_TEST_RUN(s_test_chat);
     RL_TEST_RUN(s_test_values);
     rl_tokenizer_destroy(&s_tok);
     rl_model_destroy(&s_model);

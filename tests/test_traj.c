@@ -167,6 +167,70 @@ static void test_codec(void) {
         free(b1);
         rl_traj_record_clear(&r);
     }
+    // a multi-turn episode (docs/envs.md): round trip of its turns, turn rewards, end, counts
+    // and conversation; encode refuses turns that do not start at 0 and increase inside the
+    // completion, decode refuses such bytes and a map without its required keys
+    {
+        rl_traj_record_t r = s_make(9, 2, 3, 12, 10, 0), d;
+        rl_traj_episode_t *e = calloc(1, sizeof *e);
+        e->n_turns = 2;
+        e->turn_starts = malloc(2 * sizeof *e->turn_starts);
+        e->turn_starts[0] = 0;
+        e->turn_starts[1] = 6;
+        e->turn_rewards = malloc(2 * sizeof *e->turn_rewards);
+        e->turn_rewards[0] = 0.25;
+        e->turn_rewards[1] = -1.0;
+        e->truncated = 1;
+        e->tool_calls = 3;
+        e->parse_errors = 1;
+        e->conversation = strdup("{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}]}");
+        r.episode = e;
+        void *b = NULL;
+        size_t l = 0;
+        CHECK_INT(rl_traj_encode(&r, &b, &l), 0);
+        CHECK_INT(rl_traj_decode(b, l, &d, err, sizeof err), 0);
+        CHECK(s_equal(&r, &d) && d.episode);
+        if (d.episode) {
+            CHECK(d.episode->n_turns == 2 && d.episode->turn_starts[1] == 6 &&
+                  d.episode->turn_rewards[0] == 0.25 && d.episode->turn_rewards[1] == -1.0 &&
+                  d.episode->truncated == 1 && d.episode->tool_calls == 3 &&
+                  d.episode->parse_errors == 1);
+            CHECK_STR(d.episode->conversation, e->conversation);
+        }
+        rl_traj_record_clear(&d);
+        // bytes whose second turn starts past the completion: refused naming the field
+        uint8_t *at = memmem(b, l, "\x92\x00\x06", 3); // turns: [0, 6] as a fixarray
+        CHECK(at != NULL);
+        if (at) {
+            at[2] = 10; // == n_completion
+            CHECK_INT(rl_traj_decode(b, l, &d, err, sizeof err), RL_EPROTO);
+            CHECK_CONTAINS(err, "episode");
+            rl_traj_record_clear(&d);
+            at[2] = 6;
+            at[1] = 1; // the first turn not at 0
+            CHECK_INT(rl_traj_decode(b, l, &d, err, sizeof err), RL_EPROTO);
+            rl_traj_record_clear(&d);
+        }
+        uint8_t *end = memmem(b, l,
+                              "\xa3"
+                              "end",
+                              4); // the key "end" renamed: missing
+        CHECK(end != NULL);
+        if (end) {
+            end[1] = 'E';
+            CHECK_INT(rl_traj_decode(b, l, &d, err, sizeof err), RL_EPROTO);
+            CHECK_CONTAINS(err, "turns, turn_rewards and end are required");
+            rl_traj_record_clear(&d);
+        }
+        free(b);
+        e->turn_starts[1] = 0;
+        CHECK_INT(rl_traj_encode(&r, &b, &l), RL_EINVAL);
+        e->turn_starts[1] = 6;
+        e->n_turns = 11;
+        CHECK_INT(rl_traj_encode(&r, &b, &l), RL_EINVAL);
+        e->n_turns = 2;
+        rl_traj_record_clear(&r);
+    }
     // what encode refuses, so that the store never holds a record decode would refuse
     rl_traj_record_t r = s_make(1, 0, 0, 4, 6, 0);
     void *buf;

@@ -100,6 +100,24 @@ static void s_fill(rl_tokenizer_t *tok, int eos) {
             r->rewards[1] = s == 2 && i == 1 ? NAN : 0.5;
             r->reward = r->rewards[0] + 0.1 * s;
             r->advantage = g == 0 ? 1.0 / 3.0 : -1.0 / 3.0 + 0.25 * s;
+            if (s == 0 && i == 0) { // a two-turn episode: the first 4 tokens the policy's,
+                                    // 4 of the environment's, the rest the policy's again
+                rl_traj_episode_t *e = calloc(1, sizeof *e);
+                e->n_turns = 2;
+                e->turn_starts = malloc(2 * sizeof *e->turn_starts);
+                e->turn_starts[0] = 0;
+                e->turn_starts[1] = 8;
+                e->turn_rewards = malloc(2 * sizeof *e->turn_rewards);
+                e->turn_rewards[0] = 0.5;
+                e->turn_rewards[1] = 0.0;
+                e->tool_calls = 1;
+                e->conversation = strdup("{\"messages\":[{\"role\":\"user\",\"content\":"
+                                         "\"12*3+100=\"}]}");
+                for (int t = 4; t < 8; t++) {
+                    r->mask[t] = 0;
+                }
+                r->episode = e;
+            }
         }
     }
 }
@@ -209,6 +227,28 @@ static void s_check_full(json_t *o, const rl_traj_record_t *r, double rel, const
               at);
     const char *fin = json_string_value(json_object_get(o, "finish"));
     CHECK_MSG(fin && !strcmp(fin, r->finish ? "length" : "stop"), "%s: finish", at);
+    // a multi-turn episode's turns: present exactly when stored
+    json_t *ep = json_object_get(o, "episode");
+    CHECK_MSG(!r->episode == !ep, "%s: episode %s", at, ep ? "unexpected" : "missing");
+    if (r->episode && ep) {
+        const rl_traj_episode_t *e = r->episode;
+        json_t *turns = json_object_get(ep, "turns"), *tr2 = json_object_get(ep, "turn_rewards");
+        int ok =
+            (int)json_array_size(turns) == e->n_turns && (int)json_array_size(tr2) == e->n_turns;
+        for (int t = 0; ok && t < e->n_turns; t++) {
+            ok = json_integer_value(json_array_get(turns, (size_t)t)) == e->turn_starts[t] &&
+                 s_jnum_eq(json_array_get(tr2, (size_t)t), e->turn_rewards[t], rel);
+        }
+        const char *end = json_string_value(json_object_get(ep, "end"));
+        CHECK_MSG(ok && end && !strcmp(end, e->truncated ? "truncated" : "done") &&
+                      json_integer_value(json_object_get(ep, "tool_calls")) == e->tool_calls &&
+                      json_integer_value(json_object_get(ep, "parse_errors")) == e->parse_errors,
+                  "%s: episode", at);
+        json_t *conv = json_object_get(ep, "conversation");
+        json_t *want = json_loads(e->conversation, 0, NULL);
+        CHECK_MSG(json_equal(conv, want), "%s: episode.conversation", at);
+        json_decref(want);
+    }
 }
 
 // Parses the JSON lines of s_out into out[0..cap); returns how many (or -1 on a bad line).
@@ -275,10 +315,15 @@ static void test_show(void) {
              s_gap(&s_recs[1][3]), s_recs[1][3].n_completion);
     CHECK_CONTAINS(s_out, want);
 
-    // step 1: no old logprobs, so no gap line
+    // step 1: no old logprobs, so no gap line; its first record is an episode, shown turn by
+    // turn with what was trained
     snprintf(args, sizeof args, "traj show '%s' --step 1", s_run);
     CHECK_INT(s_rlctl(args), 0);
     CHECK(strstr(s_out, "logprob gap") == NULL);
+    CHECK_CONTAINS(s_out, "  episode: 2 turns, done, 1 tool calls, 0 parse errors\n"
+                          "  [policy] turn 1, 4 tokens trained: \"12*3\"\n"
+                          "  [env]    4 tokens of context (after turn 1, reward 0.5): \"=36;\"\n"
+                          "  [policy] turn 2, ");
     CHECK_CONTAINS(s_out, "format=0.5");
 
     snprintf(args, sizeof args, "traj show '%s' --step 3 --jsonl", s_run);

@@ -92,6 +92,26 @@ def record(key, value):
             if not isinstance(r[f], bytes) or len(r[f]) != 4 * n:
                 fail(f"{where}: {f} is not {4 * n} bytes")
             out[f] = [num(x) for x in struct.unpack(f"<{n}f", r[f])]
+    if "episode" in r:  # a multi-turn episode (docs/trajectories.md)
+        e = r["episode"]
+        if not isinstance(e, dict) or not {"turns", "turn_rewards", "end"} <= set(e):
+            fail(f"{where}: episode is not a map with turns, turn_rewards and end")
+        turns = e["turns"]
+        if (not isinstance(turns, list) or not turns or turns[0] != 0 or
+                any(uint(t, 32, where) >= n for t in turns) or
+                any(b <= a for a, b in zip(turns, turns[1:]))):
+            fail(f"{where}: episode.turns do not start at 0 and increase within the completion")
+        if not isinstance(e["turn_rewards"], list) or len(e["turn_rewards"]) != len(turns):
+            fail(f"{where}: episode.turn_rewards is not one number per turn")
+        if e["end"] not in ("done", "truncated"):
+            fail(f"{where}: episode.end {e['end']!r}")
+        conv = e.get("conversation")
+        out["episode"] = {
+            "turns": turns, "turn_rewards": [num(float(x)) for x in e["turn_rewards"]],
+            "end": e["end"], "tool_calls": uint(e.get("tool_calls", 0), 32, where),
+            "parse_errors": uint(e.get("parse_errors", 0), 32, where),
+            "conversation": json.loads(conv) if conv is not None else None,
+        }
     if any(i < 0 for i in out["prompt_ids"] + out["completion_ids"]):
         fail(f"{where}: a negative id")
     return out
