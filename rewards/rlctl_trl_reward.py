@@ -24,7 +24,7 @@ def load(path, name):
     spec.loader.exec_module(module)
     fn = getattr(module, name, None)
     if not callable(fn):
-        raise SystemExit("%s has no function '%s'" % (path, name))
+        raise LookupError("%s has no function '%s'" % (os.path.basename(path), name))
     return fn
 
 
@@ -85,6 +85,8 @@ def last_line(e, path):
     for fr in traceback.extract_tb(e.__traceback__):
         if os.path.abspath(fr.filename) == path:
             where = "%s:%d: " % (os.path.basename(fr.filename), fr.lineno)
+    if isinstance(e, SyntaxError) and e.filename and e.lineno:
+        where = "%s:%d: " % (os.path.basename(e.filename), e.lineno)
     return where + traceback.format_exception_only(type(e), e)[-1].strip()
 
 
@@ -92,11 +94,17 @@ def main(argv):
     if len(argv) != 3:
         raise SystemExit("usage: rlctl_trl_reward.py FILE FUNCTION")
     path, name = os.path.abspath(argv[1]), argv[2]
-    fn = load(path, name)
+    try:
+        fn, failed = load(path, name), None
+    except Exception as e:                     # each batch fails with why, instead of an exit
+        traceback.print_exc(file=sys.stderr)   # that only says "see the log"
+        fn, failed = None, "%s: %s" % (name, last_line(e, path))
     for line in sys.stdin:
         try:
-            request = json.loads(line)
-            reply = {"scores": call(fn, name, request["items"])}
+            if failed:
+                reply = {"error": failed}
+            else:
+                reply = {"scores": call(fn, name, json.loads(line)["items"])}
         except Exception as e:
             traceback.print_exc(file=sys.stderr)  # the whole traceback, in the worker's log
             reply = {"error": "%s: %s" % (name, last_line(e, path))}

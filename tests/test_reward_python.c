@@ -72,6 +72,9 @@ static void test_runner(void) {
     s_expect("short", S_PLAIN,
              "{\"error\": \"short: ValueError: short returned 1 values; a list of 2 rewards "
              "(float or None) was expected\"}\n");
+    s_expect("nope", S_PLAIN,
+             "{\"error\": \"nope: LookupError: trl_rewards.py has no function "
+             "'nope'\"}\n"); // a reply, not an exit
     char err[600];
     snprintf(err, sizeof err, "%s/err.txt", s_tmp);
     char *log = rl_test_read_file(err, NULL); // the whole traceback goes to the worker's log
