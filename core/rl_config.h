@@ -406,6 +406,8 @@ typedef struct {
     rl_recipe_strlist_t command; // the program and its arguments (n = 0 when unset); items
                                  // naming a file beside the recipe are absolute
     rl_recipe_http_t http;       // the reward server (http.url NULL when unset)
+    char *python_json; // the entry's `python:` map as JSON text, its file absolute (NULL when
+                       // unset); at load it becomes `command` (python3, the runner, file, function)
     // Not keys of the entry: copied from the rest of the recipe at load, so that a reward opened
     // from its entry alone (the reward worker, rl_reward_check) has what it needs.
     double reward_timeout;    // roles.reward_timeout: a command or http reward gives up on a

@@ -1320,6 +1320,82 @@ char *rl_cfg_strdupf(const char *fmt, ...) {
     return s;
 }
 
+// The runner rlctl ships for `python:` rewards: RLCTL_TRL_RUNNER when set (an installed copy),
+// else the source tree's (compiled in, so a build finds it from any working directory).
+#ifndef RL_REWARDS_SOURCE_DIR
+#define RL_REWARDS_SOURCE_DIR "rewards"
+#endif
+static const char *s_trl_runner(void) {
+    const char *e = getenv("RLCTL_TRL_RUNNER");
+    return e && e[0] ? e : RL_REWARDS_SOURCE_DIR "/rlctl_trl_reward.py";
+}
+
+// rewards[i].python (set at `key`, its map as JSON in w->python_json): {file, function}; the file
+// resolved against the recipe's folder (the working directory for an override) and checked to
+// exist; the entry becomes the command [python3, runner, file, function], named after the
+// function unless it has a name. python_json is rewritten with the absolute file, so the recipe
+// a run writes loads from its own folder.
+static void s_python_command(rl_cfg_ctx_t *c, rl_recipe_reward_t *w, const char *key) {
+    json_t *j = json_loads(w->python_json, 0, NULL);
+    const char *file = json_string_value(json_object_get(j, "file"));
+    json_t *fj = json_object_get(j, "function");
+    const char *fn = json_string_value(fj);
+    const char *k;
+    json_t *v;
+    json_object_foreach(j, k, v) {
+        if (strcmp(k, "file") != 0 && strcmp(k, "function") != 0) {
+            rl_cfg_err_key(c, key,
+                           "unknown key '%s'; python: takes {file: my_rewards.py, "
+                           "function: accuracy_reward}",
+                           k);
+            json_decref(j);
+            return;
+        }
+    }
+    if (!file || !file[0] || !fn || !fn[0]) {
+        rl_cfg_err_key(c, key,
+                       json_is_array(fj)
+                           ? "function: names one function; write one entry per function "
+                             "(each has its own name and weight, as TRL's reward_funcs list); "
+                             "several entries may name the same file"
+                           : "needs file: <a .py file> and function: <its name>, e.g. {file: "
+                             "my_rewards.py, function: accuracy_reward}");
+        json_decref(j);
+        return;
+    }
+    const rl_cfg_loc_t *l = rl_cfg_loc_find(c->r->priv, key);
+    const char *base = l && l->file == c->file ? c->base : c->cwd;
+    char *abs = file[0] == '/' ? strdup(file) : s_path_join_norm(base, file);
+    struct stat st;
+    if (!abs) {
+        c->oom = 1;
+    } else if (stat(abs, &st) != 0 || !S_ISREG(st.st_mode)) {
+        rl_cfg_err_key(c, key, "file '%s' does not exist (looked for %s)", file, abs);
+    } else {
+        const char *argv[] = {"python3", s_trl_runner(), abs, fn};
+        rl_cfg_strlist_free(&w->command);
+        w->command.items = calloc(4, sizeof(char *));
+        int bad = !w->command.items;
+        for (int i = 0; !bad && i < 4; i++) {
+            bad |= !(w->command.items[i] = strdup(argv[i]));
+            w->command.n += !bad;
+        }
+        if (!w->name) {
+            w->name = strdup(fn);
+            bad |= !w->name;
+        }
+        bad |= json_object_set_new(j, "file", json_string(abs)) != 0;
+        char *s = bad ? NULL : json_dumps(j, JSON_PRESERVE_ORDER);
+        if (s) {
+            free(w->python_json);
+            w->python_json = s;
+        }
+        c->oom |= bad || !s;
+    }
+    free(abs);
+    json_decref(j);
+}
+
 // rewards[i].command (set at `key`): not empty, its program named, and its items resolved as
 // paths are: the program (command[0]) when it holds a '/', against the recipe's folder (the
 // working directory for an override), like plugin:; a later item when it names a file or folder
@@ -1439,12 +1515,13 @@ static void s_derive(rl_cfg_ctx_t *c) {
             continue; // not a map: already reported
         }
         // the sources, in the order messages name them
-        static const char *const srcs[] = {"builtin", "plugin", "model", "command", "http"};
-        int has[5] = {w->builtin >= 0, w->plugin != NULL, w->model != NULL, w->command.n > 0,
-                      w->http.url != NULL};
-        char ks[5][80], kname[80], kconfig[80];
+        static const char *const srcs[] = {"builtin", "plugin", "model",
+                                           "command", "http",   "python"};
+        int has[6] = {w->builtin >= 0,  w->plugin != NULL,   w->model != NULL,
+                      w->command.n > 0, w->http.url != NULL, w->python_json != NULL};
+        char ks[6][80], kname[80], kconfig[80];
         int n_has = 0, first = -1, second = -1, written = 0;
-        for (int src = 0; src < 5; src++) {
+        for (int src = 0; src < 6; src++) {
             snprintf(ks[src], sizeof ks[src], "%s.%s", key, srcs[src]);
             written |= rl_cfg_is_set(r, ks[src]);
             if (has[src]) {
@@ -1458,23 +1535,30 @@ static void s_derive(rl_cfg_ctx_t *c) {
         if (n_has > 1) {
             rl_cfg_err_key(c, ks[second],
                            "set together with %s; an entry uses one of builtin, plugin, model, "
-                           "command and http",
+                           "command, http and python",
                            srcs[first]);
         } else if (!n_has && !written) {
             char all[256];
             s_join(rl_cfg_key(c->algos, "rewards", "builtin")->choices, all, sizeof all);
             rl_cfg_err_key(c, key,
                            "needs builtin: (%s), plugin: <path of a .so>, model: <a reward "
-                           "model's folder>, command: [program, args...] or http: {url: "
-                           "http://HOST:PORT/PATH}",
+                           "model's folder>, command: [program, args...], http: {url: "
+                           "http://HOST:PORT/PATH} or python: {file: my_rewards.py, function: f}",
                            all);
         }
         if (rl_cfg_is_set(r, ks[3])) {
             s_check_command(c, w, ks[3]);
         }
+        if (n_has == 1 && first == 5) {
+            s_python_command(c, w, ks[5]);
+        }
         if (n_has == 1 && first >= 2) {
-            static const int kinds[] = {0, 0, RL_RECIPE_REWARD_MODEL, RL_RECIPE_REWARD_COMMAND,
-                                        RL_RECIPE_REWARD_HTTP};
+            static const int kinds[] = {0,
+                                        0,
+                                        RL_RECIPE_REWARD_MODEL,
+                                        RL_RECIPE_REWARD_COMMAND,
+                                        RL_RECIPE_REWARD_HTTP,
+                                        RL_RECIPE_REWARD_COMMAND};
             w->builtin = kinds[first];
         }
         const char *an = n_has == 1 && first == 4 ? "an" : "a";
@@ -1484,8 +1568,9 @@ static void s_derive(rl_cfg_ctx_t *c) {
                            "%s %s reward takes no config (config: goes to the create() of a "
                            "builtin, plugin or model); %s",
                            an, srcs[first],
-                           first == 3 ? "give the program its settings as arguments"
-                                      : "put the settings in the URL or on the server");
+                           first == 3   ? "give the program its settings as arguments"
+                           : first == 5 ? "give the function its settings in its file"
+                                        : "put the settings in the URL or on the server");
         }
         w->reward_timeout = r->roles.reward_timeout;
         w->answer_field = r->data.answer_field;
@@ -1494,7 +1579,8 @@ static void s_derive(rl_cfg_ctx_t *c) {
             if (!w->name) {
                 c->oom = 1;
             }
-        } else if (!w->name && n_has == 1 && !rl_cfg_is_set(r, kname)) {
+        } else if (!w->name && n_has == 1 && first != 5 && !rl_cfg_is_set(r, kname)) {
+            // (a python: entry is named after its function, or its error is reported)
             rl_cfg_err_key(c, key, "%s %s reward needs a name:", an, srcs[first]);
         } else if (w->name && !s_name_ok(w->name)) {
             rl_cfg_err_key(c, kname,

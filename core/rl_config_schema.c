@@ -232,7 +232,7 @@ static const rl_recipe_key_t s_keys[] = {
      DEF("1.0"), .min = -BIG, .max = BIG, .doc = "the total reward is the weighted sum"},
     {.section = "rewards", .key = "builtin", .type = RL_RECIPE_T_ENUM, .offset = ROFF(builtin),
      .def_doc = "null", .flags = OPTIONAL, .choices = s_builtins,
-     .doc = "a built-in reward (exactly one of builtin, plugin, model, command and http)"},
+     .doc = "a built-in reward (exactly one of builtin, plugin, model, command, http and python)"},
     {.section = "rewards", .key = "plugin", .type = RL_RECIPE_T_PATH_FILE, .offset = ROFF(plugin),
      .def_doc = "null", .flags = OPTIONAL | EXISTS, .doc = "path of a reward plugin .so"},
     {.section = "rewards", .key = "model", .type = RL_RECIPE_T_PATH_DIR, .offset = ROFF(model),
@@ -244,6 +244,10 @@ static const rl_recipe_key_t s_keys[] = {
      .doc = "a program and its arguments (e.g. [python3, my_reward.py]), started once, scoring "
             "each batch as JSON lines on its stdin/stdout; an item naming a file beside the "
             "recipe resolves there"},
+    {.section = "rewards", .key = "python", .type = RL_RECIPE_T_MAP, .offset = ROFF(python_json),
+     .def_doc = "null", .flags = OPTIONAL,
+     .doc = "a TRL reward function, unchanged: {file: my_rewards.py (beside the recipe), function: "
+            "accuracy_reward}; run by rlctl's runner as a command reward (name: the function's)"},
     {.section = "rewards", .key = "http", .type = RL_RECIPE_T_HTTP, .offset = ROFF(http),
      .def_doc = "null", .flags = OPTIONAL, .choices = s_http_formats,
      .doc = "a reward server each batch is POSTed to: {url: http://HOST:PORT/PATH, timeout: "

@@ -286,7 +286,10 @@ int rl_recipe_to_yaml(const rl_recipe_t *recipe, char **out) {
                     if ((k->offset == offsetof(rl_recipe_reward_t, builtin) && w->builtin < 0) ||
                         (k->offset == offsetof(rl_recipe_reward_t, plugin) && !w->plugin) ||
                         (k->offset == offsetof(rl_recipe_reward_t, model) && !w->model) ||
-                        (k->offset == offsetof(rl_recipe_reward_t, command) && !w->command.n) ||
+                        (k->offset == offsetof(rl_recipe_reward_t, command) &&
+                         (!w->command.n || w->python_json)) ||
+                        (k->offset == offsetof(rl_recipe_reward_t, python_json) &&
+                         !w->python_json) ||
                         (k->offset == offsetof(rl_recipe_reward_t, http) && !w->http.url)) {
                         continue;
                     }

@@ -344,11 +344,14 @@ void rl_rollout_totals(const rl_recipe_t *r, const double *raw, int m, double *t
     for (int j = 0; j < m; j++) {
         double tot = 0;
         for (int k = 0; k < r->n_rewards; k++) {
-            if (r->rewards[k].weight != 0) { // weight 0: measured and logged, never trained on
-                tot += r->rewards[k].weight * raw[(size_t)k * m + j];
+            double x = raw[(size_t)k * m + j];
+            // weight 0: measured and logged, never trained on; a `python:` reward's None (NaN)
+            // is "not applicable", left out of the sum as TRL's nansum leaves it
+            if (r->rewards[k].weight != 0 && !(r->rewards[k].python_json && isnan(x))) {
+                tot += r->rewards[k].weight * x;
             }
         }
-        total[j] = tot; // NaN when a reward trained on was unscorable
+        total[j] = tot; // NaN when another reward trained on was unscorable
     }
 }
 

@@ -10,3 +10,8 @@ rl_add_test(NAME rewards.http SOURCES test_reward_http.c LIBS rl_algorithms rl_s
 rl_add_test(NAME rewards.run SOURCES test_reward_run.c LIBS rl_core LABELS integration
             TIMEOUT 120)
 add_dependencies(test_rewards_run rlctl)
+# `python:` rewards (TRL's signature, rewards/rlctl_trl_reward.py): the runner alone, then the
+# cookbook GRPO recipe with a TRL-style function = the same rule as a command, byte for byte
+rl_add_test(NAME rewards.python SOURCES test_reward_python.c LIBS rl_core LABELS integration
+            TIMEOUT 120)
+add_dependencies(test_rewards_python rlctl)
