@@ -223,6 +223,7 @@ int rl_rollout_preflight(const rl_recipe_t *r, char *err, size_t err_len) {
             char where[64];
             snprintf(where, sizeof(where), "rewards[%d].%s", k,
                      w->plugin                                ? "plugin"
+                     : w->python_json                         ? "python"
                      : w->builtin == RL_RECIPE_REWARD_COMMAND ? "command"
                      : w->builtin == RL_RECIPE_REWARD_HTTP    ? "http"
                                                               : "config");

@@ -133,14 +133,25 @@ static void test_same_metrics(void) {
               cor, json_object_get(step1, "rewards/unscorable") ? "logged" : "absent");
     json_decref(m);
 
-    // a function that raises: the run's error ends with its last traceback line
+    // a function that raises: the check before the run (one request, the first prompt) stops
+    // it at the recipe's line, the message ending with its last traceback line
     CHECK_INT(s_run("raises", "train.steps=1 'rewards=[{python: {file: ../tests/trl_rewards.py, "
                               "function: divide}}]'"),
-              1);
+              2);
     out = rl_test_out(s_tmp);
-    CHECK_CONTAINS(out, "rlctl run: reward 'divide' (command python3 ");
+    CHECK_CONTAINS(out, "rewards[0].python: reward 'divide' (command python3 ");
     CHECK_CONTAINS(out, "the command replied with an error: divide: trl_rewards.py:51: "
                         "ZeroDivisionError: division by zero");
+    free(out);
+
+    // one that raises only during the run: the run stops (exit 1) with the same last line
+    CHECK_INT(s_run("raises_later", "train.steps=2 train.eval_every=0 'rewards=[{python: {file: "
+                                    "../tests/trl_rewards.py, function: divide_later}}]'"),
+              1);
+    out = rl_test_out(s_tmp);
+    CHECK_CONTAINS(out, "reward 'divide_later' (command python3 ");
+    CHECK_CONTAINS(out, "divide_later: trl_rewards.py:");
+    CHECK_CONTAINS(out, "ZeroDivisionError: float division by zero");
     free(out);
 
     // a missing file: refused before anything starts, naming the key

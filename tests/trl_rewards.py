@@ -51,6 +51,16 @@ def divide(completions, **kwargs):
     return [1 / 0 for _ in completions]
 
 
+_calls = 0
+
+
+def divide_later(completions, **kwargs):
+    # fine on its first call in a process (the check before the run), raising on the second
+    global _calls
+    _calls += 1
+    return [1.0 / (2 - _calls) for _ in completions]
+
+
 def text(completions, **kwargs):
     return "1.0"
 
