@@ -4,8 +4,11 @@
 // two functions from one file, the last traceback line of an exception and a wrong return in
 // the error. Then `rlctl run` of the cookbook GRPO recipe (3 short steps) with math_answer's
 // rule behind TRL's signature as `python:` gives the metrics.jsonl of the same rule as a
-// `command:` (cookbook/plugins/math_reward.py), byte for byte; a function that raises stops the
-// run with its last traceback line; a missing file is refused at load, naming the key.
+// `command:` (cookbook/plugins/math_reward.py), byte for byte, and so do rewards in the shapes
+// TRL's documentation gives (tests/trl_doc_rewards.py: a conversational dataset with a `solution`
+// column, the format reward over the completions' messages) against the same rules as commands;
+// a function that raises stops the run with its last traceback line (at the check before the
+// run, or during it); a missing file is refused at load, naming the key.
 #include "rl_test.h"
 #include "rl_test_run.h"
 
@@ -118,6 +121,42 @@ static void test_same_metrics(void) {
               a ? a : "(none)");
     free(a);
     free(b);
+
+    // TRL's documented shapes (tests/trl_doc_rewards.py): a conversational dataset with a
+    // `solution` column, the format reward over the completions' messages, an accuracy reward
+    // over the column and a length reward (so that the rewards differ between completions),
+    // against the same rules as commands: the same metrics
+    const char *conv = "data.train=../tests/fixtures/trl/conv_train.jsonl data.eval=null "
+                       "model.chat_template=chatml train.steps=2";
+    snprintf(s_cmd, sizeof s_cmd,
+             "%s 'rewards=[{name: format_reward, command: [" PY ", ../tests/trl_doc_rewards_cmd.py, "
+             "format]}, {name: accuracy_reward, command: [" PY ", ../tests/trl_doc_rewards_cmd.py, "
+             "accuracy]}, {name: length_reward, weight: 0.01, command: [" PY ", "
+             "../tests/trl_doc_rewards_cmd.py, length]}]'",
+             conv);
+    char *cmd_extra = strdup(s_cmd);
+    CHECK_INT(s_run("doc_command", cmd_extra), 0);
+    snprintf(s_cmd, sizeof s_cmd,
+             "%s 'rewards=[{python: {file: ../tests/trl_doc_rewards.py, function: format_reward}}, "
+             "{python: {file: ../tests/trl_doc_rewards.py, function: accuracy_reward}}, "
+             "{python: {file: ../tests/trl_doc_rewards.py, function: length_reward}, weight: 0.01}]'",
+             conv);
+    char *py_extra = strdup(s_cmd);
+    CHECK_INT(s_run("doc_python", py_extra), 0);
+    free(cmd_extra);
+    free(py_extra);
+    json_t *ma = rl_test_metrics(s_tmp, "doc_command"), *mb = rl_test_metrics(s_tmp, "doc_python");
+    char *ja = ma && json_array_size(ma) == 2 ? json_dumps(ma, JSON_PRESERVE_ORDER) : NULL;
+    char *jb = mb && json_array_size(mb) == 2 ? json_dumps(mb, JSON_PRESERVE_ORDER) : NULL;
+    CHECK_MSG(ja && jb && !strcmp(ja, jb), "TRL's shapes: metrics differ:\n--- command\n%s\n"
+              "--- python\n%s", ja ? ja : "(none)", jb ? jb : "(none)");
+    CHECK_MSG(ja && strstr(ja, "\"rewards/accuracy_reward/mean\"") &&
+                  strstr(ja, "\"rewards/format_reward/mean\""),
+              "no rewards/<name>/mean:\n%s", ja ? ja : "(none)");
+    free(ja);
+    free(jb);
+    json_decref(ma);
+    json_decref(mb);
 
     // None is "not applicable": out of the weighted sum (TRL's nansum), not an unscorable
     // total (`maybe` answers None for every completion longer than 3 characters)
