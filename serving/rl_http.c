@@ -1,5 +1,6 @@
 // rl_http — OpenAI-compatible completions over libmicrohttpd (see rl_http.h).
 #include "rl_http.h"
+#include "rl_http_priv.h"
 
 #include "rl_curve.h"
 #include "rl_err.h"
@@ -39,20 +40,26 @@
 
 // ---- the completions request ------------------------------------------------------------------
 
+int rl_http_errorv(int status, const char *type, const char *param, char **body_p, const char *fmt,
+                   va_list ap) {
+    char msg[1024];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    json_t *e = json_pack("{s:{s:s,s:s,s:o,s:n}}", "error", "message", msg, "type", type, "param",
+                          param ? json_string(param) : json_null(), "code");
+    *body_p = e ? json_dumps(e, JSON_COMPACT) : NULL;
+    json_decref(e);
+    return status;
+}
+
 // An OpenAI error object with its status.
 static int s_error(int status, const char *type, const char *param, char **body_p, const char *fmt,
                    ...) __attribute__((format(printf, 5, 6)));
 static int s_error(int status, const char *type, const char *param, char **body_p, const char *fmt,
                    ...) {
-    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    rl_http_errorv(status, type, param, body_p, fmt, ap);
     va_end(ap);
-    json_t *e = json_pack("{s:{s:s,s:s,s:o,s:n}}", "error", "message", msg, "type", type, "param",
-                          param ? json_string(param) : json_null(), "code");
-    *body_p = e ? json_dumps(e, JSON_COMPACT) : NULL;
-    json_decref(e);
     return status;
 }
 

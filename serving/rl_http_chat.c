@@ -3,6 +3,7 @@
 // sampler, stop strings, logprobs, work cap and cancellation), and the completion's choices are
 // turned into chat messages with their tool calls.
 #include "rl_http.h"
+#include "rl_http_priv.h"
 
 #include "rl_chat.h"
 #include "rl_err.h"
@@ -20,16 +21,11 @@
 static int s_error(int status, const char *param, char **body_p, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static int s_error(int status, const char *param, char **body_p, const char *fmt, ...) {
-    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    rl_http_errorv(status, status == 400 ? "invalid_request_error" : "server_error", param, body_p,
+                   fmt, ap);
     va_end(ap);
-    json_t *e = json_pack("{s:{s:s,s:s,s:o,s:n}}", "error", "message", msg, "type",
-                          status == 400 ? "invalid_request_error" : "server_error", "param",
-                          param ? json_string(param) : json_null(), "code");
-    *body_p = e ? json_dumps(e, JSON_COMPACT) : NULL;
-    json_decref(e);
     return status;
 }
 
