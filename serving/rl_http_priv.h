@@ -7,6 +7,6 @@
 // An OpenAI error object ({"error": {"message", "type", "param", "code"}}) into *body_p (caller
 // frees; NULL when out of memory); returns status.
 int rl_http_errorv(int status, const char *type, const char *param, char **body_p, const char *fmt,
-                   va_list ap);
+                   va_list ap) __attribute__((format(printf, 5, 0)));
 
 #endif
