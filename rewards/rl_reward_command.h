@@ -4,19 +4,20 @@
 // RLCTL form), destroy() stops it. The protocol is in docs/rewards.md, "Rewards in any
 // language"; cookbook/plugins/math_reward.py is an example.
 //
-// The program runs in a process group of its own, with the caller's environment and its stderr
-// copied to the caller's (the reward worker's log; capped, below), and dies with the thread that started it (Linux
-// PR_SET_PDEATHSIG: the reward worker calls create() on its main thread). destroy() closes its
-// stdin, gives it a second to exit, then kills its whole group, so nothing it started outlives
-// the reward. A program that exits, hangs past the deadline, or answers with anything but one
-// well-formed line per request fails that score() call with a message saying what it did; a
-// program that exited or was stopped fails every later call too.
+// The program is an rl_child (core/rl_child.h): a process group of its own, the caller's
+// environment, its stderr copied to the caller's (the reward worker's log; capped), dead with
+// the thread that started it (the reward worker calls create() on its main thread). destroy()
+// closes its stdin, gives it a second to exit, then kills its whole group, so nothing it started
+// outlives the reward. A program that exits, hangs past the deadline, or answers with anything
+// but one well-formed line per request fails that score() call with a message saying what it
+// did; a program that exited, was stopped, or fell out of step fails every later call too.
 //
 // Not the loader (rl_reward builds this table's config from the recipe entry) and not the
 // JSON (rl_reward_json).
 #ifndef RL_REWARD_COMMAND_H
 #define RL_REWARD_COMMAND_H
 
+#include "rl_child.h"
 #include "rlctl/reward.h"
 
 #ifdef __cplusplus
@@ -25,14 +26,10 @@ extern "C" {
 
 // The longest reply line read from the program: RL_REWARD_JSON_MAX_REPLY (16 MiB).
 
-// What the program writes to stderr reaches the caller's stderr (the reward worker's log)
-// through a thread of ours, up to RL_REWARD_COMMAND_STDERR_CAP bytes per program; past it the
-// log says so once, what follows is dropped but for its last RL_REWARD_COMMAND_STDERR_TAIL
-// bytes, and when the program ends (its stderr closes, or destroy()) the log gets how many
-// bytes were dropped and that tail (a traceback usually comes last). A program cannot grow
-// the log without bound, and never blocks on a full stderr pipe.
-#define RL_REWARD_COMMAND_STDERR_CAP (16u << 20)
-#define RL_REWARD_COMMAND_STDERR_TAIL (64u << 10)
+// The cap on what the program's stderr puts into the log, and the tail kept past it
+// (rl_child.h: the note says "the reward command's stderr passed 16 MiB ...").
+#define RL_REWARD_COMMAND_STDERR_CAP RL_CHILD_STDERR_CAP
+#define RL_REWARD_COMMAND_STDERR_TAIL RL_CHILD_STDERR_TAIL
 
 // The table. Its create() takes a config of rlctl's own making, not a recipe's `config:`:
 //   {"argv": ["python3", "/abs/my_reward.py", ...],  the program (searched on PATH when it has
