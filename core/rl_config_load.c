@@ -1507,8 +1507,19 @@ static void s_derive(rl_cfg_ctx_t *c) {
     }
     // env: one source; the command's paths resolved (its other keys apply only with a source,
     // and the resolved recipe writes them all)
-    if (r->env.builtin >= 0 && r->env.command.n > 0) {
-        rl_cfg_err_key(c, "env.command", "set together with env.builtin; an env is one of them");
+    {
+        const char *srcs[] = {"env.builtin", "env.command", "env.plugin"};
+        int has[] = {r->env.builtin >= 0, r->env.command.n > 0, r->env.plugin != NULL}, first = -1;
+        for (int i = 0; i < 3; i++) {
+            if (has[i] && first >= 0) {
+                rl_cfg_err_key(c, srcs[i],
+                               "set together with %s; an env is one of builtin, command and "
+                               "plugin",
+                               srcs[first]);
+                break;
+            }
+            first = has[i] && first < 0 ? i : first;
+        }
     }
     if (rl_cfg_is_set(r, "env.command")) {
         s_check_command(c, &r->env.command, "env.command");

@@ -263,16 +263,23 @@ static const rl_recipe_key_t s_keys[] = {
     // env ------------------------------------------------------------------------------------
     {.section = "env", .key = "builtin", .type = RL_RECIPE_T_ENUM, .offset = OFF(env.builtin),
      .def_doc = "null", .flags = OPTIONAL, .choices = s_envs, .uses = SAMPLES,
-     .doc = "a built-in environment (calc: an integer calculator tool); one of builtin and "
-            "command"},
+     .doc = "a built-in environment (calc: an integer calculator tool); one of builtin, "
+            "command and plugin"},
     {.section = "env", .key = "command", .type = RL_RECIPE_T_STRING_LIST,
      .offset = OFF(env.command), .def_doc = "null", .flags = OPTIONAL, .uses = SAMPLES,
      .doc = "a program and its arguments (e.g. [python3, my_env.py]) answering reset/step/close "
             "as JSON lines on its stdin/stdout; an item naming a file beside the recipe resolves "
             "there"},
+    {.section = "env", .key = "plugin", .type = RL_RECIPE_T_PATH_FILE, .offset = OFF(env.plugin),
+     .def_doc = "null", .flags = OPTIONAL | EXISTS, .uses = SAMPLES,
+     .doc = "an environment plugin .so (include/rlctl/env.h), run in env.workers worker "
+            "processes (rlctl env serve)"},
+    {.section = "env", .key = "config", .type = RL_RECIPE_T_MAP, .offset = OFF(env.config_json),
+     DEF("{}"), .uses = SAMPLES, .doc = "any map; passed to the plugin's create() as JSON"},
     {.section = "env", .key = "workers", .type = RL_RECIPE_T_INT, .offset = OFF(env.workers),
      DEF("1"), .min = 1, .max = 256, .uses = SAMPLES,
-     .doc = "copies of the command, each answering its share of the episodes"},
+     .doc = "worker processes of the command or plugin, each answering its share of the "
+            "episodes"},
     {.section = "env", .key = "max_turns", .type = RL_RECIPE_T_INT, .offset = OFF(env.max_turns),
      DEF("4"), .min = 1, .max = 1024, .uses = SAMPLES,
      .doc = "policy turns per episode; an episode still going after them is truncated"},

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct rl_env_host {
     int builtin;       // RL_RECIPE_ENV_* or -1
@@ -23,6 +24,10 @@ struct rl_env_host {
 void rl_env_host_describe(const rl_recipe_env_t *env, char *out, size_t cap) {
     if (env->builtin >= 0) {
         snprintf(out, cap, "builtin %s", env->builtin == RL_RECIPE_ENV_CALC ? "calc" : "?");
+        return;
+    }
+    if (env->plugin) {
+        snprintf(out, cap, "plugin %s", env->plugin);
         return;
     }
     size_t o = (size_t)snprintf(out, cap, "command [");
@@ -49,7 +54,7 @@ void rl_env_host_close(rl_env_host_t **self_p) {
 
 int rl_env_host_open(const rl_recipe_env_t *env, rl_env_host_t **out, char *err, size_t err_len) {
     *out = NULL;
-    if (env->builtin < 0 && env->command.n == 0) {
+    if (env->builtin < 0 && env->command.n == 0 && !env->plugin) {
         return rl_errf(err, err_len, RL_EINVAL, "the recipe has no env");
     }
     rl_env_host_t *h = calloc(1, sizeof *h);
@@ -66,10 +71,33 @@ int rl_env_host_open(const rl_recipe_env_t *env, rl_env_host_t **out, char *err,
             rl_env_host_close(&h);
             return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
         }
+        // a plugin: workers of this rlctl (`rlctl env serve`), so that it never runs in here
+        char self[4096], *pargv[8] = {NULL};
+        if (env->plugin) {
+            ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+            if (n <= 0) {
+                rl_env_host_close(&h);
+                return rl_errf(err, err_len, RL_EIO,
+                               "env %s: cannot find this rlctl's path (/proc/self/exe) to start "
+                               "its workers",
+                               env->plugin);
+            }
+            self[n] = '\0';
+            char *a[] = {self,
+                         "env",
+                         "serve",
+                         "--plugin",
+                         env->plugin,
+                         "--config",
+                         env->config_json ? env->config_json : "{}",
+                         NULL};
+            memcpy(pargv, a, sizeof a);
+        }
         for (int k = 0; k < h->n; k++) {
             char e[1024];
-            int rc = rl_child_start(env->command.items, "the env command", "the controller's log",
-                                    &h->kids[k], e, sizeof e);
+            int rc = rl_child_start(env->plugin ? pargv : env->command.items,
+                                    env->plugin ? "the env plugin's worker" : "the env command",
+                                    "the controller's log", &h->kids[k], e, sizeof e);
             if (rc) {
                 rl_errf(err, err_len, rc, "env %s: worker %d: %s", h->what, k, e);
                 rl_env_host_close(&h);

@@ -4,6 +4,7 @@
 
 #include "rl_chat.h"
 #include "rl_clock.h"
+#include "rl_env_module.h"
 #include "rl_err.h"
 #include "rl_fault.h"
 #include "rl_jsonl.h"
@@ -230,6 +231,9 @@ int rl_rollout_preflight(const rl_recipe_t *r, char *err, size_t err_len) {
                                                               : "config");
             rc = rl_recipe_errorf(r, where, err, err_len, RL_EINVAL, "%s", msg);
         }
+    }
+    if (!rc && r->env.plugin && rl_env_module_check(r->env.plugin, msg, sizeof msg) != 0) {
+        rc = rl_recipe_errorf(r, "env.plugin", err, err_len, RL_EINVAL, "%s", msg);
     }
     rl_rollout_data_destroy(&s);
     rl_tokenizer_destroy(&tok);

@@ -19,3 +19,12 @@ add_dependencies(test_env_run rlctl)
 # an episode's environment tokens get no gradient: every policy loss of GRPO's family, every
 # aggregation, KL, TIS and dual clip; perturbing them moves nothing, bit for bit
 rl_add_test(NAME env.mask SOURCES test_env_mask.c LIBS rl_trainer rl_core LABELS unit TIMEOUT 60)
+# environment plugins (include/rlctl/env.h) for env.run: a right one and one of another ABI
+foreach(p once wrong_abi)
+  add_library(rl_test_env_${p} MODULE ${CMAKE_SOURCE_DIR}/tests/envs/${p}.c)
+  target_include_directories(rl_test_env_${p} PRIVATE ${CMAKE_SOURCE_DIR}/include)
+  target_link_libraries(rl_test_env_${p} PRIVATE PkgConfig::JANSSON)
+  set_target_properties(rl_test_env_${p} PROPERTIES PREFIX "" SUFFIX ".so" OUTPUT_NAME ${p}
+                        LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/envs)
+  add_dependencies(test_env_run rl_test_env_${p})
+endforeach()

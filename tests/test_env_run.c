@@ -12,7 +12,10 @@
 //     (env.timeout), garbage, the wrong number of items, an {"error"} reply; with
 //     env.on_error: drop a bad item drops its episode (counted in env/dropped) and the run goes
 //     on, and a step whose every episode is dropped stops the run;
-//   - the built-in calc and its Python twin (cookbook/envs/calc_env.py) give the same metrics.
+//   - the built-in calc and its Python twin (cookbook/envs/calc_env.py) give the same metrics;
+//   - a plugin (include/rlctl/env.h, tests/envs/once.c) in `rlctl env serve` workers gives
+//     GRPO's metrics too; one that crashes is named with its signal; one built for another ABI
+//     is refused before the run, at env.plugin.
 #include "rl_test.h"
 #include "rl_test_run.h"
 
@@ -103,6 +106,18 @@ static void test_one_turn_is_grpo(void) {
                                   "once/final/adapter_model.safetensors"),
               "the final adapters differ");
     CHECK(s_last("once", "env/turns") == 1.0);
+    // the same environment as a plugin (tests/envs/once.c), in 2 `rlctl env serve` workers
+    CHECK_INT(s_run("plugin", 3,
+                    "model.chat_template=chatml env.workers=2 env.plugin=" RL_BINARY_DIR
+                    "/tests/envs/once.so"),
+              0);
+    a = s_metrics("plain", 0);
+    b = s_metrics("plugin", 1);
+    CHECK_MSG(a && b && !strcmp(a, b),
+              "a plugin's one-turn episodes differ from GRPO:\n%s\n---\n%s", a ? a : "(none)",
+              b ? b : "(none)");
+    free(a);
+    free(b);
 }
 
 // Every record of step 1 of <tmp>/<run>: the mask is 1 on each policy turn's tokens and 0 on
@@ -205,6 +220,26 @@ static void test_failures(void) {
         snprintf(s_cmd, sizeof s_cmd, "rm -rf '%s/fail'", s_tmp);
         CHECK_INT(system(s_cmd), 0);
     }
+    // a plugin that crashes: its worker dies, named; one of another ABI: refused before the run
+    CHECK_INT(
+        s_run("fail", 1,
+              "model.chat_template=chatml 'env.config={crash: true}' env.plugin=" RL_BINARY_DIR
+              "/tests/envs/once.so"),
+        1);
+    char *pout = rl_test_out(s_tmp);
+    CHECK_CONTAINS(pout, "env plugin " RL_BINARY_DIR "/tests/envs/once.so");
+    CHECK_CONTAINS(pout, "killed by signal 11");
+    free(pout);
+    snprintf(s_cmd, sizeof s_cmd, "rm -rf '%s/fail'", s_tmp);
+    CHECK_INT(system(s_cmd), 0);
+    CHECK_INT(s_run("fail", 1,
+                    "model.chat_template=chatml env.plugin=" RL_BINARY_DIR
+                    "/tests/envs/wrong_abi.so"),
+              2);
+    pout = rl_test_out(s_tmp);
+    CHECK_CONTAINS(pout, "env.plugin");
+    CHECK_CONTAINS(pout, "built for environment ABI version 99");
+    free(pout);
     // drop: the bad item's episode leaves, the run goes on
     char extra[600];
     snprintf(extra, sizeof extra,
