@@ -281,7 +281,7 @@ static int s_rollout(s_grpo_t *g, rl_run_t *run, s_step_t *t, char *err, size_t 
     t->waited = rl_clock_now() - w0;
     double done = rl_run_genjob_done(head->job);
     g->last_done = done > g->last_done ? done : g->last_done;
-    t->staleness = run->step - rl_run_genjob_version(head->job);
+    t->staleness = run->step - t->ro.version; // the version its completions were sampled with
     if (!rc) {
         rc = rl_run_sync_collect(run, &g->sync, err, err_len); // queued behind it
     }

@@ -237,15 +237,22 @@ static char *s_text(const rl_tokenizer_t *tok, const int32_t *ids, int n) {
 }
 
 // Mean |old - sampler| over the completion's tokens; NAN when old logprobs are not stored.
-static double s_gap(const rl_traj_record_t *r) {
+// The mean |old - sampler| over the completion's sampled tokens (an episode's: its policy's, the
+// trained ones; the environment's were not sampled); *n gets how many.
+static double s_gap(const rl_traj_record_t *r, int *n) {
+    *n = 0;
     if (!r->old_logprobs || r->n_completion == 0) {
         return NAN;
     }
     double s = 0.0;
     for (int i = 0; i < r->n_completion; i++) {
+        if (r->episode && !r->mask[i]) {
+            continue;
+        }
         s += fabs((double)r->old_logprobs[i] - (double)r->sampler_logprobs[i]);
+        ++*n;
     }
-    return s / r->n_completion;
+    return *n > 0 ? s / *n : NAN;
 }
 
 static json_t *s_jnum(double x) {
@@ -316,9 +323,10 @@ static json_t *s_jrecord(const rl_traj_record_t *r, const char *prompt, const ch
     json_object_set_new(o, "reward", s_jnum(r->reward));
     json_object_set_new(o, "advantage", s_jnum(r->advantage));
     if (!full) {
+        int n_gap;
         json_object_set_new(o, "n_prompt", json_integer(r->n_prompt));
         json_object_set_new(o, "n_completion", json_integer(r->n_completion));
-        json_object_set_new(o, "logprob_gap", s_jnum(s_gap(r)));
+        json_object_set_new(o, "logprob_gap", s_jnum(s_gap(r, &n_gap)));
         s_jepisode(o, r);
         return o;
     }
@@ -449,10 +457,10 @@ static void s_print_record(const rl_tokenizer_t *tok, const rl_traj_record_t *r,
         }
         fputc('\n', stdout);
     }
-    double gap = s_gap(r);
+    int n_gap;
+    double gap = s_gap(r, &n_gap);
     if (!isnan(gap)) {
-        printf("  logprob gap |old - sampler|: %.6g (mean of %d tokens)\n", gap,
-               r->n_completion);
+        printf("  logprob gap |old - sampler|: %.6g (mean of %d tokens)\n", gap, n_gap);
     }
 }
 

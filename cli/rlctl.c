@@ -55,6 +55,8 @@ static const s_command_t s_commands[] = {
      "serve a model over OpenAI-compatible HTTP (/v1/completions, /v1/chat/completions)",
      "model= adapter= http= http-token= http-max-work= name= threads= chat-template= "
      "tool-parser="},
+    {"env", rl_cmd_env, "serve an environment plugin over stdin/stdout (env serve)",
+     "plugin= builtin= config="},
     {"keygen", rl_cmd_keygen, "write a CURVE key pair for remote samplers", "out= force"},
     {"worker", rl_cmd_worker, "a worker process of a run (started by rlctl run)",
      "role= rank= connect= parent= secret-fd= max-frame= mesh= secret-file= log-dir= heartbeat= "

@@ -246,6 +246,10 @@ enum { RL_RECIPE_OPTIM_ADAMW = 0 };
 // its own on the mesh's shape (dp·fsdp processes, sharded like the actor; on 1×1: one process)
 enum { RL_RECIPE_REF_ACTOR = 0, RL_RECIPE_REF_WORKER = 1, RL_RECIPE_REF_MESH = 2 };
 enum { RL_RECIPE_BALANCE_EVEN = 0, RL_RECIPE_BALANCE_SPEED = 1 }; // roles.balance
+// env.builtin, env.on_error, env.tool_parser (the parser's order is env/rl_toolcall.h's)
+enum { RL_RECIPE_ENV_CALC = 0 };
+enum { RL_RECIPE_ENV_STOP = 0, RL_RECIPE_ENV_DROP = 1 };
+enum { RL_RECIPE_TOOLS_HERMES = 0, RL_RECIPE_TOOLS_LLAMA3_JSON = 1 };
 enum { RL_RECIPE_SCHED_CONSTANT = 0, RL_RECIPE_SCHED_LINEAR = 1, RL_RECIPE_SCHED_COSINE = 2 };
 enum {
     RL_RECIPE_REWARD_HTTP = -4,    // `http:` names a reward server (rl_recipe_http_t)
@@ -416,6 +420,23 @@ typedef struct {
                               // borrowed; valid until rl_recipe_destroy
 } rl_recipe_reward_t;
 
+// Multi-turn episodes (docs/envs.md): the environment a GRPO or PPO rollout talks to. Unset
+// (builtin -1, no command, no plugin): one prompt -> one completion, as always.
+typedef struct {
+    int builtin;                 // RL_RECIPE_ENV_* or -1
+    rl_recipe_strlist_t command; // a program speaking the protocol (n = 0 when unset); items
+                                 // naming a file beside the recipe are absolute
+    char *plugin;                // absolute path of an environment .so (rlctl/env.h), or NULL
+    char *config_json;           // env.config as JSON text ("{}" when absent): the plugin's
+                                 // create() configuration
+    int workers;                 // copies of the program, each taking a share of the episodes
+    int max_turns;               // policy turns per episode
+    int max_tokens;              // tokens of an episode after its first prompt
+    double timeout;              // seconds one request may wait for its reply
+    int on_error;                // RL_RECIPE_ENV_STOP or _DROP
+    int tool_parser;             // RL_RECIPE_TOOLS_*
+} rl_recipe_env_t;
+
 typedef struct {
     int name;          // RL_RECIPE_OPTIM_*
     double lr;
@@ -492,6 +513,7 @@ struct rl_recipe {
     rl_recipe_sampling_t sampling;
     rl_recipe_reward_t *rewards;
     int n_rewards;
+    rl_recipe_env_t env;
     rl_recipe_optim_t optim;
     rl_recipe_train_t train;
     rl_recipe_roles_t roles;
@@ -499,6 +521,11 @@ struct rl_recipe {
     rl_recipe_log_t log;
     rl_recipe_priv_t *priv; // source positions; use rl_recipe_key_location
 };
+
+// 1 when the recipe's rollouts are multi-turn episodes (env.builtin, command or plugin set).
+static inline int rl_recipe_has_env(const rl_recipe_t *r) {
+    return r->env.builtin >= 0 || r->env.command.n > 0 || r->env.plugin != NULL;
+}
 
 // ---- loading --------------------------------------------------------------------------------
 

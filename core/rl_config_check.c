@@ -183,7 +183,7 @@ static void s_check_sampling(rl_cfg_ctx_t *c, const char *algo) {
                        "%s rows hold no prompt to sample from; %s takes auto, prompt or messages",
                        rl_recipe_enum_name(NULL, "data.format", r->data.format), algo);
     }
-    if (r->n_rewards == 0) {
+    if (r->n_rewards == 0 && !rl_recipe_has_env(r)) { // an env's step rewards may be all there is
         const rl_cfg_loc_t *sl = rl_cfg_loc_find(r->priv, "rewards");
         rl_cfg_err_at(c, sl ? sl->file : c->file, sl ? sl->line : 0, sl ? sl->col : 0, "rewards",
                       "%s needs at least one reward (e.g. - builtin: math_answer)", algo);

@@ -1396,12 +1396,11 @@ static void s_python_command(rl_cfg_ctx_t *c, rl_recipe_reward_t *w, const char 
     json_decref(j);
 }
 
-// rewards[i].command (set at `key`): not empty, its program named, and its items resolved as
-// paths are: the program (command[0]) when it holds a '/', against the recipe's folder (the
-// working directory for an override), like plugin:; a later item when it names a file or folder
-// there. A bare program name is left to the PATH search when the command starts.
-static void s_check_command(rl_cfg_ctx_t *c, rl_recipe_reward_t *w, const char *key) {
-    rl_recipe_strlist_t *cmd = &w->command;
+// rewards[i].command or env.command (set at `key`): not empty, its program named, and its items
+// resolved as paths are: the program (command[0]) when it holds a '/', against the recipe's folder
+// (the working directory for an override), like plugin:; a later item when it names a file or
+// folder there. A bare program name is left to the PATH search when the command starts.
+static void s_check_command(rl_cfg_ctx_t *c, rl_recipe_strlist_t *cmd, const char *key) {
     if (cmd->n == 0) {
         rl_cfg_err_key(c, key,
                        "an empty command; list the program and its arguments, e.g. [python3, "
@@ -1506,6 +1505,31 @@ static void s_derive(rl_cfg_ctx_t *c) {
             r->critic.init = abs;
         }
     }
+    // env: one source; the command's paths resolved (its other keys apply only with a source,
+    // and the resolved recipe writes them all)
+    {
+        const char *srcs[] = {"env.builtin", "env.command", "env.plugin"};
+        int has[] = {r->env.builtin >= 0, r->env.command.n > 0, r->env.plugin != NULL}, first = -1;
+        for (int i = 0; i < 3; i++) {
+            if (has[i] && first >= 0) {
+                rl_cfg_err_key(c, srcs[i],
+                               "set together with %s; an env is one of builtin, command and "
+                               "plugin",
+                               srcs[first]);
+                break;
+            }
+            first = has[i] && first < 0 ? i : first;
+        }
+    }
+    if (rl_cfg_is_set(r, "env.command")) {
+        s_check_command(c, &r->env.command, "env.command");
+    }
+    if (r->env.builtin >= 0 && rl_cfg_is_set(r, "env.workers") && r->env.workers != 1) {
+        rl_cfg_err_key(c, "env.workers",
+                       "%d: a built-in environment runs in the controller; workers apply to "
+                       "env.command",
+                       r->env.workers);
+    }
     // rewards: name defaults to the builtin's; exactly one source; unique names
     for (int i = 0; i < r->n_rewards; i++) {
         rl_recipe_reward_t *w = &r->rewards[i];
@@ -1547,7 +1571,7 @@ static void s_derive(rl_cfg_ctx_t *c) {
                            all);
         }
         if (rl_cfg_is_set(r, ks[3])) {
-            s_check_command(c, w, ks[3]);
+            s_check_command(c, &w->command, ks[3]);
         }
         if (n_has == 1 && first == 5) {
             s_python_command(c, w, ks[5]);

@@ -25,6 +25,7 @@ static const rl_cfg_section_t s_sections[] = {
     {"algorithm", 0, "the training algorithm and its knobs"},
     {"sampling", 0, "how completions are sampled (rollouts and evaluation)"},
     {"rewards", 1, "reward functions, summed with weights"},
+    {"env", 0, "multi-turn episodes: the environment a GRPO or PPO policy talks to (tools)"},
     {"optim", 0, "optimizer and learning-rate schedule"},
     {"critic", 0, "PPO's critic (value model): learning rate, warmup, initialisation, tuning"},
     {"train", 0, "steps, batch sizes and cadence of eval/checkpoints"},
@@ -45,6 +46,11 @@ static const char *const s_scheds[] = {"constant", "linear", "cosine", NULL};
 static const char *const s_refs[] = {"actor", "worker", "mesh", NULL};
 static const char *const s_balances[] = {[RL_RECIPE_BALANCE_EVEN] = "even",
                                          [RL_RECIPE_BALANCE_SPEED] = "speed", NULL};
+static const char *const s_envs[] = {[RL_RECIPE_ENV_CALC] = "calc", NULL};
+static const char *const s_env_errors[] = {[RL_RECIPE_ENV_STOP] = "stop",
+                                           [RL_RECIPE_ENV_DROP] = "drop", NULL};
+static const char *const s_tool_parsers[] = {[RL_RECIPE_TOOLS_HERMES] = "hermes",
+                                             [RL_RECIPE_TOOLS_LLAMA3_JSON] = "llama3_json", NULL};
 static const char *const s_http_formats[] = {[RL_RECIPE_HTTP_RLCTL] = "rlctl",
                                              [RL_RECIPE_HTTP_OPENRLHF] = "openrlhf", NULL};
 
@@ -254,6 +260,43 @@ static const rl_recipe_key_t s_keys[] = {
             "30 (seconds per attempt), format: rlctl or openrlhf, retries: 3}"},
     {.section = "rewards", .key = "config", .type = RL_RECIPE_T_MAP, .offset = ROFF(config_json),
      DEF("{}"), .doc = "any map; passed to the reward's create() as JSON"},
+    // env ------------------------------------------------------------------------------------
+    {.section = "env", .key = "builtin", .type = RL_RECIPE_T_ENUM, .offset = OFF(env.builtin),
+     .def_doc = "null", .flags = OPTIONAL, .choices = s_envs, .uses = SAMPLES,
+     .doc = "a built-in environment (calc: an integer calculator tool); one of builtin, "
+            "command and plugin"},
+    {.section = "env", .key = "command", .type = RL_RECIPE_T_STRING_LIST,
+     .offset = OFF(env.command), .def_doc = "null", .flags = OPTIONAL, .uses = SAMPLES,
+     .doc = "a program and its arguments (e.g. [python3, my_env.py]) answering reset/step/close "
+            "as JSON lines on its stdin/stdout; an item naming a file beside the recipe resolves "
+            "there"},
+    {.section = "env", .key = "plugin", .type = RL_RECIPE_T_PATH_FILE, .offset = OFF(env.plugin),
+     .def_doc = "null", .flags = OPTIONAL | EXISTS, .uses = SAMPLES,
+     .doc = "an environment plugin .so (include/rlctl/env.h), run in env.workers worker "
+            "processes (rlctl env serve)"},
+    {.section = "env", .key = "config", .type = RL_RECIPE_T_MAP, .offset = OFF(env.config_json),
+     DEF("{}"), .uses = SAMPLES, .doc = "any map; passed to the plugin's create() as JSON"},
+    {.section = "env", .key = "workers", .type = RL_RECIPE_T_INT, .offset = OFF(env.workers),
+     DEF("1"), .min = 1, .max = 256, .uses = SAMPLES,
+     .doc = "worker processes of the command or plugin, each answering its share of the "
+            "episodes"},
+    {.section = "env", .key = "max_turns", .type = RL_RECIPE_T_INT, .offset = OFF(env.max_turns),
+     DEF("4"), .min = 1, .max = 1024, .uses = SAMPLES,
+     .doc = "policy turns per episode; an episode still going after them is truncated"},
+    {.section = "env", .key = "max_tokens", .type = RL_RECIPE_T_INT, .offset = OFF(env.max_tokens),
+     DEF("1024"), .min = 1, .max = 1048576, .uses = SAMPLES,
+     .doc = "tokens of an episode after its first prompt (the policy's and the environment's)"},
+    {.section = "env", .key = "timeout", .type = RL_RECIPE_T_FLOAT, .offset = OFF(env.timeout),
+     DEF("60"), .flags = MIN_EXCL, .max = 86400, .uses = SAMPLES,
+     .doc = "seconds one request (a batch of episodes) may wait for the environment's reply"},
+    {.section = "env", .key = "on_error", .type = RL_RECIPE_T_ENUM, .offset = OFF(env.on_error),
+     DEF("stop"), .choices = s_env_errors, .uses = SAMPLES,
+     .doc = "an environment's bad reply to an episode: stop the run, or drop the episode "
+            "(counted in env/dropped)"},
+    {.section = "env", .key = "tool_parser", .type = RL_RECIPE_T_ENUM,
+     .offset = OFF(env.tool_parser), DEF("hermes"), .choices = s_tool_parsers, .uses = SAMPLES,
+     .doc = "how tool calls are read from the policy's text: hermes (<tool_call>{json}"
+            "</tool_call>, Qwen) or llama3_json"},
     // optim ----------------------------------------------------------------------------------
     {.section = "optim", .key = "name", .type = RL_RECIPE_T_ENUM, .offset = OFF(optim.name),
      DEF("adamw"), .choices = s_optims, .doc = "optimizer (AdamW, decoupled weight decay)"},

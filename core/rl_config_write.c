@@ -205,6 +205,10 @@ static void s_put_value(s_buf_t *b, const rl_recipe_algos_t *algos, const rl_rec
     }
     case RL_RECIPE_T_STRING_LIST: {
         const rl_recipe_strlist_t *l = RL_CFG_FIELD(d, k, rl_recipe_strlist_t);
+        if (l->n == 0 && (k->flags & RL_RECIPE_K_OPTIONAL)) {
+            s_put(b, "null"); // unset (env.command): [] would read back as an empty command
+            break;
+        }
         s_put(b, "[");
         for (int i = 0; i < l->n; i++) {
             s_put(b, "%s", i ? ", " : "");

@@ -124,3 +124,47 @@ int rl_env_calc_answer(const char *request, size_t len, char **reply) {
     json_decref(req);
     return rc;
 }
+
+// ---- as a table of the environment ABI (rlctl/env.h) -----------------------------------------
+
+static int s_tbl_create(const char *config_json, void **state, char *err, size_t err_len) {
+    (void)config_json;
+    (void)err;
+    (void)err_len;
+    *state = NULL; // stateless
+    return 0;
+}
+
+static int s_tbl_answer(void *state, const char *request, size_t len, char **reply,
+                        size_t *reply_len, char *err, size_t err_len) {
+    (void)state;
+    if (rl_env_calc_answer(request, len, reply) != 0) {
+        snprintf(err, err_len, "out of memory");
+        return 1;
+    }
+    *reply_len = strlen(*reply);
+    return 0;
+}
+
+static void s_tbl_free_reply(void *state, char *reply) {
+    (void)state;
+    free(reply);
+}
+
+static void s_tbl_destroy(void *state) {
+    (void)state;
+}
+
+static const rl_env_table_t s_table = {
+    .abi_version = RL_ENV_ABI_VERSION,
+    .struct_size = sizeof(rl_env_table_t),
+    .name = "calc",
+    .create = s_tbl_create,
+    .answer = s_tbl_answer,
+    .free_reply = s_tbl_free_reply,
+    .destroy = s_tbl_destroy,
+};
+
+const rl_env_table_t *rl_env_calc_table(void) {
+    return &s_table;
+}

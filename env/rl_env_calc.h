@@ -8,6 +8,8 @@
 #ifndef RL_ENV_CALC_H
 #define RL_ENV_CALC_H
 
+#include "rlctl/env.h"
+
 #include <stddef.h>
 
 #ifdef __cplusplus
@@ -21,6 +23,10 @@ const char *rl_env_calc_tools(void);
 // frees), which is {"error": ...} for a request the protocol does not allow (unknown op, an item
 // without its fields, a row without a string "prompt"); RL_ENOMEM.
 int rl_env_calc_answer(const char *request, size_t len, char **reply);
+
+// The same environment as a table of the environment ABI (rlctl/env.h), as a plugin's would be.
+// borrowed; static.
+const rl_env_table_t *rl_env_calc_table(void);
 
 #ifdef __cplusplus
 }

@@ -174,9 +174,32 @@ static int s_tools(json_t *t, char *why, size_t why_len) {
     return 0;
 }
 
+// An item's error: strict (bad NULL), the reply's; tolerant, the item is marked bad and the
+// first one's message kept in err. Returns what the loop's rc becomes.
+static int s_item_bad(int *bad, int *n_bad, char *err, size_t err_len, int k,
+                      const char *const *episodes, const char *why) {
+    if (!bad) {
+        return s_item_err(err, err_len, k, episodes, why);
+    }
+    if ((*n_bad)++ == 0) {
+        s_item_err(err, err_len, k, episodes, why);
+    }
+    bad[k] = 1;
+    return 0;
+}
+
 int rl_env_reply_reset(const char *text, size_t len, int n, const char *const *episodes,
                        rl_env_reset_reply_t *out, char *err, size_t err_len) {
+    return rl_env_reply_reset_items(text, len, n, episodes, out, NULL, err, err_len);
+}
+
+int rl_env_reply_reset_items(const char *text, size_t len, int n, const char *const *episodes,
+                             rl_env_reset_reply_t *out, int *bad, char *err, size_t err_len) {
     memset(out, 0, (size_t)n * sizeof *out);
+    int n_bad = 0;
+    if (bad) {
+        memset(bad, 0, (size_t)n * sizeof *bad);
+    }
     json_t *items = NULL;
     json_t *o = s_open(text, len, n, &items, err, err_len);
     if (!o) {
@@ -188,10 +211,10 @@ int rl_env_reply_reset(const char *text, size_t len, int n, const char *const *e
         char why[400];
         json_t *msgs = json_object_get(it, "messages"), *tools = json_object_get(it, "tools");
         if (!json_is_object(it)) {
-            rc = s_item_err(err, err_len, k, episodes, "not an object");
+            rc = s_item_bad(bad, &n_bad, err, err_len, k, episodes, "not an object");
         } else if (s_messages(msgs, "system|user|assistant|tool", 1, why, sizeof why) != 0 ||
                    s_tools(tools, why, sizeof why) != 0) {
-            rc = s_item_err(err, err_len, k, episodes, why);
+            rc = s_item_bad(bad, &n_bad, err, err_len, k, episodes, why);
         } else {
             out[k].messages = json_incref(msgs);
             out[k].tools = tools && !json_is_null(tools) ? json_incref(tools) : NULL;
@@ -206,7 +229,16 @@ int rl_env_reply_reset(const char *text, size_t len, int n, const char *const *e
 
 int rl_env_reply_step(const char *text, size_t len, int n, const char *const *episodes,
                       rl_env_step_reply_t *out, char *err, size_t err_len) {
+    return rl_env_reply_step_items(text, len, n, episodes, out, NULL, err, err_len);
+}
+
+int rl_env_reply_step_items(const char *text, size_t len, int n, const char *const *episodes,
+                            rl_env_step_reply_t *out, int *bad, char *err, size_t err_len) {
     memset(out, 0, (size_t)n * sizeof *out);
+    int n_bad = 0;
+    if (bad) {
+        memset(bad, 0, (size_t)n * sizeof *bad);
+    }
     json_t *items = NULL;
     json_t *o = s_open(text, len, n, &items, err, err_len);
     if (!o) {
@@ -219,14 +251,15 @@ int rl_env_reply_step(const char *text, size_t len, int n, const char *const *ep
         json_t *msgs = json_object_get(it, "messages"), *reward = json_object_get(it, "reward");
         json_t *done = json_object_get(it, "done");
         if (!json_is_object(it)) {
-            rc = s_item_err(err, err_len, k, episodes, "not an object");
+            rc = s_item_bad(bad, &n_bad, err, err_len, k, episodes, "not an object");
         } else if (s_messages(msgs, "user|tool|system", 0, why, sizeof why) != 0) {
-            rc = s_item_err(err, err_len, k, episodes, why);
+            rc = s_item_bad(bad, &n_bad, err, err_len, k, episodes, why);
         } else if (reward && !json_is_null(reward) &&
                    !(json_is_number(reward) && isfinite(json_number_value(reward)))) {
-            rc = s_item_err(err, err_len, k, episodes, "'reward' must be a finite number");
+            rc = s_item_bad(bad, &n_bad, err, err_len, k, episodes,
+                            "'reward' must be a finite number");
         } else if (!json_is_boolean(done)) {
-            rc = s_item_err(err, err_len, k, episodes, "'done' must be true or false");
+            rc = s_item_bad(bad, &n_bad, err, err_len, k, episodes, "'done' must be true or false");
         } else {
             out[k].messages = json_incref(msgs);
             out[k].reward = reward && !json_is_null(reward) ? json_number_value(reward) : 0.0;

@@ -57,6 +57,14 @@ int rl_env_reply_reset(const char *text, size_t len, int n, const char *const *e
                        rl_env_reset_reply_t *out, char *err, size_t err_len);
 int rl_env_reply_step(const char *text, size_t len, int n, const char *const *episodes,
                       rl_env_step_reply_t *out, char *err, size_t err_len);
+// The same, tolerant of bad items (env.on_error: drop): an item whose fields are wrong is
+// marked bad[k] = 1 (out[k] left empty) and the others decoded; err gets the first bad item's
+// message. Returns 0 (even with bad items), or RL_EINVAL for a reply wrong as a whole (not JSON,
+// an "error", the wrong count).
+int rl_env_reply_reset_items(const char *text, size_t len, int n, const char *const *episodes,
+                             rl_env_reset_reply_t *out, int *bad, char *err, size_t err_len);
+int rl_env_reply_step_items(const char *text, size_t len, int n, const char *const *episodes,
+                            rl_env_step_reply_t *out, int *bad, char *err, size_t err_len);
 // close's reply: {} (any object without "error").
 int rl_env_reply_close(const char *text, size_t len, char *err, size_t err_len);
 

@@ -61,7 +61,14 @@ static int s_append(rl_episode_t *ep, const int32_t *ids, int n, uint8_t mask, c
 }
 
 static int s_active(const rl_episode_t *ep) {
-    return !ep->done && !ep->truncated;
+    return !ep->done && !ep->truncated && !ep->dropped;
+}
+
+// opts.drop: the episode leaves with its reason; returns 0 so that the others go on.
+static int s_drop(rl_episode_t *ep, const char *why) {
+    ep->dropped = 1;
+    snprintf(ep->error, sizeof ep->error, "%.300s", why);
+    return 0;
 }
 
 static char *s_dump(const json_t *j) {
@@ -83,15 +90,36 @@ static int s_reset(rl_episode_t *eps, int n, const rl_episode_opts_t *o, rl_epis
     if (!rc && !req) {
         rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
+    int *bad = rc ? NULL : calloc((size_t)n, sizeof *bad);
+    if (!rc && !bad) {
+        rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
     if (!rc && (rc = env(env_ctx, req, &reply, err, err_len)) == 0) {
         char why[768];
-        rc = rl_env_reply_reset(reply, strlen(reply), n, names, rep, why, sizeof why);
+        rc = rl_env_reply_reset_items(reply, strlen(reply), n, names, rep, o->drop ? bad : NULL,
+                                      why, sizeof why);
         if (rc) {
             rl_errf(err, err_len, rc, "the environment's reset: %s", why);
         }
+        for (int k = 0; !rc && k < n; k++) {
+            if (bad[k]) {
+                char w2[320];
+                snprintf(w2, sizeof w2, "a bad item in the reset reply (the first: %.250s)", why);
+                s_drop(&eps[k], w2);
+            }
+        }
+    }
+    if (rc && rc != RL_ENOMEM && o->drop && bad) { // the whole request failed: all of it
+        for (int k = 0; k < n; k++) {
+            s_drop(&eps[k], err);
+        }
+        rc = 0;
     }
     for (int k = 0; !rc && k < n; k++) {
         rl_episode_t *ep = &eps[k];
+        if (ep->dropped) {
+            continue;
+        }
         ep->messages = json_deep_copy(rep[k].messages);
         ep->tools = rep[k].tools ? json_deep_copy(rep[k].tools) : NULL;
         char *mj = s_dump(ep->messages), *tj = ep->tools ? s_dump(ep->tools) : NULL;
@@ -99,7 +127,11 @@ static int s_reset(rl_episode_t *eps, int n, const rl_episode_opts_t *o, rl_epis
         size_t ni = 0;
         char why[512];
         rc = mj ? rl_turns_prompt(o->fmt, o->tok, mj, tj, &ids, &ni, why, sizeof why) : RL_ENOMEM;
-        if (rc) {
+        if (rc && rc != RL_ENOMEM && o->drop) {
+            char w2[400];
+            snprintf(w2, sizeof w2, "its first prompt: %.300s", why);
+            rc = s_drop(ep, w2);
+        } else if (rc) {
             rl_errf(err, err_len, rc, "episode %s: its first prompt: %s", ep->id,
                     mj ? why : "out of memory");
         } else {
@@ -111,6 +143,7 @@ static int s_reset(rl_episode_t *eps, int n, const rl_episode_opts_t *o, rl_epis
         free(tj);
     }
     rl_env_reset_reply_free(rep, n);
+    free(bad);
     free(rep);
     free(reply);
     free(req);
@@ -189,15 +222,36 @@ static int s_step(rl_episode_t **act, int na, const rl_episode_opts_t *o, rl_epi
     if (!rc && !req) {
         rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
+    int *bad = rc ? NULL : calloc((size_t)na, sizeof *bad);
+    if (!rc && !bad) {
+        rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
     if (!rc && (rc = env(env_ctx, req, &reply, err, err_len)) == 0) {
         char why[768];
-        rc = rl_env_reply_step(reply, strlen(reply), na, names, rep, why, sizeof why);
+        rc = rl_env_reply_step_items(reply, strlen(reply), na, names, rep, o->drop ? bad : NULL,
+                                     why, sizeof why);
         if (rc) {
             rl_errf(err, err_len, rc, "the environment's step: %s", why);
         }
+        for (int k = 0; !rc && k < na; k++) {
+            if (bad[k]) {
+                char w2[320];
+                snprintf(w2, sizeof w2, "a bad item in the step reply (the first: %.250s)", why);
+                s_drop(act[k], w2);
+            }
+        }
+    }
+    if (rc && rc != RL_ENOMEM && o->drop && bad) {
+        for (int k = 0; k < na; k++) {
+            s_drop(act[k], err);
+        }
+        rc = 0;
     }
     for (int k = 0; !rc && k < na; k++) {
         rl_episode_t *ep = act[k];
+        if (ep->dropped) {
+            continue;
+        }
         ep->env_reward += rep[k].reward;
         ep->turn_reward[ep->n_turns - 1] = rep[k].reward;
         if (rep[k].done) {
@@ -215,7 +269,11 @@ static int s_step(rl_episode_t **act, int na, const rl_episode_opts_t *o, rl_epi
         rc = hj && ej ? rl_turns_after(o->fmt, o->tok, hj, ej, tj, o->eos, 1, &ids, &ni, NULL, why,
                                        sizeof why)
                       : RL_ENOMEM;
-        if (rc) {
+        if (rc && rc != RL_ENOMEM && o->drop && hj && ej) {
+            char w2[400];
+            snprintf(w2, sizeof w2, "the answer to turn %d: %.300s", ep->n_turns, why);
+            rc = s_drop(ep, w2);
+        } else if (rc) {
             rl_errf(err, err_len, rc, "episode %s: the environment's answer to turn %d: %s", ep->id,
                     ep->n_turns, hj && ej ? why : "out of memory");
         } else if (ep->n - ep->prompt_len + (int)ni >= o->max_tokens) {
@@ -230,6 +288,7 @@ static int s_step(rl_episode_t **act, int na, const rl_episode_opts_t *o, rl_epi
         free(tj);
     }
     rl_env_step_reply_free(rep, na);
+    free(bad);
     free(rep);
     free(reply);
     free(req);

@@ -29,6 +29,9 @@ typedef struct {
     rl_chat_format_t fmt;
     rl_tokenizer_t *tok;
     const char *eos; // the end-of-turn token's text (the sampler's stop)
+    int drop;        // env.on_error drop: an environment's failure on an episode (a bad item, a
+                     // failed request, answers the template cannot write) drops the episodes
+                     // concerned (dropped, error) and the others go on; 0: the run's error
 } rl_episode_opts_t;
 
 typedef struct {
@@ -49,6 +52,8 @@ typedef struct {
     int done;          // the environment said done
     int truncated;     // a limit ended it first (max_turns, max_tokens, a turn cut by max_new)
     int tool_calls, parse_errors;
+    int dropped; // opts.drop: the environment failed it (error says how); not trained on
+    char error[320];
 } rl_episode_t;
 
 // One policy turn for each active episode: continue eps[k]'s tokens (ids[0..n)) with at most

@@ -9,6 +9,7 @@
 #include "rl_checkpoint.h"
 #include "rl_clock.h"
 #include "rl_curve.h"
+#include "rl_env_host.h"
 #include "rl_err.h"
 #include "rl_fault.h"
 #include "rl_hf.h"
@@ -1006,6 +1007,9 @@ static int s_start(s_ctl_t *s, int64_t *last, char *err, size_t err_len) {
     if (!rc) {
         rc = s_setup_workers(s, err, err_len);
     }
+    if (!rc && rl_recipe_has_env(r)) { // after the workers: an env program inherits none of them
+        rc = rl_env_host_open(&r->env, &run->env, err, err_len);
+    }
     if (!rc && o->resume) {
         rc = s_resume(s, err, err_len);
     }
@@ -1209,6 +1213,7 @@ static void s_teardown(s_ctl_t *s) {
     // nothing of theirs is worth waiting for: killed at once
     int at_once = s->stop_now == 2 || (s->t_signal > 0 && s->phase == S_PHASE_START);
     rl_group_destroy(&run->g, at_once ? 0.0 : grace);
+    rl_env_host_close(&run->env);
     rl_progress_destroy(&s->progress);
     rl_metrics_destroy(&run->metrics);
     rl_traj_close(&run->traj);

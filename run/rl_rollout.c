@@ -4,6 +4,7 @@
 
 #include "rl_chat.h"
 #include "rl_clock.h"
+#include "rl_env_module.h"
 #include "rl_err.h"
 #include "rl_fault.h"
 #include "rl_jsonl.h"
@@ -14,6 +15,7 @@
 #include "rl_reward_math.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -230,6 +232,9 @@ int rl_rollout_preflight(const rl_recipe_t *r, char *err, size_t err_len) {
             rc = rl_recipe_errorf(r, where, err, err_len, RL_EINVAL, "%s", msg);
         }
     }
+    if (!rc && r->env.plugin && rl_env_module_check(r->env.plugin, msg, sizeof msg) != 0) {
+        rc = rl_recipe_errorf(r, "env.plugin", err, err_len, RL_EINVAL, "%s", msg);
+    }
     rl_rollout_data_destroy(&s);
     rl_tokenizer_destroy(&tok);
     return rc;
@@ -276,6 +281,8 @@ void rl_rollout_free(rl_rollout_t *t) {
     free(t->len);
     free(t->mask);
     free(t->mu);
+    rl_episodes_free(t->eps, t->n_eps);
+    free(t->eps);
     memset(t, 0, sizeof(*t));
 }
 
@@ -299,6 +306,11 @@ int rl_rollout_post(rl_run_t *run, const rl_rollout_data_t *d, int P, int G, int
         const rl_prompt_t *p = rl_prompts_get(d->train, job->idx[i]);
         pr[i] = (rl_run_prompt_t){p->ids, p->len, (int64_t)job->idx[i]};
     }
+    if (run->env) { // episodes: run at collect, turn by turn
+        job->d = d;
+        free(pr);
+        return 0;
+    }
     int rc = rl_run_generate_post(run, pr, P, G, r->sampling.temperature,
                                   rl_rollout_mix((uint64_t)r->run.seed, (uint64_t)step), 0,
                                   &job->job, err, err_len);
@@ -316,6 +328,11 @@ int rl_rollout_collect(rl_run_t *run, rl_rollout_job_t *job, rl_rollout_t *t, ch
     t->G = job->G;
     t->idx = job->idx;
     job->idx = NULL;
+    if (job->d) {
+        return rl_rollout_episodes(run, job->d->train, t, run->r->sampling.temperature,
+                                   rl_rollout_mix((uint64_t)run->r->run.seed, (uint64_t)job->step),
+                                   job->step, 0, err, err_len);
+    }
     t->version = rl_run_genjob_version(job->job);
     return rl_run_generate_collect(run, job->job, &t->gen, err, err_len);
 }
@@ -514,6 +531,9 @@ static int s_score(rl_run_t *run, const rl_prompts_t *prompts, rl_rollout_t *t, 
     }
     if (!rc) {
         rl_rollout_totals(r, t->raw, n, t->total);
+        for (int j = 0; t->eps && j < n; j++) { // an episode's return: its steps' rewards too
+            t->total[j] = t->eps[j].dropped ? NAN : t->total[j] + t->eps[j].env_reward;
+        }
         rc = s_check_sums(r, t->raw, t->total, n, what, err, err_len);
     }
     for (int j = 0; !rc && shaping && r->algorithm.overlong_buffer > 0 && j < n; j++) {
@@ -543,10 +563,13 @@ int rl_rollout_score(rl_run_t *run, const rl_rollout_data_t *d, rl_rollout_t *t,
 
 int rl_rollout_batch(rl_run_t *run, const rl_rollout_data_t *d, rl_rollout_t *t, const int *keep) {
     const rl_recipe_t *r = run->r;
-    int n = t->gen.n_res, B = 0, T = 2, G = t->G;
+    int n = t->gen.n_res, B = 0, T = 2;
     for (int j = 0; j < n; j++) {
-        if (!keep || keep[j]) {
-            int L = rl_prompts_get(d->train, t->idx[j / G])->len + t->gen.lens[j];
+        if ((!keep || keep[j]) && !(t->eps && t->eps[j].dropped)) {
+            const int32_t *pids;
+            int L;
+            rl_rollout_prompt(d, t, j, &pids, &L);
+            L += t->gen.lens[j];
             T = L > T ? L : T;
             B++;
         }
@@ -567,21 +590,25 @@ int rl_rollout_batch(rl_run_t *run, const rl_rollout_data_t *d, rl_rollout_t *t,
     int b = 0;
     for (int j = 0; j < n; j++) {
         t->brow[j] = -1;
-        if (keep && !keep[j]) {
-            continue;
+        if ((keep && !keep[j]) || (t->eps && t->eps[j].dropped)) {
+            continue; // a dropped episode is never trained on
         }
-        const rl_prompt_t *p = rl_prompts_get(d->train, t->idx[j / G]);
-        int lp = p->len, lc = t->gen.lens[j];
+        const int32_t *pids;
+        int lp, lc = t->gen.lens[j];
+        rl_rollout_prompt(d, t, j, &pids, &lp);
         int32_t *row = t->tok + (size_t)b * T;
-        memcpy(row, p->ids, (size_t)lp * sizeof(int32_t));
+        memcpy(row, pids, (size_t)lp * sizeof(int32_t));
         memcpy(row + lp, t->gen.ids + t->gen.off[j], (size_t)lc * sizeof(int32_t));
         t->len[b] = lp + lc;
         int masked = r->algorithm.mask_truncated_completions && t->gen.fin[j] == 1;
+        // an episode's environment tokens are context, never trained on
+        const uint8_t *em = t->eps ? t->eps[j].mask + lp : NULL;
         for (int i = 0; i < lc; i++) {
-            t->mask[(size_t)b * T + lp + i] = masked ? 0 : 1;
+            uint8_t m = masked ? 0 : em ? em[i] : 1;
+            t->mask[(size_t)b * T + lp + i] = m;
             t->mu[(size_t)b * T + lp + i] = t->gen.lp[t->gen.off[j] + i];
+            active += m;
         }
-        active += masked ? 0 : lc;
         t->row_of[b] = j;
         t->brow[j] = b;
         b++;
@@ -609,6 +636,9 @@ int rl_rollout_store(rl_run_t *run, const rl_rollout_data_t *d, const rl_rollout
     size_t n_tok = (size_t)(t->gen.off[n - 1] + t->gen.lens[n - 1]);
     size_t nt = n_tok ? n_tok : 1;
     rl_traj_record_t *recs = calloc((size_t)n, sizeof(*recs));
+    rl_traj_episode_t *epi = NULL; // env: each record's episode
+    int32_t *starts = NULL;        // their turns' starts
+    int used = 0;
     uint8_t *mask = calloc(nt, 1);
     double *rw = calloc((size_t)n * (size_t)(r->n_rewards ? r->n_rewards : 1), sizeof(double));
     char **names = calloc((size_t)(r->n_rewards ? r->n_rewards : 1), sizeof(char *));
@@ -636,18 +666,29 @@ int rl_rollout_store(rl_run_t *run, const rl_rollout_data_t *d, const rl_rollout
     for (int k = 0; k < r->n_rewards; k++) {
         names[k] = r->rewards[k].name;
     }
+    int n_turns = 0;
+    for (int j = 0; t->eps && j < n; j++) {
+        n_turns += t->eps[j].n_turns;
+    }
+    epi = t->eps ? calloc((size_t)n, sizeof *epi) : NULL;
+    starts = t->eps ? calloc((size_t)(n_turns ? n_turns : 1), sizeof *starts) : NULL;
+    if (t->eps && (!epi || !starts)) {
+        rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+        goto done;
+    }
     for (int j = 0; j < n; j++) {
         rl_traj_record_t *x = &recs[j];
-        const rl_prompt_t *p = rl_prompts_get(d->train, t->idx[j / G]);
-        int lc = t->gen.lens[j];
+        const int32_t *pids;
+        int plen, lc = t->gen.lens[j];
+        rl_rollout_prompt(d, t, j, &pids, &plen);
         int64_t o = t->gen.off[j];
         x->step = (uint64_t)step;
         x->prompt_index = (uint32_t)(j / G);
         x->sample_index = (uint32_t)(j % G);
         x->data_index = (int64_t)t->idx[j / G];
         x->policy_version = (uint64_t)(t->gen.ver ? t->gen.ver[j] : t->version);
-        x->n_prompt = p->len;
-        x->prompt_ids = (int32_t *)p->ids;
+        x->n_prompt = plen;
+        x->prompt_ids = (int32_t *)pids;
         x->n_completion = lc;
         x->completion_ids = t->gen.ids + o;
         x->mask = mask + o;
@@ -655,7 +696,7 @@ int rl_rollout_store(rl_run_t *run, const rl_rollout_data_t *d, const rl_rollout
         int b = t->brow ? t->brow[j] : -1;
         if (b >= 0) {
             for (int i = 0; i < lc; i++) {
-                size_t bt = (size_t)b * t->T + p->len + i;
+                size_t bt = (size_t)b * t->T + plen + i;
                 mask[o + i] = t->mask[bt];
                 for (int a = 0; a < 5; a++) {
                     if (dst[a]) {
@@ -680,10 +721,37 @@ int rl_rollout_store(rl_run_t *run, const rl_rollout_data_t *d, const rl_rollout
         x->finish = t->gen.fin[j];
         int k = t->gen.who ? t->gen.who[j] : -1;
         x->sampler = k >= 0 && k < run->samplers.n ? who[k] : NULL;
+        if (epi) {
+            const rl_episode_t *ep = &t->eps[j];
+            int32_t *ts = starts + used;
+            for (int u = 0; u < ep->n_turns; u++) { // offsets into the completion
+                ts[u] = ep->turn_start[u] - ep->prompt_len;
+            }
+            used += ep->n_turns;
+            epi[j] = (rl_traj_episode_t){.n_turns = ep->n_turns,
+                                         .turn_starts = ts,
+                                         .turn_rewards = ep->turn_reward,
+                                         .truncated = ep->truncated,
+                                         .tool_calls = ep->tool_calls,
+                                         .parse_errors = ep->parse_errors};
+            json_t *conv = json_pack("{s:O}", "messages", ep->messages);
+            if (conv && ep->tools) {
+                json_object_set(conv, "tools", ep->tools);
+            }
+            epi[j].conversation =
+                conv ? json_dumps(conv, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+            json_decref(conv);
+            x->episode = &epi[j];
+        }
     }
     rc = pending ? rl_traj_put_pending(run->traj, (uint64_t)step, recs, n, err, err_len)
                  : rl_traj_put_step(run->traj, (uint64_t)step, recs, n, err, err_len);
 done:
+    for (int j = 0; epi && j < n; j++) {
+        free(epi[j].conversation);
+    }
+    free(epi);
+    free(starts);
     free(recs);
     free(mask);
     free(rw);
@@ -747,10 +815,14 @@ void rl_rollout_metrics(rl_run_t *run, const rl_rollout_data_t *d, const rl_roll
     if (old) {
         double gap = 0, gn = 0;
         for (int b = 0; b < t->B; b++) {
-            int j = t->row_of[b];
-            const rl_prompt_t *p = rl_prompts_get(d->train, t->idx[j / t->G]);
+            int j = t->row_of[b], plen;
+            const int32_t *pids;
+            rl_rollout_prompt(d, t, j, &pids, &plen);
             for (int i = 0; i < t->gen.lens[j]; i++) {
-                gap += fabs((double)old[(size_t)b * t->T + p->len + i] -
+                if (t->eps && !t->eps[j].mask[plen + i]) {
+                    continue; // the environment's tokens: not sampled
+                }
+                gap += fabs((double)old[(size_t)b * t->T + plen + i] -
                             (double)t->gen.lp[t->gen.off[j] + i]);
                 gn++;
             }
@@ -765,6 +837,7 @@ void rl_rollout_metrics(rl_run_t *run, const rl_rollout_data_t *d, const rl_roll
                        (double)run->trained.index / (double)rl_prompts_count(d->train));
     rl_metrics_add(mt, "tokens/generated", len_sum);
     rl_metrics_add(mt, "tokens/trained", (double)t->ntok);
+    rl_rollout_env_metrics(run, t);
     if (reward_mean) {
         *reward_mean = rn > 0 ? rsum / rn : NAN;
     }
@@ -794,8 +867,10 @@ static int s_eval_rewards(const rl_rollout_data_t *s, rl_run_t *run, double temp
     for (int i = 0; i < s->n_eval; i++) {
         t.idx[i] = (size_t)i;
     }
-    int rc = rl_run_generate(run, s->eval_prompts, s->n_eval, n, temperature, seed, 0, &t.gen,
-                             err, err_len);
+    int rc = run->env ? rl_rollout_episodes(run, s->eval, &t, temperature, seed, run->step, 1, err,
+                                            err_len)
+                      : rl_run_generate(run, s->eval_prompts, s->n_eval, n, temperature, seed, 0,
+                                        &t.gen, err, err_len);
     if (!rc) {
         rc = s_score(run, s->eval, &t, 0, "the evaluation's batch", err, err_len);
     }
@@ -867,14 +942,20 @@ static int s_eval_store(rl_run_t *run, const rl_rollout_data_t *s, const rl_roll
         int m = t->gen.n_res;
         for (int j = 0; j < m; j++, k++) {
             const rl_prompt_t *p = rl_prompts_get(s->eval, t->idx[j / t->G]);
+            const int32_t *pids = p->ids;
+            int plen = p->len;
+            if (t->eps) { // an episode: its first prompt
+                pids = t->eps[j].ids;
+                plen = t->eps[j].prompt_len;
+            }
             rl_traj_record_t *x = &recs[k];
             x->step = (uint64_t)run->step;
             x->prompt_index = (uint32_t)(j / t->G);
             x->sample_index = (uint32_t)(q ? sampled->G : j % t->G);
             x->data_index = (int64_t)t->idx[j / t->G];
             x->policy_version = (uint64_t)run->version;
-            x->n_prompt = p->len;
-            x->prompt_ids = (int32_t *)p->ids;
+            x->n_prompt = plen;
+            x->prompt_ids = (int32_t *)pids;
             x->n_completion = t->gen.lens[j];
             x->completion_ids = t->gen.ids + t->gen.off[j];
             x->mask = zeros;
@@ -912,7 +993,7 @@ int rl_rollout_evaluate(const rl_rollout_data_t *s, rl_run_t *run, double *acc, 
     // the same draws at every evaluation (common random numbers: changes are the policy's)
     uint64_t seed = rl_rollout_mix((uint64_t)run->r->run.seed, 0xE7A1ull);
     int rc;
-    if (run->reward.n > 0) { // the recipe's own rewards score it (docs/training.md)
+    if (run->reward.n > 0 || run->env) { // the recipe's own rewards score it (docs/training.md)
         rl_rollout_t ts, tg; // kept for the trajectory store
         memset(&ts, 0, sizeof ts);
         memset(&tg, 0, sizeof tg);

@@ -8,6 +8,7 @@
 #ifndef RL_ROLLOUT_H
 #define RL_ROLLOUT_H
 
+#include "rl_episode.h"
 #include "rl_prompts.h"
 #include "rl_run.h"
 
@@ -73,6 +74,12 @@ typedef struct {
     float *mu;          // (B,T) sampler logprobs
     double denom;       // the loss aggregation's divisor of the whole batch (algorithm.loss_agg)
     int64_t ntok;       // active tokens trained on
+    // multi-turn episodes (env:): completion j is episode j's tokens after its first prompt
+    // (the policy's and the environment's; its mask says which are the policy's); NULL: one
+    // prompt -> one completion
+    rl_episode_t *eps;
+    int n_eps;
+    double t_env, t_gen; // seconds the episodes spent in the environment and the samplers
 } rl_rollout_t;
 
 void rl_rollout_free(rl_rollout_t *t);
@@ -85,11 +92,13 @@ typedef struct {
     rl_data_pos_t pos0; // the data order before they were taken (to take them again)
     int64_t step;       // the step it is for: seeds its sampling
     rl_run_genjob_t *job;
+    const rl_rollout_data_t *d; // env: the episodes run at collect (nothing is posted ahead)
 } rl_rollout_job_t;
 
-// Takes P prompts in the run's data order and posts their generation (G completions each, seeded
-// by (run.seed, step), with the weights version the samplers will hold: run->version) without
-// waiting. On failure the data order is left where it was. Free with rl_rollout_job_free.
+// Takes P prompts in the run's data order and posts their generation (with an env: nothing is
+// posted; the episodes run at collect, with the weights the samplers hold then) (G completions
+// each, seeded by (run.seed, step), with the weights version the samplers will hold: run->version)
+// without waiting. On failure the data order is left where it was. Free with rl_rollout_job_free.
 int rl_rollout_post(rl_run_t *run, const rl_rollout_data_t *d, int P, int G, int64_t step,
                     rl_rollout_job_t *job, char *err, size_t err_len);
 // Waits for a posted generation and fills t's prompts and completions (t->idx is taken from the
@@ -104,11 +113,29 @@ void rl_rollout_job_free(rl_rollout_job_t *job);
 int rl_rollout_generate(rl_run_t *run, const rl_rollout_data_t *d, int P, int G, rl_rollout_t *t,
                         char *err, size_t err_len);
 
-// 3. the reward worker scores every reward of the recipe (t->raw); t->total = the weighted sum
-// of the rewards of nonzero weight (a weight-0 reward is measured and logged, never trained on,
-// and its NaN does not make the total NaN), plus DAPO's overlong shaping when
-// algorithm.overlong_buffer > 0 (NaN when a reward of nonzero weight was unscorable). Errors name
-// the reward and what happened (a timeout stops the reward worker).
+// The episodes of t's P prompts (rows t->idx of `prompts`) x G (env:; rl_rollout_env.c): each
+// one reset by the environment with its row and seed mix(seed, j), then turns of the run's
+// samplers (at `temperature`, sampling seed `seed`) and steps of the environment until done or a
+// limit (env.max_turns, env.max_tokens); t->eps and t->gen are filled (finish 1 = truncated).
+// Errors name the environment, the step (eval: the evaluation after it) and the episode.
+int rl_rollout_episodes(rl_run_t *run, const rl_prompts_t *prompts, rl_rollout_t *t,
+                        double temperature, uint64_t seed, int64_t step, int eval, char *err,
+                        size_t err_len);
+// The prompt completion j continues: its dataset prompt (row t->idx[j / G]), or its episode's
+// first prompt. borrowed; valid while t and d are.
+void rl_rollout_prompt(const rl_rollout_data_t *d, const rl_rollout_t *t, int j,
+                       const int32_t **ids, int *len);
+// env/turns (mean), env/turns_max, env/tool_calls, env/parse_errors, env/truncated (per
+// episode), env/reward (the mean of the environment's rewards), timing/env. Nothing without an
+// env.
+void rl_rollout_env_metrics(rl_run_t *run, const rl_rollout_t *t);
+
+// 3. the reward worker scores every reward of the recipe (t->raw; an episode's completion text
+// is its whole transcript after the first prompt); t->total = the weighted sum
+// of the rewards of nonzero weight (plus an episode's environment rewards) (a weight-0 reward is
+// measured and logged, never trained on, and its NaN does not make the total NaN), plus DAPO's
+// overlong shaping when algorithm.overlong_buffer > 0 (NaN when a reward of nonzero weight was
+// unscorable). Errors name the reward and what happened (a timeout stops the reward worker).
 int rl_rollout_score(rl_run_t *run, const rl_rollout_data_t *d, rl_rollout_t *t, char *err,
                      size_t err_len);
 

@@ -166,9 +166,8 @@ void rl_run_gen_free(rl_run_gen_t *g) {
 // 1..max_new_tokens tokens, every id inside the vocabulary, a finish reason of 0 (stop) or 1
 // (length), every logprob finite and <= 0 (rl_proto checked the sizes add up). Returns 0 or
 // RL_EPROTO naming the worker and the first thing wrong.
-static int s_check_reply(const rl_run_t *run, const char *peer, int64_t want,
+static int s_check_reply(const rl_run_t *run, const char *peer, int64_t want, int mnt,
                          const rl_proto_generate_reply_t *g, char *err, size_t err_len) {
-    int mnt = run->r->sampling.max_new_tokens;
     if (g->n_res != want) {
         return rl_errf(err, err_len, RL_EPROTO,
                        "worker %s: generate reply: %lld completions, %lld asked for", peer,
@@ -178,7 +177,7 @@ static int s_check_reply(const rl_run_t *run, const char *peer, int64_t want,
         if (g->lens[i] < 1 || g->lens[i] > mnt) {
             return rl_errf(err, err_len, RL_EPROTO,
                            "worker %s: generate reply: completion %lld has %d tokens "
-                           "(1..sampling.max_new_tokens = %d)",
+                           "(1..%d asked for)",
                            peer, (long long)i, g->lens[i], mnt);
         }
         if (g->finish[i] > 1) {
@@ -311,8 +310,8 @@ void rl_run_split(const rl_run_t *run, int m, int na, const int *ks, int *bounds
 
 // The generate request of prompts todo[a..b).
 static int s_gen_request(rl_run_t *run, const rl_run_prompt_t *prompts, const int *todo, int a,
-                         int b, int n, double temperature, uint64_t seed, rl_msg_t **req, char *err,
-                         size_t err_len) {
+                         int b, int n, int max_new, double temperature, uint64_t seed,
+                         rl_msg_t **req, char *err, size_t err_len) {
     const rl_recipe_t *r = run->r;
     int64_t total = 0;
     for (int i = a; i < b; i++) {
@@ -341,7 +340,7 @@ static int s_gen_request(rl_run_t *run, const rl_run_prompt_t *prompts, const in
                                  .prompt_index = pidx,
                                  .P = b - a,
                                  .n = n,
-                                 .max_new_tokens = r->sampling.max_new_tokens,
+                                 .max_new_tokens = max_new,
                                  .temperature = temperature,
                                  .top_p = temperature > 0 ? r->sampling.top_p : 1.0,
                                  .top_k = temperature > 0 ? r->sampling.top_k : 0,
@@ -378,6 +377,7 @@ static int s_sampler_failed(rl_run_t *run, int k, const char *why, int n_prompts
 struct rl_run_genjob {
     rl_run_prompt_t *prompts; // (P) copied (the ids stay the caller's)
     int P, n, limit;
+    int max_new; // max_new_tokens asked for
     double temperature;
     uint64_t seed;
     int64_t version;        // the weights version it asks for
@@ -432,8 +432,8 @@ static int s_round_post(rl_run_t *run, rl_run_genjob_t *j, char *err, size_t err
         j->sh[x] =
             (s_share_t){.a = bounds[q], .b = bounds[q + 1], .k = ks[q], .version = run->version};
         peers[j->nr] = run->samplers.names[ks[q]];
-        rc = s_gen_request(run, j->prompts, j->todo, bounds[q], bounds[q + 1], j->n, j->temperature,
-                           j->seed, &reqs[j->nr], err, err_len);
+        rc = s_gen_request(run, j->prompts, j->todo, bounds[q], bounds[q + 1], j->n, j->max_new,
+                           j->temperature, j->seed, &reqs[j->nr], err, err_len);
         j->nr++;
     }
     if (rc) {
@@ -465,8 +465,8 @@ static int s_round_finish(rl_run_t *run, rl_run_genjob_t *j, char *err, size_t e
             char w2[512];
             if (rl_proto_generate_reply_decode(x->rep, &x->g, w2, sizeof w2) != 0) {
                 rl_errf(why[q], RL_GROUP_WHY, RL_EPROTO, "worker %s: %s", peer, w2);
-            } else if (s_check_reply(run, peer, (int64_t)(x->b - x->a) * j->n, &x->g, why[q],
-                                     RL_GROUP_WHY) == 0) {
+            } else if (s_check_reply(run, peer, (int64_t)(x->b - x->a) * j->n, j->max_new, &x->g,
+                                     why[q], RL_GROUP_WHY) == 0) {
                 double tok = (double)(x->g.prefill_tokens + x->g.decode_tokens);
                 double sp = el[q] > 0 ? tok / el[q] : 0;
                 double *v = &run->sampler_speed[x->k];
@@ -516,6 +516,7 @@ int rl_run_generate_post(rl_run_t *run, const rl_run_prompt_t *prompts, int P, i
     j->P = P;
     j->n = n;
     j->limit = limit;
+    j->max_new = run->max_new > 0 ? run->max_new : run->r->sampling.max_new_tokens;
     j->temperature = temperature;
     j->seed = seed;
     j->version = run->version;
@@ -546,13 +547,16 @@ int rl_run_generate_post(rl_run_t *run, const rl_run_prompt_t *prompts, int P, i
 }
 
 int64_t rl_run_genjob_version(const rl_run_genjob_t *job) {
-    return job->version;
+    return job ? job->version : -1;
 }
 double rl_run_genjob_done(const rl_run_genjob_t *job) {
-    return job->t_done;
+    return job ? job->t_done : 0;
 }
 
 double rl_run_genjob_done_now(rl_run_t *run, const rl_run_genjob_t *job) {
+    if (!job) {
+        return 0;
+    }
     double last = job->t_done;
     for (int q = 0; q < job->nr; q++) {
         double t = rl_group_done_at(run->g, job->ids[q]);

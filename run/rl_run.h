@@ -66,6 +66,9 @@ typedef struct rl_run {
     const char *stop_str[64];      // sampling.stop strings of several tokens (cut afterwards)
     int n_stop_str;
     double deadline;               // > 0: no call may wait past this monotonic time
+    int max_new;                   // > 0: generate calls posted now ask for at most this many
+                                   // new tokens (an episode's turn); 0: sampling.max_new_tokens
+    struct rl_env_host *env;       // the recipe's environment (env:), or NULL
 } rl_run_t;
 
 // The tokenizer of a run, loaded as the controller loads it: the folder of model.tokenizer when
@@ -156,11 +159,11 @@ int rl_run_generate_post(rl_run_t *run, const rl_run_prompt_t *prompts, int P, i
 int rl_run_generate_collect(rl_run_t *run, rl_run_genjob_t *job, rl_run_gen_t *out, char *err,
                             size_t err_len);
 void rl_run_genjob_free(rl_run_genjob_t **job_p);
-// The weights version a job asked for (its first round); when its last reply came (monotonic
-// seconds; 0 before collect).
+// The weights version a job asked for (its first round; -1 for no job); when its last reply
+// came (monotonic seconds; 0 before collect or for no job).
 int64_t rl_run_genjob_version(const rl_run_genjob_t *job);
 double rl_run_genjob_done(const rl_run_genjob_t *job);
-// Before collect: when its last reply came as filed so far (0: some are still out).
+// Before collect: when its last reply came as filed so far (0: some are still out, or no job).
 double rl_run_genjob_done_now(rl_run_t *run, const rl_run_genjob_t *job);
 
 // The text of completion j without its stop token (a stop string cut), ids the tokenizer does

@@ -11,3 +11,20 @@ rl_add_test(NAME env.turns SOURCES test_env_turns.c LIBS rl_env rl_text rl_core 
 # multi-turn episodes against the built-in calc environment with the real Qwen3 template and a
 # scripted policy: masks, turns, limits, a wrong environment
 rl_add_test(NAME env.episode SOURCES test_env_episode.c LIBS rl_env rl_text rl_core LABELS unit TIMEOUT 60)
+# `env:` in GRPO runs (the cookbook recipe, short): a one-turn episode = GRPO byte for byte,
+# multi-turn masks and returns, env workers, limits, each failure named, on_error drop, the
+# built-in calc = its Python twin
+rl_add_test(NAME env.run SOURCES test_env_run.c LIBS rl_core LABELS integration TIMEOUT 300)
+add_dependencies(test_env_run rlctl)
+# an episode's environment tokens get no gradient: every policy loss of GRPO's family, every
+# aggregation, KL, TIS and dual clip; perturbing them moves nothing, bit for bit
+rl_add_test(NAME env.mask SOURCES test_env_mask.c LIBS rl_trainer rl_core LABELS unit TIMEOUT 60)
+# environment plugins (include/rlctl/env.h) for env.run: a right one and one of another ABI
+foreach(p once wrong_abi)
+  add_library(rl_test_env_${p} MODULE ${CMAKE_SOURCE_DIR}/tests/envs/${p}.c)
+  target_include_directories(rl_test_env_${p} PRIVATE ${CMAKE_SOURCE_DIR}/include)
+  target_link_libraries(rl_test_env_${p} PRIVATE PkgConfig::JANSSON)
+  set_target_properties(rl_test_env_${p} PROPERTIES PREFIX "" SUFFIX ".so" OUTPUT_NAME ${p}
+                        LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/envs)
+  add_dependencies(test_env_run rl_test_env_${p})
+endforeach()

@@ -21,4 +21,4 @@ target_include_directories(rl_header_check PRIVATE ${CMAKE_BINARY_DIR}/generated
   ${CMAKE_SOURCE_DIR}/rollout ${CMAKE_SOURCE_DIR}/rewards ${CMAKE_SOURCE_DIR}/roles
   ${CMAKE_SOURCE_DIR}/cli ${CMAKE_SOURCE_DIR}/mesh ${CMAKE_SOURCE_DIR}/include
   ${CMAKE_SOURCE_DIR}/text ${CMAKE_SOURCE_DIR}/transport ${CMAKE_SOURCE_DIR}/run
-  ${CMAKE_SOURCE_DIR}/algorithms ${CMAKE_SOURCE_DIR}/serving)
+  ${CMAKE_SOURCE_DIR}/algorithms ${CMAKE_SOURCE_DIR}/serving ${CMAKE_SOURCE_DIR}/env)

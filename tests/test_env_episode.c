@@ -89,8 +89,8 @@ static int s_bad_env(void *ctx, const char *req, char **reply, char *err, size_t
 }
 
 static rl_episode_opts_t s_opts(int max_turns, int max_tokens, int max_new) {
-    rl_episode_opts_t o = {max_turns, max_tokens, max_new,     RL_TOOL_PARSER_HERMES,
-                           s_fmt,     s_tok,      "<|im_end|>"};
+    rl_episode_opts_t o = {max_turns, max_tokens, max_new,      RL_TOOL_PARSER_HERMES,
+                           s_fmt,     s_tok,      "<|im_end|>", 0};
     return o;
 }
 

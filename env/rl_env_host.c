@@ -1,0 +1,269 @@
+// rl_env_host — a run's environment: the built-in one or a program's workers (rl_env_host.h).
+#include "rl_env_host.h"
+
+#include "rl_child.h"
+#include "rl_clock.h"
+#include "rl_env_calc.h"
+#include "rl_err.h"
+
+#include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct rl_env_host {
+    int builtin;       // RL_RECIPE_ENV_* or -1
+    int n;             // workers of the command
+    rl_child_t **kids; // (n)
+    double timeout;    // seconds a call may take
+    char what[512];    // "command [python3 /abs/env.py]"
+};
+
+void rl_env_host_describe(const rl_recipe_env_t *env, char *out, size_t cap) {
+    if (env->builtin >= 0) {
+        snprintf(out, cap, "builtin %s", env->builtin == RL_RECIPE_ENV_CALC ? "calc" : "?");
+        return;
+    }
+    if (env->plugin) {
+        snprintf(out, cap, "plugin %s", env->plugin);
+        return;
+    }
+    size_t o = (size_t)snprintf(out, cap, "command [");
+    for (int i = 0; i < env->command.n && o < cap; i++) {
+        o += (size_t)snprintf(out + o, cap - o, "%s%s", i ? " " : "", env->command.items[i]);
+    }
+    if (o < cap) {
+        snprintf(out + o, cap - o, "]");
+    }
+}
+
+void rl_env_host_close(rl_env_host_t **self_p) {
+    rl_env_host_t *h = *self_p;
+    if (!h) {
+        return;
+    }
+    for (int k = 0; h->kids && k < h->n; k++) {
+        rl_child_stop(&h->kids[k]);
+    }
+    free(h->kids);
+    free(h);
+    *self_p = NULL;
+}
+
+int rl_env_host_open(const rl_recipe_env_t *env, rl_env_host_t **out, char *err, size_t err_len) {
+    *out = NULL;
+    if (env->builtin < 0 && env->command.n == 0 && !env->plugin) {
+        return rl_errf(err, err_len, RL_EINVAL, "the recipe has no env");
+    }
+    rl_env_host_t *h = calloc(1, sizeof *h);
+    if (!h) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    h->builtin = env->builtin;
+    h->timeout = env->timeout;
+    rl_env_host_describe(env, h->what, sizeof h->what);
+    if (h->builtin < 0) {
+        h->n = env->workers > 0 ? env->workers : 1;
+        h->kids = calloc((size_t)h->n, sizeof *h->kids);
+        if (!h->kids) {
+            rl_env_host_close(&h);
+            return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+        }
+        // a plugin: workers of this rlctl (`rlctl env serve`), so that it never runs in here
+        char self[4096], *pargv[8] = {NULL};
+        if (env->plugin) {
+            ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+            if (n <= 0) {
+                rl_env_host_close(&h);
+                return rl_errf(err, err_len, RL_EIO,
+                               "env %s: cannot find this rlctl's path (/proc/self/exe) to start "
+                               "its workers",
+                               env->plugin);
+            }
+            self[n] = '\0';
+            char *a[] = {self,
+                         "env",
+                         "serve",
+                         "--plugin",
+                         env->plugin,
+                         "--config",
+                         env->config_json ? env->config_json : "{}",
+                         NULL};
+            memcpy(pargv, a, sizeof a);
+        }
+        for (int k = 0; k < h->n; k++) {
+            char e[1024];
+            int rc = rl_child_start(env->plugin ? pargv : env->command.items,
+                                    env->plugin ? "the env plugin's worker" : "the env command",
+                                    "the controller's log", &h->kids[k], e, sizeof e);
+            if (rc) {
+                rl_errf(err, err_len, rc, "env %s: worker %d: %s", h->what, k, e);
+                rl_env_host_close(&h);
+                return rc;
+            }
+        }
+    }
+    *out = h;
+    return 0;
+}
+
+// FNV-1a of an episode's id: which worker answers it.
+static int s_worker_of(const char *id, int n) {
+    uint64_t x = 1469598103934665603ull;
+    for (const unsigned char *p = (const unsigned char *)id; *p; p++) {
+        x = (x ^ *p) * 1099511628211ull;
+    }
+    return (int)(x % (uint64_t)n);
+}
+
+// One line to worker k and its reply, within the call's deadline t_end.
+static int s_exchange(rl_env_host_t *h, int k, const char *line, double t_end, char **reply,
+                      char *err, size_t err_len) {
+    char e[1024];
+    size_t len = 0;
+    int rc = rl_child_send(h->kids[k], line, strlen(line), e, sizeof e);
+    if (!rc) {
+        double left = t_end - rl_clock_now();
+        rc = rl_child_recv(h->kids[k], left > 0.001 ? left : 0.001, RL_ENV_HOST_MAX_REPLY, reply,
+                           &len, e, sizeof e);
+    }
+    if (rc) {
+        return rl_errf(err, err_len, rc, "env %s: worker %d: %s", h->what, k, e);
+    }
+    return 0;
+}
+
+// Several workers: the request's items split by episode, sent to all, the replies joined.
+static int s_split_call(rl_env_host_t *h, const char *request, char **reply, char *err,
+                        size_t err_len) {
+    json_error_t je;
+    json_t *q = json_loads(request, 0, &je);
+    json_t *op = json_object_get(q, "op"), *items = json_object_get(q, "items");
+    if (!json_is_string(op) || !json_is_array(items)) {
+        json_decref(q);
+        return rl_errf(err, err_len, RL_EINVAL, "env: a request without op and items");
+    }
+    size_t n = json_array_size(items);
+    int W = h->n, rc = 0;
+    int *who = calloc(n ? n : 1, sizeof *who);
+    json_t **parts = calloc((size_t)W, sizeof *parts);
+    char **lines = calloc((size_t)W, sizeof *lines), **reps = calloc((size_t)W, sizeof *reps);
+    json_t **got = calloc((size_t)W, sizeof *got);
+    json_t *joined = json_array();
+    if (!who || !parts || !lines || !reps || !got || !joined) {
+        rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; !rc && i < n; i++) {
+        json_t *it = json_array_get(items, i);
+        json_t *ep = json_object_get(it, "episode");
+        who[i] = s_worker_of(json_is_string(ep) ? json_string_value(ep) : "", W);
+        if (!parts[who[i]]) {
+            parts[who[i]] = json_array();
+        }
+        if (!parts[who[i]] || json_array_append(parts[who[i]], it) != 0) {
+            rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+        }
+    }
+    double t_end = rl_clock_now() + h->timeout;
+    // every part sent before any reply is read: the workers answer at the same time
+    for (int k = 0; !rc && k < W; k++) {
+        if (!parts[k]) {
+            continue;
+        }
+        json_t *sub = json_pack("{s:O,s:O}", "op", op, "items", parts[k]);
+        lines[k] = sub ? json_dumps(sub, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+        json_decref(sub);
+        char e[1024];
+        if (!lines[k]) {
+            rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+        } else if ((rc = rl_child_send(h->kids[k], lines[k], strlen(lines[k]), e, sizeof e))) {
+            rl_errf(err, err_len, rc, "env %s: worker %d: %s", h->what, k, e);
+        }
+    }
+    for (int k = 0; !rc && k < W; k++) {
+        if (!parts[k]) {
+            continue;
+        }
+        char e[1024];
+        size_t len = 0;
+        double left = t_end - rl_clock_now();
+        rc = rl_child_recv(h->kids[k], left > 0.001 ? left : 0.001, RL_ENV_HOST_MAX_REPLY, &reps[k],
+                           &len, e, sizeof e);
+        if (rc) {
+            rl_errf(err, err_len, rc, "env %s: worker %d: %s", h->what, k, e);
+            break;
+        }
+        got[k] = json_loadb(reps[k], len, 0, &je);
+        json_t *ge = json_object_get(got[k], "error");
+        if (ge) { // the worker's own error is the call's: the decoder reports it
+            *reply = strdup(reps[k]);
+            rc = *reply ? 1 : rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+            break;
+        }
+        size_t want = json_array_size(parts[k]);
+        json_t *gi = json_object_get(got[k], "items");
+        if (strcmp(json_string_value(op), "close") != 0 &&
+            (!json_is_array(gi) || json_array_size(gi) != want)) {
+            rc = rl_errf(err, err_len, RL_EINVAL,
+                         "env %s: worker %d answered %s %zu items with %s (%zu items)", h->what, k,
+                         json_string_value(op), want,
+                         !got[k]              ? "something that is not JSON"
+                         : !json_is_array(gi) ? "no items array"
+                                              : "another count",
+                         json_is_array(gi) ? json_array_size(gi) : (size_t)0);
+        }
+    }
+    if (rc == 1) { // a worker's {"error": ...}, passed on
+        rc = 0;
+    } else if (!rc) {
+        size_t *at = calloc((size_t)W, sizeof *at);
+        for (size_t i = 0; at && i < n; i++) { // back in the request's order
+            json_array_append(joined,
+                              json_array_get(json_object_get(got[who[i]], "items"), at[who[i]]++));
+        }
+        json_t *o = at ? json_pack("{s:O}", "items", joined) : NULL;
+        *reply = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+        json_decref(o);
+        free(at);
+        if (!*reply) {
+            rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+        }
+    }
+    for (int k = 0; k < W; k++) {
+        if (parts) {
+            json_decref(parts[k]);
+        }
+        if (got) {
+            json_decref(got[k]);
+        }
+        if (lines) {
+            free(lines[k]);
+        }
+        if (reps) {
+            free(reps[k]);
+        }
+    }
+    json_decref(joined);
+    json_decref(q);
+    free(who);
+    free(parts);
+    free(lines);
+    free(reps);
+    free(got);
+    return rc;
+}
+
+int rl_env_host_call(void *host, const char *request, char **reply, char *err, size_t err_len) {
+    rl_env_host_t *h = host;
+    *reply = NULL;
+    if (h->builtin == RL_RECIPE_ENV_CALC) {
+        int rc = rl_env_calc_answer(request, strlen(request), reply);
+        return rc ? rl_errf(err, err_len, rc, "env %s: out of memory", h->what) : 0;
+    }
+    if (h->n == 1) {
+        return s_exchange(h, 0, request, rl_clock_now() + h->timeout, reply, err, err_len);
+    }
+    return s_split_call(h, request, reply, err, err_len);
+}
