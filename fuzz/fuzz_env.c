@@ -63,12 +63,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t len = size - 1;
     if (data[0] >= 192) {
         static const char *const eps[4] = {"e0", "e1", "e2", "e3"};
-        int n = data[0] % 4 + 1;
+        int n = data[0] % 4 + 1, tolerant = (data[0] >> 2) & 1, bad[4] = {0};
         char err[512] = "";
         if (data[0] < 224) {
             rl_env_reset_reply_t r[4];
-            if (rl_env_reply_reset(text, len, n, eps, r, err, sizeof err) == 0) {
+            if (rl_env_reply_reset_items(text, len, n, eps, r, tolerant ? bad : NULL, err,
+                                         sizeof err) == 0) {
                 for (int k = 0; k < n; k++) {
+                    if (bad[k]) { // a tolerant decode's bad item: empty, and said why
+                        if (r[k].messages || r[k].tools || !err[0]) {
+                            abort();
+                        }
+                        continue;
+                    }
                     if (!json_is_array(r[k].messages) || json_array_size(r[k].messages) == 0 ||
                         (r[k].tools && !json_is_array(r[k].tools))) {
                         abort();
@@ -80,8 +87,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             }
         } else {
             rl_env_step_reply_t r[4];
-            if (rl_env_reply_step(text, len, n, eps, r, err, sizeof err) == 0) {
+            if (rl_env_reply_step_items(text, len, n, eps, r, tolerant ? bad : NULL, err,
+                                        sizeof err) == 0) {
                 for (int k = 0; k < n; k++) {
+                    if (bad[k]) {
+                        if (r[k].messages || !err[0]) {
+                            abort();
+                        }
+                        continue;
+                    }
                     if (!json_is_array(r[k].messages) || !isfinite(r[k].reward) ||
                         (r[k].done != 0 && r[k].done != 1)) {
                         abort();
