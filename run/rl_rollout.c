@@ -4,7 +4,9 @@
 
 #include "rl_chat.h"
 #include "rl_clock.h"
+#include "rl_env_host.h"
 #include "rl_env_module.h"
+#include "rl_env_proto.h"
 #include "rl_err.h"
 #include "rl_fault.h"
 #include "rl_jsonl.h"
@@ -151,11 +153,59 @@ static int s_probe(const rl_recipe_reward_t *w, const rl_prompt_t *p, char *msg,
     return rc;
 }
 
-// s_probe in a child process that answers for whatever the program starts, as the reward worker
-// of a run does (a child subreaper: a descendant that left the program's process group is
-// killed too, rl_reaper_sweep); the child sends back its result and message through a pipe.
-static int s_probe_command(const rl_recipe_reward_t *w, const rl_prompt_t *p, char *msg,
-                           size_t len) {
+typedef struct {
+    const rl_recipe_reward_t *w;
+    const rl_recipe_t *r;
+    const rl_prompt_t *p;
+} s_probe_ctx_t;
+
+static int s_probe_reward(const s_probe_ctx_t *c, char *msg, size_t len) {
+    return s_probe(c->w, c->p, msg, len);
+}
+
+// The recipe's environment answers a reset of the first training row (episode "check-0", seed
+// 0) with a reply the protocol accepts, then a close: a program that does not start, exits or
+// answers garbage is caught before the run.
+static int s_probe_env(const s_probe_ctx_t *c, char *msg, size_t len) {
+    rl_recipe_env_t one = c->r->env;
+    one.workers = 1;
+    rl_env_host_t *h = NULL;
+    int rc = rl_env_host_open(&one, &h, msg, len);
+    json_t *row = c->p ? json_loadb(c->p->row, c->p->row_len, 0, NULL) : NULL;
+    if (!rc && row) {
+        rl_env_reset_item_t it = {"check-0", row, 0};
+        const char *ids[1] = {"check-0"};
+        char *req = rl_env_request_reset(&it, 1), *reply = NULL;
+        rl_env_reset_reply_t rep;
+        rc = req ? rl_env_host_call(h, req, &reply, msg, len) : RL_ENOMEM;
+        if (!rc) {
+            char why[1024];
+            rc = rl_env_reply_reset(reply, strlen(reply), 1, ids, &rep, why, sizeof why);
+            if (rc) {
+                rl_errf(msg, len, rc, "its reply to a reset of the first training row: %s", why);
+            } else {
+                rl_env_reset_reply_free(&rep, 1);
+            }
+        }
+        free(reply);
+        free(req);
+        char *close_req = rc ? NULL : rl_env_request_close(ids, 1);
+        reply = NULL;
+        if (close_req && rl_env_host_call(h, close_req, &reply, msg, len) == 0) {
+            free(reply);
+        }
+        free(close_req);
+    }
+    json_decref(row);
+    rl_env_host_close(&h);
+    return rc;
+}
+
+// fn in a child process that answers for whatever a program it starts starts, as the reward
+// worker of a run does (a child subreaper: a descendant that left the program's process group
+// is killed too, rl_reaper_sweep); the child sends back its result and message through a pipe.
+static int s_in_child(int (*fn)(const s_probe_ctx_t *, char *, size_t), const s_probe_ctx_t *c,
+                      char *msg, size_t len) {
     int fds[2];
     if (pipe(fds) != 0) {
         return rl_errf(msg, len, errno, "pipe: %s", strerror(errno));
@@ -173,7 +223,7 @@ static int s_probe_command(const rl_recipe_reward_t *w, const rl_prompt_t *p, ch
         char m[2048] = "";
         int32_t code = prctl(PR_SET_CHILD_SUBREAPER, 1) != 0
                            ? rl_errf(m, sizeof m, errno, "prctl: %s", strerror(errno))
-                           : s_probe(w, p, m, sizeof m);
+                           : fn(c, m, sizeof m);
         rl_reaper_sweep(2.0);
         size_t n = strlen(m);
         int ok = write(fds[1], &code, sizeof code) == (ssize_t)sizeof code &&
@@ -219,7 +269,8 @@ int rl_rollout_preflight(const rl_recipe_t *r, char *err, size_t err_len) {
     for (int k = 0; !rc && k < r->n_rewards; k++) {
         const rl_recipe_reward_t *w = &r->rewards[k];
         int command = !w->plugin && w->builtin == RL_RECIPE_REWARD_COMMAND;
-        if ((command ? s_probe_command(w, first, msg, sizeof msg)
+        s_probe_ctx_t c = {w, r, first};
+        if ((command ? s_in_child(s_probe_reward, &c, msg, sizeof msg)
                      : rl_reward_check(w, msg, sizeof(msg))) != 0) {
             // reported at the key that names what failed
             char where[64];
@@ -234,6 +285,15 @@ int rl_rollout_preflight(const rl_recipe_t *r, char *err, size_t err_len) {
     }
     if (!rc && r->env.plugin && rl_env_module_check(r->env.plugin, msg, sizeof msg) != 0) {
         rc = rl_recipe_errorf(r, "env.plugin", err, err_len, RL_EINVAL, "%s", msg);
+    }
+    if (!rc && rl_recipe_has_env(r)) {
+        s_probe_ctx_t c = {NULL, r, first};
+        if (s_in_child(s_probe_env, &c, msg, sizeof msg) != 0) {
+            const char *key = r->env.plugin      ? "env.plugin"
+                              : r->env.command.n ? "env.command"
+                                                 : "env.builtin";
+            rc = rl_recipe_errorf(r, key, err, err_len, RL_EINVAL, "%s", msg);
+        }
     }
     rl_rollout_data_destroy(&s);
     rl_tokenizer_destroy(&tok);

@@ -8,7 +8,8 @@
 //     in every record (the mask is 0 exactly on them), step rewards summed into the return;
 //     the same run with 2 environment workers gives the same metrics; PPO runs them too;
 //   - the limits: an environment that never says done is cut at env.max_turns;
-//   - failures, each named in the error with the environment and the step: a crash, a hang
+//   - failures, each named in the error with the environment and the step: a program that cannot
+//     answer a reset (before the run, at env.command), a crash, a hang
 //     (env.timeout), garbage, the wrong number of items, an {"error"} reply; with
 //     env.on_error: drop a bad item drops its episode (counted in env/dropped) and the run goes
 //     on, and a step whose every episode is dropped stops the run;
@@ -239,6 +240,14 @@ static void test_failures(void) {
     pout = rl_test_out(s_tmp);
     CHECK_CONTAINS(pout, "env.plugin");
     CHECK_CONTAINS(pout, "built for environment ABI version 99");
+    free(pout);
+    // a program that cannot answer a reset is caught before the run, at env.command
+    CHECK_INT(s_run("fail", 1,
+                    "model.chat_template=chatml 'env.command=[" PY ", ../tests/no_such_env.py]'"),
+              2);
+    pout = rl_test_out(s_tmp);
+    CHECK_CONTAINS(pout, "env.command");
+    CHECK_CONTAINS(pout, "exited with status 2 before it replied");
     free(pout);
     // drop: the bad item's episode leaves, the run goes on
     char extra[600];
