@@ -121,6 +121,7 @@ static int s_reset(rl_episode_t *eps, int n, const rl_episode_opts_t *o, rl_epis
             continue;
         }
         ep->messages = json_deep_copy(rep[k].messages);
+        ep->n_first = (int)json_array_size(ep->messages);
         ep->tools = rep[k].tools ? json_deep_copy(rep[k].tools) : NULL;
         char *mj = s_dump(ep->messages), *tj = ep->tools ? s_dump(ep->tools) : NULL;
         int32_t *ids = NULL;

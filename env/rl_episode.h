@@ -52,6 +52,7 @@ typedef struct {
     int done;          // the environment said done
     int truncated;     // a limit ended it first (max_turns, max_tokens, a turn cut by max_new)
     int tool_calls, parse_errors;
+    int n_first; // messages reset gave (the first prompt's); the rest follow it
     int dropped; // opts.drop: the environment failed it (error says how); not trained on
     char error[320];
 } rl_episode_t;

@@ -36,7 +36,14 @@ def conversational(row):
 def call(fn, name, items):
     rows = [it.get("row") or {} for it in items]
     conv = bool(rows) and conversational(rows[0])
-    if conv:
+    episodes = [r.pop("rlctl_episode", None) for r in rows]
+    if any(e is not None for e in episodes):
+        # multi-turn episodes (env:): the completion is what followed the first prompt, as
+        # messages (the policy's turns with their tool calls, the environment's answers)
+        prompts = [r.get("prompt") if conv else it["prompt"] for r, it in zip(rows, items)]
+        completions = [e["messages"] if e else [{"role": "assistant", "content": it["completion"]}]
+                       for e, it in zip(episodes, items)]
+    elif conv:
         prompts = [r.get("prompt") for r in rows]
         completions = [[{"role": "assistant", "content": it["completion"]}] for it in items]
     else:

@@ -513,6 +513,32 @@ static int s_check_sums(const rl_recipe_t *r, const double *raw, const double *t
     return 0;
 }
 
+// An episode's row for the rewards: the dataset row with "rlctl_episode": {"messages": what
+// followed the first prompt (the policy's turns as parsed, the environment's answers), "tools":
+// reset's tools or null} (docs/envs.md). JSON text (caller frees), *len its length; NULL when
+// out of memory (a row that does not parse keeps only the episode).
+static char *s_episode_row(const rl_prompt_t *p, const rl_episode_t *ep, size_t *len) {
+    json_t *row = json_loadb(p->row, p->row_len, 0, NULL);
+    if (!json_is_object(row)) {
+        json_decref(row);
+        row = json_object();
+    }
+    json_t *after = json_array();
+    for (size_t i = (size_t)ep->n_first; after && i < json_array_size(ep->messages); i++) {
+        json_array_append(after, json_array_get(ep->messages, i));
+    }
+    json_t *e = after ? json_pack("{s:o,s:O}", "messages", after, "tools",
+                                  ep->tools ? ep->tools : json_null())
+                      : NULL;
+    char *out = NULL;
+    if (row && e && json_object_set_new(row, "rlctl_episode", e) == 0) {
+        out = json_dumps(row, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    }
+    json_decref(row);
+    *len = out ? strlen(out) : 0;
+    return out;
+}
+
 // Scores t's completions of `prompts` (rows t->idx) with every reward of the recipe; `what`
 // names the batch in errors; shaping: add DAPO's overlong shaping to the total.
 static int s_score(rl_run_t *run, const rl_prompts_t *prompts, rl_rollout_t *t, int shaping,
@@ -524,10 +550,12 @@ static int s_score(rl_run_t *run, const rl_prompts_t *prompts, rl_rollout_t *t, 
     size_t *prl = calloc((size_t)n, sizeof(size_t)), *col = calloc((size_t)n, sizeof(size_t));
     size_t *rowl = calloc((size_t)n, sizeof(size_t));
     char **texts = calloc((size_t)n, sizeof(char *));
+    char **ep_rows = calloc((size_t)n, sizeof(char *)); // episodes' rows, owned
     t->raw = calloc((size_t)R * (size_t)n, sizeof(double));
     t->total = calloc((size_t)n, sizeof(double));
     int rc = 0;
-    if (!pr || !co || !rows || !prl || !col || !rowl || !texts || !t->raw || !t->total) {
+    if (!pr || !co || !rows || !prl || !col || !rowl || !texts || !ep_rows || !t->raw ||
+        !t->total) {
         rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
     for (int j = 0; !rc && j < n; j++) {
@@ -536,6 +564,14 @@ static int s_score(rl_run_t *run, const rl_prompts_t *prompts, rl_rollout_t *t, 
         prl[j] = p->text_len;
         rows[j] = p->row;
         rowl[j] = p->row_len;
+        if (t->eps && !rc) { // an episode: its conversation after the first prompt, in the row
+            char *er = s_episode_row(p, &t->eps[j], &rowl[j]);
+            if (!er) {
+                rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+            }
+            rows[j] = er;
+            ep_rows[j] = er;
+        }
         if (rl_run_completion_text(run, &t->gen, j, &texts[j], &col[j]) != 0) {
             rc = rl_errf(err, err_len, RL_EINVAL, "cannot decode completion %d", j);
         }
@@ -604,6 +640,10 @@ static int s_score(rl_run_t *run, const rl_prompts_t *prompts, rl_rollout_t *t, 
     for (int j = 0; texts && j < n; j++) {
         free(texts[j]);
     }
+    for (int j = 0; ep_rows && j < n; j++) {
+        free(ep_rows[j]);
+    }
+    free(ep_rows);
     free(texts);
     free(pr);
     free(co);

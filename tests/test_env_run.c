@@ -6,7 +6,8 @@
 //   - multi-turn episodes (tests/env_test.py turns 2, on a copy of the model whose template ends
 //     every turn with its eos): two turns each, the environment's tokens masked out of the loss
 //     in every record (the mask is 0 exactly on them), step rewards summed into the return;
-//     the same run with 2 environment workers gives the same metrics; PPO runs them too;
+//     the same run with 2 environment workers gives the same metrics; a TRL reward function
+//     gets each episode's messages after the first prompt as its completion; PPO runs them too;
 //   - the limits: an environment that never says done is cut at env.max_turns;
 //   - failures, each named in the error with the environment and the step: a program that cannot
 //     answer a reset (before the run, at env.command), a crash, a hang
@@ -180,6 +181,16 @@ static void test_turns(void) {
               a ? a : "(none)", b ? b : "(none)");
     free(a);
     free(b);
+    // a TRL reward function sees each episode's messages after the first prompt: as many
+    // assistant messages as the episode had turns
+    snprintf(extra, sizeof extra,
+             "model.path=%s/model 'env.command=[" PY ", ../tests/env_test.py, turns, 2]' "
+             "'rewards=[{python: {file: ../tests/trl_rewards.py, function: assistant_turns}, "
+             "weight: 0}, {builtin: math_answer, config: {field: solution}}]'",
+             s_tmp);
+    CHECK_INT(s_run("pyrew", 1, extra), 0);
+    double at = s_last("pyrew", "rewards/assistant_turns/mean"), et = s_last("pyrew", "env/turns");
+    CHECK_MSG(at == et, "assistant messages per episode %g, env/turns %g", at, et);
     // PPO: the same episodes, its critic's values over them (GAE skips the environment's tokens)
     snprintf(extra, sizeof extra,
              "model.path=%s/model 'env.command=[" PY ", ../tests/env_test.py, turns, 2]'", s_tmp);

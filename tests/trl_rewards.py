@@ -67,3 +67,9 @@ def text(completions, **kwargs):
 
 def short(completions, **kwargs):
     return [1.0]
+
+
+def assistant_turns(prompts, completions, **kwargs):
+    # multi-turn episodes (env:): each completion is the messages after the first prompt
+    assert "rlctl_episode" not in kwargs, "the episode is the completion, not a column"
+    return [float(sum(1 for m in c if m["role"] == "assistant")) for c in completions]
