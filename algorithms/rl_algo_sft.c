@@ -140,7 +140,7 @@ static int s_load_accuracy(const rl_recipe_t *r, rl_tokenizer_t *tok, s_sft_t *s
         if (!s->acc_answers[i]) {
             return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
         }
-        s->acc_prompts[i] = (rl_run_prompt_t){s->acc_ids[i], (int)len, i};
+        s->acc_prompts[i] = (rl_run_prompt_t){s->acc_ids[i], (int)len, i, 0};
     }
     return 0;
 }

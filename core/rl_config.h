@@ -435,6 +435,7 @@ typedef struct {
     double timeout;              // seconds one request may wait for its reply
     int on_error;                // RL_RECIPE_ENV_STOP or _DROP
     int tool_parser;             // RL_RECIPE_TOOLS_*
+    bool keep_kv_cache;          // samplers keep an episode's KV cache between its turns
 } rl_recipe_env_t;
 
 typedef struct {

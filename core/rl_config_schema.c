@@ -297,6 +297,10 @@ static const rl_recipe_key_t s_keys[] = {
      .offset = OFF(env.tool_parser), DEF("hermes"), .choices = s_tool_parsers, .uses = SAMPLES,
      .doc = "how tool calls are read from the policy's text: hermes (<tool_call>{json}"
             "</tool_call>, Qwen) or llama3_json"},
+    {.section = "env", .key = "keep_kv_cache", .type = RL_RECIPE_T_BOOL,
+     .offset = OFF(env.keep_kv_cache), DEF("true"), .uses = SAMPLES,
+     .doc = "samplers keep each episode's KV cache between its turns and prefill only the new "
+            "tokens (logprobs then differ from a full prefill by float rounding, ~1e-6)"},
     // optim ----------------------------------------------------------------------------------
     {.section = "optim", .key = "name", .type = RL_RECIPE_T_ENUM, .offset = OFF(optim.name),
      DEF("adamw"), .choices = s_optims, .doc = "optimizer (AdamW, decoupled weight decay)"},

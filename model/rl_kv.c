@@ -71,20 +71,28 @@ static float *s_v(const rl_kvcache_t *c, int l, int s) {
 }
 
 void rl_kvcache_copy(rl_kvcache_t *self, int dst, int src, int len) {
-    RL_ASSERT(dst >= 0 && dst < self->n_slots && src >= 0 && src < self->n_slots);
-    RL_ASSERT(len >= 0 && len <= self->max_len);
-    if (dst == src || len == 0) {
+    if (dst == src) {
+        return;
+    }
+    rl_kvcache_copy_from(self, dst, self, src, len);
+}
+
+void rl_kvcache_copy_from(rl_kvcache_t *self, int dst, const rl_kvcache_t *from, int src, int len) {
+    RL_ASSERT(from->model == self->model);
+    RL_ASSERT(dst >= 0 && dst < self->n_slots && src >= 0 && src < from->n_slots);
+    RL_ASSERT(len >= 0 && len <= self->max_len && len <= from->max_len);
+    if (len == 0) {
         return;
     }
     const int KVD = self->model->KVD;
     for (int l = 0; l < self->model->L; l++) {
         float *kd = s_kt(self, l, dst);
-        const float *ks = s_kt(self, l, src);
+        const float *ks = s_kt(from, l, src);
         for (int e = 0; e < KVD; e++) {
-            memcpy(kd + (size_t)e * self->ldk, ks + (size_t)e * self->ldk,
+            memcpy(kd + (size_t)e * self->ldk, ks + (size_t)e * from->ldk,
                    (size_t)len * sizeof(float));
         }
-        memcpy(s_v(self, l, dst), s_v(self, l, src), (size_t)len * (size_t)KVD * sizeof(float));
+        memcpy(s_v(self, l, dst), s_v(from, l, src), (size_t)len * (size_t)KVD * sizeof(float));
     }
 }
 

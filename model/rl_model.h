@@ -227,6 +227,9 @@ rl_kvcache_t *rl_kvcache_new(const rl_model_t *model, int n_slots, int max_len);
 void rl_kvcache_destroy(rl_kvcache_t **self_p);
 // Copies the first `len` positions of slot src into slot dst (N samples share one prompt prefill).
 void rl_kvcache_copy(rl_kvcache_t *self, int dst, int src, int len);
+// The same from slot src of another cache of the same model (`len` within both caches' max_len):
+// a sampler's kept sequences (sessions) live in a cache of their own.
+void rl_kvcache_copy_from(rl_kvcache_t *self, int dst, const rl_kvcache_t *from, int src, int len);
 
 // Runs n new tokens: token i belongs to slot slots[i] at position pos[i], and attends to that
 // slot's cached positions 0..pos[i]-1 plus the tokens of this call in the same slot at smaller

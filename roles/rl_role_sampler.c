@@ -80,6 +80,7 @@ static int s_load(void *state, const rl_msg_t *req, rl_msg_t **reply, char *err,
     if (q.offset == 0) {
         s->loading = q.version;
         s->received = 0;
+        rl_sampler_sessions_clear(s->sampler); // kept caches are of the old weights
     } else if (q.version != s->loading || q.offset != s->received) {
         return rl_errf(err, err_len, RL_EINVAL,
                        "load_weights: bucket at %lld of version %lld, expected %lld of %lld",
@@ -131,6 +132,8 @@ static int s_generate(void *state, const rl_msg_t *req, rl_msg_t **reply, char *
     sp.seed = (uint64_t)q.seed;
     sp.stop_ids = q.stop_ids;
     sp.n_stop = (int)q.n_stop;
+    // session keys: the same bits (a signed and an unsigned type may alias each other)
+    sp.sessions = (const uint64_t *)q.sessions;
     rl_sampler_result_t *res = NULL;
     rc = rl_sampler_generate(s->sampler, pr, P, &sp, &res);
     free(pr);

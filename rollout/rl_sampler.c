@@ -31,10 +31,24 @@
 // most prompt tokens per prefill call: bounds the model's activation scratch (it grows with n)
 #define S_PREFILL_CHUNK 2048
 
+// A kept sequence (rl_sampler_params_t.sessions): its ids and, in slot `i` of the store (its
+// index in the array), the KV cache of all but its last token.
+typedef struct {
+    uint64_t key; // 0: a free entry
+    int32_t *ids;
+    int len;
+    int touched; // named by the call in progress
+} s_sess_t;
+
+#define S_MAX_SESSIONS 4096
+
 struct rl_sampler {
     rl_model_t *model;     // borrowed
     rl_kvcache_t *cache;   // kept between calls while big enough
     int cache_slots, cache_len;
+    rl_kvcache_t *store; // the sessions' caches (slot i: sess[i])
+    s_sess_t *sess;
+    int n_sess, store_len; // entries (= the store's slots), its positions per slot
     rl_sampler_stats_t stats;
     char errmsg[512];
 };
@@ -43,6 +57,7 @@ typedef struct {
     rl_rng_t rng;
     int prompt, sample;
     int slot;              // -1 when not running
+    int last_slot;         // the slot it ran in (its cache stays there until the next admission)
     int done;
 } s_seq_t;
 
@@ -71,8 +86,81 @@ void rl_sampler_destroy(rl_sampler_t **self_p) {
         return;
     }
     rl_kvcache_destroy(&(*self_p)->cache);
+    rl_sampler_sessions_clear(*self_p);
     free(*self_p);
     *self_p = NULL;
+}
+
+void rl_sampler_sessions_clear(rl_sampler_t *self) {
+    for (int i = 0; i < self->n_sess; i++) {
+        free(self->sess[i].ids);
+    }
+    free(self->sess);
+    self->sess = NULL;
+    self->n_sess = self->store_len = 0;
+    rl_kvcache_destroy(&self->store);
+}
+
+// The session kept under key, or NULL.
+static s_sess_t *s_sess_find(rl_sampler_t *self, uint64_t key) {
+    for (int i = 0; key && i < self->n_sess; i++) {
+        if (self->sess[i].key == key) {
+            return &self->sess[i];
+        }
+    }
+    return NULL;
+}
+
+// Keeps sequence ids[0..len) under key with the KV of its first len - 1 positions, from `slot`
+// of the work cache. A session is an optimisation: out of memory or past S_MAX_SESSIONS the
+// sequence is simply not kept.
+static void s_sess_keep(rl_sampler_t *self, uint64_t key, const int32_t *prompt, int plen,
+                        const int32_t *gen, int glen, int slot) {
+    int len = plen + glen, kv = len - 1;
+    s_sess_t *e = s_sess_find(self, key);
+    for (int i = 0; !e && i < self->n_sess; i++) {
+        e = self->sess[i].key == 0 ? &self->sess[i] : NULL;
+    }
+    if (!e || kv > self->store_len) { // a bigger store: more slots or more positions
+        int slots = e ? self->n_sess : self->n_sess ? self->n_sess * 2 : 64;
+        int slen = kv > self->store_len ? (kv > 2 * self->store_len ? kv : 2 * self->store_len)
+                                        : self->store_len;
+        int ctx = rl_sampler_context(self);
+        slen = slen > ctx ? ctx : slen;
+        if (slots > S_MAX_SESSIONS || kv > slen) {
+            return;
+        }
+        rl_kvcache_t *st = rl_kvcache_new(self->model, slots, slen);
+        s_sess_t *ns = st ? realloc(self->sess, (size_t)slots * sizeof *ns) : NULL;
+        if (!ns) {
+            rl_kvcache_destroy(&st);
+            return;
+        }
+        int at = e ? (int)(e - self->sess) : self->n_sess;
+        memset(ns + self->n_sess, 0, (size_t)(slots - self->n_sess) * sizeof *ns);
+        for (int i = 0; i < self->n_sess; i++) {
+            if (ns[i].key) {
+                rl_kvcache_copy_from(st, i, self->store, i, ns[i].len - 1);
+            }
+        }
+        rl_kvcache_destroy(&self->store);
+        self->store = st;
+        self->sess = ns;
+        self->n_sess = slots;
+        self->store_len = slen;
+        e = &self->sess[at];
+    }
+    int32_t *ids = realloc(e->ids, (size_t)len * sizeof *ids);
+    if (!ids) {
+        return;
+    }
+    memcpy(ids, prompt, (size_t)plen * sizeof *ids);
+    memcpy(ids + plen, gen, (size_t)glen * sizeof *ids);
+    e->ids = ids;
+    e->len = len;
+    e->key = key;
+    e->touched = 1;
+    rl_kvcache_copy_from(self->store, (int)(e - self->sess), self->cache, slot, kv);
 }
 
 int rl_sampler_context(const rl_sampler_t *self) {
@@ -237,7 +325,21 @@ static void s_draw(s_work_t *w, int k, const float *row, int V, const rl_sampler
     }
     if (s->done) {
         w->slot_seq[s->slot] = -1;
+        s->last_slot = s->slot;
         s->slot = -1;
+    }
+}
+
+// Sequence k, when it has just ended and its prompt names a session: kept (s_sess_keep) before
+// its slot is given to another.
+static void s_keep(rl_sampler_t *self, const s_work_t *w, const rl_sampler_prompt_t *prompts,
+                   const rl_sampler_result_t *res, int k) {
+    const s_seq_t *s = &w->seq[k];
+    uint64_t key = w->p->sessions && s->done ? w->p->sessions[s->prompt] : 0;
+    if (key) {
+        const rl_sampler_prompt_t *q = &prompts[s->prompt];
+        s_sess_keep(self, key + (uint64_t)s->sample, q->ids, q->len, res[k].ids, res[k].n_ids,
+                    s->last_slot);
     }
 }
 
@@ -354,6 +456,9 @@ int rl_sampler_generate(rl_sampler_t *self, const rl_sampler_prompt_t *prompts, 
         self->cache_len = max_len;
     }
 
+    for (int i = 0; i < self->n_sess; i++) {
+        self->sess[i].touched = 0;
+    }
     int next = 0; // next sequence to admit (prompt-major order)
     int n_done = 0;
     while (n_done < total) {
@@ -377,7 +482,18 @@ int rl_sampler_generate(rl_sampler_t *self, const rl_sampler_prompt_t *prompts, 
                     k++;
                 }
             }
-            for (int t = 0; t < q->len - 1; t++) {
+            // a session whose kept sequence starts the prompt: its cache, then the rest
+            int from = 0;
+            s_sess_t *ss = p->sessions ? s_sess_find(self, p->sessions[w.seq[next].prompt]) : NULL;
+            if (ss) {
+                ss->touched = 1;
+                if (ss->len <= q->len && memcmp(ss->ids, q->ids, (size_t)ss->len * 4) == 0) {
+                    from = ss->len - 1 < q->len - 1 ? ss->len - 1 : q->len - 1;
+                    rl_kvcache_copy_from(self->cache, w.seq[next].slot, self->store,
+                                         (int)(ss - self->sess), from);
+                }
+            }
+            for (int t = from; t < q->len - 1; t++) {
                 w.tokens[n_tok] = q->ids[t];
                 w.slots[n_tok] = w.seq[next].slot;
                 w.pos[n_tok] = t;
@@ -386,7 +502,8 @@ int rl_sampler_generate(rl_sampler_t *self, const rl_sampler_prompt_t *prompts, 
             w.adm_seq[n_adm] = next;
             w.adm_k[n_adm] = k;
             n_adm++;
-            self->stats.prefill_tokens += q->len;
+            self->stats.prefill_tokens += q->len - from;
+            self->stats.reused_tokens += from;
             next += k;
         }
         // no logits: the last prompt tokens run in the step below
@@ -431,6 +548,7 @@ int rl_sampler_generate(rl_sampler_t *self, const rl_sampler_prompt_t *prompts, 
             int k = w.row_seq[i];
             s_draw(&w, k, w.logits + (size_t)i * V, V, p, res);
             n_done += w.seq[k].done;
+            s_keep(self, &w, prompts, res, k);
         }
         for (int a = 0; a < n_adm; a++) {
             // the prompt's samples share its cache and its last row of logits; each then draws
@@ -443,7 +561,15 @@ int rl_sampler_generate(rl_sampler_t *self, const rl_sampler_prompt_t *prompts, 
             for (int j = 0; j < w.adm_k[a]; j++) {
                 s_draw(&w, k0 + j, row, V, p, res);
                 n_done += w.seq[k0 + j].done;
+                s_keep(self, &w, prompts, res, k0 + j);
             }
+        }
+    }
+    for (int i = 0; i < self->n_sess; i++) { // a call keeps only the sessions it named
+        if (self->sess[i].key && !self->sess[i].touched) {
+            free(self->sess[i].ids);
+            self->sess[i].ids = NULL;
+            self->sess[i].key = 0;
         }
     }
     // shrink the completion arrays to their length

@@ -51,6 +51,12 @@ typedef struct {
     int max_batch;           // most sequences decoded at once (KV cache slots); 0 = 64
     int (*cancel)(void *arg); // NULL, or asked before every rl_model_step: non-zero stops the
     void *cancel_arg;         // call (RL_ECANCELED); it never changes what is computed
+    // Sessions (an episode's turns): (n_prompts) keys or NULL. Sample s of prompt p is kept
+    // under key sessions[p] + s when it ends (its prompt and completion, and their KV cache but
+    // for the last token); prompt p whose key sessions[p] holds a kept sequence that is a prefix
+    // of it prefills only the rest. 0: none. A call keeps only the sessions it names (looked up
+    // or kept); rl_sampler_sessions_clear drops them all (new weights).
+    const uint64_t *sessions;
 } rl_sampler_params_t;
 
 // Defaults: rl_sample_opts_default, n 1, max_new_tokens 256, seed 0, no extra stop ids, eos
@@ -99,8 +105,12 @@ void rl_sampler_results_free(rl_sampler_result_t **results_p, int n);
 // number of rl_model_step calls (prefill + decode).
 typedef struct {
     int64_t prefill_tokens, decode_tokens, steps;
+    int64_t reused_tokens; // prompt tokens a session's kept cache spared (not in prefill_tokens)
 } rl_sampler_stats_t;
 void rl_sampler_stats(const rl_sampler_t *self, rl_sampler_stats_t *out);
+
+// Drops every kept session (their ids and cache): the weights changed, so their cache is stale.
+void rl_sampler_sessions_clear(rl_sampler_t *self);
 
 // Message of the last failed call. borrowed; valid until the next call on this handle.
 const char *rl_sampler_errmsg(const rl_sampler_t *self);

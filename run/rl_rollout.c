@@ -126,7 +126,7 @@ int rl_rollout_data_new(const rl_recipe_t *r, rl_tokenizer_t *tok, unsigned flag
         }
         for (int i = 0; i < s->n_eval; i++) {
             const rl_prompt_t *p = rl_prompts_get(s->eval, (size_t)i);
-            s->eval_prompts[i] = (rl_run_prompt_t){p->ids, p->len, i};
+            s->eval_prompts[i] = (rl_run_prompt_t){p->ids, p->len, i, 0};
         }
     }
     if (!(flags & RL_ROLLOUT_QUIET)) {
@@ -364,7 +364,7 @@ int rl_rollout_post(rl_run_t *run, const rl_rollout_data_t *d, int P, int G, int
     for (int i = 0; i < P; i++) {
         job->idx[i] = rl_data_sampler_next(run->order);
         const rl_prompt_t *p = rl_prompts_get(d->train, job->idx[i]);
-        pr[i] = (rl_run_prompt_t){p->ids, p->len, (int64_t)job->idx[i]};
+        pr[i] = (rl_run_prompt_t){p->ids, p->len, (int64_t)job->idx[i], 0};
     }
     if (run->env) { // episodes: run at collect, turn by turn
         job->d = d;

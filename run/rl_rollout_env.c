@@ -28,8 +28,10 @@ typedef struct {
     const rl_episode_t *eps; // (P*G) episode j = prompt j / G, sample j % G
     uint64_t seed;           // the step's sampling seed
     double temperature;
-    int32_t eos;  // the end-of-turn token
-    double t_gen; // seconds in the samplers
+    int32_t eos;             // the end-of-turn token
+    double t_gen;            // seconds in the samplers
+    uint64_t key0;           // episode j's session key: key0 + j (0: no sessions)
+    int64_t prefill, decode; // tokens the samplers prefilled and decoded
 } s_ctx_t;
 
 typedef struct {
@@ -75,7 +77,9 @@ static int s_generate(void *ctx, rl_episode_t *const *act, int n, const int *max
         const rl_episode_t *a = act[grouped ? k * G : k];
         int j = (int)(a - c->eps);
         int64_t row = (int64_t)c->t->idx[j / G];
-        pr[k] = (rl_run_prompt_t){a->ids, a->n, grouped ? row : row * G + j % G};
+        // the session: episode j's key (grouped: sample s of the prompt is episode j + s)
+        int64_t key = c->key0 ? (int64_t)(c->key0 + (uint64_t)j) : 0;
+        pr[k] = (rl_run_prompt_t){a->ids, a->n, grouped ? row : row * G + j % G, key};
     }
     for (int k = 0; k < n; k++) {
         most = max_new[k] > most ? max_new[k] : most;
@@ -88,6 +92,10 @@ static int s_generate(void *ctx, rl_episode_t *const *act, int n, const int *max
     int rc = rl_run_generate(run, pr, np, ns, c->temperature, seed, 0, &g, err, err_len);
     run->max_new = 0;
     c->t_gen += rl_clock_now() - t0;
+    if (!rc) {
+        c->prefill += g.prefill;
+        c->decode += g.decode;
+    }
     free(pr);
     for (int k = 0; !rc && k < n; k++) { // result k is act[k]'s (prompt-major either way)
         int len = g.lens[k] < max_new[k] ? g.lens[k] : max_new[k];
@@ -159,6 +167,9 @@ int rl_rollout_episodes(rl_run_t *run, const rl_prompts_t *prompts, rl_rollout_t
                            .drop = r->env.on_error == RL_RECIPE_ENV_DROP};
     s_ctx_t c = {
         .run = run, .t = t, .eps = t->eps, .seed = seed, .temperature = temperature, .eos = eos};
+    if (r->env.keep_kv_cache) { // keys unique to this step (or evaluation), never 0
+        c.key0 = ((uint64_t)(eval ? 1 : 0) << 62) | (((uint64_t)step & 0x3fffffffu) << 32) | 1u;
+    }
     s_env_ctx_t e = {.host = run->env};
     t->version = run->version;
     if (!rc) {
@@ -166,6 +177,8 @@ int rl_rollout_episodes(rl_run_t *run, const rl_prompts_t *prompts, rl_rollout_t
     }
     t->t_env = e.t_env;
     t->t_gen = c.t_gen;
+    t->gen.prefill = c.prefill;
+    t->gen.decode = c.decode;
     if (rc) { // the error names what failed; say which environment and step
         char desc[600], e2[1024];
         rl_env_host_describe(&r->env, desc, sizeof desc);
@@ -269,6 +282,7 @@ void rl_rollout_env_metrics(rl_run_t *run, const rl_rollout_t *t) {
     rl_metrics_add(mt, "env/parse_errors", perr / n);
     rl_metrics_add(mt, "env/truncated", trunc / n);
     rl_metrics_add(mt, "env/reward", rew / n);
+    rl_metrics_add(mt, "env/prefill_tokens", (double)t->gen.prefill);
     if (run->r->env.on_error == RL_RECIPE_ENV_DROP) {
         rl_metrics_add(mt, "env/dropped", dropped);
     }

@@ -320,8 +320,9 @@ static int s_gen_request(rl_run_t *run, const rl_run_prompt_t *prompts, const in
     int32_t *ids = malloc((size_t)(total ? total : 1) * sizeof(int32_t));
     int32_t *lens = malloc((size_t)(b - a) * sizeof(int32_t));
     int64_t *pidx = malloc((size_t)(b - a) * sizeof(int64_t));
-    int rc = 0;
-    if (!ids || !lens || !pidx) {
+    int64_t *sess = malloc((size_t)(b - a) * sizeof(int64_t));
+    int rc = 0, any_session = 0;
+    if (!ids || !lens || !pidx || !sess) {
         rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
     int64_t o = 0;
@@ -331,6 +332,8 @@ static int s_gen_request(rl_run_t *run, const rl_run_prompt_t *prompts, const in
         o += q->len;
         lens[i - a] = q->len;
         pidx[i - a] = q->index;
+        sess[i - a] = q->session;
+        any_session |= q->session != 0;
     }
     if (!rc) {
         rl_proto_generate_t g = {.version = run->version,
@@ -338,6 +341,7 @@ static int s_gen_request(rl_run_t *run, const rl_run_prompt_t *prompts, const in
                                  .n_prompt_ids = total,
                                  .prompt_lens = lens,
                                  .prompt_index = pidx,
+                                 .sessions = any_session ? sess : NULL,
                                  .P = b - a,
                                  .n = n,
                                  .max_new_tokens = max_new,
@@ -352,6 +356,7 @@ static int s_gen_request(rl_run_t *run, const rl_run_prompt_t *prompts, const in
     free(ids);
     free(lens);
     free(pidx);
+    free(sess);
     return rc;
 }
 

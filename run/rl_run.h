@@ -127,6 +127,8 @@ typedef struct {
     const int32_t *ids;
     int len;
     int64_t index;  // its dataset row: seeds its RNG streams
+    int64_t session; // an episode's turn: the sampler's session key (0: none; sample s is kept
+                     // under session + s, and the prompt reuses what its key kept)
 } rl_run_prompt_t;
 
 // Generates n completions of each of prompts[0..P) with the samplers' weights (version

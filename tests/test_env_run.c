@@ -6,7 +6,8 @@
 //   - multi-turn episodes (tests/env_test.py turns 2, on a copy of the model whose template ends
 //     every turn with its eos): two turns each, the environment's tokens masked out of the loss
 //     in every record (the mask is 0 exactly on them), step rewards summed into the return;
-//     the same run with 2 environment workers gives the same metrics; a TRL reward function
+//     the same run with 2 environment workers gives the same metrics; the samplers' kept KV
+//     cache (env.keep_kv_cache) spares most of the prefill of later turns; a TRL reward function
 //     gets each episode's messages after the first prompt as its completion; PPO runs them too;
 //   - the limits: an environment that never says done is cut at env.max_turns;
 //   - failures, each named in the error with the environment and the step: a program that cannot
@@ -22,6 +23,7 @@
 #include "rl_test_run.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -181,6 +183,26 @@ static void test_turns(void) {
               a ? a : "(none)", b ? b : "(none)");
     free(a);
     free(b);
+    // the samplers keep each episode's KV cache between its turns (env.keep_kv_cache, the
+    // default): 4 turns prefill a fraction of what a full prefill of every turn costs
+    double pf[2], tn[2];
+    for (int kv = 0; kv < 2; kv++) {
+        char run[16];
+        snprintf(run, sizeof run, "kv%d", kv);
+        snprintf(extra, sizeof extra,
+                 "model.path=%s/model env.keep_kv_cache=%s 'env.command=[" PY
+                 ", ../tests/env_test.py, turns, 4]'",
+                 s_tmp, kv ? "true" : "false");
+        CHECK_INT(s_run(run, 1, extra), 0);
+        pf[kv] = s_last(run, "env/prefill_tokens");
+        tn[kv] = s_last(run, "env/turns");
+    }
+    printf("prefill tokens of 4-turn episodes: %.0f with the kept cache, %.0f without\n", pf[1],
+           pf[0]);
+    CHECK_MSG(pf[1] > 0 && pf[1] * 3 < pf[0], "prefilled %g tokens with the kept cache, %g without",
+              pf[1], pf[0]);
+    CHECK_MSG(fabs(tn[1] - tn[0]) < 0.1, "env/turns %g with the kept cache, %g without", tn[1],
+              tn[0]);
     // a TRL reward function sees each episode's messages after the first prompt: as many
     // assistant messages as the episode had turns
     snprintf(extra, sizeof extra,

@@ -682,6 +682,21 @@ static void s_golden_all(FILE *out) {
              {.version = 1, .prompts = ids, .n_prompt_ids = 5, .prompt_lens = len2,
               .prompt_index = idx, .P = 2, .n = 3, .max_new_tokens = 8, .temperature = 0.7,
               .top_p = 0.9, .top_k = 5, .seed = 42, .stop_ids = stop, .n_stop = 1});
+    int64_t sess[2] = {1001, 0}; // an episode's turn (sessions, added after the recording)
+    S_GOLDEN(out, generate, rl_proto_generate_t,
+             {.version = 1,
+              .prompts = ids,
+              .n_prompt_ids = 5,
+              .prompt_lens = len2,
+              .prompt_index = idx,
+              .sessions = sess,
+              .P = 2,
+              .n = 1,
+              .max_new_tokens = 8,
+              .temperature = 0.7,
+              .top_p = 0.9,
+              .top_k = 5,
+              .seed = 42});
     S_GOLDEN(out, generate_reply, rl_proto_generate_reply_t,
              {.lens = rl, .finish = fin, .n_res = 2, .ids = rid, .logprobs = rlp, .n_ids = 3,
               .prefill_tokens = 10, .decode_tokens = 3});

@@ -157,6 +157,9 @@
     X##_T1(S, prompt_index, REQ, I64, P, "each prompt's RNG identity (its row in the "         \
            "dataset), so a prompt's samples do not depend on how prompts are split across "    \
            "samplers")                                                                         \
+    X##_T1(S, sessions, OPT, I64, P, "an episode's turns: each prompt's session key (0: "     \
+           "none); sample s is kept under key + s, and a prompt whose key holds a kept "      \
+           "sequence that begins it prefills only the rest")                                   \
     X##_DIM(S, P)                                                                              \
     X##_INT(S, n, REQ, "completions per prompt, 1..4096")                                      \
     X##_INT(S, max_new_tokens, REQ, "1..1,048,576")                                            \
