@@ -12,3 +12,4 @@ rl_learning(learning_dpo dpo_lora.yaml 250 gain:eval/accuracy:8 min:eval/rewards
 rl_learning(learning_rm rm_full.yaml 300 gain:eval/rm/accuracy:15)
 rl_learning(learning_grpo_rm grpo_rm.yaml 30 gain:eval/accuracy:5)
 rl_learning(learning_async grpo_lora.yaml 30 set:algorithm.max_staleness=1 gain:eval/accuracy:8)
+rl_learning(learning_calc grpo_calc.yaml 20 gain:eval/accuracy:20)

@@ -15,7 +15,8 @@
 //     (env.timeout), garbage, the wrong number of items, an {"error"} reply; with
 //     env.on_error: drop a bad item drops its episode (counted in env/dropped) and the run goes
 //     on, and a step whose every episode is dropped stops the run;
-//   - the built-in calc and its Python twin (cookbook/envs/calc_env.py) give the same metrics;
+//   - the built-in calc and its Python twin (cookbook/envs/calc_env.py) give the same metrics,
+//     also on cookbook/grpo_calc.yaml, whose base calls the tool in about half its episodes;
 //   - a plugin (include/rlctl/env.h, tests/envs/once.c) in `rlctl env serve` workers gives
 //     GRPO's metrics too; one that crashes is named with its signal; one built for another ABI
 //     is refused before the run, at env.plugin.
@@ -318,6 +319,23 @@ static void test_calc_twins(void) {
               a ? a : "(none)", b ? b : "(none)");
     free(a);
     free(b);
+    // the cookbook's calc recipe, whose base calls the tool in about half its episodes, so the
+    // twins answer real calls (and the episodes go on after them) in both runs
+    arith = "data.train=data/arith/train.jsonl 'rewards.0.config={field: answer}'";
+    CHECK_INT(s_run_recipe("grpo_calc.yaml", "cookbook_builtin", 2, arith), 0);
+    snprintf(extra, sizeof extra, "env.builtin=null 'env.command=[" PY ", envs/calc_env.py]' %s",
+             arith);
+    CHECK_INT(s_run_recipe("grpo_calc.yaml", "cookbook_command", 2, extra), 0);
+    a = s_metrics("cookbook_builtin", 0);
+    b = s_metrics("cookbook_command", 0);
+    CHECK_MSG(a && b && !strcmp(a, b),
+              "grpo_calc.yaml: builtin calc and calc_env.py differ:\n%s\n---\n%s", a ? a : "(none)",
+              b ? b : "(none)");
+    free(a);
+    free(b);
+    double calls = s_last("cookbook_command", "env/tool_calls");
+    CHECK_MSG(calls > 0.25, "grpo_calc.yaml's episodes made %g tool calls each", calls);
+    CHECK(s_last("cookbook_command", "env/turns") > 1.25);
 }
 
 int main(void) {

@@ -26,6 +26,11 @@
 //   GRPO with asynchronous rollouts (grpo_lora.yaml, algorithm.max_staleness 1, 30 steps): the
 //     on-policy test's bar (>= 8); over the recipe's 200 steps it keeps 97% of the on-policy gain
 //     (docs/algorithms.md). Checks may be preceded by set:KEY=VALUE overrides.
+// GRPO with a tool (grpo_calc.yaml, 20 steps: episodes of the built-in calc environment from
+// cookbook/models/calc-base, the same 200 eval questions), seeds 0..2:
+//   eval/accuracy 52.0 -> 91.5, 49.0 -> 87.5, 49.0 -> 90.5% (+39.5, +38.5, +41.5; 22-36 s each);
+//   asserted >= 20, half the smallest gain: a policy that never learns to call the tool stays
+//   near the base's 50%.
 #include "rl_test.h"
 
 #include <jansson.h>
