@@ -283,6 +283,7 @@ void rl_rollout_env_metrics(rl_run_t *run, const rl_rollout_t *t) {
     rl_metrics_add(mt, "env/truncated", trunc / n);
     rl_metrics_add(mt, "env/reward", rew / n);
     rl_metrics_add(mt, "env/prefill_tokens", (double)t->gen.prefill);
+    rl_metrics_add(mt, "env/decode_tokens", (double)t->gen.decode);
     if (run->r->env.on_error == RL_RECIPE_ENV_DROP) {
         rl_metrics_add(mt, "env/dropped", dropped);
     }
