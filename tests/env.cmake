@@ -13,7 +13,8 @@ rl_add_test(NAME env.turns SOURCES test_env_turns.c LIBS rl_env rl_text rl_core 
 rl_add_test(NAME env.episode SOURCES test_env_episode.c LIBS rl_env rl_text rl_core LABELS unit TIMEOUT 60)
 # `env:` in GRPO runs (the cookbook recipe, short): a one-turn episode = GRPO byte for byte,
 # multi-turn masks and returns, env workers, limits, each failure named, on_error drop, the
-# built-in calc = its Python twin
+# built-in calc = its Python twin, an environment over HTTP (tests/env_server.py) = the command's,
+# its failures named
 rl_add_test(NAME env.run SOURCES test_env_run.c LIBS rl_core LABELS integration TIMEOUT 300)
 add_dependencies(test_env_run rlctl)
 # an episode's environment tokens get no gradient: every policy loss of GRPO's family, every
