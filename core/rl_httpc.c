@@ -614,7 +614,8 @@ int rl_httpc_post(const rl_httpc_opts_t *o, const char *body, size_t len, rl_htt
         int pr = s_post(&o->url, body, len, t_end, rep, &retry, why, sizeof why);
         if (pr != 0 && t_end < now + o->timeout && rl_clock_now() >= t_end) {
             size_t l = strlen(why); // the limit, not the attempt's timeout, cut it short
-            snprintf(why + l, sizeof why - l, " (the time left of %s)", o->limit_name);
+            snprintf(why + l, sizeof why - l, " (the time left of %s)",
+                     o->limit_name ? o->limit_name : "the request's limit");
         }
         int status = pr == 0 ? rl_httpc_reply_status(rep) : 0;
         if (pr == 0 && status >= 200 && status < 300) {
