@@ -421,7 +421,7 @@ typedef struct {
 } rl_recipe_reward_t;
 
 // Multi-turn episodes (docs/envs.md): the environment a GRPO or PPO rollout talks to. Unset
-// (builtin -1, no command, no plugin): one prompt -> one completion, as always.
+// (builtin -1, no command, no plugin, no http): one prompt -> one completion, as always.
 typedef struct {
     int builtin;                 // RL_RECIPE_ENV_* or -1
     rl_recipe_strlist_t command; // a program speaking the protocol (n = 0 when unset); items
@@ -429,6 +429,8 @@ typedef struct {
     char *plugin;                // absolute path of an environment .so (rlctl/env.h), or NULL
     char *config_json;           // env.config as JSON text ("{}" when absent): the plugin's
                                  // create() configuration
+    rl_recipe_http_t http;       // a server speaking it (http.url NULL when unset); its format
+                                 // is unused (the recipe refuses one)
     int workers;                 // copies of the program, each taking a share of the episodes
     int max_turns;               // policy turns per episode
     int max_tokens;              // tokens of an episode after its first prompt
@@ -525,7 +527,8 @@ struct rl_recipe {
 
 // 1 when the recipe's rollouts are multi-turn episodes (env.builtin, command or plugin set).
 static inline int rl_recipe_has_env(const rl_recipe_t *r) {
-    return r->env.builtin >= 0 || r->env.command.n > 0 || r->env.plugin != NULL;
+    return r->env.builtin >= 0 || r->env.command.n > 0 || r->env.plugin != NULL ||
+           r->env.http.url != NULL;
 }
 
 // ---- loading --------------------------------------------------------------------------------

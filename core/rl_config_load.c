@@ -576,14 +576,16 @@ static int s_convert_endpoints(rl_cfg_ctx_t *c, const rl_recipe_key_t *k, const 
     return 0;
 }
 
-// NULL when s is a URL a reward server can have (http://HOST[:PORT][/PATH], HOST a name, an
-// IPv4 address or [an IPv6 one], PORT 1..65535), else what is wrong with it. rewards/
-// rl_reward_http parses the same form when it connects.
-static const char *s_http_url_problem(const char *s) {
+// NULL when s is a URL a server can have (http://HOST[:PORT][/PATH], HOST a name, an IPv4
+// address or [an IPv6 one], PORT 1..65535), else what is wrong with it (in buf when it names
+// `who`, the reward or the environment). core/rl_httpc parses the same form when it connects.
+static const char *s_http_url_problem(const char *s, const char *who, char *buf, size_t cap) {
     if (!strncmp(s, "https://", 8)) {
-        return "https is not supported: rlctl's reward client speaks plain http (serve the "
-               "reward on loopback or a private network, or put a TLS proxy in front of it on "
-               "this host)";
+        snprintf(buf, cap,
+                 "https is not supported: rlctl's %s client speaks plain http (serve the %s on "
+                 "loopback or a private network, or put a TLS proxy in front of it on this host)",
+                 who, who);
+        return buf;
     }
     if (strncmp(s, "http://", 7) != 0) {
         return "not an http:// URL (http://HOST:PORT/PATH)";
@@ -631,21 +633,23 @@ static const char *s_http_url_problem(const char *s) {
 
 static int s_dup_of(const rl_yaml_node_t *map, int i);
 
-// rewards[].http: a map {url, timeout, format, retries}; every inner key keeps its position.
-// Returns 0, or -1 after errors (the field keeps its previous value).
+// rewards[].http: a map {url, timeout, format, retries}; env.http the same without format (an
+// environment's bodies are the protocol's). Every inner key keeps its position. Returns 0, or -1
+// after errors (the field keeps its previous value).
 static int s_convert_http(rl_cfg_ctx_t *c, const rl_recipe_key_t *k, const rl_cfg_dst_t *d,
                           const rl_yaml_node_t *v, const rl_yaml_node_t *at, const char *path) {
     static const char *const keys[] = {"url", "timeout", "format", "retries", NULL};
+    int env = !strcmp(k->section, "env"); // no format
     const rl_recipe_key_t timeout_k = {
         .type = RL_RECIPE_T_FLOAT, .min = 0, .max = 86400, .flags = RL_RECIPE_K_MIN_EXCL};
     const rl_recipe_key_t retries_k = {.type = RL_RECIPE_T_INT, .min = 0, .max = 10};
     char f[300], kp[400];
     if (v->kind != RL_YAML_MAP) {
         s_found(v, f, sizeof f);
-        rl_cfg_err(c, at, path,
-                   "expected a map {url: http://HOST:PORT/PATH, timeout: 30, format: rlctl, "
-                   "retries: 3}, found %s",
-                   f);
+        rl_cfg_err(
+            c, at, path,
+            "expected a map {url: http://HOST:PORT/PATH, timeout: 30, %sretries: 3}, found %s",
+            env ? "" : "format: rlctl, ", f);
         return -1;
     }
     rl_recipe_http_t h = {NULL, 30.0, RL_RECIPE_HTTP_RLCTL, 3};
@@ -662,11 +666,13 @@ static int s_convert_http(rl_cfg_ctx_t *c, const rl_recipe_key_t *k, const rl_cf
             which = which < 0 && !strcmp(kn->str, keys[i]) ? i : which;
         }
         if (which < 0) {
-            const char *near = s_closest(kn->str, keys, 4);
+            static const char *const env_keys[] = {"url", "timeout", "retries", NULL};
+            const char *near = s_closest(kn->str, env ? env_keys : keys, env ? 3 : 4);
             if (near) {
                 rl_cfg_err(c, kn, kp, "unknown key; did you mean '%s'?", near);
             } else {
-                rl_cfg_err(c, kn, kp, "unknown key; http takes url, timeout, format, retries");
+                rl_cfg_err(c, kn, kp, "unknown key; http takes url, timeout, %sretries",
+                           env ? "" : "format, ");
             }
             bad = 1;
             continue;
@@ -676,11 +682,13 @@ static int s_convert_http(rl_cfg_ctx_t *c, const rl_recipe_key_t *k, const rl_cf
             continue; // null = the default
         }
         double x;
+        char wb[300];
         if (which == 0) {
             const char *why;
             if (s_scalar_string(c, vn, kn, kp, "a URL")) {
                 bad = 1;
-            } else if ((why = s_http_url_problem(vn->str)) != NULL) {
+            } else if ((why = s_http_url_problem(vn->str, env ? "environment" : "reward", wb,
+                                                 sizeof wb)) != NULL) {
                 rl_cfg_quote_short(vn->str, f, sizeof f);
                 rl_cfg_err(c, kn, kp, "'%s': %s", f, why);
                 bad = 1;
@@ -693,6 +701,11 @@ static int s_convert_http(rl_cfg_ctx_t *c, const rl_recipe_key_t *k, const rl_cf
             }
         } else if (which == 1) {
             bad |= s_number(c, &timeout_k, vn, kn, kp, &h.timeout) != 0;
+        } else if (which == 2 && env) {
+            rl_cfg_err(c, kn, kp,
+                       "an environment takes no format: its requests and replies are the "
+                       "protocol's JSON (docs/envs.md)");
+            bad = 1;
         } else if (which == 2) {
             int i = s_choice(c, k->key, rl_recipe_key_choices(c->algos, k), vn, kn, kp);
             bad |= i < 0;
@@ -1508,27 +1521,30 @@ static void s_derive(rl_cfg_ctx_t *c) {
     // env: one source; the command's paths resolved (its other keys apply only with a source,
     // and the resolved recipe writes them all)
     {
-        const char *srcs[] = {"env.builtin", "env.command", "env.plugin"};
-        int has[] = {r->env.builtin >= 0, r->env.command.n > 0, r->env.plugin != NULL}, first = -1;
-        for (int i = 0; i < 3; i++) {
-            if (has[i] && first >= 0) {
-                rl_cfg_err_key(c, srcs[i],
-                               "set together with %s; an env is one of builtin, command and "
-                               "plugin",
+        static const char *const srcs[] = {"env.builtin", "env.command", "env.plugin",
+                                           "env.http"};
+        int has[4] = {r->env.builtin >= 0, r->env.command.n > 0, r->env.plugin != NULL,
+                      r->env.http.url != NULL};
+        for (int a = 0, first = -1; a < 4; a++) {
+            if (has[a] && first >= 0) {
+                rl_cfg_err_key(c, srcs[a],
+                               "set together with %s; an env is one of builtin, command, plugin "
+                               "and http",
                                srcs[first]);
                 break;
             }
-            first = has[i] && first < 0 ? i : first;
+            first = has[a] && first < 0 ? a : first;
         }
     }
     if (rl_cfg_is_set(r, "env.command")) {
         s_check_command(c, &r->env.command, "env.command");
     }
-    if (r->env.builtin >= 0 && rl_cfg_is_set(r, "env.workers") && r->env.workers != 1) {
-        rl_cfg_err_key(c, "env.workers",
-                       "%d: a built-in environment runs in the controller; workers apply to "
-                       "env.command",
-                       r->env.workers);
+    if ((r->env.builtin >= 0 || r->env.http.url) && rl_cfg_is_set(r, "env.workers") &&
+        r->env.workers != 1) {
+        rl_cfg_err_key(c, "env.workers", "%d: %s; workers apply to env.command", r->env.workers,
+                       r->env.builtin >= 0
+                           ? "a built-in environment runs in the controller"
+                           : "a server takes each request whole (it answers many at once itself)");
     }
     // rewards: name defaults to the builtin's; exactly one source; unique names
     for (int i = 0; i < r->n_rewards; i++) {

@@ -264,7 +264,7 @@ static const rl_recipe_key_t s_keys[] = {
     {.section = "env", .key = "builtin", .type = RL_RECIPE_T_ENUM, .offset = OFF(env.builtin),
      .def_doc = "null", .flags = OPTIONAL, .choices = s_envs, .uses = SAMPLES,
      .doc = "a built-in environment (calc: an integer calculator tool); one of builtin, "
-            "command and plugin"},
+            "command, plugin and http"},
     {.section = "env", .key = "command", .type = RL_RECIPE_T_STRING_LIST,
      .offset = OFF(env.command), .def_doc = "null", .flags = OPTIONAL, .uses = SAMPLES,
      .doc = "a program and its arguments (e.g. [python3, my_env.py]) answering reset/step/close "
@@ -276,6 +276,10 @@ static const rl_recipe_key_t s_keys[] = {
             "processes (rlctl env serve)"},
     {.section = "env", .key = "config", .type = RL_RECIPE_T_MAP, .offset = OFF(env.config_json),
      DEF("{}"), .uses = SAMPLES, .doc = "any map; passed to the plugin's create() as JSON"},
+    {.section = "env", .key = "http", .type = RL_RECIPE_T_HTTP, .offset = OFF(env.http),
+     .def_doc = "null", .flags = OPTIONAL, .uses = SAMPLES,
+     .doc = "a server each request is POSTed to, its reply the body: {url: http://HOST:PORT/PATH, "
+            "timeout: 30 (seconds per attempt), retries: 3}; no format"},
     {.section = "env", .key = "workers", .type = RL_RECIPE_T_INT, .offset = OFF(env.workers),
      DEF("1"), .min = 1, .max = 256, .uses = SAMPLES,
      .doc = "worker processes of the command or plugin, each answering its share of the "
@@ -288,7 +292,8 @@ static const rl_recipe_key_t s_keys[] = {
      .doc = "tokens of an episode after its first prompt (the policy's and the environment's)"},
     {.section = "env", .key = "timeout", .type = RL_RECIPE_T_FLOAT, .offset = OFF(env.timeout),
      DEF("60"), .flags = MIN_EXCL, .max = 86400, .uses = SAMPLES,
-     .doc = "seconds one request (a batch of episodes) may wait for the environment's reply"},
+     .doc = "seconds one request (a batch of episodes) may wait for the environment's reply "
+            "(over http: all its attempts)"},
     {.section = "env", .key = "on_error", .type = RL_RECIPE_T_ENUM, .offset = OFF(env.on_error),
      DEF("stop"), .choices = s_env_errors, .uses = SAMPLES,
      .doc = "an environment's bad reply to an episode: stop the run, or drop the episode "

@@ -250,7 +250,10 @@ static void s_put_value(s_buf_t *b, const rl_recipe_algos_t *algos, const rl_rec
         s_put_str(b, h->url);
         s_put(b, ", timeout: ");
         s_put_double(b, h->timeout);
-        s_put(b, ", format: %s, retries: %d}", k->choices[h->format], h->retries);
+        if (k->choices) { // an env's http has no format
+            s_put(b, ", format: %s", k->choices[h->format]);
+        }
+        s_put(b, ", retries: %d}", h->retries);
         break;
     }
     case RL_RECIPE_T_MAP: {

@@ -1,4 +1,4 @@
-// rl_err — error code names and the caller-buffer error helper.
+// rl_err — error code names, the caller-buffer error helper and excerpts for messages.
 #include "rl_err.h"
 
 #include <stdarg.h>
@@ -25,6 +25,23 @@ const char *rl_strerror(int code) {
         return strerror(code);
     }
     return "unknown error";
+}
+
+void rl_err_excerpt(const char *t, size_t len, size_t most, char *out, size_t cap) {
+    size_t o = 0, i = 0;
+    for (; i < len && i < most && o + 8 < cap; i++) {
+        unsigned char c = (unsigned char)t[i];
+        if (c < 0x20 || c == 0x7f) {
+            o += (size_t)snprintf(out + o, cap - o, "\\x%02x", c);
+        } else {
+            out[o++] = (char)c;
+        }
+    }
+    if (i < len && o + 4 < cap) {
+        memcpy(out + o, "...", 3);
+        o += 3;
+    }
+    out[o] = '\0';
 }
 
 int rl_errf(char *err, size_t err_len, int code, const char *fmt, ...) {

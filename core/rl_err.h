@@ -34,6 +34,10 @@ const char *rl_strerror(int code);
 int rl_errf(char *err, size_t err_len, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+// The start of t[0..len) for a message, into out (cap bytes, NUL-terminated): at most `most`
+// bytes of it, control bytes as \xNN, "..." when cut.
+void rl_err_excerpt(const char *t, size_t len, size_t most, char *out, size_t cap);
+
 // Abort with file:line and the expression; stays on in every build (programmer errors only).
 #define RL_ASSERT(x)                                                                  \
     do {                                                                              \

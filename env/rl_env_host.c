@@ -5,6 +5,7 @@
 #include "rl_clock.h"
 #include "rl_env_calc.h"
 #include "rl_err.h"
+#include "rl_httpc.h"
 
 #include <jansson.h>
 #include <stdint.h>
@@ -14,11 +15,14 @@
 #include <unistd.h>
 
 struct rl_env_host {
-    int builtin;       // RL_RECIPE_ENV_* or -1
-    int n;             // workers of the command
-    rl_child_t **kids; // (n)
-    double timeout;    // seconds a call may take
-    char what[512];    // "command [python3 /abs/env.py]"
+    int builtin;          // RL_RECIPE_ENV_* or -1
+    int n;                // workers of the command
+    rl_child_t **kids;    // (n)
+    int is_http;          // a server: http below
+    rl_httpc_opts_t http; // its URL, attempts and limit (env.timeout)
+    char *url;            // http.url_text's storage
+    double timeout;       // seconds a call may take
+    char what[512];       // "command [python3 /abs/env.py]"
 };
 
 void rl_env_host_describe(const rl_recipe_env_t *env, char *out, size_t cap) {
@@ -28,6 +32,10 @@ void rl_env_host_describe(const rl_recipe_env_t *env, char *out, size_t cap) {
     }
     if (env->plugin) {
         snprintf(out, cap, "plugin %s", env->plugin);
+        return;
+    }
+    if (env->http.url) {
+        snprintf(out, cap, "http %s", env->http.url);
         return;
     }
     size_t o = (size_t)snprintf(out, cap, "command [");
@@ -48,13 +56,14 @@ void rl_env_host_close(rl_env_host_t **self_p) {
         rl_child_stop(&h->kids[k]);
     }
     free(h->kids);
+    free(h->url);
     free(h);
     *self_p = NULL;
 }
 
 int rl_env_host_open(const rl_recipe_env_t *env, rl_env_host_t **out, char *err, size_t err_len) {
     *out = NULL;
-    if (env->builtin < 0 && env->command.n == 0 && !env->plugin) {
+    if (env->builtin < 0 && env->command.n == 0 && !env->plugin && !env->http.url) {
         return rl_errf(err, err_len, RL_EINVAL, "the recipe has no env");
     }
     rl_env_host_t *h = calloc(1, sizeof *h);
@@ -64,7 +73,25 @@ int rl_env_host_open(const rl_recipe_env_t *env, rl_env_host_t **out, char *err,
     h->builtin = env->builtin;
     h->timeout = env->timeout;
     rl_env_host_describe(env, h->what, sizeof h->what);
-    if (h->builtin < 0) {
+    if (env->http.url) { // nothing to start: a server need not be up before the first request
+        h->is_http = 1;
+        rl_httpc_opts_t *o = &h->http;
+        h->url = strdup(env->http.url);
+        o->url_text = h->url;
+        o->timeout = env->http.timeout;
+        o->retries = env->http.retries;
+        o->limit = env->timeout;
+        o->limit_name = "env.timeout";
+        o->max_body = RL_ENV_HOST_MAX_REPLY;
+        char e[1024];
+        int rc = !h->url ? rl_errf(e, sizeof e, RL_ENOMEM, "out of memory")
+                         : rl_httpc_url_parse(h->url, "environment", &o->url, e, sizeof e);
+        if (rc) {
+            rl_errf(err, err_len, rc, "env %s: %s", h->what, e);
+            rl_env_host_close(&h);
+            return rc;
+        }
+    } else if (h->builtin < 0) {
         h->n = env->workers > 0 ? env->workers : 1;
         h->kids = calloc((size_t)h->n, sizeof *h->kids);
         if (!h->kids) {
@@ -255,12 +282,40 @@ static int s_split_call(rl_env_host_t *h, const char *request, char **reply, cha
     return rc;
 }
 
+// A server: the request line POSTed, the 2xx reply's body the reply line (trailing whitespace
+// dropped; the protocol's decoder judges the rest).
+static int s_http_call(rl_env_host_t *h, const char *request, char **reply, char *err,
+                       size_t err_len) {
+    rl_httpc_reply_t *rep = NULL;
+    char e[1024];
+    int rc = rl_httpc_post(&h->http, request, strlen(request), &rep, e, sizeof e);
+    if (rc) {
+        return rl_errf(err, err_len, rc, "env %s: %s", h->what, e);
+    }
+    size_t len = 0;
+    const char *body = rl_httpc_reply_body(rep, &len);
+    while (len > 0 && (body[len - 1] == '\n' || body[len - 1] == '\r' || body[len - 1] == ' ' ||
+                       body[len - 1] == '\t')) {
+        len--;
+    }
+    *reply = malloc(len + 1);
+    if (*reply) {
+        memcpy(*reply, body, len);
+        (*reply)[len] = '\0';
+    }
+    rl_httpc_reply_destroy(&rep);
+    return *reply ? 0 : rl_errf(err, err_len, RL_ENOMEM, "env %s: out of memory", h->what);
+}
+
 int rl_env_host_call(void *host, const char *request, char **reply, char *err, size_t err_len) {
     rl_env_host_t *h = host;
     *reply = NULL;
     if (h->builtin == RL_RECIPE_ENV_CALC) {
         int rc = rl_env_calc_answer(request, strlen(request), reply);
         return rc ? rl_errf(err, err_len, rc, "env %s: out of memory", h->what) : 0;
+    }
+    if (h->is_http) {
+        return s_http_call(h, request, reply, err, err_len);
     }
     if (h->n == 1) {
         return s_exchange(h, 0, request, rl_clock_now() + h->timeout, reply, err, err_len);

@@ -242,26 +242,9 @@ int rl_reward_json_request(const rl_reward_item_t *items, size_t n, int format,
 // ---------------------------------------------------------------------------------------------
 // replies
 
-void rl_reward_json_excerpt(const char *t, size_t len, size_t most, char *out, size_t cap) {
-    size_t o = 0, i = 0;
-    for (; i < len && i < most && o + 8 < cap; i++) {
-        unsigned char c = (unsigned char)t[i];
-        if (c < 0x20 || c == 0x7f) {
-            o += (size_t)snprintf(out + o, cap - o, "\\x%02x", c);
-        } else {
-            out[o++] = (char)c;
-        }
-    }
-    if (i < len && o + 4 < cap) {
-        memcpy(out + o, "...", 3);
-        o += 3;
-    }
-    out[o] = '\0';
-}
-
 // What a reply shows in messages: its first 120 bytes.
 static void s_excerpt(const char *t, size_t len, char *out, size_t cap) {
-    rl_reward_json_excerpt(t, len, 120, out, cap);
+    rl_err_excerpt(t, len, 120, out, cap);
 }
 
 // The markers NaN, Infinity and -Infinity become (strings JSON text cannot otherwise hold

@@ -54,10 +54,6 @@ int rl_reward_json_request(const rl_reward_item_t *items, size_t n, int format,
 int rl_reward_json_reply(const char *text, size_t len, int format, size_t n, double *out, char *err,
                          size_t err_len);
 
-// The start of a text for a message: at most `most` bytes of t[0..len), control bytes as \xNN,
-// "..." when cut, NUL-terminated in out (cap bytes).
-void rl_reward_json_excerpt(const char *t, size_t len, size_t most, char *out, size_t cap);
-
 #ifdef __cplusplus
 }
 #endif

@@ -11,9 +11,13 @@ rl_add_test(NAME env.turns SOURCES test_env_turns.c LIBS rl_env rl_text rl_core 
 # multi-turn episodes against the built-in calc environment with the real Qwen3 template and a
 # scripted policy: masks, turns, limits, a wrong environment
 rl_add_test(NAME env.episode SOURCES test_env_episode.c LIBS rl_env rl_text rl_core LABELS unit TIMEOUT 60)
+# the environment on a server (env.http) alone, against tests/env_server.py: replies, retried
+# 500s, a hang cut at env.timeout, a server that is down, https refused
+rl_add_test(NAME env.host SOURCES test_env_host.c LIBS rl_env rl_core LABELS unit TIMEOUT 60)
 # `env:` in GRPO runs (the cookbook recipe, short): a one-turn episode = GRPO byte for byte,
 # multi-turn masks and returns, env workers, limits, each failure named, on_error drop, the
-# built-in calc = its Python twin
+# built-in calc = its Python twin, an environment over HTTP (tests/env_server.py) = the command's,
+# its failures named
 rl_add_test(NAME env.run SOURCES test_env_run.c LIBS rl_core LABELS integration TIMEOUT 300)
 add_dependencies(test_env_run rlctl)
 # an episode's environment tokens get no gradient: every policy loss of GRPO's family, every

@@ -1,8 +1,8 @@
 // rl_test_run — helpers for suites that run the rlctl binary on run folders under a temporary
 // directory `tmp`: run a command (output kept in <tmp>/out.txt) or start one in the background,
-// read that output, test paths, compare files, damage a checkpoint's files, watch processes
-// (children, exits, whether gone), and read a run's metrics.jsonl without the values that differ
-// run to run.
+// read that output, start a test server and stop it, test paths, compare files, damage a
+// checkpoint's files, watch processes (children, exits, whether gone), and read a run's
+// metrics.jsonl without the values that differ run to run.
 #ifndef RL_TEST_RUN_H
 #define RL_TEST_RUN_H
 
@@ -54,6 +54,46 @@ static inline pid_t rl_test_spawn(const char *tmp, const char *args, const char 
     }
     free(cmd);
     return pid;
+}
+
+// Starts a test server in the background: `exec <cmd> <tmp>/port <args>` (cmd e.g. "python3
+// tests/env_server.py"), which writes the port it listens on to <tmp>/port; waits up to 10 s for
+// it. Returns the port with *pid set, or -1 (*pid 0, the server stopped).
+static inline int rl_test_serve(const char *tmp, const char *cmd, const char *args, pid_t *pid) {
+    char pf[512], line[4096];
+    snprintf(pf, sizeof pf, "%s/port", tmp);
+    unlink(pf);
+    snprintf(line, sizeof line, "exec %s %s %s", cmd, pf, args);
+    *pid = fork();
+    if (*pid == 0) {
+        execl("/bin/sh", "sh", "-c", line, (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 400 && *pid > 0; i++) {
+        char *t = rl_test_read_file(pf, NULL);
+        int port = t ? atoi(t) : 0;
+        free(t);
+        if (port > 0) {
+            return port;
+        }
+        struct timespec ts = {0, 25000000};
+        nanosleep(&ts, NULL);
+    }
+    if (*pid > 0) {
+        kill(*pid, SIGKILL);
+        waitpid(*pid, NULL, 0);
+    }
+    *pid = 0;
+    return -1;
+}
+
+// Stops a server rl_test_serve started (SIGKILL, reaped); a no-op when *pid is 0.
+static inline void rl_test_serve_stop(pid_t *pid) {
+    if (*pid > 0) {
+        kill(*pid, SIGKILL);
+        waitpid(*pid, NULL, 0);
+    }
+    *pid = 0;
 }
 
 // Children of `pid` (from /proc/<pid>/task/<pid>/children). Returns their count (<= cap).

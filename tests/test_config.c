@@ -240,6 +240,61 @@ static void test_generation_defaults(void) {
     CHECK_INT(system(cmd), 0);
 }
 
+// env.http: the server's URL, its attempts, no format; printed and loaded back the same; exactly
+// one of builtin, command, plugin and http; workers only for a command or plugin
+static void test_env_http(void) {
+    const char *o[] = {"env.http={url: http://127.0.0.1:8123/env, retries: 5}"};
+    rl_recipe_t *r = NULL, *r2 = NULL;
+    char *y1 = NULL, *y2 = NULL;
+    int rc = rl_recipe_load_file(rl_algos(), RECIPES "/good/grpo.yaml", o, 1, 0, &r, s_err, ERRLEN);
+    CHECK_MSG(rc == 0, "%s", s_err);
+    if (rc == 0) {
+        CHECK_STR(r->env.http.url, "http://127.0.0.1:8123/env");
+        CHECK_INT(r->env.http.retries, 5);
+        CHECK_CLOSE(r->env.http.timeout, 30.0, 0);
+        CHECK(r->env.builtin < 0 && r->env.command.n == 0 && rl_recipe_has_env(r));
+        CHECK_INT(rl_recipe_to_yaml(r, &y1), 0);
+        CHECK_CONTAINS(y1, "  http: {url: \"http://127.0.0.1:8123/env\", timeout: 3.0e+01, "
+                           "retries: 5}\n");
+        rc = rl_recipe_load_string(rl_algos(), y1, strlen(y1), "/tmp/elsewhere/resolved.yaml", NULL,
+                                   0, 0, &r2, s_err, ERRLEN);
+        CHECK_MSG(rc == 0, "%s\n%s", s_err, y1);
+        if (rc == 0) {
+            CHECK_INT(rl_recipe_to_yaml(r2, &y2), 0);
+            CHECK_STR(y1, y2);
+        }
+    }
+    rl_recipe_destroy(&r);
+    rl_recipe_destroy(&r2);
+    free(y1);
+    free(y2);
+    static const struct {
+        const char *ovr[2], *want;
+    } bad[] = {
+        {{"env.http={url: http://h:1/e, format: rlctl}", NULL},
+         "env.http.format: an environment takes no format"},
+        {{"env.http={url: http://h:1/e, formt: 1}", NULL},
+         "env.http.formt: unknown key; http takes url, timeout, retries"},
+        {{"env.http={url: https://h/e}", NULL},
+         "https is not supported: rlctl's environment client speaks plain http"},
+        {{"env.http={timeout: 3}", NULL}, "env.http: needs url: http://HOST:PORT/PATH"},
+        {{"env.http={url: http://h:1/e}", "env.builtin=calc"},
+         "env.http: set together with env.builtin; an env is one of builtin, command, plugin and http"},
+        {{"env.http={url: http://h:1/e}", "env.command=[python3, x.py]"},
+         "env.http: set together with env.command"},
+        {{"env.http={url: http://h:1/e}", "env.workers=2"},
+         "env.workers: 2: a server takes each request whole"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int n = bad[i].ovr[1] ? 2 : 1;
+        rc = rl_recipe_load_file(rl_algos(), RECIPES "/good/grpo.yaml", bad[i].ovr, n, 0, &r, s_err,
+                                 ERRLEN);
+        CHECK_MSG(rc == RL_EINVAL, "%s was accepted", bad[i].ovr[0]);
+        CHECK_CONTAINS(s_err, bad[i].want);
+        rl_recipe_destroy(&r);
+    }
+}
+
 static void test_enum_names(void) {
     CHECK_STR(rl_recipe_enum_name(rl_algos(), "optim.scheduler", RL_RECIPE_SCHED_COSINE), "cosine");
     CHECK_STR(rl_recipe_enum_name(rl_algos(), "algorithm.name", 1), "sft");
@@ -1358,6 +1413,7 @@ int main(void) {
     RL_TEST_RUN(test_grpo);
     RL_TEST_RUN(test_generation_defaults);
     RL_TEST_RUN(test_enum_names);
+    RL_TEST_RUN(test_env_http);
     RL_TEST_RUN(test_schema);
     RL_TEST_RUN(test_name_lists);
     RL_TEST_RUN(test_algorithm_unit);

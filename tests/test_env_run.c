@@ -20,6 +20,11 @@
 //   - a plugin (include/rlctl/env.h, tests/envs/once.c) in `rlctl env serve` workers gives
 //     GRPO's metrics too; one that crashes is named with its signal; one built for another ABI
 //     is refused before the run, at env.plugin.
+//   - an environment over HTTP (tests/env_server.py: env_test.py's replies, POSTed to /env) gives
+//     the command environment's metrics byte for byte, also when its first two requests get a
+//     500 (retried); a server that is down (retried, then the run stops), one that answers 500
+//     past its retries, one that hangs past env.timeout and one that answers garbage each stop
+//     the run naming the URL and the step.
 #include "rl_test.h"
 #include "rl_test_run.h"
 
@@ -338,6 +343,99 @@ static void test_calc_twins(void) {
     CHECK(s_last("cookbook_command", "env/turns") > 1.25);
 }
 
+#define SERVER PY " " RL_SOURCE_DIR "/tests/env_server.py"
+
+// A run against tests/env_server.py MODE (more: its other arguments) with `keys` inside env.http
+// and `extra` overrides; the server is stopped after it. Returns the run's exit status.
+static int s_run_http(const char *run, int steps, const char *mode, const char *keys,
+                      const char *extra) {
+    char args[600], ovr[1200];
+    pid_t pid = 0;
+    snprintf(args, sizeof args, "%s --count '%s/count'", mode, s_tmp);
+    int port = rl_test_serve(s_tmp, SERVER, args, &pid);
+    CHECK_MSG(port > 0, "env_server.py %s did not start", mode);
+    if (port <= 0) {
+        return -1;
+    }
+    snprintf(ovr, sizeof ovr, "model.path=%s/model 'env.http={url: http://127.0.0.1:%d/env%s}' %s",
+             s_tmp, port, keys, extra);
+    int rc = s_run(run, steps, ovr);
+    rl_test_serve_stop(&pid);
+    return rc;
+}
+
+// Lines of <tmp>/count (the server's requests) that contain `needle`; the file is removed.
+static int s_served(const char *needle) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/count", s_tmp);
+    char *t = rl_test_read_file(path, NULL);
+    int n = 0;
+    for (const char *p = t; p && (p = strstr(p, needle)) != NULL; p++) {
+        n++;
+    }
+    free(t);
+    unlink(path);
+    return n;
+}
+
+static void test_http(void) {
+    // the command environment's run (test_turns) over HTTP: the same metrics, every request a
+    // POST of JSON to the URL's path
+    CHECK_INT(s_run_http("http", 2, "turns 2", "", ""), 0);
+    int ok = s_served("/env application/json 200\n");
+    CHECK_MSG(ok >= 4, "the server answered %d requests", ok);
+    char *a = s_metrics("turns", 0), *b = s_metrics("http", 0);
+    CHECK_MSG(a && b && !strcmp(a, b), "the http env differs from the command env:\n%s\n---\n%s",
+              a ? a : "(none)", b ? b : "(none)");
+    free(b);
+    // two 500s, retried: the same run
+    CHECK_INT(s_run_http("http500", 2, "turns 2 --fail-first 2", "", ""), 0);
+    CHECK_INT(s_served(" 500\n"), 2);
+    b = s_metrics("http500", 0);
+    CHECK_MSG(a && b && !strcmp(a, b), "two retried 500s change the run:\n%s\n---\n%s",
+              a ? a : "(none)", b ? b : "(none)");
+    free(a);
+    free(b);
+    // failures: the run stops naming the URL and the step
+    static const struct {
+        const char *mode, *keys, *want;
+    } cases[] = {
+        {"crash", ", retries: 1", "failed after 2 attempts: HTTP 500: the environment crashed"},
+        {"hang", "", "no whole reply within 1 s (the time left of env.timeout)"},
+        {"garbage", "", "the reply is not JSON"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        CHECK_INT(s_run_http("fail", 1, cases[i].mode, cases[i].keys, "env.timeout=1"), 1);
+        char *out = rl_test_out(s_tmp);
+        CHECK_CONTAINS(out, cases[i].want);
+        CHECK_CONTAINS(out, "env http http://127.0.0.1:");
+        CHECK_CONTAINS(out, "step 1");
+        free(out);
+        snprintf(s_cmd, sizeof s_cmd, "rm -rf '%s/fail'", s_tmp);
+        CHECK_INT(system(s_cmd), 0);
+    }
+    s_served(" "); // (the failures' requests: not counted)
+    // down: a port nobody listens on (a server's, stopped), tried 1 + retries times
+    pid_t pid = 0;
+    char extra[600];
+    int port = rl_test_serve(s_tmp, SERVER, "once", &pid);
+    rl_test_serve_stop(&pid);
+    CHECK_MSG(port > 0, "env_server.py did not start");
+    snprintf(extra, sizeof extra,
+             "model.path=%s/model 'env.http={url: http://127.0.0.1:%d/env, retries: 2}'", s_tmp,
+             port);
+    CHECK_INT(s_run("down", 1, extra), 1);
+    char *out = rl_test_out(s_tmp);
+    char want[200];
+    snprintf(want, sizeof want,
+             "env http http://127.0.0.1:%d/env: POST http://127.0.0.1:%d/env "
+             "failed after 3 attempts: cannot connect: Connection refused",
+             port, port);
+    CHECK_CONTAINS(out, want);
+    CHECK_CONTAINS(out, "step 1");
+    free(out);
+}
+
 int main(void) {
     if (access(PY, X_OK) != 0) {
         fprintf(stderr, "note: %s missing; command environments not tested\n", PY);
@@ -349,6 +447,7 @@ int main(void) {
     RL_TEST_RUN(test_turns);
     RL_TEST_RUN(test_failures);
     RL_TEST_RUN(test_calc_twins);
+    RL_TEST_RUN(test_http);
     rl_test_tmpdir_done(s_tmp);
     RL_TEST_DONE();
 }

@@ -1,0 +1,137 @@
+// test_env_host — env/rl_env_host's server kind (env.http) on its own, against
+// tests/env_server.py on loopback (env.run runs it inside GRPO runs):
+//   - a request line is answered with the line env_test.py prints, the body's trailing newline
+//     dropped; the next step follows on the same server;
+//   - two 500s are retried within http.retries; past them the call fails naming the URL, the
+//     attempts and the status;
+//   - a hang is cut at env.timeout (all attempts), named;
+//   - a port nobody listens on: retried, then the URL and "cannot connect";
+//   - an https URL is refused at open, naming the environment's client.
+#include "rl_clock.h"
+#include "rl_config.h"
+#include "rl_env_host.h"
+#include "rl_err.h"
+#include "rl_test.h"
+#include "rl_test_run.h"
+
+#define PY "/usr/bin/python3"
+#define SERVER PY " " RL_SOURCE_DIR "/tests/env_server.py"
+
+static char s_tmp[] = "/tmp/rl_test_env_host_XXXXXX";
+static char s_err[4096];
+
+static const char *s_reset = "{\"op\":\"reset\",\"items\":[{\"episode\":\"1-0\",\"row\":"
+                             "{\"prompt\":\"hi\"},\"seed\":7}]}";
+// what env_test.py answers to s_reset (Python's json.dumps)
+static const char *s_reset_reply =
+    "{\"items\": [{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}]}";
+static const char *s_step = "{\"op\":\"step\",\"items\":[{\"episode\":\"1-0\",\"message\":"
+                            "{\"role\":\"assistant\",\"content\":\"x\"}}]}";
+
+// An env.http of url with `retries` and env.timeout `timeout`; the URL lives in static storage
+// until the next call.
+static rl_recipe_env_t s_env(const char *url, int retries, double timeout) {
+    static char u[256];
+    snprintf(u, sizeof u, "%s", url);
+    rl_recipe_env_t e = {.builtin = -1, .workers = 1, .timeout = timeout};
+    e.http.url = u;
+    e.http.timeout = 30;
+    e.http.retries = retries;
+    return e;
+}
+
+// Opens an env.http host on 127.0.0.1:port/path. NULL on failure (reported).
+static rl_env_host_t *s_open(int port, const char *path, int retries, double timeout) {
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
+    rl_recipe_env_t e = s_env(url, retries, timeout);
+    rl_env_host_t *h = NULL;
+    int rc = rl_env_host_open(&e, &h, s_err, sizeof s_err);
+    CHECK_MSG(rc == 0, "open %s: %s", url, s_err);
+    return h;
+}
+
+// One call: its status, and (rc 0) its reply compared with `want`; else the error with `needle`.
+static void s_call(rl_env_host_t *h, const char *req, int want_rc, const char *want) {
+    char *reply = NULL;
+    s_err[0] = '\0';
+    int rc = h ? rl_env_host_call(h, req, &reply, s_err, sizeof s_err) : -1;
+    CHECK_MSG(want_rc ? rc != 0 : rc == 0, "rc %d: %s", rc, s_err);
+    if (!rc && !want_rc) {
+        CHECK_STR(reply, want);
+    } else if (rc) {
+        CHECK_CONTAINS(s_err, want);
+    }
+    free(reply);
+}
+
+static void test_replies(void) {
+    pid_t pid = 0;
+    int port = rl_test_serve(s_tmp, SERVER, "turns 2 --fail-first 2", &pid);
+    CHECK_MSG(port > 0, "env_server.py did not start");
+    rl_env_host_t *h = port > 0 ? s_open(port, "/env", 2, 10) : NULL;
+    // the first two attempts get a 500; the third the reply, without its newline
+    s_call(h, s_reset, 0, s_reset_reply);
+    s_call(h, s_step, 0,
+           "{\"items\": [{\"messages\": [{\"role\": \"user\", \"content\": "
+           "\"again\"}], \"reward\": 0.25, \"done\": false}]}");
+    rl_env_host_close(&h);
+    CHECK(h == NULL);
+    rl_test_serve_stop(&pid);
+    // a crashed environment answers 500 to every step: 1 + retries attempts, then the error
+    port = rl_test_serve(s_tmp, SERVER, "crash", &pid);
+    h = port > 0 ? s_open(port, "/env", 1, 10) : NULL;
+    s_call(h, s_reset, 0, s_reset_reply);
+    char want[256];
+    snprintf(want, sizeof want,
+             "env http http://127.0.0.1:%d/env: POST http://127.0.0.1:%d/env failed after 2 "
+             "attempts: HTTP 500: the environment crashed",
+             port, port);
+    s_call(h, s_step, 1, want);
+    rl_env_host_close(&h);
+    rl_test_serve_stop(&pid);
+    // a hang: cut at env.timeout, once
+    port = rl_test_serve(s_tmp, SERVER, "hang", &pid);
+    h = port > 0 ? s_open(port, "/env", 3, 0.5) : NULL;
+    s_call(h, s_reset, 0, s_reset_reply);
+    double t0 = rl_clock_now();
+    s_call(h, s_step, 1, "no whole reply within 0.5 s (the time left of env.timeout)");
+    double dt = rl_clock_now() - t0;
+    CHECK_MSG(dt >= 0.45 && dt < 2.0, "the hung call took %.3f s (env.timeout 0.5)", dt);
+    rl_env_host_close(&h);
+    rl_test_serve_stop(&pid);
+    // down: the port of a server that was stopped
+    port = rl_test_serve(s_tmp, SERVER, "once", &pid);
+    rl_test_serve_stop(&pid);
+    h = port > 0 ? s_open(port, "/env", 1, 10) : NULL;
+    snprintf(want, sizeof want,
+             "env http http://127.0.0.1:%d/env: POST http://127.0.0.1:%d/env failed after 2 "
+             "attempts: cannot connect: Connection refused",
+             port, port);
+    s_call(h, s_reset, 1, want);
+    rl_env_host_close(&h);
+}
+
+static void test_refused(void) {
+    rl_recipe_env_t e = s_env("https://127.0.0.1:8123/env", 3, 60);
+    rl_env_host_t *h = NULL;
+    CHECK_INT(rl_env_host_open(&e, &h, s_err, sizeof s_err), RL_EINVAL);
+    CHECK(h == NULL);
+    CHECK_CONTAINS(s_err, "env http https://127.0.0.1:8123/env: https://127.0.0.1:8123/env: "
+                          "https is not supported: rlctl's environment client speaks plain http");
+    char d[128];
+    rl_env_host_describe(&e, d, sizeof d);
+    CHECK_STR(d, "http https://127.0.0.1:8123/env");
+}
+
+int main(void) {
+    if (access(PY, X_OK) != 0) {
+        fprintf(stderr, "note: %s missing; the env server not tested\n", PY);
+        return 0;
+    }
+    rl_test_tmpdir(s_tmp, sizeof s_tmp, "env_host");
+    RL_TEST_RUN(test_replies);
+    RL_TEST_RUN(test_refused);
+    rl_test_tmpdir_done(s_tmp);
+    RL_TEST_DONE();
+}
