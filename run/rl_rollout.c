@@ -286,7 +286,9 @@ int rl_rollout_preflight(const rl_recipe_t *r, char *err, size_t err_len) {
     if (!rc && r->env.plugin && rl_env_module_check(r->env.plugin, msg, sizeof msg) != 0) {
         rc = rl_recipe_errorf(r, "env.plugin", err, err_len, RL_EINVAL, "%s", msg);
     }
-    if (!rc && rl_recipe_has_env(r)) {
+    // a program or plugin must answer now; a server need not be up before the first step (as
+    // the rewards on a server: its URL was checked at load)
+    if (!rc && rl_recipe_has_env(r) && !r->env.http.url) {
         s_probe_ctx_t c = {NULL, r, first};
         if (s_in_child(s_probe_env, &c, msg, sizeof msg) != 0) {
             const char *key = r->env.plugin      ? "env.plugin"
