@@ -5,11 +5,13 @@
 // position, and micro-batch padding. The fixture tokenizer has one token per byte
 // (tests/fixtures/data/README.md), so expected ids are written by hand.
 #define _GNU_SOURCE // memmem
+#include "rl_chat.h"
 #include "rl_data.h"
 #include "rl_err.h"
 #include "rl_prompts.h"
 #include "rl_test.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -139,6 +141,63 @@ static void test_messages(void) {
     CHECK_INT(t[len - 1], '\n');
     CHECK_INT(t[len - 2], IM_END);
     CHECK_INT(m[len - 2], 1);
+    rl_data_destroy(&d);
+}
+
+// Messages with tools (TRL's tool-calling SFT rows): `tools` and an assistant turn of
+// `tool_calls` (content null) reach the model's template, which writes them; the loss covers the
+// assistant's turns only (the call's text included), not the tools line, the user's or the
+// tool's answer.
+static void test_messages_tools(void) {
+    static const char tmpl[] =
+        "{% if tools %}<|im_start|>system\ntools:{% for t in tools %} {{ t.function.name }}"
+        "{% endfor %}<|im_end|>\n{% endif %}{% for m in messages %}<|im_start|>{{ m.role }}\n"
+        "{% if m.content %}{{ m.content }}{% endif %}{% for c in m.tool_calls or [] %}"
+        "<tool_call>{{ c.function.name }} {{ c.function.arguments }}</tool_call>{% endfor %}"
+        "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+    rl_chat_format_t fmt;
+    char err[1024];
+    CHECK_INT(rl_chat_template(tmpl, "test", NULL, NULL, NULL, &fmt, err, sizeof err), 0);
+    FILE *f = fopen(RL_BINARY_DIR "/tests/data_tools.jsonl", "w");
+    CHECK(f != NULL);
+    if (!f) {
+        return;
+    }
+    fputs("{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", "
+          "\"content\": null, \"tool_calls\": [{\"id\": \"c0\", \"type\": \"function\", "
+          "\"function\": {\"name\": \"calc\", \"arguments\": \"1+1\"}}]}, {\"role\": \"tool\", "
+          "\"tool_call_id\": \"c0\", \"content\": \"2\"}, {\"role\": \"assistant\", \"content\": "
+          "\"#### 2\"}], \"tools\": [{\"type\": \"function\", \"function\": {\"name\": "
+          "\"calc\"}}]}\n",
+          f);
+    fclose(f);
+    rl_data_opts_t o;
+    rl_data_opts_default(&o);
+    o.eos_id = EOS;
+    o.chat = fmt;
+    rl_data_t *d = s_load(RL_BINARY_DIR "/tests/data_tools.jsonl", &o, err, sizeof err);
+    CHECK_MSG(d != NULL, "%s", err);
+    if (!d) {
+        return;
+    }
+    const int32_t *t;
+    const uint8_t *m;
+    int len;
+    rl_data_example(d, 0, &t, &m, &len, NULL);
+    // the text (one token per byte; the chat tokens as markers) and what is trained
+    char all[512] = "", trained[512] = "";
+    size_t na = 0, nt = 0;
+    for (int k = 0; k < len && na + 16 < sizeof all; k++) {
+        const char *s = t[k] == IM_START ? "<S>" : t[k] == IM_END ? "<E>" : NULL;
+        char one[2] = {(char)t[k], 0};
+        na += (size_t)snprintf(all + na, sizeof all - na, "%s", s ? s : one);
+        if (m[k]) {
+            nt += (size_t)snprintf(trained + nt, sizeof trained - nt, "%s", s ? s : one);
+        }
+    }
+    CHECK_STR(all, "<S>system\ntools: calc<E>\n<S>user\nq<E>\n<S>assistant\n<tool_call>calc "
+                   "1+1</tool_call><E>\n<S>tool\n2<E>\n<S>assistant\n#### 2<E>\n");
+    CHECK_STR(trained, "<tool_call>calc 1+1</tool_call><E>#### 2<E>");
     rl_data_destroy(&d);
 }
 
@@ -465,6 +524,7 @@ int main(void) {
     RL_TEST_RUN(test_prompt_completion);
     RL_TEST_RUN(test_text);
     RL_TEST_RUN(test_messages);
+    RL_TEST_RUN(test_messages_tools);
     RL_TEST_RUN(test_prompt_messages);
     RL_TEST_RUN(test_prompt_completion_chat);
     RL_TEST_RUN(test_preference);

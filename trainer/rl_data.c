@@ -121,9 +121,51 @@ static int s_field(json_t *row, const char *name, const char **s, size_t *n, con
 // prompt), which is a prefix of cur = render(0..k). [prev, head) is the role header (no loss),
 // [head, cur) the content and end-of-turn token (loss), except trailing whitespace (ChatML's
 // "\n" after <|im_end|>), which the model never has to produce before stopping.
-static int s_messages(rl_data_t *d, rl_tokenizer_t *tok, json_t *list, rl_chat_format_t chat,
-                      const char *where, char *err, size_t err_len) {
+// The first k messages of `list` rendered with the row's tools (NULL: none) through the JSON
+// path, which hands every field of a message (tool_calls, tool_call_id, ...) to the template.
+static int s_render_rich(rl_chat_format_t chat, json_t *list, json_t *tools, size_t k, int gen,
+                         char **out, size_t *n_out, char *sub, size_t sub_len) {
+    json_t *row = json_object(), *part = json_array();
+    for (size_t i = 0; part && i < k; i++) {
+        json_array_append(part, json_array_get(list, i));
+    }
+    char *text = NULL;
+    if (row && part && json_object_set(row, "messages", part) == 0 &&
+        (!tools || json_object_set(row, "tools", tools) == 0)) {
+        text = json_dumps(row, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    }
+    json_decref(part);
+    json_decref(row);
+    if (!text) {
+        snprintf(sub, sub_len, "out of memory");
+        return RL_ENOMEM;
+    }
+    int rc = rl_chat_render_json(chat, text, strlen(text), gen, out, n_out, sub, sub_len);
+    free(text);
+    return rc;
+}
+
+// A message with more than a role and a string content (tool_calls, tool_call_id, name, a
+// null content), or a row with tools: rendered through the JSON path.
+static int s_rich(json_t *list, json_t *tools) {
+    if (tools && !json_is_null(tools)) {
+        return 1;
+    }
+    size_t i;
+    json_t *m;
+    json_array_foreach(list, i, m) {
+        if (json_object_size(m) != 2 || !json_is_string(json_object_get(m, "content"))) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int s_messages(rl_data_t *d, rl_tokenizer_t *tok, json_t *list, json_t *tools,
+                      rl_chat_format_t chat, const char *where, char *err, size_t err_len) {
     size_t n = json_array_size(list);
+    int rich = s_rich(list, tools);
+    tools = tools && !json_is_null(tools) ? tools : NULL;
     rl_chat_msg_t *msgs = calloc(n ? n : 1, sizeof(*msgs));
     char *prev = NULL, *head = NULL, *cur = NULL;
     size_t n_prev = 0, n_head = 0, n_cur = 0;
@@ -135,25 +177,37 @@ static int s_messages(rl_data_t *d, rl_tokenizer_t *tok, json_t *list, rl_chat_f
     for (size_t i = 0; i < n; i++) {
         json_t *m = json_array_get(list, i);
         json_t *role = json_object_get(m, "role"), *content = json_object_get(m, "content");
-        if (!json_is_string(role) || !json_is_string(content)) {
+        // with tool calls, an assistant's content may be absent or null (OpenAI's shape)
+        int calls = rich && json_is_array(json_object_get(m, "tool_calls")) &&
+                    (!content || json_is_null(content));
+        if (!json_is_string(role) || (!json_is_string(content) && !calls)) {
             rc = rl_errf(err, err_len, RL_EINVAL, "%s: messages[%zu].%s is missing or not a string",
                          where, i, json_is_string(role) ? "content" : "role");
             goto fail;
         }
         msgs[i].role = json_string_value(role);
-        msgs[i].content = json_string_value(content);
+        msgs[i].content = calls ? "" : json_string_value(content);
     }
-    rc = rl_chat_render(chat, msgs, 0, 0, &prev, &n_prev, sub, sizeof(sub));
+#define S_RENDER(k, gen, out, n_out)                                                               \
+    (rich ? s_render_rich(chat, list, tools, (k), (gen), (out), (n_out), sub, sizeof(sub))         \
+          : rl_chat_render(chat, msgs, (k), (gen), (out), (n_out), sub, sizeof(sub)))
+    rc = S_RENDER(0, 0, &prev, &n_prev);
     if (rc) {
         rc = rl_errf(err, err_len, rc, "%s: %s", where, sub);
         goto fail;
     }
+    if (rich && n_prev > 0) { // what the template writes before any message (tools): context
+        rc = s_append_text(d, tok, prev, n_prev, 0, where, err, err_len);
+        if (rc) {
+            goto fail;
+        }
+    }
     int any_loss = 0;
     for (size_t k = 0; k < n; k++) {
         int is_asst = strcmp(msgs[k].role, "assistant") == 0;
-        rc = rl_chat_render(chat, msgs, k + 1, 0, &cur, &n_cur, sub, sizeof(sub));
+        rc = S_RENDER(k + 1, 0, &cur, &n_cur);
         if (!rc && is_asst) {
-            rc = rl_chat_render(chat, msgs, k, 1, &head, &n_head, sub, sizeof(sub));
+            rc = S_RENDER(k, 1, &head, &n_head);
         }
         if (rc) {
             rc = rl_errf(err, err_len, rc, "%s: %s", where, sub);
@@ -200,6 +254,7 @@ static int s_messages(rl_data_t *d, rl_tokenizer_t *tok, json_t *list, rl_chat_f
         rc = rl_errf(err, err_len, RL_EINVAL, "%s: messages hold no assistant turn to train on",
                      where);
     }
+#undef S_RENDER
 fail:
     free(prev);
     free(head);
@@ -496,7 +551,8 @@ static int s_row(rl_data_t *d, json_t *row, const rl_data_opts_t *o, rl_tokenize
                          "llama3, or a tokenizer_config.json with a chat_template)",
                          where);
         } else {
-            rc = s_messages(d, tok, list, o->chat, where, err, err_len);
+            rc = s_messages(d, tok, list, json_object_get(row, "tools"), o->chat, where, err,
+                            err_len);
         }
         break;
     }
