@@ -188,14 +188,55 @@ static int s_item_bad(int *bad, int *n_bad, char *err, size_t err_len, int k,
     return 0;
 }
 
-int rl_env_reply_reset(const char *text, size_t len, int n, const char *const *episodes,
-                       rl_env_reset_reply_t *out, char *err, size_t err_len) {
-    return rl_env_reply_reset_items(text, len, n, episodes, out, NULL, err, err_len);
+// One reply item k: NULL when it is right (out[k] filled), else what is wrong (in why, or a
+// constant).
+typedef const char *(*s_item_fn)(json_t *it, void *out, int k, char *why, size_t why_len);
+
+static const char *s_reset_item(json_t *it, void *out, int k, char *why, size_t why_len) {
+    rl_env_reset_reply_t *r = (rl_env_reset_reply_t *)out + k;
+    json_t *msgs = json_object_get(it, "messages"), *tools = json_object_get(it, "tools");
+    if (!json_is_object(it)) {
+        return "not an object";
+    }
+    if (s_messages(msgs, "system|user|assistant|tool", 1, why, why_len) != 0 ||
+        s_tools(tools, why, why_len) != 0) {
+        return why;
+    }
+    r->messages = json_incref(msgs);
+    r->tools = tools && !json_is_null(tools) ? json_incref(tools) : NULL;
+    return NULL;
 }
 
-int rl_env_reply_reset_items(const char *text, size_t len, int n, const char *const *episodes,
-                             rl_env_reset_reply_t *out, int *bad, char *err, size_t err_len) {
-    memset(out, 0, (size_t)n * sizeof *out);
+static const char *s_step_item(json_t *it, void *out, int k, char *why, size_t why_len) {
+    rl_env_step_reply_t *r = (rl_env_step_reply_t *)out + k;
+    json_t *msgs = json_object_get(it, "messages"), *reward = json_object_get(it, "reward");
+    json_t *done = json_object_get(it, "done");
+    if (!json_is_object(it)) {
+        return "not an object";
+    }
+    if (s_messages(msgs, "user|tool|system", 0, why, why_len) != 0) {
+        return why;
+    }
+    if (reward && !json_is_null(reward) &&
+        !(json_is_number(reward) && isfinite(json_number_value(reward)))) {
+        return "'reward' must be a finite number";
+    }
+    if (!json_is_boolean(done)) {
+        return "'done' must be true or false";
+    }
+    r->messages = json_incref(msgs);
+    r->reward = reward && !json_is_null(reward) ? json_number_value(reward) : 0.0;
+    r->done = json_is_true(done);
+    return NULL;
+}
+
+// The reply of a request of n items, each decoded by fn into out (zeroed first, size bytes an
+// item); strict (bad NULL) or tolerant as rl_env_reply_*_items say. On a strict error what was
+// decoded is freed with free_fn.
+static int s_decode(const char *text, size_t len, int n, const char *const *episodes, void *out,
+                    size_t size, int *bad, s_item_fn fn, void (*free_fn)(void *, int), char *err,
+                    size_t err_len) {
+    memset(out, 0, (size_t)n * size);
     int n_bad = 0;
     if (bad) {
         memset(bad, 0, (size_t)n * sizeof *bad);
@@ -207,24 +248,36 @@ int rl_env_reply_reset_items(const char *text, size_t len, int n, const char *co
     }
     int rc = 0;
     for (int k = 0; k < n && rc == 0; k++) {
-        json_t *it = json_array_get(items, (size_t)k);
         char why[400];
-        json_t *msgs = json_object_get(it, "messages"), *tools = json_object_get(it, "tools");
-        if (!json_is_object(it)) {
-            rc = s_item_bad(bad, &n_bad, err, err_len, k, episodes, "not an object");
-        } else if (s_messages(msgs, "system|user|assistant|tool", 1, why, sizeof why) != 0 ||
-                   s_tools(tools, why, sizeof why) != 0) {
-            rc = s_item_bad(bad, &n_bad, err, err_len, k, episodes, why);
-        } else {
-            out[k].messages = json_incref(msgs);
-            out[k].tools = tools && !json_is_null(tools) ? json_incref(tools) : NULL;
+        const char *wrong = fn(json_array_get(items, (size_t)k), out, k, why, sizeof why);
+        if (wrong) {
+            rc = s_item_bad(bad, &n_bad, err, err_len, k, episodes, wrong);
         }
     }
     json_decref(o);
     if (rc != 0) {
-        rl_env_reset_reply_free(out, n);
+        free_fn(out, n);
     }
     return rc;
+}
+
+static void s_free_reset(void *r, int n) {
+    rl_env_reset_reply_free(r, n);
+}
+
+static void s_free_step(void *r, int n) {
+    rl_env_step_reply_free(r, n);
+}
+
+int rl_env_reply_reset(const char *text, size_t len, int n, const char *const *episodes,
+                       rl_env_reset_reply_t *out, char *err, size_t err_len) {
+    return rl_env_reply_reset_items(text, len, n, episodes, out, NULL, err, err_len);
+}
+
+int rl_env_reply_reset_items(const char *text, size_t len, int n, const char *const *episodes,
+                             rl_env_reset_reply_t *out, int *bad, char *err, size_t err_len) {
+    return s_decode(text, len, n, episodes, out, sizeof *out, bad, s_reset_item, s_free_reset, err,
+                    err_len);
 }
 
 int rl_env_reply_step(const char *text, size_t len, int n, const char *const *episodes,
@@ -234,43 +287,8 @@ int rl_env_reply_step(const char *text, size_t len, int n, const char *const *ep
 
 int rl_env_reply_step_items(const char *text, size_t len, int n, const char *const *episodes,
                             rl_env_step_reply_t *out, int *bad, char *err, size_t err_len) {
-    memset(out, 0, (size_t)n * sizeof *out);
-    int n_bad = 0;
-    if (bad) {
-        memset(bad, 0, (size_t)n * sizeof *bad);
-    }
-    json_t *items = NULL;
-    json_t *o = s_open(text, len, n, &items, err, err_len);
-    if (!o) {
-        return RL_EINVAL;
-    }
-    int rc = 0;
-    for (int k = 0; k < n && rc == 0; k++) {
-        json_t *it = json_array_get(items, (size_t)k);
-        char why[400];
-        json_t *msgs = json_object_get(it, "messages"), *reward = json_object_get(it, "reward");
-        json_t *done = json_object_get(it, "done");
-        if (!json_is_object(it)) {
-            rc = s_item_bad(bad, &n_bad, err, err_len, k, episodes, "not an object");
-        } else if (s_messages(msgs, "user|tool|system", 0, why, sizeof why) != 0) {
-            rc = s_item_bad(bad, &n_bad, err, err_len, k, episodes, why);
-        } else if (reward && !json_is_null(reward) &&
-                   !(json_is_number(reward) && isfinite(json_number_value(reward)))) {
-            rc = s_item_bad(bad, &n_bad, err, err_len, k, episodes,
-                            "'reward' must be a finite number");
-        } else if (!json_is_boolean(done)) {
-            rc = s_item_bad(bad, &n_bad, err, err_len, k, episodes, "'done' must be true or false");
-        } else {
-            out[k].messages = json_incref(msgs);
-            out[k].reward = reward && !json_is_null(reward) ? json_number_value(reward) : 0.0;
-            out[k].done = json_is_true(done);
-        }
-    }
-    json_decref(o);
-    if (rc != 0) {
-        rl_env_step_reply_free(out, n);
-    }
-    return rc;
+    return s_decode(text, len, n, episodes, out, sizeof *out, bad, s_step_item, s_free_step, err,
+                    err_len);
 }
 
 int rl_env_reply_close(const char *text, size_t len, char *err, size_t err_len) {

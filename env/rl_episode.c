@@ -71,6 +71,27 @@ static int s_drop(rl_episode_t *ep, const char *why) {
     return 0;
 }
 
+// After a request of n episodes (eps[k], or act[k] when act is given) under opts.drop: the
+// items the decoder marked bad leave with the first one's reason (why), and when the request
+// failed as a whole (rc, err) all of them leave and the others go on. Returns the rc left.
+static int s_drops(rl_episode_t *eps, rl_episode_t *const *act, int n, const int *bad, int rc,
+                   const char *op, const char *why, const char *err) {
+    for (int k = 0; !rc && bad && k < n; k++) {
+        if (bad[k]) {
+            char w2[320];
+            snprintf(w2, sizeof w2, "a bad item in the %s reply (the first: %.250s)", op, why);
+            s_drop(act ? act[k] : &eps[k], w2);
+        }
+    }
+    if (rc && rc != RL_ENOMEM && bad) { // bad is given only under opts.drop
+        for (int k = 0; k < n; k++) {
+            s_drop(act ? act[k] : &eps[k], err);
+        }
+        rc = 0;
+    }
+    return rc;
+}
+
 static char *s_dump(const json_t *j) {
     return j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
 }
@@ -94,27 +115,15 @@ static int s_reset(rl_episode_t *eps, int n, const rl_episode_opts_t *o, rl_epis
     if (!rc && !bad) {
         rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
+    char whole[768] = ""; // the decoder's message
     if (!rc && (rc = env(env_ctx, req, &reply, err, err_len)) == 0) {
-        char why[768];
         rc = rl_env_reply_reset_items(reply, strlen(reply), n, names, rep, o->drop ? bad : NULL,
-                                      why, sizeof why);
+                                      whole, sizeof whole);
         if (rc) {
-            rl_errf(err, err_len, rc, "the environment's reset: %s", why);
-        }
-        for (int k = 0; !rc && k < n; k++) {
-            if (bad[k]) {
-                char w2[320];
-                snprintf(w2, sizeof w2, "a bad item in the reset reply (the first: %.250s)", why);
-                s_drop(&eps[k], w2);
-            }
+            rl_errf(err, err_len, rc, "the environment's reset: %s", whole);
         }
     }
-    if (rc && rc != RL_ENOMEM && o->drop && bad) { // the whole request failed: all of it
-        for (int k = 0; k < n; k++) {
-            s_drop(&eps[k], err);
-        }
-        rc = 0;
-    }
+    rc = s_drops(eps, NULL, n, o->drop ? bad : NULL, rc, "reset", whole, err);
     for (int k = 0; !rc && k < n; k++) {
         rl_episode_t *ep = &eps[k];
         if (ep->dropped) {
@@ -227,27 +236,15 @@ static int s_step(rl_episode_t **act, int na, const rl_episode_opts_t *o, rl_epi
     if (!rc && !bad) {
         rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
+    char whole[768] = ""; // the decoder's message
     if (!rc && (rc = env(env_ctx, req, &reply, err, err_len)) == 0) {
-        char why[768];
         rc = rl_env_reply_step_items(reply, strlen(reply), na, names, rep, o->drop ? bad : NULL,
-                                     why, sizeof why);
+                                     whole, sizeof whole);
         if (rc) {
-            rl_errf(err, err_len, rc, "the environment's step: %s", why);
-        }
-        for (int k = 0; !rc && k < na; k++) {
-            if (bad[k]) {
-                char w2[320];
-                snprintf(w2, sizeof w2, "a bad item in the step reply (the first: %.250s)", why);
-                s_drop(act[k], w2);
-            }
+            rl_errf(err, err_len, rc, "the environment's step: %s", whole);
         }
     }
-    if (rc && rc != RL_ENOMEM && o->drop && bad) {
-        for (int k = 0; k < na; k++) {
-            s_drop(act[k], err);
-        }
-        rc = 0;
-    }
+    rc = s_drops(NULL, act, na, o->drop ? bad : NULL, rc, "step", whole, err);
     for (int k = 0; !rc && k < na; k++) {
         rl_episode_t *ep = act[k];
         if (ep->dropped) {
