@@ -328,6 +328,9 @@ static void s_draw(s_work_t *w, int k, const float *row, int V, const rl_sampler
         s->last_slot = s->slot;
         s->slot = -1;
     }
+    if (p->on_token) {
+        p->on_token(p->on_token_arg, r, s->done);
+    }
 }
 
 // Sequence k, when it has just ended and its prompt names a session: kept (s_sess_keep) before

@@ -41,6 +41,15 @@ typedef enum {
 const char *rl_sampler_finish_name(rl_sampler_finish_t finish);
 
 typedef struct {
+    int prompt;      // position in the prompts array of the call
+    int sample;      // 0..n-1
+    int n_ids;       // completion length (>= 1)
+    int32_t *ids;    // (n_ids) completion token ids, the stop token included
+    float *logprobs; // (n_ids) log_softmax(logits / T)[id], T = 1 when greedy
+    rl_sampler_finish_t finish;
+} rl_sampler_result_t;
+
+typedef struct {
     rl_sample_opts_t sample; // temperature (0 = greedy), top_k, top_p
     int n;                   // samples per prompt (>= 1)
     int max_new_tokens;      // >= 1
@@ -57,10 +66,16 @@ typedef struct {
     // of it prefills only the rest. 0: none. A call keeps only the sessions it names (looked up
     // or kept); rl_sampler_sessions_clear drops them all (new weights).
     const uint64_t *sessions;
+    // NULL, or called on the calling thread after every token a sequence draws (a stream of the
+    // text as it is generated): result (prompt-major, as *results_p will be) so far, its last id
+    // the new one, and done 1 when that token ended it (result->finish is set then). It may
+    // only read result; it never changes what is computed.
+    void (*on_token)(void *arg, const rl_sampler_result_t *result, int done);
+    void *on_token_arg;
 } rl_sampler_params_t;
 
 // Defaults: rl_sample_opts_default, n 1, max_new_tokens 256, seed 0, no extra stop ids, eos
-// ids stop, max_batch 0 (64), no cancel.
+// ids stop, max_batch 0 (64), no cancel, no on_token.
 void rl_sampler_params_default(rl_sampler_params_t *params);
 
 typedef struct {
@@ -68,15 +83,6 @@ typedef struct {
     int len;
     uint64_t index;     // identity of the prompt for the RNG streams (e.g. its dataset row)
 } rl_sampler_prompt_t;
-
-typedef struct {
-    int prompt;          // position in the prompts array of the call
-    int sample;          // 0..n-1
-    int n_ids;           // completion length (>= 1)
-    int32_t *ids;        // (n_ids) completion token ids, the stop token included
-    float *logprobs;     // (n_ids) log_softmax(logits / T)[id], T = 1 when greedy
-    rl_sampler_finish_t finish;
-} rl_sampler_result_t;
 
 typedef struct rl_sampler rl_sampler_t;
 

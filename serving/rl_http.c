@@ -77,6 +77,7 @@ typedef struct {
     s_str_t stop[S_MAX_STOP];
     int n_stop;
     int token_ids; // return_token_ids (vLLM's): the prompt's and each choice's token ids
+    int ignore_eos; // ignore_eos (vLLM's): the model's end-of-sequence tokens do not stop
 } s_req_t;
 
 // Reads an optional number field; returns 0, or an error status with *body_p.
@@ -163,6 +164,7 @@ static int s_parse(json_t *o, s_req_t *q, char **body_p) {
                                         "best_of",
                                         "logit_bias",
                                         "return_token_ids",
+                                        "ignore_eos",
                                         NULL};
     const char *k;
     json_t *v;
@@ -206,12 +208,16 @@ static int s_parse(json_t *o, s_req_t *q, char **body_p) {
     if (!st) {
         st = s_num(o, "top_p", 1e-9, 1, &q->top_p, body_p);
     }
-    json_t *rti = json_object_get(o, "return_token_ids");
-    if (!st && rti && !json_is_null(rti) && !json_is_boolean(rti)) {
-        st = s_error(400, "invalid_request_error", "return_token_ids", body_p,
-                     "'return_token_ids' must be true or false");
+    static const char *const bools[] = {"return_token_ids", "ignore_eos"};
+    int *dst[] = {&q->token_ids, &q->ignore_eos};
+    for (int i = 0; i < 2; i++) {
+        json_t *x = json_object_get(o, bools[i]);
+        if (!st && x && !json_is_null(x) && !json_is_boolean(x)) {
+            st = s_error(400, "invalid_request_error", bools[i], body_p,
+                         "'%s' must be true or false", bools[i]);
+        }
+        *dst[i] = json_is_true(x);
     }
-    q->token_ids = json_is_true(rti);
     json_t *stop = json_object_get(o, "stop");
     if (!st && stop && !json_is_null(stop)) {
         st = s_strings(stop, "stop", q->stop, S_MAX_STOP, &q->n_stop, body_p);
@@ -253,6 +259,8 @@ typedef struct {
     size_t text_len;
     int stopped;
     size_t *offset; // (kept) byte offset of each token in the text
+    size_t hold;    // where the text's longest end that begins a stop string starts (text_len
+                    // when none): text from there may yet be cut when more tokens come
 } s_cut_t;
 
 static int s_cut(rl_tokenizer_t *tok, const s_req_t *q, const rl_sampler_result_t *res,
@@ -291,6 +299,15 @@ static int s_cut(rl_tokenizer_t *tok, const s_req_t *q, const rl_sampler_result_
         }
     }
     raw[o] = '\0';
+    c->hold = o;
+    for (int s = 0; s < q->n_stop; s++) {
+        size_t sl = q->stop[s].len;
+        for (size_t i = o >= sl ? o - sl + 1 : 0; sl > 0 && i < o && i < c->hold; i++) {
+            if (!memcmp(raw + i, q->stop[s].text, o - i)) {
+                c->hold = i;
+            }
+        }
+    }
     size_t cut = o;
     for (int s = 0; s < q->n_stop; s++) {
         if (q->stop[s].len == 0) {
@@ -321,7 +338,39 @@ static int s_cut(rl_tokenizer_t *tok, const s_req_t *q, const rl_sampler_result_
         c->text_len = cut;
         c->text[cut] = '\0';
     }
+    c->hold = c->hold < c->text_len ? c->hold : c->text_len;
     return rc;
+}
+
+// The stream of a call with on_text: the request and the choices' count.
+typedef struct {
+    rl_tokenizer_t *tok;
+    const s_req_t *q;
+    const rl_http_call_t *call;
+} s_live_t;
+
+// The sampler's on_token: choice k's text that can no longer change goes to call->on_text. A
+// running choice's text holds back its end that may begin a stop string, an unfinished UTF-8
+// character, and the U+FFFD an unfinished character decodes to (the next token may finish it).
+static void s_on_token(void *arg, const rl_sampler_result_t *r, int done) {
+    const s_live_t *lv = arg;
+    rl_sampler_result_t part = *r;
+    if (!done) {
+        part.finish = RL_SAMPLER_FINISH_LENGTH; // a running choice's last token is not a stop
+    }
+    s_cut_t c;
+    if (s_cut(lv->tok, lv->q, &part, &c) == 0) {
+        size_t n = c.text_len;
+        if (!done) {
+            n = rl_tokenizer_utf8_valid_prefix(c.text, c.hold);
+            while (n >= 3 && !memcmp(c.text + n - 3, "\xEF\xBF\xBD", 3)) {
+                n -= 3;
+            }
+        }
+        lv->call->on_text(lv->call->text_arg, r->prompt * lv->q->n + r->sample, c.text, n, done);
+    }
+    free(c.text);
+    free(c.offset);
 }
 
 // A logprob as a JSON number, or NULL with why when it is not finite (JSON has no NaN or
@@ -482,7 +531,7 @@ int rl_http_complete(rl_model_t *model, rl_tokenizer_t *tok, const char *model_n
                      const rl_http_call_t *call, const char *body, size_t len, int *status,
                      char **body_p) {
     *body_p = NULL;
-    const rl_http_call_t none = {0, NULL, NULL};
+    const rl_http_call_t none = {0};
     call = call ? call : &none;
     const int64_t cap = call->max_work > 0 ? call->max_work : RL_HTTP_MAX_WORK;
     json_error_t je;
@@ -555,8 +604,14 @@ int rl_http_complete(rl_model_t *model, rl_tokenizer_t *tok, const char *model_n
         sp.n = q.n;
         sp.max_new_tokens = q.max_tokens;
         sp.seed = q.seed;
+        sp.no_eos = q.ignore_eos;
         sp.cancel = call->cancel;
         sp.cancel_arg = call->cancel_arg;
+        s_live_t live = {tok, &q, call};
+        if (call->on_text) {
+            sp.on_token = s_on_token;
+            sp.on_token_arg = &live;
+        }
         int rc = rl_sampler_generate(smp, pr, q.n_prompts, &sp, &res);
         if (rc == RL_ECANCELED) {
             st = s_error(499, "client_closed_request", NULL, body_p, "%s", rl_sampler_errmsg(smp));
@@ -699,6 +754,17 @@ typedef struct s_conn { // one request (MHD's con_cls)
     int status;  // once DONE: the answer (499: the client left; close without one)
     char *body;
     struct s_conn *next;
+    // a stream (chat with stream: true) once its first event is written: the events not yet
+    // sent (sbuf[soff, slen)), under h->mu. The reader (MHD's thread) suspends the connection
+    // when it has sent them all (wait 1 while it suspends, 2 once suspended); the generation
+    // thread resumes it when it writes more or ends (resume_due: it wrote while wait was 1,
+    // the reader resumes then). The stream may outlive its request: a client that leaves
+    // mid-stream has MHD finish the request while the generation runs (orphan: the generation
+    // thread frees the request then, and never touches its connection again).
+    int streaming, s_end, s_err, wait, resume_due;
+    char *sbuf;
+    size_t slen, soff, scap;
+    atomic_int orphan;
 } s_conn_t;
 
 struct rl_http {
@@ -870,10 +936,106 @@ static int s_gone(int fd) {
     return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
+// The message of an OpenAI error object's text ("" when there is none). borrowed from a static
+// buffer: for one log line.
+static const char *s_error_message(const char *body) {
+    static char msg[256];
+    json_t *o = body ? json_loads(body, 0, NULL) : NULL;
+    const char *m = json_string_value(json_object_get(json_object_get(o, "error"), "message"));
+    snprintf(msg, sizeof msg, "%s", m ? m : "");
+    json_decref(o);
+    return msg;
+}
+
 // The sampler's cancel question: the server stops, or the client left.
 static int s_cancelled(void *arg) {
     s_conn_t *c = arg;
-    return atomic_load(&c->h->stopping) || s_gone(c->fd);
+    return atomic_load(&c->h->stopping) || atomic_load(&c->orphan) || s_gone(c->fd);
+}
+
+// A stream's events, from the generation thread (rl_http_call_t.write): queued for the reader.
+// The first resumes the connection (suspended since it was queued) for s_handler to answer with
+// the stream; later ones resume it when the reader waits. Non-zero: the stream cannot go on.
+static int s_stream_write(void *arg, const char *b, size_t n) {
+    s_conn_t *c = arg;
+    rl_http_t *h = c->h;
+    pthread_mutex_lock(&h->mu);
+    if (atomic_load(&c->orphan) || c->s_err) {
+        pthread_mutex_unlock(&h->mu);
+        return 1;
+    }
+    if (c->slen + n > c->scap) {
+        size_t cap = (c->slen + n) * 2;
+        char *nb = realloc(c->sbuf, cap);
+        if (!nb) {
+            c->s_err = 1;
+            pthread_mutex_unlock(&h->mu);
+            return 1;
+        }
+        c->sbuf = nb;
+        c->scap = cap;
+    }
+    memcpy(c->sbuf + c->slen, b, n);
+    c->slen += n;
+    int resume = !c->streaming || c->wait == 2;
+    c->resume_due |= c->wait == 1;
+    c->wait = c->wait == 2 ? 0 : c->wait;
+    c->streaming = 1;
+    pthread_mutex_unlock(&h->mu);
+    if (resume) {
+        MHD_resume_connection(c->con);
+    }
+    return 0;
+}
+
+// MHD's content reader of a stream (its I/O thread): the events queued; none yet: the connection
+// is suspended until the generation thread writes more; the end once the generation ended.
+static ssize_t s_stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    s_conn_t *c = cls;
+    rl_http_t *h = c->h;
+    pthread_mutex_lock(&h->mu);
+    if (c->soff < c->slen) {
+        size_t n = c->slen - c->soff < max ? c->slen - c->soff : max;
+        memcpy(buf, c->sbuf + c->soff, n);
+        c->soff += n;
+        if (c->soff == c->slen) {
+            c->soff = c->slen = 0;
+        }
+        pthread_mutex_unlock(&h->mu);
+        return (ssize_t)n;
+    }
+    if (c->s_end) {
+        int err = c->s_err;
+        pthread_mutex_unlock(&h->mu);
+        return err ? MHD_CONTENT_READER_END_WITH_ERROR : MHD_CONTENT_READER_END_OF_STREAM;
+    }
+    c->wait = 1;
+    pthread_mutex_unlock(&h->mu);
+    MHD_suspend_connection(c->con);
+    pthread_mutex_lock(&h->mu);
+    int resume = c->resume_due;
+    c->resume_due = 0;
+    c->wait = resume ? 0 : 2;
+    pthread_mutex_unlock(&h->mu);
+    if (resume) {
+        MHD_resume_connection(c->con);
+    }
+    return 0;
+}
+
+// The answer of a stream whose first event is written: 200, text/event-stream, chunked.
+static enum MHD_Result s_send_stream(struct MHD_Connection *con, s_conn_t *c) {
+    struct MHD_Response *r =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, s_stream_read, c, NULL);
+    if (!r) {
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "text/event-stream");
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    enum MHD_Result ret = MHD_queue_response(con, 200, r);
+    MHD_destroy_response(r);
+    return ret;
 }
 
 // Completions of this address waiting or running. Under h->mu.
@@ -898,11 +1060,13 @@ static void s_generate(rl_http_t *h, s_conn_t *c) {
     } else if (h->backend->acquire(h->backend->ctx, &model, &tok, why, sizeof why) != 0) {
         c->status = s_error(503, "server_error", NULL, &c->body, "%s", why);
     } else {
-        rl_http_call_t call = {h->max_work, s_cancelled, c};
+        rl_http_call_t call = {h->max_work, s_cancelled, c, NULL, NULL, NULL, NULL};
         if (c->chat) {
             rl_http_chat_t chat = {
                 h->chat_builtin ? h->chat_builtin : h->backend->chat_template,
                 h->chat_builtin ? h->chat_name : "the model's chat template", h->tool_parser};
+            call.write = s_stream_write;
+            call.write_arg = c;
             rl_http_chat(model, tok, &chat, h->backend->model_name, &call, c->buf ? c->buf : "",
                          c->len, &c->status, &c->body, &c->sse);
         } else {
@@ -914,7 +1078,8 @@ static void s_generate(rl_http_t *h, s_conn_t *c) {
             free(c->body);
             c->status = s_error(503, "server_error", NULL, &c->body, "the server is stopping");
         } else if (c->status == 499) {
-            rl_log_info("http: a client left; its completion stopped after %.1f s", s_now() - t0);
+            rl_log_info("http: a client left; its completion stopped after %.1f s (%s)",
+                        s_now() - t0, s_error_message(c->body));
         }
     }
 }
@@ -940,8 +1105,24 @@ static void *s_generator(void *arg) {
         pthread_mutex_lock(&h->mu);
         h->running = NULL;
         c->state = S_DONE;
+        int resume = 1;                // c is the I/O thread's again
+        if (atomic_load(&c->orphan)) { // its request is over: nobody else holds it
+            free(c->buf);
+            free(c->body);
+            free(c->sbuf);
+            free(c);
+            resume = 0;
+        } else if (c->streaming) { // the reader ends the stream once it has sent the rest
+            c->s_end = 1;
+            c->s_err |= c->status != 200; // cancelled: the stream breaks off
+            resume = c->wait == 2;
+            c->resume_due |= c->wait == 1;
+            c->wait = c->wait == 2 ? 0 : c->wait;
+        }
         pthread_mutex_unlock(&h->mu);
-        MHD_resume_connection(c->con); // c is the I/O thread's again
+        if (resume) {
+            MHD_resume_connection(c->con);
+        }
         pthread_mutex_lock(&h->mu);
     }
     pthread_mutex_unlock(&h->mu);
@@ -1019,10 +1200,17 @@ static enum MHD_Result s_handler(void *cls, struct MHD_Connection *con, const ch
         if (!(c = calloc(1, sizeof *c))) {
             return MHD_NO;
         }
+        atomic_init(&c->orphan, 0);
         c->fd = -1;
         *con_cls = c;
         s_phase(h, con, S_BODY);
         return MHD_YES;
+    }
+    pthread_mutex_lock(&h->mu);
+    int streaming = c->streaming;
+    pthread_mutex_unlock(&h->mu);
+    if (streaming) { // a stream, its first event written: answered by the reader
+        return s_send_stream(con, c);
     }
     if (c->state == S_DONE) { // a completion, back from the generation thread
         if (c->status == 499) {
@@ -1090,9 +1278,18 @@ static void s_completed(void *cls, struct MHD_Connection *con, void **con_cls,
     rl_http_t *h = cls;
     s_conn_t *c = *con_cls;
     if (c) {
-        free(c->buf);
-        free(c->body);
-        free(c);
+        pthread_mutex_lock(&h->mu);
+        int running = c->state == S_RUNNING; // a stream whose client left: the generation's
+        if (running) {
+            atomic_store(&c->orphan, 1);
+        }
+        pthread_mutex_unlock(&h->mu);
+        if (!running) {
+            free(c->buf);
+            free(c->body);
+            free(c->sbuf);
+            free(c);
+        }
     }
     *con_cls = NULL;
     s_phase(h, con, S_HEAD);

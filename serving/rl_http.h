@@ -1,8 +1,9 @@
 // rl_http — an OpenAI-compatible HTTP front of a model (docs/remote.md, "HTTP"): POST
 // /v1/completions (the legacy text completions API: prompt, max_tokens, temperature, top_p, n,
-// stop, seed, logprobs) and GET /v1/models, served by libmicrohttpd. The model comes from a
-// backend that lends it under its own lock for one request at a time: the policy a remote
-// sampler is training with (`rlctl sampler serve --http`), or a finished model (`rlctl serve`).
+// stop, seed, logprobs; vLLM's return_token_ids and ignore_eos), /v1/chat/completions and GET
+// /v1/models, served by libmicrohttpd. The model comes from a backend that lends it under its
+// own lock for one request at a time: the policy a remote sampler is training with (`rlctl
+// sampler serve --http`), or a finished model (`rlctl serve`).
 //
 // Completions are raw text in, raw text out (no chat template); a choice's text stops before the
 // first stop string or stop token; `logprobs: k` (0..5) returns the sampled tokens, their
@@ -96,6 +97,17 @@ typedef struct {
     int64_t max_work;         // as rl_http_opts_t's (0: RL_HTTP_MAX_WORK)
     int (*cancel)(void *arg); // NULL, or asked before every model step: non-zero stops the call
     void *cancel_arg;         // with status 499 (the client went away: nothing to answer)
+    // NULL, or called on the generating thread after every token of every choice (choice j of
+    // the reply, prompt-major): the first len bytes of text can no longer change (no stop string
+    // will cut them, no later token will finish a character there); done: the choice is over and
+    // text is its whole text, as the reply will carry it. text is borrowed for the call.
+    void (*on_text)(void *arg, int choice, const char *text, size_t len, int done);
+    void *text_arg;
+    // Chat completions with stream: true: NULL (the events are the body, written once generation
+    // is done), or where each server-sent event goes as it is made (the first once the first
+    // token is drawn); a non-zero return stops the stream (the call then ends as cancelled).
+    int (*write)(void *arg, const char *bytes, size_t len);
+    void *write_arg;
 } rl_http_call_t;
 
 // One completions request body (JSON) against model/tok, without HTTP: *status (200, 400, 499
@@ -119,8 +131,16 @@ typedef struct {
 // chat.completion shape: tool calls parsed back (finish_reason "tool_calls"), logprobs as
 // {"content": [{token, logprob, bytes, top_logprobs}]}, and with return_token_ids (vLLM's) the
 // prompt's and each choice's token ids. stream: true answers the same choices as server-sent
-// events (chat.completion.chunk objects, then "data: [DONE]"), written once generation is done;
-// *sse is then 1 (the body's content type is text/event-stream). As rl_http_complete otherwise.
+// events (chat.completion.chunk objects, then "data: [DONE]"): per choice a first chunk with the
+// role, content deltas as the text grows (a running choice holds back what a stop string, an
+// unfinished character or, with tools, a tool call or trailing spaces may yet change: the
+// deltas always add up to the message's content), then its tool calls, then a last chunk with
+// its finish reason, logprobs and token ids; then the usage chunk when asked. With call->write
+// the events go there as they are made, and once the first went, *status is 200 and *body_p
+// NULL whatever follows (an error after it is an event {"error": ...} that ends the stream), or
+// 499 when call->cancel or call->write stopped it (*body_p then says why, for a log; nothing is
+// to be sent); without call->write, the events are the body, *sse 1 (text/event-stream). As
+// rl_http_complete otherwise. ignore_eos (vLLM's, as in completions) is taken by both.
 int rl_http_chat(rl_model_t *model, rl_tokenizer_t *tok, const rl_http_chat_t *chat,
                  const char *model_name, const rl_http_call_t *call, const char *body, size_t len,
                  int *status, char **body_p, int *sse);

@@ -7,6 +7,7 @@
 
 #include "rl_chat.h"
 #include "rl_err.h"
+#include "rl_log.h"
 #include "rl_toolcall.h"
 
 #include <jansson.h>
@@ -14,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 
 #define S_MAX_TOP 5
 #define S_DEFAULT_MAX 1024 // max_tokens when the request gives none (capped by the context)
@@ -64,6 +67,7 @@ static int s_parse(json_t *o, const char *tmpl, s_chat_req_t *q, char **body_p) 
                                         "stream_options",
                                         "user",
                                         "return_token_ids",
+                                        "ignore_eos",
                                         "chat_template_kwargs",
                                         "presence_penalty",
                                         "frequency_penalty",
@@ -256,97 +260,236 @@ static json_t *s_choice(json_t *cc, const s_chat_req_t *q, int parser, int index
     return ch;
 }
 
-// The choices as server-sent events: per choice its role, its content, its tool calls and its
-// finish, then the usage when asked, then [DONE].
-static char *s_sse(json_t *reply, const s_chat_req_t *q) {
-    json_t *id = json_object_get(reply, "id"), *created = json_object_get(reply, "created");
-    json_t *model = json_object_get(reply, "model");
-    size_t cap = 4096, n = 0;
-    char *out = malloc(cap);
-    int bad = !out;
-    json_t *chunks = json_array();
+// ---- server-sent events
+//
+// A streamed reply: per choice a first chunk with its role, content deltas as its text grows,
+// then (once generation is done) the rest of its content, its tool calls and a last chunk with
+// its finish reason, logprobs and token ids; then the usage chunk when asked, then [DONE].
+
+typedef struct {
+    char *p;
+    size_t n;
+} s_text_t;
+
+typedef struct {
+    const s_chat_req_t *q;
+    int parser;
+    const rl_http_call_t *call; // the caller's (cancel, write), or NULL
+    char id[64];
+    json_int_t created;
+    const char *model;
+    char *buf; // without call->write: the events so far
+    size_t len, cap;
+    int started;    // an event went out
+    int failed;     // out of memory, or call->write refused: the stream stops
+    s_text_t *sent; // per choice: the content sent (NULL p: its role chunk has not gone)
+    int n_choices;
+} s_stream_t;
+
+static void s_put(s_stream_t *s, const char *b, size_t n) {
+    if (s->failed) {
+        return;
+    }
+    s->started = 1;
+    if (s->call && s->call->write) {
+        s->failed = s->call->write(s->call->write_arg, b, n) != 0;
+        return;
+    }
+    if (s->len + n + 1 > s->cap) {
+        size_t cap = (s->len + n + 1) * 2;
+        char *nb = realloc(s->buf, cap);
+        if (!nb) {
+            s->failed = 1;
+            return;
+        }
+        s->buf = nb;
+        s->cap = cap;
+    }
+    memcpy(s->buf + s->len, b, n);
+    s->len += n;
+    s->buf[s->len] = '\0';
+}
+
+// One event "data: JSON\n\n"; takes o (NULL: out of memory).
+static void s_event(s_stream_t *s, json_t *o) {
+    char *t = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (!t) {
+        s->failed = 1;
+        return;
+    }
+    s_put(s, "data: ", 6);
+    s_put(s, t, strlen(t));
+    s_put(s, "\n\n", 2);
+    free(t);
+}
+
+// A chat.completion.chunk of one choice; takes ch.
+static void s_chunk(s_stream_t *s, json_t *ch) {
+    json_t *c = json_pack("{s:s,s:s,s:I,s:s,s:[o]}", "id", s->id, "object", "chat.completion.chunk",
+                          "created", s->created, "model", s->model, "choices", ch);
+    if (c && s->q->usage_chunk) {
+        json_object_set_new(c, "usage", json_null());
+    }
+    s_event(s, c);
+}
+
+// A choice's delta chunk (takes delta), its role chunk first if it has not gone.
+static void s_delta(s_stream_t *s, int j, json_t *delta) {
+    if (j >= s->n_choices) {
+        s_text_t *ns = realloc(s->sent, (size_t)(j + 1) * sizeof *ns);
+        if (!ns) {
+            json_decref(delta);
+            s->failed = 1;
+            return;
+        }
+        memset(ns + s->n_choices, 0, (size_t)(j + 1 - s->n_choices) * sizeof *ns);
+        s->sent = ns;
+        s->n_choices = j + 1;
+    }
+    if (!s->sent[j].p) {
+        s->sent[j].p = calloc(1, 1);
+        s->failed |= !s->sent[j].p;
+        s_chunk(s, json_pack("{s:i,s:{s:s,s:s},s:n,s:n}", "index", j, "delta", "role", "assistant",
+                             "content", "", "logprobs", "finish_reason"));
+    }
+    if (delta) {
+        s_chunk(s, json_pack("{s:i,s:o,s:n,s:n}", "index", j, "delta", delta, "logprobs",
+                             "finish_reason"));
+    }
+}
+
+// The spaces rl_tool_parse trims.
+static int s_ws(char c) {
+    return c == ' ' || c == '\n' || c == '\t' || c == '\r';
+}
+
+// (rl_http_priv.h)
+void rl_http_visible(const char *t, size_t n, int tools, int parser, size_t *start, size_t *end) {
+    size_t a = 0;
+    if (!tools) {
+        *start = 0;
+        *end = n;
+        return;
+    }
+    while (a < n && s_ws(t[a])) {
+        a++;
+    }
+    size_t b = n;
+    if (parser == RL_TOOL_PARSER_LLAMA3_JSON) {
+        static const char tag[] = "<|python_tag|>";
+        size_t m = n - a < sizeof tag - 1 ? n - a : sizeof tag - 1;
+        if (a == n || t[a] == '{' || !memcmp(t + a, tag, m)) {
+            b = a; // a call may start here: nothing is sure until the choice is over
+        }
+    } else {
+        static const char open[] = "<tool_call>";
+        for (size_t i = a; i < b; i++) { // the first opening, or an end that may become one
+            size_t m = n - i < sizeof open - 1 ? n - i : sizeof open - 1;
+            if (!memcmp(t + i, open, m)) {
+                b = i;
+            }
+        }
+    }
+    while (b > a && s_ws(t[b - 1])) {
+        b--;
+    }
+    *start = a;
+    *end = b;
+}
+
+// call->on_text of a stream: the choice's new content, as a delta.
+static void s_on_text(void *arg, int j, const char *text, size_t len, int done) {
+    (void)done;
+    s_stream_t *s = arg;
+    size_t a, b;
+    rl_http_visible(text, len, s->q->parse_tools, s->parser, &a, &b);
+    s_delta(s, j, NULL);
+    if (s->failed || b - a <= s->sent[j].n) {
+        return;
+    }
+    const char *add = text + a + s->sent[j].n;
+    size_t n = b - a - s->sent[j].n;
+    char *np = realloc(s->sent[j].p, s->sent[j].n + n + 1);
+    if (!np) {
+        s->failed = 1;
+        return;
+    }
+    memcpy(np + s->sent[j].n, add, n);
+    s->sent[j].p = np;
+    s->sent[j].n += n;
+    np[s->sent[j].n] = '\0';
+    s_delta(s, j, json_pack("{s:s%}", "content", add, n));
+}
+
+// The stream's cancel: the caller's, or a stream that cannot go on.
+static int s_stream_cancel(void *arg) {
+    const s_stream_t *s = arg;
+    return s->failed || (s->call && s->call->cancel && s->call->cancel(s->call->cancel_arg));
+}
+
+// The end of a stream, from the reply's choices: per choice the content not sent yet, its tool
+// calls, its last chunk; then the usage when asked, then [DONE]. 0, or 500 (content sent that the
+// message does not begin with: a bug, said in an error event).
+static int s_finish(s_stream_t *s, json_t *reply) {
     size_t i;
     json_t *ch;
     json_array_foreach(json_object_get(reply, "choices"), i, ch) {
-        json_t *msg = json_object_get(ch, "message");
-        json_t *delta =
-            json_pack("{s:s,s:O}", "role", "assistant", "content", json_object_get(msg, "content"));
+        int j = (int)i;
+        json_t *msg = json_object_get(ch, "message"), *content = json_object_get(msg, "content");
+        s_delta(s, j, NULL);
+        if (s->failed) {
+            break;
+        }
+        const char *c = json_string_value(content);
+        size_t cn = json_string_length(content);
+        const s_text_t *sent = &s->sent[j];
+        if (sent->n > cn || memcmp(c ? c : "", sent->p, sent->n)) {
+            rl_log_error("http: the content streamed for choice %d is not the start of its "
+                         "message (a bug): %.200s",
+                         j, sent->p);
+            s_event(s, json_pack("{s:{s:s,s:s,s:n,s:n}}", "error", "message",
+                                 "the streamed content differs from the message (a bug)", "type",
+                                 "server_error", "param", "code"));
+            return 500;
+        }
+        if (cn > sent->n) {
+            s_delta(s, j, json_pack("{s:s%}", "content", c + sent->n, cn - sent->n));
+        }
         json_t *calls = json_object_get(msg, "tool_calls");
         if (calls) {
             json_t *tc = json_deep_copy(calls);
             size_t k;
-            json_t *c;
-            json_array_foreach(tc, k, c) {
-                json_object_set_new(c, "index", json_integer((json_int_t)k));
+            json_t *x;
+            json_array_foreach(tc, k, x) {
+                json_object_set_new(x, "index", json_integer((json_int_t)k));
             }
-            json_object_set_new(delta, "tool_calls", tc);
+            s_delta(s, j, json_pack("{s:o}", "tool_calls", tc));
         }
-        json_t *first = json_pack("{s:O,s:o,s:O}", "index", json_object_get(ch, "index"), "delta",
-                                  delta, "logprobs", json_object_get(ch, "logprobs"));
-        if (q->token_ids && json_object_get(ch, "token_ids")) {
-            json_object_set(first, "token_ids", json_object_get(ch, "token_ids"));
+        json_t *last = json_pack("{s:i,s:{},s:O,s:O}", "index", j, "delta", "logprobs",
+                                 json_object_get(ch, "logprobs"), "finish_reason",
+                                 json_object_get(ch, "finish_reason"));
+        if (last && s->q->token_ids) {
+            json_object_set(last, "token_ids", json_object_get(ch, "token_ids"));
+            json_object_set(last, "prompt_token_ids", json_object_get(reply, "prompt_token_ids"));
         }
-        json_object_set_new(first, "finish_reason", json_null());
-        json_array_append_new(chunks, json_pack("[o]", first));
-        json_array_append_new(chunks,
-                              json_pack("[{s:O,s:{},s:n,s:O}]", "index",
-                                        json_object_get(ch, "index"), "delta", "logprobs",
-                                        "finish_reason", json_object_get(ch, "finish_reason")));
+        s_chunk(s, last);
     }
-    json_array_foreach(chunks, i, ch) {
-        json_t *c = json_pack("{s:O,s:s,s:O,s:O,s:O}", "id", id, "object", "chat.completion.chunk",
-                              "created", created, "model", model, "choices", ch);
-        if (q->usage_chunk) {
-            json_object_set_new(c, "usage", json_null());
-        }
-        char *t = c ? json_dumps(c, JSON_COMPACT) : NULL;
-        json_decref(c);
-        size_t need = n + (t ? strlen(t) : 0) + 16;
-        if (!t || bad) {
-            bad = 1;
-        } else {
-            if (need > cap) {
-                char *q2 = realloc(out, need * 2);
-                bad = !q2;
-                out = q2 ? q2 : out;
-                cap = need * 2;
-            }
-            if (!bad) {
-                n += (size_t)sprintf(out + n, "data: %s\n\n", t);
-            }
-        }
-        free(t);
+    if (s->q->usage_chunk) {
+        s_event(s, json_pack("{s:s,s:s,s:I,s:s,s:[],s:O}", "id", s->id, "object",
+                             "chat.completion.chunk", "created", s->created, "model", s->model,
+                             "choices", "usage", json_object_get(reply, "usage")));
     }
-    if (!bad && q->usage_chunk) {
-        json_t *c = json_pack("{s:O,s:s,s:O,s:O,s:[],s:O}", "id", id, "object",
-                              "chat.completion.chunk", "created", created, "model", model,
-                              "choices", "usage", json_object_get(reply, "usage"));
-        char *t = c ? json_dumps(c, JSON_COMPACT) : NULL;
-        json_decref(c);
-        size_t need = n + (t ? strlen(t) : 0) + 32;
-        char *q2 = t ? realloc(out, need) : NULL;
-        if (q2) {
-            out = q2;
-            n += (size_t)sprintf(out + n, "data: %s\n\n", t);
-        } else {
-            bad = 1;
-        }
-        free(t);
+    s_put(s, "data: [DONE]\n\n", 14);
+    return 0;
+}
+
+static void s_stream_free(s_stream_t *s) {
+    for (int j = 0; j < s->n_choices; j++) {
+        free(s->sent[j].p);
     }
-    if (!bad) {
-        char *q2 = realloc(out, n + 16);
-        bad = !q2;
-        if (q2) {
-            out = q2;
-            n += (size_t)sprintf(out + n, "data: [DONE]\n\n");
-        }
-    }
-    json_decref(chunks);
-    if (bad) {
-        free(out);
-        return NULL;
-    }
-    return out;
+    free(s->sent);
+    free(s->buf);
 }
 
 int rl_http_chat(rl_model_t *model, rl_tokenizer_t *tok, const rl_http_chat_t *chat,
@@ -366,6 +509,34 @@ int rl_http_chat(rl_model_t *model, rl_tokenizer_t *tok, const rl_http_chat_t *c
     }
     s_chat_req_t q;
     int st = s_parse(o, chat ? chat->template_text : NULL, &q, body_p);
+    // the reply's id and time; a stream's state, and the call that feeds it
+    s_stream_t ss;
+    memset(&ss, 0, sizeof ss);
+    ss.q = &q;
+    ss.parser = chat ? chat->tool_parser : 0;
+    ss.call = call;
+    ss.model = model_name;
+    ss.created = (json_int_t)time(NULL);
+    unsigned char rnd[12];
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
+        memset(rnd, 0, sizeof rnd);
+    }
+    memcpy(ss.id, "chatcmpl-", 10);
+    for (size_t i = 0; i < sizeof rnd; i++) {
+        snprintf(ss.id + 9 + 2 * i, 3, "%02x", rnd[i]);
+    }
+    rl_http_call_t mine = {0};
+    if (call) {
+        mine = *call;
+    }
+    mine.write = NULL;
+    if (!st && q.stream) {
+        mine.cancel = s_stream_cancel;
+        mine.cancel_arg = &ss;
+        mine.on_text = s_on_text;
+        mine.text_arg = &ss;
+    }
+    const int live = q.stream && call && call->write; // events go out as they are made
     if (!st && (!chat || !chat->template_text)) {
         st = s_error(400, "messages", body_p,
                      "the model has no chat template (tokenizer_config.json's chat_template, or "
@@ -449,16 +620,33 @@ int rl_http_chat(rl_model_t *model, rl_tokenizer_t *tok, const rl_http_chat_t *c
         if (!req) {
             st = s_error(500, NULL, body_p, "out of memory");
         } else {
-            rl_http_complete(model, tok, model_name, call, req, strlen(req), &st, &cbody);
+            rl_http_complete(model, tok, model_name, &mine, req, strlen(req), &st, &cbody);
             free(req);
         }
     }
     json_decref(comp);
+    if (st && st != 200 && live && ss.started) { // the stream went out: its last event
+        if (st != 499 && cbody) {
+            s_put(&ss, "data: ", 6);
+            s_put(&ss, cbody, strlen(cbody));
+            s_put(&ss, "\n\n", 2);
+        }
+        free(*body_p);
+        *body_p = st == 499 ? cbody : NULL; // what stopped it, for the server's log
+        if (st != 499) {
+            free(cbody);
+        }
+        *status = st == 499 || ss.failed ? 499 : 200;
+        s_stream_free(&ss);
+        json_decref(o);
+        return 0;
+    }
     if (st && st != 200) { // an error from the completion: its body, as it is
         if (cbody) {
             free(*body_p);
             *body_p = cbody;
         }
+        s_stream_free(&ss);
         json_decref(o);
         *status = st;
         return 0;
@@ -476,26 +664,46 @@ int rl_http_chat(rl_model_t *model, rl_tokenizer_t *tok, const rl_http_chat_t *c
             json_array_append_new(choices, ch);
         }
     }
+    json_t *r = NULL;
     if (!st) {
-        const char *cid = json_string_value(json_object_get(cr, "id"));
-        char id[64];
-        snprintf(id, sizeof id, "chatcmpl-%s", cid && !strncmp(cid, "cmpl-", 5) ? cid + 5 : "0");
-        json_t *r = json_pack("{s:s,s:s,s:O,s:s,s:O,s:O}", "id", id, "object", "chat.completion",
-                              "created", json_object_get(cr, "created"), "model", model_name,
-                              "choices", choices, "usage", json_object_get(cr, "usage"));
+        r = json_pack("{s:s,s:s,s:I,s:s,s:O,s:O}", "id", ss.id, "object", "chat.completion",
+                      "created", ss.created, "model", model_name, "choices", choices, "usage",
+                      json_object_get(cr, "usage"));
         json_t *c0 = json_array_get(json_object_get(cr, "choices"), 0);
         if (r && q.token_ids) {
             json_object_set(r, "prompt_token_ids", json_object_get(c0, "prompt_token_ids"));
         }
-        if (r && q.stream) {
-            *body_p = s_sse(r, &q);
-            *sse = *body_p != NULL;
-        } else if (r) {
-            *body_p = json_dumps(r, JSON_COMPACT);
+        st = r ? 0 : s_error(500, NULL, body_p, "out of memory");
+    }
+    if (q.stream && (!st || (live && ss.started))) {
+        // a stream's end; or, live, the error that ends it
+        int bad = st ? st : s_finish(&ss, r);
+        if (live) {
+            if (st && *body_p) {
+                s_put(&ss, "data: ", 6);
+                s_put(&ss, *body_p, strlen(*body_p));
+                s_put(&ss, "\n\n", 2);
+            }
+            free(*body_p);
+            *body_p = NULL;
+            st = ss.failed ? 499 : 200;
+        } else if (ss.failed) {
+            st = s_error(500, NULL, body_p, "out of memory");
+        } else if (bad) {
+            st =
+                s_error(500, NULL, body_p, "the streamed content differs from the message (a bug)");
+        } else {
+            *body_p = ss.buf;
+            ss.buf = NULL;
+            *sse = 1;
+            st = 200;
         }
-        json_decref(r);
+    } else if (!st) {
+        *body_p = json_dumps(r, JSON_COMPACT);
         st = *body_p ? 200 : s_error(500, NULL, body_p, "out of memory");
     }
+    json_decref(r);
+    s_stream_free(&ss);
     json_decref(choices);
     json_decref(cr);
     json_decref(o);

@@ -4,7 +4,10 @@
 // chat.completion object; greedy content and token ids equal /v1/completions of the same
 // prompt rendered with chatml (the prompt's token ids too); logprobs and top_logprobs equal the
 // completions endpoint's; streaming gives the same content in chat.completion.chunk events, a
-// finish reason and the usage chunk; n with a seed gives repeatable choices; tools are taken
+// finish reason and the usage chunk; with n 2, a seed and a stop string each choice's deltas (one
+// per token or so) add up to its message; a client that leaves at the first delta of a long
+// generation (ignore_eos) stops it (the server's log says so) and the next request is served;
+// ignore_eos runs to max_tokens; n with a seed gives repeatable choices; tools are taken
 // with tool_choice auto and a text without a call has no tool_calls; refusals through the
 // client (an unknown field, tool_choice required, top_logprobs without logprobs, a bad
 // chat_template_kwargs) are 400 errors naming the field. Exits 1 on any failure.
@@ -33,6 +36,8 @@ function check(cond, what) {
 
 const server = spawn(rlctl, ["serve", "--model", path.join(src, "cookbook/models/arith-base"),
   "--http", "127.0.0.1:0", "--chat-template", "chatml", "--threads", "1"]);
+let serverLog = "";
+server.stderr.on("data", (d) => { serverLog += d; });
 const port = await new Promise((resolve, reject) => {
   let out = "";
   server.stdout.on("data", (d) => {
@@ -88,6 +93,47 @@ try {
   check(finish === ch.finish_reason && usage && usage.completion_tokens === r.usage.completion_tokens,
     `stream finish ${finish}, usage ${JSON.stringify(usage)}`);
   check(chunks >= 3, "chunks " + chunks);
+  // n 2, a seed and a stop string: each choice's deltas add up to its message; the content comes
+  // in several deltas (one per token here), not in one piece at the end
+  const req2 = { model: "arith-base", messages: [{ role: "user", content: "47*3+512=" }], max_tokens: 30,
+    temperature: 1, n: 2, seed: 7, stop: ["51"] };
+  const whole = await client.chat.completions.create(req2);
+  const parts = [[], []];
+  const finishes = [null, null];
+  for await (const k of await client.chat.completions.create({ ...req2, stream: true })) {
+    for (const x of k.choices) {
+      if (x.delta?.content) parts[x.index].push(x.delta.content);
+      finishes[x.index] = x.finish_reason ?? finishes[x.index];
+    }
+  }
+  for (const i of [0, 1]) {
+    check(parts[i].join("") === whole.choices[i].message.content && finishes[i] === whole.choices[i].finish_reason,
+      `choice ${i} streamed ${JSON.stringify(parts[i].join(""))} (${finishes[i]}), the message is ${JSON.stringify(whole.choices[i].message.content)}`);
+    check(parts[i].length >= 3, `choice ${i}: ${parts[i].length} deltas`);
+  }
+  // the first delta arrives while the generation runs: the client that leaves on it stops the
+  // generation (64 choices x 100 tokens, ignore_eos, and their logprobs: about a second here)
+  const long = await client.chat.completions.create({ model: "arith-base", messages, max_tokens: 100,
+    n: 64, temperature: 1, ignore_eos: true, logprobs: true, top_logprobs: 5, stream: true });
+  let firstAt = null;
+  const t0 = Date.now();
+  for await (const k of long) {
+    if (k.choices.some((x) => x.delta?.content)) {
+      firstAt = Date.now() - t0;
+      break; // the client closes the connection
+    }
+  }
+  check(firstAt !== null, "a content delta");
+  await new Promise((r) => setTimeout(r, 1500));
+  check(/a client left; its completion stopped after [0-9.]+ s \(cancelled/.test(serverLog),
+    "the server's log does not say the stream's generation stopped when its client left:\n" + serverLog);
+  const after = await client.chat.completions.create({ model: "arith-base", messages, max_tokens: 4 });
+  check(after.choices.length === 1, "a completion after the client left");
+  // ignore_eos: max_tokens tokens, finish "length"
+  const ie = await client.chat.completions.create({ model: "arith-base", messages, max_tokens: 40,
+    temperature: 0, ignore_eos: true, return_token_ids: true });
+  check(ie.choices[0].finish_reason === "length" && ie.choices[0].token_ids.length === 40 &&
+    ie.usage.completion_tokens === 40, `ignore_eos: ${ie.choices[0].finish_reason}, ${ie.usage.completion_tokens} tokens`);
   // n and a seed: repeatable choices
   const a = await client.chat.completions.create({ model: "arith-base", messages, max_tokens: 6, n: 2, seed: 5 });
   const b = await client.chat.completions.create({ model: "arith-base", messages, max_tokens: 6, n: 2, seed: 5 });

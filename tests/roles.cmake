@@ -40,14 +40,15 @@ add_test(NAME roles.http COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/ht
 set_tests_properties(roles.http PROPERTIES TIMEOUT 300 LABELS integration)
 # POST /v1/chat/completions with the official OpenAI Node client (fetched by
 # tests/reference/fetch_openai.sh): content, token ids and logprobs equal /v1/completions of the
-# chatml-rendered prompt; streaming; n with a seed; tools; refusals naming the field
+# chatml-rendered prompt; streaming (deltas add up to the message; a client leaving at the first
+# delta stops the generation); ignore_eos; n with a seed; tools; refusals naming the field
 add_test(NAME roles.http_chat COMMAND node ${CMAKE_CURRENT_SOURCE_DIR}/chat_check.mjs
          $<TARGET_FILE:rlctl> ${CMAKE_SOURCE_DIR})
 set_tests_properties(roles.http_chat PROPERTIES TIMEOUT 120 LABELS integration)
 # the spread of a step's prompts over the samplers (roles.balance: even, speed)
 rl_add_test(NAME roles.split SOURCES test_split.c LIBS rl_algorithms rl_serving LABELS unit TIMEOUT 60)
 # rl_http_complete without HTTP: a reply never leaves a value out (a NaN model: 500; an
-# overflowing temperature: 400), the work cap, the cancel callback
+# overflowing temperature: 400), the work cap, the cancel callback; rl_http_chat's stream
 rl_add_test(NAME roles.http_complete SOURCES test_http.c LIBS rl_algorithms rl_serving LABELS unit TIMEOUT 60)
 # the endpoint's limits from outside, each client an address of its own on loopback: Slowloris
 # (per-client connections, the head and body deadlines), generation off the I/O thread, the

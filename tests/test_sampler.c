@@ -129,6 +129,25 @@ static int s_same(const rl_sampler_result_t *a, const rl_sampler_result_t *b, in
 
 static double s_worst_gap = 0.0;
 
+// on_token's view of a call, against the results of the same call made before.
+typedef struct {
+    const rl_sampler_result_t *want;
+    int n, bad, done;
+} s_seen_t;
+static int s_seen_len[64];
+
+static void s_on_token(void *arg, const rl_sampler_result_t *r, int done) {
+    s_seen_t *s = arg;
+    int k = r->prompt * 4 + r->sample; // n 4
+    const rl_sampler_result_t *w = &s->want[k];
+    int i = r->n_ids - 1;
+    s->bad += k >= 64 || i != s_seen_len[k] || i >= w->n_ids || r->ids[i] != w->ids[i] ||
+              r->logprobs[i] != w->logprobs[i] || done != (i == w->n_ids - 1) ||
+              (done && r->finish != w->finish);
+    s_seen_len[k < 64 ? k : 0]++;
+    s->done += done;
+}
+
 static void s_test_engine(int which) {
     rl_model_t *m = s_model(which);
     CHECK(m != NULL);
@@ -190,13 +209,23 @@ static void s_test_engine(int which) {
         CHECK_MSG(gap < 1e-5, "model %d setting %d: gap %g", which, si, gap);
         s_worst_gap = gap > s_worst_gap ? gap : s_worst_gap;
 
-        // determinism: the same call again gives bitwise the same output
+        // determinism: the same call again gives bitwise the same output, with on_token too;
+        // on_token sees each sequence's tokens one at a time, in order, done with its last
         rl_sampler_result_t *again = NULL;
-        rc = rl_sampler_generate(s, prompts, N_PROMPTS, &p, &again);
+        s_seen_t seen = {res, 0, 0, 0};
+        rl_sampler_params_t pt = p;
+        pt.on_token = s_on_token;
+        pt.on_token_arg = &seen;
+        memset(s_seen_len, 0, sizeof s_seen_len);
+        rc = rl_sampler_generate(s, prompts, N_PROMPTS, &pt, &again);
         CHECK(rc == 0);
         for (int k = 0; rc == 0 && k < total; k++) {
             CHECK_MSG(s_same(&res[k], &again[k], 1), "rerun differs at %d", k);
+            CHECK_MSG(s_seen_len[k] == res[k].n_ids, "on_token saw %d tokens of %d's %d",
+                      s_seen_len[k], k, res[k].n_ids);
         }
+        CHECK_MSG(!seen.bad && seen.done == total, "on_token: %d wrong, %d done of %d", seen.bad,
+                  seen.done, total);
         rl_sampler_results_free(&again, total);
 
         // batch composition: each prompt alone (same index), and all of them through 3 slots
