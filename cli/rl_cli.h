@@ -39,6 +39,7 @@ int rl_cmd_template(int argc, char **argv);
 int rl_cli_eval_recipe(int argc, char **argv);
 int rl_cmd_serve(int argc, char **argv);
 int rl_cmd_env(int argc, char **argv);
+int rl_cmd_devices(int argc, char **argv);
 
 // Reads the recipe's model folder as `run` will: config.json, weights that match it, and a
 // tokenizer that fits its vocabulary. Problems are reported at the recipe line that named the

@@ -1,0 +1,100 @@
+// tests for `rlctl devices`: without a usable GPU (a CUDA module that is not there) it lists the
+// CPU (its cores as this process's affinity counts them, its memory) and says why there is no
+// GPU, exit 0, in text and JSON; with the CUDA module emulated on the CPU (tests/cuemu: the fake
+// device list of CUEMU_DEVICES and CUEMU_MEMORY) it lists each device with its memory, compute
+// capability and whether rlctl can use it, and no device at all is said so;
+// CUDA_VISIBLE_DEVICES is echoed; an unknown argument is exit 2.
+#define _GNU_SOURCE // sched_getaffinity, CPU_COUNT
+#include "rl_test.h"
+
+#include <jansson.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+
+static char s_out[1 << 16];
+
+static int s_run(const char *env, const char *args) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "env %s '%s/rlctl' devices %s 2>&1", env, RL_BINARY_DIR, args);
+    return rl_test_shell(cmd, s_out, sizeof s_out);
+}
+
+static json_t *s_json(const char *env) {
+    CHECK_INT(s_run(env, "--json"), 0);
+    json_t *o = json_loads(s_out, 0, NULL);
+    CHECK_MSG(o != NULL, "--json is not JSON: %s", s_out);
+    return o;
+}
+
+static void s_test_no_gpu(void) {
+    const char *env = "RLCTL_CUDA_MODULE=/nonexistent/librlctl_cuda.so";
+    CHECK_INT(s_run(env, ""), 0);
+    CHECK_CONTAINS(s_out, "cpu ");
+    CHECK_CONTAINS(s_out, "no GPU: ");
+    CHECK_CONTAINS(s_out, "RLCTL_CUDA_MODULE=/nonexistent/librlctl_cuda.so");
+    json_t *o = s_json(env);
+    json_t *cpu = json_object_get(o, "cpu"), *cu = json_object_get(o, "cuda");
+    cpu_set_t set;
+    CHECK(sched_getaffinity(0, sizeof set, &set) == 0);
+    CHECK_INT(json_integer_value(json_object_get(cpu, "cores")), CPU_COUNT(&set));
+    CHECK(json_integer_value(json_object_get(cpu, "mem_total")) > (1LL << 26));
+    CHECK(json_integer_value(json_object_get(cpu, "mem_available")) > 0);
+    CHECK_INT(json_array_size(json_object_get(cu, "devices")), 0);
+    CHECK_CONTAINS(json_string_value(json_object_get(cu, "why")), "RLCTL_CUDA_MODULE");
+    CHECK(json_is_null(json_object_get(cu, "driver_version")));
+    json_decref(o);
+    CHECK_INT(s_run("", "--frobnicate"), 2);
+    CHECK_CONTAINS(s_out, "'--frobnicate'");
+    CHECK_INT(s_run("", "cuda"), 2);
+    CHECK_CONTAINS(s_out, "unknown argument 'cuda'");
+}
+
+static void s_test_emulated(void) {
+#ifdef RL_CUEMU_MODULE
+    char env[1024];
+    snprintf(env, sizeof env,
+             "RLCTL_CUDA_MODULE=%s CUEMU_DEVICES=3 CUEMU_MEMORY=5G CUDA_VISIBLE_DEVICES=0,1,2",
+             RL_CUEMU_MODULE);
+    CHECK_INT(s_run(env, ""), 0);
+    CHECK_CONTAINS(s_out, "cuda:2   cuemu (CPU emulation): 5.0 GiB (5.0 GiB free), compute "
+                          "capability 9.0");
+    CHECK_CONTAINS(s_out, "CUDA_VISIBLE_DEVICES=0,1,2");
+    CHECK(!strstr(s_out, "no GPU"));
+    json_t *o = s_json(env);
+    json_t *cu = json_object_get(o, "cuda"), *devs = json_object_get(cu, "devices");
+    CHECK_INT(json_array_size(devs), 3);
+    size_t i;
+    json_t *d;
+    json_array_foreach(devs, i, d) {
+        char name[32];
+        snprintf(name, sizeof name, "cuda:%zu", i);
+        CHECK_STR(json_string_value(json_object_get(d, "device")), name);
+        CHECK_INT(json_integer_value(json_object_get(d, "mem_total")), 5LL << 30);
+        CHECK_STR(json_string_value(json_object_get(d, "compute_capability")), "9.0");
+        CHECK(json_is_true(json_object_get(d, "usable")) &&
+              json_is_null(json_object_get(d, "why")));
+    }
+    CHECK(json_is_null(json_object_get(cu, "why")));
+    CHECK_STR(json_string_value(json_object_get(cu, "visible_devices")), "0,1,2");
+    CHECK_STR(json_string_value(json_object_get(cu, "driver_version")), "13.0");
+    json_decref(o);
+    // the driver sees no device
+    snprintf(env, sizeof env, "RLCTL_CUDA_MODULE=%s CUEMU_DEVICES=0", RL_CUEMU_MODULE);
+    o = s_json(env);
+    cu = json_object_get(o, "cuda");
+    CHECK_INT(json_array_size(json_object_get(cu, "devices")), 0);
+    CHECK_MSG(json_string_value(json_object_get(cu, "why")) != NULL, "no why: %s", s_out);
+    json_decref(o);
+    CHECK_INT(s_run(env, ""), 0);
+    CHECK_CONTAINS(s_out, "no GPU: ");
+#else
+    printf("no emulated CUDA module in this build: its checks are not run\n");
+#endif
+}
+
+int main(void) {
+    RL_TEST_RUN(s_test_no_gpu);
+    RL_TEST_RUN(s_test_emulated);
+    RL_TEST_DONE();
+}
