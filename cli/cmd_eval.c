@@ -25,7 +25,7 @@ static const char s_help[] =
     "       rlctl eval --model DIR [--adapter DIR] --data FILE [--limit N] [--n N]\n"
     "                  [--temperature T] [--top-p P] [--top-k K] [--max-new-tokens K]\n"
     "                  [--seed S] [--prompt-field NAME] [--answer-field NAME] [--threads N]\n"
-    "                  [--json]\n\n"
+    "                  [--device D] [--json]\n\n"
     "Completes each row's prompt (encoded as is, no special tokens) and scores the completion\n"
     "with the math_answer rule: the number after the last \"#### \", else the last number in\n"
     "the text, compared with the row's answer after removing commas. Prints the accuracy (mean\n"
@@ -42,6 +42,9 @@ static const char s_help[] =
     "  --seed S             RNG seed (default 0)\n"
     "  --prompt-field NAME  (default prompt)    --answer-field NAME  (default answer)\n"
     "  --threads N          compute threads (default 0 = all cores)\n"
+    "  --device D           cpu (the default); cuda or cuda:N is checked (with no usable GPU,\n"
+    "                       exit 2 saying what was found) and then refused: sampling does\n"
+    "                       not run on a GPU yet\n"
     "  --json               print {\"accuracy\", \"format_rate\", ...} as JSON\n\n"
     "With a recipe it evaluates as the run does (docs/training.md, Evaluation): data.eval's\n"
     "first train.eval_samples prompts rendered as the run renders them, train.eval_k\n"
@@ -68,7 +71,7 @@ static const char s_pairs_help[] =
 
 typedef struct {
     const char *model_dir, *adapter, *data_path, *out_path;
-    const char *prompt_field, *answer_field;
+    const char *prompt_field, *answer_field, *device;
     int limit, n, top_k, max_new, threads, json;
     float temperature, top_p;
     uint64_t seed;
@@ -102,6 +105,8 @@ static int s_parse(const char *cmd, int pairs, int argc, char **argv, s_opts_t *
             o->prompt_field = v;
         } else if (!strcmp(a, "--answer-field")) {
             o->answer_field = v;
+        } else if (!strcmp(a, "--device")) {
+            o->device = v;
         } else if (!strcmp(a, "--limit")) {
             rc = rl_cli_int(cmd, a, v, 0, 1 << 30, &o->limit);
         } else if (!strcmp(a, "--n")) {
@@ -213,6 +218,10 @@ static int s_eval_or_pairs(const char *cmd, int pairs, int argc, char **argv) {
     rl_sampler_t *sampler = NULL;
     rl_eval_data_t *data = NULL;
     s_collect_t col = {0};
+    rl_device_t dev;
+    if ((rc = rl_cli_device(cmd, o.device, 1, &dev)) != 0) {
+        return rc;
+    }
     if ((rc = rl_cli_load_model(cmd, o.model_dir, o.adapter, o.threads, &model, &tok)) != 0) {
         goto done;
     }

@@ -21,7 +21,7 @@
 static const char s_help[] =
     "usage: rlctl generate --model DIR [--adapter DIR] --prompt TEXT [--chat] [--n N]\n"
     "                      [--max-new-tokens K] [--temperature T] [--top-p P] [--top-k K]\n"
-    "                      [--seed S] [--stop-id ID]... [--threads N] [--json]\n\n"
+    "                      [--seed S] [--stop-id ID]... [--threads N] [--device D] [--json]\n\n"
     "Samples N completions of a prompt. The prompt is encoded as is (no BOS is added), or with\n"
     "--chat as one user message in the model's chat template followed by the assistant header.\n"
     "A completion ends at a stop token (the eos ids of config.json and generation_config.json,\n"
@@ -43,6 +43,9 @@ static const char s_help[] =
     "  --seed S             RNG seed (default 0); same seed and threads, same output\n"
     "  --stop-id ID         one more stop token id (repeatable)\n"
     "  --threads N          compute threads (default 0 = all cores)\n"
+    "  --device D           cpu (the default); cuda or cuda:N is checked (with no usable GPU,\n"
+    "                       exit 2 saying what was found) and then refused: sampling does\n"
+    "                       not run on a GPU yet\n"
     "  --json               print {\"prompt_ids\": [...], \"samples\": [{\"ids\", \"text\",\n"
     "                       \"logprobs\", \"finish_reason\"}]} (ids: the completion only)\n"
     "  -h, --help           this help\n";
@@ -50,7 +53,7 @@ static const char s_help[] =
 #define S_MAX_STOP 64
 
 typedef struct {
-    const char *model, *adapter, *prompt;
+    const char *model, *adapter, *prompt, *device;
     int chat, json, n, max_new, top_k, threads, max_new_set;
     float temperature, top_p;
     uint64_t seed;
@@ -82,8 +85,9 @@ static int s_parse(int argc, char **argv, s_opts_t *o) {
             continue;
         }
         static const char *const with_value[] = {
-            "--model", "--adapter", "--prompt", "--n", "--max-new-tokens", "--temperature",
-            "--top-p", "--top-k", "--seed", "--stop-id", "--threads", NULL};
+            "--model",       "--adapter", "--prompt", "--n",    "--max-new-tokens",
+            "--temperature", "--top-p",   "--top-k",  "--seed", "--stop-id",
+            "--threads",     "--device",  NULL};
         int known = 0;
         for (int j = 0; with_value[j]; j++) {
             known |= strcmp(a, with_value[j]) == 0;
@@ -104,6 +108,8 @@ static int s_parse(int argc, char **argv, s_opts_t *o) {
             o->adapter = v;
         } else if (strcmp(a, "--prompt") == 0) {
             o->prompt = v;
+        } else if (strcmp(a, "--device") == 0) {
+            o->device = v;
         } else if (strcmp(a, "--n") == 0) {
             rc = s_int(a, v, 1, 100000, &o->n);
         } else if (strcmp(a, "--max-new-tokens") == 0) {
@@ -189,6 +195,10 @@ int rl_cmd_generate(int argc, char **argv) {
     int32_t *prompt_ids = NULL;
     size_t n_prompt = 0;
     rl_tokenizer_t *tok = NULL;
+    rl_device_t dev;
+    if ((rc = rl_cli_device("generate", o.device, 1, &dev)) != 0) {
+        return rc;
+    }
     rc = rl_cli_load_model("generate", o.model, o.adapter, o.threads, &model, &tok);
     if (rc) {
         goto done;

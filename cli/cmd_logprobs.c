@@ -19,7 +19,7 @@
 
 static const char s_help[] =
     "usage: rlctl logprobs --model DIR [--adapter DIR] --prompt TEXT --completion TEXT\n"
-    "                      [--chat] [--temperature T] [--threads N] [--json]\n\n"
+    "                      [--chat] [--temperature T] [--threads N] [--device D] [--json]\n\n"
     "Prints log p(token | everything before it) for each token of the completion, and their\n"
     "sum: log_softmax(logits / T) over the whole vocabulary (T = 1 when 0 is given, the greedy\n"
     "convention of `rlctl generate`). Prompt and completion are encoded separately (no BOS is\n"
@@ -33,12 +33,15 @@ static const char s_help[] =
     "  --chat               render the prompt with the tokenizer's chat template, as generate\n"
     "  --temperature T      temperature of the distribution (default 1)\n"
     "  --threads N          compute threads (default 0 = all cores)\n"
+    "  --device D           cpu (default), cuda or cuda:N: the forward on that GPU (bf16\n"
+    "                       matmuls: docs/gpu.md states the tolerance); with no usable GPU,\n"
+    "                       exit 2 before anything is loaded, saying what was found\n"
     "  --json               print {\"prompt_ids\", \"completion_ids\", \"logprobs\", \"sum\"}\n"
     "  -h, --help           this help\n"
     "\nPlain output: one line per completion token (id, token, logprob), then the sum.\n";
 
 typedef struct {
-    const char *model, *adapter, *prompt, *completion;
+    const char *model, *adapter, *prompt, *completion, *device;
     int chat, json, threads;
     float temperature;
 } s_opts_t;
@@ -66,6 +69,8 @@ static int s_parse(int argc, char **argv, s_opts_t *o) {
             slot = &o->prompt;
         } else if (strcmp(a, "--completion") == 0) {
             slot = &o->completion;
+        } else if (strcmp(a, "--device") == 0) {
+            slot = &o->device;
         } else if (strcmp(a, "--temperature") == 0 || strcmp(a, "--threads") == 0) {
             slot = &num;
         } else {
@@ -145,14 +150,26 @@ int rl_cmd_logprobs(int argc, char **argv) {
     float *logp = NULL;
     size_t P = 0, C = 0;
     rl_tokenizer_t *tok = NULL;
-    rc = rl_cli_load_model("logprobs", o.model, o.adapter, o.threads, &model, &tok);
+    rl_device_t dev;
+    rc = rl_cli_device("logprobs", o.device, 0, &dev);
     if (rc) {
-        goto done;
+        return rc;
+    }
+    char err[1024];
+    tok = rl_tokenizer_new_dir(o.model, err, sizeof err); // the tokens first: a GPU holds T rows
+    if (!tok) {
+        fprintf(stderr, "rlctl logprobs: %s\n", err);
+        return RL_EXIT_USAGE;
     }
     rc = rl_cli_encode("logprobs", tok, "prompt", o.model, o.prompt, o.chat, &p_ids, &P);
     if (!rc) {
         rc = rl_cli_encode("logprobs", tok, "completion", o.model, o.completion, 0, &c_ids,
                            &C);
+    }
+    rl_tokenizer_destroy(&tok);
+    if (!rc) {
+        rc = rl_cli_load_model_on("logprobs", o.model, o.adapter, o.threads, &dev,
+                                  (int)(P + C > 0 ? P + C : 1), &model, &tok);
     }
     if (rc) {
         goto done;

@@ -19,7 +19,7 @@ static void s_help(FILE *out) {
             "usage: rlctl serve --model DIR [--adapter DIR] [--http HOST:PORT]\n"
             "                   [--http-token FILE] [--http-max-work N] [--threads N]\n"
             "                   [--name NAME] [--chat-template chatml|llama3]\n"
-            "                   [--tool-parser hermes|llama3_json]\n\n"
+            "                   [--tool-parser hermes|llama3_json] [--device D]\n\n"
             "Serves the model (with a PEFT LoRA adapter, e.g. a run's final/) as an\n"
             "OpenAI-compatible endpoint: POST /v1/completions (prompt, max_tokens, temperature,\n"
             "top_p, n, stop, seed, logprobs 0..5), POST /v1/chat/completions (messages and\n"
@@ -45,7 +45,10 @@ static void s_help(FILE *out) {
             "  --chat-template T  chat completions' template: a built-in (chatml, llama3)\n"
             "                     instead of the model's own (tokenizer_config.json's)\n"
             "  --tool-parser P    how tool calls are read from the text: hermes (default;\n"
-            "                     Qwen's <tool_call> blocks) or llama3_json\n");
+            "                     Qwen's <tool_call> blocks) or llama3_json\n"
+            "  --device D         cpu (the default); cuda or cuda:N is checked (with no usable\n"
+            "                     GPU, exit 2 saying what was found) and then refused: sampling\n"
+            "                     does not run on a GPU yet\n");
 }
 
 typedef struct {
@@ -76,7 +79,7 @@ int rl_cmd_serve(int argc, char **argv) {
         return RL_EXIT_OK;
     }
     const char *model = NULL, *adapter = NULL, *http = "127.0.0.1:8000", *token = NULL,
-               *name = NULL, *chat_template = NULL, *tool_parser = NULL;
+               *name = NULL, *chat_template = NULL, *tool_parser = NULL, *device = NULL;
     int threads = 0, max_work = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -99,6 +102,8 @@ int rl_cmd_serve(int argc, char **argv) {
             chat_template = v;
         } else if (!strcmp(a, "--tool-parser")) {
             tool_parser = v;
+        } else if (!strcmp(a, "--device")) {
+            device = v;
         } else if (!strcmp(a, "--threads")) {
             bad = rl_cli_int("serve", a, v, 0, 4096, &threads);
         } else if (!strcmp(a, "--http-max-work")) {
@@ -115,6 +120,11 @@ int rl_cmd_serve(int argc, char **argv) {
     if (!model) {
         s_help(stderr);
         return RL_EXIT_USAGE;
+    }
+    rl_device_t dev;
+    int drc = rl_cli_device("serve", device, 1, &dev);
+    if (drc) {
+        return drc;
     }
     // SIGINT/SIGTERM are waited for below: blocked before the HTTP thread starts
     sigset_t set;

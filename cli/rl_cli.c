@@ -65,12 +65,44 @@ int rl_cli_u64(const char *cmd, const char *flag, const char *v, uint64_t *out) 
     return 0;
 }
 
+int rl_cli_device(const char *cmd, const char *text, int sampling, rl_device_t *out) {
+    memset(out, 0, sizeof *out);
+    if (!text) {
+        return 0;
+    }
+    char err[2048];
+    if (rl_device_parse(text, out, err, sizeof err) != 0 ||
+        rl_device_check(out, 0, NULL, err, sizeof err) != 0) {
+        fprintf(stderr, "rlctl %s: --device %s: %s\n", cmd, text, err);
+        return RL_EXIT_USAGE;
+    }
+    if (out->cuda && sampling) {
+        fprintf(stderr,
+                "rlctl %s: --device %s: sampling does not run on a GPU yet (the model's training "
+                "forward and backward do; the device sampler is the next part of issue 27): use "
+                "--device cpu\n",
+                cmd, text);
+        return RL_EXIT_USAGE;
+    }
+    return 0;
+}
+
 int rl_cli_load_model(const char *cmd, const char *model_dir, const char *adapter, int threads,
                       rl_model_t **model_p, rl_tokenizer_t **tok_p) {
+    return rl_cli_load_model_on(cmd, model_dir, adapter, threads, NULL, 0, model_p, tok_p);
+}
+
+int rl_cli_load_model_on(const char *cmd, const char *model_dir, const char *adapter, int threads,
+                         const rl_device_t *device, int rows, rl_model_t **model_p,
+                         rl_tokenizer_t **tok_p) {
     char err[1024];
     rl_model_opts_t mo;
     rl_model_opts_default(&mo);
     mo.threads = threads;
+    if (device) {
+        mo.device = *device;
+        mo.device_rows = rows;
+    }
     rl_model_t *model = rl_model_load(model_dir, &mo, err, sizeof err);
     rl_tokenizer_t *tok = model ? rl_tokenizer_new_dir(model_dir, err, sizeof err) : NULL;
     if (!model || !tok) {
@@ -133,6 +165,20 @@ int rl_cli_check_model(const rl_recipe_t *r, char *err, size_t err_len) {
     rl_hf_config_t cfg;
     rl_st_model_t *weights = NULL;
     rl_tokenizer_t *tok = NULL;
+    // the device first: a GPU that is not there is refused before anything is read
+    rl_device_t dev;
+    const char *dn = r->model.device ? r->model.device : "cpu";
+    if (rl_device_parse(dn, &dev, msg, sizeof msg) != 0 ||
+        rl_device_check(&dev, 0, NULL, msg, sizeof msg) != 0) {
+        return rl_recipe_errorf(r, "model.device", err, err_len, RL_EINVAL, "%s", msg);
+    }
+    if (dev.cuda) {
+        return rl_recipe_errorf(r, "model.device", err, err_len, RL_EINVAL,
+                                "%s is usable, but a recipe's roles do not run on a GPU yet "
+                                "(the model's device half is built and the roles' placement is "
+                                "issue 31: docs/gpu.md); use model.device=cpu",
+                                dn);
+    }
     int rc = rl_hf_config_load(r->model.path, &cfg, msg, sizeof msg);
     if (rc != 0) {
         return rl_recipe_errorf(r, "model.path", err, err_len, RL_EINVAL, "%s", msg);

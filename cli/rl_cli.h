@@ -72,6 +72,18 @@ int rl_cli_u64(const char *cmd, const char *flag, const char *v, uint64_t *out);
 // caller owns *model_p and *tok_p; free with rl_model_destroy and rl_tokenizer_destroy.
 int rl_cli_load_model(const char *cmd, const char *model_dir, const char *adapter, int threads,
                       rl_model_t **model_p, rl_tokenizer_t **tok_p);
+// As rl_cli_load_model, with the model's forward on device (NULL: the CPU) for at most rows
+// tokens at once (opts.device_rows; 0: rl_model's default).
+int rl_cli_load_model_on(const char *cmd, const char *model_dir, const char *adapter, int threads,
+                         const rl_device_t *device, int rows, rl_model_t **model_p,
+                         rl_tokenizer_t **tok_p);
+
+// A command's --device (text NULL: the CPU): parsed and checked before anything is loaded
+// (rl_device_check). sampling: the command samples, which no GPU does yet (the device sampler
+// is issue 27's next part): a usable GPU is refused, saying so. Returns 0 with *out set, or
+// RL_EXIT_USAGE after printing "rlctl CMD: --device TEXT: why" (no driver, no device, an index
+// out of range, ... in rl_device's words).
+int rl_cli_device(const char *cmd, const char *text, int sampling, rl_device_t *out);
 
 // Encodes `in` (no special tokens), or with chat = 1 `in` as one user turn of the tokenizer's
 // chat template plus the assistant header. Problems are printed as "rlctl <cmd>: <what>: ..."

@@ -31,18 +31,18 @@ static const s_command_t s_commands[] = {
      "model= adapter= out= dtype= max-shard-size="},
     {"generate", rl_cmd_generate, "sample completions of a prompt from a model",
      "model= adapter= prompt= chat json n= max-new-tokens= temperature= top-p= top-k= seed= "
-     "stop-id= threads="},
+     "stop-id= threads= device="},
     {"eval", rl_cmd_eval,
      "evaluate a model or run on held-out data (a recipe's rewards, or accuracy)",
      "model= adapter= data= prompt-field= answer-field= limit= n= max-new-tokens= temperature= "
-     "top-p= top-k= seed= threads= json run="},
+     "top-p= top-k= seed= threads= json run= device="},
     {"pairs", rl_cmd_pairs, "preference pairs (right vs wrong) from a model's own samples",
      "model= adapter= data= prompt-field= answer-field= limit= n= max-new-tokens= temperature= "
      "top-p= top-k= seed= threads= out="},
     {"template", rl_cmd_template, "render a conversation with a model's chat template",
      "model= tokenizer-config= template= messages= add-generation-prompt kwargs="},
     {"logprobs", rl_cmd_logprobs, "per-token logprobs of a completion given a prompt",
-     "model= adapter= prompt= completion= chat json temperature= threads="},
+     "model= adapter= prompt= completion= chat json temperature= threads= device="},
     {"traj", rl_cmd_traj,
      "list, show and export the completions a run sampled; check and salvage its store",
      "jsonl step= eval"},
@@ -54,7 +54,7 @@ static const s_command_t s_commands[] = {
     {"serve", rl_cmd_serve,
      "serve a model over OpenAI-compatible HTTP (/v1/completions, /v1/chat/completions)",
      "model= adapter= http= http-token= http-max-work= name= threads= chat-template= "
-     "tool-parser="},
+     "tool-parser= device="},
     {"env", rl_cmd_env, "serve an environment plugin over stdin/stdout (env serve)",
      "plugin= builtin= config="},
     {"devices", rl_cmd_devices, "list the GPUs and the CPU this machine can compute on", "json"},

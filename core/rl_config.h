@@ -318,6 +318,7 @@ typedef struct {
     int dtype;       // RL_RECIPE_DTYPE_*
     char *tokenizer; // tokenizer.json
     int chat_template; // RL_RECIPE_CHAT_*
+    char *device;      // "cpu", "cuda", "cuda:N" as written (rl_cli_check_model checks it)
 } rl_recipe_model_t;
 
 typedef struct {

@@ -3,11 +3,17 @@
 // GPU, exit 0, in text and JSON; with the CUDA module emulated on the CPU (tests/cuemu: the fake
 // device list of CUEMU_DEVICES and CUEMU_MEMORY) it lists each device with its memory, compute
 // capability and whether rlctl can use it, and no device at all is said so;
-// CUDA_VISIBLE_DEVICES is echoed; an unknown argument is exit 2.
+// CUDA_VISIBLE_DEVICES is echoed; an unknown argument is exit 2. And --device on logprobs,
+// generate, eval and serve, and model.device in a recipe: a device that is not one, or not
+// there (no module, an index past the visible ones), is exit 2 naming it and why, before
+// anything is loaded; on the emulated GPU logprobs computes its forward there (the CPU's numbers
+// within the bf16 tolerance of docs/gpu.md) while the sampling commands and a recipe say that
+// they do not run on a GPU yet.
 #define _GNU_SOURCE // sched_getaffinity, CPU_COUNT
 #include "rl_test.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
@@ -93,8 +99,83 @@ static void s_test_emulated(void) {
 #endif
 }
 
+// ---- --device on the commands, model.device in recipes
+
+#define S_ARITH RL_SOURCE_DIR "/cookbook/models/arith-base"
+#define S_RECIPE RL_SOURCE_DIR "/cookbook/grpo_lora.yaml"
+#define S_LOGPROBS                                                                                 \
+    "logprobs --model " S_ARITH                                                                    \
+    " --prompt 47*3+512= --completion '47*3=141;141+512=653 #### 653' "                            \
+    "--json"
+
+static int s_cmd(const char *env, const char *args) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "env %s '%s/rlctl' %s 2>&1", env, RL_BINARY_DIR, args);
+    return rl_test_shell(cmd, s_out, sizeof s_out);
+}
+
+// Each command that takes --device, with it set to `device`: exit 2, its message containing want.
+static void s_refused(const char *env, const char *device, const char *want, int sampling_only) {
+    static const char *const cmds[] = {S_LOGPROBS, "generate --model " S_ARITH " --prompt 1+1=",
+                                       "eval --model " S_ARITH " --data " RL_SOURCE_DIR
+                                       "/cookbook/data/arith/test.jsonl",
+                                       "serve --model " S_ARITH " --http 127.0.0.1:0"};
+    for (int i = sampling_only ? 1 : 0; i < 4; i++) {
+        char args[1024];
+        snprintf(args, sizeof args, "%s --device %s", cmds[i], device);
+        CHECK_MSG(s_cmd(env, args) == 2 && strstr(s_out, want) && strstr(s_out, "--device"),
+                  "rlctl %s: want exit 2 saying '%s', got: %s", args, want, s_out);
+    }
+}
+
+static void s_test_device_flags(void) {
+    const char *none = "RLCTL_CUDA_MODULE=/nonexistent/librlctl_cuda.so";
+    s_refused(none, "cuda", "RLCTL_CUDA_MODULE=/nonexistent/librlctl_cuda.so", 0);
+    s_refused(none, "gpu", "allowed: cpu, cuda, cuda:N", 0);
+    CHECK_INT(s_cmd(none, "validate " S_RECIPE " model.device=cuda:1"), 2);
+    CHECK_CONTAINS(s_out, "model.device: cuda:1: ");
+    CHECK_CONTAINS(s_out, "RLCTL_CUDA_MODULE");
+    CHECK_INT(s_cmd(none, "validate " S_RECIPE " model.device=tpu"), 2);
+    CHECK_CONTAINS(s_out, "model.device: device 'tpu' is not one");
+    CHECK_INT(s_cmd(none, "validate " S_RECIPE " model.device=cpu"), 0);
+    CHECK_INT(s_cmd(none, S_LOGPROBS " --device cpu"), 0);
+#ifdef RL_CUEMU_MODULE
+    char env[1024];
+    snprintf(env, sizeof env, "RLCTL_CUDA_MODULE=%s CUEMU_DEVICES=1", RL_CUEMU_MODULE);
+    // the forward on the (emulated) GPU: the CPU's logprobs within the bf16 tolerance
+    CHECK_INT(s_cmd(none, S_LOGPROBS), 0);
+    json_t *cpu = json_loads(s_out, 0, NULL);
+    CHECK_INT(s_cmd(env, S_LOGPROBS " --device cuda"), 0);
+    json_t *gpu = json_loads(s_out, 0, NULL);
+    CHECK_MSG(cpu && gpu, "not JSON: %s", s_out);
+    json_t *a = json_object_get(cpu, "logprobs"), *b = json_object_get(gpu, "logprobs");
+    CHECK(
+        json_equal(json_object_get(cpu, "completion_ids"), json_object_get(gpu, "completion_ids")));
+    CHECK_INT(json_array_size(a), 29);
+    CHECK_INT(json_array_size(b), json_array_size(a));
+    double worst = 0, differ = 0;
+    for (size_t i = 0; i < json_array_size(a); i++) {
+        double d = json_real_value(json_array_get(a, i)) - json_real_value(json_array_get(b, i));
+        worst = fabs(d) > worst ? fabs(d) : worst;
+        differ += d != 0;
+    }
+    printf("logprobs --device cuda (emulated) vs the CPU: worst |difference| %.3g over %zu "
+           "tokens\n",
+           worst, json_array_size(a));
+    CHECK_MSG(worst < 0.1 && differ > 0, "worst %g (the tolerance is 0.1), %g differ", worst,
+              differ);
+    json_decref(cpu);
+    json_decref(gpu);
+    s_refused(env, "cuda:1", "there is 1 visible GPU (cuda:0)", 0);
+    s_refused(env, "cuda", "sampling does not run on a GPU yet", 1);
+    CHECK_INT(s_cmd(env, "validate " S_RECIPE " model.device=cuda"), 2);
+    CHECK_CONTAINS(s_out, "model.device: cuda is usable, but a recipe's roles do not run on a GPU");
+#endif
+}
+
 int main(void) {
     RL_TEST_RUN(s_test_no_gpu);
     RL_TEST_RUN(s_test_emulated);
+    RL_TEST_RUN(s_test_device_flags);
     RL_TEST_DONE();
 }
