@@ -42,9 +42,9 @@ static const char s_help[] =
     "  --seed S             RNG seed (default 0)\n"
     "  --prompt-field NAME  (default prompt)    --answer-field NAME  (default answer)\n"
     "  --threads N          compute threads (default 0 = all cores)\n"
-    "  --device D           cpu (the default); cuda or cuda:N is checked (with no usable GPU,\n"
-    "                       exit 2 saying what was found) and then refused: sampling does\n"
-    "                       not run on a GPU yet\n"
+    "  --device D           cpu (the default), cuda or cuda:N: sample on that GPU (as\n"
+    "                       `rlctl generate --device`); with no usable GPU, exit 2 saying\n"
+    "                       what was found\n"
     "  --json               print {\"accuracy\", \"format_rate\", ...} as JSON\n\n"
     "With a recipe it evaluates as the run does (docs/training.md, Evaluation): data.eval's\n"
     "first train.eval_samples prompts rendered as the run renders them, train.eval_k\n"
@@ -219,10 +219,11 @@ static int s_eval_or_pairs(const char *cmd, int pairs, int argc, char **argv) {
     rl_eval_data_t *data = NULL;
     s_collect_t col = {0};
     rl_device_t dev;
-    if ((rc = rl_cli_device(cmd, o.device, 1, &dev)) != 0) {
+    if ((rc = rl_cli_device(cmd, o.device, NULL, &dev)) != 0) {
         return rc;
     }
-    if ((rc = rl_cli_load_model(cmd, o.model_dir, o.adapter, o.threads, &model, &tok)) != 0) {
+    if ((rc = rl_cli_load_model_on(cmd, o.model_dir, o.adapter, o.threads, &dev, 0, &model,
+                                   &tok)) != 0) {
         goto done;
     }
     rc = RL_EXIT_USAGE;

@@ -43,9 +43,9 @@ static const char s_help[] =
     "  --seed S             RNG seed (default 0); same seed and threads, same output\n"
     "  --stop-id ID         one more stop token id (repeatable)\n"
     "  --threads N          compute threads (default 0 = all cores)\n"
-    "  --device D           cpu (the default); cuda or cuda:N is checked (with no usable GPU,\n"
-    "                       exit 2 saying what was found) and then refused: sampling does\n"
-    "                       not run on a GPU yet\n"
+    "  --device D           cpu (the default), cuda or cuda:N: the model's steps on that GPU\n"
+    "                       (bf16 matmuls; the draw stays on the CPU, from the same seeded\n"
+    "                       streams); with no usable GPU, exit 2 saying what was found\n"
     "  --json               print {\"prompt_ids\": [...], \"samples\": [{\"ids\", \"text\",\n"
     "                       \"logprobs\", \"finish_reason\"}]} (ids: the completion only)\n"
     "  -h, --help           this help\n";
@@ -196,10 +196,10 @@ int rl_cmd_generate(int argc, char **argv) {
     size_t n_prompt = 0;
     rl_tokenizer_t *tok = NULL;
     rl_device_t dev;
-    if ((rc = rl_cli_device("generate", o.device, 1, &dev)) != 0) {
+    if ((rc = rl_cli_device("generate", o.device, NULL, &dev)) != 0) {
         return rc;
     }
-    rc = rl_cli_load_model("generate", o.model, o.adapter, o.threads, &model, &tok);
+    rc = rl_cli_load_model_on("generate", o.model, o.adapter, o.threads, &dev, 0, &model, &tok);
     if (rc) {
         goto done;
     }

@@ -151,7 +151,7 @@ int rl_cmd_logprobs(int argc, char **argv) {
     size_t P = 0, C = 0;
     rl_tokenizer_t *tok = NULL;
     rl_device_t dev;
-    rc = rl_cli_device("logprobs", o.device, 0, &dev);
+    rc = rl_cli_device("logprobs", o.device, NULL, &dev);
     if (rc) {
         return rc;
     }

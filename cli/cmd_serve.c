@@ -47,8 +47,8 @@ static void s_help(FILE *out) {
             "  --tool-parser P    how tool calls are read from the text: hermes (default;\n"
             "                     Qwen's <tool_call> blocks) or llama3_json\n"
             "  --device D         cpu (the default); cuda or cuda:N is checked (with no usable\n"
-            "                     GPU, exit 2 saying what was found) and then refused: sampling\n"
-            "                     does not run on a GPU yet\n");
+            "                     GPU, exit 2 saying what was found) and then refused: the\n"
+            "                     server's logprobs need the model's logits on the CPU yet\n");
 }
 
 typedef struct {
@@ -122,7 +122,10 @@ int rl_cmd_serve(int argc, char **argv) {
         return RL_EXIT_USAGE;
     }
     rl_device_t dev;
-    int drc = rl_cli_device("serve", device, 1, &dev);
+    int drc = rl_cli_device("serve", device,
+                            "the server's logprobs read the model's full logits, which a GPU "
+                            "model does not give yet (rl_model_logits)",
+                            &dev);
     if (drc) {
         return drc;
     }

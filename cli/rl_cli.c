@@ -65,7 +65,7 @@ int rl_cli_u64(const char *cmd, const char *flag, const char *v, uint64_t *out) 
     return 0;
 }
 
-int rl_cli_device(const char *cmd, const char *text, int sampling, rl_device_t *out) {
+int rl_cli_device(const char *cmd, const char *text, const char *not_yet, rl_device_t *out) {
     memset(out, 0, sizeof *out);
     if (!text) {
         return 0;
@@ -76,12 +76,8 @@ int rl_cli_device(const char *cmd, const char *text, int sampling, rl_device_t *
         fprintf(stderr, "rlctl %s: --device %s: %s\n", cmd, text, err);
         return RL_EXIT_USAGE;
     }
-    if (out->cuda && sampling) {
-        fprintf(stderr,
-                "rlctl %s: --device %s: sampling does not run on a GPU yet (the model's training "
-                "forward and backward do; the device sampler is the next part of issue 27): use "
-                "--device cpu\n",
-                cmd, text);
+    if (out->cuda && not_yet) {
+        fprintf(stderr, "rlctl %s: --device %s: %s: use --device cpu\n", cmd, text, not_yet);
         return RL_EXIT_USAGE;
     }
     return 0;

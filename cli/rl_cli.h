@@ -79,11 +79,11 @@ int rl_cli_load_model_on(const char *cmd, const char *model_dir, const char *ada
                          rl_tokenizer_t **tok_p);
 
 // A command's --device (text NULL: the CPU): parsed and checked before anything is loaded
-// (rl_device_check). sampling: the command samples, which no GPU does yet (the device sampler
-// is issue 27's next part): a usable GPU is refused, saying so. Returns 0 with *out set, or
-// RL_EXIT_USAGE after printing "rlctl CMD: --device TEXT: why" (no driver, no device, an index
-// out of range, ... in rl_device's words).
-int rl_cli_device(const char *cmd, const char *text, int sampling, rl_device_t *out);
+// (rl_device_check). not_yet: NULL, or why this command does not run on a GPU yet (a usable GPU
+// is then refused, saying so). Returns 0 with *out set, or RL_EXIT_USAGE after printing
+// "rlctl CMD: --device TEXT: why" (no driver, no device, an index out of range, ... in
+// rl_device's words).
+int rl_cli_device(const char *cmd, const char *text, const char *not_yet, rl_device_t *out);
 
 // Encodes `in` (no special tokens), or with chat = 1 `in` as one user turn of the tokenizer's
 // chat template plus the assistant header. Problems are printed as "rlctl <cmd>: <what>: ..."

@@ -33,6 +33,13 @@ rl_kvcache_t *rl_kvcache_new(const rl_model_t *model, int n_slots, int max_len) 
     self->model = model;
     self->n_slots = n_slots;
     self->max_len = max_len;
+    if (model->cuda) { // on the model's GPU: nothing on the host
+        if (rl_model_cuda_cache_new(model->cuda, n_slots, max_len, &self->dev) != 0) {
+            free(self);
+            return NULL;
+        }
+        return self;
+    }
     self->ldk = rl_attention_ldk(max_len);
     size_t n = (size_t)model->L * (size_t)n_slots * (size_t)model->KVD;
     self->k = calloc(n * self->ldk, sizeof *self->k);
@@ -51,6 +58,9 @@ void rl_kvcache_destroy(rl_kvcache_t **self_p) {
         return;
     }
     rl_kvcache_t *self = *self_p;
+    if (self->dev) {
+        rl_model_cuda_cache_free(self->model->cuda, &self->dev);
+    }
     free(self->k);
     free(self->v);
     free(self->rope_cs);
@@ -82,6 +92,10 @@ void rl_kvcache_copy_from(rl_kvcache_t *self, int dst, const rl_kvcache_t *from,
     RL_ASSERT(dst >= 0 && dst < self->n_slots && src >= 0 && src < from->n_slots);
     RL_ASSERT(len >= 0 && len <= self->max_len && len <= from->max_len);
     if (len == 0) {
+        return;
+    }
+    if (self->dev) { // a failure shows at the next step, as a kernel's does (the stream's error)
+        (void)rl_model_cuda_cache_copy(self->model->cuda, self->dev, dst, from->dev, src, len);
         return;
     }
     const int KVD = self->model->KVD;
@@ -363,6 +377,11 @@ int rl_model_step(rl_model_t *self, rl_kvcache_t *cache, const int32_t *tokens, 
             return rl_mdl_err(self, RL_EINVAL, "position %d at row %d is outside [0, %d) (max_len)",
                               pos[i], i, cache->max_len);
         }
+    }
+    if (cache->dev) { // the model's GPU runs it all (rl_model_cuda.h)
+        int rc = rl_model_cuda_step(self->cuda, cache->dev, tokens, slots, pos, n, want, logits,
+                                    self->lora_disabled);
+        return rc ? rl_mdl_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda)) : 0;
     }
     s_step_t s = {.m = self,
                   .c = cache,

@@ -87,8 +87,9 @@ typedef struct {
                            // every buffer allocated for device_rows tokens; forward, backward,
                            // backward_hidden and hidden then run there. The host keeps its fp32
                            // parameters and gradient arrays, which rl_model_device_push / _pull
-                           // move. Not with sharded. rl_model_step and rl_model_logits stay on
-                           // the CPU (the host's parameters)
+                           // move. Not with sharded. rl_kvcache_new then makes the cache on
+                           // the GPU and rl_model_step runs there too (the sampler's path);
+                           // rl_model_logits stays the CPU's (refused)
     int device_rows;       // a GPU: the most tokens (the sum of lengths) one forward holds
                            // (0: 4096); a forward with more is refused
 } rl_model_opts_t;
@@ -222,7 +223,9 @@ typedef struct rl_kvcache rl_kvcache_t;
 // Holds L * n_slots * NKV*D * ldk floats for K (transposed, after k_norm and RoPE; ldk = max_len
 // rounded up to 16) and L * n_slots * max_len * NKV*D for V.
 // The model must outlive the cache. caller owns result; free with rl_kvcache_destroy. NULL on
-// allocation failure or n_slots/max_len < 1.
+// allocation failure or n_slots/max_len < 1. A model on a GPU keeps its cache there
+// (rl_model_cuda.h: (n_slots, max_len, NKV, D) per layer for K and for V, nothing on the host),
+// and rl_kvcache_copy / _copy_from copy on the device.
 rl_kvcache_t *rl_kvcache_new(const rl_model_t *model, int n_slots, int max_len);
 void rl_kvcache_destroy(rl_kvcache_t **self_p);
 // Copies the first `len` positions of slot src into slot dst (N samples share one prompt prefill).

@@ -357,9 +357,28 @@ static uint64_t s_key(const rl_model_cuda_t *self, int train, int l, int m) {
 // ---------------------------------------------------------------------------------------------
 // one decoder layer
 
-// x_out (N,C) = layer l (x_in), saving into a (rl_model.c's s_layer_forward).
+// A KV cache on the device (rl_model_cuda.h): per layer K then V, each (n_slots, max_len, NKV,
+// D) fp32 (attn_cache_write's layout), the RoPE table of its positions, and a step's run arrays.
+struct rl_model_cuda_cache {
+    int n_slots, max_len;
+    float *mem;      // L x (K, V), each `slot` floats
+    size_t slot;     // n_slots * max_len * KVD
+    float *rope_cs;  // (max_len, D) fp32 (rl_rope_table)
+    int32_t *d_rows; // (rows) each row's slot; then (rows + 1) run starts, (rows) run slots and
+                     // (rows) run first positions, on the device
+    int32_t *d_qstarts, *d_rslots, *d_pos0;
+    int32_t *h_qstarts, *h_rslots, *h_pos0; // host staging of the runs
+    int runs;
+    float *d_logits; // (S_LG, V) fp32 a chunk of logits rows
+};
+#define S_LG 64 // logits rows computed (and brought to the host) at a time
+
+// x_out (N,C) = layer l (x_in), saving into a (rl_model.c's s_layer_forward). kv: the cached
+// step (rl_model_step): RoPE at the cache's table, k and v written into its slots, attention over
+// them (runs of consecutive positions of a slot, each row up to its own position); NULL: the
+// training forward over packed sequences.
 static int s_layer_forward(rl_model_cuda_t *self, int l, s_act_t *a, const float *x_in,
-                           float *x_out, int train) {
+                           float *x_out, int train, const rl_model_cuda_cache_t *kv) {
     const rl_cuda_module_t *cu = self->cu;
     rl_cuda_ctx_t *ctx = self->ctx;
     const s_dlayer_t *w = &self->layers[l];
@@ -385,10 +404,20 @@ static int s_layer_forward(rl_model_cuda_t *self, int l, s_act_t *a, const float
         S_TRY(cu->rmsnorm_forward(ctx, a->kr, NULL, a->rstdk, a->k, S_W(w, k_norm)->f, eps, N * NKV,
                                   D));
     }
-    S_TRY(cu->rope_forward(ctx, a->qr, a->qr, self->rope_cs, self->d_pos, N, NH, D, self->rows));
-    S_TRY(cu->rope_forward(ctx, a->kr, a->kr, self->rope_cs, self->d_pos, N, NKV, D, self->rows));
-    S_TRY(cu->attn_forward(ctx, a->att, a->lse, a->qr, a->kr, a->v, self->d_starts, B, N, NH, NKV,
-                           D));
+    const float *cs = kv ? kv->rope_cs : self->rope_cs;
+    const int n_pos = kv ? kv->max_len : self->rows;
+    S_TRY(cu->rope_forward(ctx, a->qr, a->qr, cs, self->d_pos, N, NH, D, n_pos));
+    S_TRY(cu->rope_forward(ctx, a->kr, a->kr, cs, self->d_pos, N, NKV, D, n_pos));
+    if (kv) {
+        float *kc = kv->mem + (size_t)l * 2 * kv->slot, *vc = kc + kv->slot;
+        S_TRY(cu->attn_cache_write(ctx, kc, vc, a->kr, a->v, kv->d_rows, self->d_pos, N,
+                                   kv->n_slots, kv->max_len, NKV, D));
+        S_TRY(cu->attn_prefill(ctx, a->att, a->qr, kc, vc, kv->d_qstarts, kv->d_rslots, kv->d_pos0,
+                               kv->runs, N, NH, NKV, D, kv->n_slots, kv->max_len));
+    } else {
+        S_TRY(cu->attn_forward(ctx, a->att, a->lse, a->qr, a->kr, a->v, self->d_starts, B, N, NH,
+                               NKV, D));
+    }
     S_TRY(cu->f32_to_bf16(ctx, a->att_h, a->att, (size_t)N * QD));
     S_PROJ(S_O, a->h, a->att_h, o_proj, o_bias, QD, C);
     S_TRY(cu->residual_forward(ctx, a->h, a->h, x_in, (size_t)N * C));
@@ -520,7 +549,7 @@ int rl_model_cuda_forward(rl_model_cuda_t *self, const int32_t *tokens, const in
     S_TRY(cu->embedding_forward(ctx, s_x(self, 0), self->d_ids, self->embed.h, N, C, self->V));
     for (int l = 0; l < self->L; l++) {
         int rc = s_layer_forward(self, l, &self->acts[per_layer ? l : 0], s_x(self, l),
-                                 s_x(self, l + 1), train);
+                                 s_x(self, l + 1), train, NULL);
         if (rc) {
             return rc;
         }
@@ -551,6 +580,168 @@ int rl_model_cuda_forward(rl_model_cuda_t *self, const int32_t *tokens, const in
         S_TRY(cu->sync(ctx)); // a kernel's failure shows here, not in a later call
     }
     self->valid = 1;
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// the sampler's path: a KV cache on the device and the cached step
+
+void rl_model_cuda_cache_free(rl_model_cuda_t *self, rl_model_cuda_cache_t **c_p) {
+    if (!c_p || !*c_p) {
+        return;
+    }
+    rl_model_cuda_cache_t *c = *c_p;
+    const rl_cuda_module_t *cu = self->cu;
+    cu->dfree(self->ctx, c->mem);
+    cu->dfree(self->ctx, c->rope_cs);
+    cu->dfree(self->ctx, c->d_rows);
+    cu->dfree(self->ctx, c->d_logits);
+    free(c->h_qstarts);
+    free(c);
+    *c_p = NULL;
+}
+
+int rl_model_cuda_cache_new(rl_model_cuda_t *self, int n_slots, int max_len,
+                            rl_model_cuda_cache_t **out) {
+    const rl_cuda_module_t *cu = self->cu;
+    *out = NULL;
+    if (!self->has_head) {
+        return s_err(self, RL_EINVAL, "this model has no vocabulary head: it cannot sample");
+    }
+    rl_model_cuda_cache_t *c = calloc(1, sizeof *c);
+    const size_t R = (size_t)self->rows;
+    if (c) {
+        c->h_qstarts = malloc((3 * R + 1) * sizeof(int32_t));
+    }
+    if (!c || !c->h_qstarts) {
+        free(c);
+        return s_err(self, RL_ENOMEM, "out of memory for a KV cache's staging");
+    }
+    c->h_rslots = c->h_qstarts + R + 1;
+    c->h_pos0 = c->h_rslots + R;
+    c->n_slots = n_slots;
+    c->max_len = max_len;
+    c->slot = (size_t)n_slots * (size_t)max_len * (size_t)self->KVD;
+    const size_t kv = (size_t)self->L * 2 * c->slot * sizeof(float);
+    const size_t cs_n = (size_t)max_len * (size_t)self->D;
+    int rc = cu->dmalloc(self->ctx, kv, (void **)&c->mem);
+    rc = rc ? rc : cu->dmalloc(self->ctx, cs_n * sizeof(float), (void **)&c->rope_cs);
+    rc = rc ? rc : cu->dmalloc(self->ctx, (4 * R + 1) * sizeof(int32_t), (void **)&c->d_rows);
+    rc = rc ? rc
+            : cu->dmalloc(self->ctx, (size_t)S_LG * (size_t)self->V * sizeof(float),
+                          (void **)&c->d_logits);
+    if (rc) {
+        s_err(self, RL_ENOMEM,
+              "cuda:%d: no room for a KV cache of %d slots x %d positions (%.2f GiB): %s",
+              self->device, n_slots, max_len, (double)kv / (1 << 30), cu->errmsg(self->ctx));
+        rl_model_cuda_cache_free(self, &c);
+        return RL_ENOMEM;
+    }
+    c->d_qstarts = c->d_rows + R;
+    c->d_rslots = c->d_qstarts + R + 1;
+    c->d_pos0 = c->d_rslots + R;
+    float *inv = malloc((size_t)(self->D / 2) * sizeof(float));
+    float *cs = malloc(cs_n * sizeof(float));
+    if (!inv || !cs) {
+        free(inv);
+        free(cs);
+        rl_model_cuda_cache_free(self, &c);
+        return s_err(self, RL_ENOMEM, "out of memory for a KV cache's RoPE table");
+    }
+    rl_rope_inv_freq(inv, &self->cfg);
+    rl_rope_table(cs, inv, max_len, self->D);
+    rc = cu->h2d(self->ctx, c->rope_cs, cs, cs_n * sizeof(float));
+    free(inv);
+    free(cs);
+    if (rc) {
+        rl_model_cuda_cache_free(self, &c);
+        return s_cufail(self, __LINE__);
+    }
+    *out = c;
+    return 0;
+}
+
+int rl_model_cuda_cache_copy(rl_model_cuda_t *self, rl_model_cuda_cache_t *to, int dst,
+                             const rl_model_cuda_cache_t *from, int src, int len) {
+    const rl_cuda_module_t *cu = self->cu;
+    const size_t KVD = (size_t)self->KVD;
+    for (int l = 0; l < self->L && len > 0; l++) {
+        for (int kv = 0; kv < 2; kv++) { // K, then V: positions 0..len-1 of the slot
+            float *d = to->mem + (size_t)l * 2 * to->slot + (size_t)kv * to->slot +
+                       (size_t)dst * (size_t)to->max_len * KVD;
+            const float *s = from->mem + (size_t)l * 2 * from->slot + (size_t)kv * from->slot +
+                             (size_t)src * (size_t)from->max_len * KVD;
+            S_TRY(cu->d2d(self->ctx, d, s, (size_t)len * KVD * sizeof(float)));
+        }
+    }
+    return 0;
+}
+
+int rl_model_cuda_step(rl_model_cuda_t *self, rl_model_cuda_cache_t *c, const int32_t *tokens,
+                       const int *slots, const int *pos, int n, const unsigned char *want,
+                       float *logits, int lora_off) {
+    const rl_cuda_module_t *cu = self->cu;
+    rl_cuda_ctx_t *ctx = self->ctx;
+    if (n > self->rows) {
+        return s_err(self, RL_EINVAL,
+                     "cuda:%d: a step of %d tokens is more than the %d the device model's buffers "
+                     "hold (rl_model_opts_t.device_rows)",
+                     self->device, n, self->rows);
+    }
+    const int C = self->C, V = self->V;
+    self->valid = 0; // the activations are the step's now
+    self->hid_done = 0;
+    self->N = n;
+    self->B = 0;
+    self->train = 0;
+    self->step = 0;
+    self->lora_off = lora_off;
+    // the rows, and their runs: consecutive positions of one slot (a prompt's prefill)
+    int R = 0;
+    for (int i = 0; i < n; i++) {
+        self->ids[i] = tokens[i];
+        self->pos[i] = pos[i];
+        self->starts[i] = slots[i]; // the row's slot (d_rows)
+        if (i == 0 || slots[i] != slots[i - 1] || pos[i] != pos[i - 1] + 1) {
+            c->h_qstarts[R] = i;
+            c->h_rslots[R] = slots[i];
+            c->h_pos0[R] = pos[i];
+            R++;
+        }
+    }
+    c->h_qstarts[R] = n;
+    c->runs = R;
+    S_TRY(cu->h2d(ctx, self->d_ids, self->ids, (size_t)n * sizeof(int32_t)));
+    S_TRY(cu->h2d(ctx, self->d_pos, self->pos, (size_t)n * sizeof(int32_t)));
+    S_TRY(cu->h2d(ctx, c->d_rows, self->starts, (size_t)n * sizeof(int32_t)));
+    S_TRY(cu->h2d(ctx, c->d_qstarts, c->h_qstarts, (size_t)(R + 1) * sizeof(int32_t)));
+    S_TRY(cu->h2d(ctx, c->d_rslots, c->h_rslots, (size_t)R * sizeof(int32_t)));
+    S_TRY(cu->h2d(ctx, c->d_pos0, c->h_pos0, (size_t)R * sizeof(int32_t)));
+    S_TRY(cu->embedding_forward(ctx, s_x(self, 0), self->d_ids, self->embed.h, n, C, V));
+    for (int l = 0; l < self->L; l++) {
+        int rc = s_layer_forward(self, l, &self->acts[0], s_x(self, l), s_x(self, l + 1), 0, c);
+        if (rc) {
+            return rc;
+        }
+    }
+    S_TRY(cu->rmsnorm_forward(ctx, self->lnf, self->lnf_h, self->rstdf, s_x(self, self->L),
+                              self->norm.f, self->cfg.rms_norm_eps, n, C));
+    // the raw logits of the rows asked for: runs of wanted rows, S_LG rows at a time
+    for (int i = 0; logits && i < n;) {
+        if (want && !want[i]) {
+            i++;
+            continue;
+        }
+        int k = 1;
+        while (i + k < n && k < S_LG && (!want || want[i + k])) {
+            k++;
+        }
+        S_TRY(cu->logits(ctx, c->d_logits, self->lnf_h + (size_t)i * C, C, self->head.h, 0.0f, k, C,
+                         V));
+        S_TRY(cu->d2h(ctx, logits + (size_t)i * V, c->d_logits, (size_t)k * V * sizeof(float)));
+        i += k;
+    }
+    S_TRY(cu->sync(ctx)); // a kernel's failure shows here, not in a later call
     return 0;
 }
 
@@ -589,7 +780,7 @@ static int s_backward_trunk(rl_model_cuda_t *self) {
         // the same inputs, masks and kernels give the same activations bit for bit; x[l+1] is
         // rewritten with the value it already holds
         if (self->recompute &&
-            (rc = s_layer_forward(self, l, a, s_x(self, l), s_x(self, l + 1), 1)) != 0) {
+            (rc = s_layer_forward(self, l, a, s_x(self, l), s_x(self, l + 1), 1, NULL)) != 0) {
             return rc;
         }
         if ((rc = s_layer_backward(self, l, a, s_x(self, l))) != 0) {

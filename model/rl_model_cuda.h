@@ -2,7 +2,8 @@
 // NVIDIA GPU through the CUDA module's table (model/cuda/rl_cuda_module.h, loaded by rl_device;
 // this is host C and never links CUDA). rl_model.c creates it when rl_model_opts_t.device is a
 // GPU and routes rl_model_forward / _backward / _backward_hidden / _hidden to it; nothing else
-// calls it. It is not the sampler (no KV cache or cached step yet) and not the optimizer.
+// calls it. It also holds the sampler's path (a KV cache on the device and the cached step,
+// behind rl_kvcache_t and rl_model_step) and the optimizer's step.
 //
 // What lives on the device (docs/gpu.md, "The design of the device model"):
 // - frozen weights: matmul weights (2-D) bf16, converted from the host model's fp32 copy (a bf16
@@ -85,6 +86,31 @@ int rl_model_cuda_optim_state(rl_model_cuda_t *self, float *m, float *v, int upl
 
 // Bytes of device memory the device half holds. (For messages and tests.)
 size_t rl_model_cuda_bytes(const rl_model_cuda_t *self);
+
+// ---- the sampler's path (rl_kvcache_t and rl_model_step of a model on a GPU) ----
+// A KV cache on the device: per layer K and V, each (n_slots, max_len, NKV, D) fp32, after
+// k_norm and RoPE (the CPU cache's values, not its transposed layout), the RoPE table of its
+// max_len positions, and a step's staging. Returns 0 and *out (free with
+// rl_model_cuda_cache_free), or RL_EINVAL (no vocabulary head) / RL_ENOMEM (the device has no
+// room: the message names the bytes) / RL_EIO, message in rl_model_cuda_errmsg.
+typedef struct rl_model_cuda_cache rl_model_cuda_cache_t;
+int rl_model_cuda_cache_new(rl_model_cuda_t *self, int n_slots, int max_len,
+                            rl_model_cuda_cache_t **out);
+void rl_model_cuda_cache_free(rl_model_cuda_t *self, rl_model_cuda_cache_t **c_p);
+// Copies positions 0..len-1 of slot src of `from` into slot dst of `to` (both this model's;
+// len within both), on the device.
+int rl_model_cuda_cache_copy(rl_model_cuda_t *self, rl_model_cuda_cache_t *to, int dst,
+                             const rl_model_cuda_cache_t *from, int src, int len);
+// rl_model_step on the device, inputs already checked by it (ids, slots and positions in
+// range), n at most device_rows: the rows' k and v go into their slots, each row attends to its
+// slot's positions 0..pos[i] (runs of consecutive positions of a slot are one prefill), and the
+// raw logits of the rows asked for (want NULL: every row) come back into logits (n, V) at their
+// rows. The forward's activations are the step's afterwards (rl_model_cuda_hidden refuses until
+// the next forward). lora_off: the adapter is disabled. Returns 0, or RL_EINVAL / RL_EIO with the
+// message in rl_model_cuda_errmsg.
+int rl_model_cuda_step(rl_model_cuda_t *self, rl_model_cuda_cache_t *c, const int32_t *tokens,
+                       const int *slots, const int *pos, int n, const unsigned char *want,
+                       float *logits, int lora_off);
 // Detail of the last error. borrowed; valid until the next call.
 const char *rl_model_cuda_errmsg(const rl_model_cuda_t *self);
 

@@ -139,6 +139,7 @@ struct rl_kvcache {
     float *work;
     float *x, *ln, *q, *kk, *vv, *att, *o, *gate, *up, *hs, *lg;
     float *xa[RL_MDL_LANES_MAX], *att_scratch[RL_MDL_LANES_MAX];
+    rl_model_cuda_cache_t *dev; // a model on a GPU: the cache lives there (k, v, rope_cs NULL)
 };
 
 // A layer's projections, in LoRA's module order (rl_mdl_proj_cols's m).

@@ -69,5 +69,7 @@ rl_add_gpu_test(NAME model.cuda_attn SOURCES test_cuda_attn.c)
 # model on the same bf16-valued weights: llama, qwen2, qwen3, tied and untied, GQA and not, tune
 # NONE / LORA (dropout, recompute) / FULL; logp, entropy, hidden and every gradient from dlogp and
 # from dhidden within bf16 tolerances, determinism, the clip and AdamW on the device against
-# rl_optim (the same bits), a BF16 folder loaded on the device, refusals
+# rl_optim (the same bits), the cached step (KV cache on the device: prefill and decode logits
+# against the CPU's step, decode = prefill, slot copies), a BF16 folder loaded on the device,
+# refusals
 rl_add_gpu_test(NAME model.cuda_model SOURCES test_cuda_model.c LIBS rl_trainer EMU_TIMEOUT 600)

@@ -9,10 +9,11 @@
 // rl_model_backward (dlogp) and, separately, after rl_model_backward_hidden (dhidden), against
 // the CPU fp32 model; then determinism (a second forward and backward on the device gives the
 // same bits) and a forward without the head. Then the optimizer's step on the device against
-// trainer/rl_optim (the same bits), a BF16 folder loaded on the device, a PEFT adapter loaded into
-// a tune NONE model on the device (and disabled), and the refusals (too little device memory, bad
-// tokens, more tokens than the buffers hold, backward without a training forward, a sharded model,
-// rl_model_logits). On the emulation T is 24 instead of 96 (the same cases).
+// trainer/rl_optim (the same bits), the sampler's path (a KV cache on the device and
+// rl_model_step against the CPU's: s_test_step), a BF16 folder loaded on the device, a PEFT adapter
+// loaded into a tune NONE model on the device (and disabled), and the refusals (too little device
+// memory, bad tokens, more tokens than the buffers hold, backward without a training forward, a
+// sharded model, rl_model_logits). On the emulation T is 24 instead of 96 (the same cases).
 //
 // Tolerances, and why. The weights are rounded to bf16 values first (on both models), so the
 // device's bf16 copies are the same numbers as the CPU's fp32 ones (one case keeps raw fp32
@@ -779,6 +780,126 @@ static void s_test_refusals(void) {
     rl_model_destroy(&m);
 }
 
+// ---------------------------------------------------------------------------------------------
+// the sampler's path on the device: rl_kvcache_t and rl_model_step of a GPU model against the
+// CPU's on the same (bf16-valued) weights: a prefill of two prompts in one call (only their last
+// rows' logits asked for), then decode steps of both slots; a slot copied (rl_kvcache_copy)
+// decodes as its source, to the bit; and a decode's logits equal a fresh prefill's of the same
+// sequence (decode = prefill, within 1e-4 of the logits' rms: the same kernels over the same
+// cache; measured 0 on the emulation). Tolerance against the CPU, relative to the logits' rms
+// (1.4-1.6 here): max |d| <= 0.15 and rms(d) <= 0.03; measured on the emulation at most 0.076
+// and 0.016 (bf16 matmul inputs through 2-3 layers); a wrong position, slot, RoPE or layout is
+// off by about the logits' own size (1 and more).
+
+// The device's logits b against the CPU's a (rows asked for): max |d| / rms(a), and the rms of
+// d / rms(a) into *rel_rms.
+static double s_step_gap(const float *a, const float *b, int rows, const unsigned char *want, int V,
+                         double *rel_rms) {
+    double worst = 0, ss = 0, dd = 0;
+    size_t n = 0;
+    for (int i = 0; i < rows; i++) {
+        for (int v = 0; (!want || want[i]) && v < V; v++) {
+            double d = fabs((double)a[(size_t)i * V + v] - (double)b[(size_t)i * V + v]);
+            worst = d > worst || d != d ? d : worst;
+            ss += (double)a[(size_t)i * V + v] * a[(size_t)i * V + v];
+            dd += d * d;
+            n++;
+        }
+    }
+    double rms = sqrt(ss / (double)(n ? n : 1));
+    if (rel_rms) {
+        *rel_rms = sqrt(dd / (double)(n ? n : 1)) / rms;
+    }
+    return worst / rms;
+}
+
+#define S_STEP_MAX 0.15
+#define S_STEP_RMS 0.03
+
+static void s_test_step(const s_case_t *k) {
+    rl_hf_config_t cfg = s_cfg(k->shape);
+    const int V = cfg.vocab_size;
+    printf("%s, %s: the cached step\n", k->shape->name,
+           k->tune == RL_TUNE_LORA ? "LoRA" : "frozen");
+    rl_model_t *cpu = s_new(&cfg, k, 0, 0);
+    s_prepare(cpu, k);
+    rl_model_t *gpu = s_new(&cfg, k, 1, 64);
+    s_copy_params(gpu, cpu);
+    rl_kvcache_t *cc = rl_kvcache_new(cpu, 3, 32), *gc = rl_kvcache_new(gpu, 3, 32);
+    rl_kvcache_t *fresh = rl_kvcache_new(gpu, 1, 32);
+    CHECK(cc && gc && fresh);
+    float *a = malloc((size_t)16 * V * sizeof(float)), *b = malloc((size_t)16 * V * sizeof(float));
+    // prefill: prompt 0 (7 tokens) in slot 0, prompt 1 (5) in slot 1, in one call
+    int32_t tok[16];
+    int slots[16], pos[16];
+    unsigned char want[16] = {0};
+    rl_rng_t rng;
+    rl_rng_seed(&rng, 99);
+    for (int i = 0; i < 12; i++) {
+        tok[i] = (int32_t)rl_rng_below(&rng, (uint64_t)V);
+        slots[i] = i < 7 ? 0 : 1;
+        pos[i] = i < 7 ? i : i - 7;
+    }
+    want[6] = want[11] = 1;
+    CHECK(rl_model_step(cpu, cc, tok, slots, pos, 12, want, a) == 0);
+    int rc = rl_model_step(gpu, gc, tok, slots, pos, 12, want, b);
+    CHECK_MSG(rc == 0, "device prefill: %s", rl_model_errmsg(gpu));
+    double rr = 0, g = s_step_gap(a, b, 12, want, V, &rr);
+    printf("  %-34s max |d| %.3g, rms %.3g of the logits' rms\n", "prefill logits (2 prompts)", g,
+           rr);
+    CHECK_MSG(g <= S_STEP_MAX && rr <= S_STEP_RMS, "prefill logits differ: %g, rms %g", g, rr);
+    // the history of slot 0, for the decode = prefill check
+    int32_t hist[32];
+    memcpy(hist, tok, 7 * sizeof *hist);
+    int len0 = 7, len1 = 5;
+    // decode: one row per slot, four steps
+    for (int s = 0; s < 4; s++) {
+        int32_t t2[2] = {(int32_t)rl_rng_below(&rng, (uint64_t)V),
+                         (int32_t)rl_rng_below(&rng, (uint64_t)V)};
+        int sl[2] = {0, 1}, ps[2] = {len0, len1};
+        CHECK(rl_model_step(cpu, cc, t2, sl, ps, 2, NULL, a) == 0);
+        CHECK(rl_model_step(gpu, gc, t2, sl, ps, 2, NULL, b) == 0);
+        g = s_step_gap(a, b, 2, NULL, V, &rr);
+        printf("  %-34s max |d| %.3g, rms %.3g of the logits' rms\n",
+               s == 0 ? "decode logits (2 slots), 4 steps" : "", g, rr);
+        CHECK_MSG(g <= S_STEP_MAX && rr <= S_STEP_RMS, "decode step %d: logits differ: %g, rms %g",
+                  s, g, rr);
+        hist[len0] = t2[0];
+        len0++;
+        len1++;
+    }
+    // decode = prefill: the last decode row of slot 0 against a fresh prefill of its history
+    int fs[32], fp[32];
+    unsigned char fw[32] = {0};
+    for (int i = 0; i < len0; i++) {
+        fs[i] = 0;
+        fp[i] = i;
+    }
+    fw[len0 - 1] = 1;
+    float *c = malloc((size_t)32 * V * sizeof(float));
+    CHECK(rl_model_step(gpu, fresh, hist, fs, fp, len0, fw, c) == 0);
+    g = s_step_gap(b, c + (size_t)(len0 - 1) * V, 1, NULL, V, NULL);
+    printf("  %-34s max |d| %.3g of the logits' rms\n", "decode vs a fresh prefill", g);
+    CHECK_MSG(g <= 1e-4, "decode vs prefill on the device: %g", g);
+    // a slot copy decodes as its source, to the bit
+    rl_kvcache_copy(gc, 2, 0, len0);
+    int32_t t3[2] = {5, 5};
+    int sl3[2] = {0, 2}, ps3[2] = {len0, len0};
+    CHECK(rl_model_step(gpu, gc, t3, sl3, ps3, 2, NULL, b) == 0);
+    CHECK_MSG(s_same_bits(b, b + V, (size_t)V * sizeof(float)), "a copied slot decodes otherwise");
+    // out of range: refused before the device sees it
+    int bad_slot = 3;
+    CHECK(rl_model_step(gpu, gc, t3, &bad_slot, ps3, 1, NULL, b) == RL_EINVAL);
+    free(a);
+    free(b);
+    free(c);
+    rl_kvcache_destroy(&fresh);
+    rl_kvcache_destroy(&gc);
+    rl_kvcache_destroy(&cc);
+    rl_model_destroy(&gpu);
+    rl_model_destroy(&cpu);
+}
+
 int main(void) {
     rl_test_cuda_open("model.cuda_model");
     const int emu = rl_test_emulated();
@@ -809,6 +930,14 @@ int main(void) {
     };
     for (size_t i = 0; i < sizeof optim_cases / sizeof *optim_cases; i++) {
         s_test_optim(&optim_cases[i], T);
+    }
+    const s_case_t step_cases[] = {
+        {&S_LLAMA, RL_TUNE_NONE, 0, 8, 0.0f, 0, 1.0f, 0},
+        {&S_QWEN2, RL_TUNE_LORA, ALL, 16, 0.0f, 0, 1.0f, 0},
+        {&S_QWEN3, RL_TUNE_LORA, RL_LORA_Q | RL_LORA_V, 8, 0.0f, 0, 1.0f, 0},
+    };
+    for (size_t i = 0; i < sizeof step_cases / sizeof *step_cases; i++) {
+        s_test_step(&step_cases[i]);
     }
     s_test_load(T);
     s_test_adapter(T);

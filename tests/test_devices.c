@@ -6,9 +6,9 @@
 // CUDA_VISIBLE_DEVICES is echoed; an unknown argument is exit 2. And --device on logprobs,
 // generate, eval and serve, and model.device in a recipe: a device that is not one, or not
 // there (no module, an index past the visible ones), is exit 2 naming it and why, before
-// anything is loaded; on the emulated GPU logprobs computes its forward there (the CPU's numbers
-// within the bf16 tolerance of docs/gpu.md) while the sampling commands and a recipe say that
-// they do not run on a GPU yet.
+// anything is loaded; on the emulated GPU logprobs computes its forward there and generate and
+// eval their cached steps (the CPU's tokens, its logprobs within the bf16 tolerance of
+// docs/gpu.md), while serve and a recipe say that they do not run on a GPU yet.
 #define _GNU_SOURCE // sched_getaffinity, CPU_COUNT
 #include "rl_test.h"
 
@@ -114,13 +114,15 @@ static int s_cmd(const char *env, const char *args) {
     return rl_test_shell(cmd, s_out, sizeof s_out);
 }
 
-// Each command that takes --device, with it set to `device`: exit 2, its message containing want.
-static void s_refused(const char *env, const char *device, const char *want, int sampling_only) {
-    static const char *const cmds[] = {S_LOGPROBS, "generate --model " S_ARITH " --prompt 1+1=",
-                                       "eval --model " S_ARITH " --data " RL_SOURCE_DIR
-                                       "/cookbook/data/arith/test.jsonl",
-                                       "serve --model " S_ARITH " --http 127.0.0.1:0"};
-    for (int i = sampling_only ? 1 : 0; i < 4; i++) {
+#define S_GENERATE "generate --model " S_ARITH " --prompt 47*3+512= --temperature 0 --json"
+#define S_EVAL "eval --model " S_ARITH " --data " RL_SOURCE_DIR "/cookbook/data/arith/eval.jsonl"
+#define S_SERVE "serve --model " S_ARITH " --http 127.0.0.1:0"
+
+// Each command that takes --device (from the first-th), with it set to `device`: exit 2, its
+// message containing want.
+static void s_refused(const char *env, const char *device, const char *want, int first) {
+    static const char *const cmds[] = {S_LOGPROBS, S_GENERATE, S_EVAL, S_SERVE};
+    for (int i = first; i < 4; i++) {
         char args[1024];
         snprintf(args, sizeof args, "%s --device %s", cmds[i], device);
         CHECK_MSG(s_cmd(env, args) == 2 && strstr(s_out, want) && strstr(s_out, "--device"),
@@ -142,32 +144,45 @@ static void s_test_device_flags(void) {
 #ifdef RL_CUEMU_MODULE
     char env[1024];
     snprintf(env, sizeof env, "RLCTL_CUDA_MODULE=%s CUEMU_DEVICES=1", RL_CUEMU_MODULE);
-    // the forward on the (emulated) GPU: the CPU's logprobs within the bf16 tolerance
-    CHECK_INT(s_cmd(none, S_LOGPROBS), 0);
-    json_t *cpu = json_loads(s_out, 0, NULL);
-    CHECK_INT(s_cmd(env, S_LOGPROBS " --device cuda"), 0);
-    json_t *gpu = json_loads(s_out, 0, NULL);
-    CHECK_MSG(cpu && gpu, "not JSON: %s", s_out);
-    json_t *a = json_object_get(cpu, "logprobs"), *b = json_object_get(gpu, "logprobs");
-    CHECK(
-        json_equal(json_object_get(cpu, "completion_ids"), json_object_get(gpu, "completion_ids")));
-    CHECK_INT(json_array_size(a), 29);
-    CHECK_INT(json_array_size(b), json_array_size(a));
-    double worst = 0, differ = 0;
-    for (size_t i = 0; i < json_array_size(a); i++) {
-        double d = json_real_value(json_array_get(a, i)) - json_real_value(json_array_get(b, i));
-        worst = fabs(d) > worst ? fabs(d) : worst;
-        differ += d != 0;
+    // the forward (logprobs) and the cached steps (generate, greedy) on the (emulated) GPU: the
+    // CPU's tokens, and its logprobs within the bf16 tolerance
+    static const struct {
+        const char *args, *ids, *lps;
+    } runs[] = {{S_LOGPROBS, "completion_ids", "logprobs"}, {S_GENERATE, "ids", "logprobs"}};
+    for (int r = 0; r < 2; r++) {
+        char args[1024];
+        CHECK_INT(s_cmd(none, runs[r].args), 0);
+        json_t *cpu = json_loads(s_out, 0, NULL);
+        snprintf(args, sizeof args, "%s --device cuda", runs[r].args);
+        CHECK_INT(s_cmd(env, args), 0);
+        json_t *gpu = json_loads(s_out, 0, NULL);
+        CHECK_MSG(cpu && gpu, "not JSON: %s", s_out);
+        json_t *cs = json_object_get(cpu, "samples"), *gs = json_object_get(gpu, "samples");
+        json_t *co = cs ? json_array_get(cs, 0) : cpu, *go = gs ? json_array_get(gs, 0) : gpu;
+        json_t *a = json_object_get(co, runs[r].lps), *b = json_object_get(go, runs[r].lps);
+        CHECK_MSG(json_equal(json_object_get(co, runs[r].ids), json_object_get(go, runs[r].ids)),
+                  "%s: the tokens differ", args);
+        CHECK_INT(json_array_size(a), cs ? 30 : 29); // generate's ids end with the stop token
+        CHECK_INT(json_array_size(b), json_array_size(a));
+        double worst = 0, differ = 0;
+        for (size_t i = 0; i < json_array_size(a); i++) {
+            double d =
+                json_real_value(json_array_get(a, i)) - json_real_value(json_array_get(b, i));
+            worst = fabs(d) > worst ? fabs(d) : worst;
+            differ += d != 0;
+        }
+        printf("%.8s --device cuda (emulated) vs the CPU: worst |logprob difference| %.3g over "
+               "%zu tokens\n",
+               runs[r].args, worst, json_array_size(a));
+        CHECK_MSG(worst < 0.1 && differ > 0, "%s: worst %g (the tolerance is 0.1), %g differ", args,
+                  worst, differ);
+        json_decref(cpu);
+        json_decref(gpu);
     }
-    printf("logprobs --device cuda (emulated) vs the CPU: worst |difference| %.3g over %zu "
-           "tokens\n",
-           worst, json_array_size(a));
-    CHECK_MSG(worst < 0.1 && differ > 0, "worst %g (the tolerance is 0.1), %g differ", worst,
-              differ);
-    json_decref(cpu);
-    json_decref(gpu);
+    CHECK_INT(s_cmd(env, S_EVAL " --limit 2 --json --device cuda"), 0);
+    CHECK_CONTAINS(s_out, "\"accuracy\"");
     s_refused(env, "cuda:1", "there is 1 visible GPU (cuda:0)", 0);
-    s_refused(env, "cuda", "sampling does not run on a GPU yet", 1);
+    s_refused(env, "cuda", "which a GPU model does not give yet", 3);
     CHECK_INT(s_cmd(env, "validate " S_RECIPE " model.device=cuda"), 2);
     CHECK_CONTAINS(s_out, "model.device: cuda is usable, but a recipe's roles do not run on a GPU");
 #endif

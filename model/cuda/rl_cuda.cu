@@ -179,6 +179,11 @@ static int s_d2h(rl_cuda_ctx_t *ctx, void *dst, const void *src, size_t bytes) {
     return 0;
 }
 
+static int s_d2d(rl_cuda_ctx_t *ctx, void *dst, const void *src, size_t bytes) {
+    RL_CUDA_CHECK(ctx, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ctx->stream));
+    return 0;
+}
+
 static int s_dset(rl_cuda_ctx_t *ctx, void *dst, int v, size_t bytes) {
     RL_CUDA_CHECK(ctx, cudaMemsetAsync(dst, v, bytes, ctx->stream));
     return 0;
@@ -355,6 +360,8 @@ static const rl_cuda_module_t s_module = {
     rl_cuda_attn_cache_write,
     rl_cuda_attn_decode,
     rl_cuda_attn_prefill,
+    // ---- appended ----
+    s_d2d,
 };
 
 extern "C" __attribute__((visibility("default"))) const rl_cuda_module_t *rl_cuda_module(void) {

@@ -270,6 +270,10 @@ typedef struct rl_cuda_api {
                         const float *vcache, const int *q_starts, const int *slots,
                         const int *pos0, int B, int N, int NH, int NKV, int D, int n_slots,
                         int max_len);
+
+    // ---- appended (the table only grows: struct_size tells a loader what a module has) ----
+    // Copies bytes device -> device on the stream (cudaMemcpyAsync; the KV cache's slot copies).
+    int (*d2d)(rl_cuda_ctx_t *ctx, void *dst, const void *src, size_t bytes);
 } rl_cuda_module_t;
 
 // The module's one export (RL_CUDA_MODULE_SYMBOL).
