@@ -46,9 +46,9 @@ static void s_help(FILE *out) {
             "                     instead of the model's own (tokenizer_config.json's)\n"
             "  --tool-parser P    how tool calls are read from the text: hermes (default;\n"
             "                     Qwen's <tool_call> blocks) or llama3_json\n"
-            "  --device D         cpu (the default); cuda or cuda:N is checked (with no usable\n"
-            "                     GPU, exit 2 saying what was found) and then refused: the\n"
-            "                     server's logprobs need the model's logits on the CPU yet\n");
+            "  --device D         cpu (the default), cuda or cuda:N: the model on that GPU\n"
+            "                     (as `rlctl generate --device`); with no usable GPU, exit 2\n"
+            "                     saying what was found\n");
 }
 
 typedef struct {
@@ -122,10 +122,7 @@ int rl_cmd_serve(int argc, char **argv) {
         return RL_EXIT_USAGE;
     }
     rl_device_t dev;
-    int drc = rl_cli_device("serve", device,
-                            "the server's logprobs read the model's full logits, which a GPU "
-                            "model does not give yet (rl_model_logits)",
-                            &dev);
+    int drc = rl_cli_device("serve", device, NULL, &dev);
     if (drc) {
         return drc;
     }
@@ -138,7 +135,7 @@ int rl_cmd_serve(int argc, char **argv) {
     s_backend_t b;
     memset(&b, 0, sizeof b);
     pthread_mutex_init(&b.mu, NULL);
-    int rc = rl_cli_load_model("serve", model, adapter, threads, &b.model, &b.tok);
+    int rc = rl_cli_load_model_on("serve", model, adapter, threads, &dev, 0, &b.model, &b.tok);
     if (rc) {
         return rc;
     }

@@ -1397,8 +1397,19 @@ int rl_model_device_optim_state(rl_model_t *self, float *m, float *v, int upload
 
 float *rl_model_logits(rl_model_t *self) {
     if (self->cuda) {
-        rl_mdl_err(self, RL_EUNSUPPORTED, "rl_model_logits: not on a model on a GPU yet");
-        return NULL;
+        float *out = malloc((size_t)self->fwd_B * self->fwd_T * self->V * sizeof *out);
+        if (!out) {
+            rl_mdl_err(self, RL_ENOMEM, "out of memory for %d x %d logits",
+                       self->fwd_B * self->fwd_T, self->V);
+            return NULL;
+        }
+        int rc = rl_model_cuda_logits(self->cuda, out);
+        if (rc) {
+            free(out);
+            rl_mdl_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda));
+            return NULL;
+        }
+        return out;
     }
     if (!self->fwd_valid || !self->params.lm_head) {
         rl_mdl_err(self, RL_EINVAL, "no forward to take logits from, or no vocabulary head");

@@ -88,8 +88,8 @@ typedef struct {
                            // backward_hidden and hidden then run there. The host keeps its fp32
                            // parameters and gradient arrays, which rl_model_device_push / _pull
                            // move. Not with sharded. rl_kvcache_new then makes the cache on
-                           // the GPU and rl_model_step runs there too (the sampler's path);
-                           // rl_model_logits stays the CPU's (refused)
+                           // the GPU and rl_model_step runs there too (the sampler's path),
+                           // as rl_model_logits does
     int device_rows;       // a GPU: the most tokens (the sum of lengths) one forward holds
                            // (0: 4096); a forward with more is refused
 } rl_model_opts_t;

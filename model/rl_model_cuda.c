@@ -137,6 +137,7 @@ struct rl_model_cuda {
 
     // ---- the last forward
     int B, T, N, valid, train, lora_off, hid_done;
+    float *d_lg; // (S_LG, V) fp32 rl_model_cuda_logits' chunk, made at its first call
     float temperature;
     uint64_t step;
 
@@ -745,6 +746,31 @@ int rl_model_cuda_step(rl_model_cuda_t *self, rl_model_cuda_cache_t *c, const in
     return 0;
 }
 
+int rl_model_cuda_logits(rl_model_cuda_t *self, float *out) {
+    const rl_cuda_module_t *cu = self->cu;
+    if (!self->valid || !self->has_head) {
+        return s_err(self, RL_EINVAL, "no forward to take logits from, or no vocabulary head");
+    }
+    const int C = self->C, V = self->V, T = self->T;
+    if (!self->d_lg &&
+        cu->dmalloc(self->ctx, (size_t)S_LG * V * sizeof(float), (void **)&self->d_lg) != 0) {
+        return s_err(self, RL_ENOMEM, "cuda:%d: no room for %d rows of logits: %s", self->device,
+                     S_LG, cu->errmsg(self->ctx));
+    }
+    memset(out, 0, (size_t)self->B * T * V * sizeof(float));
+    for (int b = 0; b < self->B; b++) {
+        for (int r = self->starts[b]; r < self->starts[b + 1];) {
+            int k = self->starts[b + 1] - r < S_LG ? self->starts[b + 1] - r : S_LG;
+            S_TRY(cu->logits(self->ctx, self->d_lg, self->lnf_h + (size_t)r * C, C, self->head.h,
+                             0.0f, k, C, V));
+            float *o = out + ((size_t)b * T + (size_t)(r - self->starts[b])) * V;
+            S_TRY(cu->d2h(self->ctx, o, self->d_lg, (size_t)k * V * sizeof(float)));
+            r += k;
+        }
+    }
+    return 0;
+}
+
 int rl_model_cuda_hidden(rl_model_cuda_t *self, float *hid) {
     if (!self->valid) {
         return s_err(self, RL_EINVAL, "no forward on the device");
@@ -1310,6 +1336,7 @@ void rl_model_cuda_destroy(rl_model_cuda_t **self_p) {
         self->cu->dfree(self->ctx, self->mmem);
         self->cu->dfree(self->ctx, self->vmem);
         self->cu->dfree(self->ctx, self->amem);
+        self->cu->dfree(self->ctx, self->d_lg);
         self->cu->ctx_free(self->ctx);
     }
     free(self->layers);

@@ -3,7 +3,7 @@
 // this is host C and never links CUDA). rl_model.c creates it when rl_model_opts_t.device is a
 // GPU and routes rl_model_forward / _backward / _backward_hidden / _hidden to it; nothing else
 // calls it. It also holds the sampler's path (a KV cache on the device and the cached step,
-// behind rl_kvcache_t and rl_model_step) and the optimizer's step.
+// behind rl_kvcache_t and rl_model_step), rl_model_logits, and the optimizer's step.
 //
 // What lives on the device (docs/gpu.md, "The design of the device model"):
 // - frozen weights: matmul weights (2-D) bf16, converted from the host model's fp32 copy (a bf16
@@ -86,6 +86,13 @@ int rl_model_cuda_optim_state(rl_model_cuda_t *self, float *m, float *v, int upl
 
 // Bytes of device memory the device half holds. (For messages and tests.)
 size_t rl_model_cuda_bytes(const rl_model_cuda_t *self);
+
+// rl_model_logits on the device: out (B,T,V) = the raw logits of the last forward's rows (the
+// vocabulary head over the final norm's bf16 output, as the sampler's step computes them),
+// zeros at padding. The first call makes a device buffer of 64 rows of logits, kept until
+// destroy. Returns 0, or RL_EINVAL (no forward since the last step, no vocabulary head),
+// RL_ENOMEM, RL_EIO.
+int rl_model_cuda_logits(rl_model_cuda_t *self, float *out);
 
 // ---- the sampler's path (rl_kvcache_t and rl_model_step of a model on a GPU) ----
 // A KV cache on the device: per layer K and V, each (n_slots, max_len, NKV, D) fp32, after

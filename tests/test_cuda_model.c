@@ -775,8 +775,6 @@ static void s_test_refusals(void) {
     CHECK(rc == RL_EINVAL && strstr(rl_model_errmsg(m), "dropout"));
     rl_lora_set_dropout(rl_model_lora(m), 0.0f);
     CHECK(rl_model_forward(m, tok, len, 2, 40, 1.0f, 1, lp, NULL) == 0);
-    // logits are the CPU's only
-    CHECK(rl_model_logits(m) == NULL && strstr(rl_model_errmsg(m), "GPU"));
     rl_model_destroy(&m);
 }
 
@@ -890,6 +888,40 @@ static void s_test_step(const s_case_t *k) {
     // out of range: refused before the device sees it
     int bad_slot = 3;
     CHECK(rl_model_step(gpu, gc, t3, &bad_slot, ps3, 1, NULL, b) == RL_EINVAL);
+    // rl_model_logits of a forward (two sequences, one padded): the CPU's, zeros at padding;
+    // after a step the device's activations are the step's: refused
+    int32_t ft[2 * 9];
+    int lens[2] = {9, 6};
+    for (int i = 0; i < 18; i++) {
+        ft[i] = i % 9 < lens[i / 9] ? (int32_t)rl_rng_below(&rng, (uint64_t)V) : 0;
+    }
+    float lp[18];
+    CHECK(rl_model_forward(cpu, ft, lens, 2, 9, 1.0f, 0, lp, NULL) == 0);
+    CHECK(rl_model_forward(gpu, ft, lens, 2, 9, 1.0f, 0, lp, NULL) == 0);
+    float *la = rl_model_logits(cpu), *lb = rl_model_logits(gpu);
+    CHECK_MSG(la && lb, "rl_model_logits: %s", rl_model_errmsg(gpu));
+    if (la && lb) {
+        unsigned char real[18];
+        int pad_zero = 1;
+        for (int i = 0; i < 18; i++) {
+            real[i] = i % 9 < lens[i / 9];
+            for (int v = 0; !real[i] && v < V; v++) {
+                pad_zero &= lb[(size_t)i * V + v] == 0.0f;
+            }
+        }
+        g = s_step_gap(la, lb, 18, real, V, &rr);
+        printf("  %-34s max |d| %.3g, rms %.3g of the logits' rms\n", "rl_model_logits (forward)",
+               g, rr);
+        CHECK_MSG(g <= S_STEP_MAX && rr <= S_STEP_RMS && pad_zero,
+                  "rl_model_logits: %g, rms %g, padding zeros %d", g, rr, pad_zero);
+    }
+    free(la);
+    free(lb);
+    CHECK(rl_model_step(gpu, gc, t3, sl3, ps3, 1, NULL, b) == 0);
+    lb = rl_model_logits(gpu);
+    CHECK_MSG(lb == NULL && strstr(rl_model_errmsg(gpu), "no forward"), "logits after a step: %s",
+              rl_model_errmsg(gpu));
+    free(lb);
     free(a);
     free(b);
     free(c);

@@ -8,7 +8,8 @@
 // there (no module, an index past the visible ones), is exit 2 naming it and why, before
 // anything is loaded; on the emulated GPU logprobs computes its forward there and generate and
 // eval their cached steps (the CPU's tokens, its logprobs within the bf16 tolerance of
-// docs/gpu.md), while serve and a recipe say that they do not run on a GPU yet.
+// docs/gpu.md), serve answers a completion with top logprobs from the GPU, while a recipe says
+// that its roles do not run on a GPU yet.
 #define _GNU_SOURCE // sched_getaffinity, CPU_COUNT
 #include "rl_test.h"
 
@@ -17,6 +18,7 @@
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static char s_out[1 << 16];
 
@@ -182,7 +184,32 @@ static void s_test_device_flags(void) {
     CHECK_INT(s_cmd(env, S_EVAL " --limit 2 --json --device cuda"), 0);
     CHECK_CONTAINS(s_out, "\"accuracy\"");
     s_refused(env, "cuda:1", "there is 1 visible GPU (cuda:0)", 0);
-    s_refused(env, "cuda", "which a GPU model does not give yet", 3);
+    // serve on the device: a completion with top logprobs (rl_model_logits on the device)
+    char script[] = "/tmp/rl_test_serve_XXXXXX";
+    int fd = mkstemp(script);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    CHECK(f != NULL);
+    if (f) {
+        fprintf(f,
+                "log=$(mktemp)\n"
+                "env %s '%s/rlctl' " S_SERVE " --device cuda >\"$log\" 2>&1 &\n"
+                "pid=$!; port=\n"
+                "for i in $(seq 100); do\n"
+                "  port=$(sed -n 's|.*http://127.0.0.1:\\([0-9]*\\)/v1.*|\\1|p' \"$log\")\n"
+                "  [ -n \"$port\" ] && break; sleep 0.2\n"
+                "done\n"
+                "curl -s --max-time 60 \"http://127.0.0.1:$port/v1/completions\" -d '{\"prompt\": "
+                "\"47*3+512=\", \"max_tokens\": 40, \"temperature\": 0, \"logprobs\": 2}'\n"
+                "kill $pid; wait $pid; cat \"$log\"; rm -f \"$log\"\n",
+                env, RL_BINARY_DIR);
+        fclose(f);
+        char cmd[512];
+        snprintf(cmd, sizeof cmd, "sh %s 2>&1", script);
+        CHECK_INT(rl_test_shell(cmd, s_out, sizeof s_out), 0);
+        CHECK_CONTAINS(s_out, "\"text\":\"47*3=141;141+512=653 #### 653\"");
+        CHECK_CONTAINS(s_out, "\"top_logprobs\":[{");
+        unlink(script);
+    }
     CHECK_INT(s_cmd(env, "validate " S_RECIPE " model.device=cuda"), 2);
     CHECK_CONTAINS(s_out, "model.device: cuda is usable, but a recipe's roles do not run on a GPU");
 #endif
