@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU checks, in one command on a GPU machine (at most ~8 minutes): every `gpu` suite
-# (each kernel against the CPU reference, the model against the CPU path), each with its log
+# (each kernel against the CPU reference, the model against the CPU path) and rlctl's logprobs
+# and generate end to end on the GPU against the CPU (cli.device_e2e), each with its log
 # under $OUT (or ./gpu_check.out), and a short table printed last with the device's name,
 # driver and the date. Runs what scripts/gpu_pack.sh packed here into .gpu/ (the GPU machines
 # lack our Debian libraries and a package registry): device tool call
@@ -44,6 +45,44 @@ while read -r suite; do
   rows+=("$(printf '%-28s %-10s %5d.%01d s  %s' "$suite" "$res" $((dt_ms / 1000)) \
     $(((dt_ms % 1000) / 100)) "$checks")")
 done < "$pack/gpu_tests.txt"
+# end to end through rlctl: logprobs and greedy generate on the GPU against the CPU (the same
+# tokens, logprobs within 0.1), and sampling 64 x 100 tokens on each (tokens/s, median of 3)
+e2e() {
+  local m="$root/cookbook/models/arith-base" r="$pack/bin/rlctl"
+  local p=(--model "$m" --prompt "47*3+512=") lp=(--completion "47*3=141;141+512=653 #### 653")
+  "$r" logprobs "${p[@]}" "${lp[@]}" --json >"$out/e2e_lp_cpu.json" &&
+    "$r" logprobs "${p[@]}" "${lp[@]}" --json --device cuda >"$out/e2e_lp_gpu.json" &&
+    "$r" generate "${p[@]}" --temperature 0 --json >"$out/e2e_gen_cpu.json" &&
+    "$r" generate "${p[@]}" --temperature 0 --json --device cuda >"$out/e2e_gen_gpu.json" ||
+    return 1
+  python3 - "$out" <<'PY' || return 1
+import json, sys
+o = sys.argv[1]
+ld = lambda n: json.load(open(f"{o}/e2e_{n}.json"))
+a, b = ld("lp_cpu"), ld("lp_gpu")
+ga, gb = ld("gen_cpu")["samples"][0], ld("gen_gpu")["samples"][0]
+w1 = max(abs(x - y) for x, y in zip(a["logprobs"], b["logprobs"]))
+w2 = max(abs(x - y) for x, y in zip(ga["logprobs"], gb["logprobs"]))
+ok = a["completion_ids"] == b["completion_ids"] and ga["ids"] == gb["ids"] and max(w1, w2) < 0.1
+print(f"logprobs worst {w1:.3g}, generate worst {w2:.3g}, same tokens {ga['ids'] == gb['ids']}")
+sys.exit(0 if ok else 1)
+PY
+  for dev in cpu cuda; do
+    for i in 1 2 3; do
+      local t0=$(date +%s%N)
+      "$r" generate "${p[@]}" --n 64 --max-new-tokens 100 --temperature 1 --seed $i \
+        --device "$dev" --json >"$out/e2e_sample_$dev.json" || return 1
+      echo "$dev $((($(date +%s%N) - t0) / 1000000))"
+    done
+  done
+}
+t0=$(date +%s%N)
+e2e >"$out/cli.device_e2e.log" 2>&1
+rc=$?
+dt_ms=$((($(date +%s%N) - t0) / 1000000))
+[ $rc -eq 0 ] && res=pass || { res="FAIL($rc)"; status=1; }
+rows+=("$(printf '%-28s %-10s %5d.%01d s  %s' cli.device_e2e "$res" $((dt_ms / 1000)) \
+  $(((dt_ms % 1000) / 100)) "$(head -n 1 "$out/cli.device_e2e.log" | cut -c1-60)")")
 echo
 echo "=== gpu_check: $(sed -n 's/^gpu //p' "$out/device.txt" | head -n 1)"
 printf '%-28s %-10s %9s  %s\n' suite result time checks
