@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The GPU checks, in one command on a GPU machine (at most ~8 minutes): every `gpu` suite
 # (each kernel against the CPU reference, the model against the CPU path) and rlctl's logprobs
-# and generate end to end on the GPU against the CPU (cli.device_e2e), each with its log
+# and generate end to end on the GPU against the CPU (cli.device_e2e), then the benchmark
+# bench_gpu --quick (the training step and decode beside the measured gemm peak and copy
+# bandwidth), each with its log
 # under $OUT (or ./gpu_check.out), and a short table printed last with the device's name,
 # driver and the date. Runs what scripts/gpu_pack.sh packed here into .gpu/ (the GPU machines
 # lack our Debian libraries and a package registry): device tool call
@@ -83,6 +85,18 @@ dt_ms=$((($(date +%s%N) - t0) / 1000000))
 [ $rc -eq 0 ] && res=pass || { res="FAIL($rc)"; status=1; }
 rows+=("$(printf '%-28s %-10s %5d.%01d s  %s' cli.device_e2e "$res" $((dt_ms / 1000)) \
   $(((dt_ms % 1000) / 100)) "$(head -n 1 "$out/cli.device_e2e.log" | cut -c1-60)")")
+# the benchmark (bench/bench_gpu.c): the device's bf16 gemm peak and copy bandwidth, then the
+# 0.5B-shaped model's training step and decode beside them; its table is printed below
+t0=$(date +%s%N)
+(cd "$root" && timeout "${RL_GPU_BENCH_SECONDS:-200}" "$pack/bin/bench_gpu" --quick \
+  --json "$out/bench_gpu.json") >"$out/bench_gpu.log" 2>&1
+rc=$?
+dt_ms=$((($(date +%s%N) - t0) / 1000000))
+[ $rc -eq 0 ] && res=pass || { res="FAIL($rc)"; status=1; }
+rows+=("$(printf '%-28s %-10s %5d.%01d s  %s' bench_gpu "$res" $((dt_ms / 1000)) \
+  $(((dt_ms % 1000) / 100)) "table below")")
+echo
+grep '^|' "$out/bench_gpu.log"
 echo
 echo "=== gpu_check: $(sed -n 's/^gpu //p' "$out/device.txt" | head -n 1)"
 printf '%-28s %-10s %9s  %s\n' suite result time checks

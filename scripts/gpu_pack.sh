@@ -17,7 +17,7 @@ cmake --build build/gpu -j "${RL_JOBS:-$(nproc)}" 2>&1 | tail -n 5
 rm -rf .gpu && mkdir -p .gpu/bin .gpu/lib
 ctest --test-dir build/gpu -L gpu -N 2>/dev/null | sed -nE 's/^ *Test +#[0-9]+: (.*)$/\1/p' \
   > .gpu/gpu_tests.txt
-cp build/gpu/rlctl build/gpu/librlctl_cuda.so .gpu/bin/
+cp build/gpu/rlctl build/gpu/librlctl_cuda.so build/gpu/bench/bench_gpu .gpu/bin/
 while read -r suite; do
   cp "build/gpu/tests/test_${suite//./_}" .gpu/bin/
 done < .gpu/gpu_tests.txt

@@ -1,0 +1,342 @@
+// bench_gpu — the model on an NVIDIA GPU beside the device's own ceilings measured in the same
+// run (issue 27, "Measured"; DESIGN.md §5). Not a test. Sections, each the median of several
+// repetitions after a warm-up:
+//
+//   peak    the module's bf16 x bf16 -> fp32 gemm (cuBLASLt) at M = N = K = 8192: TFLOP/s, the
+//           ceiling MFU is taken against (not a datasheet figure).
+//   copy    device-to-device copy of 1 GiB: GB/s counting the bytes read and written, the bound
+//           decode at batch 1 is taken against.
+//   train   one training step (rl_model_forward train = 1 + rl_model_backward) of B*T = 16384
+//           tokens at T = 1024 and 4096, Qwen2.5-0.5B- and 1.5B-shaped random models (rlctl
+//           init's init), LoRA r 16 on all 7 projections, and full: tokens/s, model TFLOP/s and
+//           MFU = that / peak. FLOPs as bench_model.c counts them (PaLM's convention):
+//             full: 6*N*tok + 6*L*T*QD*tok; LoRA: 4*N*tok + 6*N_lora*tok + 6*L*T*QD*tok,
+//           N the matmul parameters (the tied head counted once). A model whose step does not fit
+//           the device is made again with recompute (said in its row).
+//   decode  rl_sampler_generate on the GPU model (tune NONE): batch 1, 64 and 256 prompts of 128
+//           tokens, 256 new tokens each (end tokens ignored), temperature 1: new tokens/s of the
+//           whole call (prefill included). Batch 1 beside its bandwidth bound: copy GB/s / the
+//           bytes one token reads (the bf16 matmul weights, the head once).
+//
+//   bench_gpu [--quick] [--tiny] [--json FILE]
+//     --quick  the 0.5B shape only, and decode 64 new tokens, one timed call each, no warm-up
+//              (what scripts/gpu_check.sh runs within its minutes: the draw stays on the host,
+//              about 1 ms a row at V 151936, which batch 256 x 256 tokens would make a minute)
+//     --tiny   toy shapes and sizes, to try the program on the emulated module (tests/cuemu)
+//     --json   also one JSON object per figure, a line each, into FILE
+#include "rl_bench.h"
+#include "rl_device.h"
+#include "rl_hf.h"
+#include "rl_model.h"
+#include "rl_rng.h"
+#include "rl_sampler.h"
+
+#include "cuda/rl_cuda_module.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const char *name;
+    int C, I, L, NH, NKV, D, V;
+} s_shape_t;
+
+// Qwen2.5-0.5B and -1.5B (config.json of the released models), tied embeddings; a toy one
+static const s_shape_t S_05B = {"qwen2.5-0.5B", 896, 4864, 24, 14, 2, 64, 151936};
+static const s_shape_t S_15B = {"qwen2.5-1.5B", 1536, 8960, 28, 12, 2, 128, 151936};
+static const s_shape_t S_TINY = {"tiny", 64, 160, 2, 4, 2, 16, 512};
+
+static int s_tiny, s_quick;
+static FILE *s_json;
+static const rl_cuda_module_t *s_cu;
+static rl_cuda_ctx_t *s_ctx;
+
+static void s_fail(const char *what, const char *why) {
+    fprintf(stderr, "bench_gpu: %s: %s\n", what, why);
+    exit(1);
+}
+
+static void s_record(const char *section, const char *what, double value, const char *unit) {
+    if (s_json) {
+        fprintf(s_json,
+                "{\"section\": \"%s\", \"what\": \"%s\", \"value\": %.6g, \"unit\": \"%s\"}\n",
+                section, what, value, unit);
+    }
+}
+
+static rl_hf_config_t s_cfg(const s_shape_t *s) {
+    char json[1024], err[512];
+    snprintf(json, sizeof json,
+             "{\"model_type\":\"qwen2\",\"hidden_size\":%d,\"intermediate_size\":%d,"
+             "\"num_hidden_layers\":%d,\"num_attention_heads\":%d,\"num_key_value_heads\":%d,"
+             "\"head_dim\":%d,\"vocab_size\":%d,\"rms_norm_eps\":1e-6,\"rope_theta\":1000000.0,"
+             "\"max_position_embeddings\":32768,\"initializer_range\":0.02,"
+             "\"tie_word_embeddings\":true}",
+             s->C, s->I, s->L, s->NH, s->NKV, s->D, s->V);
+    rl_hf_config_t cfg;
+    if (rl_hf_config_parse(json, strlen(json), s->name, &cfg, err, sizeof err) != 0) {
+        s_fail(s->name, err);
+    }
+    return cfg;
+}
+
+// Matmul parameters (every projection and the tied head once), and LoRA's at rank r.
+static double s_params(const s_shape_t *s, int r, double *n_lora) {
+    double C = s->C, I = s->I, QD = (double)s->NH * s->D, KVD = (double)s->NKV * s->D;
+    double per = C * QD + 2 * C * KVD + QD * C + 3 * C * I;
+    double lora = r * ((C + QD) + 2 * (C + KVD) + (QD + C) + 2 * (C + I) + (I + C));
+    *n_lora = s->L * lora;
+    return s->L * per + (double)s->V * C;
+}
+
+// ---- the ceilings
+
+static double s_peak(void) {
+    const int n = s_tiny ? 256 : 8192;
+    uint16_t *a = NULL, *b = NULL;
+    float *c = NULL;
+    size_t nn = (size_t)n * n;
+    if (s_cu->dmalloc(s_ctx, nn * 2, (void **)&a) || s_cu->dmalloc(s_ctx, nn * 2, (void **)&b) ||
+        s_cu->dmalloc(s_ctx, nn * 4, (void **)&c)) {
+        s_fail("peak", s_cu->errmsg(s_ctx));
+    }
+    s_cu->dset(s_ctx, a, 0x3c, nn * 2); // bf16 0x3c3c, about 0.0115: no overflow, no denormals
+    s_cu->dset(s_ctx, b, 0x3c, nn * 2);
+    rl_cuda_gemm_t g = {n, n, n, 0, 1, n, n, n, 1.0f, 0.0f};
+    double t[5];
+    for (int rep = -1; rep < 5; rep++) {
+        double t0 = rl_bench_now();
+        for (int k = 0; k < 10; k++) {
+            if (s_cu->gemm(s_ctx, &g, a, b, c)) {
+                s_fail("peak", s_cu->errmsg(s_ctx));
+            }
+        }
+        s_cu->sync(s_ctx);
+        if (rep >= 0) {
+            t[rep] = (rl_bench_now() - t0) / 10;
+        }
+    }
+    double tf = 2.0 * n * (double)n * n / rl_bench_median(t, 5) / 1e12;
+    printf("| peak | bf16 gemm M=N=K=%d (cuBLASLt) | %.3g TFLOP/s |\n", n, tf);
+    s_record("peak", "bf16 gemm", tf, "TFLOP/s");
+    s_cu->dfree(s_ctx, a);
+    s_cu->dfree(s_ctx, b);
+    s_cu->dfree(s_ctx, c);
+    return tf;
+}
+
+static double s_copy(void) {
+    const size_t bytes = s_tiny ? ((size_t)4 << 20) : ((size_t)1 << 30);
+    void *a = NULL, *b = NULL;
+    if (s_cu->dmalloc(s_ctx, bytes, &a) || s_cu->dmalloc(s_ctx, bytes, &b)) {
+        s_fail("copy", s_cu->errmsg(s_ctx));
+    }
+    s_cu->dset(s_ctx, a, 1, bytes);
+    double t[5];
+    for (int rep = -1; rep < 5; rep++) {
+        double t0 = rl_bench_now();
+        s_cu->d2d(s_ctx, b, a, bytes);
+        s_cu->sync(s_ctx);
+        if (rep >= 0) {
+            t[rep] = rl_bench_now() - t0;
+        }
+    }
+    double gbs = 2.0 * (double)bytes / rl_bench_median(t, 5) / 1e9;
+    printf("| copy | device to device, %zu MiB | %.0f GB/s (read + write) |\n", bytes >> 20, gbs);
+    s_record("copy", "d2d", gbs, "GB/s");
+    s_cu->dfree(s_ctx, a);
+    s_cu->dfree(s_ctx, b);
+    return gbs;
+}
+
+// ---- the model
+
+static rl_model_t *s_model(const s_shape_t *s, rl_tune_t tune, int rows, int *recompute) {
+    rl_hf_config_t cfg = s_cfg(s);
+    rl_model_opts_t o;
+    rl_model_opts_default(&o);
+    o.tune = tune;
+    o.lora_r = 16;
+    o.lora_alpha = 32.0f;
+    o.lora_targets = RL_LORA_ALL;
+    o.device.cuda = 1;
+    o.device_rows = rows;
+    char err[2048];
+    for (*recompute = 0; *recompute < 2; (*recompute)++) {
+        o.recompute = *recompute;
+        rl_model_t *m = rl_model_new_random(&cfg, &o, 1, err, sizeof err);
+        if (m) {
+            return m;
+        }
+        fprintf(stderr, "bench_gpu: %s%s: %s\n", s->name, *recompute ? " (recompute)" : "", err);
+    }
+    return NULL;
+}
+
+static void s_train(const s_shape_t *s, rl_tune_t tune, int T, double peak) {
+    const int tok = s_tiny ? 256 : 16384, B = tok / T;
+    int recompute = 0;
+    rl_model_t *m = s_model(s, tune, tok, &recompute);
+    if (!m) {
+        printf("| train | %s %s T=%d | did not fit |\n", s->name,
+               tune == RL_TUNE_FULL ? "full" : "LoRA r16", T);
+        return;
+    }
+    int32_t *ids = malloc((size_t)tok * sizeof *ids);
+    int *len = malloc((size_t)B * sizeof *len);
+    float *lp = malloc((size_t)tok * sizeof *lp), *dl = malloc((size_t)tok * sizeof *dl);
+    if (!ids || !len || !lp || !dl) {
+        s_fail("train", "out of memory");
+    }
+    rl_rng_t rng;
+    rl_rng_seed(&rng, 7);
+    for (int i = 0; i < tok; i++) {
+        ids[i] = (int32_t)rl_rng_below(&rng, (uint64_t)s->V);
+        dl[i] = -1.0f / (float)tok;
+    }
+    for (int b = 0; b < B; b++) {
+        len[b] = T;
+    }
+    const int reps = s_tiny ? 2 : 3;
+    double t[3];
+    for (int rep = -1; rep < reps; rep++) {
+        double t0 = rl_bench_now();
+        if (rl_model_forward(m, ids, len, B, T, 1.0f, 1, lp, NULL) || rl_model_backward(m, dl)) {
+            s_fail("train", rl_model_errmsg(m));
+        }
+        if (rep >= 0) {
+            t[rep] = rl_bench_now() - t0;
+        }
+    }
+    double sec = rl_bench_median(t, reps), n_lora;
+    double N = s_params(s, 16, &n_lora), QD = (double)s->NH * s->D;
+    double flops = tune == RL_TUNE_FULL
+                       ? 6 * N * tok + 6.0 * s->L * T * QD * tok
+                       : 4 * N * tok + 6 * n_lora * tok + 6.0 * s->L * T * QD * tok;
+    double tf = flops / sec / 1e12;
+    char what[160];
+    snprintf(what, sizeof what, "%s %s T=%d B=%d%s", s->name,
+             tune == RL_TUNE_FULL ? "full" : "LoRA r16", T, B, recompute ? " (recompute)" : "");
+    printf("| train | %s | %.0f tokens/s, %.3f s/step, %.3g TFLOP/s, MFU %.1f%% |\n", what,
+           tok / sec, sec, tf, 100 * tf / peak);
+    s_record("train", what, tok / sec, "tokens/s");
+    s_record("train", what, 100 * tf / peak, "MFU %");
+    free(ids);
+    free(len);
+    free(lp);
+    free(dl);
+    rl_model_destroy(&m);
+}
+
+static void s_decode(const s_shape_t *s, double gbs) {
+    const int P = s_tiny ? 8 : 128, NEW = s_tiny ? 16 : s_quick ? 64 : 256;
+    const int batches[3] = {1, s_tiny ? 4 : 64, s_tiny ? 8 : 256};
+    int recompute = 0;
+    rl_model_t *m = s_model(s, RL_TUNE_NONE, 2048, &recompute);
+    if (!m) {
+        printf("| decode | %s | did not fit |\n", s->name);
+        return;
+    }
+    rl_sampler_t *smp = rl_sampler_new(m);
+    int32_t *ids = malloc((size_t)256 * P * sizeof *ids);
+    rl_sampler_prompt_t *pr = malloc(256 * sizeof *pr);
+    if (!smp || !ids || !pr) {
+        s_fail("decode", "out of memory");
+    }
+    rl_rng_t rng;
+    rl_rng_seed(&rng, 11);
+    for (int i = 0; i < 256 * P; i++) {
+        ids[i] = (int32_t)rl_rng_below(&rng, (uint64_t)s->V);
+    }
+    for (int i = 0; i < 256; i++) {
+        pr[i] = (rl_sampler_prompt_t){ids + (size_t)i * P, P, (uint64_t)i};
+    }
+    double n_lora, N = s_params(s, 16, &n_lora);
+    double bound = gbs * 1e9 / (2.0 * N); // tokens/s: each token reads the bf16 weights once
+    for (int k = 0; k < 3; k++) {
+        rl_sampler_params_t sp;
+        rl_sampler_params_default(&sp);
+        sp.n = 1;
+        sp.max_new_tokens = NEW;
+        sp.no_eos = 1;
+        sp.max_batch = batches[k];
+        sp.seed = 3;
+        const int reps = s_tiny || s_quick ? 1 : 3;
+        double t[3];
+        for (int rep = s_quick ? 0 : -1; rep < reps; rep++) {
+            rl_sampler_result_t *res = NULL;
+            double t0 = rl_bench_now();
+            if (rl_sampler_generate(smp, pr, batches[k], &sp, &res)) {
+                s_fail("decode", rl_sampler_errmsg(smp));
+            }
+            if (rep >= 0) {
+                t[rep] = rl_bench_now() - t0;
+            }
+            rl_sampler_results_free(&res, batches[k]);
+        }
+        double tps = (double)batches[k] * NEW / rl_bench_median(t, reps);
+        char what[128];
+        snprintf(what, sizeof what, "%s batch %d, prompt %d, %d new", s->name, batches[k], P, NEW);
+        if (k == 0) {
+            printf("| decode | %s | %.0f tokens/s, %.1f%% of the bandwidth bound (%.0f) |\n", what,
+                   tps, 100 * tps / bound, bound);
+        } else {
+            printf("| decode | %s | %.0f tokens/s |\n", what, tps);
+        }
+        s_record("decode", what, tps, "tokens/s");
+    }
+    free(ids);
+    free(pr);
+    rl_sampler_destroy(&smp);
+    rl_model_destroy(&m);
+}
+
+int main(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) {
+            s_quick = 1;
+        } else if (!strcmp(argv[i], "--tiny")) {
+            s_tiny = 1;
+        } else if (!strcmp(argv[i], "--json") && i + 1 < argc) {
+            if (!(s_json = fopen(argv[++i], "w"))) {
+                s_fail(argv[i], "cannot write");
+            }
+        } else {
+            fprintf(stderr, "usage: bench_gpu [--quick] [--tiny] [--json FILE]\n");
+            return 2;
+        }
+    }
+    char err[2048], msg[512];
+    rl_device_t d = {1, 0};
+    rl_device_info_t info;
+    if (rl_device_check(&d, 0, &info, err, sizeof err) != 0) {
+        fprintf(stderr, "bench_gpu: %s\n", err);
+        return 77; // no GPU: nothing to measure
+    }
+    s_cu = rl_device_cuda(err, sizeof err);
+    if (!s_cu || s_cu->ctx_new(0, &s_ctx, msg, sizeof msg) != 0) {
+        s_fail("cuda:0", s_cu ? msg : err);
+    }
+    printf("bench_gpu: %s, %.0f GiB, compute capability %d.%d, driver %d, runtime %d\n\n",
+           info.name, (double)info.mem_total / (1 << 30), info.cc_major, info.cc_minor,
+           info.driver_version, info.runtime_version);
+    printf("| section | what | result |\n|---|---|---|\n");
+    double peak = s_peak(), gbs = s_copy();
+    const s_shape_t *shapes[2] = {s_tiny ? &S_TINY : &S_05B, &S_15B};
+    const int n_shapes = s_tiny || s_quick ? 1 : 2;
+    const int Ts[2] = {s_tiny ? 64 : 1024, s_tiny ? 128 : 4096};
+    for (int k = 0; k < n_shapes; k++) {
+        for (int ti = 0; ti < 2; ti++) {
+            s_train(shapes[k], RL_TUNE_LORA, Ts[ti], peak);
+            s_train(shapes[k], RL_TUNE_FULL, Ts[ti], peak);
+        }
+        s_decode(shapes[k], gbs);
+    }
+    s_cu->ctx_free(s_ctx);
+    if (s_json) {
+        fclose(s_json);
+    }
+    return 0;
+}
