@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+# torch_gpu_side — the PyTorch peer of bench/bench_gpu.c on the same GPU (issue 27, "Measured"):
+# the work a user of transformers would run instead, with bench_gpu's shapes, so the rows
+# compare line by line.
+#
+#   model   transformers' Qwen2ForCausalLM with the Qwen2.5-0.5B / -1.5B configs (random
+#           weights, tied embeddings), bf16, SDPA attention.
+#   train   forward + backward of -mean(token logprobs) over B*T = 16384 tokens at T 1024 and
+#           4096: full (every parameter trains), and LoRA r 16 (alpha 32) on all 7 projections
+#           through peft when it is installed (the row says so when it is not). One warm-up
+#           step, then the median of 3; tokens/s and the same model FLOPs as bench_gpu (PaLM's
+#           convention), TFLOP/s.
+#   decode  model.generate of batch 1, 64 and 256 prompts of 128 random tokens, exactly NEW new
+#           tokens (min_new_tokens = max_new_tokens), sampling at temperature 1 with no top-k:
+#           new tokens/s of the whole call.
+#
+#   python3 bench/torch_gpu_side.py [--quick] [--json FILE]
+#     --quick  the 0.5B shape only, decode 64 new tokens, one timed call (as bench_gpu --quick)
+# Prints one markdown row per figure, as bench_gpu does.
+import argparse
+import json
+import statistics
+import sys
+import time
+
+SHAPES = {  # name: (C, I, L, NH, NKV, D, V), as bench_gpu.c's
+    "qwen2.5-0.5B": (896, 4864, 24, 14, 2, 64, 151936),
+    "qwen2.5-1.5B": (1536, 8960, 28, 12, 2, 128, 151936),
+}
+TOKENS = 16384
+
+
+def params(shape, r):
+    C, I, L, NH, NKV, D, V = shape
+    QD, KVD = NH * D, NKV * D
+    per = C * QD + 2 * C * KVD + QD * C + 3 * C * I
+    lora = r * ((C + QD) + 2 * (C + KVD) + (QD + C) + 2 * (C + I) + (I + C))
+    return L * per + V * C, L * lora
+
+
+def make(torch, name, lora):
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    C, I, L, NH, NKV, D, V = SHAPES[name]
+    cfg = Qwen2Config(hidden_size=C, intermediate_size=I, num_hidden_layers=L,
+                      num_attention_heads=NH, num_key_value_heads=NKV, vocab_size=V,
+                      max_position_embeddings=32768, rope_theta=1e6, tie_word_embeddings=True,
+                      attn_implementation="sdpa")
+    m = Qwen2ForCausalLM(cfg).to("cuda", torch.bfloat16)
+    if lora:
+        from peft import LoraConfig, get_peft_model
+
+        m = get_peft_model(m, LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0,
+                                         target_modules=["q_proj", "k_proj", "v_proj", "o_proj",
+                                                         "gate_proj", "up_proj", "down_proj"]))
+    return m
+
+
+def train(torch, name, lora, T, out):
+    what = "%s %s T=%d B=%d" % (name, "LoRA r16" if lora else "full", T, TOKENS // T)
+    try:
+        m = make(torch, name, lora)
+    except ImportError as e:
+        print("| train | torch %s | not run: %s |" % (what, e))
+        return
+    m.train()
+    g = torch.Generator(device="cuda").manual_seed(7)
+    ids = torch.randint(0, SHAPES[name][6], (TOKENS // T, T), device="cuda", generator=g)
+
+    def step():
+        logits = m(input_ids=ids).logits
+        lp = torch.log_softmax(logits[:, :-1].float(), -1).gather(-1, ids[:, 1:, None])
+        (-lp.mean()).backward()
+
+    times = []
+    for rep in range(4):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        if rep:
+            times.append(time.perf_counter() - t0)
+    sec = statistics.median(times)
+    N, n_lora = params(SHAPES[name], 16)
+    L, QD = SHAPES[name][2], SHAPES[name][3] * SHAPES[name][5]
+    attn = 6 * L * T * QD * TOKENS
+    flops = (4 * N * TOKENS + 6 * n_lora * TOKENS + attn) if lora else (6 * N * TOKENS + attn)
+    print("| train | torch %s | %.0f tokens/s, %.3f s/step, %.3g TFLOP/s |"
+          % (what, TOKENS / sec, sec, flops / sec / 1e12))
+    out.append({"section": "train", "what": "torch " + what, "value": TOKENS / sec,
+                "unit": "tokens/s"})
+    del m
+    torch.cuda.empty_cache()
+
+
+def decode(torch, name, new, reps, out):
+    m = make(torch, name, False).eval()
+    g = torch.Generator(device="cuda").manual_seed(11)
+    for b in (1, 64, 256):
+        ids = torch.randint(0, SHAPES[name][6], (b, 128), device="cuda", generator=g)
+        times = []
+        for rep in range(reps + (reps > 1)):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            with torch.no_grad():
+                m.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=True,
+                           temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=new,
+                           min_new_tokens=new, pad_token_id=0)
+            torch.cuda.synchronize()
+            if rep or reps == 1:
+                times.append(time.perf_counter() - t0)
+        tps = b * new / statistics.median(times)
+        what = "%s batch %d, prompt 128, %d new" % (name, b, new)
+        print("| decode | torch %s | %.0f tokens/s |" % (what, tps))
+        out.append({"section": "decode", "what": "torch " + what, "value": tps,
+                    "unit": "tokens/s"})
+    del m
+    torch.cuda.empty_cache()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    import torch
+
+    if not torch.cuda.is_available():
+        print("torch_gpu_side: no GPU for torch %s" % torch.__version__, file=sys.stderr)
+        return 77
+    import transformers
+
+    print("torch_gpu_side: torch %s, transformers %s, %s\n"
+          % (torch.__version__, transformers.__version__, torch.cuda.get_device_name(0)))
+    print("| section | what | result |\n|---|---|---|")
+    out = []
+    for name in list(SHAPES)[:1 if a.quick else 2]:
+        for T in (1024, 4096):
+            for lora in (True, False):
+                train(torch, name, lora, T, out)
+        decode(torch, name, 64 if a.quick else 256, 1 if a.quick else 3, out)
+    if a.json:
+        with open(a.json, "w") as f:
+            for o in out:
+                f.write(json.dumps(o) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
