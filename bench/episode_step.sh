@@ -20,14 +20,7 @@ n=${2:-3}
 tmp=$(mktemp -d /tmp/rl_episode_step.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 
-median() { sort -g | awk '{v[NR] = $1} END {if (NR == 0) print "nan";
-  else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
-# the values of one metric of metrics.jsonl, steps > 5
-metric() { awk -v key="\"$2\":" '{
-  s = $0; sub(/^.*"step":/, "", s); sub(/[,}].*$/, "", s)
-  if (s + 0 <= 5) next
-  i = index($0, key); if (!i) next
-  v = substr($0, i + length(key)); sub(/[,}].*$/, "", v); print v }' "$1"; }
+. bench/lib.sh # median, metric
 # per-step ratio a/b of two metrics, then their median
 ratio() { paste <(metric "$1" "$2") <(metric "$1" "$3") | awk '{ if ($2 > 0) print $1 / $2 }' |
   median; }

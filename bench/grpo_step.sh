@@ -25,15 +25,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 # arithmetic on decimals (awk, so that nothing beyond the build's packages is needed)
 calc() { awk "BEGIN {printf \"%.6f\", $1}"; }
-# median of the numbers on stdin, one per line
-median() { sort -g | awk '{v[NR] = $1} END {if (NR == 0) print "nan";
-  else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
-# the values of one metric of metrics.jsonl, steps > 5 (the first steps warm caches and pools)
-metric() { awk -v key="\"$2\":" '{
-  s = $0; sub(/^.*"step":/, "", s); sub(/[,}].*$/, "", s)
-  if (s + 0 <= 5) next
-  i = index($0, key); if (!i) next
-  v = substr($0, i + length(key)); sub(/[,}].*$/, "", v); print v }' "$1"; }
+. bench/lib.sh # median, metric
 
 for i in $(seq 1 "$n"); do
   load0=$(cut -d' ' -f1-3 /proc/loadavg)

@@ -16,14 +16,7 @@ n=${2:-3}
 tmp=$(mktemp -d /tmp/rl_ppo_step.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 
-median() { sort -g | awk '{v[NR] = $1} END {if (NR == 0) print "nan";
-  else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
-# the values of one metric of metrics.jsonl, steps > 5, in ms
-metric() { awk -v key="\"$2\":" '{
-  s = $0; sub(/^.*"step":/, "", s); sub(/[,}].*$/, "", s)
-  if (s + 0 <= 5) next
-  i = index($0, key); if (!i) next
-  v = substr($0, i + length(key)); sub(/[,}].*$/, "", v); print v * 1000 }' "$1"; }
+. bench/lib.sh # median, metric
 
 common="train.steps=30 train.eval_every=0 data.eval=null train.save_every=0
   optim.warmup_steps=0 roles.samplers=2 roles.sampler_threads=1 roles.actor_threads=2"
@@ -44,7 +37,7 @@ for i in $(seq 1 "$n"); do
     [ "$algo" = grpo ] && phases=$grpo_phases
     line="  $algo:"
     for p in $phases; do
-      v=$(metric "$tmp/$algo$i/metrics.jsonl" "timing/$p" | median)
+      v=$(metric "$tmp/$algo$i/metrics.jsonl" "timing/$p" 1000 | median)
       line="$line $p $(printf '%.1f' "$v")"
       echo "$v" >>"$tmp/$algo.$p"
     done

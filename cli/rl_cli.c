@@ -71,8 +71,7 @@ int rl_cli_device(const char *cmd, const char *text, const char *not_yet, rl_dev
         return 0;
     }
     char err[2048];
-    if (rl_device_parse(text, out, err, sizeof err) != 0 ||
-        rl_device_check(out, 0, NULL, err, sizeof err) != 0) {
+    if (rl_device_open(text, out, err, sizeof err) != 0) {
         fprintf(stderr, "rlctl %s: --device %s: %s\n", cmd, text, err);
         return RL_EXIT_USAGE;
     }
@@ -164,8 +163,7 @@ int rl_cli_check_model(const rl_recipe_t *r, char *err, size_t err_len) {
     // the device first: a GPU that is not there is refused before anything is read
     rl_device_t dev;
     const char *dn = r->model.device ? r->model.device : "cpu";
-    if (rl_device_parse(dn, &dev, msg, sizeof msg) != 0 ||
-        rl_device_check(&dev, 0, NULL, msg, sizeof msg) != 0) {
+    if (rl_device_open(dn, &dev, msg, sizeof msg) != 0) {
         return rl_recipe_errorf(r, "model.device", err, err_len, RL_EINVAL, "%s", msg);
     }
     if (dev.cuda) {

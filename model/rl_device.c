@@ -203,3 +203,8 @@ int rl_device_check(const rl_device_t *d, size_t min_free, rl_device_info_t *inf
     }
     return 0;
 }
+
+int rl_device_open(const char *text, rl_device_t *out, char *err, size_t err_len) {
+    int rc = rl_device_parse(text, out, err, err_len);
+    return rc ? rc : rl_device_check(out, 0, NULL, err, err_len);
+}

@@ -44,6 +44,9 @@ typedef struct {
 // (memory) with err saying what was found, in words a user can act on.
 int rl_device_check(const rl_device_t *d, size_t min_free, rl_device_info_t *info, char *err,
                     size_t err_len);
+// rl_device_parse then rl_device_check (no memory asked): a name a user gave (--device,
+// model.device). Returns 0 with *out set, or the first one's error.
+int rl_device_open(const char *text, rl_device_t *out, char *err, size_t err_len);
 
 // The CUDA module's table (model/cuda/rl_cuda_module.h), loaded once per process and kept until
 // exit; NULL with err filled when it cannot be loaded (not built, or its libraries missing).

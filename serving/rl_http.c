@@ -953,6 +953,16 @@ static int s_cancelled(void *arg) {
     return atomic_load(&c->h->stopping) || atomic_load(&c->orphan) || s_gone(c->fd);
 }
 
+// The reader of c's stream must look again (more events, or the end), under h->mu: 1 when it is
+// suspended (the caller resumes the connection, after unlocking); 0 when it is running, or
+// suspending (it resumes the connection itself once suspended: resume_due).
+static int s_wake(s_conn_t *c) {
+    int suspended = c->wait == 2;
+    c->resume_due |= c->wait == 1;
+    c->wait = suspended ? 0 : c->wait;
+    return suspended;
+}
+
 // A stream's events, from the generation thread (rl_http_call_t.write): queued for the reader.
 // The first resumes the connection (suspended since it was queued) for s_handler to answer with
 // the stream; later ones resume it when the reader waits. Non-zero: the stream cannot go on.
@@ -977,9 +987,7 @@ static int s_stream_write(void *arg, const char *b, size_t n) {
     }
     memcpy(c->sbuf + c->slen, b, n);
     c->slen += n;
-    int resume = !c->streaming || c->wait == 2;
-    c->resume_due |= c->wait == 1;
-    c->wait = c->wait == 2 ? 0 : c->wait;
+    int resume = !c->streaming || s_wake(c); // the first: suspended since it was queued
     c->streaming = 1;
     pthread_mutex_unlock(&h->mu);
     if (resume) {
@@ -1115,9 +1123,7 @@ static void *s_generator(void *arg) {
         } else if (c->streaming) { // the reader ends the stream once it has sent the rest
             c->s_end = 1;
             c->s_err |= c->status != 200; // cancelled: the stream breaks off
-            resume = c->wait == 2;
-            c->resume_due |= c->wait == 1;
-            c->wait = c->wait == 2 ? 0 : c->wait;
+            resume = s_wake(c);
         }
         pthread_mutex_unlock(&h->mu);
         if (resume) {

@@ -310,7 +310,14 @@ static void s_put(s_stream_t *s, const char *b, size_t n) {
     s->buf[s->len] = '\0';
 }
 
-// One event "data: JSON\n\n"; takes o (NULL: out of memory).
+// One event "data: TEXT\n\n".
+static void s_data(s_stream_t *s, const char *text) {
+    s_put(s, "data: ", 6);
+    s_put(s, text, strlen(text));
+    s_put(s, "\n\n", 2);
+}
+
+// One event of a JSON object; takes o (NULL: out of memory).
 static void s_event(s_stream_t *s, json_t *o) {
     char *t = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
@@ -318,9 +325,7 @@ static void s_event(s_stream_t *s, json_t *o) {
         s->failed = 1;
         return;
     }
-    s_put(s, "data: ", 6);
-    s_put(s, t, strlen(t));
-    s_put(s, "\n\n", 2);
+    s_data(s, t);
     free(t);
 }
 
@@ -480,7 +485,7 @@ static int s_finish(s_stream_t *s, json_t *reply) {
                              "chat.completion.chunk", "created", s->created, "model", s->model,
                              "choices", "usage", json_object_get(reply, "usage")));
     }
-    s_put(s, "data: [DONE]\n\n", 14);
+    s_data(s, "[DONE]");
     return 0;
 }
 
@@ -627,9 +632,7 @@ int rl_http_chat(rl_model_t *model, rl_tokenizer_t *tok, const rl_http_chat_t *c
     json_decref(comp);
     if (st && st != 200 && live && ss.started) { // the stream went out: its last event
         if (st != 499 && cbody) {
-            s_put(&ss, "data: ", 6);
-            s_put(&ss, cbody, strlen(cbody));
-            s_put(&ss, "\n\n", 2);
+            s_data(&ss, cbody);
         }
         free(*body_p);
         *body_p = st == 499 ? cbody : NULL; // what stopped it, for the server's log
@@ -680,9 +683,7 @@ int rl_http_chat(rl_model_t *model, rl_tokenizer_t *tok, const rl_http_chat_t *c
         int bad = st ? st : s_finish(&ss, r);
         if (live) {
             if (st && *body_p) {
-                s_put(&ss, "data: ", 6);
-                s_put(&ss, *body_p, strlen(*body_p));
-                s_put(&ss, "\n\n", 2);
+                s_data(&ss, *body_p);
             }
             free(*body_p);
             *body_p = NULL;

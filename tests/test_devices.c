@@ -22,10 +22,18 @@
 
 static char s_out[1 << 16];
 
-static int s_run(const char *env, const char *args) {
+// rlctl ARGS with the environment variables env, its output in s_out.
+static int s_cmd(const char *env, const char *args) {
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "env %s '%s/rlctl' devices %s 2>&1", env, RL_BINARY_DIR, args);
+    snprintf(cmd, sizeof cmd, "env %s '%s/rlctl' %s 2>&1", env, RL_BINARY_DIR, args);
     return rl_test_shell(cmd, s_out, sizeof s_out);
+}
+
+// rlctl devices ARGS.
+static int s_run(const char *env, const char *args) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "devices %s", args);
+    return s_cmd(env, cmd);
 }
 
 static json_t *s_json(const char *env) {
@@ -109,12 +117,6 @@ static void s_test_emulated(void) {
     "logprobs --model " S_ARITH                                                                    \
     " --prompt 47*3+512= --completion '47*3=141;141+512=653 #### 653' "                            \
     "--json"
-
-static int s_cmd(const char *env, const char *args) {
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "env %s '%s/rlctl' %s 2>&1", env, RL_BINARY_DIR, args);
-    return rl_test_shell(cmd, s_out, sizeof s_out);
-}
 
 #define S_GENERATE "generate --model " S_ARITH " --prompt 47*3+512= --temperature 0 --json"
 #define S_EVAL "eval --model " S_ARITH " --data " RL_SOURCE_DIR "/cookbook/data/arith/eval.jsonl"
