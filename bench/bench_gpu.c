@@ -20,8 +20,7 @@
 //
 //   bench_gpu [--quick] [--tiny] [--json FILE]
 //     --quick  the 0.5B shape only, and decode 64 new tokens, one timed call each, no warm-up
-//              (what scripts/gpu_check.sh runs within its minutes: the draw stays on the host,
-//              about 1 ms a row at V 151936, which batch 256 x 256 tokens would make a minute)
+//              (what scripts/gpu_check.sh runs within its minutes)
 //     --tiny   toy shapes and sizes, to try the program on the emulated module (tests/cuemu)
 //     --json   also one JSON object per figure, a line each, into FILE
 #include "rl_bench.h"

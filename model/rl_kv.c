@@ -351,8 +351,9 @@ static void s_step_job(void *arg, int k, int P) {
     s_step_work(s, k);
 }
 
-int rl_model_step(rl_model_t *self, rl_kvcache_t *cache, const int32_t *tokens, const int *slots,
-                  const int *pos, int n, const unsigned char *want, float *logits) {
+// rl_model_step's checks, shared with rl_model_step_draw.
+static int s_step_check(rl_model_t *self, const rl_kvcache_t *cache, const int32_t *tokens,
+                        const int *slots, const int *pos, int n) {
     if (cache->model != self) {
         return rl_mdl_err(self, RL_EINVAL, "the KV cache belongs to another model");
     }
@@ -378,9 +379,47 @@ int rl_model_step(rl_model_t *self, rl_kvcache_t *cache, const int32_t *tokens, 
                               pos[i], i, cache->max_len);
         }
     }
+    return 0;
+}
+
+int rl_model_draws_on_device(const rl_model_t *self) {
+    return self->cuda != NULL;
+}
+
+int rl_model_step_draw(rl_model_t *self, rl_kvcache_t *cache, const int32_t *tokens,
+                       const int *slots, const int *pos, int n, const rl_model_draws_t *d) {
+    int rc = s_step_check(self, cache, tokens, slots, pos, n);
+    if (rc) {
+        return rc;
+    }
+    if (!cache->dev) {
+        return rl_mdl_err(self, RL_EINVAL,
+                          "rl_model_step_draw needs a model on a GPU (on the CPU the caller "
+                          "draws from rl_model_step's logits)");
+    }
+    for (int j = 0; j < d->n; j++) {
+        if (d->rows[j] < 0 || d->rows[j] >= n) {
+            return rl_mdl_err(self, RL_EINVAL, "draw %d reads row %d, outside the step's [0, %d)",
+                              j, d->rows[j], n);
+        }
+    }
+    if (d->temperature > 0.0f && d->n > 0 && !d->u) {
+        return rl_mdl_err(self, RL_EINVAL, "draws at a temperature above 0 need uniforms");
+    }
+    rc = rl_model_cuda_step(self->cuda, cache->dev, tokens, slots, pos, n, NULL, NULL, d,
+                            self->lora_disabled);
+    return rc ? rl_mdl_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda)) : 0;
+}
+
+int rl_model_step(rl_model_t *self, rl_kvcache_t *cache, const int32_t *tokens, const int *slots,
+                  const int *pos, int n, const unsigned char *want, float *logits) {
+    int rc = s_step_check(self, cache, tokens, slots, pos, n);
+    if (rc) {
+        return rc;
+    }
     if (cache->dev) { // the model's GPU runs it all (rl_model_cuda.h)
-        int rc = rl_model_cuda_step(self->cuda, cache->dev, tokens, slots, pos, n, want, logits,
-                                    self->lora_disabled);
+        rc = rl_model_cuda_step(self->cuda, cache->dev, tokens, slots, pos, n, want, logits, NULL,
+                                self->lora_disabled);
         return rc ? rl_mdl_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda)) : 0;
     }
     s_step_t s = {.m = self,
@@ -401,7 +440,7 @@ int rl_model_step(rl_model_t *self, rl_kvcache_t *cache, const int32_t *tokens, 
     }
     // the workers' shares depend on P: fewer workers when a thread cannot start, known first
     s.P = self->pool ? rl_pool_reserve(self->pool, s.P) : 1;
-    int rc = s_step_ensure(self, cache, n, s.P);
+    rc = s_step_ensure(self, cache, n, s.P);
     if (rc) {
         return rc;
     }

@@ -247,6 +247,33 @@ void rl_kvcache_copy_from(rl_kvcache_t *self, int dst, const rl_kvcache_t *from,
 int rl_model_step(rl_model_t *self, rl_kvcache_t *cache, const int32_t *tokens, const int *slots,
                   const int *pos, int n, const unsigned char *want, float *logits);
 
+// The draws of a step drawn where its logits are (rl_model_step_draw): draw j takes one token
+// from the logits of row rows[j] of the step (a row may serve several draws: a prompt's samples
+// share its last row) with the uniform u[j] in [0, 1) (the caller's seeded stream; unused when
+// greedy), in rollout/rl_sample.c's pipeline and conventions: temperature (0: greedy, argmax,
+// lowest id on ties), then top-k, then top-p renormalised over what top-k kept, then an inverse
+// CDF in id order; the logprob is log_softmax(logits / T)[token] over the full vocabulary (T = 1
+// when greedy). temperature, top_k, top_p as rl_sample_opts_t, already checked by the caller.
+typedef struct {
+    float temperature;
+    int top_k;
+    float top_p;
+    int n;           // draws
+    const int *rows; // [n] rows of the step, in [0, the step's n)
+    const double *u; // [n] uniforms in [0, 1) (may be NULL when greedy)
+    int32_t *tokens; // [n] out: the drawn ids
+    float *logprobs; // [n] out: their logprobs
+} rl_model_draws_t;
+// 1 when rl_model_step_draw runs on this model: a model on a GPU, whose logits stay there (a
+// row of V floats each) and whose draws come back as a token and a logprob each. On the CPU the
+// sampler draws from rl_model_step's logits itself (rollout/rl_sample.h), and this returns 0.
+int rl_model_draws_on_device(const rl_model_t *self);
+// rl_model_step (the same checks and cache semantics) with no logits returned: the draws of d
+// are made on the device and their tokens and logprobs written. Returns 0, RL_EINVAL (a
+// draw's row outside [0, n), a CPU model) or rl_model_step's errors.
+int rl_model_step_draw(rl_model_t *self, rl_kvcache_t *cache, const int32_t *tokens,
+                       const int *slots, const int *pos, int n, const rl_model_draws_t *d);
+
 // ---- LoRA adapters (PEFT) ----------------------------------------------------------------------
 // Loads adapter_config.json + adapter_model.safetensors into a model created with tune LORA or
 // NONE (NONE: the adapter is applied unmerged for inference and replaces any earlier one).

@@ -371,6 +371,15 @@ struct rl_model_cuda_cache {
     int32_t *h_qstarts, *h_rslots, *h_pos0; // host staging of the runs
     int runs;
     float *d_logits; // (S_LG, V) fp32 a chunk of logits rows
+    // the draws on the device (rl_model_step_draw), made at the first and grown at a larger one:
+    int *h_map;      // (rows) host: each step row's index among the rows drawn from, or -1
+    int lg_cap;      // rows of d_dlg
+    float *d_dlg;    // (lg_cap, V) fp32: the logits of the rows drawn from, each once
+    int draw_cap;    // draws of the blocks below
+    int32_t *h_drow; // (draw_cap) host staging: each draw's row of d_dlg
+    double *d_u;     // (draw_cap) uniforms, then int32 rows, int32 tokens, fp32 logprobs
+    int32_t *d_drow, *d_tok;
+    float *d_lp;
 };
 #define S_LG 64 // logits rows computed (and brought to the host) at a time
 
@@ -597,6 +606,9 @@ void rl_model_cuda_cache_free(rl_model_cuda_t *self, rl_model_cuda_cache_t **c_p
     cu->dfree(self->ctx, c->rope_cs);
     cu->dfree(self->ctx, c->d_rows);
     cu->dfree(self->ctx, c->d_logits);
+    cu->dfree(self->ctx, c->d_dlg);
+    cu->dfree(self->ctx, c->d_u);
+    free(c->h_drow);
     free(c->h_qstarts);
     free(c);
     *c_p = NULL;
@@ -612,7 +624,7 @@ int rl_model_cuda_cache_new(rl_model_cuda_t *self, int n_slots, int max_len,
     rl_model_cuda_cache_t *c = calloc(1, sizeof *c);
     const size_t R = (size_t)self->rows;
     if (c) {
-        c->h_qstarts = malloc((3 * R + 1) * sizeof(int32_t));
+        c->h_qstarts = malloc((4 * R + 1) * sizeof(int32_t));
     }
     if (!c || !c->h_qstarts) {
         free(c);
@@ -620,6 +632,7 @@ int rl_model_cuda_cache_new(rl_model_cuda_t *self, int n_slots, int max_len,
     }
     c->h_rslots = c->h_qstarts + R + 1;
     c->h_pos0 = c->h_rslots + R;
+    c->h_map = c->h_pos0 + R;
     c->n_slots = n_slots;
     c->max_len = max_len;
     c->slot = (size_t)n_slots * (size_t)max_len * (size_t)self->KVD;
@@ -678,9 +691,97 @@ int rl_model_cuda_cache_copy(rl_model_cuda_t *self, rl_model_cuda_cache_t *to, i
     return 0;
 }
 
+// Room for n draws from r distinct rows: the first draw's buffers, or larger ones (at least
+// the cache's slots, a sampler's batch, so that its steps allocate once).
+static int s_draw_room(rl_model_cuda_t *self, rl_model_cuda_cache_t *c, int n, int r) {
+    const rl_cuda_module_t *cu = self->cu;
+    if (r > c->lg_cap) {
+        int cap = r > c->n_slots ? r : c->n_slots;
+        size_t bytes = (size_t)cap * (size_t)self->V * sizeof(float);
+        cu->dfree(self->ctx, c->d_dlg);
+        c->d_dlg = NULL;
+        c->lg_cap = 0;
+        if (cu->dmalloc(self->ctx, bytes, (void **)&c->d_dlg) != 0) {
+            return s_err(self, RL_ENOMEM,
+                         "cuda:%d: no room for %d rows of logits to draw from "
+                         "(%.2f GiB): %s",
+                         self->device, cap, (double)bytes / (1 << 30), cu->errmsg(self->ctx));
+        }
+        c->lg_cap = cap;
+    }
+    if (n > c->draw_cap) {
+        int cap = n > c->n_slots ? n : c->n_slots;
+        cu->dfree(self->ctx, c->d_u);
+        free(c->h_drow);
+        c->d_u = NULL;
+        c->draw_cap = 0;
+        c->h_drow = malloc((size_t)cap * sizeof(int32_t));
+        if (!c->h_drow || cu->dmalloc(self->ctx, (size_t)cap * 20, (void **)&c->d_u) != 0) {
+            return s_err(self, RL_ENOMEM, "cuda:%d: no room for %d draws", self->device, cap);
+        }
+        c->d_drow = (int32_t *)(c->d_u + cap);
+        c->d_tok = c->d_drow + cap;
+        c->d_lp = (float *)(c->d_tok + cap);
+        c->draw_cap = cap;
+    }
+    return 0;
+}
+
+// The draws of a step from the final norm's rows (rl_model_step_draw): the logits of each row
+// drawn from, once, then one sample_rows over every draw.
+static int s_step_draws(rl_model_cuda_t *self, rl_model_cuda_cache_t *c, int n,
+                        const rl_model_draws_t *d) {
+    const rl_cuda_module_t *cu = self->cu;
+    rl_cuda_ctx_t *ctx = self->ctx;
+    const int C = self->C, V = self->V;
+    if (d->n == 0) {
+        return 0;
+    }
+    for (int i = 0; i < n; i++) {
+        c->h_map[i] = -1;
+    }
+    for (int j = 0; j < d->n; j++) {
+        c->h_map[d->rows[j]] = 0;
+    }
+    int r = 0;
+    for (int i = 0; i < n; i++) {
+        c->h_map[i] = c->h_map[i] < 0 ? -1 : r++;
+    }
+    int rc = s_draw_room(self, c, d->n, r);
+    if (rc) {
+        return rc;
+    }
+    for (int j = 0; j < d->n; j++) {
+        c->h_drow[j] = c->h_map[d->rows[j]];
+    }
+    for (int i = 0; i < n;) { // runs of consecutive rows drawn from: one matmul each
+        if (c->h_map[i] < 0) {
+            i++;
+            continue;
+        }
+        int k = 1;
+        while (i + k < n && c->h_map[i + k] >= 0) {
+            k++;
+        }
+        S_TRY(cu->logits(ctx, c->d_dlg + (size_t)c->h_map[i] * V, self->lnf_h + (size_t)i * C, C,
+                         self->head.h, 0.0f, k, C, V));
+        i += k;
+    }
+    const int draw = d->temperature > 0.0f;
+    S_TRY(cu->h2d(ctx, c->d_drow, c->h_drow, (size_t)d->n * sizeof(int32_t)));
+    if (draw) {
+        S_TRY(cu->h2d(ctx, c->d_u, d->u, (size_t)d->n * sizeof(double)));
+    }
+    S_TRY(cu->sample_rows(ctx, c->d_tok, c->d_lp, c->d_dlg, c->d_drow, draw ? c->d_u : NULL,
+                          d->temperature, d->top_k, d->top_p, d->n, V));
+    S_TRY(cu->d2h(ctx, d->tokens, c->d_tok, (size_t)d->n * sizeof(int32_t)));
+    S_TRY(cu->d2h(ctx, d->logprobs, c->d_lp, (size_t)d->n * sizeof(float)));
+    return 0;
+}
+
 int rl_model_cuda_step(rl_model_cuda_t *self, rl_model_cuda_cache_t *c, const int32_t *tokens,
                        const int *slots, const int *pos, int n, const unsigned char *want,
-                       float *logits, int lora_off) {
+                       float *logits, const rl_model_draws_t *draws, int lora_off) {
     const rl_cuda_module_t *cu = self->cu;
     rl_cuda_ctx_t *ctx = self->ctx;
     if (n > self->rows) {
@@ -741,6 +842,12 @@ int rl_model_cuda_step(rl_model_cuda_t *self, rl_model_cuda_cache_t *c, const in
                          V));
         S_TRY(cu->d2h(ctx, logits + (size_t)i * V, c->d_logits, (size_t)k * V * sizeof(float)));
         i += k;
+    }
+    if (draws) {
+        int rc = s_step_draws(self, c, n, draws);
+        if (rc) {
+            return rc;
+        }
     }
     S_TRY(cu->sync(ctx)); // a kernel's failure shows here, not in a later call
     return 0;

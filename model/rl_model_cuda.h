@@ -112,12 +112,14 @@ int rl_model_cuda_cache_copy(rl_model_cuda_t *self, rl_model_cuda_cache_t *to, i
 // range), n at most device_rows: the rows' k and v go into their slots, each row attends to its
 // slot's positions 0..pos[i] (runs of consecutive positions of a slot are one prefill), and the
 // raw logits of the rows asked for (want NULL: every row) come back into logits (n, V) at their
-// rows. The forward's activations are the step's afterwards (rl_model_cuda_hidden refuses until
-// the next forward). lora_off: the adapter is disabled. Returns 0, or RL_EINVAL / RL_EIO with the
-// message in rl_model_cuda_errmsg.
+// rows (logits NULL: none). draws (or NULL): rl_model_step_draw's draws, checked by it, made on
+// the device from the logits of the rows they name (each row's once); only their tokens and
+// logprobs come back. The forward's activations are the step's afterwards (rl_model_cuda_hidden
+// refuses until the next forward). lora_off: the adapter is disabled. Returns 0, or RL_EINVAL /
+// RL_ENOMEM (no room for the draws' logits) / RL_EIO with the message in rl_model_cuda_errmsg.
 int rl_model_cuda_step(rl_model_cuda_t *self, rl_model_cuda_cache_t *c, const int32_t *tokens,
                        const int *slots, const int *pos, int n, const unsigned char *want,
-                       float *logits, int lora_off);
+                       float *logits, const rl_model_draws_t *draws, int lora_off);
 // Detail of the last error. borrowed; valid until the next call.
 const char *rl_model_cuda_errmsg(const rl_model_cuda_t *self);
 

@@ -12,6 +12,10 @@
 //             and its k samples draw their first token from that shared row, each with its own
 //             RNG stream; running sequences draw their next token. A stop token or
 //             max_new_tokens frees the slot for the next admission.
+//     draw:   every uniform is taken from its sequence's stream before the step. On the CPU the
+//             step returns the logits and each draw is rl_sample_token; a model on a GPU draws
+//             where its logits are (rl_model_step_draw: the same pipeline, a token and a
+//             logprob back per draw instead of V floats).
 // Running the last prompt token in the step rather than in the prefill keeps the logits buffer
 // at S rows (rl_model_step writes logits at the row index of the call) and costs nothing: it is
 // one more row of a call that happens anyway. A prompt with more samples than slots is prefilled
@@ -270,6 +274,11 @@ typedef struct {
     int *slots, *pos;      // [cap_tok]
     int *row_seq;          // [S] the sequence of each row of a step
     int *adm_seq, *adm_k;  // [S] admitted prompts: first sequence, number of samples
+    int *dseq, *drow;      // [S] a step's draws: the sequence, the step row it draws from
+    double *du;            // [S] their uniforms
+    int32_t *dtok;         // [S] the drawn tokens
+    float *dlp;            // [S] their logprobs
+    // the CPU's draws (NULL with a model on a GPU)
     float *logits;         // [S, V]
     float *logp;           // [V] scratch
     float *probs;          // [V] scratch
@@ -288,6 +297,11 @@ static void s_work_free(s_work_t *w) {
     free(w->row_seq);
     free(w->adm_seq);
     free(w->adm_k);
+    free(w->dseq);
+    free(w->drow);
+    free(w->du);
+    free(w->dtok);
+    free(w->dlp);
     free(w->logits);
     free(w->logp);
     free(w->probs);
@@ -304,15 +318,11 @@ static int s_is_stop(const s_work_t *w, int32_t tok) {
     return 0;
 }
 
-// Draws the next token of sequence k from `row` (V logits); ends it on a stop token or length.
-static void s_draw(s_work_t *w, int k, const float *row, int V, const rl_sampler_params_t *p,
+// Sequence k takes its drawn token; it ends on a stop token or at its length.
+static void s_take(s_work_t *w, int k, int32_t tok, float lp, const rl_sampler_params_t *p,
                    rl_sampler_result_t *res) {
     s_seq_t *s = &w->seq[k];
     rl_sampler_result_t *r = &res[k];
-    // one uniform per token whatever the options, so a stream never shifts with them
-    double u = rl_rng_uniform(&s->rng);
-    float lp;
-    int32_t tok = rl_sample_token(w->logp, w->probs, w->idx, row, V, &p->sample, u, &lp);
     r->ids[r->n_ids] = tok;
     r->logprobs[r->n_ids] = lp;
     r->n_ids++;
@@ -355,6 +365,38 @@ static int s_step(rl_sampler_t *self, s_work_t *w, int at, int n, float *logits)
     }
     int rc = rl_model_step(self->model, self->cache, w->tokens + at, w->slots + at, w->pos + at,
                            n, NULL, logits);
+    self->stats.steps++;
+    if (rc) {
+        return s_fail(self, rc, "model step failed: %s", rl_model_errmsg(self->model));
+    }
+    return 0;
+}
+
+// The step of rows [0, n) and its nd draws (w->dseq, drow, du): into w->dtok and w->dlp.
+static int s_step_draw(rl_sampler_t *self, s_work_t *w, int n, int nd, int V) {
+    const rl_sampler_params_t *p = w->p;
+    if (w->logits) { // the CPU: the logits, then each draw
+        int rc = s_step(self, w, 0, n, w->logits);
+        for (int d = 0; !rc && d < nd; d++) {
+            w->dtok[d] =
+                rl_sample_token(w->logp, w->probs, w->idx, w->logits + (size_t)w->drow[d] * V, V,
+                                &p->sample, w->du[d], &w->dlp[d]);
+        }
+        return rc;
+    }
+    if (p->cancel && p->cancel(p->cancel_arg)) {
+        return s_fail(self, RL_ECANCELED, "cancelled by the caller after %lld model steps",
+                      (long long)self->stats.steps);
+    }
+    rl_model_draws_t dr = {.temperature = p->sample.temperature,
+                           .top_k = p->sample.top_k,
+                           .top_p = p->sample.top_p,
+                           .n = nd,
+                           .rows = w->drow,
+                           .u = w->du,
+                           .tokens = w->dtok,
+                           .logprobs = w->dlp};
+    int rc = rl_model_step_draw(self->model, self->cache, w->tokens, w->slots, w->pos, n, &dr);
     self->stats.steps++;
     if (rc) {
         return s_fail(self, rc, "model step failed: %s", rl_model_errmsg(self->model));
@@ -408,13 +450,22 @@ int rl_sampler_generate(rl_sampler_t *self, const rl_sampler_prompt_t *prompts, 
     w.row_seq = malloc((size_t)S * sizeof(int));
     w.adm_seq = malloc((size_t)S * sizeof(int));
     w.adm_k = malloc((size_t)S * sizeof(int));
-    w.logits = malloc((size_t)S * (size_t)V * sizeof(float));
-    w.logp = malloc((size_t)V * sizeof(float));
-    w.probs = malloc((size_t)V * sizeof(float));
-    w.idx = malloc((size_t)V * sizeof(int32_t));
+    w.dseq = malloc((size_t)S * sizeof(int));
+    w.drow = malloc((size_t)S * sizeof(int));
+    w.du = malloc((size_t)S * sizeof(double));
+    w.dtok = malloc((size_t)S * sizeof(int32_t));
+    w.dlp = malloc((size_t)S * sizeof(float));
+    const int host_draw = !rl_model_draws_on_device(self->model);
+    if (host_draw) {
+        w.logits = malloc((size_t)S * (size_t)V * sizeof(float));
+        w.logp = malloc((size_t)V * sizeof(float));
+        w.probs = malloc((size_t)V * sizeof(float));
+        w.idx = malloc((size_t)V * sizeof(int32_t));
+    }
     w.stop = malloc((size_t)(RL_HF_MAX_EOS + p->n_stop + 1) * sizeof(int32_t));
     if (!res || !w.seq || !w.slot_seq || !w.tokens || !w.slots || !w.pos || !w.row_seq ||
-        !w.adm_seq || !w.adm_k || !w.logits || !w.logp || !w.probs || !w.idx || !w.stop) {
+        !w.adm_seq || !w.adm_k || !w.dseq || !w.drow || !w.du || !w.dtok || !w.dlp || !w.stop ||
+        (host_draw && (!w.logits || !w.logp || !w.probs || !w.idx))) {
         rc = s_fail(self, RL_ENOMEM, "out of memory for %d sequences x %d slots", total, S);
         goto fail;
     }
@@ -542,27 +593,41 @@ int rl_sampler_generate(rl_sampler_t *self, const rl_sampler_prompt_t *prompts, 
             w.row_seq[n] = w.adm_seq[a];
             n++;
         }
-        rc = s_step(self, &w, 0, n, w.logits);
+        // the draws: each running sequence from its row; an admitted prompt's samples share
+        // its cache and its last row, each drawing its first token from its own stream. One
+        // uniform per token whatever the options, so a stream never shifts with them.
+        int nd = 0;
+        for (int i = 0; i < n_run; i++) {
+            w.dseq[nd] = w.row_seq[i];
+            w.drow[nd++] = i;
+        }
+        for (int a = 0; a < n_adm; a++) {
+            for (int j = 0; j < w.adm_k[a]; j++) {
+                w.dseq[nd] = w.adm_seq[a] + j;
+                w.drow[nd++] = n_run + a;
+            }
+        }
+        for (int d = 0; d < nd; d++) {
+            w.du[d] = rl_rng_uniform(&w.seq[w.dseq[d]].rng);
+        }
+        rc = s_step_draw(self, &w, n, nd, V);
         if (rc) {
             goto fail;
         }
         self->stats.decode_tokens += n_run;
-        for (int i = 0; i < n_run; i++) {
-            int k = w.row_seq[i];
-            s_draw(&w, k, w.logits + (size_t)i * V, V, p, res);
+        for (int d = 0; d < n_run; d++) {
+            int k = w.dseq[d];
+            s_take(&w, k, w.dtok[d], w.dlp[d], p, res);
             n_done += w.seq[k].done;
             s_keep(self, &w, prompts, res, k);
         }
-        for (int a = 0; a < n_adm; a++) {
-            // the prompt's samples share its cache and its last row of logits; each then draws
-            // its first token from its own stream
-            const float *row = w.logits + (size_t)(n_run + a) * V;
+        for (int a = 0, d = n_run; a < n_adm; a++) {
             int k0 = w.adm_seq[a], plen = prompts[w.seq[k0].prompt].len;
             for (int j = 1; j < w.adm_k[a]; j++) {
                 rl_kvcache_copy(self->cache, w.seq[k0 + j].slot, w.seq[k0].slot, plen);
             }
-            for (int j = 0; j < w.adm_k[a]; j++) {
-                s_draw(&w, k0 + j, row, V, p, res);
+            for (int j = 0; j < w.adm_k[a]; j++, d++) {
+                s_take(&w, k0 + j, w.dtok[d], w.dlp[d], p, res);
                 n_done += w.seq[k0 + j].done;
                 s_keep(self, &w, prompts, res, k0 + j);
             }

@@ -72,4 +72,5 @@ rl_add_gpu_test(NAME model.cuda_attn SOURCES test_cuda_attn.c)
 # rl_optim (the same bits), the cached step (KV cache on the device: prefill and decode logits
 # against the CPU's step, decode = prefill, slot copies), a BF16 folder loaded on the device,
 # refusals
-rl_add_gpu_test(NAME model.cuda_model SOURCES test_cuda_model.c LIBS rl_trainer EMU_TIMEOUT 600)
+rl_add_gpu_test(NAME model.cuda_model SOURCES test_cuda_model.c LIBS rl_trainer rl_rollout
+                EMU_TIMEOUT 600)

@@ -5,8 +5,9 @@
 // sampler (rollout/rl_sample.c) and, with its own draws, against the chi-square test. Then, on a
 // GPU: the head (forward, backward) against rl_logprob_forward_ref / backward_ref (double) and
 // against the CPU fp32 head, on the same bf16-rounded h and w, outputs and scratch poisoned first;
-// full logits; sampling (exact draws, the distribution, exclusion, ties, reproducibility); the
-// argument edge cases.
+// full logits; sampling (exact draws, the distribution, exclusion, ties, reproducibility; the
+// many-row cases through sample_rows, the sampler's entry: rows stored once in reverse order
+// and named per draw, uniforms given); the argument edge cases.
 //
 // Tolerances (per element, each from a first-order bound; the worst ratio is printed):
 // - logits: the inputs are exactly the bf16 values both sides use, so the only error is fp32
@@ -1086,11 +1087,25 @@ static void s_sample_case(const char *name, const float *rows, int R, int V, flo
         memcpy(x + (size_t)s * V, rows + (size_t)(s % R) * V, (size_t)V * 4);
         keys[s] = s_stream(s % R);
     }
+    // R > 1: the sampler's entry, sample_rows: the R rows once, in reverse order, each draw
+    // naming its row and bringing its uniform (the same Philox values, computed here)
+    int32_t *map = s_alloc((size_t)S * 4);
+    double *us = s_alloc((size_t)S * 8);
+    float *rev = s_alloc((size_t)R * V * 4);
+    for (int s = 0; s < S; s++) {
+        map[s] = R - 1 - s % R;
+    }
+    for (int r = 0; r < R; r++) {
+        memcpy(rev + (size_t)(R - 1 - r) * V, rows + (size_t)r * V, (size_t)V * 4);
+    }
     float *d_x = NULL, *d_lp = NULL;
     uint64_t *d_keys = NULL, *d_steps = NULL;
-    int32_t *d_tok = NULL;
+    int32_t *d_tok = NULL, *d_map = NULL;
+    double *d_us = NULL;
     if (s_gpu) {
-        d_x = rl_test_dup(x, (size_t)S * V * 4);
+        d_map = rl_test_dup(map, (size_t)S * 4);
+        d_us = rl_test_dup(NULL, (size_t)S * 8);
+        d_x = R == 1 ? rl_test_dup(x, (size_t)S * V * 4) : rl_test_dup(rev, (size_t)R * V * 4);
         d_keys = rl_test_dup(keys, (size_t)S * 8);
         d_steps = rl_test_dup(NULL, (size_t)S * 8);
         d_tok = rl_test_poisoned((size_t)S * 4);
@@ -1105,9 +1120,19 @@ static void s_sample_case(const char *name, const float *rows, int R, int V, flo
         int32_t *tok;
         float *lp;
         if (s_gpu) {
-            CHECK_INT(rl_test_cu->h2d(rl_test_ctx, d_steps, steps, (size_t)S * 8), 0);
-            int rc = rl_test_cu->sample(rl_test_ctx, d_tok, d_lp, d_x, T, top_k, top_p, d_keys,
+            int rc;
+            if (R == 1) {
+                CHECK_INT(rl_test_cu->h2d(rl_test_ctx, d_steps, steps, (size_t)S * 8), 0);
+                rc = rl_test_cu->sample(rl_test_ctx, d_tok, d_lp, d_x, T, top_k, top_p, d_keys,
                                         d_steps, S, V);
+            } else {
+                for (int s = 0; s < S; s++) {
+                    us[s] = rl_cuda_uniform(keys[s], steps[s]);
+                }
+                CHECK_INT(rl_test_cu->h2d(rl_test_ctx, d_us, us, (size_t)S * 8), 0);
+                rc = rl_test_cu->sample_rows(rl_test_ctx, d_tok, d_lp, d_x, d_map,
+                                             T > 0 ? d_us : NULL, T, top_k, top_p, S, V);
+            }
             CHECK_MSG(rc == 0, "sample %s: %s", what, rl_test_cu->errmsg(rl_test_ctx));
             tok = rl_test_back(d_tok, (size_t)S * 4);
             lp = rl_test_back(d_lp, (size_t)S * 4);
@@ -1168,7 +1193,12 @@ static void s_sample_case(const char *name, const float *rows, int R, int V, flo
         rl_test_dfree(d_steps);
         rl_test_dfree(d_tok);
         rl_test_dfree(d_lp);
+        rl_test_dfree(d_map);
+        rl_test_dfree(d_us);
     }
+    free(map);
+    free(us);
+    free(rev);
     for (int r = 0; r < R; r++) {
         s_plan_free(&P[r]);
     }
@@ -1330,6 +1360,13 @@ static void test_sample_stream(void) {
     CHECK_INT(m->sample(c, d_t, d_lp, d_x, 1.0f, 0, 1.5f, d_k, d_s, S, V), -1);
     CHECK_INT(m->sample(c, d_t, d_lp, d_x, 1.0f, 0, 1.0f, NULL, d_s, S, V), -1);
     CHECK_CONTAINS(m->errmsg(c), "keys and steps");
+    int32_t *zeros = calloc((size_t)S, 4);
+    int32_t *d_map = rl_test_dup(zeros, (size_t)S * 4);
+    free(zeros);
+    CHECK_INT(m->sample_rows(c, d_t, d_lp, d_x, d_map, NULL, 1.0f, 0, 1.0f, S, V), -1);
+    CHECK_CONTAINS(m->errmsg(c), "uniforms are needed");
+    CHECK_INT(m->sample_rows(c, d_t, d_lp, d_x, d_map, NULL, 0.0f, 0, 1.0f, S, V), 0);
+    rl_test_dfree(d_map);
     CHECK_INT(m->sample(c, d_t, d_lp, d_x, 1.0f, 0, 1.0f, d_k, d_s, 1, RL_CUDA_SAMPLE_MAX_V + 1),
               -1);
     CHECK_INT(m->sample(c, d_t, d_lp, d_x, 1.0f, 0, 1.0f, d_k, d_s, 0, V), 0);

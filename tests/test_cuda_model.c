@@ -50,6 +50,8 @@
 #include "rl_model.h"
 #include "rl_optim.h"
 #include "rl_rng.h"
+#include "rl_sample.h"
+#include "rl_sampler.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -814,6 +816,163 @@ static double s_step_gap(const float *a, const float *b, int rows, const unsigne
 #define S_STEP_MAX 0.15
 #define S_STEP_RMS 0.03
 
+// The draws on the device (rl_model_step_draw) against the host's pipeline on the device's own
+// logits with the same uniforms. The device keeps the same tokens with the same probabilities
+// (rl_sample_dist) but walks its inverse CDF in id order, where rl_sample_token walks the kept
+// tokens from the most likely: the same distribution, another map from u to a token. So the
+// expected token is the id-order draw over rl_sample_dist (greedy: rl_sample_token's argmax),
+// and the logprob rl_sample_log_softmax's at that token within the kernel's double arithmetic
+// against the host's float (4e-6 + 4e-7 |logp|). A step rewrites the same k and v at the same
+// positions, so rl_model_step and rl_model_step_draw see one cache. Slots 0 and 2 hold the same
+// sequence (a copy), slot 1 another; rows are drawn from repeatedly.
+static void s_test_draws(rl_model_t *gpu, rl_kvcache_t *gc, int len0, int len1, int V) {
+    CHECK(rl_model_draws_on_device(gpu));
+    const int32_t t[3] = {7, 11, 7};
+    const int sl[3] = {0, 1, 2}, ps[3] = {len0, len1, len0};
+    float *lg = malloc((size_t)3 * V * sizeof(float));
+    float *lp = malloc((size_t)V * sizeof(float)), *pr = malloc((size_t)V * sizeof(float));
+    float *dist = malloc((size_t)V * sizeof(float));
+    int32_t *idx = malloc((size_t)V * sizeof(int32_t));
+    CHECK(rl_model_step(gpu, gc, t, sl, ps, 3, NULL, lg) == 0);
+    const rl_sample_opts_t opts[5] = {
+        {0.0f, 0, 1.0f}, {1.0f, 0, 1.0f}, {0.7f, 5, 1.0f}, {1.2f, 0, 0.9f}, {1.0f, 3, 0.5f}};
+    enum { ND = 9 };
+    const int rows[ND] = {0, 1, 2, 1, 1, 0, 2, 2, 1};
+    rl_rng_t rng;
+    rl_rng_seed(&rng, 4242);
+    int same = 0, n = 0, lbad = 0;
+    for (int o = 0; o < 5; o++) {
+        const float T = opts[o].temperature;
+        for (int rep = 0; rep < 8; rep++) {
+            double u[ND];
+            int32_t tok[ND];
+            float tlp[ND];
+            for (int j = 0; j < ND; j++) {
+                u[j] = rl_rng_uniform(&rng);
+            }
+            rl_model_draws_t d = {T, opts[o].top_k, opts[o].top_p, ND, rows, u, tok, tlp};
+            int rc = rl_model_step_draw(gpu, gc, t, sl, ps, 3, &d);
+            CHECK_MSG(rc == 0, "rl_model_step_draw: %s", rl_model_errmsg(gpu));
+            for (int j = 0; rc == 0 && j < ND; j++) {
+                const float *row = lg + (size_t)rows[j] * V;
+                rl_sample_dist(dist, lp, pr, idx, row, V, &opts[o]);
+                int32_t want = -1; // the id-order inverse CDF over the kept probabilities
+                double W = 0.0, c = 0.0;
+                for (int v = 0; v < V; v++) {
+                    W += dist[v];
+                }
+                for (int v = 0; v < V && want < 0; v++) {
+                    c += dist[v];
+                    want = dist[v] > 0.0f && u[j] * W < c ? v : -1;
+                }
+                if (T == 0.0f) {
+                    float unused;
+                    want = rl_sample_token(lp, pr, idx, row, V, &opts[o], u[j], &unused);
+                }
+                rl_sample_log_softmax(lp, NULL, row, V, T > 0.0f ? T : 1.0f);
+                same += tok[j] == want;
+                lbad += tok[j] < 0 || tok[j] >= V ||
+                        !(fabsf(tlp[j] - lp[tok[j]]) <= 4e-6f + 4e-7f * fabsf(lp[tok[j]]));
+                n++;
+            }
+        }
+    }
+    printf("  %-34s %d of %d draws the expected token, %d logprobs off\n",
+           "draws on the device (5 settings)", same, n, lbad);
+    CHECK_MSG(same == n && lbad == 0, "device draws: %d of %d the expected token, %d logprobs off",
+              same, n, lbad);
+    // refusals: a draw outside the step's rows, uniforms missing at a temperature
+    int32_t tok1;
+    float lp1;
+    const int bad_row = 3;
+    rl_model_draws_t d = {1.0f, 0, 1.0f, 1, &bad_row, NULL, &tok1, &lp1};
+    CHECK(rl_model_step_draw(gpu, gc, t, sl, ps, 3, &d) == RL_EINVAL);
+    CHECK_CONTAINS(rl_model_errmsg(gpu), "outside the step");
+    d.rows = rows;
+    CHECK(rl_model_step_draw(gpu, gc, t, sl, ps, 3, &d) == RL_EINVAL);
+    CHECK_CONTAINS(rl_model_errmsg(gpu), "need uniforms");
+    free(lg);
+    free(lp);
+    free(pr);
+    free(dist);
+    free(idx);
+}
+
+// The sampler on a GPU model (its draws on the device) against the CPU model with the same
+// weights, scoring the GPU's completions on the CPU (rl_model_forward): every logprob within 0.1
+// of the CPU's; greedy, every token the CPU's argmax up to a near-tie (its logit within 0.1 of
+// the best: these random models' logits are close together, and bf16 breaks some ties the other
+// way), so most are the CPU sampler's tokens. (The device walks the kept set in id order, the CPU
+// from the most likely: the same distribution, other tokens for the same uniform; s_test_draws
+// checks the map itself.)
+static void s_test_sampler(rl_model_t *cpu, rl_model_t *gpu, int V) {
+    rl_sampler_t *sc = rl_sampler_new(cpu), *sg = rl_sampler_new(gpu);
+    int32_t ids[3][6];
+    rl_rng_t rng;
+    rl_rng_seed(&rng, 7);
+    rl_sampler_prompt_t pr[3];
+    for (int i = 0; i < 3; i++) {
+        for (int j = 0; j < 6; j++) {
+            ids[i][j] = (int32_t)rl_rng_below(&rng, (uint64_t)V);
+        }
+        pr[i] = (rl_sampler_prompt_t){.ids = ids[i], .len = 3 + i, .index = (uint64_t)i};
+    }
+    for (int greedy = 1; greedy >= 0; greedy--) {
+        rl_sampler_params_t p;
+        rl_sampler_params_default(&p);
+        p.n = greedy ? 1 : 3;
+        p.max_new_tokens = 8;
+        p.no_eos = 1;
+        p.max_batch = 4; // fewer slots than sequences: admissions mid-run
+        p.seed = 11;
+        p.sample.temperature = greedy ? 0.0f : 1.0f;
+        rl_sampler_result_t *rc_ = NULL, *rg = NULL;
+        CHECK(rl_sampler_generate(sc, pr, 3, &p, &rc_) == 0);
+        int rc = rl_sampler_generate(sg, pr, 3, &p, &rg);
+        CHECK_MSG(rc == 0, "sampler on the GPU model: %s", rl_sampler_errmsg(sg));
+        int same = 0, total = 0, lbad = 0, gbad = 0;
+        double worst = 0.0;
+        for (int k = 0; rc == 0 && k < 3 * p.n; k++) {
+            CHECK(rg[k].n_ids == 8);
+            const rl_sampler_prompt_t *q = &pr[rg[k].prompt];
+            int32_t seq[16];
+            float lp[16];
+            int len = q->len + rg[k].n_ids;
+            memcpy(seq, q->ids, (size_t)q->len * sizeof *seq);
+            memcpy(seq + q->len, rg[k].ids, (size_t)rg[k].n_ids * sizeof *seq);
+            CHECK(rl_model_forward(cpu, seq, &len, 1, len, 1.0f, 0, lp, NULL) == 0);
+            float *lg = greedy ? rl_model_logits(cpu) : NULL;
+            for (int j = 0; lg && j < rg[k].n_ids; j++) {
+                const float *row = lg + (size_t)(q->len + j - 1) * V;
+                float best = row[0];
+                for (int v = 1; v < V; v++) {
+                    best = row[v] > best ? row[v] : best;
+                }
+                gbad += !(best - row[rg[k].ids[j]] <= 0.1f);
+            }
+            free(lg);
+            for (int j = 0; j < rg[k].n_ids; j++) {
+                double d = fabs((double)rg[k].logprobs[j] - lp[q->len + j]);
+                worst = d > worst ? d : worst;
+                lbad += !(d <= 0.1);
+                same += rg[k].ids[j] == rc_[k].ids[j];
+                total++;
+            }
+        }
+        printf("  %-34s %d of %d tokens the CPU sampler's; logprobs vs the CPU's scoring: worst "
+               "%.3g\n",
+               greedy ? "sampler, greedy" : "sampler, temperature 1", same, total, worst);
+        CHECK_MSG(lbad == 0 && gbad == 0 && (!greedy || 4 * same >= 3 * total),
+                  "sampler on the GPU: %d of %d tokens the CPU's, %d logprobs off, %d greedy "
+                  "tokens not the CPU's argmax",
+                  same, total, lbad, gbad);
+        rl_sampler_results_free(&rc_, 3 * p.n);
+        rl_sampler_results_free(&rg, 3 * p.n);
+    }
+    rl_sampler_destroy(&sc);
+    rl_sampler_destroy(&sg);
+}
+
 static void s_test_step(const s_case_t *k) {
     rl_hf_config_t cfg = s_cfg(k->shape);
     const int V = cfg.vocab_size;
@@ -885,6 +1044,7 @@ static void s_test_step(const s_case_t *k) {
     int sl3[2] = {0, 2}, ps3[2] = {len0, len0};
     CHECK(rl_model_step(gpu, gc, t3, sl3, ps3, 2, NULL, b) == 0);
     CHECK_MSG(s_same_bits(b, b + V, (size_t)V * sizeof(float)), "a copied slot decodes otherwise");
+    s_test_draws(gpu, gc, len0, len1, V);
     // out of range: refused before the device sees it
     int bad_slot = 3;
     CHECK(rl_model_step(gpu, gc, t3, &bad_slot, ps3, 1, NULL, b) == RL_EINVAL);
@@ -928,6 +1088,7 @@ static void s_test_step(const s_case_t *k) {
     rl_kvcache_destroy(&fresh);
     rl_kvcache_destroy(&gc);
     rl_kvcache_destroy(&cc);
+    s_test_sampler(cpu, gpu, V);
     rl_model_destroy(&gpu);
     rl_model_destroy(&cpu);
 }

@@ -362,6 +362,7 @@ static const rl_cuda_module_t s_module = {
     rl_cuda_attn_prefill,
     // ---- appended ----
     s_d2d,
+    rl_cuda_sample_rows,
 };
 
 extern "C" __attribute__((visibility("default"))) const rl_cuda_module_t *rl_cuda_module(void) {

@@ -714,14 +714,15 @@ __device__ void s_select_mass(s_row_t *R, float top_p, s_sh_t *sh) {
     R->jp = sh->found;
 }
 
-// Row s: tokens[s], logprobs[s] (see rl_cuda_sample). logits (S,V) fp32 raw.
+// Draw s: tokens[s], logprobs[s] (see rl_cuda_sample / rl_cuda_sample_rows). logits fp32 raw,
+// row rows[s] (rows NULL: row s); the uniform us[s] (us NULL: Philox of keys[s], steps[s]).
 __global__ void s_sample_kernel(int32_t *tokens, float *logprobs, const float *logits,
-                                float temperature, int top_k, float top_p, const uint64_t *keys,
-                                const uint64_t *steps, int V) {
+                                const int32_t *rows, const double *us, float temperature, int top_k,
+                                float top_p, const uint64_t *keys, const uint64_t *steps, int V) {
     __shared__ s_sh_t sh;
     const size_t row = blockIdx.x;
     s_row_t R;
-    R.x = logits + row * (size_t)V;
+    R.x = logits + (rows ? (size_t)rows[row] : row) * (size_t)V;
     R.V = V;
     R.inv_t = temperature > 0.0f ? 1.0 / (double)temperature : 1.0;
     R.use_k = R.use_p = 0;
@@ -777,7 +778,7 @@ __global__ void s_sample_kernel(int32_t *tokens, float *logprobs, const float *l
         double incl, total;
         double ex = s_block_scan(wsum, sh.d, &incl, &total);
         const int last_all = s_block_max_int(last, sh.i); // where u -> 1 lands after rounding
-        const double target = rl_cuda_uniform(keys[row], steps[row]) * total;
+        const double target = (us ? us[row] : rl_cuda_uniform(keys[row], steps[row])) * total;
         if (threadIdx.x == 0) {
             sh.found = last_all;
         }
@@ -810,30 +811,50 @@ __global__ void s_sample_kernel(int32_t *tokens, float *logprobs, const float *l
     }
 }
 
-int rl_cuda_sample(rl_cuda_ctx_t *ctx, int32_t *tokens, float *logprobs, const float *logits,
-                   float temperature, int top_k, float top_p, const uint64_t *keys,
-                   const uint64_t *steps, int S, int V) {
+// The checks and the launch of both entries (by_rows: sample_rows, its uniforms given).
+static int s_sample(rl_cuda_ctx_t *ctx, const char *name, int by_rows, int32_t *tokens,
+                    float *logprobs, const float *logits, const int32_t *rows, const double *us,
+                    float temperature, int top_k, float top_p, const uint64_t *keys,
+                    const uint64_t *steps, int S, int V) {
     if (S < 0 || V < 1 || V > RL_CUDA_SAMPLE_MAX_V) {
-        return rl_cuda_fail(ctx, "sample: S %d, V %d: need S >= 0 and 1 <= V <= %d", S, V,
+        return rl_cuda_fail(ctx, "%s: S %d, V %d: need S >= 0 and 1 <= V <= %d", name, S, V,
                             RL_CUDA_SAMPLE_MAX_V);
     }
     if (!(temperature >= 0.0f) || !isfinite(temperature) ||
         (temperature > 0.0f && temperature < 1e-6f)) {
-        return rl_cuda_fail(ctx, "sample: temperature %g: must be 0 (greedy) or at least 1e-06",
+        return rl_cuda_fail(ctx, "%s: temperature %g: must be 0 (greedy) or at least 1e-06", name,
                             (double)temperature);
     }
     if (top_k < 0 || !(top_p > 0.0f && top_p <= 1.0f)) {
-        return rl_cuda_fail(ctx, "sample: top_k %d, top_p %g: need top_k >= 0 and top_p in (0, 1]",
-                            top_k, (double)top_p);
+        return rl_cuda_fail(ctx, "%s: top_k %d, top_p %g: need top_k >= 0 and top_p in (0, 1]",
+                            name, top_k, (double)top_p);
     }
-    if (temperature > 0.0f && (!keys || !steps)) {
-        return rl_cuda_fail(ctx, "sample: keys and steps are needed at a temperature above 0");
+    if (temperature > 0.0f && !us && (!keys || !steps)) {
+        return rl_cuda_fail(ctx, "%s: %s needed at a temperature above 0", name,
+                            by_rows ? "uniforms are" : "keys and steps are");
+    }
+    if (by_rows && !rows && S > 0) {
+        return rl_cuda_fail(ctx, "%s: each draw's row is needed", name);
     }
     if (S == 0) {
         return 0;
     }
-    s_sample_kernel<<<S, S_THREADS, 0, ctx->stream>>>(tokens, logprobs, logits, temperature, top_k,
-                                                      top_p, keys, steps, V);
-    RL_CUDA_LAUNCHED(ctx, "sample");
+    s_sample_kernel<<<S, S_THREADS, 0, ctx->stream>>>(tokens, logprobs, logits, rows, us,
+                                                      temperature, top_k, top_p, keys, steps, V);
+    RL_CUDA_LAUNCHED(ctx, name);
     return 0;
+}
+
+int rl_cuda_sample(rl_cuda_ctx_t *ctx, int32_t *tokens, float *logprobs, const float *logits,
+                   float temperature, int top_k, float top_p, const uint64_t *keys,
+                   const uint64_t *steps, int S, int V) {
+    return s_sample(ctx, "sample", 0, tokens, logprobs, logits, NULL, NULL, temperature, top_k,
+                    top_p, keys, steps, S, V);
+}
+
+int rl_cuda_sample_rows(rl_cuda_ctx_t *ctx, int32_t *tokens, float *logprobs, const float *logits,
+                        const int32_t *rows, const double *u, float temperature, int top_k,
+                        float top_p, int S, int V) {
+    return s_sample(ctx, "sample_rows", 1, tokens, logprobs, logits, rows, u, temperature, top_k,
+                    top_p, NULL, NULL, S, V);
 }

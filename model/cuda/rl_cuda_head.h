@@ -89,6 +89,15 @@ int rl_cuda_sample(rl_cuda_ctx_t *ctx, int32_t *tokens, float *logprobs, const f
                    float temperature, int top_k, float top_p, const uint64_t *keys,
                    const uint64_t *steps, int S, int V);
 
+// rl_cuda_sample with each draw's row and uniform given (the sampler's step): draw s reads row
+// rows[s] of logits (R,V) (rows (S) int32 in [0, R), repeats allowed: a prompt's samples draw
+// from its one row) and draws with u[s] (u (S) double in [0, 1), the caller's seeded streams;
+// unused, and may be NULL, when greedy). tokens, logprobs and the rest as rl_cuda_sample.
+// Returns 0 or -1.
+int rl_cuda_sample_rows(rl_cuda_ctx_t *ctx, int32_t *tokens, float *logprobs, const float *logits,
+                        const int32_t *rows, const double *u, float temperature, int top_k,
+                        float top_p, int S, int V);
+
 // ---- the stream: Philox4x32-10 (Salmon et al., SC'11; Random123's constants) ----
 
 // ctr (4) = Philox4x32-10(ctr, key (2)), in place.

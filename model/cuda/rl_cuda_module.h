@@ -274,6 +274,12 @@ typedef struct rl_cuda_api {
     // ---- appended (the table only grows: struct_size tells a loader what a module has) ----
     // Copies bytes device -> device on the stream (cudaMemcpyAsync; the KV cache's slot copies).
     int (*d2d)(rl_cuda_ctx_t *ctx, void *dst, const void *src, size_t bytes);
+    // `sample` with each draw's row and uniform given: draw s reads row rows[s] (int32) of
+    // logits and draws with u[s] (double in [0, 1); may be NULL when greedy). The sampler's
+    // draw on the device: its streams stay the host's, and a prompt's samples share one row.
+    int (*sample_rows)(rl_cuda_ctx_t *ctx, int32_t *tokens, float *logprobs, const float *logits,
+                       const int32_t *rows, const double *u, float temperature, int top_k,
+                       float top_p, int S, int V);
 } rl_cuda_module_t;
 
 // The module's one export (RL_CUDA_MODULE_SYMBOL).
