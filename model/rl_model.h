@@ -90,8 +90,9 @@ typedef struct {
                            // move. Not with sharded. rl_kvcache_new then makes the cache on
                            // the GPU and rl_model_step runs there too (the sampler's path),
                            // as rl_model_logits does
-    int device_rows;       // a GPU: the most tokens (the sum of lengths) one forward holds
-                           // (0: 4096); a forward with more is refused
+    int device_rows;       // a GPU: the tokens (the sum of lengths) the activations are made
+                           // for (0: 4096); a forward with more makes them anew for its size
+                           // (once: they only grow), a KV cache's step with more is refused
 } rl_model_opts_t;
 
 // Defaults: tune NONE, r 8, alpha 16, dropout 0, targets q|v, no rslora, seed 0, no recompute,

@@ -12,6 +12,7 @@
 #include "rl_layers.h"
 #include "rl_lora.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -362,6 +363,7 @@ static uint64_t s_key(const rl_model_cuda_t *self, int train, int l, int m) {
 // D) fp32 (attn_cache_write's layout), the RoPE table of its positions, and a step's run arrays.
 struct rl_model_cuda_cache {
     int n_slots, max_len;
+    int rows;        // the most rows of a step (the model's buffers when the cache was made)
     float *mem;      // L x (K, V), each `slot` floats
     size_t slot;     // n_slots * max_len * KVD
     float *rope_cs;  // (max_len, D) fp32 (rl_rope_table)
@@ -513,6 +515,8 @@ static float *s_x(rl_model_cuda_t *self, int l) {
 // ---------------------------------------------------------------------------------------------
 // forward / backward (the API)
 
+static int s_rows_alloc(rl_model_cuda_t *self, int rows);
+
 int rl_model_cuda_forward(rl_model_cuda_t *self, const int32_t *tokens, const int *lengths, int B,
                           int T, float temperature, int train, uint64_t step, int lora_off,
                           float *logp, float *entropy) {
@@ -524,11 +528,15 @@ int rl_model_cuda_forward(rl_model_cuda_t *self, const int32_t *tokens, const in
     for (int b = 0; b < B; b++) {
         n += lengths[b];
     }
-    if (n > self->rows) {
-        return s_err(self, RL_EINVAL,
-                     "cuda:%d: this forward has %lld tokens (%d sequences of up to %d), more than "
-                     "the %d the device model's buffers hold (rl_model_opts_t.device_rows)",
-                     self->device, (long long)n, B, T, self->rows);
+    if (n > INT_MAX / 2) {
+        return s_err(self, RL_EINVAL, "cuda:%d: this forward has %lld tokens: too many",
+                     self->device, (long long)n);
+    }
+    if (n > self->rows) { // the buffers grow, once, to the new largest forward
+        int rc = s_rows_alloc(self, (int)n);
+        if (rc) {
+            return rc;
+        }
     }
     const int N = (int)n, C = self->C;
     self->B = B;
@@ -635,6 +643,7 @@ int rl_model_cuda_cache_new(rl_model_cuda_t *self, int n_slots, int max_len,
     c->h_map = c->h_pos0 + R;
     c->n_slots = n_slots;
     c->max_len = max_len;
+    c->rows = self->rows;
     c->slot = (size_t)n_slots * (size_t)max_len * (size_t)self->KVD;
     const size_t kv = (size_t)self->L * 2 * c->slot * sizeof(float);
     const size_t cs_n = (size_t)max_len * (size_t)self->D;
@@ -784,11 +793,11 @@ int rl_model_cuda_step(rl_model_cuda_t *self, rl_model_cuda_cache_t *c, const in
                        float *logits, const rl_model_draws_t *draws, int lora_off) {
     const rl_cuda_module_t *cu = self->cu;
     rl_cuda_ctx_t *ctx = self->ctx;
-    if (n > self->rows) {
+    if (n > self->rows || n > c->rows) {
         return s_err(self, RL_EINVAL,
                      "cuda:%d: a step of %d tokens is more than the %d the device model's buffers "
                      "hold (rl_model_opts_t.device_rows)",
-                     self->device, n, self->rows);
+                     self->device, n, c->rows < self->rows ? c->rows : self->rows);
     }
     const int C = self->C, V = self->V;
     self->valid = 0; // the activations are the step's now
@@ -1169,6 +1178,69 @@ static size_t s_layout(rl_model_cuda_t *self, char *base) {
     return y.off;
 }
 
+// The activations, scratch and host staging for `rows` packed tokens (at creation, and when a
+// forward needs more: they grow, as the CPU model's buffers do). The last forward is lost.
+// Returns 0, or RL_ENOMEM / RL_EIO with the message in self->errmsg (the old buffers freed).
+static int s_rows_alloc(rl_model_cuda_t *self, int rows) {
+    const rl_cuda_module_t *cu = self->cu;
+    self->valid = 0;
+    self->hid_done = 0;
+    cu->dfree(self->ctx, self->amem);
+    self->amem = NULL;
+    free(self->ids);
+    free(self->targets);
+    free(self->pos);
+    free(self->starts);
+    free(self->erows);
+    free(self->eseg);
+    free(self->grow);
+    free(self->lp_h);
+    free(self->ent_h);
+    free(self->dlp_h);
+    free(self->packed);
+    free(self->mask_h);
+    self->ids = self->targets = self->pos = self->starts = self->erows = self->eseg = NULL;
+    self->grow = NULL;
+    self->lp_h = self->ent_h = self->dlp_h = self->packed = self->mask_h = NULL;
+    self->rows = rows;
+    self->a_bytes = s_layout(self, NULL);
+    if (cu->dmalloc(self->ctx, self->a_bytes, &self->amem) != 0) {
+        self->rows = 0;
+        return s_err(self, RL_ENOMEM,
+                     "cuda:%d: no room for the activations of %d tokens (%zu bytes): %s",
+                     self->device, rows, self->a_bytes, cu->errmsg(self->ctx));
+    }
+    s_layout(self, self->amem);
+    const size_t n = (size_t)rows;
+    self->ids = malloc(n * sizeof(int32_t));
+    self->targets = malloc(n * sizeof(int32_t));
+    self->pos = malloc(n * sizeof(int32_t));
+    self->starts = malloc((n + 1) * sizeof(int32_t));
+    self->erows = malloc(n * sizeof(int32_t));
+    self->eseg = malloc((n + 1) * sizeof(int32_t));
+    self->grow = malloc(n * sizeof(int));
+    self->lp_h = malloc(n * sizeof(float));
+    self->ent_h = malloc(n * sizeof(float));
+    self->dlp_h = malloc(n * sizeof(float));
+    self->packed = malloc(n * (size_t)self->C * sizeof(float));
+    self->mask_h = self->mask ? malloc(n * (size_t)self->maxin * sizeof(float)) : NULL;
+    float *inv = malloc((size_t)(self->D / 2) * sizeof(float));
+    float *cs = malloc(n * (size_t)self->D * sizeof(float));
+    if (!self->ids || !self->targets || !self->pos || !self->starts || !self->erows ||
+        !self->eseg || !self->grow || !self->lp_h || !self->ent_h || !self->dlp_h ||
+        !self->packed || (self->mask && !self->mask_h) || !inv || !cs) {
+        free(inv);
+        free(cs);
+        return s_err(self, RL_ENOMEM, "out of memory for the device model's staging");
+    }
+    rl_rope_inv_freq(inv, &self->cfg);
+    rl_rope_table(cs, inv, rows, self->D);
+    int bad = cu->h2d(self->ctx, self->rope_cs, cs, n * (size_t)self->D * sizeof(float)) != 0;
+    free(inv);
+    free(cs);
+    return bad ? s_cufail(self, __LINE__) : 0;
+}
+
 // Every tensor of the host model into self->tensors, with its device placement: trainable
 // tensors at element offsets of the trainable allocations (*t_n elements so far), frozen ones at
 // byte offsets of wmem (*w_bytes so far). Pointers are offsets from NULL until s_bind.
@@ -1373,44 +1445,22 @@ int rl_model_cuda_new(rl_model_t *host, const rl_model_opts_t *opts, rl_model_cu
         (self->t_n && grads &&
          (cu->dmalloc(self->ctx, self->t_n * sizeof(float), (void **)&self->gmem) ||
           cu->dmalloc(self->ctx, self->t_n * sizeof(float), (void **)&self->mmem) ||
-          cu->dmalloc(self->ctx, self->t_n * sizeof(float), (void **)&self->vmem))) ||
-        cu->dmalloc(self->ctx, self->a_bytes, &self->amem) != 0) {
+          cu->dmalloc(self->ctx, self->t_n * sizeof(float), (void **)&self->vmem)))) {
         rc = rl_errf(err, err_len, RL_ENOMEM, "cuda:%d (%s): the model needs %zu bytes: %s",
                      self->device, di.name, need, cu->errmsg(self->ctx));
         goto fail;
     }
-    s_layout(self, self->amem);
     s_bind(self);
-    // host staging for `rows` tokens
-    const size_t n = (size_t)self->rows;
-    self->ids = malloc(n * sizeof(int32_t));
-    self->targets = malloc(n * sizeof(int32_t));
-    self->pos = malloc(n * sizeof(int32_t));
-    self->starts = malloc((n + 1) * sizeof(int32_t));
-    self->erows = malloc(n * sizeof(int32_t));
-    self->eseg = malloc((n + 1) * sizeof(int32_t));
-    self->grow = malloc(n * sizeof(int));
-    self->lp_h = malloc(n * sizeof(float));
-    self->ent_h = malloc(n * sizeof(float));
-    self->dlp_h = malloc(n * sizeof(float));
-    self->packed = malloc(n * (size_t)self->C * sizeof(float));
-    self->mask_h = self->mask ? malloc(n * (size_t)self->maxin * sizeof(float)) : NULL;
     self->stage = malloc(S_STAGE * sizeof(uint16_t));
-    float *inv = malloc((size_t)(self->D / 2) * sizeof(float));
-    float *cs = malloc(n * (size_t)self->D * sizeof(float));
-    if (!self->ids || !self->targets || !self->pos || !self->starts || !self->erows ||
-        !self->eseg || !self->grow || !self->lp_h || !self->ent_h || !self->dlp_h ||
-        !self->packed || (self->mask && !self->mask_h) || !self->stage || !inv || !cs) {
-        free(inv);
-        free(cs);
+    if (!self->stage) {
         rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory for the device model's staging");
         goto fail;
     }
-    rl_rope_inv_freq(inv, cfg);
-    rl_rope_table(cs, inv, self->rows, self->D);
-    int bad = cu->h2d(self->ctx, self->rope_cs, cs, n * (size_t)self->D * sizeof(float)) != 0;
-    free(inv);
-    free(cs);
+    if ((rc = s_rows_alloc(self, self->rows)) != 0) {
+        rl_errf(err, err_len, rc, "%s", self->errmsg);
+        goto fail;
+    }
+    int bad = 0;
     // the gaps between trainable tensors stay zeros (whole-array kernels read them)
     if (bad || (self->tmem && cu->dset(self->ctx, self->tmem, 0, self->t_n * sizeof(float))) ||
         (self->gmem && cu->dset(self->ctx, self->gmem, 0, self->t_n * sizeof(float))) ||

@@ -11,8 +11,9 @@
 // - trainable parameters (LoRA A/B, or every tensor with tune FULL): fp32 masters, a bf16 copy
 //   of each for the matmuls (refreshed at every push), fp32 gradients; each tensor starts
 //   256-byte aligned (cuBLASLt's assumption), the gaps between tensors are zeros;
-// - activations and scratch for opts.device_rows packed tokens, allocated once at creation and
-//   reused: no device allocation in a step;
+// - activations and scratch for opts.device_rows packed tokens, allocated at creation and
+//   reused: no device allocation in a step (a forward with more tokens makes them anew, once,
+//   for its size: they only grow);
 // - AdamW's moments (fp32, the trainable tensors' layout), for the optimizer's step on the device.
 // The forward and backward mirror rl_model.c's s_layer_forward / s_layer_backward line for line:
 // the same layers in the same order, matmuls bf16 x bf16 -> fp32 (cuBLASLt), everything else
@@ -32,7 +33,7 @@ extern "C" {
 typedef struct rl_model_cuda rl_model_cuda_t;
 
 // The device half of `host` (a model whose parameters, and LoRA adapter, are on the host) on
-// opts->device (a GPU), for forwards of at most opts->device_rows packed tokens (0: 4096).
+// opts->device (a GPU), its activations for opts->device_rows packed tokens (0: 4096).
 // Uploads every parameter and allocates every buffer. Refuses (RL_EINVAL) sharded models, and
 // (RL_ENOMEM) when the device has less free memory than the model needs, naming the bytes of
 // each part; RL_ENOTFOUND / RL_EUNSUPPORTED as rl_device_check says. Returns 0 and *out, or an
@@ -45,8 +46,9 @@ void rl_model_cuda_destroy(rl_model_cuda_t **self_p);
 // rl_model_forward on the device, inputs already checked by it (ids in [0, V), lengths in
 // [1, T], temperature > 0, entropy only with logp). step: the host's training-forward count
 // (the LoRA dropout masks' k, already incremented for a training forward); lora_off: the
-// adapter is disabled. Returns 0, or RL_EINVAL (more packed tokens than device_rows) or RL_EIO
-// (a device call failed), message in rl_model_cuda_errmsg.
+// adapter is disabled. More packed tokens than the activations hold: they are made anew for
+// this forward's size first. Returns 0, or RL_ENOMEM (no room for them: the message names the
+// bytes) or RL_EIO (a device call failed), message in rl_model_cuda_errmsg.
 int rl_model_cuda_forward(rl_model_cuda_t *self, const int32_t *tokens, const int *lengths, int B,
                           int T, float temperature, int train, uint64_t step, int lora_off,
                           float *logp, float *entropy);

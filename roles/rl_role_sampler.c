@@ -91,6 +91,11 @@ static int s_load(void *state, const rl_msg_t *req, rl_msg_t **reply, char *err,
     memcpy(dst + q.offset, q.weights, (size_t)q.n * sizeof(float));
     s->received += q.n;
     if (s->received == total) {
+        // a model on a GPU: the trainable weights go up, the base stays where it is (on the CPU
+        // this does nothing)
+        if ((rc = rl_model_device_push(s->model, 0)) != 0) {
+            return rl_errf(err, err_len, rc, "load_weights: %s", rl_model_errmsg(s->model));
+        }
         s->version = q.version;
     }
     rl_proto_load_weights_reply_t r = {s->version};
