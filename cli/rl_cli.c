@@ -166,12 +166,11 @@ int rl_cli_check_model(const rl_recipe_t *r, char *err, size_t err_len) {
     if (rl_device_open(dn, &dev, msg, sizeof msg) != 0) {
         return rl_recipe_errorf(r, "model.device", err, err_len, RL_EINVAL, "%s", msg);
     }
-    if (dev.cuda) {
+    if (dev.cuda && (long long)r->mesh.dp * r->mesh.fsdp > 1) {
         return rl_recipe_errorf(r, "model.device", err, err_len, RL_EINVAL,
-                                "%s is usable, but a recipe's roles do not run on a GPU yet "
-                                "(the model's device half is built and the roles' placement is "
-                                "issue 31: docs/gpu.md); use model.device=cpu",
-                                dn);
+                                "%s with a %dx%d mesh: a mesh's ranks do not train on a GPU yet "
+                                "(docs/gpu.md); use model.device=cpu, or mesh.dp=1 mesh.fsdp=1",
+                                dn, r->mesh.dp, r->mesh.fsdp);
     }
     int rc = rl_hf_config_load(r->model.path, &cfg, msg, sizeof msg);
     if (rc != 0) {

@@ -135,7 +135,8 @@ static const rl_recipe_key_t s_keys[] = {
     {.section = "model", .key = "device", .type = RL_RECIPE_T_STRING, .offset = OFF(model.device),
      DEF("cpu"),
      .doc = "where the roles holding the model compute: cpu, or cuda / cuda:N (an NVIDIA GPU, "
-            "checked before anything starts; roles on a GPU are not built yet: docs/gpu.md)"},
+            "checked before anything starts; actor, reference, critic and samplers share it; "
+            "not with a mesh yet: docs/gpu.md)"},
     // lora -----------------------------------------------------------------------------------
     {.section = "lora", .key = "enabled", .type = RL_RECIPE_T_BOOL, .offset = OFF(lora.enabled),
      DEF("false"),

@@ -21,6 +21,8 @@ rm -rf "$pack" && mkdir -p "$pack" && tar -C "$pack" -xJf .gpu/pack.tar.xz ||
   { echo "gpu_check: cannot unpack .gpu/pack.tar.xz"; exit 2; }
 export LD_LIBRARY_PATH="$pack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 per_suite="${RL_GPU_SUITE_SECONDS:-240}"
+# the suites that run rlctl (roles.gpu_run) run the packed one, on this checkout's cookbook
+export RLCTL_BIN="$pack/bin/rlctl" RL_SOURCE_DIR="$root"
 {
   date -u +"date %Y-%m-%dT%H:%M:%SZ"
   nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader \

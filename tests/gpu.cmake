@@ -74,3 +74,9 @@ rl_add_gpu_test(NAME model.cuda_attn SOURCES test_cuda_attn.c)
 # refusals
 rl_add_gpu_test(NAME model.cuda_model SOURCES test_cuda_model.c LIBS rl_trainer rl_rollout
                 EMU_TIMEOUT 600)
+
+# whole runs with model.device: cuda (issue 31): SFT and DPO losses against the CPU run's, PPO
+# with the critic, GRPO's exact resume on the device and its adapter evaluated on the CPU, a
+# mesh with a GPU refused
+rl_add_gpu_test(NAME roles.gpu_run SOURCES test_gpu_run.c LIBS rl_core TIMEOUT 600 EMU_TIMEOUT 600)
+add_dependencies(test_roles_gpu_run rlctl)

@@ -8,8 +8,8 @@
 // there (no module, an index past the visible ones), is exit 2 naming it and why, before
 // anything is loaded; on the emulated GPU logprobs computes its forward there and generate and
 // eval their cached steps (the CPU's tokens, its logprobs within the bf16 tolerance of
-// docs/gpu.md), serve answers a completion with top logprobs from the GPU, while a recipe says
-// that its roles do not run on a GPU yet.
+// docs/gpu.md), serve answers a completion with top logprobs from the GPU; a recipe on the
+// emulated cuda:0 validates, one naming cuda:1 is refused.
 #define _GNU_SOURCE // sched_getaffinity, CPU_COUNT
 #include "rl_test.h"
 
@@ -212,8 +212,10 @@ static void s_test_device_flags(void) {
         CHECK_CONTAINS(s_out, "\"top_logprobs\":[{");
         unlink(script);
     }
-    CHECK_INT(s_cmd(env, "validate " S_RECIPE " model.device=cuda"), 2);
-    CHECK_CONTAINS(s_out, "model.device: cuda is usable, but a recipe's roles do not run on a GPU");
+    CHECK_INT(s_cmd(env, "validate " S_RECIPE " model.device=cuda"), 0);
+    CHECK_INT(s_cmd(env, "validate " S_RECIPE " model.device=cuda:1"), 2);
+    CHECK_CONTAINS(s_out, "model.device: ");
+    CHECK_CONTAINS(s_out, "there is 1 visible GPU (cuda:0)");
 #endif
 }
 

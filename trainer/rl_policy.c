@@ -87,6 +87,12 @@ void rl_policy_model_opts(const rl_recipe_t *r, int threads, rl_model_opts_t *mo
     mo->seed = (uint64_t)r->run.seed;
     mo->recompute = r->train.recompute;
     mo->threads = threads;
+    // model.device (checked by rl_cli_check_model before any role starts): the roles that hold
+    // the model compute there; a recipe without it, or with one that does not parse, the CPU
+    char why[160];
+    if (r->model.device && rl_device_parse(r->model.device, &mo->device, why, sizeof why) != 0) {
+        mo->device = (rl_device_t){0, 0};
+    }
 }
 
 // On a mesh: shards the freshly loaded model m (opts.sharded) over the fsdp groups; LoRA's
@@ -574,6 +580,11 @@ int rl_policy_step(rl_policy_t *self, const rl_policy_rows_t *rows,
             return rl_errf(err, err_len, RL_EINVAL, "%s: the loss is %s%s", where,
                            isnan(global) ? "NaN" : "infinite", hint);
         }
+        // a model on a GPU: its gradients come to the host, where the optimizer (and a head's
+        // gradient) is; the updated trainable parameters go back up after the step
+        if (!rc && (rc = rl_model_device_pull(self->model, 1)) != 0) {
+            return rl_errf(err, err_len, rc, "%s: %s", where, rl_model_errmsg(self->model));
+        }
         double gnorm = 0.0;
         if (!rc && self->fsdp) {
             rc = rl_fsdp_reduce_grads(self->fsdp, o->max_grad_norm, &gnorm, err, err_len);
@@ -590,6 +601,9 @@ int rl_policy_step(rl_policy_t *self, const rl_policy_rows_t *rows,
         rl_optim_step_parts(self->optim, parts, n_parts, o->lr);
         if (self->fsdp && (rc = rl_fsdp_gather_replicated(self->fsdp, err, err_len)) != 0) {
             return rc;
+        }
+        if ((rc = rl_model_device_push(self->model, 0)) != 0) {
+            return rl_errf(err, err_len, rc, "%s: %s", where, rl_model_errmsg(self->model));
         }
         st->loss = total;
         st->grad_norm = gnorm;
