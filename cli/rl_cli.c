@@ -176,6 +176,25 @@ int rl_cli_check_model(const rl_recipe_t *r, char *err, size_t err_len) {
     if (rc != 0) {
         return rl_recipe_errorf(r, "model.path", err, err_len, RL_EINVAL, "%s", msg);
     }
+    if (dev.cuda) { // the roles' memory on the device, before anything starts (rlctl plan)
+        rl_cli_plan_t *p = malloc(sizeof *p);
+        if (!p) {
+            return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+        }
+        rc = rl_cli_plan(r, p, err, err_len);
+        if (!rc && p->known && p->total > p->mem_free) {
+            rc = rl_recipe_errorf(r, "model.device", err, err_len, RL_EINVAL,
+                                  "%s (%s) has %.1f MiB free and the run's roles need %.1f MiB "
+                                  "(rlctl plan shows each role's share; the largest "
+                                  "train.micro_batch_size that fits: %d)",
+                                  dn, p->name, (double)p->mem_free / (1 << 20),
+                                  (double)p->total / (1 << 20), p->largest_mb);
+        }
+        free(p);
+        if (rc) {
+            return rc;
+        }
+    }
     weights = rl_st_model_open(r->model.path, msg, sizeof msg);
     if (!weights) {
         return rl_recipe_errorf(r, "model.path", err, err_len, RL_EINVAL, "%s", msg);

@@ -40,11 +40,41 @@ int rl_cli_eval_recipe(int argc, char **argv);
 int rl_cmd_serve(int argc, char **argv);
 int rl_cmd_env(int argc, char **argv);
 int rl_cmd_devices(int argc, char **argv);
+int rl_cmd_plan(int argc, char **argv);
 
 // Reads the recipe's model folder as `run` will: config.json, weights that match it, and a
 // tokenizer that fits its vocabulary. Problems are reported at the recipe line that named the
 // folder or tokenizer (RL_EINVAL, err filled); 0 when all is well.
 int rl_cli_check_model(const rl_recipe_t *r, char *err, size_t err_len);
+
+// The device memory a recipe's run needs (rlctl plan, cli/cmd_plan.c): per role, each of its
+// processes' model on model.device (rl_model_device_plan at train.micro_batch_size rows of the
+// recipe's longest sequence) and a sampler's KV cache; their sum beside the device's memory.
+#define RL_CLI_PLAN_MAX 8
+typedef struct {
+    char role[40];
+    int procs;                    // processes of this role on the device (samplers: several)
+    int rows;                     // tokens one forward holds
+    rl_model_device_plan_t model; // each process's model
+    size_t acts_flipped;          // its activations with train.recompute the other way
+    size_t kv;                    // a sampler's KV cache (0: none)
+    size_t total;                 // one process's bytes
+} rl_cli_plan_role_t;
+typedef struct {
+    rl_device_t device; // model.device (the CPU: nothing planned, n 0)
+    int seq_len, micro_batch;
+    rl_cli_plan_role_t roles[RL_CLI_PLAN_MAX];
+    int n;
+    size_t total;              // every process's bytes
+    int known;                 // the device was found: name and memory below
+    char name[128], why[1024]; // why: what was found instead
+    size_t mem_total, mem_free;
+    int largest_mb; // the largest train.micro_batch_size the recipe allows (a
+                    // divisor of a step's sequences; pairs: even) that fits; 0: none
+} rl_cli_plan_t;
+// Computes p for r (a recipe loaded and checked). Returns 0 (p->device a CPU: nothing planned),
+// or RL_EINVAL / RL_ENOTFOUND (no CUDA module) with err filled.
+int rl_cli_plan(const rl_recipe_t *r, rl_cli_plan_t *p, char *err, size_t err_len);
 
 // Parses a subcommand's flags with getopt_long before the subcommand reads them (argv[0] is the
 // subcommand): spec lists its long flags ("force stop-at= resume?": a switch, one that takes a

@@ -58,6 +58,7 @@ static const s_command_t s_commands[] = {
     {"env", rl_cmd_env, "serve an environment plugin over stdin/stdout (env serve)",
      "plugin= builtin= config="},
     {"devices", rl_cmd_devices, "list the GPUs and the CPU this machine can compute on", "json"},
+    {"plan", rl_cmd_plan, "the device memory a recipe's run needs, role by role", "json"},
     {"keygen", rl_cmd_keygen, "write a CURVE key pair for remote samplers", "out= force"},
     {"worker", rl_cmd_worker, "a worker process of a run (started by rlctl run)",
      "role= rank= connect= parent= secret-fd= max-frame= mesh= secret-file= log-dir= heartbeat= "

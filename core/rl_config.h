@@ -458,6 +458,8 @@ typedef struct {
     double eval_pass_threshold; // a completion passes when its total reward reaches this
     bool recompute;
     int threads;
+    int step_sequences; // derived by the checks: the sequences of one optimizer step,
+                        // which micro_batch_size must divide (0: not known)
 } rl_recipe_train_t;
 
 // A remote sampler (roles.remote_samplers[i]).

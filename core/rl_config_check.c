@@ -137,7 +137,10 @@ static void s_check_step(rl_cfg_ctx_t *c, long long per_step, const char *what) 
     if (per_step > 1048576) {
         rl_cfg_err_key(c, "train.batch_size", "%lld sequences per step is more than 1048576",
                        per_step);
-    } else if (!rl_cfg_is_set(r, "train.micro_batch_size")) {
+        return;
+    }
+    r->train.step_sequences = (int)per_step;
+    if (!rl_cfg_is_set(r, "train.micro_batch_size")) {
         r->train.micro_batch_size = (int)per_step;
     } else if (r->train.micro_batch_size > 0 && per_step % r->train.micro_batch_size != 0) {
         // (<= 0 only when its own conversion failed, already reported)

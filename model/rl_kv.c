@@ -382,8 +382,12 @@ static int s_step_check(rl_model_t *self, const rl_kvcache_t *cache, const int32
     return 0;
 }
 
-int rl_model_draws_on_device(const rl_model_t *self) {
+int rl_model_on_gpu(const rl_model_t *self) {
     return self->cuda != NULL;
+}
+
+size_t rl_kvcache_device_bytes(const rl_kvcache_t *cache) {
+    return cache->dev ? rl_model_cuda_cache_bytes(cache->model->cuda, cache->dev) : 0;
 }
 
 int rl_model_step_draw(rl_model_t *self, rl_kvcache_t *cache, const int32_t *tokens,

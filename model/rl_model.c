@@ -1358,6 +1358,20 @@ const float *rl_model_hidden(const rl_model_t *self) {
     return self->fwd_valid ? self->hid : NULL;
 }
 
+int rl_model_device_plan(const rl_hf_config_t *cfg, const rl_model_opts_t *opts, int has_head,
+                         int rows, rl_model_device_plan_t *out, char *err, size_t err_len) {
+    return rl_model_cuda_plan(cfg, opts, has_head, rows, out, err, err_len);
+}
+
+size_t rl_model_device_kvcache_bytes(const rl_hf_config_t *cfg, int n_slots, int max_len, int rows,
+                                     int draws) {
+    return rl_model_cuda_cache_plan(cfg, n_slots, max_len, rows, draws);
+}
+
+size_t rl_model_device_bytes(const rl_model_t *self) {
+    return self->cuda ? rl_model_cuda_bytes(self->cuda) : 0;
+}
+
 int rl_model_device_push(rl_model_t *self, int all) {
     int rc = self->cuda ? rl_model_cuda_push(self->cuda, all) : 0;
     return rc ? rl_mdl_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda)) : 0;

@@ -90,6 +90,8 @@ typedef struct {
                            // move. Not with sharded. rl_kvcache_new then makes the cache on
                            // the GPU and rl_model_step runs there too (the sampler's path),
                            // as rl_model_logits does
+    int device_infer;      // a GPU: the model never trains here (a sampler, a reference): no
+                           // gradients, optimizer moments or backward buffers on the device
     int device_rows;       // a GPU: the tokens (the sum of lengths) the activations are made
                            // for (0: 4096); a forward with more makes them anew for its size
                            // (once: they only grow), a KV cache's step with more is refused
@@ -265,10 +267,10 @@ typedef struct {
     int32_t *tokens; // [n] out: the drawn ids
     float *logprobs; // [n] out: their logprobs
 } rl_model_draws_t;
-// 1 when rl_model_step_draw runs on this model: a model on a GPU, whose logits stay there (a
-// row of V floats each) and whose draws come back as a token and a logprob each. On the CPU the
-// sampler draws from rl_model_step's logits itself (rollout/rl_sample.h), and this returns 0.
-int rl_model_draws_on_device(const rl_model_t *self);
+// 1 when the model computes on a GPU (opts.device). Then rl_model_step_draw runs on it: its
+// logits stay there (a row of V floats each) and its draws come back as a token and a logprob
+// each. On the CPU the sampler draws from rl_model_step's logits itself (rollout/rl_sample.h).
+int rl_model_on_gpu(const rl_model_t *self);
 // rl_model_step (the same checks and cache semantics) with no logits returned: the draws of d
 // are made on the device and their tokens and logprobs written. Returns 0, RL_EINVAL (a
 // draw's row outside [0, n), a CPU model) or rl_model_step's errors.
@@ -366,6 +368,33 @@ int rl_model_device_clip(rl_model_t *self, double max_norm, double *norm);
 int rl_model_device_adamw(rl_model_t *self, double lr, double beta1, double beta2, double eps,
                           double weight_decay, int64_t step);
 int rl_model_device_optim_state(rl_model_t *self, float *m, float *v, int upload);
+
+// What a model's device half holds, in bytes: the parts rl_model_load checks against the
+// device's free memory and then allocates (each buffer 256-byte aligned; the CUDA allocator's
+// own rounding and the process's context are not counted).
+typedef struct {
+    size_t weights;   // frozen tensors: matrices bf16, vectors fp32
+    size_t trainable; // trainable parameters (LoRA A/B, or all with tune FULL): fp32 + a bf16 copy
+    size_t grads;     // their fp32 gradients (0: tune NONE or device_infer)
+    size_t optim;     // AdamW's m and v, fp32 (0 likewise)
+    size_t acts;      // activations and scratch for the forward's packed tokens
+} rl_model_device_plan_t;
+// The plan of a model of config cfg with opts (tune, LoRA rank, targets and dropout, recompute,
+// device_infer) on a GPU, for forwards of `rows` packed tokens (0: 4096); has_head: a vocabulary
+// head (0: a sequence classifier's trunk). Needs no device, only the CUDA module (its kernels'
+// scratch sizes). Returns 0, or RL_ENOTFOUND (no module: err says why) / RL_ENOMEM.
+int rl_model_device_plan(const rl_hf_config_t *cfg, const rl_model_opts_t *opts, int has_head,
+                         int rows, rl_model_device_plan_t *out, char *err, size_t err_len);
+// Bytes of a KV cache on a GPU (rl_kvcache_new of a GPU model with activations for `rows`
+// tokens): K and V of every layer, the RoPE table, a step's staging and logits, and with draws
+// (rl_model_step_draw) the logits of one row per slot.
+size_t rl_model_device_kvcache_bytes(const rl_hf_config_t *cfg, int n_slots, int max_len, int rows,
+                                     int draws);
+
+// Bytes a model on a GPU holds there now (its parts as rl_model_device_plan counts them, the
+// activations at their current size), and a KV cache on a GPU; 0 on the CPU. For tests.
+size_t rl_model_device_bytes(const rl_model_t *self);
+size_t rl_kvcache_device_bytes(const rl_kvcache_t *cache);
 
 // Detail of the last error on this handle. borrowed; valid until the next call.
 const char *rl_model_errmsg(const rl_model_t *self);

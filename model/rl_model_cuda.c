@@ -92,6 +92,8 @@ struct rl_model_cuda {
     int chunk; // rows of the vocabulary head at a time
     int has_head;
     int lora_targets; // the adapter's modules (0: no adapter)
+    float plan_p;     // a plan's LoRA dropout (no host model to read it from)
+    int infer;        // rl_model_opts_t.device_infer: no gradients, no moments, no backward
     uint64_t seed;    // LoRA dropout masks (rl_model_opts_t.seed)
 
     // ---- parameters
@@ -259,7 +261,15 @@ static int s_dropped(rl_model_cuda_t *self, const uint16_t *x, int IC, float p, 
     return 0;
 }
 
+// Whether the device half trains: gradients, AdamW's moments, a backward's buffers.
+static int s_grads(const rl_model_cuda_t *self) {
+    return self->tune != RL_TUNE_NONE && !self->infer;
+}
+
 static float s_lora_p(const rl_model_cuda_t *self) {
+    if (!self->host) { // a plan (rl_model_cuda_plan): the options' dropout
+        return self->plan_p;
+    }
     rl_lora_t *lo = rl_model_lora(self->host);
     return lo ? rl_lora_dropout(lo) : 0.0f;
 }
@@ -545,7 +555,7 @@ int rl_model_cuda_forward(rl_model_cuda_t *self, const int32_t *tokens, const in
     self->temperature = temperature;
     self->step = step;
     self->lora_off = lora_off;
-    self->train = train && self->tune != RL_TUNE_NONE;
+    self->train = train && s_grads(self);
     for (int b = 0, r = 0; b < B; b++) {
         const int32_t *tk = tokens + (size_t)b * T;
         self->starts[b] = r;
@@ -682,6 +692,15 @@ int rl_model_cuda_cache_new(rl_model_cuda_t *self, int n_slots, int max_len,
     }
     *out = c;
     return 0;
+}
+
+size_t rl_model_cuda_cache_bytes(const rl_model_cuda_t *self, const rl_model_cuda_cache_t *c) {
+    size_t b = (size_t)self->L * 2 * c->slot * sizeof(float);
+    b += (size_t)c->max_len * (size_t)self->D * sizeof(float);
+    b += (4 * (size_t)c->rows + 1) * sizeof(int32_t);
+    b += (size_t)S_LG * (size_t)self->V * sizeof(float);
+    b += (size_t)c->lg_cap * (size_t)self->V * sizeof(float) + (size_t)c->draw_cap * 20;
+    return b;
 }
 
 int rl_model_cuda_cache_copy(rl_model_cuda_t *self, rl_model_cuda_cache_t *to, int dst,
@@ -945,7 +964,10 @@ static int s_backward_trunk(rl_model_cuda_t *self) {
 int rl_model_cuda_backward(rl_model_cuda_t *self, const float *dlogp) {
     const rl_cuda_module_t *cu = self->cu;
     if (!self->valid || !self->train) {
-        return s_err(self, RL_EINVAL, "backward needs a preceding training forward (train = 1)");
+        return s_err(self, RL_EINVAL,
+                     self->infer ? "an inference-only device model has no backward "
+                                   "(rl_model_opts_t.device_infer)"
+                                 : "backward needs a preceding training forward (train = 1)");
     }
     if (!self->has_head) {
         return s_err(self, RL_EINVAL, "this model has no vocabulary head: no dlogp");
@@ -971,7 +993,10 @@ int rl_model_cuda_backward(rl_model_cuda_t *self, const float *dlogp) {
 
 int rl_model_cuda_backward_hidden(rl_model_cuda_t *self, const float *dhidden) {
     if (!self->valid || !self->train) {
-        return s_err(self, RL_EINVAL, "backward needs a preceding training forward (train = 1)");
+        return s_err(self, RL_EINVAL,
+                     self->infer ? "an inference-only device model has no backward "
+                                   "(rl_model_opts_t.device_infer)"
+                                 : "backward needs a preceding training forward (train = 1)");
     }
     const int B = self->B, T = self->T, C = self->C;
     for (int b = 0; b < B; b++) { // padding rows are not read
@@ -1107,7 +1132,7 @@ static size_t s_layout(rl_model_cuda_t *self, char *base) {
     const size_t QD = (size_t)self->QD, KVD = (size_t)self->KVD, R = (size_t)self->R;
     const size_t f = sizeof(float), h = sizeof(uint16_t), i32 = sizeof(int32_t);
     const int qkn = self->cfg.qk_norm;
-    const int grads = self->tune != RL_TUNE_NONE;
+    const int grads = s_grads(self);
     const int dropout = self->lora_targets && s_lora_p(self) > 0.0f;
     const size_t maxin = (size_t)self->maxin;
     for (int s = 0; s < self->sets; s++) {
@@ -1244,11 +1269,13 @@ static int s_rows_alloc(rl_model_cuda_t *self, int rows) {
 // Every tensor of the host model into self->tensors, with its device placement: trainable
 // tensors at element offsets of the trainable allocations (*t_n elements so far), frozen ones at
 // byte offsets of wmem (*w_bytes so far). Pointers are offsets from NULL until s_bind.
+// With no host model (a plan: rl_model_cuda_plan) only the sizes: w_bytes and t_n.
 static int s_plan(rl_model_cuda_t *self, char *err, size_t err_len) {
     const int full = self->tune == RL_TUNE_FULL;
-    rl_model_params_t *hp = rl_model_params(self->host);
-    rl_model_params_t *hg = rl_model_grads(self->host);
-    rl_lora_t *lo = rl_model_lora(self->host);
+    const int sizes = self->host == NULL;
+    rl_model_params_t *hp = sizes ? NULL : rl_model_params(self->host);
+    rl_model_params_t *hg = sizes ? NULL : rl_model_grads(self->host);
+    rl_lora_t *lo = sizes ? NULL : rl_model_lora(self->host);
     const int L = self->L;
     int n_specs = rl_hf_tensor_specs(&self->cfg, NULL, 0);
     rl_hf_tensor_spec_t *specs = calloc((size_t)n_specs, sizeof *specs);
@@ -1259,6 +1286,18 @@ static int s_plan(rl_model_cuda_t *self, char *err, size_t err_len) {
     }
     rl_hf_tensor_specs(&self->cfg, specs, n_specs);
     for (int i = 0; i < n_specs; i++) {
+        if (sizes) {
+            size_t n = (size_t)(specs[i].ndim == 1 ? specs[i].shape[0]
+                                                   : specs[i].shape[0] * specs[i].shape[1]);
+            if (!self->has_head && !strcmp(specs[i].name, "lm_head.weight")) {
+                continue; // a sequence classifier's: no lm_head
+            } else if (full) {
+                self->t_n += s_up(n, S_TALIGN);
+            } else {
+                self->w_bytes += s_up(n * (specs[i].ndim == 2 ? 2 : 4), S_ALIGN);
+            }
+            continue;
+        }
         float **slot = rl_model_params_find(hp, L, specs[i].name);
         RL_ASSERT(slot);
         if (!*slot) {
@@ -1297,14 +1336,17 @@ static int s_plan(rl_model_cuda_t *self, char *err, size_t err_len) {
         }
     }
     free(specs);
-    for (int l = 0; lo && l < L; l++) {
+    for (int l = 0; (lo || (sizes && self->R > 0)) && l < L; l++) {
         for (int m = 0; m < RL_LORA_NMOD; m++) {
             if (!(self->lora_targets & (1 << m))) {
                 continue;
             }
             int in, out;
             rl_lora_module_dims(&self->cfg, m, &in, &out);
-            for (int ab = 0; ab < 2; ab++) {
+            for (int ab = 0; ab < 2 && sizes; ab++) {
+                self->t_n += s_up((size_t)self->R * (size_t)(ab ? out : in), S_TALIGN);
+            }
+            for (int ab = 0; ab < 2 && !sizes; ab++) {
                 s_tensor_t *t = &self->tensors[self->n_tensors++];
                 t->host = ab ? rl_lora_B(lo, l, m) : rl_lora_A(lo, l, m);
                 t->host_grad = ab ? rl_lora_dB(lo, l, m) : rl_lora_dA(lo, l, m);
@@ -1322,7 +1364,7 @@ static int s_plan(rl_model_cuda_t *self, char *err, size_t err_len) {
 
 // The offsets s_plan left in the tensors' device pointers, made pointers into the allocations.
 static void s_bind(rl_model_cuda_t *self) {
-    const int grads = self->tune != RL_TUNE_NONE;
+    const int grads = s_grads(self);
     for (int i = 0; i < self->n_tensors; i++) {
         s_dt_t *dt = self->tensors[i].dt;
         if (self->tensors[i].trainable) {
@@ -1346,6 +1388,78 @@ static void s_bind(rl_model_cuda_t *self) {
 static int s_head_chunk(int V) {
     int c = (int)(((size_t)1 << 22) / (size_t)V);
     return c < 64 ? 64 : c > 256 ? 256 : c;
+}
+
+// The shapes of a device half (self->cfg, tune and recompute set): the config's, an adapter of
+// rank R on `targets`, a vocabulary head or not, activations for `rows` tokens.
+static void s_dims(rl_model_cuda_t *self, const rl_hf_config_t *cfg, int R, int targets,
+                   int has_head, int rows) {
+    self->C = cfg->hidden_size;
+    self->I = cfg->intermediate_size;
+    self->NH = cfg->num_attention_heads;
+    self->NKV = cfg->num_key_value_heads;
+    self->D = cfg->head_dim;
+    self->QD = self->NH * self->D;
+    self->KVD = self->NKV * self->D;
+    self->V = cfg->vocab_size;
+    self->L = cfg->num_hidden_layers;
+    self->R = R;
+    self->lora_targets = targets;
+    self->rows = rows;
+    self->chunk = s_head_chunk(self->V);
+    self->has_head = has_head;
+    int mx = self->C > self->I ? self->C : self->I;
+    self->maxin = mx > self->QD ? mx : self->QD;
+    self->sets = s_grads(self) && !self->recompute ? self->L : 1;
+}
+
+int rl_model_cuda_plan(const rl_hf_config_t *cfg, const rl_model_opts_t *opts, int has_head,
+                       int rows, rl_model_device_plan_t *out, char *err, size_t err_len) {
+    memset(out, 0, sizeof *out);
+    char why[1536];
+    const rl_cuda_module_t *cu = rl_device_cuda(why, sizeof why);
+    if (!cu) {
+        return rl_errf(err, err_len, RL_ENOTFOUND, "a plan needs the CUDA module: %s", why);
+    }
+    rl_model_cuda_t *self = calloc(1, sizeof *self);
+    if (!self) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    const int lora = opts->tune == RL_TUNE_LORA;
+    self->cu = cu;
+    self->cfg = *cfg;
+    self->tune = opts->tune;
+    self->recompute = opts->recompute;
+    self->infer = opts->device_infer;
+    s_dims(self, cfg, lora ? opts->lora_r : 0, lora ? opts->lora_targets : 0, has_head,
+           rows > 0 ? rows : 4096);
+    self->plan_p = lora ? opts->lora_dropout : 0.0f;
+    int rc = s_plan(self, err, err_len);
+    if (!rc) {
+        const int grads = s_grads(self);
+        out->weights = self->w_bytes;
+        out->trainable = self->t_n * (sizeof(float) + sizeof(uint16_t));
+        out->grads = grads ? self->t_n * sizeof(float) : 0;
+        out->optim = 2 * out->grads;
+        out->acts = s_layout(self, NULL);
+    }
+    free(self->tensors);
+    free(self);
+    return rc;
+}
+
+size_t rl_model_cuda_cache_plan(const rl_hf_config_t *cfg, int n_slots, int max_len, int rows,
+                                int draws) {
+    const size_t KVD = (size_t)cfg->num_key_value_heads * (size_t)cfg->head_dim;
+    const size_t V = (size_t)cfg->vocab_size, R = (size_t)rows;
+    size_t b = (size_t)cfg->num_hidden_layers * 2 * (size_t)n_slots * (size_t)max_len * KVD * 4;
+    b += (size_t)max_len * (size_t)cfg->head_dim * 4; // the RoPE table
+    b += (4 * R + 1) * 4;                             // a step's rows and runs
+    b += (size_t)S_LG * V * 4;                        // rl_model_step's logits chunk
+    if (draws) { // rl_model_step_draw: the logits of a row per slot, and the draws' block
+        b += (size_t)n_slots * V * 4 + (size_t)n_slots * 20;
+    }
+    return b;
 }
 
 int rl_model_cuda_new(rl_model_t *host, const rl_model_opts_t *opts, rl_model_cuda_t **out,
@@ -1382,24 +1496,10 @@ int rl_model_cuda_new(rl_model_t *host, const rl_model_opts_t *opts, rl_model_cu
     self->cfg = *cfg;
     self->tune = opts->tune;
     self->recompute = opts->recompute;
-    self->C = cfg->hidden_size;
-    self->I = cfg->intermediate_size;
-    self->NH = cfg->num_attention_heads;
-    self->NKV = cfg->num_key_value_heads;
-    self->D = cfg->head_dim;
-    self->QD = self->NH * self->D;
-    self->KVD = self->NKV * self->D;
-    self->V = cfg->vocab_size;
-    self->L = cfg->num_hidden_layers;
-    self->R = lo ? rl_lora_rank(lo) : 0;
-    self->lora_targets = lo ? rl_lora_targets(lo) : 0;
+    self->infer = opts->device_infer;
+    s_dims(self, cfg, lo ? rl_lora_rank(lo) : 0, lo ? rl_lora_targets(lo) : 0,
+           rl_model_params(host)->lm_head != NULL, opts->device_rows ? opts->device_rows : 4096);
     self->seed = opts->seed;
-    self->rows = opts->device_rows ? opts->device_rows : 4096;
-    self->chunk = s_head_chunk(self->V);
-    self->has_head = rl_model_params(host)->lm_head != NULL;
-    int mx = self->C > self->I ? self->C : self->I;
-    self->maxin = mx > self->QD ? mx : self->QD;
-    self->sets = self->tune != RL_TUNE_NONE && !self->recompute ? self->L : 1;
     self->layers = calloc((size_t)self->L, sizeof *self->layers);
     self->lora_a = calloc((size_t)self->L * RL_LORA_NMOD, sizeof *self->lora_a);
     self->lora_b = calloc((size_t)self->L * RL_LORA_NMOD, sizeof *self->lora_b);
@@ -1418,7 +1518,7 @@ int rl_model_cuda_new(rl_model_t *host, const rl_model_opts_t *opts, rl_model_cu
     }
     self->a_bytes = s_layout(self, NULL);
     // what the device must hold, checked against its free memory before anything is allocated
-    const int grads = self->tune != RL_TUNE_NONE;
+    const int grads = s_grads(self);
     size_t t_bytes = self->t_n * (sizeof(float) + sizeof(uint16_t));
     size_t g_bytes = grads ? self->t_n * sizeof(float) : 0;
     size_t o_bytes = 2 * g_bytes;

@@ -88,6 +88,12 @@ int rl_model_cuda_optim_state(rl_model_cuda_t *self, float *m, float *v, int upl
 
 // Bytes of device memory the device half holds. (For messages and tests.)
 size_t rl_model_cuda_bytes(const rl_model_cuda_t *self);
+// rl_model_device_plan and rl_model_device_kvcache_bytes (rl_model.h): the sizes
+// rl_model_cuda_new and rl_model_cuda_cache_new allocate, computed the same way without a device.
+int rl_model_cuda_plan(const rl_hf_config_t *cfg, const rl_model_opts_t *opts, int has_head,
+                       int rows, rl_model_device_plan_t *out, char *err, size_t err_len);
+size_t rl_model_cuda_cache_plan(const rl_hf_config_t *cfg, int n_slots, int max_len, int rows,
+                                int draws);
 
 // rl_model_logits on the device: out (B,T,V) = the raw logits of the last forward's rows (the
 // vocabulary head over the final norm's bf16 output, as the sampler's step computes them),
@@ -106,6 +112,8 @@ typedef struct rl_model_cuda_cache rl_model_cuda_cache_t;
 int rl_model_cuda_cache_new(rl_model_cuda_t *self, int n_slots, int max_len,
                             rl_model_cuda_cache_t **out);
 void rl_model_cuda_cache_free(rl_model_cuda_t *self, rl_model_cuda_cache_t **c_p);
+// Bytes the cache holds on the device now (its draws' buffers once made).
+size_t rl_model_cuda_cache_bytes(const rl_model_cuda_t *self, const rl_model_cuda_cache_t *c);
 // Copies positions 0..len-1 of slot src of `from` into slot dst of `to` (both this model's;
 // len within both), on the device.
 int rl_model_cuda_cache_copy(rl_model_cuda_t *self, rl_model_cuda_cache_t *to, int dst,

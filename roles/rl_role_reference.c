@@ -16,6 +16,7 @@
 typedef struct {
     rl_model_t *model;
     rl_fsdp_t *fsdp; // a rank of a mesh: this rank's shards (NULL: the whole model)
+    int at_once;     // rows per forward (0: all): on a GPU a micro-batch, as its plan says
 } s_reference_t;
 
 static void s_teardown(void **state) {
@@ -37,6 +38,7 @@ static int s_setup(const rl_recipe_t *recipe, const rl_role_env_t *env, void **s
     *state = s;
     rl_model_opts_t mo;
     rl_policy_model_opts(recipe, env->threads, &mo);
+    mo.device_infer = 1; // a GPU holds no gradients or moments for it
     mo.tune = RL_TUNE_NONE;
     rl_coll_t *mesh = env->mesh;
     mo.sharded = mesh != NULL;
@@ -46,6 +48,7 @@ static int s_setup(const rl_recipe_t *recipe, const rl_role_env_t *env, void **s
         s_teardown(state);
         return rl_errf(err, err_len, RL_EINVAL, "reference: %s", msg);
     }
+    s->at_once = rl_model_on_gpu(s->model) ? recipe->train.micro_batch_size : 0;
     int rc = mesh ? rl_fsdp_new(s->model, mesh, NULL, 0, &s->fsdp, msg, sizeof msg) : 0;
     if (rc) {
         s_teardown(state);
@@ -81,8 +84,12 @@ static int s_logprobs(void *state, const rl_msg_t *req, rl_msg_t **reply, char *
     for (int64_t i = 0; i < q.B; i++) {
         len[i] = q.lengths[i];
     }
-    rc = rl_model_forward(s->model, q.tokens, len, (int)q.B, (int)q.T, (float)q.temperature, 0,
-                          logp, NULL);
+    const int B = (int)q.B, T = (int)q.T, k = s->at_once > 0 && s->at_once < B ? s->at_once : B;
+    for (int b0 = 0; !rc && b0 < B; b0 += k) {
+        rc =
+            rl_model_forward(s->model, q.tokens + (size_t)b0 * T, len + b0, B - b0 < k ? B - b0 : k,
+                             T, (float)q.temperature, 0, logp + (size_t)b0 * T, NULL);
+    }
     if (rc) {
         rc = rl_errf(err, err_len, rc, "logprobs: %s", rl_model_errmsg(s->model));
     } else {

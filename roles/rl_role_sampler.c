@@ -41,6 +41,7 @@ static int s_setup(const rl_recipe_t *recipe, const rl_role_env_t *env, void **s
     rl_model_opts_t mo;
     rl_policy_model_opts(recipe, env->threads, &mo);
     mo.lora_dropout = 0.0f;
+    mo.device_infer = 1; // a GPU holds no gradients or moments for it
     char msg[2048];
     s->model = rl_model_load(recipe->model.path, &mo, msg, sizeof(msg));
     if (!s->model) {

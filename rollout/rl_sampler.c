@@ -31,7 +31,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define S_DEFAULT_MAX_BATCH 64
 // most prompt tokens per prefill call: bounds the model's activation scratch (it grows with n)
 #define S_PREFILL_CHUNK 2048
 
@@ -422,7 +421,7 @@ int rl_sampler_generate(rl_sampler_t *self, const rl_sampler_prompt_t *prompts, 
         return s_fail(self, RL_EINVAL, "%d prompts x %d samples is too many", n_prompts, N);
     }
     const int total = (int)total64;
-    const int max_batch = p->max_batch > 0 ? p->max_batch : S_DEFAULT_MAX_BATCH;
+    const int max_batch = p->max_batch > 0 ? p->max_batch : RL_SAMPLER_MAX_BATCH_DEFAULT;
     const int S = total < max_batch ? total : max_batch;
     // positions fed per sequence: its prompt and all completion tokens but the last
     int max_len = 1, max_prompt = 1;
@@ -455,7 +454,7 @@ int rl_sampler_generate(rl_sampler_t *self, const rl_sampler_prompt_t *prompts, 
     w.du = malloc((size_t)S * sizeof(double));
     w.dtok = malloc((size_t)S * sizeof(int32_t));
     w.dlp = malloc((size_t)S * sizeof(float));
-    const int host_draw = !rl_model_draws_on_device(self->model);
+    const int host_draw = !rl_model_on_gpu(self->model);
     if (host_draw) {
         w.logits = malloc((size_t)S * (size_t)V * sizeof(float));
         w.logp = malloc((size_t)V * sizeof(float));

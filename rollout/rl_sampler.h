@@ -40,6 +40,9 @@ typedef enum {
 // "stop" or "length". borrowed; valid until program exit.
 const char *rl_sampler_finish_name(rl_sampler_finish_t finish);
 
+// The KV cache slots of a call whose max_batch is 0.
+#define RL_SAMPLER_MAX_BATCH_DEFAULT 64
+
 typedef struct {
     int prompt;      // position in the prompts array of the call
     int sample;      // 0..n-1
@@ -57,7 +60,8 @@ typedef struct {
     const int32_t *stop_ids; // extra stop ids (borrowed for the call), n_stop of them
     int n_stop;
     int no_eos;              // 1: the config's eos ids do not stop (only stop_ids do)
-    int max_batch;           // most sequences decoded at once (KV cache slots); 0 = 64
+    int max_batch;           // most sequences decoded at once (KV cache slots); 0 =
+                             // RL_SAMPLER_MAX_BATCH_DEFAULT
     int (*cancel)(void *arg); // NULL, or asked before every rl_model_step: non-zero stops the
     void *cancel_arg;         // call (RL_ECANCELED); it never changes what is computed
     // Sessions (an episode's turns): (n_prompts) keys or NULL. Sample s of prompt p is kept

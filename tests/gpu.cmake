@@ -80,3 +80,9 @@ rl_add_gpu_test(NAME model.cuda_model SOURCES test_cuda_model.c LIBS rl_trainer 
 # mesh with a GPU refused
 rl_add_gpu_test(NAME roles.gpu_run SOURCES test_gpu_run.c LIBS rl_core TIMEOUT 600 EMU_TIMEOUT 600)
 add_dependencies(test_roles_gpu_run rlctl)
+
+# the device memory plan (rl_model_device_plan, rlctl plan): byte counts computed by hand for two
+# models, the device's allocations equal to the plan, rlctl plan and the refusal of a run that
+# does not fit (a small emulated device)
+rl_add_gpu_test(NAME model.device_plan SOURCES test_plan.c LIBS rl_core)
+add_dependencies(test_model_device_plan rlctl)

@@ -837,7 +837,7 @@ static double s_step_gap(const float *a, const float *b, int rows, const unsigne
 // positions, so rl_model_step and rl_model_step_draw see one cache. Slots 0 and 2 hold the same
 // sequence (a copy), slot 1 another; rows are drawn from repeatedly.
 static void s_test_draws(rl_model_t *gpu, rl_kvcache_t *gc, int len0, int len1, int V) {
-    CHECK(rl_model_draws_on_device(gpu));
+    CHECK(rl_model_on_gpu(gpu));
     const int32_t t[3] = {7, 11, 7};
     const int sl[3] = {0, 1, 2}, ps[3] = {len0, len1, len0};
     float *lg = malloc((size_t)3 * V * sizeof(float));

@@ -359,6 +359,14 @@ static int s_idle(rl_policy_t *self, rl_model_t *m, int train, char *err, size_t
     return rc ? rl_errf(err, err_len, rc, "%s", rl_model_errmsg(m)) : 0;
 }
 
+// Rows of a batch one scoring forward takes: all of them, but on a GPU a micro-batch
+// (train.micro_batch_size) at a time: the device's activations are planned for a micro-batch
+// (rlctl plan), and a whole batch's would grow them past what the plan said.
+static int s_rows_at_once(const rl_policy_t *self, const rl_model_t *m, int B) {
+    int mb = self->r->train.micro_batch_size;
+    return rl_model_on_gpu(m) && mb > 0 && B > mb ? mb : B;
+}
+
 int rl_policy_logprobs(rl_policy_t *self, const int32_t *tokens, const int *lengths, int B,
                        int T, float temperature, int adapter, float *logp, char *err,
                        size_t err_len) {
@@ -390,7 +398,12 @@ int rl_policy_logprobs(rl_policy_t *self, const int32_t *tokens, const int *leng
     if (!adapter && m == self->model) {
         rl_model_set_adapter_disabled(m, 1);
     }
-    int rc = rl_model_forward(m, tokens, lengths, B, T, temperature, 0, logp, NULL);
+    int rc = 0, k = s_rows_at_once(self, m, B);
+    for (int b0 = 0; !rc && b0 < B; b0 += k) {
+        int n = B - b0 < k ? B - b0 : k;
+        rc = rl_model_forward(m, tokens + (size_t)b0 * T, lengths + b0, n, T, temperature, 0,
+                              logp + (size_t)b0 * T, NULL);
+    }
     if (!adapter && m == self->model) {
         rl_model_set_adapter_disabled(m, 0);
     }
@@ -408,12 +421,16 @@ int rl_policy_values(rl_policy_t *self, const int32_t *tokens, const int *length
     if (B == 0 && self->coll) {
         return s_idle(self, self->model, 0, err, err_len);
     }
-    int rc = rl_model_forward(self->model, tokens, lengths, B, T, 1.0f, 0, NULL, NULL);
-    if (rc) {
-        return rl_errf(err, err_len, rc, "values: %s", rl_model_errmsg(self->model));
+    for (int b0 = 0, k = s_rows_at_once(self, self->model, B); b0 < B; b0 += k) {
+        int n = B - b0 < k ? B - b0 : k;
+        int rc = rl_model_forward(self->model, tokens + (size_t)b0 * T, lengths + b0, n, T, 1.0f, 0,
+                                  NULL, NULL);
+        if (rc) {
+            return rl_errf(err, err_len, rc, "values: %s", rl_model_errmsg(self->model));
+        }
+        rl_head_values_forward(values + (size_t)b0 * T, rl_model_hidden(self->model), self->head,
+                               lengths + b0, n, T, self->C);
     }
-    rl_head_values_forward(values, rl_model_hidden(self->model), self->head, lengths, B, T,
-                           self->C);
     return 0;
 }
 
@@ -650,12 +667,16 @@ int rl_policy_scores(rl_policy_t *self, const int32_t *tokens, const int *length
     if (B == 0 && self->coll) {
         return s_idle(self, self->model, 0, err, err_len);
     }
-    int rc = rl_model_forward(self->model, tokens, lengths, B, T, 1.0f, 0, NULL, NULL);
-    if (rc) {
-        return rl_errf(err, err_len, rc, "scores: %s", rl_model_errmsg(self->model));
+    for (int b0 = 0, k = s_rows_at_once(self, self->model, B); b0 < B; b0 += k) {
+        int n = B - b0 < k ? B - b0 : k;
+        int rc = rl_model_forward(self->model, tokens + (size_t)b0 * T, lengths + b0, n, T, 1.0f, 0,
+                                  NULL, NULL);
+        if (rc) {
+            return rl_errf(err, err_len, rc, "scores: %s", rl_model_errmsg(self->model));
+        }
+        rl_head_score_forward(scores + b0, rl_model_hidden(self->model), self->head, lengths + b0,
+                              n, T, self->C);
     }
-    rl_head_score_forward(scores, rl_model_hidden(self->model), self->head, lengths, B, T,
-                          self->C);
     return 0;
 }
 

@@ -1,0 +1,326 @@
+// rlctl plan — the device memory a recipe's run needs, role by role, before it starts (issue
+// 31): each process that holds the model on model.device, its model's parts (rl_model_device_plan:
+// the sizes rl_model_load then allocates), a sampler's KV cache, the sum beside what the device
+// has, and the largest micro-batch that fits. rl_cli_plan is also what `validate` and `run`
+// check before anything starts (rl_cli_check_model).
+#include "rl_cli.h"
+
+#include "rl_algo.h"
+#include "rl_algos.h"
+#include "rl_config.h"
+#include "rl_device.h"
+#include "rl_err.h"
+#include "rl_hf.h"
+#include "rl_model.h"
+#include "rl_policy.h"
+#include "rl_sampler.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void s_help(FILE *out) {
+    fprintf(out,
+            "usage: rlctl plan RECIPE.yaml [section.key=VALUE ...] [--json]\n\n"
+            "The device memory the recipe's run needs on model.device, role by role: each\n"
+            "process's model (frozen weights, trainable parameters, gradients, AdamW moments,\n"
+            "activations at train.micro_batch_size, and with train.recompute flipped), a\n"
+            "sampler's KV cache; their sum beside the device's memory, and the largest\n"
+            "micro-batch that fits. On the CPU (model.device: cpu) there is nothing to plan.\n"
+            "Needs the CUDA module, not a GPU: without one the device's memory is unknown.\n\n"
+            "options:\n"
+            "  --json       one JSON object\n"
+            "  -h, --help   this help\n\n"
+            "exit status: 0 it fits (or no device to compare with), 1 it does not, 2 usage or an\n"
+            "invalid recipe\n"
+            "docs: docs/gpu.md#the-plan-rlctl-plan\n");
+}
+
+// The length of one sequence: prompt and completion (sampling), or an example (sequences).
+static int s_seq_len(const rl_recipe_t *r) {
+    if (r->algorithm.def->uses & RL_RECIPE_USES_SAMPLES) {
+        return r->data.max_prompt_length + r->sampling.max_new_tokens;
+    }
+    return r->data.max_length;
+}
+
+static int s_add(rl_cli_plan_t *p, const char *role, int procs, const rl_hf_config_t *cfg,
+                 const rl_model_opts_t *mo, int has_head, int rows, int kv_slots, int kv_len,
+                 char *err, size_t err_len) {
+    if (p->n == RL_CLI_PLAN_MAX) {
+        return rl_errf(err, err_len, RL_EINVAL, "too many roles to plan");
+    }
+    rl_cli_plan_role_t *e = &p->roles[p->n];
+    memset(e, 0, sizeof *e);
+    snprintf(e->role, sizeof e->role, "%s", role);
+    e->procs = procs;
+    e->rows = rows;
+    int rc = rl_model_device_plan(cfg, mo, has_head, rows, &e->model, err, err_len);
+    if (rc) {
+        return rc;
+    }
+    rl_model_opts_t flip = *mo;
+    flip.recompute = !mo->recompute;
+    rl_model_device_plan_t other;
+    if ((rc = rl_model_device_plan(cfg, &flip, has_head, rows, &other, err, err_len)) != 0) {
+        return rc;
+    }
+    e->acts_flipped = other.acts;
+    e->kv = kv_slots ? rl_model_device_kvcache_bytes(cfg, kv_slots, kv_len, rows, 1) : 0;
+    e->total = e->model.weights + e->model.trainable + e->model.grads + e->model.optim +
+               e->model.acts + e->kv;
+    p->n++;
+    p->total += (size_t)procs * e->total;
+    return 0;
+}
+
+// The roles (and, with mb > 0, that micro-batch instead of the recipe's) into p.
+static int s_roles(const rl_recipe_t *r, const rl_hf_config_t *cfg, int mb, rl_cli_plan_t *p,
+                   char *err, size_t err_len) {
+    const rl_algo_t *algo = rl_algo_find(r->algorithm.def->name);
+    if (!algo) {
+        return rl_errf(err, err_len, RL_EINVAL, "algorithm.name: this build has no such algorithm");
+    }
+    rl_algo_roles_t ro = {0};
+    algo->roles(r, &ro);
+    const unsigned uses = r->algorithm.def->uses;
+    p->n = 0;
+    p->total = 0;
+    p->seq_len = s_seq_len(r);
+    p->micro_batch = mb > 0 ? mb : r->train.micro_batch_size;
+    const int rows = p->micro_batch * p->seq_len;
+    rl_model_opts_t actor;
+    rl_policy_model_opts(r, 1, &actor);
+    const int rm = (uses & RL_RECIPE_USES_SCORE_HEAD) != 0;
+    int rc = s_add(p, rm ? "actor (reward model)" : "actor", 1, cfg, &actor, !rm, rows, 0, 0, err,
+                   err_len);
+    // full tuning's reference in the actor: a frozen copy beside it
+    const int ref_needed = r->algorithm.beta > 0 || (uses & RL_RECIPE_USES_REF_SUMS);
+    if (!rc && ref_needed && !r->lora.enabled && r->roles.reference == RL_RECIPE_REF_ACTOR) {
+        rl_model_opts_t ref = actor;
+        ref.tune = RL_TUNE_NONE;
+        rc = s_add(p, "reference (in the actor)", 1, cfg, &ref, 1, rows, 0, 0, err, err_len);
+    }
+    if (!rc && ro.reference) {
+        rl_model_opts_t ref = actor;
+        ref.tune = RL_TUNE_NONE;
+        ref.device_infer = 1;
+        rc = s_add(p, "reference", 1, cfg, &ref, 1, rows, 0, 0, err, err_len);
+    }
+    if (!rc && ro.critic) {
+        rl_model_opts_t cr = actor;
+        cr.tune = r->critic.lora ? RL_TUNE_LORA : RL_TUNE_FULL;
+        rc = s_add(p, ro.critic == RL_ALGO_CRITIC_ACTOR ? "critic (in the actor)" : "critic", 1,
+                   cfg, &cr, 0, rows, 0, 0, err, err_len);
+    }
+    if (!rc && ro.samplers > 0) {
+        // a sampler: the actor's trainable layout, no gradients, activations for its steps
+        // (at most a prefill chunk), a KV cache of up to RL_SAMPLER_MAX_BATCH_DEFAULT slots
+        rl_model_opts_t sm = actor;
+        sm.lora_dropout = 0.0f;
+        sm.device_infer = 1;
+        int plen = uses & RL_RECIPE_USES_SAMPLES ? r->data.max_prompt_length : r->data.max_length;
+        rc = s_add(p, "sampler", ro.samplers, cfg, &sm, 1, 0, RL_SAMPLER_MAX_BATCH_DEFAULT,
+                   plen + r->sampling.max_new_tokens - 1, err, err_len);
+        if (!rc) {
+            p->roles[p->n - 1].rows = 4096;
+        }
+    }
+    return rc;
+}
+
+int rl_cli_plan(const rl_recipe_t *r, rl_cli_plan_t *p, char *err, size_t err_len) {
+    memset(p, 0, sizeof *p);
+    const char *dn = r->model.device ? r->model.device : "cpu";
+    char msg[1024];
+    if (rl_device_parse(dn, &p->device, msg, sizeof msg) != 0) {
+        return rl_recipe_errorf(r, "model.device", err, err_len, RL_EINVAL, "%s", msg);
+    }
+    if (!p->device.cuda) {
+        return 0; // nothing to plan
+    }
+    rl_hf_config_t cfg;
+    if (rl_hf_config_load(r->model.path, &cfg, msg, sizeof msg) != 0) {
+        return rl_recipe_errorf(r, "model.path", err, err_len, RL_EINVAL, "%s", msg);
+    }
+    int rc = s_roles(r, &cfg, 0, p, err, err_len);
+    if (rc) {
+        return rc;
+    }
+    rl_device_info_t info;
+    p->known = rl_device_check(&p->device, 0, &info, msg, sizeof msg) == 0;
+    if (!p->known) {
+        snprintf(p->why, sizeof p->why, "%s", msg);
+        return 0;
+    }
+    snprintf(p->name, sizeof p->name, "%s", info.name);
+    p->mem_total = info.mem_total;
+    p->mem_free = info.mem_free;
+    // the largest micro-batch that fits (the total grows with it: the activations) among
+    // those the recipe allows: the divisors of a step's sequences (any, when not known)
+    // (pairs: even), found from the largest down
+    rl_cli_plan_t *q = malloc(sizeof *q);
+    if (!q) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    const int n_seq = r->train.step_sequences;
+    const int pairs = (r->algorithm.def->uses & RL_RECIPE_USES_PAIRS) != 0;
+    int lo = 0;
+    for (int mb = n_seq; mb >= 1 && !lo && !rc; mb--) {
+        if (n_seq % mb != 0 || (pairs && mb % 2 != 0)) {
+            continue;
+        }
+        rc = s_roles(r, &cfg, mb, q, err, err_len);
+        lo = !rc && q->total <= p->mem_free ? mb : 0;
+    }
+    free(q);
+    if (rc) {
+        return rc;
+    }
+    p->largest_mb = lo;
+    return 0;
+}
+
+static double s_mib(size_t b) {
+    return (double)b / (1 << 20);
+}
+
+static void s_print(const rl_recipe_t *r, const rl_cli_plan_t *p, const char *path) {
+    char dn[32];
+    rl_device_name(&p->device, dn, sizeof dn);
+    printf("plan: %s, %s on %s", path, r->algorithm.def->name, dn);
+    if (p->known) {
+        printf(" (%s: %.1f GiB, %.1f GiB free)\n", p->name, (double)p->mem_total / (1 << 30),
+               (double)p->mem_free / (1 << 30));
+    } else {
+        printf(" (not here: %s)\n", p->why);
+    }
+    printf("sequences of up to %d tokens; micro-batch %d rows (train.micro_batch_size): %d "
+           "tokens per forward\n",
+           p->seq_len, p->micro_batch, p->micro_batch * p->seq_len);
+    printf("MiB per process   %-26s %5s %9s %9s %8s %8s %11s %11s %9s %10s\n", "role", "procs",
+           "weights", "trainable", "grads", "optim", "activations",
+           r->train.recompute ? "(no recomp)" : "(recompute)", "KV cache", "total");
+    for (int i = 0; i < p->n; i++) {
+        const rl_cli_plan_role_t *e = &p->roles[i];
+        printf("                  %-26s %5d %9.1f %9.1f %8.1f %8.1f %11.1f %11.1f %9.1f %10.1f\n",
+               e->role, e->procs, s_mib(e->model.weights), s_mib(e->model.trainable),
+               s_mib(e->model.grads), s_mib(e->model.optim), s_mib(e->model.acts),
+               s_mib(e->acts_flipped), s_mib(e->kv), s_mib(e->total));
+    }
+    printf("%s in all: %.1f MiB", dn, s_mib(p->total));
+    if (p->known) {
+        printf(" of %.1f MiB free: %s\n", s_mib(p->mem_free),
+               p->total <= p->mem_free ? "fits" : "DOES NOT FIT");
+        printf("largest micro-batch that fits: %d rows (of those dividing a step's %d "
+               "sequences)\n",
+               p->largest_mb, r->train.step_sequences);
+    } else {
+        printf("\n");
+    }
+    printf("not counted: each process's CUDA context (a few hundred MiB), the allocator's "
+           "rounding\n");
+}
+
+static json_t *s_json(const rl_recipe_t *r, const rl_cli_plan_t *p) {
+    char dn[32];
+    rl_device_name(&p->device, dn, sizeof dn);
+    json_t *roles = json_array();
+    for (int i = 0; i < p->n; i++) {
+        const rl_cli_plan_role_t *e = &p->roles[i];
+        json_array_append_new(
+            roles,
+            json_pack(
+                "{s:s,s:i,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "role", e->role, "processes",
+                e->procs, "rows", e->rows, "weights", (json_int_t)e->model.weights, "trainable",
+                (json_int_t)e->model.trainable, "grads", (json_int_t)e->model.grads, "optim",
+                (json_int_t)e->model.optim, "activations", (json_int_t)e->model.acts,
+                r->train.recompute ? "activations_without_recompute" : "activations_with_recompute",
+                (json_int_t)e->acts_flipped, "kv_cache", (json_int_t)e->kv, "total",
+                (json_int_t)e->total));
+    }
+    json_t *o = json_pack("{s:s,s:s,s:i,s:i,s:o,s:I}", "device", dn, "algorithm",
+                          r->algorithm.def->name, "seq_len", p->seq_len, "micro_batch",
+                          p->micro_batch, "roles", roles, "total", (json_int_t)p->total);
+    if (p->known) {
+        json_object_set_new(o, "name", json_string(p->name));
+        json_object_set_new(o, "mem_total", json_integer((json_int_t)p->mem_total));
+        json_object_set_new(o, "mem_free", json_integer((json_int_t)p->mem_free));
+        json_object_set_new(o, "fits", json_boolean(p->total <= p->mem_free));
+        json_object_set_new(o, "largest_micro_batch", json_integer(p->largest_mb));
+    } else {
+        json_object_set_new(o, "why", json_string(p->why));
+    }
+    return o;
+}
+
+int rl_cmd_plan(int argc, char **argv) {
+    if (rl_cli_wants_help(argc, argv)) {
+        s_help(stdout);
+        return RL_EXIT_OK;
+    }
+    const char *path = NULL;
+    const char **ovr = calloc((size_t)argc + 1, sizeof *ovr);
+    int n_ovr = 0, json = 0;
+    if (!ovr) {
+        fprintf(stderr, "rlctl plan: out of memory\n");
+        return RL_EXIT_FAIL;
+    }
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) {
+            json = 1;
+        } else if (argv[i][0] == '-' && argv[i][1] == '-') {
+            fprintf(stderr, "rlctl plan: unknown option '%s' (rlctl plan --help)\n", argv[i]);
+            free(ovr);
+            return RL_EXIT_USAGE;
+        } else if (!path) {
+            path = argv[i];
+        } else {
+            ovr[n_ovr++] = argv[i];
+        }
+    }
+    if (!path) {
+        s_help(stderr);
+        free(ovr);
+        return RL_EXIT_USAGE;
+    }
+    size_t err_len = 1 << 16;
+    char *err = malloc(err_len);
+    rl_cli_plan_t *p = malloc(sizeof *p);
+    rl_recipe_t *r = NULL;
+    int code = RL_EXIT_OK;
+    if (!err || !p) {
+        fprintf(stderr, "rlctl plan: out of memory\n");
+        free(err);
+        free(p);
+        free(ovr);
+        return RL_EXIT_FAIL;
+    }
+    int rc = rl_recipe_load_file(rl_algos(), path, ovr, n_ovr, RL_RECIPE_NO_FILE_CHECKS, &r, err,
+                                 err_len);
+    rc = rc ? rc : rl_cli_plan(r, p, err, err_len);
+    if (rc) {
+        fprintf(stderr, "%s\nrlctl plan: %s: not planned\n", err, path);
+        code = rc == RL_EINVAL || rc == ENOENT ? RL_EXIT_USAGE : RL_EXIT_FAIL;
+    } else if (!p->device.cuda) {
+        printf("plan: %s runs on the CPU (model.device: cpu): nothing to plan on a device\n", path);
+    } else {
+        if (json) {
+            json_t *o = s_json(r, p);
+            char *s = json_dumps(o, JSON_COMPACT);
+            printf("%s\n", s ? s : "{}");
+            free(s);
+            json_decref(o);
+        } else {
+            s_print(r, p, path);
+        }
+        code = p->known && p->total > p->mem_free ? RL_EXIT_FAIL : RL_EXIT_OK;
+    }
+    rl_recipe_destroy(&r);
+    free(p);
+    free(err);
+    free(ovr);
+    return code;
+}

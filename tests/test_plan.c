@@ -1,0 +1,272 @@
+// test_plan — the device memory plan (rl_model_device_plan, rl_model_device_kvcache_bytes,
+// `rlctl plan`; issue 31). Label gpu; its .emu twin runs on the module emulated on the CPU.
+//   1. Against byte counts computed by hand (below, each step written out) for two models: the
+//      cookbook's arith model (qwen2: biases, GQA, tied head) with LoRA r 8 on every
+//      projection, and a small untied llama tuned in full: weights, trainable parameters,
+//      gradients, AdamW moments; and a sampler's KV cache of the arith model.
+//   2. Against what the device then allocates (rl_model_device_bytes, rl_kvcache_device_bytes):
+//      the actor's LoRA model at its micro-batch, a sampler's inference-only model (no
+//      gradients or moments) and its cache after a draw, the full llama with recompute; and the
+//      activations growing with a larger forward as a plan for that size says.
+//   3. `rlctl plan` on the cookbook's GRPO recipe: its actor row is rl_model_device_plan's; on a
+//      device too small (CUEMU_MEMORY, the emulation only) it says so (exit 1) and names the
+//      largest micro-batch that fits (of those dividing a step's 128 sequences), which then
+//      fits while the next allowed one does not; `validate` and
+//      `run` refuse the recipe naming model.device, before anything starts.
+#include "rl_test.h"
+#include "rl_test_cuda.h"
+
+#include "rl_hf.h"
+#include "rl_lora.h"
+#include "rl_model.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char s_tmp[64];
+static char s_out[1 << 16];
+
+#define S_ARITH RL_SOURCE_DIR "/cookbook/models/arith-noisy-base"
+
+// The llama: V 1000, C 64, I 128, 2 layers, 4 heads of 16 (no GQA), untied, no biases.
+static const char *const S_LLAMA_JSON =
+    "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", \"vocab_size\": 1000,"
+    " \"hidden_size\": 64, \"intermediate_size\": 128, \"num_hidden_layers\": 2,"
+    " \"num_attention_heads\": 4, \"num_key_value_heads\": 4, \"head_dim\": 16,"
+    " \"hidden_act\": \"silu\", \"max_position_embeddings\": 256, \"rms_norm_eps\": 1e-6,"
+    " \"rope_theta\": 10000.0, \"tie_word_embeddings\": false, \"bos_token_id\": 1,"
+    " \"eos_token_id\": 2}";
+
+static void s_cfg(const char *dir, rl_hf_config_t *cfg) {
+    char err[1024];
+    int rc = rl_hf_config_load(dir, cfg, err, sizeof err);
+    CHECK_MSG(rc == 0, "%s: %s", dir, err);
+}
+
+static void s_opts_lora(rl_model_opts_t *o) {
+    rl_model_opts_default(o);
+    o->tune = RL_TUNE_LORA;
+    o->lora_r = 8;
+    o->lora_alpha = 16;
+    o->lora_targets = RL_LORA_ALL;
+}
+
+static void s_opts_full(rl_model_opts_t *o) {
+    rl_model_opts_default(o);
+    o->tune = RL_TUNE_FULL;
+    o->recompute = 1;
+}
+
+// 1. by hand
+static void s_test_by_hand(const rl_hf_config_t *arith, const rl_hf_config_t *llama) {
+    char err[1024];
+    rl_model_opts_t o;
+    rl_model_device_plan_t p;
+    // the arith model, LoRA r 8 on q, k, v, o, gate, up, down. Frozen weights, each tensor
+    // rounded up to 256 bytes (all are multiples already):
+    //   a layer's matrices, bf16: q 128x128 32768 + k 64x128 16384 + v 16384 + o 32768
+    //     + gate 384x128 98304 + up 98304 + down 128x384 98304 = 393216
+    //   its vectors, fp32: two norms 2 x 512 + q bias 512 + k bias 256 + v bias 256 = 2048
+    //   4 layers: 4 x 395264 = 1581056; embed_tokens 24x128 bf16 6144 (tied: the head too);
+    //   the final norm 512; in all 1587712.
+    // Trainable: A (8, in) and B (out, 8) per module, each rounded up to 128 floats (all are):
+    //   q 1024 + 1024, k 1024 + 512, v 1024 + 512, o 1024 + 1024, gate 1024 + 3072,
+    //   up 1024 + 3072, down 3072 + 1024 = 19456 a layer, 77824 floats in all:
+    //   fp32 + bf16 copy 77824 x 6 = 466944; gradients x 4 = 311296; AdamW m, v 622592.
+    s_opts_lora(&o);
+    CHECK_INT(rl_model_device_plan(arith, &o, 1, 1792, &p, err, sizeof err), 0);
+    printf("arith LoRA: weights %zu trainable %zu grads %zu optim %zu activations %zu\n", p.weights,
+           p.trainable, p.grads, p.optim, p.acts);
+    CHECK_INT((long long)p.weights, 1587712);
+    CHECK_INT((long long)p.trainable, 466944);
+    CHECK_INT((long long)p.grads, 311296);
+    CHECK_INT((long long)p.optim, 622592);
+    // a sampler's model: the same, no gradients or moments
+    o.device_infer = 1;
+    CHECK_INT(rl_model_device_plan(arith, &o, 1, 4096, &p, err, sizeof err), 0);
+    CHECK_INT((long long)p.weights, 1587712);
+    CHECK_INT((long long)p.trainable, 466944);
+    CHECK_INT((long long)(p.grads + p.optim), 0);
+    // its KV cache, 64 slots of 55 positions (prompt 16 + 40 new - 1), for 4096-token steps:
+    //   K and V: 4 layers x 2 x 64 slots x 55 x (2 heads x 32) x 4 B = 7208960
+    //   the RoPE table 55 x 32 x 4 = 7040; a step's rows and runs (4 x 4096 + 1) x 4 = 65540;
+    //   64 rows of logits 64 x 24 x 4 = 6144; the draws: a row per slot 6144 + 64 x 20 = 1280;
+    //   in all 7295108.
+    CHECK_INT((long long)rl_model_device_kvcache_bytes(arith, 64, 55, 4096, 1), 7295108);
+    CHECK_INT((long long)rl_model_device_kvcache_bytes(arith, 64, 55, 4096, 0),
+              7295108 - 6144 - 1280);
+    // the llama tuned in full: every tensor trainable (no frozen weights), each rounded up to
+    // 128 floats: embed 1000x64 64000; a layer: two norms 2 x 128 (64 rounded up) + q, k, v, o
+    //   4 x 4096 + gate, up, down 3 x 8192 = 41216, 2 layers 82432; the final norm 128; lm_head
+    //   64000. 210560 floats: fp32 + bf16 1263360, gradients 842240, AdamW 1684480.
+    s_opts_full(&o);
+    CHECK_INT(rl_model_device_plan(llama, &o, 1, 300, &p, err, sizeof err), 0);
+    printf("llama full: weights %zu trainable %zu grads %zu optim %zu activations %zu\n", p.weights,
+           p.trainable, p.grads, p.optim, p.acts);
+    CHECK_INT((long long)p.weights, 0);
+    CHECK_INT((long long)p.trainable, 1263360);
+    CHECK_INT((long long)p.grads, 842240);
+    CHECK_INT((long long)p.optim, 1684480);
+    // recompute keeps one layer's activations instead of two
+    rl_model_device_plan_t q;
+    o.recompute = 0;
+    CHECK_INT(rl_model_device_plan(llama, &o, 1, 300, &q, err, sizeof err), 0);
+    CHECK_MSG(q.acts > p.acts, "activations without recompute %zu, with %zu", q.acts, p.acts);
+}
+
+static size_t s_sum(const rl_model_device_plan_t *p) {
+    return p->weights + p->trainable + p->grads + p->optim + p->acts;
+}
+
+// 2. the plan against the device's allocations: a model made with opts for `rows` tokens
+static void s_check_model(const char *what, const rl_hf_config_t *cfg, rl_model_opts_t *o,
+                          int rows) {
+    char err[2048];
+    rl_model_device_plan_t p;
+    CHECK_INT(rl_model_device_plan(cfg, o, 1, rows, &p, err, sizeof err), 0);
+    o->device.cuda = 1;
+    o->device_rows = rows;
+    rl_model_t *m = rl_model_new_random(cfg, o, 3, err, sizeof err);
+    CHECK_MSG(m != NULL, "%s: %s", what, err);
+    size_t got = m ? rl_model_device_bytes(m) : 0;
+    printf("%-28s plan %zu bytes, the device holds %zu\n", what, s_sum(&p), got);
+    CHECK_MSG(got == s_sum(&p), "%s: the plan says %zu bytes, the device holds %zu", what,
+              s_sum(&p), got);
+    rl_model_destroy(&m);
+}
+
+static void s_test_allocations(const rl_hf_config_t *arith, const rl_hf_config_t *llama) {
+    char err[2048];
+    rl_model_opts_t o;
+    s_opts_lora(&o);
+    s_check_model("arith LoRA actor, 1792", arith, &o, 1792);
+    s_opts_lora(&o);
+    o.device_infer = 1;
+    s_check_model("arith LoRA sampler, 4096", arith, &o, 4096);
+    s_opts_full(&o);
+    s_check_model("llama full, recompute, 300", llama, &o, 300);
+    // a sampler's cache after a draw, and the activations grown by a larger forward
+    s_opts_lora(&o);
+    o.device_infer = 1;
+    o.device.cuda = 1;
+    o.device_rows = 64;
+    rl_model_t *m = rl_model_new_random(arith, &o, 3, err, sizeof err);
+    CHECK_MSG(m != NULL, "%s", err);
+    if (!m) {
+        return;
+    }
+    rl_kvcache_t *c = rl_kvcache_new(m, 8, 20);
+    CHECK(c != NULL);
+    int32_t tok[3] = {3, 4, 5};
+    int slots[3] = {0, 0, 1}, pos[3] = {0, 1, 0}, rows[2] = {1, 2};
+    int32_t out[2];
+    float lp[2];
+    rl_model_draws_t d = {0.0f, 0, 1.0f, 2, rows, NULL, out, lp};
+    CHECK_INT(rl_model_step_draw(m, c, tok, slots, pos, 3, &d), 0);
+    size_t plan = rl_model_device_kvcache_bytes(arith, 8, 20, 64, 1);
+    printf("%-28s plan %zu bytes, the device holds %zu\n", "KV cache 8 x 20, drawn", plan,
+           rl_kvcache_device_bytes(c));
+    CHECK_INT((long long)rl_kvcache_device_bytes(c), (long long)plan);
+    rl_kvcache_destroy(&c);
+    int32_t ft[2 * 50];
+    int len[2] = {50, 40};
+    for (int i = 0; i < 100; i++) {
+        ft[i] = i % 24;
+    }
+    float flp[100];
+    CHECK_INT(rl_model_forward(m, ft, len, 2, 50, 1.0f, 0, flp, NULL), 0);
+    rl_model_device_plan_t p;
+    CHECK_INT(rl_model_device_plan(arith, &o, 1, 90, &p, err, sizeof err), 0);
+    CHECK_MSG(rl_model_device_bytes(m) == s_sum(&p),
+              "grown to 90 tokens: the device holds %zu, a plan for 90 says %zu",
+              rl_model_device_bytes(m), s_sum(&p));
+    rl_model_destroy(&m);
+}
+
+static int s_cmd(const char *env, const char *args) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "env %s '%s/rlctl' %s 2>&1", env, RL_BINARY_DIR, args);
+    return rl_test_shell(cmd, s_out, sizeof s_out);
+}
+
+#define S_GRPO "plan " RL_SOURCE_DIR "/cookbook/grpo_lora.yaml model.device=cuda"
+
+// 3. rlctl plan, and the refusals of a plan that does not fit
+static void s_test_cli(const rl_hf_config_t *arith) {
+    CHECK_INT(s_cmd("", S_GRPO), 0);
+    printf("%s", s_out);
+    CHECK_CONTAINS(s_out, "actor");
+    CHECK_CONTAINS(s_out, "sampler");
+    CHECK_INT(s_cmd("", S_GRPO " --json"), 0);
+    json_t *o = json_loads(s_out, 0, NULL);
+    CHECK_MSG(o != NULL, "--json is not JSON: %s", s_out);
+    json_t *actor = json_array_get(json_object_get(o, "roles"), 0);
+    rl_model_opts_t mo;
+    s_opts_lora(&mo); // the recipe's: r 8, all-linear, dropout 0
+    rl_model_device_plan_t p;
+    char err[1024];
+    CHECK_INT(rl_model_device_plan(arith, &mo, 1, 32 * 56, &p, err, sizeof err), 0);
+    CHECK_INT(json_integer_value(json_object_get(actor, "total")), (long long)s_sum(&p));
+    CHECK_INT(json_integer_value(json_object_get(actor, "rows")), 32 * 56);
+    json_decref(o);
+    if (!rl_test_emulated()) {
+        return; // a device's memory cannot be shrunk here
+    }
+    // 150 MiB: the two samplers take ~99, the actor at micro-batch 32 ~72: too much
+    const char *small = "CUEMU_MEMORY=150M";
+    CHECK_INT(s_cmd(small, S_GRPO " --json"), 1);
+    o = json_loads(s_out, 0, NULL);
+    CHECK(o && json_is_false(json_object_get(o, "fits")));
+    int mb = (int)json_integer_value(json_object_get(o, "largest_micro_batch"));
+    json_decref(o);
+    printf("150 MiB: largest micro-batch %d\n", mb);
+    CHECK_MSG(mb > 0 && mb < 32, "largest micro-batch %d", mb);
+    char args[512];
+    snprintf(args, sizeof args, S_GRPO " train.micro_batch_size=%d", mb);
+    CHECK_INT(s_cmd(small, args), 0);
+    CHECK_CONTAINS(s_out, ": fits");
+    int next = mb + 1; // the next micro-batch the recipe allows: a divisor of its 128
+    while (128 % next != 0) {
+        next++;
+    }
+    snprintf(args, sizeof args, S_GRPO " train.micro_batch_size=%d", next);
+    CHECK_INT(s_cmd(small, args), 1);
+    CHECK_CONTAINS(s_out, "DOES NOT FIT");
+    // validate and run refuse it, naming the key, before anything starts
+    CHECK_INT(s_cmd(small, "validate " RL_SOURCE_DIR "/cookbook/grpo_lora.yaml model.device=cuda"),
+              2);
+    CHECK_CONTAINS(s_out, "model.device: cuda (cuemu (CPU emulation)) has 150.0 MiB free");
+    CHECK_CONTAINS(s_out, "the largest train.micro_batch_size that fits");
+    snprintf(args, sizeof args,
+             "run " RL_SOURCE_DIR "/cookbook/grpo_lora.yaml model.device=cuda run.dir=%s/run",
+             s_tmp);
+    CHECK_INT(s_cmd(small, args), 2);
+    CHECK_CONTAINS(s_out, "has 150.0 MiB free");
+    char run[128];
+    snprintf(run, sizeof run, "%s/run", s_tmp);
+    CHECK_MSG(access(run, F_OK) != 0, "the refused run made its folder");
+}
+
+int main(void) {
+    rl_test_cuda_open("model.device_plan");
+    rl_test_cuda_close();
+    rl_test_tmpdir(s_tmp, sizeof s_tmp, "plan");
+    rl_hf_config_t arith, llama;
+    s_cfg(S_ARITH, &arith);
+    char p[256];
+    snprintf(p, sizeof p, "%s/config.json", s_tmp);
+    FILE *f = fopen(p, "w");
+    CHECK(f != NULL);
+    if (f) {
+        fputs(S_LLAMA_JSON, f);
+        fclose(f);
+    }
+    s_cfg(s_tmp, &llama);
+    RL_TEST_RUN(s_test_by_hand, &arith, &llama);
+    RL_TEST_RUN(s_test_allocations, &arith, &llama);
+    RL_TEST_RUN(s_test_cli, &arith);
+    rl_test_tmpdir_done(s_tmp);
+    RL_TEST_DONE();
+}
