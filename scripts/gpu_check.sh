@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The GPU checks, in one command on a GPU machine (at most ~8 minutes): every `gpu` suite
-# (each kernel against the CPU reference, the model against the CPU path) and rlctl's logprobs
-# and generate end to end on the GPU against the CPU (cli.device_e2e), then the benchmark
+# (each kernel against the CPU reference, the model against the CPU path, whole runs and the
+# memory plan) and rlctl's logprobs and generate end to end on the GPU against the CPU
+# (cli.device_e2e), the cookbook's GRPO recipe on the GPU gaining as on the CPU
+# (run.grpo_gpu), then the benchmark
 # bench_gpu --quick (the training step and decode beside the measured gemm peak and copy
 # bandwidth), each with its log
 # under $OUT (or ./gpu_check.out), and a short table printed last with the device's name,
@@ -87,6 +89,31 @@ dt_ms=$((($(date +%s%N) - t0) / 1000000))
 [ $rc -eq 0 ] && res=pass || { res="FAIL($rc)"; status=1; }
 rows+=("$(printf '%-28s %-10s %5d.%01d s  %s' cli.device_e2e "$res" $((dt_ms / 1000)) \
   $(((dt_ms % 1000) / 100)) "$(head -n 1 "$out/cli.device_e2e.log" | cut -c1-60)")")
+# the cookbook's GRPO recipe on the GPU (every role there): 60 steps must gain as on the CPU
+# (+22.0 points of eval/accuracy at temperature 1 on the CPU, 2026-11-28; bound +15)
+grpo_gpu() {
+  local r="$pack/bin/rlctl" d="$out/grpo_gpu"
+  rm -rf "$d"
+  "$r" run "$root/cookbook/grpo_lora.yaml" model.device=cuda train.steps=60 train.eval_every=60 \
+    train.save_every=0 run.dir="$d" >"$out/grpo_gpu.run.log" 2>&1 || return 1
+  python3 - "$d/metrics.jsonl" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+ev = [r["eval/accuracy"] for r in rows if "eval/accuracy" in r]
+st = [r["timing/step"] for r in rows if "timing/step" in r]
+gain = (ev[-1] - ev[0]) * 100
+print(f"eval/accuracy {ev[0]:.3f} -> {ev[-1]:.3f} ({gain:+.1f} points; CPU +22.0), "
+      f"median step {statistics.median(st):.2f} s")
+sys.exit(0 if gain >= 15 else 1)
+PY
+}
+t0=$(date +%s%N)
+grpo_gpu >"$out/run.grpo_gpu.log" 2>&1
+rc=$?
+dt_ms=$((($(date +%s%N) - t0) / 1000000))
+[ $rc -eq 0 ] && res=pass || { res="FAIL($rc)"; status=1; }
+rows+=("$(printf '%-28s %-10s %5d.%01d s  %s' run.grpo_gpu "$res" $((dt_ms / 1000)) \
+  $(((dt_ms % 1000) / 100)) "$(head -n 1 "$out/run.grpo_gpu.log" | cut -c1-60)")")
 # the benchmark (bench/bench_gpu.c): the device's bf16 gemm peak and copy bandwidth, then the
 # 0.5B-shaped model's training step and decode beside them; its table is printed below
 t0=$(date +%s%N)
