@@ -38,14 +38,6 @@ static void s_help(FILE *out) {
             "docs: docs/gpu.md#the-plan-rlctl-plan\n");
 }
 
-// The length of one sequence: prompt and completion (sampling), or an example (sequences).
-static int s_seq_len(const rl_recipe_t *r) {
-    if (r->algorithm.def->uses & RL_RECIPE_USES_SAMPLES) {
-        return r->data.max_prompt_length + r->sampling.max_new_tokens;
-    }
-    return r->data.max_length;
-}
-
 static int s_add(rl_cli_plan_t *p, const char *role, int procs, const rl_hf_config_t *cfg,
                  const rl_model_opts_t *mo, int has_head, int rows, int kv_slots, int kv_len,
                  char *err, size_t err_len) {
@@ -88,7 +80,7 @@ static int s_roles(const rl_recipe_t *r, const rl_hf_config_t *cfg, int mb, rl_c
     const unsigned uses = r->algorithm.def->uses;
     p->n = 0;
     p->total = 0;
-    p->seq_len = s_seq_len(r);
+    p->seq_len = rl_policy_seq_len(r);
     p->micro_batch = mb > 0 ? mb : r->train.micro_batch_size;
     const int rows = p->micro_batch * p->seq_len;
     rl_model_opts_t actor;

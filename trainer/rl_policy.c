@@ -93,6 +93,16 @@ void rl_policy_model_opts(const rl_recipe_t *r, int threads, rl_model_opts_t *mo
     if (r->model.device && rl_device_parse(r->model.device, &mo->device, why, sizeof why) != 0) {
         mo->device = (rl_device_t){0, 0};
     }
+    // a GPU's activations for a micro-batch (what rlctl plan counts; a longer forward grows them)
+    long long rows = (long long)r->train.micro_batch_size * rl_policy_seq_len(r);
+    mo->device_rows = rows > 0 && rows <= (1 << 30) ? (int)rows : 0;
+}
+
+int rl_policy_seq_len(const rl_recipe_t *r) {
+    if (r->algorithm.def && (r->algorithm.def->uses & RL_RECIPE_USES_SAMPLES)) {
+        return r->data.max_prompt_length + r->sampling.max_new_tokens;
+    }
+    return r->data.max_length;
 }
 
 // On a mesh: shards the freshly loaded model m (opts.sharded) over the fsdp groups; LoRA's

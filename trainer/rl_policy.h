@@ -22,9 +22,13 @@ extern "C" {
 typedef struct rl_policy rl_policy_t;
 
 // The model options a recipe implies (tuning mode, LoRA rank/alpha/targets/dropout/rsLoRA, seed,
-// recompute) with `threads` threads. Samplers load with the same options so that the trainable
-// flat layout of rl_model_trainable matches the actor's and weights copy across as one array.
+// recompute, model.device and, on a GPU, activations for a micro-batch of the longest sequences)
+// with `threads` threads. Samplers load with the same options so that the trainable flat layout
+// of rl_model_trainable matches the actor's and weights copy across as one array.
 void rl_policy_model_opts(const rl_recipe_t *recipe, int threads, rl_model_opts_t *out);
+// The most tokens of one sequence the recipe trains on: prompt and completion (an algorithm that
+// samples: data.max_prompt_length + sampling.max_new_tokens), or an example (data.max_length).
+int rl_policy_seq_len(const rl_recipe_t *recipe);
 
 // Loads recipe->model.path as the recipe's tuning mode (LoRA r/alpha/targets/dropout, seeded
 // with run.seed) with `threads` compute threads, and creates the optimizer. caller owns
