@@ -9,6 +9,7 @@
 #include "cuda/rl_cuda_module.h"
 #include "rl_device.h"
 #include "rl_err.h"
+#include "rl_fault.h"
 #include "rl_layers.h"
 #include "rl_lora.h"
 
@@ -541,6 +542,12 @@ int rl_model_cuda_forward(rl_model_cuda_t *self, const int32_t *tokens, const in
     if (n > INT_MAX / 2) {
         return s_err(self, RL_EINVAL, "cuda:%d: this forward has %lld tokens: too many",
                      self->device, (long long)n);
+    }
+    if (train && rl_fault("cuda_oom")) { // tests only (docs/reliability.md): as the growth below
+        return s_err(self, RL_ENOMEM,
+                     "cuda:%d: no room for the activations of %lld tokens (%zu bytes): out of "
+                     "memory (RLCTL_FAULT=cuda_oom)",
+                     self->device, (long long)n, self->a_bytes);
     }
     if (n > self->rows) { // the buffers grow, once, to the new largest forward
         int rc = s_rows_alloc(self, (int)n);

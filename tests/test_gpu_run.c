@@ -12,7 +12,10 @@
 //      vocabulary in id order on both, so a bf16 rounding rarely moves a draw; said when it did);
 //   3. GRPO: exact resume on the device (--stop-at 1, --resume == one go: metrics, the adapter,
 //      the trajectories), and the adapter it trained evaluates on the CPU (rlctl eval);
-//   4. validate refuses a mesh with a GPU, naming model.device.
+//   4. validate refuses a mesh with a GPU, naming model.device;
+//   5. the device out of memory in a training forward (RLCTL_FAULT=cuda_oom, the path of a
+//      failed allocation) stops the run naming the worker, the phase, the bytes and the newest
+//      checkpoint; --resume then finishes it.
 // On a GPU machine (scripts/gpu_check.sh) the build is not where it was made: RLCTL_BIN names the
 // rlctl to run and RL_SOURCE_DIR the checkout (its cookbook); by default, this build's.
 #include "rl_test.h"
@@ -182,6 +185,28 @@ static void s_test_grpo(void) {
     free(o);
 }
 
+static void s_test_oom(void) {
+    const char *more = "train.steps=2 train.batch_size=2 train.micro_batch_size=16 "
+                       "train.save_every=1";
+    setenv("RLCTL_FAULT", "cuda_oom@2", 1);
+    snprintf(s_cmd, sizeof s_cmd,
+             "run %s/grpo_lora.yaml run.dir=%s/oom model.device=cuda " S_SMALL " %s", s_cook, s_tmp,
+             more);
+    int rc = s_rlctl(s_cmd);
+    unsetenv("RLCTL_FAULT");
+    char *o = rl_test_out(s_tmp);
+    printf("  out of memory: %s", o ? strstr(o, "rlctl run:") ? strstr(o, "rlctl run:") : o : "");
+    CHECK_MSG(rc != 0, "the run went on after the device ran out of memory");
+    CHECK_CONTAINS(o, "worker actor/0: train forward: cuda:0: no room for the activations of");
+    CHECK_CONTAINS(o, "bytes): out of memory");
+    CHECK_CONTAINS(o, "(the newest checkpoint is of step 1; continue with rlctl run --resume)");
+    free(o);
+    snprintf(s_cmd, sizeof s_cmd,
+             "run %s/grpo_lora.yaml run.dir=%s/oom model.device=cuda " S_SMALL " %s --resume",
+             s_cook, s_tmp, more);
+    CHECK_INT(s_rlctl(s_cmd), 0);
+}
+
 static void s_test_refusal(void) {
     snprintf(s_cmd, sizeof s_cmd,
              "validate %s/grpo_lora.yaml model.device=cuda mesh.dp=2 roles.actor_threads=1",
@@ -204,6 +229,7 @@ int main(void) {
     RL_TEST_RUN(s_test_sft_dpo);
     RL_TEST_RUN(s_test_ppo);
     RL_TEST_RUN(s_test_grpo);
+    RL_TEST_RUN(s_test_oom);
     rl_test_tmpdir_done(s_tmp);
     RL_TEST_DONE();
 }
