@@ -11,6 +11,7 @@
 #include "rl_device.h"
 #include "rl_err.h"
 #include "rl_hf.h"
+#include "rl_log.h"
 #include "rl_model.h"
 #include "rl_policy.h"
 #include "rl_sampler.h"
@@ -38,17 +39,21 @@ static void s_help(FILE *out) {
             "docs: docs/gpu.md#the-plan-rlctl-plan\n");
 }
 
-static int s_add(rl_cli_plan_t *p, const char *role, int procs, const rl_hf_config_t *cfg,
-                 const rl_model_opts_t *mo, int has_head, int rows, int kv_slots, int kv_len,
-                 char *err, size_t err_len) {
+static int s_add(rl_cli_plan_t *p, const char *role, rl_device_t dev, int procs,
+                 const rl_hf_config_t *cfg, const rl_model_opts_t *mo, int has_head, int rows,
+                 int kv_slots, int kv_len, char *err, size_t err_len) {
+    if (!dev.cuda || procs < 1) {
+        return 0; // on the CPU: nothing on a device
+    }
     if (p->n == RL_CLI_PLAN_MAX) {
         return rl_errf(err, err_len, RL_EINVAL, "too many roles to plan");
     }
     rl_cli_plan_role_t *e = &p->roles[p->n];
     memset(e, 0, sizeof *e);
     snprintf(e->role, sizeof e->role, "%s", role);
+    e->device = dev;
     e->procs = procs;
-    e->rows = rows;
+    e->rows = rows > 0 ? rows : 4096;
     int rc = rl_model_device_plan(cfg, mo, has_head, rows, &e->model, err, err_len);
     if (rc) {
         return rc;
@@ -60,12 +65,28 @@ static int s_add(rl_cli_plan_t *p, const char *role, int procs, const rl_hf_conf
         return rc;
     }
     e->acts_flipped = other.acts;
-    e->kv = kv_slots ? rl_model_device_kvcache_bytes(cfg, kv_slots, kv_len, rows, 1) : 0;
+    e->kv = kv_slots ? rl_model_device_kvcache_bytes(cfg, kv_slots, kv_len, e->rows, 1) : 0;
     e->total = e->model.weights + e->model.trainable + e->model.grads + e->model.optim +
                e->model.acts + e->kv;
     p->n++;
     p->total += (size_t)procs * e->total;
+    int d = 0;
+    while (d < p->n_devs && p->devs[d].device.index != dev.index) {
+        d++;
+    }
+    if (d == p->n_devs) {
+        memset(&p->devs[d], 0, sizeof p->devs[d]);
+        p->devs[d].device = dev;
+        p->n_devs++;
+    }
+    p->devs[d].total += (size_t)procs * e->total;
     return 0;
+}
+
+// A role's device (roles.devices, else model.device).
+static int s_dev(const rl_recipe_t *r, const char *role, int rank, rl_device_t *d, char *err,
+                 size_t err_len) {
+    return rl_policy_role_device(r, role, rank, d, err, err_len);
 }
 
 // The roles (and, with mb > 0, that micro-batch instead of the recipe's) into p.
@@ -78,81 +99,114 @@ static int s_roles(const rl_recipe_t *r, const rl_hf_config_t *cfg, int mb, rl_c
     rl_algo_roles_t ro = {0};
     algo->roles(r, &ro);
     const unsigned uses = r->algorithm.def->uses;
-    p->n = 0;
+    p->n = p->n_devs = 0;
     p->total = 0;
     p->seq_len = rl_policy_seq_len(r);
     p->micro_batch = mb > 0 ? mb : r->train.micro_batch_size;
     const int rows = p->micro_batch * p->seq_len;
     rl_model_opts_t actor;
     rl_policy_model_opts(r, 1, &actor);
+    rl_device_t da, dr, dc;
+    int rc = s_dev(r, "actor", 0, &da, err, err_len);
+    rc = rc ? rc : s_dev(r, "reference", 0, &dr, err, err_len);
+    rc = rc ? rc : s_dev(r, "critic", 0, &dc, err, err_len);
     const int rm = (uses & RL_RECIPE_USES_SCORE_HEAD) != 0;
-    int rc = s_add(p, rm ? "actor (reward model)" : "actor", 1, cfg, &actor, !rm, rows, 0, 0, err,
-                   err_len);
-    // full tuning's reference in the actor: a frozen copy beside it
+    rc = rc ? rc
+            : s_add(p, rm ? "actor (reward model)" : "actor", da, 1, cfg, &actor, !rm, rows, 0, 0,
+                    err, err_len);
+    // full tuning's reference in the actor: a frozen copy beside it, on the actor's device
     const int ref_needed = r->algorithm.beta > 0 || (uses & RL_RECIPE_USES_REF_SUMS);
     if (!rc && ref_needed && !r->lora.enabled && r->roles.reference == RL_RECIPE_REF_ACTOR) {
         rl_model_opts_t ref = actor;
         ref.tune = RL_TUNE_NONE;
-        rc = s_add(p, "reference (in the actor)", 1, cfg, &ref, 1, rows, 0, 0, err, err_len);
+        rc = s_add(p, "reference (in the actor)", da, 1, cfg, &ref, 1, rows, 0, 0, err, err_len);
     }
     if (!rc && ro.reference) {
         rl_model_opts_t ref = actor;
         ref.tune = RL_TUNE_NONE;
         ref.device_infer = 1;
-        rc = s_add(p, "reference", 1, cfg, &ref, 1, rows, 0, 0, err, err_len);
+        rc = s_add(p, "reference", dr, 1, cfg, &ref, 1, rows, 0, 0, err, err_len);
     }
     if (!rc && ro.critic) {
         rl_model_opts_t cr = actor;
         cr.tune = r->critic.lora ? RL_TUNE_LORA : RL_TUNE_FULL;
-        rc = s_add(p, ro.critic == RL_ALGO_CRITIC_ACTOR ? "critic (in the actor)" : "critic", 1,
+        rc = s_add(p, ro.critic == RL_ALGO_CRITIC_ACTOR ? "critic (in the actor)" : "critic", dc, 1,
                    cfg, &cr, 0, rows, 0, 0, err, err_len);
     }
-    if (!rc && ro.samplers > 0) {
-        // a sampler: the actor's trainable layout, no gradients, activations for its steps
-        // (at most a prefill chunk), a KV cache of up to RL_SAMPLER_MAX_BATCH_DEFAULT slots
-        rl_model_opts_t sm = actor;
-        sm.lora_dropout = 0.0f;
-        sm.device_infer = 1;
-        int plen = uses & RL_RECIPE_USES_SAMPLES ? r->data.max_prompt_length : r->data.max_length;
-        rc = s_add(p, "sampler", ro.samplers, cfg, &sm, 1, 0, RL_SAMPLER_MAX_BATCH_DEFAULT,
-                   plen + r->sampling.max_new_tokens - 1, err, err_len);
-        if (!rc) {
-            p->roles[p->n - 1].rows = 4096;
+    // the samplers, by device: the actor's trainable layout, no gradients, activations for their
+    // steps (the default 4096 rows), a KV cache of up to RL_SAMPLER_MAX_BATCH_DEFAULT slots
+    rl_model_opts_t sm = actor;
+    sm.lora_dropout = 0.0f;
+    sm.device_infer = 1;
+    const int plen = uses & RL_RECIPE_USES_SAMPLES ? r->data.max_prompt_length : r->data.max_length;
+    int done[256] = {0};
+    for (int i = 0; !rc && i < ro.samplers && i < 256; i++) {
+        rl_device_t di, dj;
+        if (done[i] || (rc = s_dev(r, "samplers", i, &di, err, err_len)) != 0) {
+            continue;
         }
+        int k = 0;
+        for (int j = i; !rc && j < ro.samplers && j < 256; j++) {
+            rc = s_dev(r, "samplers", j, &dj, err, err_len);
+            if (!rc && dj.cuda == di.cuda && dj.index == di.index) {
+                done[j] = 1;
+                k++;
+            }
+        }
+        rc = rc ? rc
+                : s_add(p, "sampler", di, k, cfg, &sm, 1, 0, RL_SAMPLER_MAX_BATCH_DEFAULT,
+                        plen + r->sampling.max_new_tokens - 1, err, err_len);
     }
     return rc;
 }
 
+// Every device fits (those not found count as fitting: nothing to compare with).
+static int s_fits(const rl_cli_plan_t *p, const rl_cli_plan_t *q) {
+    for (int d = 0; d < q->n_devs; d++) {
+        for (int e = 0; e < p->n_devs; e++) {
+            if (p->devs[e].device.index == q->devs[d].device.index && p->devs[e].known &&
+                q->devs[d].total > p->devs[e].mem_free) {
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
 int rl_cli_plan(const rl_recipe_t *r, rl_cli_plan_t *p, char *err, size_t err_len) {
     memset(p, 0, sizeof *p);
-    const char *dn = r->model.device ? r->model.device : "cpu";
     char msg[1024];
-    if (rl_device_parse(dn, &p->device, msg, sizeof msg) != 0) {
-        return rl_recipe_errorf(r, "model.device", err, err_len, RL_EINVAL, "%s", msg);
-    }
-    if (!p->device.cuda) {
-        return 0; // nothing to plan
+    int rc = rl_policy_check_devices(r, msg, sizeof msg);
+    if (rc) {
+        return rl_recipe_errorf(r, "roles.devices", err, err_len, RL_EINVAL, "%s", msg);
     }
     rl_hf_config_t cfg;
     if (rl_hf_config_load(r->model.path, &cfg, msg, sizeof msg) != 0) {
         return rl_recipe_errorf(r, "model.path", err, err_len, RL_EINVAL, "%s", msg);
     }
-    int rc = s_roles(r, &cfg, 0, p, err, err_len);
-    if (rc) {
-        return rc;
+    if ((rc = s_roles(r, &cfg, 0, p, err, err_len)) != 0 || p->n == 0) {
+        return rc; // p->n 0: every role on the CPU
     }
-    rl_device_info_t info;
-    p->known = rl_device_check(&p->device, 0, &info, msg, sizeof msg) == 0;
-    if (!p->known) {
-        snprintf(p->why, sizeof p->why, "%s", msg);
+    int all = 1;
+    for (int d = 0; d < p->n_devs; d++) {
+        rl_cli_plan_dev_t *v = &p->devs[d];
+        rl_device_info_t info;
+        v->known = rl_device_check(&v->device, 0, &info, msg, sizeof msg) == 0;
+        if (!v->known) {
+            snprintf(v->why, sizeof v->why, "%s", msg);
+            all = 0;
+            continue;
+        }
+        snprintf(v->name, sizeof v->name, "%s", info.name);
+        v->mem_total = info.mem_total;
+        v->mem_free = info.mem_free;
+    }
+    p->fits = s_fits(p, p);
+    if (!all) {
         return 0;
     }
-    snprintf(p->name, sizeof p->name, "%s", info.name);
-    p->mem_total = info.mem_total;
-    p->mem_free = info.mem_free;
-    // the largest micro-batch that fits (the total grows with it: the activations) among
-    // those the recipe allows: the divisors of a step's sequences (any, when not known)
-    // (pairs: even), found from the largest down
+    // the largest micro-batch that fits (the totals grow with it: the activations) among those
+    // the recipe allows: the divisors of a step's sequences (pairs: even), from the largest down
     rl_cli_plan_t *q = malloc(sizeof *q);
     if (!q) {
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
@@ -165,87 +219,122 @@ int rl_cli_plan(const rl_recipe_t *r, rl_cli_plan_t *p, char *err, size_t err_le
             continue;
         }
         rc = s_roles(r, &cfg, mb, q, err, err_len);
-        lo = !rc && q->total <= p->mem_free ? mb : 0;
+        lo = !rc && s_fits(p, q) ? mb : 0;
     }
     free(q);
-    if (rc) {
-        return rc;
-    }
     p->largest_mb = lo;
-    return 0;
+    return rc;
 }
 
 static double s_mib(size_t b) {
     return (double)b / (1 << 20);
 }
 
+void rl_cli_plan_log(const rl_recipe_t *r) {
+    rl_cli_plan_t *p = malloc(sizeof *p);
+    char err[2048];
+    if (!p || rl_cli_plan(r, p, err, sizeof err) != 0) {
+        free(p);
+        return; // checked before (rl_cli_check_model): nothing new to say
+    }
+    for (int i = 0; i < p->n; i++) {
+        const rl_cli_plan_role_t *e = &p->roles[i];
+        char dn[32];
+        const char *name = "";
+        for (int d = 0; d < p->n_devs; d++) {
+            name = p->devs[d].device.index == e->device.index ? p->devs[d].name : name;
+        }
+        rl_log_info("placement: %d %s%s on %s (%s): %.1f MiB planned%s", e->procs, e->role,
+                    e->procs > 1 ? "s" : "", rl_device_name(&e->device, dn, sizeof dn), name,
+                    s_mib(e->total), e->procs > 1 ? " each" : "");
+    }
+    free(p);
+}
+
 static void s_print(const rl_recipe_t *r, const rl_cli_plan_t *p, const char *path) {
-    char dn[32];
-    rl_device_name(&p->device, dn, sizeof dn);
-    printf("plan: %s, %s on %s", path, r->algorithm.def->name, dn);
-    if (p->known) {
-        printf(" (%s: %.1f GiB, %.1f GiB free)\n", p->name, (double)p->mem_total / (1 << 30),
-               (double)p->mem_free / (1 << 30));
-    } else {
-        printf(" (not here: %s)\n", p->why);
+    printf("plan: %s, %s\n", path, r->algorithm.def->name);
+    for (int d = 0; d < p->n_devs; d++) {
+        const rl_cli_plan_dev_t *v = &p->devs[d];
+        char dn[32];
+        rl_device_name(&v->device, dn, sizeof dn);
+        if (v->known) {
+            printf("%s: %s, %.1f GiB, %.1f GiB free\n", dn, v->name,
+                   (double)v->mem_total / (1 << 30), (double)v->mem_free / (1 << 30));
+        } else {
+            printf("%s: not here (%s)\n", dn, v->why);
+        }
     }
     printf("sequences of up to %d tokens; micro-batch %d rows (train.micro_batch_size): %d "
            "tokens per forward\n",
            p->seq_len, p->micro_batch, p->micro_batch * p->seq_len);
-    printf("MiB per process   %-26s %5s %9s %9s %8s %8s %11s %11s %9s %10s\n", "role", "procs",
-           "weights", "trainable", "grads", "optim", "activations",
+    printf("MiB per process  %-24s %-7s %5s %8s %9s %8s %8s %11s %11s %8s %9s\n", "role", "device",
+           "procs", "weights", "trainable", "grads", "optim", "activations",
            r->train.recompute ? "(no recomp)" : "(recompute)", "KV cache", "total");
     for (int i = 0; i < p->n; i++) {
         const rl_cli_plan_role_t *e = &p->roles[i];
-        printf("                  %-26s %5d %9.1f %9.1f %8.1f %8.1f %11.1f %11.1f %9.1f %10.1f\n",
-               e->role, e->procs, s_mib(e->model.weights), s_mib(e->model.trainable),
+        char dn[32];
+        rl_device_name(&e->device, dn, sizeof dn);
+        printf("                 %-24s %-7s %5d %8.1f %9.1f %8.1f %8.1f %11.1f %11.1f %8.1f "
+               "%9.1f\n",
+               e->role, dn, e->procs, s_mib(e->model.weights), s_mib(e->model.trainable),
                s_mib(e->model.grads), s_mib(e->model.optim), s_mib(e->model.acts),
                s_mib(e->acts_flipped), s_mib(e->kv), s_mib(e->total));
     }
-    printf("%s in all: %.1f MiB", dn, s_mib(p->total));
-    if (p->known) {
-        printf(" of %.1f MiB free: %s\n", s_mib(p->mem_free),
-               p->total <= p->mem_free ? "fits" : "DOES NOT FIT");
+    for (int d = 0; d < p->n_devs; d++) {
+        const rl_cli_plan_dev_t *v = &p->devs[d];
+        char dn[32];
+        rl_device_name(&v->device, dn, sizeof dn);
+        printf("%s in all: %.1f MiB", dn, s_mib(v->total));
+        if (v->known) {
+            printf(" of %.1f MiB free: %s", s_mib(v->mem_free),
+                   v->total <= v->mem_free ? "fits" : "DOES NOT FIT");
+        }
+        printf("\n");
+    }
+    if (p->largest_mb > 0 || p->fits) {
         printf("largest micro-batch that fits: %d rows (of those dividing a step's %d "
                "sequences)\n",
                p->largest_mb, r->train.step_sequences);
-    } else {
-        printf("\n");
     }
     printf("not counted: each process's CUDA context (a few hundred MiB), the allocator's "
            "rounding\n");
 }
 
 static json_t *s_json(const rl_recipe_t *r, const rl_cli_plan_t *p) {
+    json_t *roles = json_array(), *devs = json_array();
     char dn[32];
-    rl_device_name(&p->device, dn, sizeof dn);
-    json_t *roles = json_array();
     for (int i = 0; i < p->n; i++) {
         const rl_cli_plan_role_t *e = &p->roles[i];
-        json_array_append_new(
-            roles,
-            json_pack(
-                "{s:s,s:i,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "role", e->role, "processes",
-                e->procs, "rows", e->rows, "weights", (json_int_t)e->model.weights, "trainable",
-                (json_int_t)e->model.trainable, "grads", (json_int_t)e->model.grads, "optim",
-                (json_int_t)e->model.optim, "activations", (json_int_t)e->model.acts,
-                r->train.recompute ? "activations_without_recompute" : "activations_with_recompute",
-                (json_int_t)e->acts_flipped, "kv_cache", (json_int_t)e->kv, "total",
-                (json_int_t)e->total));
+        rl_device_name(&e->device, dn, sizeof dn);
+        json_t *o = json_pack(
+            "{s:s,s:s,s:i,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "role", e->role, "device", dn,
+            "processes", e->procs, "rows", e->rows, "weights", (json_int_t)e->model.weights,
+            "trainable", (json_int_t)e->model.trainable, "grads", (json_int_t)e->model.grads,
+            "optim", (json_int_t)e->model.optim, "activations", (json_int_t)e->model.acts,
+            "kv_cache", (json_int_t)e->kv, "total", (json_int_t)e->total);
+        json_object_set_new(
+            o, r->train.recompute ? "activations_without_recompute" : "activations_with_recompute",
+            json_integer((json_int_t)e->acts_flipped));
+        json_array_append_new(roles, o);
     }
-    json_t *o = json_pack("{s:s,s:s,s:i,s:i,s:o,s:I}", "device", dn, "algorithm",
-                          r->algorithm.def->name, "seq_len", p->seq_len, "micro_batch",
-                          p->micro_batch, "roles", roles, "total", (json_int_t)p->total);
-    if (p->known) {
-        json_object_set_new(o, "name", json_string(p->name));
-        json_object_set_new(o, "mem_total", json_integer((json_int_t)p->mem_total));
-        json_object_set_new(o, "mem_free", json_integer((json_int_t)p->mem_free));
-        json_object_set_new(o, "fits", json_boolean(p->total <= p->mem_free));
-        json_object_set_new(o, "largest_micro_batch", json_integer(p->largest_mb));
-    } else {
-        json_object_set_new(o, "why", json_string(p->why));
+    for (int d = 0; d < p->n_devs; d++) {
+        const rl_cli_plan_dev_t *v = &p->devs[d];
+        rl_device_name(&v->device, dn, sizeof dn);
+        json_t *o = json_pack("{s:s,s:I,s:b}", "device", dn, "total", (json_int_t)v->total, "known",
+                              v->known);
+        if (v->known) {
+            json_object_set_new(o, "name", json_string(v->name));
+            json_object_set_new(o, "mem_total", json_integer((json_int_t)v->mem_total));
+            json_object_set_new(o, "mem_free", json_integer((json_int_t)v->mem_free));
+        } else {
+            json_object_set_new(o, "why", json_string(v->why));
+        }
+        json_array_append_new(devs, o);
     }
-    return o;
+    return json_pack("{s:s,s:i,s:i,s:o,s:o,s:I,s:b,s:i}", "algorithm", r->algorithm.def->name,
+                     "seq_len", p->seq_len, "micro_batch", p->micro_batch, "roles", roles,
+                     "devices", devs, "total", (json_int_t)p->total, "fits", p->fits,
+                     "largest_micro_batch", p->largest_mb);
 }
 
 int rl_cmd_plan(int argc, char **argv) {
@@ -296,8 +385,10 @@ int rl_cmd_plan(int argc, char **argv) {
     if (rc) {
         fprintf(stderr, "%s\nrlctl plan: %s: not planned\n", err, path);
         code = rc == RL_EINVAL || rc == ENOENT ? RL_EXIT_USAGE : RL_EXIT_FAIL;
-    } else if (!p->device.cuda) {
-        printf("plan: %s runs on the CPU (model.device: cpu): nothing to plan on a device\n", path);
+    } else if (p->n == 0) {
+        printf("plan: %s runs on the CPU (model.device, roles.devices): nothing to plan on a "
+               "device\n",
+               path);
     } else {
         if (json) {
             json_t *o = s_json(r, p);
@@ -308,7 +399,7 @@ int rl_cmd_plan(int argc, char **argv) {
         } else {
             s_print(r, p, path);
         }
-        code = p->known && p->total > p->mem_free ? RL_EXIT_FAIL : RL_EXIT_OK;
+        code = p->fits ? RL_EXIT_OK : RL_EXIT_FAIL;
     }
     rl_recipe_destroy(&r);
     free(p);

@@ -219,6 +219,7 @@ int rl_cmd_run(int argc, char **argv) {
         code = rc == RL_EINVAL || rc == RL_EUNSUPPORTED ? RL_EXIT_USAGE : RL_EXIT_FAIL;
         goto done;
     }
+    rl_cli_plan_log(r); // where the roles holding the model run (on a GPU), and their memory
 
     // the run folder: run.dir, or the folder --resume names (a run, or one of its checkpoints)
     char run_dir[4200], ckpt[4200] = "";

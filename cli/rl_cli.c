@@ -1,6 +1,8 @@
 // rl_cli — helpers shared by the rlctl subcommands: --help detection and option-value parsing
 // with one message format.
 #include "rl_cli.h"
+
+#include "rl_policy.h"
 #include "rl_config.h"
 #include "rl_safetensors.h"
 #include "rl_hf.h"
@@ -166,29 +168,54 @@ int rl_cli_check_model(const rl_recipe_t *r, char *err, size_t err_len) {
     if (rl_device_open(dn, &dev, msg, sizeof msg) != 0) {
         return rl_recipe_errorf(r, "model.device", err, err_len, RL_EINVAL, "%s", msg);
     }
-    if (dev.cuda && (long long)r->mesh.dp * r->mesh.fsdp > 1) {
-        return rl_recipe_errorf(r, "model.device", err, err_len, RL_EINVAL,
+    // roles.devices: roles that hold the model, devices that are there
+    const char *where =
+        r->roles.devices && strcmp(r->roles.devices, "{}") != 0 ? "roles.devices" : "model.device";
+    int rc = rl_policy_check_devices(r, msg, sizeof msg);
+    if (rc) {
+        return rl_recipe_errorf(r, "roles.devices", err, err_len, RL_EINVAL, "%s", msg);
+    }
+    static const char *const roles[] = {"actor", "critic", "reference", "samplers"};
+    int any_gpu = dev.cuda;
+    for (int i = 0; i < 4; i++) {
+        for (int k = 0; k < (i == 3 ? (r->roles.samplers > 0 ? r->roles.samplers : 1) : 1); k++) {
+            rl_device_t d;
+            if (rl_policy_role_device(r, roles[i], k, &d, msg, sizeof msg) != 0 ||
+                (d.cuda && rl_device_check(&d, 0, NULL, msg, sizeof msg) != 0)) {
+                return rl_recipe_errorf(r, "roles.devices", err, err_len, RL_EINVAL, "%s: %s",
+                                        roles[i], msg);
+            }
+            any_gpu |= d.cuda;
+        }
+    }
+    if (any_gpu && (long long)r->mesh.dp * r->mesh.fsdp > 1) {
+        return rl_recipe_errorf(r, where, err, err_len, RL_EINVAL,
                                 "%s with a %dx%d mesh: a mesh's ranks do not train on a GPU yet "
                                 "(docs/gpu.md); use model.device=cpu, or mesh.dp=1 mesh.fsdp=1",
-                                dn, r->mesh.dp, r->mesh.fsdp);
+                                dev.cuda ? dn : "a role on a GPU", r->mesh.dp, r->mesh.fsdp);
     }
-    int rc = rl_hf_config_load(r->model.path, &cfg, msg, sizeof msg);
+    rc = rl_hf_config_load(r->model.path, &cfg, msg, sizeof msg);
     if (rc != 0) {
         return rl_recipe_errorf(r, "model.path", err, err_len, RL_EINVAL, "%s", msg);
     }
-    if (dev.cuda) { // the roles' memory on the device, before anything starts (rlctl plan)
+    if (any_gpu) { // the roles' memory on their devices, before anything starts (rlctl plan)
         rl_cli_plan_t *p = malloc(sizeof *p);
         if (!p) {
             return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
         }
         rc = rl_cli_plan(r, p, err, err_len);
-        if (!rc && p->known && p->total > p->mem_free) {
-            rc = rl_recipe_errorf(r, "model.device", err, err_len, RL_EINVAL,
-                                  "%s (%s) has %.1f MiB free and the run's roles need %.1f MiB "
-                                  "(rlctl plan shows each role's share; the largest "
-                                  "train.micro_batch_size that fits: %d)",
-                                  dn, p->name, (double)p->mem_free / (1 << 20),
-                                  (double)p->total / (1 << 20), p->largest_mb);
+        for (int d = 0; !rc && !p->fits && d < p->n_devs; d++) {
+            const rl_cli_plan_dev_t *v = &p->devs[d];
+            char name[32];
+            if (v->known && v->total > v->mem_free) {
+                rc = rl_recipe_errorf(r, where, err, err_len, RL_EINVAL,
+                                      "%s (%s) has %.1f MiB free and the run's roles there need "
+                                      "%.1f MiB (rlctl plan shows each role's share; the largest "
+                                      "train.micro_batch_size that fits: %d)",
+                                      rl_device_name(&v->device, name, sizeof name), v->name,
+                                      (double)v->mem_free / (1 << 20), (double)v->total / (1 << 20),
+                                      p->largest_mb);
+            }
         }
         free(p);
         if (rc) {

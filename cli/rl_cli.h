@@ -47,12 +47,14 @@ int rl_cmd_plan(int argc, char **argv);
 // folder or tokenizer (RL_EINVAL, err filled); 0 when all is well.
 int rl_cli_check_model(const rl_recipe_t *r, char *err, size_t err_len);
 
-// The device memory a recipe's run needs (rlctl plan, cli/cmd_plan.c): per role, each of its
-// processes' model on model.device (rl_model_device_plan at train.micro_batch_size rows of the
-// recipe's longest sequence) and a sampler's KV cache; their sum beside the device's memory.
-#define RL_CLI_PLAN_MAX 8
+// The device memory a recipe's run needs (rlctl plan, cli/cmd_plan.c): per role on a GPU (its
+// device: roles.devices, else model.device), each of its processes' model
+// (rl_model_device_plan at train.micro_batch_size rows of the recipe's longest sequence) and a
+// sampler's KV cache; per device their sum beside its memory. Roles on the CPU are not counted.
+#define RL_CLI_PLAN_MAX 16
 typedef struct {
     char role[40];
+    rl_device_t device;
     int procs;                    // processes of this role on the device (samplers: several)
     int rows;                     // tokens one forward holds
     rl_model_device_plan_t model; // each process's model
@@ -61,20 +63,30 @@ typedef struct {
     size_t total;                 // one process's bytes
 } rl_cli_plan_role_t;
 typedef struct {
-    rl_device_t device; // model.device (the CPU: nothing planned, n 0)
+    rl_device_t device;
+    size_t total; // the bytes of every process on it
+    int known;    // found: name and memory below; else why
+    char name[128], why[1024];
+    size_t mem_total, mem_free;
+} rl_cli_plan_dev_t;
+typedef struct {
     int seq_len, micro_batch;
     rl_cli_plan_role_t roles[RL_CLI_PLAN_MAX];
-    int n;
-    size_t total;              // every process's bytes
-    int known;                 // the device was found: name and memory below
-    char name[128], why[1024]; // why: what was found instead
-    size_t mem_total, mem_free;
+    int n; // 0: no role on a GPU, nothing planned
+    rl_cli_plan_dev_t devs[RL_CLI_PLAN_MAX];
+    int n_devs;
+    size_t total;   // every process's bytes, all devices
+    int fits;       // every device found holds its processes
     int largest_mb; // the largest train.micro_batch_size the recipe allows (a
-                    // divisor of a step's sequences; pairs: even) that fits; 0: none
+                    // divisor of a step's sequences; pairs: even) that fits on
+                    // every device; 0: none (or a device not found)
 } rl_cli_plan_t;
-// Computes p for r (a recipe loaded and checked). Returns 0 (p->device a CPU: nothing planned),
-// or RL_EINVAL / RL_ENOTFOUND (no CUDA module) with err filled.
+// Computes p for r (a recipe loaded and checked). Returns 0, or RL_EINVAL / RL_ENOTFOUND (no
+// CUDA module) with err filled.
 int rl_cli_plan(const rl_recipe_t *r, rl_cli_plan_t *p, char *err, size_t err_len);
+// Logs where each role that holds the model runs and its planned memory (rlctl run's placement
+// lines; nothing when every role is on the CPU).
+void rl_cli_plan_log(const rl_recipe_t *r);
 
 // Parses a subcommand's flags with getopt_long before the subcommand reads them (argv[0] is the
 // subcommand): spec lists its long flags ("force stop-at= resume?": a switch, one that takes a

@@ -484,6 +484,9 @@ typedef struct {
     int balance;            // RL_RECIPE_BALANCE_*: how a step's prompts are spread
     double sync_bucket_mb;  // the weights travel to samplers in buckets of this many MiB
     char *client_key;       // the controller's secret key file (NULL: none)
+    char *devices;          // a role's device instead of model.device: a JSON object's text
+                            // {actor, critic, reference: "cuda:N", samplers: "cuda:N" or a
+                            // list, sampler i on entry i mod n} (checked by rl_cli_check_model)
 } rl_recipe_roles_t;
 
 // The DP×FSDP mesh the actor (and a critic it holds) trains on (docs/mesh.md).

@@ -34,6 +34,7 @@ typedef struct {
     int threads;     // compute threads (BLAS and the model's loops)
     rl_coll_t *mesh; // the collectives of the worker's mesh, borrowed while the worker runs; NULL
                      // when it is not a rank of one. A rank shards its models over them.
+    int rank;        // the worker's rank among its role's (sampler i: roles.devices.samplers)
 } rl_role_env_t;
 
 typedef struct {

@@ -40,6 +40,11 @@ static int s_setup(const rl_recipe_t *recipe, const rl_role_env_t *env, void **s
     rl_policy_model_opts(recipe, env->threads, &mo);
     mo.device_infer = 1; // a GPU holds no gradients or moments for it
     mo.tune = RL_TUNE_NONE;
+    int drc = rl_policy_role_device(recipe, "reference", env->rank, &mo.device, err, err_len);
+    if (drc) {
+        s_teardown(state);
+        return drc;
+    }
     rl_coll_t *mesh = env->mesh;
     mo.sharded = mesh != NULL;
     char msg[2048];

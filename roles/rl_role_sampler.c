@@ -43,6 +43,11 @@ static int s_setup(const rl_recipe_t *recipe, const rl_role_env_t *env, void **s
     mo.lora_dropout = 0.0f;
     mo.device_infer = 1; // a GPU holds no gradients or moments for it
     mo.device_rows = 0;  // its steps' rows: the default (rlctl plan counts the same)
+    int rc = rl_policy_role_device(recipe, "samplers", env->rank, &mo.device, err, err_len);
+    if (rc) {
+        s_teardown(state);
+        return rc;
+    }
     char msg[2048];
     s->model = rl_model_load(recipe->model.path, &mo, msg, sizeof(msg));
     if (!s->model) {

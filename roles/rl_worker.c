@@ -58,7 +58,7 @@ static int s_configure(s_worker_t *w, const rl_msg_t *req, char *err, size_t err
     rc = rl_recipe_load_string(w->o->algos, q.recipe, q.recipe_len, "<configure>", NULL, 0,
                                RL_RECIPE_NO_FILE_CHECKS, &w->recipe, err, err_len);
     if (!rc) {
-        rl_role_env_t env = {(int)q.threads, w->mesh};
+        rl_role_env_t env = {(int)q.threads, w->mesh, w->o->rank};
         rc = w->role->setup(w->recipe, &env, &w->state, err, err_len);
     }
     if (rc) {

@@ -535,7 +535,7 @@ static int s_configure(s_serve_t *s, const rl_msg_t *req, char *err, size_t err_
                                RL_RECIPE_NO_FILE_CHECKS, &s->recipe, err, err_len);
     // the in-process model samples with one sampler; with several it serves HTTP only
     if (!rc && (s->o->samplers <= 1 || s->o->http)) {
-        rl_role_env_t env = {s->o->threads, NULL};
+        rl_role_env_t env = {s->o->threads, NULL, 0};
         rc = s->role->setup(s->recipe, &env, &s->state, err, err_len);
     }
     if (!rc && s->o->samplers > 1) {

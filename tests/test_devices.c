@@ -23,6 +23,8 @@
 static char s_out[1 << 16];
 
 // rlctl ARGS with the environment variables env, its output in s_out.
+#define S_RECIPE RL_SOURCE_DIR "/cookbook/grpo_lora.yaml"
+
 static int s_cmd(const char *env, const char *args) {
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "env %s '%s/rlctl' %s 2>&1", env, RL_BINARY_DIR, args);
@@ -95,6 +97,33 @@ static void s_test_emulated(void) {
     CHECK_STR(json_string_value(json_object_get(cu, "visible_devices")), "0,1,2");
     CHECK_STR(json_string_value(json_object_get(cu, "driver_version")), "13.0");
     json_decref(o);
+    // roles.devices on these three: a placement validates and plans per device; each impossible
+    // one is refused naming the key, before anything starts
+    CHECK_INT(s_cmd(env, "plan " S_RECIPE " 'roles.devices={actor: cuda:2, samplers: [cuda:0, "
+                         "cuda:1]}'"),
+              0);
+    CHECK_CONTAINS(s_out, " actor                    cuda:2 ");
+    CHECK_CONTAINS(s_out, " sampler                  cuda:0 ");
+    CHECK_CONTAINS(s_out, " sampler                  cuda:1 ");
+    CHECK_CONTAINS(s_out, "cuda:2 in all: ");
+    CHECK_INT(s_cmd(env, "validate " S_RECIPE " 'roles.devices={samplers: [cuda:1, cuda:2]}'"), 0);
+    static const char *const bad[][2] = {
+        {"'roles.devices={reference: cuda:3}'",
+         "roles.devices: reference: cuda:3: there are 3 visible GPUs (cuda:0 .. cuda:2)"},
+        {"'roles.devices={samplers: [cuda:0, cuda:7]}'", "roles.devices: samplers: cuda:7: there"},
+        {"'roles.devices={learner: cuda:0}'",
+         "roles.devices: 'learner' is not a role that holds the model"},
+        {"'roles.devices={actor: gpu0}'", "roles.devices: actor: "},
+        {"'roles.devices={samplers: []}'", "or a non-empty list of them"},
+        {"'roles.devices={samplers: cuda:1}' mesh.dp=2 roles.actor_threads=1",
+         "roles.devices: a role on a GPU with a 2x1 mesh: a mesh's ranks do not train on a GPU"},
+    };
+    for (size_t b = 0; b < sizeof bad / sizeof *bad; b++) {
+        char args[512];
+        snprintf(args, sizeof args, "validate " S_RECIPE " %s", bad[b][0]);
+        CHECK_INT(s_cmd(env, args), 2);
+        CHECK_CONTAINS(s_out, bad[b][1]);
+    }
     // the driver sees no device
     snprintf(env, sizeof env, "RLCTL_CUDA_MODULE=%s CUEMU_DEVICES=0", RL_CUEMU_MODULE);
     o = s_json(env);
@@ -112,7 +141,6 @@ static void s_test_emulated(void) {
 // ---- --device on the commands, model.device in recipes
 
 #define S_ARITH RL_SOURCE_DIR "/cookbook/models/arith-base"
-#define S_RECIPE RL_SOURCE_DIR "/cookbook/grpo_lora.yaml"
 #define S_LOGPROBS                                                                                 \
     "logprobs --model " S_ARITH                                                                    \
     " --prompt 47*3+512= --completion '47*3=141;141+512=653 #### 653' "                            \

@@ -237,7 +237,7 @@ static void s_test_cli(const rl_hf_config_t *arith) {
     // validate and run refuse it, naming the key, before anything starts
     CHECK_INT(s_cmd(small, "validate " RL_SOURCE_DIR "/cookbook/grpo_lora.yaml model.device=cuda"),
               2);
-    CHECK_CONTAINS(s_out, "model.device: cuda (cuemu (CPU emulation)) has 150.0 MiB free");
+    CHECK_CONTAINS(s_out, "model.device: cuda:0 (cuemu (CPU emulation)) has 150.0 MiB free");
     CHECK_CONTAINS(s_out, "the largest train.micro_batch_size that fits");
     snprintf(args, sizeof args,
              "run " RL_SOURCE_DIR "/cookbook/grpo_lora.yaml model.device=cuda run.dir=%s/run",

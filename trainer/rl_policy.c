@@ -11,6 +11,8 @@
 #include "rl_rng.h"
 #include "rl_safetensors.h"
 
+#include <jansson.h>
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,6 +100,64 @@ void rl_policy_model_opts(const rl_recipe_t *r, int threads, rl_model_opts_t *mo
     mo->device_rows = rows > 0 && rows <= (1 << 30) ? (int)rows : 0;
 }
 
+static const char *const S_DEVICE_ROLES[] = {"actor", "critic", "reference", "samplers", NULL};
+
+int rl_policy_check_devices(const rl_recipe_t *r, char *err, size_t err_len) {
+    json_t *o = r->roles.devices ? json_loads(r->roles.devices, 0, NULL) : NULL;
+    int rc = 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach(o, k, v) {
+        int known = 0;
+        for (int i = 0; S_DEVICE_ROLES[i]; i++) {
+            known |= !strcmp(k, S_DEVICE_ROLES[i]);
+        }
+        char why[256];
+        rl_device_t d;
+        if (!known) {
+            rc = rl_errf(err, err_len, RL_EINVAL,
+                         "'%s' is not a role that holds the model: actor, critic, reference, "
+                         "samplers",
+                         k);
+        } else if (json_is_array(v) && !strcmp(k, "samplers") && json_array_size(v) > 0) {
+            for (size_t i = 0; !rc && i < json_array_size(v); i++) {
+                json_t *e = json_array_get(v, i);
+                if (!json_is_string(e) ||
+                    rl_device_parse(json_string_value(e), &d, why, sizeof why) != 0) {
+                    rc = rl_errf(err, err_len, RL_EINVAL, "samplers[%zu]: %s", i,
+                                 json_is_string(e) ? why : "expected a device name");
+                }
+            }
+        } else if (!json_is_string(v)) {
+            rc =
+                rl_errf(err, err_len, RL_EINVAL, "%s: expected a device name (cpu, cuda, cuda:N)%s",
+                        k, strcmp(k, "samplers") ? "" : " or a non-empty list of them");
+        } else if (rl_device_parse(json_string_value(v), &d, why, sizeof why) != 0) {
+            rc = rl_errf(err, err_len, RL_EINVAL, "%s: %s", k, why);
+        }
+        if (rc) {
+            break;
+        }
+    }
+    json_decref(o);
+    return rc;
+}
+
+int rl_policy_role_device(const rl_recipe_t *r, const char *role, int rank, rl_device_t *out,
+                          char *err, size_t err_len) {
+    char why[256];
+    const char *name = r->model.device ? r->model.device : "cpu";
+    json_t *o = r->roles.devices ? json_loads(r->roles.devices, 0, NULL) : NULL;
+    json_t *v = json_object_get(o, role);
+    if (json_is_array(v) && json_array_size(v) > 0) {
+        v = json_array_get(v, (size_t)(rank < 0 ? 0 : rank) % json_array_size(v));
+    }
+    name = json_is_string(v) ? json_string_value(v) : name;
+    int rc = rl_device_parse(name, out, why, sizeof why);
+    json_decref(o);
+    return rc ? rl_errf(err, err_len, RL_EINVAL, "%s's device: %s", role, why) : 0;
+}
+
 int rl_policy_seq_len(const rl_recipe_t *r) {
     if (r->algorithm.def && (r->algorithm.def->uses & RL_RECIPE_USES_SAMPLES)) {
         return r->data.max_prompt_length + r->sampling.max_new_tokens;
@@ -144,6 +204,11 @@ static int s_load_model(rl_policy_t *p, const char *dir, char *err, size_t err_l
     }
     mo.sharded = p->coll != NULL;
     char msg[2048];
+    int rc = rl_policy_role_device(p->r, p->kind == S_CRITIC ? "critic" : "actor", 0, &mo.device,
+                                   err, err_len);
+    if (rc) {
+        return rc;
+    }
     rl_model_t *m = rl_model_load(dir, &mo, msg, sizeof(msg));
     if (!m) {
         return rl_errf(err, err_len, RL_EINVAL, "%s", msg);
@@ -387,14 +452,18 @@ int rl_policy_logprobs(rl_policy_t *self, const int32_t *tokens, const int *leng
             rl_policy_model_opts(self->r, self->threads, &mo);
             mo.tune = RL_TUNE_NONE;
             mo.sharded = self->coll != NULL; // on a mesh the reference is sharded too
+            int rc = rl_policy_role_device(self->r, "actor", 0, &mo.device, err, err_len);
+            if (rc) {
+                return rc;
+            }
             char msg[2048];
             self->ref = rl_model_load(self->r->model.path, &mo, msg, sizeof(msg));
             if (!self->ref) {
                 return rl_errf(err, err_len, RL_EINVAL, "reference: %s", msg);
             }
-            int rc = self->coll ? rl_fsdp_new(self->ref, self->coll, NULL, 0, &self->ref_fsdp, msg,
-                                              sizeof msg)
-                                : 0;
+            rc = self->coll
+                     ? rl_fsdp_new(self->ref, self->coll, NULL, 0, &self->ref_fsdp, msg, sizeof msg)
+                     : 0;
             if (rc) {
                 rl_model_destroy(&self->ref);
                 return rl_errf(err, err_len, rc, "reference: %s", msg);

@@ -29,6 +29,14 @@ void rl_policy_model_opts(const rl_recipe_t *recipe, int threads, rl_model_opts_
 // The most tokens of one sequence the recipe trains on: prompt and completion (an algorithm that
 // samples: data.max_prompt_length + sampling.max_new_tokens), or an example (data.max_length).
 int rl_policy_seq_len(const rl_recipe_t *recipe);
+// The device of a role's model: roles.devices' entry for `role` ("actor", "critic",
+// "reference", or "samplers": entry rank mod n of a list), else model.device. Returns 0, or
+// RL_EINVAL with err saying which entry is not a device (rl_cli_check_model refuses those first).
+int rl_policy_role_device(const rl_recipe_t *recipe, const char *role, int rank, rl_device_t *out,
+                          char *err, size_t err_len);
+// Checks roles.devices: its keys are roles that hold the model, its values device names
+// (samplers: one or a non-empty list). Returns 0, or RL_EINVAL with err (no file position).
+int rl_policy_check_devices(const rl_recipe_t *recipe, char *err, size_t err_len);
 
 // Loads recipe->model.path as the recipe's tuning mode (LoRA r/alpha/targets/dropout, seeded
 // with run.seed) with `threads` compute threads, and creates the optimizer. caller owns
