@@ -15,7 +15,9 @@
 //   4. validate refuses a mesh with a GPU, naming model.device;
 //   5. the device out of memory in a training forward (RLCTL_FAULT=cuda_oom, the path of a
 //      failed allocation) stops the run naming the worker, the phase, the bytes and the newest
-//      checkpoint; --resume then finishes it.
+//      checkpoint; --resume then finishes it;
+//   6. (the emulation only: two emulated devices) roles.devices puts the actor and a sampler on
+//      one device and the other sampler on the other: the run logs that placement and completes.
 // On a GPU machine (scripts/gpu_check.sh) the build is not where it was made: RLCTL_BIN names the
 // rlctl to run and RL_SOURCE_DIR the checkout (its cookbook); by default, this build's.
 #include "rl_test.h"
@@ -207,6 +209,27 @@ static void s_test_oom(void) {
     CHECK_INT(s_rlctl(s_cmd), 0);
 }
 
+static void s_test_two_devices(void) {
+    if (!rl_test_emulated()) {
+        return; // the GPU machines have one device
+    }
+    setenv("CUEMU_DEVICES", "2", 1);
+    snprintf(s_cmd, sizeof s_cmd,
+             "run %s/grpo_lora.yaml run.dir=%s/two " S_SMALL " train.steps=1 train.batch_size=2 "
+             "train.micro_batch_size=16 'roles.devices={actor: cuda:1, samplers: [cuda:0, "
+             "cuda:1]}'",
+             s_cook, s_tmp);
+    int rc = s_rlctl(s_cmd);
+    unsetenv("CUEMU_DEVICES");
+    char *o = rl_test_out(s_tmp);
+    CHECK_MSG(rc == 0, "two devices: %s", o ? o : "");
+    CHECK_CONTAINS(o, "placement: 1 actor on cuda:1 (cuemu (CPU emulation))");
+    CHECK_CONTAINS(o, "placement: 1 sampler on cuda:0 (cuemu (CPU emulation))");
+    CHECK_CONTAINS(o, "placement: 1 sampler on cuda:1 (cuemu (CPU emulation))");
+    free(o);
+    CHECK(rl_test_exists(s_tmp, "two/final/adapter_model.safetensors"));
+}
+
 static void s_test_refusal(void) {
     snprintf(s_cmd, sizeof s_cmd,
              "validate %s/grpo_lora.yaml model.device=cuda mesh.dp=2 roles.actor_threads=1",
@@ -230,6 +253,7 @@ int main(void) {
     RL_TEST_RUN(s_test_ppo);
     RL_TEST_RUN(s_test_grpo);
     RL_TEST_RUN(s_test_oom);
+    RL_TEST_RUN(s_test_two_devices);
     rl_test_tmpdir_done(s_tmp);
     RL_TEST_DONE();
 }
