@@ -12,6 +12,7 @@
 
 #include <jansson.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,6 +96,8 @@ typedef struct {
     char why[1536]; // why there is no GPU at all ("" when the module and driver answered)
     int driver, runtime, n;
     s_gpu_t *gpus;
+    int *access, *rank; // (n, n) between devices: peer access, and its performance rank (-1:
+                        // unknown, the diagonal, or a module without the query)
 } s_cuda_t;
 
 static void s_cuda(s_cuda_t *c) {
@@ -129,6 +132,22 @@ static void s_cuda(s_cuda_t *c) {
     if (c->n == 0) {
         snprintf(c->why, sizeof c->why, "the CUDA driver sees no device");
     }
+    // the topology between them: peer access and the driver's rank of each link
+    const int n = c->n;
+    if (n > 1 && m->struct_size >= (int)(offsetof(rl_cuda_module_t, peer) + sizeof m->peer)) {
+        c->access = calloc((size_t)n * (size_t)n, sizeof *c->access);
+        c->rank = calloc((size_t)n * (size_t)n, sizeof *c->rank);
+        for (int a = 0; c->access && c->rank && a < n; a++) {
+            for (int b = 0; b < n; b++) {
+                char msg[256];
+                int *acc = &c->access[a * n + b], *rk = &c->rank[a * n + b];
+                if (a == b || m->peer(a, b, acc, rk, msg, sizeof msg) != 0) {
+                    *acc = 0;
+                    *rk = -1;
+                }
+            }
+        }
+    }
 }
 
 static void s_version(char *buf, size_t cap, int v) {
@@ -154,6 +173,18 @@ static int s_print_json(const s_cpu_t *cpu, const s_cuda_t *cu, const char *visi
                                     g->why[0] ? json_string(g->why) : json_null())
                         : json_pack("{s:s,s:b,s:s}", "device", dev, "usable", 0, "why", g->why));
     }
+    json_t *topo = json_array(); // [{a, b, peer_access, performance_rank}]
+    for (int a = 0; cu->access && a < cu->n; a++) {
+        for (int b = 0; b < cu->n; b++) {
+            if (a != b) {
+                int r = cu->rank[a * cu->n + b];
+                json_array_append_new(topo, json_pack("{s:i,s:i,s:b,s:o}", "from", a, "to", b,
+                                                      "peer_access", cu->access[a * cu->n + b],
+                                                      "performance_rank",
+                                                      r >= 0 ? json_integer(r) : json_null()));
+            }
+        }
+    }
     char drv[16], rt[16];
     s_version(drv, sizeof drv, cu->driver);
     s_version(rt, sizeof rt, cu->runtime);
@@ -167,6 +198,7 @@ static int s_print_json(const s_cpu_t *cpu, const s_cuda_t *cu, const char *visi
         cu->driver > 0 ? json_string(drv) : json_null(), "runtime_version",
         cu->runtime > 0 ? json_string(rt) : json_null(), "devices", gpus, "why",
         cu->why[0] ? json_string(cu->why) : json_null());
+    json_object_set_new(json_object_get(o, "cuda"), "topology", topo);
     char *s = o ? json_dumps(o, JSON_INDENT(2)) : NULL;
     json_decref(o);
     if (!s) {
@@ -205,6 +237,33 @@ static void s_print_text(const s_cpu_t *cpu, const s_cuda_t *cu, const char *vis
                s_gib((long long)g->info.mem_free), g->info.cc_major, g->info.cc_minor, g->info.sms,
                g->why[0] ? "; not usable: " : "", g->why);
     }
+    if (cu->access) { // the topology: which device reaches which directly
+        printf("peers    direct access between devices (P2P) and the driver's rank of the link, "
+               "0 the best\n         (NVLink or PCIe: nvidia-smi topo -m)\n%-9s",
+               "");
+        for (int b = 0; b < cu->n; b++) {
+            char h[16];
+            snprintf(h, sizeof h, "cuda:%d", b);
+            printf("%-9s", h);
+        }
+        printf("\n");
+        for (int a = 0; a < cu->n; a++) {
+            char h[16];
+            snprintf(h, sizeof h, "cuda:%d", a);
+            printf("%-9s", h);
+            for (int b = 0; b < cu->n; b++) {
+                int i = a * cu->n + b;
+                char cell[16] = "-";
+                if (a != b && cu->access[i]) {
+                    snprintf(cell, sizeof cell, "P2P r%d", cu->rank[i]);
+                } else if (a != b) {
+                    snprintf(cell, sizeof cell, "no P2P");
+                }
+                printf("%-9s", cell);
+            }
+            printf("\n");
+        }
+    }
     if (cu->why[0]) {
         printf("no GPU: %s\n", cu->why);
     }
@@ -237,5 +296,7 @@ int rl_cmd_devices(int argc, char **argv) {
         s_print_text(&cpu, &cu, visible);
     }
     free(cu.gpus);
+    free(cu.access);
+    free(cu.rank);
     return rc;
 }

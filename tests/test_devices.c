@@ -97,6 +97,23 @@ static void s_test_emulated(void) {
     CHECK_STR(json_string_value(json_object_get(cu, "visible_devices")), "0,1,2");
     CHECK_STR(json_string_value(json_object_get(cu, "driver_version")), "13.0");
     json_decref(o);
+    // the topology between the three: peer access and its rank, in text and JSON; none with
+    // CUEMU_PEER=0
+    CHECK_INT(s_run(env, ""), 0);
+    CHECK_CONTAINS(s_out, "peers    direct access between devices (P2P)");
+    CHECK_CONTAINS(s_out, "\n         cuda:0   cuda:1   cuda:2   \n");
+    CHECK_CONTAINS(s_out, "\ncuda:1   P2P r0   -        P2P r0   \n");
+    o = s_json(env);
+    json_t *topo = json_object_get(json_object_get(o, "cuda"), "topology");
+    CHECK_INT(json_array_size(topo), 6);
+    json_t *t0 = json_array_get(topo, 0);
+    CHECK(json_is_true(json_object_get(t0, "peer_access")) &&
+          json_integer_value(json_object_get(t0, "performance_rank")) == 0);
+    json_decref(o);
+    char env_np[1100];
+    snprintf(env_np, sizeof env_np, "%s CUEMU_PEER=0", env);
+    CHECK_INT(s_run(env_np, ""), 0);
+    CHECK_CONTAINS(s_out, "\ncuda:2   no P2P   no P2P   -        \n");
     // roles.devices on these three: a placement validates and plans per device; each impossible
     // one is refused naming the key, before anything starts
     CHECK_INT(s_cmd(env, "plan " S_RECIPE " 'roles.devices={actor: cuda:2, samplers: [cuda:0, "

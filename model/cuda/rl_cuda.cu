@@ -56,6 +56,20 @@ static int s_probe(int *n_devices, int *driver_version, int *runtime_version, ch
     return 0;
 }
 
+static int s_peer(int a, int b, int *access, int *rank, char *msg, size_t msg_len) {
+    *access = 0;
+    *rank = -1;
+    cudaError_t e = cudaDeviceCanAccessPeer(access, a, b);
+    if (e != cudaSuccess) {
+        return s_msg(msg, msg_len, "cannot ask whether the devices are peers", e);
+    }
+    if (*access &&
+        (e = cudaDeviceGetP2PAttribute(rank, cudaDevP2PAttrPerformanceRank, a, b)) != cudaSuccess) {
+        return s_msg(msg, msg_len, "cannot read the peers' performance rank", e);
+    }
+    return 0;
+}
+
 static int s_device_info(int index, rl_cuda_device_info_t *out, char *msg, size_t msg_len) {
     memset(out, 0, sizeof *out);
     cudaDeviceProp p;
@@ -363,6 +377,7 @@ static const rl_cuda_module_t s_module = {
     // ---- appended ----
     s_d2d,
     rl_cuda_sample_rows,
+    s_peer,
 };
 
 extern "C" __attribute__((visibility("default"))) const rl_cuda_module_t *rl_cuda_module(void) {

@@ -280,6 +280,11 @@ typedef struct rl_cuda_api {
     int (*sample_rows)(rl_cuda_ctx_t *ctx, int32_t *tokens, float *logprobs, const float *logits,
                        const int32_t *rows, const double *u, float temperature, int top_k,
                        float top_p, int S, int V);
+    // Between two visible devices a != b (no context needed): *access = 1 when a can read and
+    // write b's memory directly (peer access), and *rank = the driver's performance rank of
+    // that link (0 the best; cudaDevP2PAttrPerformanceRank). The runtime does not say whether
+    // the link is NVLink or PCIe. Returns 0, or -1 with msg.
+    int (*peer)(int a, int b, int *access, int *rank, char *msg, size_t msg_len);
 } rl_cuda_module_t;
 
 // The module's one export (RL_CUDA_MODULE_SYMBOL).

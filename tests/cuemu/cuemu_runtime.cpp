@@ -6,6 +6,7 @@
 // the last error. Environment:
 //   CUEMU_DEVICES  how many devices (default 1; 0: the driver sees none)
 //   CUEMU_MEMORY   each device's memory in bytes, or with K/M/G/T (default 16G)
+//   CUEMU_PEER     0: no device can access another's memory (default: all can, rank 0)
 // Not the kernels' execution (cuemu_block.cpp) nor cuBLASLt (cuemu_blaslt.cpp).
 #include "cuemu_internal.h"
 
@@ -257,6 +258,33 @@ cudaError_t cudaGetDeviceCount(int *count) {
     }
     *count = s_config().devices;
     return *count > 0 ? cudaSuccess : s_ret(cudaErrorNoDevice);
+}
+
+static int s_peers(void) {
+    const char *p = getenv("CUEMU_PEER");
+    return !(p && !strcmp(p, "0"));
+}
+
+cudaError_t cudaDeviceCanAccessPeer(int *can, int device, int peer) {
+    if (!can) {
+        return s_ret(cudaErrorInvalidValue);
+    }
+    if (!s_device_ok(device) || !s_device_ok(peer) || device == peer) {
+        return s_ret(cudaErrorInvalidDevice);
+    }
+    *can = s_peers();
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetP2PAttribute(int *value, cudaDeviceP2PAttr attr, int src, int dst) {
+    if (!value) {
+        return s_ret(cudaErrorInvalidValue);
+    }
+    if (!s_device_ok(src) || !s_device_ok(dst) || src == dst) {
+        return s_ret(cudaErrorInvalidDevice);
+    }
+    *value = attr == cudaDevP2PAttrAccessSupported ? s_peers() : 0;
+    return cudaSuccess;
 }
 
 cudaError_t cudaSetDevice(int device) {

@@ -79,6 +79,15 @@ enum cudaDeviceAttr {
 // Those above; any other is refused (cudaErrorInvalidValue) with a message on stderr.
 cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device);
 
+// Peers: every pair of distinct devices can access each other, performance rank 0, unless
+// CUEMU_PEER=0 (none can). A device is not its own peer (cudaErrorInvalidDevice, as CUDA).
+cudaError_t cudaDeviceCanAccessPeer(int *can, int device, int peer);
+enum cudaDeviceP2PAttr {
+    cudaDevP2PAttrPerformanceRank = 1,
+    cudaDevP2PAttrAccessSupported = 2,
+};
+cudaError_t cudaDeviceGetP2PAttribute(int *value, cudaDeviceP2PAttr attr, int src, int dst);
+
 // ---------------------------------------------------------------------------------------------
 // memory
 
