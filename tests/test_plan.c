@@ -28,7 +28,10 @@
 static char s_tmp[64];
 static char s_out[1 << 16];
 
-#define S_ARITH RL_SOURCE_DIR "/cookbook/models/arith-noisy-base"
+// On a GPU machine (scripts/gpu_check.sh) the build is not where it was made: RLCTL_BIN names
+// the rlctl to run and RL_SOURCE_DIR the checkout; by default, this build's.
+static char s_src[1024];  // the checkout
+static const char *s_bin; // the rlctl binary
 
 // The llama: V 1000, C 64, I 128, 2 layers, 4 heads of 16 (no GQA), untied, no biases.
 static const char *const S_LLAMA_JSON =
@@ -187,19 +190,27 @@ static void s_test_allocations(const rl_hf_config_t *arith, const rl_hf_config_t
 
 static int s_cmd(const char *env, const char *args) {
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "env %s '%s/rlctl' %s 2>&1", env, RL_BINARY_DIR, args);
+    snprintf(cmd, sizeof cmd, "env %s '%s' %s 2>&1", env, s_bin, args);
     return rl_test_shell(cmd, s_out, sizeof s_out);
 }
 
-#define S_GRPO "plan " RL_SOURCE_DIR "/cookbook/grpo_lora.yaml model.device=cuda"
+// "plan <the cookbook's GRPO recipe> model.device=cuda" and more
+static const char *s_grpo(const char *more) {
+    static char b[3][2048];
+    static int k;
+    k = (k + 1) % 3;
+    snprintf(b[k], sizeof b[k], "plan %s/cookbook/grpo_lora.yaml model.device=cuda %s", s_src,
+             more);
+    return b[k];
+}
 
 // 3. rlctl plan, and the refusals of a plan that does not fit
 static void s_test_cli(const rl_hf_config_t *arith) {
-    CHECK_INT(s_cmd("", S_GRPO), 0);
+    CHECK_INT(s_cmd("", s_grpo("")), 0);
     printf("%s", s_out);
     CHECK_CONTAINS(s_out, "actor");
     CHECK_CONTAINS(s_out, "sampler");
-    CHECK_INT(s_cmd("", S_GRPO " --json"), 0);
+    CHECK_INT(s_cmd("", s_grpo("--json")), 0);
     json_t *o = json_loads(s_out, 0, NULL);
     CHECK_MSG(o != NULL, "--json is not JSON: %s", s_out);
     json_t *actor = json_array_get(json_object_get(o, "roles"), 0);
@@ -216,32 +227,33 @@ static void s_test_cli(const rl_hf_config_t *arith) {
     }
     // 150 MiB: the two samplers take ~99, the actor at micro-batch 32 ~72: too much
     const char *small = "CUEMU_MEMORY=150M";
-    CHECK_INT(s_cmd(small, S_GRPO " --json"), 1);
+    CHECK_INT(s_cmd(small, s_grpo("--json")), 1);
     o = json_loads(s_out, 0, NULL);
     CHECK(o && json_is_false(json_object_get(o, "fits")));
     int mb = (int)json_integer_value(json_object_get(o, "largest_micro_batch"));
     json_decref(o);
     printf("150 MiB: largest micro-batch %d\n", mb);
     CHECK_MSG(mb > 0 && mb < 32, "largest micro-batch %d", mb);
-    char args[512];
-    snprintf(args, sizeof args, S_GRPO " train.micro_batch_size=%d", mb);
+    char args[2400], more[64];
+    snprintf(more, sizeof more, "train.micro_batch_size=%d", mb);
+    snprintf(args, sizeof args, "%s", s_grpo(more));
     CHECK_INT(s_cmd(small, args), 0);
     CHECK_CONTAINS(s_out, ": fits");
     int next = mb + 1; // the next micro-batch the recipe allows: a divisor of its 128
     while (128 % next != 0) {
         next++;
     }
-    snprintf(args, sizeof args, S_GRPO " train.micro_batch_size=%d", next);
+    snprintf(more, sizeof more, "train.micro_batch_size=%d", next);
+    snprintf(args, sizeof args, "%s", s_grpo(more));
     CHECK_INT(s_cmd(small, args), 1);
     CHECK_CONTAINS(s_out, "DOES NOT FIT");
     // validate and run refuse it, naming the key, before anything starts
-    CHECK_INT(s_cmd(small, "validate " RL_SOURCE_DIR "/cookbook/grpo_lora.yaml model.device=cuda"),
-              2);
+    snprintf(args, sizeof args, "validate %s/cookbook/grpo_lora.yaml model.device=cuda", s_src);
+    CHECK_INT(s_cmd(small, args), 2);
     CHECK_CONTAINS(s_out, "model.device: cuda:0 (cuemu (CPU emulation)) has 150.0 MiB free");
     CHECK_CONTAINS(s_out, "the largest train.micro_batch_size that fits");
-    snprintf(args, sizeof args,
-             "run " RL_SOURCE_DIR "/cookbook/grpo_lora.yaml model.device=cuda run.dir=%s/run",
-             s_tmp);
+    snprintf(args, sizeof args, "run %s/cookbook/grpo_lora.yaml model.device=cuda run.dir=%s/run",
+             s_src, s_tmp);
     CHECK_INT(s_cmd(small, args), 2);
     CHECK_CONTAINS(s_out, "has 150.0 MiB free");
     char run[128];
@@ -250,11 +262,17 @@ static void s_test_cli(const rl_hf_config_t *arith) {
 }
 
 int main(void) {
+    const char *src = getenv("RL_SOURCE_DIR");
+    snprintf(s_src, sizeof s_src, "%s", src && src[0] ? src : RL_SOURCE_DIR);
+    s_bin = getenv("RLCTL_BIN");
+    s_bin = s_bin && s_bin[0] ? s_bin : RL_BINARY_DIR "/rlctl";
     rl_test_cuda_open("model.device_plan");
     rl_test_cuda_close();
     rl_test_tmpdir(s_tmp, sizeof s_tmp, "plan");
     rl_hf_config_t arith, llama;
-    s_cfg(S_ARITH, &arith);
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s/cookbook/models/arith-noisy-base", s_src);
+    s_cfg(dir, &arith);
     char p[256];
     snprintf(p, sizeof p, "%s/config.json", s_tmp);
     FILE *f = fopen(p, "w");
