@@ -131,12 +131,13 @@ struct rl_model_cuda {
     float *dgate, *dup, *dact, *dlx, *delta;
     uint16_t *dgate_h, *dup_h, *dout_h; // bf16 copies of the gradients the matmuls read
     int32_t *d_ids, *d_targets, *d_pos, *d_starts, *d_erows, *d_eseg;
+    int32_t *d_grow; // (N) each row's index b*T+t in the caller's batch (the dropout masks')
     double *d_sumsq; // (1) the clip's sum of squares
 
     // ---- host staging, allocated once
     int32_t *ids, *targets, *pos, *starts, *erows, *eseg;
     int *grow; // (N) the row's index b*T+t in the caller's batch (dropout masks)
-    float *lp_h, *ent_h, *dlp_h, *packed, *mask_h;
+    float *lp_h, *ent_h, *dlp_h, *packed;
     uint16_t *stage; // S_STAGE bf16
 
     // ---- the last forward
@@ -242,7 +243,7 @@ static int s_gemm(rl_model_cuda_t *self, int M, int N, int K, int ta, int tb, co
 
 // The LoRA branch's input of module m in a training forward with dropout: *lx = lx_h (N,IC)
 // bf16 = bf16(x * mask), x the module's bf16 input and mask rl_lora_dropout_mask_rows(seed, key)
-// of the caller's rows, made on the host and uploaded (the CPU's masks, the same function).
+// of the caller's rows, made on the device (dropout_mask: the CPU's masks, bit for bit).
 // Returns 0, RL_EINVAL (no mask buffers) or RL_EIO, message set.
 static int s_dropped(rl_model_cuda_t *self, const uint16_t *x, int IC, float p, uint64_t key,
                      const uint16_t **lx) {
@@ -254,8 +255,7 @@ static int s_dropped(rl_model_cuda_t *self, const uint16_t *x, int IC, float p, 
                      "mask buffers)",
                      self->device, (double)p);
     }
-    rl_lora_dropout_mask_rows(self->mask_h, self->grow, self->N, IC, p, self->seed, key);
-    S_TRY(cu->h2d(self->ctx, self->mask, self->mask_h, cnt * sizeof(float)));
+    S_TRY(cu->dropout_mask(self->ctx, self->mask, self->d_grow, self->N, IC, p, self->seed, key));
     S_TRY(cu->bf16_to_f32(self->ctx, self->xin, x, cnt));
     S_TRY(cu->dropout_forward(self->ctx, NULL, self->lx_h, self->xin, self->mask, cnt));
     *lx = self->lx_h;
@@ -578,6 +578,9 @@ int rl_model_cuda_forward(rl_model_cuda_t *self, const int32_t *tokens, const in
     S_TRY(cu->h2d(ctx, self->d_targets, self->targets, (size_t)N * sizeof(int32_t)));
     S_TRY(cu->h2d(ctx, self->d_pos, self->pos, (size_t)N * sizeof(int32_t)));
     S_TRY(cu->h2d(ctx, self->d_starts, self->starts, (size_t)(B + 1) * sizeof(int32_t)));
+    if (self->train && self->d_grow) { // the rows the dropout masks are keyed by
+        S_TRY(cu->h2d(ctx, self->d_grow, self->grow, (size_t)N * sizeof(int32_t)));
+    }
 
     // stored activations for every layer only when a backward can follow
     const int per_layer = self->train && !self->recompute;
@@ -1204,6 +1207,7 @@ static size_t s_layout(rl_model_cuda_t *self, char *base) {
     self->d_targets = s_take(&y, n * i32);
     self->d_pos = s_take(&y, n * i32);
     self->d_starts = s_take(&y, (n + 1) * i32);
+    self->d_grow = s_take(&y, dropout ? n * i32 : 0);
     self->d_erows = s_take(&y, grads ? n * i32 : 0);
     self->d_eseg = s_take(&y, grads ? (n + 1) * i32 : 0);
     self->d_sumsq = s_take(&y, grads ? sizeof(double) : 0);
@@ -1230,10 +1234,9 @@ static int s_rows_alloc(rl_model_cuda_t *self, int rows) {
     free(self->ent_h);
     free(self->dlp_h);
     free(self->packed);
-    free(self->mask_h);
     self->ids = self->targets = self->pos = self->starts = self->erows = self->eseg = NULL;
     self->grow = NULL;
-    self->lp_h = self->ent_h = self->dlp_h = self->packed = self->mask_h = NULL;
+    self->lp_h = self->ent_h = self->dlp_h = self->packed = NULL;
     self->rows = rows;
     self->a_bytes = s_layout(self, NULL);
     if (cu->dmalloc(self->ctx, self->a_bytes, &self->amem) != 0) {
@@ -1255,12 +1258,11 @@ static int s_rows_alloc(rl_model_cuda_t *self, int rows) {
     self->ent_h = malloc(n * sizeof(float));
     self->dlp_h = malloc(n * sizeof(float));
     self->packed = malloc(n * (size_t)self->C * sizeof(float));
-    self->mask_h = self->mask ? malloc(n * (size_t)self->maxin * sizeof(float)) : NULL;
     float *inv = malloc((size_t)(self->D / 2) * sizeof(float));
     float *cs = malloc(n * (size_t)self->D * sizeof(float));
     if (!self->ids || !self->targets || !self->pos || !self->starts || !self->erows ||
         !self->eseg || !self->grow || !self->lp_h || !self->ent_h || !self->dlp_h ||
-        !self->packed || (self->mask && !self->mask_h) || !inv || !cs) {
+        !self->packed || !inv || !cs) {
         free(inv);
         free(cs);
         return s_err(self, RL_ENOMEM, "out of memory for the device model's staging");
@@ -1619,7 +1621,6 @@ void rl_model_cuda_destroy(rl_model_cuda_t **self_p) {
     free(self->ent_h);
     free(self->dlp_h);
     free(self->packed);
-    free(self->mask_h);
     free(self->stage);
     free(self);
     *self_p = NULL;

@@ -32,6 +32,7 @@
 
 #include "rl_head.h"
 #include "rl_layers.h"
+#include "rl_lora.h"
 #include "rl_optim.h"
 
 #include <math.h>
@@ -769,6 +770,49 @@ static void test_elementwise(void) {
     S_OK(rl_test_cu->dropout_backward(rl_test_ctx, NULL, NULL, NULL, 0, 0));
 }
 
+// LoRA dropout's mask made on the device against rl_lora_dropout_mask_rows, bit for bit: rows in
+// any order and repeated, widths that are not multiples of anything, p 0, 0.1, 0.5, 0.9
+static void test_dropout_mask(void) {
+    const int n = 37, widths[] = {1, 200, 1000};
+    const float ps[] = {0.0f, 0.1f, 0.5f, 0.9f};
+    int32_t rows[37];
+    for (int r = 0; r < n; r++) {
+        rows[r] = (r * 7919) % 101; // a padded batch's rows: gaps, out of order
+    }
+    rows[5] = rows[6];
+    int32_t *drows = s_dev(rows, sizeof rows);
+    for (int w = 0; w < 3; w++) {
+        for (int k = 0; k < 4; k++) {
+            const size_t cnt = (size_t)n * (size_t)widths[w];
+            float *want = s_floats(cnt, 0.0f);
+            uint64_t key = rl_lora_dropout_key(12345, w, k);
+            int host_rows[37];
+            for (int r = 0; r < n; r++) {
+                host_rows[r] = rows[r];
+            }
+            rl_lora_dropout_mask_rows(want, host_rows, n, widths[w], ps[k], 77, key);
+            float *dm = s_dev(NULL, cnt * 4);
+            S_OK(rl_test_cu->dropout_mask(rl_test_ctx, dm, drows, n, widths[w], ps[k], 77, key));
+            float *got = s_back(dm, cnt);
+            char what[96];
+            snprintf(what, sizeof what, "dropout mask width %d p %g", widths[w], (double)ps[k]);
+            s_exact(what, got, want, cnt);
+            size_t kept = 0;
+            for (size_t i = 0; i < cnt; i++) {
+                kept += got[i] != 0.0f;
+            }
+            printf("%-40s kept %.3f (1 - p = %.3f)\n", what, (double)kept / (double)cnt,
+                   1.0 - (double)ps[k]);
+            rl_test_dfree(dm);
+            free(want);
+            free(got);
+        }
+    }
+    CHECK_INT(rl_test_cu->dropout_mask(rl_test_ctx, NULL, drows, n, 4, 1.0f, 1, 2), -1);
+    S_OK(rl_test_cu->dropout_mask(rl_test_ctx, NULL, NULL, 0, 4, 0.5f, 1, 2));
+    rl_test_dfree(drows);
+}
+
 // ---------------------------------------------------------------------------------------------
 // AdamW: the CPU optimizer and the kernel step side by side, m, v and params compared after
 // every step (t = 1, 2, 3 from zero moments, then a jump to t = 1000)
@@ -1092,6 +1136,7 @@ int main(void) {
     RL_TEST_RUN(test_rope);
     RL_TEST_RUN(test_swiglu);
     RL_TEST_RUN(test_elementwise);
+    RL_TEST_RUN(test_dropout_mask);
     RL_TEST_RUN(test_adamw);
     RL_TEST_RUN(test_clip);
     RL_TEST_RUN(test_head);

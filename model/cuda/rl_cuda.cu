@@ -378,6 +378,7 @@ static const rl_cuda_module_t s_module = {
     s_d2d,
     rl_cuda_sample_rows,
     s_peer,
+    rl_cuda_elt_dropout_mask,
 };
 
 extern "C" __attribute__((visibility("default"))) const rl_cuda_module_t *rl_cuda_module(void) {

@@ -548,6 +548,49 @@ static __global__ void s_dropout_backward_kernel(float *dinp, const float *dout,
     }
 }
 
+// rl_lora.c's mixer (splitmix64's finaliser), the same constants and operations.
+static __device__ __forceinline__ uint64_t s_mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static __global__ void s_dropout_mask_kernel(float *mask, const int32_t *rows, int n, int width,
+                                             uint32_t thresh, float inv, uint64_t base) {
+    const size_t total = (size_t)n * (size_t)width;
+    for (size_t j = s_tid(); j < total; j += s_stride()) {
+        size_t r = j / (size_t)width, i = j % (size_t)width;
+        uint64_t idx = (uint64_t)rows[r] * (uint64_t)width + i;
+        mask[j] =
+            (uint32_t)(s_mix64(base + idx * 0x9e3779b97f4a7c15ULL) >> 40) >= thresh ? inv : 0.0f;
+    }
+}
+
+int rl_cuda_elt_dropout_mask(rl_cuda_ctx_t *ctx, float *mask, const int32_t *rows, int n, int width,
+                             float p, uint64_t seed, uint64_t key) {
+    if (n < 0 || width < 0 || !(p >= 0.0f && p < 1.0f)) {
+        return rl_cuda_fail(ctx,
+                            "dropout_mask: n %d, width %d, p %g: need n, width >= 0 and "
+                            "0 <= p < 1",
+                            n, width, (double)p);
+    }
+    if (n == 0 || width == 0) {
+        return 0;
+    }
+    // the host's: the base of (seed, key), the threshold of the top 24 bits, 1 / (1 - p) in fp32
+    uint64_t z = seed ^ key;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    const uint64_t base = z ^ (z >> 31);
+    const uint32_t thresh = (uint32_t)((double)p * 16777216.0);
+    const float inv = 1.0f / (1.0f - p);
+    size_t total = (size_t)n * (size_t)width;
+    s_dropout_mask_kernel<<<s_grid(total), S_THREADS, 0, ctx->stream>>>(mask, rows, n, width,
+                                                                        thresh, inv, base);
+    RL_CUDA_LAUNCHED(ctx, "dropout_mask");
+    return 0;
+}
+
 int rl_cuda_elt_dropout_backward(rl_cuda_ctx_t *ctx, float *dinp, const float *dout,
                                  const float *mask, size_t n, int accumulate) {
     if (n == 0) {

@@ -91,6 +91,12 @@ int rl_cuda_elt_dropout_forward(rl_cuda_ctx_t *ctx, float *out, uint16_t *out_bf
                                 const float *inp, const float *mask, size_t n);
 int rl_cuda_elt_dropout_backward(rl_cuda_ctx_t *ctx, float *dinp, const float *dout,
                                  const float *mask, size_t n, int accumulate);
+// LoRA dropout's mask, made on the device: mask (n, width) fp32 = rl_lora_dropout_mask_rows's
+// (model/rl_lora.c: the splitmix64 finaliser over seed, key and the element's index
+// rows[r] * width + i in the caller's batch; 1/(1-p) where kept, 0 where dropped), bit for bit.
+// rows (n) int32 on the device; 0 <= p < 1.
+int rl_cuda_elt_dropout_mask(rl_cuda_ctx_t *ctx, float *mask, const int32_t *rows, int n, int width,
+                             float p, uint64_t seed, uint64_t key);
 
 int rl_cuda_elt_adamw_step(rl_cuda_ctx_t *ctx, float *params, const float *grads, float *m,
                            float *v, size_t n, double lr, double beta1, double beta2, double eps,

@@ -285,6 +285,10 @@ typedef struct rl_cuda_api {
     // that link (0 the best; cudaDevP2PAttrPerformanceRank). The runtime does not say whether
     // the link is NVLink or PCIe. Returns 0, or -1 with msg.
     int (*peer)(int a, int b, int *access, int *rank, char *msg, size_t msg_len);
+    // LoRA dropout's mask on the device (rl_cuda_elt_dropout_mask): mask (n, width) fp32 =
+    // rl_lora_dropout_mask_rows(rows, n, width, p, seed, key) bit for bit, rows (n) int32.
+    int (*dropout_mask)(rl_cuda_ctx_t *ctx, float *mask, const int32_t *rows, int n, int width,
+                        float p, uint64_t seed, uint64_t key);
 } rl_cuda_module_t;
 
 // The module's one export (RL_CUDA_MODULE_SYMBOL).
