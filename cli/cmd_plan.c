@@ -83,12 +83,6 @@ static int s_add(rl_cli_plan_t *p, const char *role, rl_device_t dev, int procs,
     return 0;
 }
 
-// A role's device (roles.devices, else model.device).
-static int s_dev(const rl_recipe_t *r, const char *role, int rank, rl_device_t *d, char *err,
-                 size_t err_len) {
-    return rl_policy_role_device(r, role, rank, d, err, err_len);
-}
-
 // The roles (and, with mb > 0, that micro-batch instead of the recipe's) into p.
 static int s_roles(const rl_recipe_t *r, const rl_hf_config_t *cfg, int mb, rl_cli_plan_t *p,
                    char *err, size_t err_len) {
@@ -107,9 +101,9 @@ static int s_roles(const rl_recipe_t *r, const rl_hf_config_t *cfg, int mb, rl_c
     rl_model_opts_t actor;
     rl_policy_model_opts(r, 1, &actor);
     rl_device_t da, dr, dc;
-    int rc = s_dev(r, "actor", 0, &da, err, err_len);
-    rc = rc ? rc : s_dev(r, "reference", 0, &dr, err, err_len);
-    rc = rc ? rc : s_dev(r, "critic", 0, &dc, err, err_len);
+    int rc = rl_policy_role_device(r, "actor", 0, &da, err, err_len);
+    rc = rc ? rc : rl_policy_role_device(r, "reference", 0, &dr, err, err_len);
+    rc = rc ? rc : rl_policy_role_device(r, "critic", 0, &dc, err, err_len);
     const int rm = (uses & RL_RECIPE_USES_SCORE_HEAD) != 0;
     rc = rc ? rc
             : s_add(p, rm ? "actor (reward model)" : "actor", da, 1, cfg, &actor, !rm, rows, 0, 0,
@@ -142,12 +136,12 @@ static int s_roles(const rl_recipe_t *r, const rl_hf_config_t *cfg, int mb, rl_c
     int done[256] = {0};
     for (int i = 0; !rc && i < ro.samplers && i < 256; i++) {
         rl_device_t di, dj;
-        if (done[i] || (rc = s_dev(r, "samplers", i, &di, err, err_len)) != 0) {
+        if (done[i] || (rc = rl_policy_role_device(r, "samplers", i, &di, err, err_len)) != 0) {
             continue;
         }
         int k = 0;
         for (int j = i; !rc && j < ro.samplers && j < 256; j++) {
-            rc = s_dev(r, "samplers", j, &dj, err, err_len);
+            rc = rl_policy_role_device(r, "samplers", j, &dj, err, err_len);
             if (!rc && dj.cuda == di.cuda && dj.index == di.index) {
                 done[j] = 1;
                 k++;

@@ -1214,15 +1214,8 @@ static size_t s_layout(rl_model_cuda_t *self, char *base) {
     return y.off;
 }
 
-// The activations, scratch and host staging for `rows` packed tokens (at creation, and when a
-// forward needs more: they grow, as the CPU model's buffers do). The last forward is lost.
-// Returns 0, or RL_ENOMEM / RL_EIO with the message in self->errmsg (the old buffers freed).
-static int s_rows_alloc(rl_model_cuda_t *self, int rows) {
-    const rl_cuda_module_t *cu = self->cu;
-    self->valid = 0;
-    self->hid_done = 0;
-    cu->dfree(self->ctx, self->amem);
-    self->amem = NULL;
+// Frees the host staging of `rows` tokens (s_rows_alloc's), pointers NULL.
+static void s_staging_free(rl_model_cuda_t *self) {
     free(self->ids);
     free(self->targets);
     free(self->pos);
@@ -1237,6 +1230,18 @@ static int s_rows_alloc(rl_model_cuda_t *self, int rows) {
     self->ids = self->targets = self->pos = self->starts = self->erows = self->eseg = NULL;
     self->grow = NULL;
     self->lp_h = self->ent_h = self->dlp_h = self->packed = NULL;
+}
+
+// The activations, scratch and host staging for `rows` packed tokens (at creation, and when a
+// forward needs more: they grow, as the CPU model's buffers do). The last forward is lost.
+// Returns 0, or RL_ENOMEM / RL_EIO with the message in self->errmsg (the old buffers freed).
+static int s_rows_alloc(rl_model_cuda_t *self, int rows) {
+    const rl_cuda_module_t *cu = self->cu;
+    self->valid = 0;
+    self->hid_done = 0;
+    cu->dfree(self->ctx, self->amem);
+    self->amem = NULL;
+    s_staging_free(self);
     self->rows = rows;
     self->a_bytes = s_layout(self, NULL);
     if (cu->dmalloc(self->ctx, self->a_bytes, &self->amem) != 0) {
@@ -1610,17 +1615,7 @@ void rl_model_cuda_destroy(rl_model_cuda_t **self_p) {
     free(self->lora_b);
     free(self->tensors);
     free(self->acts);
-    free(self->ids);
-    free(self->targets);
-    free(self->pos);
-    free(self->starts);
-    free(self->erows);
-    free(self->eseg);
-    free(self->grow);
-    free(self->lp_h);
-    free(self->ent_h);
-    free(self->dlp_h);
-    free(self->packed);
+    s_staging_free(self);
     free(self->stage);
     free(self);
     *self_p = NULL;

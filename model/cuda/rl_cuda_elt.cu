@@ -549,7 +549,7 @@ static __global__ void s_dropout_backward_kernel(float *dinp, const float *dout,
 }
 
 // rl_lora.c's mixer (splitmix64's finaliser), the same constants and operations.
-static __device__ __forceinline__ uint64_t s_mix64(uint64_t z) {
+static __host__ __device__ __forceinline__ uint64_t s_mix64(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
     return z ^ (z >> 31);
@@ -578,10 +578,7 @@ int rl_cuda_elt_dropout_mask(rl_cuda_ctx_t *ctx, float *mask, const int32_t *row
         return 0;
     }
     // the host's: the base of (seed, key), the threshold of the top 24 bits, 1 / (1 - p) in fp32
-    uint64_t z = seed ^ key;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    const uint64_t base = z ^ (z >> 31);
+    const uint64_t base = s_mix64(seed ^ key);
     const uint32_t thresh = (uint32_t)((double)p * 16777216.0);
     const float inv = 1.0f / (1.0f - p);
     size_t total = (size_t)n * (size_t)width;
