@@ -83,6 +83,32 @@ static int s_add(rl_cli_plan_t *p, const char *role, rl_device_t dev, int procs,
     return 0;
 }
 
+// A role's n processes (a mesh's ranks, or samplers: process i on rl_policy_role_device(dev_role,
+// i)), one entry per device they are on, named `role`.
+static int s_add_procs(const rl_recipe_t *r, rl_cli_plan_t *p, const char *role,
+                       const char *dev_role, int n, const rl_hf_config_t *cfg,
+                       const rl_model_opts_t *mo, int has_head, int rows, int kv_slots, int kv_len,
+                       char *err, size_t err_len) {
+    int done[256] = {0}, rc = 0;
+    for (int i = 0; !rc && i < n && i < 256; i++) {
+        rl_device_t di, dj;
+        if (done[i] || (rc = rl_policy_role_device(r, dev_role, i, &di, err, err_len)) != 0) {
+            continue;
+        }
+        int k = 0;
+        for (int j = i; !rc && j < n && j < 256; j++) {
+            rc = rl_policy_role_device(r, dev_role, j, &dj, err, err_len);
+            if (!rc && dj.cuda == di.cuda && dj.index == di.index) {
+                done[j] = 1;
+                k++;
+            }
+        }
+        rc = rc ? rc
+                : s_add(p, role, di, k, cfg, mo, has_head, rows, kv_slots, kv_len, err, err_len);
+    }
+    return rc;
+}
+
 // The roles (and, with mb > 0, that micro-batch instead of the recipe's) into p.
 static int s_roles(const rl_recipe_t *r, const rl_hf_config_t *cfg, int mb, rl_cli_plan_t *p,
                    char *err, size_t err_len) {
@@ -100,32 +126,35 @@ static int s_roles(const rl_recipe_t *r, const rl_hf_config_t *cfg, int mb, rl_c
     const int rows = p->micro_batch * p->seq_len;
     rl_model_opts_t actor;
     rl_policy_model_opts(r, 1, &actor);
-    rl_device_t da, dr, dc;
-    int rc = rl_policy_role_device(r, "actor", 0, &da, err, err_len);
-    rc = rc ? rc : rl_policy_role_device(r, "reference", 0, &dr, err, err_len);
-    rc = rc ? rc : rl_policy_role_device(r, "critic", 0, &dc, err, err_len);
+    // a mesh: each rank of the actor (and of a critic or reference on its ranks or a mesh of
+    // their own) holds the whole model on its device
+    const int ranks = r->mesh.dp * r->mesh.fsdp;
     const int rm = (uses & RL_RECIPE_USES_SCORE_HEAD) != 0;
-    rc = rc ? rc
-            : s_add(p, rm ? "actor (reward model)" : "actor", da, 1, cfg, &actor, !rm, rows, 0, 0,
-                    err, err_len);
+    int rc = s_add_procs(r, p, rm ? "actor (reward model)" : "actor", "actor", ranks, cfg, &actor,
+                         !rm, rows, 0, 0, err, err_len);
     // full tuning's reference in the actor: a frozen copy beside it, on the actor's device
     const int ref_needed = r->algorithm.beta > 0 || (uses & RL_RECIPE_USES_REF_SUMS);
     if (!rc && ref_needed && !r->lora.enabled && r->roles.reference == RL_RECIPE_REF_ACTOR) {
         rl_model_opts_t ref = actor;
         ref.tune = RL_TUNE_NONE;
-        rc = s_add(p, "reference (in the actor)", da, 1, cfg, &ref, 1, rows, 0, 0, err, err_len);
+        rc = s_add_procs(r, p, "reference (in the actor)", "actor", ranks, cfg, &ref, 1, rows, 0, 0,
+                         err, err_len);
     }
     if (!rc && ro.reference) {
         rl_model_opts_t ref = actor;
         ref.tune = RL_TUNE_NONE;
         ref.device_infer = 1;
-        rc = s_add(p, "reference", dr, 1, cfg, &ref, 1, rows, 0, 0, err, err_len);
+        rc = s_add_procs(r, p, "reference", "reference",
+                         r->roles.reference == RL_RECIPE_REF_MESH ? ranks : 1, cfg, &ref, 1, rows,
+                         0, 0, err, err_len);
     }
     if (!rc && ro.critic) {
         rl_model_opts_t cr = actor;
         cr.tune = r->critic.lora ? RL_TUNE_LORA : RL_TUNE_FULL;
-        rc = s_add(p, ro.critic == RL_ALGO_CRITIC_ACTOR ? "critic (in the actor)" : "critic", dc, 1,
-                   cfg, &cr, 0, rows, 0, 0, err, err_len);
+        rc = s_add_procs(r, p,
+                         ro.critic == RL_ALGO_CRITIC_ACTOR ? "critic (in the actor)" : "critic",
+                         "critic", r->roles.critic == RL_RECIPE_REF_WORKER ? 1 : ranks, cfg, &cr, 0,
+                         rows, 0, 0, err, err_len);
     }
     // the samplers, by device: the actor's trainable layout, no gradients, activations for their
     // steps (the default 4096 rows), a KV cache of up to RL_SAMPLER_MAX_BATCH_DEFAULT slots
@@ -133,25 +162,10 @@ static int s_roles(const rl_recipe_t *r, const rl_hf_config_t *cfg, int mb, rl_c
     sm.lora_dropout = 0.0f;
     sm.device_infer = 1;
     const int plen = uses & RL_RECIPE_USES_SAMPLES ? r->data.max_prompt_length : r->data.max_length;
-    int done[256] = {0};
-    for (int i = 0; !rc && i < ro.samplers && i < 256; i++) {
-        rl_device_t di, dj;
-        if (done[i] || (rc = rl_policy_role_device(r, "samplers", i, &di, err, err_len)) != 0) {
-            continue;
-        }
-        int k = 0;
-        for (int j = i; !rc && j < ro.samplers && j < 256; j++) {
-            rc = rl_policy_role_device(r, "samplers", j, &dj, err, err_len);
-            if (!rc && dj.cuda == di.cuda && dj.index == di.index) {
-                done[j] = 1;
-                k++;
-            }
-        }
-        rc = rc ? rc
-                : s_add(p, "sampler", di, k, cfg, &sm, 1, 0, RL_SAMPLER_MAX_BATCH_DEFAULT,
-                        plen + r->sampling.max_new_tokens - 1, err, err_len);
-    }
-    return rc;
+    return rc ? rc
+              : s_add_procs(r, p, "sampler", "samplers", ro.samplers, cfg, &sm, 1, 0,
+                            RL_SAMPLER_MAX_BATCH_DEFAULT, plen + r->sampling.max_new_tokens - 1,
+                            err, err_len);
 }
 
 // Every device fits (those not found count as fitting: nothing to compare with).

@@ -175,10 +175,13 @@ int rl_cli_check_model(const rl_recipe_t *r, char *err, size_t err_len) {
     if (rc) {
         return rl_recipe_errorf(r, "roles.devices", err, err_len, RL_EINVAL, "%s", msg);
     }
+    // every process's device is there: each sampler's, each rank's of a mesh
     static const char *const roles[] = {"actor", "critic", "reference", "samplers"};
+    const int ranks = r->mesh.dp * r->mesh.fsdp;
     int any_gpu = dev.cuda;
     for (int i = 0; i < 4; i++) {
-        for (int k = 0; k < (i == 3 ? (r->roles.samplers > 0 ? r->roles.samplers : 1) : 1); k++) {
+        for (int k = 0; k < (i == 3 ? (r->roles.samplers > 0 ? r->roles.samplers : 1) : ranks);
+             k++) {
             rl_device_t d;
             if (rl_policy_role_device(r, roles[i], k, &d, msg, sizeof msg) != 0 ||
                 (d.cuda && rl_device_check(&d, 0, NULL, msg, sizeof msg) != 0)) {
@@ -188,11 +191,9 @@ int rl_cli_check_model(const rl_recipe_t *r, char *err, size_t err_len) {
             any_gpu |= d.cuda;
         }
     }
-    if (any_gpu && (long long)r->mesh.dp * r->mesh.fsdp > 1) {
-        return rl_recipe_errorf(r, where, err, err_len, RL_EINVAL,
-                                "%s with a %dx%d mesh: a mesh's ranks do not train on a GPU yet "
-                                "(docs/gpu.md); use model.device=cpu, or mesh.dp=1 mesh.fsdp=1",
-                                dev.cuda ? dn : "a role on a GPU", r->mesh.dp, r->mesh.fsdp);
+    const char *key = where;
+    if (rl_policy_check_mesh_devices(r, &key, msg, sizeof msg) != 0) {
+        return rl_recipe_errorf(r, key, err, err_len, RL_EINVAL, "%s", msg);
     }
     rc = rl_hf_config_load(r->model.path, &cfg, msg, sizeof msg);
     if (rc != 0) {

@@ -485,8 +485,8 @@ typedef struct {
     double sync_bucket_mb;  // the weights travel to samplers in buckets of this many MiB
     char *client_key;       // the controller's secret key file (NULL: none)
     char *devices;          // a role's device instead of model.device: a JSON object's text
-                            // {actor, critic, reference: "cuda:N", samplers: "cuda:N" or a
-                            // list, sampler i on entry i mod n} (checked by rl_cli_check_model)
+                            // {actor, critic, reference, samplers: "cuda:N" or a list: sampler
+                            // i / a mesh's rank i on entry i mod n} (rl_cli_check_model checks)
 } rl_recipe_roles_t;
 
 // The DP×FSDP mesh the actor (and a critic it holds) trains on (docs/mesh.md).
@@ -501,6 +501,7 @@ typedef struct {
     char *key;              // the controller's secret key file (NULL: roles.client_key)
     char *rank_key;         // the ranks' secret key file, the same absolute path on every host
     char *allow;            // the ranks' public keys the controller admits (a file)
+    int share_devices;      // ranks on GPUs may share a device (else one device per rank)
 } rl_recipe_mesh_t;
 
 // What a run prints beside its metrics.

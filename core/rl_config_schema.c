@@ -168,8 +168,8 @@ static const rl_recipe_key_t s_keys[] = {
      .offset = OFF(model.device),
      DEF("cpu"),
      .doc = "where the roles holding the model compute: cpu, or cuda / cuda:N (an NVIDIA GPU, "
-            "checked before anything starts; actor, reference, critic and samplers share it; "
-            "not with a mesh yet: docs/gpu.md)"},
+            "checked before anything starts; actor, reference, critic and samplers share it, and a "
+            "mesh's ranks when mesh.share_devices allows: docs/gpu.md)"},
     // lora -----------------------------------------------------------------------------------
     {.section = "lora",
      .key = "enabled",
@@ -835,7 +835,8 @@ static const rl_recipe_key_t s_keys[] = {
      .offset = OFF(roles.devices),
      DEF("{}"),
      .doc = "a role's device instead of model.device: {actor: cuda:0, critic: cuda:0, reference: "
-            "cuda:1, samplers: [cuda:1, cuda:2]} (sampler i on entry i mod n); checked before "
+            "cuda:1, samplers: [cuda:1, cuda:2]} (sampler i on entry i mod n; a list for the "
+            "actor, critic or reference places a mesh's ranks: rank r on entry r); checked before "
             "anything starts (docs/gpu.md)"},
     {.section = "roles",
      .key = "reference",
@@ -984,6 +985,13 @@ static const rl_recipe_key_t s_keys[] = {
      .def_doc = "null",
      .flags = OPTIONAL | EXISTS,
      .doc = "with hostfile: the ranks' public keys the controller admits (one per line)"},
+    {.section = "mesh",
+     .key = "share_devices",
+     .type = RL_RECIPE_T_BOOL,
+     .offset = OFF(mesh.share_devices),
+     DEF("false"),
+     .doc = "let several ranks of a mesh on GPUs share one device (rank r on entry r mod n of "
+            "its role's devices); without it each rank needs a device of its own (docs/gpu.md)"},
     // log ------------------------------------------------------------------------------------
     {.section = "log",
      .key = "completions",

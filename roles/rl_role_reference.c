@@ -3,7 +3,8 @@
 // actor then keeps no frozen copy (full tuning) and does not switch its adapters off (LoRA);
 // the logprobs are the same numbers either way. With roles.reference: mesh it is the ranks of a
 // mesh of its own: each rank keeps its shard of every layer (rl_fsdp) and gathers a layer while
-// it computes it; a rank given no rows runs the layers' collectives idle, as its peers need.
+// it computes it; a rank given no rows runs the layers' collectives idle, as its peers need. On
+// GPUs each rank holds the whole model on its device (rl_policy_role_device by rank).
 #include "rl_role.h"
 
 #include "rl_err.h"
@@ -46,7 +47,7 @@ static int s_setup(const rl_recipe_t *recipe, const rl_role_env_t *env, void **s
         return drc;
     }
     rl_coll_t *mesh = env->mesh;
-    mo.sharded = mesh != NULL;
+    mo.sharded = mesh != NULL && !mo.device.cuda; // on GPUs each rank holds the whole model
     char msg[2048];
     s->model = rl_model_load(recipe->model.path, &mo, msg, sizeof msg);
     if (!s->model) {
@@ -54,7 +55,7 @@ static int s_setup(const rl_recipe_t *recipe, const rl_role_env_t *env, void **s
         return rl_errf(err, err_len, RL_EINVAL, "reference: %s", msg);
     }
     s->at_once = rl_model_on_gpu(s->model) ? recipe->train.micro_batch_size : 0;
-    int rc = mesh ? rl_fsdp_new(s->model, mesh, NULL, 0, &s->fsdp, msg, sizeof msg) : 0;
+    int rc = mo.sharded ? rl_fsdp_new(s->model, mesh, NULL, 0, &s->fsdp, msg, sizeof msg) : 0;
     if (rc) {
         s_teardown(state);
         return rl_errf(err, err_len, rc, "reference: %s", msg);
@@ -70,8 +71,8 @@ static int s_logprobs(void *state, const rl_msg_t *req, rl_msg_t **reply, char *
     if (rc) {
         return rc;
     }
-    if (q.B == 0 && s->fsdp) { // no rows for this rank: its peers still gather every layer
-        rc = rl_model_units_idle(s->model, 0);
+    if (q.B == 0) { // no rows for this rank: sharded, its peers still gather every layer
+        rc = s->fsdp ? rl_model_units_idle(s->model, 0) : 0;
         if (rc) {
             return rl_errf(err, err_len, rc, "logprobs: %s", rl_model_errmsg(s->model));
         }

@@ -327,13 +327,24 @@ static void s_print_placement(s_ctl_t *s, int threads) {
         }
     }
     // full: params, grads, m, v sharded; LoRA: the base sharded, A and B whole, their
-    // gradients, m and v sharded
-    double per = r->lora.enabled ? base / fsdp + lora + 3 * lora / fsdp : base / fsdp * 4;
+    // gradients, m and v sharded. On GPUs (the host's side of each rank): the whole model's fp32
+    // copy, the trainables' gradients whole, m and v sharded
+    rl_device_t d0;
+    char dn[32], err[256];
+    int gpu = rl_policy_role_device(r, "actor", 0, &d0, err, sizeof err) == 0 && d0.cuda;
+    double train = r->lora.enabled ? lora : base;
+    double per = gpu               ? base + (r->lora.enabled ? lora : 0) + train + 2 * train / fsdp
+                 : r->lora.enabled ? base / fsdp + lora + 3 * lora / fsdp
+                                   : base / fsdp * 4;
     rl_log_info("mesh dp %d x fsdp %d = %d ranks %s; data split over all ranks (data_rank = "
-                "rank), parameters, gradients and optimizer state sharded over each row",
-                dp, fsdp, n, grid);
+                "rank), %s",
+                dp, fsdp, n, grid,
+                gpu ? "each rank's GPU holds the whole model; gradients (through host memory) "
+                      "and optimizer state sharded over each row"
+                    : "parameters, gradients and optimizer state sharded over each row");
     rl_log_info("  rank  dp fsdp  roles                 host             process         threads"
-                "  model state");
+                "  device   model state%s",
+                gpu ? " (host)" : "");
     char roles[64];
     int ref_here = r->roles.reference == RL_RECIPE_REF_ACTOR &&
                    (r->algorithm.beta > 0 || (r->algorithm.def->uses & RL_RECIPE_USES_REF_SUMS));
@@ -343,7 +354,7 @@ static void s_print_placement(s_ctl_t *s, int threads) {
     // frozen reference holds only its parameters' shard; a critic what an actor holds)
     const rl_run_group_t *grp[3] = {&s->run.actor, &s->run.reference, &s->run.critic};
     const char *label[3] = {roles, "reference", "critic"};
-    const double bytes[3] = {per, base / fsdp, per};
+    const double bytes[3] = {per, gpu ? base : base / fsdp, per};
     for (int g = 0; g < 3; g++) {
         int own = grp[g]->n == n && !(g == 2 && s->run.critic_in_actor);
         for (int k = 0; own && k < n; k++) {
@@ -351,8 +362,15 @@ static void s_print_placement(s_ctl_t *s, int threads) {
             pid_t pid = rl_group_pid(s->run.g, grp[g]->names[k]);
             const char *at = rl_group_host(s->run.g, grp[g]->names[k]); // a rank across hosts
             snprintf(proc, sizeof proc, "%s pid %d", grp[g]->names[k], (int)pid);
-            rl_log_info("  %4d  %2d %4d  %-20s  %-15.15s  %-15s %7d  %.1f MiB%s", k, k / fsdp,
-                        k % fsdp, label[g], at ? at : host, proc, threads, bytes[g] / 1048576.0,
+            rl_device_t d = {0, 0};
+            (void)rl_policy_role_device(r,
+                                        g == 1   ? "reference"
+                                        : g == 2 ? "critic"
+                                                 : "actor",
+                                        k, &d, err, sizeof err); // checked before the run
+            rl_log_info("  %4d  %2d %4d  %-20s  %-15.15s  %-15s %7d  %-7s  %.1f MiB%s", k, k / fsdp,
+                        k % fsdp, label[g], at ? at : host, proc, threads,
+                        rl_device_name(&d, dn, sizeof dn), bytes[g] / 1048576.0,
                         g == 0 && s->run.critic_in_actor ? " (+ the critic)" : "");
         }
     }

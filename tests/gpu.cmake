@@ -76,8 +76,8 @@ rl_add_gpu_test(NAME model.cuda_model SOURCES test_cuda_model.c LIBS rl_trainer 
                 EMU_TIMEOUT 600)
 
 # whole runs with model.device: cuda (issue 31): SFT and DPO losses against the CPU run's, PPO
-# with the critic, GRPO's exact resume on the device and its adapter evaluated on the CPU, a
-# mesh with a GPU refused
+# with the critic, GRPO's exact resume on the device and its adapter evaluated on the CPU, the
+# out-of-memory stop, roles.devices over two emulated devices
 rl_add_gpu_test(NAME roles.gpu_run SOURCES test_gpu_run.c LIBS rl_core TIMEOUT 600 EMU_TIMEOUT 600)
 add_dependencies(test_roles_gpu_run rlctl)
 
@@ -86,3 +86,9 @@ add_dependencies(test_roles_gpu_run rlctl)
 # does not fit (a small emulated device)
 rl_add_gpu_test(NAME model.device_plan SOURCES test_plan.c LIBS rl_core)
 add_dependencies(test_model_device_plan rlctl)
+
+# a mesh whose ranks are on GPUs (each rank the whole model on its device; gradients and optimizer
+# state split over the mesh through host memory): GRPO, PPO and SFT on two ranks sharing cuda:0
+# against 1×1, a checkpoint resharded, the refusals, and (emulated) a rank per device
+rl_add_gpu_test(NAME mesh.gpu SOURCES test_mesh_gpu.c LIBS rl_core TIMEOUT 600 EMU_TIMEOUT 600)
+add_dependencies(test_mesh_gpu rlctl)

@@ -1,14 +1,16 @@
 // rl_test_run — helpers for suites that run the rlctl binary on run folders under a temporary
 // directory `tmp`: run a command (output kept in <tmp>/out.txt) or start one in the background,
 // read that output, start a test server and stop it, test paths, compare files, damage a
-// checkpoint's files, watch processes (children, exits, whether gone), and read a run's
-// metrics.jsonl without the values that differ run to run.
+// checkpoint's files, watch processes (children, exits, whether gone), read a run's
+// metrics.jsonl without the values that differ run to run, and compare two runs' metrics and
+// weights.
 #ifndef RL_TEST_RUN_H
 #define RL_TEST_RUN_H
 
 #include "rl_test.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -18,18 +20,23 @@
 #include <time.h>
 #include <unistd.h>
 
-// Runs `rlctl <args>` with stdout+stderr into <tmp>/out.txt. Returns the exit status (-1 when
-// it did not exit).
-static inline int rl_test_rlctl(const char *tmp, const char *args) {
-    size_t cap = strlen(args) + strlen(tmp) + sizeof(RL_BINARY_DIR) + 64;
+// Runs `<bin> <args>` (bin: an rlctl, quoted) with stdout+stderr into <tmp>/out.txt. Returns the
+// exit status (-1 when it did not exit).
+static inline int rl_test_rlctl_at(const char *bin, const char *tmp, const char *args) {
+    size_t cap = strlen(args) + strlen(tmp) + strlen(bin) + 64;
     char *cmd = malloc(cap);
     if (!cmd) {
         return -1;
     }
-    snprintf(cmd, cap, "%s/rlctl %s > %s/out.txt 2>&1", RL_BINARY_DIR, args, tmp);
+    snprintf(cmd, cap, "'%s' %s > %s/out.txt 2>&1", bin, args, tmp);
     int st = system(cmd);
     free(cmd);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+// The same with this build's rlctl.
+static inline int rl_test_rlctl(const char *tmp, const char *args) {
+    return rl_test_rlctl_at(RL_BINARY_DIR "/rlctl", tmp, args);
 }
 
 // Sleeps 50 ms.
@@ -270,6 +277,87 @@ static inline json_t *rl_test_metrics(const char *tmp, const char *run) {
     }
     free(txt);
     return arr;
+}
+
+// Run b's metrics against run a's (rl_test_metrics of both): every numeric value of every training
+// line (one with "loss" or "critic/loss"), |b - a| / max(|a|, floor). Checks both have as many
+// lines and at least min_lines training lines, and the worst within tol; prints the worst.
+static inline void rl_test_metrics_close(const char *tmp, const char *a, const char *b, double tol,
+                                         double floor, int min_lines) {
+    json_t *ma = rl_test_metrics(tmp, a), *mb = rl_test_metrics(tmp, b);
+    size_t i;
+    json_t *o;
+    int lines = 0, worst_line = 0;
+    double worst = 0;
+    char worst_key[128] = "";
+    json_array_foreach(ma, i, o) {
+        json_t *p = json_array_get(mb, i);
+        if (!json_object_get(o, "loss") && !json_object_get(o, "critic/loss")) {
+            continue; // evaluations, run info
+        }
+        lines++;
+        const char *k;
+        json_t *v;
+        json_object_foreach(o, k, v) {
+            if (!json_is_number(v)) {
+                continue;
+            }
+            json_t *w = p ? json_object_get(p, k) : NULL;
+            double x = json_number_value(v), y = w ? json_number_value(w) : NAN;
+            double rel = fabs(x - y) / fmax(fabs(x), floor);
+            if (!(rel <= worst) || !w) {
+                worst = w ? rel : INFINITY;
+                worst_line = (int)i;
+                snprintf(worst_key, sizeof worst_key, "%s", k);
+            }
+        }
+    }
+    CHECK_MSG(lines >= min_lines, "%s: %d training lines", a, lines);
+    CHECK_MSG(json_array_size(ma) == json_array_size(mb), "%s has %zu metrics lines, %s %zu", a,
+              json_array_size(ma), b, json_array_size(mb));
+    CHECK_MSG(worst <= tol, "%s vs %s: %s on line %d differs by %.3g of its value (tolerance %g)",
+              b, a, worst_key, worst_line + 1, worst, tol);
+    printf("  %-24s %d training lines, every metric within %.2g (worst %s, line %d)\n", b, lines,
+           worst, worst_key, worst_line + 1);
+    json_decref(ma);
+    json_decref(mb);
+}
+
+// The F32 tensors of two safetensors files (the same header): their largest difference;
+// INFINITY when a file is missing or the headers differ.
+static inline double rl_test_st_max_diff(const char *fa, const char *fb) {
+    size_t na = 0, nb = 0;
+    char *a = rl_test_read_file(fa, &na), *b = rl_test_read_file(fb, &nb);
+    double worst = INFINITY;
+    uint64_t ha = 0, hb = 0;
+    if (a && b && na > 8 && nb > 8) {
+        memcpy(&ha, a, 8);
+        memcpy(&hb, b, 8);
+    }
+    if (ha && ha == hb && na == nb && !memcmp(a + 8, b + 8, ha)) { // the same header
+        worst = 0;
+        for (size_t i = 8 + ha; i + 4 <= na; i += 4) {
+            float x, y;
+            memcpy(&x, a + i, 4);
+            memcpy(&y, b + i, 4);
+            worst = fmax(worst, fabs((double)x - y));
+        }
+    }
+    free(a);
+    free(b);
+    return worst;
+}
+
+// <tmp>/<b>/final/<file> against <tmp>/<a>/final/<file> (rl_test_st_max_diff): checks every
+// weight within tol and prints the largest difference.
+static inline void rl_test_final_close(const char *tmp, const char *a, const char *b,
+                                       const char *file, double tol) {
+    char fa[1400], fb[1400];
+    snprintf(fa, sizeof fa, "%s/%s/final/%s", tmp, a, file);
+    snprintf(fb, sizeof fb, "%s/%s/final/%s", tmp, b, file);
+    double d = rl_test_st_max_diff(fa, fb);
+    CHECK_MSG(d <= tol, "%s vs %s: final/%s differs by %.3g (tolerance %g)", b, a, file, d, tol);
+    printf("  %-24s final/%s within %.2g\n", b, file, d);
 }
 
 // A network namespace behind a veth pair: "another host" on this one, so that every byte to it

@@ -124,6 +124,13 @@ static void s_test_emulated(void) {
     CHECK_CONTAINS(s_out, " sampler                  cuda:1 ");
     CHECK_CONTAINS(s_out, "cuda:2 in all: ");
     CHECK_INT(s_cmd(env, "validate " S_RECIPE " 'roles.devices={samplers: [cuda:1, cuda:2]}'"), 0);
+    // a mesh on the CPU beside samplers on a GPU; a mesh's ranks on a device each
+    CHECK_INT(s_cmd(env, "validate " S_RECIPE " 'roles.devices={samplers: cuda:1}' mesh.dp=2 "
+                         "roles.actor_threads=1"),
+              0);
+    CHECK_INT(s_cmd(env, "validate " S_RECIPE " 'roles.devices={actor: [cuda:1, cuda:2]}' "
+                         "mesh.dp=2 roles.actor_threads=1"),
+              0);
     static const char *const bad[][2] = {
         {"'roles.devices={reference: cuda:3}'",
          "roles.devices: reference: cuda:3: there are 3 visible GPUs (cuda:0 .. cuda:2)"},
@@ -132,8 +139,10 @@ static void s_test_emulated(void) {
          "roles.devices: 'learner' is not a role that holds the model"},
         {"'roles.devices={actor: gpu0}'", "roles.devices: actor: "},
         {"'roles.devices={samplers: []}'", "or a non-empty list of them"},
-        {"'roles.devices={samplers: cuda:1}' mesh.dp=2 roles.actor_threads=1",
-         "roles.devices: a role on a GPU with a 2x1 mesh: a mesh's ranks do not train on a GPU"},
+        {"'roles.devices={actor: [cuda:0, cuda:5]}' mesh.dp=2 roles.actor_threads=1",
+         "roles.devices: actor: cuda:5: there are 3 visible GPUs"},
+        {"'roles.devices={actor: [cuda:1, cuda:1]}' mesh.dp=2 roles.actor_threads=1",
+         "roles.devices: actor: ranks 0 and 1 of the 2x1 mesh are both on cuda:1"},
     };
     for (size_t b = 0; b < sizeof bad / sizeof *bad; b++) {
         char args[512];

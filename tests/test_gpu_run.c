@@ -12,11 +12,11 @@
 //      vocabulary in id order on both, so a bf16 rounding rarely moves a draw; said when it did);
 //   3. GRPO: exact resume on the device (--stop-at 1, --resume == one go: metrics, the adapter,
 //      the trajectories), and the adapter it trained evaluates on the CPU (rlctl eval);
-//   4. validate refuses a mesh with a GPU, naming model.device;
-//   5. the device out of memory in a training forward (RLCTL_FAULT=cuda_oom, the path of a
+// (A mesh on the GPU: tests/test_mesh_gpu.c.)
+//   4. the device out of memory in a training forward (RLCTL_FAULT=cuda_oom, the path of a
 //      failed allocation) stops the run naming the worker, the phase, the bytes and the newest
 //      checkpoint; --resume then finishes it;
-//   6. (the emulation only: two emulated devices) roles.devices puts the actor and a sampler on
+//   5. (the emulation only: two emulated devices) roles.devices puts the actor and a sampler on
 //      one device and the other sampler on the other: the run logs that placement and completes.
 // On a GPU machine (scripts/gpu_check.sh) the build is not where it was made: RLCTL_BIN names the
 // rlctl to run and RL_SOURCE_DIR the checkout (its cookbook); by default, this build's.
@@ -35,16 +35,9 @@ static char s_cmd[8192];
 static char s_cook[1024]; // the cookbook folder
 static const char *s_bin; // the rlctl binary
 
-// Runs `rlctl <args>` with stdout+stderr into <tmp>/out.txt. Returns the exit status.
+// Runs `<s_bin> <args>`, output in <tmp>/out.txt. Returns the exit status.
 static int s_rlctl(const char *args) {
-    char *cmd = malloc(strlen(args) + strlen(s_bin) + sizeof s_tmp + 64);
-    if (!cmd) {
-        return -1;
-    }
-    sprintf(cmd, "'%s' %s > %s/out.txt 2>&1", s_bin, args, s_tmp);
-    int st = system(cmd);
-    free(cmd);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return rl_test_rlctl_at(s_bin, s_tmp, args);
 }
 #define S_SMALL                                                                                    \
     "optim.warmup_steps=0 train.eval_every=0 train.eval_samples=8 train.save_every=0 "             \
@@ -230,16 +223,6 @@ static void s_test_two_devices(void) {
     CHECK(rl_test_exists(s_tmp, "two/final/adapter_model.safetensors"));
 }
 
-static void s_test_refusal(void) {
-    snprintf(s_cmd, sizeof s_cmd,
-             "validate %s/grpo_lora.yaml model.device=cuda mesh.dp=2 roles.actor_threads=1",
-             s_cook);
-    CHECK_INT(s_rlctl(s_cmd), 2);
-    char *o = rl_test_out(s_tmp);
-    CHECK_CONTAINS(o, "model.device: cuda with a 2x1 mesh");
-    free(o);
-}
-
 int main(void) {
     const char *src = getenv("RL_SOURCE_DIR");
     snprintf(s_cook, sizeof s_cook, "%s/cookbook", src && src[0] ? src : RL_SOURCE_DIR);
@@ -248,7 +231,6 @@ int main(void) {
     rl_test_cuda_open("roles.gpu_run");
     rl_test_cuda_close();
     rl_test_tmpdir(s_tmp, sizeof s_tmp, "gpu_run");
-    RL_TEST_RUN(s_test_refusal);
     RL_TEST_RUN(s_test_sft_dpo);
     RL_TEST_RUN(s_test_ppo);
     RL_TEST_RUN(s_test_grpo);

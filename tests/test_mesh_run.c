@@ -41,7 +41,6 @@
 static char s_tmp[] = "/tmp/rl_test_mesh_XXXXXX";
 #define s_rlctl(args) rl_test_rlctl(s_tmp, args)
 #define s_out() rl_test_out(s_tmp)
-#define s_metrics(run) rl_test_metrics(s_tmp, run)
 
 // The 1×1 run against a mesh run: the same float sums in another order (rank shares, then the
 // collectives); sampling afterwards sees the slightly different weights. A metric m passes when
@@ -115,77 +114,11 @@ static void s_grpo_full_recipe(void) {
 
 // Every numeric metric of every training line of run `b` against run `a`.
 static void s_compare_metrics(const char *a, const char *b) {
-    json_t *ma = s_metrics(a), *mb = s_metrics(b);
-    size_t i;
-    json_t *o;
-    int lines = 0, worst_line = 0;
-    double worst = 0;
-    char worst_key[128] = "";
-    json_array_foreach(ma, i, o) {
-        json_t *p = json_array_get(mb, i);
-        if (!json_object_get(o, "loss") && !json_object_get(o, "critic/loss")) {
-            continue; // evaluations, run info
-        }
-        lines++;
-        const char *k;
-        json_t *v;
-        json_object_foreach(o, k, v) {
-            if (!json_is_number(v)) {
-                continue;
-            }
-            json_t *w = p ? json_object_get(p, k) : NULL;
-            double x = json_number_value(v), y = w ? json_number_value(w) : NAN;
-            double rel = fabs(x - y) / fmax(fabs(x), S_FLOOR);
-            if (!(rel <= worst) || !w) {
-                worst = w ? rel : INFINITY;
-                worst_line = (int)i;
-                snprintf(worst_key, sizeof worst_key, "%s", k);
-            }
-        }
-    }
-    CHECK_MSG(lines >= 5, "%s: %d training lines", a, lines);
-    CHECK_MSG(json_array_size(ma) == json_array_size(mb), "%s has %zu metrics lines, %s %zu", a,
-              json_array_size(ma), b, json_array_size(mb));
-    CHECK_MSG(worst <= S_TOL, "%s vs %s: %s on line %d differs by %.3g of its value (tolerance %g)",
-              b, a, worst_key, worst_line + 1, worst, S_TOL);
-    printf("  %-24s %d training lines, every metric within %.2g (worst %s, line %d)\n", b, lines,
-           worst, worst_key, worst_line + 1);
-    json_decref(ma);
-    json_decref(mb);
-}
-
-// The F32 tensors of two safetensors files (same names, same order): the largest difference.
-static double s_max_diff(const char *fa, const char *fb) {
-    size_t na = 0, nb = 0;
-    char *a = rl_test_read_file(fa, &na), *b = rl_test_read_file(fb, &nb);
-    double worst = INFINITY;
-    uint64_t ha = 0, hb = 0;
-    if (a && b && na > 8 && nb > 8) {
-        memcpy(&ha, a, 8);
-        memcpy(&hb, b, 8);
-    }
-    if (ha && ha == hb && na == nb && !memcmp(a + 8, b + 8, ha)) { // the same header
-        worst = 0;
-        for (size_t i = 8 + ha; i + 4 <= na; i += 4) {
-            float x, y;
-            memcpy(&x, a + i, 4);
-            memcpy(&y, b + i, 4);
-            worst = fmax(worst, fabs((double)x - y));
-        }
-    }
-    free(a);
-    free(b);
-    return worst;
+    rl_test_metrics_close(s_tmp, a, b, S_TOL, S_FLOOR, 5);
 }
 
 static void s_compare_final(const char *a, const char *b, const char *file) {
-    char fa[1400], fb[1400];
-    snprintf(fa, sizeof fa, "%s/%s/final/%s", s_tmp, a, file);
-    snprintf(fb, sizeof fb, "%s/%s/final/%s", s_tmp, b, file);
-    double d = s_max_diff(fa, fb);
-    CHECK_MSG(d <= S_TOL_W, "%s vs %s: final/%s differs by %.3g (tolerance %g)", b, a, file, d,
-              S_TOL_W);
-    printf("  %-24s final/%s within %.2g\n", b, file, d);
+    rl_test_final_close(s_tmp, a, b, file, S_TOL_W);
 }
 
 static void s_case(const char *algo, const char *tune, const char *extra, int all_shapes) {

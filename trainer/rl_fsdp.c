@@ -205,28 +205,28 @@ static int s_build_adapter(rl_fsdp_t *self, char *err, size_t err_len) {
 
 static int s_hook(void *ctx, int unit, rl_unit_event_t ev, char *msg, size_t msg_len);
 
-int rl_fsdp_new(rl_model_t *model, rl_coll_t *coll, const rl_optim_part_t *rep, int n_rep,
-                rl_fsdp_t **out, char *err, size_t err_len) {
-    *out = NULL;
+// The fields both constructors set: the group's shape, the replicated parts and their slices,
+// and (model != NULL) the units, the adapter and their buffers.
+static int s_init(rl_fsdp_t *self, rl_model_t *model, rl_coll_t *coll, const rl_optim_part_t *rep,
+                  int n_rep, char *err, size_t err_len) {
     if (n_rep < 0 || n_rep > 4) {
         return rl_errf(err, err_len, RL_EINVAL, "fsdp: %d replicated parts (at most 4)", n_rep);
-    }
-    rl_fsdp_t *self = calloc(1, sizeof *self);
-    if (!self) {
-        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
     self->model = model;
     self->coll = coll;
     self->f = rl_coll_group_size(coll, RL_MESH_FSDP);
     self->k = rl_coll_group_index(coll, RL_MESH_FSDP);
     self->dp = rl_coll_group_size(coll, RL_MESH_DP);
-    self->L = rl_model_config(model)->num_hidden_layers;
-    self->full = rl_model_grads(model) != NULL;
-    self->tied = rl_model_config(model)->tie_word_embeddings;
-    self->lora = rl_model_lora(model);
-    int rc = s_build_units(self, err, err_len);
-    if (!rc && self->lora) {
-        rc = s_build_adapter(self, err, err_len);
+    int rc = 0;
+    if (model) {
+        self->L = rl_model_config(model)->num_hidden_layers;
+        self->full = rl_model_grads(model) != NULL;
+        self->tied = rl_model_config(model)->tie_word_embeddings;
+        self->lora = rl_model_lora(model);
+        rc = s_build_units(self, err, err_len);
+        if (!rc && self->lora) {
+            rc = s_build_adapter(self, err, err_len);
+        }
     }
     for (int i = 0; !rc && i < n_rep; i++) {
         self->rep[i] = rep[i];
@@ -243,8 +243,8 @@ int rl_fsdp_new(rl_model_t *model, rl_coll_t *coll, const rl_optim_part_t *rep, 
         const int f1 = self->f == 1;
         self->shard = malloc((self->n_shard ? self->n_shard : 1) * sizeof(float));
         self->gshard = self->full ? calloc(self->n_shard ? self->n_shard : 1, sizeof(float)) : NULL;
-        self->lbuf = f1 ? NULL : malloc(self->lcap * sizeof(float) + 1);
-        self->rbuf = f1 ? NULL : malloc(self->rcap * sizeof(float) + 1);
+        self->lbuf = f1 || !model ? NULL : malloc(self->lcap * sizeof(float) + 1);
+        self->rbuf = f1 || !model ? NULL : malloc(self->rcap * sizeof(float) + 1);
         self->lgbuf = f1 || !self->full ? NULL : malloc(self->lcap * sizeof(float) + 1);
         self->rgbuf = f1 || !self->full ? NULL : malloc(self->rcap * sizeof(float) + 1);
         self->tmp = malloc((self->tmp_cap + 1) * sizeof(float));
@@ -252,12 +252,23 @@ int rl_fsdp_new(rl_model_t *model, rl_coll_t *coll, const rl_optim_part_t *rep, 
         self->rslice_g = calloc(rk + 1, sizeof(float));
         self->rstage = malloc((self->n_repl + 1) * sizeof(float));
         if (!self->shard || (self->full && !self->gshard) ||
-            (!f1 && (!self->lbuf || !self->rbuf)) ||
+            (!f1 && model && (!self->lbuf || !self->rbuf)) ||
             (!f1 && self->full && (!self->lgbuf || !self->rgbuf)) || !self->tmp ||
             !self->rslice_p || !self->rslice_g || !self->rstage) {
             rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory for the parameter shards");
         }
     }
+    return rc;
+}
+
+int rl_fsdp_new(rl_model_t *model, rl_coll_t *coll, const rl_optim_part_t *rep, int n_rep,
+                rl_fsdp_t **out, char *err, size_t err_len) {
+    *out = NULL;
+    rl_fsdp_t *self = calloc(1, sizeof *self);
+    if (!self) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    int rc = s_init(self, model, coll, rep, n_rep, err, err_len);
     if (!rc) { // this rank's pieces out of the loaded tensors (read in place from the mapping)
         rc = rl_fsdp_scatter_model(self, model, err, err_len);
     }
@@ -267,6 +278,22 @@ int rl_fsdp_new(rl_model_t *model, rl_coll_t *coll, const rl_optim_part_t *rep, 
     }
     rl_model_drop_weights(model);
     rl_model_set_unit_hook(model, s_hook, self);
+    *out = self;
+    return 0;
+}
+
+int rl_fsdp_new_replicated(rl_coll_t *coll, const rl_optim_part_t *rep, int n_rep, rl_fsdp_t **out,
+                           char *err, size_t err_len) {
+    *out = NULL;
+    rl_fsdp_t *self = calloc(1, sizeof *self);
+    if (!self) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    int rc = s_init(self, NULL, coll, rep, n_rep, err, err_len);
+    if (rc) {
+        rl_fsdp_destroy(&self);
+        return rc;
+    }
     *out = self;
     return 0;
 }

@@ -41,6 +41,16 @@ typedef struct rl_fsdp rl_fsdp_t;
 // free with rl_fsdp_destroy (before the model). Returns 0 or an error with err filled.
 int rl_fsdp_new(rl_model_t *model, rl_coll_t *coll, const rl_optim_part_t *rep, int n_rep,
                 rl_fsdp_t **out, char *err, size_t err_len);
+// Without a model: only replicated trainables (rep), the whole model left on every rank. What a
+// mesh on GPUs uses (docs/gpu.md): each rank's device holds the whole model, whose trainable
+// parameters and their gradients (pulled to the host) are rep[0] and a head rep[1]; the
+// gradients are reduce-scattered over fsdp and summed over dp, the optimizer holds this rank's
+// slice, the updated slices are all-gathered back (ZeRO-2's split). The whole-state layout is
+// then the parts laid end to end: a 1×1 run's optimizer layout. full_size is 0 and the
+// whole-model views (gather_full, scatter_full, scatter_model) must not be called. Same
+// ownership as rl_fsdp_new.
+int rl_fsdp_new_replicated(rl_coll_t *coll, const rl_optim_part_t *rep, int n_rep, rl_fsdp_t **out,
+                           char *err, size_t err_len);
 void rl_fsdp_destroy(rl_fsdp_t **self_p);
 
 // The optimizer's view of what this rank updates: the parameter shard (full tuning) and the

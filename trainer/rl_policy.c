@@ -119,19 +119,20 @@ int rl_policy_check_devices(const rl_recipe_t *r, char *err, size_t err_len) {
                          "'%s' is not a role that holds the model: actor, critic, reference, "
                          "samplers",
                          k);
-        } else if (json_is_array(v) && !strcmp(k, "samplers") && json_array_size(v) > 0) {
+        } else if (json_is_array(v) && json_array_size(v) > 0) {
             for (size_t i = 0; !rc && i < json_array_size(v); i++) {
                 json_t *e = json_array_get(v, i);
                 if (!json_is_string(e) ||
                     rl_device_parse(json_string_value(e), &d, why, sizeof why) != 0) {
-                    rc = rl_errf(err, err_len, RL_EINVAL, "samplers[%zu]: %s", i,
+                    rc = rl_errf(err, err_len, RL_EINVAL, "%s[%zu]: %s", k, i,
                                  json_is_string(e) ? why : "expected a device name");
                 }
             }
         } else if (!json_is_string(v)) {
-            rc =
-                rl_errf(err, err_len, RL_EINVAL, "%s: expected a device name (cpu, cuda, cuda:N)%s",
-                        k, strcmp(k, "samplers") ? "" : " or a non-empty list of them");
+            rc = rl_errf(err, err_len, RL_EINVAL,
+                         "%s: expected a device name (cpu, cuda, cuda:N) or a non-empty list of "
+                         "them",
+                         k);
         } else if (rl_device_parse(json_string_value(v), &d, why, sizeof why) != 0) {
             rc = rl_errf(err, err_len, RL_EINVAL, "%s: %s", k, why);
         }
@@ -158,11 +159,70 @@ int rl_policy_role_device(const rl_recipe_t *r, const char *role, int rank, rl_d
     return rc ? rl_errf(err, err_len, RL_EINVAL, "%s's device: %s", role, why) : 0;
 }
 
+int rl_policy_check_mesh_devices(const rl_recipe_t *r, const char **key, char *err,
+                                 size_t err_len) {
+    const int n = r->mesh.dp * r->mesh.fsdp;
+    const unsigned uses = r->algorithm.def ? r->algorithm.def->uses : 0;
+    const int critic = (uses & RL_RECIPE_USES_CRITIC) && r->roles.critic != RL_RECIPE_REF_WORKER;
+    const int ref = r->roles.reference == RL_RECIPE_REF_MESH &&
+                    (r->algorithm.beta > 0 || (uses & RL_RECIPE_USES_REF_SUMS));
+    const char *const groups[3] = {"actor", critic ? "critic" : NULL, ref ? "reference" : NULL};
+    json_t *o = r->roles.devices ? json_loads(r->roles.devices, 0, NULL) : NULL;
+    int rc = 0;
+    *key = "model.device";
+    for (int g = 0; n > 1 && !rc && g < 3; g++) {
+        if (!groups[g]) {
+            continue;
+        }
+        *key = json_object_get(o, groups[g]) ? "roles.devices" : "model.device";
+        rl_device_t d0, d, e;
+        char a[32], b[32];
+        rc = rl_policy_role_device(r, groups[g], 0, &d0, err, err_len);
+        for (int i = 1; !rc && i < n; i++) {
+            if ((rc = rl_policy_role_device(r, groups[g], i, &d, err, err_len)) != 0) {
+                break;
+            }
+            if (d.cuda != d0.cuda) {
+                rc = rl_errf(err, err_len, RL_EINVAL,
+                             "%s: the ranks of a %dx%d mesh are all on GPUs or all on the CPU "
+                             "(rank 0 on %s, rank %d on %s)",
+                             groups[g], r->mesh.dp, r->mesh.fsdp, rl_device_name(&d0, a, sizeof a),
+                             i, rl_device_name(&d, b, sizeof b));
+            }
+            for (int j = 0; !rc && d.cuda && !r->mesh.share_devices && j < i; j++) {
+                rc = rl_policy_role_device(r, groups[g], j, &e, err, err_len);
+                if (!rc && e.index == d.index) {
+                    rc = rl_errf(err, err_len, RL_EINVAL,
+                                 "%s: ranks %d and %d of the %dx%d mesh are both on %s: each rank "
+                                 "needs a GPU of its own (list one per rank in roles.devices.%s), "
+                                 "or set mesh.share_devices: true to let ranks share one",
+                                 groups[g], j, i, r->mesh.dp, r->mesh.fsdp,
+                                 rl_device_name(&d, a, sizeof a), groups[g]);
+                }
+            }
+        }
+        if (!rc && d0.cuda && r->mesh.hostfile) {
+            *key = "mesh.hostfile";
+            rc = rl_errf(err, err_len, RL_EINVAL,
+                         "%s on GPUs: a mesh across hosts does not run on GPUs yet (its ranks' "
+                         "devices cannot be checked from here; docs/gpu.md)",
+                         groups[g]);
+        }
+    }
+    json_decref(o);
+    return rc;
+}
+
 int rl_policy_seq_len(const rl_recipe_t *r) {
     if (r->algorithm.def && (r->algorithm.def->uses & RL_RECIPE_USES_SAMPLES)) {
         return r->data.max_prompt_length + r->sampling.max_new_tokens;
     }
     return r->data.max_length;
+}
+
+// This process's rank on its mesh (0: 1×1).
+static int s_rank(const rl_policy_t *p) {
+    return p->coll ? rl_coll_rank(p->coll) : 0;
 }
 
 // On a mesh: shards the freshly loaded model m (opts.sharded) over the fsdp groups; LoRA's
@@ -173,14 +233,37 @@ static int s_shard_model(rl_policy_t *p, rl_model_t *m, char *err, size_t err_le
         return rl_errf(err, err_len, RL_EUNSUPPORTED,
                        "a sharded model is loaded once (a checkpoint's weights are scattered)");
     }
-    rl_optim_part_t rep[1];
+    rl_optim_part_t rep[2];
     int n_rep = 0;
     size_t n = 0;
+    char msg[1024];
+    if (rl_model_on_gpu(m)) {
+        // a GPU holds the whole model: its trainable parameters (gradients pulled to the host)
+        // and a head are replicated; gradients and optimizer state split over fsdp (rl_fsdp.h)
+        float *params = rl_model_trainable(m, &n), *grads = rl_model_trainable_grads(m);
+        if (!params || !grads || n == 0) {
+            rl_model_destroy(&m);
+            return rl_errf(err, err_len, RL_EINVAL, "the model has no trainable parameters");
+        }
+        rep[n_rep++] = (rl_optim_part_t){params, grads, n};
+        if (p->head) {
+            rep[n_rep++] = (rl_optim_part_t){p->head, p->dhead, (size_t)p->C};
+        }
+        int rc = rl_fsdp_new_replicated(p->coll, rep, n_rep, &p->fsdp, msg, sizeof msg);
+        if (rc) {
+            rl_model_destroy(&m);
+            return rl_errf(err, err_len, rc, "the mesh's optimizer slices: %s", msg);
+        }
+        p->model = m;
+        p->params = params;
+        p->grads = grads;
+        p->n_params = n;
+        return 0;
+    }
     float *lora = rl_model_grads(m) ? NULL : rl_model_trainable(m, &n); // whole on every rank
     if (p->head) {
         rep[n_rep++] = (rl_optim_part_t){p->head, p->dhead, (size_t)p->C};
     }
-    char msg[1024];
     int rc = rl_fsdp_new(m, p->coll, rep, n_rep, &p->fsdp, msg, sizeof msg);
     if (rc) {
         rl_model_destroy(&m);
@@ -202,13 +285,14 @@ static int s_load_model(rl_policy_t *p, const char *dir, char *err, size_t err_l
     if (p->head) {
         mo.seq_cls = 1; // the folder may be a reward model's (score.weight, no lm_head)
     }
-    mo.sharded = p->coll != NULL;
     char msg[2048];
-    int rc = rl_policy_role_device(p->r, p->kind == S_CRITIC ? "critic" : "actor", 0, &mo.device,
-                                   err, err_len);
+    int rc = rl_policy_role_device(p->r, p->kind == S_CRITIC ? "critic" : "actor", s_rank(p),
+                                   &mo.device, err, err_len);
     if (rc) {
         return rc;
     }
+    // a mesh shards the model's units over its ranks; on GPUs each rank holds it whole
+    mo.sharded = p->coll != NULL && !mo.device.cuda;
     rl_model_t *m = rl_model_load(dir, &mo, msg, sizeof(msg));
     if (!m) {
         return rl_errf(err, err_len, RL_EINVAL, "%s", msg);
@@ -351,7 +435,7 @@ void rl_policy_bytes(const rl_policy_t *self, rl_policy_bytes_t *out) {
     memset(out, 0, sizeof *out);
     size_t n_opt = rl_optim_size(self->optim);
     out->optimizer = 2 * n_opt * sizeof(float);
-    if (self->fsdp) {
+    if (self->fsdp && !rl_model_on_gpu(self->model)) {
         rl_fsdp_bytes_t b;
         rl_fsdp_bytes(self->fsdp, &b);
         out->params = b.params;
@@ -361,8 +445,9 @@ void rl_policy_bytes(const rl_policy_t *self, rl_policy_bytes_t *out) {
         out->coll_seconds = rl_fsdp_coll_seconds(self->fsdp);
         return;
     }
-    // 1×1: every parameter (frozen or not); full tuning's gradients; LoRA and a head with their
-    // gradients as the replicated part of a mesh would count them
+    // 1×1, or a rank on a GPU (the host's copy of the whole model): every parameter (frozen or
+    // not); full tuning's gradients; LoRA and a head with their gradients as the replicated part
+    // of a mesh would count them
     int lora = rl_policy_is_lora(self);
     out->params = (size_t)rl_model_param_count(self->model) * sizeof(float);
     out->grads = self->n_params * sizeof(float);
@@ -451,17 +536,19 @@ int rl_policy_logprobs(rl_policy_t *self, const int32_t *tokens, const int *leng
             rl_model_opts_t mo;
             rl_policy_model_opts(self->r, self->threads, &mo);
             mo.tune = RL_TUNE_NONE;
-            mo.sharded = self->coll != NULL; // on a mesh the reference is sharded too
-            int rc = rl_policy_role_device(self->r, "actor", 0, &mo.device, err, err_len);
+            int rc =
+                rl_policy_role_device(self->r, "actor", s_rank(self), &mo.device, err, err_len);
             if (rc) {
                 return rc;
             }
+            // on a mesh the reference is sharded too (on GPUs: whole on each rank's device)
+            mo.sharded = self->coll != NULL && !mo.device.cuda;
             char msg[2048];
             self->ref = rl_model_load(self->r->model.path, &mo, msg, sizeof(msg));
             if (!self->ref) {
                 return rl_errf(err, err_len, RL_EINVAL, "reference: %s", msg);
             }
-            rc = self->coll
+            rc = mo.sharded
                      ? rl_fsdp_new(self->ref, self->coll, NULL, 0, &self->ref_fsdp, msg, sizeof msg)
                      : 0;
             if (rc) {
@@ -815,10 +902,6 @@ size_t rl_policy_n_weights(const rl_policy_t *self) {
     return self->n_params;
 }
 
-static int s_rank(const rl_policy_t *p) {
-    return p->coll ? rl_coll_rank(p->coll) : 0;
-}
-
 // An unsharded copy of the model on world rank 0 (*out stays NULL elsewhere; every rank takes
 // part): the gathered parameters (full tuning's, or LoRA's frozen base) and LoRA's adapter.
 static int s_whole_model(rl_policy_t *p, rl_model_t **out, char *err, size_t err_len) {
@@ -867,6 +950,9 @@ static int s_save_mesh(rl_policy_t *self, const char *dir, const char *base_mode
     if (rl_policy_is_lora(self)) {
         snprintf(path, sizeof(path), "%s/adapter", dir);
         rc = rank0 ? rl_model_save_adapter(self->model, path, base_model, err, err_len) : 0;
+    } else if (rl_model_on_gpu(self->model)) { // whole on every rank: rank 0 writes it
+        snprintf(path, sizeof(path), "%s/model", dir);
+        rc = rank0 ? rl_model_save_hf(self->model, path, 0, err, err_len) : 0;
     } else if ((rc = s_whole_model(self, &whole, err, err_len)) == 0 && whole) {
         snprintf(path, sizeof(path), "%s/model", dir);
         rc = rl_model_save_hf(whole, path, 0, err, err_len);
@@ -915,17 +1001,31 @@ static int s_load_mesh(rl_policy_t *self, const char *dir, uint64_t model_train_
         if ((rc = rl_model_load_adapter(self->model, path, msg, sizeof(msg))) != 0) {
             return rl_errf(err, err_len, rc, "%s", msg);
         }
-    } else { // this rank's pieces of the checkpoint's whole model
+    } else { // this rank's pieces of the checkpoint's whole model (on a GPU: all of it)
+        const int gpu = rl_model_on_gpu(self->model);
         rl_model_opts_t mo;
         rl_policy_model_opts(self->r, self->threads, &mo);
-        mo.tune = RL_TUNE_NONE;
+        mo.tune = gpu ? RL_TUNE_FULL : RL_TUNE_NONE; // FULL: the trainable layout, read below
         mo.seq_cls = self->head != NULL;
+        mo.device = (rl_device_t){0, 0};
         snprintf(path, sizeof(path), "%s/model", dir);
         rl_model_t *m = rl_model_load(path, &mo, msg, sizeof msg);
         if (!m) {
             return rl_errf(err, err_len, RL_EINVAL, "%s", msg);
         }
-        rc = rl_fsdp_scatter_model(self->fsdp, m, err, err_len);
+        size_t n = 0;
+        const float *w = gpu ? rl_model_trainable(m, &n) : NULL;
+        if (!gpu) {
+            rc = rl_fsdp_scatter_model(self->fsdp, m, err, err_len);
+        } else if (!w || n != self->n_params) {
+            rc = rl_errf(err, err_len, RL_EINVAL, "%s: %zu parameters, expected %zu", path, n,
+                         self->n_params);
+        } else {
+            memcpy(self->params, w, n * sizeof(float));
+            if ((rc = rl_model_device_push(self->model, 0)) != 0) {
+                rc = rl_errf(err, err_len, rc, "%s: %s", path, rl_model_errmsg(self->model));
+            }
+        }
         rl_model_destroy(&m);
         if (rc) {
             return rc;
@@ -1011,7 +1111,11 @@ int rl_policy_load(rl_policy_t *self, const char *dir, uint64_t model_train_step
 
 int rl_policy_save_final(rl_policy_t *self, const char *dir, const char *base_model, int bf16,
                          int pad_token_id, char *err, size_t err_len) {
-    if (self->fsdp && (self->head || !rl_policy_is_lora(self))) {
+    if (self->fsdp && rl_model_on_gpu(self->model)) {
+        if (s_rank(self) != 0) {
+            return 0; // every rank holds the whole model: rank 0 writes it, as 1×1 does below
+        }
+    } else if (self->fsdp && (self->head || !rl_policy_is_lora(self))) {
         // the whole model on rank 0 (every rank takes part), written as a 1×1 run writes it
         rl_model_t *m = NULL;
         int rc = s_whole_model(self, &m, err, err_len);
@@ -1022,8 +1126,7 @@ int rl_policy_save_final(rl_policy_t *self, const char *dir, const char *base_mo
         }
         rl_model_destroy(&m);
         return rc;
-    }
-    if (self->fsdp && s_rank(self) != 0) {
+    } else if (self->fsdp && s_rank(self) != 0) {
         return 0; // LoRA's adapter is whole on rank 0
     }
     if (self->head) { // a reward model or a critic: an HF sequence classifier, LoRA merged

@@ -38,6 +38,14 @@ int rl_policy_role_device(const rl_recipe_t *recipe, const char *role, int rank,
 // (samplers: one or a non-empty list). Returns 0, or RL_EINVAL with err (no file position).
 int rl_policy_check_devices(const rl_recipe_t *recipe, char *err, size_t err_len);
 
+// On a mesh (mesh.dp × mesh.fsdp > 1), the devices of the ranks of each group that holds the
+// model (the actor's; a critic on the actor's ranks or a mesh of its own; a reference on a mesh
+// of its own): rank r on rl_policy_role_device(role, r). Refuses (RL_EINVAL, *key the recipe key
+// to name) a group mixing the CPU and GPUs, two ranks of one group on one GPU without
+// mesh.share_devices, and GPUs on a mesh across hosts (mesh.hostfile). 1×1: nothing to check.
+int rl_policy_check_mesh_devices(const rl_recipe_t *recipe, const char **key, char *err,
+                                 size_t err_len);
+
 // Loads recipe->model.path as the recipe's tuning mode (LoRA r/alpha/targets/dropout, seeded
 // with run.seed) with `threads` compute threads, and creates the optimizer. caller owns
 // *out; free with rl_policy_destroy.

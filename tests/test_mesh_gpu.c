@@ -1,0 +1,210 @@
+// test_mesh_gpu — a DP×FSDP mesh whose ranks are on GPUs (docs/gpu.md, "A mesh on GPUs"): each
+// rank holds the whole model on its device, its gradients come to the host, where they are
+// reduce-scattered over fsdp and summed over dp (MPI), the optimizer updates this rank's slice
+// and the slices are all-gathered back before the push. Label gpu (skipped without one); its
+// .emu twin runs the same on the emulated module (tests/cuemu), where it checks the host logic
+// (the slices, the collectives, the checkpoints), not a GPU. Against the same run on 1×1 on the
+// same device, the cookbook's arith models, a few steps each:
+//   1. GRPO (LoRA, the reference = the adapter disabled) on two ranks sharing cuda:0 as dp 2 and
+//      as fsdp 2 (mesh.share_devices): every metric of every step and the final adapter within
+//      the CPU mesh's tolerances (docs/mesh.md);
+//   2. PPO with the critic on the actor's ranks (its value head a second replicated part) on
+//      fsdp 2: the same, with one epoch per rollout (PPO's default 4 epochs over 4 rows amplify
+//      the order of a sum past these tolerances: on the emulation the 1×1 run with micro-batches
+//      of 1 and of 2 rows differ as much as the mesh does, 2.5e-5 in the adapter after a step);
+//   3. SFT with full tuning stopped at step 2 on fsdp 2 and resumed on dp 2 (the checkpoint's
+//      whole model and optimizer state, written by rank 0, scattered into the other shape's
+//      slices) ends within tolerance of the uninterrupted 1×1 run;
+//   4. validate refuses two ranks on one GPU without mesh.share_devices, a mesh mixing the CPU
+//      and a GPU, and GPUs on a mesh across hosts, naming the key;
+//   5. (the emulation only: two emulated devices) roles.devices.actor [cuda:0, cuda:1] puts rank
+//      r on entry r without sharing: rlctl plan counts one actor per device, the run's placement
+//      prints each rank's device, and it matches 1×1 as in 1.
+// On a GPU machine (scripts/gpu_check.sh) RLCTL_BIN names the rlctl to run and RL_SOURCE_DIR the
+// checkout, as in roles.gpu_run; the mesh needs Open MPI's mpirun there (the suite skips with a
+// message when the launcher is missing).
+#include "rl_test.h"
+#include "rl_test_cuda.h"
+#include "rl_test_run.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// The CPU mesh's tolerances (docs/mesh.md): the same float sums in another order
+#define S_TOL 2e-3
+#define S_FLOOR 0.05
+#define S_TOL_W 5e-4
+
+static char s_tmp[64];
+static char s_cmd[8192];
+static char s_cook[1024]; // the cookbook folder
+static const char *s_bin; // the rlctl binary
+
+// Runs `<s_bin> <args>`, output in <tmp>/out.txt. Returns the exit status.
+static int s_rlctl(const char *args) {
+    return rl_test_rlctl_at(s_bin, s_tmp, args);
+}
+
+#define S_SMALL                                                                                    \
+    "optim.warmup_steps=0 train.eval_every=0 train.eval_samples=8 train.save_every=0 "             \
+    "train.log_every=1 roles.actor_threads=1"
+
+// `rlctl run` of a cookbook recipe on the GPU into run folder `run`; prints the output when it
+// fails. Returns the exit status.
+static int s_run(const char *recipe, const char *run, const char *more) {
+    snprintf(s_cmd, sizeof s_cmd, "run %s/%s run.dir=%s/%s model.device=cuda " S_SMALL " %s",
+             s_cook, recipe, s_tmp, run, more);
+    int rc = s_rlctl(s_cmd);
+    if (rc != 0) {
+        char *o = rl_test_out(s_tmp);
+        fprintf(stderr, "rlctl %s -> %d\n%s\n", s_cmd, rc, o ? o : "");
+        free(o);
+    }
+    return rc;
+}
+
+static void s_final_close(const char *a, const char *b, const char *file) {
+    rl_test_final_close(s_tmp, a, b, file, S_TOL_W);
+}
+
+// The run `recipe` (with `more`) on 1×1 and on each of the shapes, compared.
+static void s_case(const char *name, const char *recipe, const char *more, const char *file,
+                   const char *const *shapes, int n_shapes) {
+    char base[64], run[96], args[1024];
+    snprintf(base, sizeof base, "%s-1x1", name);
+    if (s_run(recipe, base, more) != 0) {
+        CHECK_MSG(0, "%s: the 1x1 run failed", name);
+        return;
+    }
+    for (int k = 0; k < n_shapes; k++) {
+        snprintf(run, sizeof run, "%s-%s", name, shapes[k]);
+        snprintf(args, sizeof args, "%s mesh.share_devices=true mesh.dp=%c mesh.fsdp=%c", more,
+                 shapes[k][0], shapes[k][2]);
+        if (s_run(recipe, run, args) != 0) {
+            CHECK_MSG(0, "%s failed", run);
+            continue;
+        }
+        char *o = rl_test_out(s_tmp);
+        CHECK_CONTAINS(o, "each rank's GPU holds the whole model");
+        free(o);
+        rl_test_metrics_close(s_tmp, base, run, S_TOL, S_FLOOR, 2);
+        s_final_close(base, run, file);
+    }
+}
+
+static void s_test_grpo(void) {
+    static const char *const shapes[] = {"2x1", "1x2"};
+    s_case("grpo", "grpo_lora.yaml",
+           "train.steps=3 train.batch_size=2 train.micro_batch_size=4 algorithm.beta=0.04",
+           "adapter_model.safetensors", shapes, 2);
+}
+
+static void s_test_ppo(void) {
+    static const char *const shapes[] = {"1x2"};
+    s_case("ppo", "ppo_lora.yaml",
+           "train.steps=2 train.batch_size=4 train.micro_batch_size=2 algorithm.epochs=1",
+           "adapter_model.safetensors", shapes, 1);
+    CHECK(rl_test_exists(s_tmp, "ppo-1x2/final/critic/model.safetensors"));
+}
+
+static void s_test_sft_reshard(void) {
+    const char *more = "train.steps=3 train.batch_size=16 train.micro_batch_size=4 "
+                       "train.save_every=1";
+    CHECK_INT(s_run("sft_arith.yaml", "sft-1x1", more), 0);
+    char args[512];
+    snprintf(args, sizeof args, "%s mesh.share_devices=true mesh.fsdp=2 --stop-at 2", more);
+    CHECK_INT(s_run("sft_arith.yaml", "sft-re", args), 0);
+    snprintf(args, sizeof args, "%s mesh.share_devices=true mesh.dp=2 --resume", more);
+    CHECK_INT(s_run("sft_arith.yaml", "sft-re", args), 0);
+    rl_test_metrics_close(s_tmp, "sft-1x1", "sft-re", S_TOL, S_FLOOR, 3);
+    s_final_close("sft-1x1", "sft-re", "model.safetensors");
+}
+
+static void s_test_refusals(void) {
+    char hosts[200];
+    snprintf(hosts, sizeof hosts, "%s/hosts", s_tmp);
+    FILE *f = fopen(hosts, "w");
+    CHECK(f && fputs("localhost slots=2\n", f) >= 0 && fclose(f) == 0);
+    static const char *const bad[][2] = {
+        {"model.device=cuda mesh.dp=2",
+         "model.device: actor: ranks 0 and 1 of the 2x1 mesh are both on cuda:0: each rank needs "
+         "a GPU of its own (list one per rank in roles.devices.actor), or set "
+         "mesh.share_devices: true"},
+        {"'roles.devices={actor: [cpu, cuda:0]}' mesh.fsdp=2",
+         "roles.devices: actor: the ranks of a 1x2 mesh are all on GPUs or all on the CPU (rank 0 "
+         "on cpu, rank 1 on cuda:0)"},
+        {"model.device=cuda mesh.dp=2 mesh.share_devices=true mesh.hostfile=HOSTS "
+         "mesh.endpoint=tcp://127.0.0.1:0 mesh.rank_key=/nonexistent/key mesh.allow=HOSTS "
+         "mesh.key=HOSTS",
+         "mesh.hostfile: actor on GPUs: a mesh across hosts does not run on GPUs yet"},
+    };
+    for (size_t b = 0; b < sizeof bad / sizeof *bad; b++) {
+        char more[1024], *at;
+        snprintf(more, sizeof more, "%s", bad[b][0]);
+        while ((at = strstr(more, "HOSTS")) != NULL) { // the hostfile's path
+            char rest[1024];
+            snprintf(rest, sizeof rest, "%s", at + 5);
+            snprintf(at, sizeof more - (size_t)(at - more), "%s%s", hosts, rest);
+        }
+        snprintf(s_cmd, sizeof s_cmd, "validate %s/grpo_lora.yaml roles.actor_threads=1 %s", s_cook,
+                 more);
+        CHECK_INT(s_rlctl(s_cmd), 2);
+        char *o = rl_test_out(s_tmp);
+        CHECK_CONTAINS(o, bad[b][1]);
+        const char *line = o ? strstr(o, bad[b][1]) : NULL;
+        while (line && line > o && line[-1] != '\n') {
+            line--; // the line that says it
+        }
+        printf("  refused: %.*s\n", line ? (int)strcspn(line, "\n") : 0, line ? line : "");
+        free(o);
+    }
+}
+
+static void s_test_two_devices(void) {
+    if (!rl_test_emulated()) {
+        return; // the GPU machines have one device
+    }
+    setenv("CUEMU_DEVICES", "2", 1);
+    const char *more = "train.steps=3 train.batch_size=2 train.micro_batch_size=4 "
+                       "algorithm.beta=0.04 mesh.dp=2 'roles.devices={actor: [cuda:0, cuda:1]}'";
+    snprintf(s_cmd, sizeof s_cmd, "plan %s/grpo_lora.yaml optim.warmup_steps=0 %s", s_cook, more);
+    CHECK_INT(s_rlctl(s_cmd), 0);
+    char *o = rl_test_out(s_tmp);
+    CHECK_CONTAINS(o, " actor                    cuda:0      1 ");
+    CHECK_CONTAINS(o, " actor                    cuda:1      1 ");
+    free(o);
+    int rc = s_run("grpo_lora.yaml", "grpo-two", more);
+    unsetenv("CUEMU_DEVICES");
+    CHECK_INT(rc, 0);
+    o = rl_test_out(s_tmp);
+    CHECK_CONTAINS(o, "actor/0 pid ");
+    CHECK_CONTAINS(o, "  cuda:0   ");
+    CHECK_CONTAINS(o, "  cuda:1   ");
+    free(o);
+    if (rc == 0) {
+        rl_test_metrics_close(s_tmp, "grpo-1x1", "grpo-two", S_TOL, S_FLOOR, 2);
+        s_final_close("grpo-1x1", "grpo-two", "adapter_model.safetensors");
+    }
+}
+
+int main(void) {
+    const char *src = getenv("RL_SOURCE_DIR");
+    snprintf(s_cook, sizeof s_cook, "%s/cookbook", src && src[0] ? src : RL_SOURCE_DIR);
+    s_bin = getenv("RLCTL_BIN");
+    s_bin = s_bin && s_bin[0] ? s_bin : RL_BINARY_DIR "/rlctl";
+    rl_test_cuda_open("mesh.gpu");
+    rl_test_cuda_close();
+    if (system("command -v mpirun > /dev/null 2>&1") != 0) {
+        printf("mesh.gpu: no mpirun on this machine (Open MPI starts a mesh's ranks): skipped\n");
+        return 77;
+    }
+    rl_test_tmpdir(s_tmp, sizeof s_tmp, "mesh_gpu");
+    RL_TEST_RUN(s_test_refusals);
+    RL_TEST_RUN(s_test_grpo);
+    RL_TEST_RUN(s_test_ppo);
+    RL_TEST_RUN(s_test_sft_reshard);
+    RL_TEST_RUN(s_test_two_devices);
+    rl_test_tmpdir_done(s_tmp);
+    RL_TEST_DONE();
+}
