@@ -22,6 +22,12 @@ pack=/tmp/rlctl-gpu
 rm -rf "$pack" && mkdir -p "$pack" && tar -C "$pack" -xJf .gpu/pack.tar.xz ||
   { echo "gpu_check: cannot unpack .gpu/pack.tar.xz"; exit 2; }
 export LD_LIBRARY_PATH="$pack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# the packed Open MPI (a mesh's launcher, mesh.gpu), relocated to its prefix here
+if [ -x "$pack/ompi/bin/mpirun" ]; then
+  export PATH="$pack/ompi/bin:$PATH" OPAL_PREFIX="$pack/ompi"
+  export PMIX_MCA_mca_base_component_path="$pack/pmix/lib/pmix"
+  export OMPI_MCA_mca_base_component_show_load_errors=0
+fi
 per_suite="${RL_GPU_SUITE_SECONDS:-240}"
 # the suites that run rlctl (roles.gpu_run) run the packed one, on this checkout's cookbook
 export RLCTL_BIN="$pack/bin/rlctl" RL_SOURCE_DIR="$root"
