@@ -457,6 +457,7 @@ typedef struct {
     int eval_k;                 // completions sampled per eval prompt (eval/pass@k when > 1)
     double eval_pass_threshold; // a completion passes when its total reward reaches this
     bool recompute;
+    bool optimizer_offload; // on a GPU: AdamW on the host (heads and meshes always are)
     int threads;
     int step_sequences; // derived by the checks: the sequences of one optimizer step,
                         // which micro_batch_size must divide (0: not known)

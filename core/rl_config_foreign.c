@@ -143,6 +143,7 @@ static const s_foreign_t s_names[] = {
     {"n_gpus_per_node", "verl", "mesh.devices",
      "dp x fsdp ranks (mesh.dp, mesh.fsdp); hosts come from mesh.hostfile"},
     {"nnodes", "verl", "mesh.hostfile", "the hosts of the mesh's ranks"},
+    {"optimizer_offload", "verl", "train.optimizer_offload", "the same (on a GPU)"},
     // OpenRLHF
     {"actor_learning_rate", "OpenRLHF", "optim.lr", "the same"},
     {"critic_learning_rate", "OpenRLHF", "critic.lr", "the same"},

@@ -780,6 +780,14 @@ static const rl_recipe_key_t s_keys[] = {
      DEF("false"),
      .doc = "recompute activations in backward (less memory, more time)"},
     {.section = "train",
+     .key = "optimizer_offload",
+     .type = RL_RECIPE_T_BOOL,
+     .offset = OFF(train.optimizer_offload),
+     DEF("false"),
+     .doc = "on a GPU, AdamW's moments and step in host memory (the gradients come over and the "
+            "parameters go back every step) instead of on the device; a head (critic, reward "
+            "model) and a mesh always use the host (docs/gpu.md)"},
+    {.section = "train",
      .key = "threads",
      .type = RL_RECIPE_T_INT,
      .offset = OFF(train.threads),

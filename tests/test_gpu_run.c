@@ -12,6 +12,8 @@
 //      vocabulary in id order on both, so a bf16 rounding rarely moves a draw; said when it did);
 //   3. GRPO: exact resume on the device (--stop-at 1, --resume == one go: metrics, the adapter,
 //      the trajectories), and the adapter it trained evaluates on the CPU (rlctl eval);
+//      SFT (full tuning) and GRPO (LoRA) with AdamW on the device (the default) end with the
+//      weights train.optimizer_offload=true (AdamW on the host) gives, to the bit;
 // (A mesh on the GPU: tests/test_mesh_gpu.c.)
 //   4. the device out of memory in a training forward (RLCTL_FAULT=cuda_oom, the path of a
 //      failed allocation) stops the run naming the worker, the phase, the bytes and the newest
@@ -87,6 +89,24 @@ static void s_close(const char *what, const char *key, const double *cpu, const 
     }
 }
 
+// The default (AdamW on the device) against train.optimizer_offload=true (AdamW on the host) for
+// run `dev` made with `more`: the same final weights to the bit (the device's AdamW is rl_optim's
+// operations in its order) and the same metrics, the gradient norm (a double sum in another
+// order) within 1e-12.
+static void s_offload_same(const char *recipe, const char *dev, const char *more,
+                           const char *file) {
+    char run[96], args[1024];
+    snprintf(run, sizeof run, "%s_offload", dev);
+    snprintf(args, sizeof args, "%s train.optimizer_offload=true", more);
+    CHECK_INT(s_run(recipe, run, "cuda", args), 0);
+    char fa[256], fb[256];
+    snprintf(fa, sizeof fa, "%s/final/%s", dev, file);
+    snprintf(fb, sizeof fb, "%s/final/%s", run, file);
+    CHECK_MSG(rl_test_files_equal(s_tmp, fa, fb), "%s: the device's AdamW and the host's differ",
+              fb);
+    rl_test_metrics_close(s_tmp, dev, run, 1e-12, 1e-12, 2);
+}
+
 static void s_test_sft_dpo(void) {
     double c[3], g[3];
     CHECK_INT(s_run("sft_arith.yaml", "sft_cpu", "cpu", "train.steps=3"), 0);
@@ -94,6 +114,7 @@ static void s_test_sft_dpo(void) {
     s_series("sft_cpu", "loss", c, 3);
     s_series("sft_gpu", "loss", g, 3);
     s_close("SFT", "loss", c, g, 3, 0.01);
+    s_offload_same("sft_arith.yaml", "sft_gpu", "train.steps=3", "model.safetensors");
     // DPO with 8 held-out pairs (the cookbook's 384 would be most of the emulated run)
     char pairs[600];
     snprintf(pairs, sizeof pairs, "%s/pairs.jsonl", s_tmp);
@@ -169,6 +190,7 @@ static void s_test_grpo(void) {
               "GRPO on the GPU: resumed trajectories differ");
     printf("  GRPO on the GPU: --stop-at 1 + --resume == one go (metrics, adapter, "
            "trajectories)\n");
+    s_offload_same("grpo_lora.yaml", "grpo_a", more, "adapter_model.safetensors");
     // the adapter trained on the device, evaluated on the CPU
     snprintf(s_cmd, sizeof s_cmd,
              "eval --model %s/models/arith-noisy-base --adapter %s/grpo_a/final --data "

@@ -41,6 +41,10 @@ struct rl_policy {
     rl_coll_t *coll;
     rl_fsdp_t *fsdp, *ref_fsdp;
     float *wfull; // full tuning on a mesh: the gathered weights rl_policy_weights gives
+    // on a GPU without a head or a mesh, unless train.optimizer_offload: the clip and AdamW run
+    // on the device, whose parameters and moments are then ahead of the host's copies until
+    // fetched (the weights for a sampler, a checkpoint)
+    int dev_optim, host_params_stale, host_moments_stale;
 };
 
 enum { S_POLICY = 0, S_CRITIC = 1, S_RM = 2 };
@@ -407,6 +411,7 @@ static int s_new(const rl_recipe_t *r, int threads, int kind, rl_coll_t *coll, r
         rl_policy_destroy(&p);
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory (optimizer state)");
     }
+    p->dev_optim = rl_model_on_gpu(p->model) && !p->coll && !p->head && !r->train.optimizer_offload;
     *out = p;
     return 0;
 }
@@ -494,10 +499,34 @@ int rl_policy_is_lora(const rl_policy_t *self) {
     return (self->head ? self->r->critic.lora : self->r->lora.enabled) ? 1 : 0;
 }
 
+// The device's optimizer ran ahead of the host's copies: its parameters (params) and its
+// moments (moments) to the host. Returns 0 or an error.
+static int s_fetch(rl_policy_t *self, int params, int moments, char *err, size_t err_len) {
+    int rc = 0;
+    if (params && self->host_params_stale) {
+        if ((rc = rl_model_device_pull(self->model, 0)) != 0) {
+            return rl_errf(err, err_len, rc, "%s", rl_model_errmsg(self->model));
+        }
+        self->host_params_stale = 0;
+    }
+    if (moments && self->host_moments_stale) {
+        rc = rl_model_device_optim_state(self->model, rl_optim_m(self->optim),
+                                         rl_optim_v(self->optim), 0);
+        if (rc) {
+            return rl_errf(err, err_len, rc, "%s", rl_model_errmsg(self->model));
+        }
+        self->host_moments_stale = 0;
+    }
+    return 0;
+}
+
 const float *rl_policy_weights(rl_policy_t *self, size_t *n_p) {
     *n_p = self->n_params;
+    char msg[256];
+    if (s_fetch(self, 1, 0, msg, sizeof msg) != 0) {
+        return NULL;
+    }
     if (self->fsdp && !self->params) { // full tuning on a mesh: gathered from the shards
-        char msg[256];
         if (!self->wfull && !(self->wfull = malloc(self->n_params * sizeof(float)))) {
             return NULL;
         }
@@ -701,6 +730,31 @@ static int s_mesh_micro_count(rl_policy_t *self, int mine, int *most, char *err,
     return rc;
 }
 
+// The update of a pass on the device (dev_optim): the clip's norm (*gnorm), refused when not
+// finite, then AdamW with the host optimizer's step count.
+static int s_device_update(rl_policy_t *self, const rl_policy_step_opts_t *o, const char *where,
+                           const char *hint, double *gnorm, char *err, size_t err_len) {
+    rl_model_t *m = self->model;
+    int rc = rl_model_device_clip(m, o->max_grad_norm, gnorm);
+    if (rc) {
+        return rl_errf(err, err_len, rc, "%s: %s", where, rl_model_errmsg(m));
+    }
+    if (!isfinite(*gnorm)) {
+        return rl_errf(err, err_len, RL_EINVAL, "%s: the gradient norm is %s%s", where,
+                       isnan(*gnorm) ? "NaN" : "infinite", hint);
+    }
+    const rl_recipe_t *r = self->r;
+    int64_t steps = rl_optim_steps(self->optim) + 1;
+    rc = rl_model_device_adamw(m, o->lr, r->optim.betas[0], r->optim.betas[1], r->optim.eps,
+                               r->optim.weight_decay, steps);
+    if (rc) {
+        return rl_errf(err, err_len, rc, "%s: %s", where, rl_model_errmsg(m));
+    }
+    rl_optim_set_steps(self->optim, steps);
+    self->host_params_stale = self->host_moments_stale = 1;
+    return 0;
+}
+
 int rl_policy_step(rl_policy_t *self, const rl_policy_rows_t *rows,
                    const rl_policy_step_opts_t *o, rl_policy_loss_fn loss, void *ctx,
                    rl_policy_step_stats_t *st, char *err, size_t err_len) {
@@ -762,6 +816,15 @@ int rl_policy_step(rl_policy_t *self, const rl_policy_rows_t *rows,
         if (!rc && !isfinite(global)) {
             return rl_errf(err, err_len, RL_EINVAL, "%s: the loss is %s%s", where,
                            isnan(global) ? "NaN" : "infinite", hint);
+        }
+        if (!rc && self->dev_optim) { // the clip and AdamW on the device
+            rc = s_device_update(self, o, where, hint, &st->grad_norm, err, err_len);
+            if (rc) {
+                return rc;
+            }
+            st->loss = total;
+            st->iterations = it + 1;
+            continue;
         }
         // a model on a GPU: its gradients come to the host, where the optimizer (and a head's
         // gradient) is; the updated trainable parameters go back up after the step
@@ -1061,6 +1124,9 @@ int rl_policy_save(rl_policy_t *self, const char *dir, const char *base_model, c
     if (self->fsdp) {
         return s_save_mesh(self, dir, base_model, err, err_len);
     }
+    if ((rc = s_fetch(self, 1, 1, err, err_len)) != 0) {
+        return rc;
+    }
     if (rl_policy_is_lora(self)) {
         snprintf(path, sizeof(path), "%s/adapter", dir);
         rc = rl_model_save_adapter(self->model, path, base_model, err, err_len);
@@ -1105,6 +1171,12 @@ int rl_policy_load(rl_policy_t *self, const char *dir, uint64_t model_train_step
     if (rc) {
         return rc;
     }
+    // the device's optimizer: the loaded moments up (the parameters went up with the load)
+    self->host_params_stale = self->host_moments_stale = 0;
+    if (self->dev_optim && (rc = rl_model_device_optim_state(self->model, rl_optim_m(self->optim),
+                                                             rl_optim_v(self->optim), 1)) != 0) {
+        return rl_errf(err, err_len, rc, "%s: %s", path, rl_model_errmsg(self->model));
+    }
     rl_model_set_train_step(self->model, model_train_step);
     return 0;
 }
@@ -1128,6 +1200,10 @@ int rl_policy_save_final(rl_policy_t *self, const char *dir, const char *base_mo
         return rc;
     } else if (self->fsdp && s_rank(self) != 0) {
         return 0; // LoRA's adapter is whole on rank 0
+    }
+    int rc = s_fetch(self, 1, 0, err, err_len);
+    if (rc) {
+        return rc;
     }
     if (self->head) { // a reward model or a critic: an HF sequence classifier, LoRA merged
         return rl_model_save_seq_cls(self->model, dir, self->head, pad_token_id, bf16, err,
