@@ -10,7 +10,11 @@
 # driver and the date. Runs what scripts/gpu_pack.sh packed here into .gpu/ (the GPU machines
 # lack our Debian libraries and a package registry): device tool call
 #   carry [".gpu"], command "bash scripts/gpu_check.sh", timeout_s 540
-# Exits non-zero when a suite failed or was skipped (on a GPU machine nothing may skip).
+# Each row is printed (and kept in $OUT/table.txt) as soon as it is known, and every step runs
+# within RL_GPU_DEADLINE seconds of the start (480: a call of 540 s still prints its table);
+# what the deadline leaves no time for is NOT RUN.
+# Exits non-zero when a suite failed, was skipped or did not run (on a GPU machine nothing may
+# skip).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root="$(pwd)"
@@ -39,23 +43,49 @@ export RLCTL_BIN="$pack/bin/rlctl" RL_SOURCE_DIR="$root"
 } | tee "$out/device.txt"
 status=0
 rows=()
+# every row as soon as it is known: printed, and in $out/table.txt (a run cut short by the device
+# tool's limit still shows what it did); every step within the deadline (RL_GPU_DEADLINE
+# seconds from the start, 480 by default: the device tool's call allows 540)
+start=$(date +%s)
+deadline=$((start + ${RL_GPU_DEADLINE:-480}))
+: >"$out/table.txt"
+row() { # NAME RESULT MILLISECONDS NOTE
+  local r
+  r=$(printf '%-28s %-10s %5d.%01d s  %s' "$1" "$2" $(($3 / 1000)) $((($3 % 1000) / 100)) "$4")
+  rows+=("$r")
+  echo "$r" | tee -a "$out/table.txt"
+}
+# runs "$@" for at most $1 seconds and what is left before the deadline; 200 when less than 5
+# seconds are left (not run), 124 when it ran out of time
+within() {
+  local left=$((deadline - $(date +%s))) want=$1
+  shift
+  [ "$left" -lt "$want" ] && want=$left
+  [ "$want" -ge 5 ] || return 200
+  timeout "$want" "$@"
+}
+# a row's result from an exit status
+result() {
+  case $1 in
+    0) echo pass ;;
+    77) echo SKIPPED ;;
+    124) echo TIMEOUT ;;
+    200) echo "NOT RUN" ;;
+    *) echo "FAIL($1)" ;;
+  esac
+}
 while read -r suite; do
   [ -n "$suite" ] || continue
   exe="$pack/bin/test_${suite//./_}"
   log="$out/${suite}.log"
   t0=$(date +%s%N)
-  (cd "$root" && timeout "$per_suite" "$exe") >"$log" 2>&1
+  (cd "$root" && within "$per_suite" "$exe") >"$log" 2>&1
   rc=$?
   dt_ms=$((($(date +%s%N) - t0) / 1000000))
-  case $rc in
-    0) res=pass ;;
-    77) res=SKIPPED; status=1 ;;
-    124) res=TIMEOUT; status=1 ;;
-    *) res="FAIL($rc)"; status=1 ;;
-  esac
+  res=$(result $rc)
+  [ $rc -eq 0 ] || status=1
   checks=$(grep -Eo '[0-9]+ checks, [0-9]+ failed' "$log" | tail -n 1)
-  rows+=("$(printf '%-28s %-10s %5d.%01d s  %s' "$suite" "$res" $((dt_ms / 1000)) \
-    $(((dt_ms % 1000) / 100)) "$checks")")
+  row "$suite" "$res" "$dt_ms" "$checks"
 done < "$pack/gpu_tests.txt"
 # end to end through rlctl: logprobs and greedy generate on the GPU against the CPU (the same
 # tokens, logprobs within 0.1), and sampling 64 x 100 tokens on each (tokens/s, median of 3)
@@ -89,12 +119,13 @@ PY
   done
 }
 t0=$(date +%s%N)
-e2e >"$out/cli.device_e2e.log" 2>&1
+within 120 bash -c "$(declare -f e2e); root='$root' pack='$pack' out='$out' e2e" \
+  >"$out/cli.device_e2e.log" 2>&1
 rc=$?
 dt_ms=$((($(date +%s%N) - t0) / 1000000))
-[ $rc -eq 0 ] && res=pass || { res="FAIL($rc)"; status=1; }
-rows+=("$(printf '%-28s %-10s %5d.%01d s  %s' cli.device_e2e "$res" $((dt_ms / 1000)) \
-  $(((dt_ms % 1000) / 100)) "$(head -n 1 "$out/cli.device_e2e.log" | cut -c1-60)")")
+res=$(result $rc)
+[ $rc -eq 0 ] || status=1
+row cli.device_e2e "$res" "$dt_ms" "$(head -n 1 "$out/cli.device_e2e.log" | cut -c1-60)"
 # the cookbook's GRPO recipe on the GPU (every role there): 60 steps must gain as on the CPU
 # (+22.0 points of eval/accuracy at temperature 1 on the CPU, 2026-11-28; bound +15)
 grpo_gpu() {
@@ -114,22 +145,23 @@ sys.exit(0 if gain >= 15 else 1)
 PY
 }
 t0=$(date +%s%N)
-grpo_gpu >"$out/run.grpo_gpu.log" 2>&1
+within 200 bash -c "$(declare -f grpo_gpu); root='$root' pack='$pack' out='$out' grpo_gpu" \
+  >"$out/run.grpo_gpu.log" 2>&1
 rc=$?
 dt_ms=$((($(date +%s%N) - t0) / 1000000))
-[ $rc -eq 0 ] && res=pass || { res="FAIL($rc)"; status=1; }
-rows+=("$(printf '%-28s %-10s %5d.%01d s  %s' run.grpo_gpu "$res" $((dt_ms / 1000)) \
-  $(((dt_ms % 1000) / 100)) "$(head -n 1 "$out/run.grpo_gpu.log" | cut -c1-60)")")
+res=$(result $rc)
+[ $rc -eq 0 ] || status=1
+row run.grpo_gpu "$res" "$dt_ms" "$(head -n 1 "$out/run.grpo_gpu.log" | cut -c1-60)"
 # the benchmark (bench/bench_gpu.c): the device's bf16 gemm peak and copy bandwidth, then the
 # 0.5B-shaped model's training step and decode beside them; its table is printed below
 t0=$(date +%s%N)
-(cd "$root" && timeout "${RL_GPU_BENCH_SECONDS:-200}" "$pack/bin/bench_gpu" --quick \
+(cd "$root" && within "${RL_GPU_BENCH_SECONDS:-200}" "$pack/bin/bench_gpu" --quick \
   --json "$out/bench_gpu.json") >"$out/bench_gpu.log" 2>&1
 rc=$?
 dt_ms=$((($(date +%s%N) - t0) / 1000000))
-[ $rc -eq 0 ] && res=pass || { res="FAIL($rc)"; status=1; }
-rows+=("$(printf '%-28s %-10s %5d.%01d s  %s' bench_gpu "$res" $((dt_ms / 1000)) \
-  $(((dt_ms % 1000) / 100)) "table below")")
+res=$(result $rc)
+[ $rc -eq 0 ] || status=1
+row bench_gpu "$res" "$dt_ms" "table below"
 echo
 grep '^|' "$out/bench_gpu.log"
 echo
