@@ -1382,6 +1382,26 @@ int rl_model_device_pull(rl_model_t *self, int grads) {
     return rc ? rl_mdl_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda)) : 0;
 }
 
+int rl_model_device_head_forward(rl_model_t *self, const float *w, int score, float *out) {
+    if (!self->cuda || !self->fwd_valid) {
+        return rl_mdl_err(self, RL_EINVAL, "the device's head needs a forward on a GPU");
+    }
+    int rc = rl_model_cuda_head_forward(self->cuda, w, score, out);
+    return rc ? rl_mdl_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda)) : 0;
+}
+
+int rl_model_device_head_backward(rl_model_t *self, const float *w, int score, const float *dout,
+                                  float *dw) {
+    if (!self->cuda) {
+        return rl_mdl_err(self, RL_EINVAL, "the device's head needs a model on a GPU");
+    }
+    int rc = s_backward_check(self);
+    if (!rc && (rc = rl_model_cuda_head_backward(self->cuda, w, score, dout, dw)) != 0) {
+        return rl_mdl_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda));
+    }
+    return rc;
+}
+
 int rl_model_device_clip(rl_model_t *self, double max_norm, double *norm) {
     *norm = 0.0;
     if (!self->cuda) {

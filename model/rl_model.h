@@ -368,6 +368,16 @@ int rl_model_device_clip(rl_model_t *self, double max_norm, double *norm);
 int rl_model_device_adamw(rl_model_t *self, double lr, double beta1, double beta2, double eps,
                           double weight_decay, int64_t step);
 int rl_model_device_optim_state(rl_model_t *self, float *m, float *v, int upload);
+// A critic's or reward model's scalar head (rl_head.h) where the model is, so that the hidden
+// states (B*T, C) stay on the device: forward over the last forward's final-norm output, w (C)
+// the head's weight; score 0: out (B,T) = rl_head_values_forward's values, 1: out (B) =
+// rl_head_score_forward's scores. backward, after a training forward, from dout (that shape):
+// dw (C) += the head's gradient, then rl_model_backward_hidden from the head's dL/dhidden. The
+// same numbers as rl_head over rl_model_hidden (each dot product in double, rounded once). A
+// CPU model: RL_EINVAL (use rl_head there). Return 0, RL_EINVAL, RL_ENOMEM or RL_EIO.
+int rl_model_device_head_forward(rl_model_t *self, const float *w, int score, float *out);
+int rl_model_device_head_backward(rl_model_t *self, const float *w, int score, const float *dout,
+                                  float *dw);
 
 // What a model's device half holds, in bytes: the parts rl_model_load checks against the
 // device's free memory and then allocates (each buffer 256-byte aligned; the CUDA allocator's

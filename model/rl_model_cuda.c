@@ -143,6 +143,12 @@ struct rl_model_cuda {
     // ---- the last forward
     int B, T, N, valid, train, lora_off, hid_done;
     float *d_lg; // (S_LG, V) fp32 rl_model_cuda_logits' chunk, made at its first call
+    // the scalar head's (rl_model_cuda_head_*), made at its first call and grown with B*T: its
+    // weight (C) and gradient (C) fp32, then (cap) outputs fp32 and (cap) rows int32
+    void *d_hd;
+    size_t hd_cap;
+    int32_t *h_hrows; // (hd_cap) host staging of the rows
+    float *h_hdw;     // (C) the gradient back from the device
     float temperature;
     uint64_t step;
 
@@ -190,6 +196,14 @@ size_t rl_model_cuda_bytes(const rl_model_cuda_t *self) {
 
 static size_t s_up(size_t n, size_t a) {
     return (n + a - 1) / a * a;
+}
+
+// The scalar head's buffers in d_hd (s_head_rows): 0 its weight (C) then gradient (C), 1 the
+// outputs (hd_cap), 2 the rows (hd_cap int32).
+static void *s_head_buf(const rl_model_cuda_t *self, int which) {
+    size_t o1 = s_up(2 * (size_t)self->C * sizeof(float), S_ALIGN);
+    size_t o2 = o1 + s_up(self->hd_cap * sizeof(float), S_ALIGN);
+    return (char *)self->d_hd + (which == 0 ? 0 : which == 1 ? o1 : o2);
 }
 
 // Carves aligned pieces out of one allocation: with base NULL it only counts bytes.
@@ -1019,6 +1033,91 @@ int rl_model_cuda_backward_hidden(rl_model_cuda_t *self, const float *dhidden) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// the scalar head of a critic or reward model (rl_head.h) on the final norm's output
+
+// The head's rows of the last forward (score: each sequence's last token; else the values'
+// alignment, row b*T+t reading the token before t) on the device, their count in *n_out; the
+// head's buffers made or grown first.
+static int s_head_rows(rl_model_cuda_t *self, int score, int *n_out) {
+    const rl_cuda_module_t *cu = self->cu;
+    const int B = self->B, T = self->T, C = self->C;
+    const size_t n = score ? (size_t)B : (size_t)B * T;
+    if (n > self->hd_cap) {
+        cu->dfree(self->ctx, self->d_hd);
+        self->d_hd = NULL;
+        free(self->h_hrows);
+        self->hd_cap = 0;
+        self->h_hrows = malloc(n * sizeof(int32_t));
+        if (!self->h_hdw) {
+            self->h_hdw = malloc((size_t)C * sizeof(float));
+        }
+        size_t bytes = s_up(2 * (size_t)C * sizeof(float), S_ALIGN) +
+                       s_up(n * sizeof(float), S_ALIGN) + n * sizeof(int32_t);
+        if (!self->h_hrows || !self->h_hdw || cu->dmalloc(self->ctx, bytes, &self->d_hd) != 0) {
+            return s_err(self, RL_ENOMEM, "no room for the head's %zu bytes", bytes);
+        }
+        self->hd_cap = n;
+    }
+    for (int b = 0; b < B; b++) {
+        const int r0 = self->starts[b], len = self->starts[b + 1] - r0;
+        if (score) {
+            self->h_hrows[b] = r0 + len - 1;
+            continue;
+        }
+        for (int t = 0; t < T; t++) {
+            self->h_hrows[(size_t)b * T + t] = t >= 1 && t < len ? r0 + t - 1 : -1;
+        }
+    }
+    S_TRY(cu->h2d(self->ctx, s_head_buf(self, 2), self->h_hrows, n * sizeof(int32_t)));
+    *n_out = (int)n;
+    return 0;
+}
+
+int rl_model_cuda_head_forward(rl_model_cuda_t *self, const float *w, int score, float *out) {
+    const rl_cuda_module_t *cu = self->cu;
+    if (!self->valid) {
+        return s_err(self, RL_EINVAL, "no forward on the device");
+    }
+    int n = 0, rc = s_head_rows(self, score, &n);
+    if (rc) {
+        return rc;
+    }
+    float *dw = s_head_buf(self, 0), *dout = s_head_buf(self, 1);
+    S_TRY(cu->h2d(self->ctx, dw, w, (size_t)self->C * sizeof(float)));
+    S_TRY(cu->head_forward(self->ctx, dout, self->lnf, dw, NULL, s_head_buf(self, 2), n, self->C));
+    S_TRY(cu->d2h(self->ctx, out, dout, (size_t)n * sizeof(float)));
+    return 0;
+}
+
+int rl_model_cuda_head_backward(rl_model_cuda_t *self, const float *w, int score, const float *dout,
+                                float *dw) {
+    const rl_cuda_module_t *cu = self->cu;
+    if (!self->valid || !self->train) {
+        return s_err(self, RL_EINVAL,
+                     self->infer ? "an inference-only device model has no backward "
+                                   "(rl_model_opts_t.device_infer)"
+                                 : "backward needs a preceding training forward (train = 1)");
+    }
+    const int C = self->C;
+    int n = 0, rc = s_head_rows(self, score, &n);
+    if (rc) {
+        return rc;
+    }
+    float *d_w = s_head_buf(self, 0), *d_out = s_head_buf(self, 1), *d_dw = d_w + C;
+    S_TRY(cu->h2d(self->ctx, d_w, w, (size_t)C * sizeof(float)));
+    S_TRY(cu->h2d(self->ctx, d_out, dout, (size_t)n * sizeof(float)));
+    S_TRY(cu->dset(self->ctx, d_dw, 0, (size_t)C * sizeof(float)));
+    // dln = dL/d(final norm output): the head's rows, every other row 0 (no accumulate)
+    S_TRY(cu->head_backward(self->ctx, self->dln, d_dw, NULL, d_out, self->lnf, d_w,
+                            s_head_buf(self, 2), n, self->N, C, 0, self->escratch));
+    S_TRY(cu->d2h(self->ctx, self->h_hdw, d_dw, (size_t)C * sizeof(float)));
+    for (int i = 0; i < C; i++) {
+        dw[i] += self->h_hdw[i]; // the one float add rl_head's backward makes
+    }
+    return s_backward_trunk(self);
+}
+
+// ---------------------------------------------------------------------------------------------
 // parameters: push and pull
 
 int rl_model_cuda_zero_grad(rl_model_cuda_t *self) {
@@ -1608,6 +1707,7 @@ void rl_model_cuda_destroy(rl_model_cuda_t **self_p) {
         self->cu->dfree(self->ctx, self->vmem);
         self->cu->dfree(self->ctx, self->amem);
         self->cu->dfree(self->ctx, self->d_lg);
+        self->cu->dfree(self->ctx, self->d_hd);
         self->cu->ctx_free(self->ctx);
     }
     free(self->layers);
@@ -1617,6 +1717,8 @@ void rl_model_cuda_destroy(rl_model_cuda_t **self_p) {
     free(self->acts);
     s_staging_free(self);
     free(self->stage);
+    free(self->h_hrows);
+    free(self->h_hdw);
     free(self);
     *self_p = NULL;
 }

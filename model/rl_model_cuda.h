@@ -62,6 +62,18 @@ int rl_model_cuda_hidden(rl_model_cuda_t *self, float *hid);
 int rl_model_cuda_backward(rl_model_cuda_t *self, const float *dlogp);
 int rl_model_cuda_backward_hidden(rl_model_cuda_t *self, const float *dhidden);
 
+// The scalar head (rl_head.h) of a critic or reward model on the last forward's final-norm
+// output, on the device: only its outputs come back, not the (B*T, C) hidden states. w (C): the
+// head's weight (host). score 0: out (B,T) = rl_head_values_forward's values; 1: out (B) =
+// rl_head_score_forward's scores (each dot product in double, rounded once, as there).
+// head_backward, after a training forward, from dout (the same shape): dw (C, host) += the
+// head's gradient (one float add of its double sum, as rl_head's), then the model's backward
+// from the head's dL/dhidden (rl_model_cuda_backward_hidden's semantics). The head's buffers
+// are made at the first call and grow with B*T. Return 0, RL_EINVAL, RL_ENOMEM or RL_EIO.
+int rl_model_cuda_head_forward(rl_model_cuda_t *self, const float *w, int score, float *out);
+int rl_model_cuda_head_backward(rl_model_cuda_t *self, const float *w, int score, const float *dout,
+                                float *dw);
+
 // Zeroes the device gradients. Returns 0 or RL_EIO.
 int rl_model_cuda_zero_grad(rl_model_cuda_t *self);
 // Host -> device: the trainable parameters from the host model's arrays (all = 0: after a host

@@ -46,6 +46,7 @@
 #include "rl_test_cuda.h"
 
 #include "rl_err.h"
+#include "rl_head.h"
 #include "rl_hf.h"
 #include "rl_model.h"
 #include "rl_optim.h"
@@ -650,6 +651,91 @@ static void s_test_optim(const s_case_t *k, int T) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// a critic's or reward model's scalar head on the device (rl_model_device_head_*) against
+// rl_head over rl_model_hidden of a twin device model: the values and scores to the bit (the
+// same dot products in double over the same hidden states), the head's gradient within a
+// rounding of its double sum, and the trunk's gradients to the bit (the same dL/dhidden)
+
+static void s_test_head(const s_case_t *k, int T) {
+    rl_hf_config_t cfg = s_cfg(k->shape);
+    const int C = cfg.hidden_size;
+    printf("%s: the scalar head on the device against rl_head\n", k->shape->name);
+    rl_model_t *cpu = s_new(&cfg, k, 0, 0), *g1 = s_new(&cfg, k, 1, S_B * T),
+               *g2 = s_new(&cfg, k, 1, S_B * T);
+    s_prepare(cpu, k);
+    s_copy_params(g1, cpu);
+    s_copy_params(g2, cpu);
+    s_batch_t b = s_batch(T, cfg.vocab_size, C);
+    float *w = malloc((size_t)C * sizeof *w), *dv = malloc((size_t)S_B * T * sizeof *dv);
+    float *o1 = malloc((size_t)S_B * T * sizeof *o1), *o2 = malloc((size_t)S_B * T * sizeof *o2);
+    float *dw1 = calloc((size_t)C, sizeof *dw1), *dw2 = calloc((size_t)C, sizeof *dw2);
+    float *dhid = malloc((size_t)S_B * T * C * sizeof *dhid);
+    rl_rng_t rng;
+    rl_rng_seed(&rng, 99);
+    for (int c = 0; c < C; c++) {
+        w[c] = 0.1f * (float)rl_rng_normal(&rng);
+    }
+    for (int i = 0; i < S_B * T; i++) {
+        dv[i] = (float)rl_rng_normal(&rng);
+    }
+    size_t n = 0;
+    float *gr1 = rl_model_trainable_grads(g1), *gr2 = rl_model_trainable_grads(g2);
+    (void)rl_model_trainable(g1, &n);
+    for (int score = 0; score <= 1; score++) {
+        const size_t n_out = score ? S_B : (size_t)S_B * T;
+        rl_model_zero_grad(g1);
+        rl_model_zero_grad(g2);
+        int rc = rl_model_forward(g1, b.tok, b.len, S_B, T, 1.0f, 1, NULL, NULL);
+        rc = rc ? rc : rl_model_forward(g2, b.tok, b.len, S_B, T, 1.0f, 1, NULL, NULL);
+        rc = rc ? rc : rl_model_device_head_forward(g1, w, score, o1);
+        CHECK_MSG(rc == 0, "head forward: %s %s", rl_model_errmsg(g1), rl_model_errmsg(g2));
+        const float *hid = rl_model_hidden(g2);
+        CHECK(hid != NULL);
+        if (rc || !hid) {
+            break;
+        }
+        if (score) {
+            rl_head_score_forward(o2, hid, w, b.len, S_B, T, C);
+            rl_head_score_backward(dhid, dw2, dv, hid, w, b.len, S_B, T, C);
+        } else {
+            rl_head_values_forward(o2, hid, w, b.len, S_B, T, C);
+            rl_head_values_backward(dhid, dw2, dv, hid, w, b.len, S_B, T, C);
+        }
+        rc = rl_model_device_head_backward(g1, w, score, dv, dw1);
+        rc = rc ? rc : rl_model_backward_hidden(g2, dhid);
+        rc = rc ? rc : rl_model_device_pull(g1, 1);
+        rc = rc ? rc : rl_model_device_pull(g2, 1);
+        CHECK_MSG(rc == 0, "head backward: %s %s", rl_model_errmsg(g1), rl_model_errmsg(g2));
+        double dw_gap = 0.0, dw_max = 0.0;
+        for (int c = 0; c < C; c++) {
+            dw_gap = fmax(dw_gap, fabs((double)dw1[c] - dw2[c]));
+            dw_max = fmax(dw_max, fabs((double)dw2[c]));
+        }
+        int same_out = s_same_bits(o1, o2, n_out * sizeof *o1);
+        int same_g = s_same_bits(gr1, gr2, n * sizeof *gr1);
+        printf("  %s: outputs %s, the trunk's gradients %s, the head's gradient within %.3g of "
+               "%.3g\n",
+               score ? "scores" : "values", same_out ? "equal" : "DIFFER",
+               same_g ? "equal" : "DIFFER", dw_gap, dw_max);
+        CHECK(same_out && same_g && dw_gap <= 4e-7 * dw_max * 2.0);
+    }
+    // a CPU model has no device head
+    CHECK(rl_model_forward(cpu, b.tok, b.len, S_B, T, 1.0f, 0, NULL, NULL) == 0);
+    CHECK(rl_model_device_head_forward(cpu, w, 0, o1) == RL_EINVAL);
+    free(w);
+    free(dv);
+    free(o1);
+    free(o2);
+    free(dw1);
+    free(dw2);
+    free(dhid);
+    s_batch_free(&b);
+    rl_model_destroy(&cpu);
+    rl_model_destroy(&g1);
+    rl_model_destroy(&g2);
+}
+
+// ---------------------------------------------------------------------------------------------
 // an adapter loaded into a tune NONE model on the device (its device half made anew for it) gives
 // the bits of a LORA model holding the same adapter; disabled, the bits of the bare model
 
@@ -1134,6 +1220,13 @@ int main(void) {
     };
     for (size_t i = 0; i < sizeof optim_cases / sizeof *optim_cases; i++) {
         s_test_optim(&optim_cases[i], T);
+    }
+    const s_case_t head_cases[] = {
+        {&S_QWEN2, RL_TUNE_LORA, ALL, 16, 0.0f, 0, 1.0f, 0},
+        {&S_LLAMA, RL_TUNE_FULL, 0, 8, 0.0f, 0, 1.0f, 0},
+    };
+    for (size_t i = 0; i < sizeof head_cases / sizeof *head_cases; i++) {
+        s_test_head(&head_cases[i], T);
     }
     const s_case_t step_cases[] = {
         {&S_LLAMA, RL_TUNE_NONE, 0, 8, 0.0f, 0, 1.0f, 0},

@@ -608,6 +608,41 @@ int rl_policy_logprobs(rl_policy_t *self, const int32_t *tokens, const int *leng
     return 0;
 }
 
+// The head's outputs for the last forward of n rows (lengths, T columns): score 1 gives n
+// scores, 0 the (n,T) values. On a GPU the head runs there (the hidden states stay on the
+// device); else rl_head over rl_model_hidden. Returns 0 or an error (rl_model_errmsg).
+static int s_head_forward(rl_policy_t *self, const int *lengths, int n, int T, int score,
+                          float *out) {
+    rl_model_t *m = self->model;
+    if (rl_model_on_gpu(m)) {
+        return rl_model_device_head_forward(m, self->head, score, out);
+    }
+    if (score) {
+        rl_head_score_forward(out, rl_model_hidden(m), self->head, lengths, n, T, self->C);
+    } else {
+        rl_head_values_forward(out, rl_model_hidden(m), self->head, lengths, n, T, self->C);
+    }
+    return 0;
+}
+
+// Its backward from dout (that shape), the head's gradient into dhead, then the model's.
+static int s_head_backward(rl_policy_t *self, const int *lengths, int n, int T, int score,
+                           const float *dout) {
+    rl_model_t *m = self->model;
+    if (rl_model_on_gpu(m)) {
+        return rl_model_device_head_backward(m, self->head, score, dout, self->dhead);
+    }
+    const float *hid = rl_model_hidden(m);
+    if (score) {
+        rl_head_score_backward(self->dhidden, self->dhead, dout, hid, self->head, lengths, n, T,
+                               self->C);
+    } else {
+        rl_head_values_backward(self->dhidden, self->dhead, dout, hid, self->head, lengths, n, T,
+                                self->C);
+    }
+    return rl_model_backward_hidden(m, self->dhidden);
+}
+
 int rl_policy_values(rl_policy_t *self, const int32_t *tokens, const int *lengths, int B, int T,
                      float *values, char *err, size_t err_len) {
     if (!self->head) {
@@ -623,8 +658,9 @@ int rl_policy_values(rl_policy_t *self, const int32_t *tokens, const int *length
         if (rc) {
             return rl_errf(err, err_len, rc, "values: %s", rl_model_errmsg(self->model));
         }
-        rl_head_values_forward(values + (size_t)b0 * T, rl_model_hidden(self->model), self->head,
-                               lengths + b0, n, T, self->C);
+        if ((rc = s_head_forward(self, lengths + b0, n, T, 0, values + (size_t)b0 * T)) != 0) {
+            return rl_errf(err, err_len, rc, "values: %s", rl_model_errmsg(self->model));
+        }
     }
     return 0;
 }
@@ -679,32 +715,18 @@ static int s_micro(rl_policy_t *self, const rl_policy_rows_t *rows, const rl_pol
         return rl_errf(err, err_len, rc, "train forward: %s", rl_model_errmsg(self->model));
     }
     rl_policy_micro_t m = {b0, n, Tm, it, self->logp, ent, self->mask, NULL};
-    if (self->head && o->scores) {
-        rl_head_score_forward(self->logp, rl_model_hidden(self->model), self->head, self->len, n,
-                              Tm, self->C);
-        m.logp = NULL;
-        m.values = self->logp;
-    } else if (self->head) {
-        rl_head_values_forward(self->logp, rl_model_hidden(self->model), self->head, self->len, n,
-                               Tm, self->C);
+    if (self->head) { // a critic's values, or with o->scores a reward model's scores
+        if ((rc = s_head_forward(self, self->len, n, Tm, o->scores, self->logp)) != 0) {
+            return rl_errf(err, err_len, rc, "train forward: %s", rl_model_errmsg(self->model));
+        }
         m.logp = NULL;
         m.values = self->logp;
     }
     if ((rc = loss(ctx, &m, self->dlogp, part)) != 0) {
         return rl_errf(err, err_len, rc, "train: bad loss input");
     }
-    if (self->head && o->scores) {
-        rl_head_score_backward(self->dhidden, self->dhead, self->dlogp,
-                               rl_model_hidden(self->model), self->head, self->len, n, Tm, self->C);
-        rc = rl_model_backward_hidden(self->model, self->dhidden);
-    } else if (self->head) {
-        rl_head_values_backward(self->dhidden, self->dhead, self->dlogp,
-                                rl_model_hidden(self->model), self->head, self->len, n, Tm,
-                                self->C);
-        rc = rl_model_backward_hidden(self->model, self->dhidden);
-    } else {
-        rc = rl_model_backward(self->model, self->dlogp);
-    }
+    rc = self->head ? s_head_backward(self, self->len, n, Tm, o->scores, self->dlogp)
+                    : rl_model_backward(self->model, self->dlogp);
     if (rc) {
         return rl_errf(err, err_len, rc, "train backward: %s", rl_model_errmsg(self->model));
     }
@@ -903,8 +925,9 @@ int rl_policy_scores(rl_policy_t *self, const int32_t *tokens, const int *length
         if (rc) {
             return rl_errf(err, err_len, rc, "scores: %s", rl_model_errmsg(self->model));
         }
-        rl_head_score_forward(scores + b0, rl_model_hidden(self->model), self->head, lengths + b0,
-                              n, T, self->C);
+        if ((rc = s_head_forward(self, lengths + b0, n, T, 1, scores + b0)) != 0) {
+            return rl_errf(err, err_len, rc, "scores: %s", rl_model_errmsg(self->model));
+        }
     }
     return 0;
 }
