@@ -7,7 +7,8 @@
 // same device, the cookbook's arith models, a few steps each:
 //   1. GRPO (LoRA, the reference = the adapter disabled) on two ranks sharing cuda:0 as dp 2 and
 //      as fsdp 2 (mesh.share_devices): every metric of every step and the final adapter within
-//      the CPU mesh's tolerances (docs/mesh.md);
+//      the CPU mesh's tolerances (docs/mesh.md); and with the reference on a mesh of its own
+//      (roles.reference: mesh, fsdp 2);
 //   2. PPO with the critic on the actor's ranks (its value head a second replicated part) on
 //      fsdp 2: the same, with one epoch per rollout (PPO's default 4 epochs over 4 rows amplify
 //      the order of a sum past these tolerances: on the emulation the 1×1 run with micro-batches
@@ -95,9 +96,20 @@ static void s_case(const char *name, const char *recipe, const char *more, const
 
 static void s_test_grpo(void) {
     static const char *const shapes[] = {"2x1", "1x2"};
-    s_case("grpo", "grpo_lora.yaml",
-           "train.steps=3 train.batch_size=2 train.micro_batch_size=4 algorithm.beta=0.04",
-           "adapter_model.safetensors", shapes, 2);
+    const char *more =
+        "train.steps=3 train.batch_size=2 train.micro_batch_size=4 algorithm.beta=0.04";
+    s_case("grpo", "grpo_lora.yaml", more, "adapter_model.safetensors", shapes, 2);
+    // the reference on a mesh of its own (each rank the whole frozen model on its device): the
+    // same numbers as the adapter switched off in the actor
+    char args[512];
+    snprintf(args, sizeof args, "%s roles.reference=mesh mesh.fsdp=2 mesh.share_devices=true",
+             more);
+    CHECK_INT(s_run("grpo_lora.yaml", "grpo-refmesh", args), 0);
+    char *o = rl_test_out(s_tmp);
+    CHECK_CONTAINS(o, "reference/1 pid ");
+    free(o);
+    rl_test_metrics_close(s_tmp, "grpo-1x1", "grpo-refmesh", S_TOL, S_FLOOR, 2);
+    s_final_close("grpo-1x1", "grpo-refmesh", "adapter_model.safetensors");
 }
 
 static void s_test_ppo(void) {
