@@ -244,7 +244,7 @@ static void s_print_text(const s_cpu_t *cpu, const s_cuda_t *cu, const char *vis
         for (int b = 0; b < cu->n; b++) {
             char h[16];
             snprintf(h, sizeof h, "cuda:%d", b);
-            printf("%-9s", h);
+            printf(b + 1 < cu->n ? "%-9s" : "%s", h); // no spaces at the end of a line
         }
         printf("\n");
         for (int a = 0; a < cu->n; a++) {
@@ -259,7 +259,7 @@ static void s_print_text(const s_cpu_t *cpu, const s_cuda_t *cu, const char *vis
                 } else if (a != b) {
                     snprintf(cell, sizeof cell, "no P2P");
                 }
-                printf("%-9s", cell);
+                printf(b + 1 < cu->n ? "%-9s" : "%s", cell);
             }
             printf("\n");
         }
