@@ -148,6 +148,7 @@ struct rl_model_cuda {
     void *d_hd;
     size_t hd_cap;
     int32_t *h_hrows; // (hd_cap) host staging of the rows
+    int hd_rows;      // the rows on the device are the last forward's: 1 values', 2 scores'; 0 not
     float *h_hdw;     // (C) the gradient back from the device
     float temperature;
     uint64_t step;
@@ -549,6 +550,7 @@ int rl_model_cuda_forward(rl_model_cuda_t *self, const int32_t *tokens, const in
     rl_cuda_ctx_t *ctx = self->ctx;
     self->valid = 0;
     self->hid_done = 0;
+    self->hd_rows = 0;
     int64_t n = 0;
     for (int b = 0; b < B; b++) {
         n += lengths[b];
@@ -845,6 +847,7 @@ int rl_model_cuda_step(rl_model_cuda_t *self, rl_model_cuda_cache_t *c, const in
     const int C = self->C, V = self->V;
     self->valid = 0; // the activations are the step's now
     self->hid_done = 0;
+    self->hd_rows = 0;
     self->N = n;
     self->B = 0;
     self->train = 0;
@@ -985,13 +988,22 @@ static int s_backward_trunk(rl_model_cuda_t *self) {
     return 0;
 }
 
+// 1 when a backward may follow: the last forward was a training one; else 0 with the message.
+static int s_can_backward(rl_model_cuda_t *self) {
+    if (self->valid && self->train) {
+        return 1;
+    }
+    s_err(self, RL_EINVAL,
+          self->infer ? "an inference-only device model has no backward "
+                        "(rl_model_opts_t.device_infer)"
+                      : "backward needs a preceding training forward (train = 1)");
+    return 0;
+}
+
 int rl_model_cuda_backward(rl_model_cuda_t *self, const float *dlogp) {
     const rl_cuda_module_t *cu = self->cu;
-    if (!self->valid || !self->train) {
-        return s_err(self, RL_EINVAL,
-                     self->infer ? "an inference-only device model has no backward "
-                                   "(rl_model_opts_t.device_infer)"
-                                 : "backward needs a preceding training forward (train = 1)");
+    if (!s_can_backward(self)) {
+        return RL_EINVAL;
     }
     if (!self->has_head) {
         return s_err(self, RL_EINVAL, "this model has no vocabulary head: no dlogp");
@@ -1016,11 +1028,8 @@ int rl_model_cuda_backward(rl_model_cuda_t *self, const float *dlogp) {
 }
 
 int rl_model_cuda_backward_hidden(rl_model_cuda_t *self, const float *dhidden) {
-    if (!self->valid || !self->train) {
-        return s_err(self, RL_EINVAL,
-                     self->infer ? "an inference-only device model has no backward "
-                                   "(rl_model_opts_t.device_infer)"
-                                 : "backward needs a preceding training forward (train = 1)");
+    if (!s_can_backward(self)) {
+        return RL_EINVAL;
     }
     const int B = self->B, T = self->T, C = self->C;
     for (int b = 0; b < B; b++) { // padding rows are not read
@@ -1037,16 +1046,21 @@ int rl_model_cuda_backward_hidden(rl_model_cuda_t *self, const float *dhidden) {
 
 // The head's rows of the last forward (score: each sequence's last token; else the values'
 // alignment, row b*T+t reading the token before t) on the device, their count in *n_out; the
-// head's buffers made or grown first.
+// head's buffers made or grown first. Uploaded once per forward (a backward reuses them).
 static int s_head_rows(rl_model_cuda_t *self, int score, int *n_out) {
     const rl_cuda_module_t *cu = self->cu;
     const int B = self->B, T = self->T, C = self->C;
     const size_t n = score ? (size_t)B : (size_t)B * T;
+    *n_out = (int)n;
+    if (self->hd_rows == score + 1) {
+        return 0;
+    }
     if (n > self->hd_cap) {
         cu->dfree(self->ctx, self->d_hd);
         self->d_hd = NULL;
         free(self->h_hrows);
         self->hd_cap = 0;
+        self->hd_rows = 0;
         self->h_hrows = malloc(n * sizeof(int32_t));
         if (!self->h_hdw) {
             self->h_hdw = malloc((size_t)C * sizeof(float));
@@ -1069,7 +1083,7 @@ static int s_head_rows(rl_model_cuda_t *self, int score, int *n_out) {
         }
     }
     S_TRY(cu->h2d(self->ctx, s_head_buf(self, 2), self->h_hrows, n * sizeof(int32_t)));
-    *n_out = (int)n;
+    self->hd_rows = score + 1;
     return 0;
 }
 
@@ -1092,11 +1106,8 @@ int rl_model_cuda_head_forward(rl_model_cuda_t *self, const float *w, int score,
 int rl_model_cuda_head_backward(rl_model_cuda_t *self, const float *w, int score, const float *dout,
                                 float *dw) {
     const rl_cuda_module_t *cu = self->cu;
-    if (!self->valid || !self->train) {
-        return s_err(self, RL_EINVAL,
-                     self->infer ? "an inference-only device model has no backward "
-                                   "(rl_model_opts_t.device_infer)"
-                                 : "backward needs a preceding training forward (train = 1)");
+    if (!s_can_backward(self)) {
+        return RL_EINVAL;
     }
     const int C = self->C;
     int n = 0, rc = s_head_rows(self, score, &n);
@@ -1338,6 +1349,7 @@ static int s_rows_alloc(rl_model_cuda_t *self, int rows) {
     const rl_cuda_module_t *cu = self->cu;
     self->valid = 0;
     self->hid_done = 0;
+    self->hd_rows = 0;
     cu->dfree(self->ctx, self->amem);
     self->amem = NULL;
     s_staging_free(self);

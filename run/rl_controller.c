@@ -354,6 +354,7 @@ static void s_print_placement(s_ctl_t *s, int threads) {
     // frozen reference holds only its parameters' shard; a critic what an actor holds)
     const rl_run_group_t *grp[3] = {&s->run.actor, &s->run.reference, &s->run.critic};
     const char *label[3] = {roles, "reference", "critic"};
+    const char *const dev_role[3] = {"actor", "reference", "critic"}; // rl_policy_role_device's
     const double bytes[3] = {per, gpu ? base : base / fsdp, per};
     for (int g = 0; g < 3; g++) {
         int own = grp[g]->n == n && !(g == 2 && s->run.critic_in_actor);
@@ -363,11 +364,7 @@ static void s_print_placement(s_ctl_t *s, int threads) {
             const char *at = rl_group_host(s->run.g, grp[g]->names[k]); // a rank across hosts
             snprintf(proc, sizeof proc, "%s pid %d", grp[g]->names[k], (int)pid);
             rl_device_t d = {0, 0};
-            (void)rl_policy_role_device(r,
-                                        g == 1   ? "reference"
-                                        : g == 2 ? "critic"
-                                                 : "actor",
-                                        k, &d, err, sizeof err); // checked before the run
+            (void)rl_policy_role_device(r, dev_role[g], k, &d, err, sizeof err); // checked
             rl_log_info("  %4d  %2d %4d  %-20s  %-15.15s  %-15s %7d  %-7s  %.1f MiB%s", k, k / fsdp,
                         k % fsdp, label[g], at ? at : host, proc, threads,
                         rl_device_name(&d, dn, sizeof dn), bytes[g] / 1048576.0,
