@@ -444,14 +444,8 @@ static int s_evaluate(void *state, rl_run_t *run, double *acc, double *acc_greed
     int rc = 0;
     if (s->acc && run->samplers.n > 0 && run->version != run->step) {
         // the samplers get the weights of this step (DPO samples nothing in training)
-        float *w = NULL;
-        int64_t n = 0;
-        rc = rl_run_export(run, &w, &n, err, err_len);
-        if (!rc) {
-            run->version = run->step;
-            rc = rl_run_sync(run, w, n, err, err_len);
-        }
-        free(w);
+        run->version = run->step;
+        rc = rl_run_sync_actor(run, err, err_len);
     }
     char a[128] = "", p[128] = "";
     if (!rc && s->acc && run->samplers.n > 0) {

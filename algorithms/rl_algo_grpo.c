@@ -376,7 +376,7 @@ static int s_update(rl_run_t *run, rl_rollout_data_t *d, s_step_t *t, char *err,
                               .denom = ro->denom,
                               .micro_batch = r->train.micro_batch_size,
                               .iterations = s_set(r)->num_iterations,
-                              .want_weights = 1};
+                              .want_weights = rl_run_sync_needs_host(run)};
         rc = rl_run_train(run, &run->actor, &q, &t->x, &t->rep, err, err_len);
     }
     t->t_train = rl_clock_now() - t1;

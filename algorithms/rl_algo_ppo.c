@@ -357,7 +357,7 @@ static int s_update(rl_run_t *run, s_ppo_t *s, s_step_t *t, int train_actor, s_s
                                    .denom = denom,
                                    .micro_batch = r->train.micro_batch_size,
                                    .iterations = 1,
-                                   .want_weights = final};
+                                   .want_weights = final && rl_run_sync_needs_host(run)};
             rc = rl_run_train(run, &run->actor, &q, &x, &rep, err, err_len);
             if (!rc) {
                 rc = s_add(&u->actor, q.loss, &x, err, err_len);

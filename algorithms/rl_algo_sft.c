@@ -396,14 +396,8 @@ static int s_evaluate(void *state, rl_run_t *run, double *acc, double *acc_greed
     snprintf(note, note_len, "eval %.4f", loss);
     if (s->n_acc > 0 && run->samplers.n > 0) {
         // the samplers hold the weights of this step
-        float *w = NULL;
-        int64_t n = 0;
         double fmt, fmtg, mlen, mleng;
-        rc = rl_run_export(run, &w, &n, err, err_len);
-        if (!rc) {
-            rc = rl_run_sync(run, w, n, err, err_len);
-        }
-        free(w);
+        rc = rl_run_sync_actor(run, err, err_len);
         uint64_t seed = (uint64_t)r->run.seed;
         if (!rc) {
             rc = rl_run_eval_accuracy(run, s->acc_prompts, s->acc_answers, s->n_acc,

@@ -195,6 +195,20 @@ int rl_cli_check_model(const rl_recipe_t *r, char *err, size_t err_len) {
     if (rl_policy_check_mesh_devices(r, &key, msg, sizeof msg) != 0) {
         return rl_recipe_errorf(r, key, err, err_len, RL_EINVAL, "%s", msg);
     }
+    // roles.weight_sync: ipc: every sampler can copy the actor's weights from its GPU
+    if (r->roles.weight_sync == RL_RECIPE_SYNC_IPC && r->roles.remote_samplers.n > 0) {
+        return rl_recipe_errorf(r, "roles.weight_sync", err, err_len, RL_EINVAL,
+                                "ipc: remote samplers (roles.remote_samplers) take the weights "
+                                "through host memory (auto sends them so)");
+    }
+    for (int k = 0; r->roles.weight_sync == RL_RECIPE_SYNC_IPC && k < r->roles.samplers; k++) {
+        if (!rl_policy_sync_ipc(r, k, msg, sizeof msg)) {
+            return rl_recipe_errorf(r, "roles.weight_sync", err, err_len, RL_EINVAL,
+                                    "ipc: %s (auto sends such a sampler the weights through host "
+                                    "memory)",
+                                    msg);
+        }
+    }
     rc = rl_hf_config_load(r->model.path, &cfg, msg, sizeof msg);
     if (rc != 0) {
         return rl_recipe_errorf(r, "model.path", err, err_len, RL_EINVAL, "%s", msg);

@@ -246,6 +246,9 @@ enum { RL_RECIPE_OPTIM_ADAMW = 0 };
 // its own on the mesh's shape (dp·fsdp processes, sharded like the actor; on 1×1: one process)
 enum { RL_RECIPE_REF_ACTOR = 0, RL_RECIPE_REF_WORKER = 1, RL_RECIPE_REF_MESH = 2 };
 enum { RL_RECIPE_BALANCE_EVEN = 0, RL_RECIPE_BALANCE_SPEED = 1 }; // roles.balance
+// roles.weight_sync: CUDA IPC for every sampler that can take it, else buckets through host
+// memory; always buckets; CUDA IPC or a refusal
+enum { RL_RECIPE_SYNC_AUTO = 0, RL_RECIPE_SYNC_HOST = 1, RL_RECIPE_SYNC_IPC = 2 };
 // env.builtin, env.on_error, env.tool_parser (the parser's order is env/rl_toolcall.h's)
 enum { RL_RECIPE_ENV_CALC = 0 };
 enum { RL_RECIPE_ENV_STOP = 0, RL_RECIPE_ENV_DROP = 1 };
@@ -484,6 +487,7 @@ typedef struct {
     rl_recipe_endpoints_t remote_samplers; // rlctl sampler serve endpoints
     int balance;            // RL_RECIPE_BALANCE_*: how a step's prompts are spread
     double sync_bucket_mb;  // the weights travel to samplers in buckets of this many MiB
+    int weight_sync;        // RL_RECIPE_SYNC_*: how (docs/gpu.md, "Weight sync on a GPU")
     char *client_key;       // the controller's secret key file (NULL: none)
     char *devices;          // a role's device instead of model.device: a JSON object's text
                             // {actor, critic, reference, samplers: "cuda:N" or a list: sampler

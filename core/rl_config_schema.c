@@ -46,6 +46,9 @@ static const char *const s_scheds[] = {"constant", "linear", "cosine", NULL};
 static const char *const s_refs[] = {"actor", "worker", "mesh", NULL};
 static const char *const s_balances[] = {[RL_RECIPE_BALANCE_EVEN] = "even",
                                          [RL_RECIPE_BALANCE_SPEED] = "speed", NULL};
+static const char *const s_syncs[] = {[RL_RECIPE_SYNC_AUTO] = "auto",
+                                      [RL_RECIPE_SYNC_HOST] = "host",
+                                      [RL_RECIPE_SYNC_IPC] = "ipc", NULL};
 static const char *const s_envs[] = {[RL_RECIPE_ENV_CALC] = "calc", NULL};
 static const char *const s_env_errors[] = {[RL_RECIPE_ENV_STOP] = "stop",
                                            [RL_RECIPE_ENV_DROP] = "drop", NULL};
@@ -829,6 +832,16 @@ static const rl_recipe_key_t s_keys[] = {
      .max = 16384,
      .doc = "the weights travel to each sampler in messages of at most this many MiB, in order "
             "(a sampler holds the new version once the last has landed)"},
+    {.section = "roles",
+     .key = "weight_sync",
+     .type = RL_RECIPE_T_ENUM,
+     .offset = OFF(roles.weight_sync),
+     DEF("auto"),
+     .choices = s_syncs,
+     .doc = "how new weights reach the samplers: ipc = a sampler on a GPU copies them from the "
+            "actor's GPU, device to device (CUDA IPC: the same machine, the same GPU or a peer); "
+            "host = in buckets through host memory (sync_bucket_mb); auto = ipc for every sampler "
+            "that can take it, host for the others"},
     {.section = "roles",
      .key = "client_key",
      .type = RL_RECIPE_T_PATH_FILE,

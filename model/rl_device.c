@@ -208,3 +208,21 @@ int rl_device_open(const char *text, rl_device_t *out, char *err, size_t err_len
     int rc = rl_device_parse(text, out, err, err_len);
     return rc ? rc : rl_device_check(out, 0, NULL, err, err_len);
 }
+
+int rl_device_peer(int a, int b, int *access, char *err, size_t err_len) {
+    *access = a == b;
+    if (a == b) {
+        return 0;
+    }
+    const rl_cuda_module_t *cu = rl_device_cuda(err, err_len);
+    if (!cu) {
+        return RL_ENOTFOUND;
+    }
+    char msg[512];
+    int rank = 0;
+    if (cu->peer(a, b, access, &rank, msg, sizeof msg) != 0) {
+        *access = 0;
+        return rl_errf(err, err_len, RL_EIO, "cuda:%d and cuda:%d: %s", a, b, msg);
+    }
+    return 0;
+}

@@ -48,6 +48,10 @@ int rl_device_check(const rl_device_t *d, size_t min_free, rl_device_info_t *inf
 // model.device). Returns 0 with *out set, or the first one's error.
 int rl_device_open(const char *text, rl_device_t *out, char *err, size_t err_len);
 
+// Whether GPU a can read and write GPU b's memory directly (peer access; a == b: 1). Returns 0
+// with *access set, or RL_ENOTFOUND (no module) / RL_EIO with err.
+int rl_device_peer(int a, int b, int *access, char *err, size_t err_len);
+
 // The CUDA module's table (model/cuda/rl_cuda_module.h), loaded once per process and kept until
 // exit; NULL with err filled when it cannot be loaded (not built, or its libraries missing).
 // The environment variable RLCTL_CUDA_MODULE, when set and not empty, names the module file to

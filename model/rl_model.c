@@ -1382,6 +1382,31 @@ int rl_model_device_pull(rl_model_t *self, int grads) {
     return rc ? rl_mdl_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda)) : 0;
 }
 
+int rl_model_device_ipc_export(rl_model_t *self, unsigned char *handle, uint64_t *layout,
+                               int64_t *n) {
+    *layout = 0;
+    *n = 0;
+    if (!self->cuda) {
+        return rl_mdl_err(self, RL_EINVAL, "weights shared through CUDA IPC need a model on a GPU");
+    }
+    size_t k = 0;
+    int rc = rl_model_cuda_ipc_export(self->cuda, handle, layout, &k);
+    *n = (int64_t)k;
+    return rc ? rl_mdl_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda)) : 0;
+}
+
+int rl_model_device_ipc_load(rl_model_t *self, const unsigned char *handle, uint64_t layout,
+                             int64_t n) {
+    if (!self->cuda) {
+        return rl_mdl_err(self, RL_EINVAL, "weights shared through CUDA IPC need a model on a GPU");
+    }
+    if (n < 0) {
+        return rl_mdl_err(self, RL_EINVAL, "shared weights of %lld floats", (long long)n);
+    }
+    int rc = rl_model_cuda_ipc_load(self->cuda, handle, layout, (size_t)n);
+    return rc ? rl_mdl_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda)) : 0;
+}
+
 int rl_model_device_head_forward(rl_model_t *self, const float *w, int score, float *out) {
     if (!self->cuda || !self->fwd_valid) {
         return rl_mdl_err(self, RL_EINVAL, "the device's head needs a forward on a GPU");

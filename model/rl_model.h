@@ -368,6 +368,21 @@ int rl_model_device_clip(rl_model_t *self, double max_norm, double *norm);
 int rl_model_device_adamw(rl_model_t *self, double lr, double beta1, double beta2, double eps,
                           double weight_decay, int64_t step);
 int rl_model_device_optim_state(rl_model_t *self, float *m, float *v, int upload);
+// The trainable parameters from one process's GPU model to another's on this machine without a
+// trip through host memory (CUDA IPC; the same GPU, or another it can reach as a peer). export:
+// handle (RL_MODEL_IPC_HANDLE bytes) for the device array of this model's trainable parameters
+// (stable for the model's life; the updates queued are waited for), *layout a fingerprint of
+// its layout and *n its floats (with gaps: not rl_model_trainable's count). load, in another
+// process: that array copied device to device over this model's trainable parameters (the
+// handle is opened once and kept); a model laid out otherwise (another config or tuning) is
+// refused (RL_EINVAL). The host arrays are not updated by a load. The exporter must not update
+// its parameters while a load reads them (the controller's order: docs/gpu.md). A CPU model:
+// RL_EINVAL. Return 0, RL_EINVAL or RL_EIO with rl_model_errmsg.
+#define RL_MODEL_IPC_HANDLE 64
+int rl_model_device_ipc_export(rl_model_t *self, unsigned char *handle, uint64_t *layout,
+                               int64_t *n);
+int rl_model_device_ipc_load(rl_model_t *self, const unsigned char *handle, uint64_t layout,
+                             int64_t n);
 // A critic's or reward model's scalar head (rl_head.h) where the model is, so that the hidden
 // states (B*T, C) stay on the device: forward over the last forward's final-norm output, w (C)
 // the head's weight; score 0: out (B,T) = rl_head_values_forward's values, 1: out (B) =

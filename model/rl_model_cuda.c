@@ -108,6 +108,8 @@ struct rl_model_cuda {
     float *mmem, *vmem; // AdamW's moments (t_n floats each, the same offsets; gaps 0)
     uint16_t *tbf;      // bf16 copies of tmem (the same element offsets)
     size_t t_n, w_bytes;
+    void *ipc_src; // another process's tmem, mapped (rl_model_cuda_ipc_load); NULL: none
+    unsigned char ipc_handle[RL_CUDA_IPC_HANDLE]; // ipc_src's handle
 
     // ---- activations and scratch: one allocation (amem) for `rows` tokens
     void *amem;
@@ -1243,6 +1245,74 @@ int rl_model_cuda_optim_state(rl_model_cuda_t *self, float *m, float *v, int upl
 }
 
 // ---------------------------------------------------------------------------------------------
+// the weights to another process on this machine (CUDA IPC)
+
+_Static_assert(RL_MODEL_IPC_HANDLE == RL_CUDA_IPC_HANDLE, "the model's IPC handle is CUDA's");
+
+// FNV-1a over t_n and every trainable tensor's offset and size: two models whose trainable
+// arrays are laid out alike (the same config and options) give the same number.
+static uint64_t s_layout_hash(const rl_model_cuda_t *self) {
+    uint64_t h = 1469598103934665603ull;
+    uint64_t words[3] = {self->t_n, 0, 0};
+    for (int i = -1; i < self->n_tensors; i++) {
+        if (i >= 0) {
+            const s_tensor_t *t = &self->tensors[i];
+            if (!t->trainable) {
+                continue;
+            }
+            words[0] = (uint64_t)(t->dt->f - self->tmem);
+            words[1] = t->n;
+            words[2] = (uint64_t)i;
+        }
+        const unsigned char *b = (const unsigned char *)words;
+        for (size_t k = 0; k < sizeof words; k++) {
+            h = (h ^ b[k]) * 1099511628211ull;
+        }
+    }
+    return h;
+}
+
+int rl_model_cuda_ipc_export(rl_model_cuda_t *self, unsigned char *handle, uint64_t *layout,
+                             size_t *n) {
+    if (!self->tmem) {
+        return s_err(self, RL_EINVAL, "the model has no trainable parameters to share");
+    }
+    S_TRY(self->cu->sync(self->ctx)); // every update queued before is in the buffer
+    S_TRY(self->cu->ipc_export(self->ctx, self->tmem, handle));
+    *layout = s_layout_hash(self);
+    *n = self->t_n;
+    return 0;
+}
+
+int rl_model_cuda_ipc_load(rl_model_cuda_t *self, const unsigned char *handle, uint64_t layout,
+                           size_t n) {
+    const rl_cuda_module_t *cu = self->cu;
+    if (!self->tmem) {
+        return s_err(self, RL_EINVAL, "the model has no trainable parameters to load");
+    }
+    if (n != self->t_n || layout != s_layout_hash(self)) {
+        return s_err(self, RL_EINVAL,
+                     "the shared weights are laid out otherwise than this model's (%zu floats, "
+                     "layout %016llx; this model: %zu, %016llx): not the same model and options",
+                     n, (unsigned long long)layout, self->t_n,
+                     (unsigned long long)s_layout_hash(self));
+    }
+    if (self->ipc_src && memcmp(self->ipc_handle, handle, RL_CUDA_IPC_HANDLE) != 0) {
+        void *old = self->ipc_src;
+        self->ipc_src = NULL;
+        S_TRY(cu->ipc_close(self->ctx, old));
+    }
+    if (!self->ipc_src) {
+        S_TRY(cu->ipc_open(self->ctx, handle, &self->ipc_src));
+        memcpy(self->ipc_handle, handle, RL_CUDA_IPC_HANDLE);
+    }
+    S_TRY(cu->d2d(self->ctx, self->tmem, self->ipc_src, self->t_n * sizeof(float)));
+    S_TRY(cu->f32_to_bf16(self->ctx, self->tbf, self->tmem, self->t_n));
+    S_TRY(cu->sync(self->ctx)); // the copy is done before the exporter may write again
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
 // creation
 
 // Lays out (base NULL: counts) the activations, scratch and index buffers for `rows` tokens.
@@ -1711,6 +1781,9 @@ void rl_model_cuda_destroy(rl_model_cuda_t **self_p) {
     }
     rl_model_cuda_t *self = *self_p;
     if (self->ctx) {
+        if (self->ipc_src) {
+            self->cu->ipc_close(self->ctx, self->ipc_src);
+        }
         self->cu->dfree(self->ctx, self->wmem);
         self->cu->dfree(self->ctx, self->tmem);
         self->cu->dfree(self->ctx, self->tbf);

@@ -98,6 +98,19 @@ int rl_model_cuda_adamw(rl_model_cuda_t *self, double lr, double beta1, double b
                         double weight_decay, int64_t step);
 int rl_model_cuda_optim_state(rl_model_cuda_t *self, float *m, float *v, int upload);
 
+// The trainable parameters to another process on this machine without a trip through the host
+// (CUDA IPC). export: handle (RL_CUDA_IPC_HANDLE bytes) for the device array of the trainable
+// parameters (its address is stable for the model's life), *layout a fingerprint of how it is
+// laid out and *n its floats; waits for the updates queued first. load: the exporter's array
+// copied device to device over this model's (the handle is opened at its first use and kept
+// until another handle comes or destroy), the bf16 copies refreshed, waited for; a layout or
+// size other than this model's is refused (RL_EINVAL). The host arrays are not updated. The
+// exporter must not update its parameters while a load reads them. Return 0, RL_EINVAL or RL_EIO.
+int rl_model_cuda_ipc_export(rl_model_cuda_t *self, unsigned char *handle, uint64_t *layout,
+                             size_t *n);
+int rl_model_cuda_ipc_load(rl_model_cuda_t *self, const unsigned char *handle, uint64_t layout,
+                           size_t n);
+
 // Bytes of device memory the device half holds. (For messages and tests.)
 size_t rl_model_cuda_bytes(const rl_model_cuda_t *self);
 // rl_model_device_plan and rl_model_device_kvcache_bytes (rl_model.h): the sizes

@@ -174,6 +174,23 @@ static int s_export(void *state, const rl_msg_t *req, rl_msg_t **reply, char *er
     return rl_proto_export_weights_reply_encode(&r, rl_msg_id(req), reply, err, err_len);
 }
 
+// The handle of the device array of the trainable parameters (CUDA IPC), for samplers on GPUs
+// of this machine: current when it replies (the updates queued are waited for).
+static int s_publish(void *state, const rl_msg_t *req, rl_msg_t **reply, char *err,
+                     size_t err_len) {
+    s_actor_t *a = state;
+    rl_model_t *m = rl_policy_model(a->policy);
+    unsigned char h[RL_MODEL_IPC_HANDLE];
+    uint64_t layout = 0;
+    int64_t n = 0;
+    int rc = rl_model_device_ipc_export(m, h, &layout, &n);
+    if (rc) {
+        return rl_errf(err, err_len, rc, "publish_weights: %s", rl_model_errmsg(m));
+    }
+    rl_proto_publish_weights_reply_t r = {h, RL_MODEL_IPC_HANDLE, (int64_t)layout, n};
+    return rl_proto_publish_weights_reply_encode(&r, rl_msg_id(req), reply, err, err_len);
+}
+
 static int s_save_reply(s_actor_t *a, const rl_msg_t *req, rl_msg_t **reply, char *err,
                         size_t err_len) {
     size_t n = rl_policy_n_weights(a->policy);
@@ -255,9 +272,13 @@ static int s_save_final(void *state, const rl_msg_t *req, rl_msg_t **reply, char
 }
 
 static const rl_role_verb_t s_verbs[] = {
-    {RL_PROTO_LOGPROBS, s_logprobs},     {RL_PROTO_TRAIN, s_train},
-    {RL_PROTO_EXPORT_WEIGHTS, s_export}, {RL_PROTO_SAVE, s_save},
-    {RL_PROTO_LOAD, s_load},             {RL_PROTO_SAVE_FINAL, s_save_final},
+    {RL_PROTO_LOGPROBS, s_logprobs},
+    {RL_PROTO_TRAIN, s_train},
+    {RL_PROTO_EXPORT_WEIGHTS, s_export},
+    {RL_PROTO_PUBLISH_WEIGHTS, s_publish},
+    {RL_PROTO_SAVE, s_save},
+    {RL_PROTO_LOAD, s_load},
+    {RL_PROTO_SAVE_FINAL, s_save_final},
     {RL_PROTO_VALUES, s_values},
 };
 

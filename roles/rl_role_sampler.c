@@ -63,6 +63,35 @@ static int s_setup(const rl_recipe_t *recipe, const rl_role_env_t *env, void **s
     return 0;
 }
 
+// load_weights with `ipc`: the actor's device array copied over this sampler's on the device
+// (CUDA IPC), whole: the version is held when it returns. The host's copy of the trainable
+// weights is not updated (a GPU sampler does not read it; a later bucketed load replaces all
+// of it). On a failure no version is held.
+static int s_load_ipc(s_sampler_t *s, const rl_proto_load_weights_t *q, const rl_msg_t *req,
+                      rl_msg_t **reply, char *err, size_t err_len) {
+    if (q->n != 0 || q->n_ipc != RL_MODEL_IPC_HANDLE || q->n_ipc_array != 2) {
+        return rl_errf(err, err_len, RL_EINVAL,
+                       "load_weights: an IPC handle of %lld bytes (not %d), weights beside it, or "
+                       "no ipc_array",
+                       (long long)q->n_ipc, RL_MODEL_IPC_HANDLE);
+    }
+    s->version = -1;
+    s->loading = q->version;
+    s->received = 0;
+    rl_sampler_sessions_clear(s->sampler); // kept caches are of the old weights
+    if (rl_fault("load_weights_ipc")) {    // docs/reliability.md; tests only
+        return rl_errf(err, err_len, RL_EIO,
+                       "load_weights: CUDA IPC failed (RLCTL_FAULT=load_weights_ipc)");
+    }
+    int rc = rl_model_device_ipc_load(s->model, q->ipc, (uint64_t)q->ipc_array[0], q->ipc_array[1]);
+    if (rc) {
+        return rl_errf(err, err_len, rc, "load_weights: %s", rl_model_errmsg(s->model));
+    }
+    s->version = q->version;
+    rl_proto_load_weights_reply_t r = {s->version};
+    return rl_proto_load_weights_reply_encode(&r, rl_msg_id(req), reply, err, err_len);
+}
+
 static int s_load(void *state, const rl_msg_t *req, rl_msg_t **reply, char *err,
                   size_t err_len) {
     s_sampler_t *s = state;
@@ -73,6 +102,9 @@ static int s_load(void *state, const rl_msg_t *req, rl_msg_t **reply, char *err,
     }
     if (rl_fault("load_weights")) { // docs/reliability.md; tests only
         return rl_errf(err, err_len, RL_EIO, "load_weights: failed (RLCTL_FAULT=load_weights)");
+    }
+    if (q.ipc) {
+        return s_load_ipc(s, &q, req, reply, err, err_len);
     }
     size_t n;
     float *dst = rl_model_trainable(s->model, &n);

@@ -487,17 +487,7 @@ static int s_setup_workers(s_ctl_t *s, char *err, size_t err_len) {
 
 // The weights version run->version to every sampler, from the actor (export_weights).
 static int s_sync_from_actor(s_ctl_t *s, char *err, size_t err_len) {
-    if (s->run.samplers.n == 0) {
-        return 0;
-    }
-    float *w = NULL;
-    int64_t n = 0;
-    int rc = rl_run_export(&s->run, &w, &n, err, err_len);
-    if (!rc) {
-        rc = rl_run_sync(&s->run, w, n, err, err_len);
-    }
-    free(w);
-    return rc;
+    return rl_run_sync_actor(&s->run, err, err_len);
 }
 
 // ---- checkpoints, resume, final/ ----------------------------------------------------------------

@@ -7,6 +7,7 @@
 #include "rl_err.h"
 #include "rl_log.h"
 #include "rl_mesh.h"
+#include "rl_policy.h"
 #include "rl_reward_math.h"
 
 #include <math.h>
@@ -691,20 +692,57 @@ int rl_run_export(rl_run_t *run, float **w_p, int64_t *n_p, char *err, size_t er
     return *w_p ? 0 : rl_errf(err, err_len, RL_ENOMEM, "out of memory");
 }
 
-int rl_run_sync_post(rl_run_t *run, const float *weights, int64_t n, rl_run_syncjob_t *job,
-                     char *err, size_t err_len) {
-    memset(job, 0, sizeof *job);
-    run->n_trainable = n;
+// Which samplers take the weights through CUDA IPC: decided once, at the first sync
+// (roles.weight_sync; rlctl validate refused `ipc` where some sampler cannot). Remote samplers
+// never do.
+static void s_sync_plan(rl_run_t *run) {
+    if (run->sync_planned) {
+        return;
+    }
+    run->sync_planned = 1;
+    const rl_recipe_t *r = run->r;
+    int n_ipc = 0;
+    for (int k = 0; k < run->samplers.n; k++) {
+        char why[512];
+        run->sync_ipc[k] = r->roles.weight_sync != RL_RECIPE_SYNC_HOST && run->actor.n > 0 &&
+                           !rl_group_is_remote(run->g, run->samplers.names[k]) &&
+                           rl_policy_sync_ipc(r, k, why, sizeof why);
+        n_ipc += run->sync_ipc[k];
+    }
+    if (n_ipc > 0) {
+        rl_log_info("weight sync: %d of %d sampler%s copy the actor's weights from its GPU (CUDA "
+                    "IPC)",
+                    n_ipc, run->samplers.n, run->samplers.n == 1 ? "" : "s");
+    }
+}
+
+int rl_run_sync_needs_host(rl_run_t *run) {
+    s_sync_plan(run);
+    int ks[RL_RUN_MAX_RANKS];
+    int na = s_active(run, run->samplers.n, ks);
+    for (int j = 0; j < na; j++) {
+        if (!run->sync_ipc[ks[j]]) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+// The buckets of weights to job->na samplers (job->ks).
+static int s_post_buckets(rl_run_t *run, const float *weights, int64_t n, rl_run_syncjob_t *job,
+                          char *err, size_t err_len) {
     int64_t per = (int64_t)(run->r->roles.sync_bucket_mb * 1048576.0 / 4.0);
     per = per < 1 ? 1 : per;
-    int na = s_active(run, run->samplers.n, job->ks);
+    int na = job->na;
     int nb = n > 0 ? (int)((n + per - 1) / per) : 1;
+    job->na = 0;
     if ((int64_t)na * nb > 1000) {
         return rl_errf(err, err_len, RL_EINVAL,
                        "weight sync: %d buckets for each of %d samplers is too many in flight "
                        "(raise roles.sync_bucket_mb)",
                        nb, na);
     }
+    RL_ASSERT(weights || na == 0); // rl_run_sync_needs_host said so
     job->ids = calloc((size_t)na * (size_t)nb + 1, sizeof *job->ids);
     if (!job->ids) {
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
@@ -712,8 +750,12 @@ int rl_run_sync_post(rl_run_t *run, const float *weights, int64_t n, rl_run_sync
     int rc = 0;
     for (int b = 0; !rc && b < nb; b++) {
         int64_t off = (int64_t)b * per, len = n - off < per ? n - off : per;
-        rl_proto_load_weights_t q = {
-            run->version, run->r->lora.enabled ? "lora" : "full", weights + off, len, off, n};
+        rl_proto_load_weights_t q = {.version = run->version,
+                                     .kind = run->r->lora.enabled ? "lora" : "full",
+                                     .weights = weights + off,
+                                     .n = len,
+                                     .offset = off,
+                                     .total = n};
         rl_msg_t *reqs[RL_RUN_MAX_RANKS] = {0};
         const char *peers[RL_RUN_MAX_RANKS] = {0};
         for (int j = 0; j < na && !rc; j++) {
@@ -740,7 +782,76 @@ int rl_run_sync_post(rl_run_t *run, const float *weights, int64_t n, rl_run_sync
     return rc;
 }
 
-int rl_run_sync_collect(rl_run_t *run, rl_run_syncjob_t *job, char *err, size_t err_len) {
+// The actor's publish_weights handle in one load_weights to each of job->ni samplers (job->ki).
+static int s_post_ipc(rl_run_t *run, rl_run_syncjob_t *job, char *err, size_t err_len) {
+    const int ni = job->ni;
+    job->ni = 0;
+    rl_msg_t *req = NULL, *rep = NULL;
+    rl_proto_request(RL_PROTO_PUBLISH_WEIGHTS, rl_run_id(run), &req);
+    int rc = rl_run_call(run, &run->actor, 0, req, &rep, run->r->roles.request_timeout, NULL, err,
+                         err_len);
+    if (rc) {
+        return rc;
+    }
+    rl_proto_publish_weights_reply_t x;
+    char why[512] = "";
+    if (rl_proto_publish_weights_reply_decode(rep, &x, why, sizeof why) != 0 ||
+        x.n_handle != RL_MODEL_IPC_HANDLE) {
+        rl_msg_free(&rep);
+        return rl_errf(err, err_len, RL_EPROTO, "worker %s: malformed publish_weights reply%s%s",
+                       run->actor.names[0], why[0] ? ": " : "", why);
+    }
+    const int64_t array[2] = {x.layout, x.floats};
+    rl_proto_load_weights_t q = {.version = run->version,
+                                 .kind = run->r->lora.enabled ? "lora" : "full",
+                                 .ipc = x.handle,
+                                 .n_ipc = x.n_handle,
+                                 .ipc_array = array,
+                                 .n_ipc_array = 2};
+    rl_msg_t *reqs[RL_RUN_MAX_RANKS] = {0};
+    const char *peers[RL_RUN_MAX_RANKS] = {0};
+    for (int j = 0; j < ni && !rc; j++) {
+        rc = rl_proto_load_weights_encode(&q, rl_run_id(run), &reqs[j], err, err_len);
+        peers[j] = run->samplers.names[job->ki[j]];
+    }
+    rl_msg_free(&rep); // the requests hold copies of the handle
+    if (rc) {
+        for (int j = 0; j < ni; j++) {
+            rl_msg_free(&reqs[j]);
+        }
+        return rc;
+    }
+    if ((rc = rl_group_post(run->g, ni, peers, reqs, job->ii, err, err_len)) == 0) {
+        job->ni = ni;
+        run->ipc_inflight += ni;
+    }
+    return rc;
+}
+
+int rl_run_sync_post(rl_run_t *run, const float *weights, int64_t n, rl_run_syncjob_t *job,
+                     char *err, size_t err_len) {
+    memset(job, 0, sizeof *job);
+    if (weights) {
+        run->n_trainable = n;
+    }
+    s_sync_plan(run);
+    int ks[RL_RUN_MAX_RANKS];
+    int na = s_active(run, run->samplers.n, ks);
+    for (int j = 0; j < na; j++) {
+        if (run->sync_ipc[ks[j]]) {
+            job->ki[job->ni++] = ks[j];
+        } else {
+            job->ks[job->na++] = ks[j];
+        }
+    }
+    int rc = job->ni > 0 ? s_post_ipc(run, job, err, err_len) : 0;
+    if (!rc && (job->na > 0 || job->ni == 0)) {
+        rc = s_post_buckets(run, weights, n, job, err, err_len);
+    }
+    return rc;
+}
+
+static int s_collect_buckets(rl_run_t *run, rl_run_syncjob_t *job, char *err, size_t err_len) {
     static char why[RL_RUN_MAX_RANKS][RL_GROUP_WHY];
     char failed[RL_RUN_MAX_RANKS] = {0};
     int na = job->na, nb = job->nb, rc = 0;
@@ -769,10 +880,73 @@ int rl_run_sync_collect(rl_run_t *run, rl_run_syncjob_t *job, char *err, size_t 
     return rc;
 }
 
+// Samplers ks[0..n) whose IPC load failed, with auto: the weights through host memory now.
+static int s_sync_host_now(rl_run_t *run, const int *ks, int n, char *err, size_t err_len) {
+    float *w = NULL;
+    int64_t nw = 0;
+    int rc = rl_run_export(run, &w, &nw, err, err_len);
+    rl_run_syncjob_t job;
+    memset(&job, 0, sizeof job);
+    job.na = n;
+    memcpy(job.ks, ks, (size_t)n * sizeof *ks);
+    rc = rc ? rc : s_post_buckets(run, w, nw, &job, err, err_len);
+    int r2 = s_collect_buckets(run, &job, err, err_len);
+    free(w);
+    return rc ? rc : r2;
+}
+
+static int s_collect_ipc(rl_run_t *run, rl_run_syncjob_t *job, char *err, size_t err_len) {
+    static char why[RL_RUN_MAX_RANKS][RL_GROUP_WHY];
+    const int ni = job->ni;
+    job->ni = 0;
+    rl_msg_t *reps[RL_RUN_MAX_RANKS] = {0};
+    int rc =
+        rl_group_collect(run->g, ni, job->ii, reps, s_timeout(run, run->r->roles.request_timeout),
+                         why, NULL, err, err_len);
+    run->ipc_inflight -= ni;
+    int redo[RL_RUN_MAX_RANKS], nr = 0;
+    for (int j = 0; j < ni; j++) {
+        int k = job->ki[j];
+        if (!rc && !reps[j]) {
+            if (run->r->roles.weight_sync == RL_RECIPE_SYNC_AUTO) {
+                rl_log_warn("%s: the weights through CUDA IPC failed (%s); it takes them through "
+                            "host memory from now on",
+                            run->samplers.names[k], why[j]);
+                run->sync_ipc[k] = 0;
+                redo[nr++] = k;
+            } else {
+                rc = rl_errf(err, err_len, RL_EIO, "%s (roles.weight_sync: ipc)", why[j]);
+            }
+        }
+        rl_msg_free(&reps[j]);
+    }
+    return !rc && nr > 0 ? s_sync_host_now(run, redo, nr, err, err_len) : rc;
+}
+
+int rl_run_sync_collect(rl_run_t *run, rl_run_syncjob_t *job, char *err, size_t err_len) {
+    int rc = job->ni > 0 ? s_collect_ipc(run, job, err, err_len) : 0;
+    int r2 = s_collect_buckets(run, job, err, err_len);
+    return rc ? rc : r2;
+}
+
 int rl_run_sync(rl_run_t *run, const float *weights, int64_t n, char *err, size_t err_len) {
     rl_run_syncjob_t job;
     int rc = rl_run_sync_post(run, weights, n, &job, err, err_len);
     return rc ? rc : rl_run_sync_collect(run, &job, err, err_len);
+}
+
+int rl_run_sync_actor(rl_run_t *run, char *err, size_t err_len) {
+    if (run->samplers.n == 0) {
+        return 0;
+    }
+    float *w = NULL;
+    int64_t n = 0;
+    int rc = rl_run_sync_needs_host(run) ? rl_run_export(run, &w, &n, err, err_len) : 0;
+    if (!rc) {
+        rc = rl_run_sync(run, w, n, err, err_len);
+    }
+    free(w);
+    return rc;
 }
 
 // ---- logprobs ---------------------------------------------------------------------------------
@@ -955,6 +1129,12 @@ int rl_run_train(rl_run_t *run, const rl_run_group_t *grp, const rl_proto_train_
     rl_msg_t *req = NULL;
     *rep = NULL;
     int rc = 0;
+    if (run->ipc_inflight > 0) { // samplers read the actor's device array: it must not change
+        return rl_errf(err, err_len, RL_EINVAL,
+                       "internal: the actor would train while %d sampler%s copy its weights "
+                       "(the sync is not collected)",
+                       run->ipc_inflight, run->ipc_inflight == 1 ? "" : "s");
+    }
     run->actor_consistent = 0; // until rl_run_advance: the trained models are ahead of `step`
     if (grp->n > 1) {
         rc = s_train_mesh(run, grp, q, rep, err, err_len);

@@ -69,6 +69,9 @@ typedef struct rl_run {
     int max_new;                   // > 0: generate calls posted now ask for at most this many
                                    // new tokens (an episode's turn); 0: sampling.max_new_tokens
     struct rl_env_host *env;       // the recipe's environment (env:), or NULL
+    unsigned char sync_ipc[RL_RUN_MAX_RANKS]; // 1: sampler k takes weights through CUDA IPC
+    int sync_planned;                         // sync_ipc is decided (at the first sync)
+    int ipc_inflight; // IPC loads posted, not collected: the actor may not train
 } rl_run_t;
 
 // The tokenizer of a run, loaded as the controller loads it: the folder of model.tokenizer when
@@ -175,19 +178,33 @@ int rl_run_completion_text(rl_run_t *run, const rl_run_gen_t *g, int j, char **t
 
 // The actor's trainable weights (export_weights). caller owns *w_p; free with free().
 int rl_run_export(rl_run_t *run, float **w_p, int64_t *n_p, char *err, size_t err_len);
-// Sends weights (n floats: the actor's trainable view) to every sampler as version
-// run->version. Returns 0 or an error naming the sampler.
+// Whether the next sync sends weights through host memory to some sampler (roles.weight_sync
+// and where the samplers are): then it needs the actor's weights on the host (a train request's
+// want_weights, or rl_run_export); 0 when every sampler copies them from the actor's GPU.
+int rl_run_sync_needs_host(rl_run_t *run);
+// Sends weights (n floats: the actor's trainable view; NULL when !rl_run_sync_needs_host) to
+// every sampler as version run->version. Returns 0 or an error naming the sampler.
 int rl_run_sync(rl_run_t *run, const float *weights, int64_t n, char *err, size_t err_len);
-// The weights travel in buckets of roles.sync_bucket_mb (one message each, in order; a sampler
-// holds the version once the last bucket has landed and refuses to generate meanwhile).
+// rl_run_export when needed, then rl_run_sync: the actor's current weights to every sampler.
+int rl_run_sync_actor(rl_run_t *run, char *err, size_t err_len);
+// How: a sampler on a GPU that can reach the actor's (roles.weight_sync: auto or ipc) copies
+// the actor's device array device to device (CUDA IPC: the actor's publish_weights handle, one
+// load_weights each); the others get the weights in buckets of roles.sync_bucket_mb (one message
+// each, in order; a sampler holds the version once the last bucket has landed and refuses to
+// generate meanwhile). With auto, a sampler whose IPC load fails is warned about and takes the
+// weights through host memory from then on (this sync too).
 // The same in two halves: post queues the weights behind whatever each sampler is doing (a
 // sampler serves requests in order, so a generation posted later sees them); collect waits for
-// the replies (a remote sampler that failed leaves the run, as in rl_run_sync).
+// the replies (a remote sampler that failed leaves the run, as in rl_run_sync). While IPC loads
+// are posted and not collected the actor must not train (rl_run_train refuses).
 typedef struct {
-    int na;                   // samplers
+    int na;                   // samplers taking buckets
     int ks[RL_RUN_MAX_RANKS]; // their ranks
     int nb;                   // buckets (roles.sync_bucket_mb each) per sampler
     uint64_t *ids;            // (nb x na) the requests in flight; freed by collect
+    int ni;                   // samplers copying through CUDA IPC
+    int ki[RL_RUN_MAX_RANKS]; // their ranks
+    uint64_t ii[RL_RUN_MAX_RANKS]; // their requests in flight
 } rl_run_syncjob_t;
 int rl_run_sync_post(rl_run_t *run, const float *weights, int64_t n, rl_run_syncjob_t *job,
                      char *err, size_t err_len);

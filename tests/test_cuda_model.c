@@ -59,6 +59,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static const double S_U = 1.0 / 512.0; // bf16's unit roundoff, 2^-9
@@ -1190,7 +1191,244 @@ static void s_test_step(const s_case_t *k) {
     rl_model_destroy(&cpu);
 }
 
-int main(void) {
+// ---------------------------------------------------------------------------------------------
+// the trainable weights to another process through CUDA IPC (rl_model_device_ipc_*): a child
+// process (this program again, --ipc-child) holds a twin model whose trainable parameters start
+// elsewhere, loads the parent's device array through its handle, and writes what it then holds
+// (the trainable parameters pulled to its host, and the logp of a forward) for the parent to
+// compare with its own, bit for bit; twice, the parent's weights updated on the device between
+// (the same handle, the new values). Refusals: the parent's own handle, a twin laid out
+// otherwise (another LoRA rank), a damaged handle, a CPU model.
+
+static const s_case_t S_IPC_CASES[] = {
+    {&S_QWEN2, RL_TUNE_LORA, RL_LORA_ALL, 16, 0.0f, 0, 1.0f, 0},
+    {&S_LLAMA, RL_TUNE_FULL, 0, 8, 0.0f, 0, 1.0f, 0},
+};
+
+static void s_hex(const unsigned char *b, size_t n, char *out) {
+    for (size_t i = 0; i < n; i++) {
+        snprintf(out + 2 * i, 3, "%02x", b[i]);
+    }
+}
+
+static int s_unhex(const char *h, unsigned char *b, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        unsigned v;
+        if (sscanf(h + 2 * i, "%2x", &v) != 1) {
+            return -1;
+        }
+        b[i] = (unsigned char)v;
+    }
+    return 0;
+}
+
+// The child: argv = --ipc-child <case> <lora r> <dir>. Reads lines "load <handle hex> <layout
+// hex> <n>" on stdin; answers "ok" (and writes <dir>/child.bin: its trainable parameters, then
+// the logp of the batch) or "err <code> <message>" on stdout; "quit" ends it.
+static int s_ipc_child(char **argv) {
+    FILE *ans = fdopen(dup(1), "w"); // the answers; everything else printed goes to stderr
+    RL_ASSERT(ans && dup2(2, 1) == 1);
+    rl_test_cuda_open("model.cuda_model (IPC child)");
+    s_case_t k = S_IPC_CASES[atoi(argv[2])];
+    k.r = atoi(argv[3]);
+    const int T = rl_test_emulated() ? 24 : 96;
+    rl_hf_config_t cfg = s_cfg(k.shape);
+    rl_model_t *m = s_new(&cfg, &k, 1, S_B * T);
+    s_prepare(m, &k);
+    size_t n;
+    float *t = rl_model_trainable(m, &n);
+    for (size_t j = 0; j < n; j++) { // not the parent's: a load must replace them all
+        t[j] = 0.5f * t[j] + 0.25f;
+    }
+    RL_ASSERT(rl_model_device_push(m, 1) == 0);
+    s_batch_t b = s_batch(T, cfg.vocab_size, cfg.hidden_size);
+    float *lp = malloc((size_t)S_B * T * sizeof *lp);
+    char line[512], hex[2 * RL_MODEL_IPC_HANDLE + 1];
+    while (fgets(line, sizeof line, stdin)) {
+        unsigned long long layout;
+        long long nn;
+        unsigned char h[RL_MODEL_IPC_HANDLE];
+        if (strncmp(line, "quit", 4) == 0) {
+            break;
+        }
+        if (sscanf(line, "load %128s %llx %lld", hex, &layout, &nn) != 3 ||
+            s_unhex(hex, h, sizeof h) != 0) {
+            fprintf(ans, "err -1 bad command\n");
+            fflush(ans);
+            continue;
+        }
+        int rc = rl_model_device_ipc_load(m, h, (uint64_t)layout, nn);
+        rc = rc ? rc : rl_model_device_pull(m, 0);
+        rc = rc ? rc : rl_model_forward(m, b.tok, b.len, S_B, T, k.temperature, 0, lp, NULL);
+        if (rc) {
+            fprintf(ans, "err %d %s\n", rc, rl_model_errmsg(m));
+        } else {
+            char path[600];
+            snprintf(path, sizeof path, "%s/child.bin", argv[4]);
+            FILE *f = fopen(path, "wb");
+            RL_ASSERT(f && fwrite(t, sizeof *t, n, f) == n &&
+                      fwrite(lp, sizeof *lp, (size_t)S_B * T, f) == (size_t)S_B * T &&
+                      fclose(f) == 0);
+            fprintf(ans, "ok\n");
+        }
+        fflush(ans);
+    }
+    free(lp);
+    s_batch_free(&b);
+    rl_model_destroy(&m);
+    rl_test_cuda_close();
+    fclose(ans);
+    return 0;
+}
+
+typedef struct {
+    pid_t pid;
+    FILE *to, *from;
+} s_child_t;
+
+static s_child_t s_spawn_child(int which, int r, const char *dir) {
+    int in[2], out[2];
+    RL_ASSERT(pipe(in) == 0 && pipe(out) == 0);
+    fflush(stdout);
+    s_child_t c;
+    c.pid = fork();
+    RL_ASSERT(c.pid >= 0);
+    if (c.pid == 0) { // exec at once: a forked child must not use its parent's CUDA context
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        close(in[1]);
+        close(out[0]);
+        char a[16], b[16];
+        snprintf(a, sizeof a, "%d", which);
+        snprintf(b, sizeof b, "%d", r);
+        execl("/proc/self/exe", "test_model_cuda_model", "--ipc-child", a, b, dir, (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    c.to = fdopen(in[1], "w");
+    c.from = fdopen(out[0], "r");
+    RL_ASSERT(c.to && c.from);
+    return c;
+}
+
+// Sends a load of (h, layout, n); returns the child's answer line.
+static void s_child_load(s_child_t *c, const unsigned char *h, uint64_t layout, int64_t n,
+                         char *answer, size_t cap) {
+    char hex[2 * RL_MODEL_IPC_HANDLE + 1];
+    s_hex(h, RL_MODEL_IPC_HANDLE, hex);
+    fprintf(c->to, "load %s %llx %lld\n", hex, (unsigned long long)layout, (long long)n);
+    fflush(c->to);
+    if (!fgets(answer, (int)cap, c->from)) {
+        snprintf(answer, cap, "(no answer: the child died)");
+    }
+    answer[strcspn(answer, "\n")] = 0;
+}
+
+static void s_child_end(s_child_t *c) {
+    fprintf(c->to, "quit\n");
+    fclose(c->to);
+    fclose(c->from);
+    int st = 0;
+    waitpid(c->pid, &st, 0);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the IPC child ended with status %d", st);
+}
+
+// One AdamW step of m on the device (its host arrays left as they were).
+static void s_device_step(rl_model_t *m, const s_batch_t *b, float temp, int64_t step) {
+    float *lp = malloc((size_t)S_B * b->T * sizeof *lp);
+    rl_model_zero_grad(m);
+    int rc = rl_model_forward(m, b->tok, b->len, S_B, b->T, temp, 1, lp, NULL);
+    rc = rc ? rc : rl_model_backward(m, b->dlogp);
+    rc = rc ? rc : rl_model_device_adamw(m, 1e-2, 0.9, 0.95, 1e-8, 0.1, step);
+    CHECK_MSG(rc == 0, "device step: %s", rl_model_errmsg(m));
+    free(lp);
+}
+
+static void s_test_ipc(int which, int T) {
+    const s_case_t *k = &S_IPC_CASES[which];
+    rl_hf_config_t cfg = s_cfg(k->shape);
+    printf("%s, tune %s: the trainable weights to another process through CUDA IPC\n",
+           k->shape->name, k->tune == RL_TUNE_FULL ? "FULL" : "LORA");
+    rl_model_t *m = s_new(&cfg, k, 1, S_B * T);
+    s_prepare(m, k);
+    RL_ASSERT(rl_model_device_push(m, 1) == 0);
+    s_batch_t b = s_batch(T, cfg.vocab_size, cfg.hidden_size);
+    char dir[] = "/tmp/rl_cuda_ipc_XXXXXX", path[64], answer[1024];
+    RL_ASSERT(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/child.bin", dir);
+    size_t n;
+    float *t = rl_model_trainable(m, &n);
+    float *lp = malloc((size_t)S_B * T * sizeof *lp);
+    unsigned char h[RL_MODEL_IPC_HANDLE], h0[RL_MODEL_IPC_HANDLE];
+    uint64_t layout = 0;
+    int64_t nd = 0;
+    s_child_t c = s_spawn_child(which, k->r, dir);
+    for (int round = 1; round <= 2; round++) {
+        s_device_step(m, &b, k->temperature, round); // the device's weights move on, not the host's
+        CHECK_MSG(rl_model_device_ipc_export(m, h, &layout, &nd) == 0, "export: %s",
+                  rl_model_errmsg(m));
+        CHECK(nd >= (int64_t)n);
+        if (round == 1) {
+            memcpy(h0, h, sizeof h);
+        } else {
+            CHECK_MSG(memcmp(h, h0, sizeof h) == 0, "the handle changed between exports");
+        }
+        s_child_load(&c, h, layout, nd, answer, sizeof answer);
+        CHECK_MSG(strcmp(answer, "ok") == 0, "round %d: the child: %s", round, answer);
+        CHECK(rl_model_device_pull(m, 0) == 0 &&
+              rl_model_forward(m, b.tok, b.len, S_B, T, k->temperature, 0, lp, NULL) == 0);
+        size_t bytes = 0;
+        char *got = rl_test_read_file(path, &bytes);
+        int same_t = got && bytes == (n + (size_t)S_B * T) * sizeof(float) &&
+                     s_same_bits(got, t, n * sizeof *t);
+        int same_lp = same_t && s_same_bits(got + n * sizeof *t, lp, (size_t)S_B * T * sizeof *lp);
+        printf("  round %d: %lld floats (layout %016llx): the child's trainable parameters %s, its "
+               "logp %s\n",
+               round, (long long)nd, (unsigned long long)layout, same_t ? "equal" : "DIFFER",
+               same_lp ? "equal" : "DIFFER");
+        CHECK(same_t && same_lp);
+        free(got);
+    }
+    // a damaged handle (another process's id): refused, the child goes on
+    unsigned char bad[RL_MODEL_IPC_HANDLE];
+    memcpy(bad, h, sizeof bad);
+    for (size_t i = 8; i < 16; i++) {
+        bad[i] ^= 0x5a;
+    }
+    s_child_load(&c, bad, layout, nd, answer, sizeof answer);
+    printf("  a damaged handle: %s\n", answer);
+    CHECK_MSG(strncmp(answer, "err ", 4) == 0, "a damaged handle was taken: %s", answer);
+    s_child_end(&c);
+    // the exporter's own handle
+    int rc = rl_model_device_ipc_load(m, h, layout, nd);
+    printf("  its own handle: %d %s\n", rc, rc ? rl_model_errmsg(m) : "");
+    CHECK(rc == RL_EIO);
+    if (k->tune == RL_TUNE_LORA) { // a twin of rank r/2 is laid out otherwise
+        s_child_t c2 = s_spawn_child(which, k->r / 2, dir);
+        s_child_load(&c2, h, layout, nd, answer, sizeof answer);
+        printf("  a LoRA rank %d twin: %s\n", k->r / 2, answer);
+        char want[32];
+        snprintf(want, sizeof want, "err %d ", RL_EINVAL);
+        CHECK(strncmp(answer, want, strlen(want)) == 0);
+        CHECK_CONTAINS(answer, "laid out otherwise");
+        s_child_end(&c2);
+    }
+    rl_model_t *cpu = s_new(&cfg, k, 0, 0);
+    CHECK(rl_model_device_ipc_export(cpu, h, &layout, &nd) == RL_EINVAL &&
+          rl_model_device_ipc_load(cpu, h, layout, nd) == RL_EINVAL);
+    rl_model_destroy(&cpu);
+    unlink(path);
+    rmdir(dir);
+    free(lp);
+    s_batch_free(&b);
+    rl_model_destroy(&m);
+}
+
+int main(int argc, char **argv) {
+    if (argc == 5 && strcmp(argv[1], "--ipc-child") == 0) {
+        return s_ipc_child(argv);
+    }
     rl_test_cuda_open("model.cuda_model");
     const int emu = rl_test_emulated();
     const int T = emu ? 24 : 96;
@@ -1238,6 +1476,9 @@ int main(void) {
     }
     s_test_load(T);
     s_test_adapter(T);
+    for (int i = 0; i < (int)(sizeof S_IPC_CASES / sizeof *S_IPC_CASES); i++) {
+        s_test_ipc(i, T);
+    }
     s_test_refusals();
     rl_test_cuda_close();
     RL_TEST_DONE();

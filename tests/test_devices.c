@@ -9,7 +9,8 @@
 // anything is loaded; on the emulated GPU logprobs computes its forward there and generate and
 // eval their cached steps (the CPU's tokens, its logprobs within the bf16 tolerance of
 // docs/gpu.md), serve answers a completion with top logprobs from the GPU; a recipe on the
-// emulated cuda:0 validates, one naming cuda:1 is refused.
+// emulated cuda:0 validates, one naming cuda:1 is refused. roles.weight_sync: ipc is refused
+// for a sampler on the CPU (with or without a GPU) or on a device without peer access.
 #define _GNU_SOURCE // sched_getaffinity, CPU_COUNT
 #include "rl_test.h"
 
@@ -66,6 +67,12 @@ static void s_test_no_gpu(void) {
     CHECK_CONTAINS(s_out, "'--frobnicate'");
     CHECK_INT(s_run("", "cuda"), 2);
     CHECK_CONTAINS(s_out, "unknown argument 'cuda'");
+    // weights through CUDA IPC need GPUs: refused on the CPU, naming the key; auto and host pass
+    CHECK_INT(s_cmd(env, "validate " S_RECIPE " roles.weight_sync=ipc"), 2);
+    CHECK_CONTAINS(s_out, "roles.weight_sync: ipc: sampler 0 is on cpu and the actor on cpu: "
+                          "CUDA IPC is between GPUs");
+    CHECK_INT(s_cmd(env, "validate " S_RECIPE " roles.weight_sync=auto"), 0);
+    CHECK_INT(s_cmd(env, "validate " S_RECIPE " roles.weight_sync=host"), 0);
 }
 
 static void s_test_emulated(void) {
@@ -150,6 +157,18 @@ static void s_test_emulated(void) {
         CHECK_INT(s_cmd(env, args), 2);
         CHECK_CONTAINS(s_out, bad[b][1]);
     }
+    // roles.weight_sync: ipc between peers passes; without peer access, or with a sampler on
+    // the CPU, it is refused naming the key
+    const char *ipc = "validate " S_RECIPE " 'roles.devices={actor: cuda:1, samplers: [cuda:1, "
+                      "cuda:2]}' roles.weight_sync=ipc";
+    CHECK_INT(s_cmd(env, ipc), 0);
+    CHECK_INT(s_cmd(env_np, ipc), 2);
+    CHECK_CONTAINS(s_out, "roles.weight_sync: ipc: sampler 1 on cuda:2 cannot reach the actor's "
+                          "cuda:1 (no peer access between them)");
+    CHECK_INT(s_cmd(env, "validate " S_RECIPE " model.device=cuda:1 'roles.devices={samplers: "
+                         "cpu}' roles.weight_sync=ipc"),
+              2);
+    CHECK_CONTAINS(s_out, "roles.weight_sync: ipc: sampler 0 is on cpu and the actor on cuda:1");
     // the driver sees no device
     snprintf(env, sizeof env, "RLCTL_CUDA_MODULE=%s CUEMU_DEVICES=0", RL_CUEMU_MODULE);
     o = s_json(env);

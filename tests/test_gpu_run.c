@@ -18,8 +18,13 @@
 //   4. the device out of memory in a training forward (RLCTL_FAULT=cuda_oom, the path of a
 //      failed allocation) stops the run naming the worker, the phase, the bytes and the newest
 //      checkpoint; --resume then finishes it;
-//   5. (the emulation only: two emulated devices) roles.devices puts the actor and a sampler on
-//      one device and the other sampler on the other: the run logs that placement and completes.
+//   5. roles.weight_sync: through CUDA IPC (auto, here) == through host memory, to the bit (GRPO
+//      LoRA, SFT full with evaluations); a failed IPC load falls back to host memory (auto) or
+//      stops the run (ipc); validate refuses ipc for a sampler on the CPU;
+//   6. (the emulation only: two emulated devices) roles.devices puts the actor and a sampler on
+//      one device and the other sampler on the other: the run logs that placement and completes,
+//      both samplers copying through IPC (peers); without peer access (CUEMU_PEER=0) the one on
+//      the other device takes host memory, and the run ends as with peers.
 // On a GPU machine (scripts/gpu_check.sh) the build is not where it was made: RLCTL_BIN names the
 // rlctl to run and RL_SOURCE_DIR the checkout (its cookbook); by default, this build's.
 #include "rl_test.h"
@@ -202,6 +207,83 @@ static void s_test_grpo(void) {
     free(o);
 }
 
+// Runs a and b ended alike: the same metrics (but timings), the same final `file`, and with
+// traj the same trajectories.
+static void s_same_run(const char *a, const char *b, const char *file, int traj) {
+    json_t *ma = rl_test_metrics(s_tmp, a), *mb = rl_test_metrics(s_tmp, b);
+    CHECK_MSG(json_array_size(ma) > 0 && json_equal(ma, mb), "%s and %s: the metrics differ", a, b);
+    json_decref(ma);
+    json_decref(mb);
+    char fa[256], fb[256];
+    snprintf(fa, sizeof fa, "%s/final/%s", a, file);
+    snprintf(fb, sizeof fb, "%s/final/%s", b, file);
+    CHECK_MSG(rl_test_files_equal(s_tmp, fa, fb), "%s and %s: %s differs", a, b, file);
+    if (traj) {
+        snprintf(fa, sizeof fa, "%s.traj", a);
+        snprintf(fb, sizeof fb, "%s.traj", b);
+        CHECK_INT(s_export(a, fa), 0);
+        CHECK_INT(s_export(b, fb), 0);
+        CHECK_MSG(rl_test_files_equal(s_tmp, fa, fb), "%s and %s: the trajectories differ", a, b);
+    }
+}
+
+// roles.weight_sync: auto (the default; every sampler here is on the actor's GPU, so each copies
+// the weights through CUDA IPC) against host (buckets through host memory): GRPO (LoRA; grpo_a
+// above) and SFT (full tuning, an evaluation sampling at each step) end alike to the bit. A
+// failed IPC load falls back to host memory for that sampler with auto (warned; the same run)
+// and stops the run with ipc; validate refuses ipc for a sampler that cannot take it.
+static void s_test_weight_sync(void) {
+    const char *more = "train.steps=2 train.batch_size=2 train.micro_batch_size=16 "
+                       "train.save_every=1";
+    char args[600];
+    snprintf(args, sizeof args, "%s roles.weight_sync=host", more);
+    CHECK_INT(s_run("grpo_lora.yaml", "grpo_host", "cuda", args), 0);
+    s_same_run("grpo_a", "grpo_host", "adapter_model.safetensors", 1);
+    const char *sft = "train.steps=2 train.eval_every=1";
+    CHECK_INT(s_run("sft_arith.yaml", "sft_ipc", "cuda", sft), 0);
+    char *o = rl_test_out(s_tmp);
+    CHECK_CONTAINS(o, "weight sync: 1 of 1 sampler copy the actor's weights from its GPU (CUDA "
+                      "IPC)");
+    free(o);
+    snprintf(args, sizeof args, "%s roles.weight_sync=host", sft);
+    CHECK_INT(s_run("sft_arith.yaml", "sft_host", "cuda", args), 0);
+    o = rl_test_out(s_tmp);
+    CHECK_MSG(!strstr(o, "CUDA IPC"), "weight_sync=host used CUDA IPC: %s", o);
+    free(o);
+    s_same_run("sft_ipc", "sft_host", "model.safetensors", 0);
+    printf("  weight sync through CUDA IPC == through host memory (GRPO LoRA, SFT full)\n");
+    // every sampler's first IPC load fails
+    setenv("RLCTL_FAULT", "load_weights_ipc", 1);
+    CHECK_INT(s_run("grpo_lora.yaml", "grpo_fallback", "cuda", more), 0);
+    o = rl_test_out(s_tmp);
+    CHECK_CONTAINS(o, "sampler/0: the weights through CUDA IPC failed (worker sampler/0: "
+                      "load_weights: CUDA IPC failed (RLCTL_FAULT=load_weights_ipc)); it takes "
+                      "them through host memory from now on");
+    free(o);
+    s_same_run("grpo_a", "grpo_fallback", "adapter_model.safetensors", 1);
+    snprintf(args, sizeof args, "%s roles.weight_sync=ipc", more);
+    snprintf(s_cmd, sizeof s_cmd,
+             "run %s/grpo_lora.yaml run.dir=%s/ipc_fail model.device=cuda " S_SMALL " %s", s_cook,
+             s_tmp, args);
+    int rc = s_rlctl(s_cmd);
+    unsetenv("RLCTL_FAULT");
+    o = rl_test_out(s_tmp);
+    CHECK_MSG(rc == 1, "weight_sync=ipc with a failing load: exit %d", rc);
+    CHECK_CONTAINS(o, "load_weights: CUDA IPC failed (RLCTL_FAULT=load_weights_ipc) "
+                      "(roles.weight_sync: ipc)");
+    free(o);
+    printf("  a failed IPC load: host memory instead (auto), the run stopped (ipc)\n");
+    snprintf(s_cmd, sizeof s_cmd,
+             "validate %s/grpo_lora.yaml 'roles.devices={samplers: cpu}' model.device=cuda "
+             "roles.weight_sync=ipc",
+             s_cook);
+    CHECK_INT(s_rlctl(s_cmd), 2);
+    o = rl_test_out(s_tmp);
+    CHECK_CONTAINS(o, "roles.weight_sync: ipc: sampler 0 is on cpu and the actor on cuda:0: CUDA "
+                      "IPC is between GPUs");
+    free(o);
+}
+
 static void s_test_oom(void) {
     const char *more = "train.steps=2 train.batch_size=2 train.micro_batch_size=16 "
                        "train.save_every=1";
@@ -241,8 +323,25 @@ static void s_test_two_devices(void) {
     CHECK_CONTAINS(o, "placement: 1 actor on cuda:1 (cuemu (CPU emulation))");
     CHECK_CONTAINS(o, "placement: 1 sampler on cuda:0 (cuemu (CPU emulation))");
     CHECK_CONTAINS(o, "placement: 1 sampler on cuda:1 (cuemu (CPU emulation))");
+    CHECK_CONTAINS(o, "weight sync: 2 of 2 samplers copy"); // cuda:0 reaches cuda:1 as a peer
     free(o);
     CHECK(rl_test_exists(s_tmp, "two/final/adapter_model.safetensors"));
+    // without peer access, the sampler on the other device takes host memory
+    setenv("CUEMU_DEVICES", "2", 1);
+    setenv("CUEMU_PEER", "0", 1);
+    snprintf(s_cmd, sizeof s_cmd,
+             "run %s/grpo_lora.yaml run.dir=%s/two_nopeer " S_SMALL " train.steps=1 "
+             "train.batch_size=2 train.micro_batch_size=16 'roles.devices={actor: cuda:1, "
+             "samplers: [cuda:0, cuda:1]}'",
+             s_cook, s_tmp);
+    rc = s_rlctl(s_cmd);
+    unsetenv("CUEMU_PEER");
+    unsetenv("CUEMU_DEVICES");
+    o = rl_test_out(s_tmp);
+    CHECK_MSG(rc == 0, "two devices, no peers: %s", o ? o : "");
+    CHECK_CONTAINS(o, "weight sync: 1 of 2 samplers copy");
+    free(o);
+    s_same_run("two", "two_nopeer", "adapter_model.safetensors", 1);
 }
 
 int main(void) {
@@ -256,6 +355,7 @@ int main(void) {
     RL_TEST_RUN(s_test_sft_dpo);
     RL_TEST_RUN(s_test_ppo);
     RL_TEST_RUN(s_test_grpo);
+    RL_TEST_RUN(s_test_weight_sync);
     RL_TEST_RUN(s_test_oom);
     RL_TEST_RUN(s_test_two_devices);
     rl_test_tmpdir_done(s_tmp);

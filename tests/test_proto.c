@@ -77,7 +77,13 @@ static void test_hello_hb_configure(void) {
 static void test_sampler(void) {
     char err[256];
     float w[5] = {1, 2, 3, 4, 5};
-    rl_proto_load_weights_t lw = {4, "lora", w, 5, 10, 15}, lwd; // a bucket: [10, 15) of 15
+    rl_proto_load_weights_t lw = {.version = 4,
+                                  .kind = "lora",
+                                  .weights = w,
+                                  .n = 5,
+                                  .offset = 10,
+                                  .total = 15},
+                            lwd; // a bucket: [10, 15) of 15
     rl_msg_t *m = NULL;
     CHECK_INT(rl_proto_load_weights_encode(&lw, 3, &m, err, sizeof err), 0);
     m = s_wire(m);
@@ -86,6 +92,28 @@ static void test_sampler(void) {
     CHECK_STR(lwd.kind, "lora");
     CHECK(lwd.n == 5 && lwd.weights[4] == 5.0f);
     CHECK(lwd.offset == 10 && lwd.total == 15);
+    CHECK(lwd.ipc == NULL && lwd.n_ipc == 0 && lwd.ipc_array == NULL && lwd.n_ipc_array == 0);
+    rl_msg_free(&m);
+    // through CUDA IPC: the actor's handle instead of the weights
+    uint8_t h[64];
+    for (int i = 0; i < 64; i++) {
+        h[i] = (uint8_t)(i * 7 + 1);
+    }
+    rl_proto_publish_weights_reply_t pw = {h, 64, -5, 1000}, pwd;
+    CHECK_INT(rl_proto_publish_weights_reply_encode(&pw, 3, &m, err, sizeof err), 0);
+    m = s_wire(m);
+    CHECK_INT(rl_proto_publish_weights_reply_decode(m, &pwd, err, sizeof err), 0);
+    CHECK(pwd.n_handle == 64 && memcmp(pwd.handle, h, 64) == 0 && pwd.layout == -5 &&
+          pwd.floats == 1000);
+    rl_msg_free(&m);
+    const int64_t arr[2] = {-5, 1000};
+    rl_proto_load_weights_t li = {
+        .version = 5, .kind = "full", .ipc = h, .n_ipc = 64, .ipc_array = arr, .n_ipc_array = 2};
+    CHECK_INT(rl_proto_load_weights_encode(&li, 3, &m, err, sizeof err), 0);
+    m = s_wire(m);
+    CHECK_INT(rl_proto_load_weights_decode(m, &lwd, err, sizeof err), 0);
+    CHECK(lwd.version == 5 && lwd.n == 0 && lwd.n_ipc == 64 && memcmp(lwd.ipc, h, 64) == 0 &&
+          lwd.n_ipc_array == 2 && lwd.ipc_array[0] == -5 && lwd.ipc_array[1] == 1000);
     rl_msg_free(&m);
     rl_proto_load_weights_reply_t lr = {4}, lrd;
     CHECK_INT(rl_proto_load_weights_reply_encode(&lr, 3, &m, err, sizeof err), 0);
@@ -677,6 +705,11 @@ static void s_golden_all(FILE *out) {
     S_GOLDEN(out, configure, rl_proto_configure_t, {.recipe = "run: {}\n", .threads = 2});
     S_GOLDEN(out, load_weights, rl_proto_load_weights_t,
              {.version = 4, .kind = "lora", .weights = w, .n = 3, .offset = 3, .total = 6});
+    const uint8_t hnd[8] = {9, 8, 7, 6, 5, 4, 3, 2}; // a handle's first bytes (64 on the wire)
+    const int64_t arr[2] = {-7, 12};
+    S_GOLDEN(
+        out, load_weights, rl_proto_load_weights_t,
+        {.version = 5, .kind = "full", .ipc = hnd, .n_ipc = 8, .ipc_array = arr, .n_ipc_array = 2});
     S_GOLDEN(out, load_weights_reply, rl_proto_load_weights_reply_t, {.version = 4});
     S_GOLDEN(out, generate, rl_proto_generate_t,
              {.version = 1, .prompts = ids, .n_prompt_ids = 5, .prompt_lens = len2,
@@ -714,6 +747,8 @@ static void s_golden_all(FILE *out) {
               .iterations = 2, .weights = w, .n = 3});
     S_GOLDEN(out, export_weights_reply, rl_proto_export_weights_reply_t,
              {.kind = "full", .weights = w, .n = 3});
+    S_GOLDEN(out, publish_weights_reply, rl_proto_publish_weights_reply_t,
+             {.handle = hnd, .n_handle = 8, .layout = -7, .floats = 12});
     S_GOLDEN(out, save, rl_proto_save_t, {.dir = "/x/step-3.tmp", .part = "critic"});
     S_GOLDEN(out, save_reply, rl_proto_save_reply_t, {.model_train_step = 12, .n_trainable = 9});
     S_GOLDEN(out, load, rl_proto_save_t,

@@ -273,7 +273,7 @@ static void test_sampler(const char *ep, const char *yaml) {
     s_expect_error(s_call(rl_msg_new("train", s_next++), 10000), "does not serve 'train'");
     // weights of the wrong size, then the right size
     float w0[3] = {0, 0, 0};
-    rl_proto_load_weights_t lw = {0, "lora", w0, 3, 0, 0};
+    rl_proto_load_weights_t lw = {.version = 0, .kind = "lora", .weights = w0, .n = 3};
     rl_msg_t *m = NULL;
     CHECK_INT(rl_proto_load_weights_encode(&lw, s_next++, &m, err, sizeof err), 0);
     rl_msg_t *rep = s_call(m, 10000);
@@ -316,8 +316,10 @@ static void test_sampler(const char *ep, const char *yaml) {
     // generate is refused; a bucket out of order is refused; after the last one it generates
     float *w2 = calloc((size_t)(n > 0 ? n : 1), sizeof(float));
     int64_t h = n / 2;
-    rl_proto_load_weights_t b1 = {1, "lora", w2, h, 0, n}, b2 = {1, "lora", w2 + h, n - h, h, n},
-                            skip = {1, "lora", w2, 1, h + 1, n};
+    rl_proto_load_weights_t
+        b1 = {.version = 1, .kind = "lora", .weights = w2, .n = h, .offset = 0, .total = n},
+        b2 = {.version = 1, .kind = "lora", .weights = w2 + h, .n = n - h, .offset = h, .total = n},
+        skip = {.version = 1, .kind = "lora", .weights = w2, .n = 1, .offset = h + 1, .total = n};
     CHECK_INT(rl_proto_load_weights_encode(&b1, s_next++, &m, err, sizeof err), 0);
     rep = s_call(m, 10000);
     CHECK(s_ok(rep) && rl_proto_load_weights_reply_decode(rep, &lr, err, sizeof err) == 0);
@@ -336,6 +338,19 @@ static void test_sampler(const char *ep, const char *yaml) {
     rep = s_call(s_generate(1), 30000);
     CHECK(s_ok(rep));
     rl_msg_free(&rep);
+    // weights through CUDA IPC: a handle without its array info, then a CPU sampler given one:
+    // refused, and no version is held after the second
+    uint8_t hnd[64] = {1};
+    const int64_t arr[2] = {0, n};
+    rl_proto_load_weights_t li = {.version = 2, .kind = "lora", .ipc = hnd, .n_ipc = 64};
+    CHECK_INT(rl_proto_load_weights_encode(&li, s_next++, &m, err, sizeof err), 0);
+    s_expect_error(s_call(m, 10000), "no ipc_array");
+    li.ipc_array = arr;
+    li.n_ipc_array = 2;
+    CHECK_INT(rl_proto_load_weights_encode(&li, s_next++, &m, err, sizeof err), 0);
+    s_expect_error(s_call(m, 10000), "weights shared through CUDA IPC need a model on a GPU");
+    s_expect_error(s_call(s_generate(1), 10000),
+                   "asked for weights version 1, this sampler holds -1");
     s_close(pid);
 }
 

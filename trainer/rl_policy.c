@@ -163,6 +163,36 @@ int rl_policy_role_device(const rl_recipe_t *r, const char *role, int rank, rl_d
     return rc ? rl_errf(err, err_len, RL_EINVAL, "%s's device: %s", role, why) : 0;
 }
 
+int rl_policy_sync_ipc(const rl_recipe_t *r, int k, char *why, size_t why_len) {
+    rl_device_t a, s;
+    char na[32], ns[32], msg[512];
+    if (rl_policy_role_device(r, "actor", 0, &a, why, why_len) != 0 ||
+        rl_policy_role_device(r, "samplers", k, &s, why, why_len) != 0) {
+        return 0;
+    }
+    rl_device_name(&a, na, sizeof na);
+    rl_device_name(&s, ns, sizeof ns);
+    if (!a.cuda || !s.cuda) {
+        snprintf(why, why_len, "sampler %d is on %s and the actor on %s: CUDA IPC is between GPUs",
+                 k, ns, na);
+        return 0;
+    }
+    if (a.index == s.index) {
+        return 1;
+    }
+    int access = 0;
+    if (rl_device_peer(s.index, a.index, &access, msg, sizeof msg) != 0) {
+        snprintf(why, why_len, "sampler %d on %s, the actor on %s: %s", k, ns, na, msg);
+        return 0;
+    }
+    if (!access) {
+        snprintf(why, why_len,
+                 "sampler %d on %s cannot reach the actor's %s (no peer access between them)", k,
+                 ns, na);
+    }
+    return access;
+}
+
 int rl_policy_check_mesh_devices(const rl_recipe_t *r, const char **key, char *err,
                                  size_t err_len) {
     const int n = r->mesh.dp * r->mesh.fsdp;

@@ -38,6 +38,11 @@ int rl_policy_role_device(const rl_recipe_t *recipe, const char *role, int rank,
 // (samplers: one or a non-empty list). Returns 0, or RL_EINVAL with err (no file position).
 int rl_policy_check_devices(const rl_recipe_t *recipe, char *err, size_t err_len);
 
+// Whether local sampler k can take the actor's weights through CUDA IPC (roles.weight_sync):
+// the actor (rank 0) and the sampler on GPUs, the same one or the sampler's able to reach the
+// actor's as a peer (the CUDA module asked). Returns 1, or 0 with why saying which is not so.
+int rl_policy_sync_ipc(const rl_recipe_t *recipe, int k, char *why, size_t why_len);
+
 // On a mesh (mesh.dp × mesh.fsdp > 1), the devices of the ranks of each group that holds the
 // model (the actor's; a critic on the actor's ranks or a mesh of its own; a reference on a mesh
 // of its own): rank r on rl_policy_role_device(role, r). Refuses (RL_EINVAL, *key the recipe key

@@ -44,6 +44,7 @@
     V(LOGPROBS, logprobs, "actor, reference", NULL)                                            \
     V(TRAIN, train, "actor, critic", NULL)                                                     \
     V(EXPORT_WEIGHTS, export_weights, "actor", NULL)                                           \
+    V(PUBLISH_WEIGHTS, publish_weights, "actor (on a GPU)", NULL)                              \
     V(SAVE, save, "actor, critic", NULL)                                                       \
     V(LOAD, load, "actor, critic", NULL)                                                       \
     V(SAVE_FINAL, save_final, "actor, critic", "—")                                            \
@@ -66,6 +67,8 @@
     M(train_reply, train, REPLY, train_reply, train_reply, OWN)                                \
     M(export_weights_reply, export_weights, REPLY, export_weights_reply,                       \
       export_weights_reply, OWN)                                                               \
+    M(publish_weights_reply, publish_weights, REPLY, publish_weights_reply,                    \
+      publish_weights_reply, OWN)                                                              \
     M(save, save, REQUEST, save, save, USE)                                                    \
     M(save_reply, save, REPLY, save_reply, save_reply, OWN)                                    \
     M(load, load, REQUEST, save, load, OWN)                                                    \
@@ -144,7 +147,14 @@
     X##_DIM(S, n)                                                                              \
     X##_INT(S, offset, DEF(0), "where this bucket starts in the flat array")                   \
     X##_INT(S, total, DEF(-1), "the flat array's size (-1 or 0: n); the version is held once " \
-            "the bucket that ends at `total` has landed (below)")
+            "the bucket that ends at `total` has landed (below)")                              \
+    X##_T1(S, ipc, OPT, U8, n_ipc, "instead of `weights` (then empty): the handle "            \
+           "`publish_weights` gave (64 bytes); a sampler on a GPU of the actor's machine "      \
+           "copies the actor's device array over its own, device to device (CUDA IPC)")        \
+    X##_DIM(S, n_ipc)                                                                          \
+    X##_T1(S, ipc_array, OPT, I64, n_ipc_array, "with `ipc`: `publish_weights`' `layout` and " \
+           "`floats`, in that order (2 values)")                                               \
+    X##_DIM(S, n_ipc_array)
 
 #define RL_PROTO_F_load_weights_reply(X, S)                                                    \
     X##_INT(S, version, REQ, "the version now held (-1 while a bucketed load is incomplete)")
@@ -261,6 +271,15 @@
     X##_STR(S, kind, REQ, "`\"lora\"` or `\"full\"`")                                          \
     X##_T1(S, weights, REQ, F32, n, "the trainable weights, as `load_weights` takes them")     \
     X##_DIM(S, n)
+
+#define RL_PROTO_F_publish_weights_reply(X, S)                                                 \
+    X##_T1(S, handle, REQ, U8, n_handle, "the CUDA IPC handle (64 bytes: cudaIpcMemHandle_t) "  \
+           "of the device array of the actor's trainable parameters, current when it "         \
+           "replies; the array stays at its address for the actor's life")                     \
+    X##_DIM(S, n_handle)                                                                       \
+    X##_INT(S, layout, REQ, "a fingerprint of the array's layout (its tensors' offsets and "   \
+            "sizes; a sampler laid out otherwise refuses the load)")                           \
+    X##_INT(S, floats, REQ, "the array's floats (its tensors with the gaps between them)")
 
 // save and load: one struct, load's list (save sends no model_train_step)
 #define RL_PROTO_F_save(X, S)                                                                  \

@@ -198,6 +198,30 @@ static int s_d2d(rl_cuda_ctx_t *ctx, void *dst, const void *src, size_t bytes) {
     return 0;
 }
 
+static int s_ipc_export(rl_cuda_ctx_t *ctx, void *dptr, unsigned char *handle) {
+    static_assert(sizeof(cudaIpcMemHandle_t) == RL_CUDA_IPC_HANDLE, "CUDA's IPC handle size");
+    cudaIpcMemHandle_t h;
+    RL_CUDA_CHECK(ctx, cudaSetDevice(ctx->device));
+    RL_CUDA_CHECK(ctx, cudaIpcGetMemHandle(&h, dptr));
+    memcpy(handle, &h, sizeof h);
+    return 0;
+}
+
+static int s_ipc_open(rl_cuda_ctx_t *ctx, const unsigned char *handle, void **dptr) {
+    cudaIpcMemHandle_t h;
+    memcpy(&h, handle, sizeof h);
+    *dptr = NULL;
+    RL_CUDA_CHECK(ctx, cudaSetDevice(ctx->device));
+    RL_CUDA_CHECK(ctx, cudaIpcOpenMemHandle(dptr, h, cudaIpcMemLazyEnablePeerAccess));
+    return 0;
+}
+
+static int s_ipc_close(rl_cuda_ctx_t *ctx, void *dptr) {
+    RL_CUDA_CHECK(ctx, cudaSetDevice(ctx->device));
+    RL_CUDA_CHECK(ctx, cudaIpcCloseMemHandle(dptr));
+    return 0;
+}
+
 static int s_dset(rl_cuda_ctx_t *ctx, void *dst, int v, size_t bytes) {
     RL_CUDA_CHECK(ctx, cudaMemsetAsync(dst, v, bytes, ctx->stream));
     return 0;
@@ -379,6 +403,9 @@ static const rl_cuda_module_t s_module = {
     rl_cuda_sample_rows,
     s_peer,
     rl_cuda_elt_dropout_mask,
+    s_ipc_export,
+    s_ipc_open,
+    s_ipc_close,
 };
 
 extern "C" __attribute__((visibility("default"))) const rl_cuda_module_t *rl_cuda_module(void) {

@@ -24,6 +24,7 @@ extern "C" {
 #define RL_CUDA_MODULE_ABI 1
 #define RL_CUDA_MODULE_FILE "librlctl_cuda.so"
 #define RL_CUDA_MODULE_SYMBOL "rl_cuda_module"
+#define RL_CUDA_IPC_HANDLE 64 // bytes of an interprocess handle (cudaIpcMemHandle_t)
 
 typedef struct {
     char name[128];       // "NVIDIA H100 80GB HBM3"
@@ -289,6 +290,17 @@ typedef struct rl_cuda_api {
     // rl_lora_dropout_mask_rows(rows, n, width, p, seed, key) bit for bit, rows (n) int32.
     int (*dropout_mask)(rl_cuda_ctx_t *ctx, float *mask, const int32_t *rows, int n, int width,
                         float p, uint64_t seed, uint64_t key);
+    // ---- interprocess memory (CUDA IPC): weights another process on this machine reads ----
+    // handle (RL_CUDA_IPC_HANDLE bytes) = cudaIpcGetMemHandle of dptr, the start of a buffer
+    // dmalloc returned. Returns 0 or -1 with errmsg.
+    int (*ipc_export)(rl_cuda_ctx_t *ctx, void *dptr, unsigned char *handle);
+    // *dptr = another process's exported buffer, mapped for this context's device
+    // (cudaIpcOpenMemHandle; on another device, with peer access enabled lazily) until
+    // ipc_close. The exporter keeps it alive, and does not write it while this process reads.
+    // Returns 0 or -1 with errmsg (a handle of this process, of a buffer freed since, of a
+    // process gone, or a device that cannot reach it).
+    int (*ipc_open)(rl_cuda_ctx_t *ctx, const unsigned char *handle, void **dptr);
+    int (*ipc_close)(rl_cuda_ctx_t *ctx, void *dptr);
 } rl_cuda_module_t;
 
 // The module's one export (RL_CUDA_MODULE_SYMBOL).

@@ -1,7 +1,8 @@
 // cuemu_runtime — the CUDA runtime calls of cuda_runtime.h (cuemu's) on the host: versions,
 // devices and their properties, device memory (host mappings ending at a guard page, with
 // canaries just around each buffer, counted against a fake device size so that refusals can be
-// tested), copies and sets that check their device side against the live buffers, streams
+// tested), interprocess handles (CUDA IPC: a buffer's pages moved into a memory file that another
+// process maps), copies and sets that check their device side against the live buffers, streams
 // (checked handles; the work is done when it is queued), kernels' shared memory attribute, and
 // the last error. Environment:
 //   CUEMU_DEVICES  how many devices (default 1; 0: the driver sees none)
@@ -11,10 +12,13 @@
 #include "cuemu_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <map>
@@ -34,6 +38,9 @@ struct alloc_t {
     char *map;       // the mapping: map_bytes, its last page the guard
     size_t map_bytes;
     int device;
+    int fd;      // >= 0: exported (cudaIpcGetMemHandle): the memory file its pages live in
+    bool opened; // another process's buffer (cudaIpcOpenMemHandle): its own, not ours
+    uint64_t id; // this process's count of buffers: a handle names it
 };
 
 // The bytes around a buffer that no kernel may write: S_FRONT before it, and after it up to the
@@ -46,6 +53,7 @@ std::map<uintptr_t, alloc_t> s_allocs; // by address
 std::set<CUstream_st *> s_streams;
 std::map<const void *, size_t> s_kernel_smem;
 size_t s_used[16];
+uint64_t s_next_id;
 
 thread_local cudaError_t s_last = cudaSuccess;
 thread_local int s_device = 0;
@@ -197,8 +205,9 @@ const error_name_t s_errors[] = {
      "CUDA driver version is insufficient for CUDA runtime version"},
     {cudaErrorNoDevice, "cudaErrorNoDevice", "no CUDA-capable device is detected"},
     {cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal"},
-    {cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle",
-     "invalid resource handle"},
+    {cudaErrorMapBufferObjectFailed, "cudaErrorMapBufferObjectFailed",
+     "mapping of buffer object failed"},
+    {cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle", "invalid resource handle"},
     {cudaErrorLaunchOutOfResources, "cudaErrorLaunchOutOfResources",
      "too many resources requested for launch"},
     {cudaErrorNotSupported, "cudaErrorNotSupported", "operation not supported"},
@@ -403,7 +412,8 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes) {
     memset(data - S_FRONT, S_CANARY, S_FRONT);
     memset(data, 0xff, bytes);
     memset(data + bytes, S_CANARY, rounded - bytes);
-    s_allocs[(uintptr_t)data] = alloc_t{bytes, (char *)m, map_bytes, s_device};
+    s_allocs[(uintptr_t)data] =
+        alloc_t{bytes, (char *)m, map_bytes, s_device, -1, false, ++s_next_id};
     s_used[s_device] += bytes;
     *ptr = data;
     return cudaSuccess;
@@ -419,6 +429,16 @@ cudaError_t cudaFree(void *ptr) {
         fprintf(stderr, "cuemu: cudaFree(%p): not a pointer cudaMalloc returned, or freed twice\n",
                 ptr);
         return s_ret(cudaErrorInvalidValue);
+    }
+    if (it->second.opened) {
+        fprintf(stderr,
+                "cuemu: cudaFree(%p): another process's buffer (cudaIpcOpenMemHandle): "
+                "cudaIpcCloseMemHandle unmaps it\n",
+                ptr);
+        return s_ret(cudaErrorInvalidValue);
+    }
+    if (it->second.fd >= 0) {
+        close(it->second.fd);
     }
     s_used[it->second.device] -= it->second.bytes;
     munmap(it->second.map, it->second.map_bytes);
@@ -478,6 +498,165 @@ cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t str
 
 cudaError_t cudaMemset(void *dst, int value, size_t bytes) {
     return cudaMemsetAsync(dst, value, bytes, NULL);
+}
+
+// ---------------------------------------------------------------------------------------------
+// interprocess memory
+
+namespace {
+
+// What a handle holds (the first bytes of its 64).
+struct ipc_t {
+    char magic[8]; // "cuemuIPC"
+    int32_t pid, fd, device, pad;
+    uint64_t id, bytes, map_bytes, data_off;
+};
+static_assert(sizeof(ipc_t) <= CUDA_IPC_HANDLE_SIZE, "an IPC handle holds 64 bytes");
+
+const char S_IPC_MAGIC[8] = {'c', 'u', 'e', 'm', 'u', 'I', 'P', 'C'};
+
+void s_memfd_name(char *buf, size_t cap, long pid, uint64_t id) {
+    snprintf(buf, cap, "cuemu-%ld-%llu", pid, (unsigned long long)id);
+}
+
+} // namespace
+
+cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *devPtr) {
+    if (!handle || !devPtr) {
+        return s_ret(cudaErrorInvalidValue);
+    }
+    static const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    std::lock_guard<std::mutex> lock(s_mutex);
+    auto it = s_allocs.find((uintptr_t)devPtr);
+    if (it == s_allocs.end() || it->second.opened) {
+        fprintf(stderr,
+                "cuemu: cudaIpcGetMemHandle(%p): not the start of a buffer this process "
+                "cudaMalloc'd\n",
+                devPtr);
+        return s_ret(cudaErrorInvalidValue);
+    }
+    alloc_t &a = it->second;
+    const size_t file_bytes = a.map_bytes - page; // all but the guard page
+    if (a.fd < 0) {
+        char name[64];
+        s_memfd_name(name, sizeof name, (long)getpid(), a.id);
+        int fd = memfd_create(name, MFD_CLOEXEC);
+        if (fd < 0) {
+            return s_ret(cudaErrorMemoryAllocation);
+        }
+        size_t done = 0;
+        if (ftruncate(fd, (off_t)file_bytes) != 0) {
+            close(fd);
+            return s_ret(cudaErrorMemoryAllocation);
+        }
+        while (done < file_bytes) {
+            ssize_t w = pwrite(fd, a.map + done, file_bytes - done, (off_t)done);
+            if (w <= 0) {
+                close(fd);
+                return s_ret(cudaErrorMemoryAllocation);
+            }
+            done += (size_t)w;
+        }
+        // the same addresses, now the file's pages: pointers into the buffer stay valid
+        if (mmap(a.map, file_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) !=
+            (void *)a.map) {
+            fatal("cudaIpcGetMemHandle: cannot map the memory file over the buffer at %p", devPtr);
+        }
+        a.fd = fd;
+    }
+    ipc_t h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, S_IPC_MAGIC, sizeof h.magic);
+    h.pid = (int32_t)getpid();
+    h.fd = a.fd;
+    h.device = a.device;
+    h.id = a.id;
+    h.bytes = a.bytes;
+    h.map_bytes = a.map_bytes;
+    h.data_off = (uint64_t)((char *)devPtr - a.map);
+    memset(handle, 0, sizeof *handle);
+    memcpy(handle->reserved, &h, sizeof h);
+    return cudaSuccess;
+}
+
+cudaError_t cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t handle, unsigned int flags) {
+    if (!devPtr || flags > cudaIpcMemLazyEnablePeerAccess) {
+        return s_ret(cudaErrorInvalidValue);
+    }
+    *devPtr = NULL;
+    static const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    ipc_t h;
+    memcpy(&h, handle.reserved, sizeof h);
+    if (memcmp(h.magic, S_IPC_MAGIC, sizeof h.magic) != 0 || h.pid <= 0 || h.fd < 0 ||
+        h.map_bytes <= page || h.map_bytes % page || h.data_off + h.bytes > h.map_bytes - page) {
+        return s_ret(cudaErrorMapBufferObjectFailed);
+    }
+    if (h.pid == (int32_t)getpid()) { // CUDA refuses a process's own handles too
+        return s_ret(cudaErrorInvalidResourceHandle);
+    }
+    if (!s_device_ok(s_device)) {
+        return s_ret(cudaErrorNoDevice);
+    }
+    if (h.device != s_device &&
+        (!(flags & cudaIpcMemLazyEnablePeerAccess) || !s_peers() || !s_device_ok(h.device))) {
+        return s_ret(cudaErrorInvalidDevice);
+    }
+    // the file must still be that buffer's (fd numbers are reused once it is freed)
+    char path[64], link[256], name[64];
+    snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)h.pid, (int)h.fd);
+    ssize_t n = readlink(path, link, sizeof link - 1);
+    if (n < 0) {
+        return s_ret(cudaErrorMapBufferObjectFailed); // the process or the file is gone
+    }
+    link[n] = 0;
+    s_memfd_name(name, sizeof name, (long)h.pid, h.id);
+    const char *at = strstr(link, name);
+    if (!strstr(link, "memfd:") || !at || (at[strlen(name)] != 0 && at[strlen(name)] != ' ')) {
+        return s_ret(cudaErrorInvalidResourceHandle); // freed since
+    }
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        return s_ret(cudaErrorMapBufferObjectFailed);
+    }
+    const size_t file_bytes = (size_t)h.map_bytes - page;
+    struct stat st;
+    char *m = NULL;
+    if (fstat(fd, &st) == 0 && (size_t)st.st_size == file_bytes) {
+        void *r = mmap(NULL, (size_t)h.map_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (r != MAP_FAILED) {
+            m = (char *)r;
+            if (mmap(m, file_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) !=
+                (void *)m) {
+                munmap(m, (size_t)h.map_bytes);
+                m = NULL;
+            }
+        }
+    }
+    close(fd);
+    if (!m) {
+        return s_ret(cudaErrorMapBufferObjectFailed);
+    }
+    char *data = m + h.data_off;
+    std::lock_guard<std::mutex> lock(s_mutex);
+    s_allocs[(uintptr_t)data] =
+        alloc_t{(size_t)h.bytes, m, (size_t)h.map_bytes, s_device, -1, true, ++s_next_id};
+    *devPtr = data;
+    return cudaSuccess;
+}
+
+cudaError_t cudaIpcCloseMemHandle(void *devPtr) {
+    std::lock_guard<std::mutex> lock(s_mutex);
+    auto it = s_allocs.find((uintptr_t)devPtr);
+    if (!devPtr || it == s_allocs.end() || !it->second.opened) {
+        fprintf(stderr,
+                "cuemu: cudaIpcCloseMemHandle(%p): not a pointer cudaIpcOpenMemHandle "
+                "returned, or closed twice\n",
+                devPtr);
+        return s_ret(cudaErrorInvalidValue);
+    }
+    munmap(it->second.map, it->second.map_bytes);
+    s_allocs.erase(it);
+    return cudaSuccess;
 }
 
 // ---------------------------------------------------------------------------------------------

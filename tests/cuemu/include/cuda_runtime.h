@@ -26,6 +26,7 @@ enum cudaError {
     cudaErrorInsufficientDriver = 35,
     cudaErrorNoDevice = 100,
     cudaErrorInvalidDevice = 101,
+    cudaErrorMapBufferObjectFailed = 205,
     cudaErrorInvalidResourceHandle = 400,
     cudaErrorLaunchOutOfResources = 701,
     cudaErrorNotSupported = 801,
@@ -120,6 +121,29 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpy
                             cudaStream_t stream = 0);
 cudaError_t cudaMemset(void *dst, int value, size_t bytes);
 cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t stream = 0);
+
+// ---------------------------------------------------------------------------------------------
+// interprocess memory (CUDA IPC): another process of this machine maps a buffer
+
+#define CUDA_IPC_HANDLE_SIZE 64
+typedef struct cudaIpcMemHandle_st {
+    char reserved[CUDA_IPC_HANDLE_SIZE];
+} cudaIpcMemHandle_t;
+#define cudaIpcMemLazyEnablePeerAccess 0x01
+// A handle to the cudaMalloc'd buffer devPtr (its start: cuemu refuses a pointer inside it).
+// The first call moves the buffer's pages into a memory file (memfd) at the same address, its
+// contents kept, and keeps the file open until cudaFree: the handle names this process and the
+// file, so a process that may read this one's /proc/<pid>/fd maps the same pages.
+cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *devPtr);
+// Maps another process's buffer into this one (a device pointer of the current device, inside
+// one live buffer for the checks, its own guard page behind it; not counted against this
+// device's memory). Refused as CUDA refuses: a handle of this process
+// (cudaErrorInvalidResourceHandle), of a buffer freed since, or on another device without
+// cudaIpcMemLazyEnablePeerAccess and peer access (CUEMU_PEER); a handle that is not one, or a
+// process gone (cudaErrorMapBufferObjectFailed).
+cudaError_t cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t handle, unsigned int flags);
+// Unmaps what cudaIpcOpenMemHandle mapped (cudaFree refuses it).
+cudaError_t cudaIpcCloseMemHandle(void *devPtr);
 
 // ---------------------------------------------------------------------------------------------
 // streams: handles checked, work done when queued
