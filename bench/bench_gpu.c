@@ -17,6 +17,10 @@
 //           tokens, 256 new tokens each (end tokens ignored), temperature 1: new tokens/s of the
 //           whole call (prefill included). Batch 1 beside its bandwidth bound: copy GB/s / the
 //           bytes one token reads (the bf16 matmul weights, the head once).
+//   sync    a new weights version into a sampler process on the same GPU (the 0.5B shape, LoRA
+//           and full): through CUDA IPC (the sampler copies the actor's trainable array device to
+//           device) against the host path's two device copies (the actor's pull to the host and
+//           the sampler's push), the ZeroMQ transfer between them not counted (a lower bound).
 //
 //   bench_gpu [--quick] [--tiny] [--json FILE]
 //     --quick  the 0.5B shape only, and decode 64 new tokens, one timed call each, no warm-up
@@ -36,6 +40,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 typedef struct {
     const char *name;
@@ -292,7 +298,162 @@ static void s_decode(const s_shape_t *s, double gbs) {
     rl_model_destroy(&m);
 }
 
+// ---- the weight sync (issue 31): the actor's trainable weights into a sampler's process
+
+static rl_model_t *s_sync_model(const s_shape_t *s, rl_tune_t tune, int infer) {
+    rl_hf_config_t cfg = s_cfg(s);
+    rl_model_opts_t o;
+    rl_model_opts_default(&o);
+    o.tune = tune;
+    o.lora_r = 16;
+    o.lora_alpha = 32.0f;
+    o.lora_targets = RL_LORA_ALL;
+    o.device.cuda = 1;
+    o.device_rows = 64;
+    o.device_infer = infer; // a sampler's: no gradients, no moments
+    char err[2048];
+    rl_model_t *m = rl_model_new_random(&cfg, &o, 1, err, sizeof err);
+    if (!m) {
+        fprintf(stderr, "bench_gpu: sync %s: %s\n", s->name, err);
+    }
+    return m;
+}
+
+// Median seconds of 5 calls of a load (ipc: from the handle; else the host's push) after one.
+static double s_sync_time(rl_model_t *m, const unsigned char *h, uint64_t layout, int64_t n) {
+    double t[5];
+    for (int rep = -1; rep < 5; rep++) {
+        double t0 = rl_bench_now();
+        int rc = h ? rl_model_device_ipc_load(m, h, layout, n) : rl_model_device_push(m, 0);
+        if (rc) {
+            s_fail("sync", rl_model_errmsg(m));
+        }
+        if (rep >= 0) {
+            t[rep] = rl_bench_now() - t0;
+        }
+    }
+    return rl_bench_median(t, 5);
+}
+
+// The sampler's side, a process of its own: bench_gpu --sync-child <tiny> <tune>; reads lines
+// "ipc <handle hex> <layout hex> <n>" or "push" and answers each with the median seconds.
+static int s_sync_child(char **argv) {
+    const s_shape_t *s = atoi(argv[2]) ? &S_TINY : &S_05B;
+    rl_model_t *m = s_sync_model(s, (rl_tune_t)atoi(argv[3]), 1);
+    if (!m) {
+        return 1;
+    }
+    char line[512], hex[2 * RL_MODEL_IPC_HANDLE + 1];
+    while (fgets(line, sizeof line, stdin)) {
+        unsigned char h[RL_MODEL_IPC_HANDLE];
+        unsigned long long layout;
+        long long n;
+        double sec = -1;
+        if (sscanf(line, "ipc %128s %llx %lld", hex, &layout, &n) == 3) {
+            for (int i = 0; i < RL_MODEL_IPC_HANDLE; i++) {
+                unsigned v = 0;
+                sscanf(hex + 2 * i, "%2x", &v);
+                h[i] = (unsigned char)v;
+            }
+            sec = s_sync_time(m, h, (uint64_t)layout, (int64_t)n);
+        } else if (!strncmp(line, "push", 4)) {
+            sec = s_sync_time(m, NULL, 0, 0);
+        } else {
+            break;
+        }
+        printf("%.9f\n", sec);
+        fflush(stdout);
+    }
+    rl_model_destroy(&m);
+    return 0;
+}
+
+// The weights of a version to a sampler on the same GPU: through CUDA IPC (the sampler copies the
+// actor's array device to device) against the host path's two device copies (the actor's pull
+// to host memory, the sampler's push from it; the ZeroMQ transfer between them, a third and
+// fourth copy through host memory, is not counted: the host path's figure is a lower bound).
+static void s_sync(const s_shape_t *s, rl_tune_t tune) {
+    const char *tn = tune == RL_TUNE_FULL ? "full" : "LoRA r16";
+    rl_model_t *m = s_sync_model(s, tune, 0);
+    if (!m) {
+        printf("| sync | %s %s | did not fit |\n", s->name, tn);
+        return;
+    }
+    unsigned char h[RL_MODEL_IPC_HANDLE];
+    uint64_t layout = 0;
+    int64_t nd = 0;
+    size_t n = 0;
+    rl_model_trainable(m, &n);
+    if (rl_model_device_ipc_export(m, h, &layout, &nd)) {
+        s_fail("sync", rl_model_errmsg(m));
+    }
+    int in[2], out[2];
+    if (pipe(in) || pipe(out)) {
+        s_fail("sync", "pipe");
+    }
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) { // exec at once: the child must not use this process's CUDA context
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        close(in[1]);
+        close(out[0]);
+        char a[8], b[8];
+        snprintf(a, sizeof a, "%d", s_tiny);
+        snprintf(b, sizeof b, "%d", (int)tune);
+        execl("/proc/self/exe", "bench_gpu", "--sync-child", a, b, (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    FILE *to = fdopen(in[1], "w"), *from = fdopen(out[0], "r");
+    char hex[2 * RL_MODEL_IPC_HANDLE + 1], line[128];
+    for (int i = 0; i < RL_MODEL_IPC_HANDLE; i++) {
+        snprintf(hex + 2 * i, 3, "%02x", h[i]);
+    }
+    double t_ipc = -1, t_push = -1, t[5];
+    fprintf(to, "ipc %s %llx %lld\n", hex, (unsigned long long)layout, (long long)nd);
+    fflush(to);
+    if (fgets(line, sizeof line, from)) {
+        t_ipc = atof(line);
+    }
+    fprintf(to, "push\n");
+    fflush(to);
+    if (fgets(line, sizeof line, from)) {
+        t_push = atof(line);
+    }
+    fclose(to);
+    fclose(from);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    if (t_ipc <= 0 || t_push <= 0) {
+        s_fail("sync", "the sampler's process failed");
+    }
+    for (int rep = -1; rep < 5; rep++) {
+        double t0 = rl_bench_now();
+        if (rl_model_device_pull(m, 0)) {
+            s_fail("sync", rl_model_errmsg(m));
+        }
+        if (rep >= 0) {
+            t[rep] = rl_bench_now() - t0;
+        }
+    }
+    double t_pull = rl_bench_median(t, 5), mb = (double)n * 4 / 1e6;
+    char what[128];
+    snprintf(what, sizeof what, "%s %s, %.1f MB", s->name, tn, mb);
+    printf("| sync | %s | CUDA IPC %.3f ms (%.1f GB/s); host path >= %.3f ms (pull %.3f + push "
+           "%.3f, transfer not counted): IPC %.1fx faster |\n",
+           what, 1e3 * t_ipc, mb / 1e3 / t_ipc, 1e3 * (t_pull + t_push), 1e3 * t_pull, 1e3 * t_push,
+           (t_pull + t_push) / t_ipc);
+    s_record("sync", what, 1e3 * t_ipc, "ms ipc");
+    s_record("sync", what, 1e3 * (t_pull + t_push), "ms host (lower bound)");
+    rl_model_destroy(&m);
+}
+
 int main(int argc, char **argv) {
+    if (argc == 4 && !strcmp(argv[1], "--sync-child")) {
+        return s_sync_child(argv);
+    }
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) {
             s_quick = 1;
@@ -333,6 +494,8 @@ int main(int argc, char **argv) {
         }
         s_decode(shapes[k], gbs);
     }
+    s_sync(shapes[0], RL_TUNE_LORA);
+    s_sync(shapes[0], RL_TUNE_FULL);
     s_cu->ctx_free(s_ctx);
     if (s_json) {
         fclose(s_json);

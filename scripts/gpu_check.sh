@@ -5,7 +5,7 @@
 # (cli.device_e2e), the cookbook's GRPO recipe on the GPU gaining as on the CPU
 # (run.grpo_gpu), then the benchmark
 # bench_gpu --quick (the training step and decode beside the measured gemm peak and copy
-# bandwidth), each with its log
+# bandwidth; the weight sync through CUDA IPC against the host path), each with its log
 # under $OUT (or ./gpu_check.out), and a short table printed last with the device's name,
 # driver and the date. Runs what scripts/gpu_pack.sh packed here into .gpu/ (the GPU machines
 # lack our Debian libraries and a package registry): device tool call
