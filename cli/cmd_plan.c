@@ -130,6 +130,8 @@ static int s_roles(const rl_recipe_t *r, const rl_hf_config_t *cfg, int mb, rl_c
     // their own) holds the whole model on its device
     const int ranks = r->mesh.dp * r->mesh.fsdp;
     const int rm = (uses & RL_RECIPE_USES_SCORE_HEAD) != 0;
+    // AdamW's moments on the device only where the optimizer steps there (rl_policy's dev_optim)
+    actor.device_host_optim = ranks > 1 || rm || r->train.optimizer_offload;
     int rc = s_add_procs(r, p, rm ? "actor (reward model)" : "actor", "actor", ranks, cfg, &actor,
                          !rm, rows, 0, 0, err, err_len);
     // full tuning's reference in the actor: a frozen copy beside it, on the actor's device
@@ -151,6 +153,7 @@ static int s_roles(const rl_recipe_t *r, const rl_hf_config_t *cfg, int mb, rl_c
     if (!rc && ro.critic) {
         rl_model_opts_t cr = actor;
         cr.tune = r->critic.lora ? RL_TUNE_LORA : RL_TUNE_FULL;
+        cr.device_host_optim = 1; // its value head's optimizer is the host's
         rc = s_add_procs(r, p,
                          ro.critic == RL_ALGO_CRITIC_ACTOR ? "critic (in the actor)" : "critic",
                          "critic", r->roles.critic == RL_RECIPE_REF_WORKER ? 1 : ranks, cfg, &cr, 0,

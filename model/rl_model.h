@@ -92,6 +92,9 @@ typedef struct {
                            // as rl_model_logits does
     int device_infer;      // a GPU: the model never trains here (a sampler, a reference): no
                            // gradients, optimizer moments or backward buffers on the device
+    int device_host_optim; // a GPU: the optimizer steps on the host (a mesh, a head,
+                           // train.optimizer_offload): no AdamW moments on the device
+                           // (rl_model_device_adamw and _optim_state refuse)
     int device_rows;       // a GPU: the tokens (the sum of lengths) the activations are made
                            // for (0: 4096); a forward with more makes them anew for its size
                            // (once: they only grow), a KV cache's step with more is refused

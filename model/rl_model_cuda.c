@@ -95,6 +95,7 @@ struct rl_model_cuda {
     int lora_targets; // the adapter's modules (0: no adapter)
     float plan_p;     // a plan's LoRA dropout (no host model to read it from)
     int infer;        // rl_model_opts_t.device_infer: no gradients, no moments, no backward
+    int host_optim;   // rl_model_opts_t.device_host_optim: gradients, no moments
     uint64_t seed;    // LoRA dropout masks (rl_model_opts_t.seed)
 
     // ---- parameters
@@ -189,8 +190,8 @@ const char *rl_model_cuda_errmsg(const rl_model_cuda_t *self) {
 }
 
 size_t rl_model_cuda_bytes(const rl_model_cuda_t *self) {
-    size_t t =
-        self->t_n * (sizeof(float) + sizeof(uint16_t) + (self->gmem ? 3 * sizeof(float) : 0));
+    size_t t = self->t_n * (sizeof(float) + sizeof(uint16_t) + (self->gmem ? sizeof(float) : 0) +
+                            (self->mmem ? 2 * sizeof(float) : 0));
     return self->w_bytes + t + self->a_bytes;
 }
 
@@ -1209,6 +1210,11 @@ int rl_model_cuda_adamw(rl_model_cuda_t *self, double lr, double beta1, double b
     if (!self->gmem) {
         return s_err(self, RL_EINVAL, "AdamW: the model has no gradients (tune NONE)");
     }
+    if (!self->mmem) {
+        return s_err(self, RL_EINVAL,
+                     "AdamW: the model keeps no moments on the device (its optimizer steps on "
+                     "the host: device_host_optim)");
+    }
     if (step < 1) {
         return s_err(self, RL_EINVAL, "AdamW: step %lld must be >= 1", (long long)step);
     }
@@ -1626,6 +1632,7 @@ int rl_model_cuda_plan(const rl_hf_config_t *cfg, const rl_model_opts_t *opts, i
     self->tune = opts->tune;
     self->recompute = opts->recompute;
     self->infer = opts->device_infer;
+    self->host_optim = opts->device_host_optim;
     s_dims(self, cfg, lora ? opts->lora_r : 0, lora ? opts->lora_targets : 0, has_head,
            rows > 0 ? rows : 4096);
     self->plan_p = lora ? opts->lora_dropout : 0.0f;
@@ -1635,7 +1642,7 @@ int rl_model_cuda_plan(const rl_hf_config_t *cfg, const rl_model_opts_t *opts, i
         out->weights = self->w_bytes;
         out->trainable = self->t_n * (sizeof(float) + sizeof(uint16_t));
         out->grads = grads ? self->t_n * sizeof(float) : 0;
-        out->optim = 2 * out->grads;
+        out->optim = self->host_optim ? 0 : 2 * out->grads;
         out->acts = s_layout(self, NULL);
     }
     free(self->tensors);
@@ -1692,6 +1699,7 @@ int rl_model_cuda_new(rl_model_t *host, const rl_model_opts_t *opts, rl_model_cu
     self->tune = opts->tune;
     self->recompute = opts->recompute;
     self->infer = opts->device_infer;
+    self->host_optim = opts->device_host_optim;
     s_dims(self, cfg, lo ? rl_lora_rank(lo) : 0, lo ? rl_lora_targets(lo) : 0,
            rl_model_params(host)->lm_head != NULL, opts->device_rows ? opts->device_rows : 4096);
     self->seed = opts->seed;
@@ -1716,7 +1724,7 @@ int rl_model_cuda_new(rl_model_t *host, const rl_model_opts_t *opts, rl_model_cu
     const int grads = s_grads(self);
     size_t t_bytes = self->t_n * (sizeof(float) + sizeof(uint16_t));
     size_t g_bytes = grads ? self->t_n * sizeof(float) : 0;
-    size_t o_bytes = 2 * g_bytes;
+    size_t o_bytes = self->host_optim ? 0 : 2 * g_bytes;
     size_t need = self->w_bytes + t_bytes + g_bytes + o_bytes + self->a_bytes;
     rl_cuda_device_info_t di;
     if (cu->device_info(self->device, &di, msg, sizeof msg) != 0) {
@@ -1738,8 +1746,9 @@ int rl_model_cuda_new(rl_model_t *host, const rl_model_opts_t *opts, rl_model_cu
          (cu->dmalloc(self->ctx, self->t_n * sizeof(float), (void **)&self->tmem) ||
           cu->dmalloc(self->ctx, self->t_n * sizeof(uint16_t), (void **)&self->tbf))) ||
         (self->t_n && grads &&
-         (cu->dmalloc(self->ctx, self->t_n * sizeof(float), (void **)&self->gmem) ||
-          cu->dmalloc(self->ctx, self->t_n * sizeof(float), (void **)&self->mmem) ||
+         cu->dmalloc(self->ctx, self->t_n * sizeof(float), (void **)&self->gmem)) ||
+        (self->t_n && o_bytes &&
+         (cu->dmalloc(self->ctx, self->t_n * sizeof(float), (void **)&self->mmem) ||
           cu->dmalloc(self->ctx, self->t_n * sizeof(float), (void **)&self->vmem)))) {
         rc = rl_errf(err, err_len, RL_ENOMEM, "cuda:%d (%s): the model needs %zu bytes: %s",
                      self->device, di.name, need, cu->errmsg(self->ctx));

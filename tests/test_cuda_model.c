@@ -106,6 +106,8 @@ typedef struct {
     int raw_weights; // 1: weights left fp32 (the device rounds them), else rounded to bf16 first
 } s_case_t;
 
+static int s_host_optim; // rl_model_opts_t.device_host_optim of the models s_new makes
+
 static rl_model_t *s_new(const rl_hf_config_t *cfg, const s_case_t *k, int cuda, int rows) {
     rl_model_opts_t o;
     rl_model_opts_default(&o);
@@ -119,6 +121,7 @@ static rl_model_t *s_new(const rl_hf_config_t *cfg, const s_case_t *k, int cuda,
     o.threads = 1;
     o.device.cuda = cuda;
     o.device_rows = rows;
+    o.device_host_optim = s_host_optim;
     char err[2048] = "";
     rl_model_t *m = rl_model_new_random(cfg, &o, 1234, err, sizeof err);
     if (!m) {
@@ -638,6 +641,16 @@ static void s_test_optim(const s_case_t *k, int T) {
     // a CPU model has no device step
     double nn;
     CHECK(rl_model_device_clip(cpu, 1.0, &nn) == RL_EINVAL);
+    // a model whose optimizer steps on the host keeps no moments on the device: AdamW there and
+    // its state are refused, the clip is not
+    s_host_optim = 1;
+    rl_model_t *ho = s_new(&cfg, k, 1, S_B * T);
+    s_host_optim = 0;
+    CHECK(rl_model_device_clip(ho, 1.0, &nn) == 0);
+    CHECK(rl_model_device_adamw(ho, 1e-3, 0.9, 0.95, 1e-8, 0.0, 1) == RL_EINVAL);
+    CHECK_CONTAINS(rl_model_errmsg(ho), "keeps no moments on the device");
+    CHECK(rl_model_device_optim_state(ho, m, v, 0) == RL_EINVAL);
+    rl_model_destroy(&ho);
     free(m2);
     free(v2);
     free(ph);

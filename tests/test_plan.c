@@ -86,6 +86,12 @@ static void s_test_by_hand(const rl_hf_config_t *arith, const rl_hf_config_t *ll
     CHECK_INT((long long)p.trainable, 466944);
     CHECK_INT((long long)p.grads, 311296);
     CHECK_INT((long long)p.optim, 622592);
+    // the optimizer on the host (a mesh, a head, train.optimizer_offload): no moments
+    o.device_host_optim = 1;
+    CHECK_INT(rl_model_device_plan(arith, &o, 1, 1792, &p, err, sizeof err), 0);
+    CHECK_INT((long long)p.grads, 311296);
+    CHECK_INT((long long)p.optim, 0);
+    o.device_host_optim = 0;
     // a sampler's model: the same, no gradients or moments
     o.device_infer = 1;
     CHECK_INT(rl_model_device_plan(arith, &o, 1, 4096, &p, err, sizeof err), 0);
@@ -150,6 +156,9 @@ static void s_test_allocations(const rl_hf_config_t *arith, const rl_hf_config_t
     s_check_model("arith LoRA sampler, 4096", arith, &o, 4096);
     s_opts_full(&o);
     s_check_model("llama full, recompute, 300", llama, &o, 300);
+    s_opts_full(&o);
+    o.device_host_optim = 1;
+    s_check_model("llama full, host optimizer", llama, &o, 300);
     // a sampler's cache after a draw, and the activations grown by a larger forward
     s_opts_lora(&o);
     o.device_infer = 1;
@@ -221,6 +230,15 @@ static void s_test_cli(const rl_hf_config_t *arith) {
     CHECK_INT(rl_model_device_plan(arith, &mo, 1, 32 * 56, &p, err, sizeof err), 0);
     CHECK_INT(json_integer_value(json_object_get(actor, "total")), (long long)s_sum(&p));
     CHECK_INT(json_integer_value(json_object_get(actor, "rows")), 32 * 56);
+    CHECK_INT(json_integer_value(json_object_get(actor, "optim")), (long long)p.optim);
+    json_decref(o);
+    // AdamW on the host (train.optimizer_offload): the actor's plan holds no moments
+    CHECK_INT(s_cmd("", s_grpo("--json train.optimizer_offload=true")), 0);
+    o = json_loads(s_out, 0, NULL);
+    actor = json_array_get(json_object_get(o, "roles"), 0);
+    CHECK_INT(json_integer_value(json_object_get(actor, "optim")), 0);
+    CHECK_INT(json_integer_value(json_object_get(actor, "total")),
+              (long long)(s_sum(&p) - p.optim));
     json_decref(o);
     if (!rl_test_emulated()) {
         return; // a device's memory cannot be shrunk here

@@ -327,6 +327,8 @@ static int s_load_model(rl_policy_t *p, const char *dir, char *err, size_t err_l
     }
     // a mesh shards the model's units over its ranks; on GPUs each rank holds it whole
     mo.sharded = p->coll != NULL && !mo.device.cuda;
+    // the optimizer on the host (dev_optim below is the converse): no moments on the device
+    mo.device_host_optim = p->coll != NULL || p->head != NULL || p->r->train.optimizer_offload;
     rl_model_t *m = rl_model_load(dir, &mo, msg, sizeof(msg));
     if (!m) {
         return rl_errf(err, err_len, RL_EINVAL, "%s", msg);
