@@ -158,7 +158,11 @@ static double s_copy(void) {
 
 // ---- the model
 
-static rl_model_t *s_model(const s_shape_t *s, rl_tune_t tune, int rows, int *recompute) {
+// A random model of shape s on cuda:0 for forwards of `rows` tokens (LoRA r 16 on all 7
+// projections when tune is LORA); infer: a sampler's (no gradients, no moments). With
+// recompute non-NULL, made again with recompute when it does not fit (*recompute says).
+static rl_model_t *s_model_opt(const s_shape_t *s, rl_tune_t tune, int rows, int infer,
+                               int *recompute) {
     rl_hf_config_t cfg = s_cfg(s);
     rl_model_opts_t o;
     rl_model_opts_default(&o);
@@ -168,16 +172,24 @@ static rl_model_t *s_model(const s_shape_t *s, rl_tune_t tune, int rows, int *re
     o.lora_targets = RL_LORA_ALL;
     o.device.cuda = 1;
     o.device_rows = rows;
+    o.device_infer = infer;
     char err[2048];
-    for (*recompute = 0; *recompute < 2; (*recompute)++) {
-        o.recompute = *recompute;
+    for (int rc = 0; rc < (recompute ? 2 : 1); rc++) {
+        o.recompute = rc;
+        if (recompute) {
+            *recompute = rc;
+        }
         rl_model_t *m = rl_model_new_random(&cfg, &o, 1, err, sizeof err);
         if (m) {
             return m;
         }
-        fprintf(stderr, "bench_gpu: %s%s: %s\n", s->name, *recompute ? " (recompute)" : "", err);
+        fprintf(stderr, "bench_gpu: %s%s: %s\n", s->name, rc ? " (recompute)" : "", err);
     }
     return NULL;
+}
+
+static rl_model_t *s_model(const s_shape_t *s, rl_tune_t tune, int rows, int *recompute) {
+    return s_model_opt(s, tune, rows, 0, recompute);
 }
 
 static void s_train(const s_shape_t *s, rl_tune_t tune, int T, double peak) {
@@ -300,25 +312,6 @@ static void s_decode(const s_shape_t *s, double gbs) {
 
 // ---- the weight sync (issue 31): the actor's trainable weights into a sampler's process
 
-static rl_model_t *s_sync_model(const s_shape_t *s, rl_tune_t tune, int infer) {
-    rl_hf_config_t cfg = s_cfg(s);
-    rl_model_opts_t o;
-    rl_model_opts_default(&o);
-    o.tune = tune;
-    o.lora_r = 16;
-    o.lora_alpha = 32.0f;
-    o.lora_targets = RL_LORA_ALL;
-    o.device.cuda = 1;
-    o.device_rows = 64;
-    o.device_infer = infer; // a sampler's: no gradients, no moments
-    char err[2048];
-    rl_model_t *m = rl_model_new_random(&cfg, &o, 1, err, sizeof err);
-    if (!m) {
-        fprintf(stderr, "bench_gpu: sync %s: %s\n", s->name, err);
-    }
-    return m;
-}
-
 // Median seconds of 5 calls of a load (ipc: from the handle; else the host's push) after one.
 static double s_sync_time(rl_model_t *m, const unsigned char *h, uint64_t layout, int64_t n) {
     double t[5];
@@ -339,7 +332,7 @@ static double s_sync_time(rl_model_t *m, const unsigned char *h, uint64_t layout
 // "ipc <handle hex> <layout hex> <n>" or "push" and answers each with the median seconds.
 static int s_sync_child(char **argv) {
     const s_shape_t *s = atoi(argv[2]) ? &S_TINY : &S_05B;
-    rl_model_t *m = s_sync_model(s, (rl_tune_t)atoi(argv[3]), 1);
+    rl_model_t *m = s_model_opt(s, (rl_tune_t)atoi(argv[3]), 64, 1, NULL);
     if (!m) {
         return 1;
     }
@@ -374,7 +367,7 @@ static int s_sync_child(char **argv) {
 // fourth copy through host memory, is not counted: the host path's figure is a lower bound).
 static void s_sync(const s_shape_t *s, rl_tune_t tune) {
     const char *tn = tune == RL_TUNE_FULL ? "full" : "LoRA r16";
-    rl_model_t *m = s_sync_model(s, tune, 0);
+    rl_model_t *m = s_model_opt(s, tune, 64, 0, NULL);
     if (!m) {
         printf("| sync | %s %s | did not fit |\n", s->name, tn);
         return;
