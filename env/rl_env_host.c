@@ -6,6 +6,7 @@
 #include "rl_env_calc.h"
 #include "rl_err.h"
 #include "rl_httpc.h"
+#include "rl_log.h"
 
 #include <jansson.h>
 #include <stdint.h>
@@ -18,6 +19,9 @@ struct rl_env_host {
     int builtin;          // RL_RECIPE_ENV_* or -1
     int n;                // workers of the command
     rl_child_t **kids;    // (n)
+    char **argv;          // what each worker runs (NULL-ended, owned): a restart's too
+    const char *kind;     // "the env command" or "the env plugin's worker"
+    int restarts;         // workers restarted so far
     int is_http;          // a server: http below
     rl_httpc_opts_t http; // its URL, attempts and limit (env.timeout)
     char *url;            // http.url_text's storage
@@ -55,6 +59,10 @@ void rl_env_host_close(rl_env_host_t **self_p) {
     for (int k = 0; h->kids && k < h->n; k++) {
         rl_child_stop(&h->kids[k]);
     }
+    for (int i = 0; h->argv && h->argv[i]; i++) {
+        free(h->argv[i]);
+    }
+    free(h->argv);
     free(h->kids);
     free(h->url);
     free(h);
@@ -120,11 +128,26 @@ int rl_env_host_open(const rl_recipe_env_t *env, rl_env_host_t **out, char *err,
                          NULL};
             memcpy(pargv, a, sizeof a);
         }
+        char *const *argv = env->plugin ? pargv : env->command.items;
+        int argc = 0;
+        while (argv[argc]) {
+            argc++;
+        }
+        h->argv = calloc((size_t)argc + 1, sizeof *h->argv);
+        for (int i = 0; h->argv && i < argc; i++) {
+            if (!(h->argv[i] = strdup(argv[i]))) {
+                break;
+            }
+        }
+        if (!h->argv || (argc > 0 && !h->argv[argc - 1])) {
+            rl_env_host_close(&h);
+            return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+        }
+        h->kind = env->plugin ? "the env plugin's worker" : "the env command";
         for (int k = 0; k < h->n; k++) {
             char e[1024];
-            int rc = rl_child_start(env->plugin ? pargv : env->command.items,
-                                    env->plugin ? "the env plugin's worker" : "the env command",
-                                    "the controller's log", &h->kids[k], e, sizeof e);
+            int rc =
+                rl_child_start(h->argv, h->kind, "the controller's log", &h->kids[k], e, sizeof e);
             if (rc) {
                 rl_errf(err, err_len, rc, "env %s: worker %d: %s", h->what, k, e);
                 rl_env_host_close(&h);
@@ -145,12 +168,40 @@ static int s_worker_of(const char *id, int n) {
     return (int)(x % (uint64_t)n);
 }
 
+// Worker k as a running program: one that failed a call before (exited, closed its stdout, hung
+// past env.timeout, wrote out of turn: rl_child stopped it) is started again, said in the log.
+// The episodes it held are gone with it: their next steps are the environment's to refuse.
+static int s_alive(rl_env_host_t *h, int k, char *err, size_t err_len) {
+    const char *why = rl_child_gone(h->kids[k]);
+    if (!why) {
+        return 0;
+    }
+    rl_log_warn("env %s: worker %d was stopped (%s); starting it again", h->what, k, why);
+    rl_child_stop(&h->kids[k]);
+    char e[1024];
+    int rc = rl_child_start(h->argv, h->kind, "the controller's log", &h->kids[k], e, sizeof e);
+    if (rc) {
+        return rl_errf(err, err_len, rc, "env %s: worker %d could not be started again: %s",
+                       h->what, k, e);
+    }
+    h->restarts++;
+    return 0;
+}
+
+int rl_env_host_restarts(const rl_env_host_t *h) {
+    return h->restarts;
+}
+
 // One line to worker k and its reply, within the call's deadline t_end.
 static int s_exchange(rl_env_host_t *h, int k, const char *line, double t_end, char **reply,
                       char *err, size_t err_len) {
     char e[1024];
     size_t len = 0;
-    int rc = rl_child_send(h->kids[k], line, strlen(line), e, sizeof e);
+    int rc = s_alive(h, k, err, err_len);
+    if (rc) {
+        return rc;
+    }
+    rc = rl_child_send(h->kids[k], line, strlen(line), e, sizeof e);
     if (!rc) {
         double left = t_end - rl_clock_now();
         rc = rl_child_recv(h->kids[k], left > 0.001 ? left : 0.001, RL_ENV_HOST_MAX_REPLY, reply,
@@ -205,6 +256,8 @@ static int s_split_call(rl_env_host_t *h, const char *request, char **reply, cha
         char e[1024];
         if (!lines[k]) {
             rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+        } else if ((rc = s_alive(h, k, err, err_len)) != 0) {
+            break;
         } else if ((rc = rl_child_send(h->kids[k], lines[k], strlen(lines[k]), e, sizeof e))) {
             rl_errf(err, err_len, rc, "env %s: worker %d: %s", h->what, k, e);
         }

@@ -11,7 +11,8 @@
 //
 // A worker that exits, closes its stdout, answers past env.timeout (it is then stopped) or
 // answers with anything but one line of JSON fails the call with a message naming the command,
-// the worker and what it did; it is not restarted, so every later call fails too. A server's
+// the worker and what it did; the next call that needs it starts it again (logged), and the
+// episodes it held are gone (their next steps are the new program's to refuse). A server's
 // failure fails the call naming the URL; the next call tries it again. Not the protocol's checks
 // (rl_env_proto decodes the joined reply) and not the episodes (rl_episode).
 #ifndef RL_ENV_HOST_H
@@ -35,6 +36,8 @@ typedef struct rl_env_host rl_env_host_t;
 // recipe has none, or the error of a program that cannot be started or a URL that cannot be used
 // (err names it). caller owns *out; free with rl_env_host_close.
 int rl_env_host_open(const rl_recipe_env_t *env, rl_env_host_t **out, char *err, size_t err_len);
+// How many times a worker was started again after a failure (0 for a builtin or a server).
+int rl_env_host_restarts(const rl_env_host_t *h);
 // Stops the workers (stdin closed, a second's grace, then their process groups killed).
 void rl_env_host_close(rl_env_host_t **self_p);
 

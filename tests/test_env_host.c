@@ -6,7 +6,9 @@
 //     attempts and the status;
 //   - a hang is cut at env.timeout (all attempts), named;
 //   - a port nobody listens on: retried, then the URL and "cannot connect";
-//   - an https URL is refused at open, naming the environment's client.
+//   - an https URL is refused at open, naming the environment's client;
+//   - a command's worker that exited fails its call and is started again for the next one (one
+//     worker, and two with the request split between them), said in the log.
 #include "rl_clock.h"
 #include "rl_config.h"
 #include "rl_env_host.h"
@@ -124,6 +126,59 @@ static void test_refused(void) {
     CHECK_STR(d, "http https://127.0.0.1:8123/env");
 }
 
+// env.command: `python3 env_test.py crashonce MARKER` with `workers` workers.
+static rl_env_host_t *s_open_command(int workers, const char *marker) {
+    static char *argv[5];
+    argv[0] = PY;
+    argv[1] = RL_SOURCE_DIR "/tests/env_test.py";
+    argv[2] = "crashonce";
+    argv[3] = (char *)marker;
+    argv[4] = NULL;
+    rl_recipe_env_t e = {.builtin = -1, .workers = workers, .timeout = 10};
+    e.command.items = argv;
+    e.command.n = 4;
+    rl_env_host_t *h = NULL;
+    int rc = rl_env_host_open(&e, &h, s_err, sizeof s_err);
+    CHECK_MSG(rc == 0, "open: %s", s_err);
+    return h;
+}
+
+// One call answered with the JSON `want` (any spacing: several workers' replies are joined).
+static void s_call_json(rl_env_host_t *h, const char *req, const char *want) {
+    char *reply = NULL;
+    s_err[0] = '\0';
+    int rc = h ? rl_env_host_call(h, req, &reply, s_err, sizeof s_err) : -1;
+    json_t *a = reply ? json_loads(reply, 0, NULL) : NULL, *b = json_loads(want, 0, NULL);
+    CHECK_MSG(rc == 0 && a && b && json_equal(a, b), "rc %d (%s): %s, not %s", rc, s_err,
+              reply ? reply : "(none)", want);
+    json_decref(a);
+    json_decref(b);
+    free(reply);
+}
+
+static void test_restart(void) {
+    char marker[128];
+    snprintf(marker, sizeof marker, "%s/crashed", s_tmp);
+    for (int workers = 1; workers <= 2; workers++) {
+        unlink(marker);
+        rl_env_host_t *h = s_open_command(workers, marker);
+        s_call_json(h, s_reset, s_reset_reply);
+        const char *again = "{\"items\": [{\"messages\": [{\"role\": \"user\", \"content\": "
+                            "\"again\"}], \"reward\": 0.25, \"done\": false}]}";
+        s_call_json(h, s_step, again);
+        // the second turn's step: the worker holding episode 1-0 exits (it made the marker)
+        s_call(h, s_step, 1, "the command exited with status 3 before it replied");
+        CHECK_INT(h ? rl_env_host_restarts(h) : -1, 0);
+        // the next call starts it again: a new program, which answers (turn 1 of 2)
+        s_call_json(h, s_step, again);
+        CHECK_INT(h ? rl_env_host_restarts(h) : -1, 1);
+        s_call_json(h, s_reset, s_reset_reply);
+        CHECK_INT(h ? rl_env_host_restarts(h) : -1, 1);
+        rl_env_host_close(&h);
+    }
+    unlink(marker);
+}
+
 int main(void) {
     if (access(PY, X_OK) != 0) {
         fprintf(stderr, "note: %s missing; the env server not tested\n", PY);
@@ -132,6 +187,7 @@ int main(void) {
     rl_test_tmpdir(s_tmp, sizeof s_tmp, "env_host");
     RL_TEST_RUN(test_replies);
     RL_TEST_RUN(test_refused);
+    RL_TEST_RUN(test_restart);
     rl_test_tmpdir_done(s_tmp);
     RL_TEST_DONE();
 }

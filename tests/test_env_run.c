@@ -11,7 +11,8 @@
 //     gets each episode's messages after the first prompt as its completion; PPO runs them too;
 //   - the limits: an environment that never says done is cut at env.max_turns;
 //   - failures, each named in the error with the environment and the step: a program that cannot
-//     answer a reset (before the run, at env.command), a crash, a hang
+//     answer a reset (before the run, at env.command), a crash, a hang (and, with drop, a
+//     worker that exits is started again for the next step)
 //     (env.timeout), garbage, the wrong number of items, an {"error"} reply; with
 //     env.on_error: drop a bad item drops its episode (counted in env/dropped) and the run goes
 //     on, and a step whose every episode is dropped stops the run;
@@ -308,6 +309,21 @@ static void test_failures(void) {
     out = rl_test_out(s_tmp);
     CHECK_CONTAINS(out, "every episode was dropped");
     free(out);
+    // drop: in step 1 the program exits at the second turn (which only the even episodes reach:
+    // they are dropped, the odd ones were done); the next request starts it again and the run
+    // goes on, step 2 dropping nothing
+    snprintf(extra, sizeof extra,
+             "model.path=%s/model env.on_error=drop 'env.command=[" PY
+             ", ../tests/env_test.py, crashonce, %s/crashed]'",
+             s_tmp, s_tmp);
+    CHECK_INT(s_run("restart", 2, extra), 0);
+    out = rl_test_out(s_tmp);
+    CHECK_CONTAINS(out, "exited with status 3 before it replied");
+    CHECK_CONTAINS(out, "was stopped (the command exited with status 3 before it replied");
+    CHECK_CONTAINS(out, "starting it again");
+    CHECK_CONTAINS(out, "step 1: 64 of 128 episodes dropped");
+    free(out);
+    CHECK(s_last("restart", "env/dropped") == 0.0); // step 2: none
 }
 
 static void test_calc_twins(void) {
