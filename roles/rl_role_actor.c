@@ -180,6 +180,10 @@ static int s_publish(void *state, const rl_msg_t *req, rl_msg_t **reply, char *e
                      size_t err_len) {
     s_actor_t *a = state;
     rl_model_t *m = rl_policy_model(a->policy);
+    if (rl_fault("publish_weights")) { // docs/reliability.md; tests only
+        return rl_errf(err, err_len, RL_EIO,
+                       "publish_weights: failed (RLCTL_FAULT=publish_weights)");
+    }
     unsigned char h[RL_MODEL_IPC_HANDLE];
     uint64_t layout = 0;
     int64_t n = 0;

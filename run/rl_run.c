@@ -788,13 +788,21 @@ static int s_post_ipc(rl_run_t *run, rl_run_syncjob_t *job, char *err, size_t er
     job->ni = 0;
     rl_msg_t *req = NULL, *rep = NULL;
     rl_proto_request(RL_PROTO_PUBLISH_WEIGHTS, rl_run_id(run), &req);
-    int rc = rl_run_call(run, &run->actor, 0, req, &rep, run->r->roles.request_timeout, NULL, err,
-                         err_len);
+    if (!req) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    const char *peer = run->actor.names[0];
+    char why[RL_GROUP_WHY] = "";
+    int rc =
+        rl_group_call_each(run->g, 1, &peer, &req, &rep,
+                           s_timeout(run, run->r->roles.request_timeout), &why, NULL, err, err_len);
+    if (!rc && !rep) { // the actor refused (or is gone: what follows says so)
+        return rl_errf(err, err_len, RL_EUNSUPPORTED, "%s", why);
+    }
     if (rc) {
         return rc;
     }
     rl_proto_publish_weights_reply_t x;
-    char why[512] = "";
     if (rl_proto_publish_weights_reply_decode(rep, &x, why, sizeof why) != 0 ||
         x.n_handle != RL_MODEL_IPC_HANDLE) {
         rl_msg_free(&rep);
@@ -844,10 +852,31 @@ int rl_run_sync_post(rl_run_t *run, const float *weights, int64_t n, rl_run_sync
             job->ks[job->na++] = ks[j];
         }
     }
-    int rc = job->ni > 0 ? s_post_ipc(run, job, err, err_len) : 0;
+    const int ni = job->ni;
+    int rc = ni > 0 ? s_post_ipc(run, job, err, err_len) : 0;
+    float *own = NULL;
+    if (rc == RL_EUNSUPPORTED && run->r->roles.weight_sync == RL_RECIPE_SYNC_AUTO) {
+        // the actor cannot share its array (the driver refused a handle): every sampler takes
+        // the weights through host memory from now on, this version too
+        rl_log_warn("weight sync: the actor cannot share its weights through CUDA IPC (%s); the "
+                    "samplers take them through host memory from now on",
+                    err);
+        for (int j = 0; j < ni; j++) {
+            run->sync_ipc[job->ki[j]] = 0;
+            job->ks[job->na++] = job->ki[j];
+        }
+        job->ni = 0;
+        rc = weights ? 0 : rl_run_export(run, &own, &n, err, err_len);
+        weights = own ? own : weights;
+    } else if (rc == RL_EUNSUPPORTED) {
+        char why[RL_GROUP_WHY];
+        snprintf(why, sizeof why, "%s", err);
+        rc = rl_errf(err, err_len, RL_EIO, "%s (roles.weight_sync: ipc)", why);
+    }
     if (!rc && (job->na > 0 || job->ni == 0)) {
         rc = s_post_buckets(run, weights, n, job, err, err_len);
     }
+    free(own); // the requests hold copies
     return rc;
 }
 

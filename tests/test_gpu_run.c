@@ -273,6 +273,25 @@ static void s_test_weight_sync(void) {
                       "(roles.weight_sync: ipc)");
     free(o);
     printf("  a failed IPC load: host memory instead (auto), the run stopped (ipc)\n");
+    // the actor cannot give its handle: every sampler to host memory (auto), or a stop (ipc)
+    setenv("RLCTL_FAULT", "publish_weights", 1);
+    CHECK_INT(s_run("grpo_lora.yaml", "grpo_nopublish", "cuda", more), 0);
+    o = rl_test_out(s_tmp);
+    CHECK_CONTAINS(o, "weight sync: the actor cannot share its weights through CUDA IPC (worker "
+                      "actor/0: publish_weights: failed (RLCTL_FAULT=publish_weights)); the "
+                      "samplers take them through host memory from now on");
+    free(o);
+    s_same_run("grpo_a", "grpo_nopublish", "adapter_model.safetensors", 1);
+    snprintf(s_cmd, sizeof s_cmd,
+             "run %s/grpo_lora.yaml run.dir=%s/ipc_nopublish model.device=cuda " S_SMALL " %s",
+             s_cook, s_tmp, args);
+    rc = s_rlctl(s_cmd);
+    unsetenv("RLCTL_FAULT");
+    o = rl_test_out(s_tmp);
+    CHECK_MSG(rc == 1, "weight_sync=ipc, no handle: exit %d", rc);
+    CHECK_CONTAINS(o, "publish_weights: failed (RLCTL_FAULT=publish_weights) (roles.weight_sync: "
+                      "ipc)");
+    free(o);
     snprintf(s_cmd, sizeof s_cmd,
              "validate %s/grpo_lora.yaml 'roles.devices={samplers: cpu}' model.device=cuda "
              "roles.weight_sync=ipc",
