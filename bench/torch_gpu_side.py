@@ -14,7 +14,17 @@
 #           tokens (min_new_tokens = max_new_tokens), sampling at temperature 1 with no top-k:
 #           new tokens/s of the whole call.
 #
-#   python3 bench/torch_gpu_side.py [--quick] [--json FILE]
+#   grpo    (--grpo instead of the above) the GRPO step of bench/grpo_gpu_step.sh's 0.5B run the
+#           way a transformers user writes it (TRL's GRPOTrainer without vLLM does this work):
+#           model.generate of 8 completions of each of 64 random 9-token prompts, exactly 256
+#           new tokens at temperature 1; the old logprobs (a no-grad forward, micro-batches of
+#           32); one update: the clipped-ratio loss (epsilon 0.2, token mean) over micro-batches
+#           of 32, the gradient clipped to norm 1, AdamW (lr 1e-3); LoRA r 8, alpha 16 on all 7
+#           projections (the cookbook's). Rewards are random 0/1 (the arith reward of random
+#           text is 0 everywhere, which would leave nothing to train). No weight sync: the
+#           sampler is the trained model. One warm-up step, then the medians of 3.
+#
+#   python3 bench/torch_gpu_side.py [--quick] [--grpo] [--json FILE]
 #     --quick  the 0.5B shape only, decode 64 new tokens, one timed call (as bench_gpu --quick)
 # Prints one markdown row per figure, as bench_gpu does.
 import argparse
@@ -38,7 +48,7 @@ def params(shape, r):
     return L * per + V * C, L * lora
 
 
-def make(torch, name, lora):
+def make(torch, name, lora, r=16, alpha=32):
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     C, I, L, NH, NKV, D, V = SHAPES[name]
@@ -50,7 +60,7 @@ def make(torch, name, lora):
     if lora:
         from peft import LoraConfig, get_peft_model
 
-        m = get_peft_model(m, LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0,
+        m = get_peft_model(m, LoraConfig(r=r, lora_alpha=alpha, lora_dropout=0.0,
                                          target_modules=["q_proj", "k_proj", "v_proj", "o_proj",
                                                          "gate_proj", "up_proj", "down_proj"]))
     return m
@@ -118,9 +128,81 @@ def decode(torch, name, new, reps, out):
     torch.cuda.empty_cache()
 
 
+def grpo(torch, name, out, P=64, G=8, new=256, prompt=9, mb=32, reps=3):
+    what = "%s LoRA r8 %dx%dx%d" % (name, P, G, new)
+    try:
+        m = make(torch, name, True, r=8, alpha=16)
+    except ImportError as e:
+        print("| grpo step | torch %s | not run: %s |" % (what, e))
+        return
+    params = [p for p in m.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=1e-3, weight_decay=0.0)
+    g = torch.Generator(device="cuda").manual_seed(5)
+    prompts = torch.randint(0, SHAPES[name][6], (P, prompt), device="cuda", generator=g)
+
+    def completion_logprobs(x):  # logp of x's completion tokens, (rows, new) fp32
+        logits = m(input_ids=x).logits[:, prompt - 1:-1].float()
+        return torch.log_softmax(logits, -1).gather(-1, x[:, prompt:, None]).squeeze(-1)
+
+    def timed(f):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        r = f()
+        torch.cuda.synchronize()
+        return r, time.perf_counter() - t0
+
+    phases = {"generate": [], "logprobs": [], "train": []}
+    for rep in range(reps + 1):
+        m.eval()
+
+        def generate():
+            with torch.no_grad():
+                return m.generate(input_ids=prompts, attention_mask=torch.ones_like(prompts),
+                                  do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
+                                  max_new_tokens=new, min_new_tokens=new,
+                                  num_return_sequences=G, pad_token_id=0)
+
+        seqs, t_gen = timed(generate)
+
+        def old_logprobs():
+            with torch.no_grad():
+                return torch.cat([completion_logprobs(seqs[i:i + mb])
+                                  for i in range(0, seqs.shape[0], mb)])
+
+        old, t_lp = timed(old_logprobs)
+        r = torch.randint(0, 2, (P, G), device="cuda", generator=g).float()
+        adv = ((r - r.mean(1, keepdim=True)) / (r.std(1, keepdim=True) + 1e-4)).reshape(-1)
+        m.train()
+
+        def update():
+            opt.zero_grad(set_to_none=True)
+            n_tok = seqs.shape[0] * new
+            for i in range(0, seqs.shape[0], mb):
+                ratio = torch.exp(completion_logprobs(seqs[i:i + mb]) - old[i:i + mb])
+                a = adv[i:i + mb, None]
+                loss = -torch.min(ratio * a, torch.clamp(ratio, 0.8, 1.2) * a).sum() / n_tok
+                loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+
+        _, t_train = timed(update)
+        if rep:
+            phases["generate"].append(t_gen)
+            phases["logprobs"].append(t_lp)
+            phases["train"].append(t_train)
+    med = {k: 1000 * statistics.median(v) for k, v in phases.items()}
+    step = sum(med.values())
+    print("| grpo step | torch cuda %s | generate %.1f ms, logprobs %.1f, train %.1f, sync 0; "
+          "step %.1f ms |" % (what, med["generate"], med["logprobs"], med["train"], step))
+    out.append({"section": "grpo", "what": "torch " + what, "value": step, "unit": "ms"})
+    del m, opt
+    torch.cuda.empty_cache()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--grpo", action="store_true")
     ap.add_argument("--json")
     a = ap.parse_args()
     import torch
@@ -134,7 +216,9 @@ def main():
           % (torch.__version__, transformers.__version__, torch.cuda.get_device_name(0)))
     print("| section | what | result |\n|---|---|---|")
     out = []
-    for name in list(SHAPES)[:1 if a.quick else 2]:
+    for name in list(SHAPES)[:1] if a.grpo else []:
+        grpo(torch, name, out)
+    for name in list(SHAPES)[:1 if a.quick else 2] if not a.grpo else []:
         for T in (1024, 4096):
             for lora in (True, False):
                 train(torch, name, lora, T, out)
