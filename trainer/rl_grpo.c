@@ -245,7 +245,7 @@ int rl_grpo_loss(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *alg, flo
     }
     const int B = b->B, T = b->T;
     const double lo = 1.0 - alg->epsilon_low, hi = 1.0 + alg->epsilon_high;
-    const double c = alg->dual_clip, beta = alg->beta;
+    const double c = alg->dual_clip;
     // Sequence TIS compares the log of the sequence weight with +-log(cap): the same interval
     // as exp(sum) in [1/cap, cap], without overflowing exp on long sequences.
     const double log_cap = alg->tis != RL_RECIPE_TIS_NONE ? log(alg->tis_cap) : 0.0;
@@ -299,56 +299,80 @@ int rl_grpo_loss(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *alg, flo
                 s.dual_clip += 1.0;
             }
 
-            double w = 1.0;
-            if (alg->tis == RL_RECIPE_TIS_TOKEN) {
-                double e = exp(old - (double)b->mu_logp[i]);
-                w = e > alg->tis_cap ? alg->tis_cap : e; // NaN stays NaN
-            } else if (alg->tis == RL_RECIPE_TIS_SEQUENCE) {
-                w = keep ? 1.0 : 0.0;
-            }
-            if (b->mu_logp) {
-                s.logprob_gap += fabs(old - (double)b->mu_logp[i]);
-            }
-
-            double k = 0.0, dk = 0.0;
-            if (b->ref_logp) {
-                k = rl_grpo_kl(alg->kl_estimator, lp - (double)b->ref_logp[i], &dk);
-                s.kl += k;
-            }
-
-            double l = 0.0, dl = 0.0;
-            if (keep) {
-                l = w * pg;
-                dl = w * dpg;
-                if (beta > 0.0) { // beta 0: no term at all, even where k is not finite
-                    l += beta * k;
-                    dl += beta * dk;
-                }
-            }
-            row_loss += l;
-            dlogp[i] = (float)(dl * scale);
-            s.tokens += 1.0;
-            s.ratio += ratio;
-            s.approx_kl += 0.5 * x * x;
-            s.tis_weight += w;
+            rl_grpo_token_end(b, alg, i, lp, old, ratio, keep, scale, pg, dpg, &row_loss, dlogp,
+                              &s);
         }
         s.loss += row_loss * scale;
     }
 
     if (stats) {
-        stats->loss += s.loss;
-        stats->tokens += s.tokens;
-        stats->kl += s.kl;
-        stats->clip_low += s.clip_low;
-        stats->clip_high += s.clip_high;
-        stats->dual_clip += s.dual_clip;
-        stats->ratio += s.ratio;
-        stats->tis_weight += s.tis_weight;
-        stats->tis_masked += s.tis_masked;
-        stats->logprob_gap += s.logprob_gap;
-        stats->approx_kl += s.approx_kl;
+        rl_grpo_stats_add(stats, &s);
     }
     return 0;
+}
+
+double rl_grpo_tis_weight(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *alg, size_t i,
+                          double old, int keep) {
+    if (alg->tis == RL_RECIPE_TIS_TOKEN) {
+        double e = exp(old - (double)b->mu_logp[i]);
+        return e > alg->tis_cap ? alg->tis_cap : e; // NaN stays NaN
+    }
+    if (alg->tis == RL_RECIPE_TIS_SEQUENCE) {
+        return keep ? 1.0 : 0.0;
+    }
+    return 1.0;
+}
+
+double rl_grpo_token_kl(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *alg, size_t i,
+                        double lp, double old, rl_grpo_loss_stats_t *s, double *dk) {
+    if (b->mu_logp) {
+        s->logprob_gap += fabs(old - (double)b->mu_logp[i]);
+    }
+    double k = 0.0;
+    *dk = 0.0;
+    if (b->ref_logp) {
+        k = rl_grpo_kl(alg->kl_estimator, lp - (double)b->ref_logp[i], dk);
+        s->kl += k;
+    }
+    return k;
+}
+
+void rl_grpo_token_end(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *alg, size_t i,
+                       double lp, double old, double ratio, int keep, double scale, double pg,
+                       double dpg, double *row_loss, float *dlogp, rl_grpo_loss_stats_t *s) {
+    const double w = rl_grpo_tis_weight(b, alg, i, old, keep);
+    double dk;
+    const double k = rl_grpo_token_kl(b, alg, i, lp, old, s, &dk);
+    double l = 0.0, dl = 0.0;
+    if (keep) {
+        l = w * pg;
+        dl = w * dpg;
+        if (alg->beta > 0.0) { // beta 0: no term at all, even where k is not finite
+            l += alg->beta * k;
+            dl += alg->beta * dk;
+        }
+    }
+    *row_loss += l;
+    dlogp[i] = (float)(dl * scale);
+    const double x = lp - old;
+    s->tokens += 1.0;
+    s->ratio += ratio;
+    s->approx_kl += 0.5 * x * x;
+    s->tis_weight += w;
+}
+
+void rl_grpo_stats_add(rl_grpo_loss_stats_t *to, const rl_grpo_loss_stats_t *s) {
+    to->loss += s->loss;
+    to->tokens += s->tokens;
+    to->kl += s->kl;
+    to->clip_low += s->clip_low;
+    to->clip_high += s->clip_high;
+    to->dual_clip += s->dual_clip;
+    to->ratio += s->ratio;
+    to->tis_weight += s->tis_weight;
+    to->tis_masked += s->tis_masked;
+    to->logprob_gap += s->logprob_gap;
+    to->approx_kl += s->approx_kl;
 }
 
 // ---- the family's adapter ---------------------------------------------------------------------

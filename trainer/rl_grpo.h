@@ -152,6 +152,24 @@ typedef struct {
 } rl_grpo_row_t;
 rl_grpo_row_t rl_grpo_row(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *alg, int bi,
                           double log_cap);
+// What every loss of the family computes around token i's policy term, as rl_grpo_loss does:
+// - tis_weight: its TIS weight w (1 without TIS; token TIS: min(exp(old - mu), tis_cap), NaN
+//   kept; sequence TIS: 1 in a kept row, 0 in a dropped one);
+// - token_kl: adds |old - mu| to s->logprob_gap (with mu_logp) and k to s->kl (with ref_logp),
+//   and returns the KL term k of lp - ref with *dk its derivative (0 and 0 without ref_logp);
+// - stats_add: to += s, field by field.
+double rl_grpo_tis_weight(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *alg, size_t i,
+                          double old, int keep);
+double rl_grpo_token_kl(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *alg, size_t i,
+                        double lp, double old, rl_grpo_loss_stats_t *s, double *dk);
+void rl_grpo_stats_add(rl_grpo_loss_stats_t *to, const rl_grpo_loss_stats_t *s);
+// The end of token i's loss in a loss whose dL/dlogp is per token (grpo, ppo, cispo), from its
+// policy term pg and dpg = dpg/dlogp: in a kept row l = w pg (+ beta k), dl likewise (0 in a
+// dropped row); *row_loss += l, dlogp[i] = dl * scale in float, and the token's sums in s
+// (tokens, ratio, approx_kl of x = lp - old, tis_weight).
+void rl_grpo_token_end(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *alg, size_t i,
+                       double lp, double old, double ratio, int keep, double scale, double pg,
+                       double dpg, double *row_loss, float *dlogp, rl_grpo_loss_stats_t *s);
 
 // ---- the family's adapter (the losses "grpo", "ppo", "gspo", "cispo") ---------------------------
 // A policy-gradient loss of GRPO's family is its per-micro-batch math with rl_grpo_loss's

@@ -38,7 +38,7 @@ static int s_cispo_loss(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *a
         return rc;
     }
     const int B = b->B, T = b->T;
-    const double lo = 1.0 - alg->epsilon_low, hi = 1.0 + alg->epsilon_high, beta = alg->beta;
+    const double lo = 1.0 - alg->epsilon_low, hi = 1.0 + alg->epsilon_high;
     const double log_cap = alg->tis != RL_RECIPE_TIS_NONE ? log(alg->tis_cap) : 0.0;
     rl_grpo_loss_stats_t s = {0};
 
@@ -67,52 +67,14 @@ static int s_cispo_loss(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *a
             s.clip_high += ratio > hi;
             // the policy term: linear in logp, its weight a constant
             const double pg = -wc * A * lp, dpg = -wc * A;
-            double w = 1.0;
-            if (alg->tis == RL_RECIPE_TIS_TOKEN) {
-                double e = exp(old - (double)b->mu_logp[i]);
-                w = e > alg->tis_cap ? alg->tis_cap : e; // NaN stays NaN
-            } else if (alg->tis == RL_RECIPE_TIS_SEQUENCE) {
-                w = keep ? 1.0 : 0.0;
-            }
-            if (b->mu_logp) {
-                s.logprob_gap += fabs(old - (double)b->mu_logp[i]);
-            }
-            double k = 0.0, dk = 0.0;
-            if (b->ref_logp) {
-                k = rl_grpo_kl(alg->kl_estimator, lp - (double)b->ref_logp[i], &dk);
-                s.kl += k;
-            }
-            double l = 0.0, dl = 0.0;
-            if (keep) {
-                l = w * pg;
-                dl = w * dpg;
-                if (beta > 0.0) {
-                    l += beta * k;
-                    dl += beta * dk;
-                }
-            }
-            row_loss += l;
-            dlogp[i] = (float)(dl * scale);
-            s.tokens += 1.0;
-            s.ratio += ratio;
-            s.approx_kl += 0.5 * x * x;
-            s.tis_weight += w;
+            rl_grpo_token_end(b, alg, i, lp, old, ratio, keep, scale, pg, dpg, &row_loss, dlogp,
+                              &s);
         }
         s.loss += row_loss * scale;
     }
 
     if (stats) {
-        stats->loss += s.loss;
-        stats->tokens += s.tokens;
-        stats->kl += s.kl;
-        stats->clip_low += s.clip_low;
-        stats->clip_high += s.clip_high;
-        stats->dual_clip += s.dual_clip;
-        stats->ratio += s.ratio;
-        stats->tis_weight += s.tis_weight;
-        stats->tis_masked += s.tis_masked;
-        stats->logprob_gap += s.logprob_gap;
-        stats->approx_kl += s.approx_kl;
+        rl_grpo_stats_add(stats, &s);
     }
     return 0;
 }

@@ -32,19 +32,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-// The row's TIS weight of token i and the row's sequence-TIS decision, as rl_grpo_loss.
-static double s_tis_weight(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *alg, size_t i,
-                           double old, bool keep) {
-    if (alg->tis == RL_RECIPE_TIS_TOKEN) {
-        double e = exp(old - (double)b->mu_logp[i]);
-        return e > alg->tis_cap ? alg->tis_cap : e; // NaN stays NaN
-    }
-    if (alg->tis == RL_RECIPE_TIS_SEQUENCE) {
-        return keep ? 1.0 : 0.0;
-    }
-    return 1.0;
-}
-
 static int s_gspo_loss(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *alg, float *dlogp,
                        rl_grpo_loss_stats_t *stats) {
     int rc = rl_grpo_check(b, alg, dlogp);
@@ -118,15 +105,10 @@ static int s_gspo_loss(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *al
                 dpg = 0.0;
                 s.dual_clip += 1.0;
             }
-            const double w = s_tis_weight(b, alg, i, old, keep);
-            if (b->mu_logp) {
-                s.logprob_gap += fabs(old - (double)b->mu_logp[i]);
-            }
-            double k = 0.0, dk = 0.0;
-            if (b->ref_logp) {
-                k = rl_grpo_kl(alg->kl_estimator, lp - (double)b->ref_logp[i], &dk);
-                s.kl += k;
-            }
+            const double w = rl_grpo_tis_weight(b, alg, i, old, keep);
+            double dk;
+            const double k = rl_grpo_token_kl(b, alg, i, lp, old, &s, &dk);
+            (void)dk; // the KL's gradient is added below, token by token
             if (keep) {
                 row_loss += w * pg + (beta > 0.0 ? beta * k : 0.0);
                 g_s += w * dpg;
@@ -156,17 +138,7 @@ static int s_gspo_loss(const rl_grpo_batch_t *b, const rl_recipe_algorithm_t *al
     }
 
     if (stats) {
-        stats->loss += s.loss;
-        stats->tokens += s.tokens;
-        stats->kl += s.kl;
-        stats->clip_low += s.clip_low;
-        stats->clip_high += s.clip_high;
-        stats->dual_clip += s.dual_clip;
-        stats->ratio += s.ratio;
-        stats->tis_weight += s.tis_weight;
-        stats->tis_masked += s.tis_masked;
-        stats->logprob_gap += s.logprob_gap;
-        stats->approx_kl += s.approx_kl;
+        rl_grpo_stats_add(stats, &s);
     }
     return 0;
 }
