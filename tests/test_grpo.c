@@ -16,6 +16,7 @@
 #include "rl_test.h"
 #include "rl_test_fd.h"
 #include "rl_test_golden.h"
+#include "rl_test_policy_loss.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -849,7 +850,7 @@ static const char *s_golden_cases[] = {
     "all_knobs",
 };
 
-static double s_worst_golden_grad = 0.0, s_worst_golden_loss = 0.0, s_worst_golden_adv = 0.0;
+static double s_worst_golden_adv = 0.0;
 
 static void s_golden_advantages(const char *name, json_t *c) {
     int n = (int)rl_golden_num(c, "n_groups"), G = (int)rl_golden_num(c, "G");
@@ -890,85 +891,8 @@ done:
     free(got);
 }
 
-static void s_golden_loss(const char *name, json_t *c) {
-    int B = (int)rl_golden_num(c, "B"), T = (int)rl_golden_num(c, "T");
-    size_t N = (size_t)B * (size_t)T;
-    json_t *ja = json_object_get(c, "alg");
-    static const char *const kls[] = {"k1", "k2", "k3"};
-    static const char *const aggs[] = {"token_mean", "seq_mean_token_mean",
-                                       "seq_mean_token_sum_norm"};
-    static const char *const tis[] = {"none", "token", "sequence"};
-    rl_recipe_algorithm_t alg = s_alg();
-    alg.epsilon_low = rl_golden_num(ja, "epsilon_low");
-    alg.epsilon_high = rl_golden_num(ja, "epsilon_high");
-    alg.dual_clip = rl_golden_num(ja, "dual_clip");
-    alg.beta = rl_golden_num(ja, "beta");
-    alg.kl_estimator = rl_golden_enum(ja, "kl_estimator", kls, 3); // same order as RL_RECIPE_KL_*
-    alg.loss_agg = rl_golden_enum(ja, "loss_agg", aggs, 3);
-    alg.tis = rl_golden_enum(ja, "tis", tis, 3);
-    alg.tis_cap = rl_golden_num(ja, "tis_cap");
-    float *logp = rl_golden_listf(c, "logp", N, NULL);
-    float *old = rl_golden_listf(c, "old_logp", N, NULL);
-    float *ref = rl_golden_listf(c, "ref_logp", N, NULL);
-    float *mu = rl_golden_listf(c, "mu_logp", N, NULL);
-    float *mask = rl_golden_listf(c, "mask", N, NULL);
-    double *adv = rl_golden_list(c, "adv", (size_t)B), *want = rl_golden_list(c, "dlogp", N);
-    float *got = calloc(N, sizeof(float));
-    if (!logp || !mask || !adv || !want || !got) {
-        CHECK_MSG(0, "%s: unreadable", name);
-        goto done;
-    }
-    rl_grpo_batch_t b = {B, T, logp, old, ref, mu, mask, adv, rl_golden_num(c, "denom"), NULL};
-    rl_grpo_loss_stats_t st = {0};
-    CHECK_INT(rl_grpo_loss(&b, &alg, got, &st), 0);
-    double wl = rl_golden_num(c, "loss");
-    double lerr = fabs(st.loss - wl) / fmax(fabs(wl), 1e-300);
-    CHECK_MSG(lerr <= TOL_GOLDEN_LOSS, "%s: loss %.17g want %.17g", name, st.loss, wl);
-    double max_want = 0.0, max_err = 0.0;
-    size_t worst = 0;
-    for (size_t i = 0; i < N; i++) {
-        max_want = fmax(max_want, fabs(want[i]));
-        double e = fabs((double)got[i] - want[i]);
-        if (e > max_err) {
-            max_err = e;
-            worst = i;
-        }
-        if (mask[i] == 0.0f) {
-            CHECK_MSG(got[i] == 0.0f && want[i] == 0.0, "%s: masked dlogp[%zu] %g / %g", name, i,
-                      got[i], want[i]);
-        }
-    }
-    double gerr = max_want > 0 ? max_err / max_want : max_err;
-    CHECK_MSG(gerr <= TOL_GRAD, "%s: dlogp[%zu] %.9g want %.9g (max|want| %.3g)", name, worst,
-              got[worst], want[worst], max_want);
-    s_worst_golden_grad = fmax(s_worst_golden_grad, gerr);
-    s_worst_golden_loss = fmax(s_worst_golden_loss, lerr);
-    json_t *js = json_object_get(c, "stats");
-    struct {
-        const char *key;
-        double got;
-    } fields[] = {{"tokens", st.tokens},          {"kl", st.kl},
-                  {"clip_low", st.clip_low},      {"clip_high", st.clip_high},
-                  {"dual_clip", st.dual_clip},    {"ratio", st.ratio},
-                  {"tis_weight", st.tis_weight},  {"tis_masked", st.tis_masked},
-                  {"logprob_gap", st.logprob_gap}};
-    for (size_t k = 0; k < sizeof(fields) / sizeof(fields[0]); k++) {
-        double w = rl_golden_num(js, fields[k].key);
-        CHECK_MSG(fabs(fields[k].got - w) <= TOL_GOLDEN_LOSS * fmax(1.0, fabs(w)),
-                  "%s: stats.%s %.17g want %.17g", name, fields[k].key, fields[k].got, w);
-    }
-    fprintf(stderr, "golden %-28s loss rel err %.3g, dlogp %.3g of max|dlogp| %.3g\n", name, lerr,
-            gerr, max_want);
-done:
-    free(logp);
-    free(old);
-    free(ref);
-    free(mu);
-    free(mask);
-    free(adv);
-    free(want);
-    free(got);
-}
+static rl_test_policy_golden_t s_golden_policy = {"loss",   0,   0,  TOL_GOLDEN_LOSS,
+                                                  TOL_GRAD, 0.0, 0.0};
 
 static void test_goldens(void) {
     char path[1024];
@@ -993,7 +917,7 @@ static void test_goldens(void) {
         if (kind && strcmp(kind, "advantages") == 0) {
             s_golden_advantages(s_golden_cases[k], c);
         } else if (kind && strcmp(kind, "loss") == 0) {
-            s_golden_loss(s_golden_cases[k], c);
+            rl_test_policy_golden(s_golden_cases[k], c, rl_grpo_loss, s_alg(), &s_golden_policy);
         } else {
             CHECK_MSG(0, "%s: unknown kind", path);
         }
@@ -1002,8 +926,8 @@ static void test_goldens(void) {
     fprintf(stderr,
             "goldens: %zu cases; worst advantage err %.3g, loss rel err %.3g, dlogp %.3g "
             "of max (tolerances %g, %g, %g)\n",
-            n, s_worst_golden_adv, s_worst_golden_loss, s_worst_golden_grad, TOL_EXACT,
-            TOL_GOLDEN_LOSS, TOL_GRAD);
+            n, s_worst_golden_adv, s_golden_policy.worst_loss, s_golden_policy.worst_grad,
+            TOL_EXACT, TOL_GOLDEN_LOSS, TOL_GRAD);
 }
 
 // Per-token advantages (PPO's GAE): adv_tok holding each row's advantage on every token gives

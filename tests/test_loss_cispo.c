@@ -19,6 +19,7 @@
 #include "rl_test.h"
 #include "rl_test_fd.h"
 #include "rl_test_golden.h"
+#include "rl_test_policy_loss.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -302,116 +303,9 @@ static void test_old_null_and_micro_batches(void) {
 
 // ---- PyTorch goldens ---------------------------------------------------------------------------
 
-static double s_worst_grad = 0.0, s_worst_loss = 0.0;
-
-static void s_golden(const char *name, json_t *c) {
-    int B = (int)rl_golden_num(c, "B"), T = (int)rl_golden_num(c, "T");
-    size_t N = (size_t)B * (size_t)T;
-    json_t *ja = json_object_get(c, "alg");
-    static const char *const kls[] = {"k1", "k2", "k3"};
-    static const char *const aggs[] = {"token_mean", "seq_mean_token_mean",
-                                       "seq_mean_token_sum_norm"};
-    static const char *const tis[] = {"none", "token", "sequence"};
-    rl_recipe_algorithm_t alg = s_alg();
-    alg.epsilon_low = rl_golden_num(ja, "epsilon_low");
-    alg.epsilon_high = rl_golden_num(ja, "epsilon_high");
-    alg.dual_clip = rl_golden_num(ja, "dual_clip");
-    alg.beta = rl_golden_num(ja, "beta");
-    alg.kl_estimator = rl_golden_enum(ja, "kl_estimator", kls, 3); // RL_RECIPE_KL_* order
-    alg.loss_agg = rl_golden_enum(ja, "loss_agg", aggs, 3);
-    alg.tis = rl_golden_enum(ja, "tis", tis, 3);
-    alg.tis_cap = rl_golden_num(ja, "tis_cap");
-    float *mask = rl_golden_listf(c, "mask", N, NULL);
-    // masked positions read as NaN: the loss must never look at them
-    float *logp = rl_golden_listf(c, "logp", N, mask);
-    float *old = rl_golden_listf(c, "old_logp", N, mask);
-    float *ref = rl_golden_listf(c, "ref_logp", N, mask);
-    float *mu = rl_golden_listf(c, "mu_logp", N, mask);
-    double *adv = rl_golden_list(c, "adv", (size_t)B), *want = rl_golden_list(c, "dlogp", N);
-    float *got = calloc(N, sizeof(float));
-    if (!logp || !mask || !adv || !want || !got) {
-        CHECK_MSG(0, "%s: unreadable", name);
-        goto done;
-    }
-    rl_grpo_batch_t b = {B, T, logp, old, ref, mu, mask, adv, rl_golden_num(c, "denom"), NULL};
-    rl_grpo_loss_stats_t st = {0};
-    CHECK_INT(s_loss(&b, &alg, got, &st), 0);
-    double wl = rl_golden_num(c, "loss_value");
-    double lerr = fabs(st.loss - wl) / fmax(fabs(wl), 1e-300);
-    CHECK_MSG(lerr <= TOL_GOLDEN_LOSS, "%s: loss %.17g want %.17g", name, st.loss, wl);
-    double max_want = 0.0, max_err = 0.0;
-    size_t worst = 0;
-    for (size_t i = 0; i < N; i++) {
-        max_want = fmax(max_want, fabs(want[i]));
-        double e = fabs((double)got[i] - want[i]);
-        if (e > max_err) {
-            max_err = e;
-            worst = i;
-        }
-        if (mask[i] == 0.0f) {
-            CHECK_MSG(got[i] == 0.0f && want[i] == 0.0, "%s: masked dlogp[%zu] %g / %g", name, i,
-                      got[i], want[i]);
-        }
-    }
-    double gerr = max_want > 0 ? max_err / max_want : max_err;
-    CHECK_MSG(gerr <= TOL_GRAD, "%s: dlogp[%zu] %.9g want %.9g (max|want| %.3g)", name, worst,
-              got[worst], want[worst], max_want);
-    s_worst_grad = fmax(s_worst_grad, gerr);
-    s_worst_loss = fmax(s_worst_loss, lerr);
-    json_t *js = json_object_get(c, "stats");
-    struct {
-        const char *key;
-        double got;
-    } fields[] = {{"tokens", st.tokens},         {"kl", st.kl},
-                  {"clip_low", st.clip_low},     {"clip_high", st.clip_high},
-                  {"dual_clip", st.dual_clip},   {"ratio", st.ratio},
-                  {"tis_weight", st.tis_weight}, {"tis_masked", st.tis_masked},
-                  {"logprob_gap", st.logprob_gap}, {"approx_kl", st.approx_kl}};
-    for (size_t k = 0; k < sizeof(fields) / sizeof(fields[0]); k++) {
-        double w = rl_golden_num(js, fields[k].key);
-        CHECK_MSG(fabs(fields[k].got - w) <= TOL_GOLDEN_LOSS * fmax(1.0, fabs(w)),
-                  "%s: stats.%s %.17g want %.17g", name, fields[k].key, fields[k].got, w);
-    }
-    fprintf(stderr, "golden %-28s loss rel err %.3g, dlogp %.3g of max|dlogp| %.3g\n", name, lerr,
-            gerr, max_want);
-done:
-    free(logp);
-    free(old);
-    free(ref);
-    free(mu);
-    free(mask);
-    free(adv);
-    free(want);
-    free(got);
-}
-
 static void test_goldens(void) {
-    char path[1024];
-    json_error_t jerr;
-    snprintf(path, sizeof(path), "%s/cispo/index.json", RL_FIXTURES);
-    json_t *index = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
-    CHECK_MSG(index != NULL, "%s: %s", path, jerr.text);
-    json_t *cases = index ? json_object_get(index, "cases") : NULL;
-    CHECK(json_array_size(cases) >= 10);
-    if (index) {
-        fprintf(stderr, "goldens: torch %s\n",
-                json_string_value(json_object_get(index, "torch_version")));
-    }
-    for (size_t k = 0; k < json_array_size(cases); k++) {
-        const char *name = json_string_value(json_array_get(cases, k));
-        snprintf(path, sizeof(path), "%s/cispo/%s.json", RL_FIXTURES, name ? name : "?");
-        json_t *c = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
-        CHECK_MSG(c != NULL, "%s: %s", path, jerr.text);
-        if (c) {
-            CHECK_STR(json_string_value(json_object_get(c, "loss")), "cispo");
-            s_golden(name, c);
-            json_decref(c);
-        }
-    }
-    fprintf(stderr, "goldens: %zu cases; worst loss rel err %.3g, dlogp %.3g of max (tolerances "
-                    "%g, %g)\n",
-            json_array_size(cases), s_worst_loss, s_worst_grad, TOL_GOLDEN_LOSS, TOL_GRAD);
-    json_decref(index);
+    rl_test_policy_golden_t g = {"loss_value", 1, 1, TOL_GOLDEN_LOSS, TOL_GRAD, 0.0, 0.0};
+    rl_test_policy_goldens("cispo", s_loss, s_alg(), &g);
 }
 
 int main(void) {
