@@ -353,6 +353,9 @@ int rl_cmd_plan(int argc, char **argv) {
         s_help(stdout);
         return RL_EXIT_OK;
     }
+    // this process computes nothing on a GPU: its device queries run in a child process, so that
+    // it holds no CUDA context (docs/gpu.md)
+    rl_device_isolate(1);
     const char *path = NULL;
     const char **ovr = calloc((size_t)argc + 1, sizeof *ovr);
     int n_ovr = 0, json = 0;

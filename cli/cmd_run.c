@@ -6,6 +6,7 @@
 #include "rl_algos.h"
 #include "rl_config.h"
 #include "rl_controller.h"
+#include "rl_device.h"
 #include "rl_err.h"
 #include "rl_log.h"
 #include "rl_rundir.h"
@@ -142,6 +143,9 @@ int rl_cmd_run(int argc, char **argv) {
         s_help(stdout);
         return RL_EXIT_OK;
     }
+    // this process computes nothing on a GPU: its device queries run in a child process, so that
+    // it holds no CUDA context (docs/gpu.md)
+    rl_device_isolate(1);
     const char *recipe_path = NULL, *resume_dir = NULL;
     int resume = 0, force = 0, tensorboard = 1;
     long long stop_at = 0;

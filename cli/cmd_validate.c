@@ -4,6 +4,7 @@
 #include "rl_algos.h"
 #include "rl_config.h"
 #include "rl_controller.h"
+#include "rl_device.h"
 #include "rl_err.h"
 #include "rl_hf.h"
 #include "rl_safetensors.h"
@@ -104,6 +105,9 @@ int rl_cmd_validate(int argc, char **argv) {
         s_help(stdout);
         return RL_EXIT_OK;
     }
+    // this process computes nothing on a GPU: its device queries run in a child process, so that
+    // it holds no CUDA context (docs/gpu.md)
+    rl_device_isolate(1);
     const char *path = NULL;
     const char **ovr = calloc((size_t)argc + 1, sizeof *ovr);
     int n_ovr = 0;

@@ -5,11 +5,14 @@
 #include "rl_err.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #ifndef RL_CUDA_MODULE_DIR
@@ -153,8 +156,146 @@ const rl_cuda_module_t *rl_device_cuda(char *err, size_t err_len) {
     return s_mod;
 }
 
+// ---- queries in a process of their own (rl_device_isolate) ----------------------------------
+
+static int s_isolated;
+
+void rl_device_isolate(int on) {
+    s_isolated = on;
+}
+
+typedef struct {
+    int rc, access;
+    rl_device_info_t info;
+    char err[1536];
+} s_answer_t;
+
+typedef void (*s_query_fn)(const void *arg, s_answer_t *out);
+
+// The answers so far, by query (kind 0: check of device a with min_free; 1: peer a -> b): a
+// process asks each once (a probe costs a CUDA initialisation, a fraction of a second on a GPU).
+typedef struct {
+    int kind, a, b;
+    size_t min_free;
+    s_answer_t ans;
+} s_cached_t;
+static s_cached_t s_cache[32];
+static int s_n_cached;
+static pthread_mutex_t s_cache_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+static void s_probe(s_query_fn fn, const void *arg, s_answer_t *out);
+
+// The answer to query (kind, a, b, min_free), from the cache or a probe (then kept).
+static void s_in_child(s_query_fn fn, const void *arg, int kind, int a, int b, size_t min_free,
+                       s_answer_t *out) {
+    pthread_mutex_lock(&s_cache_mutex);
+    for (int i = 0; i < s_n_cached; i++) {
+        const s_cached_t *c = &s_cache[i];
+        if (c->kind == kind && c->a == a && c->b == b && c->min_free == min_free) {
+            *out = c->ans;
+            pthread_mutex_unlock(&s_cache_mutex);
+            return;
+        }
+    }
+    s_probe(fn, arg, out);
+    if (out->rc != RL_EIO && s_n_cached < (int)(sizeof s_cache / sizeof s_cache[0])) {
+        s_cache[s_n_cached++] = (s_cached_t){kind, a, b, min_free, *out};
+    }
+    pthread_mutex_unlock(&s_cache_mutex);
+}
+
+// fn(arg) in a child process named rlctl-probe, its answer back through a pipe: the CUDA context
+// its queries make ends with it. A child that cannot start or dies is an RL_EIO answer.
+static void s_probe(s_query_fn fn, const void *arg, s_answer_t *out) {
+    memset(out, 0, sizeof *out);
+    char why[8];
+    (void)rl_device_cuda(why, sizeof why); // loaded here (no context): the child need not dlopen
+    int p[2];
+    if (pipe(p) != 0) {
+        out->rc = rl_errf(out->err, sizeof out->err, RL_EIO,
+                          "cannot start the device probe's process: pipe: %s", strerror(errno));
+        return;
+    }
+    fflush(NULL); // nothing buffered is written twice
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(p[0]);
+        close(p[1]);
+        out->rc = rl_errf(out->err, sizeof out->err, RL_EIO,
+                          "cannot start the device probe's process: fork: %s", strerror(errno));
+        return;
+    }
+    if (pid == 0) {
+        close(p[0]);
+        prctl(PR_SET_NAME, "rlctl-probe", 0, 0, 0);
+        s_answer_t a;
+        memset(&a, 0, sizeof a);
+        fn(arg, &a);
+        const char *b = (const char *)&a;
+        size_t done = 0;
+        while (done < sizeof a) {
+            ssize_t w = write(p[1], b + done, sizeof a - done);
+            if (w <= 0 && errno != EINTR) {
+                _exit(1);
+            }
+            done += w > 0 ? (size_t)w : 0;
+        }
+        _exit(0);
+    }
+    close(p[1]);
+    size_t got = 0;
+    while (got < sizeof *out) {
+        ssize_t r = read(p[0], (char *)out + got, sizeof *out - got);
+        if (r < 0 && errno == EINTR) {
+            continue;
+        }
+        if (r <= 0) {
+            break;
+        }
+        got += (size_t)r;
+    }
+    close(p[0]);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    if (got != sizeof *out) {
+        memset(out, 0, sizeof *out);
+        out->rc = rl_errf(out->err, sizeof out->err, RL_EIO,
+                          "the device probe's process ended without an answer (%s %d)",
+                          WIFSIGNALED(st) ? "signal" : "status",
+                          WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+    }
+}
+
+static int s_check(const rl_device_t *d, size_t min_free, rl_device_info_t *info, char *err,
+                   size_t err_len);
+
+typedef struct {
+    const rl_device_t *d;
+    size_t min_free;
+} s_check_arg_t;
+
+static void s_check_query(const void *arg, s_answer_t *out) {
+    const s_check_arg_t *a = arg;
+    out->rc = s_check(a->d, a->min_free, &out->info, out->err, sizeof out->err);
+}
+
 int rl_device_check(const rl_device_t *d, size_t min_free, rl_device_info_t *info, char *err,
                     size_t err_len) {
+    if (!s_isolated || !d->cuda) {
+        return s_check(d, min_free, info, err, err_len);
+    }
+    s_check_arg_t a = {d, min_free};
+    s_answer_t ans;
+    s_in_child(s_check_query, &a, 0, d->index, 0, min_free, &ans);
+    if (info) {
+        *info = ans.info;
+    }
+    return ans.rc ? rl_errf(err, err_len, ans.rc, "%s", ans.err) : 0;
+}
+
+static int s_check(const rl_device_t *d, size_t min_free, rl_device_info_t *info, char *err,
+                   size_t err_len) {
     rl_device_info_t local;
     rl_device_info_t *o = info ? info : &local;
     memset(o, 0, sizeof *o);
@@ -209,11 +350,27 @@ int rl_device_open(const char *text, rl_device_t *out, char *err, size_t err_len
     return rc ? rc : rl_device_check(out, 0, NULL, err, err_len);
 }
 
+static int s_peer(int a, int b, int *access, char *err, size_t err_len);
+
+static void s_peer_query(const void *arg, s_answer_t *out) {
+    const int *ab = arg;
+    out->rc = s_peer(ab[0], ab[1], &out->access, out->err, sizeof out->err);
+}
+
 int rl_device_peer(int a, int b, int *access, char *err, size_t err_len) {
     *access = a == b;
-    if (a == b) {
-        return 0;
+    if (a == b || !s_isolated) {
+        return a == b ? 0 : s_peer(a, b, access, err, err_len);
     }
+    const int ab[2] = {a, b};
+    s_answer_t ans;
+    s_in_child(s_peer_query, ab, 1, a, b, 0, &ans);
+    *access = ans.access;
+    return ans.rc ? rl_errf(err, err_len, ans.rc, "%s", ans.err) : 0;
+}
+
+static int s_peer(int a, int b, int *access, char *err, size_t err_len) {
+    *access = 0;
     const rl_cuda_module_t *cu = rl_device_cuda(err, err_len);
     if (!cu) {
         return RL_ENOTFOUND;

@@ -48,6 +48,16 @@ int rl_device_check(const rl_device_t *d, size_t min_free, rl_device_info_t *inf
 // model.device). Returns 0 with *out set, or the first one's error.
 int rl_device_open(const char *text, rl_device_t *out, char *err, size_t err_len);
 
+// From now on (on = 1) this process asks the GPUs nothing itself: rl_device_check and
+// rl_device_peer run their CUDA queries in a short-lived child process (named rlctl-probe) and
+// take its answer. CUDA makes a context on a device the first time a process asks it for its
+// free memory (hundreds of MB of that device's memory, kept until the process exits): a
+// controller that only checks and plans (rlctl validate, run, plan) must not hold one on every
+// GPU of the placement for the whole run. Call it before any CUDA query; the module may already
+// be loaded (that makes no context). Each distinct query is asked once and its answer kept for
+// the process's life (the free memory too: a controller checks before its workers start).
+void rl_device_isolate(int on);
+
 // Whether GPU a can read and write GPU b's memory directly (peer access; a == b: 1). Returns 0
 // with *access set, or RL_ENOTFOUND (no module) / RL_EIO with err.
 int rl_device_peer(int a, int b, int *access, char *err, size_t err_len);

@@ -21,7 +21,9 @@
 //   5. roles.weight_sync: through CUDA IPC (auto, here) == through host memory, to the bit (GRPO
 //      LoRA, SFT full with evaluations); a failed IPC load falls back to host memory (auto) or
 //      stops the run (ipc); validate refuses ipc for a sampler on the CPU;
-//   6. (the emulation only: two emulated devices) roles.devices puts the actor and a sampler on
+//   6. (the emulation only) rlctl run makes no CUDA context: its device checks run in
+//      rlctl-probe children (CUEMU_CONTEXTS says who makes one);
+//   7. (the emulation only: two emulated devices) roles.devices puts the actor and a sampler on
 //      one device and the other sampler on the other: the run logs that placement and completes,
 //      both samplers copying through IPC (peers); without peer access (CUEMU_PEER=0) the one on
 //      the other device takes host memory, and the run ends as with peers.
@@ -303,6 +305,45 @@ static void s_test_weight_sync(void) {
     free(o);
 }
 
+// Which processes make a CUDA context (tests/cuemu's CUEMU_CONTEXTS log: "<comm>\t<command>"):
+// the workers do; rlctl run itself never does (its device checks and its plan ran in rlctl-probe
+// children, which end), so the controller holds nothing on the GPU during the run.
+static void s_test_contexts(void) {
+    if (!rl_test_emulated()) {
+        return; // the emulation is what says who makes one
+    }
+    char path[600];
+    snprintf(path, sizeof path, "%s/contexts.txt", s_tmp);
+    setenv("CUEMU_CONTEXTS", path, 1);
+    int rc = s_run("grpo_lora.yaml", "contexts", "cuda",
+                   "train.steps=1 train.batch_size=2 train.micro_batch_size=16");
+    unsetenv("CUEMU_CONTEXTS");
+    CHECK_INT(rc, 0);
+    char *log = rl_test_read_file(path, NULL);
+    CHECK_MSG(log != NULL, "no %s", path);
+    int probes = 0, actors = 0, samplers = 0;
+    for (char *l = log ? strtok(log, "\n") : NULL; l; l = strtok(NULL, "\n")) {
+        char *tab = strchr(l, '\t');
+        CHECK_MSG(tab != NULL, "a line without a tab: %s", l);
+        if (!tab) {
+            continue;
+        }
+        *tab = '\0';
+        const char *comm = l, *cmd = tab + 1;
+        if (strstr(cmd, " run ")) {
+            CHECK_MSG(strcmp(comm, "rlctl-probe") == 0, "rlctl run made a CUDA context itself (%s)",
+                      comm);
+            probes += strcmp(comm, "rlctl-probe") == 0;
+        }
+        actors += strstr(cmd, " worker --role actor") != NULL;
+        samplers += strstr(cmd, " worker --role sampler") != NULL;
+    }
+    printf("  CUDA contexts: %d rlctl-probe, %d actor, %d sampler processes; none in rlctl run\n",
+           probes, actors, samplers);
+    CHECK(probes >= 1 && actors == 1 && samplers == 2);
+    free(log);
+}
+
 static void s_test_oom(void) {
     const char *more = "train.steps=2 train.batch_size=2 train.micro_batch_size=16 "
                        "train.save_every=1";
@@ -375,6 +416,7 @@ int main(void) {
     RL_TEST_RUN(s_test_ppo);
     RL_TEST_RUN(s_test_grpo);
     RL_TEST_RUN(s_test_weight_sync);
+    RL_TEST_RUN(s_test_contexts);
     RL_TEST_RUN(s_test_oom);
     RL_TEST_RUN(s_test_two_devices);
     rl_test_tmpdir_done(s_tmp);

@@ -8,6 +8,10 @@
 //   CUEMU_DEVICES  how many devices (default 1; 0: the driver sees none)
 //   CUEMU_MEMORY   each device's memory in bytes, or with K/M/G/T (default 16G)
 //   CUEMU_PEER     0: no device can access another's memory (default: all can, rank 0)
+//   CUEMU_CONTEXTS a file each process appends "<comm>\t<command line>\n" to the first time it
+//                  makes a call that makes a CUDA context (cudaSetDevice, memory, streams,
+//                  copies, sets, IPC; not the version, count, property, attribute and peer
+//                  queries): which processes would hold one on a GPU
 // Not the kernels' execution (cuemu_block.cpp) nor cuBLASLt (cuemu_blaslt.cpp).
 #include "cuemu_internal.h"
 
@@ -107,6 +111,48 @@ cudaError_t s_ret(cudaError_t e) {
 
 bool s_device_ok(int d) {
     return d >= 0 && d < s_config().devices;
+}
+
+// This process makes (or uses) a context: said once per process in CUEMU_CONTEXTS's file.
+void s_context(void) {
+    static std::mutex m;
+    static pid_t said = 0; // a forked child has not said it yet
+    const char *path = getenv("CUEMU_CONTEXTS");
+    if (!path || !path[0]) {
+        return;
+    }
+    std::lock_guard<std::mutex> lock(m);
+    if (said == getpid()) {
+        return;
+    }
+    said = getpid();
+    char comm[64] = "", cmd[1024] = "";
+    FILE *f = fopen("/proc/self/comm", "r");
+    if (f) {
+        if (!fgets(comm, sizeof comm, f)) {
+            comm[0] = 0;
+        }
+        fclose(f);
+    }
+    comm[strcspn(comm, "\n")] = 0;
+    f = fopen("/proc/self/cmdline", "r");
+    size_t n = f ? fread(cmd, 1, sizeof cmd - 1, f) : 0;
+    if (f) {
+        fclose(f);
+    }
+    for (size_t i = 0; i + 1 < n; i++) {
+        cmd[i] = cmd[i] ? cmd[i] : ' ';
+    }
+    cmd[n] = 0;
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+        char line[1200];
+        int len = snprintf(line, sizeof line, "%s\t%s\n", comm, cmd);
+        if (write(fd, line, (size_t)len) != len) {
+            fprintf(stderr, "cuemu: CUEMU_CONTEXTS=%s: a short write\n", path);
+        }
+        close(fd);
+    }
 }
 
 // The live buffer holding [p, p + bytes), or NULL. Caller holds s_mutex.
@@ -300,6 +346,7 @@ cudaError_t cudaSetDevice(int device) {
     if (!s_device_ok(device)) {
         return s_ret(s_config().devices ? cudaErrorInvalidDevice : cudaErrorNoDevice);
     }
+    s_context();
     s_device = device;
     return cudaSuccess;
 }
@@ -391,6 +438,7 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes) {
     if (bytes == 0) {
         return cudaSuccess;
     }
+    s_context();
     static const size_t page = (size_t)sysconf(_SC_PAGESIZE);
     const size_t total = s_config().memory;
     std::lock_guard<std::mutex> lock(s_mutex);
@@ -453,6 +501,7 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
     if (!s_device_ok(s_device)) {
         return s_ret(cudaErrorNoDevice);
     }
+    s_context();
     std::lock_guard<std::mutex> lock(s_mutex);
     *total_bytes = s_config().memory;
     *free_bytes = *total_bytes - s_used[s_device];
@@ -525,6 +574,7 @@ cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *devPtr) {
     if (!handle || !devPtr) {
         return s_ret(cudaErrorInvalidValue);
     }
+    s_context();
     static const size_t page = (size_t)sysconf(_SC_PAGESIZE);
     std::lock_guard<std::mutex> lock(s_mutex);
     auto it = s_allocs.find((uintptr_t)devPtr);
@@ -584,6 +634,7 @@ cudaError_t cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t handle, unsig
         return s_ret(cudaErrorInvalidValue);
     }
     *devPtr = NULL;
+    s_context();
     static const size_t page = (size_t)sysconf(_SC_PAGESIZE);
     ipc_t h;
     memcpy(&h, handle.reserved, sizeof h);
@@ -666,6 +717,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags) {
     if (!stream || flags > cudaStreamNonBlocking) {
         return s_ret(cudaErrorInvalidValue);
     }
+    s_context();
     CUstream_st *s = new CUstream_st{flags};
     std::lock_guard<std::mutex> lock(s_mutex);
     s_streams.insert(s);
