@@ -822,6 +822,9 @@ static int s_post_ipc(rl_run_t *run, rl_run_syncjob_t *job, char *err, size_t er
         rc = rl_proto_load_weights_encode(&q, rl_run_id(run), &reqs[j], err, err_len);
         peers[j] = run->samplers.names[job->ki[j]];
     }
+    if (run->n_trainable == 0) { // no export tells it: the array's floats (with its gaps)
+        run->n_trainable = x.floats;
+    }
     rl_msg_free(&rep); // the requests hold copies of the handle
     if (rc) {
         for (int j = 0; j < ni; j++) {
