@@ -16,6 +16,7 @@ import json
 import math
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -95,6 +96,10 @@ def main():
             srv.kill()
             check(False, "rlctl serve did not exit on SIGTERM")
     print("%s: %d checks, %d failed" % (os.path.basename(__file__), checks, failed))
+    if failed:
+        print("what the check left is kept in", tmp)
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
     return 1 if failed else 0
 
 

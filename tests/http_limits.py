@@ -24,6 +24,7 @@ import json
 import os
 import re
 import select
+import shutil
 import socket
 import subprocess
 import sys
@@ -185,6 +186,12 @@ def main():
         check("a client left; its completion stopped" in blog,
               "B's log does not say the long completion stopped:\n" + blog[-2000:])
     print("%s: %d checks, %d failed" % (os.path.basename(__file__), checks, failed))
+    for f in logs:
+        f.close()
+    if failed:
+        print("what the check left is kept in", tmp)
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
     return 1 if failed else 0
 
 
