@@ -95,7 +95,7 @@ int rl_env_host_open(const rl_recipe_env_t *env, rl_env_host_t **out, char *err,
         int rc = !h->url ? rl_errf(e, sizeof e, RL_ENOMEM, "out of memory")
                          : rl_httpc_url_parse(h->url, "environment", &o->url, e, sizeof e);
         if (rc) {
-            rl_errf(err, err_len, rc, "env %s: %s", h->what, e);
+            rl_errf(err, err_len, rc, "env http: %s", e); // e names the URL
             rl_env_host_close(&h);
             return rc;
         }
@@ -343,7 +343,7 @@ static int s_http_call(rl_env_host_t *h, const char *request, char **reply, char
     char e[1024];
     int rc = rl_httpc_post(&h->http, request, strlen(request), &rep, e, sizeof e);
     if (rc) {
-        return rl_errf(err, err_len, rc, "env %s: %s", h->what, e);
+        return rl_errf(err, err_len, rc, "env http: %s", e); // e names the URL
     }
     size_t len = 0;
     const char *body = rl_httpc_reply_body(rep, &len);

@@ -424,7 +424,8 @@ static void test_http(void) {
         CHECK_INT(s_run_http("fail", 1, cases[i].mode, cases[i].keys, "env.timeout=1"), 1);
         char *out = rl_test_out(s_tmp);
         CHECK_CONTAINS(out, cases[i].want);
-        CHECK_CONTAINS(out, "env http http://127.0.0.1:");
+        CHECK_CONTAINS(out, "http://127.0.0.1:");
+        CHECK_MSG(!strstr(out, "/env: POST http://"), "the URL twice: %s", out);
         CHECK_CONTAINS(out, "step 1");
         free(out);
         snprintf(s_cmd, sizeof s_cmd, "rm -rf '%s/fail'", s_tmp);
@@ -444,9 +445,9 @@ static void test_http(void) {
     char *out = rl_test_out(s_tmp);
     char want[200];
     snprintf(want, sizeof want,
-             "env http http://127.0.0.1:%d/env: POST http://127.0.0.1:%d/env "
-             "failed after 3 attempts: cannot connect: Connection refused",
-             port, port);
+             "env http: POST http://127.0.0.1:%d/env failed after 3 attempts: cannot connect: "
+             "Connection refused",
+             port);
     CHECK_CONTAINS(out, want);
     CHECK_CONTAINS(out, "step 1");
     free(out);
