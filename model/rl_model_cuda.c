@@ -1257,22 +1257,19 @@ _Static_assert(RL_MODEL_IPC_HANDLE == RL_CUDA_IPC_HANDLE, "the model's IPC handl
 
 // FNV-1a over t_n and every trainable tensor's offset and size: two models whose trainable
 // arrays are laid out alike (the same config and options) give the same number.
+static uint64_t s_fnv(uint64_t h, uint64_t v) {
+    for (int k = 0; k < 8; k++, v >>= 8) {
+        h = (h ^ (v & 0xff)) * 1099511628211ull;
+    }
+    return h;
+}
+
 static uint64_t s_layout_hash(const rl_model_cuda_t *self) {
-    uint64_t h = 1469598103934665603ull;
-    uint64_t words[3] = {self->t_n, 0, 0};
-    for (int i = -1; i < self->n_tensors; i++) {
-        if (i >= 0) {
-            const s_tensor_t *t = &self->tensors[i];
-            if (!t->trainable) {
-                continue;
-            }
-            words[0] = (uint64_t)(t->dt->f - self->tmem);
-            words[1] = t->n;
-            words[2] = (uint64_t)i;
-        }
-        const unsigned char *b = (const unsigned char *)words;
-        for (size_t k = 0; k < sizeof words; k++) {
-            h = (h ^ b[k]) * 1099511628211ull;
+    uint64_t h = s_fnv(1469598103934665603ull, self->t_n);
+    for (int i = 0; i < self->n_tensors; i++) {
+        const s_tensor_t *t = &self->tensors[i];
+        if (t->trainable) {
+            h = s_fnv(s_fnv(s_fnv(h, (uint64_t)(t->dt->f - self->tmem)), t->n), (uint64_t)i);
         }
     }
     return h;

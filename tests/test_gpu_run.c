@@ -229,6 +229,29 @@ static void s_same_run(const char *a, const char *b, const char *file, int traj)
     }
 }
 
+// RLCTL_FAULT=fault on GRPO (LoRA, `more`): with roles.weight_sync auto the run (`run`) goes on
+// through host memory, saying want_auto, and ends as grpo_a; with ipc it stops (exit 1) saying
+// want_ipc.
+static void s_sync_fault(const char *fault, const char *more, const char *run,
+                         const char *want_auto, const char *want_ipc) {
+    setenv("RLCTL_FAULT", fault, 1);
+    CHECK_INT(s_run("grpo_lora.yaml", run, "cuda", more), 0);
+    char *o = rl_test_out(s_tmp);
+    CHECK_CONTAINS(o, want_auto);
+    free(o);
+    s_same_run("grpo_a", run, "adapter_model.safetensors", 1);
+    snprintf(s_cmd, sizeof s_cmd,
+             "run %s/grpo_lora.yaml run.dir=%s/%s_ipc model.device=cuda " S_SMALL
+             " %s roles.weight_sync=ipc",
+             s_cook, s_tmp, run, more);
+    int rc = s_rlctl(s_cmd);
+    unsetenv("RLCTL_FAULT");
+    o = rl_test_out(s_tmp);
+    CHECK_MSG(rc == 1, "weight_sync=ipc with RLCTL_FAULT=%s: exit %d", fault, rc);
+    CHECK_CONTAINS(o, want_ipc);
+    free(o);
+}
+
 // roles.weight_sync: auto (the default; every sampler here is on the actor's GPU, so each copies
 // the weights through CUDA IPC) against host (buckets through host memory): GRPO (LoRA; grpo_a
 // above) and SFT (full tuning, an evaluation sampling at each step) end alike to the bit. A
@@ -254,46 +277,20 @@ static void s_test_weight_sync(void) {
     free(o);
     s_same_run("sft_ipc", "sft_host", "model.safetensors", 0);
     printf("  weight sync through CUDA IPC == through host memory (GRPO LoRA, SFT full)\n");
-    // every sampler's first IPC load fails
-    setenv("RLCTL_FAULT", "load_weights_ipc", 1);
-    CHECK_INT(s_run("grpo_lora.yaml", "grpo_fallback", "cuda", more), 0);
-    o = rl_test_out(s_tmp);
-    CHECK_CONTAINS(o, "sampler/0: the weights through CUDA IPC failed (worker sampler/0: "
-                      "load_weights: CUDA IPC failed (RLCTL_FAULT=load_weights_ipc)); it takes "
-                      "them through host memory from now on");
-    free(o);
-    s_same_run("grpo_a", "grpo_fallback", "adapter_model.safetensors", 1);
-    snprintf(args, sizeof args, "%s roles.weight_sync=ipc", more);
-    snprintf(s_cmd, sizeof s_cmd,
-             "run %s/grpo_lora.yaml run.dir=%s/ipc_fail model.device=cuda " S_SMALL " %s", s_cook,
-             s_tmp, args);
-    int rc = s_rlctl(s_cmd);
-    unsetenv("RLCTL_FAULT");
-    o = rl_test_out(s_tmp);
-    CHECK_MSG(rc == 1, "weight_sync=ipc with a failing load: exit %d", rc);
-    CHECK_CONTAINS(o, "load_weights: CUDA IPC failed (RLCTL_FAULT=load_weights_ipc) "
-                      "(roles.weight_sync: ipc)");
-    free(o);
+    // every sampler's first IPC load fails; the actor cannot give its handle
+    s_sync_fault("load_weights_ipc", more, "grpo_fallback",
+                 "sampler/0: the weights through CUDA IPC failed (worker sampler/0: "
+                 "load_weights: CUDA IPC failed (RLCTL_FAULT=load_weights_ipc)); it takes "
+                 "them through host memory from now on",
+                 "load_weights: CUDA IPC failed (RLCTL_FAULT=load_weights_ipc) "
+                 "(roles.weight_sync: ipc)");
     printf("  a failed IPC load: host memory instead (auto), the run stopped (ipc)\n");
-    // the actor cannot give its handle: every sampler to host memory (auto), or a stop (ipc)
-    setenv("RLCTL_FAULT", "publish_weights", 1);
-    CHECK_INT(s_run("grpo_lora.yaml", "grpo_nopublish", "cuda", more), 0);
-    o = rl_test_out(s_tmp);
-    CHECK_CONTAINS(o, "weight sync: the actor cannot share its weights through CUDA IPC (worker "
-                      "actor/0: publish_weights: failed (RLCTL_FAULT=publish_weights)); the "
-                      "samplers take them through host memory from now on");
-    free(o);
-    s_same_run("grpo_a", "grpo_nopublish", "adapter_model.safetensors", 1);
-    snprintf(s_cmd, sizeof s_cmd,
-             "run %s/grpo_lora.yaml run.dir=%s/ipc_nopublish model.device=cuda " S_SMALL " %s",
-             s_cook, s_tmp, args);
-    rc = s_rlctl(s_cmd);
-    unsetenv("RLCTL_FAULT");
-    o = rl_test_out(s_tmp);
-    CHECK_MSG(rc == 1, "weight_sync=ipc, no handle: exit %d", rc);
-    CHECK_CONTAINS(o, "publish_weights: failed (RLCTL_FAULT=publish_weights) (roles.weight_sync: "
-                      "ipc)");
-    free(o);
+    s_sync_fault("publish_weights", more, "grpo_nopublish",
+                 "weight sync: the actor cannot share its weights through CUDA IPC (worker "
+                 "actor/0: publish_weights: failed (RLCTL_FAULT=publish_weights)); the "
+                 "samplers take them through host memory from now on",
+                 "publish_weights: failed (RLCTL_FAULT=publish_weights) (roles.weight_sync: "
+                 "ipc)");
     snprintf(s_cmd, sizeof s_cmd,
              "validate %s/grpo_lora.yaml 'roles.devices={samplers: cpu}' model.device=cuda "
              "roles.weight_sync=ipc",
