@@ -172,7 +172,8 @@ static int s_worker_of(const char *id, int n) {
 // past env.timeout, wrote out of turn: rl_child stopped it) is started again, said in the log.
 // The episodes it held are gone with it: their next steps are the environment's to refuse.
 static int s_alive(rl_env_host_t *h, int k, char *err, size_t err_len) {
-    const char *why = rl_child_gone(h->kids[k]);
+    // NULL: a start again failed before (the program is gone): try once more
+    const char *why = h->kids[k] ? rl_child_gone(h->kids[k]) : "it could not be started again";
     if (!why) {
         return 0;
     }

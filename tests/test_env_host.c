@@ -177,6 +177,37 @@ static void test_restart(void) {
         rl_env_host_close(&h);
     }
     unlink(marker);
+    // a program that is gone when it must start again: that call fails saying so, and so does
+    // the next one (it tries again), without a crash
+    char prog[160];
+    snprintf(prog, sizeof prog, "%s/env.sh", s_tmp);
+    FILE *f = fopen(prog, "w");
+    CHECK(f != NULL);
+    if (!f) {
+        return;
+    }
+    fprintf(f, "#!/bin/sh\nexec " PY " " RL_SOURCE_DIR "/tests/env_test.py crashonce %s\n", marker);
+    fclose(f);
+    chmod(prog, 0700);
+    static char *argv[2];
+    argv[0] = prog;
+    argv[1] = NULL;
+    rl_recipe_env_t e = {.builtin = -1, .workers = 1, .timeout = 10};
+    e.command.items = argv;
+    e.command.n = 1;
+    rl_env_host_t *h = NULL;
+    CHECK_INT(rl_env_host_open(&e, &h, s_err, sizeof s_err), 0);
+    s_call_json(h, s_reset, s_reset_reply);
+    const char *again = "{\"items\": [{\"messages\": [{\"role\": \"user\", \"content\": "
+                        "\"again\"}], \"reward\": 0.25, \"done\": false}]}";
+    s_call_json(h, s_step, again);
+    unlink(prog);
+    s_call(h, s_step, 1, "the command exited with status 3 before it replied");
+    s_call(h, s_step, 1, "worker 0 could not be started again: ");
+    s_call(h, s_step, 1, "worker 0 could not be started again: ");
+    CHECK_INT(h ? rl_env_host_restarts(h) : -1, 0);
+    rl_env_host_close(&h);
+    unlink(marker);
 }
 
 int main(void) {
