@@ -2,8 +2,9 @@
 // group itself (creation, the control socket's private folder, lookups, destroy); the others
 // are named in rl_group_priv.h.
 #include "rl_group_priv.h"
-#include "rl_err.h"
+#include "rl_checkpoint.h"
 #include "rl_clock.h"
+#include "rl_err.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -238,6 +239,9 @@ void rl_group_destroy(rl_group_t **self_p, double timeout_s) {
         }
         if (L->secret[0]) {
             unlink(L->secret);
+        }
+        if (L->mpi_tmp[0]) { // what a killed launcher left of its session
+            rl_checkpoint_rmtree(L->mpi_tmp);
         }
     }
     for (int i = 0; i < RL_GRP_MAX_PENDING; i++) {

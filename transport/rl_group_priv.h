@@ -61,6 +61,8 @@ typedef struct {
     int dp, fsdp, first; // its ranks are w[first .. first + dp·fsdp)
     char log[4400];      // the launcher's own output
     char secret[300];    // the ranks' secret file ("" once removed)
+    char mpi_tmp[300];   // its own Open MPI session folder (orte_tmpdir_base; "" none): two
+                         // launchers starting at once must not race for /tmp/ompi.<host>.<uid>
     char died[700];      // how the rank that failed first died, once known
     int died_rank;       // that rank (-1: the launcher itself, or unknown)
     int far;             // its ranks speak over rl_group.mesh_chan (a hostfile)

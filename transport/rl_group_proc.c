@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -494,6 +495,16 @@ int rl_group_spawn_mesh(rl_group_t *g, const char *role, int dp, int fsdp, int t
         argv[a++] = (char *)fixed[i];
     }
     argv[a++] = L->far ? "self,vader,tcp" : "self,vader";
+    if (!L->far) { // a session folder of its own: launchers started at once raced for /tmp's
+        snprintf(L->mpi_tmp, sizeof L->mpi_tmp, "%s/mpi-%s", g->sock_dir, role);
+        if (mkdir(L->mpi_tmp, 0700) == 0) {
+            argv[a++] = "--mca";
+            argv[a++] = "orte_tmpdir_base";
+            argv[a++] = L->mpi_tmp;
+        } else {
+            L->mpi_tmp[0] = '\0';
+        }
+    }
     if (L->far) {
         const char *hosts[] = {"--hostfile", o->hostfile,
                                "-x",         "OPENBLAS_NUM_THREADS",
