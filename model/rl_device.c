@@ -267,6 +267,19 @@ static void s_probe(s_query_fn fn, const void *arg, s_answer_t *out) {
     }
 }
 
+int rl_device_comm_id(unsigned char *id, char *err, size_t err_len) {
+    _Static_assert(RL_DEVICE_COMM_ID == RL_CUDA_COMM_ID, "the device's comm id is NCCL's");
+    char why[1536];
+    const rl_cuda_module_t *m = rl_device_cuda(why, sizeof why);
+    if (!m) {
+        return rl_errf(err, err_len, RL_ENOTFOUND, "%s", why);
+    }
+    if (m->comm_id(id, why, sizeof why) != 0) {
+        return rl_errf(err, err_len, RL_ENOTFOUND, "%s", why);
+    }
+    return 0;
+}
+
 static int s_check(const rl_device_t *d, size_t min_free, rl_device_info_t *info, char *err,
                    size_t err_len);
 

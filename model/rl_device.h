@@ -62,6 +62,13 @@ void rl_device_isolate(int on);
 // with *access set, or RL_ENOTFOUND (no module) / RL_EIO with err.
 int rl_device_peer(int a, int b, int *access, char *err, size_t err_len);
 
+// A fresh id of a group of GPU ranks' NCCL communicator (RL_DEVICE_COMM_ID bytes): one rank makes
+// it and hands it to the others (rl_model_opts_t.device_comm_id). NCCL is opened here for the
+// first time in this process (RLCTL_NCCL_LIBRARY, else libnccl.so.2): RL_ENOTFOUND saying so when
+// it cannot be (or when the CUDA module cannot), else 0.
+#define RL_DEVICE_COMM_ID 128
+int rl_device_comm_id(unsigned char *id, char *err, size_t err_len);
+
 // The CUDA module's table (model/cuda/rl_cuda_module.h), loaded once per process and kept until
 // exit; NULL with err filled when it cannot be loaded (not built, or its libraries missing).
 // The environment variable RLCTL_CUDA_MODULE, when set and not empty, names the module file to

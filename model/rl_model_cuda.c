@@ -105,10 +105,15 @@ struct rl_model_cuda {
     s_tensor_t *tensors;      // [n_tensors] every tensor, for push and pull
     int n_tensors;
     void *wmem;         // frozen tensors: bf16 (2-D) or fp32 (1-D), each aligned
-    float *tmem, *gmem; // trainable masters and gradients (t_n floats each; gaps 0)
-    float *mmem, *vmem; // AdamW's moments (t_n floats each, the same offsets; gaps 0)
+    float *tmem, *gmem; // trainable masters and gradients (t_cap floats each; gaps 0)
+    float *mmem, *vmem; // AdamW's moments (slice floats each: this rank's slice; gaps 0)
     uint16_t *tbf;      // bf16 copies of tmem (the same element offsets)
     size_t t_n, w_bytes;
+    // a mesh's group (opts.device_comm_id; NULL: none, ranks 1): tmem and gmem hold t_cap floats
+    // (t_n and zeros up to ranks equal slices); rank r updates [r * slice, (r + 1) * slice)
+    rl_cuda_comm_t *comm;
+    int ranks, rank;
+    size_t t_cap, slice;
     void *ipc_src; // another process's tmem, mapped (rl_model_cuda_ipc_load); NULL: none
     unsigned char ipc_handle[RL_CUDA_IPC_HANDLE]; // ipc_src's handle
 
@@ -190,8 +195,8 @@ const char *rl_model_cuda_errmsg(const rl_model_cuda_t *self) {
 }
 
 size_t rl_model_cuda_bytes(const rl_model_cuda_t *self) {
-    size_t t = self->t_n * (sizeof(float) + sizeof(uint16_t) + (self->gmem ? sizeof(float) : 0) +
-                            (self->mmem ? 2 * sizeof(float) : 0));
+    size_t t = self->t_cap * (sizeof(float) + (self->gmem ? sizeof(float) : 0)) +
+               self->t_n * sizeof(uint16_t) + (self->mmem ? 2 * self->slice * sizeof(float) : 0);
     return self->w_bytes + t + self->a_bytes;
 }
 
@@ -1136,7 +1141,7 @@ int rl_model_cuda_head_backward(rl_model_cuda_t *self, const float *w, int score
 
 int rl_model_cuda_zero_grad(rl_model_cuda_t *self) {
     if (self->gmem) {
-        S_TRY(self->cu->dset(self->ctx, self->gmem, 0, self->t_n * sizeof(float)));
+        S_TRY(self->cu->dset(self->ctx, self->gmem, 0, self->t_cap * sizeof(float)));
         S_TRY(self->cu->sync(self->ctx));
     }
     return 0;
@@ -1190,14 +1195,23 @@ int rl_model_cuda_clip(rl_model_cuda_t *self, double max_norm, double *norm) {
     if (!self->gmem) {
         return s_err(self, RL_EINVAL, "clip: the model has no gradients (tune NONE)");
     }
-    // the gaps between tensors are zeros: the sum of squares of the trainable gradients
-    S_TRY(cu->sumsq(self->ctx, self->d_sumsq, self->gmem, self->t_n, 0, self->escratch));
+    // a group: the gradients summed over the ranks, this rank's slice of the sum in place
+    float *g = self->gmem + (size_t)self->rank * self->slice;
+    if (self->comm) {
+        S_TRY(cu->comm_reduce_scatter(self->ctx, self->comm, self->gmem, self->slice));
+    }
+    // the gaps between tensors are zeros: the sum of squares of the trainable gradients (a
+    // group: of this rank's slice, then summed over the ranks: the same on every rank)
+    S_TRY(cu->sumsq(self->ctx, self->d_sumsq, g, self->slice, 0, self->escratch));
+    if (self->comm) {
+        S_TRY(cu->comm_sum_f64(self->ctx, self->comm, self->d_sumsq, 1));
+    }
     S_TRY(cu->d2h(self->ctx, &ss, self->d_sumsq, sizeof ss));
     *norm = sqrt(ss);
     if (max_norm > 0.0 && isfinite(*norm)) {
         double coef = max_norm / (*norm + 1e-6);
         if (coef < 1.0) {
-            S_TRY(cu->scale(self->ctx, self->gmem, (float)coef, self->t_n));
+            S_TRY(cu->scale(self->ctx, g, (float)coef, self->slice));
             S_TRY(cu->sync(self->ctx));
         }
     }
@@ -1218,10 +1232,51 @@ int rl_model_cuda_adamw(rl_model_cuda_t *self, double lr, double beta1, double b
     if (step < 1) {
         return s_err(self, RL_EINVAL, "AdamW: step %lld must be >= 1", (long long)step);
     }
-    // the gaps stay zeros: g = m = v = p = 0 gives p = 0 - lr' 0 / (0 + eps)
-    S_TRY(cu->adamw_step(self->ctx, self->tmem, self->gmem, self->mmem, self->vmem, self->t_n, lr,
-                         beta1, beta2, eps, weight_decay, step));
+    // the gaps stay zeros: g = m = v = p = 0 gives p = 0 - lr' 0 / (0 + eps). A group: this
+    // rank's slice, then every rank's updated slice to every rank
+    size_t at = (size_t)self->rank * self->slice;
+    S_TRY(cu->adamw_step(self->ctx, self->tmem + at, self->gmem + at, self->mmem, self->vmem,
+                         self->slice, lr, beta1, beta2, eps, weight_decay, step));
+    if (self->comm) {
+        S_TRY(cu->comm_all_gather(self->ctx, self->comm, self->tmem, self->slice));
+    }
     S_TRY(cu->f32_to_bf16(self->ctx, self->tbf, self->tmem, self->t_n));
+    S_TRY(cu->sync(self->ctx));
+    return 0;
+}
+
+// A group's whole moment array (t_cap floats, in gmem: the gradients are spent after a step, and
+// gmem is zeroed again after) from every rank's slice (download), or this rank's slice from the
+// whole (upload); then each trainable tensor between gmem and the host's flat layout.
+static int s_optim_group(rl_model_cuda_t *self, float *m, float *v, int upload) {
+    const rl_cuda_module_t *cu = self->cu;
+    size_t at0 = (size_t)self->rank * self->slice;
+    for (int k = 0; k < 2; k++) {
+        float *dev = k ? self->vmem : self->mmem, *host = k ? v : m;
+        S_TRY(cu->dset(self->ctx, self->gmem, 0, self->t_cap * sizeof(float)));
+        if (!upload) {
+            S_TRY(cu->d2d(self->ctx, self->gmem + at0, dev, self->slice * sizeof(float)));
+            S_TRY(cu->comm_all_gather(self->ctx, self->comm, self->gmem, self->slice));
+        }
+        size_t off = 0;
+        for (int i = 0; i < self->n_tensors; i++) {
+            const s_tensor_t *t = &self->tensors[i];
+            if (!t->trainable) {
+                continue;
+            }
+            size_t at = (size_t)(t->dt->f - self->tmem), bytes = t->n * sizeof(float);
+            if (upload) {
+                S_TRY(cu->h2d(self->ctx, self->gmem + at, host + off, bytes));
+            } else {
+                S_TRY(cu->d2h(self->ctx, host + off, self->gmem + at, bytes));
+            }
+            off += t->n;
+        }
+        if (upload) {
+            S_TRY(cu->d2d(self->ctx, dev, self->gmem + at0, self->slice * sizeof(float)));
+        }
+    }
+    S_TRY(cu->dset(self->ctx, self->gmem, 0, self->t_cap * sizeof(float)));
     S_TRY(cu->sync(self->ctx));
     return 0;
 }
@@ -1230,6 +1285,9 @@ int rl_model_cuda_optim_state(rl_model_cuda_t *self, float *m, float *v, int upl
     const rl_cuda_module_t *cu = self->cu;
     if (!self->mmem) {
         return s_err(self, RL_EINVAL, "the model has no optimizer state (tune NONE)");
+    }
+    if (self->comm) {
+        return s_optim_group(self, m, v, upload);
     }
     size_t off = 0; // the host's flat layout: the trainable tensors back to back
     for (int i = 0; i < self->n_tensors; i++) {
@@ -1611,6 +1669,17 @@ static void s_dims(rl_model_cuda_t *self, const rl_hf_config_t *cfg, int R, int 
     self->sets = s_grads(self) && !self->recompute ? self->L : 1;
 }
 
+// The trainable arrays' sizes once s_plan counted t_n: one rank (slice = t_cap = t_n), or a
+// group's ranks (opts.device_comm_ranks > 1: t_n padded to `ranks` equal slices, each a multiple
+// of S_TALIGN floats).
+static void s_group_sizes(rl_model_cuda_t *self, const rl_model_opts_t *opts) {
+    self->ranks = opts->device_comm_ranks > 1 ? opts->device_comm_ranks : 1;
+    self->rank = self->ranks > 1 ? opts->device_comm_rank : 0;
+    size_t q = (size_t)self->ranks * S_TALIGN;
+    self->t_cap = (self->t_n + q - 1) / q * q;
+    self->slice = self->t_cap / (size_t)self->ranks;
+}
+
 int rl_model_cuda_plan(const rl_hf_config_t *cfg, const rl_model_opts_t *opts, int has_head,
                        int rows, rl_model_device_plan_t *out, char *err, size_t err_len) {
     memset(out, 0, sizeof *out);
@@ -1636,10 +1705,11 @@ int rl_model_cuda_plan(const rl_hf_config_t *cfg, const rl_model_opts_t *opts, i
     int rc = s_plan(self, err, err_len);
     if (!rc) {
         const int grads = s_grads(self);
+        s_group_sizes(self, opts);
         out->weights = self->w_bytes;
-        out->trainable = self->t_n * (sizeof(float) + sizeof(uint16_t));
-        out->grads = grads ? self->t_n * sizeof(float) : 0;
-        out->optim = self->host_optim ? 0 : 2 * out->grads;
+        out->trainable = self->t_cap * sizeof(float) + self->t_n * sizeof(uint16_t);
+        out->grads = grads ? self->t_cap * sizeof(float) : 0;
+        out->optim = self->host_optim || !grads ? 0 : 2 * self->slice * sizeof(float);
         out->acts = s_layout(self, NULL);
     }
     free(self->tensors);
@@ -1712,6 +1782,15 @@ int rl_model_cuda_new(rl_model_t *host, const rl_model_opts_t *opts, rl_model_cu
     if ((rc = s_plan(self, err, err_len)) != 0) {
         goto fail;
     }
+    s_group_sizes(self, opts);
+    if (self->ranks > 1 && (!opts->device_comm_id || self->rank < 0 || self->rank >= self->ranks ||
+                            self->host_optim || self->infer)) {
+        rc = rl_errf(err, err_len, RL_EINVAL,
+                     "cuda:%d: a group of %d ranks needs its id, a rank below %d (%d), and the "
+                     "optimizer on the device",
+                     self->device, self->ranks, self->ranks, opts->device_comm_rank);
+        goto fail;
+    }
     if (cu->ctx_new(self->device, &self->ctx, msg, sizeof msg) != 0) {
         rc = rl_errf(err, err_len, RL_EIO, "cuda:%d (%s): %s", self->device, info.name, msg);
         goto fail;
@@ -1719,9 +1798,9 @@ int rl_model_cuda_new(rl_model_t *host, const rl_model_opts_t *opts, rl_model_cu
     self->a_bytes = s_layout(self, NULL);
     // what the device must hold, checked against its free memory before anything is allocated
     const int grads = s_grads(self);
-    size_t t_bytes = self->t_n * (sizeof(float) + sizeof(uint16_t));
-    size_t g_bytes = grads ? self->t_n * sizeof(float) : 0;
-    size_t o_bytes = self->host_optim ? 0 : 2 * g_bytes;
+    size_t t_bytes = self->t_cap * sizeof(float) + self->t_n * sizeof(uint16_t);
+    size_t g_bytes = grads ? self->t_cap * sizeof(float) : 0;
+    size_t o_bytes = self->host_optim || !grads ? 0 : 2 * self->slice * sizeof(float);
     size_t need = self->w_bytes + t_bytes + g_bytes + o_bytes + self->a_bytes;
     rl_cuda_device_info_t di;
     if (cu->device_info(self->device, &di, msg, sizeof msg) != 0) {
@@ -1740,13 +1819,13 @@ int rl_model_cuda_new(rl_model_t *host, const rl_model_opts_t *opts, rl_model_cu
     }
     if ((self->w_bytes && cu->dmalloc(self->ctx, self->w_bytes, &self->wmem) != 0) ||
         (self->t_n &&
-         (cu->dmalloc(self->ctx, self->t_n * sizeof(float), (void **)&self->tmem) ||
+         (cu->dmalloc(self->ctx, self->t_cap * sizeof(float), (void **)&self->tmem) ||
           cu->dmalloc(self->ctx, self->t_n * sizeof(uint16_t), (void **)&self->tbf))) ||
         (self->t_n && grads &&
-         cu->dmalloc(self->ctx, self->t_n * sizeof(float), (void **)&self->gmem)) ||
+         cu->dmalloc(self->ctx, self->t_cap * sizeof(float), (void **)&self->gmem)) ||
         (self->t_n && o_bytes &&
-         (cu->dmalloc(self->ctx, self->t_n * sizeof(float), (void **)&self->mmem) ||
-          cu->dmalloc(self->ctx, self->t_n * sizeof(float), (void **)&self->vmem)))) {
+         (cu->dmalloc(self->ctx, self->slice * sizeof(float), (void **)&self->mmem) ||
+          cu->dmalloc(self->ctx, self->slice * sizeof(float), (void **)&self->vmem)))) {
         rc = rl_errf(err, err_len, RL_ENOMEM, "cuda:%d (%s): the model needs %zu bytes: %s",
                      self->device, di.name, need, cu->errmsg(self->ctx));
         goto fail;
@@ -1763,15 +1842,22 @@ int rl_model_cuda_new(rl_model_t *host, const rl_model_opts_t *opts, rl_model_cu
     }
     int bad = 0;
     // the gaps between trainable tensors stay zeros (whole-array kernels read them)
-    if (bad || (self->tmem && cu->dset(self->ctx, self->tmem, 0, self->t_n * sizeof(float))) ||
-        (self->gmem && cu->dset(self->ctx, self->gmem, 0, self->t_n * sizeof(float))) ||
-        (self->mmem && cu->dset(self->ctx, self->mmem, 0, self->t_n * sizeof(float))) ||
-        (self->vmem && cu->dset(self->ctx, self->vmem, 0, self->t_n * sizeof(float)))) {
+    if (bad || (self->tmem && cu->dset(self->ctx, self->tmem, 0, self->t_cap * sizeof(float))) ||
+        (self->gmem && cu->dset(self->ctx, self->gmem, 0, self->t_cap * sizeof(float))) ||
+        (self->mmem && cu->dset(self->ctx, self->mmem, 0, self->slice * sizeof(float))) ||
+        (self->vmem && cu->dset(self->ctx, self->vmem, 0, self->slice * sizeof(float)))) {
         rc = rl_errf(err, err_len, RL_EIO, "cuda:%d: %s", self->device, cu->errmsg(self->ctx));
         goto fail;
     }
     if ((rc = rl_model_cuda_push(self, 1)) != 0) {
         rl_errf(err, err_len, rc, "%s", self->errmsg);
+        goto fail;
+    }
+    // the group last: ncclCommInitRank waits for every rank, which has then loaded its model
+    if (self->ranks > 1 &&
+        cu->comm_new(self->ctx, opts->device_comm_id, self->ranks, self->rank, &self->comm) != 0) {
+        rc = rl_errf(err, err_len, RL_EIO, "cuda:%d: the mesh's NCCL group: %s", self->device,
+                     cu->errmsg(self->ctx));
         goto fail;
     }
     *out = self;
@@ -1790,6 +1876,7 @@ void rl_model_cuda_destroy(rl_model_cuda_t **self_p) {
         if (self->ipc_src) {
             self->cu->ipc_close(self->ctx, self->ipc_src);
         }
+        self->cu->comm_free(self->comm);
         self->cu->dfree(self->ctx, self->wmem);
         self->cu->dfree(self->ctx, self->tmem);
         self->cu->dfree(self->ctx, self->tbf);

@@ -38,8 +38,9 @@ function(rl_add_gpu_test)
   if(RL_CUEMU_BUILT)
     add_dependencies(${exe} rlctl_cuda_emu)
     add_test(NAME ${G_NAME}.emu COMMAND ${exe})
+    # NCCL emulated between processes too (tests/cuemu/cuemu_nccl.cpp)
     set_tests_properties(${G_NAME}.emu PROPERTIES TIMEOUT ${G_EMU_TIMEOUT} LABELS numeric
-                         ENVIRONMENT "RLCTL_CUDA_MODULE=${RL_CUEMU_MODULE}")
+                         ENVIRONMENT "RLCTL_CUDA_MODULE=${RL_CUEMU_MODULE};RLCTL_NCCL_LIBRARY=${RL_CUEMU_NCCL}")
   endif()
 endfunction()
 

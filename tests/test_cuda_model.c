@@ -45,6 +45,7 @@
 // mask shows as errors the size of the values themselves: 10-100 times these bounds.
 #include "rl_test_cuda.h"
 
+#include "rl_device.h"
 #include "rl_err.h"
 #include "rl_head.h"
 #include "rl_hf.h"
@@ -107,6 +108,9 @@ typedef struct {
 } s_case_t;
 
 static int s_host_optim; // rl_model_opts_t.device_host_optim of the models s_new makes
+// an NCCL group of the models s_new makes (s_test_group; ranks 0: none), on cuda:<s_index>
+static const unsigned char *s_comm_id;
+static int s_comm_ranks, s_comm_rank, s_index;
 
 static rl_model_t *s_new(const rl_hf_config_t *cfg, const s_case_t *k, int cuda, int rows) {
     rl_model_opts_t o;
@@ -122,6 +126,10 @@ static rl_model_t *s_new(const rl_hf_config_t *cfg, const s_case_t *k, int cuda,
     o.device.cuda = cuda;
     o.device_rows = rows;
     o.device_host_optim = s_host_optim;
+    o.device.index = cuda ? s_index : 0;
+    o.device_comm_id = s_comm_id;
+    o.device_comm_ranks = s_comm_ranks;
+    o.device_comm_rank = s_comm_rank;
     char err[2048] = "";
     rl_model_t *m = rl_model_new_random(cfg, &o, 1234, err, sizeof err);
     if (!m) {
@@ -1438,9 +1446,200 @@ static void s_test_ipc(int which, int T) {
     rl_model_destroy(&m);
 }
 
+// ---------------------------------------------------------------------------------------------
+// a mesh's optimizer on the devices over an NCCL group (rl_model_opts_t.device_comm_id): two
+// processes (this program again, --group-child), ranks 0 and 1 on cuda:0 and cuda:1, each with
+// its own micro-batch (rank 1's dlogp is rank 0's times -0.5), against one model here that runs
+// both micro-batches (its backward sums them): after 3 steps (clipped, not, no clip) the norms,
+// parameters and moments within float rounding of the sum's order, the two ranks equal to the
+// bit; the moments' download and upload through the group (a checkpoint)
+
+static const s_case_t S_GROUP_CASES[] = {
+    {&S_LLAMA, RL_TUNE_LORA, RL_LORA_Q | RL_LORA_V, 8, 0.0f, 0, 1.0f, 0},
+    {&S_QWEN3, RL_TUNE_FULL, 0, 8, 0.0f, 0, 1.0f, 0},
+};
+static const double S_GROUP_CLIP[3] = {1e-3, 1e9, 0.0};
+
+// Three steps of m on micro-batches b scaled by scales[0..n) (rank r of a group: its own); then
+// the norms, parameters, m and v into out (3 doubles, then 3n floats).
+static void s_group_steps(rl_model_t *m, const s_batch_t *b, const float *scales, int nb,
+                          double *norms, float *out) {
+    size_t n;
+    const float *p = rl_model_trainable(m, &n);
+    size_t tn = (size_t)S_B * b->T;
+    float *lp = malloc(tn * sizeof *lp), *d = malloc(tn * sizeof *d);
+    for (int step = 1; step <= 3; step++) {
+        rl_model_zero_grad(m);
+        int rc = 0;
+        for (int i = 0; !rc && i < nb; i++) {
+            for (size_t j = 0; j < tn; j++) {
+                d[j] = b->dlogp[j] * scales[i];
+            }
+            rc = rl_model_forward(m, b->tok, b->len, S_B, b->T, 1.0f, 1, lp, NULL);
+            rc = rc ? rc : rl_model_backward(m, d);
+        }
+        rc = rc ? rc : rl_model_device_clip(m, S_GROUP_CLIP[step - 1], &norms[step - 1]);
+        rc = rc ? rc : rl_model_device_adamw(m, 1e-3, 0.9, 0.95, 1e-8, 0.1, step);
+        CHECK_MSG(rc == 0, "step %d: %s", step, rl_model_errmsg(m));
+    }
+    int rc = rl_model_device_pull(m, 0);
+    rc = rc ? rc : rl_model_device_optim_state(m, out + n, out + 2 * n, 0);
+    CHECK_MSG(rc == 0, "%s", rl_model_errmsg(m));
+    memcpy(out, p, n * sizeof *p);
+    free(lp);
+    free(d);
+}
+
+// The child: argv = --group-child <case> <rank> <id hex> <dir>: its steps into <dir>/rank<r>.bin,
+// then the moments up and down again (equal to the bit, else it fails).
+static int s_group_child(char **argv) {
+    rl_test_cuda_open("model.cuda_model (group child)");
+    const s_case_t *k = &S_GROUP_CASES[atoi(argv[2])];
+    unsigned char id[RL_DEVICE_COMM_ID];
+    RL_ASSERT(strlen(argv[4]) == 2 * sizeof id && s_unhex(argv[4], id, sizeof id) == 0);
+    s_comm_id = id;
+    s_comm_ranks = 2;
+    s_comm_rank = s_index = atoi(argv[3]);
+    const int T = rl_test_emulated() ? 24 : 96;
+    rl_hf_config_t cfg = s_cfg(k->shape);
+    rl_model_t *m = s_new(&cfg, k, 1, S_B * T);
+    s_batch_t b = s_batch(T, cfg.vocab_size, cfg.hidden_size);
+    size_t n;
+    rl_model_trainable(m, &n);
+    float scale = s_comm_rank ? -0.5f : 1.0f, *out = malloc(3 * n * sizeof *out);
+    double norms[3];
+    s_group_steps(m, &b, &scale, 1, norms, out);
+    char path[700];
+    snprintf(path, sizeof path, "%s/rank%d.bin", argv[5], s_comm_rank);
+    FILE *f = fopen(path, "wb");
+    RL_ASSERT(f && fwrite(norms, sizeof *norms, 3, f) == 3 &&
+              fwrite(out, sizeof *out, 3 * n, f) == 3 * n && fclose(f) == 0);
+    float *m2 = malloc(2 * n * sizeof *m2);
+    for (size_t i = 0; i < n; i++) {
+        out[n + i] = (float)i * 1e-3f;
+        out[2 * n + i] = (float)(n - i) * 1e-6f;
+    }
+    int rc = rl_model_device_optim_state(m, out + n, out + 2 * n, 1);
+    rc = rc ? rc : rl_model_device_optim_state(m, m2, m2 + n, 0);
+    CHECK_MSG(rc == 0, "%s", rl_model_errmsg(m));
+    CHECK_MSG(s_same_bits(m2, out + n, 2 * n * sizeof *m2),
+              "rank %d: the moments uploaded and downloaded again differ", s_comm_rank);
+    free(m2);
+    free(out);
+    s_batch_free(&b);
+    rl_model_destroy(&m);
+    rl_test_cuda_close();
+    RL_TEST_DONE();
+}
+
+static pid_t s_spawn_group(int which, int rank, const char *idhex, const char *dir) {
+    fflush(stdout);
+    pid_t pid = fork();
+    RL_ASSERT(pid >= 0);
+    if (pid == 0) { // exec at once, as s_spawn_child
+        char a[16], b[16];
+        snprintf(a, sizeof a, "%d", which);
+        snprintf(b, sizeof b, "%d", rank);
+        execl("/proc/self/exe", "test_model_cuda_model", "--group-child", a, b, idhex, dir,
+              (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+// max |a - b| / max(max |b|, tiny) over n
+static double s_rel_gap(const float *a, const float *b, size_t n) {
+    double gap = 0.0, scale = 1e-30;
+    for (size_t i = 0; i < n; i++) {
+        gap = fmax(gap, fabs((double)a[i] - (double)b[i]));
+        scale = fmax(scale, fabs((double)b[i]));
+    }
+    return gap / scale;
+}
+
+static void s_test_group(int which, int T) {
+    const s_case_t *k = &S_GROUP_CASES[which];
+    printf("%s, tune %s: the optimizer over an NCCL group of 2 ranks (ZeRO-2 on the devices)\n",
+           k->shape->name, k->tune == RL_TUNE_FULL ? "FULL" : "LORA");
+    unsigned char id[RL_DEVICE_COMM_ID];
+    char err[2048], idhex[2 * RL_DEVICE_COMM_ID + 1];
+    rl_device_t d1 = {1, 1};
+    int rc = 0;
+    if (rl_test_emulated()) { // the ranks' emulation: two devices (this process keeps one)
+        setenv("CUEMU_DEVICES", "2", 0);
+    } else {
+        rc = rl_device_check(&d1, 0, NULL, err, sizeof err);
+    }
+    rc = rc ? rc : rl_device_comm_id(id, err, sizeof err);
+    if (rc && !rl_test_emulated()) { // a GPU machine with one GPU, or without NCCL
+        printf("  skipped: %s\n", err);
+        return;
+    }
+    CHECK_MSG(rc == 0,
+              "the emulation has 2 devices and NCCL (CUEMU_DEVICES, "
+              "RLCTL_NCCL_LIBRARY): %s",
+              err);
+    if (rc) {
+        return;
+    }
+    s_hex(id, sizeof id, idhex);
+    char dir[] = "/tmp/rl_cuda_group_XXXXXX", path[64];
+    RL_ASSERT(mkdtemp(dir));
+    pid_t kids[2] = {s_spawn_group(which, 0, idhex, dir), s_spawn_group(which, 1, idhex, dir)};
+    // the reference: one model, both micro-batches
+    rl_hf_config_t cfg = s_cfg(k->shape);
+    rl_model_t *m = s_new(&cfg, k, 1, S_B * T);
+    s_batch_t b = s_batch(T, cfg.vocab_size, cfg.hidden_size);
+    size_t n;
+    rl_model_trainable(m, &n);
+    float *want = malloc(3 * n * sizeof *want), *got[2];
+    const float scales[2] = {1.0f, -0.5f};
+    double wn[3], gn[2][3];
+    s_group_steps(m, &b, scales, 2, wn, want);
+    int ok = 1;
+    for (int r = 0; r < 2; r++) {
+        int st = 0;
+        waitpid(kids[r], &st, 0);
+        CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank %d ended with status %d", r, st);
+        got[r] = calloc(3 * n, sizeof *got[r]);
+        snprintf(path, sizeof path, "%s/rank%d.bin", dir, r);
+        FILE *f = fopen(path, "rb");
+        ok = ok && f && fread(gn[r], sizeof(double), 3, f) == 3 &&
+             fread(got[r], sizeof(float), 3 * n, f) == 3 * n;
+        if (f) {
+            fclose(f);
+            unlink(path);
+        }
+    }
+    rmdir(dir);
+    CHECK_MSG(ok, "the ranks' results could not be read");
+    if (ok) {
+        for (int s = 0; s < 3; s++) {
+            printf("  step %d: norm %.9g (one model %.9g)\n", s + 1, gn[0][s], wn[s]);
+            CHECK(gn[0][s] == gn[1][s] && fabs(gn[0][s] - wn[s]) <= 1e-5 * wn[s]);
+        }
+        const char *what[3] = {"parameters", "m", "v"};
+        for (int j = 0; j < 3; j++) {
+            double gap = s_rel_gap(got[0] + j * n, want + j * n, n);
+            int same = s_same_bits(got[0] + j * n, got[1] + j * n, n * sizeof(float));
+            printf("  %s: ranks %s, %.3g of the largest from one model's\n", what[j],
+                   same ? "equal" : "DIFFER", gap);
+            CHECK(same && gap <= 1e-5);
+        }
+    }
+    free(got[0]);
+    free(got[1]);
+    free(want);
+    s_batch_free(&b);
+    rl_model_destroy(&m);
+}
+
 int main(int argc, char **argv) {
     if (argc == 5 && strcmp(argv[1], "--ipc-child") == 0) {
         return s_ipc_child(argv);
+    }
+    if (argc == 6 && strcmp(argv[1], "--group-child") == 0) {
+        return s_group_child(argv);
     }
     rl_test_cuda_open("model.cuda_model");
     const int emu = rl_test_emulated();
@@ -1491,6 +1690,9 @@ int main(int argc, char **argv) {
     s_test_adapter(T);
     for (int i = 0; i < (int)(sizeof S_IPC_CASES / sizeof *S_IPC_CASES); i++) {
         s_test_ipc(i, T);
+    }
+    for (int i = 0; i < (int)(sizeof S_GROUP_CASES / sizeof *S_GROUP_CASES); i++) {
+        s_test_group(i, T);
     }
     s_test_refusals();
     rl_test_cuda_close();

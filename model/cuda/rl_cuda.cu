@@ -6,6 +6,7 @@
 #include "rl_cuda_lin.h"
 #include "rl_cuda_head.h"
 #include "rl_cuda_elt.h"
+#include "rl_cuda_nccl.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -406,6 +407,13 @@ static const rl_cuda_module_t s_module = {
     s_ipc_export,
     s_ipc_open,
     s_ipc_close,
+    // ---- collectives between devices (rl_cuda_nccl.cu) ----
+    rl_cuda_comm_id,
+    rl_cuda_comm_new,
+    rl_cuda_comm_free,
+    rl_cuda_comm_reduce_scatter,
+    rl_cuda_comm_all_gather,
+    rl_cuda_comm_sum_f64,
 };
 
 extern "C" __attribute__((visibility("default"))) const rl_cuda_module_t *rl_cuda_module(void) {

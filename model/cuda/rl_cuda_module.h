@@ -35,6 +35,8 @@ typedef struct {
 } rl_cuda_device_info_t;
 
 typedef struct rl_cuda_ctx rl_cuda_ctx_t;
+typedef struct rl_cuda_comm rl_cuda_comm_t; // a rank's NCCL communicator (comm_new)
+#define RL_CUDA_COMM_ID 128                 // bytes of a communicator's id (ncclUniqueId)
 
 // cuBLASLt matmul: C (M,N) = alpha * op(A) op(B) + beta * C, row-major as everywhere in rlctl:
 // op(A) (M,K), op(B) (K,N); A stored (M,K) or, transposed, (K,M); B stored (K,N) or,
@@ -301,6 +303,26 @@ typedef struct rl_cuda_api {
     // process gone, or a device that cannot reach it).
     int (*ipc_open)(rl_cuda_ctx_t *ctx, const unsigned char *handle, void **dptr);
     int (*ipc_close)(rl_cuda_ctx_t *ctx, void *dptr);
+    // ---- collectives between devices (NCCL; rl_cuda_nccl.h): a mesh's ranks on GPUs of their
+    // own. NCCL is not linked: the library is opened on first use (RLCTL_NCCL_LIBRARY, else
+    // libnccl.so.2), so the module loads where it is missing; each entry then fails saying so.
+    // id (RL_CUDA_COMM_ID bytes) = a fresh ncclGetUniqueId, made by one rank and handed to the
+    // others (no context needed). Returns 0 or -1 with msg.
+    int (*comm_id)(unsigned char *id, char *msg, size_t msg_len);
+    // *out = this process's communicator (rank of nranks, on the context's device) of the group
+    // that shares id: ncclCommInitRank, which waits until every rank has called it. caller owns
+    // *out; free with comm_free. Returns 0 or -1 with errmsg.
+    int (*comm_new)(rl_cuda_ctx_t *ctx, const unsigned char *id, int nranks, int rank,
+                    rl_cuda_comm_t **out);
+    void (*comm_free)(rl_cuda_comm_t *comm);
+    // In place, queued on the context's stream, every rank calling alike (the same counts, the
+    // same order). reduce_scatter: buf (nranks * count floats) summed over the ranks; this
+    // rank's block buf[rank * count .. +count) holds its part of the sum (the other blocks are
+    // left undefined). all_gather: every rank's block buf[r * count .. +count) to every rank.
+    // sum_f64: buf (n doubles) = the sum over the ranks. Return 0 or -1 with errmsg.
+    int (*comm_reduce_scatter)(rl_cuda_ctx_t *ctx, rl_cuda_comm_t *comm, float *buf, size_t count);
+    int (*comm_all_gather)(rl_cuda_ctx_t *ctx, rl_cuda_comm_t *comm, float *buf, size_t count);
+    int (*comm_sum_f64)(rl_cuda_ctx_t *ctx, rl_cuda_comm_t *comm, double *buf, size_t n);
 } rl_cuda_module_t;
 
 // The module's one export (RL_CUDA_MODULE_SYMBOL).

@@ -9,6 +9,7 @@
 option(RLCTL_CUEMU "Build librlctl_cuda_emu.so, the CUDA module emulated on the CPU (tests)" ON)
 set(RL_CUEMU_BUILT OFF)
 set(RL_CUEMU_MODULE ${CMAKE_BINARY_DIR}/librlctl_cuda_emu.so)
+set(RL_CUEMU_NCCL ${CMAKE_BINARY_DIR}/libnccl_cuemu.so)
 if(RLCTL_CUEMU AND NOT RL_SANITIZE AND NOT RL_FUZZ)
   include(CheckLanguage)
   check_language(CXX)
@@ -57,6 +58,16 @@ if(RLCTL_CUEMU AND NOT RL_SANITIZE AND NOT RL_FUZZ)
       target_compile_options(rlctl_cuda_emu PRIVATE -Werror)
     endif()
     target_link_libraries(rlctl_cuda_emu PRIVATE Threads::Threads)
+    # NCCL's entries the module opens, emulated between processes (RLCTL_NCCL_LIBRARY)
+    add_library(nccl_cuemu MODULE ${dir}/cuemu_nccl.cpp)
+    set_target_properties(nccl_cuemu PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON
+                          CXX_EXTENSIONS OFF CXX_VISIBILITY_PRESET hidden
+                          LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
+    target_compile_options(nccl_cuemu PRIVATE -Wall -Wextra -Wshadow)
+    if(RL_WERROR)
+      target_compile_options(nccl_cuemu PRIVATE -Werror)
+    endif()
+    add_dependencies(rlctl_cuda_emu nccl_cuemu)
     set(RL_CUEMU_BUILT ON)
     message(STATUS "rlctl: building librlctl_cuda_emu.so, the CUDA module emulated on the CPU "
                    "(${CMAKE_CXX_COMPILER_ID} ${CMAKE_CXX_COMPILER_VERSION}): gpu suites run "
