@@ -130,20 +130,25 @@ static int s_roles(const rl_recipe_t *r, const rl_hf_config_t *cfg, int mb, rl_c
     // their own) holds the whole model on its device
     const int ranks = r->mesh.dp * r->mesh.fsdp;
     const int rm = (uses & RL_RECIPE_USES_SCORE_HEAD) != 0;
-    // AdamW's moments on the device only where the optimizer steps there (rl_policy's dev_optim)
-    actor.device_host_optim = ranks > 1 || rm || r->train.optimizer_offload;
+    // AdamW's moments on the device only where the optimizer steps there (rl_policy's dev_optim):
+    // 1×1, or a mesh with NCCL (its moments split over the ranks; planned as if NCCL loads)
+    const int nccl = rl_policy_wants_nccl(r);
+    actor.device_host_optim = (ranks > 1 && !nccl) || rm || r->train.optimizer_offload;
+    actor.device_comm_ranks = nccl ? ranks : 0;
     int rc = s_add_procs(r, p, rm ? "actor (reward model)" : "actor", "actor", ranks, cfg, &actor,
                          !rm, rows, 0, 0, err, err_len);
     // full tuning's reference in the actor: a frozen copy beside it, on the actor's device
     const int ref_needed = r->algorithm.beta > 0 || (uses & RL_RECIPE_USES_REF_SUMS);
     if (!rc && ref_needed && !r->lora.enabled && r->roles.reference == RL_RECIPE_REF_ACTOR) {
         rl_model_opts_t ref = actor;
+        ref.device_comm_ranks = 0;
         ref.tune = RL_TUNE_NONE;
         rc = s_add_procs(r, p, "reference (in the actor)", "actor", ranks, cfg, &ref, 1, rows, 0, 0,
                          err, err_len);
     }
     if (!rc && ro.reference) {
         rl_model_opts_t ref = actor;
+        ref.device_comm_ranks = 0;
         ref.tune = RL_TUNE_NONE;
         ref.device_infer = 1;
         rc = s_add_procs(r, p, "reference", "reference",
@@ -154,6 +159,7 @@ static int s_roles(const rl_recipe_t *r, const rl_hf_config_t *cfg, int mb, rl_c
         rl_model_opts_t cr = actor;
         cr.tune = r->critic.lora ? RL_TUNE_LORA : RL_TUNE_FULL;
         cr.device_host_optim = 1; // its value head's optimizer is the host's
+        cr.device_comm_ranks = 0;
         rc = s_add_procs(r, p,
                          ro.critic == RL_ALGO_CRITIC_ACTOR ? "critic (in the actor)" : "critic",
                          "critic", r->roles.critic == RL_RECIPE_REF_WORKER ? 1 : ranks, cfg, &cr, 0,
@@ -162,6 +168,7 @@ static int s_roles(const rl_recipe_t *r, const rl_hf_config_t *cfg, int mb, rl_c
     // the samplers, by device: the actor's trainable layout, no gradients, activations for their
     // steps (the default 4096 rows), a KV cache of up to RL_SAMPLER_MAX_BATCH_DEFAULT slots
     rl_model_opts_t sm = actor;
+    sm.device_comm_ranks = 0;
     sm.lora_dropout = 0.0f;
     sm.device_infer = 1;
     const int plen = uses & RL_RECIPE_USES_SAMPLES ? r->data.max_prompt_length : r->data.max_length;

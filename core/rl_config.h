@@ -249,6 +249,9 @@ enum { RL_RECIPE_BALANCE_EVEN = 0, RL_RECIPE_BALANCE_SPEED = 1 }; // roles.balan
 // roles.weight_sync: CUDA IPC for every sampler that can take it, else buckets through host
 // memory; always buckets; CUDA IPC or a refusal
 enum { RL_RECIPE_SYNC_AUTO = 0, RL_RECIPE_SYNC_HOST = 1, RL_RECIPE_SYNC_IPC = 2 };
+// mesh.collectives: NCCL between the ranks' GPUs where each rank holds one (and NCCL loads), else
+// host memory; always host memory; NCCL or a refusal
+enum { RL_RECIPE_COLL_AUTO = 0, RL_RECIPE_COLL_HOST = 1, RL_RECIPE_COLL_NCCL = 2 };
 // env.builtin, env.on_error, env.tool_parser (the parser's order is env/rl_toolcall.h's)
 enum { RL_RECIPE_ENV_CALC = 0 };
 enum { RL_RECIPE_ENV_STOP = 0, RL_RECIPE_ENV_DROP = 1 };
@@ -507,6 +510,7 @@ typedef struct {
     char *rank_key;         // the ranks' secret key file, the same absolute path on every host
     char *allow;            // the ranks' public keys the controller admits (a file)
     int share_devices;      // ranks on GPUs may share a device (else one device per rank)
+    int collectives;        // RL_RECIPE_COLL_*: the actor's gradients and optimizer on GPUs
 } rl_recipe_mesh_t;
 
 // What a run prints beside its metrics.

@@ -49,6 +49,9 @@ static const char *const s_balances[] = {[RL_RECIPE_BALANCE_EVEN] = "even",
 static const char *const s_syncs[] = {[RL_RECIPE_SYNC_AUTO] = "auto",
                                       [RL_RECIPE_SYNC_HOST] = "host",
                                       [RL_RECIPE_SYNC_IPC] = "ipc", NULL};
+static const char *const s_colls[] = {[RL_RECIPE_COLL_AUTO] = "auto",
+                                      [RL_RECIPE_COLL_HOST] = "host",
+                                      [RL_RECIPE_COLL_NCCL] = "nccl", NULL};
 static const char *const s_envs[] = {[RL_RECIPE_ENV_CALC] = "calc", NULL};
 static const char *const s_env_errors[] = {[RL_RECIPE_ENV_STOP] = "stop",
                                            [RL_RECIPE_ENV_DROP] = "drop", NULL};
@@ -1013,6 +1016,17 @@ static const rl_recipe_key_t s_keys[] = {
      DEF("false"),
      .doc = "let several ranks of a mesh on GPUs share one device (rank r on entry r mod n of "
             "its role's devices); without it each rank needs a device of its own (docs/gpu.md)"},
+    {.section = "mesh",
+     .key = "collectives",
+     .type = RL_RECIPE_T_ENUM,
+     .offset = OFF(mesh.collectives),
+     DEF("auto"),
+     .choices = s_colls,
+     .doc = "the actor's mesh on GPUs: nccl = gradients summed between the ranks' GPUs with NCCL "
+            "and AdamW on the devices, its state split over every rank (each rank on a GPU of "
+            "its own); host = the gradients to host memory, summed with MPI, AdamW on the host; "
+            "auto = nccl where it can run (distinct GPUs, NCCL found, no head, no "
+            "optimizer_offload), else host (docs/gpu.md)"},
     // log ------------------------------------------------------------------------------------
     {.section = "log",
      .key = "completions",

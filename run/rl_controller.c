@@ -332,16 +332,24 @@ static void s_print_placement(s_ctl_t *s, int threads) {
     rl_device_t d0;
     char dn[32], err[256];
     int gpu = rl_policy_role_device(r, "actor", 0, &d0, err, sizeof err) == 0 && d0.cuda;
+    // with NCCL (rl_policy_wants_nccl) the host keeps the whole model's copy, its gradients' and
+    // the whole m and v (a checkpoint's), the devices the split moments
+    const int nccl = gpu && rl_policy_wants_nccl(r);
     double train = r->lora.enabled ? lora : base;
-    double per = gpu               ? base + (r->lora.enabled ? lora : 0) + train + 2 * train / fsdp
+    double per = nccl              ? base + (r->lora.enabled ? lora : 0) + 3 * train
+                 : gpu             ? base + (r->lora.enabled ? lora : 0) + train + 2 * train / fsdp
                  : r->lora.enabled ? base / fsdp + lora + 3 * lora / fsdp
                                    : base / fsdp * 4;
     rl_log_info("mesh dp %d x fsdp %d = %d ranks %s; data split over all ranks (data_rank = "
                 "rank), %s",
                 dp, fsdp, n, grid,
-                gpu ? "each rank's GPU holds the whole model; gradients (through host memory) "
-                      "and optimizer state sharded over each row"
-                    : "parameters, gradients and optimizer state sharded over each row");
+                nccl  ? "each rank's GPU holds the whole model; gradients summed between the GPUs "
+                        "with NCCL, AdamW on the devices, its state split over all ranks "
+                        "(mesh.collectives auto: through host memory where NCCL does not load; "
+                        "logs/actor-0.log says which)"
+                : gpu ? "each rank's GPU holds the whole model; gradients (through host memory) "
+                        "and optimizer state sharded over each row"
+                      : "parameters, gradients and optimizer state sharded over each row");
     rl_log_info("  rank  dp fsdp  roles                 host             process         threads"
                 "  device   model state%s",
                 gpu ? " (host)" : "");

@@ -90,6 +90,7 @@ add_dependencies(test_model_device_plan rlctl)
 
 # a mesh whose ranks are on GPUs (each rank the whole model on its device; gradients and optimizer
 # state split over the mesh through host memory): GRPO, PPO and SFT on two ranks sharing cuda:0
-# against 1×1, a checkpoint resharded, the refusals, and (emulated) a rank per device
+# against 1×1, a checkpoint resharded, the refusals, and (emulated) a rank per device, through
+# host memory and with NCCL (emulated: the gradients summed on the devices, AdamW there)
 rl_add_gpu_test(NAME mesh.gpu SOURCES test_mesh_gpu.c LIBS rl_core TIMEOUT 600 EMU_TIMEOUT 600)
 add_dependencies(test_mesh_gpu rlctl)

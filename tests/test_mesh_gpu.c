@@ -20,7 +20,10 @@
 //      and a GPU, and GPUs on a mesh across hosts, naming the key;
 //   5. (the emulation only: two emulated devices) roles.devices.actor [cuda:0, cuda:1] puts rank
 //      r on entry r without sharing: rlctl plan counts one actor per device, the run's placement
-//      prints each rank's device, and it matches 1×1 as in 1.
+//      prints each rank's device, and it matches 1×1 as in 1 (mesh.collectives: host);
+//   6. (the emulation only) the same with NCCL (emulated between the ranks): GRPO within
+//      tolerance of 1×1, SFT's exact resume and 1×1's tolerance, auto's fallback to host memory
+//      and nccl's stop without NCCL; validate refuses nccl on a shared GPU and on the CPU.
 // On a GPU machine (scripts/gpu_check.sh) RLCTL_BIN names the rlctl to run and RL_SOURCE_DIR the
 // checkout, as in roles.gpu_run; the mesh needs Open MPI's mpirun there (the suite skips with a
 // message when the launcher is missing).
@@ -150,6 +153,11 @@ static void s_test_refusals(void) {
          "mesh.endpoint=tcp://127.0.0.1:0 mesh.rank_key=/nonexistent/key mesh.allow=HOSTS "
          "mesh.key=HOSTS",
          "mesh.hostfile: actor on GPUs: a mesh across hosts does not run on GPUs yet"},
+        {"model.device=cuda mesh.dp=2 mesh.share_devices=true mesh.collectives=nccl",
+         "mesh.collectives: nccl: the actor's mesh cannot use NCCL: ranks 0 and 1 share cuda:0"},
+        {"mesh.dp=2 mesh.collectives=nccl",
+         "mesh.collectives: nccl: the actor's mesh cannot use NCCL: the actor's mesh is not on "
+         "GPUs"},
     };
     for (size_t b = 0; b < sizeof bad / sizeof *bad; b++) {
         char more[1024], *at;
@@ -179,7 +187,8 @@ static void s_test_two_devices(void) {
     }
     setenv("CUEMU_DEVICES", "2", 1);
     const char *more = "train.steps=3 train.batch_size=2 train.micro_batch_size=4 "
-                       "algorithm.beta=0.04 mesh.dp=2 'roles.devices={actor: [cuda:0, cuda:1]}'";
+                       "algorithm.beta=0.04 mesh.dp=2 'roles.devices={actor: [cuda:0, cuda:1]}' "
+                       "mesh.collectives=host";
     snprintf(s_cmd, sizeof s_cmd, "plan %s/grpo_lora.yaml optim.warmup_steps=0 %s", s_cook, more);
     CHECK_INT(s_rlctl(s_cmd), 0);
     char *o = rl_test_out(s_tmp);
@@ -200,6 +209,87 @@ static void s_test_two_devices(void) {
     }
 }
 
+// The log of run `run`'s actor rank 0 (logs/actor-0.log), or NULL.
+static char *s_actor_log(const char *run) {
+    char path[200];
+    snprintf(path, sizeof path, "%s/%s/logs/actor-0.log", s_tmp, run);
+    return rl_test_read_file(path, NULL);
+}
+
+// (the emulation only) a rank per device with NCCL (mesh.collectives auto; NCCL emulated between
+// the ranks, tests/cuemu/cuemu_nccl.cpp): the gradients summed on the devices, AdamW there with
+// its state split over the ranks. GRPO (LoRA) on dp 2 within tolerance of 1×1; SFT (full tuning)
+// on fsdp 2 stopped at step 2 and resumed equals its uninterrupted run to the bit (the checkpoint's
+// moments gathered from, and scattered back to, the ranks' devices) and 1×1 within tolerance;
+// without NCCL (RLCTL_NCCL_LIBRARY a missing file) auto goes on through host memory, saying so,
+// and nccl stops before the first step naming the key.
+static void s_test_nccl(void) {
+    if (!rl_test_emulated()) {
+        return; // the GPU machines have one device
+    }
+    setenv("CUEMU_DEVICES", "2", 1);
+    const char *two = "'roles.devices={actor: [cuda:0, cuda:1]}'";
+    char more[1024];
+    snprintf(more, sizeof more,
+             "train.steps=3 train.batch_size=2 train.micro_batch_size=4 algorithm.beta=0.04 "
+             "mesh.dp=2 %s",
+             two);
+    int rc = s_run("grpo_lora.yaml", "grpo-nccl", more);
+    CHECK_INT(rc, 0);
+    char *o = rl_test_out(s_tmp);
+    CHECK_CONTAINS(o, "gradients summed between the GPUs with NCCL, AdamW on the devices");
+    free(o);
+    o = s_actor_log("grpo-nccl");
+    CHECK_CONTAINS(o, "sums its gradients between its GPUs with NCCL");
+    free(o);
+    if (rc == 0) {
+        rl_test_metrics_close(s_tmp, "grpo-1x1", "grpo-nccl", S_TOL, S_FLOOR, 2);
+        s_final_close("grpo-1x1", "grpo-nccl", "adapter_model.safetensors");
+    }
+    const char *sft = "train.steps=3 train.batch_size=16 train.micro_batch_size=4 "
+                      "train.save_every=1 mesh.fsdp=2";
+    snprintf(more, sizeof more, "%s %s", sft, two);
+    CHECK_INT(s_run("sft_arith.yaml", "sft-nccl", more), 0);
+    snprintf(more, sizeof more, "%s %s --stop-at 2", sft, two);
+    CHECK_INT(s_run("sft_arith.yaml", "sft-nccl-re", more), 0);
+    snprintf(more, sizeof more, "%s %s --resume", sft, two);
+    CHECK_INT(s_run("sft_arith.yaml", "sft-nccl-re", more), 0);
+    o = s_actor_log("sft-nccl-re");
+    CHECK_CONTAINS(o, "sums its gradients between its GPUs with NCCL");
+    free(o);
+    rl_test_metrics_close(s_tmp, "sft-nccl", "sft-nccl-re", 0.0, 1e-30, 3);
+    rl_test_final_close(s_tmp, "sft-nccl", "sft-nccl-re", "model.safetensors", 0.0);
+    rl_test_metrics_close(s_tmp, "sft-1x1", "sft-nccl", S_TOL, S_FLOOR, 3);
+    s_final_close("sft-1x1", "sft-nccl", "model.safetensors");
+    // no NCCL: auto through host memory, nccl refused
+    const char *keep = getenv("RLCTL_NCCL_LIBRARY");
+    char *saved = keep ? strdup(keep) : NULL;
+    setenv("RLCTL_NCCL_LIBRARY", "/nonexistent/libnccl.so.2", 1);
+    snprintf(more, sizeof more,
+             "train.steps=1 train.batch_size=16 train.micro_batch_size=4 "
+             "mesh.dp=2 %s",
+             two);
+    CHECK_INT(s_run("sft_arith.yaml", "sft-nonccl", more), 0);
+    o = s_actor_log("sft-nonccl");
+    CHECK_CONTAINS(o, "sums its gradients through host memory (MPI): NCCL cannot be opened on 2 "
+                      "of the 2 ranks: NCCL is not available: cannot open "
+                      "/nonexistent/libnccl.so.2");
+    free(o);
+    snprintf(s_cmd, sizeof s_cmd,
+             "run %s/sft_arith.yaml run.dir=%s/sft-nonccl2 model.device=cuda " S_SMALL
+             " %s mesh.collectives=nccl",
+             s_cook, s_tmp, more);
+    CHECK_INT(s_rlctl(s_cmd), 1);
+    o = rl_test_out(s_tmp);
+    CHECK_CONTAINS(o, "mesh.collectives: nccl: NCCL cannot be opened on 2 of the 2 ranks");
+    free(o);
+    if (saved) {
+        setenv("RLCTL_NCCL_LIBRARY", saved, 1);
+        free(saved);
+    }
+    unsetenv("CUEMU_DEVICES");
+}
+
 int main(void) {
     const char *src = getenv("RL_SOURCE_DIR");
     snprintf(s_cook, sizeof s_cook, "%s/cookbook", src && src[0] ? src : RL_SOURCE_DIR);
@@ -217,6 +307,7 @@ int main(void) {
     RL_TEST_RUN(s_test_ppo);
     RL_TEST_RUN(s_test_sft_reshard);
     RL_TEST_RUN(s_test_two_devices);
+    RL_TEST_RUN(s_test_nccl);
     rl_test_tmpdir_done(s_tmp);
     RL_TEST_DONE();
 }

@@ -66,7 +66,7 @@ static void s_opts_full(rl_model_opts_t *o) {
 static void s_test_by_hand(const rl_hf_config_t *arith, const rl_hf_config_t *llama) {
     char err[1024];
     rl_model_opts_t o;
-    rl_model_device_plan_t p;
+    rl_model_device_plan_t p, q0;
     // the arith model, LoRA r 8 on q, k, v, o, gate, up, down. Frozen weights, each tensor
     // rounded up to 256 bytes (all are multiples already):
     //   a layer's matrices, bf16: q 128x128 32768 + k 64x128 16384 + v 16384 + o 32768
@@ -92,6 +92,16 @@ static void s_test_by_hand(const rl_hf_config_t *arith, const rl_hf_config_t *ll
     CHECK_INT((long long)p.grads, 311296);
     CHECK_INT((long long)p.optim, 0);
     o.device_host_optim = 0;
+    // a mesh of 3 ranks on GPUs of their own with NCCL (device_comm_ranks): the trainable array
+    // padded to 3 equal slices of whole 128-float blocks, 77824 -> 203 x 384 = 77952 floats
+    // (fp32 and gradients; the bf16 copy stays 77824), the moments of one slice, 25984:
+    //   trainable 77952 x 4 + 77824 x 2 = 467456; gradients 311808; m, v 2 x 25984 x 4 = 207872
+    o.device_comm_ranks = 3;
+    CHECK_INT(rl_model_device_plan(arith, &o, 1, 1792, &p, err, sizeof err), 0);
+    CHECK_INT((long long)p.trainable, 467456);
+    CHECK_INT((long long)p.grads, 311808);
+    CHECK_INT((long long)p.optim, 207872);
+    o.device_comm_ranks = 0;
     // a sampler's model: the same, no gradients or moments
     o.device_infer = 1;
     CHECK_INT(rl_model_device_plan(arith, &o, 1, 4096, &p, err, sizeof err), 0);
@@ -118,6 +128,14 @@ static void s_test_by_hand(const rl_hf_config_t *arith, const rl_hf_config_t *ll
     CHECK_INT((long long)p.trainable, 1263360);
     CHECK_INT((long long)p.grads, 842240);
     CHECK_INT((long long)p.optim, 1684480);
+    // with NCCL over 2 ranks: 210560 -> 823 x 256 = 210688 floats, slices of 105344:
+    //   trainable 210688 x 4 + 210560 x 2 = 1263872; gradients 842752; m, v 842752
+    o.device_comm_ranks = 2;
+    CHECK_INT(rl_model_device_plan(llama, &o, 1, 300, &q0, err, sizeof err), 0);
+    CHECK_INT((long long)q0.trainable, 1263872);
+    CHECK_INT((long long)q0.grads, 842752);
+    CHECK_INT((long long)q0.optim, 842752);
+    o.device_comm_ranks = 0;
     // recompute keeps one layer's activations instead of two
     rl_model_device_plan_t q;
     o.recompute = 0;

@@ -5,8 +5,10 @@
 #include "rl_policy.h"
 
 #include "rl_err.h"
+#include "rl_device.h"
 #include "rl_fsdp.h"
 #include "rl_head.h"
+#include "rl_log.h"
 #include "rl_optim.h"
 #include "rl_rng.h"
 #include "rl_safetensors.h"
@@ -45,6 +47,9 @@ struct rl_policy {
     // on the device, whose parameters and moments are then ahead of the host's copies until
     // fetched (the weights for a sampler, a checkpoint)
     int dev_optim, host_params_stale, host_moments_stale;
+    // a mesh on GPUs of their own with NCCL (rl_policy_wants_nccl, and NCCL loaded on every
+    // rank): no fsdp; the model sums the gradients over the ranks and steps AdamW (dev_optim)
+    int nccl;
 };
 
 enum { S_POLICY = 0, S_CRITIC = 1, S_RM = 2 };
@@ -193,6 +198,53 @@ int rl_policy_sync_ipc(const rl_recipe_t *r, int k, char *why, size_t why_len) {
     return access;
 }
 
+// The actor's ranks' devices all distinct GPUs (1: yes; 0 with why).
+static int s_distinct_gpus(const rl_recipe_t *r, char *why, size_t why_len) {
+    const int n = r->mesh.dp * r->mesh.fsdp;
+    char msg[256];
+    for (int i = 0; i < n; i++) {
+        rl_device_t d, e;
+        if (rl_policy_role_device(r, "actor", i, &d, msg, sizeof msg) != 0 || !d.cuda) {
+            snprintf(why, why_len, "the actor's mesh is not on GPUs");
+            return 0;
+        }
+        for (int j = 0; j < i; j++) {
+            if (rl_policy_role_device(r, "actor", j, &e, msg, sizeof msg) == 0 &&
+                e.index == d.index) {
+                snprintf(why, why_len, "ranks %d and %d share cuda:%d", j, i, d.index);
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+// Why the recipe keeps the actor's mesh off NCCL (NULL: it does not).
+static const char *s_no_nccl(const rl_recipe_t *r, char *why, size_t why_len) {
+    const unsigned uses = r->algorithm.def ? r->algorithm.def->uses : 0;
+    if (r->mesh.dp * r->mesh.fsdp < 2) {
+        return "1x1";
+    }
+    if (r->mesh.collectives == RL_RECIPE_COLL_HOST) {
+        return "mesh.collectives: host";
+    }
+    if (!s_distinct_gpus(r, why, why_len)) {
+        return why;
+    }
+    if (uses & RL_RECIPE_USES_SCORE_HEAD) {
+        return "a reward model's score head steps on the host";
+    }
+    if (r->train.optimizer_offload) {
+        return "train.optimizer_offload keeps AdamW on the host";
+    }
+    return NULL;
+}
+
+int rl_policy_wants_nccl(const rl_recipe_t *r) {
+    char why[256];
+    return s_no_nccl(r, why, sizeof why) == NULL;
+}
+
 int rl_policy_check_mesh_devices(const rl_recipe_t *r, const char **key, char *err,
                                  size_t err_len) {
     const int n = r->mesh.dp * r->mesh.fsdp;
@@ -244,6 +296,17 @@ int rl_policy_check_mesh_devices(const rl_recipe_t *r, const char **key, char *e
         }
     }
     json_decref(o);
+    char why[256];
+    const char *no = rc || r->mesh.collectives != RL_RECIPE_COLL_NCCL || n < 2
+                         ? NULL
+                         : s_no_nccl(r, why, sizeof why);
+    if (no) {
+        *key = "mesh.collectives";
+        rc = rl_errf(err, err_len, RL_EINVAL,
+                     "nccl: the actor's mesh cannot use NCCL: %s (each rank needs a GPU of its "
+                     "own; use auto or host)",
+                     no);
+    }
     return rc;
 }
 
@@ -310,6 +373,45 @@ static int s_shard_model(rl_policy_t *p, rl_model_t *m, char *err, size_t err_le
     return 0;
 }
 
+// On a mesh that wants NCCL (rl_policy_wants_nccl), at load, every rank together: each opens NCCL
+// (rl_device_comm_id), the ranks agree (one failure: none uses it) and rank 0's id reaches every
+// rank (bytes as doubles in one all-reduce: exact). *use = 1 with id, or 0: mesh.collectives
+// auto goes on through host memory (rank 0 says why), nccl stops here.
+static int s_nccl_agree(rl_policy_t *p, unsigned char *id, int *use, char *err, size_t err_len) {
+    unsigned char mine[RL_DEVICE_COMM_ID];
+    char why[1024] = "";
+    double v[1 + RL_DEVICE_COMM_ID] = {0};
+    *use = 0;
+    v[0] = rl_device_comm_id(mine, why, sizeof why) != 0;
+    for (int i = 0; !v[0] && s_rank(p) == 0 && i < RL_DEVICE_COMM_ID; i++) {
+        v[1 + i] = mine[i];
+    }
+    int rc = rl_coll_all_reduce_f64(p->coll, RL_MESH_WORLD, v, 1 + RL_DEVICE_COMM_ID, err, err_len);
+    if (rc) {
+        return rc;
+    }
+    if (v[0] > 0) {
+        const int world = rl_mesh_size(rl_coll_mesh(p->coll));
+        if (p->r->mesh.collectives == RL_RECIPE_COLL_NCCL) {
+            return rl_errf(
+                err, err_len, RL_ENOTFOUND,
+                "mesh.collectives: nccl: NCCL cannot be opened on %d of the %d ranks%s%s",
+                (int)v[0], world, *why ? ": " : "", why);
+        }
+        if (s_rank(p) == 0) {
+            rl_log_warn("the actor's mesh sums its gradients through host memory (MPI): NCCL "
+                        "cannot be opened on %d of the %d ranks%s%s",
+                        (int)v[0], world, *why ? ": " : "", why);
+        }
+        return 0;
+    }
+    for (int i = 0; i < RL_DEVICE_COMM_ID; i++) {
+        id[i] = (unsigned char)v[1 + i];
+    }
+    *use = 1;
+    return 0;
+}
+
 static int s_load_model(rl_policy_t *p, const char *dir, char *err, size_t err_len) {
     rl_model_opts_t mo;
     rl_policy_model_opts(p->r, p->threads, &mo);
@@ -327,15 +429,29 @@ static int s_load_model(rl_policy_t *p, const char *dir, char *err, size_t err_l
     }
     // a mesh shards the model's units over its ranks; on GPUs each rank holds it whole
     mo.sharded = p->coll != NULL && !mo.device.cuda;
+    // on GPUs of their own: the ranks' NCCL group, the optimizer on the devices
+    unsigned char id[RL_DEVICE_COMM_ID];
+    int nccl = 0;
+    if (p->coll && !p->model && !p->head && mo.device.cuda && rl_policy_wants_nccl(p->r) &&
+        (rc = s_nccl_agree(p, id, &nccl, err, err_len)) != 0) {
+        return rc;
+    }
+    if (nccl) {
+        mo.device_comm_id = id;
+        mo.device_comm_ranks = rl_mesh_size(rl_coll_mesh(p->coll));
+        mo.device_comm_rank = s_rank(p);
+    }
     // the optimizer on the host (dev_optim below is the converse): no moments on the device
-    mo.device_host_optim = p->coll != NULL || p->head != NULL || p->r->train.optimizer_offload;
+    mo.device_host_optim =
+        (p->coll != NULL && !nccl) || p->head != NULL || p->r->train.optimizer_offload;
     rl_model_t *m = rl_model_load(dir, &mo, msg, sizeof(msg));
     if (!m) {
         return rl_errf(err, err_len, RL_EINVAL, "%s", msg);
     }
-    if (p->coll) {
+    if (p->coll && !nccl) {
         return s_shard_model(p, m, err, err_len);
     }
+    p->nccl = nccl;
     size_t n = 0;
     float *params = rl_model_trainable(m, &n);
     float *grads = rl_model_trainable_grads(m);
@@ -443,7 +559,13 @@ static int s_new(const rl_recipe_t *r, int threads, int kind, rl_coll_t *coll, r
         rl_policy_destroy(&p);
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory (optimizer state)");
     }
-    p->dev_optim = rl_model_on_gpu(p->model) && !p->coll && !p->head && !r->train.optimizer_offload;
+    p->dev_optim = rl_model_on_gpu(p->model) && (!p->coll || p->nccl) && !p->head &&
+                   !r->train.optimizer_offload;
+    if (p->nccl && s_rank(p) == 0) {
+        rl_log_info("the actor's %dx%d mesh sums its gradients between its GPUs with NCCL; AdamW "
+                    "steps on the devices, its state split over the %d ranks",
+                    r->mesh.dp, r->mesh.fsdp, r->mesh.dp * r->mesh.fsdp);
+    }
     *out = p;
     return 0;
 }
@@ -815,7 +937,7 @@ int rl_policy_step(rl_policy_t *self, const rl_policy_rows_t *rows,
     memset(st, 0, sizeof(*st));
     int group = rows->group > 0 ? rows->group : 1;
     // on a mesh a rank may have no rows of the global batch
-    if (rows->B < (self->fsdp ? 0 : 1) || rows->T < 2 || o->micro_batch < 1 || o->iterations < 1 ||
+    if (rows->B < (self->coll ? 0 : 1) || rows->T < 2 || o->micro_batch < 1 || o->iterations < 1 ||
         rows->B % group != 0) {
         return rl_errf(err, err_len, RL_EINVAL,
                        "train: empty batch, bad micro-batch size or rows not in groups of %d",
@@ -829,7 +951,7 @@ int rl_policy_step(rl_policy_t *self, const rl_policy_rows_t *rows,
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
     int n_mb = (rows->B + mb - 1) / mb, most = n_mb;
-    if (self->fsdp && s_mesh_micro_count(self, n_mb, &most, err, err_len) != 0) {
+    if (self->coll && s_mesh_micro_count(self, n_mb, &most, err, err_len) != 0) {
         return RL_EIO;
     }
     rl_optim_part_t parts[2];
@@ -858,7 +980,7 @@ int rl_policy_step(rl_policy_t *self, const rl_policy_rows_t *rows,
         }
         int rc = 0;
         double global = total; // every rank of a mesh decides alike below, on the mesh's loss
-        if (self->fsdp) {
+        if (self->coll) {
             rc = rl_coll_all_reduce_f64(self->coll, RL_MESH_WORLD, &global, 1, err, err_len);
         }
         char where[64];
@@ -1110,6 +1232,35 @@ static int s_save_mesh(rl_policy_t *self, const char *dir, const char *base_mode
     return rc;
 }
 
+// A checkpoint's whole model (path: its model/ folder) into a model on a GPU that a mesh's rank
+// holds whole: its trainable parameters, read on the CPU, copied over the host's and pushed.
+static int s_load_full_gpu(rl_policy_t *self, const char *path, char *err, size_t err_len) {
+    char msg[2048];
+    rl_model_opts_t mo;
+    rl_policy_model_opts(self->r, self->threads, &mo);
+    mo.tune = RL_TUNE_FULL; // the trainable layout, read below
+    mo.seq_cls = self->head != NULL;
+    mo.device = (rl_device_t){0, 0};
+    rl_model_t *m = rl_model_load(path, &mo, msg, sizeof msg);
+    if (!m) {
+        return rl_errf(err, err_len, RL_EINVAL, "%s", msg);
+    }
+    size_t n = 0;
+    const float *w = rl_model_trainable(m, &n);
+    int rc = 0;
+    if (!w || n != self->n_params) {
+        rc = rl_errf(err, err_len, RL_EINVAL, "%s: %zu parameters, expected %zu", path, n,
+                     self->n_params);
+    } else {
+        memcpy(self->params, w, n * sizeof(float));
+        if ((rc = rl_model_device_push(self->model, 0)) != 0) {
+            rc = rl_errf(err, err_len, rc, "%s: %s", path, rl_model_errmsg(self->model));
+        }
+    }
+    rl_model_destroy(&m);
+    return rc;
+}
+
 static int s_load_mesh(rl_policy_t *self, const char *dir, uint64_t model_train_step, char *err,
                        size_t err_len) {
     char path[4200], msg[2048];
@@ -1119,11 +1270,15 @@ static int s_load_mesh(rl_policy_t *self, const char *dir, uint64_t model_train_
         if ((rc = rl_model_load_adapter(self->model, path, msg, sizeof(msg))) != 0) {
             return rl_errf(err, err_len, rc, "%s", msg);
         }
-    } else { // this rank's pieces of the checkpoint's whole model (on a GPU: all of it)
-        const int gpu = rl_model_on_gpu(self->model);
+    } else if (rl_model_on_gpu(self->model)) { // the checkpoint's whole model, on every rank
+        snprintf(path, sizeof(path), "%s/model", dir);
+        if ((rc = s_load_full_gpu(self, path, err, err_len)) != 0) {
+            return rc;
+        }
+    } else { // this rank's pieces of the checkpoint's whole model
         rl_model_opts_t mo;
         rl_policy_model_opts(self->r, self->threads, &mo);
-        mo.tune = gpu ? RL_TUNE_FULL : RL_TUNE_NONE; // FULL: the trainable layout, read below
+        mo.tune = RL_TUNE_NONE;
         mo.seq_cls = self->head != NULL;
         mo.device = (rl_device_t){0, 0};
         snprintf(path, sizeof(path), "%s/model", dir);
@@ -1131,19 +1286,7 @@ static int s_load_mesh(rl_policy_t *self, const char *dir, uint64_t model_train_
         if (!m) {
             return rl_errf(err, err_len, RL_EINVAL, "%s", msg);
         }
-        size_t n = 0;
-        const float *w = gpu ? rl_model_trainable(m, &n) : NULL;
-        if (!gpu) {
-            rc = rl_fsdp_scatter_model(self->fsdp, m, err, err_len);
-        } else if (!w || n != self->n_params) {
-            rc = rl_errf(err, err_len, RL_EINVAL, "%s: %zu parameters, expected %zu", path, n,
-                         self->n_params);
-        } else {
-            memcpy(self->params, w, n * sizeof(float));
-            if ((rc = rl_model_device_push(self->model, 0)) != 0) {
-                rc = rl_errf(err, err_len, rc, "%s: %s", path, rl_model_errmsg(self->model));
-            }
-        }
+        rc = rl_fsdp_scatter_model(self->fsdp, m, err, err_len);
         rl_model_destroy(&m);
         if (rc) {
             return rc;
@@ -1180,7 +1323,10 @@ int rl_policy_save(rl_policy_t *self, const char *dir, const char *base_model, c
         return s_save_mesh(self, dir, base_model, err, err_len);
     }
     if ((rc = s_fetch(self, 1, 1, err, err_len)) != 0) {
-        return rc;
+        return rc; // with NCCL every rank takes part (the moments are split over them) ...
+    }
+    if (self->nccl && s_rank(self) != 0) {
+        return 0; // ... and rank 0 writes
     }
     if (rl_policy_is_lora(self)) {
         snprintf(path, sizeof(path), "%s/adapter", dir);
@@ -1214,7 +1360,10 @@ int rl_policy_load(rl_policy_t *self, const char *dir, uint64_t model_train_step
         }
     } else {
         snprintf(path, sizeof(path), "%s/model", dir);
-        if ((rc = s_load_model(self, path, err, err_len)) != 0) {
+        // with NCCL the model stays (its group made once): the weights go into it
+        rc = self->nccl ? s_load_full_gpu(self, path, err, err_len)
+                        : s_load_model(self, path, err, err_len);
+        if (rc) {
             return rc;
         }
     }
@@ -1238,7 +1387,7 @@ int rl_policy_load(rl_policy_t *self, const char *dir, uint64_t model_train_step
 
 int rl_policy_save_final(rl_policy_t *self, const char *dir, const char *base_model, int bf16,
                          int pad_token_id, char *err, size_t err_len) {
-    if (self->fsdp && rl_model_on_gpu(self->model)) {
+    if ((self->fsdp || self->nccl) && rl_model_on_gpu(self->model)) {
         if (s_rank(self) != 0) {
             return 0; // every rank holds the whole model: rank 0 writes it, as 1×1 does below
         }

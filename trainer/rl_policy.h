@@ -48,8 +48,17 @@ int rl_policy_sync_ipc(const rl_recipe_t *recipe, int k, char *why, size_t why_l
 // of its own): rank r on rl_policy_role_device(role, r). Refuses (RL_EINVAL, *key the recipe key
 // to name) a group mixing the CPU and GPUs, two ranks of one group on one GPU without
 // mesh.share_devices, and GPUs on a mesh across hosts (mesh.hostfile). 1×1: nothing to check.
+// With mesh.collectives: nccl, also refuses (*key "mesh.collectives") what NCCL cannot serve: the
+// actor's mesh on the CPU or with ranks sharing a GPU, train.optimizer_offload, a reward model's
+// score head (algorithm rm).
 int rl_policy_check_mesh_devices(const rl_recipe_t *recipe, const char **key, char *err,
                                  size_t err_len);
+// Whether the actor's mesh sums its gradients between the ranks' GPUs with NCCL and steps AdamW
+// on the devices, its state split over the ranks (mesh.collectives, docs/gpu.md), as far as the
+// recipe tells: more than one rank, on GPUs, each rank on a GPU of its own, no score head, no
+// train.optimizer_offload, collectives not host. At start NCCL must also load on every rank
+// (auto: else host memory, said once; nccl: else the run stops).
+int rl_policy_wants_nccl(const rl_recipe_t *recipe);
 
 // Loads recipe->model.path as the recipe's tuning mode (LoRA r/alpha/targets/dropout, seeded
 // with run.seed) with `threads` compute threads, and creates the optimizer. caller owns
