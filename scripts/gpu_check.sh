@@ -35,6 +35,12 @@ fi
 per_suite="${RL_GPU_SUITE_SECONDS:-240}"
 # the suites that run rlctl (roles.gpu_run) run the packed one, on this checkout's cookbook
 export RLCTL_BIN="$pack/bin/rlctl" RL_SOURCE_DIR="$root"
+# NCCL (the module opens it for a mesh with a GPU per rank; model.cuda_core checks a group of one
+# rank): torch's wheel's, where nothing else names one
+if [ -z "${RLCTL_NCCL_LIBRARY:-}" ]; then
+  nccl=$(python3 -c 'import os, nvidia.nccl as n; print(os.path.join(list(n.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null || true)
+  [ -n "$nccl" ] && [ -f "$nccl" ] && export RLCTL_NCCL_LIBRARY="$nccl"
+fi
 {
   date -u +"date %Y-%m-%dT%H:%M:%SZ"
   nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader \

@@ -232,12 +232,60 @@ static void test_bias(void) {
     }
 }
 
+// The NCCL entries on a group of one rank (a GPU machine has one device; two ranks need two,
+// model.cuda_model and mesh.gpu do that on the emulation): NCCL opened (RLCTL_NCCL_LIBRARY, else
+// libnccl.so.2), a communicator made, the in-place reduce-scatter, all-gather and double sum of
+// one rank leave the buffers as they were (NCCL's datatypes and in-place forms as the module
+// declares them), a rank outside the group refused. Skipped where NCCL cannot be opened, except
+// on the emulation (its NCCL is always there: tests/cuemu/cuemu_nccl.cpp).
+static void test_comm_one(void) {
+    unsigned char id[RL_CUDA_COMM_ID];
+    char msg[1024] = "";
+    if (rl_test_cu->comm_id(id, msg, sizeof msg) != 0) {
+        CHECK_MSG(!rl_test_emulated(), "the emulation's NCCL: %s", msg);
+        printf("  NCCL not available (%s): skipped\n", msg);
+        return;
+    }
+    rl_cuda_comm_t *c = NULL;
+    CHECK_MSG(rl_test_cu->comm_new(rl_test_ctx, id, 1, 1, &c) == -1 && c == NULL,
+              "rank 1 of a group of 1 was not refused");
+    int rc = rl_test_cu->comm_new(rl_test_ctx, id, 1, 0, &c);
+    CHECK_MSG(rc == 0, "comm_new: %s", rl_test_cu->errmsg(rl_test_ctx));
+    if (rc) {
+        return;
+    }
+    const size_t n = 1000;
+    float *h = malloc(n * sizeof *h);
+    double hd[3] = {1.5, -2.25, 1e300};
+    for (size_t i = 0; i < n; i++) {
+        h[i] = (float)i * 0.37f - 100.0f;
+    }
+    float *d = rl_test_dup(h, n * sizeof *h);
+    double *dd = rl_test_dup(hd, sizeof hd);
+    rc = rl_test_cu->comm_reduce_scatter(rl_test_ctx, c, d, n);
+    rc = rc ? rc : rl_test_cu->comm_all_gather(rl_test_ctx, c, d, n);
+    rc = rc ? rc : rl_test_cu->comm_sum_f64(rl_test_ctx, c, dd, 3);
+    CHECK_MSG(rc == 0, "the collectives: %s", rl_test_cu->errmsg(rl_test_ctx));
+    float *back = rl_test_back(d, n * sizeof *h);
+    double *backd = rl_test_back(dd, sizeof hd);
+    CHECK_MSG(back && memcmp(back, h, n * sizeof *h) == 0, "a group of one changed its floats");
+    CHECK_MSG(backd && memcmp(backd, hd, sizeof hd) == 0, "a group of one changed its doubles");
+    printf("  NCCL: a group of one rank: reduce-scatter, all-gather and sum in place, unchanged\n");
+    rl_test_cu->comm_free(c);
+    rl_test_dfree(d);
+    rl_test_dfree(dd);
+    free(h);
+    free(back);
+    free(backd);
+}
+
 int main(void) {
     rl_test_cuda_open("model.cuda_core");
     RL_TEST_RUN(test_conversions);
     RL_TEST_RUN(test_memory);
     RL_TEST_RUN(test_gemm);
     RL_TEST_RUN(test_bias);
+    RL_TEST_RUN(test_comm_one);
     rl_test_cuda_close();
     RL_TEST_DONE();
 }
