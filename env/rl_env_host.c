@@ -26,6 +26,7 @@ struct rl_env_host {
     rl_httpc_opts_t http; // its URL, attempts and limit (env.timeout)
     char *url;            // http.url_text's storage
     double timeout;       // seconds a call may take
+    int drop;             // env.on_error: drop: a worker's failure fails only its own items
     char what[512];       // "command [python3 /abs/env.py]"
 };
 
@@ -80,6 +81,7 @@ int rl_env_host_open(const rl_recipe_env_t *env, rl_env_host_t **out, char *err,
     }
     h->builtin = env->builtin;
     h->timeout = env->timeout;
+    h->drop = env->on_error == RL_RECIPE_ENV_DROP;
     rl_env_host_describe(env, h->what, sizeof h->what);
     if (env->http.url) { // nothing to start: a server need not be up before the first request
         h->is_http = 1;
@@ -246,6 +248,19 @@ static int s_split_call(rl_env_host_t *h, const char *request, char **reply, cha
         }
     }
     double t_end = rl_clock_now() + h->timeout;
+    // a worker's failure: with drop (not for close, whose reply has no items) it fails only its
+    // own items ({"error": ...} in their places: the episodes' decoder drops them), else the call
+    const int partial = h->drop && strcmp(json_string_value(op), "close") != 0;
+    char **fail = rc ? NULL : calloc((size_t)W, sizeof *fail);
+    if (!rc && !fail) {
+        rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+#define S_FAIL(k, r)                                                                               \
+    do {                                                                                           \
+        if (partial && (r) != RL_ENOMEM && !fail[k] && (fail[k] = strdup(err)) != NULL) {          \
+            rc = 0;                                                                                \
+        }                                                                                          \
+    } while (0)
     // every part sent before any reply is read: the workers answer at the same time
     for (int k = 0; !rc && k < W; k++) {
         if (!parts[k]) {
@@ -258,13 +273,14 @@ static int s_split_call(rl_env_host_t *h, const char *request, char **reply, cha
         if (!lines[k]) {
             rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
         } else if ((rc = s_alive(h, k, err, err_len)) != 0) {
-            break;
+            S_FAIL(k, rc);
         } else if ((rc = rl_child_send(h->kids[k], lines[k], strlen(lines[k]), e, sizeof e))) {
             rl_errf(err, err_len, rc, "env %s: worker %d: %s", h->what, k, e);
+            S_FAIL(k, rc);
         }
     }
     for (int k = 0; !rc && k < W; k++) {
-        if (!parts[k]) {
+        if (!parts[k] || fail[k]) {
             continue;
         }
         char e[1024];
@@ -274,10 +290,18 @@ static int s_split_call(rl_env_host_t *h, const char *request, char **reply, cha
                            &len, e, sizeof e);
         if (rc) {
             rl_errf(err, err_len, rc, "env %s: worker %d: %s", h->what, k, e);
-            break;
+            S_FAIL(k, rc);
+            continue;
         }
         got[k] = json_loadb(reps[k], len, 0, &je);
         json_t *ge = json_object_get(got[k], "error");
+        if (ge && partial) { // the worker's own error: its items'
+            rc = rl_errf(err, err_len, RL_EINVAL, "env %s: worker %d: %.400s", h->what, k,
+                         json_is_string(ge) ? json_string_value(ge)
+                                            : "(an error that is not a string)");
+            S_FAIL(k, rc);
+            continue;
+        }
         if (ge) { // the worker's own error is the call's: the decoder reports it
             *reply = strdup(reps[k]);
             rc = *reply ? 1 : rl_errf(err, err_len, RL_ENOMEM, "out of memory");
@@ -294,15 +318,21 @@ static int s_split_call(rl_env_host_t *h, const char *request, char **reply, cha
                          : !json_is_array(gi) ? "no items array"
                                               : "another count",
                          json_is_array(gi) ? json_array_size(gi) : (size_t)0);
+            S_FAIL(k, rc);
         }
     }
+#undef S_FAIL
     if (rc == 1) { // a worker's {"error": ...}, passed on
         rc = 0;
     } else if (!rc) {
         size_t *at = calloc((size_t)W, sizeof *at);
         for (size_t i = 0; at && i < n; i++) { // back in the request's order
-            json_array_append(joined,
-                              json_array_get(json_object_get(got[who[i]], "items"), at[who[i]]++));
+            int k = who[i];
+            json_t *e = fail[k] ? json_pack("{s:s}", "error", fail[k]) : NULL;
+            json_array_append_new(
+                joined,
+                fail[k] ? e
+                        : json_incref(json_array_get(json_object_get(got[k], "items"), at[k]++)));
         }
         json_t *o = at ? json_pack("{s:O}", "items", joined) : NULL;
         *reply = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
@@ -313,6 +343,9 @@ static int s_split_call(rl_env_host_t *h, const char *request, char **reply, cha
         }
     }
     for (int k = 0; k < W; k++) {
+        if (fail) {
+            free(fail[k]);
+        }
         if (parts) {
             json_decref(parts[k]);
         }
@@ -333,6 +366,7 @@ static int s_split_call(rl_env_host_t *h, const char *request, char **reply, cha
     free(lines);
     free(reps);
     free(got);
+    free(fail);
     return rc;
 }
 

@@ -249,7 +249,15 @@ static int s_decode(const char *text, size_t len, int n, const char *const *epis
     int rc = 0;
     for (int k = 0; k < n && rc == 0; k++) {
         char why[400];
-        const char *wrong = fn(json_array_get(items, (size_t)k), out, k, why, sizeof why);
+        json_t *it = json_array_get(items, (size_t)k), *ie = json_object_get(it, "error");
+        const char *wrong = why;
+        if (ie) { // this item failed (the environment's word, or a worker's failure: rl_env_host)
+            snprintf(why, sizeof why, "the environment says: %.300s",
+                     json_is_string(ie) ? json_string_value(ie)
+                                        : "(an error that is not a string)");
+        } else {
+            wrong = fn(it, out, k, why, sizeof why);
+        }
         if (wrong) {
             rc = s_item_bad(bad, &n_bad, err, err_len, k, episodes, wrong);
         }

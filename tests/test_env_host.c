@@ -8,7 +8,8 @@
 //   - a port nobody listens on: retried, then the URL and "cannot connect";
 //   - an https URL is refused at open, naming the environment's client;
 //   - a command's worker that exited fails its call and is started again for the next one (one
-//     worker, and two with the request split between them), said in the log.
+//     worker, and two with the request split between them), said in the log; with
+//     env.on_error: drop and two workers, only the failed worker's items fail ({"error": ...}).
 #include "rl_clock.h"
 #include "rl_config.h"
 #include "rl_env_host.h"
@@ -126,8 +127,9 @@ static void test_refused(void) {
     CHECK_STR(d, "http https://127.0.0.1:8123/env");
 }
 
-// env.command: `python3 env_test.py crashonce MARKER` with `workers` workers.
-static rl_env_host_t *s_open_command(int workers, const char *marker) {
+// env.command: `python3 env_test.py crashonce MARKER` with `workers` workers (drop: env.on_error
+// drop).
+static rl_env_host_t *s_open_command_drop(int workers, const char *marker, int drop) {
     static char *argv[5];
     argv[0] = PY;
     argv[1] = RL_SOURCE_DIR "/tests/env_test.py";
@@ -137,10 +139,15 @@ static rl_env_host_t *s_open_command(int workers, const char *marker) {
     rl_recipe_env_t e = {.builtin = -1, .workers = workers, .timeout = 10};
     e.command.items = argv;
     e.command.n = 4;
+    e.on_error = drop ? RL_RECIPE_ENV_DROP : RL_RECIPE_ENV_STOP;
     rl_env_host_t *h = NULL;
     int rc = rl_env_host_open(&e, &h, s_err, sizeof s_err);
     CHECK_MSG(rc == 0, "open: %s", s_err);
     return h;
+}
+
+static rl_env_host_t *s_open_command(int workers, const char *marker) {
+    return s_open_command_drop(workers, marker, 0);
 }
 
 // One call answered with the JSON `want` (any spacing: several workers' replies are joined).
@@ -210,6 +217,56 @@ static void test_restart(void) {
     unlink(marker);
 }
 
+// env.on_error: drop, two workers: one worker's failure fails only its own items, each an
+// {"error": ...} naming the worker and why, the other worker's items answered; with stop the whole
+// call fails (test_restart). 8 episodes with two turns each (even ids), split over the workers by
+// their ids; the second turn's step crashes the first worker to see it.
+static void test_partial(void) {
+    char marker[128], req[2048], *reply = NULL;
+    snprintf(marker, sizeof marker, "%s/crashed-partial", s_tmp);
+    unlink(marker);
+    rl_env_host_t *h = s_open_command_drop(2, marker, 1);
+    for (int op = 0; op < 3 && h; op++) { // reset, step, step
+        int at = snprintf(req, sizeof req, "{\"op\":\"%s\",\"items\":[", op ? "step" : "reset");
+        for (int i = 0; i < 8; i++) {
+            at += snprintf(req + at, sizeof req - (size_t)at,
+                           op ? "%s{\"episode\":\"1-%d\",\"message\":{\"role\":\"assistant\","
+                                "\"content\":\"x\"}}"
+                              : "%s{\"episode\":\"1-%d\",\"row\":{\"prompt\":\"hi\"},\"seed\":7}",
+                           i ? "," : "", 2 * i);
+        }
+        snprintf(req + at, sizeof req - (size_t)at, "]}");
+        free(reply);
+        reply = NULL;
+        s_err[0] = '\0';
+        int rc = rl_env_host_call(h, req, &reply, s_err, sizeof s_err);
+        CHECK_MSG(rc == 0, "call %d: %s", op, s_err);
+    }
+    json_t *o = reply ? json_loads(reply, 0, NULL) : NULL, *items = json_object_get(o, "items");
+    size_t i;
+    json_t *it;
+    int failed = 0, answered = 0;
+    json_array_foreach(items, i, it) {
+        json_t *e = json_object_get(it, "error");
+        if (e) {
+            failed++;
+            CHECK_CONTAINS(json_string_value(e), "the command exited with status 3 before it "
+                                                 "replied");
+            CHECK_CONTAINS(json_string_value(e), ": worker ");
+        } else {
+            answered += json_is_true(json_object_get(it, "done"));
+        }
+    }
+    printf("  drop, 2 workers: %d items failed with the crashed worker, %d answered\n", failed,
+           answered);
+    CHECK_MSG(json_array_size(items) == 8 && failed > 0 && answered > 0 && failed + answered == 8,
+              "the reply: %s", reply ? reply : "(none)");
+    json_decref(o);
+    free(reply);
+    rl_env_host_close(&h);
+    unlink(marker);
+}
+
 int main(void) {
     if (access(PY, X_OK) != 0) {
         fprintf(stderr, "note: %s missing; the env server not tested\n", PY);
@@ -219,6 +276,7 @@ int main(void) {
     RL_TEST_RUN(test_replies);
     RL_TEST_RUN(test_refused);
     RL_TEST_RUN(test_restart);
+    RL_TEST_RUN(test_partial);
     rl_test_tmpdir_done(s_tmp);
     RL_TEST_DONE();
 }

@@ -222,6 +222,12 @@ static void s_test_refusals(void) {
          "\"type\": \"function\"}]}, {\"messages\": [{\"role\": \"user\", \"content\": \"q\"}]}]}",
          0, "tools[0]: a tool is"},
         {"{\"items\": [], \"items\": []}", 1, "the reply is not JSON"},
+        // an item's own error (an environment failing one episode, or a worker's failure)
+        {"{\"items\": [{\"messages\": [], \"done\": true}, {\"error\": \"worker 1 died\"}]}", 1,
+         "item 1 (episode ep-b): the environment says: worker 1 died"},
+        {"{\"items\": [{\"error\": 5}, {\"messages\": [{\"role\": \"user\", \"content\": "
+         "\"q\"}]}]}",
+         0, "item 0 (episode ep-a): the environment says: (an error that is not a string)"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         s_err[0] = '\0';
@@ -239,6 +245,16 @@ static void s_test_refusals(void) {
         CHECK_MSG(strstr(s_err, cases[i].want) != NULL, "case %zu: '%s' does not say '%s'", i,
                   s_err, cases[i].want);
     }
+    // tolerant (env.on_error: drop): the failed item is marked, the other decoded
+    const char *rep = "{\"items\": [{\"error\": \"worker 1 died\"}, {\"messages\": [], "
+                      "\"reward\": 0.5, \"done\": true}]}";
+    rl_env_step_reply_t sr[2];
+    int bad[2] = {0, 0};
+    s_err[0] = '\0';
+    CHECK_INT(rl_env_reply_step_items(rep, strlen(rep), 2, eps, sr, bad, s_err, sizeof s_err), 0);
+    CHECK(bad[0] == 1 && bad[1] == 0 && sr[1].done == 1 && sr[1].reward == 0.5);
+    CHECK_CONTAINS(s_err, "item 0 (episode ep-a): the environment says: worker 1 died");
+    rl_env_step_reply_free(sr, 2);
 }
 
 int main(void) {

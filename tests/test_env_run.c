@@ -15,7 +15,8 @@
 //     worker that exits is started again for the next step)
 //     (env.timeout), garbage, the wrong number of items, an {"error"} reply; with
 //     env.on_error: drop a bad item drops its episode (counted in env/dropped) and the run goes
-//     on, and a step whose every episode is dropped stops the run;
+//     on, and a step whose every episode is dropped stops the run; a crashed worker of two
+//     costs only its own episodes;
 //   - the built-in calc and its Python twin (cookbook/envs/calc_env.py) give the same metrics,
 //     also on cookbook/grpo_calc.yaml, whose base calls the tool in about half its episodes;
 //   - a plugin (include/rlctl/env.h, tests/envs/once.c) in `rlctl env serve` workers gives
@@ -324,6 +325,24 @@ static void test_failures(void) {
     CHECK_CONTAINS(out, "step 1: 64 of 128 episodes dropped");
     free(out);
     CHECK(s_last("restart", "env/dropped") == 0.0); // step 2: none
+    // the same with 2 workers: the crash costs only the episodes its worker held in that
+    // request (some of the 64), the other worker's go on
+    snprintf(extra, sizeof extra,
+             "model.path=%s/model env.on_error=drop env.workers=2 'env.command=[" PY
+             ", ../tests/env_test.py, crashonce, %s/crashed2]'",
+             s_tmp, s_tmp);
+    CHECK_INT(s_run("restart2", 1, extra), 0);
+    out = rl_test_out(s_tmp);
+    const char *at = out ? strstr(out, "step 1: ") : NULL;
+    int dropped = -1;
+    CHECK_MSG(at && sscanf(at, "step 1: %d of 128 episodes dropped", &dropped) == 1 &&
+                  dropped > 0 && dropped < 64,
+              "2 workers, one crashed: %d of 128 dropped, want some but fewer than 64 (%s)",
+              dropped, out ? out : "");
+    CHECK_CONTAINS(out, "the environment says: env command");
+    printf("  2 workers, one crashed in step 1: %d of 128 episodes dropped (one worker: 64)\n",
+           dropped);
+    free(out);
 }
 
 static void test_calc_twins(void) {
