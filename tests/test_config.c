@@ -1405,6 +1405,21 @@ static void test_cookbook(void) {
         }
         rl_recipe_destroy(&r);
     }
+    // the GPU pair (scripts/gpu_cookbook.sh): their models are made at run time (rlctl init,
+    // then the SFT run), so without file checks
+    const char *gpu[] = {RL_SOURCE_DIR "/cookbook/sft_arith_gpu.yaml",
+                         RL_SOURCE_DIR "/cookbook/grpo_lora_gpu.yaml"};
+    for (int i = 0; i < 2; i++) {
+        rl_recipe_t *r = NULL;
+        int rc = rl_recipe_load_file(rl_algos(), gpu[i], NULL, 0, RL_RECIPE_NO_FILE_CHECKS, &r,
+                                     s_err, ERRLEN);
+        CHECK_MSG(rc == 0, "%s: %s", gpu[i], s_err);
+        if (r) {
+            CHECK_STR(r->model.device, "cuda");
+            CHECK_STR(r->algorithm.def->name, i ? "grpo" : "sft");
+        }
+        rl_recipe_destroy(&r);
+    }
 }
 
 int main(void) {
