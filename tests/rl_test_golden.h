@@ -64,4 +64,35 @@ static inline int rl_golden_enum(json_t *o, const char *key, const char *const *
     return 0;
 }
 
+// A gradient got (n floats) against the golden want (n doubles): returns the largest |got - want|
+// over max |want| (over the largest error itself when want is all 0), a NaN or infinity in got
+// counting as the worst (the result is then NaN or infinite, which fails any <= bound);
+// *max_want_p gets max |want|. Where mask (0/1) is 0 both must be exactly 0: checked, each
+// failure naming `what` and the index. Then checks the result <= tol, printing the worst element.
+static inline double rl_golden_grad_err(const char *name, const char *what, const float *got,
+                                        const double *want, const float *mask, size_t n, double tol,
+                                        double *max_want_p) {
+    double max_want = 0.0, max_err = 0.0;
+    size_t worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        max_want = fmax(max_want, fabs(want[i]));
+        double e = fabs((double)got[i] - want[i]);
+        if (!(e <= max_err)) { // NaN too
+            max_err = e;
+            worst = i;
+        }
+        if (mask[i] == 0.0f) {
+            CHECK_MSG(got[i] == 0.0f && want[i] == 0.0, "%s: masked %s[%zu] %g / %g", name, what, i,
+                      got[i], want[i]);
+        }
+    }
+    double rel = max_want > 0 ? max_err / max_want : max_err;
+    CHECK_MSG(rel <= tol, "%s: %s[%zu] %.9g want %.9g (max|want| %.3g)", name, what, worst,
+              n ? got[worst] : 0.0f, n ? want[worst] : 0.0, max_want);
+    if (max_want_p) {
+        *max_want_p = max_want;
+    }
+    return rel;
+}
+
 #endif

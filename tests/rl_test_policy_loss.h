@@ -63,23 +63,8 @@ static inline void rl_test_policy_golden(const char *name, json_t *c, rl_grpo_ma
     double wl = rl_golden_num(c, g->loss_key);
     double lerr = fabs(st.loss - wl) / fmax(fabs(wl), 1e-300);
     CHECK_MSG(lerr <= g->tol_loss, "%s: loss %.17g want %.17g", name, st.loss, wl);
-    double max_want = 0.0, max_err = 0.0;
-    size_t worst = 0;
-    for (size_t i = 0; i < N; i++) {
-        max_want = fmax(max_want, fabs(want[i]));
-        double e = fabs((double)got[i] - want[i]);
-        if (e > max_err) {
-            max_err = e;
-            worst = i;
-        }
-        if (mask[i] == 0.0f) {
-            CHECK_MSG(got[i] == 0.0f && want[i] == 0.0, "%s: masked dlogp[%zu] %g / %g", name, i,
-                      got[i], want[i]);
-        }
-    }
-    double gerr = max_want > 0 ? max_err / max_want : max_err;
-    CHECK_MSG(gerr <= g->tol_grad, "%s: dlogp[%zu] %.9g want %.9g (max|want| %.3g)", name, worst,
-              got[worst], want[worst], max_want);
+    double max_want = 0.0;
+    double gerr = rl_golden_grad_err(name, "dlogp", got, want, mask, N, g->tol_grad, &max_want);
     g->worst_grad = fmax(g->worst_grad, gerr);
     g->worst_loss = fmax(g->worst_loss, lerr);
     json_t *js = json_object_get(c, "stats");

@@ -728,28 +728,6 @@ static double s_cmp(const char *name, const char *what, const double *got, const
 }
 
 // Gradient comparison: max |got - want| over max |want| (float gradients), masked must be 0.
-static double s_cmp_grad(const char *name, const float *got, const double *want, const float *mask,
-                         size_t n) {
-    double max_want = 0.0, max_err = 0.0;
-    size_t worst = 0;
-    for (size_t i = 0; i < n; i++) {
-        max_want = fmax(max_want, fabs(want[i]));
-        double e = fabs((double)got[i] - want[i]);
-        if (!(e <= max_err)) {
-            max_err = e;
-            worst = i;
-        }
-        if (mask[i] == 0.0f) {
-            CHECK_MSG(got[i] == 0.0f && want[i] == 0.0, "%s: masked grad[%zu] %g / %g", name, i,
-                      got[i], want[i]);
-        }
-    }
-    double rel = max_want > 0 ? max_err / max_want : max_err;
-    CHECK_MSG(rel <= TOL_GRAD, "%s: grad[%zu] %.9g want %.9g (max|want| %.3g)", name, worst,
-              got[worst], want[worst], max_want);
-    return rel;
-}
-
 static void s_golden_gae(const char *name, json_t *c) {
     const int B = (int)rl_golden_num(c, "B"), T = (int)rl_golden_num(c, "T");
     const size_t N = (size_t)B * (size_t)T;
@@ -834,7 +812,7 @@ static void s_golden_value(const char *name, json_t *c) {
     double wl = rl_golden_num(c, "loss");
     double lerr = fabs(st.loss - wl) / fmax(fabs(wl), 1e-300);
     CHECK_MSG(lerr <= TOL_LOSS, "%s: loss %.17g want %.17g", name, st.loss, wl);
-    double gerr = s_cmp_grad(name, got, want, mask, N);
+    double gerr = rl_golden_grad_err(name, "grad", got, want, mask, N, TOL_GRAD, NULL);
     json_t *js = json_object_get(c, "stats");
     struct {
         const char *key;
@@ -892,7 +870,7 @@ static void s_golden_policy(const char *name, json_t *c) {
     double wl = rl_golden_num(c, "loss");
     double lerr = fabs(st.loss - wl) / fmax(fabs(wl), 1e-300);
     CHECK_MSG(lerr <= TOL_LOSS, "%s: loss %.17g want %.17g", name, st.loss, wl);
-    double gerr = s_cmp_grad(name, got, want, mask, N);
+    double gerr = rl_golden_grad_err(name, "grad", got, want, mask, N, TOL_GRAD, NULL);
     json_t *js = json_object_get(c, "stats");
     struct {
         const char *key;
