@@ -1245,32 +1245,42 @@ int rl_model_cuda_adamw(rl_model_cuda_t *self, double lr, double beta1, double b
     return 0;
 }
 
+// Each trainable tensor between a device array laid out as tmem (dev) and the host's flat layout
+// (host: the trainable tensors back to back).
+static int s_flat_copy(rl_model_cuda_t *self, float *dev, float *host, int upload) {
+    size_t off = 0;
+    for (int i = 0; i < self->n_tensors; i++) {
+        const s_tensor_t *t = &self->tensors[i];
+        if (!t->trainable) {
+            continue;
+        }
+        size_t at = (size_t)(t->dt->f - self->tmem), bytes = t->n * sizeof(float);
+        if (upload) {
+            S_TRY(self->cu->h2d(self->ctx, dev + at, host + off, bytes));
+        } else {
+            S_TRY(self->cu->d2h(self->ctx, host + off, dev + at, bytes));
+        }
+        off += t->n;
+    }
+    return 0;
+}
+
 // A group's whole moment array (t_cap floats, in gmem: the gradients are spent after a step, and
 // gmem is zeroed again after) from every rank's slice (download), or this rank's slice from the
-// whole (upload); then each trainable tensor between gmem and the host's flat layout.
+// whole (upload); the whole between gmem and the host's flat layout.
 static int s_optim_group(rl_model_cuda_t *self, float *m, float *v, int upload) {
     const rl_cuda_module_t *cu = self->cu;
     size_t at0 = (size_t)self->rank * self->slice;
     for (int k = 0; k < 2; k++) {
-        float *dev = k ? self->vmem : self->mmem, *host = k ? v : m;
+        float *dev = k ? self->vmem : self->mmem;
         S_TRY(cu->dset(self->ctx, self->gmem, 0, self->t_cap * sizeof(float)));
         if (!upload) {
             S_TRY(cu->d2d(self->ctx, self->gmem + at0, dev, self->slice * sizeof(float)));
             S_TRY(cu->comm_all_gather(self->ctx, self->comm, self->gmem, self->slice));
         }
-        size_t off = 0;
-        for (int i = 0; i < self->n_tensors; i++) {
-            const s_tensor_t *t = &self->tensors[i];
-            if (!t->trainable) {
-                continue;
-            }
-            size_t at = (size_t)(t->dt->f - self->tmem), bytes = t->n * sizeof(float);
-            if (upload) {
-                S_TRY(cu->h2d(self->ctx, self->gmem + at, host + off, bytes));
-            } else {
-                S_TRY(cu->d2h(self->ctx, host + off, self->gmem + at, bytes));
-            }
-            off += t->n;
+        int rc = s_flat_copy(self, self->gmem, k ? v : m, upload);
+        if (rc) {
+            return rc;
         }
         if (upload) {
             S_TRY(cu->d2d(self->ctx, dev, self->gmem + at0, self->slice * sizeof(float)));
@@ -1282,30 +1292,14 @@ static int s_optim_group(rl_model_cuda_t *self, float *m, float *v, int upload) 
 }
 
 int rl_model_cuda_optim_state(rl_model_cuda_t *self, float *m, float *v, int upload) {
-    const rl_cuda_module_t *cu = self->cu;
     if (!self->mmem) {
         return s_err(self, RL_EINVAL, "the model has no optimizer state (tune NONE)");
     }
     if (self->comm) {
         return s_optim_group(self, m, v, upload);
     }
-    size_t off = 0; // the host's flat layout: the trainable tensors back to back
-    for (int i = 0; i < self->n_tensors; i++) {
-        const s_tensor_t *t = &self->tensors[i];
-        if (!t->trainable) {
-            continue;
-        }
-        size_t at = (size_t)(t->dt->f - self->tmem), bytes = t->n * sizeof(float);
-        if (upload) {
-            S_TRY(cu->h2d(self->ctx, self->mmem + at, m + off, bytes));
-            S_TRY(cu->h2d(self->ctx, self->vmem + at, v + off, bytes));
-        } else {
-            S_TRY(cu->d2h(self->ctx, m + off, self->mmem + at, bytes));
-            S_TRY(cu->d2h(self->ctx, v + off, self->vmem + at, bytes));
-        }
-        off += t->n;
-    }
-    return 0;
+    int rc = s_flat_copy(self, self->mmem, m, upload);
+    return rc ? rc : s_flat_copy(self, self->vmem, v, upload);
 }
 
 // ---------------------------------------------------------------------------------------------
