@@ -128,4 +128,43 @@ static inline void rl_test_policy_goldens(const char *loss, rl_grpo_math_fn fn,
     json_decref(index);
 }
 
+// A policy loss fn on a batch of B rows of T (B >= 5) with the given inputs: old_logp NULL is
+// exactly old_logp = logp (detached), bit for bit; micro-batches of rows {0,1} and {2..B-1} with
+// the batch's divisor (denom) give the whole batch's gradient to the bit, and its loss within
+// tol_exact and its token and clip counts. logp, old, ref, mu, mask (B*T), adv (B).
+static inline void rl_test_policy_micro_batches(rl_grpo_math_fn fn, rl_recipe_algorithm_t alg,
+                                                int B, int T, const float *logp, const float *old,
+                                                const float *ref, const float *mu,
+                                                const float *mask, const double *adv, double denom,
+                                                double tol_exact) {
+    const size_t N = (size_t)B * (size_t)T;
+    float *g1 = calloc(N, sizeof *g1), *g2 = calloc(N, sizeof *g2);
+    RL_ASSERT(g1 && g2);
+    rl_grpo_batch_t b = {B, T, logp, NULL, ref, mu, mask, adv, denom, NULL};
+    rl_grpo_loss_stats_t s1 = {0}, s2 = {0};
+    CHECK_INT(fn(&b, &alg, g1, &s1), 0);
+    b.old_logp = logp;
+    CHECK_INT(fn(&b, &alg, g2, &s2), 0);
+    CHECK(memcmp(g1, g2, N * sizeof *g1) == 0 && memcmp(&s1, &s2, sizeof s1) == 0);
+    b.old_logp = old;
+    rl_grpo_loss_stats_t whole = {0}, parts = {0};
+    CHECK_INT(fn(&b, &alg, g1, &whole), 0);
+    rl_grpo_batch_t p1 = b, p2 = b;
+    p1.B = 2;
+    p2.B = B - 2;
+    p2.logp += 2 * T;
+    p2.old_logp += 2 * T;
+    p2.ref_logp += 2 * T;
+    p2.mu_logp += 2 * T;
+    p2.mask += 2 * T;
+    p2.adv += 2;
+    CHECK_INT(fn(&p1, &alg, g2, &parts), 0);
+    CHECK_INT(fn(&p2, &alg, g2 + 2 * T, &parts), 0);
+    CHECK(memcmp(g1, g2, N * sizeof *g1) == 0);
+    CHECK_CLOSE(parts.loss, whole.loss, tol_exact);
+    CHECK(parts.tokens == whole.tokens && parts.clip_high == whole.clip_high);
+    free(g1);
+    free(g2);
+}
+
 #endif

@@ -275,30 +275,8 @@ static void test_old_null_and_micro_batches(void) {
     rl_recipe_algorithm_t alg = s_alg();
     alg.beta = 0.3;
     alg.tis = RL_RECIPE_TIS_TOKEN;
-    float g1[FB * FT], g2[FB * FT];
-    rl_grpo_batch_t b = {FB, FT, x.logp, NULL, x.ref, x.mu, x.mask, x.adv, 20.0, NULL};
-    rl_grpo_loss_stats_t s1 = {0}, s2 = {0};
-    CHECK_INT(s_loss(&b, &alg, g1, &s1), 0);
-    b.old_logp = x.logp;
-    CHECK_INT(s_loss(&b, &alg, g2, &s2), 0);
-    CHECK(memcmp(g1, g2, sizeof g1) == 0 && memcmp(&s1, &s2, sizeof s1) == 0);
-    b.old_logp = x.old;
-    rl_grpo_loss_stats_t whole = {0}, parts = {0};
-    CHECK_INT(s_loss(&b, &alg, g1, &whole), 0);
-    rl_grpo_batch_t p1 = b, p2 = b;
-    p1.B = 2;
-    p2.B = 3;
-    p2.logp += 2 * FT;
-    p2.old_logp += 2 * FT;
-    p2.ref_logp += 2 * FT;
-    p2.mu_logp += 2 * FT;
-    p2.mask += 2 * FT;
-    p2.adv += 2;
-    CHECK_INT(s_loss(&p1, &alg, g2, &parts), 0);
-    CHECK_INT(s_loss(&p2, &alg, g2 + 2 * FT, &parts), 0);
-    CHECK(memcmp(g1, g2, sizeof g1) == 0);
-    CHECK_CLOSE(parts.loss, whole.loss, TOL_EXACT);
-    CHECK(parts.tokens == whole.tokens && parts.clip_high == whole.clip_high);
+    rl_test_policy_micro_batches(s_loss, alg, FB, FT, x.logp, x.old, x.ref, x.mu, x.mask, x.adv,
+                                 20.0, TOL_EXACT);
 }
 
 // ---- PyTorch goldens ---------------------------------------------------------------------------
