@@ -63,9 +63,10 @@ void rl_device_isolate(int on);
 int rl_device_peer(int a, int b, int *access, char *err, size_t err_len);
 
 // A fresh id of a group of GPU ranks' NCCL communicator (RL_DEVICE_COMM_ID bytes): one rank makes
-// it and hands it to the others (rl_model_opts_t.device_comm_id). NCCL is opened here for the
-// first time in this process (RLCTL_NCCL_LIBRARY, else libnccl.so.2): RL_ENOTFOUND saying so when
-// it cannot be (or when the CUDA module cannot), else 0.
+// it and hands it to the others (rl_model_opts_t.device_comm_id); id NULL: only whether NCCL
+// opens (what the other ranks ask). NCCL is opened here for the first time in this process
+// (RLCTL_NCCL_LIBRARY, else libnccl.so.2): RL_ENOTFOUND saying so when it cannot be (or when the
+// CUDA module cannot), else 0.
 #define RL_DEVICE_COMM_ID 128
 int rl_device_comm_id(unsigned char *id, char *err, size_t err_len);
 

@@ -246,6 +246,7 @@ static void test_comm_one(void) {
         printf("  NCCL not available (%s): skipped\n", msg);
         return;
     }
+    CHECK_MSG(rl_test_cu->comm_id(NULL, msg, sizeof msg) == 0, "comm_id(NULL): %s", msg);
     rl_cuda_comm_t *c = NULL;
     CHECK_MSG(rl_test_cu->comm_new(rl_test_ctx, id, 1, 1, &c) == -1 && c == NULL,
               "rank 1 of a group of 1 was not refused");

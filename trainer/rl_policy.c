@@ -374,15 +374,15 @@ static int s_shard_model(rl_policy_t *p, rl_model_t *m, char *err, size_t err_le
 }
 
 // On a mesh that wants NCCL (rl_policy_wants_nccl), at load, every rank together: each opens NCCL
-// (rl_device_comm_id), the ranks agree (one failure: none uses it) and rank 0's id reaches every
-// rank (bytes as doubles in one all-reduce: exact). *use = 1 with id, or 0: mesh.collectives
-// auto goes on through host memory (rank 0 says why), nccl stops here.
+// (rl_device_comm_id; rank 0 makes the group's id), the ranks agree (one failure: none uses it)
+// and rank 0's id reaches every rank (bytes as doubles in one all-reduce: exact). *use = 1 with id,
+// or 0: mesh.collectives auto goes on through host memory (rank 0 says why), nccl stops here.
 static int s_nccl_agree(rl_policy_t *p, unsigned char *id, int *use, char *err, size_t err_len) {
     unsigned char mine[RL_DEVICE_COMM_ID];
     char why[1024] = "";
     double v[1 + RL_DEVICE_COMM_ID] = {0};
     *use = 0;
-    v[0] = rl_device_comm_id(mine, why, sizeof why) != 0;
+    v[0] = rl_device_comm_id(s_rank(p) == 0 ? mine : NULL, why, sizeof why) != 0;
     for (int i = 0; !v[0] && s_rank(p) == 0 && i < RL_DEVICE_COMM_ID; i++) {
         v[1 + i] = mine[i];
     }

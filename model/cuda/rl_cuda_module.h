@@ -307,7 +307,8 @@ typedef struct rl_cuda_api {
     // own. NCCL is not linked: the library is opened on first use (RLCTL_NCCL_LIBRARY, else
     // libnccl.so.2), so the module loads where it is missing; each entry then fails saying so.
     // id (RL_CUDA_COMM_ID bytes) = a fresh ncclGetUniqueId, made by one rank and handed to the
-    // others (no context needed). Returns 0 or -1 with msg.
+    // others (no context needed); id NULL: only whether NCCL opens (the other ranks: an id starts
+    // a listener that waits for its group). Returns 0 or -1 with msg.
     int (*comm_id)(unsigned char *id, char *msg, size_t msg_len);
     // *out = this process's communicator (rank of nranks, on the context's device) of the group
     // that shares id: ncclCommInitRank, which waits until every rank has called it. caller owns

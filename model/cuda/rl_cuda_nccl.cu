@@ -101,6 +101,9 @@ int rl_cuda_comm_id(unsigned char *id, char *msg, size_t msg_len) {
     if (s_ready(msg, msg_len)) {
         return -1;
     }
+    if (!id) {
+        return 0; // only whether NCCL opens (an id starts a listener that waits for its group)
+    }
     s_id_t u;
     s_result_t r = s_nccl.get_unique_id(&u);
     if (r != 0) {
