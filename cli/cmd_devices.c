@@ -98,6 +98,8 @@ typedef struct {
     s_gpu_t *gpus;
     int *access, *rank; // (n, n) between devices: peer access, and its performance rank (-1:
                         // unknown, the diagonal, or a module without the query)
+    int nccl;           // with devices: NCCL opens (a mesh with a GPU per rank uses it)
+    char nccl_why[600]; // why it does not
 } s_cuda_t;
 
 static void s_cuda(s_cuda_t *c) {
@@ -131,6 +133,10 @@ static void s_cuda(s_cuda_t *c) {
     }
     if (c->n == 0) {
         snprintf(c->why, sizeof c->why, "the CUDA driver sees no device");
+    } else if (m->struct_size >= (int)(offsetof(rl_cuda_module_t, comm_id) + sizeof m->comm_id)) {
+        c->nccl = m->comm_id(NULL, c->nccl_why, sizeof c->nccl_why) == 0; // no id, no context
+    } else {
+        snprintf(c->nccl_why, sizeof c->nccl_why, "this CUDA module has no NCCL entries");
     }
     // the topology between them: peer access and the driver's rank of each link
     const int n = c->n;
@@ -199,6 +205,11 @@ static int s_print_json(const s_cpu_t *cpu, const s_cuda_t *cu, const char *visi
         cu->runtime > 0 ? json_string(rt) : json_null(), "devices", gpus, "why",
         cu->why[0] ? json_string(cu->why) : json_null());
     json_object_set_new(json_object_get(o, "cuda"), "topology", topo);
+    if (cu->n > 0) {
+        json_object_set_new(json_object_get(o, "cuda"), "nccl",
+                            json_pack("{s:b,s:o}", "available", cu->nccl, "why",
+                                      cu->nccl ? json_null() : json_string(cu->nccl_why)));
+    }
     char *s = o ? json_dumps(o, JSON_INDENT(2)) : NULL;
     json_decref(o);
     if (!s) {
@@ -262,6 +273,15 @@ static void s_print_text(const s_cpu_t *cpu, const s_cuda_t *cu, const char *vis
                 printf(b + 1 < cu->n ? "%-9s" : "%s", cell);
             }
             printf("\n");
+        }
+    }
+    if (cu->n > 0) { // what a mesh with a GPU per rank sums its gradients with
+        const char *lib = getenv("RLCTL_NCCL_LIBRARY");
+        if (cu->nccl) {
+            printf("nccl     %s opens: a mesh with a GPU per rank sums its gradients with it\n",
+                   lib && *lib ? lib : "libnccl.so.2");
+        } else {
+            printf("nccl     %s (a mesh's gradients go through host memory)\n", cu->nccl_why);
         }
     }
     if (cu->why[0]) {

@@ -6,5 +6,6 @@ rl_add_test(NAME cli.devices SOURCES test_devices.c LIBS rl_core m LABELS unit T
 add_dependencies(test_cli_devices rlctl)
 if(RL_CUEMU_BUILT)
   add_dependencies(test_cli_devices rlctl_cuda_emu)
-  target_compile_definitions(test_cli_devices PRIVATE RL_CUEMU_MODULE="${RL_CUEMU_MODULE}")
+  target_compile_definitions(test_cli_devices PRIVATE RL_CUEMU_MODULE="${RL_CUEMU_MODULE}"
+                             RL_CUEMU_NCCL="${RL_CUEMU_NCCL}")
 endif()

@@ -10,7 +10,8 @@
 // eval their cached steps (the CPU's tokens, its logprobs within the bf16 tolerance of
 // docs/gpu.md), serve answers a completion with top logprobs from the GPU; a recipe on the
 // emulated cuda:0 validates, one naming cuda:1 is refused. roles.weight_sync: ipc is refused
-// for a sampler on the CPU (with or without a GPU) or on a device without peer access.
+// for a sampler on the CPU (with or without a GPU) or on a device without peer access. NCCL's
+// line (it opens, or why not).
 #define _GNU_SOURCE // sched_getaffinity, CPU_COUNT
 #include "rl_test.h"
 
@@ -121,6 +122,20 @@ static void s_test_emulated(void) {
     snprintf(env_np, sizeof env_np, "%s CUEMU_PEER=0", env);
     CHECK_INT(s_run(env_np, ""), 0);
     CHECK_CONTAINS(s_out, "\ncuda:2   no P2P   no P2P   -\n");
+    // NCCL (a mesh with a GPU per rank): opens, or why not, in text and JSON
+    char env_nc[1100];
+    snprintf(env_nc, sizeof env_nc, "%s RLCTL_NCCL_LIBRARY=%s", env, RL_CUEMU_NCCL);
+    CHECK_INT(s_run(env_nc, ""), 0);
+    CHECK_CONTAINS(s_out, "libnccl_cuemu.so opens: a mesh with a GPU per rank sums its gradients");
+    snprintf(env_nc, sizeof env_nc, "%s RLCTL_NCCL_LIBRARY=/nonexistent/libnccl.so.2", env);
+    CHECK_INT(s_run(env_nc, ""), 0);
+    CHECK_CONTAINS(s_out,
+                   "\nnccl     NCCL is not available: cannot open /nonexistent/libnccl.so.2");
+    o = s_json(env_nc);
+    json_t *nc = json_object_get(json_object_get(o, "cuda"), "nccl");
+    CHECK(json_is_false(json_object_get(nc, "available")));
+    CHECK_CONTAINS(json_string_value(json_object_get(nc, "why")), "cannot open");
+    json_decref(o);
     // roles.devices on these three: a placement validates and plans per device; each impossible
     // one is refused naming the key, before anything starts
     CHECK_INT(s_cmd(env, "plan " S_RECIPE " 'roles.devices={actor: cuda:2, samplers: [cuda:0, "
