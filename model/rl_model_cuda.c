@@ -194,10 +194,19 @@ const char *rl_model_cuda_errmsg(const rl_model_cuda_t *self) {
     return self->errmsg;
 }
 
+// Bytes of the trainable arrays (t_cap, t_n and slice known): the fp32 masters and their bf16
+// copies (*t), the gradients (*g, with grads) and AdamW's moments (*o, with moments).
+static void s_trainable_bytes(const rl_model_cuda_t *self, int grads, int moments, size_t *t,
+                              size_t *g, size_t *o) {
+    *t = self->t_cap * sizeof(float) + self->t_n * sizeof(uint16_t);
+    *g = grads ? self->t_cap * sizeof(float) : 0;
+    *o = moments ? 2 * self->slice * sizeof(float) : 0;
+}
+
 size_t rl_model_cuda_bytes(const rl_model_cuda_t *self) {
-    size_t t = self->t_cap * (sizeof(float) + (self->gmem ? sizeof(float) : 0)) +
-               self->t_n * sizeof(uint16_t) + (self->mmem ? 2 * self->slice * sizeof(float) : 0);
-    return self->w_bytes + t + self->a_bytes;
+    size_t t, g, o;
+    s_trainable_bytes(self, self->gmem != NULL, self->mmem != NULL, &t, &g, &o);
+    return self->w_bytes + t + g + o + self->a_bytes;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1273,8 +1282,9 @@ static int s_optim_group(rl_model_cuda_t *self, float *m, float *v, int upload) 
     size_t at0 = (size_t)self->rank * self->slice;
     for (int k = 0; k < 2; k++) {
         float *dev = k ? self->vmem : self->mmem;
-        S_TRY(cu->dset(self->ctx, self->gmem, 0, self->t_cap * sizeof(float)));
-        if (!upload) {
+        if (upload) { // the gaps between tensors stay zeros
+            S_TRY(cu->dset(self->ctx, self->gmem, 0, self->t_cap * sizeof(float)));
+        } else { // every block written by the gather
             S_TRY(cu->d2d(self->ctx, self->gmem + at0, dev, self->slice * sizeof(float)));
             S_TRY(cu->comm_all_gather(self->ctx, self->comm, self->gmem, self->slice));
         }
@@ -1701,9 +1711,8 @@ int rl_model_cuda_plan(const rl_hf_config_t *cfg, const rl_model_opts_t *opts, i
         const int grads = s_grads(self);
         s_group_sizes(self, opts);
         out->weights = self->w_bytes;
-        out->trainable = self->t_cap * sizeof(float) + self->t_n * sizeof(uint16_t);
-        out->grads = grads ? self->t_cap * sizeof(float) : 0;
-        out->optim = self->host_optim || !grads ? 0 : 2 * self->slice * sizeof(float);
+        s_trainable_bytes(self, grads, grads && !self->host_optim, &out->trainable, &out->grads,
+                          &out->optim);
         out->acts = s_layout(self, NULL);
     }
     free(self->tensors);
@@ -1792,9 +1801,8 @@ int rl_model_cuda_new(rl_model_t *host, const rl_model_opts_t *opts, rl_model_cu
     self->a_bytes = s_layout(self, NULL);
     // what the device must hold, checked against its free memory before anything is allocated
     const int grads = s_grads(self);
-    size_t t_bytes = self->t_cap * sizeof(float) + self->t_n * sizeof(uint16_t);
-    size_t g_bytes = grads ? self->t_cap * sizeof(float) : 0;
-    size_t o_bytes = self->host_optim || !grads ? 0 : 2 * self->slice * sizeof(float);
+    size_t t_bytes, g_bytes, o_bytes;
+    s_trainable_bytes(self, grads, grads && !self->host_optim, &t_bytes, &g_bytes, &o_bytes);
     size_t need = self->w_bytes + t_bytes + g_bytes + o_bytes + self->a_bytes;
     rl_cuda_device_info_t di;
     if (cu->device_info(self->device, &di, msg, sizeof msg) != 0) {
