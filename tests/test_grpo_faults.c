@@ -344,10 +344,14 @@ static void test_intruders(void) {
     CHECK_CONTAINS(out ? out : "", "dropped");
     CHECK(out == NULL || strstr(out, "forged hello") == NULL);
     // logged by the kernel's pid of the sender, the name it gave itself only as a claim (it
-    // was logged as "from connection 'sampler/0'", the worker's own name)
-    CHECK_CONTAINS(out ? out : "", "on a connection calling itself 'sampler/0'");
-    CHECK_MSG(out && !strstr(out, "from connection 'sampler/0'") &&
-                  !strstr(out, "from sampler/0:"),
+    // was logged as "from connection 'sampler/0'", the worker's own name). Only the first few
+    // drops are logged, and which of the intruder's two connections ZeroMQ hears first is a
+    // race, so either claimed name may be the one in the log.
+    CHECK_MSG(out && (strstr(out, "on a connection calling itself 'sampler/0'") ||
+                      strstr(out, "on a connection calling itself 'actor/0'")),
+              "no drop logged as 'on a connection calling itself <claimed name>':\n%s",
+              out ? out : "");
+    CHECK_MSG(out && !strstr(out, "from connection '") && !strstr(out, "from sampler/0:"),
               "a dropped message is logged under the name the intruder claimed:\n%s",
               out ? out : "");
     free(out);
