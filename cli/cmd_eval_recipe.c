@@ -56,6 +56,7 @@ static int s_pass(const rl_recipe_t *r, rl_model_t *m, rl_tokenizer_t *tok, rl_p
     sp.sample.top_k = t > 0 ? r->sampling.top_k : 0;
     sp.n = n;
     sp.max_new_tokens = r->sampling.max_new_tokens;
+    sp.max_batch = r->sampling.max_batch;
     // as a run's request carries it (an int64 on the wire: 63 bits)
     sp.seed = rl_rollout_mix((uint64_t)r->run.seed, 0xE7A1ull) & 0x7fffffffffffffffull;
     if (rl_sampler_generate(smp, pr, P, &sp, &res) != 0) {

@@ -14,7 +14,6 @@
 #include "rl_log.h"
 #include "rl_model.h"
 #include "rl_policy.h"
-#include "rl_sampler.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -166,7 +165,7 @@ static int s_roles(const rl_recipe_t *r, const rl_hf_config_t *cfg, int mb, rl_c
                          rows, 0, 0, err, err_len);
     }
     // the samplers, by device: the actor's trainable layout, no gradients, activations for their
-    // steps (the default 4096 rows), a KV cache of up to RL_SAMPLER_MAX_BATCH_DEFAULT slots
+    // steps (the default 4096 rows), a KV cache of sampling.max_batch slots
     rl_model_opts_t sm = actor;
     sm.device_comm_ranks = 0;
     sm.lora_dropout = 0.0f;
@@ -174,8 +173,8 @@ static int s_roles(const rl_recipe_t *r, const rl_hf_config_t *cfg, int mb, rl_c
     const int plen = uses & RL_RECIPE_USES_SAMPLES ? r->data.max_prompt_length : r->data.max_length;
     return rc ? rc
               : s_add_procs(r, p, "sampler", "samplers", ro.samplers, cfg, &sm, 1, 0,
-                            RL_SAMPLER_MAX_BATCH_DEFAULT, plen + r->sampling.max_new_tokens - 1,
-                            err, err_len);
+                            r->sampling.max_batch, plen + r->sampling.max_new_tokens - 1, err,
+                            err_len);
 }
 
 // Every device fits (those not found count as fitting: nothing to compare with).

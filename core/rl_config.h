@@ -392,6 +392,7 @@ typedef struct {
 typedef struct {
     double temperature, top_p;
     int top_k, max_new_tokens;
+    int max_batch; // most sequences a sampler decodes at once (its KV cache slots)
     rl_recipe_strlist_t stop;
 } rl_recipe_sampling_t;
 

@@ -132,6 +132,8 @@ static const s_foreign_t s_names[] = {
     {"train_batch_size", "verl/OpenRLHF", "train.batch_size",
      "prompts per step (GRPO, PPO), as verl's data.train_batch_size"},
     {"max_response_length", "verl", "sampling.max_new_tokens", "the same"},
+    {"max_num_seqs", "verl/vLLM", "sampling.max_batch",
+     "the most sequences a sampler decodes at once"},
     {"total_training_steps", "verl", "train.steps", "the same"},
     {"total_epochs", "verl", "train.steps", "rlctl counts optimizer steps, not epochs"},
     {"save_freq", "verl", "train.save_every", "the same"},

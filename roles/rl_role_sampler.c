@@ -19,6 +19,7 @@ typedef struct {
     rl_sampler_t *sampler;
     int64_t version; // weights version held (-1: none yet, or a bucketed load in progress)
     int64_t loading, received; // a bucketed load: its version, the floats received so far
+    int max_batch;             // sampling.max_batch: the KV cache's slots
 } s_sampler_t;
 
 static void s_teardown(void **state) {
@@ -56,6 +57,7 @@ static int s_setup(const rl_recipe_t *recipe, const rl_role_env_t *env, void **s
     }
     s->sampler = rl_sampler_new(s->model);
     s->version = -1;
+    s->max_batch = recipe->sampling.max_batch;
     if (!s->sampler) {
         s_teardown(state);
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
@@ -176,6 +178,7 @@ static int s_generate(void *state, const rl_msg_t *req, rl_msg_t **reply, char *
     sp.seed = (uint64_t)q.seed;
     sp.stop_ids = q.stop_ids;
     sp.n_stop = (int)q.n_stop;
+    sp.max_batch = s->max_batch;
     // session keys: the same bits (a signed and an unsigned type may alias each other)
     sp.sessions = (const uint64_t *)q.sessions;
     rl_sampler_result_t *res = NULL;

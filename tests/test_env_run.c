@@ -211,6 +211,20 @@ static void test_turns(void) {
               pf[1], pf[0]);
     CHECK_MSG(fabs(tn[1] - tn[0]) < 0.1, "env/turns %g with the kept cache, %g without", tn[1],
               tn[0]);
+    // a sampler of one slot (sampling.max_batch=1) prefills each first prompt once per sample,
+    // not once for all its samples, and samples the same episodes
+    snprintf(extra, sizeof extra,
+             "model.path=%s/model sampling.max_batch=1 'env.command=[" PY
+             ", ../tests/env_test.py, turns, 4]'",
+             s_tmp);
+    CHECK_INT(s_run("kv1s", 1, extra), 0);
+    double pf1 = s_last("kv1s", "env/prefill_tokens");
+    printf("prefill tokens with one sampler slot: %.0f (%.0f with 64)\n", pf1, pf[1]);
+    CHECK_MSG(pf1 > pf[1], "one slot prefilled %g tokens, 64 slots %g", pf1, pf[1]);
+    CHECK_MSG(s_last("kv1s", "reward") == s_last("kv1", "reward") &&
+                  s_last("kv1s", "env/turns") == tn[1],
+              "one sampler slot changed the episodes: reward %g vs %g", s_last("kv1s", "reward"),
+              s_last("kv1", "reward"));
     // a TRL reward function sees each episode's messages after the first prompt: as many
     // assistant messages as the episode had turns
     snprintf(extra, sizeof extra,

@@ -250,6 +250,22 @@ static void s_test_cli(const rl_hf_config_t *arith) {
     CHECK_INT(json_integer_value(json_object_get(actor, "rows")), 32 * 56);
     CHECK_INT(json_integer_value(json_object_get(actor, "optim")), (long long)p.optim);
     json_decref(o);
+    // a sampler's KV cache holds sampling.max_batch slots (default 64) of the longest sequence
+    // (prompt 16 + 40 new - 1 = 55 positions), for its 4096-row steps
+    for (int k = 0; k < 2; k++) {
+        CHECK_INT(s_cmd("", s_grpo(k ? "--json sampling.max_batch=8" : "--json")), 0);
+        o = json_loads(s_out, 0, NULL);
+        json_t *sm = NULL, *e;
+        size_t i;
+        json_array_foreach(json_object_get(o, "roles"), i, e) {
+            const char *name = json_string_value(json_object_get(e, "role"));
+            sm = name && strcmp(name, "sampler") == 0 ? e : sm;
+        }
+        CHECK_MSG(sm != NULL, "no sampler row: %s", s_out);
+        CHECK_INT(sm ? json_integer_value(json_object_get(sm, "kv_cache")) : -1,
+                  (long long)rl_model_device_kvcache_bytes(arith, k ? 8 : 64, 55, 4096, 1));
+        json_decref(o);
+    }
     // AdamW on the host (train.optimizer_offload): the actor's plan holds no moments
     CHECK_INT(s_cmd("", s_grpo("--json train.optimizer_offload=true")), 0);
     o = json_loads(s_out, 0, NULL);
