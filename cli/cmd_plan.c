@@ -247,14 +247,8 @@ static double s_mib(size_t b) {
     return (double)b / (1 << 20);
 }
 
-void rl_cli_plan_log(const rl_recipe_t *r) {
-    rl_cli_plan_t *p = malloc(sizeof *p);
-    char err[2048];
-    if (!p || rl_cli_plan(r, p, err, sizeof err) != 0) {
-        free(p);
-        return; // checked before (rl_cli_check_model): nothing new to say
-    }
-    for (int i = 0; i < p->n; i++) {
+void rl_cli_plan_log(const rl_cli_plan_t *p) {
+    for (int i = 0; p && i < p->n; i++) {
         const rl_cli_plan_role_t *e = &p->roles[i];
         char dn[32];
         const char *name = "";
@@ -265,7 +259,6 @@ void rl_cli_plan_log(const rl_recipe_t *r) {
                     e->procs > 1 ? "s" : "", rl_device_name(&e->device, dn, sizeof dn), name,
                     s_mib(e->total), e->procs > 1 ? " each" : "");
     }
-    free(p);
 }
 
 static void s_print(const rl_recipe_t *r, const rl_cli_plan_t *p, const char *path) {

@@ -153,6 +153,7 @@ int rl_cmd_run(int argc, char **argv) {
     int n_over = 0, code = RL_EXIT_USAGE;
     rl_recipe_t *r = NULL;
     rl_rundir_t *rd = NULL;
+    rl_cli_plan_t *plan = NULL; // the devices' memory plan, with a role on a GPU
     if (!overrides) {
         fprintf(stderr, "rlctl run: out of memory\n");
         return RL_EXIT_FAIL;
@@ -217,13 +218,15 @@ int rl_cmd_run(int argc, char **argv) {
         code = RL_EXIT_USAGE;
         goto done;
     }
-    if ((rc = rl_cli_check_model(r, err, sizeof(err))) != 0 ||
+    if ((rc = rl_cli_check_model(r, &plan, err, sizeof(err))) != 0 ||
         (rc = rl_controller_preflight(algo, r, err, sizeof(err))) != 0) {
         fprintf(stderr, "%s%s", err, err[0] && err[strlen(err) - 1] == '\n' ? "" : "\n");
         code = rc == RL_EINVAL || rc == RL_EUNSUPPORTED ? RL_EXIT_USAGE : RL_EXIT_FAIL;
         goto done;
     }
-    rl_cli_plan_log(r); // where the roles holding the model run (on a GPU), and their memory
+    rl_cli_plan_log(plan); // where the roles holding the model run (on a GPU), and their memory
+    free(plan);
+    plan = NULL;
 
     // the run folder: run.dir, or the folder --resume names (a run, or one of its checkpoints)
     char run_dir[4200], ckpt[4200] = "";
@@ -299,6 +302,7 @@ int rl_cmd_run(int argc, char **argv) {
     }
     code = RL_EXIT_OK;
 done:
+    free(plan);
     rl_rundir_destroy(&rd);
     rl_recipe_destroy(&r);
     free(overrides);

@@ -151,7 +151,7 @@ int rl_cmd_validate(int argc, char **argv) {
     }
     int rc = rl_recipe_load_file(rl_algos(), path, ovr, n_ovr, flags, &r, err, err_len);
     if (rc == 0 && !(flags & RL_RECIPE_NO_FILE_CHECKS)) {
-        rc = rl_cli_check_model(r, err, err_len);
+        rc = rl_cli_check_model(r, NULL, err, err_len);
     }
     // what the algorithm loads, as `rlctl run` checks it before it touches the run folder (the
     // same function, so the same messages): the datasets with the run's tokenizer and chat

@@ -157,7 +157,10 @@ double rl_cli_math_score(void *ctx, const char *text, size_t len, const char *an
 // tensors the config implies (a reward model's, algorithm rm, may also be a sequence
 // classifier's: score.weight, no lm_head), and the tokenizer loads and fits in the model's
 // vocabulary. A problem is reported at the recipe line that named the folder or the tokenizer.
-int rl_cli_check_model(const rl_recipe_t *r, char *err, size_t err_len) {
+int rl_cli_check_model(const rl_recipe_t *r, rl_cli_plan_t **plan_out, char *err, size_t err_len) {
+    if (plan_out) {
+        *plan_out = NULL;
+    }
     char msg[2048];
     rl_hf_config_t cfg;
     rl_st_model_t *weights = NULL;
@@ -232,7 +235,11 @@ int rl_cli_check_model(const rl_recipe_t *r, char *err, size_t err_len) {
                                       p->largest_mb);
             }
         }
-        free(p);
+        if (rc || !plan_out) {
+            free(p);
+        } else {
+            *plan_out = p;
+        }
         if (rc) {
             return rc;
         }

@@ -44,8 +44,11 @@ int rl_cmd_plan(int argc, char **argv);
 
 // Reads the recipe's model folder as `run` will: config.json, weights that match it, and a
 // tokenizer that fits its vocabulary. Problems are reported at the recipe line that named the
-// folder or tokenizer (RL_EINVAL, err filled); 0 when all is well.
-int rl_cli_check_model(const rl_recipe_t *r, char *err, size_t err_len);
+// folder or tokenizer (RL_EINVAL, err filled); 0 when all is well. With a role on a GPU it also
+// plans the devices' memory (rl_cli_plan) and refuses a plan that does not fit; plan_out: NULL,
+// or where that plan is kept on success (NULL when every role is on the CPU; caller frees).
+typedef struct rl_cli_plan rl_cli_plan_t;
+int rl_cli_check_model(const rl_recipe_t *r, rl_cli_plan_t **plan_out, char *err, size_t err_len);
 
 // The device memory a recipe's run needs (rlctl plan, cli/cmd_plan.c): per role on a GPU (its
 // device: roles.devices, else model.device), each of its processes' model
@@ -69,7 +72,7 @@ typedef struct {
     char name[128], why[1024];
     size_t mem_total, mem_free;
 } rl_cli_plan_dev_t;
-typedef struct {
+typedef struct rl_cli_plan {
     int seq_len, micro_batch;
     rl_cli_plan_role_t roles[RL_CLI_PLAN_MAX];
     int n; // 0: no role on a GPU, nothing planned
@@ -85,8 +88,8 @@ typedef struct {
 // CUDA module) with err filled.
 int rl_cli_plan(const rl_recipe_t *r, rl_cli_plan_t *p, char *err, size_t err_len);
 // Logs where each role that holds the model runs and its planned memory (rlctl run's placement
-// lines; nothing when every role is on the CPU).
-void rl_cli_plan_log(const rl_recipe_t *r);
+// lines), from p as rl_cli_check_model kept it (NULL: every role is on the CPU, nothing).
+void rl_cli_plan_log(const rl_cli_plan_t *p);
 
 // Parses a subcommand's flags with getopt_long before the subcommand reads them (argv[0] is the
 // subcommand): spec lists its long flags ("force stop-at= resume?": a switch, one that takes a
