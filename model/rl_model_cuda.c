@@ -63,7 +63,9 @@ typedef struct {
 
 // One layer's saved activations on the device. N = packed rows; QD = NH*D, KVD = NKV*D. The
 // fp32 tensors are rl_model.c's s_act_t; the matmul inputs are kept only in bf16 (ln1, att_h,
-// ln2, act), which is what the weight gradients read.
+// ln2, act), which is what the weight gradients read, and so are gate and up (computed in fp32
+// into the model's gate32 / up32, the layer's SwiGLU reads them so; its backward reads the bf16
+// copies, as PyTorch's bf16 autograd keeps them: half the bytes of the largest activations).
 typedef struct {
     uint16_t *ln1;              // (N,C) bf16   input_layernorm output
     float *rstd1;               // (N) fp32
@@ -76,7 +78,7 @@ typedef struct {
     float *h;                   // (N,C) fp32 residual stream after attention
     uint16_t *ln2;              // (N,C) bf16 post_attention_layernorm output
     float *rstd2;               // (N) fp32
-    float *gate, *up;           // (N,I) fp32 each
+    uint16_t *gate_h, *up_h;    // (N,I) bf16 each (a model that trains; else NULL)
     uint16_t *act;              // (N,I) bf16 silu(gate) * up (down_proj's input)
     uint16_t *xa[RL_LORA_NMOD]; // (N,R) bf16 LoRA x A^T per targeted module
 } s_act_t;
@@ -137,6 +139,9 @@ struct rl_model_cuda {
     uint16_t *dxa_h;       // (N,R) bf16
     float *dres, *dln, *datt, *dqr, *dkr, *dq, *dk, *dv; // gradients (rl_model.c's names)
     float *dgate, *dup, *dact, *dlx, *delta;
+    // (N,I) fp32 the gate and up projections of the layer a forward computes: a model that
+    // trains lends it dgate and dup (a layer's forward and backward never overlap), else its own
+    float *gate32, *up32;
     uint16_t *dgate_h, *dup_h, *dout_h; // bf16 copies of the gradients the matmuls read
     int32_t *d_ids, *d_targets, *d_pos, *d_starts, *d_erows, *d_eseg;
     int32_t *d_grow; // (N) each row's index b*T+t in the caller's batch (the dropout masks')
@@ -479,9 +484,10 @@ static int s_layer_forward(rl_model_cuda_t *self, int l, s_act_t *a, const float
 
     S_TRY(cu->rmsnorm_forward(ctx, NULL, a->ln2, a->rstd2, a->h,
                               S_W(w, post_attention_layernorm)->f, eps, N, C));
-    S_PROJ(S_GATE, a->gate, a->ln2, gate_proj, gate_bias, C, I);
-    S_PROJ(S_UP, a->up, a->ln2, up_proj, up_bias, C, I);
-    S_TRY(cu->swiglu_forward(ctx, NULL, a->act, a->gate, a->up, (size_t)N * I));
+    S_PROJ(S_GATE, self->gate32, a->ln2, gate_proj, gate_bias, C, I);
+    S_PROJ(S_UP, self->up32, a->ln2, up_proj, up_bias, C, I);
+    S_TRY(cu->swiglu_forward_keep(ctx, a->act, a->gate_h, a->up_h, self->gate32, self->up32,
+                                  (size_t)N * I));
     S_PROJ(S_DOWN, x_out, a->act, down_proj, down_bias, I, C);
     S_TRY(cu->residual_forward(ctx, x_out, x_out, a->h, (size_t)N * C));
 #undef S_PROJ
@@ -509,8 +515,8 @@ static int s_layer_backward(rl_model_cuda_t *self, int l, const s_act_t *a, cons
     // x_out = h + down(swiglu(gate(ln2), up(ln2))): dh = dres + (through the MLP). The first
     // writer of each gradient buffer sets it (no zeroing pass); the others add.
     S_PROJ_BWD(S_DOWN, self->dact, down_proj, down_bias, dres, NULL, a->act, I, C, 1);
-    S_TRY(cu->swiglu_backward(ctx, self->dgate, self->dup, self->dgate_h, self->dup_h, self->dact,
-                              a->gate, a->up, nI, 0));
+    S_TRY(cu->swiglu_backward_kept(ctx, self->dgate, self->dup, self->dgate_h, self->dup_h,
+                                   self->dact, a->gate_h, a->up_h, nI, 0));
     S_PROJ_BWD(S_UP, self->dln, up_proj, up_bias, self->dup, self->dup_h, a->ln2, C, I, 1);
     S_PROJ_BWD(S_GATE, self->dln, gate_proj, gate_bias, self->dgate, self->dgate_h, a->ln2, C, I,
                0);
@@ -1407,8 +1413,8 @@ static size_t s_layout(rl_model_cuda_t *self, char *base) {
         a->h = s_take(&y, n * C * f);
         a->ln2 = s_take(&y, n * C * h);
         a->rstd2 = s_take(&y, n * f);
-        a->gate = s_take(&y, n * I * f);
-        a->up = s_take(&y, n * I * f);
+        a->gate_h = s_take(&y, grads ? n * I * h : 0);
+        a->up_h = s_take(&y, grads ? n * I * h : 0);
         a->act = s_take(&y, n * I * h);
         for (int m = 0; m < RL_LORA_NMOD; m++) {
             a->xa[m] = s_take(&y, (self->lora_targets & (1 << m)) ? n * R * h : 0);
@@ -1443,6 +1449,8 @@ static size_t s_layout(rl_model_cuda_t *self, char *base) {
     self->dact = s_take(&y, grads ? n * I * f : 0);
     self->dgate = s_take(&y, grads ? n * I * f : 0);
     self->dup = s_take(&y, grads ? n * I * f : 0);
+    self->gate32 = grads ? self->dgate : s_take(&y, n * I * f);
+    self->up32 = grads ? self->dup : s_take(&y, n * I * f);
     self->dgate_h = s_take(&y, grads ? n * I * h : 0);
     self->dup_h = s_take(&y, grads ? n * I * h : 0);
     self->dout_h = s_take(&y, grads ? n * maxin * h : 0);

@@ -323,10 +323,12 @@ static inline void rl_test_metrics_close(const char *tmp, const char *a, const c
     json_decref(mb);
 }
 
-// The F32 tensors of two safetensors files (the same header): their largest difference;
+// The F32 tensors of two safetensors files (the same header): their largest difference, and
+// into *over (may be NULL) how many of the *n (may be NULL) values differ by more than tol;
 // INFINITY when a file is missing or the headers differ.
-static inline double rl_test_st_max_diff(const char *fa, const char *fb) {
-    size_t na = 0, nb = 0;
+static inline double rl_test_st_diff(const char *fa, const char *fb, double tol, size_t *over,
+                                     size_t *n) {
+    size_t na = 0, nb = 0, k = 0, o = 0;
     char *a = rl_test_read_file(fa, &na), *b = rl_test_read_file(fb, &nb);
     double worst = INFINITY;
     uint64_t ha = 0, hb = 0;
@@ -336,16 +338,29 @@ static inline double rl_test_st_max_diff(const char *fa, const char *fb) {
     }
     if (ha && ha == hb && na == nb && !memcmp(a + 8, b + 8, ha)) { // the same header
         worst = 0;
-        for (size_t i = 8 + ha; i + 4 <= na; i += 4) {
+        for (size_t i = 8 + ha; i + 4 <= na; i += 4, k++) {
             float x, y;
             memcpy(&x, a + i, 4);
             memcpy(&y, b + i, 4);
-            worst = fmax(worst, fabs((double)x - y));
+            double d = fabs((double)x - y);
+            worst = fmax(worst, d);
+            o += !(d <= tol);
         }
     }
     free(a);
     free(b);
+    if (over) {
+        *over = o;
+    }
+    if (n) {
+        *n = k;
+    }
     return worst;
+}
+
+// Their largest difference (rl_test_st_diff).
+static inline double rl_test_st_max_diff(const char *fa, const char *fb) {
+    return rl_test_st_diff(fa, fb, 0.0, NULL, NULL);
 }
 
 // <tmp>/<b>/final/<file> against <tmp>/<a>/final/<file> (rl_test_st_max_diff): checks every

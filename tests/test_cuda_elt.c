@@ -17,7 +17,10 @@
 // - SwiGLU: the kernel ports rl_expf operation for operation, so it should be bit for bit too
 //   (the suite prints how many elements are); it passes within 2^-20 relative (8 ulp: what
 //   an exp with a few ulp of error, like CUDA's expf, would give), with the backward's bound
-//   scaled by 1 + |x| (1 + x (1 - s) cancels near x = -1.28).
+//   scaled by 1 + |x| (1 + x (1 - s) cancels near x = -1.28). Keeping gate and up in bf16
+//   (swiglu_forward_keep, swiglu_backward_kept: the device model's training activations): the
+//   same act bits, gate and up rounded, and the backward from them bit for bit the fp32
+//   backward given their values.
 // - RMSNorm: the sums over a row are double on both sides in different orders, so mean(x^2)
 //   rounds to the same float or one ulp apart: rstd and out within 2^-21 relative (4 ulp);
 //   dinp within 2^-21 of the magnitudes it is made of (|dinp0| + |r g w| + |x k|). dw (and the
@@ -606,6 +609,24 @@ static void s_swiglu_case(size_t n) {
     s_exact(what, got_g, got, n);
     snprintf(what, sizeof what, "swiglu fwd n %zu out = up", n);
     s_exact(what, got_u, got, n);
+    // keeping gate and up in bf16: the same act bits, and gate / up rounded
+    uint16_t *k16 = rl_test_poisoned(n * 2), *kg16 = rl_test_poisoned(n * 2),
+             *ku16 = rl_test_poisoned(n * 2);
+    S_OK(rl_test_cu->swiglu_forward_keep(rl_test_ctx, k16, kg16, ku16, dx, du, n));
+    uint16_t *keep16 = rl_test_back(k16, n * 2), *keepg = rl_test_back(kg16, n * 2),
+             *keepu = rl_test_back(ku16, n * 2);
+    CHECK_MSG(memcmp(keep16, got16, n * 2) == 0, "swiglu keep n %zu: act differs", n);
+    snprintf(what, sizeof what, "swiglu keep n %zu gate bf16", n);
+    s_bf16_of(what, keepg, x, n);
+    snprintf(what, sizeof what, "swiglu keep n %zu up bf16", n);
+    s_bf16_of(what, keepu, u, n);
+    // the kept gate and up as fp32 (what the backward from them must equal, bit for bit)
+    float *xk = malloc(n * 4), *uk = malloc(n * 4);
+    for (size_t i = 0; i < n; i++) {
+        xk[i] = rl_test_from_bf16(keepg[i]);
+        uk[i] = rl_test_from_bf16(keepu[i]);
+    }
+    float *dxk = s_dev(xk, n * 4), *duk = s_dev(uk, n * 4);
 
     // backward: accumulate with all four outputs, then set (poisoned) with all four
     float *g = s_floats(n, 1.0f), *dg0 = s_floats(n, 1.0f), *du0 = s_floats(n, 1.0f);
@@ -656,6 +677,34 @@ static void s_swiglu_case(size_t n) {
         s_exact(what, rog, rg, n);
         snprintf(what, sizeof what, "swiglu bwd n %zu dup alone %s", n, acc ? "+=" : "=");
         s_exact(what, rou, ru, n);
+        // from the kept bf16 gate and up: swiglu_backward given their fp32 values, bit for bit
+        float *kg = acc ? s_dev(dg0, n * 4) : rl_test_poisoned(n * 4);
+        float *ku = acc ? s_dev(du0, n * 4) : rl_test_poisoned(n * 4);
+        float *fg = acc ? s_dev(dg0, n * 4) : rl_test_poisoned(n * 4);
+        float *fu = acc ? s_dev(du0, n * 4) : rl_test_poisoned(n * 4);
+        uint16_t *kg16b = rl_test_poisoned(n * 2), *ku16b = rl_test_poisoned(n * 2);
+        S_OK(rl_test_cu->swiglu_backward_kept(rl_test_ctx, kg, ku, kg16b, ku16b, dgrad, kg16, ku16,
+                                              n, acc));
+        S_OK(rl_test_cu->swiglu_backward(rl_test_ctx, fg, fu, NULL, NULL, dgrad, dxk, duk, n, acc));
+        float *rkg = s_back(kg, n), *rku = s_back(ku, n), *rfg = s_back(fg, n),
+              *rfu = s_back(fu, n);
+        uint16_t *rkg16 = rl_test_back(kg16b, n * 2), *rku16 = rl_test_back(ku16b, n * 2);
+        snprintf(what, sizeof what, "swiglu bwd kept n %zu dgate %s", n, acc ? "+=" : "=");
+        s_exact(what, rkg, rfg, n);
+        snprintf(what, sizeof what, "swiglu bwd kept n %zu dup %s", n, acc ? "+=" : "=");
+        s_exact(what, rku, rfu, n);
+        snprintf(what, sizeof what, "swiglu bwd kept n %zu dgate bf16 %s", n, acc ? "+=" : "=");
+        s_bf16_of(what, rkg16, rkg, n);
+        snprintf(what, sizeof what, "swiglu bwd kept n %zu dup bf16 %s", n, acc ? "+=" : "=");
+        s_bf16_of(what, rku16, rku, n);
+        void *kdev[] = {kg, ku, fg, fu, kg16b, ku16b};
+        for (size_t i = 0; i < sizeof kdev / sizeof kdev[0]; i++) {
+            rl_test_dfree(kdev[i]);
+        }
+        void *khost[] = {rkg, rku, rfg, rfu, rkg16, rku16};
+        for (size_t i = 0; i < sizeof khost / sizeof khost[0]; i++) {
+            free(khost[i]);
+        }
 
         void *dev[] = {ddg, ddu, ddg16, ddu16, dgrad, og, ou};
         for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) {
@@ -666,11 +715,12 @@ static void s_swiglu_case(size_t n) {
             free(host[i]);
         }
     }
-    void *dev[] = {dx, du, dout, dout16, d16, dxi, dui};
+    void *dev[] = {dx, du, dout, dout16, d16, dxi, dui, k16, kg16, ku16, dxk, duk};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) {
         rl_test_dfree(dev[i]);
     }
-    void *host[] = {x, u, want, got, got16, only16, got_g, got_u, g, dg0, du0, bg, bu, wg, wu};
+    void *host[] = {x,   u,  want, got, got16, only16, got_g, got_u, g,  dg0,
+                    du0, bg, bu,   wg,  wu,    keep16, keepg, keepu, xk, uk};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) {
         free(host[i]);
     }
@@ -683,6 +733,9 @@ static void test_swiglu(void) {
     s_swiglu_case(300 * 200 + 3);
     S_OK(rl_test_cu->swiglu_forward(rl_test_ctx, NULL, NULL, NULL, NULL, 0));
     S_OK(rl_test_cu->swiglu_backward(rl_test_ctx, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 1));
+    S_OK(rl_test_cu->swiglu_forward_keep(rl_test_ctx, NULL, NULL, NULL, NULL, NULL, 0));
+    S_OK(rl_test_cu->swiglu_backward_kept(rl_test_ctx, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0,
+                                          1));
 }
 
 // ---------------------------------------------------------------------------------------------

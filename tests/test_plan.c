@@ -277,7 +277,7 @@ static void s_test_cli(const rl_hf_config_t *arith) {
     if (!rl_test_emulated()) {
         return; // a device's memory cannot be shrunk here
     }
-    // 150 MiB: the two samplers take ~99, the actor at micro-batch 32 ~72: too much
+    // 150 MiB: the two samplers take ~99, the actor at micro-batch 32 ~61: too much
     const char *small = "CUEMU_MEMORY=150M";
     CHECK_INT(s_cmd(small, s_grpo("--json")), 1);
     o = json_loads(s_out, 0, NULL);

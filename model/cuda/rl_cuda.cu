@@ -414,6 +414,9 @@ static const rl_cuda_module_t s_module = {
     rl_cuda_comm_reduce_scatter,
     rl_cuda_comm_all_gather,
     rl_cuda_comm_sum_f64,
+    // ---- SwiGLU keeping gate and up in bf16 ----
+    rl_cuda_elt_swiglu_forward_keep,
+    rl_cuda_elt_swiglu_backward_kept,
 };
 
 extern "C" __attribute__((visibility("default"))) const rl_cuda_module_t *rl_cuda_module(void) {

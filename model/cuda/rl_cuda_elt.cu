@@ -415,11 +415,19 @@ static __device__ __forceinline__ float s_expf(float x) {
     return __fmul_rn(y, __uint_as_float(bits));
 }
 
-static __global__ void s_swiglu_forward_kernel(float *out, __nv_bfloat16 *out16, const float *gate,
-                                               const float *up, size_t n) {
+// gate16 / up16 (NULL: not kept): bf16 copies of the inputs, for a backward that reads those.
+static __global__ void s_swiglu_forward_kernel(float *out, __nv_bfloat16 *out16,
+                                               __nv_bfloat16 *gate16, __nv_bfloat16 *up16,
+                                               const float *gate, const float *up, size_t n) {
     for (size_t i = s_tid(); i < n; i += s_stride()) {
         float x = gate[i], u = up[i];
         float y = __fmul_rn(__fdiv_rn(x, __fadd_rn(1.0f, s_expf(-x))), u);
+        if (gate16) {
+            gate16[i] = __float2bfloat16_rn(x);
+        }
+        if (up16) {
+            up16[i] = __float2bfloat16_rn(u);
+        }
         if (out16) {
             out16[i] = __float2bfloat16_rn(y);
         }
@@ -435,20 +443,41 @@ int rl_cuda_elt_swiglu_forward(rl_cuda_ctx_t *ctx, float *out, uint16_t *out_bf1
         return 0;
     }
     s_swiglu_forward_kernel<<<s_grid(n), S_THREADS, 0, ctx->stream>>>(
-        out, (__nv_bfloat16 *)out_bf16, gate, up, n);
+        out, (__nv_bfloat16 *)out_bf16, (__nv_bfloat16 *)NULL, (__nv_bfloat16 *)NULL, gate, up, n);
     RL_CUDA_LAUNCHED(ctx, "swiglu_forward");
     return 0;
 }
 
-static __global__ void s_swiglu_backward_kernel(float *dgate, float *dup, __nv_bfloat16 *dgate16,
-                                                __nv_bfloat16 *dup16, const float *dout,
-                                                const float *gate, const float *up, size_t n,
-                                                int accumulate) {
+int rl_cuda_elt_swiglu_forward_keep(rl_cuda_ctx_t *ctx, uint16_t *out_bf16, uint16_t *gate_bf16,
+                                    uint16_t *up_bf16, const float *gate, const float *up,
+                                    size_t n) {
+    if (n == 0 || (!out_bf16 && !gate_bf16 && !up_bf16)) {
+        return 0;
+    }
+    s_swiglu_forward_kernel<<<s_grid(n), S_THREADS, 0, ctx->stream>>>(
+        (float *)NULL, (__nv_bfloat16 *)out_bf16, (__nv_bfloat16 *)gate_bf16,
+        (__nv_bfloat16 *)up_bf16, gate, up, n);
+    RL_CUDA_LAUNCHED(ctx, "swiglu_forward_keep");
+    return 0;
+}
+
+static __device__ float s_ld(const float *p, size_t i) {
+    return p[i];
+}
+static __device__ float s_ld(const __nv_bfloat16 *p, size_t i) {
+    return __bfloat162float(p[i]);
+}
+
+// T: float, or __nv_bfloat16 (gate and up as the forward kept them: their fp32 values)
+template <typename T>
+static __global__ void
+s_swiglu_backward_kernel(float *dgate, float *dup, __nv_bfloat16 *dgate16, __nv_bfloat16 *dup16,
+                         const float *dout, const T *gate, const T *up, size_t n, int accumulate) {
     for (size_t i = s_tid(); i < n; i += s_stride()) {
-        float x = gate[i], d = dout[i];
+        float x = s_ld(gate, i), d = dout[i];
         float s = __fdiv_rn(1.0f, __fadd_rn(1.0f, s_expf(-x)));
         if (dgate || dgate16) {
-            float t = __fmul_rn(__fmul_rn(__fmul_rn(d, up[i]), s),
+            float t = __fmul_rn(__fmul_rn(__fmul_rn(d, s_ld(up, i)), s),
                                 __fadd_rn(1.0f, __fmul_rn(x, __fsub_rn(1.0f, s))));
             if (accumulate && dgate) {
                 t = __fadd_rn(dgate[i], t);
@@ -481,10 +510,24 @@ int rl_cuda_elt_swiglu_backward(rl_cuda_ctx_t *ctx, float *dgate, float *dup, ui
     if (n == 0 || (!dgate && !dup && !dgate_bf16 && !dup_bf16)) {
         return 0;
     }
-    s_swiglu_backward_kernel<<<s_grid(n), S_THREADS, 0, ctx->stream>>>(
+    s_swiglu_backward_kernel<float><<<s_grid(n), S_THREADS, 0, ctx->stream>>>(
         dgate, dup, (__nv_bfloat16 *)dgate_bf16, (__nv_bfloat16 *)dup_bf16, dout, gate, up, n,
         accumulate);
     RL_CUDA_LAUNCHED(ctx, "swiglu_backward");
+    return 0;
+}
+
+int rl_cuda_elt_swiglu_backward_kept(rl_cuda_ctx_t *ctx, float *dgate, float *dup,
+                                     uint16_t *dgate_bf16, uint16_t *dup_bf16, const float *dout,
+                                     const uint16_t *gate_bf16, const uint16_t *up_bf16, size_t n,
+                                     int accumulate) {
+    if (n == 0 || (!dgate && !dup && !dgate_bf16 && !dup_bf16)) {
+        return 0;
+    }
+    s_swiglu_backward_kernel<__nv_bfloat16><<<s_grid(n), S_THREADS, 0, ctx->stream>>>(
+        dgate, dup, (__nv_bfloat16 *)dgate_bf16, (__nv_bfloat16 *)dup_bf16, dout,
+        (const __nv_bfloat16 *)gate_bf16, (const __nv_bfloat16 *)up_bf16, n, accumulate);
+    RL_CUDA_LAUNCHED(ctx, "swiglu_backward_kept");
     return 0;
 }
 

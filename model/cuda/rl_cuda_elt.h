@@ -83,6 +83,13 @@ int rl_cuda_elt_swiglu_forward(rl_cuda_ctx_t *ctx, float *out, uint16_t *out_bf1
 int rl_cuda_elt_swiglu_backward(rl_cuda_ctx_t *ctx, float *dgate, float *dup, uint16_t *dgate_bf16,
                                 uint16_t *dup_bf16, const float *dout, const float *gate,
                                 const float *up, size_t n, int accumulate);
+int rl_cuda_elt_swiglu_forward_keep(rl_cuda_ctx_t *ctx, uint16_t *out_bf16, uint16_t *gate_bf16,
+                                    uint16_t *up_bf16, const float *gate, const float *up,
+                                    size_t n);
+int rl_cuda_elt_swiglu_backward_kept(rl_cuda_ctx_t *ctx, float *dgate, float *dup,
+                                     uint16_t *dgate_bf16, uint16_t *dup_bf16, const float *dout,
+                                     const uint16_t *gate_bf16, const uint16_t *up_bf16, size_t n,
+                                     int accumulate);
 
 int rl_cuda_elt_residual_forward(rl_cuda_ctx_t *ctx, float *out, const float *a, const float *b,
                                  size_t n);

@@ -324,6 +324,17 @@ typedef struct rl_cuda_api {
     int (*comm_reduce_scatter)(rl_cuda_ctx_t *ctx, rl_cuda_comm_t *comm, float *buf, size_t count);
     int (*comm_all_gather)(rl_cuda_ctx_t *ctx, rl_cuda_comm_t *comm, float *buf, size_t count);
     int (*comm_sum_f64)(rl_cuda_ctx_t *ctx, rl_cuda_comm_t *comm, double *buf, size_t n);
+    // ---- SwiGLU keeping gate and up in bf16 (the training forward's activations, half the
+    // bytes of fp32) ----
+    // swiglu_forward's out_bf16 bit for bit, and gate_bf16 / up_bf16 (n) = gate / up rounded
+    // to bf16 (any output may be NULL).
+    int (*swiglu_forward_keep)(rl_cuda_ctx_t *ctx, uint16_t *out_bf16, uint16_t *gate_bf16,
+                               uint16_t *up_bf16, const float *gate, const float *up, size_t n);
+    // swiglu_backward from those bf16 gate and up: bit for bit swiglu_backward given their
+    // fp32 values.
+    int (*swiglu_backward_kept)(rl_cuda_ctx_t *ctx, float *dgate, float *dup, uint16_t *dgate_bf16,
+                                uint16_t *dup_bf16, const float *dout, const uint16_t *gate_bf16,
+                                const uint16_t *up_bf16, size_t n, int accumulate);
 } rl_cuda_module_t;
 
 // The module's one export (RL_CUDA_MODULE_SYMBOL).
