@@ -247,6 +247,32 @@ static void s_train(const s_shape_t *s, rl_tune_t tune, int T, double peak) {
     rl_model_destroy(&m);
 }
 
+// Tokens/s of `batch` prompts decoded NEW tokens each (the median of 3 calls after one; one
+// call with --tiny or --quick).
+static double s_decode_tps(rl_sampler_t *smp, const rl_sampler_prompt_t *pr, int batch, int NEW) {
+    rl_sampler_params_t sp;
+    rl_sampler_params_default(&sp);
+    sp.n = 1;
+    sp.max_new_tokens = NEW;
+    sp.no_eos = 1;
+    sp.max_batch = batch;
+    sp.seed = 3;
+    const int reps = s_tiny || s_quick ? 1 : 3;
+    double t[3];
+    for (int rep = s_quick ? 0 : -1; rep < reps; rep++) {
+        rl_sampler_result_t *res = NULL;
+        double t0 = rl_bench_now();
+        if (rl_sampler_generate(smp, pr, batch, &sp, &res)) {
+            s_fail("decode", rl_sampler_errmsg(smp));
+        }
+        if (rep >= 0) {
+            t[rep] = rl_bench_now() - t0;
+        }
+        rl_sampler_results_free(&res, batch);
+    }
+    return (double)batch * NEW / rl_bench_median(t, reps);
+}
+
 static void s_decode(const s_shape_t *s, double gbs) {
     const int P = s_tiny ? 8 : 128, NEW = s_tiny ? 16 : s_quick ? 64 : 256;
     const int batches[3] = {1, s_tiny ? 4 : 64, s_tiny ? 8 : 256};
@@ -272,36 +298,37 @@ static void s_decode(const s_shape_t *s, double gbs) {
     }
     double n_lora, N = s_params(s, 16, &n_lora);
     double bound = gbs * 1e9 / (2.0 * N); // tokens/s: each token reads the bf16 weights once
+    double tps1 = 0;
     for (int k = 0; k < 3; k++) {
-        rl_sampler_params_t sp;
-        rl_sampler_params_default(&sp);
-        sp.n = 1;
-        sp.max_new_tokens = NEW;
-        sp.no_eos = 1;
-        sp.max_batch = batches[k];
-        sp.seed = 3;
-        const int reps = s_tiny || s_quick ? 1 : 3;
-        double t[3];
-        for (int rep = s_quick ? 0 : -1; rep < reps; rep++) {
-            rl_sampler_result_t *res = NULL;
-            double t0 = rl_bench_now();
-            if (rl_sampler_generate(smp, pr, batches[k], &sp, &res)) {
-                s_fail("decode", rl_sampler_errmsg(smp));
-            }
-            if (rep >= 0) {
-                t[rep] = rl_bench_now() - t0;
-            }
-            rl_sampler_results_free(&res, batches[k]);
-        }
-        double tps = (double)batches[k] * NEW / rl_bench_median(t, reps);
+        double tps = s_decode_tps(smp, pr, batches[k], NEW);
         char what[128];
         snprintf(what, sizeof what, "%s batch %d, prompt %d, %d new", s->name, batches[k], P, NEW);
         if (k == 0) {
-            printf("| decode | %s | %.0f tokens/s, %.1f%% of the bandwidth bound (%.0f) |\n", what,
-                   tps, 100 * tps / bound, bound);
+            long long cap = 0, launched = 0;
+            const char *off = rl_model_device_graphs(m, &cap, &launched);
+            printf("| decode | %s | %.0f tokens/s, %.1f%% of the bandwidth bound (%.0f); CUDA "
+                   "graphs %s (%lld captured, %lld launched) |\n",
+                   what, tps, 100 * tps / bound, bound, off ? off : "on", cap, launched);
+            tps1 = tps;
         } else {
             printf("| decode | %s | %.0f tokens/s |\n", what, tps);
         }
+        s_record("decode", what, tps, "tokens/s");
+    }
+    rl_sampler_destroy(&smp);
+    rl_model_destroy(&m);
+    // batch 1 again with every step queued kernel by kernel: what the graphs are worth
+    setenv("RLCTL_CUDA_GRAPHS", "0", 1);
+    m = s_model(s, RL_TUNE_NONE, 2048, &recompute);
+    unsetenv("RLCTL_CUDA_GRAPHS");
+    smp = m ? rl_sampler_new(m) : NULL;
+    if (smp) {
+        double tps = s_decode_tps(smp, pr, 1, NEW);
+        char what[128];
+        snprintf(what, sizeof what, "%s batch 1, prompt %d, %d new, CUDA graphs off", s->name, P,
+                 NEW);
+        printf("| decode | %s | %.0f tokens/s (with graphs: %.2fx) |\n", what, tps,
+               tps > 0 ? tps1 / tps : 0.0);
         s_record("decode", what, tps, "tokens/s");
     }
     free(ids);

@@ -1372,6 +1372,12 @@ size_t rl_model_device_bytes(const rl_model_t *self) {
     return self->cuda ? rl_model_cuda_bytes(self->cuda) : 0;
 }
 
+const char *rl_model_device_graphs(const rl_model_t *self, long long *captured,
+                                   long long *launched) {
+    *captured = *launched = 0;
+    return self->cuda ? rl_model_cuda_graph_stats(self->cuda, captured, launched) : "on the CPU";
+}
+
 int rl_model_device_push(rl_model_t *self, int all) {
     int rc = self->cuda ? rl_model_cuda_push(self->cuda, all) : 0;
     return rc ? rl_mdl_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda)) : 0;

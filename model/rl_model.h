@@ -435,6 +435,12 @@ size_t rl_model_device_kvcache_bytes(const rl_hf_config_t *cfg, int n_slots, int
 // Bytes a model on a GPU holds there now (its parts as rl_model_device_plan counts them, the
 // activations at their current size), and a KV cache on a GPU; 0 on the CPU. For tests.
 size_t rl_model_device_bytes(const rl_model_t *self);
+// A model on a GPU: the CUDA graphs its decode steps captured and launched so far (a decode
+// step, every row its own sequence, runs its layers as one graph launched; the same kernels,
+// the same bits). Returns NULL while graphs are on, else why not (RLCTL_CUDA_GRAPHS=0, or a
+// capture that failed, after which steps are queued kernel by kernel); "on the CPU" there.
+const char *rl_model_device_graphs(const rl_model_t *self, long long *captured,
+                                   long long *launched);
 size_t rl_kvcache_device_bytes(const rl_kvcache_t *cache);
 
 // Detail of the last error on this handle. borrowed; valid until the next call.

@@ -166,6 +166,12 @@ struct rl_model_cuda {
     float temperature;
     uint64_t step;
 
+    // ---- CUDA graphs of decode steps (s_step_trunk)
+    int graphs; // 0: never (RLCTL_CUDA_GRAPHS=0, or a capture failed: g_off says)
+    char g_off[512];
+    unsigned a_gen; // the activations' generation: s_rows_alloc moves them
+    long long g_captured, g_launched;
+
     char errmsg[512];
 };
 
@@ -430,8 +436,19 @@ struct rl_model_cuda_cache {
     double *d_u;     // (draw_cap) uniforms, then int32 rows, int32 tokens, fp32 logprobs
     int32_t *d_drow, *d_tok;
     float *d_lp;
+    // CUDA graphs of decode steps' trunks (s_step_trunk), by rows and lora_off; the model's
+    // buffers' generation they were captured with
+    struct {
+        int n, lora_off;
+        unsigned gen;
+        uint64_t used; // the tick it was last launched at (the least recent one goes first)
+        rl_cuda_graph_t *g;
+    } graphs[8];
+    int last_n, last_off; // the last decode step's (a second alike is captured)
+    uint64_t tick;
 };
 #define S_LG 64 // logits rows computed (and brought to the host) at a time
+#define S_GRAPHS 8
 
 // x_out (N,C) = layer l (x_in), saving into a (rl_model.c's s_layer_forward). kv: the cached
 // step (rl_model_step): RoPE at the cache's table, k and v written into its slots, attention over
@@ -675,6 +692,9 @@ void rl_model_cuda_cache_free(rl_model_cuda_t *self, rl_model_cuda_cache_t **c_p
     cu->dfree(self->ctx, c->d_logits);
     cu->dfree(self->ctx, c->d_dlg);
     cu->dfree(self->ctx, c->d_u);
+    for (int i = 0; i < S_GRAPHS; i++) {
+        cu->graph_free(c->graphs[i].g);
+    }
     free(c->h_drow);
     free(c->h_qstarts);
     free(c);
@@ -856,6 +876,84 @@ static int s_step_draws(rl_model_cuda_t *self, rl_model_cuda_cache_t *c, int n,
     return 0;
 }
 
+// A step's embedding, layers and final norm, queued on the stream.
+static int s_trunk_queue(rl_model_cuda_t *self, rl_model_cuda_cache_t *c, int n) {
+    const rl_cuda_module_t *cu = self->cu;
+    rl_cuda_ctx_t *ctx = self->ctx;
+    const int C = self->C;
+    S_TRY(cu->embedding_forward(ctx, s_x(self, 0), self->d_ids, self->embed.h, n, C, self->V));
+    for (int l = 0; l < self->L; l++) {
+        int rc = s_layer_forward(self, l, &self->acts[0], s_x(self, l), s_x(self, l + 1), 0, c);
+        if (rc) {
+            return rc;
+        }
+    }
+    S_TRY(cu->rmsnorm_forward(ctx, self->lnf, self->lnf_h, self->rstdf, s_x(self, self->L),
+                              self->norm.f, self->cfg.rms_norm_eps, n, C));
+    return 0;
+}
+
+// The trunk of a step (s_trunk_queue). A decode step (n rows, each a run of its own: every
+// kernel's arguments are then n, lora_off and buffers at fixed addresses, its inputs uploaded
+// before) goes through a CUDA graph: launched when one of the cache's was captured for n and
+// lora_off with the buffers where they are, else captured at the second step alike in a row
+// (a step's rows change as sequences end: a single one is not worth a capture). A failed
+// capture turns graphs off for this model (the step is then queued as before, and errmsg says
+// why). The same kernels with the same arguments: the same bits as queued.
+static int s_step_trunk(rl_model_cuda_t *self, rl_model_cuda_cache_t *c, int n, int runs) {
+    const rl_cuda_module_t *cu = self->cu;
+    if (!self->graphs || runs != n) {
+        return s_trunk_queue(self, c, n);
+    }
+    c->tick++;
+    int lo = 0;
+    for (int i = 0; i < S_GRAPHS; i++) {
+        if (c->graphs[i].g && c->graphs[i].n == n && c->graphs[i].lora_off == self->lora_off &&
+            c->graphs[i].gen == self->a_gen) {
+            c->graphs[i].used = c->tick;
+            self->g_launched++;
+            S_TRY(cu->graph_launch(self->ctx, c->graphs[i].g));
+            return 0;
+        }
+        lo = c->graphs[i].used < c->graphs[lo].used ? i : lo;
+    }
+    if (c->last_n != n || c->last_off != self->lora_off) {
+        c->last_n = n;
+        c->last_off = self->lora_off;
+        return s_trunk_queue(self, c, n);
+    }
+    cu->graph_free(c->graphs[lo].g); // the least recently launched (or an empty entry)
+    c->graphs[lo].g = NULL;
+    rl_cuda_graph_t *g = NULL;
+    int rc = cu->graph_begin(self->ctx) != 0;
+    if (!rc) {
+        rc = s_trunk_queue(self, c, n) != 0;
+        rc = cu->graph_end(self->ctx, &g) != 0 || rc;
+    }
+    if (rc || !g) {
+        cu->graph_free(g);
+        self->graphs = 0;
+        snprintf(self->g_off, sizeof self->g_off, "a capture failed: %s", cu->errmsg(self->ctx));
+        return s_trunk_queue(self, c, n);
+    }
+    c->graphs[lo].n = n;
+    c->graphs[lo].lora_off = self->lora_off;
+    c->graphs[lo].gen = self->a_gen;
+    c->graphs[lo].used = c->tick;
+    c->graphs[lo].g = g;
+    self->g_captured++;
+    self->g_launched++;
+    S_TRY(cu->graph_launch(self->ctx, g));
+    return 0;
+}
+
+const char *rl_model_cuda_graph_stats(const rl_model_cuda_t *self, long long *captured,
+                                      long long *launched) {
+    *captured = self->g_captured;
+    *launched = self->g_launched;
+    return self->graphs ? NULL : self->g_off[0] ? self->g_off : "RLCTL_CUDA_GRAPHS=0";
+}
+
 int rl_model_cuda_step(rl_model_cuda_t *self, rl_model_cuda_cache_t *c, const int32_t *tokens,
                        const int *slots, const int *pos, int n, const unsigned char *want,
                        float *logits, const rl_model_draws_t *draws, int lora_off) {
@@ -897,15 +995,10 @@ int rl_model_cuda_step(rl_model_cuda_t *self, rl_model_cuda_cache_t *c, const in
     S_TRY(cu->h2d(ctx, c->d_qstarts, c->h_qstarts, (size_t)(R + 1) * sizeof(int32_t)));
     S_TRY(cu->h2d(ctx, c->d_rslots, c->h_rslots, (size_t)R * sizeof(int32_t)));
     S_TRY(cu->h2d(ctx, c->d_pos0, c->h_pos0, (size_t)R * sizeof(int32_t)));
-    S_TRY(cu->embedding_forward(ctx, s_x(self, 0), self->d_ids, self->embed.h, n, C, V));
-    for (int l = 0; l < self->L; l++) {
-        int rc = s_layer_forward(self, l, &self->acts[0], s_x(self, l), s_x(self, l + 1), 0, c);
-        if (rc) {
-            return rc;
-        }
+    int trc = s_step_trunk(self, c, n, R);
+    if (trc) {
+        return trc;
     }
-    S_TRY(cu->rmsnorm_forward(ctx, self->lnf, self->lnf_h, self->rstdf, s_x(self, self->L),
-                              self->norm.f, self->cfg.rms_norm_eps, n, C));
     // the raw logits of the rows asked for: runs of wanted rows, S_LG rows at a time
     for (int i = 0; logits && i < n;) {
         if (want && !want[i]) {
@@ -1497,6 +1590,7 @@ static int s_rows_alloc(rl_model_cuda_t *self, int rows) {
     self->amem = NULL;
     s_staging_free(self);
     self->rows = rows;
+    self->a_gen++; // graphs captured before point at the old buffers
     self->a_bytes = s_layout(self, NULL);
     if (cu->dmalloc(self->ctx, self->a_bytes, &self->amem) != 0) {
         self->rows = 0;
@@ -1781,6 +1875,8 @@ int rl_model_cuda_new(rl_model_t *host, const rl_model_opts_t *opts, rl_model_cu
     s_dims(self, cfg, lo ? rl_lora_rank(lo) : 0, lo ? rl_lora_targets(lo) : 0,
            rl_model_params(host)->lm_head != NULL, opts->device_rows ? opts->device_rows : 4096);
     self->seed = opts->seed;
+    const char *graphs = getenv("RLCTL_CUDA_GRAPHS");
+    self->graphs = !(graphs && strcmp(graphs, "0") == 0);
     self->layers = calloc((size_t)self->L, sizeof *self->layers);
     self->lora_a = calloc((size_t)self->L * RL_LORA_NMOD, sizeof *self->lora_a);
     self->lora_b = calloc((size_t)self->L * RL_LORA_NMOD, sizeof *self->lora_b);

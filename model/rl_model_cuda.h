@@ -113,6 +113,10 @@ int rl_model_cuda_ipc_load(rl_model_cuda_t *self, const unsigned char *handle, u
 
 // Bytes of device memory the device half holds. (For messages and tests.)
 size_t rl_model_cuda_bytes(const rl_model_cuda_t *self);
+// The decode steps' CUDA graphs so far: captured, and launched (each launch a step's trunk).
+// Returns NULL while graphs are on, else why not.
+const char *rl_model_cuda_graph_stats(const rl_model_cuda_t *self, long long *captured,
+                                      long long *launched);
 // rl_model_device_plan and rl_model_device_kvcache_bytes (rl_model.h): the sizes
 // rl_model_cuda_new and rl_model_cuda_cache_new allocate, computed the same way without a device.
 int rl_model_cuda_plan(const rl_hf_config_t *cfg, const rl_model_opts_t *opts, int has_head,

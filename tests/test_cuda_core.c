@@ -280,6 +280,85 @@ static void test_comm_one(void) {
     free(backd);
 }
 
+// CUDA graphs: a gemm (beta 1: it reads C) then a conversion, captured; nothing runs during the
+// capture; each launch then does both again, with the inputs as they are at the launch, bit for
+// bit what the same calls give queued directly. A copy during a capture spoils it: graph_end
+// fails, nothing is left half done, and the context goes on.
+static void test_graphs(void) {
+    const int M = 37, N = 29, K = 45;
+    uint16_t *A = malloc((size_t)M * K * 2), *B = malloc((size_t)K * N * 2);
+    float *C0 = malloc((size_t)M * N * 4);
+    for (size_t i = 0; i < (size_t)M * K; i++) {
+        A[i] = rl_test_bf16(s_uniform());
+    }
+    for (size_t i = 0; i < (size_t)K * N; i++) {
+        B[i] = rl_test_bf16(s_uniform());
+    }
+    for (size_t i = 0; i < (size_t)M * N; i++) {
+        C0[i] = s_uniform();
+    }
+    rl_cuda_gemm_t g = {M, N, K, 0, 0, K, N, N, 0.75f, 1.0f};
+    uint16_t *dA = rl_test_dup(A, (size_t)M * K * 2), *dB = rl_test_dup(B, (size_t)K * N * 2);
+    float *dC = rl_test_dup(C0, (size_t)M * N * 4), *dW = rl_test_dup(C0, (size_t)M * N * 4);
+    uint16_t *dH = rl_test_poisoned((size_t)M * N * 2), *dHw = rl_test_poisoned((size_t)M * N * 2);
+    rl_cuda_graph_t *gr = NULL;
+    int rc = rl_test_cu->graph_begin(rl_test_ctx);
+    rc = rc ? rc : rl_test_cu->gemm(rl_test_ctx, &g, dA, dB, dC);
+    rc = rc ? rc : rl_test_cu->f32_to_bf16(rl_test_ctx, dH, dC, (size_t)M * N);
+    rc = rc ? rc : rl_test_cu->graph_end(rl_test_ctx, &gr);
+    CHECK_MSG(rc == 0 && gr != NULL, "capture: %s", rl_test_cu->errmsg(rl_test_ctx));
+    float *c = rl_test_back(dC, (size_t)M * N * 4);
+    CHECK_MSG(c && memcmp(c, C0, (size_t)M * N * 4) == 0, "the captured gemm ran at capture");
+    free(c);
+    for (int launch = 0; gr && launch < 3; launch++) {
+        // the graph and the same calls queued directly, from the same C
+        CHECK_INT(rl_test_cu->graph_launch(rl_test_ctx, gr), 0);
+        CHECK_INT(rl_test_cu->gemm(rl_test_ctx, &g, dA, dB, dW), 0);
+        CHECK_INT(rl_test_cu->f32_to_bf16(rl_test_ctx, dHw, dW, (size_t)M * N), 0);
+        CHECK_INT(rl_test_cu->sync(rl_test_ctx), 0);
+        float *got = rl_test_back(dC, (size_t)M * N * 4),
+              *want = rl_test_back(dW, (size_t)M * N * 4);
+        uint16_t *gh = rl_test_back(dH, (size_t)M * N * 2),
+                 *wh = rl_test_back(dHw, (size_t)M * N * 2);
+        CHECK_MSG(memcmp(got, want, (size_t)M * N * 4) == 0 &&
+                      memcmp(gh, wh, (size_t)M * N * 2) == 0,
+                  "launch %d of the graph differs from the calls queued directly", launch);
+        CHECK_MSG(launch == 0 || memcmp(got, C0, (size_t)M * N * 4) != 0,
+                  "launch %d did not accumulate into C", launch);
+        free(got);
+        free(want);
+        free(gh);
+        free(wh);
+        if (launch == 1) { // new inputs between launches: the graph reads them
+            for (size_t i = 0; i < (size_t)M * K; i++) {
+                A[i] = rl_test_bf16(s_uniform());
+            }
+            CHECK_INT(rl_test_cu->h2d(rl_test_ctx, dA, A, (size_t)M * K * 2), 0);
+        }
+    }
+    rl_test_cu->graph_free(gr);
+    // a copy inside the capture: refused, the capture spoiled, the context usable after
+    gr = NULL;
+    CHECK_INT(rl_test_cu->graph_begin(rl_test_ctx), 0);
+    CHECK_INT(rl_test_cu->gemm(rl_test_ctx, &g, dA, dB, dC), 0);
+    CHECK_MSG(rl_test_cu->h2d(rl_test_ctx, dA, A, (size_t)M * K * 2) != 0,
+              "a copy during a capture was not refused");
+    CHECK_MSG(rl_test_cu->graph_end(rl_test_ctx, &gr) != 0 && gr == NULL,
+              "a spoiled capture gave a graph");
+    printf("  graphs: a spoiled capture: %s\n", rl_test_cu->errmsg(rl_test_ctx));
+    CHECK_INT(rl_test_cu->gemm(rl_test_ctx, &g, dA, dB, dC), 0);
+    CHECK_INT(rl_test_cu->sync(rl_test_ctx), 0);
+    printf("  graphs: a gemm and a conversion captured, launched 3 times = the calls queued "
+           "directly, bit for bit\n");
+    void *dev[] = {dA, dB, dC, dW, dH, dHw};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) {
+        rl_test_dfree(dev[i]);
+    }
+    free(A);
+    free(B);
+    free(C0);
+}
+
 int main(void) {
     rl_test_cuda_open("model.cuda_core");
     RL_TEST_RUN(test_conversions);
@@ -287,6 +366,7 @@ int main(void) {
     RL_TEST_RUN(test_gemm);
     RL_TEST_RUN(test_bias);
     RL_TEST_RUN(test_comm_one);
+    RL_TEST_RUN(test_graphs);
     rl_test_cuda_close();
     RL_TEST_DONE();
 }

@@ -1092,6 +1092,79 @@ static void s_test_sampler(rl_model_t *cpu, rl_model_t *gpu, int V) {
     rl_sampler_destroy(&sg);
 }
 
+// CUDA graphs of decode steps: a GPU model with graphs (the default) and its twin without
+// (RLCTL_CUDA_GRAPHS=0) take the same steps, logits compared bit for bit: a prefill, 5 decode
+// steps of 2 rows (the second captures a graph, the others launch it), 3 of 1 row (another
+// graph), then a forward of more tokens than the buffers hold (they move: the graphs captured
+// before are stale) and 3 more of 2 rows (captured anew). The counts say how many of each.
+static void s_test_graphs(const rl_hf_config_t *cfg, const s_case_t *k, rl_model_t *cpu, int V) {
+    rl_model_t *on = s_new(cfg, k, 1, 64);
+    setenv("RLCTL_CUDA_GRAPHS", "0", 1);
+    rl_model_t *off = s_new(cfg, k, 1, 64);
+    unsetenv("RLCTL_CUDA_GRAPHS");
+    s_copy_params(on, cpu);
+    s_copy_params(off, cpu);
+    rl_kvcache_t *con = rl_kvcache_new(on, 2, 40), *coff = rl_kvcache_new(off, 2, 40);
+    float *a = malloc((size_t)12 * V * sizeof(float)), *b = malloc((size_t)12 * V * sizeof(float));
+    rl_rng_t rng;
+    rl_rng_seed(&rng, 5);
+    int32_t tok[12];
+    int slots[12], pos[12], len[2] = {7, 5}, differ = 0, steps = 0;
+    for (int i = 0; i < 12; i++) {
+        tok[i] = (int32_t)rl_rng_below(&rng, (uint64_t)V);
+        slots[i] = i < 7 ? 0 : 1;
+        pos[i] = i < 7 ? i : i - 7;
+    }
+    CHECK(con && coff && rl_model_step(on, con, tok, slots, pos, 12, NULL, a) == 0 &&
+          rl_model_step(off, coff, tok, slots, pos, 12, NULL, b) == 0);
+    differ += !s_same_bits(a, b, (size_t)12 * V * sizeof(float));
+    static const int rows[] = {2, 2, 2, 2, 2, 1, 1, 1, 0, 2, 2, 2};
+    for (size_t s = 0; s < sizeof rows / sizeof rows[0]; s++) {
+        const int n = rows[s];
+        if (n == 0) { // a forward of 70 tokens: more than the 64 rows the buffers hold
+            int32_t ft[70];
+            int fl = 70;
+            float lp[70];
+            for (int i = 0; i < 70; i++) {
+                ft[i] = (int32_t)rl_rng_below(&rng, (uint64_t)V);
+            }
+            CHECK(rl_model_forward(on, ft, &fl, 1, 70, 1.0f, 0, lp, NULL) == 0);
+            CHECK(rl_model_forward(off, ft, &fl, 1, 70, 1.0f, 0, lp, NULL) == 0);
+            continue;
+        }
+        int32_t t[2];
+        int sl[2] = {0, 1}, ps[2];
+        for (int i = 0; i < n; i++) {
+            t[i] = (int32_t)rl_rng_below(&rng, (uint64_t)V);
+            ps[i] = len[i]++;
+        }
+        CHECK(rl_model_step(on, con, t, sl, ps, n, NULL, a) == 0);
+        CHECK(rl_model_step(off, coff, t, sl, ps, n, NULL, b) == 0);
+        differ += !s_same_bits(a, b, (size_t)n * V * sizeof(float));
+        steps++;
+    }
+    long long cap = 0, launched = 0, cap0 = 0, launched0 = 0;
+    const char *why = rl_model_device_graphs(on, &cap, &launched);
+    const char *why0 = rl_model_device_graphs(off, &cap0, &launched0);
+    printf("  %-34s %d of %d steps' logits differ; graphs captured %lld, launched %lld (off: "
+           "%lld, %lld: %s)\n",
+           "CUDA graphs of decode steps", differ, steps + 1, cap, launched, cap0, launched0,
+           why0 ? why0 : "on");
+    CHECK_MSG(differ == 0, "%d steps differ with CUDA graphs", differ);
+    CHECK_MSG(why == NULL && cap == 3 && launched == 8,
+              "graphs: captured %lld (want 3: 2 rows, 1 row, 2 rows after the buffers moved), "
+              "launched %lld (want 8); %s",
+              cap, launched, why ? why : "on");
+    CHECK_MSG(why0 && strstr(why0, "RLCTL_CUDA_GRAPHS=0") && cap0 == 0 && launched0 == 0,
+              "the twin without graphs: %s, %lld, %lld", why0 ? why0 : "on", cap0, launched0);
+    free(a);
+    free(b);
+    rl_kvcache_destroy(&con);
+    rl_kvcache_destroy(&coff);
+    rl_model_destroy(&on);
+    rl_model_destroy(&off);
+}
+
 static void s_test_step(const s_case_t *k) {
     rl_hf_config_t cfg = s_cfg(k->shape);
     const int V = cfg.vocab_size;
@@ -1208,6 +1281,7 @@ static void s_test_step(const s_case_t *k) {
     rl_kvcache_destroy(&gc);
     rl_kvcache_destroy(&cc);
     s_test_sampler(cpu, gpu, V);
+    s_test_graphs(&cfg, k, cpu, V);
     rl_model_destroy(&gpu);
     rl_model_destroy(&cpu);
 }

@@ -199,6 +199,57 @@ static int s_d2d(rl_cuda_ctx_t *ctx, void *dst, const void *src, size_t bytes) {
     return 0;
 }
 
+// ---------------------------------------------------------------------------------------------
+// CUDA graphs
+
+struct rl_cuda_graph {
+    cudaGraphExec_t exec;
+};
+
+static int s_graph_begin(rl_cuda_ctx_t *ctx) {
+    RL_CUDA_CHECK(ctx, cudaStreamBeginCapture(ctx->stream, cudaStreamCaptureModeThreadLocal));
+    return 0;
+}
+
+static int s_graph_end(rl_cuda_ctx_t *ctx, rl_cuda_graph_t **out) {
+    *out = NULL;
+    cudaGraph_t g = NULL;
+    cudaError_t e = cudaStreamEndCapture(ctx->stream, &g);
+    if (e != cudaSuccess || g == NULL) {
+        (void)cudaGetLastError(); // the context goes on without the graph
+        return rl_cuda_fail(ctx, "the stream's capture failed: %s",
+                            e != cudaSuccess ? cudaGetErrorString(e) : "no graph");
+    }
+    cudaGraphExec_t x = NULL;
+    e = cudaGraphInstantiate(&x, g, 0);
+    cudaGraphDestroy(g);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return rl_cuda_fail(ctx, "cannot instantiate the captured graph: %s",
+                            cudaGetErrorString(e));
+    }
+    rl_cuda_graph_t *r = (rl_cuda_graph_t *)malloc(sizeof *r);
+    if (!r) {
+        cudaGraphExecDestroy(x);
+        return rl_cuda_fail(ctx, "out of memory");
+    }
+    r->exec = x;
+    *out = r;
+    return 0;
+}
+
+static int s_graph_launch(rl_cuda_ctx_t *ctx, rl_cuda_graph_t *graph) {
+    RL_CUDA_CHECK(ctx, cudaGraphLaunch(graph->exec, ctx->stream));
+    return 0;
+}
+
+static void s_graph_free(rl_cuda_graph_t *graph) {
+    if (graph) {
+        cudaGraphExecDestroy(graph->exec);
+        free(graph);
+    }
+}
+
 static int s_ipc_export(rl_cuda_ctx_t *ctx, void *dptr, unsigned char *handle) {
     static_assert(sizeof(cudaIpcMemHandle_t) == RL_CUDA_IPC_HANDLE, "CUDA's IPC handle size");
     cudaIpcMemHandle_t h;
@@ -417,6 +468,11 @@ static const rl_cuda_module_t s_module = {
     // ---- SwiGLU keeping gate and up in bf16 ----
     rl_cuda_elt_swiglu_forward_keep,
     rl_cuda_elt_swiglu_backward_kept,
+    // ---- CUDA graphs ----
+    s_graph_begin,
+    s_graph_end,
+    s_graph_launch,
+    s_graph_free,
 };
 
 extern "C" __attribute__((visibility("default"))) const rl_cuda_module_t *rl_cuda_module(void) {

@@ -36,6 +36,7 @@ typedef struct {
 
 typedef struct rl_cuda_ctx rl_cuda_ctx_t;
 typedef struct rl_cuda_comm rl_cuda_comm_t; // a rank's NCCL communicator (comm_new)
+typedef struct rl_cuda_graph rl_cuda_graph_t; // a captured stream's work (graph_end)
 #define RL_CUDA_COMM_ID 128                 // bytes of a communicator's id (ncclUniqueId)
 
 // cuBLASLt matmul: C (M,N) = alpha * op(A) op(B) + beta * C, row-major as everywhere in rlctl:
@@ -335,6 +336,18 @@ typedef struct rl_cuda_api {
     int (*swiglu_backward_kept)(rl_cuda_ctx_t *ctx, float *dgate, float *dup, uint16_t *dgate_bf16,
                                 uint16_t *dup_bf16, const float *dout, const uint16_t *gate_bf16,
                                 const uint16_t *up_bf16, size_t n, int accumulate);
+    // ---- CUDA graphs: the context's stream captured once, launched many times ----
+    // graph_begin: the kernels and matmuls queued on the context's stream from now on are
+    // recorded with their arguments, not run (cudaStreamBeginCapture, thread-local mode). Until
+    // graph_end nothing else may touch the stream or allocate (h2d, d2h, dset, sync, dmalloc
+    // fail and spoil the capture). graph_end: the capture ends; *out = its executable graph
+    // (caller owns it; graph_free), or NULL and -1 with errmsg when the capture failed (the
+    // context goes on: the recorded work simply never runs). graph_launch runs it on the
+    // context's stream, as if its work were queued again with the same arguments.
+    int (*graph_begin)(rl_cuda_ctx_t *ctx);
+    int (*graph_end)(rl_cuda_ctx_t *ctx, rl_cuda_graph_t **out);
+    int (*graph_launch)(rl_cuda_ctx_t *ctx, rl_cuda_graph_t *graph);
+    void (*graph_free)(rl_cuda_graph_t *graph);
 } rl_cuda_module_t;
 
 // The module's one export (RL_CUDA_MODULE_SYMBOL).

@@ -257,6 +257,25 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
     if (!alpha_p || !beta_p || !algo || algo->data[0] != S_ALGO || !cuemu::stream_ok(stream)) {
         return CUBLAS_STATUS_INVALID_VALUE;
     }
+    // a stream being captured: the call recorded with copies of its descriptors and scalars
+    // (the caller may destroy them now), run again at each launch of the graph
+    struct saved_t {
+        cublasLtMatmulDescOpaque_t desc;
+        cublasLtMatrixLayoutOpaque_t a, b, c, d;
+        float alpha, beta;
+        cublasLtMatmulAlgo_t algo;
+    };
+    if (desc && a && b && c && d) {
+        auto sv = std::make_shared<saved_t>(saved_t{*desc, *a, *b, *c, *d, 0.0f, 0.0f, *algo});
+        memcpy(&sv->alpha, alpha_p, sizeof sv->alpha);
+        memcpy(&sv->beta, beta_p, sizeof sv->beta);
+        if (cuemu::capture(stream, [=]() {
+                cublasLtMatmul(handle, &sv->desc, &sv->alpha, A, &sv->a, B, &sv->b, &sv->beta, C,
+                               &sv->c, D, &sv->d, &sv->algo, workspace, workspace_bytes, stream);
+            })) {
+            return CUBLAS_STATUS_SUCCESS;
+        }
+    }
     uint64_t m, n, k;
     cublasStatus_t s = s_shape(desc, a, b, c, d, &m, &n, &k);
     if (s != CUBLAS_STATUS_SUCCESS) {

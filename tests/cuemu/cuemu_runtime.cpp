@@ -25,12 +25,24 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
+#include <vector>
 
 struct CUstream_st {
     unsigned flags;
+    bool capturing;   // between cudaStreamBeginCapture and cudaStreamEndCapture
+    bool invalidated; // a refused call during the capture: its end fails
+    pthread_t by;     // the thread that began it
+    std::vector<std::function<void()>> work; // recorded so far
+};
+struct CUgraph_st {
+    std::vector<std::function<void()>> work;
+};
+struct CUgraphExec_st {
+    std::vector<std::function<void()>> work;
 };
 
 namespace {
@@ -107,6 +119,22 @@ const config_t &s_config(void) {
 
 cudaError_t s_ret(cudaError_t e) {
     return set_error(e);
+}
+
+// A call refused during a capture (cudaErrorStreamCaptureUnsupported), which it invalidates:
+// one on a capturing stream (s), or any of this thread while one of its streams captures
+// (s NULL: cudaMalloc, cudaFree, cudaDeviceSynchronize). 0: not refused.
+cudaError_t s_capture_refuses(const char *call, cudaStream_t s) {
+    std::lock_guard<std::mutex> lock(s_mutex);
+    for (CUstream_st *t : s_streams) {
+        if (t->capturing && (t == s || (s == NULL && pthread_equal(t->by, pthread_self())))) {
+            t->invalidated = true;
+            fprintf(stderr, "cuemu: %s during a stream capture: refused, the capture invalidated\n",
+                    call);
+            return set_error(cudaErrorStreamCaptureUnsupported);
+        }
+    }
+    return cudaSuccess;
 }
 
 bool s_device_ok(int d) {
@@ -221,6 +249,15 @@ bool stream_ok(cudaStream_t s) {
     return s == NULL || s_streams.count(s) > 0;
 }
 
+bool capture(cudaStream_t s, std::function<void()> work) {
+    std::lock_guard<std::mutex> lock(s_mutex);
+    if (s == NULL || !s_streams.count(s) || !s->capturing) {
+        return false;
+    }
+    s->work.push_back(std::move(work));
+    return true;
+}
+
 size_t kernel_smem_limit(const void *kernel) {
     std::lock_guard<std::mutex> lock(s_mutex);
     auto it = s_kernel_smem.find(kernel);
@@ -257,6 +294,12 @@ const error_name_t s_errors[] = {
     {cudaErrorLaunchOutOfResources, "cudaErrorLaunchOutOfResources",
      "too many resources requested for launch"},
     {cudaErrorNotSupported, "cudaErrorNotSupported", "operation not supported"},
+    {cudaErrorStreamCaptureUnsupported, "cudaErrorStreamCaptureUnsupported",
+     "operation not permitted when stream is capturing"},
+    {cudaErrorStreamCaptureInvalidated, "cudaErrorStreamCaptureInvalidated",
+     "operation failed due to a previous error during capture"},
+    {cudaErrorStreamCaptureImplicit, "cudaErrorStreamCaptureImplicit",
+     "operation would make the legacy stream depend on a capturing blocking stream"},
 };
 } // namespace
 
@@ -360,7 +403,7 @@ cudaError_t cudaGetDevice(int *device) {
 }
 
 cudaError_t cudaDeviceSynchronize(void) {
-    return cudaSuccess;
+    return s_capture_refuses("cudaDeviceSynchronize", NULL);
 }
 
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int device) {
@@ -431,6 +474,10 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes) {
     if (!ptr) {
         return s_ret(cudaErrorInvalidValue);
     }
+    if (cudaError_t e = s_capture_refuses("cudaMalloc", NULL)) {
+        *ptr = NULL;
+        return e;
+    }
     *ptr = NULL;
     if (!s_device_ok(s_device)) {
         return s_ret(cudaErrorNoDevice);
@@ -470,6 +517,9 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes) {
 cudaError_t cudaFree(void *ptr) {
     if (!ptr) {
         return cudaSuccess;
+    }
+    if (cudaError_t e = s_capture_refuses("cudaFree", NULL)) {
+        return e;
     }
     std::lock_guard<std::mutex> lock(s_mutex);
     auto it = s_allocs.find((uintptr_t)ptr);
@@ -513,6 +563,9 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpy
     if (!stream_ok(stream)) {
         return s_ret(cudaErrorInvalidResourceHandle);
     }
+    if (cudaError_t e = s_capture_refuses("cudaMemcpyAsync", stream)) {
+        return e;
+    }
     const bool dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
     const bool src_dev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
     if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault) {
@@ -535,6 +588,9 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind 
 cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t stream) {
     if (!stream_ok(stream)) {
         return s_ret(cudaErrorInvalidResourceHandle);
+    }
+    if (cudaError_t e = s_capture_refuses("cudaMemsetAsync", stream)) {
+        return e;
     }
     if (s_check_range("cudaMemset", "destination", dst, bytes)) {
         return cudaErrorInvalidValue;
@@ -718,7 +774,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags) {
         return s_ret(cudaErrorInvalidValue);
     }
     s_context();
-    CUstream_st *s = new CUstream_st{flags};
+    CUstream_st *s = new CUstream_st{flags, false, false, pthread_self(), {}};
     std::lock_guard<std::mutex> lock(s_mutex);
     s_streams.insert(s);
     *stream = s;
@@ -739,7 +795,83 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
-    return stream_ok(stream) ? cudaSuccess : s_ret(cudaErrorInvalidResourceHandle);
+    if (!stream_ok(stream)) {
+        return s_ret(cudaErrorInvalidResourceHandle);
+    }
+    return s_capture_refuses("cudaStreamSynchronize", stream);
+}
+
+// ---------------------------------------------------------------------------------------------
+// graphs
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode) {
+    (void)mode;
+    if (stream == NULL) {
+        return s_ret(cudaErrorStreamCaptureImplicit);
+    }
+    std::lock_guard<std::mutex> lock(s_mutex);
+    if (!s_streams.count(stream)) {
+        return s_ret(cudaErrorInvalidResourceHandle);
+    }
+    if (stream->capturing) {
+        return s_ret(cudaErrorInvalidValue);
+    }
+    stream->capturing = true;
+    stream->invalidated = false;
+    stream->by = pthread_self();
+    stream->work.clear();
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph) {
+    std::lock_guard<std::mutex> lock(s_mutex);
+    if (!graph || !stream || !s_streams.count(stream) || !stream->capturing) {
+        return s_ret(cudaErrorInvalidValue);
+    }
+    *graph = NULL;
+    stream->capturing = false;
+    std::vector<std::function<void()>> work;
+    work.swap(stream->work);
+    if (stream->invalidated) {
+        return s_ret(cudaErrorStreamCaptureInvalidated);
+    }
+    *graph = new CUgraph_st{std::move(work)};
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph,
+                                 unsigned long long flags) {
+    if (!exec || !graph || flags != 0) {
+        return s_ret(cudaErrorInvalidValue);
+    }
+    *exec = new CUgraphExec_st{graph->work};
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+    if (!exec) {
+        return s_ret(cudaErrorInvalidValue);
+    }
+    if (!stream_ok(stream)) {
+        return s_ret(cudaErrorInvalidResourceHandle);
+    }
+    if (cudaError_t e = s_capture_refuses("cudaGraphLaunch", stream)) {
+        return e;
+    }
+    for (const auto &w : exec->work) {
+        w();
+    }
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+    delete graph;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+    delete exec;
+    return cudaSuccess;
 }
 
 // ---------------------------------------------------------------------------------------------

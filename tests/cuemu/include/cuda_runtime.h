@@ -30,6 +30,9 @@ enum cudaError {
     cudaErrorInvalidResourceHandle = 400,
     cudaErrorLaunchOutOfResources = 701,
     cudaErrorNotSupported = 801,
+    cudaErrorStreamCaptureUnsupported = 900,
+    cudaErrorStreamCaptureInvalidated = 901,
+    cudaErrorStreamCaptureImplicit = 906,
 };
 typedef enum cudaError cudaError_t;
 
@@ -153,6 +156,34 @@ cudaError_t cudaStreamCreate(cudaStream_t *stream);
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags);
 cudaError_t cudaStreamDestroy(cudaStream_t stream);
 cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+
+// ---------------------------------------------------------------------------------------------
+// graphs: a stream's work captured once, launched many times
+
+// Between cudaStreamBeginCapture and cudaStreamEndCapture, kernels and cublasLtMatmul queued on
+// the stream are recorded with their parameters as they are then, not run. Stricter than CUDA,
+// which may also record copies: any copy or memset on the stream, a synchronize, cudaMalloc or
+// cudaFree of the capturing thread, or a graph launched on it, is refused
+// (cudaErrorStreamCaptureUnsupported) and invalidates the capture, whose end then fails
+// (cudaErrorStreamCaptureInvalidated, no graph). The default stream cannot be captured
+// (cudaErrorStreamCaptureImplicit), nor one already capturing (cudaErrorIllegalState is CUDA's;
+// here cudaErrorInvalidValue). The mode is accepted and ignored.
+enum cudaStreamCaptureMode {
+    cudaStreamCaptureModeGlobal = 0,
+    cudaStreamCaptureModeThreadLocal = 1,
+    cudaStreamCaptureModeRelaxed = 2,
+};
+typedef struct CUgraph_st *cudaGraph_t;
+typedef struct CUgraphExec_st *cudaGraphExec_t;
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph);
+// An executable copy of graph (flags must be 0); the graph may then be destroyed.
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph,
+                                 unsigned long long flags);
+// Runs the recorded work in order, as queued on stream.
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
 
 // ---------------------------------------------------------------------------------------------
 // kernels' attributes

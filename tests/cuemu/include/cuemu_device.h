@@ -17,6 +17,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <functional>
+#include <memory>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -369,6 +371,11 @@ inline launch_config_t config(dim3 grid, dim3 block, size_t smem = 0, cudaStream
 void run(const char *name, const void *kernel, const launch_config_t &c, void (*body)(void *),
          void *arg);
 
+// Stream capture (cudaStreamBeginCapture): when stream s is being captured, appends work to the
+// capture (to run, in order, at each cudaGraphLaunch of its graph) and returns true; else
+// false, and the caller runs it now.
+bool capture(cudaStream_t s, std::function<void()> work);
+
 // The kernel's parameters are converted once, on the host, as a launch does; each thread gets
 // its own copy of them.
 template <typename... P, typename... A>
@@ -377,13 +384,18 @@ void launch(const char *name, const launch_config_t &c, void (*kernel)(P...), A 
     struct call_t {
         void (*kernel)(P...);
         std::tuple<P...> params;
-    } call{kernel, std::tuple<P...>(std::forward<A>(args)...)};
-    run(name, reinterpret_cast<const void *>(kernel), c,
-        [](void *a) {
-            call_t *cl = static_cast<call_t *>(a);
-            std::apply(cl->kernel, cl->params); // by value: each thread's own copy
-        },
-        &call);
+    };
+    auto call =
+        std::make_shared<call_t>(call_t{kernel, std::tuple<P...>(std::forward<A>(args)...)});
+    void (*body)(void *) = [](void *a) {
+        call_t *cl = static_cast<call_t *>(a);
+        std::apply(cl->kernel, cl->params); // by value: each thread's own copy
+    };
+    const void *k = reinterpret_cast<const void *>(kernel);
+    if (capture(c.stream, [name, k, c, body, call]() { run(name, k, c, body, call.get()); })) {
+        return; // recorded with its parameters as they are now, run when the graph is launched
+    }
+    run(name, k, c, body, call.get());
 }
 } // namespace cuemu
 
