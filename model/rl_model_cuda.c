@@ -897,9 +897,10 @@ static int s_trunk_queue(rl_model_cuda_t *self, rl_model_cuda_cache_t *c, int n)
 // kernel's arguments are then n, lora_off and buffers at fixed addresses, its inputs uploaded
 // before) goes through a CUDA graph: launched when one of the cache's was captured for n and
 // lora_off with the buffers where they are, else captured at the second step alike in a row
-// (a step's rows change as sequences end: a single one is not worth a capture). A failed
-// capture turns graphs off for this model (the step is then queued as before, and errmsg says
-// why). The same kernels with the same arguments: the same bits as queued.
+// (a step's rows change as sequences end: a single one is not worth a capture). Graphs of
+// buffers since moved are freed. A failed capture turns graphs off for this model (the step is
+// then queued as before; g_off says why). The same kernels with the same arguments: the same
+// bits as queued.
 static int s_step_trunk(rl_model_cuda_t *self, rl_model_cuda_cache_t *c, int n, int runs) {
     const rl_cuda_module_t *cu = self->cu;
     if (!self->graphs || runs != n) {
@@ -908,8 +909,12 @@ static int s_step_trunk(rl_model_cuda_t *self, rl_model_cuda_cache_t *c, int n, 
     c->tick++;
     int lo = 0;
     for (int i = 0; i < S_GRAPHS; i++) {
-        if (c->graphs[i].g && c->graphs[i].n == n && c->graphs[i].lora_off == self->lora_off &&
-            c->graphs[i].gen == self->a_gen) {
+        if (c->graphs[i].g && c->graphs[i].gen != self->a_gen) { // stale: never launched again
+            cu->graph_free(c->graphs[i].g);
+            c->graphs[i].g = NULL;
+            c->graphs[i].used = 0;
+        }
+        if (c->graphs[i].g && c->graphs[i].n == n && c->graphs[i].lora_off == self->lora_off) {
             c->graphs[i].used = c->tick;
             self->g_launched++;
             S_TRY(cu->graph_launch(self->ctx, c->graphs[i].g));
