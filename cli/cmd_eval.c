@@ -25,7 +25,7 @@ static const char s_help[] =
     "       rlctl eval --model DIR [--adapter DIR] --data FILE [--limit N] [--n N]\n"
     "                  [--temperature T] [--top-p P] [--top-k K] [--max-new-tokens K]\n"
     "                  [--seed S] [--prompt-field NAME] [--answer-field NAME] [--threads N]\n"
-    "                  [--device D] [--json]\n\n"
+    "                  [--device D] [--max-batch B] [--json]\n\n"
     "Completes each row's prompt (encoded as is, no special tokens) and scores the completion\n"
     "with the math_answer rule: the number after the last \"#### \", else the last number in\n"
     "the text, compared with the row's answer after removing commas. Prints the accuracy (mean\n"
@@ -45,6 +45,8 @@ static const char s_help[] =
     "  --device D           cpu (the default), cuda or cuda:N: sample on that GPU (as\n"
     "                       `rlctl generate --device`); with no usable GPU, exit 2 saying\n"
     "                       what was found\n"
+    "  --max-batch B        most completions decoded at once (KV cache slots; default 64;\n"
+    "                       with a recipe: sampling.max_batch)\n"
     "  --json               print {\"accuracy\", \"format_rate\", ...} as JSON\n\n"
     "With a recipe it evaluates as the run does (docs/training.md, Evaluation): data.eval's\n"
     "first train.eval_samples prompts rendered as the run renders them, train.eval_k\n"
@@ -72,7 +74,7 @@ static const char s_pairs_help[] =
 typedef struct {
     const char *model_dir, *adapter, *data_path, *out_path;
     const char *prompt_field, *answer_field, *device;
-    int limit, n, top_k, max_new, threads, json;
+    int limit, n, top_k, max_new, threads, json, max_batch;
     float temperature, top_p;
     uint64_t seed;
 } s_opts_t;
@@ -111,6 +113,8 @@ static int s_parse(const char *cmd, int pairs, int argc, char **argv, s_opts_t *
             rc = rl_cli_int(cmd, a, v, 0, 1 << 30, &o->limit);
         } else if (!strcmp(a, "--n")) {
             rc = rl_cli_int(cmd, a, v, pairs ? 2 : 1, 4096, &o->n);
+        } else if (!pairs && !strcmp(a, "--max-batch")) {
+            rc = rl_cli_int(cmd, a, v, 1, 4096, &o->max_batch);
         } else if (!strcmp(a, "--top-k")) {
             rc = rl_cli_int(cmd, a, v, 0, 1 << 30, &o->top_k);
         } else if (!strcmp(a, "--max-new-tokens")) {
@@ -206,6 +210,7 @@ static int s_eval_or_pairs(const char *cmd, int pairs, int argc, char **argv) {
                   .answer_field = "answer",
                   .n = pairs ? 8 : 1,
                   .max_new = 64,
+                  .max_batch = RL_SAMPLER_MAX_BATCH_DEFAULT,
                   .temperature = pairs ? 1.0f : 0.0f,
                   .top_p = 1.0f};
     int rc = s_parse(cmd, pairs, argc, argv, &o);
@@ -253,6 +258,7 @@ static int s_eval_or_pairs(const char *cmd, int pairs, int argc, char **argv) {
     sp.sample.top_k = o.top_k;
     sp.n = o.n;
     sp.max_new_tokens = o.max_new;
+    sp.max_batch = o.max_batch;
     sp.seed = o.seed;
     int32_t eos = rl_tokenizer_eos_id(tok);
     if (eos >= 0 && eos < rl_model_config(model)->vocab_size) {

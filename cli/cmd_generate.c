@@ -21,7 +21,8 @@
 static const char s_help[] =
     "usage: rlctl generate --model DIR [--adapter DIR] --prompt TEXT [--chat] [--n N]\n"
     "                      [--max-new-tokens K] [--temperature T] [--top-p P] [--top-k K]\n"
-    "                      [--seed S] [--stop-id ID]... [--threads N] [--device D] [--json]\n\n"
+    "                      [--seed S] [--stop-id ID]... [--threads N] [--device D]\n"
+    "                      [--max-batch B] [--json]\n\n"
     "Samples N completions of a prompt. The prompt is encoded as is (no BOS is added), or with\n"
     "--chat as one user message in the model's chat template followed by the assistant header.\n"
     "A completion ends at a stop token (the eos ids of config.json and generation_config.json,\n"
@@ -44,8 +45,10 @@ static const char s_help[] =
     "  --stop-id ID         one more stop token id (repeatable)\n"
     "  --threads N          compute threads (default 0 = all cores)\n"
     "  --device D           cpu (the default), cuda or cuda:N: the model's steps on that GPU\n"
-    "                       (bf16 matmuls; the draw stays on the CPU, from the same seeded\n"
-    "                       streams); with no usable GPU, exit 2 saying what was found\n"
+    "                       (bf16 matmuls; drawn there from the same seeded streams); with\n"
+    "                       no usable GPU, exit 2 saying what was found\n"
+    "  --max-batch B        most completions decoded at once (KV cache slots; default 64);\n"
+    "                       the same tokens, the logprobs' last bits aside\n"
     "  --json               print {\"prompt_ids\": [...], \"samples\": [{\"ids\", \"text\",\n"
     "                       \"logprobs\", \"finish_reason\"}]} (ids: the completion only)\n"
     "  -h, --help           this help\n";
@@ -54,7 +57,7 @@ static const char s_help[] =
 
 typedef struct {
     const char *model, *adapter, *prompt, *device;
-    int chat, json, n, max_new, top_k, threads, max_new_set;
+    int chat, json, n, max_new, top_k, threads, max_new_set, max_batch;
     float temperature, top_p;
     uint64_t seed;
     int32_t stop[S_MAX_STOP];
@@ -72,6 +75,7 @@ static int s_float(const char *flag, const char *v, double lo, double hi, float 
 static int s_parse(int argc, char **argv, s_opts_t *o) {
     memset(o, 0, sizeof(*o));
     o->n = 1;
+    o->max_batch = RL_SAMPLER_MAX_BATCH_DEFAULT;
     o->temperature = 1.0f;
     o->top_p = 1.0f;
     for (int i = 1; i < argc; i++) {
@@ -85,9 +89,9 @@ static int s_parse(int argc, char **argv, s_opts_t *o) {
             continue;
         }
         static const char *const with_value[] = {
-            "--model",       "--adapter", "--prompt", "--n",    "--max-new-tokens",
-            "--temperature", "--top-p",   "--top-k",  "--seed", "--stop-id",
-            "--threads",     "--device",  NULL};
+            "--model",       "--adapter", "--prompt",    "--n",    "--max-new-tokens",
+            "--temperature", "--top-p",   "--top-k",     "--seed", "--stop-id",
+            "--threads",     "--device",  "--max-batch", NULL};
         int known = 0;
         for (int j = 0; with_value[j]; j++) {
             known |= strcmp(a, with_value[j]) == 0;
@@ -112,6 +116,8 @@ static int s_parse(int argc, char **argv, s_opts_t *o) {
             o->device = v;
         } else if (strcmp(a, "--n") == 0) {
             rc = s_int(a, v, 1, 100000, &o->n);
+        } else if (strcmp(a, "--max-batch") == 0) {
+            rc = s_int(a, v, 1, 4096, &o->max_batch);
         } else if (strcmp(a, "--max-new-tokens") == 0) {
             rc = s_int(a, v, 1, 1 << 24, &o->max_new);
             o->max_new_set = 1;
@@ -237,7 +243,7 @@ int rl_cmd_generate(int argc, char **argv) {
         stop[sp.n_stop++] = tok_eos;
     }
     sp.stop_ids = stop;
-    sp.max_batch = o.n < 64 ? o.n : 64;
+    sp.max_batch = o.max_batch;
     rl_sampler_prompt_t prompt = {prompt_ids, (int)n_prompt, 0};
     int r = rl_sampler_generate(sampler, &prompt, 1, &sp, &res);
     if (r) {

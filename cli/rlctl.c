@@ -31,11 +31,11 @@ static const s_command_t s_commands[] = {
      "model= adapter= out= dtype= max-shard-size="},
     {"generate", rl_cmd_generate, "sample completions of a prompt from a model",
      "model= adapter= prompt= chat json n= max-new-tokens= temperature= top-p= top-k= seed= "
-     "stop-id= threads= device="},
+     "stop-id= threads= device= max-batch="},
     {"eval", rl_cmd_eval,
      "evaluate a model or run on held-out data (a recipe's rewards, or accuracy)",
      "model= adapter= data= prompt-field= answer-field= limit= n= max-new-tokens= temperature= "
-     "top-p= top-k= seed= threads= json run= device="},
+     "top-p= top-k= seed= threads= json run= device= max-batch="},
     {"pairs", rl_cmd_pairs, "preference pairs (right vs wrong) from a model's own samples",
      "model= adapter= data= prompt-field= answer-field= limit= n= max-new-tokens= temperature= "
      "top-p= top-k= seed= threads= out="},

@@ -407,7 +407,7 @@ static const rl_recipe_key_t s_keys[] = {
      .min = 1,
      .max = 4096,
      .doc = "most sequences a sampler decodes at once (its KV cache slots; vLLM's "
-            "max_num_seqs); never changes what is sampled"},
+            "max_num_seqs); the same draws, the logits' last bits aside"},
     {.section = "sampling",
      .key = "stop",
      .type = RL_RECIPE_T_STRING_LIST,

@@ -208,6 +208,39 @@ static void s_test_roundtrip(void) {
                        "--max-new-tokens", "12", "--seed", "10", "--json", NULL};
     s_run_t r3 = s_rlctl(b);
     CHECK(r3.code == 0 && strcmp(r1.out, r3.out) != 0);
+    // one KV cache slot (--max-batch 1: the samples one after another) draws the same tokens;
+    // the logprobs differ in their last bits only (a step of one row is a matrix-vector
+    // product, of three a matrix product: docs/sampling.md, Determinism); 0 is refused
+    const char *a1[] = {"generate", "--model",          S_MODEL, "--prompt", "1+1=", "--n",
+                        "3",        "--max-new-tokens", "12",    "--seed",   "9",    "--max-batch",
+                        "1",        "--json",           NULL};
+    s_run_t r1b = s_rlctl(a1);
+    CHECK(r1b.code == 0);
+    json_t *ja = s_json(&r1), *jb = r1b.code == 0 ? s_json(&r1b) : NULL;
+    json_t *sa = json_object_get(ja, "samples"), *sb = json_object_get(jb, "samples");
+    CHECK_INT((long long)json_array_size(sb), 3);
+    double lp_gap = 0;
+    for (size_t k = 0; k < json_array_size(sa) && k < json_array_size(sb); k++) {
+        json_t *x = json_array_get(sa, k), *y = json_array_get(sb, k);
+        CHECK(json_equal(json_object_get(x, "ids"), json_object_get(y, "ids")));
+        CHECK_STR(json_string_value(json_object_get(y, "text")),
+                  json_string_value(json_object_get(x, "text")));
+        json_t *lx = json_object_get(x, "logprobs"), *ly = json_object_get(y, "logprobs");
+        for (size_t i = 0; i < json_array_size(lx); i++) {
+            double d = fabs(json_number_value(json_array_get(lx, i)) -
+                            json_number_value(json_array_get(ly, i)));
+            lp_gap = d > lp_gap || !(d == d) ? d : lp_gap;
+        }
+    }
+    printf("--max-batch 1 vs 64: the same tokens, logprobs within %.3g\n", lp_gap);
+    CHECK_MSG(lp_gap <= 1e-5, "--max-batch 1: logprobs differ by %g", lp_gap);
+    json_decref(ja);
+    json_decref(jb);
+    s_free(&r1b);
+    a1[12] = "0";
+    s_run_t r1z = s_rlctl(a1);
+    CHECK_INT(r1z.code, 2);
+    s_free(&r1z);
     // prompt_ids: one character per token, as the model README states
     json_t *j = s_json(&r1);
     char *pid = json_dumps(json_object_get(j, "prompt_ids"), JSON_COMPACT);
