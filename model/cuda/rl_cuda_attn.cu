@@ -45,6 +45,8 @@
 #include <math.h>
 #include <stdint.h>
 
+#include <mutex>
+
 // ---------------------------------------------------------------------------------------------
 // shared helpers
 
@@ -169,10 +171,31 @@ static size_t s_dec_smem(int D) {
                             (size_t)S_DEC_HPB * S_DEC_BK + 2 * (size_t)S_DEC_HPB);
 }
 
+// The dynamic shared memory each kernel has been allowed on each device: cudaFuncSetAttribute
+// is called once per kernel, device and size (it may wait for the device's copies, and a stream
+// being captured refuses it: a decode step's CUDA graph is captured after a step alike ran).
+typedef struct {
+    const void *kernel;
+    int device;
+    size_t bytes;
+} s_allowed_t;
+static s_allowed_t s_allowed[64];
+static int s_n_allowed;
+static std::mutex s_allowed_mutex;
+
 // Allows `kernel` its dynamic shared memory (past 48 KiB it must be asked for), or says that the
 // device has too little.
 template <typename K>
 static int s_smem_attr(rl_cuda_ctx_t *ctx, K kernel, size_t bytes, const char *what, int D) {
+    const void *k = reinterpret_cast<const void *>(kernel);
+    std::lock_guard<std::mutex> lock(s_allowed_mutex);
+    int at = 0;
+    while (at < s_n_allowed && (s_allowed[at].kernel != k || s_allowed[at].device != ctx->device)) {
+        at++;
+    }
+    if (at < s_n_allowed && s_allowed[at].bytes >= bytes) {
+        return 0; // allowed before (at least as much)
+    }
     int optin = 0;
     RL_CUDA_CHECK(
         ctx, cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx->device));
@@ -184,6 +207,11 @@ static int s_smem_attr(rl_cuda_ctx_t *ctx, K kernel, size_t bytes, const char *w
     }
     RL_CUDA_CHECK(
         ctx, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    if (at == s_n_allowed && s_n_allowed < (int)(sizeof s_allowed / sizeof s_allowed[0])) {
+        s_allowed[s_n_allowed++] = s_allowed_t{k, ctx->device, bytes};
+    } else if (at < s_n_allowed) {
+        s_allowed[at].bytes = bytes;
+    }
     return 0;
 }
 

@@ -888,6 +888,9 @@ cudaError_t cuemu_func_set_attribute(const void *kernel, cudaFuncAttribute attr,
     if (value < 0 || value > SMEM_OPTIN) {
         return s_ret(cudaErrorInvalidValue);
     }
+    if (cudaError_t e = s_capture_refuses("cudaFuncSetAttribute", NULL)) {
+        return e; // it may synchronize the device: a capture refuses it (as CUDA's may)
+    }
     std::lock_guard<std::mutex> lock(s_mutex);
     s_kernel_smem[kernel] = (size_t)value;
     return cudaSuccess;

@@ -162,8 +162,9 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream);
 
 // Between cudaStreamBeginCapture and cudaStreamEndCapture, kernels and cublasLtMatmul queued on
 // the stream are recorded with their parameters as they are then, not run. Stricter than CUDA,
-// which may also record copies: any copy or memset on the stream, a synchronize, cudaMalloc or
-// cudaFree of the capturing thread, or a graph launched on it, is refused
+// which may also record copies: any copy or memset on the stream, a synchronize, cudaMalloc,
+// cudaFree or cudaFuncSetAttribute of the capturing thread, or a graph launched on it, is
+// refused
 // (cudaErrorStreamCaptureUnsupported) and invalidates the capture, whose end then fails
 // (cudaErrorStreamCaptureInvalidated, no graph). The default stream cannot be captured
 // (cudaErrorStreamCaptureImplicit), nor one already capturing (cudaErrorIllegalState is CUDA's;
