@@ -337,6 +337,77 @@ static void s_decode(const s_shape_t *s, double gbs) {
     rl_model_destroy(&m);
 }
 
+// ---- attention of a decode step: the two kernels that can take it
+// A decode step's attention (S rows, each its own slot with ctx positions) as the model runs it
+// (attn_prefill, each row a run of one: a tile of query rows per row and head) and through
+// attn_decode (the heads sharing a kv head in one block, reading K and V once for them), beside
+// the time the K and V bytes take at the measured copy bandwidth. Which is faster decides which
+// one the model's decode steps should take.
+static void s_attn(const s_shape_t *s, double gbs) {
+    const int S = s_tiny ? 8 : 256, CTX = s_tiny ? 24 : 384;
+    const int NH = s->NH, NKV = s->NKV, D = s->D, QD = NH * D, KVD = NKV * D;
+    const size_t cache = (size_t)S * CTX * KVD;
+    float *q = NULL, *out = NULL, *kc = NULL, *vc = NULL;
+    int32_t *idx = NULL;
+    if (s_cu->dmalloc(s_ctx, (size_t)S * QD * 4, (void **)&q) ||
+        s_cu->dmalloc(s_ctx, (size_t)S * QD * 4, (void **)&out) ||
+        s_cu->dmalloc(s_ctx, cache * 4, (void **)&kc) ||
+        s_cu->dmalloc(s_ctx, cache * 4, (void **)&vc) ||
+        s_cu->dmalloc(s_ctx, (size_t)(4 * S + 1) * 4, (void **)&idx)) {
+        s_fail("attn", s_cu->errmsg(s_ctx));
+    }
+    s_cu->dset(s_ctx, q, 0x3c, (size_t)S * QD * 4); // small finite values
+    s_cu->dset(s_ctx, kc, 0x3c, cache * 4);
+    s_cu->dset(s_ctx, vc, 0x3c, cache * 4);
+    // starts 0..S, slots 0..S-1, first positions CTX-1, contexts CTX
+    int32_t *h = malloc((size_t)(4 * S + 1) * sizeof *h);
+    for (int i = 0; i <= S; i++) {
+        h[i] = i;
+    }
+    for (int i = 0; i < S; i++) {
+        h[S + 1 + i] = i;
+        h[2 * S + 1 + i] = CTX - 1;
+        h[3 * S + 1 + i] = CTX;
+    }
+    s_cu->h2d(s_ctx, idx, h, (size_t)(4 * S + 1) * sizeof *h);
+    free(h);
+    const int32_t *starts = idx, *slots = idx + S + 1, *pos0 = idx + 2 * S + 1,
+                  *nctx = idx + 3 * S + 1;
+    double t[2][5];
+    for (int kernel = 0; kernel < 2; kernel++) {
+        for (int rep = -1; rep < 5; rep++) {
+            double t0 = rl_bench_now();
+            for (int k = 0; k < 10; k++) {
+                int rc = kernel == 0 ? s_cu->attn_prefill(s_ctx, out, q, kc, vc, starts, slots,
+                                                          pos0, S, S, NH, NKV, D, S, CTX)
+                                     : s_cu->attn_decode(s_ctx, out, q, kc, vc, slots, nctx, S, NH,
+                                                         NKV, D, S, CTX);
+                if (rc) {
+                    s_fail("attn", s_cu->errmsg(s_ctx));
+                }
+            }
+            s_cu->sync(s_ctx);
+            if (rep >= 0) {
+                t[kernel][rep] = (rl_bench_now() - t0) / 10;
+            }
+        }
+    }
+    const double tp = rl_bench_median(t[0], 5), td = rl_bench_median(t[1], 5);
+    const double bound = 2.0 * cache * 4 / (gbs * 1e9); // K and V read once
+    char what[160];
+    snprintf(what, sizeof what, "%s decode step, %d rows x %d positions (NH %d, NKV %d, D %d)",
+             s->name, S, CTX, NH, NKV, D);
+    printf("| attn | %s | attn_prefill (the model's) %.1f us, attn_decode %.1f us (%.2fx); K and "
+           "V once at the copy bandwidth %.1f us |\n",
+           what, tp * 1e6, td * 1e6, td > 0 ? tp / td : 0.0, bound * 1e6);
+    s_record("attn", "attn_prefill, decode step", tp * 1e6, "us");
+    s_record("attn", "attn_decode, decode step", td * 1e6, "us");
+    void *dev[] = {q, out, kc, vc, idx};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) {
+        s_cu->dfree(s_ctx, dev[i]);
+    }
+}
+
 // ---- the weight sync (issue 31): the actor's trainable weights into a sampler's process
 
 // Median seconds of 5 calls of a load (ipc: from the handle; else the host's push) after one.
@@ -513,6 +584,7 @@ int main(int argc, char **argv) {
             s_train(shapes[k], RL_TUNE_FULL, Ts[ti], peak);
         }
         s_decode(shapes[k], gbs);
+        s_attn(shapes[k], gbs);
     }
     s_sync(shapes[0], RL_TUNE_LORA);
     s_sync(shapes[0], RL_TUNE_FULL);
