@@ -270,8 +270,14 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
         memcpy(&sv->alpha, alpha_p, sizeof sv->alpha);
         memcpy(&sv->beta, beta_p, sizeof sv->beta);
         if (cuemu::capture(stream, [=]() {
-                cublasLtMatmul(handle, &sv->desc, &sv->alpha, A, &sv->a, B, &sv->b, &sv->beta, C,
-                               &sv->c, D, &sv->d, &sv->algo, workspace, workspace_bytes, stream);
+                // replayed on the default stream (a graph does not depend on the stream it was
+                // captured on); a failure now is a buffer freed since the capture
+                if (cublasLtMatmul(handle, &sv->desc, &sv->alpha, A, &sv->a, B, &sv->b, &sv->beta,
+                                   C, &sv->c, D, &sv->d, &sv->algo, workspace, workspace_bytes,
+                                   NULL) != CUBLAS_STATUS_SUCCESS) {
+                    cuemu::fatal("cublasLtMatmul replayed by a graph launch failed (a buffer "
+                                 "freed since the capture?)");
+                }
             })) {
             return CUBLAS_STATUS_SUCCESS;
         }

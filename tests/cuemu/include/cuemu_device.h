@@ -392,7 +392,11 @@ void launch(const char *name, const launch_config_t &c, void (*kernel)(P...), A 
         std::apply(cl->kernel, cl->params); // by value: each thread's own copy
     };
     const void *k = reinterpret_cast<const void *>(kernel);
-    if (capture(c.stream, [name, k, c, body, call]() { run(name, k, c, body, call.get()); })) {
+    launch_config_t on_default = c; // a graph does not depend on the stream it was captured on
+    on_default.stream = 0;
+    if (capture(c.stream, [name, k, on_default, body, call]() {
+            run(name, k, on_default, body, call.get());
+        })) {
         return; // recorded with its parameters as they are now, run when the graph is launched
     }
     run(name, k, c, body, call.get());
