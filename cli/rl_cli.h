@@ -46,7 +46,8 @@ int rl_cmd_plan(int argc, char **argv);
 // tokenizer that fits its vocabulary. Problems are reported at the recipe line that named the
 // folder or tokenizer (RL_EINVAL, err filled); 0 when all is well. With a role on a GPU it also
 // plans the devices' memory (rl_cli_plan) and refuses a plan that does not fit; plan_out: NULL,
-// or where that plan is kept on success (NULL when every role is on the CPU; caller frees).
+// or where a plan that fits is kept (NULL when every role is on the CPU; kept even when a later
+// check fails; caller frees).
 typedef struct rl_cli_plan rl_cli_plan_t;
 int rl_cli_check_model(const rl_recipe_t *r, rl_cli_plan_t **plan_out, char *err, size_t err_len);
 
