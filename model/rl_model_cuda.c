@@ -421,10 +421,12 @@ struct rl_model_cuda_cache {
     float *mem;      // L x (K, V), each `slot` floats
     size_t slot;     // n_slots * max_len * KVD
     float *rope_cs;  // (max_len, D) fp32 (rl_rope_table)
-    int32_t *d_rows; // (rows) each row's slot; then (rows + 1) run starts, (rows) run slots and
-                     // (rows) run first positions, on the device
-    int32_t *d_qstarts, *d_rslots, *d_pos0;
-    int32_t *h_qstarts, *h_rslots, *h_pos0; // host staging of the runs
+    // a step's inputs, one block (S_STEP_INTS(rows) int32) uploaded at once: (rows) each row's
+    // slot, (rows + 1) run starts, (rows) run slots, (rows) run first positions, (rows) token ids
+    // and (rows) positions; on the device at fixed addresses (a decode step's graph reads them),
+    // and its host staging laid out alike (then h_map)
+    int32_t *d_rows, *d_qstarts, *d_rslots, *d_pos0, *d_ids, *d_pos;
+    int32_t *h_rows, *h_qstarts, *h_rslots, *h_pos0, *h_ids, *h_pos;
     int runs;
     float *d_logits; // (S_LG, V) fp32 a chunk of logits rows
     // the draws on the device (rl_model_step_draw), made at the first and grown at a larger one:
@@ -449,6 +451,7 @@ struct rl_model_cuda_cache {
 };
 #define S_LG 64 // logits rows computed (and brought to the host) at a time
 #define S_GRAPHS 8
+#define S_STEP_INTS(rows) (6 * (size_t)(rows) + 1)
 
 // x_out (N,C) = layer l (x_in), saving into a (rl_model.c's s_layer_forward). kv: the cached
 // step (rl_model_step): RoPE at the cache's table, k and v written into its slots, attention over
@@ -483,12 +486,13 @@ static int s_layer_forward(rl_model_cuda_t *self, int l, s_act_t *a, const float
     }
     const float *cs = kv ? kv->rope_cs : self->rope_cs;
     const int n_pos = kv ? kv->max_len : self->rows;
-    S_TRY(cu->rope_forward(ctx, a->qr, a->qr, cs, self->d_pos, N, NH, D, n_pos));
-    S_TRY(cu->rope_forward(ctx, a->kr, a->kr, cs, self->d_pos, N, NKV, D, n_pos));
+    const int32_t *dpos = kv ? kv->d_pos : self->d_pos;
+    S_TRY(cu->rope_forward(ctx, a->qr, a->qr, cs, dpos, N, NH, D, n_pos));
+    S_TRY(cu->rope_forward(ctx, a->kr, a->kr, cs, dpos, N, NKV, D, n_pos));
     if (kv) {
         float *kc = kv->mem + (size_t)l * 2 * kv->slot, *vc = kc + kv->slot;
-        S_TRY(cu->attn_cache_write(ctx, kc, vc, a->kr, a->v, kv->d_rows, self->d_pos, N,
-                                   kv->n_slots, kv->max_len, NKV, D));
+        S_TRY(cu->attn_cache_write(ctx, kc, vc, a->kr, a->v, kv->d_rows, dpos, N, kv->n_slots,
+                                   kv->max_len, NKV, D));
         S_TRY(cu->attn_prefill(ctx, a->att, a->qr, kc, vc, kv->d_qstarts, kv->d_rslots, kv->d_pos0,
                                kv->runs, N, NH, NKV, D, kv->n_slots, kv->max_len));
     } else {
@@ -696,7 +700,7 @@ void rl_model_cuda_cache_free(rl_model_cuda_t *self, rl_model_cuda_cache_t **c_p
         cu->graph_free(c->graphs[i].g);
     }
     free(c->h_drow);
-    free(c->h_qstarts);
+    free(c->h_rows);
     free(c);
     *c_p = NULL;
 }
@@ -711,15 +715,18 @@ int rl_model_cuda_cache_new(rl_model_cuda_t *self, int n_slots, int max_len,
     rl_model_cuda_cache_t *c = calloc(1, sizeof *c);
     const size_t R = (size_t)self->rows;
     if (c) {
-        c->h_qstarts = malloc((4 * R + 1) * sizeof(int32_t));
+        c->h_rows = malloc((S_STEP_INTS(R) + R) * sizeof(int32_t));
     }
-    if (!c || !c->h_qstarts) {
+    if (!c || !c->h_rows) {
         free(c);
         return s_err(self, RL_ENOMEM, "out of memory for a KV cache's staging");
     }
+    c->h_qstarts = c->h_rows + R;
     c->h_rslots = c->h_qstarts + R + 1;
     c->h_pos0 = c->h_rslots + R;
-    c->h_map = c->h_pos0 + R;
+    c->h_ids = c->h_pos0 + R;
+    c->h_pos = c->h_ids + R;
+    c->h_map = c->h_pos + R;
     c->n_slots = n_slots;
     c->max_len = max_len;
     c->rows = self->rows;
@@ -728,7 +735,7 @@ int rl_model_cuda_cache_new(rl_model_cuda_t *self, int n_slots, int max_len,
     const size_t cs_n = (size_t)max_len * (size_t)self->D;
     int rc = cu->dmalloc(self->ctx, kv, (void **)&c->mem);
     rc = rc ? rc : cu->dmalloc(self->ctx, cs_n * sizeof(float), (void **)&c->rope_cs);
-    rc = rc ? rc : cu->dmalloc(self->ctx, (4 * R + 1) * sizeof(int32_t), (void **)&c->d_rows);
+    rc = rc ? rc : cu->dmalloc(self->ctx, S_STEP_INTS(R) * sizeof(int32_t), (void **)&c->d_rows);
     rc = rc ? rc
             : cu->dmalloc(self->ctx, (size_t)S_LG * (size_t)self->V * sizeof(float),
                           (void **)&c->d_logits);
@@ -742,6 +749,8 @@ int rl_model_cuda_cache_new(rl_model_cuda_t *self, int n_slots, int max_len,
     c->d_qstarts = c->d_rows + R;
     c->d_rslots = c->d_qstarts + R + 1;
     c->d_pos0 = c->d_rslots + R;
+    c->d_ids = c->d_pos0 + R;
+    c->d_pos = c->d_ids + R;
     float *inv = malloc((size_t)(self->D / 2) * sizeof(float));
     float *cs = malloc(cs_n * sizeof(float));
     if (!inv || !cs) {
@@ -766,7 +775,7 @@ int rl_model_cuda_cache_new(rl_model_cuda_t *self, int n_slots, int max_len,
 size_t rl_model_cuda_cache_bytes(const rl_model_cuda_t *self, const rl_model_cuda_cache_t *c) {
     size_t b = (size_t)self->L * 2 * c->slot * sizeof(float);
     b += (size_t)c->max_len * (size_t)self->D * sizeof(float);
-    b += (4 * (size_t)c->rows + 1) * sizeof(int32_t);
+    b += S_STEP_INTS(c->rows) * sizeof(int32_t);
     b += (size_t)S_LG * (size_t)self->V * sizeof(float);
     b += (size_t)c->lg_cap * (size_t)self->V * sizeof(float) + (size_t)c->draw_cap * 20;
     return b;
@@ -881,7 +890,7 @@ static int s_trunk_queue(rl_model_cuda_t *self, rl_model_cuda_cache_t *c, int n)
     const rl_cuda_module_t *cu = self->cu;
     rl_cuda_ctx_t *ctx = self->ctx;
     const int C = self->C;
-    S_TRY(cu->embedding_forward(ctx, s_x(self, 0), self->d_ids, self->embed.h, n, C, self->V));
+    S_TRY(cu->embedding_forward(ctx, s_x(self, 0), c->d_ids, self->embed.h, n, C, self->V));
     for (int l = 0; l < self->L; l++) {
         int rc = s_layer_forward(self, l, &self->acts[0], s_x(self, l), s_x(self, l + 1), 0, c);
         if (rc) {
@@ -982,9 +991,9 @@ int rl_model_cuda_step(rl_model_cuda_t *self, rl_model_cuda_cache_t *c, const in
     // the rows, and their runs: consecutive positions of one slot (a prompt's prefill)
     int R = 0;
     for (int i = 0; i < n; i++) {
-        self->ids[i] = tokens[i];
-        self->pos[i] = pos[i];
-        self->starts[i] = slots[i]; // the row's slot (d_rows)
+        c->h_ids[i] = tokens[i];
+        c->h_pos[i] = pos[i];
+        c->h_rows[i] = slots[i];
         if (i == 0 || slots[i] != slots[i - 1] || pos[i] != pos[i - 1] + 1) {
             c->h_qstarts[R] = i;
             c->h_rslots[R] = slots[i];
@@ -994,12 +1003,8 @@ int rl_model_cuda_step(rl_model_cuda_t *self, rl_model_cuda_cache_t *c, const in
     }
     c->h_qstarts[R] = n;
     c->runs = R;
-    S_TRY(cu->h2d(ctx, self->d_ids, self->ids, (size_t)n * sizeof(int32_t)));
-    S_TRY(cu->h2d(ctx, self->d_pos, self->pos, (size_t)n * sizeof(int32_t)));
-    S_TRY(cu->h2d(ctx, c->d_rows, self->starts, (size_t)n * sizeof(int32_t)));
-    S_TRY(cu->h2d(ctx, c->d_qstarts, c->h_qstarts, (size_t)(R + 1) * sizeof(int32_t)));
-    S_TRY(cu->h2d(ctx, c->d_rslots, c->h_rslots, (size_t)R * sizeof(int32_t)));
-    S_TRY(cu->h2d(ctx, c->d_pos0, c->h_pos0, (size_t)R * sizeof(int32_t)));
+    // one upload of the block up to the last position (a copy waits for the device: one, not six)
+    S_TRY(cu->h2d(ctx, c->d_rows, c->h_rows, (size_t)(c->h_pos + n - c->h_rows) * sizeof(int32_t)));
     int trc = s_step_trunk(self, c, n, R);
     if (trc) {
         return trc;
@@ -1833,7 +1838,7 @@ size_t rl_model_cuda_cache_plan(const rl_hf_config_t *cfg, int n_slots, int max_
     const size_t V = (size_t)cfg->vocab_size, R = (size_t)rows;
     size_t b = (size_t)cfg->num_hidden_layers * 2 * (size_t)n_slots * (size_t)max_len * KVD * 4;
     b += (size_t)max_len * (size_t)cfg->head_dim * 4; // the RoPE table
-    b += (4 * R + 1) * 4;                             // a step's rows and runs
+    b += S_STEP_INTS(R) * 4;                          // a step's inputs
     b += (size_t)S_LG * V * 4;                        // rl_model_step's logits chunk
     if (draws) { // rl_model_step_draw: the logits of a row per slot, and the draws' block
         b += (size_t)n_slots * V * 4 + (size_t)n_slots * 20;
