@@ -434,7 +434,11 @@ struct rl_model_cuda_cache {
     int lg_cap;      // rows of d_dlg
     float *d_dlg;    // (lg_cap, V) fp32: the logits of the rows drawn from, each once
     int draw_cap;    // draws of the blocks below
-    int32_t *h_drow; // (draw_cap) host staging: each draw's row of d_dlg
+    // host staging laid out as d_u's block: (draw_cap) uniforms, each draw's row of d_dlg, the
+    // tokens and logprobs drawn (one copy up, one down)
+    double *h_u;
+    int32_t *h_drow, *h_tok;
+    float *h_lp;
     double *d_u;     // (draw_cap) uniforms, then int32 rows, int32 tokens, fp32 logprobs
     int32_t *d_drow, *d_tok;
     float *d_lp;
@@ -699,7 +703,7 @@ void rl_model_cuda_cache_free(rl_model_cuda_t *self, rl_model_cuda_cache_t **c_p
     for (int i = 0; i < S_GRAPHS; i++) {
         cu->graph_free(c->graphs[i].g);
     }
-    free(c->h_drow);
+    free(c->h_u);
     free(c->h_rows);
     free(c);
     *c_p = NULL;
@@ -818,16 +822,19 @@ static int s_draw_room(rl_model_cuda_t *self, rl_model_cuda_cache_t *c, int n, i
     if (n > c->draw_cap) {
         int cap = n > c->n_slots ? n : c->n_slots;
         cu->dfree(self->ctx, c->d_u);
-        free(c->h_drow);
+        free(c->h_u);
         c->d_u = NULL;
         c->draw_cap = 0;
-        c->h_drow = malloc((size_t)cap * sizeof(int32_t));
-        if (!c->h_drow || cu->dmalloc(self->ctx, (size_t)cap * 20, (void **)&c->d_u) != 0) {
+        c->h_u = malloc((size_t)cap * 20);
+        if (!c->h_u || cu->dmalloc(self->ctx, (size_t)cap * 20, (void **)&c->d_u) != 0) {
             return s_err(self, RL_ENOMEM, "cuda:%d: no room for %d draws", self->device, cap);
         }
         c->d_drow = (int32_t *)(c->d_u + cap);
         c->d_tok = c->d_drow + cap;
         c->d_lp = (float *)(c->d_tok + cap);
+        c->h_drow = (int32_t *)(c->h_u + cap);
+        c->h_tok = c->h_drow + cap;
+        c->h_lp = (float *)(c->h_tok + cap);
         c->draw_cap = cap;
     }
     return 0;
@@ -873,15 +880,21 @@ static int s_step_draws(rl_model_cuda_t *self, rl_model_cuda_cache_t *c, int n,
                          self->head.h, 0.0f, k, C, V));
         i += k;
     }
+    // one copy up (the uniforms, when drawn, and the rows) and one down (tokens and logprobs):
+    // each copy waits for the device
     const int draw = d->temperature > 0.0f;
-    S_TRY(cu->h2d(ctx, c->d_drow, c->h_drow, (size_t)d->n * sizeof(int32_t)));
+    const size_t cap = (size_t)c->draw_cap, nd = (size_t)d->n;
     if (draw) {
-        S_TRY(cu->h2d(ctx, c->d_u, d->u, (size_t)d->n * sizeof(double)));
+        memcpy(c->h_u, d->u, nd * sizeof(double));
+        S_TRY(cu->h2d(ctx, c->d_u, c->h_u, cap * sizeof(double) + nd * sizeof(int32_t)));
+    } else {
+        S_TRY(cu->h2d(ctx, c->d_drow, c->h_drow, nd * sizeof(int32_t)));
     }
     S_TRY(cu->sample_rows(ctx, c->d_tok, c->d_lp, c->d_dlg, c->d_drow, draw ? c->d_u : NULL,
                           d->temperature, d->top_k, d->top_p, d->n, V));
-    S_TRY(cu->d2h(ctx, d->tokens, c->d_tok, (size_t)d->n * sizeof(int32_t)));
-    S_TRY(cu->d2h(ctx, d->logprobs, c->d_lp, (size_t)d->n * sizeof(float)));
+    S_TRY(cu->d2h(ctx, c->h_tok, c->d_tok, cap * sizeof(int32_t) + nd * sizeof(float)));
+    memcpy(d->tokens, c->h_tok, nd * sizeof(int32_t));
+    memcpy(d->logprobs, c->h_lp, nd * sizeof(float));
     return 0;
 }
 
