@@ -2,7 +2,8 @@
 # The GPU checks, in one command on a GPU machine (at most ~8 minutes): every `gpu` suite
 # (each kernel against the CPU reference, the model against the CPU path, whole runs and the
 # memory plan) and rlctl's logprobs and generate end to end on the GPU against the CPU
-# (cli.device_e2e), the cookbook's GRPO recipe on the GPU gaining as on the CPU
+# (cli.device_e2e), the model against transformers on the same GPU (model.transformers:
+# scripts/gpu_transformers.py), the cookbook's GRPO recipe on the GPU gaining as on the CPU
 # (run.grpo_gpu), then the benchmark
 # bench_gpu --quick (the training step and decode beside the measured gemm peak and copy
 # bandwidth; the weight sync through CUDA IPC against the host path), each with its log
@@ -132,6 +133,17 @@ dt_ms=$((($(date +%s%N) - t0) / 1000000))
 res=$(result $rc)
 [ $rc -eq 0 ] || status=1
 row cli.device_e2e "$res" "$dt_ms" "$(head -n 1 "$out/cli.device_e2e.log" | cut -c1-60)"
+# the model against transformers on the same GPU (scripts/gpu_transformers.py: arith-base and
+# random llama and qwen3 models; transformers fp32 within 1e-3 of rlctl's CPU, rlctl's GPU as
+# close to it as transformers' bf16, within a factor 2)
+t0=$(date +%s%N)
+(cd "$root" && within 150 python3 scripts/gpu_transformers.py "$pack/bin/rlctl" "$out") \
+  >"$out/model.transformers.log" 2>&1
+rc=$?
+dt_ms=$((($(date +%s%N) - t0) / 1000000))
+res=$(result $rc)
+[ $rc -eq 0 ] || status=1
+row model.transformers "$res" "$dt_ms" "$(tail -n 1 "$out/model.transformers.log" | cut -c1-60)"
 # the cookbook's GRPO recipe on the GPU (every role there): 60 steps must gain as on the CPU
 # (+22.0 points of eval/accuracy at temperature 1 on the CPU, 2026-11-28; bound +15)
 grpo_gpu() {
