@@ -81,6 +81,23 @@ result() {
     *) echo "FAIL($1)" ;;
   esac
 }
+# step NAME SECONDS NOTE COMMAND...: runs COMMAND from the checkout within SECONDS (and the
+# deadline), its output in $out/NAME.log, then prints its row; NOTE is "head" or "tail" (the
+# log's first or last line) or the note itself
+step() {
+  local name=$1 secs=$2 note=$3 t0 rc dt_ms
+  shift 3
+  t0=$(date +%s%N)
+  (cd "$root" && within "$secs" "$@") >"$out/$name.log" 2>&1
+  rc=$?
+  dt_ms=$((($(date +%s%N) - t0) / 1000000))
+  [ $rc -eq 0 ] || status=1
+  case $note in
+    head) note=$(head -n 1 "$out/$name.log" | cut -c1-60) ;;
+    tail) note=$(tail -n 1 "$out/$name.log" | cut -c1-60) ;;
+  esac
+  row "$name" "$(result $rc)" "$dt_ms" "$note"
+}
 while read -r suite; do
   [ -n "$suite" ] || continue
   exe="$pack/bin/test_${suite//./_}"
@@ -125,25 +142,12 @@ PY
     done
   done
 }
-t0=$(date +%s%N)
-within 120 bash -c "$(declare -f e2e); root='$root' pack='$pack' out='$out' e2e" \
-  >"$out/cli.device_e2e.log" 2>&1
-rc=$?
-dt_ms=$((($(date +%s%N) - t0) / 1000000))
-res=$(result $rc)
-[ $rc -eq 0 ] || status=1
-row cli.device_e2e "$res" "$dt_ms" "$(head -n 1 "$out/cli.device_e2e.log" | cut -c1-60)"
+step cli.device_e2e 120 head \
+  bash -c "$(declare -f e2e); root='$root' pack='$pack' out='$out' e2e"
 # the model against transformers on the same GPU (scripts/gpu_transformers.py: arith-base and
 # random llama and qwen3 models; transformers fp32 within 1e-3 of rlctl's CPU, rlctl's GPU as
 # close to it as transformers' bf16, within a factor 2)
-t0=$(date +%s%N)
-(cd "$root" && within 150 python3 scripts/gpu_transformers.py "$pack/bin/rlctl" "$out") \
-  >"$out/model.transformers.log" 2>&1
-rc=$?
-dt_ms=$((($(date +%s%N) - t0) / 1000000))
-res=$(result $rc)
-[ $rc -eq 0 ] || status=1
-row model.transformers "$res" "$dt_ms" "$(tail -n 1 "$out/model.transformers.log" | cut -c1-60)"
+step model.transformers 150 tail python3 scripts/gpu_transformers.py "$pack/bin/rlctl" "$out"
 # the cookbook's GRPO recipe on the GPU (every role there): 60 steps must gain as on the CPU
 # (+22.0 points of eval/accuracy at temperature 1 on the CPU, 2026-11-28; bound +15)
 grpo_gpu() {
@@ -162,24 +166,12 @@ print(f"eval/accuracy {ev[0]:.3f} -> {ev[-1]:.3f} ({gain:+.1f} points; CPU +22.0
 sys.exit(0 if gain >= 15 else 1)
 PY
 }
-t0=$(date +%s%N)
-within 200 bash -c "$(declare -f grpo_gpu); root='$root' pack='$pack' out='$out' grpo_gpu" \
-  >"$out/run.grpo_gpu.log" 2>&1
-rc=$?
-dt_ms=$((($(date +%s%N) - t0) / 1000000))
-res=$(result $rc)
-[ $rc -eq 0 ] || status=1
-row run.grpo_gpu "$res" "$dt_ms" "$(head -n 1 "$out/run.grpo_gpu.log" | cut -c1-60)"
+step run.grpo_gpu 200 head \
+  bash -c "$(declare -f grpo_gpu); root='$root' pack='$pack' out='$out' grpo_gpu"
 # the benchmark (bench/bench_gpu.c): the device's bf16 gemm peak and copy bandwidth, then the
 # 0.5B-shaped model's training step and decode beside them; its table is printed below
-t0=$(date +%s%N)
-(cd "$root" && within "${RL_GPU_BENCH_SECONDS:-200}" "$pack/bin/bench_gpu" --quick \
-  --json "$out/bench_gpu.json") >"$out/bench_gpu.log" 2>&1
-rc=$?
-dt_ms=$((($(date +%s%N) - t0) / 1000000))
-res=$(result $rc)
-[ $rc -eq 0 ] || status=1
-row bench_gpu "$res" "$dt_ms" "table below"
+step bench_gpu "${RL_GPU_BENCH_SECONDS:-200}" "table below" \
+  "$pack/bin/bench_gpu" --quick --json "$out/bench_gpu.json"
 echo
 grep '^|' "$out/bench_gpu.log"
 echo
