@@ -17,6 +17,9 @@
 //           tokens, 256 new tokens each (end tokens ignored), temperature 1: new tokens/s of the
 //           whole call (prefill included). Batch 1 beside its bandwidth bound: copy GB/s / the
 //           bytes one token reads (the bf16 matmul weights, the head once).
+//   attn_train  the attention alone at a training step's shape (both head shapes, T = 1024
+//           and 4096): the fp32 kernels against the bf16 ones (the forward on the tensor cores),
+//           TFLOP/s of causal attention (forward 2 T^2 D per head, backward 2.5 times that).
 //   sync    a new weights version into a sampler process on the same GPU (the 0.5B shape, LoRA
 //           and full): through CUDA IPC (the sampler copies the actor's trainable array device to
 //           device) against the host path's two device copies (the actor's pull to the host and
@@ -339,7 +342,8 @@ static void s_decode(const s_shape_t *s, double gbs) {
 
 // ---- attention of a decode step: the two kernels that can take it
 // A decode step's attention (S rows, each its own slot with ctx positions) as the model runs it
-// (attn_prefill, each row a run of one: a tile of query rows per row and head) and through
+// (attn_prefill_bf16, each row a run of one: a tile of query rows per row and head; and the fp32
+// attn_prefill) and through
 // attn_decode (the heads sharing a kv head in one block, reading K and V once for them), beside
 // the time the K and V bytes take at the measured copy bandwidth. Which is faster decides which
 // one the model's decode steps should take.
@@ -373,15 +377,17 @@ static void s_attn(const s_shape_t *s, double gbs) {
     free(h);
     const int32_t *starts = idx, *slots = idx + S + 1, *pos0 = idx + 2 * S + 1,
                   *nctx = idx + 3 * S + 1;
-    double t[2][5];
-    for (int kernel = 0; kernel < 2; kernel++) {
+    double t[3][5];
+    for (int kernel = 0; kernel < 3; kernel++) {
         for (int rep = -1; rep < 5; rep++) {
             double t0 = rl_bench_now();
             for (int k = 0; k < 10; k++) {
-                int rc = kernel == 0 ? s_cu->attn_prefill(s_ctx, out, q, kc, vc, starts, slots,
-                                                          pos0, S, S, NH, NKV, D, S, CTX)
-                                     : s_cu->attn_decode(s_ctx, out, q, kc, vc, slots, nctx, S, NH,
-                                                         NKV, D, S, CTX);
+                int rc = kernel == 0 ? s_cu->attn_prefill_bf16(s_ctx, out, q, kc, vc, starts, slots,
+                                                               pos0, S, S, NH, NKV, D, S, CTX)
+                         : kernel == 1 ? s_cu->attn_prefill(s_ctx, out, q, kc, vc, starts, slots,
+                                                            pos0, S, S, NH, NKV, D, S, CTX)
+                                       : s_cu->attn_decode(s_ctx, out, q, kc, vc, slots, nctx, S,
+                                                           NH, NKV, D, S, CTX);
                 if (rc) {
                     s_fail("attn", s_cu->errmsg(s_ctx));
                 }
@@ -392,20 +398,107 @@ static void s_attn(const s_shape_t *s, double gbs) {
             }
         }
     }
-    const double tp = rl_bench_median(t[0], 5), td = rl_bench_median(t[1], 5);
+    const double tp = rl_bench_median(t[0], 5), tf = rl_bench_median(t[1], 5),
+                 td = rl_bench_median(t[2], 5);
     const double bound = 2.0 * cache * 4 / (gbs * 1e9); // K and V read once
     char what[160];
     snprintf(what, sizeof what, "%s decode step, %d rows x %d positions (NH %d, NKV %d, D %d)",
              s->name, S, CTX, NH, NKV, D);
-    printf("| attn | %s | attn_prefill (the model's) %.1f us, attn_decode %.1f us (%.2fx); K and "
-           "V once at the copy bandwidth %.1f us |\n",
-           what, tp * 1e6, td * 1e6, td > 0 ? tp / td : 0.0, bound * 1e6);
-    s_record("attn", "attn_prefill, decode step", tp * 1e6, "us");
+    printf("| attn | %s | attn_prefill_bf16 (the model's) %.1f us, attn_prefill (fp32) %.1f us, "
+           "attn_decode (fp32) %.1f us (%.2fx); K and V once at the copy bandwidth %.1f us |\n",
+           what, tp * 1e6, tf * 1e6, td * 1e6, td > 0 ? tp / td : 0.0, bound * 1e6);
+    s_record("attn", "attn_prefill_bf16, decode step", tp * 1e6, "us");
+    s_record("attn", "attn_prefill, decode step", tf * 1e6, "us");
     s_record("attn", "attn_decode, decode step", td * 1e6, "us");
     void *dev[] = {q, out, kc, vc, idx};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) {
         s_cu->dfree(s_ctx, dev[i]);
     }
+}
+
+// ---- attention of a training step: fp32 (CUDA cores) against bf16 (tensor cores)
+// The attention alone, at a training step's shape (B*T = 16384 tokens of sequences of T, the
+// shape's heads): attn_forward and attn_backward (fp32) against attn_forward_bf16 (tensor cores:
+// the model's) and attn_backward_bf16 (the model's; fp32 CUDA cores reading rounded inputs), in
+// TFLOP/s of causal attention (forward 2 T^2 D per head and sequence: Q K^T and P V over half the
+// square; backward 2.5 times that, FlashAttention's count) and as a share of the gemm peak.
+static double s_attn_time(int which, float *const *b, const int32_t *starts, int B, int N, int NH,
+                          int NKV, int D) {
+    double t[5];
+    for (int rep = -1; rep < 5; rep++) {
+        double t0 = rl_bench_now();
+        int rc;
+        switch (which) {
+        case 0:
+            rc = s_cu->attn_forward(s_ctx, b[3], b[4], b[0], b[1], b[2], starts, B, N, NH, NKV, D);
+            break;
+        case 1:
+            rc = s_cu->attn_forward_bf16(s_ctx, b[3], b[4], b[0], b[1], b[2], starts, B, N, NH, NKV,
+                                         D);
+            break;
+        case 2:
+            rc = s_cu->attn_backward(s_ctx, b[5], b[6], b[7], b[8], b[3], b[0], b[1], b[2], b[3],
+                                     b[4], starts, B, N, NH, NKV, D);
+            break;
+        default:
+            rc = s_cu->attn_backward_bf16(s_ctx, b[5], b[6], b[7], b[8], b[3], b[0], b[1], b[2],
+                                          b[3], b[4], starts, B, N, NH, NKV, D);
+            break;
+        }
+        if (rc || s_cu->sync(s_ctx)) {
+            s_fail("attn_train", s_cu->errmsg(s_ctx));
+        }
+        if (rep >= 0) {
+            t[rep] = rl_bench_now() - t0;
+        }
+    }
+    return rl_bench_median(t, 5);
+}
+
+static void s_attn_train(const s_shape_t *s, int T, double peak) {
+    const int N = s_tiny ? 256 : 16384, B = N / T, NH = s->NH, NKV = s->NKV, D = s->D;
+    const size_t qn = (size_t)N * NH * D, kn = (size_t)N * NKV * D;
+    // q, k, v, out, lse, dq, dk, dv, delta
+    const size_t n[9] = {qn, kn, kn, qn, (size_t)N * NH, qn, kn, kn, (size_t)N * NH};
+    float *b[9] = {NULL};
+    for (int i = 0; i < 9; i++) {
+        if (s_cu->dmalloc(s_ctx, n[i] * 4, (void **)&b[i])) {
+            s_fail("attn_train", s_cu->errmsg(s_ctx));
+        }
+        s_cu->dset(s_ctx, b[i], 0x3c, n[i] * 4); // small finite values
+    }
+    int32_t *h = malloc((size_t)(B + 1) * sizeof *h), *starts = NULL;
+    for (int i = 0; i <= B; i++) {
+        h[i] = i * T;
+    }
+    if (s_cu->dmalloc(s_ctx, (size_t)(B + 1) * 4, (void **)&starts) ||
+        s_cu->h2d(s_ctx, starts, h, (size_t)(B + 1) * 4)) {
+        s_fail("attn_train", s_cu->errmsg(s_ctx));
+    }
+    free(h);
+    const double fwd = 2.0 * (double)T * T * D * NH * B, bwd = 2.5 * fwd;
+    double tt[4];
+    for (int w = 0; w < 4; w++) {
+        tt[w] = s_attn_time(w, b, starts, B, N, NH, NKV, D);
+    }
+    char what[160];
+    snprintf(what, sizeof what, "%s heads (NH %d, NKV %d, D %d), T=%d, %d tokens", s->name, NH, NKV,
+             D, T, N);
+    printf("| attn_train | %s | forward fp32 %.2f ms (%.3g TFLOP/s), bf16 %.2f ms (%.3g TFLOP/s, "
+           "%.1f%% of peak); backward fp32 %.2f ms (%.3g TFLOP/s), bf16 %.2f ms (%.3g TFLOP/s) |\n",
+           what, tt[0] * 1e3, fwd / tt[0] / 1e12, tt[1] * 1e3, fwd / tt[1] / 1e12,
+           100 * fwd / tt[1] / 1e12 / peak, tt[2] * 1e3, bwd / tt[2] / 1e12, tt[3] * 1e3,
+           bwd / tt[3] / 1e12);
+    const char *names[4] = {"forward fp32", "forward bf16", "backward fp32", "backward bf16"};
+    for (int w = 0; w < 4; w++) {
+        char key[200];
+        snprintf(key, sizeof key, "%s %s T=%d", s->name, names[w], T);
+        s_record("attn_train", key, (w < 2 ? fwd : bwd) / tt[w] / 1e12, "TFLOP/s");
+    }
+    for (int i = 0; i < 9; i++) {
+        s_cu->dfree(s_ctx, b[i]);
+    }
+    s_cu->dfree(s_ctx, starts);
 }
 
 // ---- the weight sync (issue 31): the actor's trainable weights into a sampler's process
@@ -585,6 +678,11 @@ int main(int argc, char **argv) {
         }
         s_decode(shapes[k], gbs);
         s_attn(shapes[k], gbs);
+    }
+    for (int k = 0; k < (s_tiny ? 1 : 2); k++) { // the attention alone: both head shapes
+        for (int ti = 0; ti < 2; ti++) {
+            s_attn_train(s_tiny ? &S_TINY : k == 0 ? &S_05B : &S_15B, Ts[ti], peak);
+        }
     }
     s_sync(shapes[0], RL_TUNE_LORA);
     s_sync(shapes[0], RL_TUNE_FULL);

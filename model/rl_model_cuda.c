@@ -166,6 +166,10 @@ struct rl_model_cuda {
     float temperature;
     uint64_t step;
 
+    // attention: the bf16 kernels on the tensor cores (attn_*_bf16), or the fp32 ones
+    // (RLCTL_CUDA_ATTN=fp32: slower, for comparisons)
+    int attn_fp32;
+
     // ---- CUDA graphs of decode steps (s_step_trunk)
     int graphs; // 0: never (RLCTL_CUDA_GRAPHS=0, or a capture failed: g_off says)
     char g_off[512];
@@ -497,11 +501,12 @@ static int s_layer_forward(rl_model_cuda_t *self, int l, s_act_t *a, const float
         float *kc = kv->mem + (size_t)l * 2 * kv->slot, *vc = kc + kv->slot;
         S_TRY(cu->attn_cache_write(ctx, kc, vc, a->kr, a->v, kv->d_rows, dpos, N, kv->n_slots,
                                    kv->max_len, NKV, D));
-        S_TRY(cu->attn_prefill(ctx, a->att, a->qr, kc, vc, kv->d_qstarts, kv->d_rslots, kv->d_pos0,
-                               kv->runs, N, NH, NKV, D, kv->n_slots, kv->max_len));
+        S_TRY((self->attn_fp32 ? cu->attn_prefill : cu->attn_prefill_bf16)(
+            ctx, a->att, a->qr, kc, vc, kv->d_qstarts, kv->d_rslots, kv->d_pos0, kv->runs, N, NH,
+            NKV, D, kv->n_slots, kv->max_len));
     } else {
-        S_TRY(cu->attn_forward(ctx, a->att, a->lse, a->qr, a->kr, a->v, self->d_starts, B, N, NH,
-                               NKV, D));
+        S_TRY((self->attn_fp32 ? cu->attn_forward : cu->attn_forward_bf16)(
+            ctx, a->att, a->lse, a->qr, a->kr, a->v, self->d_starts, B, N, NH, NKV, D));
     }
     S_TRY(cu->f32_to_bf16(ctx, a->att_h, a->att, (size_t)N * QD));
     S_PROJ(S_O, a->h, a->att_h, o_proj, o_bias, QD, C);
@@ -554,8 +559,9 @@ static int s_layer_backward(rl_model_cuda_t *self, int l, const s_act_t *a, cons
     S_TRY(cu->dset(ctx, self->dqr, 0, nQ * sizeof(float)));
     S_TRY(cu->dset(ctx, self->dkr, 0, nK * sizeof(float)));
     S_TRY(cu->dset(ctx, self->dv, 0, nK * sizeof(float)));
-    S_TRY(cu->attn_backward(ctx, self->dqr, self->dkr, self->dv, self->delta, self->datt, a->qr,
-                            a->kr, a->v, a->att, a->lse, self->d_starts, B, N, NH, NKV, D));
+    S_TRY((self->attn_fp32 ? cu->attn_backward : cu->attn_backward_bf16)(
+        ctx, self->dqr, self->dkr, self->dv, self->delta, self->datt, a->qr, a->kr, a->v, a->att,
+        a->lse, self->d_starts, B, N, NH, NKV, D));
     // RoPE is a rotation: its backward is the rotation by -angle, in place
     S_TRY(cu->rope_backward(ctx, self->dqr, self->dqr, self->rope_cs, self->d_pos, N, NH, D,
                             self->rows, 0));
@@ -1900,6 +1906,8 @@ int rl_model_cuda_new(rl_model_t *host, const rl_model_opts_t *opts, rl_model_cu
     self->seed = opts->seed;
     const char *graphs = getenv("RLCTL_CUDA_GRAPHS");
     self->graphs = !(graphs && strcmp(graphs, "0") == 0);
+    const char *attn = getenv("RLCTL_CUDA_ATTN");
+    self->attn_fp32 = attn && strcmp(attn, "fp32") == 0;
     self->layers = calloc((size_t)self->L, sizeof *self->layers);
     self->lora_a = calloc((size_t)self->L * RL_LORA_NMOD, sizeof *self->lora_a);
     self->lora_b = calloc((size_t)self->L * RL_LORA_NMOD, sizeof *self->lora_b);

@@ -14,7 +14,11 @@
 //      written, the rest untouched; batched decode (slots of different context lengths, the
 //      cache past each length NaN) and batched prefill (runs at several start positions) against
 //      the CPU and the double twin, and against the training forward's rows; rows refused (bad
-//      slot, n_ctx, positions past max_len) are NaN and the others unaffected.
+//      slot, n_ctx, positions past max_len) are NaN and the others unaffected;
+//   5. the bf16 kernels (tensor cores; the model's): the forward against the double twin on
+//      inputs rounded to bf16, the backward against its own contract in double, the prefill from
+//      0, 20 and in one-row runs against the bf16 forward's rows bit for bit (section 5 says
+//      how close and why).
 //
 // Tolerances (fp32 on both sides, summed in different orders: tiles of 32/64 keys with an
 // online softmax against the CPU's sgemm and double sums, or exact double). A score q.k is a sum
@@ -436,6 +440,57 @@ static void s_cpu_slot(const float *kc, const float *vc, int s, int KVD, size_t 
     }
 }
 
+// The bf16 prefill against the bf16 training forward of the same sequence (slot 2 of the cache,
+// c's keys and values): runs from position 0 and 20, and one-row runs at positions a decode step
+// takes (the model's decode steps are such runs): every row the forward's bits.
+static void s_bf16_cache_rows(s_batch_t *c, const float *d_kc, const float *d_vc, int NH, int NKV,
+                              int D) {
+    const int len = c->N, QD = NH * D;
+    int rc = rl_test_cu->attn_forward_bf16(rl_test_ctx, c->d_out, c->d_lse, c->d_q, c->d_k, c->d_v,
+                                           c->d_starts, 1, len, NH, NKV, D);
+    CHECK_MSG(rc == 0, "attn_forward_bf16: %s", rl_test_cu->errmsg(rl_test_ctx));
+    float *fo = s_back(c->d_out, (size_t)len * QD);
+    enum { R = 7 };
+    const int rowp[R] = {0, 31, 32, 63, 64, 128, 299};
+    for (int k = 0; k < 3; k++) {
+        // k 0, 1: one run from p0; k 2: R runs of one row each
+        const int p0 = k == 1 ? 20 : 0, runs = k == 2 ? R : 1;
+        int st[R + 1], sl[R], pp[R];
+        st[0] = 0;
+        for (int b = 0; b < runs; b++) {
+            sl[b] = 2;
+            pp[b] = k == 2 ? rowp[b] : p0;
+            st[b + 1] = k == 2 ? b + 1 : len - p0;
+        }
+        const int n = st[runs];
+        float *q = s_alloc((size_t)n * QD * 4), *want = s_alloc((size_t)n * QD * 4);
+        for (int i = 0; i < n; i++) {
+            const int at = k == 2 ? rowp[i] : p0 + i;
+            memcpy(q + (size_t)i * QD, c->q + (size_t)at * QD, (size_t)QD * 4);
+            memcpy(want + (size_t)i * QD, fo + (size_t)at * QD, (size_t)QD * 4);
+        }
+        float *d_q = rl_test_dup(q, (size_t)n * QD * 4),
+              *d_o = rl_test_poisoned((size_t)n * QD * 4);
+        int *d_st = rl_test_dup(st, (size_t)(runs + 1) * sizeof(int));
+        int *d_sl = rl_test_dup(sl, (size_t)runs * sizeof(int));
+        int *d_pp = rl_test_dup(pp, (size_t)runs * sizeof(int));
+        rc = rl_test_cu->attn_prefill_bf16(rl_test_ctx, d_o, d_q, d_kc, d_vc, d_st, d_sl, d_pp,
+                                           runs, n, NH, NKV, D, NS, ML);
+        CHECK_MSG(rc == 0, "attn_prefill_bf16: %s", rl_test_cu->errmsg(rl_test_ctx));
+        float *o = s_back(d_o, (size_t)n * QD);
+        CHECK_MSG(s_same(o, want, (size_t)n * QD * 4),
+                  "bf16 prefill (%s) differs from the bf16 training forward's rows",
+                  k == 0   ? "from 0"
+                  : k == 1 ? "from 20"
+                           : "one-row runs");
+        free(q), free(want), free(o);
+        rl_test_dfree(d_q), rl_test_dfree(d_o), rl_test_dfree(d_st), rl_test_dfree(d_sl);
+        rl_test_dfree(d_pp);
+    }
+    printf("  bf16: prefill from 0, from 20 and one-row runs give the bf16 forward's bits\n");
+    free(fo);
+}
+
 static void s_cache_case(int NH, int NKV, int D) {
     printf("kv cache: %d slots of %d positions, NH %d NKV %d D %d\n", NS, ML, NH, NKV, D);
     const int KVD = NKV * D, QD = NH * D;
@@ -608,6 +663,7 @@ static void s_cache_case(int NH, int NKV, int D) {
         free(po);
         rl_test_dfree(d_st), rl_test_dfree(d_sl), rl_test_dfree(d_p0), rl_test_dfree(d_po);
     }
+    s_bf16_cache_rows(&c, d_kc, d_vc, NH, NKV, D);
     enum { DR = 7 };
     const int trow[DR] = {0, 31, 32, 63, 64, 128, 299};
     int tslot[DR], tctx[DR];
@@ -642,12 +698,199 @@ static void test_cache(void) {
     s_cache_case(16, 1, 64); // two blocks of 8 heads per kv head in decode
 }
 
+// ---- 5. the bf16 attention (tensor cores) -----------------------------------------------------
+//
+// attn_forward_bf16 rounds q, k, v to bf16 and P to bf16 for P V. The reference is the double
+// twin on the rounded inputs, so what remains is P's rounding (and fp32 sums): each p moves by at
+// most u = 2^-9 relatively, so an output (a convex combination of v, |v| < 1) moves by at most
+// u: out within u + TOL_OUT. lse sums the unrounded p: within TOL_LSE as in fp32 (times the
+// peaked factor).
+// attn_backward_bf16 is checked against its own contract computed in double (s_ref_bwd_bf16):
+// the GPU's out and lse as inputs, q, k, v rounded, and where the tensor cores take them
+// (head_dim <= 128) dout, P and dS rounded to bf16 too. What remains is fp32 against double
+// sums, and now and then a p or ds whose fp32 and double values round to neighbouring bf16s (a
+// flip: 2^-8 of one term, up to 1e-3 of the array's largest value measured): gradients within
+// TOL_BF16_GRAD of each array's largest magnitude (at least 1) but for at most one element in
+// 1000 (the flips), and every one within TOL_BF16_FLIP of it.
+// Against the plain double backward (no rounding of dout, P, dS) the tensor cores' gradients
+// differ by 1.5-3e-3 of the largest value (7e-3 when peaked): printed, not checked. A wrong
+// index, mask or tile is an O(0.1) error, far outside.
+#define TOL_BF16_OUT (1.0 / 512.0)
+#define TOL_BF16_GRAD 1e-4
+#define TOL_BF16_FLIP (1.0 / 128.0)
+
+// got within tight * scale of want but for at most n / 1000 elements, and all within loose *
+// scale, scale = max(1, max |want|).
+static void s_close_flips(const char *what, const float *got, const double *want, size_t n,
+                          double tight, double loose) {
+    const double m = fmax(1.0, s_maxabs(want, n));
+    size_t over = 0, wi = 0;
+    double worst = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        const double d = fabs((double)got[i] - want[i]);
+        over += !(d <= tight * m);
+        if (!(d <= worst)) {
+            worst = d, wi = i;
+        }
+    }
+    printf(
+        "  %-40s n %-8zu %zu beyond %.2g of the largest (allowed %zu); worst %.3g of it at %zu\n",
+        what, n, over, tight, n / 1000, worst / m, wi);
+    CHECK_MSG(over <= n / 1000 && worst <= loose * m,
+              "%s: %zu elements beyond %.3g (allowed %zu), worst %.3g (allowed %.3g)", what, over,
+              tight * m, n / 1000, worst, loose * m);
+}
+
+static float s_r16(double x) {
+    return rl_test_from_bf16(rl_test_bf16((float)x));
+}
+
+static float *s_rounded(const float *x, size_t n) {
+    float *r = s_alloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        r[i] = s_r16(x[i]);
+    }
+    return r;
+}
+
+// largest |got - want| / max(1, max |want|)
+static double s_rel_err(const float *got, const double *want, size_t n) {
+    double e = 0.0, m = s_maxabs(want, n);
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - want[i]);
+        e = d > e ? d : e;
+    }
+    return e / (m > 1.0 ? m : 1.0);
+}
+
+// attn_backward_bf16's contract in double (see above): dq, dk, dv = dq0, dk0, dv0 + the
+// gradients from q, k, v rounded to bf16 (r: the rounded copies), the given out and lse, and with
+// tc, dout, P and dS rounded to bf16 where the tensor cores take them.
+static void s_ref_bwd_bf16(const s_batch_t *c, const s_batch_t *r, const float *out,
+                           const float *lse, int tc, double *dq, double *dk, double *dv) {
+    const int NH = c->NH, NKV = c->NKV, D = c->D, QD = NH * D, KD = NKV * D;
+    const double scale = (double)(1.0f / sqrtf((float)D)); // the kernels' float scale
+    const size_t qn = (size_t)c->N * QD, kn = (size_t)c->N * KD;
+    for (size_t i = 0; i < qn; i++) {
+        dq[i] = c->dq0[i];
+    }
+    for (size_t i = 0; i < kn; i++) {
+        dk[i] = c->dk0[i];
+        dv[i] = c->dv0[i];
+    }
+    double *go = s_alloc((size_t)D * 8);
+    for (int b = 0; b < c->B; b++) {
+        const int row0 = c->starts[b], len = c->lens[b];
+        for (int h = 0; h < NH; h++) {
+            const int g = h / (NH / NKV);
+            for (int i = 0; i < len; i++) {
+                const size_t qo = (size_t)(row0 + i) * QD + (size_t)h * D;
+                double delta = 0.0;
+                for (int d = 0; d < D; d++) {
+                    delta += (double)c->dout[qo + d] * out[qo + d];
+                    go[d] = tc ? s_r16(c->dout[qo + d]) : c->dout[qo + d];
+                }
+                const double l = lse[(size_t)row0 * NH + (size_t)h * len + i];
+                for (int j = 0; j <= i; j++) {
+                    const size_t ko = (size_t)(row0 + j) * KD + (size_t)g * D;
+                    double sc = 0.0, dp = 0.0;
+                    for (int d = 0; d < D; d++) {
+                        sc += (double)r->q[qo + d] * r->k[ko + d];
+                        dp += go[d] * r->v[ko + d];
+                    }
+                    const double p = exp(sc * scale - l), ds = p * (dp - delta);
+                    const double pr = tc ? s_r16(p) : p, dsr = tc ? s_r16(ds) : ds;
+                    for (int d = 0; d < D; d++) {
+                        dv[ko + d] += pr * go[d];
+                        dk[ko + d] += scale * dsr * r->q[qo + d];
+                        dq[qo + d] += scale * dsr * r->k[ko + d];
+                    }
+                }
+            }
+        }
+    }
+    free(go);
+}
+
+static void s_bf16_case(const char *name, const int *lens, int B, int NH, int NKV, int D,
+                        double amp) {
+    s_batch_t c;
+    s_batch_new(&c, lens, B, NH, NKV, D, amp);
+    const int tc = (D + 15) / 16 * 16 <= 128; // the backward on the tensor cores
+    printf("%s: B %d N %d (longest %d) NH %d NKV %d D %d, q/k in [-%g, %g); backward on the %s\n",
+           name, B, c.N, c.T, NH, NKV, D, amp, amp, tc ? "tensor cores" : "CUDA cores");
+    const size_t qn = (size_t)c.N * NH * D, kn = (size_t)c.N * NKV * D, ln = (size_t)c.N * NH;
+    int rc = rl_test_cu->attn_forward_bf16(rl_test_ctx, c.d_out, c.d_lse, c.d_q, c.d_k, c.d_v,
+                                           c.d_starts, B, c.N, NH, NKV, D);
+    CHECK_MSG(rc == 0, "attn_forward_bf16: %s", rl_test_cu->errmsg(rl_test_ctx));
+    float *out = s_back(c.d_out, qn), *lse = s_back(c.d_lse, ln);
+    float *gr[2][3];
+    for (int t = 0; t < 2; t++) { // twice: the same bits
+        float *d_dq = rl_test_dup(c.dq0, qn * 4), *d_dk = rl_test_dup(c.dk0, kn * 4);
+        float *d_dv = rl_test_dup(c.dv0, kn * 4), *d_delta = rl_test_poisoned(ln * 4);
+        rc = rl_test_cu->attn_backward_bf16(rl_test_ctx, d_dq, d_dk, d_dv, d_delta, c.d_dout, c.d_q,
+                                            c.d_k, c.d_v, c.d_out, c.d_lse, c.d_starts, B, c.N, NH,
+                                            NKV, D);
+        CHECK_MSG(rc == 0, "attn_backward_bf16: %s", rl_test_cu->errmsg(rl_test_ctx));
+        gr[t][0] = s_back(d_dq, qn), gr[t][1] = s_back(d_dk, kn), gr[t][2] = s_back(d_dv, kn);
+        rl_test_dfree(d_dq), rl_test_dfree(d_dk), rl_test_dfree(d_dv), rl_test_dfree(d_delta);
+    }
+    CHECK_MSG(s_same(gr[0][0], gr[1][0], qn * 4) && s_same(gr[0][1], gr[1][1], kn * 4) &&
+                  s_same(gr[0][2], gr[1][2], kn * 4),
+              "%s: two bf16 backward passes differ (not deterministic)", name);
+    // the double twin on the rounded inputs
+    s_batch_t r = c;
+    r.q = s_rounded(c.q, qn), r.k = s_rounded(c.k, kn), r.v = s_rounded(c.v, kn);
+    double *o_r = s_alloc(qn * 8), *l_r = s_alloc(ln * 8), *dq_r = s_alloc(qn * 8);
+    double *dk_r = s_alloc(kn * 8), *dv_r = s_alloc(kn * 8);
+    s_ref(&r, o_r, l_r, dq_r, dk_r, dv_r);
+    const double tol = amp > 2.0 ? amp * amp / 4.0 : 1.0;
+    rl_test_close("  bf16 out vs double (rounded inputs)", out, o_r, qn,
+                  TOL_BF16_OUT + tol * TOL_OUT, 0);
+    rl_test_close("  bf16 lse vs double (rounded inputs)", lse, l_r, ln, tol * TOL_LSE, 0);
+    const double *gw[3] = {dq_r, dk_r, dv_r};
+    const size_t gn[3] = {qn, kn, kn};
+    const char *gname[3] = {"dq", "dk", "dv"};
+    for (int g = 0; g < 3; g++) {
+        printf("  bf16 %s vs the plain double backward: largest error %.3g of the largest |value| "
+               "(not checked)\n",
+               gname[g], s_rel_err(gr[0][g], gw[g], gn[g]));
+    }
+    // the contract in double
+    double *gc[3] = {dq_r, dk_r, dv_r};
+    s_ref_bwd_bf16(&c, &r, out, lse, tc, gc[0], gc[1], gc[2]);
+    for (int g = 0; g < 3; g++) {
+        char what[96];
+        snprintf(what, sizeof what, "  bf16 %s vs its contract in double", gname[g]);
+        s_close_flips(what, gr[0][g], gc[g], gn[g], tol * TOL_BF16_GRAD, TOL_BF16_FLIP);
+    }
+    free(o_r), free(l_r), free(dq_r), free(dk_r), free(dv_r);
+    free(r.q), free(r.k), free(r.v);
+    for (int t = 0; t < 2; t++) {
+        free(gr[t][0]), free(gr[t][1]), free(gr[t][2]);
+    }
+    free(out), free(lse);
+    s_batch_free(&c);
+}
+
+static void test_bf16(void) {
+    s_bf16_case("bf16 D 40 NH/NKV 4/2", LENS, NLENS, 4, 2, 40, 2.0);
+    s_bf16_case("bf16 D 64 NH/NKV 8/1", LENS, NLENS, 8, 1, 64, 2.0);
+    s_bf16_case("bf16 D 128 NH/NKV 4/4", LENS, NLENS, 4, 4, 128, 2.0);
+    const int l2[] = {300, 7, 97};
+    s_bf16_case("bf16 D 256 (blocks of 2 warps)", l2, 3, 4, 2, 256, 2.0);
+    s_bf16_case("bf16 D 33", LENS, NLENS, 6, 3, 33, 2.0);
+    s_bf16_case("bf16 D 1", l2, 3, 2, 1, 1, 2.0);
+    s_bf16_case("bf16 peaked D 64", LENS, NLENS, 4, 2, 64, 6.0);
+}
+
 int main(void) {
     rl_test_cuda_open("model.cuda_attn");
     RL_TEST_RUN(test_train);
     RL_TEST_RUN(test_edges);
     RL_TEST_RUN(test_long);
     RL_TEST_RUN(test_cache);
+    RL_TEST_RUN(test_bf16);
     rl_test_cuda_close();
     RL_TEST_DONE();
 }

@@ -28,9 +28,11 @@
 // perturbation of a bf16 rounding's size at every matmul), gives per tensor the difference
 // D = perturbed - reference that roundings of size u cause there. The device's difference
 // d = device - reference must satisfy:
-// - normwise, per tensor: ||d|| <= 4 ||D||. The device rounds activations and gradients rather
-//   than weights, about as many per matmul; measured on the emulation: median 1.3, worst 2.7
-//   (LoRA on every module with dropout, layer 0's q/k), over about 400 tensors;
+// - normwise, per tensor: ||d|| <= 5 ||D||. The device rounds activations and gradients rather
+//   than weights, about as many per matmul, and attention's inputs too (q, k, v and P: the bf16
+//   attention on the tensor cores, which D does not model, having no weights); measured on the
+//   emulation over 426 tensors: median 1.61, worst 3.38 (layer 0's q_proj LoRA B: the softmax
+//   backward cancels); with the fp32 attention (RLCTL_CUDA_ATTN=fp32) median 1.31, worst 2.68;
 // - every element: |d_i| <= 32 max(rms(D over i's row), rms(D)), 8 sigma of that allowance (a
 //   row is an output unit of a weight gradient, a position of the hidden states; the row's scale
 //   follows the sparse rows of the embedding and vocabulary gradients), and exactly 0 in a row
@@ -38,7 +40,7 @@
 //   Rows are few-mode: the device's error of one row measures 1.2 times D's at the median, 3.5 at
 //   the 99th percentile and 5 at worst (the embedding rows of a FULL case, as the same sequence
 //   alone in a batch of one: so no other sequence leaks in), hence 8 sigma rather than 6;
-// - logp and entropy, per real position: rms(d) <= 4 rms(D) and |d| <= 32 rms(D); exactly 0 at
+// - logp and entropy, per real position: rms(d) <= 5 rms(D) and |d| <= 32 rms(D); exactly 0 at
 //   t = 0 and at padding.
 // The measured D of logp is 0.5-2e-2 at logits of rms 1.5-2 (a trained model's scale), of the
 // hidden states and gradients about 1e-2 normwise. A bug in indexing, a dropped term or a wrong
@@ -64,6 +66,8 @@
 #include <unistd.h>
 
 static const double S_U = 1.0 / 512.0; // bf16's unit roundoff, 2^-9
+static const double S_RATIO = 5.0;     // ||d|| <= S_RATIO ||D|| (see the top)
+static const double S_SAMPLER_LOGP = 0.2; // the sampler's logprobs against the CPU's scoring
 
 // ---------------------------------------------------------------------------------------------
 // models
@@ -235,8 +239,8 @@ static double s_rms(const float *x, size_t n) {
 }
 
 // got against want (n, rows of `cols`), with alt the perturbed CPU's result (see the top):
-// ||got - want|| <= 4 ||alt - want||; every element within 32 max(rms(alt - want) over its row,
-// over all); a row of want all zero: got's exactly zero. Prints the worst element.
+// ||got - want|| <= S_RATIO ||alt - want||; every element within 32 max(rms(alt - want) over its
+// row, over all); a row of want all zero: got's exactly zero. Prints the worst element.
 static int s_cmp(const char *what, const float *got, const float *want, const float *alt, size_t n,
                  size_t cols) {
     double d2 = 0, a2 = 0, worst_r = -1;
@@ -272,18 +276,18 @@ static int s_cmp(const char *what, const float *got, const float *want, const fl
         }
     }
     double ratio = a2 > 0 ? sqrt(d2 / a2) : (d2 > 0 ? INFINITY : 0.0);
-    int ok = bad == 0 && ratio <= 4.0;
-    printf("  %-40s n %-7zu |d|/|D| %.2f (of 4)  worst %.2e at %zu (got %.6g, want %.6g; %.2f "
+    int ok = bad == 0 && ratio <= S_RATIO;
+    printf("  %-40s n %-7zu |d|/|D| %.2f (of %g)  worst %.2e at %zu (got %.6g, want %.6g; %.2f "
            "of its bound)%s\n",
-           what, n, ratio, n ? fabs((double)got[wi] - want[wi]) : 0.0, wi,
+           what, n, ratio, S_RATIO, n ? fabs((double)got[wi] - want[wi]) : 0.0, wi,
            n ? (double)got[wi] : 0.0, n ? (double)want[wi] : 0.0, worst_r, ok ? "" : " FAIL");
-    CHECK_MSG(ok, "%s: |d|/|D| %.3g (allowed 4), %zu elements beyond their bounds", what, ratio,
-              bad);
+    CHECK_MSG(ok, "%s: |d|/|D| %.3g (allowed %g), %zu elements beyond their bounds", what, ratio,
+              S_RATIO, bad);
     return ok;
 }
 
 // logp / entropy (B,T) at real positions against want, alt the perturbed CPU's: rms(d) <=
-// 4 rms(D), |d| <= 32 rms(D); exactly 0 (both) at t = 0 and padding.
+// S_RATIO rms(D), |d| <= 32 rms(D); exactly 0 (both) at t = 0 and padding.
 static void s_cmp_rows(const char *what, const float *got, const float *want, const float *alt,
                        const int *len, int B, int T) {
     double worst = 0, d2 = 0, a2 = 0;
@@ -308,11 +312,11 @@ static void s_cmp_rows(const char *what, const float *got, const float *want, co
     }
     double rms_d = sqrt(d2 / n), rms_a = sqrt(a2 / n), lim = 32.0 * rms_a;
     size_t wi = (size_t)wb * T + wt;
-    int ok = rms_d <= 4.0 * rms_a && worst <= lim && bad0 == 0;
-    printf("  %-40s rms d %.2e, D %.2e (%.2f of 4)  worst |d| %.2e at [%d,%d] (got %.6g, want "
+    int ok = rms_d <= S_RATIO * rms_a && worst <= lim && bad0 == 0;
+    printf("  %-40s rms d %.2e, D %.2e (%.2f of %g)  worst |d| %.2e at [%d,%d] (got %.6g, want "
            "%.6g; %.2f of %.2e)%s\n",
-           what, rms_d, rms_a, rms_d / rms_a, worst, wb, wt, (double)got[wi], (double)want[wi],
-           worst / lim, lim, ok ? "" : " FAIL");
+           what, rms_d, rms_a, rms_d / rms_a, S_RATIO, worst, wb, wt, (double)got[wi],
+           (double)want[wi], worst / lim, lim, ok ? "" : " FAIL");
     CHECK_MSG(ok, "%s: rms %.3g vs D %.3g, worst %.3g beyond %.3g, %d non-zero outside", what,
               rms_d, rms_a, worst, lim, bad0);
 }
@@ -1018,12 +1022,13 @@ static void s_test_draws(rl_model_t *gpu, rl_kvcache_t *gc, int len0, int len1, 
 }
 
 // The sampler on a GPU model (its draws on the device) against the CPU model with the same
-// weights, scoring the GPU's completions on the CPU (rl_model_forward): every logprob within 0.1
-// of the CPU's; greedy, every token the CPU's argmax up to a near-tie (its logit within 0.1 of
-// the best: these random models' logits are close together, and bf16 breaks some ties the other
-// way), so most are the CPU sampler's tokens. (The device walks the kept set in id order, the CPU
-// from the most likely: the same distribution, other tokens for the same uniform; s_test_draws
-// checks the map itself.)
+// weights, scoring the GPU's completions on the CPU (rl_model_forward): every logprob within 0.2
+// of the CPU's (the training forward's logp is held to 32 rms(D), 0.28-0.4 for these models;
+// measured at most 0.128, a token drawn at temperature 1, 0.085 with the fp32 attention); greedy,
+// every token the CPU's argmax up to a near-tie (its logit within 0.1 of the best: these random
+// models' logits are close together, and bf16 breaks some ties the other way), so most are the CPU
+// sampler's tokens. (The device walks the kept set in id order, the CPU from the most likely: the
+// same distribution, other tokens for the same uniform; s_test_draws checks the map itself.)
 static void s_test_sampler(rl_model_t *cpu, rl_model_t *gpu, int V) {
     rl_sampler_t *sc = rl_sampler_new(cpu), *sg = rl_sampler_new(gpu);
     int32_t ids[3][6];
@@ -1073,7 +1078,7 @@ static void s_test_sampler(rl_model_t *cpu, rl_model_t *gpu, int V) {
             for (int j = 0; j < rg[k].n_ids; j++) {
                 double d = fabs((double)rg[k].logprobs[j] - lp[q->len + j]);
                 worst = d > worst ? d : worst;
-                lbad += !(d <= 0.1);
+                lbad += !(d <= S_SAMPLER_LOGP);
                 same += rg[k].ids[j] == rc_[k].ids[j];
                 total++;
             }

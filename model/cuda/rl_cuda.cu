@@ -473,6 +473,10 @@ static const rl_cuda_module_t s_module = {
     s_graph_end,
     s_graph_launch,
     s_graph_free,
+    // ---- attention in bf16 ----
+    rl_cuda_attn_forward_bf16,
+    rl_cuda_attn_prefill_bf16,
+    rl_cuda_attn_backward_bf16,
 };
 
 extern "C" __attribute__((visibility("default"))) const rl_cuda_module_t *rl_cuda_module(void) {

@@ -1,8 +1,9 @@
 // rl_cuda_attn — causal GQA attention (see rl_cuda_attn.h): the training forward and backward
 // over packed sequences, the KV cache write, batched decode and batched prefill. fp32 on the
 // CUDA cores, FlashAttention's tiling (Dao et al. 2022, algorithms 1 and 2) written plainly:
-// correctness first; a bf16 tensor-core version (mma, K/V tiles double-buffered, GQA heads
-// packed into one tile, split-K decode for long contexts) is a later optimisation, measured.
+// correctness first. Then the same tiling in bf16 on the tensor cores (the forward, prefill and
+// backward the model takes; their own sections below); K/V tiles double-buffered, GQA heads
+// packed into one tile and split-K decode for long contexts are later optimisations, measured.
 //
 // Notation, per sequence and query head h (kv head g = h / (NH/NKV)), as in rl_layers.c:
 //   S = scale Q K^T (causal: query t sees keys j <= t),  P = softmax(S) row-wise,  O = P V,
@@ -45,6 +46,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include <mma.h>
 #include <mutex>
 
 // ---------------------------------------------------------------------------------------------
@@ -76,9 +78,9 @@ __device__ static inline int s_imin(int a, int b) {
     return a < b ? a : b;
 }
 
-// The block's dynamic shared memory (launch argument), as floats.
+// The block's dynamic shared memory (launch argument), as floats; aligned for wmma's tiles.
 __device__ static inline float *s_smem(void) {
-    extern __shared__ float s_dyn[];
+    extern __shared__ __align__(128) float s_dyn[];
     return s_dyn;
 }
 
@@ -132,8 +134,15 @@ __device__ static int s_find(const int *starts, int B, int tile, int x, int *t) 
     return lo;
 }
 
+// x rounded to the nearest bf16 (to even), as a float.
+__device__ static inline float s_r16(float x) {
+    return __bfloat162float(__float2bfloat16_rn(x));
+}
+
 // rows (n, D) at src (row stride rs) into dst (rows, ld), zeros for rows n..rows-1; a warp per
-// row, lanes along it (reads of D consecutive floats).
+// row, lanes along it (reads of D consecutive floats). R16: each value rounded to bf16 (the
+// bf16 backward, see attn_backward_bf16).
+template <bool R16 = false>
 __device__ static inline void s_load_rows(float *dst, const float *src, size_t rs, int n, int rows,
                                           int D, int ld, int nthreads) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = nthreads / 32;
@@ -141,7 +150,7 @@ __device__ static inline void s_load_rows(float *dst, const float *src, size_t r
         if (r < n) {
             const float *s = src + (size_t)r * rs;
             for (int d = lane; d < D; d += 32) {
-                dst[r * ld + d] = s[d];
+                dst[r * ld + d] = R16 ? s_r16(s[d]) : s[d];
             }
         } else {
             for (int d = lane; d < D; d += 32) {
@@ -229,6 +238,74 @@ static int s_check_heads(rl_cuda_ctx_t *ctx, const char *what, int NH, int NKV, 
 static long long s_tiles(int N, int B, int tile) {
     long long n = (long long)N / tile + B;
     return n <= INT_MAX ? n : -1;
+}
+
+// kernel<<<grid, threads, smem>>>(args) on the context's stream, its shared memory allowed first.
+template <typename K, typename... A>
+static int s_launch(rl_cuda_ctx_t *ctx, K kernel, dim3 grid, int threads, size_t smem,
+                    const char *what, int D, A... args) {
+    if (s_smem_attr(ctx, kernel, smem, what, D) != 0) {
+        return -1;
+    }
+    kernel<<<grid, threads, smem, ctx->stream>>>(args...);
+    RL_CUDA_LAUNCHED(ctx, what);
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// where a forward or prefill block works (both kernels of each kind, fp32 and bf16)
+
+// A block's tile: q and out at qo, keys and values at ko, queries q0.. of nq at positions p0..
+struct s_at_t {
+    size_t qo, ko;
+    int nq, p0, q0;
+    float *lse; // the forward's lse of this head and sequence (NULL: not asked, or a prefill)
+};
+
+// The training forward's block (tiles of BR rows): tile blockIdx.x (see s_find) of head
+// blockIdx.y. Returns false when the block is past its sequence's last tile.
+__device__ static bool s_fwd_at(s_at_t *a, float *lse, const int *starts, int B, int NH, int NKV,
+                                int D, int BR) {
+    int t;
+    const int b = s_find(starts, B, BR, (int)blockIdx.x, &t);
+    if (b < 0) {
+        return false;
+    }
+    const int h = (int)blockIdx.y, g = h / (NH / NKV);
+    const int row0 = starts[b], len = starts[b + 1] - row0;
+    a->qo = (size_t)row0 * NH * D + (size_t)h * D;
+    a->ko = (size_t)row0 * NKV * D + (size_t)g * D;
+    a->nq = len, a->p0 = 0, a->q0 = t * BR;
+    a->lse = lse ? lse + (size_t)row0 * NH + (size_t)h * len : NULL;
+    return true;
+}
+
+// The prefill's block (tiles of BR rows, NT threads): run b's keys from its cache slot. A run
+// with a bad slot or positions past max_len has its tile's rows written as NaN here; returns
+// false then, and when the block is past its run's last tile.
+__device__ static bool s_prefill_at(s_at_t *a, float *out, const int *q_starts, const int *slots,
+                                    const int *pos0, int B, int NH, int NKV, int D, int n_slots,
+                                    int max_len, int BR, int NT) {
+    int t;
+    const int b = s_find(q_starts, B, BR, (int)blockIdx.x, &t);
+    if (b < 0) {
+        return false;
+    }
+    const int h = (int)blockIdx.y, g = h / (NH / NKV), qs = NH * D, ks = NKV * D;
+    const int row0 = q_starts[b], nq = q_starts[b + 1] - row0;
+    const int slot = slots[b], p0 = pos0[b], q0 = t * BR;
+    const size_t qo = (size_t)row0 * qs + (size_t)h * D;
+    if (slot < 0 || slot >= n_slots || p0 < 0 || p0 > max_len - nq) {
+        const int nr = s_imin(BR, nq - q0);
+        for (int i = (int)threadIdx.x; i < nr * D; i += NT) {
+            out[qo + (size_t)(q0 + i / D) * qs + i % D] = NAN;
+        }
+        return false;
+    }
+    a->qo = qo;
+    a->ko = (size_t)slot * max_len * ks + (size_t)g * D;
+    a->nq = nq, a->p0 = p0, a->q0 = q0, a->lse = NULL;
+    return true;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -367,16 +444,11 @@ template <int DMAX>
 __global__ void __launch_bounds__(S_THREADS)
     s_fwd_kernel(float *out, float *lse, const float *q, const float *k, const float *v,
                  const int *starts, int B, int NH, int NKV, int D, float scale) {
-    int t;
-    const int b = s_find(starts, B, S_FWD_BR, (int)blockIdx.x, &t);
-    if (b < 0) {
-        return;
+    s_at_t a;
+    if (s_fwd_at(&a, lse, starts, B, NH, NKV, D, S_FWD_BR)) {
+        s_fwd_tile<DMAX>(out + a.qo, a.lse, q + a.qo, k + a.ko, v + a.ko, 0, a.nq, a.q0, NH * D,
+                         NKV * D, D, scale);
     }
-    const int h = (int)blockIdx.y, g = h / (NH / NKV);
-    const int row0 = starts[b], len = starts[b + 1] - row0, qs = NH * D, ks = NKV * D;
-    const size_t qo = (size_t)row0 * qs + (size_t)h * D, ko = (size_t)row0 * ks + (size_t)g * D;
-    float *lb = lse ? lse + (size_t)row0 * NH + (size_t)h * len : NULL;
-    s_fwd_tile<DMAX>(out + qo, lb, q + qo, k + ko, v + ko, 0, len, t * S_FWD_BR, qs, ks, D, scale);
 }
 
 // grid (N / BR + B, NH): as s_fwd_kernel, run b's keys from its cache slot.
@@ -385,24 +457,217 @@ __global__ void __launch_bounds__(S_THREADS)
     s_prefill_kernel(float *out, const float *q, const float *kc, const float *vc,
                      const int *q_starts, const int *slots, const int *pos0, int B, int NH, int NKV,
                      int D, int n_slots, int max_len, float scale) {
-    int t;
-    const int b = s_find(q_starts, B, S_FWD_BR, (int)blockIdx.x, &t);
-    if (b < 0) {
-        return;
+    s_at_t a;
+    if (s_prefill_at(&a, out, q_starts, slots, pos0, B, NH, NKV, D, n_slots, max_len, S_FWD_BR,
+                     S_THREADS)) {
+        s_fwd_tile<DMAX>(out + a.qo, NULL, q + a.qo, kc + a.ko, vc + a.ko, a.p0, a.nq, a.q0, NH * D,
+                         NKV * D, D, scale);
     }
-    const int h = (int)blockIdx.y, g = h / (NH / NKV);
-    const int row0 = q_starts[b], nq = q_starts[b + 1] - row0, qs = NH * D, ks = NKV * D;
-    const int slot = slots[b], p0 = pos0[b], q0 = t * S_FWD_BR;
-    const size_t qo = (size_t)row0 * qs + (size_t)h * D;
-    if (slot < 0 || slot >= n_slots || p0 < 0 || p0 > max_len - nq) {
-        const int nr = s_imin(S_FWD_BR, nq - q0);
-        for (int i = (int)threadIdx.x; i < nr * D; i += S_THREADS) {
-            out[qo + (size_t)(q0 + i / D) * qs + i % D] = NAN;
+}
+
+// ---------------------------------------------------------------------------------------------
+// the bf16 forward on the tensor cores (attn_forward_bf16, attn_prefill_bf16)
+//
+// The same tiles and online softmax as s_fwd_tile, with the two products on the tensor cores
+// (wmma m16n16k16: bf16 inputs, fp32 accumulators): q, k and v are rounded to bf16 as a tile is
+// loaded (the head dimension padded with zeros to Dp, a multiple of 16), S = Q K^T and O += P V
+// with P rounded to bf16 (its row sums l stay fp32, of the unrounded p: lse is the scores' own).
+// A block has WARPS warps of 16 query rows each (BR = 16 WARPS: 4 when Dp <= 128, else 2 so that
+// Dp 256 fits an A100's shared memory) and walks key tiles of BC = 64. Per warp, in shared
+// memory: its scores (16, BC) fp32, its P (16, BC) bf16 and its O (16, Dp) fp32, which a wmma
+// fragment cannot rescale in place (which element a lane holds is unspecified), so each tile's
+// P V is added to O loaded from there. Two lanes own a row (its max, sum and rescaling: a pair's
+// shuffle). A warp whose rows all precede a key tile skips it (for those rows nothing would
+// change: every p is 0 and alpha 1), and a warp with no real row (a short run: a decode step's
+// run of one row uses one warp of the block) skips every tile.
+//
+// A row's result depends only on its own q row, its keys and the tiles' fixed boundaries (an
+// mma's element reads one row of a and one column of b), so a decode step's row is bit for bit
+// the same row of a longer prefill, as with the fp32 kernels.
+//
+// Shared memory (bf16 strides Dp + 8 and BC + 8 and fp32 strides BC + 4 and Dp + 4: multiples
+// of 16 bytes, and every fragment's first element 32-byte aligned, as wmma requires):
+//   q (BR, Dp + 8), k and v (BC, Dp + 8) bf16; per warp: scores (16, BC + 4) fp32, P (16, BC + 8)
+//   bf16, O (16, Dp + 4) fp32.
+enum {
+    S_TC_BC = 64, // keys per tile
+};
+
+__host__ __device__ static inline int s_tc_dp(int D) {
+    return (D + 15) / 16 * 16;
+}
+
+static int s_tc_warps(int D) {
+    return s_tc_dp(D) <= 128 ? 4 : 2;
+}
+
+__host__ __device__ static inline size_t s_tc_warp_bytes(int dp) {
+    return (size_t)16 * (S_TC_BC + 4) * 4 + (size_t)16 * (S_TC_BC + 8) * 2 +
+           (size_t)16 * (size_t)(dp + 4) * 4;
+}
+
+static size_t s_tc_smem(int D) {
+    const int dp = s_tc_dp(D), warps = s_tc_warps(D);
+    return (size_t)2 * (16 * warps + 2 * S_TC_BC) * (size_t)(dp + 8) +
+           (size_t)warps * s_tc_warp_bytes(dp);
+}
+
+// rows (n, D) fp32 at src (row stride rs) into dst (rows, ld) bf16, columns D..dp-1 and rows
+// n..rows-1 zero; a warp per row.
+__device__ static inline void s_tc_load(__nv_bfloat16 *dst, const float *src, size_t rs, int n,
+                                        int rows, int D, int dp, int ld, int nthreads) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = nthreads / 32;
+    for (int r = warp; r < rows; r += nw) {
+        const float *s = src + (size_t)r * rs;
+        for (int d = lane; d < dp; d += 32) {
+            dst[r * ld + d] = __float2bfloat16_rn(r < n && d < D ? s[d] : 0.0f);
         }
-        return;
     }
-    const size_t ko = (size_t)slot * max_len * ks + (size_t)g * D;
-    s_fwd_tile<DMAX>(out + qo, NULL, q + qo, kc + ko, vc + ko, p0, nq, q0, qs, ks, D, scale);
+}
+
+// out (16, 64) fp32 at ld lds = A (16 rows of a, row stride ldh) B^T, B the 64 rows of b: the
+// scores of 16 rows against 64 (a's and b's first dp columns).
+__device__ static inline void s_tc_abt(float *out, int lds, const __nv_bfloat16 *a,
+                                       const __nv_bfloat16 *b, int ldh, int dp) {
+    using namespace nvcuda;
+    for (int j = 0; j < S_TC_BC / 16; j++) {
+        wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+        wmma::fill_fragment(acc, 0.0f);
+        for (int kk = 0; kk < dp; kk += 16) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb;
+            wmma::load_matrix_sync(fa, a + kk, (unsigned)ldh);
+            wmma::load_matrix_sync(fb, b + 16 * j * ldh + kk, (unsigned)ldh);
+            wmma::mma_sync(acc, fa, fb, acc);
+        }
+        wmma::store_matrix_sync(out + 16 * j, acc, (unsigned)lds, wmma::mem_row_major);
+    }
+}
+
+// s_fwd_tile's contract (queries i in [q0, q0 + BR) ∩ [0, nq) at positions p0 + i, keys j <=
+// p0 + i), on the tensor cores. Every thread of the block calls it.
+template <int WARPS>
+__device__ static void s_tc_fwd_tile(float *out, float *lse, const float *q, const float *k,
+                                     const float *v, int p0, int nq, int q0, int qs, int ks, int D,
+                                     float scale) {
+    using namespace nvcuda;
+    constexpr int BR = 16 * WARPS, BC = S_TC_BC, NT = 32 * WARPS;
+    const int dp = s_tc_dp(D), ldh = dp + 8, lds = BC + 4, ldp = BC + 8, ldo = dp + 4;
+    const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32;
+    __nv_bfloat16 *sq = reinterpret_cast<__nv_bfloat16 *>(s_smem()); // (BR, ldh)
+    __nv_bfloat16 *sk = sq + BR * ldh;                               // (BC, ldh)
+    __nv_bfloat16 *sv = sk + BC * ldh;                               // (BC, ldh)
+    char *wb = reinterpret_cast<char *>(sv + BC * ldh) + (size_t)warp * s_tc_warp_bytes(dp);
+    float *ss = reinterpret_cast<float *>(wb);                            // (16, lds) scores
+    __nv_bfloat16 *sp = reinterpret_cast<__nv_bfloat16 *>(ss + 16 * lds); // (16, ldp) P
+    float *so = reinterpret_cast<float *>(sp + 16 * ldp);                 // (16, ldo) O
+    const int nr = s_imin(BR, nq - q0);                                   // real rows, >= 1
+    const int kend = p0 + q0 + nr; // keys 0..kend-1 are seen by some row
+    s_tc_load(sq, q + (size_t)q0 * qs, (size_t)qs, nr, BR, D, dp, ldh, NT);
+    // this lane's row (of the warp's 16) and half: scores half * BC/2.., O half * dp/2..; a row
+    // past nq sees what the last real row sees (its scores stay finite)
+    const int r = lane / 2, half = lane % 2, row = 16 * warp + r;
+    const int tpos = p0 + q0 + s_imin(row, nr - 1);
+    const int wlast = p0 + q0 + s_imin(16 * warp + 15, nr - 1); // the warp's last position
+    const int ho = half * (dp / 2);
+    float m = -INFINITY, l = 0.0f;
+    for (int c = ho; c < ho + dp / 2; c++) {
+        so[r * ldo + c] = 0.0f;
+    }
+    for (int k0 = 0; k0 < kend; k0 += BC) {
+        __syncthreads(); // the previous tile's sk, sv are read (and sq is written)
+        const int nk = s_imin(BC, kend - k0);
+        s_tc_load(sk, k + (size_t)k0 * ks, (size_t)ks, nk, BC, D, dp, ldh, NT);
+        s_tc_load(sv, v + (size_t)k0 * ks, (size_t)ks, nk, BC, D, dp, ldh, NT);
+        __syncthreads();
+        if (16 * warp >= nr || k0 > wlast) {
+            continue; // the warp has no real row, or every row of it precedes these keys
+        }
+        s_tc_abt(ss, lds, sq + 16 * warp * ldh, sk, ldh, dp); // S = Q K^T, the warp's 16 rows
+        __syncwarp();
+        // online softmax over this tile: the lane's half row, its pair's other half by shuffle
+        float sc[BC / 2];
+        float mx = -INFINITY;
+#pragma unroll
+        for (int c = 0; c < BC / 2; c++) {
+            const int col = half * (BC / 2) + c;
+            sc[c] = k0 + col <= tpos ? ss[r * lds + col] * scale : -INFINITY;
+            mx = fmaxf(mx, sc[c]);
+        }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        const float mnew = fmaxf(m, mx); // finite: key 0 is in tile 0
+        const float alpha = expf(m - mnew);
+        float sum = 0.0f;
+#pragma unroll
+        for (int c = 0; c < BC / 2; c++) {
+            const float p = expf(sc[c] - mnew); // 0 where masked
+            sp[r * ldp + half * (BC / 2) + c] = __float2bfloat16_rn(p);
+            sum += p;
+        }
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        l = alpha * l + sum;
+        m = mnew;
+        for (int c = ho; c < ho + dp / 2; c++) {
+            so[r * ldo + c] *= alpha;
+        }
+        __syncwarp(); // P and the rescaled O complete
+        // O += P V
+        for (int j = 0; j < dp / 16; j++) {
+            wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+            wmma::load_matrix_sync(acc, so + 16 * j, (unsigned)ldo, wmma::mem_row_major);
+            for (int kk = 0; kk < BC; kk += 16) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> fb;
+                wmma::load_matrix_sync(fa, sp + kk, (unsigned)ldp);
+                wmma::load_matrix_sync(fb, sv + kk * ldh + 16 * j, (unsigned)ldh);
+                wmma::mma_sync(acc, fa, fb, acc);
+            }
+            wmma::store_matrix_sync(so + 16 * j, acc, (unsigned)ldo, wmma::mem_row_major);
+        }
+        __syncwarp(); // O stored
+    }
+    // the warp writes its rows, lanes along each (l and m of row rr are lane 2 rr's)
+    for (int rr = 0; rr < 16; rr++) {
+        const float lr = __shfl_sync(0xffffffffu, l, 2 * rr);
+        const float mr = __shfl_sync(0xffffffffu, m, 2 * rr);
+        const int at = 16 * warp + rr;
+        if (at < nr) {
+            const float inv = 1.0f / lr;
+            float *dst = out + (size_t)(q0 + at) * qs;
+            for (int c = lane; c < D; c += 32) {
+                dst[c] = so[rr * ldo + c] * inv;
+            }
+            if (lse && lane == 0) {
+                lse[q0 + at] = mr + logf(lr);
+            }
+        }
+    }
+}
+
+// grid (N / BR + B, NH): s_fwd_kernel's tiles on the tensor cores.
+template <int WARPS>
+__global__ void __launch_bounds__(32 * WARPS)
+    s_tc_fwd_kernel(float *out, float *lse, const float *q, const float *k, const float *v,
+                    const int *starts, int B, int NH, int NKV, int D, float scale) {
+    s_at_t a;
+    if (s_fwd_at(&a, lse, starts, B, NH, NKV, D, 16 * WARPS)) {
+        s_tc_fwd_tile<WARPS>(out + a.qo, a.lse, q + a.qo, k + a.ko, v + a.ko, 0, a.nq, a.q0, NH * D,
+                             NKV * D, D, scale);
+    }
+}
+
+// grid (N / BR + B, NH): s_prefill_kernel's runs on the tensor cores.
+template <int WARPS>
+__global__ void __launch_bounds__(32 * WARPS)
+    s_tc_prefill_kernel(float *out, const float *q, const float *kc, const float *vc,
+                        const int *q_starts, const int *slots, const int *pos0, int B, int NH,
+                        int NKV, int D, int n_slots, int max_len, float scale) {
+    s_at_t a;
+    if (s_prefill_at(&a, out, q_starts, slots, pos0, B, NH, NKV, D, n_slots, max_len, 16 * WARPS,
+                     32 * WARPS)) {
+        s_tc_fwd_tile<WARPS>(out + a.qo, NULL, q + a.qo, kc + a.ko, vc + a.ko, a.p0, a.nq, a.q0,
+                             NH * D, NKV * D, D, scale);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -466,14 +731,15 @@ __device__ static inline void s_bwd_scores(float (&s)[RI][CJ], float (&dp)[RI][C
     }
 }
 
-// Query rows q0.. (nr real) of head h into shared memory: q, dout, lse, delta (zeros past nr).
-__device__ static inline void s_bwd_load_queries(float *sq, float *sdo, float *slse, float *sdl,
-                                                 const float *q, const float *dout,
-                                                 const float *lse, const float *delta, int row0,
-                                                 int len, int q0, int nr, int h, int NH, int D,
-                                                 int ld) {
+// Query rows q0.. (nr real) of head h into shared memory: q (rounded to bf16: R16), dout, lse,
+// delta (zeros past nr).
+template <bool R16>
+__device__ static inline void
+s_bwd_load_queries(float *sq, float *sdo, float *slse, float *sdl, const float *q,
+                   const float *dout, const float *lse, const float *delta, int row0, int len,
+                   int q0, int nr, int h, int NH, int D, int ld) {
     const size_t qs = (size_t)NH * D, qo = ((size_t)row0 + q0) * qs + (size_t)h * D;
-    s_load_rows(sq, q + qo, qs, nr, S_BWD_BR, D, ld, S_THREADS);
+    s_load_rows<R16>(sq, q + qo, qs, nr, S_BWD_BR, D, ld, S_THREADS);
     s_load_rows(sdo, dout + qo, qs, nr, S_BWD_BR, D, ld, S_THREADS);
     for (int r = (int)threadIdx.x; r < S_BWD_BR; r += S_THREADS) {
         slse[r] = r < nr ? lse[(size_t)row0 * NH + (size_t)h * len + q0 + r] : 0.0f;
@@ -484,7 +750,7 @@ __device__ static inline void s_bwd_load_queries(float *sq, float *sdo, float *s
 // grid (N / BC + B, NKV): key tile blockIdx.x of kv head blockIdx.y. dK and dV of the tile's
 // keys are summed over the group's query heads and every query at or after the tile's first
 // key, in registers (keys ty + 16 i, columns tx + 16 c), then added once.
-template <int DMAX>
+template <int DMAX, bool R16>
 __global__ void __launch_bounds__(S_THREADS)
     s_bwd_dkdv_kernel(float *dk, float *dv, const float *dout, const float *q, const float *k,
                       const float *v, const float *lse, const float *delta, const int *starts,
@@ -509,8 +775,8 @@ __global__ void __launch_bounds__(S_THREADS)
     float *slse = sds + BR * pld; // (BR) lse
     float *sdl = slse + BR;       // (BR) delta
     const size_t ko = ((size_t)row0 + k0) * ks + (size_t)g * D;
-    s_load_rows(sk, k + ko, (size_t)ks, nk, BC, D, ld, S_THREADS);
-    s_load_rows(sv, v + ko, (size_t)ks, nk, BC, D, ld, S_THREADS);
+    s_load_rows<R16>(sk, k + ko, (size_t)ks, nk, BC, D, ld, S_THREADS);
+    s_load_rows<R16>(sv, v + ko, (size_t)ks, nk, BC, D, ld, S_THREADS);
     float ak[KI][CD], av[KI][CD];
 #pragma unroll
     for (int i = 0; i < KI; i++) {
@@ -524,8 +790,8 @@ __global__ void __launch_bounds__(S_THREADS)
         for (int q0 = (k0 / BR) * BR; q0 < len; q0 += BR) {
             const int nr = s_imin(BR, len - q0);
             __syncthreads(); // sq, sdo, sp, sds of the previous tile are read
-            s_bwd_load_queries(sq, sdo, slse, sdl, q, dout, lse, delta, row0, len, q0, nr, h, NH, D,
-                               ld);
+            s_bwd_load_queries<R16>(sq, sdo, slse, sdl, q, dout, lse, delta, row0, len, q0, nr, h,
+                                    NH, D, ld);
             __syncthreads(); // (the first time: sk, sv too)
             float s[RI][CJ], dp[RI][CJ];
             s_bwd_scores<RI, CJ>(s, dp, sq, sdo, sk, sv, ld, D);
@@ -591,7 +857,7 @@ __global__ void __launch_bounds__(S_THREADS)
 
 // grid (N / BR + B, NH): query tile blockIdx.x of head blockIdx.y. dQ of the tile's rows summed
 // over the key tiles up to its last row, in registers (rows ty + 16 i, columns tx + 16 c).
-template <int DMAX>
+template <int DMAX, bool R16>
 __global__ void __launch_bounds__(S_THREADS)
     s_bwd_dq_kernel(float *dq, const float *dout, const float *q, const float *k, const float *v,
                     const float *lse, const float *delta, const int *starts, int B, int NH, int NKV,
@@ -613,7 +879,8 @@ __global__ void __launch_bounds__(S_THREADS)
     float *sds = sv + BC * ld;    // (BR, pld) dS
     float *slse = sds + BR * pld; // (BR) lse
     float *sdl = slse + BR;       // (BR) delta
-    s_bwd_load_queries(sq, sdo, slse, sdl, q, dout, lse, delta, row0, len, q0, nr, h, NH, D, ld);
+    s_bwd_load_queries<R16>(sq, sdo, slse, sdl, q, dout, lse, delta, row0, len, q0, nr, h, NH, D,
+                            ld);
     float acc[RI][CD];
 #pragma unroll
     for (int i = 0; i < RI; i++) {
@@ -626,8 +893,8 @@ __global__ void __launch_bounds__(S_THREADS)
         const int nk = s_imin(BC, kend - k0);
         __syncthreads(); // sk, sv, sds of the previous tile are read (sq, sdo, slse, sdl written)
         const size_t ko = ((size_t)row0 + k0) * ks + (size_t)g * D;
-        s_load_rows(sk, k + ko, (size_t)ks, nk, BC, D, ld, S_THREADS);
-        s_load_rows(sv, v + ko, (size_t)ks, nk, BC, D, ld, S_THREADS);
+        s_load_rows<R16>(sk, k + ko, (size_t)ks, nk, BC, D, ld, S_THREADS);
+        s_load_rows<R16>(sv, v + ko, (size_t)ks, nk, BC, D, ld, S_THREADS);
         __syncthreads();
         float s[RI][CJ], dp[RI][CJ];
         s_bwd_scores<RI, CJ>(s, dp, sq, sdo, sk, sv, ld, D);
@@ -680,6 +947,261 @@ __global__ void __launch_bounds__(S_THREADS)
                 }
             }
         }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// the bf16 backward on the tensor cores (attn_backward_bf16 when Dp <= 128)
+//
+// FlashAttention-2's backward with its bf16 roundings: q, k, v and dout rounded to bf16 as their
+// tiles are loaded, the scores and dP accumulated in fp32 on the tensor cores, P = exp(scale S -
+// lse) and dS = P (dP - delta) in fp32, then rounded to bf16 for dV += P^T dO, dK += dS^T Q and
+// dQ += dS K (fp32 accumulators in registers: wmma fragments, which need no per-row rescaling
+// here, so they stay out of shared memory until the end). As with the fp32 kernels, one block
+// owns each key tile (dK, dV: s_tc_bwd_dkdv_kernel, over the group's query heads and the query
+// tiles at or after it) and another each query tile (dQ: s_tc_bwd_dq_kernel): no atomics, the
+// same bits every run. Blocks of 4 warps; tiles of 64 queries and 64 keys, a warp owning 16 keys
+// (dK, dV) or 16 queries (dQ). Dp <= 128 (NF = Dp / 16 <= 8 fragments each of dK and dV in
+// registers); larger head dimensions take the CUDA cores (s_bwd_*_kernel<DMAX, true>).
+//
+// Shared memory: two tiles of 64 rows of bf16 (Dp + 8) for q and dout, two for k and v, lse and
+// delta (64 floats each), and per warp the scores and dP (16, BC + 4) fp32, P and dS (16, BC + 8)
+// bf16 and an output tile (16, Dp + 4) fp32.
+enum {
+    S_TCB_T = S_TC_BC, // queries and keys per tile (s_tc_abt's 64)
+};
+
+__host__ __device__ static inline size_t s_tcb_warp_bytes(int dp) {
+    return (size_t)2 * 16 * (S_TCB_T + 4) * 4 + (size_t)2 * 16 * (S_TCB_T + 8) * 2 +
+           (size_t)16 * (size_t)(dp + 4) * 4;
+}
+
+static size_t s_tcb_smem(int D) {
+    const int dp = s_tc_dp(D);
+    return (size_t)4 * S_TCB_T * (size_t)(dp + 8) * 2 + (size_t)2 * S_TCB_T * 4 +
+           4 * s_tcb_warp_bytes(dp);
+}
+
+struct s_tcb_smem_t {
+    __nv_bfloat16 *q, *dout, *k, *v; // (64, ldh) each
+    float *lse, *delta;              // (64) each
+    float *s, *dp;                   // this warp's (16, lds) each
+    __nv_bfloat16 *p, *ds;           // this warp's (16, ldp) each
+    float *o;                        // this warp's (16, ldo)
+};
+
+__device__ static inline s_tcb_smem_t s_tcb_layout(int dp) {
+    constexpr int T = S_TCB_T;
+    const int ldh = dp + 8, lds = T + 4, ldp = T + 8;
+    s_tcb_smem_t m;
+    m.q = reinterpret_cast<__nv_bfloat16 *>(s_smem());
+    m.dout = m.q + T * ldh;
+    m.k = m.dout + T * ldh;
+    m.v = m.k + T * ldh;
+    m.lse = reinterpret_cast<float *>(m.v + T * ldh);
+    m.delta = m.lse + T;
+    char *wb =
+        reinterpret_cast<char *>(m.delta + T) + (size_t)(threadIdx.x / 32) * s_tcb_warp_bytes(dp);
+    m.s = reinterpret_cast<float *>(wb);
+    m.dp = m.s + 16 * lds;
+    m.p = reinterpret_cast<__nv_bfloat16 *>(m.dp + 16 * lds);
+    m.ds = m.p + 16 * ldp;
+    m.o = reinterpret_cast<float *>(m.ds + 16 * ldp);
+    return m;
+}
+
+// Query rows q0.. (nr real) of head h into the block's tiles: q and dout (rounded), lse, delta
+// (zeros past nr). Every thread of the block (128) calls it.
+__device__ static inline void s_tcb_load_queries(const s_tcb_smem_t *m, const float *q,
+                                                 const float *dout, const float *lse,
+                                                 const float *delta, int row0, int len, int q0,
+                                                 int nr, int h, int NH, int D) {
+    constexpr int T = S_TCB_T;
+    const int dp = s_tc_dp(D), ldh = dp + 8;
+    const size_t qs = (size_t)NH * D, qo = ((size_t)row0 + q0) * qs + (size_t)h * D;
+    s_tc_load(m->q, q + qo, qs, nr, T, D, dp, ldh, 128);
+    s_tc_load(m->dout, dout + qo, qs, nr, T, D, dp, ldh, 128);
+    for (int i = (int)threadIdx.x; i < T; i += 128) {
+        m->lse[i] = i < nr ? lse[(size_t)row0 * NH + (size_t)h * len + q0 + i] : 0.0f;
+        m->delta[i] = i < nr ? delta[((size_t)row0 + q0 + i) * NH + h] : 0.0f;
+    }
+}
+
+// acc[j] (16 x 16 blocks j of a (16, Dp) accumulator) += A B: A (16, 64) bf16 at ld ldp, B the
+// (64, Dp) bf16 tile at ld ldh.
+template <int NF>
+__device__ static inline void
+s_tcb_ab(nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> (&acc)[NF],
+         const __nv_bfloat16 *a, int ldp, const __nv_bfloat16 *b, int ldh, int dp) {
+    using namespace nvcuda;
+#pragma unroll
+    for (int j = 0; j < NF; j++) {
+        if (16 * j < dp) {
+            for (int kk = 0; kk < S_TCB_T; kk += 16) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> fb;
+                wmma::load_matrix_sync(fa, a + kk, (unsigned)ldp);
+                wmma::load_matrix_sync(fb, b + kk * ldh + 16 * j, (unsigned)ldh);
+                wmma::mma_sync(acc[j], fa, fb, acc[j]);
+            }
+        }
+    }
+}
+
+// dst rows (n of this warp's 16, row stride rs) += scale * acc, through the warp's o tile.
+template <int NF>
+__device__ static inline void
+s_tcb_add(float *dst, size_t rs, int n,
+          nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> (&acc)[NF], float *o,
+          int dp, int D, float scale) {
+    using namespace nvcuda;
+    const int ldo = dp + 4, lane = (int)threadIdx.x % 32;
+#pragma unroll
+    for (int j = 0; j < NF; j++) {
+        if (16 * j < dp) {
+            for (int i = 0; i < acc[j].num_elements; i++) {
+                acc[j].x[i] *= scale;
+            }
+            wmma::store_matrix_sync(o + 16 * j, acc[j], (unsigned)ldo, wmma::mem_row_major);
+        }
+    }
+    __syncwarp(); // o stored
+    for (int r = 0; r < n; r++) {
+        for (int c = lane; c < D; c += 32) {
+            dst[(size_t)r * rs + c] += o[r * ldo + c];
+        }
+    }
+    __syncwarp(); // o is read before it is written again
+}
+
+// grid (N / 64 + B, NKV): key tile blockIdx.x of kv head blockIdx.y; its warp w owns keys
+// k0 + 16 w.. and sums their dK and dV over the group's query heads and the query tiles at or
+// after the tile, in registers, then adds them once.
+template <int NF>
+__global__ void __launch_bounds__(128)
+    s_tc_bwd_dkdv_kernel(float *dk, float *dv, const float *dout, const float *q, const float *k,
+                         const float *v, const float *lse, const float *delta, const int *starts,
+                         int B, int NH, int NKV, int D, float scale) {
+    using namespace nvcuda;
+    constexpr int T = S_TCB_T;
+    int t;
+    const int b = s_find(starts, B, T, (int)blockIdx.x, &t);
+    if (b < 0) {
+        return;
+    }
+    const int g = (int)blockIdx.y, grp = NH / NKV, warp = (int)threadIdx.x / 32;
+    const int lane = (int)threadIdx.x % 32, r = lane / 2, half = lane % 2;
+    const int dp = s_tc_dp(D), ldh = dp + 8, lds = T + 4, ldp = T + 8;
+    const int row0 = starts[b], len = starts[b + 1] - row0, k0 = t * T;
+    const int nk = s_imin(T, len - k0), ks = NKV * D;
+    const s_tcb_smem_t m = s_tcb_layout(dp);
+    const size_t ko = ((size_t)row0 + k0) * ks + (size_t)g * D;
+    s_tc_load(m.k, k + ko, (size_t)ks, nk, T, D, dp, ldh, 128);
+    s_tc_load(m.v, v + ko, (size_t)ks, nk, T, D, dp, ldh, 128);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> adk[NF], adv[NF];
+#pragma unroll
+    for (int j = 0; j < NF; j++) {
+        wmma::fill_fragment(adk[j], 0.0f);
+        wmma::fill_fragment(adv[j], 0.0f);
+    }
+    const int key = k0 + 16 * warp + r; // this lane's key (its row of S^T)
+    for (int h = g * grp; h < (g + 1) * grp; h++) {
+        for (int q0 = k0; q0 < len; q0 += T) {
+            const int nr = s_imin(T, len - q0);
+            __syncthreads(); // the previous query tile is read (the first time: k, v written)
+            s_tcb_load_queries(&m, q, dout, lse, delta, row0, len, q0, nr, h, NH, D);
+            __syncthreads();
+            if (16 * warp >= nk || q0 + nr - 1 < k0 + 16 * warp) {
+                continue; // no real key in this warp, or every query precedes its keys
+            }
+            s_tc_abt(m.s, lds, m.k + 16 * warp * ldh, m.q, ldh, dp);     // S^T
+            s_tc_abt(m.dp, lds, m.v + 16 * warp * ldh, m.dout, ldh, dp); // dP^T
+            __syncwarp();
+#pragma unroll 4
+            for (int c = half * (T / 2); c < (half + 1) * (T / 2); c++) { // queries q0 + c
+                float p = 0.0f, ds = 0.0f;
+                if (key < k0 + nk && c < nr && key <= q0 + c) {
+                    p = expf(m.s[r * lds + c] * scale - m.lse[c]);
+                    ds = p * (m.dp[r * lds + c] - m.delta[c]);
+                }
+                m.p[r * ldp + c] = __float2bfloat16_rn(p);
+                m.ds[r * ldp + c] = __float2bfloat16_rn(ds);
+            }
+            // P^T and dS^T complete
+            __syncwarp();
+            s_tcb_ab<NF>(adv, m.p, ldp, m.dout, ldh, dp); // dV += P^T dO
+            s_tcb_ab<NF>(adk, m.ds, ldp, m.q, ldh, dp);   // dK += dS^T Q
+        }
+    }
+    if (16 * warp < nk) {
+        const int n = s_imin(16, nk - 16 * warp);
+        const size_t at = ko + (size_t)16 * warp * ks;
+        if (dk) {
+            s_tcb_add<NF>(dk + at, (size_t)ks, n, adk, m.o, dp, D, scale);
+        }
+        if (dv) {
+            s_tcb_add<NF>(dv + at, (size_t)ks, n, adv, m.o, dp, D, 1.0f);
+        }
+    }
+}
+
+// grid (N / 64 + B, NH): query tile blockIdx.x of head blockIdx.y; its warp w owns queries
+// q0 + 16 w.. and sums their dQ over the key tiles up to its last row, in registers.
+template <int NF>
+__global__ void __launch_bounds__(128)
+    s_tc_bwd_dq_kernel(float *dq, const float *dout, const float *q, const float *k, const float *v,
+                       const float *lse, const float *delta, const int *starts, int B, int NH,
+                       int NKV, int D, float scale) {
+    using namespace nvcuda;
+    constexpr int T = S_TCB_T;
+    int t;
+    const int b = s_find(starts, B, T, (int)blockIdx.x, &t);
+    if (b < 0) {
+        return;
+    }
+    const int h = (int)blockIdx.y, g = h / (NH / NKV), warp = (int)threadIdx.x / 32;
+    const int lane = (int)threadIdx.x % 32, r = lane / 2, half = lane % 2;
+    const int dp = s_tc_dp(D), ldh = dp + 8, lds = T + 4, ldp = T + 8;
+    const int row0 = starts[b], len = starts[b + 1] - row0, q0 = t * T;
+    const int nr = s_imin(T, len - q0), ks = NKV * D, qs = NH * D, kend = q0 + nr;
+    const s_tcb_smem_t m = s_tcb_layout(dp);
+    const size_t qo = ((size_t)row0 + q0) * qs + (size_t)h * D;
+    s_tcb_load_queries(&m, q, dout, lse, delta, row0, len, q0, nr, h, NH, D);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> adq[NF];
+#pragma unroll
+    for (int j = 0; j < NF; j++) {
+        wmma::fill_fragment(adq[j], 0.0f);
+    }
+    const int row = 16 * warp + r; // this lane's query (of the tile)
+    const int wlast = q0 + s_imin(16 * warp + 15, nr - 1);
+    for (int k0 = 0; k0 < kend; k0 += T) {
+        const int nk = s_imin(T, kend - k0);
+        __syncthreads(); // the previous key tile is read (the first time: q, dout, lse written)
+        const size_t ko = ((size_t)row0 + k0) * ks + (size_t)g * D;
+        s_tc_load(m.k, k + ko, (size_t)ks, nk, T, D, dp, ldh, 128);
+        s_tc_load(m.v, v + ko, (size_t)ks, nk, T, D, dp, ldh, 128);
+        __syncthreads();
+        if (16 * warp >= nr || k0 > wlast) {
+            continue; // no real query in this warp, or every one precedes these keys
+        }
+        s_tc_abt(m.s, lds, m.q + 16 * warp * ldh, m.k, ldh, dp);     // S
+        s_tc_abt(m.dp, lds, m.dout + 16 * warp * ldh, m.v, ldh, dp); // dP
+        __syncwarp();
+#pragma unroll 4
+        for (int c = half * (T / 2); c < (half + 1) * (T / 2); c++) { // keys k0 + c
+            float ds = 0.0f;
+            if (row < nr && k0 + c <= q0 + row) {
+                const float p = expf(m.s[r * lds + c] * scale - m.lse[row]);
+                ds = p * (m.dp[r * lds + c] - m.delta[row]);
+            }
+            m.ds[r * ldp + c] = __float2bfloat16_rn(ds);
+        }
+        __syncwarp();
+        s_tcb_ab<NF>(adq, m.ds, ldp, m.k, ldh, dp); // dQ += dS K
+    }
+    if (16 * warp < nr) {
+        s_tcb_add<NF>(dq + qo + (size_t)16 * warp * qs, (size_t)qs, s_imin(16, nr - 16 * warp), adq,
+                      m.o, dp, D, scale);
     }
 }
 
@@ -849,7 +1371,7 @@ extern "C" int rl_cuda_attn_forward(rl_cuda_ctx_t *ctx, float *out, float *lse, 
     }
 }
 
-template <int DMAX>
+template <int DMAX, bool R16>
 static int s_backward_launch(rl_cuda_ctx_t *ctx, float *dq, float *dk, float *dv,
                              const float *delta, const float *dout, const float *q, const float *k,
                              const float *v, const float *lse, const int *starts, int B, int N,
@@ -858,20 +1380,20 @@ static int s_backward_launch(rl_cuda_ctx_t *ctx, float *dq, float *dk, float *dv
     const float scale = 1.0f / sqrtf((float)D);
     if (dk || dv) {
         const long long tiles = s_tiles(N, B, S_BWD_BC);
-        if (s_smem_attr(ctx, s_bwd_dkdv_kernel<DMAX>, smem, "attention backward", D) != 0) {
+        if (s_smem_attr(ctx, s_bwd_dkdv_kernel<DMAX, R16>, smem, "attention backward", D) != 0) {
             return -1;
         }
-        s_bwd_dkdv_kernel<DMAX>
+        s_bwd_dkdv_kernel<DMAX, R16>
             <<<dim3((unsigned)tiles, (unsigned)NKV), S_THREADS, smem, ctx->stream>>>(
                 dk, dv, dout, q, k, v, lse, delta, starts, B, NH, NKV, D, scale);
         RL_CUDA_LAUNCHED(ctx, "attention backward dk dv");
     }
     if (dq) {
         const long long tiles = s_tiles(N, B, S_BWD_BR);
-        if (s_smem_attr(ctx, s_bwd_dq_kernel<DMAX>, smem, "attention backward", D) != 0) {
+        if (s_smem_attr(ctx, s_bwd_dq_kernel<DMAX, R16>, smem, "attention backward", D) != 0) {
             return -1;
         }
-        s_bwd_dq_kernel<DMAX>
+        s_bwd_dq_kernel<DMAX, R16>
             <<<dim3((unsigned)tiles, (unsigned)NH), S_THREADS, smem, ctx->stream>>>(
                 dq, dout, q, k, v, lse, delta, starts, B, NH, NKV, D, scale);
         RL_CUDA_LAUNCHED(ctx, "attention backward dq");
@@ -879,11 +1401,11 @@ static int s_backward_launch(rl_cuda_ctx_t *ctx, float *dq, float *dk, float *dv
     return 0;
 }
 
-extern "C" int rl_cuda_attn_backward(rl_cuda_ctx_t *ctx, float *dq, float *dk, float *dv,
-                                     float *delta, const float *dout, const float *q,
-                                     const float *k, const float *v, const float *out,
-                                     const float *lse, const int *starts, int B, int N, int NH,
-                                     int NKV, int D) {
+template <bool R16>
+static int s_backward(rl_cuda_ctx_t *ctx, float *dq, float *dk, float *dv, float *delta,
+                      const float *dout, const float *q, const float *k, const float *v,
+                      const float *out, const float *lse, const int *starts, int B, int N, int NH,
+                      int NKV, int D) {
     if (s_check_heads(ctx, "attention backward", NH, NKV, D) != 0) {
         return -1;
     }
@@ -899,15 +1421,66 @@ extern "C" int rl_cuda_attn_backward(rl_cuda_ctx_t *ctx, float *dq, float *dk, f
     RL_CUDA_LAUNCHED(ctx, "attention backward delta");
     switch (s_dmax(D)) {
     case 64:
-        return s_backward_launch<64>(ctx, dq, dk, dv, delta, dout, q, k, v, lse, starts, B, N, NH,
-                                     NKV, D);
+        return s_backward_launch<64, R16>(ctx, dq, dk, dv, delta, dout, q, k, v, lse, starts, B, N,
+                                          NH, NKV, D);
     case 128:
-        return s_backward_launch<128>(ctx, dq, dk, dv, delta, dout, q, k, v, lse, starts, B, N, NH,
-                                      NKV, D);
+        return s_backward_launch<128, R16>(ctx, dq, dk, dv, delta, dout, q, k, v, lse, starts, B, N,
+                                           NH, NKV, D);
     default:
-        return s_backward_launch<256>(ctx, dq, dk, dv, delta, dout, q, k, v, lse, starts, B, N, NH,
-                                      NKV, D);
+        return s_backward_launch<256, R16>(ctx, dq, dk, dv, delta, dout, q, k, v, lse, starts, B, N,
+                                           NH, NKV, D);
     }
+}
+
+extern "C" int rl_cuda_attn_backward(rl_cuda_ctx_t *ctx, float *dq, float *dk, float *dv,
+                                     float *delta, const float *dout, const float *q,
+                                     const float *k, const float *v, const float *out,
+                                     const float *lse, const int *starts, int B, int N, int NH,
+                                     int NKV, int D) {
+    return s_backward<false>(ctx, dq, dk, dv, delta, dout, q, k, v, out, lse, starts, B, N, NH, NKV,
+                             D);
+}
+
+template <int NF>
+static int s_tc_backward_launch(rl_cuda_ctx_t *ctx, float *dq, float *dk, float *dv,
+                                const float *delta, const float *dout, const float *q,
+                                const float *k, const float *v, const float *lse, const int *starts,
+                                int B, int N, int NH, int NKV, int D) {
+    const size_t smem = s_tcb_smem(D);
+    const float scale = 1.0f / sqrtf((float)D);
+    const unsigned tiles = (unsigned)s_tiles(N, B, S_TCB_T);
+    const char *what = "attention backward (bf16)";
+    if ((dk || dv) && // one kernel computes both and adds those asked for
+        s_launch(ctx, s_tc_bwd_dkdv_kernel<NF>, dim3(tiles, (unsigned)NKV), 128, smem, what, D, dk,
+                 dv, dout, q, k, v, lse, delta, starts, B, NH, NKV, D, scale) != 0) {
+        return -1;
+    }
+    if (dq && s_launch(ctx, s_tc_bwd_dq_kernel<NF>, dim3(tiles, (unsigned)NH), 128, smem, what, D,
+                       dq, dout, q, k, v, lse, delta, starts, B, NH, NKV, D, scale) != 0) {
+        return -1;
+    }
+    return 0;
+}
+
+extern "C" int rl_cuda_attn_backward_bf16(rl_cuda_ctx_t *ctx, float *dq, float *dk, float *dv,
+                                          float *delta, const float *dout, const float *q,
+                                          const float *k, const float *v, const float *out,
+                                          const float *lse, const int *starts, int B, int N, int NH,
+                                          int NKV, int D) {
+    if (s_check_heads(ctx, "attention backward (bf16)", NH, NKV, D) == 0 && s_tc_dp(D) <= 128 &&
+        B >= 1 && N > 0 && s_tiles(N, B, S_TCB_T) >= 0 && (dq || dk || dv)) {
+        const size_t rows = (size_t)N * NH;
+        s_delta_kernel<<<rl_cuda_blocks(rows * 32, 256), 256, 0, ctx->stream>>>(delta, dout, out,
+                                                                                rows, D);
+        RL_CUDA_LAUNCHED(ctx, "attention backward delta (bf16)");
+        return s_tc_dp(D) <= 64 ? s_tc_backward_launch<4>(ctx, dq, dk, dv, delta, dout, q, k, v,
+                                                          lse, starts, B, N, NH, NKV, D)
+                                : s_tc_backward_launch<8>(ctx, dq, dk, dv, delta, dout, q, k, v,
+                                                          lse, starts, B, N, NH, NKV, D);
+    }
+    // past head_dim 128, and every refusal and empty call: the CUDA cores (q, k, v rounded)
+    return s_backward<true>(ctx, dq, dk, dv, delta, dout, q, k, v, out, lse, starts, B, N, NH, NKV,
+                            D);
 }
 
 extern "C" int rl_cuda_attn_cache_write(rl_cuda_ctx_t *ctx, float *kcache, float *vcache,
@@ -1017,4 +1590,51 @@ extern "C" int rl_cuda_attn_prefill(rl_cuda_ctx_t *ctx, float *out, const float 
         return s_prefill_launch<256>(ctx, out, q, kcache, vcache, q_starts, slots, pos0, B, NH, NKV,
                                      D, n_slots, max_len, (unsigned)tiles);
     }
+}
+
+// ---- the bf16 forward and prefill (tensor cores) ----
+
+extern "C" int rl_cuda_attn_forward_bf16(rl_cuda_ctx_t *ctx, float *out, float *lse, const float *q,
+                                         const float *k, const float *v, const int *starts, int B,
+                                         int N, int NH, int NKV, int D) {
+    if (s_check_heads(ctx, "attention forward (bf16)", NH, NKV, D) != 0) {
+        return -1;
+    }
+    const int warps = s_tc_warps(D);
+    const long long tiles = s_tiles(N, B, 16 * warps);
+    if (B < 1 || N < 0 || tiles < 0) {
+        return rl_cuda_fail(ctx, "attention forward (bf16): %d sequences of %d rows", B, N);
+    }
+    if (N == 0) {
+        return 0;
+    }
+    return s_launch(ctx, warps == 4 ? s_tc_fwd_kernel<4> : s_tc_fwd_kernel<2>,
+                    dim3((unsigned)tiles, (unsigned)NH), 32 * warps, s_tc_smem(D),
+                    "attention forward (bf16)", D, out, lse, q, k, v, starts, B, NH, NKV, D,
+                    1.0f / sqrtf((float)D));
+}
+
+extern "C" int rl_cuda_attn_prefill_bf16(rl_cuda_ctx_t *ctx, float *out, const float *q,
+                                         const float *kcache, const float *vcache,
+                                         const int *q_starts, const int *slots, const int *pos0,
+                                         int B, int N, int NH, int NKV, int D, int n_slots,
+                                         int max_len) {
+    if (s_check_heads(ctx, "attention prefill (bf16)", NH, NKV, D) != 0) {
+        return -1;
+    }
+    const int warps = s_tc_warps(D);
+    const long long tiles = s_tiles(N, B, 16 * warps);
+    if (B < 1 || N < 0 || tiles < 0 || n_slots < 1 || max_len < 1) {
+        return rl_cuda_fail(ctx,
+                            "attention prefill (bf16): %d runs of %d rows, %d slots of %d "
+                            "positions",
+                            B, N, n_slots, max_len);
+    }
+    if (N == 0) {
+        return 0;
+    }
+    return s_launch(ctx, warps == 4 ? s_tc_prefill_kernel<4> : s_tc_prefill_kernel<2>,
+                    dim3((unsigned)tiles, (unsigned)NH), 32 * warps, s_tc_smem(D),
+                    "attention prefill (bf16)", D, out, q, kcache, vcache, q_starts, slots, pos0, B,
+                    NH, NKV, D, n_slots, max_len, 1.0f / sqrtf((float)D));
 }

@@ -3,8 +3,9 @@
 // rl_attention_forward_packed / rl_attention_backward_packed (model/rl_layers.h), and decode and
 // prefill against a device KV cache (rl_attention_decode / rl_attention_prefill's semantics on a
 // cache layout of the GPU's own). Tiled FlashAttention-style kernels with an online softmax: no
-// (T,T) matrix exists anywhere, and the backward is deterministic (no float atomics). fp32 on
-// the CUDA cores in this first version (a bf16 tensor-core version is a later optimisation).
+// (T,T) matrix exists anywhere, and the backward is deterministic (no float atomics). Two
+// versions: fp32 on the CUDA cores, and bf16 on the tensor cores (the *_bf16 calls at the end,
+// the model's).
 // Not the model: it owns no memory; callers pass device buffers.
 //
 // Common to every call: all pointers are device memory; every float buffer is fp32 and every
@@ -72,6 +73,32 @@ int rl_cuda_attn_prefill(rl_cuda_ctx_t *ctx, float *out, const float *q, const f
                          const float *vcache, const int *q_starts, const int *slots,
                          const int *pos0, int B, int N, int NH, int NKV, int D, int n_slots,
                          int max_len);
+
+// The bf16 attention (the model's): attn_forward and attn_prefill on the tensor cores (wmma,
+// sm_80+): q, k, v rounded to bf16 as their tiles are loaded (the head dimension padded with
+// zeros to a multiple of 16), S = Q K^T accumulated in fp32, the online softmax in fp32, P
+// rounded to bf16 for P V (fp32 accumulation); l sums the unrounded p, so lse is the log-sum-exp
+// of the rounded inputs' scores. The same contracts, shapes and refusals as the fp32 calls; a
+// decode step's row is bit for bit the same row of a longer prefill. Blocks of 4 warps (64 query
+// rows) when D <= 128, else 2 (32 rows); keys in tiles of 64.
+int rl_cuda_attn_forward_bf16(rl_cuda_ctx_t *ctx, float *out, float *lse, const float *q,
+                              const float *k, const float *v, const int *starts, int B, int N,
+                              int NH, int NKV, int D);
+int rl_cuda_attn_prefill_bf16(rl_cuda_ctx_t *ctx, float *out, const float *q, const float *kcache,
+                              const float *vcache, const int *q_starts, const int *slots,
+                              const int *pos0, int B, int N, int NH, int NKV, int D, int n_slots,
+                              int max_len);
+
+// rl_cuda_attn_backward with q, k and v rounded to bf16 as they are read, so that the P it
+// recomputes from lse is the one attn_forward_bf16 normalised. Up to head_dim 128 on the tensor
+// cores: dout rounded too, S and dP accumulated in fp32, P and dS = P (dP - delta) computed in
+// fp32 and rounded to bf16 for dV += P^T dO, dK += dS^T Q, dQ += dS K (fp32 accumulation;
+// FlashAttention-2's bf16 backward). Past 128, the fp32 CUDA-core kernels on the rounded q, k,
+// v. Deterministic either way (no atomics).
+int rl_cuda_attn_backward_bf16(rl_cuda_ctx_t *ctx, float *dq, float *dk, float *dv, float *delta,
+                               const float *dout, const float *q, const float *k, const float *v,
+                               const float *out, const float *lse, const int *starts, int B, int N,
+                               int NH, int NKV, int D);
 
 #ifdef __cplusplus
 }

@@ -348,6 +348,24 @@ typedef struct rl_cuda_api {
     int (*graph_end)(rl_cuda_ctx_t *ctx, rl_cuda_graph_t **out);
     int (*graph_launch)(rl_cuda_ctx_t *ctx, rl_cuda_graph_t *graph);
     void (*graph_free)(rl_cuda_graph_t *graph);
+    // ---- attention in bf16 (rl_cuda_attn.h): the tensor cores' forward and prefill, and the
+    // backward that matches them ----
+    // attn_forward's and attn_prefill's contracts with q, k and v rounded to bf16 and P to bf16
+    // for P V (fp32 accumulation, lse of the rounded inputs' scores): the model's attention.
+    int (*attn_forward_bf16)(rl_cuda_ctx_t *ctx, float *out, float *lse, const float *q,
+                             const float *k, const float *v, const int *starts, int B, int N,
+                             int NH, int NKV, int D);
+    int (*attn_prefill_bf16)(rl_cuda_ctx_t *ctx, float *out, const float *q, const float *kcache,
+                             const float *vcache, const int *q_starts, const int *slots,
+                             const int *pos0, int B, int N, int NH, int NKV, int D, int n_slots,
+                             int max_len);
+    // attn_backward's contract with q, k and v rounded to bf16 as they are read (the scores and
+    // P that attn_forward_bf16 saw), and up to head_dim 128 on the tensor cores with dout, P and
+    // dS rounded to bf16 for the products (FlashAttention-2's bf16 backward).
+    int (*attn_backward_bf16)(rl_cuda_ctx_t *ctx, float *dq, float *dk, float *dv, float *delta,
+                              const float *dout, const float *q, const float *k, const float *v,
+                              const float *out, const float *lse, const int *starts, int B, int N,
+                              int NH, int NKV, int D);
 } rl_cuda_module_t;
 
 // The module's one export (RL_CUDA_MODULE_SYMBOL).

@@ -490,12 +490,13 @@ void s_run_block(void) {
     }
 }
 
-// The dynamic shared memory of a launch: `bytes` (rounded up to 16) ending at a guard page.
+// The dynamic shared memory of a launch: `bytes` (rounded up to 128, so that it starts 128-byte
+// aligned, as a GPU's does: wmma's tiles need 32) ending at a guard page.
 void s_dynamic_shared(size_t bytes) {
     if (!s_page) {
         s_page = (size_t)sysconf(_SC_PAGESIZE);
     }
-    size_t want = (bytes + 15) / 16 * 16;
+    size_t want = (bytes + 127) / 128 * 128;
     if (!s_dyn_map || s_dyn_cap < want) {
         if (s_dyn_map) {
             munmap(s_dyn_map, s_dyn_cap + s_page);
