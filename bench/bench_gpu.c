@@ -352,17 +352,22 @@ static void s_attn(const s_shape_t *s, double gbs) {
     const int NH = s->NH, NKV = s->NKV, D = s->D, QD = NH * D, KVD = NKV * D;
     const size_t cache = (size_t)S * CTX * KVD;
     float *q = NULL, *out = NULL, *kc = NULL, *vc = NULL;
+    uint16_t *kh = NULL, *vh = NULL; // the bf16 cache attn_prefill_bf16 reads
     int32_t *idx = NULL;
     if (s_cu->dmalloc(s_ctx, (size_t)S * QD * 4, (void **)&q) ||
         s_cu->dmalloc(s_ctx, (size_t)S * QD * 4, (void **)&out) ||
         s_cu->dmalloc(s_ctx, cache * 4, (void **)&kc) ||
         s_cu->dmalloc(s_ctx, cache * 4, (void **)&vc) ||
+        s_cu->dmalloc(s_ctx, cache * 2, (void **)&kh) ||
+        s_cu->dmalloc(s_ctx, cache * 2, (void **)&vh) ||
         s_cu->dmalloc(s_ctx, (size_t)(4 * S + 1) * 4, (void **)&idx)) {
         s_fail("attn", s_cu->errmsg(s_ctx));
     }
     s_cu->dset(s_ctx, q, 0x3c, (size_t)S * QD * 4); // small finite values
     s_cu->dset(s_ctx, kc, 0x3c, cache * 4);
     s_cu->dset(s_ctx, vc, 0x3c, cache * 4);
+    s_cu->dset(s_ctx, kh, 0x3c, cache * 2);
+    s_cu->dset(s_ctx, vh, 0x3c, cache * 2);
     // starts 0..S, slots 0..S-1, first positions CTX-1, contexts CTX
     int32_t *h = malloc((size_t)(4 * S + 1) * sizeof *h);
     for (int i = 0; i <= S; i++) {
@@ -382,7 +387,7 @@ static void s_attn(const s_shape_t *s, double gbs) {
         for (int rep = -1; rep < 5; rep++) {
             double t0 = rl_bench_now();
             for (int k = 0; k < 10; k++) {
-                int rc = kernel == 0 ? s_cu->attn_prefill_bf16(s_ctx, out, q, kc, vc, starts, slots,
+                int rc = kernel == 0 ? s_cu->attn_prefill_bf16(s_ctx, out, q, kh, vh, starts, slots,
                                                                pos0, S, S, NH, NKV, D, S, CTX)
                          : kernel == 1 ? s_cu->attn_prefill(s_ctx, out, q, kc, vc, starts, slots,
                                                             pos0, S, S, NH, NKV, D, S, CTX)
@@ -400,17 +405,18 @@ static void s_attn(const s_shape_t *s, double gbs) {
     }
     const double tp = rl_bench_median(t[0], 5), tf = rl_bench_median(t[1], 5),
                  td = rl_bench_median(t[2], 5);
-    const double bound = 2.0 * cache * 4 / (gbs * 1e9); // K and V read once
+    const double bound = 2.0 * cache * 4 / (gbs * 1e9); // K and V read once (fp32)
     char what[160];
     snprintf(what, sizeof what, "%s decode step, %d rows x %d positions (NH %d, NKV %d, D %d)",
              s->name, S, CTX, NH, NKV, D);
-    printf("| attn | %s | attn_prefill_bf16 (the model's) %.1f us, attn_prefill (fp32) %.1f us, "
-           "attn_decode (fp32) %.1f us (%.2fx); K and V once at the copy bandwidth %.1f us |\n",
+    printf("| attn | %s | attn_prefill_bf16 (the model's, bf16 cache) %.1f us, attn_prefill "
+           "(fp32) %.1f us, attn_decode (fp32) %.1f us (%.2fx); fp32 K and V once at the copy "
+           "bandwidth %.1f us (bf16: half) |\n",
            what, tp * 1e6, tf * 1e6, td * 1e6, td > 0 ? tp / td : 0.0, bound * 1e6);
     s_record("attn", "attn_prefill_bf16, decode step", tp * 1e6, "us");
     s_record("attn", "attn_prefill, decode step", tf * 1e6, "us");
     s_record("attn", "attn_decode, decode step", td * 1e6, "us");
-    void *dev[] = {q, out, kc, vc, idx};
+    void *dev[] = {q, out, kc, vc, kh, vh, idx};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) {
         s_cu->dfree(s_ctx, dev[i]);
     }

@@ -418,12 +418,15 @@ static uint64_t s_key(const rl_model_cuda_t *self, int train, int l, int m) {
 // one decoder layer
 
 // A KV cache on the device (rl_model_cuda.h): per layer K then V, each (n_slots, max_len, NKV,
-// D) fp32 (attn_cache_write's layout), the RoPE table of its positions, and a step's run arrays.
+// D) bf16 (attn_cache_write_bf16's layout: the values the bf16 attention rounds K and V to), or
+// fp32 with the fp32 attention (RLCTL_CUDA_ATTN=fp32), the RoPE table of its positions, and a
+// step's run arrays.
 struct rl_model_cuda_cache {
     int n_slots, max_len;
     int rows;        // the most rows of a step (the model's buffers when the cache was made)
-    float *mem;      // L x (K, V), each `slot` floats
+    char *mem;       // L x (K, V), each `slot` elements of `es` bytes
     size_t slot;     // n_slots * max_len * KVD
+    size_t es;       // 2 (bf16) or 4 (fp32)
     float *rope_cs;  // (max_len, D) fp32 (rl_rope_table)
     // a step's inputs, one block (S_STEP_INTS(rows) int32) uploaded at once: (rows) each row's
     // slot, (rows + 1) run starts, (rows) run slots, (rows) run first positions, (rows) token ids
@@ -457,6 +460,18 @@ struct rl_model_cuda_cache {
     int last_n, last_off; // the last decode step's (a second alike is captured)
     uint64_t tick;
 };
+
+// Layer l's K (kv 0) or V (kv 1) in cache c.
+static char *s_kv_at(const rl_model_cuda_cache_t *c, int l, int kv) {
+    return c->mem + ((size_t)l * 2 + (size_t)kv) * c->slot * c->es;
+}
+
+// RLCTL_CUDA_ATTN=fp32: the fp32 attention (CUDA cores) and an fp32 KV cache, for comparisons;
+// otherwise the bf16 attention (tensor cores) and a bf16 cache.
+static int s_attn_fp32(void) {
+    const char *attn = getenv("RLCTL_CUDA_ATTN");
+    return attn && strcmp(attn, "fp32") == 0;
+}
 #define S_LG 64 // logits rows computed (and brought to the host) at a time
 #define S_GRAPHS 8
 #define S_STEP_INTS(rows) (6 * (size_t)(rows) + 1)
@@ -498,12 +513,19 @@ static int s_layer_forward(rl_model_cuda_t *self, int l, s_act_t *a, const float
     S_TRY(cu->rope_forward(ctx, a->qr, a->qr, cs, dpos, N, NH, D, n_pos));
     S_TRY(cu->rope_forward(ctx, a->kr, a->kr, cs, dpos, N, NKV, D, n_pos));
     if (kv) {
-        float *kc = kv->mem + (size_t)l * 2 * kv->slot, *vc = kc + kv->slot;
-        S_TRY(cu->attn_cache_write(ctx, kc, vc, a->kr, a->v, kv->d_rows, dpos, N, kv->n_slots,
-                                   kv->max_len, NKV, D));
-        S_TRY((self->attn_fp32 ? cu->attn_prefill : cu->attn_prefill_bf16)(
-            ctx, a->att, a->qr, kc, vc, kv->d_qstarts, kv->d_rslots, kv->d_pos0, kv->runs, N, NH,
-            NKV, D, kv->n_slots, kv->max_len));
+        void *kc = s_kv_at(kv, l, 0), *vc = s_kv_at(kv, l, 1);
+        if (self->attn_fp32) {
+            S_TRY(cu->attn_cache_write(ctx, kc, vc, a->kr, a->v, kv->d_rows, dpos, N, kv->n_slots,
+                                       kv->max_len, NKV, D));
+            S_TRY(cu->attn_prefill(ctx, a->att, a->qr, kc, vc, kv->d_qstarts, kv->d_rslots,
+                                   kv->d_pos0, kv->runs, N, NH, NKV, D, kv->n_slots, kv->max_len));
+        } else {
+            S_TRY(cu->attn_cache_write_bf16(ctx, kc, vc, a->kr, a->v, kv->d_rows, dpos, N,
+                                            kv->n_slots, kv->max_len, NKV, D));
+            S_TRY(cu->attn_prefill_bf16(ctx, a->att, a->qr, kc, vc, kv->d_qstarts, kv->d_rslots,
+                                        kv->d_pos0, kv->runs, N, NH, NKV, D, kv->n_slots,
+                                        kv->max_len));
+        }
     } else {
         S_TRY((self->attn_fp32 ? cu->attn_forward : cu->attn_forward_bf16)(
             ctx, a->att, a->lse, a->qr, a->kr, a->v, self->d_starts, B, N, NH, NKV, D));
@@ -741,7 +763,8 @@ int rl_model_cuda_cache_new(rl_model_cuda_t *self, int n_slots, int max_len,
     c->max_len = max_len;
     c->rows = self->rows;
     c->slot = (size_t)n_slots * (size_t)max_len * (size_t)self->KVD;
-    const size_t kv = (size_t)self->L * 2 * c->slot * sizeof(float);
+    c->es = self->attn_fp32 ? 4 : 2;
+    const size_t kv = (size_t)self->L * 2 * c->slot * c->es;
     const size_t cs_n = (size_t)max_len * (size_t)self->D;
     int rc = cu->dmalloc(self->ctx, kv, (void **)&c->mem);
     rc = rc ? rc : cu->dmalloc(self->ctx, cs_n * sizeof(float), (void **)&c->rope_cs);
@@ -783,7 +806,7 @@ int rl_model_cuda_cache_new(rl_model_cuda_t *self, int n_slots, int max_len,
 }
 
 size_t rl_model_cuda_cache_bytes(const rl_model_cuda_t *self, const rl_model_cuda_cache_t *c) {
-    size_t b = (size_t)self->L * 2 * c->slot * sizeof(float);
+    size_t b = (size_t)self->L * 2 * c->slot * c->es;
     b += (size_t)c->max_len * (size_t)self->D * sizeof(float);
     b += S_STEP_INTS(c->rows) * sizeof(int32_t);
     b += (size_t)S_LG * (size_t)self->V * sizeof(float);
@@ -797,11 +820,10 @@ int rl_model_cuda_cache_copy(rl_model_cuda_t *self, rl_model_cuda_cache_t *to, i
     const size_t KVD = (size_t)self->KVD;
     for (int l = 0; l < self->L && len > 0; l++) {
         for (int kv = 0; kv < 2; kv++) { // K, then V: positions 0..len-1 of the slot
-            float *d = to->mem + (size_t)l * 2 * to->slot + (size_t)kv * to->slot +
-                       (size_t)dst * (size_t)to->max_len * KVD;
-            const float *s = from->mem + (size_t)l * 2 * from->slot + (size_t)kv * from->slot +
-                             (size_t)src * (size_t)from->max_len * KVD;
-            S_TRY(cu->d2d(self->ctx, d, s, (size_t)len * KVD * sizeof(float)));
+            char *d = s_kv_at(to, l, kv) + (size_t)dst * (size_t)to->max_len * KVD * to->es;
+            const char *s =
+                s_kv_at(from, l, kv) + (size_t)src * (size_t)from->max_len * KVD * from->es;
+            S_TRY(cu->d2d(self->ctx, d, s, (size_t)len * KVD * to->es));
         }
     }
     return 0;
@@ -1855,7 +1877,8 @@ size_t rl_model_cuda_cache_plan(const rl_hf_config_t *cfg, int n_slots, int max_
                                 int draws) {
     const size_t KVD = (size_t)cfg->num_key_value_heads * (size_t)cfg->head_dim;
     const size_t V = (size_t)cfg->vocab_size, R = (size_t)rows;
-    size_t b = (size_t)cfg->num_hidden_layers * 2 * (size_t)n_slots * (size_t)max_len * KVD * 4;
+    const size_t es = s_attn_fp32() ? 4 : 2; // the cache's elements: bf16, or fp32
+    size_t b = (size_t)cfg->num_hidden_layers * 2 * (size_t)n_slots * (size_t)max_len * KVD * es;
     b += (size_t)max_len * (size_t)cfg->head_dim * 4; // the RoPE table
     b += S_STEP_INTS(R) * 4;                          // a step's inputs
     b += (size_t)S_LG * V * 4;                        // rl_model_step's logits chunk
@@ -1906,8 +1929,7 @@ int rl_model_cuda_new(rl_model_t *host, const rl_model_opts_t *opts, rl_model_cu
     self->seed = opts->seed;
     const char *graphs = getenv("RLCTL_CUDA_GRAPHS");
     self->graphs = !(graphs && strcmp(graphs, "0") == 0);
-    const char *attn = getenv("RLCTL_CUDA_ATTN");
-    self->attn_fp32 = attn && strcmp(attn, "fp32") == 0;
+    self->attn_fp32 = s_attn_fp32();
     self->layers = calloc((size_t)self->L, sizeof *self->layers);
     self->lora_a = calloc((size_t)self->L * RL_LORA_NMOD, sizeof *self->lora_a);
     self->lora_b = calloc((size_t)self->L * RL_LORA_NMOD, sizeof *self->lora_b);

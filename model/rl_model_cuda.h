@@ -132,8 +132,9 @@ size_t rl_model_cuda_cache_plan(const rl_hf_config_t *cfg, int n_slots, int max_
 int rl_model_cuda_logits(rl_model_cuda_t *self, float *out);
 
 // ---- the sampler's path (rl_kvcache_t and rl_model_step of a model on a GPU) ----
-// A KV cache on the device: per layer K and V, each (n_slots, max_len, NKV, D) fp32, after
-// k_norm and RoPE (the CPU cache's values, not its transposed layout), the RoPE table of its
+// A KV cache on the device: per layer K and V, each (n_slots, max_len, NKV, D) bf16 (fp32 with
+// RLCTL_CUDA_ATTN=fp32), after k_norm and RoPE (the CPU cache's values rounded as the bf16
+// attention would round them, not its transposed layout), the RoPE table of its
 // max_len positions, and a step's staging. Returns 0 and *out (free with
 // rl_model_cuda_cache_free), or RL_EINVAL (no vocabulary head) / RL_ENOMEM (the device has no
 // room: the message names the bytes) / RL_EIO, message in rl_model_cuda_errmsg.

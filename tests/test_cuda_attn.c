@@ -440,11 +440,12 @@ static void s_cpu_slot(const float *kc, const float *vc, int s, int KVD, size_t 
     }
 }
 
-// The bf16 prefill against the bf16 training forward of the same sequence (slot 2 of the cache,
-// c's keys and values): runs from position 0 and 20, and one-row runs at positions a decode step
-// takes (the model's decode steps are such runs): every row the forward's bits.
-static void s_bf16_cache_rows(s_batch_t *c, const float *d_kc, const float *d_vc, int NH, int NKV,
-                              int D) {
+// The bf16 prefill (from the bf16 cache d_kc, d_vc) against the bf16 training forward of the
+// same sequence (slot 2 of the cache, c's fp32 keys and values, which the forward rounds): runs
+// from position 0 and 20, and one-row runs at positions a decode step takes (the model's decode
+// steps are such runs): every row the forward's bits.
+static void s_bf16_cache_rows(s_batch_t *c, const uint16_t *d_kc, const uint16_t *d_vc, int NH,
+                              int NKV, int D) {
     const int len = c->N, QD = NH * D;
     int rc = rl_test_cu->attn_forward_bf16(rl_test_ctx, c->d_out, c->d_lse, c->d_q, c->d_k, c->d_v,
                                            c->d_starts, 1, len, NH, NKV, D);
@@ -543,6 +544,20 @@ static void s_cache_case(int NH, int NKV, int D) {
     }
     printf("  cache write: %d rows (2 out of range), %zu of %zu elements differ\n", nw, bad, cn);
     CHECK_MSG(bad == 0, "cache write: %zu elements differ from the rows written", bad);
+    // the bf16 cache: the same rows, each element rounded; the rest keeps the poison
+    uint16_t *d_kc16 = rl_test_poisoned(cn * 2), *d_vc16 = rl_test_poisoned(cn * 2);
+    rc = rl_test_cu->attn_cache_write_bf16(rl_test_ctx, d_kc16, d_vc16, d_kw, d_vw, d_slots, d_pos,
+                                           nw, NS, ML, NKV, D);
+    CHECK_MSG(rc == 0, "attn_cache_write_bf16: %s", rl_test_cu->errmsg(rl_test_ctx));
+    uint16_t *kg16 = rl_test_back(d_kc16, cn * 2), *vg16 = rl_test_back(d_vc16, cn * 2);
+    bad = 0;
+    for (size_t i = 0; i < cn; i++) {
+        bad += isnan(kc[i]) ? kg16[i] != 0xffffu || vg16[i] != 0xffffu
+                            : kg16[i] != rl_test_bf16(kc[i]) || vg16[i] != rl_test_bf16(vc[i]);
+    }
+    printf("  bf16 cache write: %zu of %zu elements differ\n", bad, cn);
+    CHECK_MSG(bad == 0, "bf16 cache write: %zu elements differ from the rows rounded", bad);
+    free(kg16), free(vg16);
 
     const size_t ldk = rl_attention_ldk(ML);
     float *kt = s_alloc((size_t)KVD * ldk * 4), *vs = s_alloc((size_t)ML * KVD * 4);
@@ -663,7 +678,8 @@ static void s_cache_case(int NH, int NKV, int D) {
         free(po);
         rl_test_dfree(d_st), rl_test_dfree(d_sl), rl_test_dfree(d_p0), rl_test_dfree(d_po);
     }
-    s_bf16_cache_rows(&c, d_kc, d_vc, NH, NKV, D);
+    s_bf16_cache_rows(&c, d_kc16, d_vc16, NH, NKV, D);
+    rl_test_dfree(d_kc16), rl_test_dfree(d_vc16);
     enum { DR = 7 };
     const int trow[DR] = {0, 31, 32, 63, 64, 128, 299};
     int tslot[DR], tctx[DR];

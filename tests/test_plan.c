@@ -109,13 +109,13 @@ static void s_test_by_hand(const rl_hf_config_t *arith, const rl_hf_config_t *ll
     CHECK_INT((long long)p.trainable, 466944);
     CHECK_INT((long long)(p.grads + p.optim), 0);
     // its KV cache, 64 slots of 55 positions (prompt 16 + 40 new - 1), for 4096-token steps:
-    //   K and V: 4 layers x 2 x 64 slots x 55 x (2 heads x 32) x 4 B = 7208960
+    //   K and V in bf16: 4 layers x 2 x 64 slots x 55 x (2 heads x 32) x 2 B = 3604480
     //   the RoPE table 55 x 32 x 4 = 7040; a step's inputs (slots, run starts, run slots, run
     //   positions, ids, positions) (6 x 4096 + 1) x 4 = 98308; 64 rows of logits 64 x 24 x 4 =
-    //   6144; the draws: a row per slot 6144 + 64 x 20 = 1280; in all 7327876.
-    CHECK_INT((long long)rl_model_device_kvcache_bytes(arith, 64, 55, 4096, 1), 7327876);
+    //   6144; the draws: a row per slot 6144 + 64 x 20 = 1280; in all 3723396.
+    CHECK_INT((long long)rl_model_device_kvcache_bytes(arith, 64, 55, 4096, 1), 3723396);
     CHECK_INT((long long)rl_model_device_kvcache_bytes(arith, 64, 55, 4096, 0),
-              7327876 - 6144 - 1280);
+              3723396 - 6144 - 1280);
     // the llama tuned in full: every tensor trainable (no frozen weights), each rounded up to
     // 128 floats: embed 1000x64 64000; a layer: two norms 2 x 128 (64 rounded up) + q, k, v, o
     //   4 x 4096 + gate, up, down 3 x 8192 = 41216, 2 layers 82432; the final norm 128; lm_head
@@ -314,6 +314,7 @@ static void s_test_cli(const rl_hf_config_t *arith) {
 }
 
 int main(void) {
+    unsetenv("RLCTL_CUDA_ATTN"); // the counts by hand are the bf16 attention's (a bf16 KV cache)
     const char *src = getenv("RL_SOURCE_DIR");
     snprintf(s_src, sizeof s_src, "%s", src && src[0] ? src : RL_SOURCE_DIR);
     s_bin = getenv("RLCTL_BIN");

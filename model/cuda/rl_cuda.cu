@@ -477,6 +477,7 @@ static const rl_cuda_module_t s_module = {
     rl_cuda_attn_forward_bf16,
     rl_cuda_attn_prefill_bf16,
     rl_cuda_attn_backward_bf16,
+    rl_cuda_attn_cache_write_bf16,
 };
 
 extern "C" __attribute__((visibility("default"))) const rl_cuda_module_t *rl_cuda_module(void) {

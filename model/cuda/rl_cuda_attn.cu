@@ -512,15 +512,24 @@ static size_t s_tc_smem(int D) {
            (size_t)warps * s_tc_warp_bytes(dp);
 }
 
-// rows (n, D) fp32 at src (row stride rs) into dst (rows, ld) bf16, columns D..dp-1 and rows
-// n..rows-1 zero; a warp per row.
-__device__ static inline void s_tc_load(__nv_bfloat16 *dst, const float *src, size_t rs, int n,
+// rows (n, D) fp32 (rounded) or bf16 at src (row stride rs) into dst (rows, ld) bf16, columns
+// D..dp-1 and rows n..rows-1 zero; a warp per row.
+__device__ static inline __nv_bfloat16 s_bf(float x) {
+    return __float2bfloat16_rn(x);
+}
+
+__device__ static inline __nv_bfloat16 s_bf(__nv_bfloat16 x) {
+    return x;
+}
+
+template <typename S>
+__device__ static inline void s_tc_load(__nv_bfloat16 *dst, const S *src, size_t rs, int n,
                                         int rows, int D, int dp, int ld, int nthreads) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = nthreads / 32;
     for (int r = warp; r < rows; r += nw) {
-        const float *s = src + (size_t)r * rs;
+        const S *s = src + (size_t)r * rs;
         for (int d = lane; d < dp; d += 32) {
-            dst[r * ld + d] = __float2bfloat16_rn(r < n && d < D ? s[d] : 0.0f);
+            dst[r * ld + d] = r < n && d < D ? s_bf(s[d]) : s_bf(0.0f);
         }
     }
 }
@@ -546,9 +555,9 @@ __device__ static inline void s_tc_abt(float *out, int lds, const __nv_bfloat16 
 
 // s_fwd_tile's contract (queries i in [q0, q0 + BR) ∩ [0, nq) at positions p0 + i, keys j <=
 // p0 + i), on the tensor cores. Every thread of the block calls it.
-template <int WARPS>
-__device__ static void s_tc_fwd_tile(float *out, float *lse, const float *q, const float *k,
-                                     const float *v, int p0, int nq, int q0, int qs, int ks, int D,
+template <int WARPS, typename KT>
+__device__ static void s_tc_fwd_tile(float *out, float *lse, const float *q, const KT *k,
+                                     const KT *v, int p0, int nq, int q0, int qs, int ks, int D,
                                      float scale) {
     using namespace nvcuda;
     constexpr int BR = 16 * WARPS, BC = S_TC_BC, NT = 32 * WARPS;
@@ -651,22 +660,23 @@ __global__ void __launch_bounds__(32 * WARPS)
                     const int *starts, int B, int NH, int NKV, int D, float scale) {
     s_at_t a;
     if (s_fwd_at(&a, lse, starts, B, NH, NKV, D, 16 * WARPS)) {
-        s_tc_fwd_tile<WARPS>(out + a.qo, a.lse, q + a.qo, k + a.ko, v + a.ko, 0, a.nq, a.q0, NH * D,
-                             NKV * D, D, scale);
+        s_tc_fwd_tile<WARPS, float>(out + a.qo, a.lse, q + a.qo, k + a.ko, v + a.ko, 0, a.nq, a.q0,
+                                    NH * D, NKV * D, D, scale);
     }
 }
 
 // grid (N / BR + B, NH): s_prefill_kernel's runs on the tensor cores.
 template <int WARPS>
 __global__ void __launch_bounds__(32 * WARPS)
-    s_tc_prefill_kernel(float *out, const float *q, const float *kc, const float *vc,
-                        const int *q_starts, const int *slots, const int *pos0, int B, int NH,
-                        int NKV, int D, int n_slots, int max_len, float scale) {
+    s_tc_prefill_kernel(float *out, const float *q, const __nv_bfloat16 *kc,
+                        const __nv_bfloat16 *vc, const int *q_starts, const int *slots,
+                        const int *pos0, int B, int NH, int NKV, int D, int n_slots, int max_len,
+                        float scale) {
     s_at_t a;
     if (s_prefill_at(&a, out, q_starts, slots, pos0, B, NH, NKV, D, n_slots, max_len, 16 * WARPS,
                      32 * WARPS)) {
-        s_tc_fwd_tile<WARPS>(out + a.qo, NULL, q + a.qo, kc + a.ko, vc + a.ko, a.p0, a.nq, a.q0,
-                             NH * D, NKV * D, D, scale);
+        s_tc_fwd_tile<WARPS, __nv_bfloat16>(out + a.qo, NULL, q + a.qo, kc + a.ko, vc + a.ko, a.p0,
+                                            a.nq, a.q0, NH * D, NKV * D, D, scale);
     }
 }
 
@@ -1208,9 +1218,19 @@ __global__ void __launch_bounds__(128)
 // ---------------------------------------------------------------------------------------------
 // KV cache: write and batched decode
 
-__global__ void s_cache_write_kernel(float *kc, float *vc, const float *k, const float *v,
-                                     const int *slots, const int *pos, size_t total, int KVD,
-                                     int n_slots, int max_len) {
+// x as a cache element: fp32 as it is, bf16 rounded to nearest even.
+__device__ static inline float s_as(float x, float *) {
+    return x;
+}
+
+__device__ static inline __nv_bfloat16 s_as(float x, __nv_bfloat16 *) {
+    return __float2bfloat16_rn(x);
+}
+
+template <typename C>
+__global__ void s_cache_write_kernel(C *kc, C *vc, const float *k, const float *v, const int *slots,
+                                     const int *pos, size_t total, int KVD, int n_slots,
+                                     int max_len) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
          i += (size_t)gridDim.x * blockDim.x) {
         const size_t r = i / (size_t)KVD, e = i % (size_t)KVD;
@@ -1219,8 +1239,8 @@ __global__ void s_cache_write_kernel(float *kc, float *vc, const float *k, const
             continue;
         }
         const size_t dst = ((size_t)s * max_len + p) * KVD + e;
-        kc[dst] = k[i];
-        vc[dst] = v[i];
+        kc[dst] = s_as(k[i], kc);
+        vc[dst] = s_as(v[i], vc);
     }
 }
 
@@ -1483,10 +1503,10 @@ extern "C" int rl_cuda_attn_backward_bf16(rl_cuda_ctx_t *ctx, float *dq, float *
                             D);
 }
 
-extern "C" int rl_cuda_attn_cache_write(rl_cuda_ctx_t *ctx, float *kcache, float *vcache,
-                                        const float *k, const float *v, const int *slots,
-                                        const int *pos, int n, int n_slots, int max_len, int NKV,
-                                        int D) {
+template <typename C>
+static int s_cache_write(rl_cuda_ctx_t *ctx, C *kcache, C *vcache, const float *k, const float *v,
+                         const int *slots, const int *pos, int n, int n_slots, int max_len, int NKV,
+                         int D) {
     if (n < 0 || n_slots < 1 || max_len < 1 || NKV < 1 || D < 1) {
         return rl_cuda_fail(ctx,
                             "attention cache write: %d rows into %d slots of %d positions "
@@ -1499,10 +1519,26 @@ extern "C" int rl_cuda_attn_cache_write(rl_cuda_ctx_t *ctx, float *kcache, float
     const size_t total = (size_t)n * NKV * D;
     unsigned blocks = rl_cuda_blocks(total, 256);
     blocks = blocks < 65535u * 8u ? blocks : 65535u * 8u; // a grid-stride loop does the rest
-    s_cache_write_kernel<<<blocks, 256, 0, ctx->stream>>>(kcache, vcache, k, v, slots, pos, total,
-                                                          NKV * D, n_slots, max_len);
+    s_cache_write_kernel<C><<<blocks, 256, 0, ctx->stream>>>(kcache, vcache, k, v, slots, pos,
+                                                             total, NKV * D, n_slots, max_len);
     RL_CUDA_LAUNCHED(ctx, "attention cache write");
     return 0;
+}
+
+extern "C" int rl_cuda_attn_cache_write(rl_cuda_ctx_t *ctx, float *kcache, float *vcache,
+                                        const float *k, const float *v, const int *slots,
+                                        const int *pos, int n, int n_slots, int max_len, int NKV,
+                                        int D) {
+    return s_cache_write(ctx, kcache, vcache, k, v, slots, pos, n, n_slots, max_len, NKV, D);
+}
+
+extern "C" int rl_cuda_attn_cache_write_bf16(rl_cuda_ctx_t *ctx, uint16_t *kcache, uint16_t *vcache,
+                                             const float *k, const float *v, const int *slots,
+                                             const int *pos, int n, int n_slots, int max_len,
+                                             int NKV, int D) {
+    return s_cache_write(ctx, reinterpret_cast<__nv_bfloat16 *>(kcache),
+                         reinterpret_cast<__nv_bfloat16 *>(vcache), k, v, slots, pos, n, n_slots,
+                         max_len, NKV, D);
 }
 
 template <int DMAX>
@@ -1615,7 +1651,7 @@ extern "C" int rl_cuda_attn_forward_bf16(rl_cuda_ctx_t *ctx, float *out, float *
 }
 
 extern "C" int rl_cuda_attn_prefill_bf16(rl_cuda_ctx_t *ctx, float *out, const float *q,
-                                         const float *kcache, const float *vcache,
+                                         const uint16_t *kcache, const uint16_t *vcache,
                                          const int *q_starts, const int *slots, const int *pos0,
                                          int B, int N, int NH, int NKV, int D, int n_slots,
                                          int max_len) {
@@ -1635,6 +1671,8 @@ extern "C" int rl_cuda_attn_prefill_bf16(rl_cuda_ctx_t *ctx, float *out, const f
     }
     return s_launch(ctx, warps == 4 ? s_tc_prefill_kernel<4> : s_tc_prefill_kernel<2>,
                     dim3((unsigned)tiles, (unsigned)NH), 32 * warps, s_tc_smem(D),
-                    "attention prefill (bf16)", D, out, q, kcache, vcache, q_starts, slots, pos0, B,
-                    NH, NKV, D, n_slots, max_len, 1.0f / sqrtf((float)D));
+                    "attention prefill (bf16)", D, out, q,
+                    reinterpret_cast<const __nv_bfloat16 *>(kcache),
+                    reinterpret_cast<const __nv_bfloat16 *>(vcache), q_starts, slots, pos0, B, NH,
+                    NKV, D, n_slots, max_len, 1.0f / sqrtf((float)D));
 }

@@ -84,10 +84,17 @@ int rl_cuda_attn_prefill(rl_cuda_ctx_t *ctx, float *out, const float *q, const f
 int rl_cuda_attn_forward_bf16(rl_cuda_ctx_t *ctx, float *out, float *lse, const float *q,
                               const float *k, const float *v, const int *starts, int B, int N,
                               int NH, int NKV, int D);
-int rl_cuda_attn_prefill_bf16(rl_cuda_ctx_t *ctx, float *out, const float *q, const float *kcache,
-                              const float *vcache, const int *q_starts, const int *slots,
-                              const int *pos0, int B, int N, int NH, int NKV, int D, int n_slots,
-                              int max_len);
+// The prefill reads a bf16 cache (the fp32 cache's layout with bf16 elements, as
+// rl_cuda_attn_cache_write_bf16 writes it): the values its tiles would round fp32 ones to.
+int rl_cuda_attn_prefill_bf16(rl_cuda_ctx_t *ctx, float *out, const float *q,
+                              const uint16_t *kcache, const uint16_t *vcache, const int *q_starts,
+                              const int *slots, const int *pos0, int B, int N, int NH, int NKV,
+                              int D, int n_slots, int max_len);
+
+// rl_cuda_attn_cache_write into a bf16 cache: each element rounded to bf16 (to nearest even).
+int rl_cuda_attn_cache_write_bf16(rl_cuda_ctx_t *ctx, uint16_t *kcache, uint16_t *vcache,
+                                  const float *k, const float *v, const int *slots, const int *pos,
+                                  int n, int n_slots, int max_len, int NKV, int D);
 
 // rl_cuda_attn_backward with q, k and v rounded to bf16 as they are read, so that the P it
 // recomputes from lse is the one attn_forward_bf16 normalised. Up to head_dim 128 on the tensor

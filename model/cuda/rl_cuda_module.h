@@ -355,8 +355,10 @@ typedef struct rl_cuda_api {
     int (*attn_forward_bf16)(rl_cuda_ctx_t *ctx, float *out, float *lse, const float *q,
                              const float *k, const float *v, const int *starts, int B, int N,
                              int NH, int NKV, int D);
-    int (*attn_prefill_bf16)(rl_cuda_ctx_t *ctx, float *out, const float *q, const float *kcache,
-                             const float *vcache, const int *q_starts, const int *slots,
+    // attn_prefill_bf16 reads a bf16 cache (the same layout, bf16 elements; attn_cache_write_bf16
+    // writes it): the values the forward would round them to, half the bytes.
+    int (*attn_prefill_bf16)(rl_cuda_ctx_t *ctx, float *out, const float *q, const uint16_t *kcache,
+                             const uint16_t *vcache, const int *q_starts, const int *slots,
                              const int *pos0, int B, int N, int NH, int NKV, int D, int n_slots,
                              int max_len);
     // attn_backward's contract with q, k and v rounded to bf16 as they are read (the scores and
@@ -366,6 +368,10 @@ typedef struct rl_cuda_api {
                               const float *dout, const float *q, const float *k, const float *v,
                               const float *out, const float *lse, const int *starts, int B, int N,
                               int NH, int NKV, int D);
+    // attn_cache_write into a bf16 cache: each element rounded to bf16 (to nearest even).
+    int (*attn_cache_write_bf16)(rl_cuda_ctx_t *ctx, uint16_t *kcache, uint16_t *vcache,
+                                 const float *k, const float *v, const int *slots, const int *pos,
+                                 int n, int n_slots, int max_len, int NKV, int D);
 } rl_cuda_module_t;
 
 // The module's one export (RL_CUDA_MODULE_SYMBOL).
