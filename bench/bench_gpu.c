@@ -344,7 +344,8 @@ static void s_decode(const s_shape_t *s, double gbs) {
 // A decode step's attention (S rows, each its own slot with ctx positions) as the model runs it
 // (attn_prefill_bf16, each row a run of one: a tile of query rows per row and head; and the fp32
 // attn_prefill) and through
-// attn_decode (the heads sharing a kv head in one block, reading K and V once for them), beside
+// attn_decode_bf16c (attn_decode over the bf16 cache: the heads sharing a kv head in one block,
+// reading K and V once for them), beside
 // the time the K and V bytes take at the measured copy bandwidth. Which is faster decides which
 // one the model's decode steps should take.
 static void s_attn(const s_shape_t *s, double gbs) {
@@ -391,8 +392,8 @@ static void s_attn(const s_shape_t *s, double gbs) {
                                                                pos0, S, S, NH, NKV, D, S, CTX)
                          : kernel == 1 ? s_cu->attn_prefill(s_ctx, out, q, kc, vc, starts, slots,
                                                             pos0, S, S, NH, NKV, D, S, CTX)
-                                       : s_cu->attn_decode(s_ctx, out, q, kc, vc, slots, nctx, S,
-                                                           NH, NKV, D, S, CTX);
+                                       : s_cu->attn_decode_bf16c(s_ctx, out, q, kh, vh, slots, nctx,
+                                                                 S, NH, NKV, D, S, CTX);
                 if (rc) {
                     s_fail("attn", s_cu->errmsg(s_ctx));
                 }
@@ -410,12 +411,13 @@ static void s_attn(const s_shape_t *s, double gbs) {
     snprintf(what, sizeof what, "%s decode step, %d rows x %d positions (NH %d, NKV %d, D %d)",
              s->name, S, CTX, NH, NKV, D);
     printf("| attn | %s | attn_prefill_bf16 (the model's, bf16 cache) %.1f us, attn_prefill "
-           "(fp32) %.1f us, attn_decode (fp32) %.1f us (%.2fx); fp32 K and V once at the copy "
+           "(fp32) %.1f us, attn_decode_bf16c (bf16 cache) %.1f us (%.2fx); fp32 K and V once at "
+           "the copy "
            "bandwidth %.1f us (bf16: half) |\n",
            what, tp * 1e6, tf * 1e6, td * 1e6, td > 0 ? tp / td : 0.0, bound * 1e6);
     s_record("attn", "attn_prefill_bf16, decode step", tp * 1e6, "us");
     s_record("attn", "attn_prefill, decode step", tf * 1e6, "us");
-    s_record("attn", "attn_decode, decode step", td * 1e6, "us");
+    s_record("attn", "attn_decode_bf16c, decode step", td * 1e6, "us");
     void *dev[] = {q, out, kc, vc, kh, vh, idx};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) {
         s_cu->dfree(s_ctx, dev[i]);

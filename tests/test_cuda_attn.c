@@ -418,6 +418,19 @@ static void test_long(void) {
     s_train_case("long mixed", l2, 3, 4, 2, 128, 2.0, 0);
 }
 
+// bf16 roundings (sections 4 and 5)
+static float s_r16(double x) {
+    return rl_test_from_bf16(rl_test_bf16((float)x));
+}
+
+static float *s_rounded(const float *x, size_t n) {
+    float *r = s_alloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        r[i] = s_r16(x[i]);
+    }
+    return r;
+}
+
 // ---- 4. the KV cache: write, decode, prefill ---------------------------------------------------
 
 enum { NS = 5, ML = 310 };                      // slots, max_len (not a multiple of any tile)
@@ -596,6 +609,28 @@ static void s_cache_case(int NH, int NKV, int D) {
         snprintf(what, sizeof what, "  decode slot %d n_ctx %d vs double", dslot[r], dctx[r]);
         rl_test_close(what, o + (size_t)r * QD, od, QD, TOL_OUT, TOL_OUT_REL);
     }
+    free(o);
+    // the same rows over the bf16 cache (attn_decode_bf16c) against the CPU on the rounded cache
+    d_o = rl_test_poisoned((size_t)S * QD * 4);
+    rc = rl_test_cu->attn_decode_bf16c(rl_test_ctx, d_o, d_q, d_kc16, d_vc16, d_ds, d_dc, S, NH,
+                                       NKV, D, NS, ML);
+    CHECK_MSG(rc == 0, "attn_decode_bf16c: %s", rl_test_cu->errmsg(rl_test_ctx));
+    o = s_back(d_o, (size_t)S * QD);
+    float *kcr = s_rounded(kc, cn), *vcr = s_rounded(vc, cn);
+    for (int r = 0; r < S; r++) {
+        char what[96];
+        if (dslot[r] >= NS || dctx[r] < 1) {
+            CHECK_MSG(s_all_nan(o + (size_t)r * QD, QD), "bf16 decode row %d refused: not NaN", r);
+            continue;
+        }
+        s_cpu_slot(kcr, vcr, dslot[r], KVD, ldk, kt, vs);
+        rl_attention_decode(oc, q + (size_t)r * QD, kt, ldk, vs, (size_t)KVD, dctx[r], NH, NKV, D,
+                            sc);
+        snprintf(what, sizeof what, "  bf16 cache: decode slot %d n_ctx %d vs cpu", dslot[r],
+                 dctx[r]);
+        s_close_f(what, o + (size_t)r * QD, oc, QD, TOL_OUT, TOL_OUT_REL);
+    }
+    free(kcr), free(vcr);
     free(q), free(o), free(qd);
     rl_test_dfree(d_q), rl_test_dfree(d_o), rl_test_dfree(d_ds), rl_test_dfree(d_dc);
 
@@ -755,18 +790,6 @@ static void s_close_flips(const char *what, const float *got, const double *want
     CHECK_MSG(over <= n / 1000 && worst <= loose * m,
               "%s: %zu elements beyond %.3g (allowed %zu), worst %.3g (allowed %.3g)", what, over,
               tight * m, n / 1000, worst, loose * m);
-}
-
-static float s_r16(double x) {
-    return rl_test_from_bf16(rl_test_bf16((float)x));
-}
-
-static float *s_rounded(const float *x, size_t n) {
-    float *r = s_alloc(n * sizeof(float));
-    for (size_t i = 0; i < n; i++) {
-        r[i] = s_r16(x[i]);
-    }
-    return r;
 }
 
 // largest |got - want| / max(1, max |want|)

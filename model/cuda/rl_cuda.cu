@@ -478,6 +478,7 @@ static const rl_cuda_module_t s_module = {
     rl_cuda_attn_prefill_bf16,
     rl_cuda_attn_backward_bf16,
     rl_cuda_attn_cache_write_bf16,
+    rl_cuda_attn_decode_bf16c,
 };
 
 extern "C" __attribute__((visibility("default"))) const rl_cuda_module_t *rl_cuda_module(void) {

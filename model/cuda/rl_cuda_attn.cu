@@ -142,15 +142,23 @@ __device__ static inline float s_r16(float x) {
 // rows (n, D) at src (row stride rs) into dst (rows, ld), zeros for rows n..rows-1; a warp per
 // row, lanes along it (reads of D consecutive floats). R16: each value rounded to bf16 (the
 // bf16 backward, see attn_backward_bf16).
-template <bool R16 = false>
-__device__ static inline void s_load_rows(float *dst, const float *src, size_t rs, int n, int rows,
+__device__ static inline float s_f(float x) {
+    return x;
+}
+
+__device__ static inline float s_f(__nv_bfloat16 x) {
+    return __bfloat162float(x);
+}
+
+template <bool R16 = false, typename S = float>
+__device__ static inline void s_load_rows(float *dst, const S *src, size_t rs, int n, int rows,
                                           int D, int ld, int nthreads) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = nthreads / 32;
     for (int r = warp; r < rows; r += nw) {
         if (r < n) {
-            const float *s = src + (size_t)r * rs;
+            const S *s = src + (size_t)r * rs;
             for (int d = lane; d < D; d += 32) {
-                dst[r * ld + d] = R16 ? s_r16(s[d]) : s[d];
+                dst[r * ld + d] = R16 ? s_r16(s_f(s[d])) : s_f(s[d]);
             }
         } else {
             for (int d = lane; d < D; d += 32) {
@@ -1248,9 +1256,9 @@ __global__ void s_cache_write_kernel(C *kc, C *vc, const float *k, const float *
 // kv head blockIdx.y, against tiles of BK keys of its slot: each K and V row is read once for
 // all the heads that share it. Scores: thread per (head, key); softmax: warp w owns heads w and
 // w + 4 (BK = 32: a key per lane); output: thread per (head, column) elements tid + 128 e.
-template <int DMAX>
+template <int DMAX, typename C>
 __global__ void __launch_bounds__(S_DEC_THREADS)
-    s_decode_kernel(float *out, const float *q, const float *kc, const float *vc, const int *slots,
+    s_decode_kernel(float *out, const float *q, const C *kc, const C *vc, const int *slots,
                     const int *n_ctx, int NH, int NKV, int D, int n_slots, int max_len,
                     float scale) {
     constexpr int BK = S_DEC_BK, HPB = S_DEC_HPB, NT = S_DEC_THREADS, E = HPB * DMAX / NT;
@@ -1541,26 +1549,21 @@ extern "C" int rl_cuda_attn_cache_write_bf16(rl_cuda_ctx_t *ctx, uint16_t *kcach
                          max_len, NKV, D);
 }
 
-template <int DMAX>
-static int s_decode_launch(rl_cuda_ctx_t *ctx, float *out, const float *q, const float *kc,
-                           const float *vc, const int *slots, const int *n_ctx, int S, int NH,
-                           int NKV, int D, int n_slots, int max_len) {
-    const size_t smem = s_dec_smem(D);
-    if (s_smem_attr(ctx, s_decode_kernel<DMAX>, smem, "attention decode", D) != 0) {
-        return -1;
-    }
+template <int DMAX, typename C>
+static int s_decode_launch(rl_cuda_ctx_t *ctx, float *out, const float *q, const C *kc, const C *vc,
+                           const int *slots, const int *n_ctx, int S, int NH, int NKV, int D,
+                           int n_slots, int max_len) {
     const int grp = NH / NKV;
-    dim3 grid((unsigned)S, (unsigned)NKV, (unsigned)((grp + S_DEC_HPB - 1) / S_DEC_HPB));
-    s_decode_kernel<DMAX><<<grid, S_DEC_THREADS, smem, ctx->stream>>>(
-        out, q, kc, vc, slots, n_ctx, NH, NKV, D, n_slots, max_len, 1.0f / sqrtf((float)D));
-    RL_CUDA_LAUNCHED(ctx, "attention decode");
-    return 0;
+    return s_launch(ctx, s_decode_kernel<DMAX, C>,
+                    dim3((unsigned)S, (unsigned)NKV, (unsigned)((grp + S_DEC_HPB - 1) / S_DEC_HPB)),
+                    S_DEC_THREADS, s_dec_smem(D), "attention decode", D, out, q, kc, vc, slots,
+                    n_ctx, NH, NKV, D, n_slots, max_len, 1.0f / sqrtf((float)D));
 }
 
-extern "C" int rl_cuda_attn_decode(rl_cuda_ctx_t *ctx, float *out, const float *q,
-                                   const float *kcache, const float *vcache, const int *slots,
-                                   const int *n_ctx, int S, int NH, int NKV, int D, int n_slots,
-                                   int max_len) {
+template <typename C>
+static int s_decode(rl_cuda_ctx_t *ctx, float *out, const float *q, const C *kcache,
+                    const C *vcache, const int *slots, const int *n_ctx, int S, int NH, int NKV,
+                    int D, int n_slots, int max_len) {
     if (s_check_heads(ctx, "attention decode", NH, NKV, D) != 0) {
         return -1;
     }
@@ -1573,15 +1576,31 @@ extern "C" int rl_cuda_attn_decode(rl_cuda_ctx_t *ctx, float *out, const float *
     }
     switch (s_dmax(D)) {
     case 64:
-        return s_decode_launch<64>(ctx, out, q, kcache, vcache, slots, n_ctx, S, NH, NKV, D,
-                                   n_slots, max_len);
+        return s_decode_launch<64, C>(ctx, out, q, kcache, vcache, slots, n_ctx, S, NH, NKV, D,
+                                      n_slots, max_len);
     case 128:
-        return s_decode_launch<128>(ctx, out, q, kcache, vcache, slots, n_ctx, S, NH, NKV, D,
-                                    n_slots, max_len);
+        return s_decode_launch<128, C>(ctx, out, q, kcache, vcache, slots, n_ctx, S, NH, NKV, D,
+                                       n_slots, max_len);
     default:
-        return s_decode_launch<256>(ctx, out, q, kcache, vcache, slots, n_ctx, S, NH, NKV, D,
-                                    n_slots, max_len);
+        return s_decode_launch<256, C>(ctx, out, q, kcache, vcache, slots, n_ctx, S, NH, NKV, D,
+                                       n_slots, max_len);
     }
+}
+
+extern "C" int rl_cuda_attn_decode(rl_cuda_ctx_t *ctx, float *out, const float *q,
+                                   const float *kcache, const float *vcache, const int *slots,
+                                   const int *n_ctx, int S, int NH, int NKV, int D, int n_slots,
+                                   int max_len) {
+    return s_decode(ctx, out, q, kcache, vcache, slots, n_ctx, S, NH, NKV, D, n_slots, max_len);
+}
+
+extern "C" int rl_cuda_attn_decode_bf16c(rl_cuda_ctx_t *ctx, float *out, const float *q,
+                                         const uint16_t *kcache, const uint16_t *vcache,
+                                         const int *slots, const int *n_ctx, int S, int NH, int NKV,
+                                         int D, int n_slots, int max_len) {
+    return s_decode(ctx, out, q, reinterpret_cast<const __nv_bfloat16 *>(kcache),
+                    reinterpret_cast<const __nv_bfloat16 *>(vcache), slots, n_ctx, S, NH, NKV, D,
+                    n_slots, max_len);
 }
 
 template <int DMAX>

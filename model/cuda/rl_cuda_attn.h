@@ -107,6 +107,13 @@ int rl_cuda_attn_backward_bf16(rl_cuda_ctx_t *ctx, float *dq, float *dk, float *
                                const float *out, const float *lse, const int *starts, int B, int N,
                                int NH, int NKV, int D);
 
+// rl_cuda_attn_decode over a bf16 cache: the same fp32 arithmetic on the cache's values (q as
+// given). For bench_gpu's comparison with the model's decode steps (attn_prefill_bf16).
+int rl_cuda_attn_decode_bf16c(rl_cuda_ctx_t *ctx, float *out, const float *q,
+                              const uint16_t *kcache, const uint16_t *vcache, const int *slots,
+                              const int *n_ctx, int S, int NH, int NKV, int D, int n_slots,
+                              int max_len);
+
 #ifdef __cplusplus
 }
 #endif

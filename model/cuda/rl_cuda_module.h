@@ -372,6 +372,12 @@ typedef struct rl_cuda_api {
     int (*attn_cache_write_bf16)(rl_cuda_ctx_t *ctx, uint16_t *kcache, uint16_t *vcache,
                                  const float *k, const float *v, const int *slots, const int *pos,
                                  int n, int n_slots, int max_len, int NKV, int D);
+    // attn_decode over a bf16 cache: its arithmetic (fp32 on the CUDA cores, q as given) on the
+    // cache's values. Not the model's (its steps take attn_prefill_bf16, whose bits a decode step
+    // shares with a prefill): bench_gpu times the two, which decides.
+    int (*attn_decode_bf16c)(rl_cuda_ctx_t *ctx, float *out, const float *q, const uint16_t *kcache,
+                             const uint16_t *vcache, const int *slots, const int *n_ctx, int S,
+                             int NH, int NKV, int D, int n_slots, int max_len);
 } rl_cuda_module_t;
 
 // The module's one export (RL_CUDA_MODULE_SYMBOL).
