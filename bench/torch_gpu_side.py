@@ -10,6 +10,10 @@
 #           through peft when it is installed (the row says so when it is not). One warm-up
 #           step, then the median of 3; tokens/s and the same model FLOPs as bench_gpu (PaLM's
 #           convention), TFLOP/s.
+#   attn_train  scaled_dot_product_attention alone (causal, bf16, GQA in the kernel where torch
+#           has it) at bench_gpu's attn_train shapes (16384 tokens, T 1024 and 4096, both head
+#           shapes): forward, and backward with its forward outside the clock; TFLOP/s counted
+#           as bench_gpu counts them (forward 2 T^2 D per head and sequence, backward 2.5 times).
 #   decode  model.generate of batch 1, 64 and 256 prompts of 128 random tokens, exactly NEW new
 #           tokens (min_new_tokens = max_new_tokens), sampling at temperature 1 with no top-k:
 #           new tokens/s of the whole call.
@@ -128,6 +132,70 @@ def decode(torch, name, new, reps, out):
     torch.cuda.empty_cache()
 
 
+def attn_train(torch, name, T, out, device="cuda", tokens=TOKENS, reps=5):
+    """SDPA alone (causal, bf16, GQA) at a training step's shape: bench_gpu's attn_train row."""
+    import torch.nn.functional as F
+
+    C, I, L, NH, NKV, D, V = SHAPES[name]
+    B = tokens // T
+    g = torch.Generator(device=device).manual_seed(5)
+    q = torch.randn(B, NH, T, D, device=device, generator=g).to(torch.bfloat16).requires_grad_()
+    k = torch.randn(B, NKV, T, D, device=device, generator=g).to(torch.bfloat16).requires_grad_()
+    v = torch.randn(B, NKV, T, D, device=device, generator=g).to(torch.bfloat16).requires_grad_()
+    dout = torch.randn(B, NH, T, D, device=device, generator=g).to(torch.bfloat16)
+    try:  # GQA inside the kernel (torch >= 2.5); else k and v repeated, as transformers did
+        F.scaled_dot_product_attention(q[:, :, :1], k[:, :, :1], v[:, :, :1], is_causal=True,
+                                       enable_gqa=True)
+        gqa = True
+    except TypeError:
+        gqa = False
+
+    def fwd():
+        if gqa:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        r = NH // NKV
+        return F.scaled_dot_product_attention(q, k.repeat_interleave(r, 1),
+                                              v.repeat_interleave(r, 1), is_causal=True)
+
+    def timed(f):
+        times = []
+        for rep in range(reps + 1):
+            if device == "cuda":
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            f()
+            if device == "cuda":
+                torch.cuda.synchronize()
+            if rep:
+                times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+
+    tf = timed(lambda: fwd().detach())
+    o = [None]
+
+    def step():  # the backward alone: its forward outside the clock
+        o[0] = fwd()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        o[0].backward(dout)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        return time.perf_counter() - t0
+
+    step()
+    tb = statistics.median([step() for _ in range(reps)])
+    fl = 2.0 * T * T * D * NH * B
+    what = "sdpa %s heads (NH %d, NKV %d, D %d), T=%d, %d tokens%s" % (
+        name, NH, NKV, D, T, tokens, "" if gqa else " (k, v repeated)")
+    print("| attn_train | torch %s | forward %.2f ms (%.3g TFLOP/s); backward %.2f ms "
+          "(%.3g TFLOP/s) |" % (what, tf * 1e3, fl / tf / 1e12, tb * 1e3, 2.5 * fl / tb / 1e12))
+    out.append({"section": "attn_train", "what": "torch %s forward" % what,
+                "value": fl / tf / 1e12, "unit": "TFLOP/s"})
+    out.append({"section": "attn_train", "what": "torch %s backward" % what,
+                "value": 2.5 * fl / tb / 1e12, "unit": "TFLOP/s"})
+
+
 def grpo(torch, name, out, P=64, G=8, new=256, prompt=9, mb=32, reps=3):
     what = "%s LoRA r8 %dx%dx%d" % (name, P, G, new)
     try:
@@ -223,6 +291,9 @@ def main():
             for lora in (True, False):
                 train(torch, name, lora, T, out)
         decode(torch, name, 64 if a.quick else 256, 1 if a.quick else 3, out)
+    for name in list(SHAPES) if not a.grpo else []:  # the attention alone: both head shapes
+        for T in (1024, 4096):
+            attn_train(torch, name, T, out)
     if a.json:
         with open(a.json, "w") as f:
             for o in out:
