@@ -125,6 +125,11 @@ static inline float rl_test_from_bf16(uint16_t b) {
     return x;
 }
 
+// x rounded to the nearest bf16 value (to even), as a float.
+static inline float rl_test_round_bf16(float x) {
+    return rl_test_from_bf16(rl_test_bf16(x));
+}
+
 // Compares got (n) with want (n): every |got - want| <= atol + rtol * |want| and got finite;
 // prints the worst element and the counts; returns 1 when all are within.
 static inline int rl_test_close(const char *what, const float *got, const double *want, size_t n,

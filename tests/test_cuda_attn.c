@@ -419,14 +419,10 @@ static void test_long(void) {
 }
 
 // bf16 roundings (sections 4 and 5)
-static float s_r16(double x) {
-    return rl_test_from_bf16(rl_test_bf16((float)x));
-}
-
 static float *s_rounded(const float *x, size_t n) {
     float *r = s_alloc(n * sizeof(float));
     for (size_t i = 0; i < n; i++) {
-        r[i] = s_r16(x[i]);
+        r[i] = rl_test_round_bf16(x[i]);
     }
     return r;
 }
@@ -827,7 +823,7 @@ static void s_ref_bwd_bf16(const s_batch_t *c, const s_batch_t *r, const float *
                 double delta = 0.0;
                 for (int d = 0; d < D; d++) {
                     delta += (double)c->dout[qo + d] * out[qo + d];
-                    go[d] = tc ? s_r16(c->dout[qo + d]) : c->dout[qo + d];
+                    go[d] = tc ? rl_test_round_bf16(c->dout[qo + d]) : c->dout[qo + d];
                 }
                 const double l = lse[(size_t)row0 * NH + (size_t)h * len + i];
                 for (int j = 0; j <= i; j++) {
@@ -838,7 +834,8 @@ static void s_ref_bwd_bf16(const s_batch_t *c, const s_batch_t *r, const float *
                         dp += go[d] * r->v[ko + d];
                     }
                     const double p = exp(sc * scale - l), ds = p * (dp - delta);
-                    const double pr = tc ? s_r16(p) : p, dsr = tc ? s_r16(ds) : ds;
+                    const double pr = tc ? rl_test_round_bf16((float)p) : p,
+                                 dsr = tc ? rl_test_round_bf16((float)ds) : ds;
                     for (int d = 0; d < D; d++) {
                         dv[ko + d] += pr * go[d];
                         dk[ko + d] += scale * dsr * r->q[qo + d];

@@ -143,10 +143,6 @@ static rl_model_t *s_new(const rl_hf_config_t *cfg, const s_case_t *k, int cuda,
     return m;
 }
 
-static float s_round_bf16(float x) {
-    return rl_test_from_bf16(rl_test_bf16(x));
-}
-
 // Norms and biases away from 1 and 0 (where gradient paths vanish), LoRA A and B non-zero
 // (PEFT's B = 0 makes dA = 0); then, unless raw, every parameter rounded to a bf16 value.
 static void s_prepare(rl_model_t *m, const s_case_t *k) {
@@ -171,7 +167,7 @@ static void s_prepare(rl_model_t *m, const s_case_t *k) {
             t[j] = 1.0f + 0.3f * (float)rl_rng_normal(&rng);
         }
         for (size_t j = 0; !k->raw_weights && j < n; j++) {
-            t[j] = s_round_bf16(t[j]);
+            t[j] = rl_test_round_bf16(t[j]);
         }
     }
     free(specs);
@@ -180,7 +176,7 @@ static void s_prepare(rl_model_t *m, const s_case_t *k) {
         float *t = rl_model_trainable(m, &n);
         rl_rng_fill_normal(&rng, t, n, 0.0f, 0.1f);
         for (size_t j = 0; j < n; j++) {
-            t[j] = s_round_bf16(t[j]);
+            t[j] = rl_test_round_bf16(t[j]);
         }
     }
 }

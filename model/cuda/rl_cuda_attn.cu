@@ -542,6 +542,21 @@ __device__ static inline void s_tc_load(__nv_bfloat16 *dst, const S *src, size_t
     }
 }
 
+// acc (16 x 16) += A B_j: A (16, 64) bf16 at ld ldp, B_j the 16 columns 16 j.. of a (64, Dp)
+// bf16 tile at ld ldh (P V, P^T dO, dS^T Q, dS K: one 16-column block of the result).
+__device__ static inline void
+s_tc_ab(nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> &acc,
+        const __nv_bfloat16 *a, int ldp, const __nv_bfloat16 *b, int ldh, int j) {
+    using namespace nvcuda;
+    for (int kk = 0; kk < S_TC_BC; kk += 16) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> fb;
+        wmma::load_matrix_sync(fa, a + kk, (unsigned)ldp);
+        wmma::load_matrix_sync(fb, b + kk * ldh + 16 * j, (unsigned)ldh);
+        wmma::mma_sync(acc, fa, fb, acc);
+    }
+}
+
 // out (16, 64) fp32 at ld lds = A (16 rows of a, row stride ldh) B^T, B the 64 rows of b: the
 // scores of 16 rows against 64 (a's and b's first dp columns).
 __device__ static inline void s_tc_abt(float *out, int lds, const __nv_bfloat16 *a,
@@ -632,13 +647,7 @@ __device__ static void s_tc_fwd_tile(float *out, float *lse, const float *q, con
         for (int j = 0; j < dp / 16; j++) {
             wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
             wmma::load_matrix_sync(acc, so + 16 * j, (unsigned)ldo, wmma::mem_row_major);
-            for (int kk = 0; kk < BC; kk += 16) {
-                wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> fb;
-                wmma::load_matrix_sync(fa, sp + kk, (unsigned)ldp);
-                wmma::load_matrix_sync(fb, sv + kk * ldh + 16 * j, (unsigned)ldh);
-                wmma::mma_sync(acc, fa, fb, acc);
-            }
+            s_tc_ab(acc, sp, ldp, sv, ldh, j);
             wmma::store_matrix_sync(so + 16 * j, acc, (unsigned)ldo, wmma::mem_row_major);
         }
         __syncwarp(); // O stored
@@ -1051,17 +1060,10 @@ template <int NF>
 __device__ static inline void
 s_tcb_ab(nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> (&acc)[NF],
          const __nv_bfloat16 *a, int ldp, const __nv_bfloat16 *b, int ldh, int dp) {
-    using namespace nvcuda;
 #pragma unroll
     for (int j = 0; j < NF; j++) {
         if (16 * j < dp) {
-            for (int kk = 0; kk < S_TCB_T; kk += 16) {
-                wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> fb;
-                wmma::load_matrix_sync(fa, a + kk, (unsigned)ldp);
-                wmma::load_matrix_sync(fb, b + kk * ldh + 16 * j, (unsigned)ldh);
-                wmma::mma_sync(acc[j], fa, fb, acc[j]);
-            }
+            s_tc_ab(acc[j], a, ldp, b, ldh, j);
         }
     }
 }
