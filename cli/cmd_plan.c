@@ -134,6 +134,10 @@ static int s_roles(const rl_recipe_t *r, const rl_hf_config_t *cfg, int mb, rl_c
     const int nccl = rl_policy_wants_nccl(r);
     actor.device_host_optim = (ranks > 1 && !nccl) || rm || r->train.optimizer_offload;
     actor.device_comm_ranks = nccl ? ranks : 0;
+    // with NCCL and fsdp > 1 the frozen layers are sharded over each row (ZeRO-3): the actor's
+    // base under LoRA, full tuning's reference
+    const int zero3 = nccl && r->mesh.fsdp > 1 ? r->mesh.fsdp : 0;
+    actor.device_shard_ranks = actor.tune == RL_TUNE_LORA ? zero3 : 0;
     int rc = s_add_procs(r, p, rm ? "actor (reward model)" : "actor", "actor", ranks, cfg, &actor,
                          !rm, rows, 0, 0, err, err_len);
     // full tuning's reference in the actor: a frozen copy beside it, on the actor's device
@@ -141,6 +145,7 @@ static int s_roles(const rl_recipe_t *r, const rl_hf_config_t *cfg, int mb, rl_c
     if (!rc && ref_needed && !r->lora.enabled && r->roles.reference == RL_RECIPE_REF_ACTOR) {
         rl_model_opts_t ref = actor;
         ref.device_comm_ranks = 0;
+        ref.device_shard_ranks = zero3;
         ref.tune = RL_TUNE_NONE;
         rc = s_add_procs(r, p, "reference (in the actor)", "actor", ranks, cfg, &ref, 1, rows, 0, 0,
                          err, err_len);
@@ -148,6 +153,7 @@ static int s_roles(const rl_recipe_t *r, const rl_hf_config_t *cfg, int mb, rl_c
     if (!rc && ro.reference) {
         rl_model_opts_t ref = actor;
         ref.device_comm_ranks = 0;
+        ref.device_shard_ranks = 0;
         ref.tune = RL_TUNE_NONE;
         ref.device_infer = 1;
         rc = s_add_procs(r, p, "reference", "reference",
@@ -159,6 +165,7 @@ static int s_roles(const rl_recipe_t *r, const rl_hf_config_t *cfg, int mb, rl_c
         cr.tune = r->critic.lora ? RL_TUNE_LORA : RL_TUNE_FULL;
         cr.device_host_optim = 1; // its value head's optimizer is the host's
         cr.device_comm_ranks = 0;
+        cr.device_shard_ranks = 0;
         rc = s_add_procs(r, p,
                          ro.critic == RL_ALGO_CRITIC_ACTOR ? "critic (in the actor)" : "critic",
                          "critic", r->roles.critic == RL_RECIPE_REF_WORKER ? 1 : ranks, cfg, &cr, 0,
@@ -168,6 +175,7 @@ static int s_roles(const rl_recipe_t *r, const rl_hf_config_t *cfg, int mb, rl_c
     // steps (the default 4096 rows), a KV cache of sampling.max_batch slots
     rl_model_opts_t sm = actor;
     sm.device_comm_ranks = 0;
+    sm.device_shard_ranks = 0;
     sm.lora_dropout = 0.0f;
     sm.device_infer = 1;
     const int plen = uses & RL_RECIPE_USES_SAMPLES ? r->data.max_prompt_length : r->data.max_length;

@@ -206,6 +206,16 @@ static int s_alloc_grads(rl_model_t *self, const rl_hf_tensor_spec_t *specs, int
     return 0;
 }
 
+// The device half at load; the NCCL ids the options borrow are spent then (the groups are made),
+// so the model's copy forgets them: a later rebuild (an adapter load) refuses a group, saying
+// so, instead of reading the caller's freed id.
+static int s_cuda_new(rl_model_t *self, char *err, size_t err_len) {
+    int rc = rl_model_cuda_new(self, &self->opts, &self->cuda, err, err_len);
+    self->opts.device_comm_id = NULL;
+    self->opts.device_shard_id = NULL;
+    return rc;
+}
+
 rl_model_t *rl_model_load(const char *dir, const rl_model_opts_t *opts, char *err,
                           size_t err_len) {
     rl_hf_config_t cfg;
@@ -280,8 +290,7 @@ rl_model_t *rl_model_load(const char *dir, const rl_model_opts_t *opts, char *er
     if (!self->params_in_map) {
         rl_st_model_destroy(&self->st); // nothing borrows the mapping
     }
-    if (self->opts.device.cuda && rl_model_cuda_new(self, &self->opts, &self->cuda, err,
-                                                    err_len) != 0) {
+    if (self->opts.device.cuda && s_cuda_new(self, err, err_len) != 0) {
         goto fail;
     }
     free(specs);
@@ -336,8 +345,7 @@ rl_model_t *rl_model_new_random(const rl_hf_config_t *cfg, const rl_model_opts_t
         s_alloc_grads(self, specs, n, err, err_len) != 0) {
         goto fail;
     }
-    if (self->opts.device.cuda && rl_model_cuda_new(self, &self->opts, &self->cuda, err,
-                                                    err_len) != 0) {
+    if (self->opts.device.cuda && s_cuda_new(self, err, err_len) != 0) {
         goto fail;
     }
     free(specs);
@@ -770,6 +778,10 @@ void rl_model_set_unit_hook(rl_model_t *self, rl_model_unit_fn fn, void *ctx) {
 }
 
 int rl_model_units_idle(rl_model_t *self, int train) {
+    if (self->cuda) {
+        int rc = rl_model_cuda_idle(self->cuda, train);
+        return rc ? rl_mdl_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda)) : 0;
+    }
     const int L = self->L;
     int rc = s_unit(self, L, RL_UNIT_GATHER);
     for (int l = 0; !rc && l < L; l++) {
@@ -786,6 +798,10 @@ int rl_model_units_idle(rl_model_t *self, int train) {
                  : 0;
     }
     return rc ? rc : s_unit(self, L, RL_UNIT_REDUCE) ? RL_EIO : s_unit(self, L, RL_UNIT_RELEASE);
+}
+
+int rl_model_device_shard_ranks(const rl_model_t *self) {
+    return self->cuda ? rl_model_cuda_shard_ranks(self->cuda) : 1;
 }
 
 void rl_model_drop_weights(rl_model_t *self) {

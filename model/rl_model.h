@@ -105,6 +105,19 @@ typedef struct {
                          // slice, whose moments are all it holds (1/ranks of them), and the
                          // slices are gathered back. NULL: none. Not with device_host_optim
     int device_comm_ranks, device_comm_rank;
+    const unsigned char
+        *device_shard_id; // ZeRO-3 of the frozen layers: a GPU mesh's fsdp group (ranks on GPUs
+                          // of their own, fsdp > 1) as an NCCL id (rl_device_comm_id, made by
+                          // one rank; borrowed during load) of device_shard_ranks > 1 ranks, this
+                          // one device_shard_rank. Each decoder layer's frozen tensors (the base
+                          // under LoRA; a frozen model's) are split over the group: this rank
+                          // holds 1/ranks of every layer and all-gathers a layer into one buffer
+                          // before computing it (forward, backward, recompute), so every rank of
+                          // the group must run the same forwards and backwards
+                          // (rl_model_units_idle where it has no rows). The results are the
+                          // unsharded model's bit for bit. Not with tune FULL (nothing frozen);
+                          // no KV cache (rl_kvcache_new refuses). NULL: none
+    int device_shard_ranks, device_shard_rank;
     int device_rows;       // a GPU: the tokens (the sum of lengths) the activations are made
                            // for (0: 4096); a forward with more makes them anew for its size
                            // (once: they only grow), a KV cache's step with more is refused
@@ -352,9 +365,14 @@ typedef int (*rl_model_unit_fn)(void *ctx, int unit, rl_unit_event_t ev, char *m
 // Sets the hook (NULL: none; a model without opts.sharded never calls it).
 void rl_model_set_unit_hook(rl_model_t *self, rl_model_unit_fn fn, void *ctx);
 // The events of one forward (train: and the backward that follows) without computing anything:
-// a rank of a sharded mesh with no rows left keeps its peers' collectives company. Returns 0 or
-// the hook's error.
+// a rank of a sharded mesh with no rows left keeps its peers' collectives company. On a GPU
+// with opts.device_shard_id: the layers' gathers of one forward (train: and of the backward that
+// follows), nothing else; any other GPU model does nothing. Returns 0 or the hook's (the
+// device's) error.
 int rl_model_units_idle(rl_model_t *self, int train);
+// The ranks a GPU model's frozen layers are sharded over (opts.device_shard_ranks when it took
+// effect), else 1.
+int rl_model_device_shard_ranks(const rl_model_t *self);
 // Frees what load kept of the parameters (the mapping, converted copies) and sets every tensor
 // pointer of rl_model_params to NULL: from now on the unit hook provides them. opts.sharded only.
 void rl_model_drop_weights(rl_model_t *self);

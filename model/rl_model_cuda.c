@@ -59,6 +59,8 @@ typedef struct {
     size_t n;         // elements
     int trainable;    // in the trainable allocations (fp32 master, bf16 copy, gradient)
     s_dt_t *dt;       // its device pointers
+    int layer;        // a frozen tensor of a sharded layer (ZeRO-3): its layer, else -1
+    size_t off;       // and its byte offset in the layer's block
 } s_tensor_t;
 
 // One layer's saved activations on the device. N = packed rows; QD = NH*D, KVD = NKV*D. The
@@ -116,6 +118,16 @@ struct rl_model_cuda {
     rl_cuda_comm_t *comm;
     int ranks, rank;
     size_t t_cap, slice;
+    // ZeRO-3 of the frozen layers (opts.device_shard_id; sranks 1: none): every layer's frozen
+    // tensors are laid out alike in a block of lbytes; this rank keeps bytes [srank * sbytes,
+    // + sbytes) of each block (shards: L of them) and all-gathers a layer into gbuf (sranks *
+    // sbytes) before computing it; every layer's frozen device pointers point into gbuf. Both in
+    // wmem, at byte offsets shards_at and gbuf_at.
+    rl_cuda_comm_t *scomm;
+    int sranks, srank;
+    int gathered; // the layer gbuf holds (-1: none)
+    size_t lbytes, sbytes, shards_at, gbuf_at;
+    char *shards, *gbuf;
     void *ipc_src; // another process's tmem, mapped (rl_model_cuda_ipc_load); NULL: none
     unsigned char ipc_handle[RL_CUDA_IPC_HANDLE]; // ipc_src's handle
 
@@ -480,16 +492,55 @@ static int s_attn_fp32(void) {
 // step (rl_model_step): RoPE at the cache's table, k and v written into its slots, attention over
 // them (runs of consecutive positions of a slot, each row up to its own position); NULL: the
 // training forward over packed sequences.
+// ZeRO-3: layer l's frozen tensors into gbuf, every rank's shard all-gathered (queued on the
+// stream after the work before it, which has read the layer gathered last). Nothing when they
+// are there already (a backward right after its forward's last layer, a recompute's backward)
+// or the model is not sharded. Every rank of the group calls it alike: its skips depend only on
+// the sequence of forwards and backwards, the same on every rank.
+static int s_gather(rl_model_cuda_t *self, int l) {
+    if (self->sranks < 2 || self->gathered == l) {
+        return 0;
+    }
+    self->gathered = -1;
+    S_TRY(self->cu->d2d(self->ctx, self->gbuf + (size_t)self->srank * self->sbytes,
+                        self->shards + (size_t)l * self->sbytes, self->sbytes));
+    S_TRY(self->cu->comm_all_gather(self->ctx, self->scomm, (float *)(void *)self->gbuf,
+                                    self->sbytes / sizeof(float)));
+    self->gathered = l;
+    return 0;
+}
+
+int rl_model_cuda_idle(rl_model_cuda_t *self, int train) {
+    int rc = 0;
+    for (int l = 0; !rc && l < self->L; l++) { // a forward's
+        rc = s_gather(self, l);
+    }
+    for (int l = self->L - 1; !rc && train && s_grads(self) && l >= 0; l--) { // its backward's
+        rc = s_gather(self, l);
+    }
+    if (!rc && self->sranks > 1) {
+        S_TRY(self->cu->sync(self->ctx));
+    }
+    return rc;
+}
+
+int rl_model_cuda_shard_ranks(const rl_model_cuda_t *self) {
+    return self->sranks;
+}
+
 static int s_layer_forward(rl_model_cuda_t *self, int l, s_act_t *a, const float *x_in,
                            float *x_out, int train, const rl_model_cuda_cache_t *kv) {
     const rl_cuda_module_t *cu = self->cu;
     rl_cuda_ctx_t *ctx = self->ctx;
+    int rc = s_gather(self, l);
+    if (rc) {
+        return rc;
+    }
     const s_dlayer_t *w = &self->layers[l];
     const int B = self->B, N = self->N, C = self->C, I = self->I;
     const int NH = self->NH, NKV = self->NKV, D = self->D, QD = self->QD, KVD = self->KVD;
     const float eps = self->cfg.rms_norm_eps;
     const int qkn = self->cfg.qk_norm;
-    int rc;
 #define S_PROJ(m, out, x, W, b, IC, OC)                                                            \
     if ((rc = s_proj(self, l, m, out, a->xa[m], x, S_W(w, W), S_W(w, b), IC, OC,                   \
                      s_key(self, train, l, m))) != 0) {                                            \
@@ -557,7 +608,10 @@ static int s_layer_backward(rl_model_cuda_t *self, int l, const s_act_t *a, cons
     const int qkn = self->cfg.qk_norm;
     const size_t nI = (size_t)N * I, nQ = (size_t)N * QD, nK = (size_t)N * KVD;
     float *dres = self->dres;
-    int rc;
+    int rc = s_gather(self, l);
+    if (rc) {
+        return rc;
+    }
 #define S_PROJ_BWD(m, dinp, W, b, dout, dout_h, x, IC, OC, set)                                    \
     if ((rc = s_proj_backward(self, l, m, dinp, S_W(w, W), S_W(w, b), dout, dout_h, x, a->xa[m],   \
                               IC, OC, s_key(self, 1, l, m), set)) != 0) {                          \
@@ -743,6 +797,12 @@ int rl_model_cuda_cache_new(rl_model_cuda_t *self, int n_slots, int max_len,
     *out = NULL;
     if (!self->has_head) {
         return s_err(self, RL_EINVAL, "this model has no vocabulary head: it cannot sample");
+    }
+    if (self->sranks > 1) {
+        return s_err(self, RL_EINVAL,
+                     "cuda:%d: a model whose layers are sharded over %d ranks (ZeRO-3) cannot "
+                     "sample: a sampler holds its model whole",
+                     self->device, self->sranks);
     }
     rl_model_cuda_cache_t *c = calloc(1, sizeof *c);
     const size_t R = (size_t)self->rows;
@@ -1306,12 +1366,47 @@ int rl_model_cuda_zero_grad(rl_model_cuda_t *self) {
     return 0;
 }
 
+// This rank's part of a sharded layer's frozen tensor t: the bytes of its shard of the layer's
+// block that t covers, converted (a matrix, to bf16) and uploaded into the layer's shard.
+static int s_push_shard(rl_model_cuda_t *self, const s_tensor_t *t) {
+    const size_t es = t->dt->h ? sizeof(uint16_t) : sizeof(float);
+    const size_t lo = (size_t)self->srank * self->sbytes, hi = lo + self->sbytes;
+    const size_t a = t->off > lo ? t->off : lo;
+    const size_t b = t->off + t->n * es < hi ? t->off + t->n * es : hi;
+    if (a >= b) {
+        return 0; // another rank's
+    }
+    // the block's offsets and the shard's bounds are S_ALIGN multiples: whole elements
+    const size_t e0 = (a - t->off) / es, e1 = (b - t->off) / es;
+    char *dst = self->shards + (size_t)t->layer * self->sbytes + (a - lo);
+    if (es == sizeof(float)) {
+        S_TRY(self->cu->h2d(self->ctx, dst, t->host + e0, (e1 - e0) * es));
+        return 0;
+    }
+    for (size_t o = e0; o < e1; o += S_STAGE) {
+        size_t k = e1 - o < S_STAGE ? e1 - o : S_STAGE;
+        for (size_t j = 0; j < k; j++) {
+            self->stage[j] = s_bf16(t->host[o + j]);
+        }
+        S_TRY(self->cu->h2d(self->ctx, dst + (o - e0) * es, self->stage, k * es)); // h2d waits
+    }
+    return 0;
+}
+
 int rl_model_cuda_push(rl_model_cuda_t *self, int all) {
     const rl_cuda_module_t *cu = self->cu;
     rl_cuda_ctx_t *ctx = self->ctx;
+    if (all) {
+        self->gathered = -1; // the shards change: no layer in gbuf is current
+    }
     for (int i = 0; i < self->n_tensors; i++) {
         const s_tensor_t *t = &self->tensors[i];
-        if (t->trainable) {
+        if (all && t->layer >= 0) {
+            int rc = s_push_shard(self, t);
+            if (rc) {
+                return rc;
+            }
+        } else if (t->trainable) {
             S_TRY(cu->h2d(ctx, t->dt->f, t->host, t->n * sizeof(float)));
         } else if (all && t->dt->h) { // a frozen matmul weight: rounded here, uploaded in bf16
             for (size_t o = 0; o < t->n; o += S_STAGE) {
@@ -1679,6 +1774,25 @@ static int s_rows_alloc(rl_model_cuda_t *self, int rows) {
     return bad ? s_cufail(self, __LINE__) : 0;
 }
 
+// The byte offset of a frozen tensor (ndim 2: bf16, else fp32; n elements), each S_ALIGN-aligned:
+// of wmem (layer -1: a whole tensor, counted in w_bytes), or of its layer's block (a sharded
+// layer's: counted in lbytes, from 0 at each new layer *cur).
+static size_t s_frozen_at(rl_model_cuda_t *self, int layer, int *cur, int ndim, size_t n) {
+    size_t bytes = s_up(n * (ndim == 2 ? sizeof(uint16_t) : sizeof(float)), S_ALIGN), at;
+    if (layer < 0) {
+        at = self->w_bytes;
+        self->w_bytes += bytes;
+        return at;
+    }
+    if (layer != *cur) {
+        *cur = layer;
+        self->lbytes = 0;
+    }
+    at = self->lbytes;
+    self->lbytes += bytes;
+    return at;
+}
+
 // Every tensor of the host model into self->tensors, with its device placement: trainable
 // tensors at element offsets of the trainable allocations (*t_n elements so far), frozen ones at
 // byte offsets of wmem (*w_bytes so far). Pointers are offsets from NULL until s_bind.
@@ -1686,6 +1800,8 @@ static int s_rows_alloc(rl_model_cuda_t *self, int rows) {
 static int s_plan(rl_model_cuda_t *self, char *err, size_t err_len) {
     const int full = self->tune == RL_TUNE_FULL;
     const int sizes = self->host == NULL;
+    const int shard = self->sranks > 1;
+    int cur = -1; // the layer whose block lbytes counts (every layer's is laid out alike)
     rl_model_params_t *hp = sizes ? NULL : rl_model_params(self->host);
     rl_model_params_t *hg = sizes ? NULL : rl_model_grads(self->host);
     rl_lora_t *lo = sizes ? NULL : rl_model_lora(self->host);
@@ -1702,12 +1818,16 @@ static int s_plan(rl_model_cuda_t *self, char *err, size_t err_len) {
         if (sizes) {
             size_t n = (size_t)(specs[i].ndim == 1 ? specs[i].shape[0]
                                                    : specs[i].shape[0] * specs[i].shape[1]);
+            int l = -1;
+            if (!strncmp(specs[i].name, "model.layers.", 13)) {
+                l = atoi(specs[i].name + 13);
+            }
             if (!self->has_head && !strcmp(specs[i].name, "lm_head.weight")) {
                 continue; // a sequence classifier's: no lm_head
             } else if (full) {
                 self->t_n += s_up(n, S_TALIGN);
             } else {
-                self->w_bytes += s_up(n * (specs[i].ndim == 2 ? 2 : 4), S_ALIGN);
+                (void)s_frozen_at(self, shard ? l : -1, &cur, specs[i].ndim, n);
             }
             continue;
         }
@@ -1717,6 +1837,7 @@ static int s_plan(rl_model_cuda_t *self, char *err, size_t err_len) {
             continue; // a sequence classifier's missing lm_head
         }
         s_dt_t *dt;
+        int layer = -1;
         if (slot == &hp->embed_tokens) {
             dt = &self->embed;
         } else if (slot == &hp->norm) {
@@ -1727,6 +1848,7 @@ static int s_plan(rl_model_cuda_t *self, char *err, size_t err_len) {
             ptrdiff_t k = slot - (float **)hp->layers;
             RL_ASSERT(k >= 0 && k < (ptrdiff_t)L * S_NF);
             dt = &self->layers[k / S_NF].t[k % S_NF];
+            layer = (int)(k / S_NF);
         }
         s_tensor_t *t = &self->tensors[self->n_tensors++];
         t->host = *slot;
@@ -1734,21 +1856,38 @@ static int s_plan(rl_model_cuda_t *self, char *err, size_t err_len) {
                                            : specs[i].shape[0] * specs[i].shape[1]);
         t->dt = dt;
         t->trainable = full;
+        t->layer = -1;
         if (full) {
             float **gslot = rl_model_params_find(hg, L, specs[i].name);
             t->host_grad = gslot ? *gslot : NULL;
             // offsets, made pointers by s_bind: the master, its bf16 copy, its gradient
             dt->f = (float *)(uintptr_t)(self->t_n + 1);
             self->t_n += s_up(t->n, S_TALIGN);
-        } else if (specs[i].ndim == 2) {
-            dt->h = (uint16_t *)(uintptr_t)(self->w_bytes + 1);
-            self->w_bytes += s_up(t->n * sizeof(uint16_t), S_ALIGN);
         } else {
-            dt->f = (float *)(uintptr_t)(self->w_bytes + 1);
-            self->w_bytes += s_up(t->n * sizeof(float), S_ALIGN);
+            t->layer = shard ? layer : -1;
+            t->off = s_frozen_at(self, t->layer, &cur, specs[i].ndim, t->n);
+            if (specs[i].ndim == 2) {
+                dt->h = (uint16_t *)(uintptr_t)(t->off + 1);
+            } else {
+                dt->f = (float *)(uintptr_t)(t->off + 1);
+            }
         }
     }
     free(specs);
+    if (shard && self->lbytes == 0) {
+        return rl_errf(err, err_len, RL_EINVAL,
+                       "a model sharded over %d ranks (ZeRO-3 of its frozen layers) needs frozen "
+                       "layers: tune FULL has none",
+                       self->sranks);
+    }
+    if (shard) { // the shards, then the gathered layer, after the whole tensors
+        self->sbytes =
+            s_up((self->lbytes + (size_t)self->sranks - 1) / (size_t)self->sranks, S_ALIGN);
+        self->shards_at = self->w_bytes;
+        self->w_bytes += (size_t)L * self->sbytes;
+        self->gbuf_at = self->w_bytes;
+        self->w_bytes += (size_t)self->sranks * self->sbytes;
+    }
     for (int l = 0; (lo || (sizes && self->R > 0)) && l < L; l++) {
         for (int m = 0; m < RL_LORA_NMOD; m++) {
             if (!(self->lora_targets & (1 << m))) {
@@ -1765,6 +1904,7 @@ static int s_plan(rl_model_cuda_t *self, char *err, size_t err_len) {
                 t->host_grad = ab ? rl_lora_dB(lo, l, m) : rl_lora_dA(lo, l, m);
                 t->n = (size_t)self->R * (size_t)(ab ? out : in);
                 t->trainable = 1;
+                t->layer = -1;
                 t->dt =
                     ab ? &self->lora_b[l * RL_LORA_NMOD + m] : &self->lora_a[l * RL_LORA_NMOD + m];
                 t->dt->f = (float *)(uintptr_t)(self->t_n + 1);
@@ -1778,6 +1918,10 @@ static int s_plan(rl_model_cuda_t *self, char *err, size_t err_len) {
 // The offsets s_plan left in the tensors' device pointers, made pointers into the allocations.
 static void s_bind(rl_model_cuda_t *self) {
     const int grads = s_grads(self);
+    if (self->sranks > 1) {
+        self->shards = (char *)self->wmem + self->shards_at;
+        self->gbuf = (char *)self->wmem + self->gbuf_at;
+    }
     for (int i = 0; i < self->n_tensors; i++) {
         s_dt_t *dt = self->tensors[i].dt;
         if (self->tensors[i].trainable) {
@@ -1786,10 +1930,14 @@ static void s_bind(rl_model_cuda_t *self) {
             dt->h = self->tbf + off;
             // a LoRA adapter of a model that does not train (tune NONE) has no gradients
             dt->g = grads ? self->gmem + off : NULL;
-        } else if (dt->h) {
-            dt->h = (uint16_t *)((char *)self->wmem + ((size_t)(uintptr_t)dt->h - 1));
         } else {
-            dt->f = (float *)((char *)self->wmem + ((size_t)(uintptr_t)dt->f - 1));
+            // a sharded layer's tensors are read where its layer is gathered
+            char *base = self->tensors[i].layer >= 0 ? self->gbuf : (char *)self->wmem;
+            if (dt->h) {
+                dt->h = (uint16_t *)(base + ((size_t)(uintptr_t)dt->h - 1));
+            } else {
+                dt->f = (float *)(base + ((size_t)(uintptr_t)dt->f - 1));
+            }
         }
     }
     if (self->cfg.tie_word_embeddings) {
@@ -1829,6 +1977,13 @@ static void s_dims(rl_model_cuda_t *self, const rl_hf_config_t *cfg, int R, int 
 // The trainable arrays' sizes once s_plan counted t_n: one rank (slice = t_cap = t_n), or a
 // group's ranks (opts.device_comm_ranks > 1: t_n padded to `ranks` equal slices, each a multiple
 // of S_TALIGN floats).
+// ZeRO-3's group (opts.device_shard_ranks > 1), before s_plan lays the layers out.
+static void s_shard_sizes(rl_model_cuda_t *self, const rl_model_opts_t *opts) {
+    self->sranks = opts->device_shard_ranks > 1 ? opts->device_shard_ranks : 1;
+    self->srank = self->sranks > 1 ? opts->device_shard_rank : 0;
+    self->gathered = -1;
+}
+
 static void s_group_sizes(rl_model_cuda_t *self, const rl_model_opts_t *opts) {
     self->ranks = opts->device_comm_ranks > 1 ? opts->device_comm_ranks : 1;
     self->rank = self->ranks > 1 ? opts->device_comm_rank : 0;
@@ -1859,6 +2014,7 @@ int rl_model_cuda_plan(const rl_hf_config_t *cfg, const rl_model_opts_t *opts, i
     s_dims(self, cfg, lora ? opts->lora_r : 0, lora ? opts->lora_targets : 0, has_head,
            rows > 0 ? rows : 4096);
     self->plan_p = lora ? opts->lora_dropout : 0.0f;
+    s_shard_sizes(self, opts);
     int rc = s_plan(self, err, err_len);
     if (!rc) {
         const int grads = s_grads(self);
@@ -1939,6 +2095,15 @@ int rl_model_cuda_new(rl_model_t *host, const rl_model_opts_t *opts, rl_model_cu
         rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
         goto fail;
     }
+    s_shard_sizes(self, opts);
+    if (self->sranks > 1 &&
+        (!opts->device_shard_id || self->srank < 0 || self->srank >= self->sranks)) {
+        rc = rl_errf(err, err_len, RL_EINVAL,
+                     "cuda:%d: layers sharded over %d ranks need the group's id and a rank "
+                     "below %d (%d)",
+                     self->device, self->sranks, self->sranks, opts->device_shard_rank);
+        goto fail;
+    }
     if ((rc = s_plan(self, err, err_len)) != 0) {
         goto fail;
     }
@@ -1999,9 +2164,11 @@ int rl_model_cuda_new(rl_model_t *host, const rl_model_opts_t *opts, rl_model_cu
         rl_errf(err, err_len, rc, "%s", self->errmsg);
         goto fail;
     }
-    int bad = 0;
-    // the gaps between trainable tensors stay zeros (whole-array kernels read them)
-    if (bad || (self->tmem && cu->dset(self->ctx, self->tmem, 0, self->t_cap * sizeof(float))) ||
+    // the gaps between trainable tensors stay zeros (whole-array kernels read them); so do a
+    // sharded layer's, gathered with it
+    if ((self->shards &&
+         cu->dset(self->ctx, self->shards, 0, (size_t)self->L * self->sbytes) != 0) ||
+        (self->tmem && cu->dset(self->ctx, self->tmem, 0, self->t_cap * sizeof(float))) ||
         (self->gmem && cu->dset(self->ctx, self->gmem, 0, self->t_cap * sizeof(float))) ||
         (self->mmem && cu->dset(self->ctx, self->mmem, 0, self->slice * sizeof(float))) ||
         (self->vmem && cu->dset(self->ctx, self->vmem, 0, self->slice * sizeof(float)))) {
@@ -2017,6 +2184,12 @@ int rl_model_cuda_new(rl_model_t *host, const rl_model_opts_t *opts, rl_model_cu
         cu->comm_new(self->ctx, opts->device_comm_id, self->ranks, self->rank, &self->comm) != 0) {
         rc = rl_errf(err, err_len, RL_EIO, "cuda:%d: the mesh's NCCL group: %s", self->device,
                      cu->errmsg(self->ctx));
+        goto fail;
+    }
+    if (self->sranks > 1 && cu->comm_new(self->ctx, opts->device_shard_id, self->sranks,
+                                         self->srank, &self->scomm) != 0) {
+        rc = rl_errf(err, err_len, RL_EIO, "cuda:%d: the NCCL group of the sharded layers: %s",
+                     self->device, cu->errmsg(self->ctx));
         goto fail;
     }
     *out = self;
@@ -2036,6 +2209,7 @@ void rl_model_cuda_destroy(rl_model_cuda_t **self_p) {
             self->cu->ipc_close(self->ctx, self->ipc_src);
         }
         self->cu->comm_free(self->comm);
+        self->cu->comm_free(self->scomm);
         self->cu->dfree(self->ctx, self->wmem);
         self->cu->dfree(self->ctx, self->tmem);
         self->cu->dfree(self->ctx, self->tbf);

@@ -111,6 +111,12 @@ int rl_model_cuda_ipc_export(rl_model_cuda_t *self, unsigned char *handle, uint6
 int rl_model_cuda_ipc_load(rl_model_cuda_t *self, const unsigned char *handle, uint64_t layout,
                            size_t n);
 
+// ZeRO-3 of the frozen layers (rl_model_opts_t.device_shard_id): idle = the layers' gathers of
+// one forward (train: and of its backward), for a rank with no rows while its group computes.
+// Returns 0 (nothing to do unsharded) or RL_EIO. shard_ranks: the group's ranks, else 1.
+int rl_model_cuda_idle(rl_model_cuda_t *self, int train);
+int rl_model_cuda_shard_ranks(const rl_model_cuda_t *self);
+
 // Bytes of device memory the device half holds. (For messages and tests.)
 size_t rl_model_cuda_bytes(const rl_model_cuda_t *self);
 // The decode steps' CUDA graphs so far: captured, and launched (each launch a step's trunk).

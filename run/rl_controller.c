@@ -340,24 +340,33 @@ static void s_print_placement(s_ctl_t *s, int threads) {
                  : gpu             ? base + (r->lora.enabled ? lora : 0) + train + 2 * train / fsdp
                  : r->lora.enabled ? base / fsdp + lora + 3 * lora / fsdp
                                    : base / fsdp * 4;
+    // with NCCL and fsdp > 1 the frozen layers are sharded over each row (ZeRO-3, docs/gpu.md)
+    const int ref_in =
+        r->roles.reference == RL_RECIPE_REF_ACTOR &&
+        (r->algorithm.beta > 0 || (r->algorithm.def->uses & RL_RECIPE_USES_REF_SUMS));
+    const char *holds = !nccl || fsdp == 1 || (!r->lora.enabled && !ref_in)
+                            ? "each rank's GPU holds the whole model"
+                        : r->lora.enabled
+                            ? "each rank's GPU holds 1/fsdp of the frozen base's layers (ZeRO-3: "
+                              "all-gathered a layer at a time within its row with NCCL) and the "
+                              "rest of the model whole"
+                            : "each rank's GPU holds the whole model (a reference's layers 1/fsdp: "
+                              "ZeRO-3 within its row)";
     rl_log_info("mesh dp %d x fsdp %d = %d ranks %s; data split over all ranks (data_rank = "
-                "rank), %s",
-                dp, fsdp, n, grid,
-                nccl  ? "each rank's GPU holds the whole model; gradients summed between the GPUs "
-                        "with NCCL, AdamW on the devices, its state split over all ranks "
-                        "(mesh.collectives auto: through host memory where NCCL does not load; "
-                        "logs/actor-0.log says which)"
-                : gpu ? "each rank's GPU holds the whole model; gradients (through host memory) "
-                        "and optimizer state sharded over each row"
+                "rank), %s%s",
+                dp, fsdp, n, grid, gpu ? holds : "",
+                nccl  ? "; gradients summed between the GPUs with NCCL, AdamW on the devices, its "
+                        "state split over all ranks (mesh.collectives auto: through host memory "
+                        "where NCCL does not load; logs/actor-0.log says which)"
+                : gpu ? "; gradients (through host memory) and optimizer state sharded over each "
+                        "row"
                       : "parameters, gradients and optimizer state sharded over each row");
     rl_log_info("  rank  dp fsdp  roles                 host             process         threads"
                 "  device   model state%s",
                 gpu ? " (host)" : "");
     char roles[64];
-    int ref_here = r->roles.reference == RL_RECIPE_REF_ACTOR &&
-                   (r->algorithm.beta > 0 || (r->algorithm.def->uses & RL_RECIPE_USES_REF_SUMS));
     snprintf(roles, sizeof roles, "actor%s%s", s->run.critic_in_actor ? ", critic" : "",
-             ref_here ? ", reference" : "");
+             ref_in ? ", reference" : "");
     // the actor's ranks, then a reference's or critic's group of its own on the same shape (a
     // frozen reference holds only its parameters' shard; a critic what an actor holds)
     const rl_run_group_t *grp[3] = {&s->run.actor, &s->run.reference, &s->run.critic};

@@ -115,6 +115,9 @@ static int s_host_optim; // rl_model_opts_t.device_host_optim of the models s_ne
 // an NCCL group of the models s_new makes (s_test_group; ranks 0: none), on cuda:<s_index>
 static const unsigned char *s_comm_id;
 static int s_comm_ranks, s_comm_rank, s_index;
+// ZeRO-3's group of the models s_new makes (s_test_shard; ranks 0: none)
+static const unsigned char *s_shard_id;
+static int s_shard_ranks, s_shard_rank;
 
 static rl_model_t *s_new(const rl_hf_config_t *cfg, const s_case_t *k, int cuda, int rows) {
     rl_model_opts_t o;
@@ -134,6 +137,9 @@ static rl_model_t *s_new(const rl_hf_config_t *cfg, const s_case_t *k, int cuda,
     o.device_comm_id = s_comm_id;
     o.device_comm_ranks = s_comm_ranks;
     o.device_comm_rank = s_comm_rank;
+    o.device_shard_id = s_shard_id;
+    o.device_shard_ranks = s_shard_ranks;
+    o.device_shard_rank = s_shard_rank;
     char err[2048] = "";
     rl_model_t *m = rl_model_new_random(cfg, &o, 1234, err, sizeof err);
     if (!m) {
@@ -840,6 +846,23 @@ static void s_test_refusals(void) {
     CHECK(m == NULL && strstr(err, "sharded"));
     rl_model_destroy(&m);
     o.sharded = 0;
+
+    // layers sharded over a group (ZeRO-3) without the group's id; with nothing frozen to shard
+    o.device_shard_ranks = 2;
+    m = rl_model_new_random(&cfg, &o, 1, err, sizeof err);
+    printf("  shard group without an id: %s\n", err);
+    CHECK(m == NULL && strstr(err, "need the group's id"));
+    rl_model_destroy(&m);
+    const unsigned char dummy[RL_DEVICE_COMM_ID] = {0}; // refused before it is used
+    o.device_shard_id = dummy;
+    o.tune = RL_TUNE_FULL;
+    m = rl_model_new_random(&cfg, &o, 1, err, sizeof err);
+    printf("  shard group, tune FULL: %s\n", err);
+    CHECK(m == NULL && strstr(err, "tune FULL has none"));
+    rl_model_destroy(&m);
+    o.tune = RL_TUNE_LORA;
+    o.device_shard_id = NULL;
+    o.device_shard_ranks = 0;
 
     m = rl_model_new_random(&cfg, &o, 1, err, sizeof err);
     CHECK_MSG(m != NULL, "new_random: %s", err);
@@ -1709,7 +1732,204 @@ static void s_test_group(int which, int T) {
     rl_model_destroy(&m);
 }
 
+// ---------------------------------------------------------------------------------------------
+// ZeRO-3 of the frozen layers (rl_model_opts_t.device_shard_id): three processes (this program
+// again, --shard-child), ranks 0..2 on cuda:0..2, each holding a third of every layer (uneven:
+// the layers' blocks do not split evenly, tensors straddle the shards), each on its own batch;
+// against one unsharded model here doing each rank's work in turn: the same bits (a gathered
+// layer is the whole model's layer, byte for byte). The ranks' sequence: a training forward and
+// backward; ranks 0 and 1 a second one while rank 2 idles (rl_model_units_idle: its gathers
+// only; a rank out of step would wait for its peers until CUEMU_NCCL_TIMEOUT); a scoring
+// forward. Per rank: logp and entropy of both forwards, the gradients after each backward.
+
+static const s_case_t S_SHARD_CASES[] = {
+    {&S_QWEN2, RL_TUNE_LORA, RL_LORA_Q | RL_LORA_V, 8, 0.1f, 0, 1.0f, 0}, // 3 layers: an idle
+    {&S_QWEN3, RL_TUNE_LORA, RL_LORA_Q | RL_LORA_K | RL_LORA_O | RL_LORA_DOWN, 8, 0.0f, 1, 1.0f,
+     0}, // missing a gather is seen
+    {&S_LLAMA, RL_TUNE_NONE, 0, 8, 0.0f, 0, 1.0f, 0},
+};
+#define S_SHARDS 3
+
+// Rank r's work on m (sharded or not; idle: rank 2's idle micro-batch is run by the sharded
+// rank only, the unsharded model skips it) into out: logp, entropy (B*T each, twice), then the
+// gradients (n floats, twice; trains only). Returns the floats written.
+static size_t s_shard_work(rl_model_t *m, const s_case_t *k, int r, int sharded, float *out) {
+    const rl_hf_config_t *cfg = rl_model_config(m);
+    const int T = (rl_test_emulated() ? 24 : 96) - 3 * r; // each rank its own batch
+    s_batch_t b = s_batch(T, cfg->vocab_size, cfg->hidden_size);
+    const size_t BT = (size_t)S_B * T;
+    const int trains = k->tune != RL_TUNE_NONE;
+    size_t n = 0, at = 0;
+    const float *g = trains ? rl_model_trainable_grads(m) : NULL;
+    if (trains) {
+        rl_model_trainable(m, &n);
+    }
+    int rc = rl_model_forward(m, b.tok, b.len, S_B, T, 1.0f, trains, out, out + BT);
+    at += 2 * BT;
+    if (trains) {
+        rc = rc ? rc : rl_model_backward(m, b.dlogp);
+        rc = rc ? rc : rl_model_device_pull(m, 1);
+        if (!rc) {
+            memcpy(out + at, g, n * sizeof *g);
+        }
+        at += n;
+        if (r < 2) { // a second micro-batch: its gradients add to the first's
+            rc = rc ? rc : rl_model_forward(m, b.tok, b.len, S_B, T, 1.0f, 1, NULL, NULL);
+            rc = rc ? rc : rl_model_backward(m, b.dlogp);
+        } else if (sharded) {
+            rc = rc ? rc : rl_model_units_idle(m, 1);
+        }
+        rc = rc ? rc : rl_model_device_pull(m, 1);
+        if (!rc) {
+            memcpy(out + at, g, n * sizeof *g);
+        }
+        at += n;
+    }
+    rc = rc ? rc : rl_model_forward(m, b.tok, b.len, S_B, T, 1.0f, 0, out + at, out + at + BT);
+    at += 2 * BT;
+    CHECK_MSG(rc == 0, "rank %d (%s): %s", r, sharded ? "sharded" : "whole", rl_model_errmsg(m));
+    s_batch_free(&b);
+    return at;
+}
+
+// Floats s_shard_work writes at most for case k.
+static size_t s_shard_floats(const s_case_t *k) {
+    rl_hf_config_t cfg = s_cfg(k->shape);
+    rl_model_t *m = s_new(&cfg, k, 0, 0);
+    size_t n = 0;
+    if (k->tune != RL_TUNE_NONE) {
+        rl_model_trainable(m, &n);
+    }
+    rl_model_destroy(&m);
+    return 4 * (size_t)S_B * 96 + 2 * n;
+}
+
+// The child: argv = --shard-child <case> <rank> <id hex> <dir>: its work into <dir>/rank<r>.bin.
+static int s_shard_child(char **argv) {
+    rl_test_cuda_open("model.cuda_model (shard child)");
+    const s_case_t *k = &S_SHARD_CASES[atoi(argv[2])];
+    unsigned char id[RL_DEVICE_COMM_ID];
+    RL_ASSERT(strlen(argv[4]) == 2 * sizeof id && s_unhex(argv[4], id, sizeof id) == 0);
+    s_shard_id = id;
+    s_shard_ranks = S_SHARDS;
+    s_shard_rank = s_index = atoi(argv[3]);
+    rl_hf_config_t cfg = s_cfg(k->shape);
+    rl_model_t *m = s_new(&cfg, k, 1, S_B * 96);
+    s_prepare(m, k);
+    CHECK_MSG(rl_model_device_push(m, 1) == 0, "push: %s", rl_model_errmsg(m));
+    CHECK(rl_model_device_shard_ranks(m) == S_SHARDS);
+    // what it holds is what a plan says it will
+    rl_model_opts_t o;
+    rl_model_opts_default(&o);
+    o.tune = k->tune;
+    o.lora_r = k->r;
+    o.lora_targets = k->targets;
+    o.lora_dropout = k->dropout;
+    o.recompute = k->recompute;
+    o.device_shard_ranks = S_SHARDS;
+    rl_model_device_plan_t plan;
+    char err[512];
+    int rc = rl_model_device_plan(&cfg, &o, 1, S_B * 96, &plan, err, sizeof err);
+    CHECK_MSG(rc == 0, "plan: %s", err);
+    size_t planned = plan.weights + plan.trainable + plan.grads + plan.optim + plan.acts;
+    CHECK_MSG(planned == rl_model_device_bytes(m), "rank %s: planned %zu bytes, holds %zu", argv[3],
+              planned, rl_model_device_bytes(m));
+    rl_kvcache_t *kv = rl_kvcache_new(m, 2, 16);
+    CHECK_MSG(!kv, "a sharded model made a KV cache");
+    float *out = calloc(s_shard_floats(k), sizeof *out);
+    size_t n = s_shard_work(m, k, s_shard_rank, 1, out);
+    char path[700];
+    snprintf(path, sizeof path, "%s/rank%d.bin", argv[5], s_shard_rank);
+    FILE *f = fopen(path, "wb");
+    RL_ASSERT(f && fwrite(out, sizeof *out, n, f) == n && fclose(f) == 0);
+    free(out);
+    rl_model_destroy(&m);
+    rl_test_cuda_close();
+    RL_TEST_DONE();
+}
+
+static pid_t s_spawn_shard(int which, int rank, const char *idhex, const char *dir) {
+    fflush(stdout);
+    pid_t pid = fork();
+    RL_ASSERT(pid >= 0);
+    if (pid == 0) {
+        char a[16], b[16];
+        snprintf(a, sizeof a, "%d", which);
+        snprintf(b, sizeof b, "%d", rank);
+        execl("/proc/self/exe", "test_model_cuda_model", "--shard-child", a, b, idhex, dir,
+              (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+static void s_test_shard(int which) {
+    const s_case_t *k = &S_SHARD_CASES[which];
+    printf("%s, tune %s%s: the frozen layers sharded over %d ranks (ZeRO-3 on the devices)\n",
+           k->shape->name, k->tune == RL_TUNE_NONE ? "NONE" : "LORA",
+           k->recompute ? ", recompute" : "", S_SHARDS);
+    unsigned char id[RL_DEVICE_COMM_ID];
+    char err[2048], idhex[2 * RL_DEVICE_COMM_ID + 1];
+    rl_device_t d2 = {1, S_SHARDS - 1};
+    int rc = 0;
+    if (rl_test_emulated()) {
+        setenv("CUEMU_DEVICES", "3", 1);
+    } else {
+        rc = rl_device_check(&d2, 0, NULL, err, sizeof err);
+    }
+    rc = rc ? rc : rl_device_comm_id(id, err, sizeof err);
+    if (rc && !rl_test_emulated()) { // a GPU machine with fewer GPUs, or without NCCL
+        printf("  skipped: %s\n", err);
+        return;
+    }
+    CHECK_MSG(rc == 0, "the emulation has 3 devices and NCCL: %s", err);
+    if (rc) {
+        return;
+    }
+    s_hex(id, sizeof id, idhex);
+    char dir[] = "/tmp/rl_cuda_shard_XXXXXX", path[64];
+    RL_ASSERT(mkdtemp(dir));
+    pid_t kids[S_SHARDS];
+    for (int r = 0; r < S_SHARDS; r++) {
+        kids[r] = s_spawn_shard(which, r, idhex, dir);
+    }
+    rl_hf_config_t cfg = s_cfg(k->shape);
+    size_t cap = s_shard_floats(k);
+    float *want = calloc(cap, sizeof *want), *got = calloc(cap, sizeof *got);
+    for (int r = 0; r < S_SHARDS; r++) {
+        rl_model_t *m = s_new(&cfg, k, 1, S_B * 96); // whole, on this process's device
+        s_prepare(m, k);
+        CHECK_MSG(rl_model_device_push(m, 1) == 0, "push: %s", rl_model_errmsg(m));
+        size_t n = s_shard_work(m, k, r, 0, want);
+        rl_model_destroy(&m);
+        int st = 0;
+        waitpid(kids[r], &st, 0);
+        CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank %d ended with status %d", r, st);
+        snprintf(path, sizeof path, "%s/rank%d.bin", dir, r);
+        FILE *f = fopen(path, "rb");
+        size_t k2 = f ? fread(got, sizeof *got, cap, f) : 0;
+        if (f) {
+            fclose(f);
+            unlink(path);
+        }
+        size_t diff = 0;
+        for (size_t i = 0; i < n && k2 == n; i++) {
+            diff += memcmp(&got[i], &want[i], sizeof *got) != 0;
+        }
+        printf("  rank %d: %zu floats (logp, entropy%s), %zu differ from the whole model's\n", r, n,
+               k->tune != RL_TUNE_NONE ? ", gradients" : "", k2 == n ? diff : n);
+        CHECK_MSG(k2 == n && diff == 0, "rank %d: %zu of %zu floats read, %zu differ", r, k2, n,
+                  diff);
+    }
+    rmdir(dir);
+    free(want);
+    free(got);
+}
+
 int main(int argc, char **argv) {
+    if (argc == 6 && strcmp(argv[1], "--shard-child") == 0) {
+        return s_shard_child(argv);
+    }
     if (argc == 5 && strcmp(argv[1], "--ipc-child") == 0) {
         return s_ipc_child(argv);
     }
@@ -1768,6 +1988,9 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i < (int)(sizeof S_GROUP_CASES / sizeof *S_GROUP_CASES); i++) {
         s_test_group(i, T);
+    }
+    for (int i = 0; i < (int)(sizeof S_SHARD_CASES / sizeof *S_SHARD_CASES); i++) {
+        s_test_shard(i);
     }
     s_test_refusals();
     rl_test_cuda_close();

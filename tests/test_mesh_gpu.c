@@ -267,6 +267,42 @@ static void s_test_nccl(void) {
         rl_test_metrics_close(s_tmp, "grpo-1x1", "grpo-nccl", S_TOL, S_FLOOR, 2);
         s_final_close("grpo-1x1", "grpo-nccl", "adapter_model.safetensors");
     }
+    // fsdp 2: the frozen base's layers sharded over the two GPUs (ZeRO-3), gathered a layer at
+    // a time, which computes the whole layers' numbers: within tolerance of 1x1 as dp 2
+    snprintf(more, sizeof more,
+             "train.steps=3 train.batch_size=2 train.micro_batch_size=4 algorithm.beta=0.04 "
+             "mesh.fsdp=2 %s",
+             two);
+    rc = s_run("grpo_lora.yaml", "grpo-zero3", more);
+    CHECK_INT(rc, 0);
+    o = rl_test_out(s_tmp);
+    CHECK_CONTAINS(o, "each rank's GPU holds 1/fsdp of the frozen base's layers (ZeRO-3");
+    free(o);
+    o = s_actor_log("grpo-zero3");
+    CHECK_CONTAINS(o, "its frozen layers are sharded over each fsdp group of 2 ranks (ZeRO-3)");
+    free(o);
+    if (rc == 0) {
+        rl_test_metrics_close(s_tmp, "grpo-1x1", "grpo-zero3", S_TOL, S_FLOOR, 2);
+        s_final_close("grpo-1x1", "grpo-zero3", "adapter_model.safetensors");
+    }
+    // full tuning's reference (a frozen copy in the actor) is sharded alike: GRPO tuned in full,
+    // with its KL term, on fsdp 2 against 1x1
+    const char *full = "train.steps=2 train.batch_size=2 train.micro_batch_size=4 "
+                       "algorithm.beta=0.04 'lora={enabled: false}' optim.lr=1e-4";
+    CHECK_INT(s_run("grpo_lora.yaml", "grpo-full-1x1", full), 0);
+    snprintf(more, sizeof more, "%s mesh.fsdp=2 %s", full, two);
+    rc = s_run("grpo_lora.yaml", "grpo-full-zero3", more);
+    CHECK_INT(rc, 0);
+    o = rl_test_out(s_tmp);
+    CHECK_CONTAINS(o, "a reference's layers 1/fsdp");
+    free(o);
+    o = s_actor_log("grpo-full-zero3");
+    CHECK_CONTAINS(o, "the reference's layers are sharded over each fsdp group of 2 ranks");
+    free(o);
+    if (rc == 0) {
+        rl_test_metrics_close(s_tmp, "grpo-full-1x1", "grpo-full-zero3", S_TOL, S_FLOOR, 1);
+        s_final_close("grpo-full-1x1", "grpo-full-zero3", "model.safetensors");
+    }
     const char *sft = "train.steps=3 train.batch_size=16 train.micro_batch_size=4 "
                       "train.save_every=1 mesh.fsdp=2";
     snprintf(more, sizeof more, "%s %s", sft, two);

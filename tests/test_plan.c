@@ -102,6 +102,19 @@ static void s_test_by_hand(const rl_hf_config_t *arith, const rl_hf_config_t *ll
     CHECK_INT((long long)p.grads, 311808);
     CHECK_INT((long long)p.optim, 207872);
     o.device_comm_ranks = 0;
+    // its frozen layers sharded over an fsdp group of 3 (ZeRO-3, device_shard_ranks): a layer's
+    // block of 395264 bytes in 3 shards of ceil(395264 / 3) = 131755 -> 515 x 256 = 131840; 4
+    // layers' shards 527360, one gathered layer 3 x 131840 = 395520, the embedding and the final
+    // norm whole 6656: 929536 (of 1587712). Over 2: 197632 each (exactly), 790528 + 395264 +
+    // 6656 = 1192448. The trainables as before.
+    o.device_shard_ranks = 3;
+    CHECK_INT(rl_model_device_plan(arith, &o, 1, 1792, &p, err, sizeof err), 0);
+    CHECK_INT((long long)p.weights, 929536);
+    CHECK_INT((long long)p.trainable, 466944);
+    o.device_shard_ranks = 2;
+    CHECK_INT(rl_model_device_plan(arith, &o, 1, 1792, &p, err, sizeof err), 0);
+    CHECK_INT((long long)p.weights, 1192448);
+    o.device_shard_ranks = 0;
     // a sampler's model: the same, no gradients or moments
     o.device_infer = 1;
     CHECK_INT(rl_model_device_plan(arith, &o, 1, 4096, &p, err, sizeof err), 0);

@@ -412,6 +412,47 @@ static int s_nccl_agree(rl_policy_t *p, unsigned char *id, int *use, char *err, 
     return 0;
 }
 
+// ZeRO-3 on GPUs with NCCL (mesh.fsdp > 1): the NCCL id of this rank's fsdp group, every rank
+// together: each group's first rank makes one, and one all-reduce over the world (bytes as
+// doubles: exact) hands each rank its group's. opts: where the model's options get it (id holds
+// it). Returns 0 or an error (on every rank alike: a group's failure is everyone's).
+static int s_shard_group(rl_policy_t *p, unsigned char *id, rl_model_opts_t *opts, char *err,
+                         size_t err_len) {
+    const rl_mesh_t *mesh = rl_coll_mesh(p->coll);
+    const int rank = s_rank(p), row = rl_mesh_dp_rank(mesh, rank);
+    const size_t W = 1 + RL_DEVICE_COMM_ID; // per group: failed?, then the id's bytes
+    double *v = calloc((size_t)mesh->dp * W, sizeof *v);
+    if (!v) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    char why[1024] = "";
+    if (rl_mesh_fsdp_rank(mesh, rank) == 0) {
+        double *mine = v + (size_t)row * W;
+        mine[0] = rl_device_comm_id(id, why, sizeof why) != 0;
+        for (int i = 0; !mine[0] && i < RL_DEVICE_COMM_ID; i++) {
+            mine[1 + i] = id[i];
+        }
+    }
+    int rc = rl_coll_all_reduce_f64(p->coll, RL_MESH_WORLD, v, (size_t)mesh->dp * W, err, err_len);
+    for (int g = 0; !rc && g < mesh->dp; g++) {
+        if (v[(size_t)g * W] > 0) {
+            rc = rl_errf(err, err_len, RL_EIO,
+                         "the NCCL group of the sharded layers (fsdp group %d) has no id%s%s", g,
+                         *why ? ": " : "", why);
+        }
+    }
+    for (int i = 0; !rc && i < RL_DEVICE_COMM_ID; i++) {
+        id[i] = (unsigned char)v[(size_t)row * W + 1 + (size_t)i];
+    }
+    free(v);
+    if (!rc) {
+        opts->device_shard_id = id;
+        opts->device_shard_ranks = mesh->fsdp;
+        opts->device_shard_rank = rl_mesh_fsdp_rank(mesh, rank);
+    }
+    return rc;
+}
+
 static int s_load_model(rl_policy_t *p, const char *dir, char *err, size_t err_len) {
     rl_model_opts_t mo;
     rl_policy_model_opts(p->r, p->threads, &mo);
@@ -440,6 +481,12 @@ static int s_load_model(rl_policy_t *p, const char *dir, char *err, size_t err_l
         mo.device_comm_id = id;
         mo.device_comm_ranks = rl_mesh_size(rl_coll_mesh(p->coll));
         mo.device_comm_rank = s_rank(p);
+    }
+    // and with fsdp > 1 the frozen base's layers sharded over each fsdp group (ZeRO-3)
+    unsigned char sid[RL_DEVICE_COMM_ID];
+    if (nccl && rl_coll_mesh(p->coll)->fsdp > 1 && mo.tune == RL_TUNE_LORA &&
+        (rc = s_shard_group(p, sid, &mo, err, err_len)) != 0) {
+        return rc;
     }
     // the optimizer on the host (dev_optim below is the converse): no moments on the device
     mo.device_host_optim =
@@ -565,6 +612,12 @@ static int s_new(const rl_recipe_t *r, int threads, int kind, rl_coll_t *coll, r
         rl_log_info("the actor's %dx%d mesh sums its gradients between its GPUs with NCCL; AdamW "
                     "steps on the devices, its state split over the %d ranks",
                     r->mesh.dp, r->mesh.fsdp, r->mesh.dp * r->mesh.fsdp);
+        if (rl_model_device_shard_ranks(p->model) > 1) {
+            rl_log_info("its frozen layers are sharded over each fsdp group of %d ranks (ZeRO-3): "
+                        "each rank's GPU holds 1/%d of every layer and all-gathers a layer with "
+                        "NCCL before computing it",
+                        r->mesh.fsdp, r->mesh.fsdp);
+        }
     }
     *out = p;
     return 0;
@@ -692,6 +745,25 @@ const float *rl_policy_weights(rl_policy_t *self, size_t *n_p) {
     return self->params;
 }
 
+// On a mesh every rank runs as many micro-batches as the rank with the most (its peers' units
+// are gathered with it): the largest count over the world.
+static int s_mesh_micro_count(rl_policy_t *self, int mine, int *most, char *err, size_t err_len) {
+    const rl_mesh_t *mesh = rl_coll_mesh(self->coll);
+    int world = rl_mesh_size(mesh);
+    double *counts = calloc((size_t)world, sizeof(double));
+    if (!counts) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    counts[rl_coll_rank(self->coll)] = mine;
+    int rc = rl_coll_all_reduce_f64(self->coll, RL_MESH_WORLD, counts, (size_t)world, err, err_len);
+    *most = 0;
+    for (int i = 0; !rc && i < world; i++) {
+        *most = (int)counts[i] > *most ? (int)counts[i] : *most;
+    }
+    free(counts);
+    return rc;
+}
+
 // ---- logprobs --------------------------------------------------------------------------------
 
 // A rank of a mesh without rows in a forward (train: and backward) its peers run: the units'
@@ -724,8 +796,14 @@ int rl_policy_logprobs(rl_policy_t *self, const int32_t *tokens, const int *leng
             if (rc) {
                 return rc;
             }
-            // on a mesh the reference is sharded too (on GPUs: whole on each rank's device)
+            // on a mesh the reference is sharded too (on GPUs with NCCL: its layers over each
+            // fsdp group, as the actor's frozen base; else whole on each rank's device)
             mo.sharded = self->coll != NULL && !mo.device.cuda;
+            unsigned char sid[RL_DEVICE_COMM_ID];
+            if (self->nccl && rl_coll_mesh(self->coll)->fsdp > 1 &&
+                (rc = s_shard_group(self, sid, &mo, err, err_len)) != 0) {
+                return rc;
+            }
             char msg[2048];
             self->ref = rl_model_load(self->r->model.path, &mo, msg, sizeof(msg));
             if (!self->ref) {
@@ -738,20 +816,34 @@ int rl_policy_logprobs(rl_policy_t *self, const int32_t *tokens, const int *leng
                 rl_model_destroy(&self->ref);
                 return rl_errf(err, err_len, rc, "reference: %s", msg);
             }
+            if (rl_model_device_shard_ranks(self->ref) > 1 && s_rank(self) == 0) {
+                rl_log_info("the reference's layers are sharded over each fsdp group of %d "
+                            "ranks (ZeRO-3), gathered a layer at a time with NCCL",
+                            rl_model_device_shard_ranks(self->ref));
+            }
         }
         m = self->ref;
     }
-    if (B == 0 && self->coll) {
+    // layers sharded on GPUs (ZeRO-3): every rank runs as many forwards as the rank with the
+    // most, idle ones gathering the layers with its peers
+    const int zero3 = self->coll && rl_model_device_shard_ranks(m) > 1;
+    if (B == 0 && self->coll && !zero3) {
         return s_idle(self, m, 0, err, err_len);
+    }
+    int rc = 0, k = s_rows_at_once(self, m, B), mine = B > 0 ? (B + k - 1) / k : 0, most = mine;
+    if (zero3 && (rc = s_mesh_micro_count(self, mine, &most, err, err_len)) != 0) {
+        return rc;
     }
     if (!adapter && m == self->model) {
         rl_model_set_adapter_disabled(m, 1);
     }
-    int rc = 0, k = s_rows_at_once(self, m, B);
     for (int b0 = 0; !rc && b0 < B; b0 += k) {
         int n = B - b0 < k ? B - b0 : k;
         rc = rl_model_forward(m, tokens + (size_t)b0 * T, lengths + b0, n, T, temperature, 0,
                               logp + (size_t)b0 * T, NULL);
+    }
+    for (int i = mine; !rc && i < most; i++) {
+        rc = rl_model_units_idle(m, 0);
     }
     if (!adapter && m == self->model) {
         rl_model_set_adapter_disabled(m, 0);
@@ -885,25 +977,6 @@ static int s_micro(rl_policy_t *self, const rl_policy_rows_t *rows, const rl_pol
         return rl_errf(err, err_len, rc, "train backward: %s", rl_model_errmsg(self->model));
     }
     return 0;
-}
-
-// On a mesh every rank runs as many micro-batches as the rank with the most (its peers' units
-// are gathered with it): the largest count over the world.
-static int s_mesh_micro_count(rl_policy_t *self, int mine, int *most, char *err, size_t err_len) {
-    const rl_mesh_t *mesh = rl_coll_mesh(self->coll);
-    int world = rl_mesh_size(mesh);
-    double *counts = calloc((size_t)world, sizeof(double));
-    if (!counts) {
-        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
-    }
-    counts[rl_coll_rank(self->coll)] = mine;
-    int rc = rl_coll_all_reduce_f64(self->coll, RL_MESH_WORLD, counts, (size_t)world, err, err_len);
-    *most = 0;
-    for (int i = 0; !rc && i < world; i++) {
-        *most = (int)counts[i] > *most ? (int)counts[i] : *most;
-    }
-    free(counts);
-    return rc;
 }
 
 // The update of a pass on the device (dev_optim): the clip's norm (*gnorm), refused when not
