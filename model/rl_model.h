@@ -100,10 +100,13 @@ typedef struct {
                          // ranks' NCCL group (rl_device_comm_id, made by one rank; borrowed
                          // during load) of device_comm_ranks > 1 ranks, this one
                          // device_comm_rank. The optimizer steps on the device, split over the
-                         // group (ZeRO-2): rl_model_device_clip sums the gradients over the
-                         // ranks (each keeps its slice of the sum), AdamW updates this rank's
-                         // slice, whose moments are all it holds (1/ranks of them), and the
-                         // slices are gathered back. NULL: none. Not with device_host_optim
+                         // group (ZeRO-2 by units): each backward sums a unit's gradients
+                         // over the ranks as soon as they are complete (every rank runs as many
+                         // backwards: rl_model_units_idle), each rank keeping its part of every
+                         // unit (1/ranks of the gradients, and of the moments); AdamW updates
+                         // this rank's parts and they are gathered back. The gradients are never
+                         // whole (rl_model_device_pull of them refuses). NULL: none. Not with
+                         // device_host_optim
     int device_comm_ranks, device_comm_rank;
     const unsigned char
         *device_shard_id; // ZeRO-3 of the frozen layers: a GPU mesh's fsdp group (ranks on GPUs
@@ -395,9 +398,9 @@ int rl_model_device_pull(rl_model_t *self, int grads);
 // incrementing); optim_state: AdamW's m and v to (upload 0) or from (upload 1) host arrays laid
 // out as rl_model_trainable (rl_optim_m / _v), for checkpoints. A CPU model or tune NONE:
 // RL_EINVAL. Return 0, RL_EINVAL or RL_EIO with rl_model_errmsg.
-// With a group (opts.device_comm_id): every rank calls clip, adamw and optim_state alike; clip
-// first sums the gradients over the group (the norm and the clip are the sum's), adamw gathers
-// the updated slices, optim_state moves the whole m and v (every rank gets, or gives, all).
+// With a group (opts.device_comm_id): every rank calls clip, adamw and optim_state alike; clip's
+// norm is the group's sum's (each backward summed its units), adamw gathers the
+// updated parts, optim_state moves the whole m and v (every rank gets, or gives, all).
 int rl_model_device_clip(rl_model_t *self, double max_norm, double *norm);
 int rl_model_device_adamw(rl_model_t *self, double lr, double beta1, double beta2, double eps,
                           double weight_decay, int64_t step);

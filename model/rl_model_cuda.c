@@ -61,7 +61,20 @@ typedef struct {
     s_dt_t *dt;       // its device pointers
     int layer;        // a frozen tensor of a sharded layer (ZeRO-3): its layer, else -1
     size_t off;       // and its byte offset in the layer's block
+    int unit;         // a trainable tensor's unit (self->units), else -1
 } s_tensor_t;
+
+// Units of the trainable tensors for a group's ZeRO-2: runs of consecutive tensors of tmem with
+// the same key (S_UE the embedding, S_UN the final norm and the head, l >= 0 layer l's own).
+enum { S_UE = -2, S_UN = -1 };
+typedef struct {
+    int key;
+    size_t lo, n; // floats [lo, lo + n) of tmem (the tensors and the gaps between them)
+    size_t part;  // a rank's part: ceil(n / ranks) rounded up to S_TALIGN (the last one padded)
+    size_t at;    // this rank's part's offset in gacc, mmem and vmem
+    int in_ebuf;  // its gradients in ebuf (the tied embedding: written at the backward's start
+                  // and end), else ubuf
+} s_unit_t;
 
 // One layer's saved activations on the device. N = packed rows; QD = NH*D, KVD = NKV*D. The
 // fp32 tensors are rl_model.c's s_act_t; the matmul inputs are kept only in bf16 (ln1, att_h,
@@ -109,15 +122,24 @@ struct rl_model_cuda {
     s_tensor_t *tensors;      // [n_tensors] every tensor, for push and pull
     int n_tensors;
     void *wmem;         // frozen tensors: bf16 (2-D) or fp32 (1-D), each aligned
-    float *tmem, *gmem; // trainable masters and gradients (t_cap floats each; gaps 0)
-    float *mmem, *vmem; // AdamW's moments (slice floats each: this rank's slice; gaps 0)
+    float *tmem,
+        *gmem; // trainable masters and gradients (t_n floats each; gaps 0); a group: no gmem
+    float *mmem, *vmem; // AdamW's moments (pn floats each: t_n, or a group's parts; gaps 0)
     uint16_t *tbf;      // bf16 copies of tmem (the same element offsets)
     size_t t_n, w_bytes;
-    // a mesh's group (opts.device_comm_id; NULL: none, ranks 1): tmem and gmem hold t_cap floats
-    // (t_n and zeros up to ranks equal slices); rank r updates [r * slice, (r + 1) * slice)
+    // a mesh's group (opts.device_comm_id; NULL: none, ranks 1): ZeRO-2 by units. Unit u's floats
+    // of tmem are split in `ranks` parts; rank r owns part r of each unit: its summed gradients
+    // (gacc + at), its moments (mmem, vmem + at) and its AdamW update. A unit's gradients are
+    // written into its buffer (ubuf, or ebuf), zeroed before its backward; after it they are
+    // reduce-scattered over the group and this rank's part added into gacc. After AdamW every
+    // rank's updated part is all-gathered back into tmem.
     rl_cuda_comm_t *comm;
     int ranks, rank;
-    size_t t_cap, slice;
+    s_unit_t *units; // [n_units] in tmem order
+    int n_units;
+    size_t pn;         // gacc's, mmem's and vmem's floats (no group: t_n)
+    size_t ub_n, eb_n; // ubuf's and ebuf's floats (ranks * the largest part of their units)
+    float *gacc, *ubuf, *ebuf;
     // ZeRO-3 of the frozen layers (opts.device_shard_id; sranks 1: none): every layer's frozen
     // tensors are laid out alike in a block of lbytes; this rank keeps bytes [srank * sbytes,
     // + sbytes) of each block (shards: L of them) and all-gathers a layer into gbuf (sranks *
@@ -221,18 +243,21 @@ const char *rl_model_cuda_errmsg(const rl_model_cuda_t *self) {
     return self->errmsg;
 }
 
-// Bytes of the trainable arrays (t_cap, t_n and slice known): the fp32 masters and their bf16
-// copies (*t), the gradients (*g, with grads) and AdamW's moments (*o, with moments).
+// Bytes of the trainable arrays (s_group_sizes done): the fp32 masters and their bf16 copies
+// (*t), the gradients (*g, with grads: a group's parts and unit buffers) and AdamW's moments (*o,
+// with moments).
 static void s_trainable_bytes(const rl_model_cuda_t *self, int grads, int moments, size_t *t,
                               size_t *g, size_t *o) {
-    *t = self->t_cap * sizeof(float) + self->t_n * sizeof(uint16_t);
-    *g = grads ? self->t_cap * sizeof(float) : 0;
-    *o = moments ? 2 * self->slice * sizeof(float) : 0;
+    *t = self->t_n * (sizeof(float) + sizeof(uint16_t));
+    *g = !grads            ? 0
+         : self->ranks > 1 ? (self->pn + self->ub_n + self->eb_n) * sizeof(float)
+                           : self->t_n * sizeof(float);
+    *o = moments ? 2 * self->pn * sizeof(float) : 0;
 }
 
 size_t rl_model_cuda_bytes(const rl_model_cuda_t *self) {
     size_t t, g, o;
-    s_trainable_bytes(self, self->gmem != NULL, self->mmem != NULL, &t, &g, &o);
+    s_trainable_bytes(self, self->gmem || self->gacc, self->mmem != NULL, &t, &g, &o);
     return self->w_bytes + t + g + o + self->a_bytes;
 }
 
@@ -241,6 +266,13 @@ size_t rl_model_cuda_bytes(const rl_model_cuda_t *self) {
 
 static size_t s_up(size_t n, size_t a) {
     return (n + a - 1) / a * a;
+}
+
+// The floats of unit u's part this rank owns that are in the unit (the last rank's part may be
+// short, or empty: the rest is padding).
+static size_t s_part_len(const rl_model_cuda_t *self, const s_unit_t *u) {
+    size_t p0 = (size_t)self->rank * u->part;
+    return u->n > p0 ? (u->n - p0 < u->part ? u->n - p0 : u->part) : 0;
 }
 
 // The scalar head's buffers in d_hd (s_head_rows): 0 its weight (C) then gradient (C), 1 the
@@ -492,6 +524,48 @@ static int s_attn_fp32(void) {
 // step (rl_model_step): RoPE at the cache's table, k and v written into its slots, attention over
 // them (runs of consecutive positions of a slot, each row up to its own position); NULL: the
 // training forward over packed sequences.
+// A group's unit of key `key` (NULL: no group, or no such unit: its tensors are frozen).
+static const s_unit_t *s_unit_of(const rl_model_cuda_t *self, int key) {
+    for (int i = 0; self->ranks > 1 && i < self->n_units; i++) {
+        if (self->units[i].key == key) {
+            return &self->units[i];
+        }
+    }
+    return NULL;
+}
+
+// ZeRO-2 in a group's backward: before the unit's gradients are written, its buffer zeroed
+// (begin); once they are complete, summed over the group, this rank's part added into gacc
+// (end). Nothing without a group or such a unit. Every rank calls them alike (end is a
+// collective).
+static int s_unit_begin(rl_model_cuda_t *self, int key) {
+    const s_unit_t *u = s_unit_of(self, key);
+    if (u) {
+        S_TRY(self->cu->dset(self->ctx, u->in_ebuf ? self->ebuf : self->ubuf, 0,
+                             (size_t)self->ranks * u->part * sizeof(float)));
+    }
+    return 0;
+}
+
+static int s_unit_end(rl_model_cuda_t *self, int key) {
+    const s_unit_t *u = s_unit_of(self, key);
+    if (u) {
+        float *buf = u->in_ebuf ? self->ebuf : self->ubuf;
+        S_TRY(self->cu->comm_reduce_scatter(self->ctx, self->comm, buf, u->part));
+        S_TRY(self->cu->accumulate(self->ctx, self->gacc + u->at,
+                                   buf + (size_t)self->rank * u->part, u->part));
+    }
+    return 0;
+}
+
+// The start of a backward, before the head's or the final norm's gradients are written: their
+// unit's buffer zeroed, and the tied embedding's (the head writes it now, the embedding at the
+// end).
+static int s_backward_begin(rl_model_cuda_t *self) {
+    int rc = s_unit_begin(self, S_UN);
+    return rc || !self->cfg.tie_word_embeddings ? rc : s_unit_begin(self, S_UE);
+}
+
 // ZeRO-3: layer l's frozen tensors into gbuf, every rank's shard all-gathered (queued on the
 // stream after the work before it, which has read the layer gathered last). Nothing when they
 // are there already (a backward right after its forward's last layer, a recompute's backward)
@@ -515,10 +589,22 @@ int rl_model_cuda_idle(rl_model_cuda_t *self, int train) {
     for (int l = 0; !rc && l < self->L; l++) { // a forward's
         rc = s_gather(self, l);
     }
-    for (int l = self->L - 1; !rc && train && s_grads(self) && l >= 0; l--) { // its backward's
-        rc = s_gather(self, l);
+    // its backward's, in s_backward_trunk's order: the gathers, and a group's sums of zeros
+    const int back = train && s_grads(self);
+    if (!rc && back) {
+        rc = s_backward_begin(self);
+        rc = rc ? rc : s_unit_end(self, S_UN);
     }
-    if (!rc && self->sranks > 1) {
+    for (int l = self->L - 1; !rc && back && l >= 0; l--) {
+        rc = s_gather(self, l);
+        rc = rc ? rc : s_unit_begin(self, l);
+        rc = rc ? rc : s_unit_end(self, l);
+    }
+    if (!rc && back && self->embed.g) {
+        rc = self->cfg.tie_word_embeddings ? 0 : s_unit_begin(self, S_UE);
+        rc = rc ? rc : s_unit_end(self, S_UE);
+    }
+    if (!rc && (self->sranks > 1 || self->ranks > 1)) {
         S_TRY(self->cu->sync(self->ctx));
     }
     return rc;
@@ -1189,18 +1275,26 @@ static int s_backward_trunk(rl_model_cuda_t *self) {
     const int N = self->N, C = self->C;
     S_TRY(cu->rmsnorm_backward(ctx, self->dres, self->norm.g, self->dln, s_x(self, self->L),
                                self->norm.f, self->rstdf, N, C, 0, self->escratch));
+    int rc = s_unit_end(self, S_UN); // a group: the head's and the final norm's gradients summed
+    if (rc) {
+        return rc;
+    }
     for (int l = self->L - 1; l >= 0; l--) {
         s_act_t *a = &self->acts[self->recompute ? 0 : l];
-        int rc;
         // the same inputs, masks and kernels give the same activations bit for bit; x[l+1] is
         // rewritten with the value it already holds
         if (self->recompute &&
             (rc = s_layer_forward(self, l, a, s_x(self, l), s_x(self, l + 1), 1, NULL)) != 0) {
             return rc;
         }
-        if ((rc = s_layer_backward(self, l, a, s_x(self, l))) != 0) {
+        if ((rc = s_unit_begin(self, l)) != 0 ||
+            (rc = s_layer_backward(self, l, a, s_x(self, l))) != 0 ||
+            (rc = s_unit_end(self, l)) != 0) {
             return rc;
         }
+    }
+    if (self->embed.g && !self->cfg.tie_word_embeddings && (rc = s_unit_begin(self, S_UE)) != 0) {
+        return rc;
     }
     if (self->embed.g) {
         // the rows of each id in row order, planned on the host from the ids it holds
@@ -1210,6 +1304,9 @@ static int s_backward_trunk(rl_model_cuda_t *self) {
         S_TRY(cu->h2d(ctx, self->d_eseg, self->eseg, (size_t)(n_seg + 1) * sizeof(int32_t)));
         S_TRY(cu->embedding_backward(ctx, self->embed.g, self->dres, self->d_ids, self->d_erows,
                                      self->d_eseg, n_seg, C));
+        if ((rc = s_unit_end(self, S_UE)) != 0) {
+            return rc;
+        }
     }
     S_TRY(cu->sync(ctx)); // a kernel's failure shows here
     return 0;
@@ -1248,6 +1345,10 @@ int rl_model_cuda_backward(rl_model_cuda_t *self, const float *dlogp) {
     S_TRY(cu->h2d(self->ctx, self->dlp, self->dlp_h, (size_t)N * sizeof(float)));
     // the head recomputes its logits from lnf, so this also follows a forward with logp NULL
     S_TRY(cu->dset(self->ctx, self->dln, 0, (size_t)N * C * sizeof(float)));
+    int rc = s_backward_begin(self);
+    if (rc) {
+        return rc;
+    }
     S_TRY(cu->logprob_backward(self->ctx, self->dln, self->head.g, self->dlp, NULL, self->lnf_h,
                                self->head.h, self->d_targets, self->temperature, N, C, self->V,
                                self->head_scratch, self->chunk));
@@ -1265,7 +1366,8 @@ int rl_model_cuda_backward_hidden(rl_model_cuda_t *self, const float *dhidden) {
     }
     S_TRY(self->cu->h2d(self->ctx, self->dln, self->packed,
                         (size_t)self->N * (size_t)C * sizeof(float)));
-    return s_backward_trunk(self);
+    int rc = s_backward_begin(self);
+    return rc ? rc : s_backward_trunk(self);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1359,8 +1461,9 @@ int rl_model_cuda_head_backward(rl_model_cuda_t *self, const float *w, int score
 // parameters: push and pull
 
 int rl_model_cuda_zero_grad(rl_model_cuda_t *self) {
-    if (self->gmem) {
-        S_TRY(self->cu->dset(self->ctx, self->gmem, 0, self->t_cap * sizeof(float)));
+    if (self->gmem || self->gacc) {
+        S_TRY(self->cu->dset(self->ctx, self->gmem ? self->gmem : self->gacc, 0,
+                             (self->gmem ? self->t_n : self->pn) * sizeof(float)));
         S_TRY(self->cu->sync(self->ctx));
     }
     return 0;
@@ -1428,6 +1531,12 @@ int rl_model_cuda_push(rl_model_cuda_t *self, int all) {
 }
 
 int rl_model_cuda_pull(rl_model_cuda_t *self, int grads) {
+    if (grads && self->ranks > 1) {
+        return s_err(self, RL_EINVAL,
+                     "cuda:%d: the gradients are split over the group's %d ranks (ZeRO-2): none "
+                     "is whole to pull",
+                     self->device, self->ranks);
+    }
     for (int i = 0; i < self->n_tensors; i++) {
         const s_tensor_t *t = &self->tensors[i];
         if (!t->trainable || (grads && (!t->host_grad || !t->dt->g))) {
@@ -1446,17 +1555,14 @@ int rl_model_cuda_clip(rl_model_cuda_t *self, double max_norm, double *norm) {
     const rl_cuda_module_t *cu = self->cu;
     double ss = 0.0;
     *norm = 0.0;
-    if (!self->gmem) {
+    if (!self->gmem && !self->gacc) {
         return s_err(self, RL_EINVAL, "clip: the model has no gradients (tune NONE)");
     }
-    // a group: the gradients summed over the ranks, this rank's slice of the sum in place
-    float *g = self->gmem + (size_t)self->rank * self->slice;
-    if (self->comm) {
-        S_TRY(cu->comm_reduce_scatter(self->ctx, self->comm, self->gmem, self->slice));
-    }
-    // the gaps between tensors are zeros: the sum of squares of the trainable gradients (a
-    // group: of this rank's slice, then summed over the ranks: the same on every rank)
-    S_TRY(cu->sumsq(self->ctx, self->d_sumsq, g, self->slice, 0, self->escratch));
+    // the gaps between tensors and the parts' padding are zeros: the sum of squares of the
+    // trainable gradients (a group: of this rank's parts, summed over the ranks in the backward,
+    // then summed over the ranks: the same on every rank)
+    float *g = self->gacc ? self->gacc : self->gmem;
+    S_TRY(cu->sumsq(self->ctx, self->d_sumsq, g, self->pn, 0, self->escratch));
     if (self->comm) {
         S_TRY(cu->comm_sum_f64(self->ctx, self->comm, self->d_sumsq, 1));
     }
@@ -1465,7 +1571,7 @@ int rl_model_cuda_clip(rl_model_cuda_t *self, double max_norm, double *norm) {
     if (max_norm > 0.0 && isfinite(*norm)) {
         double coef = max_norm / (*norm + 1e-6);
         if (coef < 1.0) {
-            S_TRY(cu->scale(self->ctx, g, (float)coef, self->slice));
+            S_TRY(cu->scale(self->ctx, g, (float)coef, self->pn));
             S_TRY(cu->sync(self->ctx));
         }
     }
@@ -1475,7 +1581,7 @@ int rl_model_cuda_clip(rl_model_cuda_t *self, double max_norm, double *norm) {
 int rl_model_cuda_adamw(rl_model_cuda_t *self, double lr, double beta1, double beta2, double eps,
                         double weight_decay, int64_t step) {
     const rl_cuda_module_t *cu = self->cu;
-    if (!self->gmem) {
+    if (!self->gmem && !self->gacc) {
         return s_err(self, RL_EINVAL, "AdamW: the model has no gradients (tune NONE)");
     }
     if (!self->mmem) {
@@ -1486,13 +1592,25 @@ int rl_model_cuda_adamw(rl_model_cuda_t *self, double lr, double beta1, double b
     if (step < 1) {
         return s_err(self, RL_EINVAL, "AdamW: step %lld must be >= 1", (long long)step);
     }
-    // the gaps stay zeros: g = m = v = p = 0 gives p = 0 - lr' 0 / (0 + eps). A group: this
-    // rank's slice, then every rank's updated slice to every rank
-    size_t at = (size_t)self->rank * self->slice;
-    S_TRY(cu->adamw_step(self->ctx, self->tmem + at, self->gmem + at, self->mmem, self->vmem,
-                         self->slice, lr, beta1, beta2, eps, weight_decay, step));
-    if (self->comm) {
-        S_TRY(cu->comm_all_gather(self->ctx, self->comm, self->tmem, self->slice));
+    // the gaps stay zeros: g = m = v = p = 0 gives p = 0 - lr' 0 / (0 + eps)
+    if (!self->comm) {
+        S_TRY(cu->adamw_step(self->ctx, self->tmem, self->gmem, self->mmem, self->vmem, self->t_n,
+                             lr, beta1, beta2, eps, weight_decay, step));
+    }
+    // a group: this rank's part of each unit, then every rank's updated part to every rank
+    // (through the unit's buffer, whose gradients are spent)
+    for (int i = 0; self->comm && i < self->n_units; i++) {
+        const s_unit_t *u = &self->units[i];
+        size_t p0 = (size_t)self->rank * u->part, cnt = s_part_len(self, u);
+        float *buf = u->in_ebuf ? self->ebuf : self->ubuf;
+        if (cnt) {
+            S_TRY(cu->adamw_step(self->ctx, self->tmem + u->lo + p0, self->gacc + u->at,
+                                 self->mmem + u->at, self->vmem + u->at, cnt, lr, beta1, beta2, eps,
+                                 weight_decay, step));
+            S_TRY(cu->d2d(self->ctx, buf + p0, self->tmem + u->lo + p0, cnt * sizeof(float)));
+        }
+        S_TRY(cu->comm_all_gather(self->ctx, self->comm, buf, u->part));
+        S_TRY(cu->d2d(self->ctx, self->tmem + u->lo, buf, u->n * sizeof(float)));
     }
     S_TRY(cu->f32_to_bf16(self->ctx, self->tbf, self->tmem, self->t_n));
     S_TRY(cu->sync(self->ctx));
@@ -1519,29 +1637,52 @@ static int s_flat_copy(rl_model_cuda_t *self, float *dev, float *host, int uploa
     return 0;
 }
 
-// A group's whole moment array (t_cap floats, in gmem: the gradients are spent after a step, and
-// gmem is zeroed again after) from every rank's slice (download), or this rank's slice from the
-// whole (upload); the whole between gmem and the host's flat layout.
+// A group's moments between this rank's parts and the host's flat layout, a unit at a time
+// through the unit's buffer (the gradients are spent after a step; a backward zeroes a unit's
+// buffer before writing it): download gathers every rank's part of the unit there and copies its
+// tensors to the host; upload copies the unit's tensors there (the gaps zeros) and keeps this
+// rank's part.
 static int s_optim_group(rl_model_cuda_t *self, float *m, float *v, int upload) {
     const rl_cuda_module_t *cu = self->cu;
-    size_t at0 = (size_t)self->rank * self->slice;
-    for (int k = 0; k < 2; k++) {
-        float *dev = k ? self->vmem : self->mmem;
-        if (upload) { // the gaps between tensors stay zeros
-            S_TRY(cu->dset(self->ctx, self->gmem, 0, self->t_cap * sizeof(float)));
-        } else { // every block written by the gather
-            S_TRY(cu->d2d(self->ctx, self->gmem + at0, dev, self->slice * sizeof(float)));
-            S_TRY(cu->comm_all_gather(self->ctx, self->comm, self->gmem, self->slice));
+    size_t host_at = 0; // the unit's first tensor in the host's flat layout
+    for (int i = 0, ti = 0; i < self->n_units; i++) {
+        const s_unit_t *u = &self->units[i];
+        float *buf = u->in_ebuf ? self->ebuf : self->ubuf;
+        size_t p0 = (size_t)self->rank * u->part, next = host_at;
+        int t_end = ti;
+        for (; t_end < self->n_tensors &&
+               (!self->tensors[t_end].trainable || self->tensors[t_end].unit == i);
+             t_end++) {
         }
-        int rc = s_flat_copy(self, self->gmem, k ? v : m, upload);
-        if (rc) {
-            return rc;
+        for (int k = 0; k < 2; k++) {
+            float *dev = (k ? self->vmem : self->mmem) + u->at, *host = k ? v : m;
+            if (upload) {
+                S_TRY(cu->dset(self->ctx, buf, 0, (size_t)self->ranks * u->part * sizeof(float)));
+            } else {
+                S_TRY(cu->d2d(self->ctx, buf + p0, dev, u->part * sizeof(float)));
+                S_TRY(cu->comm_all_gather(self->ctx, self->comm, buf, u->part));
+            }
+            next = host_at;
+            for (int j = ti; j < t_end; j++) {
+                const s_tensor_t *t = &self->tensors[j];
+                if (!t->trainable) {
+                    continue;
+                }
+                float *d = buf + ((size_t)(t->dt->f - self->tmem) - u->lo);
+                if (upload) {
+                    S_TRY(cu->h2d(self->ctx, d, host + next, t->n * sizeof(float)));
+                } else {
+                    S_TRY(cu->d2h(self->ctx, host + next, d, t->n * sizeof(float)));
+                }
+                next += t->n;
+            }
+            if (upload) {
+                S_TRY(cu->d2d(self->ctx, dev, buf + p0, u->part * sizeof(float)));
+            }
         }
-        if (upload) {
-            S_TRY(cu->d2d(self->ctx, dev, self->gmem + at0, self->slice * sizeof(float)));
-        }
+        host_at = next;
+        ti = t_end;
     }
-    S_TRY(cu->dset(self->ctx, self->gmem, 0, self->t_cap * sizeof(float)));
     S_TRY(cu->sync(self->ctx));
     return 0;
 }
@@ -1774,6 +1915,27 @@ static int s_rows_alloc(rl_model_cuda_t *self, int rows) {
     return bad ? s_cufail(self, __LINE__) : 0;
 }
 
+// A trainable tensor of unit key `key` placed at floats [off, off + len) of tmem, appended to the
+// last unit when it has that key, else to a new one. Returns the unit's index.
+static int s_unit_add(rl_model_cuda_t *self, int key, size_t off, size_t len) {
+    s_unit_t *u = self->n_units ? &self->units[self->n_units - 1] : NULL;
+    if (!u || u->key != key) {
+        u = &self->units[self->n_units++];
+        u->key = key;
+        u->lo = off;
+    }
+    u->n = off + len - u->lo;
+    return (int)(u - self->units);
+}
+
+// A tensor's unit key from its name: model.layers.<l>. -> l, the embedding S_UE, else S_UN.
+static int s_unit_key(const char *name) {
+    if (!strncmp(name, "model.layers.", 13)) {
+        return atoi(name + 13);
+    }
+    return strcmp(name, "model.embed_tokens.weight") == 0 ? S_UE : S_UN;
+}
+
 // The byte offset of a frozen tensor (ndim 2: bf16, else fp32; n elements), each S_ALIGN-aligned:
 // of wmem (layer -1: a whole tensor, counted in w_bytes), or of its layer's block (a sharded
 // layer's: counted in lbytes, from 0 at each new layer *cur).
@@ -1809,7 +1971,8 @@ static int s_plan(rl_model_cuda_t *self, char *err, size_t err_len) {
     int n_specs = rl_hf_tensor_specs(&self->cfg, NULL, 0);
     rl_hf_tensor_spec_t *specs = calloc((size_t)n_specs, sizeof *specs);
     self->tensors = calloc((size_t)n_specs + 2 * (size_t)L * RL_LORA_NMOD, sizeof *self->tensors);
-    if (!specs || !self->tensors) {
+    self->units = calloc((size_t)L + 3, sizeof *self->units);
+    if (!specs || !self->tensors || !self->units) {
         free(specs);
         return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
@@ -1825,6 +1988,7 @@ static int s_plan(rl_model_cuda_t *self, char *err, size_t err_len) {
             if (!self->has_head && !strcmp(specs[i].name, "lm_head.weight")) {
                 continue; // a sequence classifier's: no lm_head
             } else if (full) {
+                s_unit_add(self, s_unit_key(specs[i].name), self->t_n, s_up(n, S_TALIGN));
                 self->t_n += s_up(n, S_TALIGN);
             } else {
                 (void)s_frozen_at(self, shard ? l : -1, &cur, specs[i].ndim, n);
@@ -1857,7 +2021,9 @@ static int s_plan(rl_model_cuda_t *self, char *err, size_t err_len) {
         t->dt = dt;
         t->trainable = full;
         t->layer = -1;
+        t->unit = -1;
         if (full) {
+            t->unit = s_unit_add(self, s_unit_key(specs[i].name), self->t_n, s_up(t->n, S_TALIGN));
             float **gslot = rl_model_params_find(hg, L, specs[i].name);
             t->host_grad = gslot ? *gslot : NULL;
             // offsets, made pointers by s_bind: the master, its bf16 copy, its gradient
@@ -1896,7 +2062,9 @@ static int s_plan(rl_model_cuda_t *self, char *err, size_t err_len) {
             int in, out;
             rl_lora_module_dims(&self->cfg, m, &in, &out);
             for (int ab = 0; ab < 2 && sizes; ab++) {
-                self->t_n += s_up((size_t)self->R * (size_t)(ab ? out : in), S_TALIGN);
+                size_t len = s_up((size_t)self->R * (size_t)(ab ? out : in), S_TALIGN);
+                s_unit_add(self, l, self->t_n, len);
+                self->t_n += len;
             }
             for (int ab = 0; ab < 2 && !sizes; ab++) {
                 s_tensor_t *t = &self->tensors[self->n_tensors++];
@@ -1905,6 +2073,7 @@ static int s_plan(rl_model_cuda_t *self, char *err, size_t err_len) {
                 t->n = (size_t)self->R * (size_t)(ab ? out : in);
                 t->trainable = 1;
                 t->layer = -1;
+                t->unit = s_unit_add(self, l, self->t_n, s_up(t->n, S_TALIGN));
                 t->dt =
                     ab ? &self->lora_b[l * RL_LORA_NMOD + m] : &self->lora_a[l * RL_LORA_NMOD + m];
                 t->dt->f = (float *)(uintptr_t)(self->t_n + 1);
@@ -1928,8 +2097,12 @@ static void s_bind(rl_model_cuda_t *self) {
             size_t off = (size_t)(uintptr_t)dt->f - 1;
             dt->f = self->tmem + off;
             dt->h = self->tbf + off;
-            // a LoRA adapter of a model that does not train (tune NONE) has no gradients
-            dt->g = grads ? self->gmem + off : NULL;
+            // a LoRA adapter of a model that does not train (tune NONE) has no gradients; a
+            // group's are written into their unit's buffer
+            const s_unit_t *u = &self->units[self->tensors[i].unit];
+            dt->g = !grads            ? NULL
+                    : self->ranks > 1 ? (u->in_ebuf ? self->ebuf : self->ubuf) + (off - u->lo)
+                                      : self->gmem + off;
         } else {
             // a sharded layer's tensors are read where its layer is gathered
             char *base = self->tensors[i].layer >= 0 ? self->gbuf : (char *)self->wmem;
@@ -1974,9 +2147,6 @@ static void s_dims(rl_model_cuda_t *self, const rl_hf_config_t *cfg, int R, int 
     self->sets = s_grads(self) && !self->recompute ? self->L : 1;
 }
 
-// The trainable arrays' sizes once s_plan counted t_n: one rank (slice = t_cap = t_n), or a
-// group's ranks (opts.device_comm_ranks > 1: t_n padded to `ranks` equal slices, each a multiple
-// of S_TALIGN floats).
 // ZeRO-3's group (opts.device_shard_ranks > 1), before s_plan lays the layers out.
 static void s_shard_sizes(rl_model_cuda_t *self, const rl_model_opts_t *opts) {
     self->sranks = opts->device_shard_ranks > 1 ? opts->device_shard_ranks : 1;
@@ -1984,12 +2154,24 @@ static void s_shard_sizes(rl_model_cuda_t *self, const rl_model_opts_t *opts) {
     self->gathered = -1;
 }
 
+// The trainable arrays' sizes once s_plan counted t_n and the units: one rank (m and v of t_n
+// floats), or a group's ranks (opts.device_comm_ranks > 1: each unit in `ranks` parts of
+// S_TALIGN multiples; gacc, m and v hold this rank's; ubuf and ebuf the largest unit's whole).
 static void s_group_sizes(rl_model_cuda_t *self, const rl_model_opts_t *opts) {
     self->ranks = opts->device_comm_ranks > 1 ? opts->device_comm_ranks : 1;
     self->rank = self->ranks > 1 ? opts->device_comm_rank : 0;
-    size_t q = (size_t)self->ranks * S_TALIGN;
-    self->t_cap = (self->t_n + q - 1) / q * q;
-    self->slice = self->t_cap / (size_t)self->ranks;
+    self->pn = self->ranks > 1 ? 0 : self->t_n;
+    self->ub_n = self->eb_n = 0;
+    const size_t W = (size_t)self->ranks;
+    for (int i = 0; self->ranks > 1 && i < self->n_units; i++) {
+        s_unit_t *u = &self->units[i];
+        u->part = s_up((u->n + W - 1) / W, S_TALIGN);
+        u->at = self->pn;
+        self->pn += u->part;
+        u->in_ebuf = u->key == S_UE && self->cfg.tie_word_embeddings;
+        size_t *b = u->in_ebuf ? &self->eb_n : &self->ub_n;
+        *b = W * u->part > *b ? W * u->part : *b;
+    }
 }
 
 int rl_model_cuda_plan(const rl_hf_config_t *cfg, const rl_model_opts_t *opts, int has_head,
@@ -2025,6 +2207,7 @@ int rl_model_cuda_plan(const rl_hf_config_t *cfg, const rl_model_opts_t *opts, i
         out->acts = s_layout(self, NULL);
     }
     free(self->tensors);
+    free(self->units);
     free(self);
     return rc;
 }
@@ -2143,13 +2326,18 @@ int rl_model_cuda_new(rl_model_t *host, const rl_model_opts_t *opts, rl_model_cu
     }
     if ((self->w_bytes && cu->dmalloc(self->ctx, self->w_bytes, &self->wmem) != 0) ||
         (self->t_n &&
-         (cu->dmalloc(self->ctx, self->t_cap * sizeof(float), (void **)&self->tmem) ||
+         (cu->dmalloc(self->ctx, self->t_n * sizeof(float), (void **)&self->tmem) ||
           cu->dmalloc(self->ctx, self->t_n * sizeof(uint16_t), (void **)&self->tbf))) ||
-        (self->t_n && grads &&
-         cu->dmalloc(self->ctx, self->t_cap * sizeof(float), (void **)&self->gmem)) ||
+        (self->t_n && grads && self->ranks == 1 &&
+         cu->dmalloc(self->ctx, self->t_n * sizeof(float), (void **)&self->gmem)) ||
+        (self->t_n && grads && self->ranks > 1 &&
+         (cu->dmalloc(self->ctx, self->pn * sizeof(float), (void **)&self->gacc) ||
+          cu->dmalloc(self->ctx, self->ub_n * sizeof(float), (void **)&self->ubuf) ||
+          (self->eb_n &&
+           cu->dmalloc(self->ctx, self->eb_n * sizeof(float), (void **)&self->ebuf)))) ||
         (self->t_n && o_bytes &&
-         (cu->dmalloc(self->ctx, self->slice * sizeof(float), (void **)&self->mmem) ||
-          cu->dmalloc(self->ctx, self->slice * sizeof(float), (void **)&self->vmem)))) {
+         (cu->dmalloc(self->ctx, self->pn * sizeof(float), (void **)&self->mmem) ||
+          cu->dmalloc(self->ctx, self->pn * sizeof(float), (void **)&self->vmem)))) {
         rc = rl_errf(err, err_len, RL_ENOMEM, "cuda:%d (%s): the model needs %zu bytes: %s",
                      self->device, di.name, need, cu->errmsg(self->ctx));
         goto fail;
@@ -2168,10 +2356,11 @@ int rl_model_cuda_new(rl_model_t *host, const rl_model_opts_t *opts, rl_model_cu
     // sharded layer's, gathered with it
     if ((self->shards &&
          cu->dset(self->ctx, self->shards, 0, (size_t)self->L * self->sbytes) != 0) ||
-        (self->tmem && cu->dset(self->ctx, self->tmem, 0, self->t_cap * sizeof(float))) ||
-        (self->gmem && cu->dset(self->ctx, self->gmem, 0, self->t_cap * sizeof(float))) ||
-        (self->mmem && cu->dset(self->ctx, self->mmem, 0, self->slice * sizeof(float))) ||
-        (self->vmem && cu->dset(self->ctx, self->vmem, 0, self->slice * sizeof(float)))) {
+        (self->tmem && cu->dset(self->ctx, self->tmem, 0, self->t_n * sizeof(float))) ||
+        (self->gmem && cu->dset(self->ctx, self->gmem, 0, self->t_n * sizeof(float))) ||
+        (self->gacc && cu->dset(self->ctx, self->gacc, 0, self->pn * sizeof(float))) ||
+        (self->mmem && cu->dset(self->ctx, self->mmem, 0, self->pn * sizeof(float))) ||
+        (self->vmem && cu->dset(self->ctx, self->vmem, 0, self->pn * sizeof(float)))) {
         rc = rl_errf(err, err_len, RL_EIO, "cuda:%d: %s", self->device, cu->errmsg(self->ctx));
         goto fail;
     }
@@ -2214,6 +2403,9 @@ void rl_model_cuda_destroy(rl_model_cuda_t **self_p) {
         self->cu->dfree(self->ctx, self->tmem);
         self->cu->dfree(self->ctx, self->tbf);
         self->cu->dfree(self->ctx, self->gmem);
+        self->cu->dfree(self->ctx, self->gacc);
+        self->cu->dfree(self->ctx, self->ubuf);
+        self->cu->dfree(self->ctx, self->ebuf);
         self->cu->dfree(self->ctx, self->mmem);
         self->cu->dfree(self->ctx, self->vmem);
         self->cu->dfree(self->ctx, self->amem);
@@ -2225,6 +2417,7 @@ void rl_model_cuda_destroy(rl_model_cuda_t **self_p) {
     free(self->lora_a);
     free(self->lora_b);
     free(self->tensors);
+    free(self->units);
     free(self->acts);
     s_staging_free(self);
     free(self->stage);

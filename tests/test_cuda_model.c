@@ -1545,22 +1545,27 @@ static void s_test_ipc(int which, int T) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// a mesh's optimizer on the devices over an NCCL group (rl_model_opts_t.device_comm_id): two
+// a mesh's optimizer on the devices over an NCCL group (rl_model_opts_t.device_comm_id; ZeRO-2:
+// a unit's gradients summed over the ranks after its backward, each rank keeping its part): two
 // processes (this program again, --group-child), ranks 0 and 1 on cuda:0 and cuda:1, each with
 // its own micro-batch (rank 1's dlogp is rank 0's times -0.5), against one model here that runs
 // both micro-batches (its backward sums them): after 3 steps (clipped, not, no clip) the norms,
 // parameters and moments within float rounding of the sum's order, the two ranks equal to the
 // bit; the moments' download and upload through the group (a checkpoint)
 
+// The third case: tied embeddings (their unit's gradients written at the backward's start and
+// end), and rank 0 with two micro-batches (scales 1, 0.25) while rank 1 has one (-0.5) and then
+// idles (rl_model_units_idle: its units' sums of zeros with rank 0's second backward).
 static const s_case_t S_GROUP_CASES[] = {
     {&S_LLAMA, RL_TUNE_LORA, RL_LORA_Q | RL_LORA_V, 8, 0.0f, 0, 1.0f, 0},
     {&S_QWEN3, RL_TUNE_FULL, 0, 8, 0.0f, 0, 1.0f, 0},
+    {&S_LLAMA_T, RL_TUNE_FULL, 0, 8, 0.0f, 1, 1.0f, 0},
 };
 static const double S_GROUP_CLIP[3] = {1e-3, 1e9, 0.0};
 
 // Three steps of m on micro-batches b scaled by scales[0..n) (rank r of a group: its own); then
 // the norms, parameters, m and v into out (3 doubles, then 3n floats).
-static void s_group_steps(rl_model_t *m, const s_batch_t *b, const float *scales, int nb,
+static void s_group_steps(rl_model_t *m, const s_batch_t *b, const float *scales, int nb, int idle,
                           double *norms, float *out) {
     size_t n;
     const float *p = rl_model_trainable(m, &n);
@@ -1575,6 +1580,9 @@ static void s_group_steps(rl_model_t *m, const s_batch_t *b, const float *scales
             }
             rc = rl_model_forward(m, b->tok, b->len, S_B, b->T, 1.0f, 1, lp, NULL);
             rc = rc ? rc : rl_model_backward(m, d);
+        }
+        for (int i = 0; !rc && i < idle; i++) {
+            rc = rl_model_units_idle(m, 1);
         }
         rc = rc ? rc : rl_model_device_clip(m, S_GROUP_CLIP[step - 1], &norms[step - 1]);
         rc = rc ? rc : rl_model_device_adamw(m, 1e-3, 0.9, 0.95, 1e-8, 0.1, step);
@@ -1604,9 +1612,12 @@ static int s_group_child(char **argv) {
     s_batch_t b = s_batch(T, cfg.vocab_size, cfg.hidden_size);
     size_t n;
     rl_model_trainable(m, &n);
-    float scale = s_comm_rank ? -0.5f : 1.0f, *out = malloc(3 * n * sizeof *out);
+    const int uneven = atoi(argv[2]) == 2;
+    const float scales[2] = {s_comm_rank ? -0.5f : 1.0f, 0.25f};
+    float *out = malloc(3 * n * sizeof *out);
     double norms[3];
-    s_group_steps(m, &b, &scale, 1, norms, out);
+    s_group_steps(m, &b, scales, uneven && s_comm_rank == 0 ? 2 : 1,
+                  uneven && s_comm_rank == 1 ? 1 : 0, norms, out);
     char path[700];
     snprintf(path, sizeof path, "%s/rank%d.bin", argv[5], s_comm_rank);
     FILE *f = fopen(path, "wb");
@@ -1691,9 +1702,9 @@ static void s_test_group(int which, int T) {
     size_t n;
     rl_model_trainable(m, &n);
     float *want = malloc(3 * n * sizeof *want), *got[2];
-    const float scales[2] = {1.0f, -0.5f};
+    const float scales[3] = {1.0f, -0.5f, 0.25f};
     double wn[3], gn[2][3];
-    s_group_steps(m, &b, scales, 2, wn, want);
+    s_group_steps(m, &b, scales, which == 2 ? 3 : 2, 0, wn, want);
     int ok = 1;
     for (int r = 0; r < 2; r++) {
         int st = 0;

@@ -92,15 +92,15 @@ static void s_test_by_hand(const rl_hf_config_t *arith, const rl_hf_config_t *ll
     CHECK_INT((long long)p.grads, 311296);
     CHECK_INT((long long)p.optim, 0);
     o.device_host_optim = 0;
-    // a mesh of 3 ranks on GPUs of their own with NCCL (device_comm_ranks): the trainable array
-    // padded to 3 equal slices of whole 128-float blocks, 77824 -> 203 x 384 = 77952 floats
-    // (fp32 and gradients; the bf16 copy stays 77824), the moments of one slice, 25984:
-    //   trainable 77952 x 4 + 77824 x 2 = 467456; gradients 311808; m, v 2 x 25984 x 4 = 207872
+    // a mesh of 3 ranks on GPUs of their own with NCCL (device_comm_ranks): ZeRO-2 by units, a
+    // layer's A and B (19456 floats) in 3 parts of ceil(19456 / 3) = 6486 -> 51 x 128 = 6528:
+    //   trainable as before 466944; gradients: this rank's parts 4 x 6528 = 26112, one unit's
+    //   buffer 3 x 6528 = 19584, (26112 + 19584) x 4 = 182784; m, v 2 x 26112 x 4 = 208896
     o.device_comm_ranks = 3;
     CHECK_INT(rl_model_device_plan(arith, &o, 1, 1792, &p, err, sizeof err), 0);
-    CHECK_INT((long long)p.trainable, 467456);
-    CHECK_INT((long long)p.grads, 311808);
-    CHECK_INT((long long)p.optim, 207872);
+    CHECK_INT((long long)p.trainable, 466944);
+    CHECK_INT((long long)p.grads, 182784);
+    CHECK_INT((long long)p.optim, 208896);
     o.device_comm_ranks = 0;
     // its frozen layers sharded over an fsdp group of 3 (ZeRO-3, device_shard_ranks): a layer's
     // block of 395264 bytes in 3 shards of ceil(395264 / 3) = 131755 -> 515 x 256 = 131840; 4
@@ -141,12 +141,15 @@ static void s_test_by_hand(const rl_hf_config_t *arith, const rl_hf_config_t *ll
     CHECK_INT((long long)p.trainable, 1263360);
     CHECK_INT((long long)p.grads, 842240);
     CHECK_INT((long long)p.optim, 1684480);
-    // with NCCL over 2 ranks: 210560 -> 823 x 256 = 210688 floats, slices of 105344:
-    //   trainable 210688 x 4 + 210560 x 2 = 1263872; gradients 842752; m, v 842752
+    // with NCCL over 2 ranks, ZeRO-2 by units: the embedding 64000 floats in parts of 32000; a
+    //   layer 41216 in parts of 20608; the final norm and the head 128 + 64000 = 64128 in parts of
+    //   32064 -> 251 x 128 = 32128. This rank's parts 32000 + 2 x 20608 + 32128 = 105344; one
+    //   unit's buffer 2 x 32128 = 64256: gradients (105344 + 64256) x 4 = 678400 (842240 whole);
+    //   m, v 2 x 105344 x 4 = 842752; trainable as before 1263360
     o.device_comm_ranks = 2;
     CHECK_INT(rl_model_device_plan(llama, &o, 1, 300, &q0, err, sizeof err), 0);
-    CHECK_INT((long long)q0.trainable, 1263872);
-    CHECK_INT((long long)q0.grads, 842752);
+    CHECK_INT((long long)q0.trainable, 1263360);
+    CHECK_INT((long long)q0.grads, 678400);
     CHECK_INT((long long)q0.optim, 842752);
     o.device_comm_ranks = 0;
     // recompute keeps one layer's activations instead of two
