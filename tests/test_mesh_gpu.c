@@ -303,6 +303,17 @@ static void s_test_nccl(void) {
         rl_test_metrics_close(s_tmp, "grpo-full-1x1", "grpo-full-zero3", S_TOL, S_FLOOR, 1);
         s_final_close("grpo-full-1x1", "grpo-full-zero3", "model.safetensors");
     }
+    // DPO (LoRA) on fsdp 2 with ZeRO-3: the reference's sums (the adapter off) and the policy's
+    // over sharded layers, the micro-batches' forwards in step on both ranks
+    const char *dpo = "train.steps=2 train.batch_size=4 train.micro_batch_size=2";
+    CHECK_INT(s_run("dpo_lora.yaml", "dpo-1x1", dpo), 0);
+    snprintf(more, sizeof more, "%s mesh.fsdp=2 %s", dpo, two);
+    rc = s_run("dpo_lora.yaml", "dpo-zero3", more);
+    CHECK_INT(rc, 0);
+    if (rc == 0) {
+        rl_test_metrics_close(s_tmp, "dpo-1x1", "dpo-zero3", S_TOL, S_FLOOR, 2);
+        s_final_close("dpo-1x1", "dpo-zero3", "adapter_model.safetensors");
+    }
     const char *sft = "train.steps=3 train.batch_size=16 train.micro_batch_size=4 "
                       "train.save_every=1 mesh.fsdp=2";
     snprintf(more, sizeof more, "%s %s", sft, two);
