@@ -1641,7 +1641,9 @@ static int s_group_child(char **argv) {
     RL_TEST_DONE();
 }
 
-static pid_t s_spawn_group(int which, int rank, const char *idhex, const char *dir) {
+// This program again as `flag` (--group-child, --shard-child) for case `which`, rank `rank`.
+static pid_t s_spawn_rank(const char *flag, int which, int rank, const char *idhex,
+                          const char *dir) {
     fflush(stdout);
     pid_t pid = fork();
     RL_ASSERT(pid >= 0);
@@ -1649,8 +1651,7 @@ static pid_t s_spawn_group(int which, int rank, const char *idhex, const char *d
         char a[16], b[16];
         snprintf(a, sizeof a, "%d", which);
         snprintf(b, sizeof b, "%d", rank);
-        execl("/proc/self/exe", "test_model_cuda_model", "--group-child", a, b, idhex, dir,
-              (char *)NULL);
+        execl("/proc/self/exe", "test_model_cuda_model", flag, a, b, idhex, dir, (char *)NULL);
         _exit(127);
     }
     return pid;
@@ -1694,7 +1695,8 @@ static void s_test_group(int which, int T) {
     s_hex(id, sizeof id, idhex);
     char dir[] = "/tmp/rl_cuda_group_XXXXXX", path[64];
     RL_ASSERT(mkdtemp(dir));
-    pid_t kids[2] = {s_spawn_group(which, 0, idhex, dir), s_spawn_group(which, 1, idhex, dir)};
+    pid_t kids[2] = {s_spawn_rank("--group-child", which, 0, idhex, dir),
+                     s_spawn_rank("--group-child", which, 1, idhex, dir)};
     // the reference: one model, both micro-batches
     rl_hf_config_t cfg = s_cfg(k->shape);
     rl_model_t *m = s_new(&cfg, k, 1, S_B * T);
@@ -1859,21 +1861,6 @@ static int s_shard_child(char **argv) {
     RL_TEST_DONE();
 }
 
-static pid_t s_spawn_shard(int which, int rank, const char *idhex, const char *dir) {
-    fflush(stdout);
-    pid_t pid = fork();
-    RL_ASSERT(pid >= 0);
-    if (pid == 0) {
-        char a[16], b[16];
-        snprintf(a, sizeof a, "%d", which);
-        snprintf(b, sizeof b, "%d", rank);
-        execl("/proc/self/exe", "test_model_cuda_model", "--shard-child", a, b, idhex, dir,
-              (char *)NULL);
-        _exit(127);
-    }
-    return pid;
-}
-
 static void s_test_shard(int which) {
     const s_case_t *k = &S_SHARD_CASES[which];
     printf("%s, tune %s%s: the frozen layers sharded over %d ranks (ZeRO-3 on the devices)\n",
@@ -1902,7 +1889,7 @@ static void s_test_shard(int which) {
     RL_ASSERT(mkdtemp(dir));
     pid_t kids[S_SHARDS];
     for (int r = 0; r < S_SHARDS; r++) {
-        kids[r] = s_spawn_shard(which, r, idhex, dir);
+        kids[r] = s_spawn_rank("--shard-child", which, r, idhex, dir);
     }
     rl_hf_config_t cfg = s_cfg(k->shape);
     size_t cap = s_shard_floats(k);

@@ -237,6 +237,25 @@ static char *s_actor_log(const char *run) {
     return rl_test_read_file(path, NULL);
 }
 
+// Run `run` of `recipe` with `more` on two emulated GPUs: its output and actor rank 0's log say
+// `said` and `logged`, and it matches run `base` (1x1) within the CPU mesh's tolerances (at
+// least `lines` training lines; the final `file`).
+static void s_nccl_run(const char *recipe, const char *base, const char *run, const char *more,
+                       int lines, const char *file, const char *said, const char *logged) {
+    int rc = s_run(recipe, run, more);
+    CHECK_INT(rc, 0);
+    char *o = rl_test_out(s_tmp);
+    CHECK_CONTAINS(o, said);
+    free(o);
+    o = s_actor_log(run);
+    CHECK_CONTAINS(o, logged);
+    free(o);
+    if (rc == 0) {
+        rl_test_metrics_close(s_tmp, base, run, S_TOL, S_FLOOR, lines);
+        s_final_close(base, run, file);
+    }
+}
+
 // (the emulation only) a rank per device with NCCL (mesh.collectives auto; NCCL emulated between
 // the ranks, tests/cuemu/cuemu_nccl.cpp): the gradients summed on the devices, AdamW there with
 // its state split over the ranks. GRPO (LoRA) on dp 2 within tolerance of 1×1; SFT (full tuning)
@@ -255,65 +274,35 @@ static void s_test_nccl(void) {
              "train.steps=3 train.batch_size=2 train.micro_batch_size=4 algorithm.beta=0.04 "
              "mesh.dp=2 %s",
              two);
-    int rc = s_run("grpo_lora.yaml", "grpo-nccl", more);
-    CHECK_INT(rc, 0);
-    char *o = rl_test_out(s_tmp);
-    CHECK_CONTAINS(o, "gradients summed between the GPUs with NCCL, AdamW on the devices");
-    free(o);
-    o = s_actor_log("grpo-nccl");
-    CHECK_CONTAINS(o, "sums its gradients between its GPUs with NCCL");
-    free(o);
-    if (rc == 0) {
-        rl_test_metrics_close(s_tmp, "grpo-1x1", "grpo-nccl", S_TOL, S_FLOOR, 2);
-        s_final_close("grpo-1x1", "grpo-nccl", "adapter_model.safetensors");
-    }
+    s_nccl_run("grpo_lora.yaml", "grpo-1x1", "grpo-nccl", more, 2, "adapter_model.safetensors",
+               "gradients summed between the GPUs with NCCL, AdamW on the devices",
+               "sums its gradients between its GPUs with NCCL");
     // fsdp 2: the frozen base's layers sharded over the two GPUs (ZeRO-3), gathered a layer at
     // a time, which computes the whole layers' numbers: within tolerance of 1x1 as dp 2
     snprintf(more, sizeof more,
              "train.steps=3 train.batch_size=2 train.micro_batch_size=4 algorithm.beta=0.04 "
              "mesh.fsdp=2 %s",
              two);
-    rc = s_run("grpo_lora.yaml", "grpo-zero3", more);
-    CHECK_INT(rc, 0);
-    o = rl_test_out(s_tmp);
-    CHECK_CONTAINS(o, "each rank's GPU holds 1/fsdp of the frozen base's layers (ZeRO-3");
-    free(o);
-    o = s_actor_log("grpo-zero3");
-    CHECK_CONTAINS(o, "its frozen layers are sharded over each fsdp group of 2 ranks (ZeRO-3)");
-    free(o);
-    if (rc == 0) {
-        rl_test_metrics_close(s_tmp, "grpo-1x1", "grpo-zero3", S_TOL, S_FLOOR, 2);
-        s_final_close("grpo-1x1", "grpo-zero3", "adapter_model.safetensors");
-    }
+    s_nccl_run("grpo_lora.yaml", "grpo-1x1", "grpo-zero3", more, 2, "adapter_model.safetensors",
+               "each rank's GPU holds 1/fsdp of the frozen base's layers (ZeRO-3",
+               "its frozen layers are sharded over each fsdp group of 2 ranks (ZeRO-3)");
     // full tuning's reference (a frozen copy in the actor) is sharded alike: GRPO tuned in full,
     // with its KL term, on fsdp 2 against 1x1
     const char *full = "train.steps=2 train.batch_size=2 train.micro_batch_size=4 "
                        "algorithm.beta=0.04 'lora={enabled: false}' optim.lr=1e-4";
     CHECK_INT(s_run("grpo_lora.yaml", "grpo-full-1x1", full), 0);
     snprintf(more, sizeof more, "%s mesh.fsdp=2 %s", full, two);
-    rc = s_run("grpo_lora.yaml", "grpo-full-zero3", more);
-    CHECK_INT(rc, 0);
-    o = rl_test_out(s_tmp);
-    CHECK_CONTAINS(o, "a reference's layers 1/fsdp");
-    free(o);
-    o = s_actor_log("grpo-full-zero3");
-    CHECK_CONTAINS(o, "the reference's layers are sharded over each fsdp group of 2 ranks");
-    free(o);
-    if (rc == 0) {
-        rl_test_metrics_close(s_tmp, "grpo-full-1x1", "grpo-full-zero3", S_TOL, S_FLOOR, 1);
-        s_final_close("grpo-full-1x1", "grpo-full-zero3", "model.safetensors");
-    }
+    s_nccl_run("grpo_lora.yaml", "grpo-full-1x1", "grpo-full-zero3", more, 1, "model.safetensors",
+               "a reference's layers 1/fsdp",
+               "the reference's layers are sharded over each fsdp group of 2 ranks");
     // DPO (LoRA) on fsdp 2 with ZeRO-3: the reference's sums (the adapter off) and the policy's
     // over sharded layers, the micro-batches' forwards in step on both ranks
     const char *dpo = "train.steps=2 train.batch_size=4 train.micro_batch_size=2";
     CHECK_INT(s_run("dpo_lora.yaml", "dpo-1x1", dpo), 0);
     snprintf(more, sizeof more, "%s mesh.fsdp=2 %s", dpo, two);
-    rc = s_run("dpo_lora.yaml", "dpo-zero3", more);
-    CHECK_INT(rc, 0);
-    if (rc == 0) {
-        rl_test_metrics_close(s_tmp, "dpo-1x1", "dpo-zero3", S_TOL, S_FLOOR, 2);
-        s_final_close("dpo-1x1", "dpo-zero3", "adapter_model.safetensors");
-    }
+    s_nccl_run("dpo_lora.yaml", "dpo-1x1", "dpo-zero3", more, 2, "adapter_model.safetensors",
+               "each rank's GPU holds 1/fsdp of the frozen base's layers (ZeRO-3",
+               "its frozen layers are sharded over each fsdp group of 2 ranks (ZeRO-3)");
     const char *sft = "train.steps=3 train.batch_size=16 train.micro_batch_size=4 "
                       "train.save_every=1 mesh.fsdp=2";
     snprintf(more, sizeof more, "%s %s", sft, two);
@@ -322,7 +311,7 @@ static void s_test_nccl(void) {
     CHECK_INT(s_run("sft_arith.yaml", "sft-nccl-re", more), 0);
     snprintf(more, sizeof more, "%s %s --resume", sft, two);
     CHECK_INT(s_run("sft_arith.yaml", "sft-nccl-re", more), 0);
-    o = s_actor_log("sft-nccl-re");
+    char *o = s_actor_log("sft-nccl-re");
     CHECK_CONTAINS(o, "sums its gradients between its GPUs with NCCL");
     free(o);
     rl_test_metrics_close(s_tmp, "sft-nccl", "sft-nccl-re", 0.0, 1e-30, 3);
