@@ -11,6 +11,7 @@
 #include "rl_err.h"
 #include "rl_fault.h"
 #include "rl_layers.h"
+#include "rl_log.h"
 #include "rl_lora.h"
 
 #include <limits.h>
@@ -1135,6 +1136,8 @@ static int s_step_trunk(rl_model_cuda_t *self, rl_model_cuda_cache_t *c, int n, 
         cu->graph_free(g);
         self->graphs = 0;
         snprintf(self->g_off, sizeof self->g_off, "a capture failed: %s", cu->errmsg(self->ctx));
+        // once: from now on every step is queued as before, correct but slower
+        rl_log_warn("cuda:%d: CUDA graphs of decode steps are off: %s", self->device, self->g_off);
         return s_trunk_queue(self, c, n);
     }
     c->graphs[lo].n = n;
