@@ -303,6 +303,14 @@ static void s_test_nccl(void) {
     s_nccl_run("dpo_lora.yaml", "dpo-1x1", "dpo-zero3", more, 2, "adapter_model.safetensors",
                "each rank's GPU holds 1/fsdp of the frozen base's layers (ZeRO-3",
                "its frozen layers are sharded over each fsdp group of 2 ranks (ZeRO-3)");
+    // PPO (LoRA) on fsdp 2: the actor's base sharded (ZeRO-3), the critic on the actor's ranks
+    // through host memory (its value head's optimizer is the host's), against s_test_ppo's 1x1
+    snprintf(more, sizeof more,
+             "train.steps=2 train.batch_size=4 train.micro_batch_size=2 algorithm.epochs=1 "
+             "mesh.fsdp=2 'roles.devices={actor: [cuda:0, cuda:1], critic: [cuda:0, cuda:1]}'");
+    s_nccl_run("ppo_lora.yaml", "ppo-1x1", "ppo-zero3", more, 2, "adapter_model.safetensors",
+               "each rank's GPU holds 1/fsdp of the frozen base's layers (ZeRO-3",
+               "its frozen layers are sharded over each fsdp group of 2 ranks (ZeRO-3)");
     const char *sft = "train.steps=3 train.batch_size=16 train.micro_batch_size=4 "
                       "train.save_every=1 mesh.fsdp=2";
     snprintf(more, sizeof more, "%s %s", sft, two);
