@@ -138,6 +138,7 @@ static int s_roles(const rl_recipe_t *r, const rl_hf_config_t *cfg, int mb, rl_c
     // base under LoRA, full tuning's reference
     const int zero3 = nccl && r->mesh.fsdp > 1 ? r->mesh.fsdp : 0;
     actor.device_shard_ranks = actor.tune == RL_TUNE_LORA ? zero3 : 0;
+    actor.device_shard_masters = zero3 && actor.tune == RL_TUNE_FULL; // over all ranks
     int rc = s_add_procs(r, p, rm ? "actor (reward model)" : "actor", "actor", ranks, cfg, &actor,
                          !rm, rows, 0, 0, err, err_len);
     // full tuning's reference in the actor: a frozen copy beside it, on the actor's device

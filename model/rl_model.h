@@ -121,6 +121,13 @@ typedef struct {
                           // unsharded model's bit for bit. Not with tune FULL (nothing frozen);
                           // no KV cache (rl_kvcache_new refuses). NULL: none
     int device_shard_ranks, device_shard_rank;
+    int device_shard_masters; // with device_comm_id and tune FULL: ZeRO-3 of the masters too: each
+                              // layer's fp32 masters kept only as this rank's ZeRO-2 part, the
+                              // group gathering a layer (and rounding its bf16 copy) before it is
+                              // computed, so every rank must run the same forwards and backwards
+                              // (rl_model_units_idle); rl_model_device_pull of the parameters is
+                              // then a collective (every rank calls it alike) and
+                              // rl_model_device_ipc_export refuses. The same numbers
     int device_rows;       // a GPU: the tokens (the sum of lengths) the activations are made
                            // for (0: 4096); a forward with more makes them anew for its size
                            // (once: they only grow), a KV cache's step with more is refused

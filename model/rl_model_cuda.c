@@ -63,6 +63,7 @@ typedef struct {
     int layer;        // a frozen tensor of a sharded layer (ZeRO-3): its layer, else -1
     size_t off;       // and its byte offset in the layer's block
     int unit;         // a trainable tensor's unit (self->units), else -1
+    size_t t_at;      // and its offset in the trainable layout (floats; tmem's without mshard)
 } s_tensor_t;
 
 // Units of the trainable tensors for a group's ZeRO-2: runs of consecutive tensors of tmem with
@@ -75,6 +76,8 @@ typedef struct {
     size_t at;    // this rank's part's offset in gacc, mmem and vmem
     int in_ebuf;  // its gradients in ebuf (the tied embedding: written at the backward's start
                   // and end), else ubuf
+    int sharded;  // its masters kept only as this rank's part (mpart + ro; mshard's layers)
+    size_t ro;    // else its whole masters at tmem + ro (n floats; without mshard ro = lo)
 } s_unit_t;
 
 // One layer's saved activations on the device. N = packed rows; QD = NH*D, KVD = NKV*D. The
@@ -141,6 +144,15 @@ struct rl_model_cuda {
     size_t pn;         // gacc's, mmem's and vmem's floats (no group: t_n)
     size_t ub_n, eb_n; // ubuf's and ebuf's floats (ranks * the largest part of their units)
     float *gacc, *ubuf, *ebuf;
+    // ZeRO-3 of the masters (opts.device_shard_masters, a group, tune FULL): every layer unit's
+    // fp32 masters are only this rank's part (mpart + ro), gathered with the group into wbuf and
+    // rounded into hbuf (wb_n floats each) before the layer is computed (s_gather); the layer's
+    // tensors point there. tmem and tbf then hold the other units whole (r_n floats; without
+    // mshard r_n = t_n and tmem is the whole trainable array).
+    int mshard;
+    size_t r_n, wb_n, mp_n; // tmem's and tbf's, wbuf's and hbuf's, mpart's floats
+    float *mpart, *wbuf;
+    uint16_t *hbuf;
     // ZeRO-3 of the frozen layers (opts.device_shard_id; sranks 1: none): every layer's frozen
     // tensors are laid out alike in a block of lbytes; this rank keeps bytes [srank * sbytes,
     // + sbytes) of each block (shards: L of them) and all-gathers a layer into gbuf (sranks *
@@ -249,7 +261,7 @@ const char *rl_model_cuda_errmsg(const rl_model_cuda_t *self) {
 // with moments).
 static void s_trainable_bytes(const rl_model_cuda_t *self, int grads, int moments, size_t *t,
                               size_t *g, size_t *o) {
-    *t = self->t_n * (sizeof(float) + sizeof(uint16_t));
+    *t = (self->r_n + self->wb_n) * (sizeof(float) + sizeof(uint16_t)) + self->mp_n * sizeof(float);
     *g = !grads            ? 0
          : self->ranks > 1 ? (self->pn + self->ub_n + self->eb_n) * sizeof(float)
                            : self->t_n * sizeof(float);
@@ -573,10 +585,20 @@ static int s_backward_begin(rl_model_cuda_t *self) {
 // or the model is not sharded. Every rank of the group calls it alike: its skips depend only on
 // the sequence of forwards and backwards, the same on every rank.
 static int s_gather(rl_model_cuda_t *self, int l) {
-    if (self->sranks < 2 || self->gathered == l) {
+    if ((self->sranks < 2 && !self->mshard) || self->gathered == l) {
         return 0;
     }
     self->gathered = -1;
+    if (self->mshard) { // layer l's fp32 masters from every rank's part, then its bf16 copies
+        const s_unit_t *u = s_unit_of(self, l);
+        RL_ASSERT(u && u->sharded);
+        float *mine = self->wbuf + (size_t)self->rank * u->part;
+        S_TRY(self->cu->d2d(self->ctx, mine, self->mpart + u->ro, u->part * sizeof(float)));
+        S_TRY(self->cu->comm_all_gather(self->ctx, self->comm, self->wbuf, u->part));
+        S_TRY(self->cu->f32_to_bf16(self->ctx, self->hbuf, self->wbuf, u->n));
+        self->gathered = l;
+        return 0;
+    }
     S_TRY(self->cu->d2d(self->ctx, self->gbuf + (size_t)self->srank * self->sbytes,
                         self->shards + (size_t)l * self->sbytes, self->sbytes));
     S_TRY(self->cu->comm_all_gather(self->ctx, self->scomm, (float *)(void *)self->gbuf,
@@ -1499,16 +1521,30 @@ static int s_push_shard(rl_model_cuda_t *self, const s_tensor_t *t) {
     return 0;
 }
 
+// This rank's part of a sharded unit's trainable tensor t (mshard): the floats of t in the part,
+// uploaded into mpart.
+static int s_push_part(rl_model_cuda_t *self, const s_tensor_t *t) {
+    const s_unit_t *u = &self->units[t->unit];
+    const size_t lo = u->lo + (size_t)self->rank * u->part, hi = lo + u->part;
+    const size_t a = t->t_at > lo ? t->t_at : lo;
+    const size_t b = t->t_at + t->n < hi ? t->t_at + t->n : hi;
+    if (a < b) {
+        S_TRY(self->cu->h2d(self->ctx, self->mpart + u->ro + (a - lo), t->host + (a - t->t_at),
+                            (b - a) * sizeof(float)));
+    }
+    return 0;
+}
+
 int rl_model_cuda_push(rl_model_cuda_t *self, int all) {
     const rl_cuda_module_t *cu = self->cu;
     rl_cuda_ctx_t *ctx = self->ctx;
-    if (all) {
+    if (all || self->mshard) {
         self->gathered = -1; // the shards change: no layer in gbuf is current
     }
     for (int i = 0; i < self->n_tensors; i++) {
         const s_tensor_t *t = &self->tensors[i];
-        if (all && t->layer >= 0) {
-            int rc = s_push_shard(self, t);
+        if ((all && t->layer >= 0) || (t->trainable && self->units[t->unit].sharded)) {
+            int rc = t->layer >= 0 ? s_push_shard(self, t) : s_push_part(self, t);
             if (rc) {
                 return rc;
             }
@@ -1526,8 +1562,8 @@ int rl_model_cuda_push(rl_model_cuda_t *self, int all) {
             S_TRY(cu->h2d(ctx, t->dt->f, t->host, t->n * sizeof(float)));
         }
     }
-    if (self->t_n) { // every bf16 copy at once: the gaps are zeros in both
-        S_TRY(cu->f32_to_bf16(ctx, self->tbf, self->tmem, self->t_n));
+    if (self->r_n) { // every bf16 copy at once: the gaps are zeros in both
+        S_TRY(cu->f32_to_bf16(ctx, self->tbf, self->tmem, self->r_n));
     }
     S_TRY(cu->sync(ctx));
     return 0;
@@ -1544,6 +1580,12 @@ int rl_model_cuda_pull(rl_model_cuda_t *self, int grads) {
         const s_tensor_t *t = &self->tensors[i];
         if (!t->trainable || (grads && (!t->host_grad || !t->dt->g))) {
             continue;
+        }
+        int rc = !grads && self->units[t->unit].sharded // gathered, every rank alike
+                     ? s_gather(self, self->units[t->unit].key)
+                     : 0;
+        if (rc) {
+            return rc;
         }
         S_TRY(self->cu->d2h(self->ctx, grads ? t->host_grad : t->host, grads ? t->dt->g : t->dt->f,
                             t->n * sizeof(float)));
@@ -1602,20 +1644,28 @@ int rl_model_cuda_adamw(rl_model_cuda_t *self, double lr, double beta1, double b
     }
     // a group: this rank's part of each unit, then every rank's updated part to every rank
     // (through the unit's buffer, whose gradients are spent)
+    // (a sharded unit's part is all this rank keeps: the next forward gathers it)
     for (int i = 0; self->comm && i < self->n_units; i++) {
         const s_unit_t *u = &self->units[i];
         size_t p0 = (size_t)self->rank * u->part, cnt = s_part_len(self, u);
         float *buf = u->in_ebuf ? self->ebuf : self->ubuf;
+        float *p = u->sharded ? self->mpart + u->ro : self->tmem + u->ro + p0;
         if (cnt) {
-            S_TRY(cu->adamw_step(self->ctx, self->tmem + u->lo + p0, self->gacc + u->at,
-                                 self->mmem + u->at, self->vmem + u->at, cnt, lr, beta1, beta2, eps,
-                                 weight_decay, step));
-            S_TRY(cu->d2d(self->ctx, buf + p0, self->tmem + u->lo + p0, cnt * sizeof(float)));
+            S_TRY(cu->adamw_step(self->ctx, p, self->gacc + u->at, self->mmem + u->at,
+                                 self->vmem + u->at, cnt, lr, beta1, beta2, eps, weight_decay,
+                                 step));
+        }
+        if (u->sharded) {
+            continue;
+        }
+        if (cnt) {
+            S_TRY(cu->d2d(self->ctx, buf + p0, p, cnt * sizeof(float)));
         }
         S_TRY(cu->comm_all_gather(self->ctx, self->comm, buf, u->part));
-        S_TRY(cu->d2d(self->ctx, self->tmem + u->lo, buf, u->n * sizeof(float)));
+        S_TRY(cu->d2d(self->ctx, self->tmem + u->ro, buf, u->n * sizeof(float)));
     }
-    S_TRY(cu->f32_to_bf16(self->ctx, self->tbf, self->tmem, self->t_n));
+    self->gathered = self->mshard ? -1 : self->gathered;
+    S_TRY(cu->f32_to_bf16(self->ctx, self->tbf, self->tmem, self->r_n));
     S_TRY(cu->sync(self->ctx));
     return 0;
 }
@@ -1629,7 +1679,7 @@ static int s_flat_copy(rl_model_cuda_t *self, float *dev, float *host, int uploa
         if (!t->trainable) {
             continue;
         }
-        size_t at = (size_t)(t->dt->f - self->tmem), bytes = t->n * sizeof(float);
+        size_t at = t->t_at, bytes = t->n * sizeof(float);
         if (upload) {
             S_TRY(self->cu->h2d(self->ctx, dev + at, host + off, bytes));
         } else {
@@ -1671,7 +1721,7 @@ static int s_optim_group(rl_model_cuda_t *self, float *m, float *v, int upload) 
                 if (!t->trainable) {
                     continue;
                 }
-                float *d = buf + ((size_t)(t->dt->f - self->tmem) - u->lo);
+                float *d = buf + (t->t_at - u->lo);
                 if (upload) {
                     S_TRY(cu->h2d(self->ctx, d, host + next, t->n * sizeof(float)));
                 } else {
@@ -1720,7 +1770,7 @@ static uint64_t s_layout_hash(const rl_model_cuda_t *self) {
     for (int i = 0; i < self->n_tensors; i++) {
         const s_tensor_t *t = &self->tensors[i];
         if (t->trainable) {
-            h = s_fnv(s_fnv(s_fnv(h, (uint64_t)(t->dt->f - self->tmem)), t->n), (uint64_t)i);
+            h = s_fnv(s_fnv(s_fnv(h, (uint64_t)t->t_at), t->n), (uint64_t)i);
         }
     }
     return h;
@@ -1730,6 +1780,12 @@ int rl_model_cuda_ipc_export(rl_model_cuda_t *self, unsigned char *handle, uint6
                              size_t *n) {
     if (!self->tmem) {
         return s_err(self, RL_EINVAL, "the model has no trainable parameters to share");
+    }
+    if (self->mshard) {
+        return s_err(self, RL_EINVAL,
+                     "cuda:%d: the trainable parameters are split over the group's %d ranks "
+                     "(ZeRO-3 of the masters): no whole array to share",
+                     self->device, self->ranks);
     }
     S_TRY(self->cu->sync(self->ctx)); // every update queued before is in the buffer
     S_TRY(self->cu->ipc_export(self->ctx, self->tmem, handle));
@@ -2026,6 +2082,7 @@ static int s_plan(rl_model_cuda_t *self, char *err, size_t err_len) {
         t->layer = -1;
         t->unit = -1;
         if (full) {
+            t->t_at = self->t_n;
             t->unit = s_unit_add(self, s_unit_key(specs[i].name), self->t_n, s_up(t->n, S_TALIGN));
             float **gslot = rl_model_params_find(hg, L, specs[i].name);
             t->host_grad = gslot ? *gslot : NULL;
@@ -2076,6 +2133,7 @@ static int s_plan(rl_model_cuda_t *self, char *err, size_t err_len) {
                 t->n = (size_t)self->R * (size_t)(ab ? out : in);
                 t->trainable = 1;
                 t->layer = -1;
+                t->t_at = self->t_n;
                 t->unit = s_unit_add(self, l, self->t_n, s_up(t->n, S_TALIGN));
                 t->dt =
                     ab ? &self->lora_b[l * RL_LORA_NMOD + m] : &self->lora_a[l * RL_LORA_NMOD + m];
@@ -2098,11 +2156,12 @@ static void s_bind(rl_model_cuda_t *self) {
         s_dt_t *dt = self->tensors[i].dt;
         if (self->tensors[i].trainable) {
             size_t off = (size_t)(uintptr_t)dt->f - 1;
-            dt->f = self->tmem + off;
-            dt->h = self->tbf + off;
+            // a sharded unit's masters are read where its layer is gathered
+            const s_unit_t *u = &self->units[self->tensors[i].unit];
+            dt->f = (u->sharded ? self->wbuf : self->tmem + u->ro) + (off - u->lo);
+            dt->h = (u->sharded ? self->hbuf : self->tbf + u->ro) + (off - u->lo);
             // a LoRA adapter of a model that does not train (tune NONE) has no gradients; a
             // group's are written into their unit's buffer
-            const s_unit_t *u = &self->units[self->tensors[i].unit];
             dt->g = !grads            ? NULL
                     : self->ranks > 1 ? (u->in_ebuf ? self->ebuf : self->ubuf) + (off - u->lo)
                                       : self->gmem + off;
@@ -2174,6 +2233,16 @@ static void s_group_sizes(rl_model_cuda_t *self, const rl_model_opts_t *opts) {
         u->in_ebuf = u->key == S_UE && self->cfg.tie_word_embeddings;
         size_t *b = u->in_ebuf ? &self->eb_n : &self->ub_n;
         *b = W * u->part > *b ? W * u->part : *b;
+    }
+    // ZeRO-3 of the masters: the layers' parts only; the other units whole, back to back
+    self->mshard = self->ranks > 1 && self->tune == RL_TUNE_FULL && opts->device_shard_masters;
+    self->r_n = self->wb_n = self->mp_n = 0;
+    for (int i = 0; i < self->n_units; i++) {
+        s_unit_t *u = &self->units[i];
+        u->sharded = self->mshard && u->key >= 0;
+        u->ro = u->sharded ? self->mp_n : self->r_n;
+        *(u->sharded ? &self->mp_n : &self->r_n) += u->sharded ? u->part : u->n;
+        self->wb_n = u->sharded && W * u->part > self->wb_n ? W * u->part : self->wb_n;
     }
 }
 
@@ -2328,9 +2397,14 @@ int rl_model_cuda_new(rl_model_t *host, const rl_model_opts_t *opts, rl_model_cu
         goto fail;
     }
     if ((self->w_bytes && cu->dmalloc(self->ctx, self->w_bytes, &self->wmem) != 0) ||
-        (self->t_n &&
-         (cu->dmalloc(self->ctx, self->t_n * sizeof(float), (void **)&self->tmem) ||
-          cu->dmalloc(self->ctx, self->t_n * sizeof(uint16_t), (void **)&self->tbf))) ||
+        (self->t_n && (cu->dmalloc(self->ctx, (self->r_n ? self->r_n : 1) * sizeof(float),
+                                   (void **)&self->tmem) ||
+                       cu->dmalloc(self->ctx, (self->r_n ? self->r_n : 1) * sizeof(uint16_t),
+                                   (void **)&self->tbf))) ||
+        (self->mshard &&
+         (cu->dmalloc(self->ctx, self->mp_n * sizeof(float), (void **)&self->mpart) ||
+          cu->dmalloc(self->ctx, self->wb_n * sizeof(float), (void **)&self->wbuf) ||
+          cu->dmalloc(self->ctx, self->wb_n * sizeof(uint16_t), (void **)&self->hbuf))) ||
         (self->t_n && grads && self->ranks == 1 &&
          cu->dmalloc(self->ctx, self->t_n * sizeof(float), (void **)&self->gmem)) ||
         (self->t_n && grads && self->ranks > 1 &&
@@ -2359,7 +2433,9 @@ int rl_model_cuda_new(rl_model_t *host, const rl_model_opts_t *opts, rl_model_cu
     // sharded layer's, gathered with it
     if ((self->shards &&
          cu->dset(self->ctx, self->shards, 0, (size_t)self->L * self->sbytes) != 0) ||
-        (self->tmem && cu->dset(self->ctx, self->tmem, 0, self->t_n * sizeof(float))) ||
+        (self->tmem && cu->dset(self->ctx, self->tmem, 0, self->r_n * sizeof(float))) ||
+        (self->mpart && cu->dset(self->ctx, self->mpart, 0, self->mp_n * sizeof(float))) ||
+        (self->wbuf && cu->dset(self->ctx, self->wbuf, 0, self->wb_n * sizeof(float))) ||
         (self->gmem && cu->dset(self->ctx, self->gmem, 0, self->t_n * sizeof(float))) ||
         (self->gacc && cu->dset(self->ctx, self->gacc, 0, self->pn * sizeof(float))) ||
         (self->mmem && cu->dset(self->ctx, self->mmem, 0, self->pn * sizeof(float))) ||
@@ -2407,6 +2483,9 @@ void rl_model_cuda_destroy(rl_model_cuda_t **self_p) {
         self->cu->dfree(self->ctx, self->tbf);
         self->cu->dfree(self->ctx, self->gmem);
         self->cu->dfree(self->ctx, self->gacc);
+        self->cu->dfree(self->ctx, self->mpart);
+        self->cu->dfree(self->ctx, self->wbuf);
+        self->cu->dfree(self->ctx, self->hbuf);
         self->cu->dfree(self->ctx, self->ubuf);
         self->cu->dfree(self->ctx, self->ebuf);
         self->cu->dfree(self->ctx, self->mmem);

@@ -344,14 +344,18 @@ static void s_print_placement(s_ctl_t *s, int threads) {
     const int ref_in =
         r->roles.reference == RL_RECIPE_REF_ACTOR &&
         (r->algorithm.beta > 0 || (r->algorithm.def->uses & RL_RECIPE_USES_REF_SUMS));
-    const char *holds = !nccl || fsdp == 1 || (!r->lora.enabled && !ref_in)
-                            ? "each rank's GPU holds the whole model"
+    const char *holds = !nccl || fsdp == 1 ? "each rank's GPU holds the whole model"
                         : r->lora.enabled
                             ? "each rank's GPU holds 1/fsdp of the frozen base's layers (ZeRO-3: "
                               "all-gathered a layer at a time within its row with NCCL) and the "
                               "rest of the model whole"
-                            : "each rank's GPU holds the whole model (a reference's layers 1/fsdp: "
-                              "ZeRO-3 within its row)";
+                        : ref_in ? "each rank's GPU holds its part of the layers' fp32 masters "
+                                   "(ZeRO-3: all-gathered a layer at a time over the mesh with "
+                                   "NCCL), the rest of the model whole, and 1/fsdp of a "
+                                   "reference's layers"
+                                 : "each rank's GPU holds its part of the layers' fp32 masters "
+                                   "(ZeRO-3: all-gathered a layer at a time over the mesh with "
+                                   "NCCL) and the rest of the model whole";
     rl_log_info("mesh dp %d x fsdp %d = %d ranks %s; data split over all ranks (data_rank = "
                 "rank), %s%s",
                 dp, fsdp, n, grid, gpu ? holds : "",

@@ -117,7 +117,7 @@ static const unsigned char *s_comm_id;
 static int s_comm_ranks, s_comm_rank, s_index;
 // ZeRO-3's group of the models s_new makes (s_test_shard; ranks 0: none)
 static const unsigned char *s_shard_id;
-static int s_shard_ranks, s_shard_rank;
+static int s_shard_ranks, s_shard_rank, s_shard_masters;
 
 static rl_model_t *s_new(const rl_hf_config_t *cfg, const s_case_t *k, int cuda, int rows) {
     rl_model_opts_t o;
@@ -140,6 +140,7 @@ static rl_model_t *s_new(const rl_hf_config_t *cfg, const s_case_t *k, int cuda,
     o.device_shard_id = s_shard_id;
     o.device_shard_ranks = s_shard_ranks;
     o.device_shard_rank = s_shard_rank;
+    o.device_shard_masters = s_shard_masters;
     char err[2048] = "";
     rl_model_t *m = rl_model_new_random(cfg, &o, 1234, err, sizeof err);
     if (!m) {
@@ -1560,8 +1561,37 @@ static const s_case_t S_GROUP_CASES[] = {
     {&S_LLAMA, RL_TUNE_LORA, RL_LORA_Q | RL_LORA_V, 8, 0.0f, 0, 1.0f, 0},
     {&S_QWEN3, RL_TUNE_FULL, 0, 8, 0.0f, 0, 1.0f, 0},
     {&S_LLAMA_T, RL_TUNE_FULL, 0, 8, 0.0f, 1, 1.0f, 0},
+    // the two full-tuning cases again with the layers' masters sharded (ZeRO-3 of the masters:
+    // device_shard_masters): the same numbers, the parameters pulled through the group
+    {&S_QWEN3, RL_TUNE_FULL, 0, 8, 0.0f, 0, 1.0f, 0},
+    {&S_LLAMA_T, RL_TUNE_FULL, 0, 8, 0.0f, 1, 1.0f, 0},
 };
+#define S_GROUP_UNEVEN(which) ((which) == 2 || (which) == 4)
+#define S_GROUP_MASTERS(which) ((which) >= 3)
 static const double S_GROUP_CLIP[3] = {1e-3, 1e9, 0.0};
+
+// What a model s_new made (case k, `rows` tokens, the groups of s_comm_* and s_shard_*) holds
+// on its device is what a plan for it says, to the byte.
+static void s_check_plan(rl_model_t *m, const s_case_t *k, int rows) {
+    rl_model_opts_t o;
+    rl_model_opts_default(&o);
+    o.tune = k->tune;
+    o.lora_r = k->r;
+    o.lora_targets = k->targets;
+    o.lora_dropout = k->dropout;
+    o.recompute = k->recompute;
+    o.device_host_optim = s_host_optim;
+    o.device_comm_ranks = s_comm_ranks;
+    o.device_shard_ranks = s_shard_ranks;
+    o.device_shard_masters = s_shard_masters;
+    rl_model_device_plan_t plan;
+    char err[512];
+    int rc = rl_model_device_plan(rl_model_config(m), &o, 1, rows, &plan, err, sizeof err);
+    CHECK_MSG(rc == 0, "plan: %s", err);
+    size_t planned = plan.weights + plan.trainable + plan.grads + plan.optim + plan.acts;
+    CHECK_MSG(planned == rl_model_device_bytes(m), "planned %zu bytes, holds %zu", planned,
+              rl_model_device_bytes(m));
+}
 
 // Three steps of m on micro-batches b scaled by scales[0..n) (rank r of a group: its own); then
 // the norms, parameters, m and v into out (3 doubles, then 3n floats).
@@ -1606,13 +1636,21 @@ static int s_group_child(char **argv) {
     s_comm_id = id;
     s_comm_ranks = 2;
     s_comm_rank = s_index = atoi(argv[3]);
+    s_shard_masters = S_GROUP_MASTERS(atoi(argv[2]));
     const int T = rl_test_emulated() ? 24 : 96;
     rl_hf_config_t cfg = s_cfg(k->shape);
     rl_model_t *m = s_new(&cfg, k, 1, S_B * T);
+    s_check_plan(m, k, S_B * T);
+    if (s_shard_masters) { // no whole array to share
+        unsigned char h[RL_MODEL_IPC_HANDLE];
+        uint64_t lay;
+        int64_t nn;
+        CHECK(rl_model_device_ipc_export(m, h, &lay, &nn) == RL_EINVAL);
+    }
     s_batch_t b = s_batch(T, cfg.vocab_size, cfg.hidden_size);
     size_t n;
     rl_model_trainable(m, &n);
-    const int uneven = atoi(argv[2]) == 2;
+    const int uneven = S_GROUP_UNEVEN(atoi(argv[2]));
     const float scales[2] = {s_comm_rank ? -0.5f : 1.0f, 0.25f};
     float *out = malloc(3 * n * sizeof *out);
     double norms[3];
@@ -1669,8 +1707,10 @@ static double s_rel_gap(const float *a, const float *b, size_t n) {
 
 static void s_test_group(int which, int T) {
     const s_case_t *k = &S_GROUP_CASES[which];
-    printf("%s, tune %s: the optimizer over an NCCL group of 2 ranks (ZeRO-2 on the devices)\n",
-           k->shape->name, k->tune == RL_TUNE_FULL ? "FULL" : "LORA");
+    printf("%s, tune %s: the optimizer over an NCCL group of 2 ranks (ZeRO-2 on the devices%s%s)\n",
+           k->shape->name, k->tune == RL_TUNE_FULL ? "FULL" : "LORA",
+           S_GROUP_MASTERS(which) ? ", the masters sharded" : "",
+           S_GROUP_UNEVEN(which) ? "; rank 1 idles once" : "");
     unsigned char id[RL_DEVICE_COMM_ID];
     char err[2048], idhex[2 * RL_DEVICE_COMM_ID + 1];
     rl_device_t d1 = {1, 1};
@@ -1706,7 +1746,7 @@ static void s_test_group(int which, int T) {
     float *want = malloc(3 * n * sizeof *want), *got[2];
     const float scales[3] = {1.0f, -0.5f, 0.25f};
     double wn[3], gn[2][3];
-    s_group_steps(m, &b, scales, which == 2 ? 3 : 2, 0, wn, want);
+    s_group_steps(m, &b, scales, S_GROUP_UNEVEN(which) ? 3 : 2, 0, wn, want);
     int ok = 1;
     for (int r = 0; r < 2; r++) {
         int st = 0;
@@ -1831,22 +1871,7 @@ static int s_shard_child(char **argv) {
     s_prepare(m, k);
     CHECK_MSG(rl_model_device_push(m, 1) == 0, "push: %s", rl_model_errmsg(m));
     CHECK(rl_model_device_shard_ranks(m) == S_SHARDS);
-    // what it holds is what a plan says it will
-    rl_model_opts_t o;
-    rl_model_opts_default(&o);
-    o.tune = k->tune;
-    o.lora_r = k->r;
-    o.lora_targets = k->targets;
-    o.lora_dropout = k->dropout;
-    o.recompute = k->recompute;
-    o.device_shard_ranks = S_SHARDS;
-    rl_model_device_plan_t plan;
-    char err[512];
-    int rc = rl_model_device_plan(&cfg, &o, 1, S_B * 96, &plan, err, sizeof err);
-    CHECK_MSG(rc == 0, "plan: %s", err);
-    size_t planned = plan.weights + plan.trainable + plan.grads + plan.optim + plan.acts;
-    CHECK_MSG(planned == rl_model_device_bytes(m), "rank %s: planned %zu bytes, holds %zu", argv[3],
-              planned, rl_model_device_bytes(m));
+    s_check_plan(m, k, S_B * 96);
     rl_kvcache_t *kv = rl_kvcache_new(m, 2, 16);
     CHECK_MSG(!kv, "a sharded model made a KV cache");
     float *out = calloc(s_shard_floats(k), sizeof *out);

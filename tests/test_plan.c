@@ -151,6 +151,17 @@ static void s_test_by_hand(const rl_hf_config_t *arith, const rl_hf_config_t *ll
     CHECK_INT((long long)q0.trainable, 1263360);
     CHECK_INT((long long)q0.grads, 678400);
     CHECK_INT((long long)q0.optim, 842752);
+    // and its layers' masters sharded (device_shard_masters): the embedding and the final norm
+    //   with the head whole, 64000 + 64128 = 128128 floats, fp32 and bf16; one gathered layer
+    //   2 x 20608 = 41216, fp32 and bf16; this rank's two layer parts 2 x 20608 = 41216 fp32:
+    //   (128128 + 41216) x 6 + 41216 x 4 = 1180928 (of 1263360: this model's root is most of
+    //   it); gradients and moments as above
+    o.device_shard_masters = 1;
+    CHECK_INT(rl_model_device_plan(llama, &o, 1, 300, &q0, err, sizeof err), 0);
+    CHECK_INT((long long)q0.trainable, 1180928);
+    CHECK_INT((long long)q0.grads, 678400);
+    CHECK_INT((long long)q0.optim, 842752);
+    o.device_shard_masters = 0;
     o.device_comm_ranks = 0;
     // recompute keeps one layer's activations instead of two
     rl_model_device_plan_t q;

@@ -182,6 +182,12 @@ int rl_policy_sync_ipc(const rl_recipe_t *r, int k, char *why, size_t why_len) {
                  k, ns, na);
         return 0;
     }
+    if (rl_policy_wants_nccl(r) && r->mesh.fsdp > 1 && !r->lora.enabled) {
+        snprintf(why, why_len,
+                 "the actor's masters are split over its mesh (ZeRO-3, mesh.fsdp > 1 with "
+                 "NCCL): no whole array to share");
+        return 0;
+    }
     if (a.index == s.index) {
         return 1;
     }
@@ -488,6 +494,9 @@ static int s_load_model(rl_policy_t *p, const char *dir, char *err, size_t err_l
         (rc = s_shard_group(p, sid, &mo, err, err_len)) != 0) {
         return rc;
     }
+    // full tuning: the layers' fp32 masters split over the whole mesh instead (ZeRO-3 of the
+    // masters, on the ZeRO-2 group)
+    mo.device_shard_masters = nccl && rl_coll_mesh(p->coll)->fsdp > 1 && mo.tune == RL_TUNE_FULL;
     // the optimizer on the host (dev_optim below is the converse): no moments on the device
     mo.device_host_optim =
         (p->coll != NULL && !nccl) || p->head != NULL || p->r->train.optimizer_offload;
@@ -612,6 +621,12 @@ static int s_new(const rl_recipe_t *r, int threads, int kind, rl_coll_t *coll, r
         rl_log_info("the actor's %dx%d mesh sums its gradients between its GPUs with NCCL; AdamW "
                     "steps on the devices, its state split over the %d ranks",
                     r->mesh.dp, r->mesh.fsdp, r->mesh.dp * r->mesh.fsdp);
+        if (r->mesh.fsdp > 1 && !r->lora.enabled && !p->head) {
+            rl_log_info("its layers' fp32 masters are split over the %d ranks (ZeRO-3 of the "
+                        "masters): each rank's GPU holds its part and all-gathers a layer with "
+                        "NCCL before computing it",
+                        r->mesh.dp * r->mesh.fsdp);
+        }
         if (rl_model_device_shard_ranks(p->model) > 1) {
             rl_log_info("its frozen layers are sharded over each fsdp group of %d ranks (ZeRO-3): "
                         "each rank's GPU holds 1/%d of every layer and all-gathers a layer with "
@@ -1461,8 +1476,11 @@ int rl_policy_load(rl_policy_t *self, const char *dir, uint64_t model_train_step
 int rl_policy_save_final(rl_policy_t *self, const char *dir, const char *base_model, int bf16,
                          int pad_token_id, char *err, size_t err_len) {
     if ((self->fsdp || self->nccl) && rl_model_on_gpu(self->model)) {
-        if (s_rank(self) != 0) {
-            return 0; // every rank holds the whole model: rank 0 writes it, as 1×1 does below
+        // with NCCL the layers' masters may be split over the ranks (ZeRO-3 of the masters):
+        // every rank takes part in bringing them to the host
+        int rc = self->nccl ? s_fetch(self, 1, 0, err, err_len) : 0;
+        if (rc || s_rank(self) != 0) {
+            return rc; // every rank holds the whole model: rank 0 writes it, as 1×1 does below
         }
     } else if (self->fsdp && (self->head || !rl_policy_is_lora(self))) {
         // the whole model on rank 0 (every rank takes part), written as a 1×1 run writes it
