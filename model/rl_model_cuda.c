@@ -1670,20 +1670,23 @@ int rl_model_cuda_adamw(rl_model_cuda_t *self, double lr, double beta1, double b
     return 0;
 }
 
-// Each trainable tensor between a device array laid out as tmem (dev) and the host's flat layout
-// (host: the trainable tensors back to back).
-static int s_flat_copy(rl_model_cuda_t *self, float *dev, float *host, int upload) {
-    size_t off = 0;
+// Each trainable tensor between a device array laid out as the trainable layout (dev: as tmem
+// without mshard) and the host's flat layout (host: the trainable tensors back to back); unit
+// >= 0: only that unit's tensors, dev then the unit's floats (a unit's buffer).
+static int s_flat_copy(rl_model_cuda_t *self, float *dev, float *host, int upload, int unit) {
+    size_t off = 0; // the tensor's place in the host's layout
     for (int i = 0; i < self->n_tensors; i++) {
         const s_tensor_t *t = &self->tensors[i];
         if (!t->trainable) {
             continue;
         }
-        size_t at = t->t_at, bytes = t->n * sizeof(float);
-        if (upload) {
-            S_TRY(self->cu->h2d(self->ctx, dev + at, host + off, bytes));
-        } else {
-            S_TRY(self->cu->d2h(self->ctx, host + off, dev + at, bytes));
+        if (unit < 0 || t->unit == unit) {
+            float *d = dev + (t->t_at - (unit >= 0 ? self->units[unit].lo : 0));
+            if (upload) {
+                S_TRY(self->cu->h2d(self->ctx, d, host + off, t->n * sizeof(float)));
+            } else {
+                S_TRY(self->cu->d2h(self->ctx, host + off, d, t->n * sizeof(float)));
+            }
         }
         off += t->n;
     }
@@ -1697,44 +1700,26 @@ static int s_flat_copy(rl_model_cuda_t *self, float *dev, float *host, int uploa
 // rank's part.
 static int s_optim_group(rl_model_cuda_t *self, float *m, float *v, int upload) {
     const rl_cuda_module_t *cu = self->cu;
-    size_t host_at = 0; // the unit's first tensor in the host's flat layout
-    for (int i = 0, ti = 0; i < self->n_units; i++) {
+    for (int i = 0; i < self->n_units; i++) {
         const s_unit_t *u = &self->units[i];
         float *buf = u->in_ebuf ? self->ebuf : self->ubuf;
-        size_t p0 = (size_t)self->rank * u->part, next = host_at;
-        int t_end = ti;
-        for (; t_end < self->n_tensors &&
-               (!self->tensors[t_end].trainable || self->tensors[t_end].unit == i);
-             t_end++) {
-        }
+        size_t p0 = (size_t)self->rank * u->part;
         for (int k = 0; k < 2; k++) {
-            float *dev = (k ? self->vmem : self->mmem) + u->at, *host = k ? v : m;
+            float *dev = (k ? self->vmem : self->mmem) + u->at;
             if (upload) {
                 S_TRY(cu->dset(self->ctx, buf, 0, (size_t)self->ranks * u->part * sizeof(float)));
             } else {
                 S_TRY(cu->d2d(self->ctx, buf + p0, dev, u->part * sizeof(float)));
                 S_TRY(cu->comm_all_gather(self->ctx, self->comm, buf, u->part));
             }
-            next = host_at;
-            for (int j = ti; j < t_end; j++) {
-                const s_tensor_t *t = &self->tensors[j];
-                if (!t->trainable) {
-                    continue;
-                }
-                float *d = buf + (t->t_at - u->lo);
-                if (upload) {
-                    S_TRY(cu->h2d(self->ctx, d, host + next, t->n * sizeof(float)));
-                } else {
-                    S_TRY(cu->d2h(self->ctx, host + next, d, t->n * sizeof(float)));
-                }
-                next += t->n;
+            int rc = s_flat_copy(self, buf, k ? v : m, upload, i);
+            if (rc) {
+                return rc;
             }
             if (upload) {
                 S_TRY(cu->d2d(self->ctx, dev, buf + p0, u->part * sizeof(float)));
             }
         }
-        host_at = next;
-        ti = t_end;
     }
     S_TRY(cu->sync(self->ctx));
     return 0;
@@ -1747,8 +1732,8 @@ int rl_model_cuda_optim_state(rl_model_cuda_t *self, float *m, float *v, int upl
     if (self->comm) {
         return s_optim_group(self, m, v, upload);
     }
-    int rc = s_flat_copy(self, self->mmem, m, upload);
-    return rc ? rc : s_flat_copy(self, self->vmem, v, upload);
+    int rc = s_flat_copy(self, self->mmem, m, upload, -1);
+    return rc ? rc : s_flat_copy(self, self->vmem, v, upload, -1);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2040,17 +2025,14 @@ static int s_plan(rl_model_cuda_t *self, char *err, size_t err_len) {
         if (sizes) {
             size_t n = (size_t)(specs[i].ndim == 1 ? specs[i].shape[0]
                                                    : specs[i].shape[0] * specs[i].shape[1]);
-            int l = -1;
-            if (!strncmp(specs[i].name, "model.layers.", 13)) {
-                l = atoi(specs[i].name + 13);
-            }
+            const int l = s_unit_key(specs[i].name); // a layer's index, else < 0
             if (!self->has_head && !strcmp(specs[i].name, "lm_head.weight")) {
                 continue; // a sequence classifier's: no lm_head
             } else if (full) {
                 s_unit_add(self, s_unit_key(specs[i].name), self->t_n, s_up(n, S_TALIGN));
                 self->t_n += s_up(n, S_TALIGN);
             } else {
-                (void)s_frozen_at(self, shard ? l : -1, &cur, specs[i].ndim, n);
+                (void)s_frozen_at(self, shard && l >= 0 ? l : -1, &cur, specs[i].ndim, n);
             }
             continue;
         }
