@@ -379,82 +379,86 @@ static int s_shard_model(rl_policy_t *p, rl_model_t *m, char *err, size_t err_le
     return 0;
 }
 
-// On a mesh that wants NCCL (rl_policy_wants_nccl), at load, every rank together: each opens NCCL
-// (rl_device_comm_id; rank 0 makes the group's id), the ranks agree (one failure: none uses it)
-// and rank 0's id reaches every rank (bytes as doubles in one all-reduce: exact). *use = 1 with id,
-// or 0: mesh.collectives auto goes on through host memory (rank 0 says why), nccl stops here.
-static int s_nccl_agree(rl_policy_t *p, unsigned char *id, int *use, char *err, size_t err_len) {
-    unsigned char mine[RL_DEVICE_COMM_ID];
-    char why[1024] = "";
-    double v[1 + RL_DEVICE_COMM_ID] = {0};
-    *use = 0;
-    v[0] = rl_device_comm_id(s_rank(p) == 0 ? mine : NULL, why, sizeof why) != 0;
-    for (int i = 0; !v[0] && s_rank(p) == 0 && i < RL_DEVICE_COMM_ID; i++) {
-        v[1 + i] = mine[i];
+// Every rank of the mesh together, for `groups` groups of ranks (this rank's: `group`; leader:
+// it is the group's first): each rank opens NCCL (rl_device_comm_id), each leader making its
+// group's id, and one all-reduce over the world (the bytes as doubles: exact) hands every rank
+// its group's id. *failed: the ranks where NCCL would not open (the same on every rank); why:
+// this rank's reason. Returns 0 or the all-reduce's error.
+static int s_group_id(rl_policy_t *p, int groups, int group, int leader, unsigned char *id,
+                      int *failed, char *why, size_t why_len, char *err, size_t err_len) {
+    const size_t W = 1 + RL_DEVICE_COMM_ID; // per group: its failures, then the id's bytes
+    double *v = calloc((size_t)groups * W, sizeof *v);
+    if (!v) {
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
-    int rc = rl_coll_all_reduce_f64(p->coll, RL_MESH_WORLD, v, 1 + RL_DEVICE_COMM_ID, err, err_len);
+    double *mine = v + (size_t)group * W;
+    mine[0] = rl_device_comm_id(leader ? id : NULL, why, why_len) != 0;
+    for (int i = 0; leader && !mine[0] && i < RL_DEVICE_COMM_ID; i++) {
+        mine[1 + i] = id[i];
+    }
+    int rc = rl_coll_all_reduce_f64(p->coll, RL_MESH_WORLD, v, (size_t)groups * W, err, err_len);
+    *failed = 0;
+    for (int g = 0; !rc && g < groups; g++) {
+        *failed += (int)v[(size_t)g * W];
+    }
+    for (int i = 0; !rc && !*failed && i < RL_DEVICE_COMM_ID; i++) {
+        id[i] = (unsigned char)mine[1 + i];
+    }
+    free(v);
+    return rc;
+}
+
+// On a mesh that wants NCCL (rl_policy_wants_nccl), at load, every rank together: each opens NCCL,
+// the ranks agree (one failure: none uses it) and rank 0's id reaches every rank (s_group_id).
+// *use = 1 with id, or 0: mesh.collectives auto goes on through host memory (rank 0 says why),
+// nccl stops here.
+static int s_nccl_agree(rl_policy_t *p, unsigned char *id, int *use, char *err, size_t err_len) {
+    char why[1024] = "";
+    int failed = 0;
+    *use = 0;
+    int rc = s_group_id(p, 1, 0, s_rank(p) == 0, id, &failed, why, sizeof why, err, err_len);
     if (rc) {
         return rc;
     }
-    if (v[0] > 0) {
+    if (failed > 0) {
         const int world = rl_mesh_size(rl_coll_mesh(p->coll));
         if (p->r->mesh.collectives == RL_RECIPE_COLL_NCCL) {
             return rl_errf(
                 err, err_len, RL_ENOTFOUND,
-                "mesh.collectives: nccl: NCCL cannot be opened on %d of the %d ranks%s%s",
-                (int)v[0], world, *why ? ": " : "", why);
+                "mesh.collectives: nccl: NCCL cannot be opened on %d of the %d ranks%s%s", failed,
+                world, *why ? ": " : "", why);
         }
         if (s_rank(p) == 0) {
             rl_log_warn("the actor's mesh sums its gradients through host memory (MPI): NCCL "
                         "cannot be opened on %d of the %d ranks%s%s",
-                        (int)v[0], world, *why ? ": " : "", why);
+                        failed, world, *why ? ": " : "", why);
         }
         return 0;
-    }
-    for (int i = 0; i < RL_DEVICE_COMM_ID; i++) {
-        id[i] = (unsigned char)v[1 + i];
     }
     *use = 1;
     return 0;
 }
 
-// ZeRO-3 on GPUs with NCCL (mesh.fsdp > 1): the NCCL id of this rank's fsdp group, every rank
-// together: each group's first rank makes one, and one all-reduce over the world (bytes as
-// doubles: exact) hands each rank its group's. opts: where the model's options get it (id holds
-// it). Returns 0 or an error (on every rank alike: a group's failure is everyone's).
+// ZeRO-3 on GPUs with NCCL (mesh.fsdp > 1): the NCCL id of this rank's fsdp group (each group's
+// first rank makes one: s_group_id). opts: where the model's options get it (id holds it).
+// Returns 0 or an error (on every rank alike: a group's failure is everyone's).
 static int s_shard_group(rl_policy_t *p, unsigned char *id, rl_model_opts_t *opts, char *err,
                          size_t err_len) {
     const rl_mesh_t *mesh = rl_coll_mesh(p->coll);
-    const int rank = s_rank(p), row = rl_mesh_dp_rank(mesh, rank);
-    const size_t W = 1 + RL_DEVICE_COMM_ID; // per group: failed?, then the id's bytes
-    double *v = calloc((size_t)mesh->dp * W, sizeof *v);
-    if (!v) {
-        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
-    }
+    const int rank = s_rank(p), frank = rl_mesh_fsdp_rank(mesh, rank);
     char why[1024] = "";
-    if (rl_mesh_fsdp_rank(mesh, rank) == 0) {
-        double *mine = v + (size_t)row * W;
-        mine[0] = rl_device_comm_id(id, why, sizeof why) != 0;
-        for (int i = 0; !mine[0] && i < RL_DEVICE_COMM_ID; i++) {
-            mine[1 + i] = id[i];
-        }
+    int failed = 0;
+    int rc = s_group_id(p, mesh->dp, rl_mesh_dp_rank(mesh, rank), frank == 0, id, &failed, why,
+                        sizeof why, err, err_len);
+    if (!rc && failed) {
+        rc = rl_errf(err, err_len, RL_EIO,
+                     "the NCCL groups of the sharded layers: NCCL would not open on %d rank%s%s%s",
+                     failed, failed == 1 ? "" : "s", *why ? ": " : "", why);
     }
-    int rc = rl_coll_all_reduce_f64(p->coll, RL_MESH_WORLD, v, (size_t)mesh->dp * W, err, err_len);
-    for (int g = 0; !rc && g < mesh->dp; g++) {
-        if (v[(size_t)g * W] > 0) {
-            rc = rl_errf(err, err_len, RL_EIO,
-                         "the NCCL group of the sharded layers (fsdp group %d) has no id%s%s", g,
-                         *why ? ": " : "", why);
-        }
-    }
-    for (int i = 0; !rc && i < RL_DEVICE_COMM_ID; i++) {
-        id[i] = (unsigned char)v[(size_t)row * W + 1 + (size_t)i];
-    }
-    free(v);
     if (!rc) {
         opts->device_shard_id = id;
         opts->device_shard_ranks = mesh->fsdp;
-        opts->device_shard_rank = rl_mesh_fsdp_rank(mesh, rank);
+        opts->device_shard_rank = frank;
     }
     return rc;
 }
