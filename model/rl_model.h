@@ -122,9 +122,11 @@ typedef struct {
                           // no KV cache (rl_kvcache_new refuses). NULL: none
     int device_shard_ranks, device_shard_rank;
     int device_shard_masters; // with device_comm_id and tune FULL: ZeRO-3 of the masters too: each
-                              // layer's fp32 masters kept only as this rank's ZeRO-2 part, the
-                              // group gathering a layer (and rounding its bf16 copy) before it is
-                              // computed, so every rank must run the same forwards and backwards
+                              // unit's fp32 masters (but the final norm's) kept only as this
+                              // rank's ZeRO-2 part; the group gathers a layer (and rounds its
+                              // bf16 copy) before it is computed, and the embedding's and the
+                              // head's whole bf16 copies after each step; so every rank must run
+                              // the same forwards and backwards
                               // (rl_model_units_idle); rl_model_device_pull of the parameters is
                               // then a collective (every rank calls it alike) and
                               // rl_model_device_ipc_export refuses. The same numbers

@@ -67,8 +67,8 @@ typedef struct {
 } s_tensor_t;
 
 // Units of the trainable tensors for a group's ZeRO-2: runs of consecutive tensors of tmem with
-// the same key (S_UE the embedding, S_UN the final norm and the head, l >= 0 layer l's own).
-enum { S_UE = -2, S_UN = -1 };
+// the same key (S_UE the embedding, S_UN the final norm, S_UH the head, l >= 0 layer l's own).
+enum { S_UH = -3, S_UE = -2, S_UN = -1 };
 typedef struct {
     int key;
     size_t lo, n; // floats [lo, lo + n) of tmem (the tensors and the gaps between them)
@@ -76,8 +76,14 @@ typedef struct {
     size_t at;    // this rank's part's offset in gacc, mmem and vmem
     int in_ebuf;  // its gradients in ebuf (the tied embedding: written at the backward's start
                   // and end), else ubuf
-    int sharded;  // its masters kept only as this rank's part (mpart + ro; mshard's layers)
-    size_t ro;    // else its whole masters at tmem + ro (n floats; without mshard ro = lo)
+    int sharded;  // its masters kept only as this rank's part (mpart + ro; mshard)
+    int at_use;   // sharded and gathered whole into wbuf and hbuf before it is computed (a
+                  // layer: s_gather); a sharded root (the embedding, the head) keeps its bf16
+                  // copy whole at tbf + bo instead, made again after each step
+    int whole_h;  // its bf16 copy whole at tbf + bo: every unit without mshard, the sharded
+                  // roots with it (the final norm's bf16 copy is read by nothing)
+    size_t ro;    // not sharded: its whole masters at tmem + ro (n floats; without mshard lo)
+    size_t bo;    // whole_h: its bf16 copy's offset in tbf (without mshard bo = ro = lo)
 } s_unit_t;
 
 // One layer's saved activations on the device. N = packed rows; QD = NH*D, KVD = NKV*D. The
@@ -129,7 +135,7 @@ struct rl_model_cuda {
     float *tmem,
         *gmem; // trainable masters and gradients (t_n floats each; gaps 0); a group: no gmem
     float *mmem, *vmem; // AdamW's moments (pn floats each: t_n, or a group's parts; gaps 0)
-    uint16_t *tbf;      // bf16 copies of tmem (the same element offsets)
+    uint16_t *tbf;      // bf16 copies of tmem (the same element offsets without mshard)
     size_t t_n, w_bytes;
     // a mesh's group (opts.device_comm_id; NULL: none, ranks 1): ZeRO-2 by units. Unit u's floats
     // of tmem are split in `ranks` parts; rank r owns part r of each unit: its summed gradients
@@ -144,13 +150,16 @@ struct rl_model_cuda {
     size_t pn;         // gacc's, mmem's and vmem's floats (no group: t_n)
     size_t ub_n, eb_n; // ubuf's and ebuf's floats (ranks * the largest part of their units)
     float *gacc, *ubuf, *ebuf;
-    // ZeRO-3 of the masters (opts.device_shard_masters, a group, tune FULL): every layer unit's
-    // fp32 masters are only this rank's part (mpart + ro), gathered with the group into wbuf and
-    // rounded into hbuf (wb_n floats each) before the layer is computed (s_gather); the layer's
-    // tensors point there. tmem and tbf then hold the other units whole (r_n floats; without
-    // mshard r_n = t_n and tmem is the whole trainable array).
+    // ZeRO-3 of the masters (opts.device_shard_masters, a group, tune FULL): every unit's fp32
+    // masters but the final norm's are only this rank's part (mpart + ro). A layer's are gathered
+    // with the group into wbuf and rounded into hbuf (wb_n floats each) before the layer is
+    // computed (s_gather); the layer's tensors point there. The embedding's and the head's bf16
+    // copies stay whole in tbf (their fp32 is read by nothing), made again from the gathered
+    // parts after each step (s_root_gather). tmem then holds the final norm (r_n floats), tbf
+    // the embedding and the head (b_n); without mshard r_n = b_n = t_n, the whole trainable
+    // array.
     int mshard;
-    size_t r_n, wb_n, mp_n; // tmem's and tbf's, wbuf's and hbuf's, mpart's floats
+    size_t r_n, b_n, wb_n, mp_n; // tmem's, tbf's, wbuf's and hbuf's, mpart's floats
     float *mpart, *wbuf;
     uint16_t *hbuf;
     // ZeRO-3 of the frozen layers (opts.device_shard_id; sranks 1: none): every layer's frozen
@@ -261,7 +270,8 @@ const char *rl_model_cuda_errmsg(const rl_model_cuda_t *self) {
 // with moments).
 static void s_trainable_bytes(const rl_model_cuda_t *self, int grads, int moments, size_t *t,
                               size_t *g, size_t *o) {
-    *t = (self->r_n + self->wb_n) * (sizeof(float) + sizeof(uint16_t)) + self->mp_n * sizeof(float);
+    *t = (self->r_n + self->wb_n + self->mp_n) * sizeof(float) +
+         (self->b_n + self->wb_n) * sizeof(uint16_t);
     *g = !grads            ? 0
          : self->ranks > 1 ? (self->pn + self->ub_n + self->eb_n) * sizeof(float)
                            : self->t_n * sizeof(float);
@@ -571,12 +581,19 @@ static int s_unit_end(rl_model_cuda_t *self, int key) {
     return 0;
 }
 
-// The start of a backward, before the head's or the final norm's gradients are written: their
-// unit's buffer zeroed, and the tied embedding's (the head writes it now, the embedding at the
-// end).
+// The start of a backward, before the head's gradients are written: its unit's buffer zeroed,
+// or the tied embedding's (the head writes it now, the embedding at the end).
 static int s_backward_begin(rl_model_cuda_t *self) {
-    int rc = s_unit_begin(self, S_UN);
+    int rc = s_unit_begin(self, S_UH);
     return rc || !self->cfg.tie_word_embeddings ? rc : s_unit_begin(self, S_UE);
+}
+
+// After the head's backward (or none: a backward from the hidden states), before the final
+// norm's: the head's unit summed (zeros without a head's backward, so that every path makes the
+// same collectives), the final norm's buffer zeroed.
+static int s_backward_head_end(rl_model_cuda_t *self) {
+    int rc = s_unit_end(self, S_UH);
+    return rc ? rc : s_unit_begin(self, S_UN);
 }
 
 // ZeRO-3: layer l's frozen tensors into gbuf, every rank's shard all-gathered (queued on the
@@ -591,7 +608,7 @@ static int s_gather(rl_model_cuda_t *self, int l) {
     self->gathered = -1;
     if (self->mshard) { // layer l's fp32 masters from every rank's part, then its bf16 copies
         const s_unit_t *u = s_unit_of(self, l);
-        RL_ASSERT(u && u->sharded);
+        RL_ASSERT(u && u->at_use);
         float *mine = self->wbuf + (size_t)self->rank * u->part;
         S_TRY(self->cu->d2d(self->ctx, mine, self->mpart + u->ro, u->part * sizeof(float)));
         S_TRY(self->cu->comm_all_gather(self->ctx, self->comm, self->wbuf, u->part));
@@ -607,6 +624,28 @@ static int s_gather(rl_model_cuda_t *self, int l) {
     return 0;
 }
 
+// mshard: a sharded root's (the embedding's, the head's) whole fp32 masters into its unit's
+// buffer (*out; the buffer's gradients are spent between backwards), every rank's part
+// all-gathered. Every rank of the group calls it alike.
+static int s_root_gather(rl_model_cuda_t *self, const s_unit_t *u, float **out) {
+    float *buf = u->in_ebuf ? self->ebuf : self->ubuf;
+    RL_ASSERT(u->sharded && !u->at_use && buf);
+    S_TRY(self->cu->d2d(self->ctx, buf + (size_t)self->rank * u->part, self->mpart + u->ro,
+                        u->part * sizeof(float)));
+    S_TRY(self->cu->comm_all_gather(self->ctx, self->comm, buf, u->part));
+    *out = buf;
+    return 0;
+}
+
+// The bf16 copies of tmem's whole units rounded again, at once (the gaps are zeros in both).
+// With mshard the only whole unit is the final norm, whose bf16 copy nothing reads: none.
+static int s_round_whole(rl_model_cuda_t *self) {
+    if (!self->mshard && self->r_n) {
+        S_TRY(self->cu->f32_to_bf16(self->ctx, self->tbf, self->tmem, self->r_n));
+    }
+    return 0;
+}
+
 int rl_model_cuda_idle(rl_model_cuda_t *self, int train) {
     int rc = 0;
     for (int l = 0; !rc && l < self->L; l++) { // a forward's
@@ -616,6 +655,7 @@ int rl_model_cuda_idle(rl_model_cuda_t *self, int train) {
     const int back = train && s_grads(self);
     if (!rc && back) {
         rc = s_backward_begin(self);
+        rc = rc ? rc : s_backward_head_end(self);
         rc = rc ? rc : s_unit_end(self, S_UN);
     }
     for (int l = self->L - 1; !rc && back && l >= 0; l--) {
@@ -1298,10 +1338,13 @@ static int s_backward_trunk(rl_model_cuda_t *self) {
     const rl_cuda_module_t *cu = self->cu;
     rl_cuda_ctx_t *ctx = self->ctx;
     const int N = self->N, C = self->C;
+    int rc = s_backward_head_end(self);
+    if (rc) {
+        return rc;
+    }
     S_TRY(cu->rmsnorm_backward(ctx, self->dres, self->norm.g, self->dln, s_x(self, self->L),
                                self->norm.f, self->rstdf, N, C, 0, self->escratch));
-    int rc = s_unit_end(self, S_UN); // a group: the head's and the final norm's gradients summed
-    if (rc) {
+    if ((rc = s_unit_end(self, S_UN)) != 0) { // a group: the final norm's gradients summed
         return rc;
     }
     for (int l = self->L - 1; l >= 0; l--) {
@@ -1494,6 +1537,18 @@ int rl_model_cuda_zero_grad(rl_model_cuda_t *self) {
     return 0;
 }
 
+// The host's fp32 values x (n) rounded here and uploaded as bf16 into dst, through the staging.
+static int s_push_bf16(rl_model_cuda_t *self, uint16_t *dst, const float *x, size_t n) {
+    for (size_t o = 0; o < n; o += S_STAGE) {
+        size_t k = n - o < S_STAGE ? n - o : S_STAGE;
+        for (size_t j = 0; j < k; j++) {
+            self->stage[j] = s_bf16(x[o + j]);
+        }
+        S_TRY(self->cu->h2d(self->ctx, dst + o, self->stage, k * sizeof(uint16_t))); // h2d waits
+    }
+    return 0;
+}
+
 // This rank's part of a sharded layer's frozen tensor t: the bytes of its shard of the layer's
 // block that t covers, converted (a matrix, to bf16) and uploaded into the layer's shard.
 static int s_push_shard(rl_model_cuda_t *self, const s_tensor_t *t) {
@@ -1511,14 +1566,7 @@ static int s_push_shard(rl_model_cuda_t *self, const s_tensor_t *t) {
         S_TRY(self->cu->h2d(self->ctx, dst, t->host + e0, (e1 - e0) * es));
         return 0;
     }
-    for (size_t o = e0; o < e1; o += S_STAGE) {
-        size_t k = e1 - o < S_STAGE ? e1 - o : S_STAGE;
-        for (size_t j = 0; j < k; j++) {
-            self->stage[j] = s_bf16(t->host[o + j]);
-        }
-        S_TRY(self->cu->h2d(self->ctx, dst + (o - e0) * es, self->stage, k * es)); // h2d waits
-    }
-    return 0;
+    return s_push_bf16(self, (uint16_t *)(void *)dst, t->host + e0, e1 - e0);
 }
 
 // This rank's part of a sharded unit's trainable tensor t (mshard): the floats of t in the part,
@@ -1543,27 +1591,26 @@ int rl_model_cuda_push(rl_model_cuda_t *self, int all) {
     }
     for (int i = 0; i < self->n_tensors; i++) {
         const s_tensor_t *t = &self->tensors[i];
-        if ((all && t->layer >= 0) || (t->trainable && self->units[t->unit].sharded)) {
-            int rc = t->layer >= 0 ? s_push_shard(self, t) : s_push_part(self, t);
-            if (rc) {
-                return rc;
-            }
+        const s_unit_t *u = t->trainable ? &self->units[t->unit] : NULL;
+        int rc = 0;
+        if ((all && t->layer >= 0) || (u && u->sharded)) {
+            rc = t->layer >= 0 ? s_push_shard(self, t) : s_push_part(self, t);
+            // a sharded root's whole bf16 copy, rounded as the module rounds
+            rc = rc || !u || u->at_use ? rc : s_push_bf16(self, t->dt->h, t->host, t->n);
         } else if (t->trainable) {
             S_TRY(cu->h2d(ctx, t->dt->f, t->host, t->n * sizeof(float)));
         } else if (all && t->dt->h) { // a frozen matmul weight: rounded here, uploaded in bf16
-            for (size_t o = 0; o < t->n; o += S_STAGE) {
-                size_t k = t->n - o < S_STAGE ? t->n - o : S_STAGE;
-                for (size_t j = 0; j < k; j++) {
-                    self->stage[j] = s_bf16(t->host[o + j]);
-                }
-                S_TRY(cu->h2d(ctx, t->dt->h + o, self->stage, k * sizeof(uint16_t)));
-            }
+            rc = s_push_bf16(self, t->dt->h, t->host, t->n);
         } else if (all) {
             S_TRY(cu->h2d(ctx, t->dt->f, t->host, t->n * sizeof(float)));
         }
+        if (rc) {
+            return rc;
+        }
     }
-    if (self->r_n) { // every bf16 copy at once: the gaps are zeros in both
-        S_TRY(cu->f32_to_bf16(ctx, self->tbf, self->tmem, self->r_n));
+    int rc = s_round_whole(self);
+    if (rc) {
+        return rc;
     }
     S_TRY(cu->sync(ctx));
     return 0;
@@ -1576,19 +1623,26 @@ int rl_model_cuda_pull(rl_model_cuda_t *self, int grads) {
                      "is whole to pull",
                      self->device, self->ranks);
     }
+    float *root = NULL; // a sharded root unit's masters gathered (its first tensor gathers them)
     for (int i = 0; i < self->n_tensors; i++) {
         const s_tensor_t *t = &self->tensors[i];
         if (!t->trainable || (grads && (!t->host_grad || !t->dt->g))) {
             continue;
         }
-        int rc = !grads && self->units[t->unit].sharded // gathered, every rank alike
-                     ? s_gather(self, self->units[t->unit].key)
-                     : 0;
+        const s_unit_t *u = &self->units[t->unit];
+        const float *src = grads ? t->dt->g : t->dt->f;
+        int rc = 0;
+        if (!grads && u->sharded && u->at_use) { // gathered, every rank alike
+            rc = s_gather(self, u->key);
+        } else if (!grads && u->sharded) {
+            int first = i == 0 || self->tensors[i - 1].unit != t->unit;
+            rc = first ? s_root_gather(self, u, &root) : 0;
+            src = root + (t->t_at - u->lo);
+        }
         if (rc) {
             return rc;
         }
-        S_TRY(self->cu->d2h(self->ctx, grads ? t->host_grad : t->host, grads ? t->dt->g : t->dt->f,
-                            t->n * sizeof(float)));
+        S_TRY(self->cu->d2h(self->ctx, grads ? t->host_grad : t->host, src, t->n * sizeof(float)));
     }
     return 0;
 }
@@ -1655,7 +1709,15 @@ int rl_model_cuda_adamw(rl_model_cuda_t *self, double lr, double beta1, double b
                                  self->vmem + u->at, cnt, lr, beta1, beta2, eps, weight_decay,
                                  step));
         }
-        if (u->sharded) {
+        if (u->sharded && u->at_use) {
+            continue;
+        }
+        if (u->sharded) { // a root: its whole bf16 copy from every rank's updated part
+            int rc = s_root_gather(self, u, &buf);
+            if (rc) {
+                return rc;
+            }
+            S_TRY(cu->f32_to_bf16(self->ctx, self->tbf + u->bo, buf, u->n));
             continue;
         }
         if (cnt) {
@@ -1665,7 +1727,10 @@ int rl_model_cuda_adamw(rl_model_cuda_t *self, double lr, double beta1, double b
         S_TRY(cu->d2d(self->ctx, self->tmem + u->ro, buf, u->n * sizeof(float)));
     }
     self->gathered = self->mshard ? -1 : self->gathered;
-    S_TRY(cu->f32_to_bf16(self->ctx, self->tbf, self->tmem, self->r_n));
+    int rc = s_round_whole(self);
+    if (rc) {
+        return rc;
+    }
     S_TRY(cu->sync(self->ctx));
     return 0;
 }
@@ -1972,12 +2037,15 @@ static int s_unit_add(rl_model_cuda_t *self, int key, size_t off, size_t len) {
     return (int)(u - self->units);
 }
 
-// A tensor's unit key from its name: model.layers.<l>. -> l, the embedding S_UE, else S_UN.
+// A tensor's unit key from its name: model.layers.<l>. -> l, the embedding S_UE, the head S_UH,
+// else (the final norm) S_UN.
 static int s_unit_key(const char *name) {
     if (!strncmp(name, "model.layers.", 13)) {
         return atoi(name + 13);
     }
-    return strcmp(name, "model.embed_tokens.weight") == 0 ? S_UE : S_UN;
+    return strcmp(name, "model.embed_tokens.weight") == 0 ? S_UE
+           : strcmp(name, "lm_head.weight") == 0          ? S_UH
+                                                          : S_UN;
 }
 
 // The byte offset of a frozen tensor (ndim 2: bf16, else fp32; n elements), each S_ALIGN-aligned:
@@ -2138,10 +2206,15 @@ static void s_bind(rl_model_cuda_t *self) {
         s_dt_t *dt = self->tensors[i].dt;
         if (self->tensors[i].trainable) {
             size_t off = (size_t)(uintptr_t)dt->f - 1;
-            // a sharded unit's masters are read where its layer is gathered
+            // a sharded layer's masters are read where it is gathered; a sharded root's fp32 is
+            // read by nothing (its bf16 copy is whole)
             const s_unit_t *u = &self->units[self->tensors[i].unit];
-            dt->f = (u->sharded ? self->wbuf : self->tmem + u->ro) + (off - u->lo);
-            dt->h = (u->sharded ? self->hbuf : self->tbf + u->ro) + (off - u->lo);
+            dt->f = u->at_use    ? self->wbuf + (off - u->lo)
+                    : u->sharded ? NULL
+                                 : self->tmem + u->ro + (off - u->lo);
+            dt->h = u->at_use    ? self->hbuf + (off - u->lo)
+                    : u->whole_h ? self->tbf + u->bo + (off - u->lo)
+                                 : NULL;
             // a LoRA adapter of a model that does not train (tune NONE) has no gradients; a
             // group's are written into their unit's buffer
             dt->g = !grads            ? NULL
@@ -2216,15 +2289,22 @@ static void s_group_sizes(rl_model_cuda_t *self, const rl_model_opts_t *opts) {
         size_t *b = u->in_ebuf ? &self->eb_n : &self->ub_n;
         *b = W * u->part > *b ? W * u->part : *b;
     }
-    // ZeRO-3 of the masters: the layers' parts only; the other units whole, back to back
-    self->mshard = self->ranks > 1 && self->tune == RL_TUNE_FULL && opts->device_shard_masters;
-    self->r_n = self->wb_n = self->mp_n = 0;
+    // ZeRO-3 of the masters: every unit's part but the final norm's, which stays whole, back to
+    // back (tmem: ro, r_n); the bf16 copies of the embedding and the head whole (tbf: bo, b_n);
+    // the layers gathered whole into wbuf and hbuf before they are computed
+    self->mshard = self->ranks > 1 && self->tune == RL_TUNE_FULL && s_grads(self) &&
+                   opts->device_shard_masters;
+    self->r_n = self->b_n = self->wb_n = self->mp_n = 0;
     for (int i = 0; i < self->n_units; i++) {
         s_unit_t *u = &self->units[i];
-        u->sharded = self->mshard && u->key >= 0;
+        u->sharded = self->mshard && u->key != S_UN;
+        u->at_use = u->sharded && u->key >= 0;
         u->ro = u->sharded ? self->mp_n : self->r_n;
         *(u->sharded ? &self->mp_n : &self->r_n) += u->sharded ? u->part : u->n;
-        self->wb_n = u->sharded && W * u->part > self->wb_n ? W * u->part : self->wb_n;
+        u->whole_h = !self->mshard || (u->sharded && !u->at_use);
+        u->bo = self->b_n;
+        self->b_n += u->whole_h ? u->n : 0;
+        self->wb_n = u->at_use && W * u->part > self->wb_n ? W * u->part : self->wb_n;
     }
 }
 
@@ -2381,7 +2461,7 @@ int rl_model_cuda_new(rl_model_t *host, const rl_model_opts_t *opts, rl_model_cu
     if ((self->w_bytes && cu->dmalloc(self->ctx, self->w_bytes, &self->wmem) != 0) ||
         (self->t_n && (cu->dmalloc(self->ctx, (self->r_n ? self->r_n : 1) * sizeof(float),
                                    (void **)&self->tmem) ||
-                       cu->dmalloc(self->ctx, (self->r_n ? self->r_n : 1) * sizeof(uint16_t),
+                       cu->dmalloc(self->ctx, (self->b_n ? self->b_n : 1) * sizeof(uint16_t),
                                    (void **)&self->tbf))) ||
         (self->mshard &&
          (cu->dmalloc(self->ctx, self->mp_n * sizeof(float), (void **)&self->mpart) ||
@@ -2416,6 +2496,7 @@ int rl_model_cuda_new(rl_model_t *host, const rl_model_opts_t *opts, rl_model_cu
     if ((self->shards &&
          cu->dset(self->ctx, self->shards, 0, (size_t)self->L * self->sbytes) != 0) ||
         (self->tmem && cu->dset(self->ctx, self->tmem, 0, self->r_n * sizeof(float))) ||
+        (self->tbf && cu->dset(self->ctx, self->tbf, 0, self->b_n * sizeof(uint16_t))) ||
         (self->mpart && cu->dset(self->ctx, self->mpart, 0, self->mp_n * sizeof(float))) ||
         (self->wbuf && cu->dset(self->ctx, self->wbuf, 0, self->wb_n * sizeof(float))) ||
         (self->gmem && cu->dset(self->ctx, self->gmem, 0, self->t_n * sizeof(float))) ||

@@ -349,13 +349,13 @@ static void s_print_placement(s_ctl_t *s, int threads) {
                             ? "each rank's GPU holds 1/fsdp of the frozen base's layers (ZeRO-3: "
                               "all-gathered a layer at a time within its row with NCCL) and the "
                               "rest of the model whole"
-                        : ref_in ? "each rank's GPU holds its part of the layers' fp32 masters "
-                                   "(ZeRO-3: all-gathered a layer at a time over the mesh with "
-                                   "NCCL), the rest of the model whole, and 1/fsdp of a "
-                                   "reference's layers"
-                                 : "each rank's GPU holds its part of the layers' fp32 masters "
-                                   "(ZeRO-3: all-gathered a layer at a time over the mesh with "
-                                   "NCCL) and the rest of the model whole";
+                        : ref_in ? "each rank's GPU holds its part of the fp32 masters (ZeRO-3: "
+                                   "the layers all-gathered a layer at a time over the mesh with "
+                                   "NCCL), the embedding's and head's bf16 copies whole, and "
+                                   "1/fsdp of a reference's layers"
+                                 : "each rank's GPU holds its part of the fp32 masters (ZeRO-3: "
+                                   "the layers all-gathered a layer at a time over the mesh with "
+                                   "NCCL) and the embedding's and head's bf16 copies whole";
     rl_log_info("mesh dp %d x fsdp %d = %d ranks %s; data split over all ranks (data_rank = "
                 "rank), %s%s",
                 dp, fsdp, n, grid, gpu ? holds : "",

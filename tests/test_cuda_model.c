@@ -1561,12 +1561,13 @@ static const s_case_t S_GROUP_CASES[] = {
     {&S_LLAMA, RL_TUNE_LORA, RL_LORA_Q | RL_LORA_V, 8, 0.0f, 0, 1.0f, 0},
     {&S_QWEN3, RL_TUNE_FULL, 0, 8, 0.0f, 0, 1.0f, 0},
     {&S_LLAMA_T, RL_TUNE_FULL, 0, 8, 0.0f, 1, 1.0f, 0},
-    // the two full-tuning cases again with the layers' masters sharded (ZeRO-3 of the masters:
-    // device_shard_masters): the same numbers, the parameters pulled through the group
+    // the two full-tuning cases again with the masters sharded (ZeRO-3 of the masters:
+    // device_shard_masters; the embedding and the head keep whole bf16 copies), both uneven (the
+    // untied head's unit idles too): the same numbers, the parameters pulled through the group
     {&S_QWEN3, RL_TUNE_FULL, 0, 8, 0.0f, 0, 1.0f, 0},
     {&S_LLAMA_T, RL_TUNE_FULL, 0, 8, 0.0f, 1, 1.0f, 0},
 };
-#define S_GROUP_UNEVEN(which) ((which) == 2 || (which) == 4)
+#define S_GROUP_UNEVEN(which) ((which) >= 2)
 #define S_GROUP_MASTERS(which) ((which) >= 3)
 static const double S_GROUP_CLIP[3] = {1e-3, 1e9, 0.0};
 

@@ -286,7 +286,7 @@ static void s_test_nccl(void) {
     s_nccl_run("grpo_lora.yaml", "grpo-1x1", "grpo-zero3", more, 2, "adapter_model.safetensors",
                "each rank's GPU holds 1/fsdp of the frozen base's layers (ZeRO-3",
                "its frozen layers are sharded over each fsdp group of 2 ranks (ZeRO-3)");
-    // full tuning: the layers' masters split over the ranks (ZeRO-3 of the masters) and its
+    // full tuning: the masters split over the ranks (ZeRO-3 of the masters) and its
     // reference (a frozen copy in the actor) sharded as LoRA's base: GRPO tuned in full, with
     // its KL term, on fsdp 2 against 1x1
     const char *full = "train.steps=2 train.batch_size=2 train.micro_batch_size=4 "
@@ -294,13 +294,12 @@ static void s_test_nccl(void) {
     CHECK_INT(s_run("grpo_lora.yaml", "grpo-full-1x1", full), 0);
     snprintf(more, sizeof more, "%s mesh.fsdp=2 %s", full, two);
     s_nccl_run("grpo_lora.yaml", "grpo-full-1x1", "grpo-full-zero3", more, 1, "model.safetensors",
-               "each rank's GPU holds its part of the layers' fp32 masters (ZeRO-3: "
-               "all-gathered a layer at a time over the mesh with NCCL), the rest of the model "
-               "whole, and 1/fsdp of a reference's layers",
+               "each rank's GPU holds its part of the fp32 masters (ZeRO-3: the layers "
+               "all-gathered a layer at a time over the mesh with NCCL), the embedding's and "
+               "head's bf16 copies whole, and 1/fsdp of a reference's layers",
                "the reference's layers are sharded over each fsdp group of 2 ranks");
     char *lg = s_actor_log("grpo-full-zero3");
-    CHECK_CONTAINS(lg,
-                   "its layers' fp32 masters are split over the 2 ranks (ZeRO-3 of the masters)");
+    CHECK_CONTAINS(lg, "its fp32 masters are split over the 2 ranks (ZeRO-3 of the masters)");
     free(lg);
     // DPO (LoRA) on fsdp 2 with ZeRO-3: the reference's sums (the adapter off) and the policy's
     // over sharded layers, the micro-batches' forwards in step on both ranks

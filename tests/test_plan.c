@@ -142,24 +142,24 @@ static void s_test_by_hand(const rl_hf_config_t *arith, const rl_hf_config_t *ll
     CHECK_INT((long long)p.grads, 842240);
     CHECK_INT((long long)p.optim, 1684480);
     // with NCCL over 2 ranks, ZeRO-2 by units: the embedding 64000 floats in parts of 32000; a
-    //   layer 41216 in parts of 20608; the final norm and the head 128 + 64000 = 64128 in parts of
-    //   32064 -> 251 x 128 = 32128. This rank's parts 32000 + 2 x 20608 + 32128 = 105344; one
-    //   unit's buffer 2 x 32128 = 64256: gradients (105344 + 64256) x 4 = 678400 (842240 whole);
-    //   m, v 2 x 105344 x 4 = 842752; trainable as before 1263360
+    //   layer 41216 in parts of 20608; the final norm 128 in parts of 64 -> 128; the head 64000
+    //   in parts of 32000. This rank's parts 32000 + 2 x 20608 + 128 + 32000 = 105344; one
+    //   unit's buffer 2 x 32000 = 64000: gradients (105344 + 64000) x 4 = 677376 (842240
+    //   whole); m, v 2 x 105344 x 4 = 842752; trainable as before 1263360
     o.device_comm_ranks = 2;
     CHECK_INT(rl_model_device_plan(llama, &o, 1, 300, &q0, err, sizeof err), 0);
     CHECK_INT((long long)q0.trainable, 1263360);
-    CHECK_INT((long long)q0.grads, 678400);
+    CHECK_INT((long long)q0.grads, 677376);
     CHECK_INT((long long)q0.optim, 842752);
-    // and its layers' masters sharded (device_shard_masters): the embedding and the final norm
-    //   with the head whole, 64000 + 64128 = 128128 floats, fp32 and bf16; one gathered layer
-    //   2 x 20608 = 41216, fp32 and bf16; this rank's two layer parts 2 x 20608 = 41216 fp32:
-    //   (128128 + 41216) x 6 + 41216 x 4 = 1180928 (of 1263360: this model's root is most of
-    //   it); gradients and moments as above
+    // and its masters sharded (device_shard_masters): fp32 the final norm whole 128 and this
+    //   rank's parts of the rest 32000 + 2 x 20608 + 32000 = 105216; bf16 the embedding and the
+    //   head whole, 64000 + 64000 = 128000; one gathered layer 2 x 20608 = 41216, fp32 and bf16:
+    //   (128 + 105216) x 4 + 128000 x 2 + 41216 x 6 = 924672 (of 1263360); gradients and moments
+    //   as above
     o.device_shard_masters = 1;
     CHECK_INT(rl_model_device_plan(llama, &o, 1, 300, &q0, err, sizeof err), 0);
-    CHECK_INT((long long)q0.trainable, 1180928);
-    CHECK_INT((long long)q0.grads, 678400);
+    CHECK_INT((long long)q0.trainable, 924672);
+    CHECK_INT((long long)q0.grads, 677376);
     CHECK_INT((long long)q0.optim, 842752);
     o.device_shard_masters = 0;
     o.device_comm_ranks = 0;

@@ -498,7 +498,7 @@ static int s_load_model(rl_policy_t *p, const char *dir, char *err, size_t err_l
         (rc = s_shard_group(p, sid, &mo, err, err_len)) != 0) {
         return rc;
     }
-    // full tuning: the layers' fp32 masters split over the whole mesh instead (ZeRO-3 of the
+    // full tuning: the fp32 masters split over the whole mesh instead (ZeRO-3 of the
     // masters, on the ZeRO-2 group)
     mo.device_shard_masters = nccl && rl_coll_mesh(p->coll)->fsdp > 1 && mo.tune == RL_TUNE_FULL;
     // the optimizer on the host (dev_optim below is the converse): no moments on the device
@@ -626,9 +626,10 @@ static int s_new(const rl_recipe_t *r, int threads, int kind, rl_coll_t *coll, r
                     "steps on the devices, its state split over the %d ranks",
                     r->mesh.dp, r->mesh.fsdp, r->mesh.dp * r->mesh.fsdp);
         if (r->mesh.fsdp > 1 && !r->lora.enabled && !p->head) {
-            rl_log_info("its layers' fp32 masters are split over the %d ranks (ZeRO-3 of the "
-                        "masters): each rank's GPU holds its part and all-gathers a layer with "
-                        "NCCL before computing it",
+            rl_log_info("its fp32 masters are split over the %d ranks (ZeRO-3 of the "
+                        "masters): each rank's GPU holds its part, all-gathers a layer with NCCL "
+                        "before computing it, and keeps the embedding's and the head's bf16 "
+                        "copies whole",
                         r->mesh.dp * r->mesh.fsdp);
         }
         if (rl_model_device_shard_ranks(p->model) > 1) {
@@ -1480,7 +1481,7 @@ int rl_policy_load(rl_policy_t *self, const char *dir, uint64_t model_train_step
 int rl_policy_save_final(rl_policy_t *self, const char *dir, const char *base_model, int bf16,
                          int pad_token_id, char *err, size_t err_len) {
     if ((self->fsdp || self->nccl) && rl_model_on_gpu(self->model)) {
-        // with NCCL the layers' masters may be split over the ranks (ZeRO-3 of the masters):
+        // with NCCL the masters may be split over the ranks (ZeRO-3 of the masters):
         // every rank takes part in bringing them to the host
         int rc = self->nccl ? s_fetch(self, 1, 0, err, err_len) : 0;
         if (rc || s_rank(self) != 0) {
