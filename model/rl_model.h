@@ -123,12 +123,12 @@ typedef struct {
     int device_shard_ranks, device_shard_rank;
     int device_shard_masters; // with device_comm_id and tune FULL: ZeRO-3 of the masters too: each
                               // unit's fp32 masters (but the final norm's) kept only as this
-                              // rank's ZeRO-2 part; the group gathers a layer (and rounds its
-                              // bf16 copy) before it is computed, and the embedding's and the
-                              // head's whole bf16 copies after each step; so every rank must run
-                              // the same forwards and backwards
-                              // (rl_model_units_idle); rl_model_device_pull of the parameters is
-                              // then a collective (every rank calls it alike) and
+                              // rank's ZeRO-2 part; the group gathers a layer's bf16 copy (each
+                              // rank rounds its part) before it is computed, and the layers'
+                              // vectors and the embedding's and head's whole bf16 copies after
+                              // each step; so every rank must run the same forwards and
+                              // backwards (rl_model_units_idle); rl_model_device_pull of the
+                              // parameters is then a collective (every rank calls it alike) and
                               // rl_model_device_ipc_export refuses. The same numbers
     int device_rows;       // a GPU: the tokens (the sum of lengths) the activations are made
                            // for (0: 4096); a forward with more makes them anew for its size

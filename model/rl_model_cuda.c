@@ -64,6 +64,8 @@ typedef struct {
     size_t off;       // and its byte offset in the layer's block
     int unit;         // a trainable tensor's unit (self->units), else -1
     size_t t_at;      // and its offset in the trainable layout (floats; tmem's without mshard)
+    int vec;          // a trainable 1-D tensor (a norm's weight, a bias): read in fp32
+    size_t v_at;      // a vector of a gathered layer (at_use): its whole fp32 at lvec + v_at
 } s_tensor_t;
 
 // Units of the trainable tensors for a group's ZeRO-2: runs of consecutive tensors of tmem with
@@ -77,9 +79,11 @@ typedef struct {
     int in_ebuf;  // its gradients in ebuf (the tied embedding: written at the backward's start
                   // and end), else ubuf
     int sharded;  // its masters kept only as this rank's part (mpart + ro; mshard)
-    int at_use;   // sharded and gathered whole into wbuf and hbuf before it is computed (a
-                  // layer: s_gather); a sharded root (the embedding, the head) keeps its bf16
-                  // copy whole at tbf + bo instead, made again after each step
+    int at_use;   // sharded and its bf16 copy gathered whole into hbuf before it is computed (a
+                  // layer: s_gather), its vectors' fp32 kept whole in lvec; a sharded root (the
+                  // embedding, the head) keeps its bf16 copy whole at tbf + bo instead; both made
+                  // again after each step
+    size_t vn;    // its vectors' floats (each S_TALIGN-aligned)
     int whole_h;  // its bf16 copy whole at tbf + bo: every unit without mshard, the sharded
                   // roots with it (the final norm's bf16 copy is read by nothing)
     size_t ro;    // not sharded: its whole masters at tmem + ro (n floats; without mshard lo)
@@ -151,16 +155,17 @@ struct rl_model_cuda {
     size_t ub_n, eb_n; // ubuf's and ebuf's floats (ranks * the largest part of their units)
     float *gacc, *ubuf, *ebuf;
     // ZeRO-3 of the masters (opts.device_shard_masters, a group, tune FULL): every unit's fp32
-    // masters but the final norm's are only this rank's part (mpart + ro). A layer's are gathered
-    // with the group into wbuf and rounded into hbuf (wb_n floats each) before the layer is
-    // computed (s_gather); the layer's tensors point there. The embedding's and the head's bf16
-    // copies stay whole in tbf (their fp32 is read by nothing), made again from the gathered
-    // parts after each step (s_root_gather). tmem then holds the final norm (r_n floats), tbf
-    // the embedding and the head (b_n); without mshard r_n = b_n = t_n, the whole trainable
-    // array.
+    // masters but the final norm's are only this rank's part (mpart + ro). Before a layer is
+    // computed each rank rounds its part to bf16 and the group all-gathers the layer's bf16 copy
+    // into hbuf (wb_n elements; s_gather); its matrices point there. Its vectors (norms, biases:
+    // read in fp32) are kept whole in lvec (lv_n floats), and the embedding's and the head's bf16
+    // copies whole in tbf (their fp32 is read by nothing); both made again from the parts
+    // gathered in fp32 after each step (s_part_gather). tmem then holds the final norm (r_n
+    // floats), tbf the embedding and the head (b_n); without mshard r_n = b_n = t_n, the whole
+    // trainable array.
     int mshard;
-    size_t r_n, b_n, wb_n, mp_n; // tmem's, tbf's, wbuf's and hbuf's, mpart's floats
-    float *mpart, *wbuf;
+    size_t r_n, b_n, wb_n, mp_n, lv_n; // tmem's, tbf's, hbuf's, mpart's, lvec's elements
+    float *mpart, *lvec;
     uint16_t *hbuf;
     // ZeRO-3 of the frozen layers (opts.device_shard_id; sranks 1: none): every layer's frozen
     // tensors are laid out alike in a block of lbytes; this rank keeps bytes [srank * sbytes,
@@ -270,7 +275,7 @@ const char *rl_model_cuda_errmsg(const rl_model_cuda_t *self) {
 // with moments).
 static void s_trainable_bytes(const rl_model_cuda_t *self, int grads, int moments, size_t *t,
                               size_t *g, size_t *o) {
-    *t = (self->r_n + self->wb_n + self->mp_n) * sizeof(float) +
+    *t = (self->r_n + self->mp_n + self->lv_n) * sizeof(float) +
          (self->b_n + self->wb_n) * sizeof(uint16_t);
     *g = !grads            ? 0
          : self->ranks > 1 ? (self->pn + self->ub_n + self->eb_n) * sizeof(float)
@@ -606,13 +611,14 @@ static int s_gather(rl_model_cuda_t *self, int l) {
         return 0;
     }
     self->gathered = -1;
-    if (self->mshard) { // layer l's fp32 masters from every rank's part, then its bf16 copies
+    if (self->mshard) { // layer l's bf16 copy: every rank's part rounded, then all-gathered
         const s_unit_t *u = s_unit_of(self, l);
         RL_ASSERT(u && u->at_use);
-        float *mine = self->wbuf + (size_t)self->rank * u->part;
-        S_TRY(self->cu->d2d(self->ctx, mine, self->mpart + u->ro, u->part * sizeof(float)));
-        S_TRY(self->cu->comm_all_gather(self->ctx, self->comm, self->wbuf, u->part));
-        S_TRY(self->cu->f32_to_bf16(self->ctx, self->hbuf, self->wbuf, u->n));
+        S_TRY(self->cu->f32_to_bf16(self->ctx, self->hbuf + (size_t)self->rank * u->part,
+                                    self->mpart + u->ro, u->part));
+        // bf16 pairs moved as floats (the parts are S_TALIGN multiples: even)
+        S_TRY(self->cu->comm_all_gather(self->ctx, self->comm, (float *)(void *)self->hbuf,
+                                        u->part / 2));
         self->gathered = l;
         return 0;
     }
@@ -624,16 +630,28 @@ static int s_gather(rl_model_cuda_t *self, int l) {
     return 0;
 }
 
-// mshard: a sharded root's (the embedding's, the head's) whole fp32 masters into its unit's
-// buffer (*out; the buffer's gradients are spent between backwards), every rank's part
-// all-gathered. Every rank of the group calls it alike.
-static int s_root_gather(rl_model_cuda_t *self, const s_unit_t *u, float **out) {
+// mshard: a sharded unit's whole fp32 masters into its unit's buffer (*out; the buffer's
+// gradients are spent between backwards), every rank's part all-gathered. Every rank of the
+// group calls it alike.
+static int s_part_gather(rl_model_cuda_t *self, const s_unit_t *u, float **out) {
     float *buf = u->in_ebuf ? self->ebuf : self->ubuf;
-    RL_ASSERT(u->sharded && !u->at_use && buf);
+    RL_ASSERT(u->sharded && buf);
     S_TRY(self->cu->d2d(self->ctx, buf + (size_t)self->rank * u->part, self->mpart + u->ro,
                         u->part * sizeof(float)));
     S_TRY(self->cu->comm_all_gather(self->ctx, self->comm, buf, u->part));
     *out = buf;
+    return 0;
+}
+
+// A gathered layer's (unit i's) vectors into lvec from its whole fp32 masters (a unit's floats).
+static int s_vectors_from(rl_model_cuda_t *self, int i, const float *whole) {
+    for (int k = 0; k < self->n_tensors; k++) {
+        const s_tensor_t *t = &self->tensors[k];
+        if (t->unit == i && t->vec) {
+            S_TRY(self->cu->d2d(self->ctx, t->dt->f, whole + (t->t_at - self->units[i].lo),
+                                t->n * sizeof(float)));
+        }
+    }
     return 0;
 }
 
@@ -1595,8 +1613,12 @@ int rl_model_cuda_push(rl_model_cuda_t *self, int all) {
         int rc = 0;
         if ((all && t->layer >= 0) || (u && u->sharded)) {
             rc = t->layer >= 0 ? s_push_shard(self, t) : s_push_part(self, t);
-            // a sharded root's whole bf16 copy, rounded as the module rounds
-            rc = rc || !u || u->at_use ? rc : s_push_bf16(self, t->dt->h, t->host, t->n);
+            if (!rc && u && !u->at_use) { // a sharded root's whole bf16 copy, rounded as the
+                                          // module rounds
+                rc = s_push_bf16(self, t->dt->h, t->host, t->n);
+            } else if (!rc && u && t->vec) { // a gathered layer's vector, whole in fp32
+                S_TRY(cu->h2d(ctx, t->dt->f, t->host, t->n * sizeof(float)));
+            }
         } else if (t->trainable) {
             S_TRY(cu->h2d(ctx, t->dt->f, t->host, t->n * sizeof(float)));
         } else if (all && t->dt->h) { // a frozen matmul weight: rounded here, uploaded in bf16
@@ -1623,7 +1645,8 @@ int rl_model_cuda_pull(rl_model_cuda_t *self, int grads) {
                      "is whole to pull",
                      self->device, self->ranks);
     }
-    float *root = NULL; // a sharded root unit's masters gathered (its first tensor gathers them)
+    float *whole = NULL; // a sharded unit's masters gathered (by its first tensor), every rank
+                         // alike
     for (int i = 0; i < self->n_tensors; i++) {
         const s_tensor_t *t = &self->tensors[i];
         if (!t->trainable || (grads && (!t->host_grad || !t->dt->g))) {
@@ -1631,16 +1654,13 @@ int rl_model_cuda_pull(rl_model_cuda_t *self, int grads) {
         }
         const s_unit_t *u = &self->units[t->unit];
         const float *src = grads ? t->dt->g : t->dt->f;
-        int rc = 0;
-        if (!grads && u->sharded && u->at_use) { // gathered, every rank alike
-            rc = s_gather(self, u->key);
-        } else if (!grads && u->sharded) {
+        if (!grads && u->sharded) {
             int first = i == 0 || self->tensors[i - 1].unit != t->unit;
-            rc = first ? s_root_gather(self, u, &root) : 0;
-            src = root + (t->t_at - u->lo);
-        }
-        if (rc) {
-            return rc;
+            int rc = first ? s_part_gather(self, u, &whole) : 0;
+            if (rc) {
+                return rc;
+            }
+            src = whole + (t->t_at - u->lo);
         }
         S_TRY(self->cu->d2h(self->ctx, grads ? t->host_grad : t->host, src, t->n * sizeof(float)));
     }
@@ -1697,8 +1717,8 @@ int rl_model_cuda_adamw(rl_model_cuda_t *self, double lr, double beta1, double b
                              lr, beta1, beta2, eps, weight_decay, step));
     }
     // a group: this rank's part of each unit, then every rank's updated part to every rank
-    // (through the unit's buffer, whose gradients are spent)
-    // (a sharded unit's part is all this rank keeps: the next forward gathers it)
+    // (through the unit's buffer, whose gradients are spent); a sharded unit's part is all this
+    // rank keeps: what is kept whole (a layer's vectors, a root's bf16 copy) made from them
     for (int i = 0; self->comm && i < self->n_units; i++) {
         const s_unit_t *u = &self->units[i];
         size_t p0 = (size_t)self->rank * u->part, cnt = s_part_len(self, u);
@@ -1709,15 +1729,15 @@ int rl_model_cuda_adamw(rl_model_cuda_t *self, double lr, double beta1, double b
                                  self->vmem + u->at, cnt, lr, beta1, beta2, eps, weight_decay,
                                  step));
         }
-        if (u->sharded && u->at_use) {
-            continue;
-        }
-        if (u->sharded) { // a root: its whole bf16 copy from every rank's updated part
-            int rc = s_root_gather(self, u, &buf);
+        if (u->sharded) {
+            int rc = s_part_gather(self, u, &buf);
+            rc = rc ? rc : u->at_use ? s_vectors_from(self, i, buf) : 0;
             if (rc) {
                 return rc;
             }
-            S_TRY(cu->f32_to_bf16(self->ctx, self->tbf + u->bo, buf, u->n));
+            if (!u->at_use) { // a root: its whole bf16 copy
+                S_TRY(cu->f32_to_bf16(self->ctx, self->tbf + u->bo, buf, u->n));
+            }
             continue;
         }
         if (cnt) {
@@ -2024,9 +2044,9 @@ static int s_rows_alloc(rl_model_cuda_t *self, int rows) {
     return bad ? s_cufail(self, __LINE__) : 0;
 }
 
-// A trainable tensor of unit key `key` placed at floats [off, off + len) of tmem, appended to the
-// last unit when it has that key, else to a new one. Returns the unit's index.
-static int s_unit_add(rl_model_cuda_t *self, int key, size_t off, size_t len) {
+// A trainable tensor of unit key `key` (1-D: vec) placed at floats [off, off + len) of tmem,
+// appended to the last unit when it has that key, else to a new one. Returns the unit's index.
+static int s_unit_add(rl_model_cuda_t *self, int key, size_t off, size_t len, int vec) {
     s_unit_t *u = self->n_units ? &self->units[self->n_units - 1] : NULL;
     if (!u || u->key != key) {
         u = &self->units[self->n_units++];
@@ -2034,6 +2054,7 @@ static int s_unit_add(rl_model_cuda_t *self, int key, size_t off, size_t len) {
         u->lo = off;
     }
     u->n = off + len - u->lo;
+    u->vn += vec ? len : 0;
     return (int)(u - self->units);
 }
 
@@ -2097,7 +2118,8 @@ static int s_plan(rl_model_cuda_t *self, char *err, size_t err_len) {
             if (!self->has_head && !strcmp(specs[i].name, "lm_head.weight")) {
                 continue; // a sequence classifier's: no lm_head
             } else if (full) {
-                s_unit_add(self, s_unit_key(specs[i].name), self->t_n, s_up(n, S_TALIGN));
+                s_unit_add(self, s_unit_key(specs[i].name), self->t_n, s_up(n, S_TALIGN),
+                           specs[i].ndim == 1);
                 self->t_n += s_up(n, S_TALIGN);
             } else {
                 (void)s_frozen_at(self, shard && l >= 0 ? l : -1, &cur, specs[i].ndim, n);
@@ -2133,7 +2155,9 @@ static int s_plan(rl_model_cuda_t *self, char *err, size_t err_len) {
         t->unit = -1;
         if (full) {
             t->t_at = self->t_n;
-            t->unit = s_unit_add(self, s_unit_key(specs[i].name), self->t_n, s_up(t->n, S_TALIGN));
+            t->vec = specs[i].ndim == 1;
+            t->unit = s_unit_add(self, s_unit_key(specs[i].name), self->t_n, s_up(t->n, S_TALIGN),
+                                 t->vec);
             float **gslot = rl_model_params_find(hg, L, specs[i].name);
             t->host_grad = gslot ? *gslot : NULL;
             // offsets, made pointers by s_bind: the master, its bf16 copy, its gradient
@@ -2173,7 +2197,7 @@ static int s_plan(rl_model_cuda_t *self, char *err, size_t err_len) {
             rl_lora_module_dims(&self->cfg, m, &in, &out);
             for (int ab = 0; ab < 2 && sizes; ab++) {
                 size_t len = s_up((size_t)self->R * (size_t)(ab ? out : in), S_TALIGN);
-                s_unit_add(self, l, self->t_n, len);
+                s_unit_add(self, l, self->t_n, len, 0);
                 self->t_n += len;
             }
             for (int ab = 0; ab < 2 && !sizes; ab++) {
@@ -2184,7 +2208,7 @@ static int s_plan(rl_model_cuda_t *self, char *err, size_t err_len) {
                 t->trainable = 1;
                 t->layer = -1;
                 t->t_at = self->t_n;
-                t->unit = s_unit_add(self, l, self->t_n, s_up(t->n, S_TALIGN));
+                t->unit = s_unit_add(self, l, self->t_n, s_up(t->n, S_TALIGN), 0);
                 t->dt =
                     ab ? &self->lora_b[l * RL_LORA_NMOD + m] : &self->lora_a[l * RL_LORA_NMOD + m];
                 t->dt->f = (float *)(uintptr_t)(self->t_n + 1);
@@ -2206,12 +2230,13 @@ static void s_bind(rl_model_cuda_t *self) {
         s_dt_t *dt = self->tensors[i].dt;
         if (self->tensors[i].trainable) {
             size_t off = (size_t)(uintptr_t)dt->f - 1;
-            // a sharded layer's masters are read where it is gathered; a sharded root's fp32 is
-            // read by nothing (its bf16 copy is whole)
-            const s_unit_t *u = &self->units[self->tensors[i].unit];
-            dt->f = u->at_use    ? self->wbuf + (off - u->lo)
-                    : u->sharded ? NULL
-                                 : self->tmem + u->ro + (off - u->lo);
+            // a sharded layer's matrices are read where it is gathered (bf16), its vectors whole
+            // in lvec; a sharded root's fp32 is read by nothing (its bf16 copy is whole)
+            const s_tensor_t *t = &self->tensors[i];
+            const s_unit_t *u = &self->units[t->unit];
+            dt->f = u->at_use && t->vec ? self->lvec + t->v_at
+                    : u->sharded        ? NULL
+                                        : self->tmem + u->ro + (off - u->lo);
             dt->h = u->at_use    ? self->hbuf + (off - u->lo)
                     : u->whole_h ? self->tbf + u->bo + (off - u->lo)
                                  : NULL;
@@ -2291,10 +2316,11 @@ static void s_group_sizes(rl_model_cuda_t *self, const rl_model_opts_t *opts) {
     }
     // ZeRO-3 of the masters: every unit's part but the final norm's, which stays whole, back to
     // back (tmem: ro, r_n); the bf16 copies of the embedding and the head whole (tbf: bo, b_n);
-    // the layers gathered whole into wbuf and hbuf before they are computed
+    // the layers' bf16 copies gathered whole into hbuf before they are computed, their vectors
+    // whole (lvec: lv_n)
     self->mshard = self->ranks > 1 && self->tune == RL_TUNE_FULL && s_grads(self) &&
                    opts->device_shard_masters;
-    self->r_n = self->b_n = self->wb_n = self->mp_n = 0;
+    self->r_n = self->b_n = self->wb_n = self->mp_n = self->lv_n = 0;
     for (int i = 0; i < self->n_units; i++) {
         s_unit_t *u = &self->units[i];
         u->sharded = self->mshard && u->key != S_UN;
@@ -2305,6 +2331,16 @@ static void s_group_sizes(rl_model_cuda_t *self, const rl_model_opts_t *opts) {
         u->bo = self->b_n;
         self->b_n += u->whole_h ? u->n : 0;
         self->wb_n = u->at_use && W * u->part > self->wb_n ? W * u->part : self->wb_n;
+        self->lv_n += u->at_use ? u->vn : 0;
+    }
+    // each gathered layer's vectors' places in lvec, in tensor order
+    size_t at = 0;
+    for (int i = 0; i < self->n_tensors; i++) {
+        s_tensor_t *t = &self->tensors[i];
+        if (t->trainable && t->vec && self->units[t->unit].at_use) {
+            t->v_at = at;
+            at += s_up(t->n, S_TALIGN);
+        }
     }
 }
 
@@ -2465,7 +2501,8 @@ int rl_model_cuda_new(rl_model_t *host, const rl_model_opts_t *opts, rl_model_cu
                                    (void **)&self->tbf))) ||
         (self->mshard &&
          (cu->dmalloc(self->ctx, self->mp_n * sizeof(float), (void **)&self->mpart) ||
-          cu->dmalloc(self->ctx, self->wb_n * sizeof(float), (void **)&self->wbuf) ||
+          cu->dmalloc(self->ctx, (self->lv_n ? self->lv_n : 1) * sizeof(float),
+                      (void **)&self->lvec) ||
           cu->dmalloc(self->ctx, self->wb_n * sizeof(uint16_t), (void **)&self->hbuf))) ||
         (self->t_n && grads && self->ranks == 1 &&
          cu->dmalloc(self->ctx, self->t_n * sizeof(float), (void **)&self->gmem)) ||
@@ -2498,7 +2535,7 @@ int rl_model_cuda_new(rl_model_t *host, const rl_model_opts_t *opts, rl_model_cu
         (self->tmem && cu->dset(self->ctx, self->tmem, 0, self->r_n * sizeof(float))) ||
         (self->tbf && cu->dset(self->ctx, self->tbf, 0, self->b_n * sizeof(uint16_t))) ||
         (self->mpart && cu->dset(self->ctx, self->mpart, 0, self->mp_n * sizeof(float))) ||
-        (self->wbuf && cu->dset(self->ctx, self->wbuf, 0, self->wb_n * sizeof(float))) ||
+        (self->lvec && cu->dset(self->ctx, self->lvec, 0, self->lv_n * sizeof(float))) ||
         (self->gmem && cu->dset(self->ctx, self->gmem, 0, self->t_n * sizeof(float))) ||
         (self->gacc && cu->dset(self->ctx, self->gacc, 0, self->pn * sizeof(float))) ||
         (self->mmem && cu->dset(self->ctx, self->mmem, 0, self->pn * sizeof(float))) ||
@@ -2547,7 +2584,7 @@ void rl_model_cuda_destroy(rl_model_cuda_t **self_p) {
         self->cu->dfree(self->ctx, self->gmem);
         self->cu->dfree(self->ctx, self->gacc);
         self->cu->dfree(self->ctx, self->mpart);
-        self->cu->dfree(self->ctx, self->wbuf);
+        self->cu->dfree(self->ctx, self->lvec);
         self->cu->dfree(self->ctx, self->hbuf);
         self->cu->dfree(self->ctx, self->ubuf);
         self->cu->dfree(self->ctx, self->ebuf);

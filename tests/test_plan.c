@@ -151,14 +151,14 @@ static void s_test_by_hand(const rl_hf_config_t *arith, const rl_hf_config_t *ll
     CHECK_INT((long long)q0.trainable, 1263360);
     CHECK_INT((long long)q0.grads, 677376);
     CHECK_INT((long long)q0.optim, 842752);
-    // and its masters sharded (device_shard_masters): fp32 the final norm whole 128 and this
-    //   rank's parts of the rest 32000 + 2 x 20608 + 32000 = 105216; bf16 the embedding and the
-    //   head whole, 64000 + 64000 = 128000; one gathered layer 2 x 20608 = 41216, fp32 and bf16:
-    //   (128 + 105216) x 4 + 128000 x 2 + 41216 x 6 = 924672 (of 1263360); gradients and moments
-    //   as above
+    // and its masters sharded (device_shard_masters): fp32 the final norm whole 128, this
+    //   rank's parts of the rest 32000 + 2 x 20608 + 32000 = 105216 and the layers' norms whole
+    //   2 x 2 x 128 = 512; bf16 the embedding and the head whole, 64000 + 64000 = 128000, and one
+    //   gathered layer 2 x 20608 = 41216: (128 + 105216 + 512) x 4 + (128000 + 41216) x 2 =
+    //   761856 (of 1263360); gradients and moments as above
     o.device_shard_masters = 1;
     CHECK_INT(rl_model_device_plan(llama, &o, 1, 300, &q0, err, sizeof err), 0);
-    CHECK_INT((long long)q0.trainable, 924672);
+    CHECK_INT((long long)q0.trainable, 761856);
     CHECK_INT((long long)q0.grads, 677376);
     CHECK_INT((long long)q0.optim, 842752);
     o.device_shard_masters = 0;
