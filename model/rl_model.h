@@ -409,7 +409,9 @@ int rl_model_device_pull(rl_model_t *self, int grads);
 // RL_EINVAL. Return 0, RL_EINVAL or RL_EIO with rl_model_errmsg.
 // With a group (opts.device_comm_id): every rank calls clip, adamw and optim_state alike; clip's
 // norm is the group's sum's (each backward summed its units), adamw gathers the
-// updated parts, optim_state moves the whole m and v (every rank gets, or gives, all).
+// updated parts, optim_state moves the whole m and v (every rank gets, or gives, all; a rank
+// that downloads with m and v NULL takes part in the gathers and copies nothing: a checkpoint's
+// ranks that do not write it).
 int rl_model_device_clip(rl_model_t *self, double max_norm, double *norm);
 int rl_model_device_adamw(rl_model_t *self, double lr, double beta1, double beta2, double eps,
                           double weight_decay, int64_t step);

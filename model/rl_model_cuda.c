@@ -1781,8 +1781,8 @@ static int s_flat_copy(rl_model_cuda_t *self, float *dev, float *host, int uploa
 // A group's moments between this rank's parts and the host's flat layout, a unit at a time
 // through the unit's buffer (the gradients are spent after a step; a backward zeroes a unit's
 // buffer before writing it): download gathers every rank's part of the unit there and copies its
-// tensors to the host; upload copies the unit's tensors there (the gaps zeros) and keeps this
-// rank's part.
+// tensors to the host (m NULL: not: a rank that does not write the checkpoint); upload copies the
+// unit's tensors there (the gaps zeros) and keeps this rank's part.
 static int s_optim_group(rl_model_cuda_t *self, float *m, float *v, int upload) {
     const rl_cuda_module_t *cu = self->cu;
     for (int i = 0; i < self->n_units; i++) {
@@ -1797,7 +1797,7 @@ static int s_optim_group(rl_model_cuda_t *self, float *m, float *v, int upload) 
                 S_TRY(cu->d2d(self->ctx, buf + p0, dev, u->part * sizeof(float)));
                 S_TRY(cu->comm_all_gather(self->ctx, self->comm, buf, u->part));
             }
-            int rc = s_flat_copy(self, buf, k ? v : m, upload, i);
+            int rc = upload || m ? s_flat_copy(self, buf, k ? v : m, upload, i) : 0;
             if (rc) {
                 return rc;
             }
@@ -1814,8 +1814,14 @@ int rl_model_cuda_optim_state(rl_model_cuda_t *self, float *m, float *v, int upl
     if (!self->mmem) {
         return s_err(self, RL_EINVAL, "the model has no optimizer state (tune NONE)");
     }
+    if (upload && (!m || !v)) {
+        return s_err(self, RL_EINVAL, "optim_state: no moments to upload");
+    }
     if (self->comm) {
         return s_optim_group(self, m, v, upload);
+    }
+    if (!m) { // a download without a group takes part in nothing
+        return 0;
     }
     int rc = s_flat_copy(self, self->mmem, m, upload, -1);
     return rc ? rc : s_flat_copy(self, self->vmem, v, upload, -1);

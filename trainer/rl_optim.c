@@ -103,6 +103,17 @@ void rl_optim_set_steps(rl_optim_t *self, int64_t steps) {
 }
 size_t rl_optim_size(const rl_optim_t *self) { return self->n; }
 float *rl_optim_m(rl_optim_t *self) { return self->m; }
+
+void rl_optim_release(rl_optim_t *self) {
+    // calloc of a block this large maps fresh zero pages (glibc: mmap past its threshold); the
+    // old block's pages go back with free
+    float *m = calloc(self->n ? 2 * self->n : 1, sizeof(float));
+    if (m) {
+        free(self->m);
+        self->m = m;
+        self->v = m + self->n;
+    }
+}
 float *rl_optim_v(rl_optim_t *self) { return self->v; }
 
 // ---- state file ---------------------------------------------------------------------------------

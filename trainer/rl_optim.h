@@ -61,9 +61,13 @@ int64_t rl_optim_steps(const rl_optim_t *self);
 // Sets the update count (a sharded optimizer restored from a whole one's state).
 void rl_optim_set_steps(rl_optim_t *self, int64_t steps);
 size_t rl_optim_size(const rl_optim_t *self);
-// The first and second moments, n floats each. borrowed; valid until destroy.
+// The first and second moments, n floats each. borrowed; valid until destroy or release.
 float *rl_optim_m(rl_optim_t *self);
 float *rl_optim_v(rl_optim_t *self);
+// Gives the moments' memory back and makes them zeros (fresh pages, unmapped until written):
+// for a caller whose optimizer state lives elsewhere (on a GPU) and keeps this copy only for a
+// checkpoint's moment. Nothing changes when the new allocation fails.
+void rl_optim_release(rl_optim_t *self);
 
 // ---- state file ---------------------------------------------------------------------------------
 // Layout (little-endian):
