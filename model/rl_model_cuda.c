@@ -965,11 +965,11 @@ int rl_model_cuda_cache_new(rl_model_cuda_t *self, int n_slots, int max_len,
     if (!self->has_head) {
         return s_err(self, RL_EINVAL, "this model has no vocabulary head: it cannot sample");
     }
-    if (self->sranks > 1) {
+    if (self->sranks > 1 || self->mshard) { // a step would gather with peers that do not step
         return s_err(self, RL_EINVAL,
                      "cuda:%d: a model whose layers are sharded over %d ranks (ZeRO-3) cannot "
                      "sample: a sampler holds its model whole",
-                     self->device, self->sranks);
+                     self->device, self->mshard ? self->ranks : self->sranks);
     }
     rl_model_cuda_cache_t *c = calloc(1, sizeof *c);
     const size_t R = (size_t)self->rows;

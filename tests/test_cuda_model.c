@@ -1642,11 +1642,14 @@ static int s_group_child(char **argv) {
     rl_hf_config_t cfg = s_cfg(k->shape);
     rl_model_t *m = s_new(&cfg, k, 1, S_B * T);
     s_check_plan(m, k, S_B * T);
-    if (s_shard_masters) { // no whole array to share
+    if (s_shard_masters) { // no whole array to share; no sampling (a step would gather alone)
         unsigned char h[RL_MODEL_IPC_HANDLE];
         uint64_t lay;
         int64_t nn;
         CHECK(rl_model_device_ipc_export(m, h, &lay, &nn) == RL_EINVAL);
+        rl_kvcache_t *kv = rl_kvcache_new(m, 1, 8);
+        CHECK_MSG(!kv, "a model whose masters are sharded made a KV cache");
+        rl_kvcache_destroy(&kv);
     }
     s_batch_t b = s_batch(T, cfg.vocab_size, cfg.hidden_size);
     size_t n;
