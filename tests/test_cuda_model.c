@@ -1122,14 +1122,29 @@ static void s_test_sampler(rl_model_t *cpu, rl_model_t *gpu, int V) {
 // steps of 2 rows (the second captures a graph, the others launch it), 3 of 1 row (another
 // graph), then a forward of more tokens than the buffers hold (they move: the graphs captured
 // before are stale) and 3 more of 2 rows (captured anew). The counts say how many of each.
+// Emulated, a third model whose captures all fail (CUEMU_CAPTURE_FAIL around its steps, as a
+// GPU may invalidate one) turns graphs off at its first and gives the same logits, queued.
+static int s_bad_step(rl_model_t *m, rl_kvcache_t *c, const int32_t *t, const int *sl,
+                      const int *ps, int n, float *out) {
+    setenv("CUEMU_CAPTURE_FAIL", "1", 1);
+    int rc = rl_model_step(m, c, t, sl, ps, n, NULL, out);
+    unsetenv("CUEMU_CAPTURE_FAIL");
+    return rc;
+}
+
 static void s_test_graphs(const rl_hf_config_t *cfg, const s_case_t *k, rl_model_t *cpu, int V) {
-    rl_model_t *on = s_new(cfg, k, 1, 64);
+    rl_model_t *on = s_new(cfg, k, 1, 64), *bad = s_new(cfg, k, 1, 64);
     setenv("RLCTL_CUDA_GRAPHS", "0", 1);
     rl_model_t *off = s_new(cfg, k, 1, 64);
     unsetenv("RLCTL_CUDA_GRAPHS");
     s_copy_params(on, cpu);
     s_copy_params(off, cpu);
+    s_copy_params(bad, cpu);
     rl_kvcache_t *con = rl_kvcache_new(on, 2, 40), *coff = rl_kvcache_new(off, 2, 40);
+    rl_kvcache_t *cbad = rl_kvcache_new(bad, 2, 40);
+    const int emu = rl_test_emulated();
+    float *c = malloc((size_t)12 * V * sizeof(float));
+    int bad_differ = 0;
     float *a = malloc((size_t)12 * V * sizeof(float)), *b = malloc((size_t)12 * V * sizeof(float));
     rl_rng_t rng;
     rl_rng_seed(&rng, 5);
@@ -1140,9 +1155,13 @@ static void s_test_graphs(const rl_hf_config_t *cfg, const s_case_t *k, rl_model
         slots[i] = i < 7 ? 0 : 1;
         pos[i] = i < 7 ? i : i - 7;
     }
-    CHECK(con && coff && rl_model_step(on, con, tok, slots, pos, 12, NULL, a) == 0 &&
+    CHECK(con && coff && cbad && rl_model_step(on, con, tok, slots, pos, 12, NULL, a) == 0 &&
           rl_model_step(off, coff, tok, slots, pos, 12, NULL, b) == 0);
     differ += !s_same_bits(a, b, (size_t)12 * V * sizeof(float));
+    if (emu) {
+        CHECK(s_bad_step(bad, cbad, tok, slots, pos, 12, c) == 0);
+        bad_differ += !s_same_bits(c, b, (size_t)12 * V * sizeof(float));
+    }
     static const int rows[] = {2, 2, 2, 2, 2, 1, 1, 1, 0, 2, 2, 2};
     for (size_t s = 0; s < sizeof rows / sizeof rows[0]; s++) {
         const int n = rows[s];
@@ -1155,6 +1174,7 @@ static void s_test_graphs(const rl_hf_config_t *cfg, const s_case_t *k, rl_model
             }
             CHECK(rl_model_forward(on, ft, &fl, 1, 70, 1.0f, 0, lp, NULL) == 0);
             CHECK(rl_model_forward(off, ft, &fl, 1, 70, 1.0f, 0, lp, NULL) == 0);
+            CHECK(!emu || rl_model_forward(bad, ft, &fl, 1, 70, 1.0f, 0, lp, NULL) == 0);
             continue;
         }
         int32_t t[2];
@@ -1166,6 +1186,10 @@ static void s_test_graphs(const rl_hf_config_t *cfg, const s_case_t *k, rl_model
         CHECK(rl_model_step(on, con, t, sl, ps, n, NULL, a) == 0);
         CHECK(rl_model_step(off, coff, t, sl, ps, n, NULL, b) == 0);
         differ += !s_same_bits(a, b, (size_t)n * V * sizeof(float));
+        if (emu) {
+            CHECK(s_bad_step(bad, cbad, t, sl, ps, n, c) == 0);
+            bad_differ += !s_same_bits(c, b, (size_t)n * V * sizeof(float));
+        }
         steps++;
     }
     long long cap = 0, launched = 0, cap0 = 0, launched0 = 0;
@@ -1182,6 +1206,19 @@ static void s_test_graphs(const rl_hf_config_t *cfg, const s_case_t *k, rl_model
               cap, launched, why ? why : "on");
     CHECK_MSG(why0 && strstr(why0, "RLCTL_CUDA_GRAPHS=0") && cap0 == 0 && launched0 == 0,
               "the twin without graphs: %s, %lld, %lld", why0 ? why0 : "on", cap0, launched0);
+    if (emu) {
+        long long capb = 0, launchedb = 0;
+        const char *whyb = rl_model_device_graphs(bad, &capb, &launchedb);
+        printf("  %-34s %d of %d steps' logits differ from the queued ones; %s\n",
+               "every capture failing", bad_differ, steps + 1, whyb ? whyb : "graphs on");
+        CHECK_MSG(bad_differ == 0 && whyb && strstr(whyb, "a capture failed") && capb == 0 &&
+                      launchedb == 0,
+                  "captures failing: %d steps differ; %s; captured %lld, launched %lld", bad_differ,
+                  whyb ? whyb : "graphs on", capb, launchedb);
+    }
+    rl_kvcache_destroy(&cbad);
+    rl_model_destroy(&bad);
+    free(c);
     free(a);
     free(b);
     rl_kvcache_destroy(&con);

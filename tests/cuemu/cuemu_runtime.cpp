@@ -8,6 +8,7 @@
 //   CUEMU_DEVICES  how many devices (default 1; 0: the driver sees none)
 //   CUEMU_MEMORY   each device's memory in bytes, or with K/M/G/T (default 16G)
 //   CUEMU_PEER     0: no device can access another's memory (default: all can, rank 0)
+//   CUEMU_CAPTURE_FAIL  set (not 0): every stream capture fails at its end (read at each end)
 //   CUEMU_CONTEXTS a file each process appends "<comm>\t<command line>\n" to the first time it
 //                  makes a call that makes a CUDA context (cudaSetDevice, memory, streams,
 //                  copies, sets, IPC; not the version, count, property, attribute and peer
@@ -832,7 +833,10 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph) {
     stream->capturing = false;
     std::vector<std::function<void()>> work;
     work.swap(stream->work);
-    if (stream->invalidated) {
+    // CUEMU_CAPTURE_FAIL (read at every end): every capture fails, as one a GPU invalidates for
+    // a call the emulation allows (the caller's fallback is what a test then checks)
+    const char *fail = getenv("CUEMU_CAPTURE_FAIL");
+    if (stream->invalidated || (fail && *fail && strcmp(fail, "0") != 0)) {
         return s_ret(cudaErrorStreamCaptureInvalidated);
     }
     *graph = new CUgraph_st{std::move(work)};
