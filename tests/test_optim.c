@@ -262,6 +262,80 @@ static void test_state_file(const char *dir) {
     rl_optim_destroy(&d);
 }
 
+// rl_optim_load_shared: the same state as rl_optim_load, read from the file's read-only pages;
+// the same refusals, leaving the state unchanged; released (or loaded over) to writable zeros.
+static void test_state_file_shared(const char *dir) {
+    enum { N = 100 };
+    rl_optim_hparams_t hp = {0.9, 0.95, 1e-6, 0.1};
+    rl_optim_t *a = rl_optim_new(N, &hp), *b = rl_optim_new(N, &hp);
+    float p[N], g[N];
+    for (int i = 0; i < N; i++) {
+        p[i] = (float)i / N;
+        g[i] = (float)sin(i * 0.7);
+    }
+    rl_optim_step(a, p, g, 1e-3);
+    rl_optim_step(a, p, g, 1e-3);
+    char path[512], bad[512], err[512];
+    snprintf(path, sizeof(path), "%s/shared.bin", dir);
+    snprintf(bad, sizeof(bad), "%s/shared_bad.bin", dir);
+    CHECK_INT(rl_optim_save(a, path, err, sizeof(err)), 0);
+    size_t n = 0;
+    unsigned char *bytes = (unsigned char *)rl_test_read_file(path, &n);
+    // refusals first, on a fresh state: unchanged (step 0, zeros)
+    s_write_bytes(bad, bytes, n - 10);
+    CHECK_INT(rl_optim_load_shared(b, bad, err, sizeof(err)), RL_EIO);
+    CHECK_CONTAINS(err, "truncated");
+    unsigned char *longer = calloc(n + 4, 1);
+    memcpy(longer, bytes, n);
+    s_write_bytes(bad, longer, n + 4);
+    CHECK_INT(rl_optim_load_shared(b, bad, err, sizeof(err)), RL_EIO);
+    CHECK_CONTAINS(err, "trailing");
+    free(longer);
+    bytes[RL_OPTIM_HEADER_SIZE + 9] ^= 0x01;
+    s_write_bytes(bad, bytes, n);
+    CHECK_INT(rl_optim_load_shared(b, bad, err, sizeof(err)), RL_EPROTO);
+    CHECK_CONTAINS(err, "corrupt");
+    s_write_bytes(bad, bytes, 40);
+    CHECK_INT(rl_optim_load_shared(b, bad, err, sizeof(err)), RL_EIO);
+    CHECK_CONTAINS(err, "truncated");
+    snprintf(bad, sizeof(bad), "%s/none_shared.bin", dir);
+    CHECK(rl_optim_load_shared(b, bad, err, sizeof(err)) > 0);
+    CHECK_CONTAINS(err, "none_shared.bin");
+    rl_optim_t *c = rl_optim_new(N + 1, &hp);
+    CHECK_INT(rl_optim_load_shared(c, path, err, sizeof(err)), RL_EINVAL);
+    CHECK_CONTAINS(err, "holds 100 parameters");
+    CHECK_INT(rl_optim_steps(b), 0);
+    int zero = 1;
+    for (int i = 0; i < 2 * N; i++) {
+        zero = zero && rl_optim_m(b)[i] == 0.0f;
+    }
+    CHECK_MSG(zero, "a refused shared load changed the state");
+    // the intact file: the saved state, bit for bit
+    CHECK_INT(rl_optim_load_shared(b, path, err, sizeof(err)), 0);
+    CHECK_INT(rl_optim_steps(b), 2);
+    CHECK(memcmp(rl_optim_m(a), rl_optim_m(b), 2 * N * sizeof(float)) == 0);
+    // loaded over by the copying load, then released: writable zeros, and it steps
+    CHECK_INT(rl_optim_load(b, path, err, sizeof(err)), 0);
+    CHECK(memcmp(rl_optim_m(a), rl_optim_m(b), 2 * N * sizeof(float)) == 0);
+    CHECK_INT(rl_optim_load_shared(b, path, err, sizeof(err)), 0);
+    rl_optim_release(b);
+    zero = 1;
+    for (int i = 0; i < 2 * N; i++) {
+        zero = zero && rl_optim_m(b)[i] == 0.0f && rl_optim_v(b)[i % N] == 0.0f;
+    }
+    CHECK_MSG(zero, "released moments are not zeros");
+    rl_optim_step(b, p, g, 1e-3);
+    CHECK(rl_optim_m(b)[1] != 0.0f);
+    // destroyed while mapped
+    rl_optim_destroy(&c);
+    c = rl_optim_new(N, &hp);
+    CHECK_INT(rl_optim_load_shared(c, path, err, sizeof(err)), 0);
+    free(bytes);
+    rl_optim_destroy(&a);
+    rl_optim_destroy(&b);
+    rl_optim_destroy(&c);
+}
+
 static void test_crc32c(void) {
     // RFC 3720 (iSCSI) B.4 vectors and the usual check value.
     CHECK_INT(rl_crc32c(0, "123456789", 9), 0xE3069283u);
@@ -356,6 +430,7 @@ int main(void) {
     RL_TEST_RUN(test_clip);
     RL_TEST_RUN(test_parts);
     RL_TEST_RUN(test_state_file, dir);
+    RL_TEST_RUN(test_state_file_shared, dir);
     rl_test_tmpdir_done(dir);
     RL_TEST_DONE();
 }

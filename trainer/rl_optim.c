@@ -7,9 +7,12 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "rl_optim writes its state file in host order and supports little-endian hosts only"
@@ -19,9 +22,23 @@ struct rl_optim {
     rl_optim_hparams_t hp;
     size_t n;
     int64_t step;
-    float *m; // (n) first moment
-    float *v; // (n) second moment; m and v share one allocation
+    float *m;       // (n) first moment
+    float *v;       // (n) second moment; m and v share one allocation, or
+    void *map;      // the state file's read-only mapping they point into (rl_optim_load_shared)
+    size_t map_len; // its bytes
 };
+
+// m and v's memory given back: the allocation freed, or the file's mapping unmapped.
+static void s_drop_state(rl_optim_t *self) {
+    if (self->map) {
+        munmap(self->map, self->map_len);
+        self->map = NULL;
+        self->map_len = 0;
+    } else {
+        free(self->m);
+    }
+    self->m = self->v = NULL;
+}
 
 // ---- AdamW ------------------------------------------------------------------------------------
 
@@ -45,7 +62,7 @@ void rl_optim_destroy(rl_optim_t **self_p) {
     if (!self_p || !*self_p) {
         return;
     }
-    free((*self_p)->m);
+    s_drop_state(*self_p);
     free(*self_p);
     *self_p = NULL;
 }
@@ -109,7 +126,7 @@ void rl_optim_release(rl_optim_t *self) {
     // old block's pages go back with free
     float *m = calloc(self->n ? 2 * self->n : 1, sizeof(float));
     if (m) {
-        free(self->m);
+        s_drop_state(self);
         self->m = m;
         self->v = m + self->n;
     }
@@ -165,90 +182,140 @@ int rl_optim_save(const rl_optim_t *self, const char *path, char *err, size_t er
     return 0;
 }
 
-int rl_optim_load(rl_optim_t *self, const char *path, char *err, size_t err_len) {
-    int rc = 0;
-    float *buf = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        int e = errno;
-        return rl_errf(err, err_len, e, "%s: cannot open optimizer state: %s", path,
-                       strerror(e));
-    }
+// Reads and checks the header of an optimizer state file open as f (positioned after it on
+// return): its parameter count must be n_want; *step and *crc from it. Returns 0 or the error
+// rl_optim_load documents, err set.
+static int s_read_header(FILE *f, const char *path, size_t n_want, int64_t *step, uint32_t *crc,
+                         char *err, size_t err_len) {
     unsigned char hdr[RL_OPTIM_HEADER_SIZE];
     size_t got = fread(hdr, 1, sizeof(hdr), f);
     if (got < 16 || memcmp(hdr, s_magic, 8) != 0) {
-        rc = rl_errf(err, err_len, got < 8 ? RL_EIO : RL_EPROTO,
-                     "%s: not an rlctl optimizer state file (bad magic%s)", path,
-                     got < 8 ? ", file too short" : "");
-        goto fail;
+        return rl_errf(err, err_len, got < 8 ? RL_EIO : RL_EPROTO,
+                       "%s: not an rlctl optimizer state file (bad magic%s)", path,
+                       got < 8 ? ", file too short" : "");
     }
     uint32_t version, hsize;
     memcpy(&version, hdr + 8, 4);
     memcpy(&hsize, hdr + 12, 4);
     if (version != RL_OPTIM_FORMAT_VERSION) {
-        rc = rl_errf(err, err_len, RL_EVERSION,
-                     "%s: optimizer state format version %u is not supported (this rlctl "
-                     "reads version %u)", path, version, RL_OPTIM_FORMAT_VERSION);
-        goto fail;
+        return rl_errf(err, err_len, RL_EVERSION,
+                       "%s: optimizer state format version %u is not supported (this rlctl "
+                       "reads version %u)",
+                       path, version, RL_OPTIM_FORMAT_VERSION);
     }
     if (hsize != RL_OPTIM_HEADER_SIZE || got != sizeof(hdr)) {
-        rc = rl_errf(err, err_len, got != sizeof(hdr) ? RL_EIO : RL_EPROTO,
-                     "%s: optimizer state header is %s", path,
-                     got != sizeof(hdr) ? "truncated" : "malformed (header size)");
-        goto fail;
+        return rl_errf(err, err_len, got != sizeof(hdr) ? RL_EIO : RL_EPROTO,
+                       "%s: optimizer state header is %s", path,
+                       got != sizeof(hdr) ? "truncated" : "malformed (header size)");
     }
     uint64_t n;
+    memcpy(&n, hdr + 16, 8);
+    memcpy(step, hdr + 24, 8);
+    memcpy(crc, hdr + 64, 4);
+    if (n != n_want) {
+        return rl_errf(err, err_len, RL_EINVAL,
+                       "%s: optimizer state holds %llu parameters, the model trains %zu "
+                       "(a checkpoint of another model or tuning mode?)",
+                       path, (unsigned long long)n, n_want);
+    }
+    if (*step < 0) {
+        return rl_errf(err, err_len, RL_EPROTO, "%s: negative step count %lld", path,
+                       (long long)*step);
+    }
+    return 0;
+}
+
+// The data section's size check: `have` floats found where `want` belong (trailing: more).
+static int s_size_error(const char *path, size_t want, size_t have, int trailing, char *err,
+                        size_t err_len) {
+    if (trailing) {
+        return rl_errf(err, err_len, RL_EIO, "%s: trailing bytes after the optimizer state", path);
+    }
+    return rl_errf(err, err_len, RL_EIO,
+                   "%s: optimizer state truncated: expected %zu bytes, found %zu", path,
+                   (size_t)RL_OPTIM_HEADER_SIZE + want * sizeof(float),
+                   (size_t)RL_OPTIM_HEADER_SIZE + have * sizeof(float));
+}
+
+int rl_optim_load(rl_optim_t *self, const char *path, char *err, size_t err_len) {
+    float *buf = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        int e = errno;
+        return rl_errf(err, err_len, e, "%s: cannot open optimizer state: %s", path, strerror(e));
+    }
     int64_t step;
     uint32_t crc;
-    memcpy(&n, hdr + 16, 8);
-    memcpy(&step, hdr + 24, 8);
-    memcpy(&crc, hdr + 64, 4);
-    if (n != self->n) {
-        rc = rl_errf(err, err_len, RL_EINVAL,
-                     "%s: optimizer state holds %llu parameters, the model trains %zu "
-                     "(a checkpoint of another model or tuning mode?)",
-                     path, (unsigned long long)n, self->n);
-        goto fail;
-    }
-    if (step < 0) {
-        rc = rl_errf(err, err_len, RL_EPROTO, "%s: negative step count %lld", path,
-                     (long long)step);
-        goto fail;
-    }
-    buf = malloc(n ? 2 * n * sizeof(float) : 1);
-    if (!buf) {
+    const size_t n = self->n, want = 2 * n;
+    int rc = s_read_header(f, path, n, &step, &crc, err, err_len);
+    if (!rc && !(buf = malloc(n ? want * sizeof(float) : 1))) {
         rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
-        goto fail;
     }
-    size_t want = 2 * (size_t)n;
-    size_t have = fread(buf, sizeof(float), want, f);
-    if (have != want) {
-        rc = rl_errf(err, err_len, RL_EIO,
-                     "%s: optimizer state truncated: expected %zu bytes, found %zu", path,
-                     (size_t)RL_OPTIM_HEADER_SIZE + want * sizeof(float),
-                     (size_t)RL_OPTIM_HEADER_SIZE + have * sizeof(float));
-        goto fail;
+    size_t have = rc ? 0 : fread(buf, sizeof(float), want, f);
+    if (!rc && (have != want || fgetc(f) != EOF)) {
+        rc = s_size_error(path, want, have, have == want, err, err_len);
     }
-    if (fgetc(f) != EOF) {
-        rc = rl_errf(err, err_len, RL_EIO, "%s: trailing bytes after the optimizer state",
-                     path);
-        goto fail;
-    }
-    if (rl_crc32c(0, buf, want * sizeof(float)) != crc) {
+    if (!rc && rl_crc32c(0, buf, want * sizeof(float)) != crc) {
         rc = rl_errf(err, err_len, RL_EPROTO,
                      "%s: optimizer state checksum mismatch (the file is corrupt)", path);
-        goto fail;
     }
-    // the read block becomes the state (no second copy: a Llama-3-8B's moments are 64 GB)
-    free(self->m);
-    self->m = buf;
-    self->v = buf + n;
-    buf = NULL;
-    self->step = step;
-fail:
+    if (!rc) { // the read block becomes the state (no second copy: 64 GB at Llama-3-8B)
+        s_drop_state(self);
+        self->m = buf;
+        self->v = buf + n;
+        buf = NULL;
+        self->step = step;
+    }
     free(buf);
     fclose(f);
     return rc;
+}
+
+int rl_optim_load_shared(rl_optim_t *self, const char *path, char *err, size_t err_len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        int e = errno;
+        return rl_errf(err, err_len, e, "%s: cannot open optimizer state: %s", path, strerror(e));
+    }
+    int64_t step;
+    uint32_t crc;
+    const size_t n = self->n, want = 2 * n;
+    const size_t len = (size_t)RL_OPTIM_HEADER_SIZE + want * sizeof(float);
+    int rc = s_read_header(f, path, n, &step, &crc, err, err_len);
+    struct stat st;
+    if (!rc && fstat(fileno(f), &st) != 0) {
+        rc = rl_errf(err, err_len, RL_EIO, "%s: %s", path, strerror(errno));
+    }
+    if (!rc && (size_t)st.st_size != len) {
+        size_t have = (size_t)st.st_size > len
+                          ? want
+                          : ((size_t)st.st_size - RL_OPTIM_HEADER_SIZE) / sizeof(float);
+        rc = s_size_error(path, want, have, (size_t)st.st_size > len, err, err_len);
+    }
+    void *map = MAP_FAILED;
+    if (!rc && (map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fileno(f), 0)) == MAP_FAILED) {
+        rc = rl_errf(err, err_len, RL_ENOMEM, "%s: cannot map %zu bytes: %s", path, len,
+                     strerror(errno));
+    }
+    const float *data = rc ? NULL : (const float *)((const char *)map + RL_OPTIM_HEADER_SIZE);
+    if (!rc && rl_crc32c(0, data, want * sizeof(float)) != crc) {
+        rc = rl_errf(err, err_len, RL_EPROTO,
+                     "%s: optimizer state checksum mismatch (the file is corrupt)", path);
+    }
+    fclose(f); // the mapping stays
+    if (rc) {
+        if (map != MAP_FAILED) {
+            munmap(map, len);
+        }
+        return rc;
+    }
+    s_drop_state(self);
+    self->map = map;
+    self->map_len = len;
+    self->m = (float *)(uintptr_t)data; // read-only pages: writing them faults
+    self->v = self->m + n;
+    self->step = step;
+    return 0;
 }
 
 // ---- gradient clipping ----------------------------------------------------------------------

@@ -93,6 +93,12 @@ int rl_optim_save(const rl_optim_t *self, const char *path, char *err, size_t er
 // RL_EINVAL (parameter count differs from self's), RL_EIO (truncated or trailing bytes), an
 // errno (cannot open); err names the path and what is wrong. self is unchanged on error.
 int rl_optim_load(rl_optim_t *self, const char *path, char *err, size_t err_len);
+// As rl_optim_load, but m and v then read the file's pages where they are (a read-only mapping:
+// the page cache, one copy for every process of the machine that loads the file) until
+// rl_optim_release or destroy. The state must not be stepped or written meanwhile (the pages
+// are read-only): for a caller that only uploads it (a GPU's optimizer at a resume: a mesh's
+// ranks then share one copy of the moments instead of holding one each).
+int rl_optim_load_shared(rl_optim_t *self, const char *path, char *err, size_t err_len);
 
 // ---- gradient clipping ----------------------------------------------------------------------
 

@@ -1479,7 +1479,10 @@ int rl_policy_load(rl_policy_t *self, const char *dir, uint64_t model_train_step
         return rc;
     }
     snprintf(path, sizeof(path), "%s/optimizer.bin", dir);
-    rc = rl_optim_load(self->optim, path, err, err_len);
+    // the device's optimizer only uploads them: read where the file's pages are (one copy for
+    // a machine's ranks), given back after the upload
+    rc = self->dev_optim ? rl_optim_load_shared(self->optim, path, err, err_len)
+                         : rl_optim_load(self->optim, path, err, err_len);
     if (rc) {
         return rc;
     }
