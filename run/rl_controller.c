@@ -334,8 +334,7 @@ static void s_print_placement(s_ctl_t *s, int threads) {
     int gpu = rl_policy_role_device(r, "actor", 0, &d0, err, sizeof err) == 0 && d0.cuda;
     // with NCCL (rl_policy_wants_nccl) the host keeps the whole model's copy (and an adapter's
     // gradients; full tuning's are the devices' only, the host's array never touched); the
-    // moments are the devices', on the host only for a checkpoint's moment (rank 0's, the one
-    // that writes it; every rank's while a resume reads them)
+    // moments are the devices' (a checkpoint's go straight into its file and back: mapped)
     const int nccl = gpu && rl_policy_wants_nccl(r);
     double train = r->lora.enabled ? lora : base;
     double per = nccl              ? base + (r->lora.enabled ? 2 * lora : 0)

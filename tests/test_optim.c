@@ -336,6 +336,61 @@ static void test_state_file_shared(const char *dir) {
     rl_optim_destroy(&c);
 }
 
+// rl_optim_write_*: moments filled in place into the file's mapping give rl_optim_save's file,
+// byte for byte; abort and a refused end leave no file behind; a folder that is not there is
+// an error naming the path.
+static void test_state_writer(const char *dir) {
+    enum { N = 77 };
+    rl_optim_hparams_t hp = {0.9, 0.99, 1e-8, 0.01};
+    rl_optim_t *a = rl_optim_new(N, &hp), *other = rl_optim_new(N + 1, &hp);
+    float p[N], g[N];
+    for (int i = 0; i < N; i++) {
+        p[i] = (float)i;
+        g[i] = (float)cos(i * 1.3);
+    }
+    rl_optim_step(a, p, g, 1e-2);
+    char want[512], got[512], tmp[520], err[512];
+    snprintf(want, sizeof(want), "%s/want.bin", dir);
+    snprintf(got, sizeof(got), "%s/got.bin", dir);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", got);
+    CHECK_INT(rl_optim_save(a, want, err, sizeof(err)), 0);
+    rl_optim_writer_t *w = NULL;
+    float *m = NULL, *v = NULL;
+    CHECK_INT(rl_optim_write_begin(got, N, &w, &m, &v, err, sizeof(err)), 0);
+    CHECK(w && m && v == m + N && access(tmp, F_OK) == 0 && access(got, F_OK) != 0);
+    memcpy(m, rl_optim_m(a), N * sizeof(float));
+    memcpy(v, rl_optim_v(a), N * sizeof(float));
+    CHECK_INT(rl_optim_write_end(&w, a, err, sizeof(err)), 0);
+    CHECK(w == NULL && access(tmp, F_OK) != 0);
+    size_t nw = 0, ng = 0;
+    char *bw = rl_test_read_file(want, &nw), *bg = rl_test_read_file(got, &ng);
+    CHECK_MSG(bw && bg && nw == ng && memcmp(bw, bg, nw) == 0,
+              "the file written in place differs from rl_optim_save's (%zu, %zu bytes)", ng, nw);
+    free(bw);
+    free(bg);
+    // it loads as any state file
+    rl_optim_t *b = rl_optim_new(N, &hp);
+    CHECK_INT(rl_optim_load(b, got, err, sizeof(err)), 0);
+    CHECK_INT(rl_optim_steps(b), 1);
+    // abort: nothing left, the old file untouched
+    CHECK_INT(rl_optim_write_begin(got, N, &w, &m, &v, err, sizeof(err)), 0);
+    rl_optim_write_abort(&w);
+    CHECK(w == NULL && access(tmp, F_OK) != 0);
+    CHECK_INT(rl_optim_load(b, got, err, sizeof(err)), 0);
+    // an end with a state of another size: refused, the temporary removed
+    CHECK_INT(rl_optim_write_begin(got, N, &w, &m, &v, err, sizeof(err)), 0);
+    CHECK_INT(rl_optim_write_end(&w, other, err, sizeof(err)), RL_EINVAL);
+    CHECK_CONTAINS(err, "77 parameters");
+    CHECK(w == NULL && access(tmp, F_OK) != 0);
+    // a folder that is not there
+    snprintf(got, sizeof(got), "%s/no/such/dir/opt.bin", dir);
+    CHECK(rl_optim_write_begin(got, N, &w, &m, &v, err, sizeof(err)) > 0 && w == NULL);
+    CHECK_CONTAINS(err, "no/such/dir/opt.bin.tmp");
+    rl_optim_destroy(&a);
+    rl_optim_destroy(&b);
+    rl_optim_destroy(&other);
+}
+
 static void test_crc32c(void) {
     // RFC 3720 (iSCSI) B.4 vectors and the usual check value.
     CHECK_INT(rl_crc32c(0, "123456789", 9), 0xE3069283u);
@@ -431,6 +486,7 @@ int main(void) {
     RL_TEST_RUN(test_parts);
     RL_TEST_RUN(test_state_file, dir);
     RL_TEST_RUN(test_state_file_shared, dir);
+    RL_TEST_RUN(test_state_writer, dir);
     rl_test_tmpdir_done(dir);
     RL_TEST_DONE();
 }

@@ -11,8 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "rl_optim writes its state file in host order and supports little-endian hosts only"
@@ -139,13 +141,13 @@ static const double S_PI = 3.14159265358979323846;
 
 static const char s_magic[8] = {'R', 'L', 'O', 'P', 'T', 'I', 'M', '\0'};
 
-int rl_optim_save(const rl_optim_t *self, const char *path, char *err, size_t err_len) {
-    unsigned char hdr[RL_OPTIM_HEADER_SIZE];
-    memset(hdr, 0, sizeof(hdr));
+// The header of self's state whose data's checksum is crc.
+static void s_header(unsigned char hdr[RL_OPTIM_HEADER_SIZE], const rl_optim_t *self,
+                     uint32_t crc) {
+    memset(hdr, 0, RL_OPTIM_HEADER_SIZE);
     uint32_t version = RL_OPTIM_FORMAT_VERSION, hsize = RL_OPTIM_HEADER_SIZE;
     uint64_t n = self->n;
     double hp[4] = {self->hp.beta1, self->hp.beta2, self->hp.eps, self->hp.weight_decay};
-    uint32_t crc = rl_crc32c(0, self->m, 2 * self->n * sizeof(float));
     memcpy(hdr, s_magic, 8);
     memcpy(hdr + 8, &version, 4);
     memcpy(hdr + 12, &hsize, 4);
@@ -153,6 +155,11 @@ int rl_optim_save(const rl_optim_t *self, const char *path, char *err, size_t er
     memcpy(hdr + 24, &self->step, 8);
     memcpy(hdr + 32, hp, 32);
     memcpy(hdr + 64, &crc, 4);
+}
+
+int rl_optim_save(const rl_optim_t *self, const char *path, char *err, size_t err_len) {
+    unsigned char hdr[RL_OPTIM_HEADER_SIZE];
+    s_header(hdr, self, rl_crc32c(0, self->m, 2 * self->n * sizeof(float)));
 
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 5);
@@ -179,6 +186,97 @@ int rl_optim_save(const rl_optim_t *self, const char *path, char *err, size_t er
         return RL_EIO;
     }
     free(tmp);
+    return 0;
+}
+
+struct rl_optim_writer {
+    char *path, *tmp; // the file, and path.tmp being written
+    int fd;
+    void *map; // tmp's shared mapping: header, then m and v
+    size_t len, n;
+};
+
+void rl_optim_write_abort(rl_optim_writer_t **w_p) {
+    rl_optim_writer_t *w = w_p ? *w_p : NULL;
+    if (!w) {
+        return;
+    }
+    if (w->map && w->map != MAP_FAILED) {
+        munmap(w->map, w->len);
+    }
+    if (w->fd >= 0) {
+        close(w->fd);
+        unlink(w->tmp);
+    }
+    free(w->path);
+    free(w->tmp);
+    free(w);
+    *w_p = NULL;
+}
+
+int rl_optim_write_begin(const char *path, size_t n, rl_optim_writer_t **out, float **m, float **v,
+                         char *err, size_t err_len) {
+    *out = NULL;
+    rl_optim_writer_t *w = calloc(1, sizeof *w);
+    size_t plen = strlen(path);
+    if (!w || !(w->path = strdup(path)) || !(w->tmp = malloc(plen + 5))) {
+        if (w) {
+            free(w->path);
+        }
+        free(w);
+        return rl_errf(err, err_len, RL_ENOMEM, "out of memory");
+    }
+    memcpy(w->tmp, path, plen);
+    memcpy(w->tmp + plen, ".tmp", 5);
+    w->n = n;
+    w->len = (size_t)RL_OPTIM_HEADER_SIZE + 2 * n * sizeof(float);
+    w->fd = open(w->tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int e = w->fd < 0 ? errno : 0;
+    // the blocks reserved now: a full disk is this error, not a fault while the pages are
+    // written
+    if (!e) {
+        e = posix_fallocate(w->fd, 0, (off_t)w->len);
+    }
+    if (!e &&
+        (w->map = mmap(NULL, w->len, PROT_READ | PROT_WRITE, MAP_SHARED, w->fd, 0)) == MAP_FAILED) {
+        e = errno;
+    }
+    if (e) {
+        rl_errf(err, err_len, e == ENOSPC ? RL_EIO : e, "%s: cannot write %zu bytes: %s", w->tmp,
+                w->len, strerror(e));
+        int rc = e == ENOSPC ? RL_EIO : e;
+        rl_optim_write_abort(&w);
+        return rc;
+    }
+    *m = (float *)(void *)((char *)w->map + RL_OPTIM_HEADER_SIZE);
+    *v = *m + n;
+    *out = w;
+    return 0;
+}
+
+int rl_optim_write_end(rl_optim_writer_t **w_p, const rl_optim_t *like, char *err, size_t err_len) {
+    rl_optim_writer_t *w = *w_p;
+    if (like->n != w->n) {
+        size_t n = w->n;
+        rl_optim_write_abort(w_p);
+        return rl_errf(err, err_len, RL_EINVAL, "optimizer state of %zu parameters, not %zu", n,
+                       like->n);
+    }
+    const char *data = (const char *)w->map + RL_OPTIM_HEADER_SIZE;
+    s_header((unsigned char *)w->map, like, rl_crc32c(0, data, 2 * w->n * sizeof(float)));
+    errno = 0;
+    int ok = munmap(w->map, w->len) == 0;
+    w->map = NULL;
+    ok = close(w->fd) == 0 && ok;
+    w->fd = -1;
+    int e = errno ? errno : EIO;
+    if (!ok || rename(w->tmp, w->path) != 0) {
+        unlink(w->tmp);
+        rl_errf(err, err_len, RL_EIO, "%s: write failed: %s", w->path, strerror(e));
+        rl_optim_write_abort(w_p);
+        return RL_EIO;
+    }
+    rl_optim_write_abort(w_p); // frees it (nothing left to remove)
     return 0;
 }
 

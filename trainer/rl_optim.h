@@ -88,6 +88,19 @@ void rl_optim_release(rl_optim_t *self);
 // Returns 0 or an errno / RL_EIO with the message in err.
 int rl_optim_save(const rl_optim_t *self, const char *path, char *err, size_t err_len);
 
+// A state whose moments live elsewhere (a GPU), written without a copy of them in memory:
+// begin creates path.tmp at its final size (the blocks reserved: a full disk is an error here)
+// and maps it; *m and *v (n floats each) point into the mapping for the caller to fill (they are
+// the file's pages, written back as the kernel sees fit). end checksums them, writes the header
+// (the step count and hyperparameters of `like`, of n parameters too) and renames the file into
+// place, as rl_optim_save does; abort removes it. Both free the writer (*w NULL). Return 0, an
+// errno, RL_EIO (disk full, a failed write) or RL_EINVAL (like's n), with err set.
+typedef struct rl_optim_writer rl_optim_writer_t;
+int rl_optim_write_begin(const char *path, size_t n, rl_optim_writer_t **w, float **m, float **v,
+                         char *err, size_t err_len);
+int rl_optim_write_end(rl_optim_writer_t **w, const rl_optim_t *like, char *err, size_t err_len);
+void rl_optim_write_abort(rl_optim_writer_t **w);
+
 // Reads a state written by rl_optim_save into self (same n). Returns 0, or: RL_EPROTO (not an
 // optimizer state file, or checksum mismatch: corrupt), RL_EVERSION (format version),
 // RL_EINVAL (parameter count differs from self's), RL_EIO (truncated or trailing bytes), an

@@ -44,9 +44,9 @@ struct rl_policy {
     rl_fsdp_t *fsdp, *ref_fsdp;
     float *wfull; // full tuning on a mesh: the gathered weights rl_policy_weights gives
     // on a GPU without a head or a mesh, unless train.optimizer_offload: the clip and AdamW run
-    // on the device, whose parameters and moments are then ahead of the host's copies until
-    // fetched (the weights for a sampler, a checkpoint)
-    int dev_optim, host_params_stale, host_moments_stale;
+    // on the device, whose parameters are then ahead of the host's copy until fetched (the
+    // weights for a sampler, a checkpoint); its moments go to a checkpoint's file directly
+    int dev_optim, host_params_stale;
     // a mesh on GPUs of their own with NCCL (rl_policy_wants_nccl, and NCCL loaded on every
     // rank): no fsdp; the model sums the gradients over the ranks and steps AdamW (dev_optim)
     int nccl;
@@ -726,44 +726,23 @@ int rl_policy_is_lora(const rl_policy_t *self) {
     return (self->head ? self->r->critic.lora : self->r->lora.enabled) ? 1 : 0;
 }
 
-// The device's optimizer ran ahead of the host's copies: its parameters (params) and its
-// moments (moments) to the host. Returns 0 or an error.
-static int s_fetch(rl_policy_t *self, int params, int moments, char *err, size_t err_len) {
-    int rc = 0;
-    if (params && self->host_params_stale) {
-        if ((rc = rl_model_device_pull(self->model, 0)) != 0) {
+// The device's optimizer ran ahead of the host's copy: its parameters to the host (with NCCL
+// a collective: every rank calls it). Returns 0 or an error.
+static int s_fetch(rl_policy_t *self, char *err, size_t err_len) {
+    if (self->host_params_stale) {
+        int rc = rl_model_device_pull(self->model, 0);
+        if (rc) {
             return rl_errf(err, err_len, rc, "%s", rl_model_errmsg(self->model));
         }
         self->host_params_stale = 0;
     }
-    if (moments && self->host_moments_stale) {
-        // with NCCL only rank 0 writes a checkpoint: the others take part in the gathers and
-        // keep no copy
-        const int keep = !self->nccl || s_rank(self) == 0;
-        rc = rl_model_device_optim_state(self->model, keep ? rl_optim_m(self->optim) : NULL,
-                                         keep ? rl_optim_v(self->optim) : NULL, 0);
-        if (rc) {
-            return rl_errf(err, err_len, rc, "%s", rl_model_errmsg(self->model));
-        }
-        self->host_moments_stale = !keep;
-    }
     return 0;
-}
-
-// The optimizer on the device (dev_optim): the host's copy of its moments, written to or read
-// from a checkpoint, given back (it is stale at the next step; a Llama-3-8B tuned in full: 64 GB
-// of host memory per rank). The next checkpoint downloads them again.
-static void s_release_moments(rl_policy_t *self) {
-    if (self->dev_optim) {
-        rl_optim_release(self->optim);
-        self->host_moments_stale = 1;
-    }
 }
 
 const float *rl_policy_weights(rl_policy_t *self, size_t *n_p) {
     *n_p = self->n_params;
     char msg[256];
-    if (s_fetch(self, 1, 0, msg, sizeof msg) != 0) {
+    if (s_fetch(self, msg, sizeof msg) != 0) {
         return NULL;
     }
     if (self->fsdp && !self->params) { // full tuning on a mesh: gathered from the shards
@@ -1033,7 +1012,7 @@ static int s_device_update(rl_policy_t *self, const rl_policy_step_opts_t *o, co
         return rl_errf(err, err_len, rc, "%s: %s", where, rl_model_errmsg(m));
     }
     rl_optim_set_steps(self->optim, steps);
-    self->host_params_stale = self->host_moments_stale = 1;
+    self->host_params_stale = 1;
     return 0;
 }
 
@@ -1428,11 +1407,31 @@ int rl_policy_save(rl_policy_t *self, const char *dir, const char *base_model, c
     if (self->fsdp) {
         return s_save_mesh(self, dir, base_model, err, err_len);
     }
-    if ((rc = s_fetch(self, 1, 1, err, err_len)) != 0) {
-        return rc; // with NCCL every rank takes part (the moments are split over them) ...
+    // with NCCL every rank takes part (the parameters and moments may be split over them) and
+    // rank 0 writes
+    const int dev = self->dev_optim, writer = !self->nccl || s_rank(self) == 0;
+    if ((rc = s_fetch(self, err, err_len)) != 0) {
+        return rc;
     }
-    if (self->nccl && s_rank(self) != 0) {
-        return 0; // ... and rank 0 writes
+    char opath[4200];
+    snprintf(opath, sizeof(opath), "%s/optimizer.bin", dir);
+    rl_optim_writer_t *w = NULL;
+    if (dev) { // the device's moments straight into the file: no copy of them in memory
+        float *m = NULL, *v = NULL;
+        int wrc = writer ? rl_optim_write_begin(opath, rl_optim_size(self->optim), &w, &m, &v, err,
+                                                err_len)
+                         : 0;
+        // every rank joins the gathers; one that writes nothing (m NULL) keeps nothing
+        if ((rc = rl_model_device_optim_state(self->model, m, v, 0)) != 0) {
+            rl_optim_write_abort(&w);
+            return rl_errf(err, err_len, rc, "%s", rl_model_errmsg(self->model));
+        }
+        if (wrc) {
+            return wrc;
+        }
+    }
+    if (!writer) {
+        return 0;
     }
     if (rl_policy_is_lora(self)) {
         snprintf(path, sizeof(path), "%s/adapter", dir);
@@ -1445,12 +1444,11 @@ int rl_policy_save(rl_policy_t *self, const char *dir, const char *base_model, c
         rc = s_head_save(self, dir, err, err_len);
     }
     if (rc) {
+        rl_optim_write_abort(&w);
         return rc;
     }
-    snprintf(path, sizeof(path), "%s/optimizer.bin", dir);
-    rc = rl_optim_save(self->optim, path, err, err_len);
-    s_release_moments(self);
-    return rc;
+    return dev ? rl_optim_write_end(&w, self->optim, err, err_len)
+               : rl_optim_save(self->optim, opath, err, err_len);
 }
 
 int rl_policy_load(rl_policy_t *self, const char *dir, uint64_t model_train_step, char *err,
@@ -1486,13 +1484,17 @@ int rl_policy_load(rl_policy_t *self, const char *dir, uint64_t model_train_step
     if (rc) {
         return rc;
     }
-    // the device's optimizer: the loaded moments up (the parameters went up with the load)
-    self->host_params_stale = self->host_moments_stale = 0;
-    if (self->dev_optim && (rc = rl_model_device_optim_state(self->model, rl_optim_m(self->optim),
-                                                             rl_optim_v(self->optim), 1)) != 0) {
-        return rl_errf(err, err_len, rc, "%s: %s", path, rl_model_errmsg(self->model));
+    // the device's optimizer: the loaded moments up (the parameters went up with the load),
+    // then the file's pages given back
+    self->host_params_stale = 0;
+    if (self->dev_optim) {
+        rc = rl_model_device_optim_state(self->model, rl_optim_m(self->optim),
+                                         rl_optim_v(self->optim), 1);
+        rl_optim_release(self->optim);
+        if (rc) {
+            return rl_errf(err, err_len, rc, "%s: %s", path, rl_model_errmsg(self->model));
+        }
     }
-    s_release_moments(self);
     rl_model_set_train_step(self->model, model_train_step);
     return 0;
 }
@@ -1502,7 +1504,7 @@ int rl_policy_save_final(rl_policy_t *self, const char *dir, const char *base_mo
     if ((self->fsdp || self->nccl) && rl_model_on_gpu(self->model)) {
         // with NCCL the masters may be split over the ranks (ZeRO-3 of the masters):
         // every rank takes part in bringing them to the host
-        int rc = self->nccl ? s_fetch(self, 1, 0, err, err_len) : 0;
+        int rc = self->nccl ? s_fetch(self, err, err_len) : 0;
         if (rc || s_rank(self) != 0) {
             return rc; // every rank holds the whole model: rank 0 writes it, as 1×1 does below
         }
@@ -1520,7 +1522,7 @@ int rl_policy_save_final(rl_policy_t *self, const char *dir, const char *base_mo
     } else if (self->fsdp && s_rank(self) != 0) {
         return 0; // LoRA's adapter is whole on rank 0
     }
-    int rc = s_fetch(self, 1, 0, err, err_len);
+    int rc = s_fetch(self, err, err_len);
     if (rc) {
         return rc;
     }
