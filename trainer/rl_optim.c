@@ -335,17 +335,27 @@ static int s_size_error(const char *path, size_t want, size_t have, int trailing
                    (size_t)RL_OPTIM_HEADER_SIZE + have * sizeof(float));
 }
 
-int rl_optim_load(rl_optim_t *self, const char *path, char *err, size_t err_len) {
-    float *buf = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+// Opens path (*f; NULL when it cannot be opened) and reads its header (s_read_header).
+static int s_open(const char *path, size_t n_want, FILE **f, int64_t *step, uint32_t *crc,
+                  char *err, size_t err_len) {
+    *f = fopen(path, "rb");
+    if (!*f) {
         int e = errno;
         return rl_errf(err, err_len, e, "%s: cannot open optimizer state: %s", path, strerror(e));
     }
-    int64_t step;
-    uint32_t crc;
+    return s_read_header(*f, path, n_want, step, crc, err, err_len);
+}
+
+int rl_optim_load(rl_optim_t *self, const char *path, char *err, size_t err_len) {
+    float *buf = NULL;
+    FILE *f;
+    int64_t step = 0;
+    uint32_t crc = 0;
     const size_t n = self->n, want = 2 * n;
-    int rc = s_read_header(f, path, n, &step, &crc, err, err_len);
+    int rc = s_open(path, n, &f, &step, &crc, err, err_len);
+    if (!f) {
+        return rc;
+    }
     if (!rc && !(buf = malloc(n ? want * sizeof(float) : 1))) {
         rc = rl_errf(err, err_len, RL_ENOMEM, "out of memory");
     }
@@ -370,16 +380,15 @@ int rl_optim_load(rl_optim_t *self, const char *path, char *err, size_t err_len)
 }
 
 int rl_optim_load_shared(rl_optim_t *self, const char *path, char *err, size_t err_len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        int e = errno;
-        return rl_errf(err, err_len, e, "%s: cannot open optimizer state: %s", path, strerror(e));
-    }
-    int64_t step;
-    uint32_t crc;
+    FILE *f;
+    int64_t step = 0;
+    uint32_t crc = 0;
     const size_t n = self->n, want = 2 * n;
     const size_t len = (size_t)RL_OPTIM_HEADER_SIZE + want * sizeof(float);
-    int rc = s_read_header(f, path, n, &step, &crc, err, err_len);
+    int rc = s_open(path, n, &f, &step, &crc, err, err_len);
+    if (!f) {
+        return rc;
+    }
     struct stat st;
     if (!rc && fstat(fileno(f), &st) != 0) {
         rc = rl_errf(err, err_len, RL_EIO, "%s: %s", path, strerror(errno));
