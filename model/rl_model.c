@@ -807,6 +807,23 @@ int rl_model_device_shard_ranks(const rl_model_t *self) {
     return self->cuda ? rl_model_cuda_shard_ranks(self->cuda) : 1;
 }
 
+int rl_model_drop_host_weights(rl_model_t *self) {
+    if (!self->cuda || self->opts.tune != RL_TUNE_NONE || self->lora) {
+        return rl_mdl_err(self, RL_EINVAL,
+                          "only a frozen model on a GPU without an adapter gives its host "
+                          "weights back");
+    }
+    free(self->param_mem);
+    self->param_mem = NULL;
+    self->param_n = 0;
+    rl_st_model_destroy(&self->st);
+    self->params_in_map = 0;
+    self->params.embed_tokens = self->params.norm = self->params.lm_head = NULL;
+    memset(self->layers, 0, (size_t)self->L * sizeof *self->layers);
+    self->host_dropped = 1;
+    return 0;
+}
+
 void rl_model_drop_weights(rl_model_t *self) {
     RL_ASSERT(self->opts.sharded);
     free(self->param_mem);
@@ -1398,6 +1415,11 @@ const char *rl_model_device_graphs(const rl_model_t *self, long long *captured,
 }
 
 int rl_model_device_push(rl_model_t *self, int all) {
+    if (self->host_dropped) {
+        return rl_mdl_err(self, RL_EINVAL,
+                          "the model gave its host weights back (rl_model_drop_host_weights): "
+                          "nothing to push");
+    }
     int rc = self->cuda ? rl_model_cuda_push(self->cuda, all) : 0;
     return rc ? rl_mdl_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda)) : 0;
 }
@@ -1521,6 +1543,10 @@ float *rl_model_logits(rl_model_t *self) {
 
 int rl_model_load_adapter(rl_model_t *self, const char *dir, char *err, size_t err_len) {
     const int train = self->opts.tune == RL_TUNE_LORA;
+    if (self->host_dropped) { // the device half would be made anew from the host's weights
+        return rl_errf(err, err_len, RL_EINVAL,
+                       "%s: the model gave its host weights back: no adapter can be loaded", dir);
+    }
     if (self->opts.tune == RL_TUNE_FULL) {
         return rl_errf(err, err_len, RL_EINVAL,
                        "%s: a LoRA adapter needs a model created with tune LORA or NONE", dir);
@@ -1625,6 +1651,10 @@ int rl_model_save_seq_cls(const rl_model_t *self, const char *dir, const float *
 
 static int s_save_hf(const rl_model_t *self, const char *dir, rl_dtype_t dt, size_t max_shard,
                      const float *score, int pad_token_id, char *err, size_t err_len) {
+    if (self->host_dropped) {
+        return rl_errf(err, err_len, RL_EINVAL,
+                       "%s: the model gave its host weights back: nothing to save", dir);
+    }
     if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
         return rl_errf(err, err_len, errno, "%s: %s", dir, strerror(errno));
     }

@@ -54,6 +54,12 @@ static int s_setup(const rl_recipe_t *recipe, const rl_role_env_t *env, void **s
         s_teardown(state);
         return rl_errf(err, err_len, RL_EINVAL, "reference: %s", msg);
     }
+    // on a GPU the frozen reference only computes there: its host copy given back
+    if (mo.device.cuda && rl_model_drop_host_weights(s->model) != 0) {
+        rl_errf(err, err_len, RL_EINVAL, "reference: %s", rl_model_errmsg(s->model));
+        s_teardown(state);
+        return RL_EINVAL;
+    }
     s->at_once = rl_model_on_gpu(s->model) ? recipe->train.micro_batch_size : 0;
     int rc = mo.sharded ? rl_fsdp_new(s->model, mesh, NULL, 0, &s->fsdp, msg, sizeof msg) : 0;
     if (rc) {

@@ -377,7 +377,8 @@ static void s_print_placement(s_ctl_t *s, int threads) {
     const rl_run_group_t *grp[3] = {&s->run.actor, &s->run.reference, &s->run.critic};
     const char *label[3] = {roles, "reference", "critic"};
     const char *const dev_role[3] = {"actor", "reference", "critic"}; // rl_policy_role_device's
-    const double bytes[3] = {per, gpu ? base : base / fsdp, per};
+    // a reference on a GPU gives its host copy back once the device holds it
+    const double bytes[3] = {per, gpu ? 0 : base / fsdp, per};
     for (int g = 0; g < 3; g++) {
         int own = grp[g]->n == n && !(g == 2 && s->run.critic_in_actor);
         for (int k = 0; own && k < n; k++) {

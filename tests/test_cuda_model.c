@@ -2038,6 +2038,51 @@ static void s_test_host_grads(void) {
     rl_model_destroy(&m);
 }
 
+// A frozen model on the GPU gives its host weights back (rl_model_drop_host_weights: a
+// reference): the same logprobs to the bit after, the resident set smaller by about the
+// weights' bytes, and what needs the host copy refused (a push, a save, an adapter load); a model
+// that trains, or one on the CPU, keeps its copy (refused).
+static void s_test_drop_host(void) {
+    static const s_shape_t wide = {
+        "llama wide vocabulary tied", "llama", 1, 256, 256, 1, 4, 4, 64, 32768};
+    const s_case_t k = {&wide, RL_TUNE_NONE, 0, 8, 0.0f, 0, 1.0f, 0};
+    const s_case_t kl = {&wide, RL_TUNE_LORA, RL_LORA_Q, 8, 0.0f, 0, 1.0f, 0};
+    rl_hf_config_t cfg = s_cfg(&wide);
+    rl_model_t *m = s_new(&cfg, &k, 1, 64), *lo = s_new(&cfg, &kl, 1, 64);
+    rl_model_t *cpu = s_new(&cfg, &k, 0, 64);
+    const double bytes = (double)rl_model_param_count(m) * sizeof(float);
+    enum { T = 12 };
+    int32_t tok[T];
+    int len = T;
+    for (int i = 0; i < T; i++) {
+        tok[i] = (int32_t)((i * 7919) % cfg.vocab_size);
+    }
+    float a[T], b[T];
+    char err[512];
+    CHECK(rl_model_forward(m, tok, &len, 1, T, 1.0f, 0, a, NULL) == 0);
+    long before = s_rss_kb();
+    CHECK_MSG(rl_model_drop_host_weights(m) == 0, "%s", rl_model_errmsg(m));
+    long after = s_rss_kb();
+    CHECK(rl_model_forward(m, tok, &len, 1, T, 1.0f, 0, b, NULL) == 0);
+    double freed = (double)(before - after) * 1024.0;
+    printf("host weights given back: %.1f MB of %.1f, logprobs after %s\n", freed / 1e6,
+           bytes / 1e6, s_same_bits(a, b, sizeof a) ? "the same bits" : "DIFFERENT");
+    CHECK_MSG(s_same_bits(a, b, sizeof a), "the logprobs changed after the host copy went");
+    CHECK_MSG(before > 0 && freed > 0.75 * bytes, "gave back %.1f MB of %.1f", freed / 1e6,
+              bytes / 1e6);
+    CHECK(rl_model_device_push(m, 1) == RL_EINVAL);
+    CHECK_CONTAINS(rl_model_errmsg(m), "gave its host weights back");
+    CHECK(rl_model_save_hf(m, "/tmp/rl_drop_host_never", 0, err, sizeof err) == RL_EINVAL);
+    CHECK_CONTAINS(err, "nothing to save");
+    CHECK(rl_model_load_adapter(m, "/tmp/rl_drop_host_never", err, sizeof err) == RL_EINVAL);
+    CHECK_CONTAINS(err, "no adapter can be loaded");
+    CHECK(rl_model_drop_host_weights(lo) == RL_EINVAL);
+    CHECK(rl_model_drop_host_weights(cpu) == RL_EINVAL);
+    rl_model_destroy(&m);
+    rl_model_destroy(&lo);
+    rl_model_destroy(&cpu);
+}
+
 int main(int argc, char **argv) {
     if (argc == 6 && strcmp(argv[1], "--shard-child") == 0) {
         return s_shard_child(argv);
@@ -2106,6 +2151,7 @@ int main(int argc, char **argv) {
     }
     s_test_refusals();
     s_test_host_grads();
+    s_test_drop_host();
     rl_test_cuda_close();
     RL_TEST_DONE();
 }

@@ -824,6 +824,11 @@ int rl_policy_logprobs(rl_policy_t *self, const int32_t *tokens, const int *leng
             rc = mo.sharded
                      ? rl_fsdp_new(self->ref, self->coll, NULL, 0, &self->ref_fsdp, msg, sizeof msg)
                      : 0;
+            // on a GPU the frozen reference only computes there: its host copy given back
+            if (!rc && mo.device.cuda && rl_model_drop_host_weights(self->ref) != 0) {
+                rc = RL_EINVAL;
+                snprintf(msg, sizeof msg, "%s", rl_model_errmsg(self->ref));
+            }
             if (rc) {
                 rl_model_destroy(&self->ref);
                 return rl_errf(err, err_len, rc, "reference: %s", msg);
