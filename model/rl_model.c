@@ -807,32 +807,31 @@ int rl_model_device_shard_ranks(const rl_model_t *self) {
     return self->cuda ? rl_model_cuda_shard_ranks(self->cuda) : 1;
 }
 
+// What load kept of the parameters freed, every tensor pointer NULL.
+static void s_free_weights(rl_model_t *self) {
+    free(self->param_mem);
+    self->param_mem = NULL;
+    self->param_n = 0;
+    rl_st_model_destroy(&self->st);
+    self->params_in_map = 0;
+    self->params.embed_tokens = self->params.norm = self->params.lm_head = NULL;
+    memset(self->layers, 0, (size_t)self->L * sizeof *self->layers);
+}
+
 int rl_model_drop_host_weights(rl_model_t *self) {
     if (!self->cuda || self->opts.tune != RL_TUNE_NONE || self->lora) {
         return rl_mdl_err(self, RL_EINVAL,
                           "only a frozen model on a GPU without an adapter gives its host "
                           "weights back");
     }
-    free(self->param_mem);
-    self->param_mem = NULL;
-    self->param_n = 0;
-    rl_st_model_destroy(&self->st);
-    self->params_in_map = 0;
-    self->params.embed_tokens = self->params.norm = self->params.lm_head = NULL;
-    memset(self->layers, 0, (size_t)self->L * sizeof *self->layers);
+    s_free_weights(self);
     self->host_dropped = 1;
     return 0;
 }
 
 void rl_model_drop_weights(rl_model_t *self) {
     RL_ASSERT(self->opts.sharded);
-    free(self->param_mem);
-    self->param_mem = NULL;
-    self->param_n = 0;
-    rl_st_model_destroy(&self->st);
-    self->params_in_map = 0;
-    self->params.embed_tokens = self->params.norm = self->params.lm_head = NULL;
-    memset(self->layers, 0, (size_t)self->L * sizeof *self->layers);
+    s_free_weights(self);
 }
 
 static float *s_x(rl_model_t *self, int l) {
