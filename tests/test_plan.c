@@ -62,11 +62,32 @@ static void s_opts_full(rl_model_opts_t *o) {
     o->recompute = 1;
 }
 
+// The plan of cfg under o for `rows` tokens (into *out when given) and its parts against the
+// counts made by hand (-1: not checked): weights, trainable, gradients, optimizer state.
+static void s_plan_is(const rl_hf_config_t *cfg, const rl_model_opts_t *o, int rows, long long w,
+                      long long t, long long g, long long opt, rl_model_device_plan_t *out) {
+    rl_model_device_plan_t p;
+    char err[1024];
+    int rc = rl_model_device_plan(cfg, o, 1, rows, &p, err, sizeof err);
+    CHECK_MSG(rc == 0, "plan: %s", err);
+    const long long got[4] = {(long long)p.weights, (long long)p.trainable, (long long)p.grads,
+                              (long long)p.optim};
+    const long long want[4] = {w, t, g, opt};
+    static const char *const what[4] = {"weights", "trainable", "gradients", "optimizer state"};
+    for (int i = 0; !rc && i < 4; i++) {
+        CHECK_MSG(want[i] < 0 || got[i] == want[i], "planned %s %lld bytes, by hand %lld", what[i],
+                  got[i], want[i]);
+    }
+    if (out) {
+        *out = p;
+    }
+}
+
 // 1. by hand
 static void s_test_by_hand(const rl_hf_config_t *arith, const rl_hf_config_t *llama) {
     char err[1024];
     rl_model_opts_t o;
-    rl_model_device_plan_t p, q0;
+    rl_model_device_plan_t p;
     // the arith model, LoRA r 8 on q, k, v, o, gate, up, down. Frozen weights, each tensor
     // rounded up to 256 bytes (all are multiples already):
     //   a layer's matrices, bf16: q 128x128 32768 + k 64x128 16384 + v 16384 + o 32768
@@ -79,28 +100,19 @@ static void s_test_by_hand(const rl_hf_config_t *arith, const rl_hf_config_t *ll
     //   up 1024 + 3072, down 3072 + 1024 = 19456 a layer, 77824 floats in all:
     //   fp32 + bf16 copy 77824 x 6 = 466944; gradients x 4 = 311296; AdamW m, v 622592.
     s_opts_lora(&o);
-    CHECK_INT(rl_model_device_plan(arith, &o, 1, 1792, &p, err, sizeof err), 0);
+    s_plan_is(arith, &o, 1792, 1587712, 466944, 311296, 622592, &p);
     printf("arith LoRA: weights %zu trainable %zu grads %zu optim %zu activations %zu\n", p.weights,
            p.trainable, p.grads, p.optim, p.acts);
-    CHECK_INT((long long)p.weights, 1587712);
-    CHECK_INT((long long)p.trainable, 466944);
-    CHECK_INT((long long)p.grads, 311296);
-    CHECK_INT((long long)p.optim, 622592);
     // the optimizer on the host (a mesh, a head, train.optimizer_offload): no moments
     o.device_host_optim = 1;
-    CHECK_INT(rl_model_device_plan(arith, &o, 1, 1792, &p, err, sizeof err), 0);
-    CHECK_INT((long long)p.grads, 311296);
-    CHECK_INT((long long)p.optim, 0);
+    s_plan_is(arith, &o, 1792, -1, -1, 311296, 0, NULL);
     o.device_host_optim = 0;
     // a mesh of 3 ranks on GPUs of their own with NCCL (device_comm_ranks): ZeRO-2 by units, a
     // layer's A and B (19456 floats) in 3 parts of ceil(19456 / 3) = 6486 -> 51 x 128 = 6528:
     //   trainable as before 466944; gradients: this rank's parts 4 x 6528 = 26112, one unit's
     //   buffer 3 x 6528 = 19584, (26112 + 19584) x 4 = 182784; m, v 2 x 26112 x 4 = 208896
     o.device_comm_ranks = 3;
-    CHECK_INT(rl_model_device_plan(arith, &o, 1, 1792, &p, err, sizeof err), 0);
-    CHECK_INT((long long)p.trainable, 466944);
-    CHECK_INT((long long)p.grads, 182784);
-    CHECK_INT((long long)p.optim, 208896);
+    s_plan_is(arith, &o, 1792, -1, 466944, 182784, 208896, NULL);
     o.device_comm_ranks = 0;
     // its frozen layers sharded over an fsdp group of 3 (ZeRO-3, device_shard_ranks): a layer's
     // block of 395264 bytes in 3 shards of ceil(395264 / 3) = 131755 -> 515 x 256 = 131840; 4
@@ -108,19 +120,13 @@ static void s_test_by_hand(const rl_hf_config_t *arith, const rl_hf_config_t *ll
     // norm whole 6656: 929536 (of 1587712). Over 2: 197632 each (exactly), 790528 + 395264 +
     // 6656 = 1192448. The trainables as before.
     o.device_shard_ranks = 3;
-    CHECK_INT(rl_model_device_plan(arith, &o, 1, 1792, &p, err, sizeof err), 0);
-    CHECK_INT((long long)p.weights, 929536);
-    CHECK_INT((long long)p.trainable, 466944);
+    s_plan_is(arith, &o, 1792, 929536, 466944, -1, -1, NULL);
     o.device_shard_ranks = 2;
-    CHECK_INT(rl_model_device_plan(arith, &o, 1, 1792, &p, err, sizeof err), 0);
-    CHECK_INT((long long)p.weights, 1192448);
+    s_plan_is(arith, &o, 1792, 1192448, -1, -1, -1, NULL);
     o.device_shard_ranks = 0;
     // a sampler's model: the same, no gradients or moments
     o.device_infer = 1;
-    CHECK_INT(rl_model_device_plan(arith, &o, 1, 4096, &p, err, sizeof err), 0);
-    CHECK_INT((long long)p.weights, 1587712);
-    CHECK_INT((long long)p.trainable, 466944);
-    CHECK_INT((long long)(p.grads + p.optim), 0);
+    s_plan_is(arith, &o, 4096, 1587712, 466944, 0, 0, NULL);
     // its KV cache, 64 slots of 55 positions (prompt 16 + 40 new - 1), for 4096-token steps:
     //   K and V in bf16: 4 layers x 2 x 64 slots x 55 x (2 heads x 32) x 2 B = 3604480
     //   the RoPE table 55 x 32 x 4 = 7040; a step's inputs (slots, run starts, run slots, run
@@ -134,33 +140,23 @@ static void s_test_by_hand(const rl_hf_config_t *arith, const rl_hf_config_t *ll
     //   4 x 4096 + gate, up, down 3 x 8192 = 41216, 2 layers 82432; the final norm 128; lm_head
     //   64000. 210560 floats: fp32 + bf16 1263360, gradients 842240, AdamW 1684480.
     s_opts_full(&o);
-    CHECK_INT(rl_model_device_plan(llama, &o, 1, 300, &p, err, sizeof err), 0);
+    s_plan_is(llama, &o, 300, 0, 1263360, 842240, 1684480, &p);
     printf("llama full: weights %zu trainable %zu grads %zu optim %zu activations %zu\n", p.weights,
            p.trainable, p.grads, p.optim, p.acts);
-    CHECK_INT((long long)p.weights, 0);
-    CHECK_INT((long long)p.trainable, 1263360);
-    CHECK_INT((long long)p.grads, 842240);
-    CHECK_INT((long long)p.optim, 1684480);
     // with NCCL over 2 ranks, ZeRO-2 by units: the embedding 64000 floats in parts of 32000; a
     //   layer 41216 in parts of 20608; the final norm 128 in parts of 64 -> 128; the head 64000
     //   in parts of 32000. This rank's parts 32000 + 2 x 20608 + 128 + 32000 = 105344; one
     //   unit's buffer 2 x 32000 = 64000: gradients (105344 + 64000) x 4 = 677376 (842240
     //   whole); m, v 2 x 105344 x 4 = 842752; trainable as before 1263360
     o.device_comm_ranks = 2;
-    CHECK_INT(rl_model_device_plan(llama, &o, 1, 300, &q0, err, sizeof err), 0);
-    CHECK_INT((long long)q0.trainable, 1263360);
-    CHECK_INT((long long)q0.grads, 677376);
-    CHECK_INT((long long)q0.optim, 842752);
+    s_plan_is(llama, &o, 300, -1, 1263360, 677376, 842752, NULL);
     // and its masters sharded (device_shard_masters): fp32 the final norm whole 128, this
     //   rank's parts of the rest 32000 + 2 x 20608 + 32000 = 105216 and the layers' norms whole
     //   2 x 2 x 128 = 512; bf16 the embedding and the head whole, 64000 + 64000 = 128000, and one
     //   gathered layer 2 x 20608 = 41216: (128 + 105216 + 512) x 4 + (128000 + 41216) x 2 =
     //   761856 (of 1263360); gradients and moments as above
     o.device_shard_masters = 1;
-    CHECK_INT(rl_model_device_plan(llama, &o, 1, 300, &q0, err, sizeof err), 0);
-    CHECK_INT((long long)q0.trainable, 761856);
-    CHECK_INT((long long)q0.grads, 677376);
-    CHECK_INT((long long)q0.optim, 842752);
+    s_plan_is(llama, &o, 300, -1, 761856, 677376, 842752, NULL);
     o.device_shard_masters = 0;
     o.device_comm_ranks = 0;
     // recompute keeps one layer's activations instead of two
