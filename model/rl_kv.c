@@ -357,7 +357,7 @@ static int s_step_check(rl_model_t *self, const rl_kvcache_t *cache, const int32
     if (cache->model != self) {
         return rl_mdl_err(self, RL_EINVAL, "the KV cache belongs to another model");
     }
-    if (!self->params.lm_head) {
+    if (!self->has_head) { // (the host's head may be given back: rl_model_drop_host_weights)
         return rl_mdl_err(self, RL_EINVAL,
                           "this model has no vocabulary head (a sequence "
                           "classifier): it cannot sample");

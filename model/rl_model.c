@@ -819,12 +819,14 @@ static void s_free_weights(rl_model_t *self) {
 }
 
 int rl_model_drop_host_weights(rl_model_t *self) {
-    if (!self->cuda || self->opts.tune != RL_TUNE_NONE || self->lora) {
+    const int frozen = self->opts.tune == RL_TUNE_NONE && !self->lora;
+    if (!self->cuda || (!frozen && self->opts.tune != RL_TUNE_LORA)) {
         return rl_mdl_err(self, RL_EINVAL,
-                          "only a frozen model on a GPU without an adapter gives its host "
-                          "weights back");
+                          "only a model on a GPU that trains nothing or a LoRA adapter gives its "
+                          "host weights back");
     }
-    s_free_weights(self);
+    s_free_weights(self); // a LoRA adapter's arrays are its own: they stay
+    rl_model_cuda_host_dropped(self->cuda);
     self->host_dropped = 1;
     return 0;
 }
@@ -1414,10 +1416,11 @@ const char *rl_model_device_graphs(const rl_model_t *self, long long *captured,
 }
 
 int rl_model_device_push(rl_model_t *self, int all) {
-    if (self->host_dropped) {
+    if (self->host_dropped && (all || self->opts.tune != RL_TUNE_LORA)) {
         return rl_mdl_err(self, RL_EINVAL,
                           "the model gave its host weights back (rl_model_drop_host_weights): "
-                          "nothing to push");
+                          "%s",
+                          all ? "only a LoRA adapter can be pushed" : "nothing to push");
     }
     int rc = self->cuda ? rl_model_cuda_push(self->cuda, all) : 0;
     return rc ? rl_mdl_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda)) : 0;
@@ -1542,7 +1545,7 @@ float *rl_model_logits(rl_model_t *self) {
 
 int rl_model_load_adapter(rl_model_t *self, const char *dir, char *err, size_t err_len) {
     const int train = self->opts.tune == RL_TUNE_LORA;
-    if (self->host_dropped) { // the device half would be made anew from the host's weights
+    if (self->host_dropped && !train) { // its device half would be made from the host's base
         return rl_errf(err, err_len, RL_EINVAL,
                        "%s: the model gave its host weights back: no adapter can be loaded", dir);
     }

@@ -388,10 +388,13 @@ int rl_model_device_shard_ranks(const rl_model_t *self);
 // Frees what load kept of the parameters (the mapping, converted copies) and sets every tensor
 // pointer of rl_model_params to NULL: from now on the unit hook provides them. opts.sharded only.
 void rl_model_drop_weights(rl_model_t *self);
-// A frozen model on a GPU (tune NONE, no adapter) gives its host copy of the weights back once
-// the device holds them (a reference beside the actor: 32 GB of host memory at Llama-3-8B). It
-// then computes on the device only: pushing the weights, saving, loading an adapter are refused
-// (RL_EINVAL, saying why). Returns 0, or RL_EINVAL for any other model, with rl_model_errmsg.
+// A model on a GPU that trains nothing (tune NONE, no adapter) or only a LoRA adapter (tune LORA)
+// gives its host copy of the frozen weights back once the device holds them (a reference beside
+// the actor, a LoRA actor's or sampler's base: 32 GB of host memory at Llama-3-8B). It then
+// computes on the device only: saving the model and pushing every parameter are refused, and so
+// are pushing and loading an adapter without tune LORA (RL_EINVAL, saying why); a LoRA adapter
+// stays on the host, is pushed, pulled, loaded and saved as before. Returns 0, or RL_EINVAL for
+// any other model (on the CPU, full tuning), with rl_model_errmsg.
 int rl_model_drop_host_weights(rl_model_t *self);
 
 // ---- a model on a GPU (opts.device) -------------------------------------------------------------

@@ -1638,6 +1638,14 @@ int rl_model_cuda_push(rl_model_cuda_t *self, int all) {
     return 0;
 }
 
+void rl_model_cuda_host_dropped(rl_model_cuda_t *self) {
+    for (int i = 0; i < self->n_tensors; i++) {
+        if (!self->tensors[i].trainable) {
+            self->tensors[i].host = NULL;
+        }
+    }
+}
+
 int rl_model_cuda_pull(rl_model_cuda_t *self, int grads) {
     if (grads && self->ranks > 1) {
         return s_err(self, RL_EINVAL,

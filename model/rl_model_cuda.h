@@ -38,7 +38,8 @@ typedef struct rl_model_cuda rl_model_cuda_t;
 // (RL_ENOMEM) when the device has less free memory than the model needs, naming the bytes of
 // each part; RL_ENOTFOUND / RL_EUNSUPPORTED as rl_device_check says. Returns 0 and *out, or an
 // error with err filled. host must outlive the result (its config, adapter and parameters are
-// read at every push). caller owns *out; free with rl_model_cuda_destroy.
+// read at every push; its frozen ones until rl_model_cuda_host_dropped). caller owns *out; free
+// with rl_model_cuda_destroy.
 int rl_model_cuda_new(rl_model_t *host, const rl_model_opts_t *opts, rl_model_cuda_t **out,
                       char *err, size_t err_len);
 void rl_model_cuda_destroy(rl_model_cuda_t **self_p);
@@ -80,6 +81,9 @@ int rl_model_cuda_zero_grad(rl_model_cuda_t *self);
 // optimizer step or an adapter load), or every parameter (all = 1), bf16 copies refreshed.
 // Returns 0 or RL_EIO.
 int rl_model_cuda_push(rl_model_cuda_t *self, int all);
+// The host model gave its frozen weights back (rl_model_drop_host_weights): no tensor that is
+// not trainable points at them any more (a push of every parameter is the caller's to refuse).
+void rl_model_cuda_host_dropped(rl_model_cuda_t *self);
 // Device -> host: the trainable parameters (grads = 0) or their gradients (grads = 1) into the
 // host model's arrays (rl_model_trainable / rl_model_trainable_grads). Returns 0 or RL_EIO.
 int rl_model_cuda_pull(rl_model_cuda_t *self, int grads);

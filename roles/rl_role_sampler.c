@@ -55,6 +55,13 @@ static int s_setup(const rl_recipe_t *recipe, const rl_role_env_t *env, void **s
         s_teardown(state);
         return rl_errf(err, err_len, RL_EINVAL, "%s", msg);
     }
+    // a LoRA sampler on a GPU: the frozen base computes there only, its host copy given back
+    // (the adapter's arrays stay: each weight sync lands there and is pushed)
+    if (mo.device.cuda && mo.tune == RL_TUNE_LORA && rl_model_drop_host_weights(s->model) != 0) {
+        rl_errf(err, err_len, RL_EINVAL, "%s", rl_model_errmsg(s->model));
+        s_teardown(state);
+        return RL_EINVAL;
+    }
     s->sampler = rl_sampler_new(s->model);
     s->version = -1;
     s->max_batch = recipe->sampling.max_batch;

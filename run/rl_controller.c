@@ -328,7 +328,7 @@ static void s_print_placement(s_ctl_t *s, int threads) {
     }
     // full: params, grads, m, v sharded; LoRA: the base sharded, A and B whole, their
     // gradients, m and v sharded. On GPUs (the host's side of each rank): the whole model's fp32
-    // copy, the trainables' gradients whole, m and v sharded
+    // copy (LoRA: the adapter's only), the trainables' gradients whole, m and v sharded
     rl_device_t d0;
     char dn[32], err[256];
     int gpu = rl_policy_role_device(r, "actor", 0, &d0, err, sizeof err) == 0 && d0.cuda;
@@ -337,8 +337,12 @@ static void s_print_placement(s_ctl_t *s, int threads) {
     // moments are the devices' (a checkpoint's go straight into its file and back: mapped)
     const int nccl = gpu && rl_policy_wants_nccl(r);
     double train = r->lora.enabled ? lora : base;
-    double per = nccl              ? base + (r->lora.enabled ? 2 * lora : 0)
-                 : gpu             ? base + (r->lora.enabled ? lora : 0) + train + 2 * train / fsdp
+    // LoRA on a GPU: the frozen base's copy given back once the device holds it (a reward
+    // model's score head keeps it: its final save merges the adapter)
+    const int rm = (r->algorithm.def->uses & RL_RECIPE_USES_SCORE_HEAD) != 0;
+    const double hbase = gpu && r->lora.enabled && !rm ? 0 : base;
+    double per = nccl              ? hbase + (r->lora.enabled ? 2 * lora : 0)
+                 : gpu             ? hbase + (r->lora.enabled ? lora : 0) + train + 2 * train / fsdp
                  : r->lora.enabled ? base / fsdp + lora + 3 * lora / fsdp
                                    : base / fsdp * 4;
     // with NCCL and fsdp > 1 the frozen layers are sharded over each row (ZeRO-3, docs/gpu.md)

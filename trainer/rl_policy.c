@@ -508,6 +508,14 @@ static int s_load_model(rl_policy_t *p, const char *dir, char *err, size_t err_l
     if (!m) {
         return rl_errf(err, err_len, RL_EINVAL, "%s", msg);
     }
+    // LoRA on a GPU: the frozen base computes there only, its host copy given back (a head's
+    // final save merges the adapter into the base: kept)
+    if (mo.device.cuda && mo.tune == RL_TUNE_LORA && !p->head &&
+        rl_model_drop_host_weights(m) != 0) {
+        rc = rl_errf(err, err_len, RL_EINVAL, "%s", rl_model_errmsg(m));
+        rl_model_destroy(&m);
+        return rc;
+    }
     if (p->coll && !nccl) {
         return s_shard_model(p, m, err, err_len);
     }
