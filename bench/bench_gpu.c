@@ -23,7 +23,8 @@
 //   sync    a new weights version into a sampler process on the same GPU (the 0.5B shape, LoRA
 //           and full): through CUDA IPC (the sampler copies the actor's trainable array device to
 //           device) against the host path's two device copies (the actor's pull to the host and
-//           the sampler's push), the ZeroMQ transfer between them not counted (a lower bound).
+//           the sampler's load of the buckets), the ZeroMQ transfer between them not counted (a
+//           lower bound).
 //
 //   bench_gpu [--quick] [--tiny] [--json FILE]
 //     --quick  the 0.5B shape only, and decode 64 new tokens, one timed call each, no warm-up
@@ -511,12 +512,26 @@ static void s_attn_train(const s_shape_t *s, int T, double peak) {
 
 // ---- the weight sync (issue 31): the actor's trainable weights into a sampler's process
 
-// Median seconds of 5 calls of a load (ipc: from the handle; else the host's push) after one.
+// The sampler's load through host memory: its buckets (roles.sync_bucket_mb's default, 256 MiB)
+// of w (n floats) straight into the device, as roles/rl_role_sampler.c does.
+static int s_load_buckets(rl_model_t *m, const float *w, size_t n) {
+    const size_t bucket = ((size_t)256 << 20) / sizeof(float);
+    int rc = 0;
+    for (size_t at = 0; at < n && !rc; at += bucket) {
+        size_t len = n - at < bucket ? n - at : bucket;
+        rc = rl_model_device_load(m, at, w + at, len, at + len == n);
+    }
+    return rc;
+}
+
+// Median seconds of 5 calls of a load (ipc: from the handle; else the host's buckets) after one.
 static double s_sync_time(rl_model_t *m, const unsigned char *h, uint64_t layout, int64_t n) {
     double t[5];
+    size_t hn = 0;
+    const float *w = rl_model_trainable(m, &hn); // the buckets' bytes (the sampler's own copy)
     for (int rep = -1; rep < 5; rep++) {
         double t0 = rl_bench_now();
-        int rc = h ? rl_model_device_ipc_load(m, h, layout, n) : rl_model_device_push(m, 0);
+        int rc = h ? rl_model_device_ipc_load(m, h, layout, n) : s_load_buckets(m, w, hn);
         if (rc) {
             s_fail("sync", rl_model_errmsg(m));
         }
@@ -562,7 +577,7 @@ static int s_sync_child(char **argv) {
 
 // The weights of a version to a sampler on the same GPU: through CUDA IPC (the sampler copies the
 // actor's array device to device) against the host path's two device copies (the actor's pull
-// to host memory, the sampler's push from it; the ZeroMQ transfer between them, a third and
+// to host memory, the sampler's load of the buckets; the ZeroMQ transfer between them, a third and
 // fourth copy through host memory, is not counted: the host path's figure is a lower bound).
 static void s_sync(const s_shape_t *s, rl_tune_t tune) {
     const char *tn = tune == RL_TUNE_FULL ? "full" : "LoRA r16";
@@ -633,7 +648,7 @@ static void s_sync(const s_shape_t *s, rl_tune_t tune) {
     double t_pull = rl_bench_median(t, 5), mb = (double)n * 4 / 1e6;
     char what[128];
     snprintf(what, sizeof what, "%s %s, %.1f MB", s->name, tn, mb);
-    printf("| sync | %s | CUDA IPC %.3f ms (%.1f GB/s); host path >= %.3f ms (pull %.3f + push "
+    printf("| sync | %s | CUDA IPC %.3f ms (%.1f GB/s); host path >= %.3f ms (pull %.3f + load "
            "%.3f, transfer not counted): IPC %.1fx faster |\n",
            what, 1e3 * t_ipc, mb / 1e3 / t_ipc, 1e3 * (t_pull + t_push), 1e3 * t_pull, 1e3 * t_push,
            (t_pull + t_push) / t_ipc);

@@ -404,6 +404,12 @@ rl_lora_t *rl_model_lora(rl_model_t *self) {
     return self->lora;
 }
 
+size_t rl_model_trainable_size(rl_model_t *self) {
+    size_t n = 0;
+    (void)rl_model_trainable(self, &n);
+    return self->host_dropped && self->opts.tune == RL_TUNE_FULL ? self->dropped_n : n;
+}
+
 float *rl_model_weights_flat(rl_model_t *self, size_t *n_p) {
     // param_mem holds every tensor in HF order exactly when nothing points into the mapping
     // and it is the whole model (a frozen load may convert only some tensors)
@@ -820,11 +826,13 @@ static void s_free_weights(rl_model_t *self) {
 
 int rl_model_drop_host_weights(rl_model_t *self) {
     const int frozen = self->opts.tune == RL_TUNE_NONE && !self->lora;
-    if (!self->cuda || (!frozen && self->opts.tune != RL_TUNE_LORA)) {
+    const int infer_full = self->opts.tune == RL_TUNE_FULL && self->opts.device_infer;
+    if (!self->cuda || (!frozen && !infer_full && self->opts.tune != RL_TUNE_LORA)) {
         return rl_mdl_err(self, RL_EINVAL,
-                          "only a model on a GPU that trains nothing or a LoRA adapter gives its "
-                          "host weights back");
+                          "only a model on a GPU that trains nothing, only a LoRA adapter or "
+                          "only infers (device_infer) gives its host weights back");
     }
+    self->dropped_n = infer_full ? self->param_n : 0;
     s_free_weights(self); // a LoRA adapter's arrays are its own: they stay
     rl_model_cuda_host_dropped(self->cuda);
     self->host_dropped = 1;
@@ -1426,7 +1434,23 @@ int rl_model_device_push(rl_model_t *self, int all) {
     return rc ? rl_mdl_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda)) : 0;
 }
 
+int rl_model_device_load(rl_model_t *self, size_t offset, const float *w, size_t n, int last) {
+    const size_t total = rl_model_trainable_size(self);
+    if (!self->cuda || offset > total || n > total - offset) {
+        return rl_mdl_err(self, RL_EINVAL,
+                          "device_load: %zu floats at %zu for a model %s%zu trainable", n, offset,
+                          self->cuda ? "with " : "on the CPU with ", total);
+    }
+    int rc = rl_model_cuda_load(self->cuda, offset, w, n, last);
+    return rc ? rl_mdl_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda)) : 0;
+}
+
 int rl_model_device_pull(rl_model_t *self, int grads) {
+    if (self->host_dropped && self->opts.tune != RL_TUNE_LORA) {
+        return rl_mdl_err(self, RL_EINVAL,
+                          "the model gave its host weights back (rl_model_drop_host_weights): "
+                          "nowhere to pull to");
+    }
     int rc = self->cuda ? rl_model_cuda_pull(self->cuda, grads) : 0;
     return rc ? rl_mdl_err(self, rc, "%s", rl_model_cuda_errmsg(self->cuda)) : 0;
 }

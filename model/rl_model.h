@@ -180,6 +180,10 @@ float **rl_model_params_find(rl_model_params_t *p, int L, const char *name);
 // once; LoRA: every A and B in rl_lora.h's layout), with its gradient array of the same length,
 // for the optimizer. tune NONE: NULL and *n_p = 0. borrowed; valid until destroy.
 float *rl_model_trainable(rl_model_t *self, size_t *n_p);
+// The floats of that array, also once a model that only infers on a GPU gave it back
+// (rl_model_drop_host_weights: rl_model_trainable is then NULL, rl_model_device_load fills the
+// device's).
+size_t rl_model_trainable_size(rl_model_t *self);
 // Every parameter as one writable flat array in HF order (the tied head once), when the model
 // holds them so: a full-tuning load, or rl_model_new_random whatever the tune mode. Else NULL.
 // borrowed; valid until destroy.
@@ -388,13 +392,15 @@ int rl_model_device_shard_ranks(const rl_model_t *self);
 // Frees what load kept of the parameters (the mapping, converted copies) and sets every tensor
 // pointer of rl_model_params to NULL: from now on the unit hook provides them. opts.sharded only.
 void rl_model_drop_weights(rl_model_t *self);
-// A model on a GPU that trains nothing (tune NONE, no adapter) or only a LoRA adapter (tune LORA)
-// gives its host copy of the frozen weights back once the device holds them (a reference beside
-// the actor, a LoRA actor's or sampler's base: 32 GB of host memory at Llama-3-8B). It then
-// computes on the device only: saving the model and pushing every parameter are refused, and so
-// are pushing and loading an adapter without tune LORA (RL_EINVAL, saying why); a LoRA adapter
-// stays on the host, is pushed, pulled, loaded and saved as before. Returns 0, or RL_EINVAL for
-// any other model (on the CPU, full tuning), with rl_model_errmsg.
+// A model on a GPU that trains nothing (tune NONE, no adapter), only a LoRA adapter (tune LORA)
+// or only infers (opts.device_infer: a sampler, also of full tuning) gives its host copy of the
+// frozen weights back once the device holds them (a reference beside the actor, a LoRA actor's
+// or sampler's base, a full-tuning sampler's whole model: 32 GB of host memory at Llama-3-8B).
+// It then computes on the device only: saving the model and pushing every parameter are
+// refused, and so are pushing, pulling and loading an adapter without tune LORA (RL_EINVAL,
+// saying why); a LoRA adapter stays on the host, is pushed, pulled, loaded and saved as before;
+// new weights reach the device through rl_model_device_load. Returns 0, or RL_EINVAL for any
+// other model (on the CPU, full tuning that trains), with rl_model_errmsg.
 int rl_model_drop_host_weights(rl_model_t *self);
 
 // ---- a model on a GPU (opts.device) -------------------------------------------------------------
@@ -408,6 +414,12 @@ int rl_model_drop_host_weights(rl_model_t *self);
 // On a CPU model both do nothing and return 0. Return 0, or RL_EIO with rl_model_errmsg.
 int rl_model_device_push(rl_model_t *self, int all);
 int rl_model_device_pull(rl_model_t *self, int grads);
+// A weight sync's piece straight into the device (rl_model_cuda_load: the host's trainable
+// array neither read nor written): floats [offset, offset + n) of rl_model_trainable's layout
+// (rl_model_trainable_size floats in all); last = 1 after the last piece. A model on a GPU with
+// one rank. Returns 0, or RL_EINVAL (on the CPU, a range past the end) or RL_EIO with
+// rl_model_errmsg.
+int rl_model_device_load(rl_model_t *self, size_t offset, const float *w, size_t n, int last);
 // The optimizer's step where the parameters are, so that a step moves nothing between host and
 // device: trainer/rl_optim's semantics on the device's trainable parameters (the caller keeps
 // the hyperparameters, the schedule and the step count). clip: rl_optim_clip_grad_norm (*norm:

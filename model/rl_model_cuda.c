@@ -66,6 +66,8 @@ typedef struct {
     size_t t_at;      // and its offset in the trainable layout (floats; tmem's without mshard)
     int vec;          // a trainable 1-D tensor (a norm's weight, a bias): read in fp32
     size_t v_at;      // a vector of a gathered layer (at_use): its whole fp32 at lvec + v_at
+    size_t h_at;      // a trainable tensor's offset in the host's flat trainable array
+                      // (rl_model_trainable), SIZE_MAX when it is not in it
 } s_tensor_t;
 
 // Units of the trainable tensors for a group's ZeRO-2: runs of consecutive tensors of tmem with
@@ -1640,10 +1642,37 @@ int rl_model_cuda_push(rl_model_cuda_t *self, int all) {
 
 void rl_model_cuda_host_dropped(rl_model_cuda_t *self) {
     for (int i = 0; i < self->n_tensors; i++) {
-        if (!self->tensors[i].trainable) {
+        if (!self->tensors[i].trainable || self->tune == RL_TUNE_FULL) {
             self->tensors[i].host = NULL;
         }
     }
+}
+
+int rl_model_cuda_load(rl_model_cuda_t *self, size_t offset, const float *w, size_t n, int last) {
+    if (self->mshard || self->ranks > 1 || !self->tmem) {
+        return s_err(self, RL_EINVAL,
+                     "cuda:%d: weights are loaded in pieces only into a model of one rank that "
+                     "has trainable parameters",
+                     self->device);
+    }
+    for (int i = 0; i < self->n_tensors; i++) {
+        const s_tensor_t *t = &self->tensors[i];
+        if (!t->trainable || t->h_at == SIZE_MAX) {
+            continue;
+        }
+        size_t a = t->h_at > offset ? t->h_at : offset;
+        size_t b = t->h_at + t->n < offset + n ? t->h_at + t->n : offset + n;
+        if (a < b) { // its master's part: dt->f is tmem's, whole (one rank, no mshard)
+            S_TRY(self->cu->h2d(self->ctx, t->dt->f + (a - t->h_at), w + (a - offset),
+                                (b - a) * sizeof(float)));
+        }
+    }
+    int rc = last ? s_round_whole(self) : 0;
+    if (rc) {
+        return rc;
+    }
+    S_TRY(self->cu->sync(self->ctx)); // w is the caller's again
+    return 0;
 }
 
 int rl_model_cuda_pull(rl_model_cuda_t *self, int grads) {
@@ -2228,6 +2257,15 @@ static int s_plan(rl_model_cuda_t *self, char *err, size_t err_len) {
                 t->dt->f = (float *)(uintptr_t)(self->t_n + 1);
                 self->t_n += s_up(t->n, S_TALIGN);
             }
+        }
+    }
+    if (!sizes) { // where each trainable tensor is in the host's flat array (weight syncs)
+        size_t tn = 0;
+        const float *base = rl_model_trainable(self->host, &tn);
+        for (int i = 0; i < self->n_tensors; i++) {
+            s_tensor_t *t = &self->tensors[i];
+            int in = t->trainable && base && t->host >= base && t->host + t->n <= base + tn;
+            t->h_at = in ? (size_t)(t->host - base) : SIZE_MAX;
         }
     }
     return 0;

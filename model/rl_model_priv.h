@@ -69,6 +69,7 @@ struct rl_model {
     size_t param_n;                      // floats in param_mem
     int params_in_map;                   // 1: some tensors point into the read-only mmap
     int host_dropped;                    // rl_model_drop_host_weights: the device's only
+    size_t dropped_n;                    // and a full model's trainable floats then
     rl_layer_params_t *layers, *glayers; // [L] each
     rl_model_params_t params, grads;     // grads: FULL only (pointers NULL otherwise)
     float *grad_mem;                     // FULL: same layout as param_mem

@@ -55,9 +55,9 @@ static int s_setup(const rl_recipe_t *recipe, const rl_role_env_t *env, void **s
         s_teardown(state);
         return rl_errf(err, err_len, RL_EINVAL, "%s", msg);
     }
-    // a LoRA sampler on a GPU: the frozen base computes there only, its host copy given back
-    // (the adapter's arrays stay: each weight sync lands there and is pushed)
-    if (mo.device.cuda && mo.tune == RL_TUNE_LORA && rl_model_drop_host_weights(s->model) != 0) {
+    // a sampler on a GPU computes there only: its host copy of the weights given back (each
+    // weight sync goes straight to the device; a LoRA adapter's few arrays stay)
+    if (mo.device.cuda && rl_model_drop_host_weights(s->model) != 0) {
         rl_errf(err, err_len, RL_EINVAL, "%s", rl_model_errmsg(s->model));
         s_teardown(state);
         return RL_EINVAL;
@@ -115,10 +115,12 @@ static int s_load(void *state, const rl_msg_t *req, rl_msg_t **reply, char *err,
     if (q.ipc) {
         return s_load_ipc(s, &q, req, reply, err, err_len);
     }
-    size_t n;
-    float *dst = rl_model_trainable(s->model, &n);
+    // on a GPU each bucket goes straight to the device (the host's copy was given back)
+    const int dev = rl_model_on_gpu(s->model);
+    size_t n = rl_model_trainable_size(s->model);
+    float *dst = dev ? NULL : rl_model_trainable(s->model, &n);
     int64_t total = q.total > 0 ? q.total : q.n;
-    if (!dst || (int64_t)n != total || q.offset < 0 || q.offset > total - q.n) {
+    if ((!dev && !dst) || n == 0 || (int64_t)n != total || q.offset < 0 || q.offset > total - q.n) {
         return rl_errf(err, err_len, RL_EINVAL,
                        "load_weights: %lld floats at %lld of %lld for a sampler that holds %zu",
                        (long long)q.n, (long long)q.offset, (long long)total, n);
@@ -136,14 +138,15 @@ static int s_load(void *state, const rl_msg_t *req, rl_msg_t **reply, char *err,
                        (long long)s->loading);
     }
     s->version = -1;
-    memcpy(dst + q.offset, q.weights, (size_t)q.n * sizeof(float));
+    const int last = s->received + q.n == total;
+    if (!dev) {
+        memcpy(dst + q.offset, q.weights, (size_t)q.n * sizeof(float));
+    } else if ((rc = rl_model_device_load(s->model, (size_t)q.offset, q.weights, (size_t)q.n,
+                                          last)) != 0) {
+        return rl_errf(err, err_len, rc, "load_weights: %s", rl_model_errmsg(s->model));
+    }
     s->received += q.n;
-    if (s->received == total) {
-        // a model on a GPU: the trainable weights go up, the base stays where it is (on the CPU
-        // this does nothing)
-        if ((rc = rl_model_device_push(s->model, 0)) != 0) {
-            return rl_errf(err, err_len, rc, "load_weights: %s", rl_model_errmsg(s->model));
-        }
+    if (last) {
         s->version = q.version;
     }
     rl_proto_load_weights_reply_t r = {s->version};

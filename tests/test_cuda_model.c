@@ -112,6 +112,7 @@ typedef struct {
 } s_case_t;
 
 static int s_host_optim; // rl_model_opts_t.device_host_optim of the models s_new makes
+static int s_infer;      // and their device_infer
 // an NCCL group of the models s_new makes (s_test_group; ranks 0: none), on cuda:<s_index>
 static const unsigned char *s_comm_id;
 static int s_comm_ranks, s_comm_rank, s_index;
@@ -133,6 +134,7 @@ static rl_model_t *s_new(const rl_hf_config_t *cfg, const s_case_t *k, int cuda,
     o.device.cuda = cuda;
     o.device_rows = rows;
     o.device_host_optim = s_host_optim;
+    o.device_infer = s_infer;
     o.device.index = cuda ? s_index : 0;
     o.device_comm_id = s_comm_id;
     o.device_comm_ranks = s_comm_ranks;
@@ -2151,6 +2153,77 @@ static void s_test_drop_host_lora(const rl_hf_config_t *cfg, const s_case_t *kl,
     rl_model_destroy(&twin);
 }
 
+// A model that only infers on the GPU (a sampler: full tuning or LoRA) gives its host copy back
+// and takes new weights in pieces straight into the device (rl_model_device_load: a weight sync's
+// buckets, of uneven sizes, most crossing tensors): logprobs and a prefill's logits the bits of
+// a twin that kept its copy and pushed the same array, the dropped model's host adapter
+// untouched; a piece past the end refused, and (full) a push, a pull and a save.
+static void s_test_load_pieces(const s_case_t *k) {
+    rl_hf_config_t cfg = s_cfg(k->shape);
+    enum { T = 12 };
+    int32_t tok[T];
+    for (int i = 0; i < T; i++) {
+        tok[i] = (int32_t)((i * 7919) % cfg.vocab_size);
+    }
+    s_infer = 1;
+    rl_model_t *m = s_new(&cfg, k, 1, 64), *twin = s_new(&cfg, k, 1, 64);
+    s_infer = 0;
+    size_t n = 0, hn = 0;
+    float *w = rl_model_trainable(twin, &n);
+    rl_rng_t rng;
+    rl_rng_seed(&rng, 11);
+    rl_rng_fill_normal(&rng, w, n, 0.0f, k->tune == RL_TUNE_LORA ? 0.05f : 0.08f);
+    CHECK_MSG(rl_model_device_push(twin, 0) == 0, "push: %s", rl_model_errmsg(twin));
+    float *src = malloc(n * sizeof *src), *a = calloc(2 * (size_t)T, sizeof *a), *b = a + T;
+    memcpy(src, w, n * sizeof *src);
+    CHECK_MSG(rl_model_drop_host_weights(m) == 0, "%s", rl_model_errmsg(m));
+    const float *host = rl_model_trainable(m, &hn); // LoRA: the adapter's arrays stay
+    float *host0 = hn ? malloc(hn * sizeof *host0) : NULL;
+    if (hn) {
+        memcpy(host0, host, hn * sizeof *host0);
+    }
+    CHECK(rl_model_trainable_size(m) == n && (k->tune == RL_TUNE_LORA ? hn == n : !host));
+    static const size_t sizes[] = {1, 777, 4096, 100003, 13};
+    int pieces = 0, rc = 0;
+    for (size_t at = 0, i = 0; at < n && !rc; at += sizes[i++ % 5], pieces++) {
+        size_t len = sizes[i % 5] < n - at ? sizes[i % 5] : n - at;
+        rc = rl_model_device_load(m, at, src + at, len, at + len == n);
+    }
+    CHECK_MSG(rc == 0, "device_load: %s", rl_model_errmsg(m));
+    int len = T;
+    rc = rl_model_forward(m, tok, &len, 1, T, 1.0f, 0, a, NULL);
+    rc |= rl_model_forward(twin, tok, &len, 1, T, 1.0f, 0, b, NULL);
+    CHECK(rc == 0);
+    float *la = s_prefill(m, tok, T), *lb = s_prefill(twin, tok, T);
+    int same = s_same_bits(a, b, (size_t)T * sizeof *a);
+    int lsame = s_same_bits(la, lb, (size_t)T * cfg.vocab_size * sizeof *la);
+    int kept = !hn || !memcmp(host, host0, hn * sizeof *host0);
+    printf("%s, %s, infers only: %zu floats loaded in %d pieces: logprobs %s, a prefill's logits "
+           "%s, the host's array %s\n",
+           k->shape->name, k->tune == RL_TUNE_LORA ? "LoRA" : "full", n, pieces,
+           same ? "the twin's bits" : "DIFFERENT", lsame ? "the twin's bits" : "DIFFERENT",
+           !hn    ? "given back"
+           : kept ? "untouched"
+                  : "WRITTEN");
+    CHECK(same && lsame && kept);
+    CHECK(rl_model_device_load(m, n - 1, src, 2, 1) == RL_EINVAL);
+    CHECK_CONTAINS(rl_model_errmsg(m), "device_load");
+    if (k->tune == RL_TUNE_FULL) {
+        char err[512];
+        CHECK(rl_model_device_push(m, 0) == RL_EINVAL);
+        CHECK(rl_model_device_pull(m, 0) == RL_EINVAL);
+        CHECK_CONTAINS(rl_model_errmsg(m), "nowhere to pull to");
+        CHECK(rl_model_save_hf(m, "/tmp/rl_drop_host_never", 0, err, sizeof err) == RL_EINVAL);
+    }
+    free(la);
+    free(lb);
+    free(src);
+    free(a);
+    free(host0);
+    rl_model_destroy(&m);
+    rl_model_destroy(&twin);
+}
+
 // A frozen model on the GPU gives its host weights back (rl_model_drop_host_weights: a
 // reference): the same logprobs to the bit after, the resident set smaller by at least half the
 // weights' bytes, and what needs the host copy refused (a push, a save, an adapter load); a model
@@ -2196,13 +2269,17 @@ static void s_test_drop_host(void) {
     CHECK_CONTAINS(err, "nothing to save");
     CHECK(rl_model_load_adapter(m, "/tmp/rl_drop_host_never", err, sizeof err) == RL_EINVAL);
     CHECK_CONTAINS(err, "no adapter can be loaded");
-    CHECK(rl_model_drop_host_weights(full) == RL_EINVAL);
+    CHECK(rl_model_drop_host_weights(full) == RL_EINVAL); // it trains
     CHECK(rl_model_drop_host_weights(cpu) == RL_EINVAL);
     CHECK_CONTAINS(rl_model_errmsg(cpu), "only a model on a GPU");
     rl_model_destroy(&m);
     rl_model_destroy(&full);
     rl_model_destroy(&cpu);
     s_test_drop_host_lora(&cfg, &kl, tok, T);
+    const s_case_t pf = {&S_QWEN2, RL_TUNE_FULL, 0, 8, 0.0f, 0, 1.0f, 0};
+    const s_case_t pl = {&S_LLAMA, RL_TUNE_LORA, 0x7f, 8, 0.0f, 0, 1.0f, 0};
+    s_test_load_pieces(&pf);
+    s_test_load_pieces(&pl);
 }
 
 int main(int argc, char **argv) {
