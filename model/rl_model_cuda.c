@@ -166,6 +166,10 @@ struct rl_model_cuda {
     // floats), tbf the embedding and the head (b_n); without mshard r_n = b_n = t_n, the whole
     // trainable array.
     int mshard;
+    // A full-tuning model that only infers (device_infer, one rank: a sampler) keeps no fp32
+    // masters (r_n 0): its matrices' bf16 copies whole in tbf, its vectors' fp32 whole in lvec,
+    // what a forward reads; new weights are rounded into them as they arrive (push, load, IPC).
+    int lean;
     size_t r_n, b_n, wb_n, mp_n, lv_n; // tmem's, tbf's, hbuf's, mpart's, lvec's elements
     float *mpart, *lvec;
     uint16_t *hbuf;
@@ -1621,6 +1625,8 @@ int rl_model_cuda_push(rl_model_cuda_t *self, int all) {
             } else if (!rc && u && t->vec) { // a gathered layer's vector, whole in fp32
                 S_TRY(cu->h2d(ctx, t->dt->f, t->host, t->n * sizeof(float)));
             }
+        } else if (t->trainable && self->lean && !t->vec) { // no master: its bf16 copy only
+            rc = s_push_bf16(self, t->dt->h, t->host, t->n);
         } else if (t->trainable) {
             S_TRY(cu->h2d(ctx, t->dt->f, t->host, t->n * sizeof(float)));
         } else if (all && t->dt->h) { // a frozen matmul weight: rounded here, uploaded in bf16
@@ -1649,7 +1655,7 @@ void rl_model_cuda_host_dropped(rl_model_cuda_t *self) {
 }
 
 int rl_model_cuda_load(rl_model_cuda_t *self, size_t offset, const float *w, size_t n, int last) {
-    if (self->mshard || self->ranks > 1 || !self->tmem) {
+    if (self->mshard || self->ranks > 1 || !self->t_n) {
         return s_err(self, RL_EINVAL,
                      "cuda:%d: weights are loaded in pieces only into a model of one rank that "
                      "has trainable parameters",
@@ -1662,7 +1668,12 @@ int rl_model_cuda_load(rl_model_cuda_t *self, size_t offset, const float *w, siz
         }
         size_t a = t->h_at > offset ? t->h_at : offset;
         size_t b = t->h_at + t->n < offset + n ? t->h_at + t->n : offset + n;
-        if (a < b) { // its master's part: dt->f is tmem's, whole (one rank, no mshard)
+        if (a < b && self->lean && !t->vec) { // no master: rounded into its bf16 copy
+            int rc = s_push_bf16(self, t->dt->h + (a - t->h_at), w + (a - offset), b - a);
+            if (rc) {
+                return rc;
+            }
+        } else if (a < b) { // its master's part (lean: a vector's), whole at dt->f
             S_TRY(self->cu->h2d(self->ctx, t->dt->f + (a - t->h_at), w + (a - offset),
                                 (b - a) * sizeof(float)));
         }
@@ -1676,6 +1687,12 @@ int rl_model_cuda_load(rl_model_cuda_t *self, size_t offset, const float *w, siz
 }
 
 int rl_model_cuda_pull(rl_model_cuda_t *self, int grads) {
+    if (self->lean) {
+        return s_err(self, RL_EINVAL,
+                     "cuda:%d: a model that only infers keeps no fp32 masters to pull (their "
+                     "bf16 copies only)",
+                     self->device);
+    }
     if (grads && self->ranks > 1) {
         return s_err(self, RL_EINVAL,
                      "cuda:%d: the gradients are split over the group's %d ranks (ZeRO-2): none "
@@ -1891,8 +1908,9 @@ static uint64_t s_layout_hash(const rl_model_cuda_t *self) {
 
 int rl_model_cuda_ipc_export(rl_model_cuda_t *self, unsigned char *handle, uint64_t *layout,
                              size_t *n) {
-    if (!self->tmem) {
-        return s_err(self, RL_EINVAL, "the model has no trainable parameters to share");
+    if (!self->tmem || self->lean) {
+        return s_err(self, RL_EINVAL, "the model has no trainable parameters to share%s",
+                     self->lean ? " (it only infers: no fp32 masters)" : "");
     }
     if (self->mshard) {
         return s_err(self, RL_EINVAL,
@@ -1910,7 +1928,7 @@ int rl_model_cuda_ipc_export(rl_model_cuda_t *self, unsigned char *handle, uint6
 int rl_model_cuda_ipc_load(rl_model_cuda_t *self, const unsigned char *handle, uint64_t layout,
                            size_t n) {
     const rl_cuda_module_t *cu = self->cu;
-    if (!self->tmem) {
+    if (!self->t_n) {
         return s_err(self, RL_EINVAL, "the model has no trainable parameters to load");
     }
     if (n != self->t_n || layout != s_layout_hash(self)) {
@@ -1929,8 +1947,19 @@ int rl_model_cuda_ipc_load(rl_model_cuda_t *self, const unsigned char *handle, u
         S_TRY(cu->ipc_open(self->ctx, handle, &self->ipc_src));
         memcpy(self->ipc_handle, handle, RL_CUDA_IPC_HANDLE);
     }
-    S_TRY(cu->d2d(self->ctx, self->tmem, self->ipc_src, self->t_n * sizeof(float)));
-    S_TRY(cu->f32_to_bf16(self->ctx, self->tbf, self->tmem, self->t_n));
+    if (self->lean) { // no masters: the bf16 copies rounded from the exporter's, vectors copied
+        S_TRY(cu->f32_to_bf16(self->ctx, self->tbf, self->ipc_src, self->t_n));
+        for (int i = 0; i < self->n_tensors; i++) {
+            const s_tensor_t *t = &self->tensors[i];
+            if (t->trainable && t->vec) {
+                S_TRY(cu->d2d(self->ctx, t->dt->f, (const float *)self->ipc_src + t->t_at,
+                              t->n * sizeof(float)));
+            }
+        }
+    } else {
+        S_TRY(cu->d2d(self->ctx, self->tmem, self->ipc_src, self->t_n * sizeof(float)));
+        S_TRY(cu->f32_to_bf16(self->ctx, self->tbf, self->tmem, self->t_n));
+    }
     S_TRY(cu->sync(self->ctx)); // the copy is done before the exporter may write again
     return 0;
 }
@@ -2286,9 +2315,10 @@ static void s_bind(rl_model_cuda_t *self) {
             // in lvec; a sharded root's fp32 is read by nothing (its bf16 copy is whole)
             const s_tensor_t *t = &self->tensors[i];
             const s_unit_t *u = &self->units[t->unit];
-            dt->f = u->at_use && t->vec ? self->lvec + t->v_at
-                    : u->sharded        ? NULL
-                                        : self->tmem + u->ro + (off - u->lo);
+            // lean (no masters): its vectors whole in lvec, its matrices' fp32 nowhere
+            dt->f = (u->at_use || self->lean) && t->vec ? self->lvec + t->v_at
+                    : u->sharded || self->lean          ? NULL
+                                                        : self->tmem + u->ro + (off - u->lo);
             dt->h = u->at_use    ? self->hbuf + (off - u->lo)
                     : u->whole_h ? self->tbf + u->bo + (off - u->lo)
                                  : NULL;
@@ -2372,24 +2402,29 @@ static void s_group_sizes(rl_model_cuda_t *self, const rl_model_opts_t *opts) {
     // whole (lvec: lv_n)
     self->mshard = self->ranks > 1 && self->tune == RL_TUNE_FULL && s_grads(self) &&
                    opts->device_shard_masters;
+    self->lean = self->infer && self->tune == RL_TUNE_FULL && self->ranks == 1;
     self->r_n = self->b_n = self->wb_n = self->mp_n = self->lv_n = 0;
     for (int i = 0; i < self->n_units; i++) {
         s_unit_t *u = &self->units[i];
         u->sharded = self->mshard && u->key != S_UN;
         u->at_use = u->sharded && u->key >= 0;
         u->ro = u->sharded ? self->mp_n : self->r_n;
-        *(u->sharded ? &self->mp_n : &self->r_n) += u->sharded ? u->part : u->n;
+        if (u->sharded) {
+            self->mp_n += u->part;
+        } else if (!self->lean) { // lean: no masters
+            self->r_n += u->n;
+        }
         u->whole_h = !self->mshard || (u->sharded && !u->at_use);
         u->bo = self->b_n;
         self->b_n += u->whole_h ? u->n : 0;
         self->wb_n = u->at_use && W * u->part > self->wb_n ? W * u->part : self->wb_n;
-        self->lv_n += u->at_use ? u->vn : 0;
+        self->lv_n += u->at_use || self->lean ? u->vn : 0;
     }
-    // each gathered layer's vectors' places in lvec, in tensor order
+    // each gathered layer's vectors' places in lvec (lean: every vector's), in tensor order
     size_t at = 0;
     for (int i = 0; i < self->n_tensors; i++) {
         s_tensor_t *t = &self->tensors[i];
-        if (t->trainable && t->vec && self->units[t->unit].at_use) {
+        if (t->trainable && t->vec && (self->units[t->unit].at_use || self->lean)) {
             t->v_at = at;
             at += s_up(t->n, S_TALIGN);
         }
@@ -2553,9 +2588,10 @@ int rl_model_cuda_new(rl_model_t *host, const rl_model_opts_t *opts, rl_model_cu
                                    (void **)&self->tbf))) ||
         (self->mshard &&
          (cu->dmalloc(self->ctx, self->mp_n * sizeof(float), (void **)&self->mpart) ||
-          cu->dmalloc(self->ctx, (self->lv_n ? self->lv_n : 1) * sizeof(float),
-                      (void **)&self->lvec) ||
           cu->dmalloc(self->ctx, self->wb_n * sizeof(uint16_t), (void **)&self->hbuf))) ||
+        ((self->mshard || self->lean) &&
+         cu->dmalloc(self->ctx, (self->lv_n ? self->lv_n : 1) * sizeof(float),
+                     (void **)&self->lvec)) ||
         (self->t_n && grads && self->ranks == 1 &&
          cu->dmalloc(self->ctx, self->t_n * sizeof(float), (void **)&self->gmem)) ||
         (self->t_n && grads && self->ranks > 1 &&

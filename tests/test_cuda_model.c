@@ -1381,17 +1381,21 @@ static int s_unhex(const char *h, unsigned char *b, size_t n) {
     return 0;
 }
 
-// The child: argv = --ipc-child <case> <lora r> <dir>. Reads lines "load <handle hex> <layout
-// hex> <n>" on stdin; answers "ok" (and writes <dir>/child.bin: its trainable parameters, then
-// the logp of the batch) or "err <code> <message>" on stdout; "quit" ends it.
+// The child: argv = --ipc-child <case> <lora r> <dir> <infer|train>. Reads lines "load <handle
+// hex> <layout hex> <n>" on stdin; answers "ok" (and writes <dir>/child.bin: its trainable
+// parameters, then the logp of the batch) or "err <code> <message>" on stdout; "quit" ends it.
+// infer: a model that only infers (a sampler: full tuning's keeps no masters, nothing to pull):
+// its host's parameters written as they were.
 static int s_ipc_child(char **argv) {
     FILE *ans = fdopen(dup(1), "w"); // the answers; everything else printed goes to stderr
     RL_ASSERT(ans && dup2(2, 1) == 1);
     rl_test_cuda_open("model.cuda_model (IPC child)");
     s_case_t k = S_IPC_CASES[atoi(argv[2])];
     k.r = atoi(argv[3]);
+    const int infer = strcmp(argv[5], "infer") == 0;
     const int T = rl_test_emulated() ? 24 : 96;
     rl_hf_config_t cfg = s_cfg(k.shape);
+    s_infer = infer;
     rl_model_t *m = s_new(&cfg, &k, 1, S_B * T);
     s_prepare(m, &k);
     size_t n;
@@ -1417,7 +1421,7 @@ static int s_ipc_child(char **argv) {
             continue;
         }
         int rc = rl_model_device_ipc_load(m, h, (uint64_t)layout, nn);
-        rc = rc ? rc : rl_model_device_pull(m, 0);
+        rc = rc || infer ? rc : rl_model_device_pull(m, 0);
         rc = rc ? rc : rl_model_forward(m, b.tok, b.len, S_B, T, k.temperature, 0, lp, NULL);
         if (rc) {
             fprintf(ans, "err %d %s\n", rc, rl_model_errmsg(m));
@@ -1445,7 +1449,7 @@ typedef struct {
     FILE *to, *from;
 } s_child_t;
 
-static s_child_t s_spawn_child(int which, int r, const char *dir) {
+static s_child_t s_spawn_child(int which, int r, const char *dir, int infer) {
     int in[2], out[2];
     RL_ASSERT(pipe(in) == 0 && pipe(out) == 0);
     fflush(stdout);
@@ -1460,7 +1464,8 @@ static s_child_t s_spawn_child(int which, int r, const char *dir) {
         char a[16], b[16];
         snprintf(a, sizeof a, "%d", which);
         snprintf(b, sizeof b, "%d", r);
-        execl("/proc/self/exe", "test_model_cuda_model", "--ipc-child", a, b, dir, (char *)NULL);
+        execl("/proc/self/exe", "test_model_cuda_model", "--ipc-child", a, b, dir,
+              infer ? "infer" : "train", (char *)NULL);
         _exit(127);
     }
     close(in[0]);
@@ -1522,7 +1527,7 @@ static void s_test_ipc(int which, int T) {
     unsigned char h[RL_MODEL_IPC_HANDLE], h0[RL_MODEL_IPC_HANDLE];
     uint64_t layout = 0;
     int64_t nd = 0;
-    s_child_t c = s_spawn_child(which, k->r, dir);
+    s_child_t c = s_spawn_child(which, k->r, dir, 0);
     for (int round = 1; round <= 2; round++) {
         s_device_step(m, &b, k->temperature, round); // the device's weights move on, not the host's
         CHECK_MSG(rl_model_device_ipc_export(m, h, &layout, &nd) == 0, "export: %s",
@@ -1549,6 +1554,19 @@ static void s_test_ipc(int which, int T) {
         CHECK(same_t && same_lp);
         free(got);
     }
+    if (k->tune == RL_TUNE_FULL) { // a sampler's model (no masters): the same logp, to the bit
+        s_child_t ci = s_spawn_child(which, k->r, dir, 1);
+        s_child_load(&ci, h, layout, nd, answer, sizeof answer);
+        size_t bytes = 0;
+        char *got = rl_test_read_file(path, &bytes);
+        int same = !strcmp(answer, "ok") && got && bytes == (n + (size_t)S_B * T) * sizeof(float) &&
+                   s_same_bits(got + n * sizeof *t, lp, (size_t)S_B * T * sizeof *lp);
+        printf("  a model that only infers (no fp32 masters): %s, its logp %s\n", answer,
+               same ? "equal" : "DIFFER");
+        CHECK(same);
+        free(got);
+        s_child_end(&ci);
+    }
     // a damaged handle (another process's id): refused, the child goes on
     unsigned char bad[RL_MODEL_IPC_HANDLE];
     memcpy(bad, h, sizeof bad);
@@ -1564,7 +1582,7 @@ static void s_test_ipc(int which, int T) {
     printf("  its own handle: %d %s\n", rc, rc ? rl_model_errmsg(m) : "");
     CHECK(rc == RL_EIO);
     if (k->tune == RL_TUNE_LORA) { // a twin of rank r/2 is laid out otherwise
-        s_child_t c2 = s_spawn_child(which, k->r / 2, dir);
+        s_child_t c2 = s_spawn_child(which, k->r / 2, dir, 0);
         s_child_load(&c2, h, layout, nd, answer, sizeof answer);
         printf("  a LoRA rank %d twin: %s\n", k->r / 2, answer);
         char want[32];
@@ -2153,11 +2171,12 @@ static void s_test_drop_host_lora(const rl_hf_config_t *cfg, const s_case_t *kl,
     rl_model_destroy(&twin);
 }
 
-// A model that only infers on the GPU (a sampler: full tuning or LoRA) gives its host copy back
-// and takes new weights in pieces straight into the device (rl_model_device_load: a weight sync's
-// buckets, of uneven sizes, most crossing tensors): logprobs and a prefill's logits the bits of
-// a twin that kept its copy and pushed the same array, the dropped model's host adapter
-// untouched; a piece past the end refused, and (full) a push, a pull and a save.
+// A model that only infers on the GPU (a sampler: full tuning or LoRA; full tuning's keeps no
+// fp32 masters) gives its host copy back and takes new weights in pieces straight into the device
+// (rl_model_device_load: a weight sync's buckets, of uneven sizes, most crossing tensors):
+// logprobs and a prefill's logits the bits of a twin that kept its copy and pushed the same
+// array, and of a model that trains (its masters rounded on the device); the dropped model's host
+// adapter untouched; a piece past the end refused, and (full) a push, a pull and a save.
 static void s_test_load_pieces(const s_case_t *k) {
     rl_hf_config_t cfg = s_cfg(k->shape);
     enum { T = 12 };
@@ -2197,15 +2216,29 @@ static void s_test_load_pieces(const s_case_t *k) {
     float *la = s_prefill(m, tok, T), *lb = s_prefill(twin, tok, T);
     int same = s_same_bits(a, b, (size_t)T * sizeof *a);
     int lsame = s_same_bits(la, lb, (size_t)T * cfg.vocab_size * sizeof *la);
+    // and a model that trains (full: its fp32 masters rounded on the device) with the same array
+    rl_model_t *tr = s_new(&cfg, k, 1, 64);
+    size_t tn = 0;
+    memcpy(rl_model_trainable(tr, &tn), src, n * sizeof *src);
+    CHECK(tn == n && rl_model_device_push(tr, 0) == 0);
+    float *c = calloc((size_t)T, sizeof *c);
+    CHECK(rl_model_forward(tr, tok, &len, 1, T, 1.0f, 0, c, NULL) == 0);
+    float *lc = s_prefill(tr, tok, T);
+    int tsame = s_same_bits(a, c, (size_t)T * sizeof *a) &&
+                s_same_bits(la, lc, (size_t)T * cfg.vocab_size * sizeof *la);
+    free(c);
+    free(lc);
+    rl_model_destroy(&tr);
     int kept = !hn || !memcmp(host, host0, hn * sizeof *host0);
     printf("%s, %s, infers only: %zu floats loaded in %d pieces: logprobs %s, a prefill's logits "
-           "%s, the host's array %s\n",
+           "%s (a training model's: %s), the host's array %s\n",
            k->shape->name, k->tune == RL_TUNE_LORA ? "LoRA" : "full", n, pieces,
            same ? "the twin's bits" : "DIFFERENT", lsame ? "the twin's bits" : "DIFFERENT",
+           tsame ? "the same bits" : "DIFFERENT",
            !hn    ? "given back"
            : kept ? "untouched"
                   : "WRITTEN");
-    CHECK(same && lsame && kept);
+    CHECK(same && lsame && kept && tsame);
     CHECK(rl_model_device_load(m, n - 1, src, 2, 1) == RL_EINVAL);
     CHECK_CONTAINS(rl_model_errmsg(m), "device_load");
     if (k->tune == RL_TUNE_FULL) {
@@ -2286,7 +2319,7 @@ int main(int argc, char **argv) {
     if (argc == 6 && strcmp(argv[1], "--shard-child") == 0) {
         return s_shard_child(argv);
     }
-    if (argc == 5 && strcmp(argv[1], "--ipc-child") == 0) {
+    if (argc == 6 && strcmp(argv[1], "--ipc-child") == 0) {
         return s_ipc_child(argv);
     }
     if (argc == 6 && strcmp(argv[1], "--group-child") == 0) {

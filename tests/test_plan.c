@@ -143,6 +143,12 @@ static void s_test_by_hand(const rl_hf_config_t *arith, const rl_hf_config_t *ll
     s_plan_is(llama, &o, 300, 0, 1263360, 842240, 1684480, &p);
     printf("llama full: weights %zu trainable %zu grads %zu optim %zu activations %zu\n", p.weights,
            p.trainable, p.grads, p.optim, p.acts);
+    // a sampler of it (device_infer: no fp32 masters): the bf16 copies 210560 x 2 = 421120 and
+    //   the vectors' fp32, 2 layers x 2 norms x 128 + the final norm 128 = 640 floats, 2560:
+    //   423680 (of 1263360); no gradients or moments
+    o.device_infer = 1;
+    s_plan_is(llama, &o, 300, 0, 423680, 0, 0, NULL);
+    o.device_infer = 0;
     // with NCCL over 2 ranks, ZeRO-2 by units: the embedding 64000 floats in parts of 32000; a
     //   layer 41216 in parts of 20608; the final norm 128 in parts of 64 -> 128; the head 64000
     //   in parts of 32000. This rank's parts 32000 + 2 x 20608 + 128 + 32000 = 105344; one
@@ -200,6 +206,9 @@ static void s_test_allocations(const rl_hf_config_t *arith, const rl_hf_config_t
     s_opts_full(&o);
     o.device_host_optim = 1;
     s_check_model("llama full, host optimizer", llama, &o, 300);
+    s_opts_full(&o);
+    o.device_infer = 1;
+    s_check_model("llama full sampler, 300", llama, &o, 300);
     // a sampler's cache after a draw, and the activations grown by a larger forward
     s_opts_lora(&o);
     o.device_infer = 1;
