@@ -6,11 +6,15 @@
 #include "rl_optim.h"
 #include "rl_test.h"
 
+#include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 // ---- reference: torch.optim.AdamW written out in double, one element at a time -------------
@@ -391,6 +395,47 @@ static void test_state_writer(const char *dir) {
     rl_optim_destroy(&other);
 }
 
+// No room for the file (a full disk: here a process whose files may not grow past 64 KiB,
+// RLIMIT_FSIZE, the errors posix_fallocate gives alike): rl_optim_write_begin reserves the
+// file's blocks first, so the checkpoint fails there with an error naming the file and why, not
+// with a SIGBUS while the moments are written into the mapping; no temporary is left and the
+// state file already there is untouched. In a child process (the limit is the process's).
+static void test_state_writer_full(const char *dir) {
+    char path[512], tmp[520], err[512] = "";
+    snprintf(path, sizeof(path), "%s/got.bin", dir); // test_state_writer's, a valid state
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    size_t n0 = 0;
+    char *before = rl_test_read_file(path, &n0);
+    CHECK(before != NULL);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct rlimit lim = {1 << 16, 1 << 16};
+        signal(SIGXFSZ, SIG_IGN); // the error, not the signal
+        if (setrlimit(RLIMIT_FSIZE, &lim) != 0) {
+            _exit(3);
+        }
+        rl_optim_writer_t *w = NULL;
+        float *m = NULL, *v = NULL;
+        int rc = rl_optim_write_begin(path, 1 << 20, &w, &m, &v, err, sizeof(err)); // 8 MiB
+        printf("  no room for 8 MiB of moments: %d %s\n", rc, err);
+        fflush(stdout);
+        _exit(rc == 0 ? 1 : w != NULL ? 2 : !strstr(err, tmp) ? 4 : 0);
+    }
+    int st = -1;
+    CHECK(pid > 0 && waitpid(pid, &st, 0) == pid);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+              "the refusal (exit 0) was not seen: status %d (1 taken, 2 a writer left, 3 no "
+              "limit, 4 the message does not name %s)",
+              st, tmp);
+    CHECK_MSG(access(tmp, F_OK) != 0, "%s was left behind", tmp);
+    size_t n1 = 0;
+    char *after = rl_test_read_file(path, &n1);
+    CHECK_MSG(after && n1 == n0 && memcmp(before, after, n0) == 0, "%s changed", path);
+    free(before);
+    free(after);
+}
+
 static void test_crc32c(void) {
     // RFC 3720 (iSCSI) B.4 vectors and the usual check value.
     CHECK_INT(rl_crc32c(0, "123456789", 9), 0xE3069283u);
@@ -487,6 +532,7 @@ int main(void) {
     RL_TEST_RUN(test_state_file, dir);
     RL_TEST_RUN(test_state_file_shared, dir);
     RL_TEST_RUN(test_state_writer, dir);
+    RL_TEST_RUN(test_state_writer_full, dir);
     rl_test_tmpdir_done(dir);
     RL_TEST_DONE();
 }
