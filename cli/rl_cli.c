@@ -107,6 +107,10 @@ int rl_cli_load_model_on(const char *cmd, const char *model_dir, const char *ada
     } else if (adapter && rl_model_load_adapter(model, adapter, err, sizeof err) != 0) {
         fprintf(stderr, "rlctl %s: adapter %s: %s\n", cmd, adapter, err);
         rl_tokenizer_destroy(&tok);
+    } else if (rl_model_on_gpu(model) && rl_model_drop_host_weights(model) != 0) {
+        // on a GPU the model computes there only: its host copy given back
+        fprintf(stderr, "rlctl %s: %s\n", cmd, rl_model_errmsg(model));
+        rl_tokenizer_destroy(&tok);
     }
     if (!tok) {
         rl_model_destroy(&model);

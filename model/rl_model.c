@@ -825,7 +825,7 @@ static void s_free_weights(rl_model_t *self) {
 }
 
 int rl_model_drop_host_weights(rl_model_t *self) {
-    const int frozen = self->opts.tune == RL_TUNE_NONE && !self->lora;
+    const int frozen = self->opts.tune == RL_TUNE_NONE; // an adapter loaded into it stays
     const int infer_full = self->opts.tune == RL_TUNE_FULL && self->opts.device_infer;
     if (!self->cuda || (!frozen && !infer_full && self->opts.tune != RL_TUNE_LORA)) {
         return rl_mdl_err(self, RL_EINVAL,

@@ -392,12 +392,12 @@ int rl_model_device_shard_ranks(const rl_model_t *self);
 // Frees what load kept of the parameters (the mapping, converted copies) and sets every tensor
 // pointer of rl_model_params to NULL: from now on the unit hook provides them. opts.sharded only.
 void rl_model_drop_weights(rl_model_t *self);
-// A model on a GPU that trains nothing (tune NONE, no adapter), only a LoRA adapter (tune LORA)
-// or only infers (opts.device_infer: a sampler, also of full tuning) gives its host copy of the
-// frozen weights back once the device holds them (a reference beside the actor, a LoRA actor's
-// or sampler's base, a full-tuning sampler's whole model: 32 GB of host memory at Llama-3-8B).
-// It then computes on the device only: saving the model and pushing every parameter are
-// refused, and so are pushing, pulling and loading an adapter without tune LORA (RL_EINVAL,
+// A model on a GPU that trains nothing (tune NONE, an adapter loaded or not), only a LoRA adapter
+// (tune LORA) or only infers (opts.device_infer: a sampler, also of full tuning) gives its host
+// copy of the frozen weights back once the device holds them (a reference beside the actor, a LoRA
+// actor's or sampler's base, a full-tuning sampler's whole model: 32 GB of host memory at
+// Llama-3-8B). It then computes on the device only: saving the model and pushing every parameter
+// are refused, and so are pushing, pulling and loading an adapter without tune LORA (RL_EINVAL,
 // saying why); a LoRA adapter stays on the host, is pushed, pulled, loaded and saved as before;
 // new weights reach the device through rl_model_device_load. Returns 0, or RL_EINVAL for any
 // other model (on the CPU, full tuning that trains), with rl_model_errmsg.

@@ -804,6 +804,16 @@ static void s_test_adapter(int T) {
     printf("  %-40s %s\n", "logp, adapter disabled vs none loaded",
            without ? "the same bits" : "DIFFER FAIL");
     CHECK(with && without && moved);
+    // its host copy given back (`rlctl generate --adapter --device cuda`): the same logp, with
+    // the adapter and without; another adapter refused (its device half would be made anew)
+    CHECK_MSG(rl_model_drop_host_weights(none) == 0, "%s", rl_model_errmsg(none));
+    rc = rl_model_forward(none, b.tok, b.len, S_B, T, 1.0f, 0, l0, NULL);
+    rl_model_set_adapter_disabled(none, 0);
+    rc |= rl_model_forward(none, b.tok, b.len, S_B, T, 1.0f, 0, l2, NULL);
+    CHECK(rc == 0 && s_same_bits(l0, l3, BT * sizeof(float)) &&
+          s_same_bits(l2, l1, BT * sizeof(float)));
+    CHECK(rl_model_load_adapter(none, dir, err, sizeof err) == RL_EINVAL);
+    printf("  %-40s %s\n", "host copy given back: logp", rc ? "FAILED" : "the same bits");
     char path[512];
     const char *files[] = {"adapter_model.safetensors", "adapter_config.json"};
     for (int i = 0; i < 2; i++) {
