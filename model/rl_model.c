@@ -826,13 +826,14 @@ static void s_free_weights(rl_model_t *self) {
 
 int rl_model_drop_host_weights(rl_model_t *self) {
     const int frozen = self->opts.tune == RL_TUNE_NONE; // an adapter loaded into it stays
-    const int infer_full = self->opts.tune == RL_TUNE_FULL && self->opts.device_infer;
-    if (!self->cuda || (!frozen && !infer_full && self->opts.tune != RL_TUNE_LORA)) {
+    const int full = self->opts.tune == RL_TUNE_FULL;
+    const int full_dev = full && (self->opts.device_infer || !self->opts.device_host_optim);
+    if (!self->cuda || (!frozen && !full_dev && self->opts.tune != RL_TUNE_LORA)) {
         return rl_mdl_err(self, RL_EINVAL,
-                          "only a model on a GPU that trains nothing, only a LoRA adapter or "
-                          "only infers (device_infer) gives its host weights back");
+                          "only a model on a GPU that trains nothing, only a LoRA adapter, only "
+                          "infers, or whose optimizer steps there gives its host weights back");
     }
-    self->dropped_n = infer_full ? self->param_n : 0;
+    self->dropped_n = full ? self->param_n : 0;
     s_free_weights(self); // a LoRA adapter's arrays are its own: they stay
     rl_model_cuda_host_dropped(self->cuda);
     self->host_dropped = 1;
@@ -1446,7 +1447,9 @@ int rl_model_device_load(rl_model_t *self, size_t offset, const float *w, size_t
 }
 
 int rl_model_device_pull(rl_model_t *self, int grads) {
-    if (self->host_dropped && self->opts.tune != RL_TUNE_LORA) {
+    // full tuning that trains without its host copy: the gathers only (a group's collectives)
+    const int gathers = !grads && self->opts.tune == RL_TUNE_FULL && !self->opts.device_infer;
+    if (self->host_dropped && self->opts.tune != RL_TUNE_LORA && !gathers) {
         return rl_mdl_err(self, RL_EINVAL,
                           "the model gave its host weights back (rl_model_drop_host_weights): "
                           "nowhere to pull to");

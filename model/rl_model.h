@@ -393,14 +393,16 @@ int rl_model_device_shard_ranks(const rl_model_t *self);
 // pointer of rl_model_params to NULL: from now on the unit hook provides them. opts.sharded only.
 void rl_model_drop_weights(rl_model_t *self);
 // A model on a GPU that trains nothing (tune NONE, an adapter loaded or not), only a LoRA adapter
-// (tune LORA) or only infers (opts.device_infer: a sampler, also of full tuning) gives its host
-// copy of the frozen weights back once the device holds them (a reference beside the actor, a LoRA
-// actor's or sampler's base, a full-tuning sampler's whole model: 32 GB of host memory at
-// Llama-3-8B). It then computes on the device only: saving the model and pushing every parameter
-// are refused, and so are pushing, pulling and loading an adapter without tune LORA (RL_EINVAL,
-// saying why); a LoRA adapter stays on the host, is pushed, pulled, loaded and saved as before;
-// new weights reach the device through rl_model_device_load. Returns 0, or RL_EINVAL for any
-// other model (on the CPU, full tuning that trains), with rl_model_errmsg.
+// (tune LORA), only infers (opts.device_infer: a sampler, also of full tuning) or trains in full
+// with the optimizer on the device (not opts.device_host_optim: a mesh's rank that saves nothing)
+// gives its host copy of the weights back once the device holds them (a reference beside the
+// actor, a LoRA actor's or sampler's base, a full-tuning sampler's or rank's whole model: 32 GB of
+// host memory at Llama-3-8B). It then computes on the device only: saving the model and pushing
+// every parameter are refused, and so are pushing, pulling (full training: a pull makes the
+// group's gathers and keeps nothing) and loading an adapter without tune LORA (RL_EINVAL, saying
+// why); a LoRA adapter stays on the host, is pushed, pulled, loaded and saved as before; new
+// weights reach the device through rl_model_device_load. Returns 0, or RL_EINVAL for any other
+// model (on the CPU, full tuning with the optimizer on the host), with rl_model_errmsg.
 int rl_model_drop_host_weights(rl_model_t *self);
 
 // ---- a model on a GPU (opts.device) -------------------------------------------------------------
@@ -416,9 +418,9 @@ int rl_model_device_push(rl_model_t *self, int all);
 int rl_model_device_pull(rl_model_t *self, int grads);
 // A weight sync's piece straight into the device (rl_model_cuda_load: the host's trainable
 // array neither read nor written): floats [offset, offset + n) of rl_model_trainable's layout
-// (rl_model_trainable_size floats in all); last = 1 after the last piece. A model on a GPU with
-// one rank. Returns 0, or RL_EINVAL (on the CPU, a range past the end) or RL_EIO with
-// rl_model_errmsg.
+// (rl_model_trainable_size floats in all); last = 1 after the last piece. A model on a GPU (a
+// group's rank: the whole array in one piece). Returns 0, or RL_EINVAL (on the CPU, a range past
+// the end) or RL_EIO with rl_model_errmsg.
 int rl_model_device_load(rl_model_t *self, size_t offset, const float *w, size_t n, int last);
 // The optimizer's step where the parameters are, so that a step moves nothing between host and
 // device: trainer/rl_optim's semantics on the device's trainable parameters (the caller keeps

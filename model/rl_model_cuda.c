@@ -1646,6 +1646,11 @@ int rl_model_cuda_push(rl_model_cuda_t *self, int all) {
     return 0;
 }
 
+// A load of the whole array in one piece (offset 0, n the trainable floats, the last).
+static int s_whole_piece(size_t offset, size_t n, size_t whole, int last) {
+    return offset == 0 && n == whole && whole > 0 && last;
+}
+
 void rl_model_cuda_host_dropped(rl_model_cuda_t *self) {
     for (int i = 0; i < self->n_tensors; i++) {
         if (!self->tensors[i].trainable || self->tune == RL_TUNE_FULL) {
@@ -1655,10 +1660,34 @@ void rl_model_cuda_host_dropped(rl_model_cuda_t *self) {
 }
 
 int rl_model_cuda_load(rl_model_cuda_t *self, size_t offset, const float *w, size_t n, int last) {
+    size_t whole = 0;
+    for (int i = 0; i < self->n_tensors; i++) {
+        const s_tensor_t *t = &self->tensors[i];
+        whole += t->trainable && t->h_at != SIZE_MAX ? t->n : 0;
+    }
+    if ((self->mshard || self->ranks > 1) && s_whole_piece(offset, n, whole, last)) {
+        // a group's rank: the whole array at once, pushed as the host's would be (each rank
+        // its parts), from w instead of the host's arrays
+        float **was = malloc((size_t)self->n_tensors * sizeof *was);
+        if (!was) {
+            return s_err(self, RL_ENOMEM, "out of memory");
+        }
+        for (int i = 0; i < self->n_tensors; i++) {
+            s_tensor_t *t = &self->tensors[i];
+            was[i] = t->host;
+            t->host = t->trainable && t->h_at != SIZE_MAX ? (float *)w + t->h_at : t->host;
+        }
+        int rc = rl_model_cuda_push(self, 0);
+        for (int i = 0; i < self->n_tensors; i++) {
+            self->tensors[i].host = was[i];
+        }
+        free(was);
+        return rc;
+    }
     if (self->mshard || self->ranks > 1 || !self->t_n) {
         return s_err(self, RL_EINVAL,
                      "cuda:%d: weights are loaded in pieces only into a model of one rank that "
-                     "has trainable parameters",
+                     "has trainable parameters (a group's rank takes the whole array at once)",
                      self->device);
     }
     for (int i = 0; i < self->n_tensors; i++) {
@@ -1716,7 +1745,10 @@ int rl_model_cuda_pull(rl_model_cuda_t *self, int grads) {
             }
             src = whole + (t->t_at - u->lo);
         }
-        S_TRY(self->cu->d2h(self->ctx, grads ? t->host_grad : t->host, src, t->n * sizeof(float)));
+        float *dst = grads ? t->host_grad : t->host; // NULL: given back (the gathers only)
+        if (dst) {
+            S_TRY(self->cu->d2h(self->ctx, dst, src, t->n * sizeof(float)));
+        }
     }
     return 0;
 }

@@ -87,8 +87,9 @@ void rl_model_cuda_host_dropped(rl_model_cuda_t *self);
 // Host -> device: w, floats [offset, offset + n) of the host's flat trainable array
 // (rl_model_trainable's layout) straight into the device's trainable parameters, the host's
 // array neither read nor written (a weight sync's bucket); last = 1 after the last piece: the bf16
-// copies refreshed. Waits for the copies (w is the caller's again). One rank without ZeRO-3 of
-// the masters only. Returns 0, RL_EINVAL or RL_EIO.
+// copies refreshed. Waits for the copies (w is the caller's again). A group's rank (ZeRO-2, or
+// ZeRO-3 of the masters) takes the whole array in one piece only (offset 0, last), each rank its
+// parts, as a push would. Returns 0, RL_EINVAL, RL_ENOMEM or RL_EIO.
 int rl_model_cuda_load(rl_model_cuda_t *self, size_t offset, const float *w, size_t n, int last);
 // Device -> host: the trainable parameters (grads = 0) or their gradients (grads = 1) into the
 // host model's arrays (rl_model_trainable / rl_model_trainable_grads). Returns 0 or RL_EIO.

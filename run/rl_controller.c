@@ -392,9 +392,13 @@ static void s_print_placement(s_ctl_t *s, int threads) {
             snprintf(proc, sizeof proc, "%s pid %d", grp[g]->names[k], (int)pid);
             rl_device_t d = {0, 0};
             (void)rl_policy_role_device(r, dev_role[g], k, &d, err, sizeof err); // checked
+            // full tuning with NCCL and AdamW on the GPUs: ranks other than 0 give their host
+            // copy back (rank 0 writes the checkpoints and sends the weights)
+            const int gave =
+                g == 0 && k > 0 && nccl && !r->lora.enabled && !rm && !r->train.optimizer_offload;
             rl_log_info("  %4d  %2d %4d  %-20s  %-15.15s  %-15s %7d  %-7s  %.1f MiB%s", k, k / fsdp,
                         k % fsdp, label[g], at ? at : host, proc, threads,
-                        rl_device_name(&d, dn, sizeof dn), bytes[g] / 1048576.0,
+                        rl_device_name(&d, dn, sizeof dn), (gave ? 0 : bytes[g]) / 1048576.0,
                         g == 0 && s->run.critic_in_actor ? " (+ the critic)" : "");
         }
     }

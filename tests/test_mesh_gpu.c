@@ -230,11 +230,16 @@ static void s_test_two_devices(void) {
     }
 }
 
-// The log of run `run`'s actor rank 0 (logs/actor-0.log), or NULL.
-static char *s_actor_log(const char *run) {
+// The log of run `run`'s actor rank `rank` (logs/actor-<rank>.log), or NULL.
+static char *s_rank_log(const char *run, int rank) {
     char path[200];
-    snprintf(path, sizeof path, "%s/%s/logs/actor-0.log", s_tmp, run);
+    snprintf(path, sizeof path, "%s/%s/logs/actor-%d.log", s_tmp, run, rank);
     return rl_test_read_file(path, NULL);
+}
+
+// The log of run `run`'s actor rank 0, or NULL.
+static char *s_actor_log(const char *run) {
+    return s_rank_log(run, 0);
 }
 
 // Run `run` of `recipe` with `more` on two emulated GPUs: its output and actor rank 0's log say
@@ -327,6 +332,10 @@ static void s_test_nccl(void) {
     CHECK_INT(s_run("sft_arith.yaml", "sft-nccl-re", more), 0);
     char *o = s_actor_log("sft-nccl-re");
     CHECK_CONTAINS(o, "sums its gradients between its GPUs with NCCL");
+    free(o);
+    // rank 1 keeps no host copy of the weights: its resume went into its device (exact below)
+    o = s_rank_log("sft-nccl-re", 1);
+    CHECK_CONTAINS(o, "rank 1 gave its host copy of the weights back");
     free(o);
     rl_test_metrics_close(s_tmp, "sft-nccl", "sft-nccl-re", 0.0, 1e-30, 3);
     rl_test_final_close(s_tmp, "sft-nccl", "sft-nccl-re", "model.safetensors", 0.0);

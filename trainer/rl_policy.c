@@ -509,21 +509,31 @@ static int s_load_model(rl_policy_t *p, const char *dir, char *err, size_t err_l
         return rl_errf(err, err_len, RL_EINVAL, "%s", msg);
     }
     // LoRA on a GPU: the frozen base computes there only, its host copy given back (a head's
-    // final save merges the adapter into the base: kept)
-    if (mo.device.cuda && mo.tune == RL_TUNE_LORA && !p->head &&
+    // final save merges the adapter into the base: kept). Full tuning on a mesh's GPUs with
+    // AdamW there: ranks other than 0 write no checkpoint and send no weights, so they keep no
+    // host copy either (their pulls make the gathers only; a resume loads into the device)
+    const int rank_full =
+        nccl && s_rank(p) != 0 && mo.tune == RL_TUNE_FULL && !p->head && !mo.device_host_optim;
+    if (mo.device.cuda && ((mo.tune == RL_TUNE_LORA && !p->head) || rank_full) &&
         rl_model_drop_host_weights(m) != 0) {
         rc = rl_errf(err, err_len, RL_EINVAL, "%s", rl_model_errmsg(m));
         rl_model_destroy(&m);
         return rc;
+    }
+    if (rank_full) {
+        rl_log_info("rank %d gave its host copy of the weights back (rank 0 writes the "
+                    "checkpoints and sends the weights)",
+                    s_rank(p));
     }
     if (p->coll && !nccl) {
         return s_shard_model(p, m, err, err_len);
     }
     p->nccl = nccl;
     size_t n = 0;
-    float *params = rl_model_trainable(m, &n);
+    float *params = rl_model_trainable(m, &n); // NULL: given back (rank_full)
     float *grads = rl_model_trainable_grads(m);
-    if (!params || !grads || n == 0 || (p->optim && n != p->n_params)) {
+    n = rl_model_trainable_size(m);
+    if ((!params && !rank_full) || !grads || n == 0 || (p->optim && n != p->n_params)) {
         rl_model_destroy(&m);
         return rl_errf(err, err_len, RL_EINVAL, "%s: %zu trainable parameters, expected %zu",
                        dir, n, p->n_params);
@@ -1349,6 +1359,10 @@ static int s_load_full_gpu(rl_policy_t *self, const char *path, char *err, size_
     if (!w || n != self->n_params) {
         rc = rl_errf(err, err_len, RL_EINVAL, "%s: %zu parameters, expected %zu", path, n,
                      self->n_params);
+    } else if (!self->params) { // the host's copy given back (a mesh's rank): into the device
+        if ((rc = rl_model_device_load(self->model, 0, w, n, 1)) != 0) {
+            rc = rl_errf(err, err_len, rc, "%s: %s", path, rl_model_errmsg(self->model));
+        }
     } else {
         memcpy(self->params, w, n * sizeof(float));
         if ((rc = rl_model_device_push(self->model, 0)) != 0) {
