@@ -2290,6 +2290,7 @@ static void s_test_drop_host(void) {
         tok[i] = (int32_t)((i * 7919) % cfg.vocab_size);
     }
     float a[T], b[T];
+    size_t n0 = 0;
     char err[512];
     CHECK(rl_model_forward(m, tok, &len, 1, T, 1.0f, 0, a, NULL) == 0);
     float *la = s_prefill(m, tok, T);
@@ -2315,6 +2316,31 @@ static void s_test_drop_host(void) {
     CHECK(rl_model_load_adapter(m, "/tmp/rl_drop_host_never", err, sizeof err) == RL_EINVAL);
     CHECK_CONTAINS(err, "no adapter can be loaded");
     CHECK(rl_model_drop_host_weights(full) == RL_EINVAL); // it steps on the host
+    // full tuning with AdamW on the device (a mesh's rank other than 0): given back, a pull
+    // keeps nothing (the group's gathers only), its weights come back through a load
+    rl_model_t *fd = s_new(&cfg, &kf, 1, 64);
+    size_t fn = 0;
+    const float *fh = rl_model_trainable(fd, &fn);
+    float *fw = malloc(fn * sizeof *fw);
+    memcpy(fw, fh, fn * sizeof *fw);
+    CHECK(rl_model_forward(fd, tok, &len, 1, T, 1.0f, 0, a, NULL) == 0);
+    CHECK_MSG(rl_model_drop_host_weights(fd) == 0, "%s", rl_model_errmsg(fd));
+    CHECK(rl_model_trainable(fd, &n0) == NULL && rl_model_trainable_size(fd) == fn);
+    CHECK(rl_model_device_pull(fd, 0) == 0 && rl_model_device_push(fd, 0) == RL_EINVAL);
+    for (size_t i = 0; i < fn; i++) { // other weights first: the load below must move them back
+        fw[i] *= 0.5f;
+    }
+    CHECK(rl_model_device_load(fd, 0, fw, fn, 1) == 0);
+    CHECK(rl_model_forward(fd, tok, &len, 1, T, 1.0f, 0, b, NULL) == 0);
+    CHECK_MSG(!s_same_bits(a, b, sizeof a), "loading other weights changed nothing");
+    for (size_t i = 0; i < fn; i++) {
+        fw[i] *= 2.0f; // exact: the original weights again
+    }
+    CHECK(rl_model_device_load(fd, 0, fw, fn, 1) == 0);
+    CHECK(rl_model_forward(fd, tok, &len, 1, T, 1.0f, 0, b, NULL) == 0);
+    CHECK_MSG(s_same_bits(a, b, sizeof a), "a full model's logprobs after its host copy went");
+    free(fw);
+    rl_model_destroy(&fd);
     CHECK(rl_model_drop_host_weights(cpu) == RL_EINVAL);
     CHECK_CONTAINS(rl_model_errmsg(cpu), "only a model on a GPU");
     rl_model_destroy(&m);
