@@ -1607,6 +1607,17 @@ static int s_push_part(rl_model_cuda_t *self, const s_tensor_t *t) {
     return 0;
 }
 
+// Elements [at, at + len) of trainable tensor t (one rank, no mshard) from src: a lean model's
+// matrix rounded into its bf16 copy (it has no master), else into its fp32 at dt->f.
+static int s_put(rl_model_cuda_t *self, const s_tensor_t *t, size_t at, const float *src,
+                 size_t len) {
+    if (self->lean && !t->vec) {
+        return s_push_bf16(self, t->dt->h + at, src, len);
+    }
+    S_TRY(self->cu->h2d(self->ctx, t->dt->f + at, src, len * sizeof(float)));
+    return 0;
+}
+
 int rl_model_cuda_push(rl_model_cuda_t *self, int all) {
     const rl_cuda_module_t *cu = self->cu;
     rl_cuda_ctx_t *ctx = self->ctx;
@@ -1625,10 +1636,8 @@ int rl_model_cuda_push(rl_model_cuda_t *self, int all) {
             } else if (!rc && u && t->vec) { // a gathered layer's vector, whole in fp32
                 S_TRY(cu->h2d(ctx, t->dt->f, t->host, t->n * sizeof(float)));
             }
-        } else if (t->trainable && self->lean && !t->vec) { // no master: its bf16 copy only
-            rc = s_push_bf16(self, t->dt->h, t->host, t->n);
         } else if (t->trainable) {
-            S_TRY(cu->h2d(ctx, t->dt->f, t->host, t->n * sizeof(float)));
+            rc = s_put(self, t, 0, t->host, t->n);
         } else if (all && t->dt->h) { // a frozen matmul weight: rounded here, uploaded in bf16
             rc = s_push_bf16(self, t->dt->h, t->host, t->n);
         } else if (all) {
@@ -1646,11 +1655,6 @@ int rl_model_cuda_push(rl_model_cuda_t *self, int all) {
     return 0;
 }
 
-// A load of the whole array in one piece (offset 0, n the trainable floats, the last).
-static int s_whole_piece(size_t offset, size_t n, size_t whole, int last) {
-    return offset == 0 && n == whole && whole > 0 && last;
-}
-
 void rl_model_cuda_host_dropped(rl_model_cuda_t *self) {
     for (int i = 0; i < self->n_tensors; i++) {
         if (!self->tensors[i].trainable || self->tune == RL_TUNE_FULL) {
@@ -1665,7 +1669,7 @@ int rl_model_cuda_load(rl_model_cuda_t *self, size_t offset, const float *w, siz
         const s_tensor_t *t = &self->tensors[i];
         whole += t->trainable && t->h_at != SIZE_MAX ? t->n : 0;
     }
-    if ((self->mshard || self->ranks > 1) && s_whole_piece(offset, n, whole, last)) {
+    if ((self->mshard || self->ranks > 1) && offset == 0 && n == whole && whole > 0 && last) {
         // a group's rank: the whole array at once, pushed as the host's would be (each rank
         // its parts), from w instead of the host's arrays
         float **was = malloc((size_t)self->n_tensors * sizeof *was);
@@ -1697,14 +1701,9 @@ int rl_model_cuda_load(rl_model_cuda_t *self, size_t offset, const float *w, siz
         }
         size_t a = t->h_at > offset ? t->h_at : offset;
         size_t b = t->h_at + t->n < offset + n ? t->h_at + t->n : offset + n;
-        if (a < b && self->lean && !t->vec) { // no master: rounded into its bf16 copy
-            int rc = s_push_bf16(self, t->dt->h + (a - t->h_at), w + (a - offset), b - a);
-            if (rc) {
-                return rc;
-            }
-        } else if (a < b) { // its master's part (lean: a vector's), whole at dt->f
-            S_TRY(self->cu->h2d(self->ctx, t->dt->f + (a - t->h_at), w + (a - offset),
-                                (b - a) * sizeof(float)));
+        int rc = a < b ? s_put(self, t, a - t->h_at, w + (a - offset), b - a) : 0;
+        if (rc) {
+            return rc;
         }
     }
     int rc = last ? s_round_whole(self) : 0;
